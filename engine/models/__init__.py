@@ -1,0 +1,1 @@
+"""Model architectures: a compact spec, and the exact tensor inventory it implies."""

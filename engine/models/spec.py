@@ -1,0 +1,138 @@
+"""The architecture spec: the few numbers that fix a model's every parameter tensor.
+
+A plan embeds the full spec (not just a preset name) so that a saved plan reopens
+identically even after the preset catalogue changes. Field names follow Hugging Face
+``config.json`` meanings; the family selects the quirks (biases, extra norms, fused
+projections) that a plain hidden/layers/heads triple cannot express.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Family = Literal[
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gemma2",
+    "gemma3",
+    "phi3",
+    "gpt2",
+    "gpt_neox",
+    "mixtral",
+    "qwen3_moe",
+    "deepseek_v3",
+]
+
+StoredDtype = Literal["fp32", "bf16", "fp16"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MoESpec(_Frozen):
+    """Mixture-of-experts feed-forward: routed experts, optional shared experts."""
+
+    num_experts: int = Field(ge=1, le=4096, description="Routed experts per MoE layer (count).")
+    top_k: int = Field(ge=1, le=64, description="Experts each token is routed to (count).")
+    expert_intermediate: int = Field(
+        ge=1, le=1_000_000, description="Intermediate size of one routed expert (elements)."
+    )
+    shared_experts: int = Field(
+        default=0, ge=0, le=64, description="Always-active shared experts (count)."
+    )
+    shared_intermediate: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Intermediate size of one shared expert; None = expert_intermediate.",
+    )
+    first_dense_layers: int = Field(
+        default=0, ge=0, le=1000, description="Leading layers with a dense MLP instead (count)."
+    )
+    dense_intermediate: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Intermediate size of the dense layers; None = the model's intermediate.",
+    )
+    router_bias: bool = Field(
+        default=False, description="Router carries a per-expert bias (DeepSeek-V3 score correction)."
+    )
+    capacity_factor: float = Field(
+        default=1.0, ge=0.1, le=16.0, description="Token capacity per expert relative to uniform."
+    )
+
+
+class MLASpec(_Frozen):
+    """Multi-head latent attention (DeepSeek-V2/V3): low-rank Q and compressed KV."""
+
+    q_lora_rank: int | None = Field(default=None, ge=1, le=100_000)
+    kv_lora_rank: int = Field(ge=1, le=100_000)
+    qk_nope_head_dim: int = Field(ge=1, le=4096)
+    qk_rope_head_dim: int = Field(ge=1, le=4096)
+    v_head_dim: int = Field(ge=1, le=4096)
+
+
+class ArchitectureSpec(_Frozen):
+    """A decoder-only transformer as its config describes it."""
+
+    family: Family = Field(description="Architecture family; selects the family's quirks.")
+    hidden: int = Field(ge=1, le=1_000_000, description="Hidden size h (elements).")
+    layers: int = Field(ge=1, le=10_000, description="Decoder layers L (count).")
+    heads: int = Field(ge=1, le=10_000, description="Attention heads a (count).")
+    kv_heads: int = Field(ge=1, le=10_000, description="Key/value heads k (count); = a for MHA.")
+    head_dim: int | None = Field(
+        default=None, ge=1, le=100_000, description="Head dim d; None = hidden / heads."
+    )
+    intermediate: int = Field(ge=1, le=10_000_000, description="MLP intermediate size I.")
+    vocab: int = Field(ge=1, le=10_000_000, description="Vocabulary size V (tokens).")
+    max_position: int = Field(
+        default=4096, ge=1, le=100_000_000, description="Max positions (learned-position tables)."
+    )
+    tied_embeddings: bool = Field(default=False, description="lm_head shares the embedding matrix.")
+    mlp: Literal["swiglu", "geglu", "gelu"] = Field(
+        default="swiglu", description="Gated (gate+up+down) or plain (up+down) MLP."
+    )
+    norm: Literal["rmsnorm", "layernorm"] = Field(default="rmsnorm")
+    norm_bias: bool = Field(default=False, description="Norms carry a bias (LayerNorm).")
+    qkv_bias: bool = Field(default=False, description="q/k/v projections carry biases.")
+    o_bias: bool = Field(default=False, description="Attention output projection carries a bias.")
+    mlp_bias: bool = Field(default=False, description="MLP projections carry biases.")
+    lm_head_bias: bool = Field(default=False, description="lm_head carries a bias.")
+    qk_norm: bool = Field(default=False, description="Per-head RMSNorm on q and k (Qwen3, Gemma3).")
+    sandwich_norm: bool = Field(
+        default=False, description="Extra post-attention / post-MLP norms (Gemma 2/3)."
+    )
+    fused_qkv: bool = Field(default=False, description="One qkv projection tensor (Phi-3, NeoX).")
+    fused_gate_up: bool = Field(default=False, description="One gate_up tensor (Phi-3).")
+    position: Literal["rotary", "learned"] = Field(default="rotary")
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+    mtp_layers: int = Field(
+        default=0, ge=0, le=16, description="Multi-token-prediction modules (DeepSeek-V3)."
+    )
+    stored_dtype: StoredDtype = Field(
+        default="bf16", description="Dtype of the published checkpoint's weights."
+    )
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> ArchitectureSpec:
+        if self.heads % self.kv_heads != 0:
+            raise ValueError(
+                f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})"
+            )
+        if self.head_dim is None and self.mla is None and self.hidden % self.heads != 0:
+            raise ValueError(
+                f"hidden ({self.hidden}) is not divisible by heads ({self.heads}); set head_dim"
+            )
+        return self
+
+    @property
+    def dim_per_head(self) -> int:
+        """Head dimension d, explicit or hidden / heads."""
+        return self.head_dim if self.head_dim is not None else self.hidden // self.heads

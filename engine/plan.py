@@ -1,0 +1,144 @@
+"""The Plan: every input of a training-memory plan, immutable and validated.
+
+A Plan is the single source of truth that flows one way into ``estimate()``. It is
+frozen so views and the undo stack can hold it safely; edits make a new Plan through
+:func:`with_value`, which re-validates the whole thing so cross-field rules hold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+
+from engine.sections.base import Section
+from engine.sections.hardware import HardwareSection
+from engine.sections.method import BatchSection, MethodSection
+from engine.sections.model import ModelSection
+from engine.sections.offload import CheckpointSection, HostSection, OffloadSection
+from engine.sections.parallel import ParallelismSection
+from engine.sections.runtime import PolicySection, RuntimeSection
+
+SECTION_ORDER: tuple[str, ...] = (
+    "model",
+    "method",
+    "batch",
+    "parallelism",
+    "hardware",
+    "offload",
+    "host",
+    "checkpoint",
+    "runtime",
+    "policy",
+)
+
+
+class Plan(Section):
+    """A complete plan. The defaults form the built-in default plan.
+
+    Default: Llama-3.1-8B full fine-tuning, bf16 compute with fp32 master weights
+    (FSDP2 MixedPrecisionPolicy), AdamW, FSDP2 full sharding over one node of
+    8 × H100 80 GB, sequence 4096, micro-batch 1.
+    """
+
+    model: ModelSection = Field(default_factory=ModelSection)
+    method: MethodSection = Field(default_factory=MethodSection)
+    batch: BatchSection = Field(default_factory=BatchSection)
+    parallelism: ParallelismSection = Field(default_factory=ParallelismSection)
+    hardware: HardwareSection = Field(default_factory=HardwareSection)
+    offload: OffloadSection = Field(default_factory=OffloadSection)
+    host: HostSection = Field(default_factory=HostSection)
+    checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
+    runtime: RuntimeSection = Field(default_factory=RuntimeSection)
+    policy: PolicySection = Field(default_factory=PolicySection)
+
+    @model_validator(mode="after")
+    def _cross_section(self) -> Plan:
+        par, arch = self.parallelism, self.model.architecture
+        if par.pp_layer_split is not None and sum(par.pp_layer_split) != arch.layers:
+            raise ValueError(
+                f"parallelism.pp_layer_split sums to {sum(par.pp_layer_split)} layers but "
+                f"the model has {arch.layers}"
+            )
+        if par.pp > arch.layers:
+            raise ValueError(f"parallelism.pp ({par.pp}) exceeds the model's {arch.layers} layers")
+        if self.offload.params != "none" and par.strategy not in ("zero3",):
+            raise ValueError(
+                "offload.params needs parallelism.strategy zero3: DeepSpeed offloads "
+                "parameters only with ZeRO stage 3"
+            )
+        return self
+
+    def to_canonical_json(self) -> str:
+        """Canonical JSON of the inputs: sorted keys, no whitespace, ASCII only."""
+        return json.dumps(
+            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+        )
+
+    def config_hash(self) -> str:
+        """SHA-256 of the canonical inputs: identifies a plan's content, not its metadata."""
+        return hashlib.sha256(self.to_canonical_json().encode("ascii")).hexdigest()
+
+
+def default_plan() -> Plan:
+    """The built-in default plan (see :class:`Plan`)."""
+    return Plan()
+
+
+def _set_in(tree: dict[str, Any], path: list[str], value: Any, full: str) -> None:
+    node: Any = tree
+    for i, key in enumerate(path[:-1]):
+        if not isinstance(node, dict) or key not in node:
+            raise KeyError(f"unknown field {'.'.join(path[: i + 1])!r} in {full!r}")
+        node = node[key]
+    if not isinstance(node, dict) or path[-1] not in node:
+        raise KeyError(f"unknown field {full!r}")
+    node[path[-1]] = value
+
+
+def get_value(plan: Plan, path: str) -> Any:
+    """The JSON value at a dotted field path, e.g. ``batch.seq_len``."""
+    node: Any = plan.model_dump(mode="json")
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            raise KeyError(f"unknown field {path!r}")
+        node = node[key]
+    return node
+
+
+def with_values(plan: Plan, changes: dict[str, Any]) -> Plan:
+    """A new Plan with the given dotted-path fields replaced, fully re-validated.
+
+    Raises ``KeyError`` for an unknown path and ``pydantic.ValidationError`` for a bad
+    value, so callers can name the field in their message.
+    """
+    tree = plan.model_dump(mode="json")
+    for path, value in changes.items():
+        _set_in(tree, path.split("."), value, path)
+    return Plan.model_validate(tree)
+
+
+def with_value(plan: Plan, path: str, value: Any) -> Plan:
+    """A new Plan with one field replaced (see :func:`with_values`)."""
+    return with_values(plan, {path: value})
+
+
+def describe_validation_error(err: ValidationError, prefix: str = "") -> list[str]:
+    """One sentence per problem, each naming the field path a user can act on."""
+    messages = []
+    for item in err.errors():
+        loc = ".".join(str(p) for p in item["loc"] if not str(p).startswith("function-"))
+        where = ".".join(p for p in (prefix, loc) if p)
+        msg = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif item["type"] == "missing":
+            msg = "required field is missing"
+        got = item.get("input")
+        shown = "" if item["type"] in ("missing", "extra_forbidden") or isinstance(
+            got, dict
+        ) else f" (got {got!r})"
+        messages.append(f"{where or prefix or 'plan'}: {msg}{shown}")
+    return messages

@@ -1,0 +1,57 @@
+"""The Hardware section: the accelerator, its usable capacity and the node around it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from engine.sections.base import Section
+from engine.units import GB, GiB
+
+H100_USABLE_BYTES = 84_932_558_848
+"""What PyTorch can allocate on an H100 SXM 80 GB: ≈79.1 GiB (memory-model §5: 79.65 GiB
+shown by nvidia-smi, ≈79.1–79.3 GiB to PyTorch; the low end, rounded to 2 MiB)."""
+
+
+class HardwareSection(Section):
+    """One accelerator kind and the node that hosts it."""
+
+    accelerator: str = Field(
+        default="h100-sxm-80gb", min_length=1, max_length=100,
+        description="Accelerator preset name (informational; capacities below are computed).",
+    )
+    hbm_bytes: int = Field(
+        default=80 * GB, ge=1, le=10**14, description="Marketed HBM capacity (bytes)."
+    )
+    usable_policy: Literal["framework_visible", "marketed", "custom"] = Field(
+        default="framework_visible",
+        description="Which capacity decides fit: what the framework can allocate "
+        "(default), the marketed figure, or usable_hbm_bytes as entered.",
+    )
+    usable_hbm_bytes: int = Field(
+        default=H100_USABLE_BYTES, ge=1, le=10**14,
+        description="Capacity the framework can allocate (bytes); see memory-model §5.",
+    )
+    gpus_per_node: int = Field(default=8, ge=1, le=1024, description="Accelerators per node.")
+    host_ram_bytes_per_node: int = Field(
+        default=2048 * GiB, ge=0, le=10**16, description="Host RAM per node (bytes); DGX H100: "
+        "2 TB.",
+    )
+    nvme_bytes_per_node: int = Field(
+        default=30_720 * GB, ge=0, le=10**17, description="Local NVMe per node (bytes); DGX "
+        "H100: 8 × 3.84 TB.",
+    )
+    host_link_gbps: float | None = Field(
+        default=None, gt=0, le=100_000, description="Device↔host bandwidth per GPU (GB/s)."
+    )
+    nvme_gbps: float | None = Field(
+        default=None, gt=0, le=100_000, description="Host↔NVMe bandwidth per node (GB/s)."
+    )
+
+    @property
+    def capacity_bytes(self) -> int:
+        """The HBM capacity that decides fit under the chosen policy."""
+        if self.usable_policy == "marketed":
+            return self.hbm_bytes
+        return self.usable_hbm_bytes

@@ -1,0 +1,151 @@
+"""The Method section: what is trained, with which optimizer and number formats."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from engine.sections.base import Section
+
+Dtype = Literal["fp32", "bf16", "fp16"]
+
+LoraTarget = Literal["q", "k", "v", "o", "qkv", "gate", "up", "gate_up", "down", "lm_head"]
+
+
+class LoraSection(Section):
+    """LoRA adapters (Hu et al. 2021) as PEFT builds them."""
+
+    rank: int = Field(default=16, ge=1, le=65536, description="Adapter rank r (count).")
+    alpha: float = Field(default=32.0, gt=0, le=1e6, description="Scaling numerator alpha.")
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Adapter dropout p.")
+    targets: tuple[LoraTarget, ...] = Field(
+        default=("q", "k", "v", "o"),
+        min_length=1,
+        description="Projection roles that get adapters (default: attention q, k, v, o).",
+    )
+    adapter_dtype: Dtype = Field(
+        default="fp32",
+        description="Adapter weights' dtype; PEFT keeps them fp32 over a bf16 base "
+        "(autocast_adapter_dtype=True, measured).",
+    )
+
+
+class QloraSection(Section):
+    """4-bit NormalFloat base weights (Dettmers et al. 2023)."""
+
+    block_size: int = Field(default=64, ge=16, le=4096, description="Elements per absmax block.")
+    double_quant: bool = Field(
+        default=True, description="Quantize the absmax constants (8-bit, block 256)."
+    )
+    compute_dtype: Dtype = Field(default="bf16", description="Dequantized compute dtype.")
+    upcast_non_quantized: bool = Field(
+        default=True,
+        description="Keep norms, embeddings and lm_head in fp32, as "
+        "prepare_model_for_kbit_training does.",
+    )
+
+
+class CustomTrainableSection(Section):
+    """Train a chosen subset: by roles, or a raw parameter count."""
+
+    roles: tuple[str, ...] = Field(
+        default=(), description="Tensor roles that are trainable (empty: use count)."
+    )
+    count: int | None = Field(
+        default=None, ge=0, le=10**14, description="Trainable parameters (count), if set."
+    )
+
+
+OptimizerName = Literal["adamw", "adam8bit", "sgd", "sgd_momentum", "adafactor", "lion", "custom"]
+
+
+class OptimizerSection(Section):
+    """The optimizer and how its step is implemented."""
+
+    name: OptimizerName = Field(default="adamw", description="Optimizer algorithm.")
+    implementation: Literal["foreach", "fused", "for_loop"] = Field(
+        default="foreach",
+        description="PyTorch step implementation; foreach is torch's default (it "
+        "materialises one extra state-dtype copy of the parameters).",
+    )
+    custom_bytes_per_param: float = Field(
+        default=8.0, ge=0.0, le=64.0, description="Optimizer state bytes per trainable "
+        "parameter when name = custom.",
+    )
+
+
+PrecisionPolicy = Literal["fp32", "amp_master", "fsdp2_mixed", "pure_16bit"]
+
+
+class PrecisionSection(Section):
+    """Number formats of parameters, gradients, master copy and optimizer state.
+
+    ``amp_master``: 16-bit working weights plus an fp32 master copy (DeepSpeed, Megatron).
+    ``fsdp2_mixed``: FSDP2 MixedPrecisionPolicy — the sharded fp32 parameter *is* the
+    master; compute gathers it in ``compute_dtype``. ``pure_16bit``: everything 16-bit.
+    """
+
+    policy: PrecisionPolicy = Field(default="fsdp2_mixed")
+    compute_dtype: Dtype = Field(default="bf16", description="Forward/backward dtype.")
+    grad_dtype: Dtype = Field(
+        default="fp32",
+        description="Gradient (reduce) dtype; fp32 main grads (Megatron) or 16-bit "
+        "(DeepSpeed fp16/bf16 default).",
+    )
+    optimizer_state_dtype: Dtype = Field(default="fp32", description="Optimizer moments' dtype.")
+    loss_scaling: bool = Field(default=False, description="fp16 dynamic loss scaling.")
+
+
+RecomputePolicy = Literal["none", "selective", "full", "every_k", "offload"]
+
+
+class RecomputeSection(Section):
+    """Activation checkpointing (recomputation) policy."""
+
+    policy: RecomputePolicy = Field(default="none")
+    every_k: int = Field(
+        default=2, ge=1, le=10_000, description="With every_k: checkpoint one layer in k."
+    )
+
+
+MethodKind = Literal["full", "lora", "qlora", "custom"]
+
+
+class MethodSection(Section):
+    """Training method: full, LoRA, QLoRA or a custom trainable subset."""
+
+    kind: MethodKind = Field(default="full")
+    lora: LoraSection = Field(default_factory=LoraSection)
+    qlora: QloraSection = Field(default_factory=QloraSection)
+    custom: CustomTrainableSection = Field(default_factory=CustomTrainableSection)
+    optimizer: OptimizerSection = Field(default_factory=OptimizerSection)
+    precision: PrecisionSection = Field(default_factory=PrecisionSection)
+    recompute: RecomputeSection = Field(default_factory=RecomputeSection)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MethodSection:
+        if self.precision.policy == "fp32" and self.precision.compute_dtype != "fp32":
+            raise ValueError("precision.policy fp32 needs precision.compute_dtype fp32")
+        if self.precision.loss_scaling and self.precision.compute_dtype != "fp16":
+            raise ValueError("precision.loss_scaling applies only to fp16 compute")
+        return self
+
+
+class BatchSection(Section):
+    """Batch geometry of one optimizer step."""
+
+    seq_len: int = Field(default=4096, ge=1, le=10_000_000, description="Sequence length s "
+                         "(tokens).")
+    micro_batch: int = Field(default=1, ge=1, le=1_000_000, description="Micro-batch b "
+                             "(sequences per rank per forward).")
+    grad_accum: int = Field(default=1, ge=1, le=1_000_000, description="Gradient accumulation "
+                            "steps (micro-batches per optimizer step per rank).")
+    global_batch: int | None = Field(
+        default=None, ge=1, le=100_000_000, description="Global batch (sequences per step); "
+        "None = micro_batch × grad_accum × DP.",
+    )
+    hold_fixed: Literal["micro_batch", "global_batch"] = Field(
+        default="micro_batch",
+        description="When the layout changes, keep the micro-batch or the global batch.",
+    )

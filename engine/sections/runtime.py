@@ -1,0 +1,71 @@
+"""The Runtime section: framework, kernels and the memory outside PyTorch's tensors."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from engine.sections.base import ByteRange, FractionRange, Section
+from engine.units import GB, GiB, MiB
+
+
+class RuntimeSection(Section):
+    """What the software stack adds beyond the model's own tensors."""
+
+    framework: Literal["pytorch", "deepspeed", "megatron"] = Field(default="pytorch")
+    framework_version: str = Field(default="torch 2.13", max_length=100)
+    activation_profile: Literal["hf-transformers", "megatron"] = Field(
+        default="hf-transformers",
+        description="Which implementation's saved tensors the activation model counts.",
+    )
+    attention: Literal["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "eager"] = Field(
+        default="sdpa_flash"
+    )
+    loss: Literal["standard", "chunked", "fused"] = Field(
+        default="standard", description="Cross-entropy: HF standard (fp32 logits), chunked, "
+        "or fused (no full logits).",
+    )
+    loss_chunk_tokens: int = Field(default=1024, ge=1, le=10**8)
+    logits_fp32_upcast: bool = Field(default=True, description="HF causal-LM loss upcasts "
+                                     "logits to fp32 (transformers #30860).")
+    activation_band: FractionRange = Field(
+        default=FractionRange(low=0.98, high=1.05),
+        description="Multiplier band on the counted activations (implementation variance).",
+    )
+    cuda_context_bytes: ByteRange = Field(
+        default=ByteRange(low=int(0.3 * GiB), high=int(0.65 * GiB)),
+        description="CUDA context per process (pytorch PR #86509: 0.3–0.65 GiB).",
+    )
+    nccl_bytes_per_communicator: ByteRange = Field(
+        default=ByteRange(low=GB // 2, high=7 * GB // 10),
+        description="NCCL buffers per communicator (NVIDIA/nccl #964: ≈0.5–0.7 GB).",
+    )
+    cublas_workspace_bytes: ByteRange = Field(
+        default=ByteRange(low=8 * MiB, high=32 * MiB),
+        description="cuBLAS workspace per handle (8 MiB; 32 MiB on Hopper).",
+    )
+    allocator_reserve: FractionRange = Field(
+        default=FractionRange(low=0.05, high=0.20),
+        description="Reserved minus allocated, as a fraction of allocated (torchtitan #165 "
+        "1.20–1.36; pytorch #40989 11 %); expandable_segments narrows it.",
+    )
+    expandable_segments: bool = Field(default=False)
+    allocation_granularity_bytes: int = Field(
+        default=512, ge=1, le=2**30,
+        description="CUDA caching allocator rounds each allocation up to 512 bytes.",
+    )
+
+
+class PolicySection(Section):
+    """How the verdict and counts are reported."""
+
+    headroom_percent: float = Field(
+        default=10.0, ge=0.0, le=90.0,
+        description="Capacity kept free for what the estimate cannot see (%).",
+    )
+    rounding: Literal["node", "gpu"] = Field(
+        default="node", description="Round procurement counts to whole nodes or GPUs."
+    )
+    units: Literal["gb", "gib", "both"] = Field(default="both")
+    max_gpus: int = Field(default=16_384, ge=1, le=10_000_000, description="Layout search bound.")
