@@ -137,8 +137,10 @@ def describe_validation_error(err: ValidationError, prefix: str = "") -> list[st
         elif item["type"] == "missing":
             msg = "required field is missing"
         got = item.get("input")
-        shown = "" if item["type"] in ("missing", "extra_forbidden") or isinstance(
-            got, dict
-        ) else f" (got {got!r})"
+        shown = (
+            ""
+            if item["type"] in ("missing", "extra_forbidden") or isinstance(got, dict)
+            else f" (got {got!r})"
+        )
         messages.append(f"{where or prefix or 'plan'}: {msg}{shown}")
     return messages

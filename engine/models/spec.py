@@ -61,7 +61,8 @@ class MoESpec(_Frozen):
         description="Intermediate size of the dense layers; None = the model's intermediate.",
     )
     router_bias: bool = Field(
-        default=False, description="Router carries a per-expert bias (DeepSeek-V3 score correction)."
+        default=False,
+        description="Router carries a per-expert bias (DeepSeek-V3 score correction).",
     )
     capacity_factor: float = Field(
         default=1.0, ge=0.1, le=16.0, description="Token capacity per expert relative to uniform."

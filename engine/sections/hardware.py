@@ -18,7 +18,9 @@ class HardwareSection(Section):
     """One accelerator kind and the node that hosts it."""
 
     accelerator: str = Field(
-        default="h100-sxm-80gb", min_length=1, max_length=100,
+        default="h100-sxm-80gb",
+        min_length=1,
+        max_length=100,
         description="Accelerator preset name (informational; capacities below are computed).",
     )
     hbm_bytes: int = Field(
@@ -30,17 +32,23 @@ class HardwareSection(Section):
         "(default), the marketed figure, or usable_hbm_bytes as entered.",
     )
     usable_hbm_bytes: int = Field(
-        default=H100_USABLE_BYTES, ge=1, le=10**14,
+        default=H100_USABLE_BYTES,
+        ge=1,
+        le=10**14,
         description="Capacity the framework can allocate (bytes); see memory-model §5.",
     )
     gpus_per_node: int = Field(default=8, ge=1, le=1024, description="Accelerators per node.")
     host_ram_bytes_per_node: int = Field(
-        default=2048 * GiB, ge=0, le=10**16, description="Host RAM per node (bytes); DGX H100: "
-        "2 TB.",
+        default=2048 * GiB,
+        ge=0,
+        le=10**16,
+        description="Host RAM per node (bytes); DGX H100: 2 TB.",
     )
     nvme_bytes_per_node: int = Field(
-        default=30_720 * GB, ge=0, le=10**17, description="Local NVMe per node (bytes); DGX "
-        "H100: 8 × 3.84 TB.",
+        default=30_720 * GB,
+        ge=0,
+        le=10**17,
+        description="Local NVMe per node (bytes); DGX H100: 8 × 3.84 TB.",
     )
     host_link_gbps: float | None = Field(
         default=None, gt=0, le=100_000, description="Device↔host bandwidth per GPU (GB/s)."

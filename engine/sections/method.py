@@ -70,23 +70,26 @@ class OptimizerSection(Section):
         "materialises one extra state-dtype copy of the parameters).",
     )
     custom_bytes_per_param: float = Field(
-        default=8.0, ge=0.0, le=64.0, description="Optimizer state bytes per trainable "
-        "parameter when name = custom.",
+        default=8.0,
+        ge=0.0,
+        le=64.0,
+        description="Optimizer state bytes per trainable parameter when name = custom.",
     )
 
 
-PrecisionPolicy = Literal["fp32", "amp_master", "fsdp2_mixed", "pure_16bit"]
+PrecisionPolicy = Literal["fp32", "amp_master", "autocast", "pure_16bit"]
 
 
 class PrecisionSection(Section):
     """Number formats of parameters, gradients, master copy and optimizer state.
 
     ``amp_master``: 16-bit working weights plus an fp32 master copy (DeepSpeed, Megatron).
-    ``fsdp2_mixed``: FSDP2 MixedPrecisionPolicy — the sharded fp32 parameter *is* the
-    master; compute gathers it in ``compute_dtype``. ``pure_16bit``: everything 16-bit.
+    ``autocast``: fp32 parameters are the master (FSDP2 MixedPrecisionPolicy — the sharded
+    fp32 parameter *is* the master — or torch.autocast); compute casts to
+    ``compute_dtype``. ``pure_16bit``: all 16-bit.
     """
 
-    policy: PrecisionPolicy = Field(default="fsdp2_mixed")
+    policy: PrecisionPolicy = Field(default="autocast")
     compute_dtype: Dtype = Field(default="bf16", description="Forward/backward dtype.")
     grad_dtype: Dtype = Field(
         default="fp32",
@@ -135,15 +138,23 @@ class MethodSection(Section):
 class BatchSection(Section):
     """Batch geometry of one optimizer step."""
 
-    seq_len: int = Field(default=4096, ge=1, le=10_000_000, description="Sequence length s "
-                         "(tokens).")
-    micro_batch: int = Field(default=1, ge=1, le=1_000_000, description="Micro-batch b "
-                             "(sequences per rank per forward).")
-    grad_accum: int = Field(default=1, ge=1, le=1_000_000, description="Gradient accumulation "
-                            "steps (micro-batches per optimizer step per rank).")
+    seq_len: int = Field(
+        default=4096, ge=1, le=10_000_000, description="Sequence length s (tokens)."
+    )
+    micro_batch: int = Field(
+        default=1, ge=1, le=1_000_000, description="Micro-batch b (sequences per rank per forward)."
+    )
+    grad_accum: int = Field(
+        default=1,
+        ge=1,
+        le=1_000_000,
+        description="Gradient accumulation steps (micro-batches per optimizer step per rank).",
+    )
     global_batch: int | None = Field(
-        default=None, ge=1, le=100_000_000, description="Global batch (sequences per step); "
-        "None = micro_batch × grad_accum × DP.",
+        default=None,
+        ge=1,
+        le=100_000_000,
+        description="Global batch (sequences per step); None = micro_batch × grad_accum × DP.",
     )
     hold_fixed: Literal["micro_batch", "global_batch"] = Field(
         default="micro_batch",

@@ -21,21 +21,31 @@ class OffloadSection(Section):
 
     optimizer: Placement = Field(default="none", description="Optimizer state placement.")
     params: Placement = Field(default="none", description="Parameter placement (ZeRO-3 only).")
-    pin_memory: bool = Field(default=True, description="Pinned host buffers (DeepSpeed default "
-                             "True since Aug 2026).")
-    param_buffer_count: int = Field(default=5, ge=1, le=1000, description="offload_param "
-                                    "buffer_count.")
-    param_buffer_elements: int = Field(default=100_000_000, ge=1, le=10**12,
-                                       description="offload_param buffer_size (elements).")
-    optimizer_buffer_count: int = Field(default=4, ge=1, le=1000, description="offload_optimizer "
-                                        "buffer_count.")
-    sub_group_size: int = Field(default=1_000_000_000, ge=1, le=10**13, description="DeepSpeed "
-                                "sub_group_size (elements).")
-    aio_block_size: int = Field(default=1_048_576, ge=512, le=2**30, description="aio block "
-                                "size (bytes).")
+    pin_memory: bool = Field(
+        default=True, description="Pinned host buffers (DeepSpeed default True since Aug 2026)."
+    )
+    param_buffer_count: int = Field(
+        default=5, ge=1, le=1000, description="offload_param buffer_count."
+    )
+    param_buffer_elements: int = Field(
+        default=100_000_000, ge=1, le=10**12, description="offload_param buffer_size (elements)."
+    )
+    optimizer_buffer_count: int = Field(
+        default=4, ge=1, le=1000, description="offload_optimizer buffer_count."
+    )
+    sub_group_size: int = Field(
+        default=1_000_000_000, ge=1, le=10**13, description="DeepSpeed sub_group_size (elements)."
+    )
+    aio_block_size: int = Field(
+        default=1_048_576, ge=512, le=2**30, description="aio block size (bytes)."
+    )
     aio_queue_depth: int = Field(default=8, ge=1, le=1024, description="aio queue depth.")
-    step_time_target_s: float | None = Field(default=None, gt=0, le=1e6, description="Required "
-                                             "step time (seconds), to check transfers against.")
+    step_time_target_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e6,
+        description="Required step time (seconds), to check transfers against.",
+    )
 
 
 class HostSection(Section):
@@ -51,8 +61,12 @@ class HostSection(Section):
         default=ByteRange(low=GiB // 2, high=2 * GiB),
         description="Resident memory of one data-loader worker (bytes).",
     )
-    os_reserve_bytes: int = Field(default=16 * GiB, ge=0, le=10**15,
-                                  description="Host RAM kept for the OS and daemons (bytes).")
+    os_reserve_bytes: int = Field(
+        default=16 * GiB,
+        ge=0,
+        le=10**15,
+        description="Host RAM kept for the OS and daemons (bytes).",
+    )
 
 
 class CheckpointSection(Section):
@@ -65,5 +79,6 @@ class CheckpointSection(Section):
     )
     include_optimizer: bool = Field(default=True)
     retention: int = Field(default=3, ge=1, le=10_000, description="Checkpoints kept (count).")
-    staging: Literal["host", "gpu"] = Field(default="host", description="Where a consolidated "
-                                            "state dict is assembled.")
+    staging: Literal["host", "gpu"] = Field(
+        default="host", description="Where a consolidated state dict is assembled."
+    )

@@ -49,16 +49,22 @@ class StrategyKnobs(Section):
         default="backward_pre"
     )
     ds_prefetch_bucket_elements: int = Field(
-        default=50_000_000, ge=0, le=10**12,
+        default=50_000_000,
+        ge=0,
+        le=10**12,
         description="DeepSpeed stage3_prefetch_bucket_size (elements); code default 5e7.",
     )
     ds_max_live_parameters: int = Field(
-        default=1_000_000_000, ge=0, le=10**13,
+        default=1_000_000_000,
+        ge=0,
+        le=10**13,
         description="DeepSpeed stage3_max_live_parameters (elements); default 1e9.",
     )
     ds_max_reuse_distance: int = Field(default=1_000_000_000, ge=0, le=10**13)
     ds_param_persistence_threshold: int = Field(
-        default=100_000, ge=0, le=10**12,
+        default=100_000,
+        ge=0,
+        le=10**12,
         description="DeepSpeed stage3_param_persistence_threshold (elements); smaller "
         "parameters stay unpartitioned; default 1e5.",
     )
@@ -69,8 +75,9 @@ class StrategyKnobs(Section):
         default=500_000_000, ge=0, le=10**12, description="DeepSpeed allgather_bucket_size."
     )
     ds_overlap_comm: bool | None = Field(
-        default=None, description="DeepSpeed overlap_comm; None = the stage's default "
-        "(True for stage 3, False otherwise)."
+        default=None,
+        description="DeepSpeed overlap_comm; None = the stage's default "
+        "(True for stage 3, False otherwise).",
     )
     ddp_bucket_cap_mb: float = Field(
         default=25.0, ge=0.0, le=100_000.0, description="DDP bucket_cap_mb (MiB); default 25."
@@ -94,7 +101,9 @@ class ParallelismSection(Section):
     )
     strategy: Strategy = Field(default="fsdp2", description="Data-parallel sharding strategy.")
     shard_group_size: int | None = Field(
-        default=None, ge=1, le=1_000_000,
+        default=None,
+        ge=1,
+        le=1_000_000,
         description="HSDP / hybrid shard group (ranks); None = one node's worth of DP ranks.",
     )
     pp_schedule: Literal["1f1b", "interleaved_1f1b", "gpipe"] = Field(default="1f1b")
@@ -102,7 +111,9 @@ class ParallelismSection(Section):
         default=None, description="Explicit decoder layers per stage; None = balanced."
     )
     ranks_per_node: int | None = Field(
-        default=None, ge=1, le=1024,
+        default=None,
+        ge=1,
+        le=1024,
         description="Ranks placed on each node; None = hardware.gpus_per_node.",
     )
     knobs: StrategyKnobs = Field(default_factory=StrategyKnobs)

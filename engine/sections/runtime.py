@@ -23,12 +23,13 @@ class RuntimeSection(Section):
         default="sdpa_flash"
     )
     loss: Literal["standard", "chunked", "fused"] = Field(
-        default="standard", description="Cross-entropy: HF standard (fp32 logits), chunked, "
-        "or fused (no full logits).",
+        default="standard",
+        description="Cross-entropy: HF standard (fp32 logits), chunked, or fused (no full logits).",
     )
     loss_chunk_tokens: int = Field(default=1024, ge=1, le=10**8)
-    logits_fp32_upcast: bool = Field(default=True, description="HF causal-LM loss upcasts "
-                                     "logits to fp32 (transformers #30860).")
+    logits_fp32_upcast: bool = Field(
+        default=True, description="HF causal-LM loss upcasts logits to fp32 (transformers #30860)."
+    )
     activation_band: FractionRange = Field(
         default=FractionRange(low=0.98, high=1.05),
         description="Multiplier band on the counted activations (implementation variance).",
@@ -52,7 +53,9 @@ class RuntimeSection(Section):
     )
     expandable_segments: bool = Field(default=False)
     allocation_granularity_bytes: int = Field(
-        default=512, ge=1, le=2**30,
+        default=512,
+        ge=1,
+        le=2**30,
         description="CUDA caching allocator rounds each allocation up to 512 bytes.",
     )
 
@@ -61,7 +64,9 @@ class PolicySection(Section):
     """How the verdict and counts are reported."""
 
     headroom_percent: float = Field(
-        default=10.0, ge=0.0, le=90.0,
+        default=10.0,
+        ge=0.0,
+        le=90.0,
         description="Capacity kept free for what the estimate cannot see (%).",
     )
     rounding: Literal["node", "gpu"] = Field(

@@ -1,0 +1,1 @@
+"""The ledger: named rows of bytes, each with its formula and source."""

@@ -1,0 +1,245 @@
+"""Read and write ``.memplan`` files: versioned, hashed, atomically saved.
+
+A file is UTF-8 JSON::
+
+    {"format": "memplan", "schema_version": 1, "app_version": "0.1.0",
+     "created": "...", "modified": "...", "name": "...", "notes": "...",
+     "config_hash": "<sha256 of the canonical plan>", "plan": {...},
+     "measurements": []}
+
+Older schema versions are upgraded through a chain of migrations; a newer version is
+refused without touching the file. Saving writes a temp file in the same directory,
+fsyncs it and renames it over the target, so a crash never damages the previous file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from engine import __version__
+from engine.plan import Plan, describe_validation_error
+
+FORMAT_NAME = "memplan"
+SCHEMA_VERSION = 1
+SUFFIX = ".memplan"
+
+
+class PlanFileError(ValueError):
+    """A file that cannot be opened as a plan; ``str()`` is one sentence for the user."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+@dataclass(frozen=True)
+class PlanFile:
+    """A plan with its metadata, as stored on disk."""
+
+    plan: Plan
+    name: str = "Untitled plan"
+    notes: str = ""
+    created: str = ""
+    modified: str = ""
+    app_version: str = __version__
+    measurements: tuple[dict[str, Any], ...] = ()
+    upgraded_from: int | None = None  # the schema version the file had, when migrated
+    stored_hash: str | None = None  # the hash written in the file (None if absent)
+    extra_messages: tuple[str, ...] = field(default=())
+
+    @property
+    def config_hash(self) -> str:
+        return self.plan.config_hash()
+
+
+def _now() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+def _migrate_0_to_1(doc: dict[str, Any]) -> dict[str, Any]:
+    """Schema 0 (pre-release drafts) kept the plan under "inputs" and the name under
+    "title", and had no "format" marker."""
+    out = dict(doc)
+    if "inputs" in out:
+        out["plan"] = out.pop("inputs")
+    if "title" in out:
+        out["name"] = out.pop("title")
+    out["format"] = FORMAT_NAME
+    out["schema_version"] = 1
+    return out
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1}
+"""MIGRATIONS[n] turns a schema-n document into a schema-(n+1) document."""
+
+
+def migrate(doc: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
+    """Upgrade a document to the current schema; returns it and the version it had."""
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise PlanFileError(f"schema_version must be a non-negative integer, got {version!r}")
+    if version > SCHEMA_VERSION:
+        raise PlanFileError(
+            f"this file has schema_version {version}, newer than this MemPlan understands "
+            f"({SCHEMA_VERSION}); open it with a newer MemPlan — the file was not changed"
+        )
+    original = version
+    while version < SCHEMA_VERSION:
+        doc = MIGRATIONS[version](doc)
+        version += 1
+    return doc, (original if original != SCHEMA_VERSION else None)
+
+
+_TOP_KEYS = {
+    "format",
+    "schema_version",
+    "app_version",
+    "created",
+    "modified",
+    "name",
+    "notes",
+    "config_hash",
+    "plan",
+    "measurements",
+}
+
+
+def parse(text: str) -> PlanFile:
+    """Parse file text into a PlanFile, or raise PlanFileError naming the problem."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PlanFileError(
+            f"not a MemPlan file: it is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+            f"{exc.msg})"
+        ) from exc
+    if not isinstance(doc, dict):
+        raise PlanFileError("not a MemPlan file: the top level must be a JSON object")
+    if "schema_version" not in doc:
+        raise PlanFileError('not a MemPlan file: it has no "schema_version"')
+    if doc.get("schema_version") != 0 and doc.get("format") != FORMAT_NAME:
+        raise PlanFileError(f'not a MemPlan file: "format" must be "{FORMAT_NAME}"')
+    doc, upgraded_from = migrate(doc)
+    unknown = sorted(set(doc) - _TOP_KEYS)
+    if unknown:
+        raise PlanFileError(f"{unknown[0]}: unknown field at the top level of the file")
+    if "plan" not in doc:
+        raise PlanFileError("plan: required section is missing")
+    if not isinstance(doc["plan"], dict):
+        raise PlanFileError("plan: must be a JSON object")
+    for key in ("name", "notes"):
+        if key in doc and not isinstance(doc[key], str):
+            raise PlanFileError(f"{key}: must be a string")
+    measurements = doc.get("measurements", [])
+    if not isinstance(measurements, list) or not all(isinstance(m, dict) for m in measurements):
+        raise PlanFileError("measurements: must be a list of JSON objects")
+    missing = [s for s in Plan.model_fields if s not in doc["plan"]]
+    if missing:
+        raise PlanFileError(f"plan.{missing[0]}: required section is missing")
+    try:
+        plan = Plan.model_validate(doc["plan"])
+    except ValidationError as exc:
+        problems = describe_validation_error(exc, "plan")
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise PlanFileError(problems[0] + more, problems) from exc
+    stored = doc.get("config_hash")
+    messages = []
+    if isinstance(stored, str) and stored != plan.config_hash() and upgraded_from is None:
+        messages.append(
+            "the stored config_hash does not match the plan's content (edited by hand?); "
+            "it will be rewritten on save"
+        )
+    if upgraded_from is not None:
+        messages.append(
+            f"this plan was saved with schema version {upgraded_from} and was upgraded to "
+            f"version {SCHEMA_VERSION}; saving writes the new version"
+        )
+    return PlanFile(
+        plan=plan,
+        name=str(doc.get("name", "Untitled plan")),
+        notes=str(doc.get("notes", "")),
+        created=str(doc.get("created", "")),
+        modified=str(doc.get("modified", "")),
+        app_version=str(doc.get("app_version", "")),
+        measurements=tuple(measurements),
+        upgraded_from=upgraded_from,
+        stored_hash=stored if isinstance(stored, str) else None,
+        extra_messages=tuple(messages),
+    )
+
+
+def load(path: str | os.PathLike[str]) -> PlanFile:
+    """Read a .memplan file. Raises PlanFileError (also for unreadable files)."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise PlanFileError(f"cannot read {p}: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanFileError(f"not a MemPlan file: {p.name} is not UTF-8 text") from exc
+    return parse(text)
+
+
+def to_document(pf: PlanFile) -> dict[str, Any]:
+    """The JSON document for a PlanFile, with a fresh hash and modified time."""
+    now = _now()
+    return {
+        "format": FORMAT_NAME,
+        "schema_version": SCHEMA_VERSION,
+        "app_version": __version__,
+        "created": pf.created or now,
+        "modified": now,
+        "name": pf.name,
+        "notes": pf.notes,
+        "config_hash": pf.plan.config_hash(),
+        "plan": pf.plan.model_dump(mode="json"),
+        "measurements": list(pf.measurements),
+    }
+
+
+def dumps(pf: PlanFile) -> str:
+    return json.dumps(to_document(pf), indent=2, ensure_ascii=False) + "\n"
+
+
+def _replace(src: str, dst: Path) -> None:
+    """Atomically move the finished temp file over the target (a seam for tests)."""
+    os.replace(src, dst)
+
+
+def save(pf: PlanFile, path: str | os.PathLike[str]) -> None:
+    """Write atomically: temp file in the same directory, fsync, rename over ``path``."""
+    target = Path(path)
+    data = dumps(pf).encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        _replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    try:
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)

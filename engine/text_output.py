@@ -1,0 +1,93 @@
+"""Plain-text tables of an Estimate for the terminal."""
+
+from __future__ import annotations
+
+from engine.estimate import Estimate, StageEstimate
+from engine.ledger.row import LOCATIONS, PHASES
+from engine.units import UnitChoice, fmt_bytes, fmt_range
+
+_VERDICT_WORDS = {
+    "fits": "FITS",
+    "straddles": "STRADDLES THE LIMIT",
+    "does_not_fit": "DOES NOT FIT",
+}
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> str:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+
+    def fmt(cells: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    lines = [fmt(headers), fmt(["-" * w for w in widths])]
+    lines.extend(fmt(r) for r in rows)
+    return "\n".join(lines)
+
+
+def stage_table(stage: StageEstimate, units: UnitChoice, with_formulas: bool = False) -> str:
+    headers = ["row", "location", "kind", "low bytes", "high bytes", "size"]
+    body = []
+    for r in stage.rows:
+        body.append(
+            [r.id, r.location, r.kind, f"{r.low:,}", f"{r.high:,}", fmt_range(r.low, r.high, units)]
+        )
+        if with_formulas:
+            body.append([f"  = {r.formula}", "", "", "", "", ""])
+            body.append([f"  source: {r.source}", "", "", "", "", ""])
+    return _table(headers, body, {3, 4})
+
+
+def render(
+    est: Estimate,
+    units: UnitChoice = "both",
+    stages: bool = False,
+    phases: bool = False,
+    formulas: bool = False,
+) -> str:
+    """The human-readable report printed by ``memplan estimate``."""
+    heavy = est.heaviest
+    out = [
+        f"MemPlan estimate — config {est.config_hash[:12]}, {est.world_size} ranks, "
+        f"heaviest pipeline stage {est.heaviest_stage} (layers {heavy.layers.start}–"
+        f"{heavy.layers.stop - 1})",
+        "",
+        "Per-rank ledger (heaviest stage):",
+        stage_table(heavy, units, formulas),
+        "",
+        "Totals per rank by location:",
+    ]
+    for loc in LOCATIONS:
+        t = heavy.location_total(loc)
+        if t.high:
+            out.append(f"  {loc:<10} {fmt_range(t.low, t.high, units)}  ({t.low:,}–{t.high:,} B)")
+    if phases:
+        out += ["", "HBM per phase (rows live in the phase):"]
+        for ph in PHASES:
+            r = heavy.phases[ph]
+            mark = "  ← peak" if ph == heavy.peak_phase else ""
+            out.append(f"  {ph:<11} {fmt_range(r.low, r.high, units)}{mark}")
+    if stages and len(est.stages) > 1:
+        out += ["", "Per stage (HBM peak per rank):"]
+        for s in est.stages:
+            mark = "  ← heaviest" if s.stage == est.heaviest_stage else ""
+            out.append(
+                f"  stage {s.stage:<3} layers {s.layers.start}–{s.layers.stop - 1}: "
+                f"{fmt_range(s.peak.low, s.peak.high, units)}{mark}"
+            )
+        for s in est.stages:
+            out += ["", f"Stage {s.stage} ledger:", stage_table(s, units, formulas)]
+    out += [
+        "",
+        f"HBM peak per rank: {fmt_range(heavy.peak.low, heavy.peak.high, units)} "
+        f"in phase '{heavy.peak_phase}'",
+        f"Capacity: {fmt_bytes(est.capacity_bytes, units)}; limit after headroom: "
+        f"{fmt_bytes(est.limit_bytes, units)}",
+        f"Verdict: {_VERDICT_WORDS[est.verdict]} — {est.verdict_reason}",
+    ]
+    out += [f"Note: {n}" for n in est.notes]
+    return "\n".join(out)

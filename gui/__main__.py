@@ -1,0 +1,80 @@
+"""The ``memplan`` console script.
+
+Mounts the engine's subcommands (which import no Qt, so ``memplan estimate`` starts
+fast) and adds the front-end commands that need Qt. With no subcommand, or with a
+``.memplan`` file as the only argument, it starts the desktop GUI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from engine import cli
+
+GUI_NOT_READY = "memplan: the desktop GUI is not available in this build; use `memplan estimate`"
+
+
+def has_display() -> bool:
+    """Whether Qt can open a window here (or was told to render offscreen)."""
+    if os.environ.get("QT_QPA_PLATFORM"):
+        return True
+    if sys.platform in ("win32", "darwin"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def start_gui(path: str | None) -> int:
+    """Start the GUI, or say in one line why it cannot start."""
+    if not has_display():
+        print(
+            "memplan: no display available (DISPLAY/WAYLAND_DISPLAY unset); run "
+            "`memplan estimate` for the command line, or set QT_QPA_PLATFORM=offscreen",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        from gui.app import main as gui_main
+    except ImportError:
+        print(GUI_NOT_READY, file=sys.stderr)
+        return 1
+    return gui_main(path)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memplan",
+        description="MemPlan: GPU, host-RAM and NVMe memory of LLM training jobs. "
+        "Without a command, opens the desktop app (optionally on FILE.memplan).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    cli.register(sub)
+    gui_p = sub.add_parser("gui", help="open the desktop app (the default)")
+    gui_p.add_argument("plan", nargs="?", metavar="FILE", help="a .memplan file to open")
+    gui_p.set_defaults(handler=None)
+    for hook in FRONTEND_COMMANDS:
+        hook(sub)
+    return parser
+
+
+FRONTEND_COMMANDS: list = []  # type: ignore[type-arg]
+"""Registration hooks of Qt-needing subcommands (e.g. ``report``)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if not args_list:
+        return start_gui(None)
+    if len(args_list) == 1 and args_list[0].endswith(".memplan"):
+        return start_gui(args_list[0])
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    if args.command == "gui":
+        return start_gui(args.plan)
+    return cli.run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,150 @@
+"""The .memplan file: round trips, bad input, atomic saves and migrations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import planfile
+from engine.plan import default_plan, with_value
+from engine.planfile import SCHEMA_VERSION, PlanFile, PlanFileError, load, save
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def _doc() -> dict[str, Any]:
+    return planfile.to_document(PlanFile(plan=default_plan(), name="t"))
+
+
+def _write(tmp_path: Path, doc: Any) -> Path:
+    p = tmp_path / "x.memplan"
+    p.write_text(doc if isinstance(doc, str) else json.dumps(doc), encoding="utf-8")
+    return p
+
+
+def test_round_trip_preserves_hash_and_metadata(tmp_path: Path) -> None:
+    plan = with_value(default_plan(), "batch.seq_len", 8192)
+    path = tmp_path / "p.memplan"
+    save(PlanFile(plan=plan, name="Ä plan", notes="line1\nline2"), path)
+    back = load(path)
+    assert back.plan == plan
+    assert back.config_hash == plan.config_hash()
+    assert back.stored_hash == plan.config_hash()
+    assert (back.name, back.notes) == ("Ä plan", "line1\nline2")
+    assert back.extra_messages == ()
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["format"] == "memplan" and doc["schema_version"] == SCHEMA_VERSION
+
+
+def test_hash_ignores_metadata_but_not_inputs() -> None:
+    a = PlanFile(plan=default_plan(), name="a", notes="x")
+    b = PlanFile(plan=default_plan(), name="b", notes="y")
+    assert a.config_hash == b.config_hash
+    assert with_value(default_plan(), "batch.micro_batch", 2).config_hash() != a.config_hash
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda d: "{not json", "not valid JSON"),
+        (lambda d: "[1, 2]", "top level must be a JSON object"),
+        (lambda d: {**d, "format": "other"}, '"format" must be "memplan"'),
+        (lambda d: {k: v for k, v in d.items() if k != "schema_version"}, 'no "schema_version"'),
+        (
+            lambda d: {**d, "plan": {**d["plan"], "batch": {**d["plan"]["batch"], "seq_len": -4}}},
+            "plan.batch.seq_len: Input should be greater than or equal to 1 (got -4)",
+        ),
+        (
+            lambda d: {
+                **d,
+                "plan": {**d["plan"], "batch": {**d["plan"]["batch"], "micro_batch": 10**9}},
+            },
+            "plan.batch.micro_batch: Input should be less than or equal to 1000000",
+        ),
+        (
+            lambda d: {**d, "plan": {k: v for k, v in d["plan"].items() if k != "hardware"}},
+            "plan.hardware: required section is missing",
+        ),
+        (
+            lambda d: {**d, "plan": {**d["plan"], "batch": {**d["plan"]["batch"], "sq_len": 1}}},
+            "plan.batch.sq_len: unknown field",
+        ),
+        (lambda d: {**d, "bogus": 1}, "bogus: unknown field at the top level"),
+        (lambda d: {**d, "schema_version": 99}, "newer than this MemPlan understands"),
+        (lambda d: {**d, "schema_version": "1"}, "schema_version must be a non-negative integer"),
+    ],
+)
+def test_bad_input_gives_one_clear_sentence(tmp_path: Path, mutate: Any, expected: str) -> None:
+    path = _write(tmp_path, mutate(_doc()))
+    with pytest.raises(PlanFileError) as info:
+        load(path)
+    message = str(info.value)
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_newer_schema_is_refused_and_file_untouched(tmp_path: Path) -> None:
+    doc = {**_doc(), "schema_version": SCHEMA_VERSION + 1}
+    path = _write(tmp_path, doc)
+    before = path.read_bytes()
+    with pytest.raises(PlanFileError, match="the file was not changed"):
+        load(path)
+    assert path.read_bytes() == before
+
+
+def test_not_utf8_and_missing_file(tmp_path: Path) -> None:
+    p = tmp_path / "bin.memplan"
+    p.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(PlanFileError, match="not UTF-8"):
+        load(p)
+    with pytest.raises(PlanFileError, match="cannot read"):
+        load(tmp_path / "absent.memplan")
+
+
+def test_interrupted_save_leaves_old_file_intact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "keep.memplan"
+    save(PlanFile(plan=default_plan(), name="old"), path)
+    before = path.read_bytes()
+
+    def crash(src: str, dst: Path) -> None:
+        raise OSError("power cut between write and rename")
+
+    monkeypatch.setattr(planfile, "_replace", crash)
+    changed = with_value(default_plan(), "batch.seq_len", 1234)
+    with pytest.raises(OSError, match="power cut"):
+        save(PlanFile(plan=changed, name="new"), path)
+    assert path.read_bytes() == before
+    assert load(path).name == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.memplan"]  # temp file cleaned
+
+
+def test_schema_zero_file_is_migrated_and_says_so() -> None:
+    pf = load(DATA / "plan_v0.memplan")
+    assert pf.upgraded_from == 0
+    assert pf.name == "Draft from the pre-release planner"
+    assert pf.plan.batch.seq_len == 2048 and pf.plan.batch.micro_batch == 2
+    assert any("upgraded" in m for m in pf.extra_messages)
+
+
+def test_migrated_file_saves_as_current_version(tmp_path: Path) -> None:
+    pf = load(DATA / "plan_v0.memplan")
+    out = tmp_path / "up.memplan"
+    save(pf, out)
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["schema_version"] == SCHEMA_VERSION and "inputs" not in doc
+    assert load(out).upgraded_from is None
+
+
+def test_hand_edited_hash_is_reported(tmp_path: Path) -> None:
+    doc = {**_doc(), "config_hash": "0" * 64}
+    pf = load(_write(tmp_path, doc))
+    assert any("does not match" in m for m in pf.extra_messages)
+
+
+def test_every_migration_step_exists() -> None:
+    assert set(planfile.MIGRATIONS) == set(range(SCHEMA_VERSION))
