@@ -11,13 +11,9 @@ from typing import Literal
 
 from engine.errors import PlanError
 from engine.layout_check import check_layout
-from engine.ledger.methods import held_tensors
-from engine.ledger.placement import place_stage, stage_layer_ranges
-from engine.ledger.precision import resolve_formats
+from engine.ledger.persistent import persistent_stage_rows
+from engine.ledger.placement import stage_layer_ranges
 from engine.ledger.row import LOCATIONS, PHASES, Location, Phase, Row
-from engine.ledger.sharding import RULES
-from engine.ledger.states import optimizer_state_fn, persistent_rows
-from engine.models.inventory import build_inventory
 from engine.plan import Plan
 
 Verdict = Literal["fits", "straddles", "does_not_fit"]
@@ -94,22 +90,7 @@ def _phase_totals(rows: tuple[Row, ...]) -> dict[Phase, Range]:
 
 def _stage(plan: Plan, stage: int) -> StageEstimate:
     arch, par = plan.model.architecture, plan.parallelism
-    rule = RULES[par.strategy]
-    formats = resolve_formats(plan.method.precision)
-    placed = place_stage(build_inventory(arch), arch, par, stage)
-    held, divisor, n_desc = held_tensors(plan, placed, formats)
-    rows = tuple(
-        persistent_rows(
-            held,
-            formats,
-            rule,
-            optimizer_state_fn(plan.method.optimizer, formats.optimizer_bytes),
-            plan.method.optimizer.name,
-            divisor,
-            n_desc,
-            plan.runtime.allocation_granularity_bytes,
-        )
-    )
+    rows = tuple(persistent_stage_rows(plan, stage))
     phases = _phase_totals(rows)
     peak_phase = max(PHASES, key=lambda ph: (phases[ph].high, phases[ph].low))
     return StageEstimate(

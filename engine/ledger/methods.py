@@ -1,75 +1,176 @@
 """Training methods as branches: which tensors a rank holds, and which are trainable.
 
-Full training trains everything; a custom subset trains chosen roles; LoRA and QLoRA
-freeze the base and add adapters. Frozen tensors get no gradient or optimizer rows.
+Full training trains everything; a custom subset trains chosen roles (or a bare count);
+LoRA and QLoRA freeze the base and add adapters. Frozen tensors get no gradient or
+optimizer rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from engine.errors import PlanError
+from engine.ledger.held import Category, HeldTensor
+from engine.ledger.lora import adapter_shapes, is_target
 from engine.ledger.placement import LocalTensor, dense_dp_group, expert_dp_group
 from engine.ledger.precision import StateFormats
 from engine.ledger.sharding import shard_group_size
-from engine.ledger.states import HeldTensor
+from engine.models.inventory import Tensor
 from engine.plan import Plan
 
+QUANTIZED_ROLES = frozenset(
+    {
+        "q",
+        "k",
+        "v",
+        "qkv",
+        "o",
+        "q_a",
+        "q_b",
+        "kv_a",
+        "kv_b",
+        "gate",
+        "up",
+        "gate_up",
+        "down",
+        "expert_gate",
+        "expert_up",
+        "expert_down",
+        "shared_gate",
+        "shared_up",
+        "shared_down",
+    }
+)
+"""Linear layers bitsandbytes replaces with 4-bit ones; embeddings, lm_head, norms and
+routers stay unquantized (transformers keeps the output embedding in full precision)."""
 
-def _unit(t: LocalTensor) -> str:
-    return f"layer.{t.tensor.layer}" if t.tensor.layer is not None else "root"
+
+def _unit(t: Tensor) -> str:
+    return f"layer.{t.layer}" if t.layer is not None else "root"
 
 
-def _always(_: LocalTensor) -> bool:
-    return True
+def _is_quantized(t: Tensor) -> bool:
+    return t.kind == "weight" and len(t.shape) == 2 and t.role in QUANTIZED_ROLES
+
+
+class _Builder:
+    """Collects HeldTensors with dtypes decided by the precision policy."""
+
+    def __init__(self, plan: Plan, formats: StateFormats, dense: int, expert: int) -> None:
+        self.formats = formats
+        self.dense, self.expert = dense, expert
+        par = plan.parallelism
+        self.threshold = (
+            par.knobs.ds_param_persistence_threshold if (par.strategy == "zero3") else 0
+        )
+        self.out: list[HeldTensor] = []
+
+    def add(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        unit: str,
+        category: Category,
+        trainable: bool,
+        dtype: str,
+        expert: bool = False,
+        full_numel: int = 0,
+    ) -> None:
+        self.out.append(
+            HeldTensor(
+                name=name,
+                shape=shape,
+                unit=unit,
+                category=category,
+                trainable=trainable,
+                param_dtype=dtype,
+                grad_dtype=self.formats.grad_dtype_for(dtype),
+                state_dtype=self.formats.state_dtype_for(dtype),
+                group=self.expert if expert else self.dense,
+                persistent_full=0 < full_numel < self.threshold,
+            )
+        )
+
+    def add_local(self, t: LocalTensor, category: Category, trainable: bool, dtype: str) -> None:
+        self.add(
+            t.tensor.name,
+            t.shape,
+            _unit(t.tensor),
+            category,
+            trainable,
+            dtype,
+            t.expert,
+            t.tensor.numel,
+        )
 
 
 def held_tensors(
     plan: Plan, placed: tuple[LocalTensor, ...], formats: StateFormats
-) -> tuple[list[HeldTensor], Callable[[HeldTensor], int], str]:
-    """The rank's tensors with trainability and dtype, its shard divisor and its words.
+) -> tuple[list[HeldTensor], str]:
+    """The rank's tensors with trainability and dtypes, and the words for its divisor.
 
     The divisor is the size of the group that really shards each tensor: the dense
     data-parallel group (DP × CP × EP) for dense tensors, DP × CP for routed experts,
     or the hybrid shard group under HSDP.
     """
-    par = plan.parallelism
-    method = plan.method
+    par, method = plan.parallelism, plan.method
     ranks_per_node = par.ranks_per_node or plan.hardware.gpus_per_node
     dense = shard_group_size(par, dense_dp_group(par), ranks_per_node)
     expert = shard_group_size(par, expert_dp_group(par), ranks_per_node)
-    threshold = par.knobs.ds_param_persistence_threshold if par.strategy == "zero3" else 0
+    b = _Builder(plan, formats, dense, expert)
+    base = formats.param
 
     if method.kind == "full":
-
-        def trainable(_: LocalTensor) -> bool:
-            return True
+        for t in placed:
+            b.add_local(t, "model", True, base)
     elif method.kind == "custom":
-        roles = set(method.custom.roles)
-        if not roles:
-            raise PlanError(
-                "method.custom.roles is empty: choose the tensor roles to train "
-                "(a bare trainable count cannot be placed on tensors)"
-            )
-
-        def trainable(t: LocalTensor) -> bool:  # type: ignore[misc]
-            return t.tensor.role in roles
+        _custom(plan, placed, b, base)
     else:
-        raise NotImplementedError(f"the {method.kind} method's ledger")
-
-    held = [
-        HeldTensor(
-            name=t.tensor.name,
-            shape=t.shape,
-            unit=_unit(t),
-            trainable=trainable(t),
-            param_dtype=formats.param,
-            group=expert if t.expert else dense,
-            persistent_full=t.tensor.numel < threshold,
-        )
-        for t in placed
-    ]
+        lora = method.lora
+        qlora = method.kind == "qlora"
+        q = method.qlora
+        for t in placed:
+            if qlora and _is_quantized(t.tensor):
+                b.add_local(t, "quantized", False, "nf4")
+            elif qlora:
+                b.add_local(
+                    t, "frozen", False, "fp32" if q.upcast_non_quantized else q.compute_dtype
+                )
+            else:
+                b.add_local(t, "frozen", False, base)
+            if is_target(t.tensor, lora):
+                for name, shape in adapter_shapes(t, lora):
+                    b.add(
+                        name, shape, _unit(t.tensor), "adapters", True, lora.adapter_dtype, t.expert
+                    )
+        if not any(h.category == "adapters" for h in b.out) and plan.parallelism.pp == 1:
+            raise PlanError(
+                f"method.lora.targets {list(lora.targets)} match no tensor of this model "
+                f"(roles present: {sorted({t.tensor.role for t in placed})})"
+            )
     desc = f"{dense} (data-parallel shard group)"
     if expert != dense and any(t.expert for t in placed):
         desc = f"{dense} dense / {expert} expert (data-parallel shard groups)"
-    return held, (lambda t: t.group), desc
+    return b.out, desc
+
+
+def _custom(plan: Plan, placed: tuple[LocalTensor, ...], b: _Builder, dtype: str) -> None:
+    custom = plan.method.custom
+    roles = set(custom.roles)
+    if roles:
+        for t in placed:
+            b.add_local(
+                t, "model" if t.tensor.role in roles else "frozen", t.tensor.role in roles, dtype
+            )
+        if not any(h.trainable for h in b.out) and plan.parallelism.pp == 1:
+            raise PlanError(f"method.custom.roles {sorted(roles)} match no tensor of this model")
+        return
+    if custom.count is None:
+        raise PlanError("method.custom needs roles or a trainable count")
+    total = sum(t.numel for t in placed)
+    full_total = sum(t.tensor.numel for t in placed)
+    for t in placed:
+        b.add_local(t, "frozen", False, dtype)
+    # The count is over the whole model; this rank's share scales with what it holds.
+    share = custom.count * total // max(full_total, 1) if full_total else 0
+    share = min(share, total)
+    if share:
+        b.add("custom-trainable", (share,), "root", "virtual", True, dtype)

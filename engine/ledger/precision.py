@@ -23,6 +23,16 @@ class StateFormats:
     optimizer: Dtype  # optimizer moments
     policy_note: str
 
+    def grad_dtype_for(self, param_dtype: str) -> str:
+        """Gradients follow the parameter's dtype, except that a master-weights policy
+        sets them explicitly (16-bit in DeepSpeed, fp32 main grads in Megatron)."""
+        return self.grad if self.master is not None else param_dtype
+
+    def state_dtype_for(self, param_dtype: str) -> str:
+        """torch optimizers create moments with zeros_like(param); a master-weights
+        policy keeps them in the configured dtype (fp32 unless set otherwise)."""
+        return self.optimizer if self.master is not None else param_dtype
+
     @property
     def param_bytes(self) -> int:
         return DTYPE_BYTES[self.param]

@@ -2,8 +2,9 @@
 
 The strategy table of memory-model §2 as data. Chunking decides the exact per-rank
 count: FSDP2 chunks each tensor on dim 0 (rank 0 holds ceil(d0/N) rows), FSDP1 pads
-one flat parameter per wrapped unit, DeepSpeed ZeRO-3 partitions each parameter, and
-ZeRO-1/2 and Megatron's distributed optimizer partition one flat buffer.
+one flat parameter per wrapped unit, DeepSpeed ZeRO-3 partitions each parameter (padded
+to ceil(numel/N)) into flat per-group buffers, and ZeRO-1/2 and Megatron's distributed
+optimizer partition one flat buffer.
 """
 
 from __future__ import annotations

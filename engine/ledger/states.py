@@ -8,14 +8,12 @@ is what ``torch.cuda.memory_allocated`` reports (memory-model §1, measured case
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
+from math import prod
 
-from engine.ledger.optimizers import (
-    OPTIMIZER_LABELS,
-    OPTIMIZER_SOURCES,
-    state_allocs,
-)
+from engine.ledger.held import HeldTensor
+from engine.ledger.optimizers import OPTIMIZER_LABELS, OPTIMIZER_SOURCES, state_allocs
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import Row
 from engine.ledger.sharding import StrategyRule
@@ -24,184 +22,212 @@ from engine.units import ceil_div, fmt_count, round_up
 
 
 @dataclass(frozen=True, slots=True)
-class HeldTensor:
-    """A tensor as the rank holds it before data-parallel sharding."""
-
-    name: str
-    shape: tuple[int, ...]
-    unit: str  # wrap unit: "layer.N" or "root"
-    trainable: bool
-    param_dtype: str
-    group: int  # size of the data-parallel group holding replicas of it
-    persistent_full: bool = False  # ZeRO-3 persistence threshold: never partitioned
-
-    @property
-    def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-
-@dataclass(frozen=True, slots=True)
 class Alloc:
-    """One allocation of a state on the rank: its element count and its source tensor(s)."""
+    """One allocation of a state on the rank."""
 
     shape: tuple[int, ...]
     count_full: int  # elements before sharding (for the formula)
+    dtype: str
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return prod(self.shape)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardContext:
+    """How this rank's states are divided, and how to say it."""
+
+    rule: StrategyRule
+    group_words: str  # e.g. "8 (data-parallel shard group)"
+    granularity: int  # allocator rounding per allocation (bytes)
 
 
 def shard_allocs(
     tensors: Iterable[HeldTensor],
     sharded: bool,
     rule: StrategyRule,
-    divisor: Callable[[HeldTensor], int],
+    dtype_of: str,
+    whole_if_persistent: bool = False,
 ) -> list[Alloc]:
     """The allocations a rank makes for one state of these tensors.
 
     Unsharded states are one allocation per tensor. Sharded ones follow the strategy's
-    chunking: FSDP2 splits dim 0 (rank 0 gets ceil(d0/N) rows), ZeRO-3 splits each
-    flattened tensor, FSDP1 one flat buffer per wrap unit, ZeRO-1/2 and Megatron one
-    flat buffer per replica group; every split is padded so rank 0 holds a full chunk.
+    chunking: FSDP2 splits dim 0 (rank 0 gets ceil(d0/N) rows); ZeRO-3 partitions each
+    tensor to ceil(numel/N) and keeps the partitions in one flat buffer; FSDP1 pads one
+    flat buffer per wrap unit; ZeRO-1/2 and Megatron one flat buffer per dtype. Every
+    split is padded so rank 0 holds a full chunk.
+    ``dtype_of`` names the HeldTensor attribute giving this state's dtype.
+    ``whole_if_persistent`` keeps ZeRO-3's persistent (small) parameters unpartitioned:
+    it applies to the parameters only; their gradients and optimizer state still shard.
     """
     items = list(tensors)
-    if not sharded or rule.chunking in ("dim0", "per_tensor"):
+    if not sharded or rule.chunking == "dim0":
         out = []
         for t in items:
-            n = divisor(t) if sharded and not t.persistent_full else 1
+            dtype = getattr(t, dtype_of)
+            keep = whole_if_persistent and t.persistent_full
+            n = t.group if sharded and not keep else 1
             if n == 1:
-                out.append(Alloc(t.shape, t.numel))
-            elif rule.chunking == "dim0":
-                rows = ceil_div(t.shape[0], n)
-                out.append(Alloc((rows, *t.shape[1:]), t.numel))
+                out.append(Alloc(t.shape, t.numel, dtype))
             else:
-                out.append(Alloc((ceil_div(t.numel, n),), t.numel))
+                out.append(Alloc((ceil_div(t.shape[0], n), *t.shape[1:]), t.numel, dtype))
         return out
-    buckets: dict[tuple[str, int], int] = defaultdict(int)
+    # Flat buffers: one allocation per (unit, group, dtype). ZeRO-3 pads each tensor's
+    # partition to ceil(numel/N) before concatenating; the others pad the whole buffer.
+    held: dict[tuple[str, int, str], int] = defaultdict(int)
+    full: dict[tuple[str, int, str], int] = defaultdict(int)
     for t in items:
-        key = (t.unit if rule.chunking == "per_unit" else "all", divisor(t))
-        buckets[key] += t.numel
-    return [Alloc((ceil_div(total, n),), total) for (_, n), total in buckets.items()]
+        unit = t.unit if rule.chunking == "per_unit" else "all"
+        key = (unit, t.group, getattr(t, dtype_of))
+        full[key] += t.numel
+        if rule.chunking == "per_tensor":
+            keep = whole_if_persistent and t.persistent_full
+            held[key] += t.numel if keep else ceil_div(t.numel, t.group)
+    return [
+        Alloc(
+            (held[key] if rule.chunking == "per_tensor" else ceil_div(total, key[1]),),
+            total,
+            key[2],
+        )
+        for key, total in full.items()
+    ]
 
 
-def _bytes(allocs: list[Alloc], bpe: int, granularity: int) -> int:
-    return sum(round_up(a.numel * bpe, granularity) for a in allocs)
+def _bytes(allocs: list[Alloc], granularity: int) -> int:
+    return sum(round_up(a.numel * DTYPE_BYTES[a.dtype], granularity) for a in allocs)
 
 
-def _formula(
-    allocs: list[Alloc],
-    bpe: int,
-    dtype: str,
-    sharded: bool,
-    n_desc: str,
-    granularity: int,
-    total: int,
-) -> str:
+def _formula(allocs: list[Alloc], sharded: bool, ctx: ShardContext, total: int) -> str:
     full = sum(a.count_full for a in allocs)
     held = sum(a.numel for a in allocs)
-    share = f" ÷ {n_desc} → {fmt_count(held)} held" if sharded else ""
+    dtypes = sorted({a.dtype for a in allocs})
+    per = " + ".join(f"{DTYPE_BYTES[d]} B ({d})" for d in dtypes)
+    share = f" ÷ {ctx.group_words} → {fmt_count(held)} held" if sharded else ""
     return (
-        f"{fmt_count(full)} elements{share} × {bpe} B ({dtype}) in {len(allocs)} "
-        f"allocation(s), each rounded up to {granularity} B = {fmt_count(total)} B"
+        f"{fmt_count(full)} elements{share} × {per} in {len(allocs)} allocation(s), "
+        f"each rounded up to {ctx.granularity} B = {fmt_count(total)} B"
     )
 
 
-def persistent_rows(
-    held: list[HeldTensor],
-    formats: StateFormats,
-    rule: StrategyRule,
-    opt_state_fn: Callable[[tuple[int, ...]], list[tuple[str, int]]],
-    optimizer_name: str,
-    divisor: Callable[[HeldTensor], int],
-    n_desc: str,
-    granularity: int,
+def _row(
+    rid: str,
+    label: str,
+    group: str,
+    allocs: list[Alloc],
+    sharded: bool,
+    ctx: ShardContext,
+    source: str,
+) -> Row:
+    n = _bytes(allocs, ctx.granularity)
+    dtypes = sorted({a.dtype for a in allocs})
+    return Row(
+        id=rid,
+        label=label,
+        location="hbm",
+        kind="persistent",
+        group=group,
+        low=n,
+        high=n,
+        formula=_formula(allocs, sharded, ctx, n),
+        source=source,
+        dtype="/".join(dtypes),
+    )
+
+
+_WEIGHT_IDS = {
+    "model": ("hbm.weights", "Weights"),
+    "frozen": ("hbm.weights.frozen", "Frozen weights"),
+    "adapters": ("hbm.weights.adapters", "LoRA adapter weights"),
+}
+
+
+def weight_rows(held: list[HeldTensor], ctx: ShardContext) -> list[Row]:
+    """One weights row per category (trained, frozen, adapters)."""
+    rows = []
+    for category, (rid, label) in _WEIGHT_IDS.items():
+        ts = [t for t in held if t.category == category]
+        if ts:
+            allocs = shard_allocs(
+                ts, ctx.rule.params, ctx.rule, "param_dtype", whole_if_persistent=True
+            )
+            dtypes = "/".join(sorted({a.dtype for a in allocs}))
+            rows.append(
+                _row(
+                    rid,
+                    f"{label} ({dtypes})",
+                    "weights",
+                    allocs,
+                    ctx.rule.params,
+                    ctx,
+                    ctx.rule.source,
+                )
+            )
+    return rows
+
+
+def master_row(trainable: list[HeldTensor], formats: StateFormats, ctx: ShardContext) -> Row:
+    """The fp32 master copy that mixed precision keeps of trainable weights."""
+    allocs = [
+        Alloc(a.shape, a.count_full, "fp32")
+        for a in shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "param_dtype")
+    ]
+    return _row(
+        "hbm.master_weights",
+        "Master weights (fp32)",
+        "optimizer",
+        allocs,
+        ctx.rule.optimizer,
+        ctx,
+        "mixed-precision-master",
+    )
+
+
+def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
+    allocs = shard_allocs(trainable, ctx.rule.grads, ctx.rule, "grad_dtype")
+    dtypes = "/".join(sorted({a.dtype for a in allocs}))
+    return _row(
+        "hbm.grads",
+        f"Gradients ({dtypes})",
+        "gradients",
+        allocs,
+        ctx.rule.grads,
+        ctx,
+        ctx.rule.source,
+    )
+
+
+def main_grad_shard_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
+    """Megatron's distributed optimizer with 16-bit grads keeps a sharded fp32 copy of
+    the main grads for the step (the 20 → 4 + 16/d row of its table)."""
+    allocs = [
+        Alloc(a.shape, a.count_full, "fp32")
+        for a in shard_allocs(trainable, True, ctx.rule, "grad_dtype")
+    ]
+    return _row(
+        "hbm.optimizer.fp32_grad_shard",
+        "Optimizer: fp32 main-grad shard",
+        "optimizer",
+        allocs,
+        True,
+        ctx,
+        "megatron-distopt",
+    )
+
+
+def optimizer_rows(
+    trainable: list[HeldTensor], opt: OptimizerSection, ctx: ShardContext
 ) -> list[Row]:
-    """Weights, master, gradient and optimizer rows for the tensors one rank holds."""
-    rows: list[Row] = []
-    trainable = [t for t in held if t.trainable]
-    g = granularity
-
-    by_dtype: dict[str, list[HeldTensor]] = defaultdict(list)
-    for t in held:
-        by_dtype[t.param_dtype].append(t)
-    for dtype, ts in sorted(by_dtype.items()):
-        allocs = shard_allocs(ts, rule.params, rule, divisor)
-        bpe = DTYPE_BYTES.get(dtype, 1)
-        if dtype == "nf4":
-            continue  # QLoRA base weights are counted by the method's own rows
-        n = _bytes(allocs, bpe, g)
-        frozen = all(not t.trainable for t in ts)
-        suffix = ".frozen" if frozen and trainable else ""
-        rows.append(
-            Row(
-                id=f"hbm.weights.{dtype}{suffix}",
-                label=f"Weights ({dtype}{', frozen' if suffix else ''})",
-                location="hbm",
-                kind="persistent",
-                group="weights",
-                low=n,
-                high=n,
-                formula=_formula(allocs, bpe, dtype, rule.params, n_desc, g, n),
-                source=rule.source,
-                dtype=dtype,
-            )
-        )
-
-    if not trainable:
-        return rows
-    if formats.master is not None:
-        allocs = shard_allocs(trainable, rule.optimizer, rule, divisor)
-        n = _bytes(allocs, formats.master_bytes, g)
-        rows.append(
-            Row(
-                id="hbm.master_weights",
-                label="Master weights (fp32)",
-                location="hbm",
-                kind="persistent",
-                group="optimizer",
-                low=n,
-                high=n,
-                formula=_formula(
-                    allocs, formats.master_bytes, "fp32", rule.optimizer, n_desc, g, n
-                ),
-                source="mixed-precision-master",
-                dtype="fp32",
-            )
-        )
-
-    allocs = shard_allocs(trainable, rule.grads, rule, divisor)
-    n = _bytes(allocs, formats.grad_bytes, g)
-    rows.append(
-        Row(
-            id="hbm.grads",
-            label=f"Gradients ({formats.grad})",
-            location="hbm",
-            kind="persistent",
-            group="gradients",
-            low=n,
-            high=n,
-            formula=_formula(allocs, formats.grad_bytes, formats.grad, rule.grads, n_desc, g, n),
-            source=rule.source,
-            dtype=formats.grad,
-        )
-    )
-
-    allocs = shard_allocs(trainable, rule.optimizer, rule, divisor)
+    """One row per optimizer state (moments, step counters, quantization constants)."""
+    allocs = shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "state_dtype")
     per_state: dict[str, list[int]] = defaultdict(list)
     for a in allocs:
-        for name, n_bytes in opt_state_fn(a.shape):
-            per_state[name].append(n_bytes)
+        for s in state_allocs(opt, a.shape, DTYPE_BYTES[a.dtype]):
+            per_state[s.name].append(s.n_bytes)
+    rows = []
+    share = f", sharded ÷ {ctx.group_words}" if ctx.rule.optimizer else ""
     for name, sizes in per_state.items():
-        n = sum(round_up(s, g) for s in sizes)
-        raw = sum(sizes)
-        share = f" (shards ÷ {n_desc})" if rule.optimizer else ""
+        n = sum(round_up(s, ctx.granularity) for s in sizes)
         rows.append(
             Row(
                 id=f"hbm.optimizer.{name}",
@@ -212,21 +238,36 @@ def persistent_rows(
                 low=n,
                 high=n,
                 formula=(
-                    f"{len(sizes)} allocation(s) totalling {fmt_count(raw)} B{share}, "
-                    f"each rounded up to {g} B = {fmt_count(n)} B"
+                    f"{opt.name} state '{name}' over {fmt_count(sum(a.count_full for a in allocs))}"
+                    f" trainable elements{share}: {len(sizes)} allocation(s) totalling "
+                    f"{fmt_count(sum(sizes))} B, each rounded up to {ctx.granularity} B = "
+                    f"{fmt_count(n)} B"
                 ),
-                source=OPTIMIZER_SOURCES.get(optimizer_name, "user-input"),
+                source=OPTIMIZER_SOURCES.get(opt.name, "user-input"),
             )
         )
     return rows
 
 
-def optimizer_state_fn(
-    optimizer: OptimizerSection, state_bytes: int
-) -> Callable[[tuple[int, ...]], list[tuple[str, int]]]:
-    """Bind an optimizer's settings to a shape → [(state, bytes)] function."""
-
-    def fn(shape: tuple[int, ...]) -> list[tuple[str, int]]:
-        return [(a.name, a.n_bytes) for a in state_allocs(optimizer, shape, state_bytes)]
-
-    return fn
+def persistent_rows(
+    held: list[HeldTensor],
+    formats: StateFormats,
+    opt: OptimizerSection,
+    ctx: ShardContext,
+) -> list[Row]:
+    """Weights, master, gradient and optimizer rows for the tensors one rank holds."""
+    rows = weight_rows(held, ctx)
+    trainable = [t for t in held if t.trainable]
+    if not trainable:
+        return rows
+    if formats.master is not None:
+        rows.append(master_row(trainable, formats, ctx))
+    rows.append(grad_row(trainable, ctx))
+    if (
+        ctx.rule.source == "megatron-distopt"
+        and formats.master is not None
+        and any(DTYPE_BYTES[t.grad_dtype] < 4 for t in trainable)
+    ):
+        rows.append(main_grad_shard_row(trainable, ctx))
+    rows.extend(optimizer_rows(trainable, opt, ctx))
+    return rows

@@ -93,10 +93,15 @@ class PrecisionSection(Section):
     compute_dtype: Dtype = Field(default="bf16", description="Forward/backward dtype.")
     grad_dtype: Dtype = Field(
         default="fp32",
-        description="Gradient (reduce) dtype; fp32 main grads (Megatron) or 16-bit "
-        "(DeepSpeed fp16/bf16 default).",
+        description="Gradient dtype under amp_master: fp32 main grads (Megatron) or 16-bit "
+        "(DeepSpeed). Other policies keep gradients in each parameter's dtype; FSDP2 "
+        "reduces in this dtype.",
     )
-    optimizer_state_dtype: Dtype = Field(default="fp32", description="Optimizer moments' dtype.")
+    optimizer_state_dtype: Dtype = Field(
+        default="fp32",
+        description="Optimizer moments' dtype under amp_master (fp32 by default; Megatron "
+        "can keep bf16). Other policies follow each parameter's dtype, as torch.optim does.",
+    )
     loss_scaling: bool = Field(default=False, description="fp16 dynamic loss scaling.")
 
 

@@ -1,0 +1,45 @@
+"""Helpers for ledger tests: build plans and read rows by id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine.estimate import estimate
+from engine.plan import Plan, default_plan, with_values
+
+SMOL = {
+    "family": "llama",
+    "hidden": 576,
+    "layers": 30,
+    "heads": 9,
+    "kv_heads": 3,
+    "intermediate": 1536,
+    "vocab": 49152,
+    "tied_embeddings": True,
+}
+"""SmolLM-135M's architecture (134,515,008 parameters)."""
+
+
+def make_plan(**changes: Any) -> Plan:
+    """The default plan with dotted-path changes (``__`` stands for ``.``)."""
+    return with_values(default_plan(), {k.replace("__", "."): v for k, v in changes.items()})
+
+
+def rows_of(plan: Plan, stage: int | None = None) -> dict[str, int]:
+    """Row id → high bytes for the heaviest stage (or a given stage)."""
+    est = estimate(plan)
+    st = est.heaviest if stage is None else est.stages[stage]
+    return {r.id: r.high for r in st.rows}
+
+
+def hbm_persistent(plan: Plan, stage: int | None = None) -> int:
+    est = estimate(plan)
+    st = est.heaviest if stage is None else est.stages[stage]
+    return sum(r.high for r in st.rows if r.location == "hbm" and r.kind == "persistent")
+
+
+@pytest.fixture
+def smol() -> dict[str, Any]:
+    return dict(SMOL)
