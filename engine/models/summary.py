@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import lru_cache
 
 from engine.models.inventory import build_inventory
 from engine.models.roles import is_embedding, is_expert_parallel
@@ -71,8 +72,9 @@ def _row(
     return LayerRow(unit, layer, kind, sum(t.numel for t in ts), _active(ts, spec), len(ts))
 
 
+@lru_cache(maxsize=64)
 def summarize(spec: ArchitectureSpec) -> ModelSummary:
-    """Totals, the per-layer table and the largest wrap unit of ``spec``."""
+    """Totals, the per-layer table and the largest wrap unit of ``spec`` (cached per spec)."""
     inv = build_inventory(spec)
     by_layer: dict[int, list[Tensor]] = defaultdict(list)
     root: list[Tensor] = []

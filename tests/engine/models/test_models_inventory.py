@@ -6,6 +6,7 @@ from engine.models.inventory import build_inventory, total_params
 from engine.models.roles import is_embedding, is_expert_parallel, role_info, tp_split_dim
 from engine.models.spec import ArchitectureSpec, MLASpec, MoESpec
 from engine.models.summary import summarize
+from engine.models.tensor import Role
 
 TINY_QWEN3 = ArchitectureSpec(
     family="qwen3", hidden=8, layers=2, heads=4, kv_heads=2, head_dim=3, intermediate=5,
@@ -137,12 +138,17 @@ def test_mixtral_names_experts_w1_w3_w2() -> None:
 
 def test_roles_table() -> None:
     """Column-parallel split dim 0, row-parallel dim 1, vocab dim 0, the rest replicated."""
-    for role in ("q", "k", "v", "qkv", "gate", "up", "gate_up", "expert_gate", "expert_up",
-                 "shared_gate", "shared_up", "q_b", "kv_b", "embedding", "lm_head"):
+    column: tuple[Role, ...] = ("q", "k", "v", "qkv", "gate", "up", "gate_up", "expert_gate",
+                                "expert_up", "shared_gate", "shared_up", "q_b", "kv_b",
+                                "embedding", "lm_head")
+    row: tuple[Role, ...] = ("o", "down", "expert_down", "shared_down")
+    replicated: tuple[Role, ...] = ("norm", "qk_norm", "router", "final_norm", "q_a", "kv_a",
+                                    "latent_norm")
+    for role in column:
         assert role_info(role).tp_split_dim == 0, role
-    for role in ("o", "down", "expert_down", "shared_down"):
+    for role in row:
         assert role_info(role).tp_split_dim == 1, role
-    for role in ("norm", "qk_norm", "router", "final_norm", "q_a", "kv_a", "latent_norm"):
+    for role in replicated:
         assert role_info(role).tp_split_dim is None, role
     assert role_info("expert_down").expert_parallel
     assert not role_info("shared_down").expert_parallel

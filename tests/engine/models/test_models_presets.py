@@ -20,6 +20,7 @@ from engine.models.presets import (
     preset_names,
 )
 from engine.models.summary import summarize
+from engine.sections.model import LLAMA_31_8B
 
 HF = "Hugging Face safetensors metadata (model page exact count)"
 
@@ -186,8 +187,9 @@ def test_non_embedding(name: str, non_embedding: int) -> None:
 
 
 def test_load_preset_errors_and_case() -> None:
+    """Names are case-insensitive; the plan's default model is the preset's architecture."""
     display, spec = load_preset("Llama-3.1-8B")
-    assert display == "Llama-3.1-8B" and spec.hidden == 4096
+    assert display == "Llama-3.1-8B" and spec == LLAMA_31_8B
     with pytest.raises(PresetError, match="unknown model preset 'nope'"):
         load_preset("nope")
 

@@ -153,7 +153,7 @@ def test_index_problems(tmp_path: Path) -> None:
 
 
 def test_empty_folder(tmp_path: Path) -> None:
-    with pytest.raises(SafetensorsError, match="holds no config.json"):
+    with pytest.raises(SafetensorsError, match=r"holds no config\.json"):
         import_model_folder(tmp_path)
     with pytest.raises(SafetensorsError, match="neither"):
         read_checkpoint(tmp_path)
