@@ -9,8 +9,10 @@ DeepSpeed's ``largest_layer`` use); the root unit holds everything outside the l
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 
 from engine.models.inventory import build_inventory
 from engine.models.roles import is_embedding, is_expert_parallel
@@ -41,7 +43,7 @@ class ModelSummary:
     non_embedding: int
     mtp: int  # multi-token-prediction module (0 when absent)
     mtp_active: int  # of which one token uses
-    by_dtype: dict[str, int]  # stored dtype → elements
+    by_dtype: Mapping[str, int]  # stored dtype → elements (read-only: summaries are cached)
     largest_layer: LayerRow  # the default wrap unit: the largest decoder layer
     largest_unit: LayerRow  # the largest of all units, root and MTP included
     rows: tuple[LayerRow, ...]
@@ -108,7 +110,7 @@ def summarize(spec: ArchitectureSpec) -> ModelSummary:
         non_embedding=total - embedding,
         mtp=sum(t.numel for t in mtp),
         mtp_active=_active(mtp, spec),
-        by_dtype=dict(by_dtype),
+        by_dtype=MappingProxyType(dict(by_dtype)),
         largest_layer=largest_layer,
         largest_unit=max(rows, key=lambda r: r.params),
         rows=tuple(rows),
