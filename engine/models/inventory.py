@@ -1,146 +1,56 @@
 """Architecture spec → every parameter tensor, exact to the element.
 
 Each tensor carries a *role* because later rules key on it: tensor parallelism splits
-column-parallel roles on dim 0 and row-parallel roles on dim 1, pipeline stages place
-layers by index, LoRA targets by role, expert parallelism divides routed experts.
-Shapes follow PyTorch's ``nn.Linear`` convention ``(out_features, in_features)``, which
-is also the dim 0 that FSDP2 chunks.
+column-parallel roles on dim 0 and row-parallel roles on dim 1 (see ``roles.py``),
+pipeline stages place layers by index, LoRA targets by role, expert parallelism divides
+routed experts. Shapes follow PyTorch's ``nn.Linear`` convention ``(out_features,
+in_features)``, which is also the dim 0 that FSDP2 chunks.
+
+The family layouts live in ``layouts.py`` (names and order), ``attention.py`` and
+``feedforward.py`` (blocks); this module assembles them, stamps the stored dtype, and
+caches the result per spec (specs are frozen, hence hashable), so a 256-expert model's
+~90k tensors are built once however often the ledger asks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-from math import prod
-from typing import Literal
+from dataclasses import replace
+from functools import lru_cache
 
+from engine.models.layouts import family_layout
 from engine.models.spec import ArchitectureSpec
+from engine.models.tensor import Role, Tensor, TensorDtype, TensorKind
 
-Role = Literal[
-    "embedding",
-    "position_embedding",
-    "q",
-    "k",
-    "v",
-    "qkv",
-    "o",
-    "q_a",
-    "q_b",
-    "kv_a",
-    "kv_b",
-    "gate",
-    "up",
-    "gate_up",
-    "down",
-    "norm",
-    "qk_norm",
-    "router",
-    "expert_gate",
-    "expert_up",
-    "expert_down",
-    "shared_gate",
-    "shared_up",
-    "shared_down",
-    "final_norm",
-    "lm_head",
-    "mtp",
-]
+__all__ = ["Role", "Tensor", "TensorKind", "build_inventory", "total_params"]
 
-TensorKind = Literal["weight", "bias"]
+# Roles an FP8 block-quantised checkpoint keeps in 16-bit. DeepSeek-V3's files confirm it:
+# their safetensors metadata (684,531,386,000 elements) equals the parameters plus one fp32
+# scale per 128×128 block of exactly the 2-D weights not listed here (MTP's eh_proj is bf16).
+_HIGH_PRECISION_ROLES = frozenset(
+    {"embedding", "position_embedding", "lm_head", "mtp_embedding", "mtp_head", "router", "mtp"}
+)
 
 
-@dataclass(frozen=True, slots=True)
-class Tensor:
-    """One parameter tensor as the checkpoint stores it."""
-
-    name: str
-    shape: tuple[int, ...]
-    role: Role
-    kind: TensorKind = "weight"
-    layer: int | None = None  # decoder layer index; None for embeddings, final norm, lm_head
-
-    @property
-    def numel(self) -> int:
-        return prod(self.shape)
+def _stored_dtype(spec: ArchitectureSpec, t: Tensor) -> TensorDtype:
+    if t.dtype == "fp32":  # explicitly full-precision in every published checkpoint
+        return "fp32"
+    if spec.stored_dtype != "fp8_e4m3":
+        return spec.stored_dtype
+    if t.kind == "weight" and len(t.shape) == 2 and t.role not in _HIGH_PRECISION_ROLES:
+        return "fp8_e4m3"
+    return "bf16"
 
 
-def _linear(
-    prefix: str, out_f: int, in_f: int, role: Role, bias: bool, layer: int | None
-) -> Iterator[Tensor]:
-    yield Tensor(f"{prefix}.weight", (out_f, in_f), role, "weight", layer)
-    if bias:
-        yield Tensor(f"{prefix}.bias", (out_f,), role, "bias", layer)
-
-
-def _norm(prefix: str, width: int, bias: bool, layer: int | None, role: Role) -> Iterator[Tensor]:
-    yield Tensor(f"{prefix}.weight", (width,), role, "weight", layer)
-    if bias:
-        yield Tensor(f"{prefix}.bias", (width,), role, "bias", layer)
-
-
-def _attention(spec: ArchitectureSpec, i: int) -> Iterator[Tensor]:
-    p = f"model.layers.{i}.self_attn"
-    h, d = spec.hidden, spec.dim_per_head
-    q_out, kv_out = spec.heads * d, spec.kv_heads * d
-    if spec.fused_qkv:
-        yield from _linear(f"{p}.qkv_proj", q_out + 2 * kv_out, h, "qkv", spec.qkv_bias, i)
-    else:
-        yield from _linear(f"{p}.q_proj", q_out, h, "q", spec.qkv_bias, i)
-        yield from _linear(f"{p}.k_proj", kv_out, h, "k", spec.qkv_bias, i)
-        yield from _linear(f"{p}.v_proj", kv_out, h, "v", spec.qkv_bias, i)
-    yield from _linear(f"{p}.o_proj", h, q_out, "o", spec.o_bias, i)
-    if spec.qk_norm:
-        yield from _norm(f"{p}.q_norm", d, False, i, "qk_norm")
-        yield from _norm(f"{p}.k_norm", d, False, i, "qk_norm")
-
-
-def _dense_mlp(spec: ArchitectureSpec, i: int, inter: int) -> Iterator[Tensor]:
-    p = f"model.layers.{i}.mlp"
-    h, b = spec.hidden, spec.mlp_bias
-    if spec.mlp == "gelu":
-        yield from _linear(f"{p}.up_proj", inter, h, "up", b, i)
-    elif spec.fused_gate_up:
-        yield from _linear(f"{p}.gate_up_proj", 2 * inter, h, "gate_up", b, i)
-    else:
-        yield from _linear(f"{p}.gate_proj", inter, h, "gate", b, i)
-        yield from _linear(f"{p}.up_proj", inter, h, "up", b, i)
-    yield from _linear(f"{p}.down_proj", h, inter, "down", b, i)
-
-
-def _layer(spec: ArchitectureSpec, i: int) -> Iterator[Tensor]:
-    p = f"model.layers.{i}"
-    nb = spec.norm_bias
-    yield from _norm(f"{p}.input_layernorm", spec.hidden, nb, i, "norm")
-    yield from _attention(spec, i)
-    yield from _norm(f"{p}.post_attention_layernorm", spec.hidden, nb, i, "norm")
-    yield from _dense_mlp(spec, i, spec.intermediate)
-
-
-def _unsupported(spec: ArchitectureSpec) -> str | None:
-    if spec.moe is not None or spec.mla is not None:
-        return "mixture-of-experts and MLA inventories"
-    if spec.sandwich_norm or spec.position == "learned" or spec.mtp_layers:
-        return f"the {spec.family} family's extra modules"
-    return None
-
-
+@lru_cache(maxsize=64)
 def build_inventory(spec: ArchitectureSpec) -> tuple[Tensor, ...]:
-    """Every parameter tensor of the model, in checkpoint order."""
-    missing = _unsupported(spec)
-    if missing is not None:
-        raise NotImplementedError(f"the tensor inventory does not cover {missing} yet")
-    tensors: list[Tensor] = [
-        Tensor("model.embed_tokens.weight", (spec.vocab, spec.hidden), "embedding")
-    ]
-    for i in range(spec.layers):
-        tensors.extend(_layer(spec, i))
-    tensors.extend(_norm("model.norm", spec.hidden, spec.norm_bias, None, "final_norm"))
-    if not spec.tied_embeddings:
-        tensors.extend(
-            _linear("lm_head", spec.vocab, spec.hidden, "lm_head", spec.lm_head_bias, None)
-        )
-    return tuple(tensors)
+    """Every parameter tensor of the model, in checkpoint order (cached per spec)."""
+    out: list[Tensor] = []
+    for t in family_layout(spec):
+        dtype = _stored_dtype(spec, t)
+        out.append(t if dtype == t.dtype else replace(t, dtype=dtype))
+    return tuple(out)
 
 
 def total_params(tensors: tuple[Tensor, ...]) -> int:
+    """Sum of elements over ``tensors``."""
     return sum(t.numel for t in tensors)

@@ -27,7 +27,9 @@ Family = Literal[
     "deepseek_v3",
 ]
 
-StoredDtype = Literal["fp32", "bf16", "fp16"]
+StoredDtype = Literal["fp32", "bf16", "fp16", "fp8_e4m3"]
+"""``fp8_e4m3``: block-quantised checkpoints (DeepSeek-V3) whose linear weights are FP8
+while norms, router, embeddings and head stay bf16."""
 
 
 class _Frozen(BaseModel):
@@ -72,11 +74,22 @@ class MoESpec(_Frozen):
 class MLASpec(_Frozen):
     """Multi-head latent attention (DeepSeek-V2/V3): low-rank Q and compressed KV."""
 
-    q_lora_rank: int | None = Field(default=None, ge=1, le=100_000)
-    kv_lora_rank: int = Field(ge=1, le=100_000)
-    qk_nope_head_dim: int = Field(ge=1, le=4096)
-    qk_rope_head_dim: int = Field(ge=1, le=4096)
-    v_head_dim: int = Field(ge=1, le=4096)
+    q_lora_rank: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="Rank of the query down-projection; None = a full-rank q_proj (V2-Lite).",
+    )
+    kv_lora_rank: int = Field(
+        ge=1, le=100_000, description="Width of the compressed KV latent (elements)."
+    )
+    qk_nope_head_dim: int = Field(
+        ge=1, le=4096, description="Per-head query/key dims without rotary (elements)."
+    )
+    qk_rope_head_dim: int = Field(
+        ge=1, le=4096, description="Per-head rotary query/key dims, shared key part (elements)."
+    )
+    v_head_dim: int = Field(ge=1, le=4096, description="Per-head value dims (elements).")
 
 
 class ArchitectureSpec(_Frozen):
@@ -131,6 +144,24 @@ class ArchitectureSpec(_Frozen):
             raise ValueError(
                 f"hidden ({self.hidden}) is not divisible by heads ({self.heads}); set head_dim"
             )
+        if self.fused_gate_up and self.mlp == "gelu":
+            raise ValueError("fused_gate_up needs a gated MLP (swiglu or geglu), not gelu")
+        if self.moe is not None and self.moe.top_k > self.moe.num_experts:
+            raise ValueError(
+                f"moe.top_k ({self.moe.top_k}) exceeds moe.num_experts ({self.moe.num_experts})"
+            )
+        if self.moe is not None and self.moe.first_dense_layers > self.layers:
+            raise ValueError(
+                f"moe.first_dense_layers ({self.moe.first_dense_layers}) exceeds layers "
+                f"({self.layers})"
+            )
+        if self.family in ("gpt2", "gpt_neox") and (self.mlp != "gelu" or not self.fused_qkv):
+            raise ValueError(
+                f"the {self.family} layout has a fused qkv and a plain GELU MLP: set "
+                "fused_qkv=true and mlp='gelu'"
+            )
+        if self.mtp_layers and self.family != "deepseek_v3":
+            raise ValueError("mtp_layers is only modelled for the deepseek_v3 family")
         return self
 
     @property

@@ -1,0 +1,81 @@
+"""config.json import: each family's keys, and one clear sentence for every bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.models.hf_config import ConfigImportError, load_hf_config, spec_from_hf_config
+from engine.models.inventory import build_inventory, total_params
+from engine.models.presets import load_preset
+
+LLAMA_31_8B: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "hidden_act": "silu",
+    "rope_scaling": {"factor": 8.0, "rope_type": "llama3"}, "attention_bias": False,
+}
+
+
+def test_llama_config_matches_preset(tmp_path: Path) -> None:
+    """Llama-3.1-8B's config.json gives the preset exactly (8,030,261,248 params)."""
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_31_8B))
+    spec = load_hf_config(tmp_path)
+    assert spec == load_preset("llama-3.1-8b")[1]
+    assert total_params(build_inventory(spec)) == 8_030_261_248
+
+
+def test_gpt2_config() -> None:
+    """GPT-2 keys (n_embd, n_layer, n_head, n_inner=None → 4h) give 124,439,808."""
+    cfg = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "n_inner": None,
+           "vocab_size": 50257, "n_positions": 1024}
+    spec = spec_from_hf_config(cfg)
+    assert spec.intermediate == 3072 and spec.stored_dtype == "fp32"
+    assert total_params(build_inventory(spec)) == 124_439_808
+
+
+def test_family_quirks() -> None:
+    base = {k: v for k, v in LLAMA_31_8B.items() if k != "model_type"}
+    assert spec_from_hf_config({**base, "model_type": "qwen2"}).qkv_bias
+    assert spec_from_hf_config({**base, "model_type": "qwen3"}).qk_norm
+    phi = spec_from_hf_config({**base, "model_type": "phi3"})
+    assert phi.fused_qkv and phi.fused_gate_up
+    gemma = spec_from_hf_config({**base, "model_type": "gemma2", "tie_word_embeddings": None})
+    assert gemma.sandwich_norm and gemma.tied_embeddings and gemma.head_dim == 256
+    assert spec_from_hf_config({**base, "model_type": "gemma3_text"}).qk_norm
+
+
+@pytest.mark.parametrize(("cfg", "message"), [
+    ({"hidden_size": 4}, "missing the key 'model_type'"),
+    ({"model_type": "mamba"}, "'model_type' = 'mamba' is not supported"),
+    ({**LLAMA_31_8B, "hidden_size": None}, "missing the key 'hidden_size'"),
+    ({k: v for k, v in LLAMA_31_8B.items() if k != "vocab_size"}, "missing the key 'vocab_size'"),
+    ({**LLAMA_31_8B, "num_hidden_layers": "32"}, "'num_hidden_layers' must be an integer"),
+    ({**LLAMA_31_8B, "num_key_value_heads": 5}, "kv_heads"),
+    ({**LLAMA_31_8B, "torch_dtype": "float8"}, "'torch_dtype'"),
+    ({**LLAMA_31_8B, "tie_word_embeddings": "no"}, "'tie_word_embeddings' must be true"),
+    ({**LLAMA_31_8B, "model_type": "qwen3_moe", "num_experts": 8, "num_experts_per_tok": 2,
+      "moe_intermediate_size": 64, "decoder_sparse_step": 2}, "'decoder_sparse_step'"),
+    ({**LLAMA_31_8B, "model_type": "mixtral", "num_experts_per_tok": 2},
+     "'num_local_experts'"),
+    ({**LLAMA_31_8B, "text_config": {}}, "'text_config'"),
+    ({**LLAMA_31_8B, "quantization_config": {"quant_method": "gptq"}}, "'quantization_config'"),
+])
+def test_bad_configs_name_the_key(cfg: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigImportError, match=message):
+        spec_from_hf_config(cfg)
+
+
+def test_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigImportError, match="cannot read"):
+        load_hf_config(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ConfigImportError, match="not valid JSON"):
+        load_hf_config(tmp_path / "config.json")
+    (tmp_path / "config.json").write_text("[1, 2]")
+    with pytest.raises(ConfigImportError, match="JSON object"):
+        load_hf_config(tmp_path)
