@@ -69,15 +69,6 @@ def apply_sets(plan: Plan, items: Sequence[str]) -> Plan:
         raise CliError("; ".join(problems)) from exc
 
 
-def _preset_plan(name: str) -> Plan:
-    from engine.presets_bridge import plan_for_model_preset
-
-    try:
-        return plan_for_model_preset(name)
-    except KeyError as exc:
-        raise CliError(str(exc.args[0])) from exc
-
-
 def load_plan(args: argparse.Namespace) -> tuple[Plan, PlanFile | None]:
     """The plan named on the command line (file, preset or default) with overrides."""
     pf: PlanFile | None = None
@@ -92,13 +83,19 @@ def load_plan(args: argparse.Namespace) -> tuple[Plan, PlanFile | None]:
     else:
         plan = default_plan()
     if getattr(args, "preset", None):
-        plan = _preset_plan(args.preset) if pf is None else _with_model(plan, args.preset)
+        plan = _with_model(plan, args.preset)
     return apply_sets(plan, getattr(args, "set", None) or []), pf
 
 
 def _with_model(plan: Plan, preset: str) -> Plan:
-    model = _preset_plan(preset).model
-    return plan.model_copy(update={"model": model})
+    from engine.presets_bridge import model_section_for
+
+    try:
+        model = model_section_for(preset)
+    except KeyError as exc:
+        raise CliError(str(exc.args[0])) from exc
+    return Plan.model_validate({**plan.model_dump(mode="json"),
+                                "model": model.model_dump(mode="json")})
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
@@ -147,6 +144,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    from engine.models.presets import format_models_table
+
+    print(format_models_table())
+    return EXIT_OK
+
+
 def _plan_args(p: argparse.ArgumentParser, plan_required: bool = False) -> None:
     if plan_required:
         p.add_argument("plan", metavar="PLAN", help="a .memplan file")
@@ -189,6 +193,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("validate", help="check a .memplan file")
     p.add_argument("plan", metavar="FILE")
     p.set_defaults(handler=cmd_validate)
+
+    p = sub.add_parser("models", help="list the model presets with their parameter counts")
+    p.set_defaults(handler=cmd_models)
 
     for extra in _EXTRA_COMMANDS:
         extra(sub)

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from engine.models.presets import PresetError, load_preset
 from engine.plan import Plan, default_plan
 from engine.sections.model import ModelSection
 
-_BUILTIN = {"llama-3.1-8b": ModelSection()}
 
-
-def plan_for_model_preset(name: str) -> Plan:
-    """The default plan with the named model preset's architecture inline.
+def model_section_for(name: str) -> ModelSection:
+    """The Model section for a preset, with its full architecture inline.
 
     Raises ``KeyError`` with a one-line message for an unknown preset.
     """
-    key = name.strip().lower()
-    if key not in _BUILTIN:
-        raise KeyError(f"unknown model preset {name!r}; `memplan models` lists them")
-    return default_plan().model_copy(update={"model": _BUILTIN[key]})
+    try:
+        display, spec = load_preset(name)
+    except PresetError as exc:
+        raise KeyError(f"{exc}; `memplan models` lists them") from exc
+    return ModelSection(name=display, preset=name.strip().lower(), architecture=spec)
+
+
+def plan_for_model_preset(name: str) -> Plan:
+    """The default plan with the named model preset's architecture inline."""
+    return default_plan().model_copy(update={"model": model_section_for(name)})

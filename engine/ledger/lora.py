@@ -7,8 +7,9 @@ column-parallel base splits B's rows, a row-parallel base splits A's columns.
 
 from __future__ import annotations
 
-from engine.ledger.placement import TP_COLUMN_ROLES, TP_ROW_ROLES, LocalTensor
+from engine.ledger.placement import LocalTensor
 from engine.models.inventory import Tensor
+from engine.models.roles import tp_split_dim
 from engine.sections.method import LoraSection
 
 
@@ -23,9 +24,10 @@ def adapter_shapes(base: LocalTensor, lora: LoraSection) -> list[tuple[str, tupl
     out_local, in_local = base.shape
     r = lora.rank
     prefix = base.tensor.name.removesuffix(".weight")
-    if base.tensor.role in TP_COLUMN_ROLES:
+    split = tp_split_dim(base.tensor)
+    if split == 0:
         a, b = (r, in_full), (out_local, r)
-    elif base.tensor.role in TP_ROW_ROLES:
+    elif split == 1:
         a, b = (r, in_local), (out_full, r)
     else:
         a, b = (r, in_local), (out_local, r)

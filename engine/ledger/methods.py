@@ -14,7 +14,8 @@ from engine.ledger.placement import LocalTensor, dense_dp_group, expert_dp_group
 from engine.ledger.precision import StateFormats
 from engine.ledger.sharding import shard_group_size
 from engine.models.inventory import Tensor
-from engine.plan import Plan
+from engine.sections.method import MethodSection
+from engine.sections.parallel import ParallelismSection
 
 QUANTIZED_ROLES = frozenset(
     {
@@ -54,10 +55,11 @@ def _is_quantized(t: Tensor) -> bool:
 class _Builder:
     """Collects HeldTensors with dtypes decided by the precision policy."""
 
-    def __init__(self, plan: Plan, formats: StateFormats, dense: int, expert: int) -> None:
+    def __init__(
+        self, par: ParallelismSection, formats: StateFormats, dense: int, expert: int
+    ) -> None:
         self.formats = formats
         self.dense, self.expert = dense, expert
-        par = plan.parallelism
         self.threshold = (
             par.knobs.ds_param_persistence_threshold if (par.strategy == "zero3") else 0
         )
@@ -103,7 +105,8 @@ class _Builder:
 
 
 def held_tensors(
-    plan: Plan, placed: tuple[LocalTensor, ...], formats: StateFormats
+    method: MethodSection, par: ParallelismSection, ranks_per_node: int,
+    placed: tuple[LocalTensor, ...], formats: StateFormats,
 ) -> tuple[list[HeldTensor], str]:
     """The rank's tensors with trainability and dtypes, and the words for its divisor.
 
@@ -111,18 +114,16 @@ def held_tensors(
     data-parallel group (DP × CP × EP) for dense tensors, DP × CP for routed experts,
     or the hybrid shard group under HSDP.
     """
-    par, method = plan.parallelism, plan.method
-    ranks_per_node = par.ranks_per_node or plan.hardware.gpus_per_node
     dense = shard_group_size(par, dense_dp_group(par), ranks_per_node)
     expert = shard_group_size(par, expert_dp_group(par), ranks_per_node)
-    b = _Builder(plan, formats, dense, expert)
+    b = _Builder(par, formats, dense, expert)
     base = formats.param
 
     if method.kind == "full":
         for t in placed:
             b.add_local(t, "model", True, base)
     elif method.kind == "custom":
-        _custom(plan, placed, b, base)
+        _custom(method, par, placed, b, base)
     else:
         lora = method.lora
         qlora = method.kind == "qlora"
@@ -141,7 +142,7 @@ def held_tensors(
                     b.add(
                         name, shape, _unit(t.tensor), "adapters", True, lora.adapter_dtype, t.expert
                     )
-        if not any(h.category == "adapters" for h in b.out) and plan.parallelism.pp == 1:
+        if not any(h.category == "adapters" for h in b.out) and par.pp == 1:
             raise PlanError(
                 f"method.lora.targets {list(lora.targets)} match no tensor of this model "
                 f"(roles present: {sorted({t.tensor.role for t in placed})})"
@@ -152,15 +153,18 @@ def held_tensors(
     return b.out, desc
 
 
-def _custom(plan: Plan, placed: tuple[LocalTensor, ...], b: _Builder, dtype: str) -> None:
-    custom = plan.method.custom
+def _custom(
+    method: MethodSection, par: ParallelismSection, placed: tuple[LocalTensor, ...],
+    b: _Builder, dtype: str,
+) -> None:
+    custom = method.custom
     roles = set(custom.roles)
     if roles:
         for t in placed:
             b.add_local(
                 t, "model" if t.tensor.role in roles else "frozen", t.tensor.role in roles, dtype
             )
-        if not any(h.trainable for h in b.out) and plan.parallelism.pp == 1:
+        if not any(h.trainable for h in b.out) and par.pp == 1:
             raise PlanError(f"method.custom.roles {sorted(roles)} match no tensor of this model")
         return
     if custom.count is None:

@@ -1,6 +1,12 @@
-"""A pipeline stage's persistent rows: placement → method → states."""
+"""A pipeline stage's persistent rows: placement → method → states.
+
+Cached on exactly the sections that decide them (frozen, hashable), because the layout
+search and the GUI re-estimate plans that differ only in batch, runtime or policy.
+"""
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.methods import held_tensors
@@ -11,24 +17,48 @@ from engine.ledger.row import Row
 from engine.ledger.sharding import RULES
 from engine.ledger.states import ShardContext, persistent_rows
 from engine.models.inventory import build_inventory
+from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
+from engine.sections.method import MethodSection
+from engine.sections.parallel import ParallelismSection
 
 
-def stage_held(plan: Plan, stage: int) -> tuple[list[HeldTensor], ShardContext]:
-    """The tensors one rank of a stage holds, and how its states are sharded."""
-    arch, par = plan.model.architecture, plan.parallelism
-    formats = resolve_formats(plan.method.precision)
+@lru_cache(maxsize=1024)
+def _held(
+    arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection,
+    ranks_per_node: int, granularity: int, stage: int,
+) -> tuple[tuple[HeldTensor, ...], ShardContext]:
+    formats = resolve_formats(method.precision)
     placed = place_stage(build_inventory(arch), arch, par, stage)
-    held, words = held_tensors(plan, placed, formats)
-    ctx = ShardContext(RULES[par.strategy], words, plan.runtime.allocation_granularity_bytes)
-    return held, ctx
+    held, words = held_tensors(method, par, ranks_per_node, placed, formats)
+    return tuple(held), ShardContext(RULES[par.strategy], words, granularity)
+
+
+def _key(plan: Plan, stage: int) -> tuple[ArchitectureSpec, MethodSection,
+                                          ParallelismSection, int, int, int]:
+    par = plan.parallelism
+    return (plan.model.architecture, plan.method, par,
+            par.ranks_per_node or plan.hardware.gpus_per_node,
+            plan.runtime.allocation_granularity_bytes, stage)
+
+
+def stage_held(plan: Plan, stage: int) -> tuple[tuple[HeldTensor, ...], ShardContext]:
+    """The tensors one rank of a stage holds, and how its states are sharded."""
+    return _held(*_key(plan, stage))
+
+
+@lru_cache(maxsize=1024)
+def _rows(
+    arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection,
+    ranks_per_node: int, granularity: int, stage: int,
+) -> tuple[Row, ...]:
+    held, ctx = _held(arch, method, par, ranks_per_node, granularity, stage)
+    rows = persistent_rows(list(held), resolve_formats(method.precision), method.optimizer, ctx)
+    if method.kind == "qlora":
+        rows[:0] = quantized_rows(list(held), method.qlora, granularity)
+    return tuple(rows)
 
 
 def persistent_stage_rows(plan: Plan, stage: int) -> list[Row]:
     """Weights, master copy, gradients and optimizer state of one rank of ``stage``."""
-    held, ctx = stage_held(plan, stage)
-    formats = resolve_formats(plan.method.precision)
-    rows = persistent_rows(held, formats, plan.method.optimizer, ctx)
-    if plan.method.kind == "qlora":
-        rows[:0] = quantized_rows(held, plan.method.qlora, ctx.granularity)
-    return rows
+    return list(_rows(*_key(plan, stage)))

@@ -12,35 +12,12 @@ from dataclasses import dataclass
 from math import prod
 
 from engine.models.inventory import Tensor
+from engine.models.roles import is_expert_parallel, tp_split_dim
 from engine.models.spec import ArchitectureSpec
 from engine.sections.parallel import ParallelismSection
 from engine.units import ceil_div
 
-# Megatron-style tensor-parallel layout (Shoeybi et al. 2019): column-parallel
-# projections split their output dim (0), row-parallel ones their input dim (1),
-# embeddings and lm_head split the vocabulary (dim 0). Others are replicated.
-TP_COLUMN_ROLES = frozenset(
-    {
-        "q",
-        "k",
-        "v",
-        "qkv",
-        "gate",
-        "up",
-        "gate_up",
-        "expert_gate",
-        "expert_up",
-        "shared_gate",
-        "shared_up",
-        "q_b",
-        "kv_b",
-        "embedding",
-        "lm_head",
-    }
-)
-TP_ROW_ROLES = frozenset({"o", "down", "expert_down", "shared_down"})
 KV_ROLES = frozenset({"k", "v"})
-EXPERT_ROLES = frozenset({"expert_gate", "expert_up", "expert_down"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,17 +53,19 @@ def stage_layer_ranges(arch: ArchitectureSpec, par: ParallelismSection) -> list[
 
 
 def _tp_shape(t: Tensor, arch: ArchitectureSpec, tp: int) -> tuple[int, ...]:
-    """The local shape under TP. KV heads that TP cannot split are replicated."""
-    if tp == 1:
+    """The local shape under TP (roles table: column, row, vocab-parallel or replicated).
+
+    KV heads that TP cannot split (kv_heads < tp) are replicated: each rank keeps
+    ceil(kv_heads / tp) heads, as Megatron and vLLM-style layouts do.
+    """
+    dim = tp_split_dim(t)
+    if tp == 1 or dim is None:
         return t.shape
     shape = list(t.shape)
-    if t.role in KV_ROLES and t.kind in ("weight", "bias"):
-        local_heads = ceil_div(arch.kv_heads, tp)  # kv_heads < tp: each rank keeps a copy
-        shape[0] = local_heads * (t.shape[0] // arch.kv_heads)
-    elif t.role in TP_COLUMN_ROLES:
-        shape[0] = ceil_div(shape[0], tp)
-    elif t.role in TP_ROW_ROLES and t.kind == "weight" and len(shape) > 1:
-        shape[1] = ceil_div(shape[1], tp)
+    if t.role in KV_ROLES:
+        shape[0] = ceil_div(arch.kv_heads, tp) * (t.shape[0] // arch.kv_heads)
+    else:
+        shape[dim] = ceil_div(shape[dim], tp)
     return tuple(shape)
 
 
@@ -107,24 +86,14 @@ def place_stage(
                 continue
         elif not last:  # final norm, lm_head, MTP modules
             continue
-        expert = t.role in EXPERT_ROLES
-        if expert and t.layer is not None and par.ep > 1:
+        expert = is_expert_parallel(t)
+        if expert and par.ep > 1 and t.expert is not None:
             n_experts = arch.moe.num_experts if arch.moe else 1
-            index = _expert_index(t)
-            if index is not None and index >= ceil_div(n_experts, par.ep):
+            if t.expert >= ceil_div(n_experts, par.ep):
                 continue  # rank 0 of the EP group holds experts [0, E/ep)
         tp = par.expert_tp if expert else par.tp
         out.append(LocalTensor(t, _tp_shape(t, arch, tp), expert))
     return tuple(out)
-
-
-def _expert_index(t: Tensor) -> int | None:
-    parts = t.name.split(".")
-    if "experts" in parts:
-        i = parts.index("experts")
-        if i + 1 < len(parts) and parts[i + 1].isdigit():
-            return int(parts[i + 1])
-    return None
 
 
 def dense_dp_group(par: ParallelismSection) -> int:

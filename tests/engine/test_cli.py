@@ -120,3 +120,30 @@ def test_memplan_script_without_display_says_so_in_one_line(
     assert script_main([]) == 1
     err = capsys.readouterr().err
     assert "no display" in err and err.count("\n") == 1
+
+
+def test_models_lists_every_preset(capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.models.presets import preset_names
+
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in preset_names())
+    assert "8,030,261,248" in out
+
+
+def test_estimate_with_a_preset_and_an_unknown_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """SmolLM-135M under the default FSDP2 × 8 plan: fp32 weights shard of
+    134,515,008 params; every row is recomputed for the preset's architecture."""
+    assert main(["estimate", "--preset", "smollm-135m", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    weights = next(r for r in doc["rows"] if r["id"] == "hbm.weights")
+    assert "134,515,008 elements" in weights["formula"]
+    assert main(["estimate", "--preset", "no-such-model"]) == 1
+    assert "no-such-model" in capsys.readouterr().err
+
+
+def test_estimate_stages_shows_every_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--set", "parallelism.pp=2", "--set", "parallelism.dp=4",
+                 "--stages"]) == 0
+    out = capsys.readouterr().out
+    assert "Stage 0 ledger" in out and "Stage 1 ledger" in out and "← heaviest" in out
