@@ -94,8 +94,9 @@ def _with_model(plan: Plan, preset: str) -> Plan:
         model = model_section_for(preset)
     except KeyError as exc:
         raise CliError(str(exc.args[0])) from exc
-    return Plan.model_validate({**plan.model_dump(mode="json"),
-                                "model": model.model_dump(mode="json")})
+    return Plan.model_validate(
+        {**plan.model_dump(mode="json"), "model": model.model_dump(mode="json")}
+    )
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
@@ -105,12 +106,46 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     except PlanError as exc:
         raise CliError(f"plan cannot be computed: {exc}") from exc
     if args.json:
-        print(json.dumps(estimate_json(est, include_stages=args.stages), indent=2))
+        doc = estimate_json(est, include_stages=args.stages)
+        if args.reference:
+            doc["reference"] = _reference_json(plan)
+        print(json.dumps(doc, indent=2))
     else:
         print(
             render(est, args.units, stages=args.stages, phases=args.phases, formulas=args.formulas)
         )
+        if args.reference:
+            print(_reference_text(plan))
     return EXIT_OK
+
+
+def _reference_json(plan: Plan) -> dict[str, Any] | None:
+    from engine.reference.deepspeed_estimator import deepspeed_reference
+
+    ref = deepspeed_reference(plan)
+    if ref is None:
+        return None
+    return {
+        "tool": "deepspeed",
+        "stage": ref.stage,
+        "cpu_bytes_per_node": ref.cpu_bytes_per_node,
+        "gpu_bytes_per_gpu": ref.gpu_bytes_per_gpu,
+        "formula": ref.formula,
+    }
+
+
+def _reference_text(plan: Plan) -> str:
+    from engine.reference.deepspeed_estimator import deepspeed_reference
+    from engine.units import fmt_bytes
+
+    ref = deepspeed_reference(plan)
+    if ref is None:
+        return "\nReference (DeepSpeed estimator): only defined for ZeRO-2 and ZeRO-3 plans"
+    return (
+        f"\nReference — DeepSpeed's ZeRO-{ref.stage} cold estimator (model states only, "
+        f"host × 1.5):\n  per GPU {fmt_bytes(ref.gpu_bytes_per_gpu)}; host RAM per node "
+        f"{fmt_bytes(ref.cpu_bytes_per_node)}\n  ({ref.formula})"
+    )
 
 
 def cmd_new(args: argparse.Namespace) -> int:
@@ -180,6 +215,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--stages", action="store_true", help="show every pipeline stage")
     p.add_argument("--phases", action="store_true", help="show HBM per step phase")
     p.add_argument("--formulas", action="store_true", help="show each row's formula and source")
+    p.add_argument(
+        "--reference",
+        choices=["deepspeed"],
+        help="also show another tool's estimate for comparison",
+    )
     p.set_defaults(handler=cmd_estimate)
 
     p = sub.add_parser("new", help="write a new .memplan file")

@@ -14,6 +14,7 @@ from engine.layout_check import check_layout
 from engine.ledger.persistent import persistent_stage_rows
 from engine.ledger.placement import stage_layer_ranges
 from engine.ledger.row import LOCATIONS, PHASES, Location, Phase, Row
+from engine.node_ledgers import NodeLedgers, node_ledgers
 from engine.plan import Plan
 
 Verdict = Literal["fits", "straddles", "does_not_fit"]
@@ -62,6 +63,7 @@ class Estimate:
     limit_bytes: int  # capacity less the headroom policy
     verdict: Verdict
     verdict_reason: str
+    nodes: NodeLedgers
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -135,6 +137,11 @@ def estimate(plan: Plan) -> Estimate:
     capacity = plan.hardware.capacity_bytes
     limit = int(capacity * (1 - plan.policy.headroom_percent / 100))
     verdict, reason = _verdict(stages[heaviest].peak, limit, capacity)
+    nodes = node_ledgers(plan)
+    node_problems = nodes.problems()
+    if node_problems:
+        verdict = "does_not_fit"
+        reason = "; ".join([*node_problems, f"HBM: {reason}"])
     return Estimate(
         config_hash=plan.config_hash(),
         world_size=plan.parallelism.world_size,
@@ -144,5 +151,6 @@ def estimate(plan: Plan) -> Estimate:
         limit_bytes=limit,
         verdict=verdict,
         verdict_reason=reason,
+        nodes=nodes,
         notes=NOT_YET_COUNTED,
     )

@@ -71,6 +71,9 @@ def estimate_json(est: Estimate, include_stages: bool = False) -> dict[str, Any]
         },
         "notes": list(est.notes),
     }
+    from engine.node_output import nodes_json
+
+    out["nodes"] = nodes_json(est.nodes)
     if include_stages:
         out["stages"] = [stage_json(s) for s in est.stages]
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.errors import PlanError
+from engine.ledger.offload_rules import offload_problems
 from engine.plan import Plan
 
 
@@ -40,6 +41,7 @@ def layout_problems(plan: Plan) -> list[str]:
                 f"batch.global_batch ({gb}) ≠ micro_batch × grad_accum × data-parallel "
                 f"replicas = {per_step}"
             )
+    problems.extend(offload_problems(plan))
     return problems
 
 

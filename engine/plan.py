@@ -64,11 +64,6 @@ class Plan(Section):
             )
         if par.pp > arch.layers:
             raise ValueError(f"parallelism.pp ({par.pp}) exceeds the model's {arch.layers} layers")
-        if self.offload.params != "none" and par.strategy not in ("zero3",):
-            raise ValueError(
-                "offload.params needs parallelism.strategy zero3: DeepSpeed offloads "
-                "parameters only with ZeRO stage 3"
-            )
         return self
 
     def to_canonical_json(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.estimate import Estimate, StageEstimate
 from engine.ledger.row import LOCATIONS, PHASES
+from engine.node_output import render_nodes
 from engine.units import UnitChoice, fmt_bytes, fmt_range
 
 _VERDICT_WORDS = {
@@ -81,6 +82,7 @@ def render(
             )
         for s in est.stages:
             out += ["", f"Stage {s.stage} ledger:", stage_table(s, units, formulas)]
+    out += ["", render_nodes(est.nodes, units)]
     out += [
         "",
         f"HBM peak per rank: {fmt_range(heavy.peak.low, heavy.peak.high, units)} "

@@ -105,8 +105,11 @@ class _Builder:
 
 
 def held_tensors(
-    method: MethodSection, par: ParallelismSection, ranks_per_node: int,
-    placed: tuple[LocalTensor, ...], formats: StateFormats,
+    method: MethodSection,
+    par: ParallelismSection,
+    ranks_per_node: int,
+    placed: tuple[LocalTensor, ...],
+    formats: StateFormats,
 ) -> tuple[list[HeldTensor], str]:
     """The rank's tensors with trainability and dtypes, and the words for its divisor.
 
@@ -154,8 +157,11 @@ def held_tensors(
 
 
 def _custom(
-    method: MethodSection, par: ParallelismSection, placed: tuple[LocalTensor, ...],
-    b: _Builder, dtype: str,
+    method: MethodSection,
+    par: ParallelismSection,
+    placed: tuple[LocalTensor, ...],
+    b: _Builder,
+    dtype: str,
 ) -> None:
     custom = method.custom
     roles = set(custom.roles)

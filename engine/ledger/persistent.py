@@ -10,6 +10,7 @@ from functools import lru_cache
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.methods import held_tensors
+from engine.ledger.offload import split_offload
 from engine.ledger.placement import place_stage
 from engine.ledger.precision import resolve_formats
 from engine.ledger.quantized import quantized_rows
@@ -25,8 +26,12 @@ from engine.sections.parallel import ParallelismSection
 
 @lru_cache(maxsize=1024)
 def _held(
-    arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection,
-    ranks_per_node: int, granularity: int, stage: int,
+    arch: ArchitectureSpec,
+    method: MethodSection,
+    par: ParallelismSection,
+    ranks_per_node: int,
+    granularity: int,
+    stage: int,
 ) -> tuple[tuple[HeldTensor, ...], ShardContext]:
     formats = resolve_formats(method.precision)
     placed = place_stage(build_inventory(arch), arch, par, stage)
@@ -34,12 +39,18 @@ def _held(
     return tuple(held), ShardContext(RULES[par.strategy], words, granularity)
 
 
-def _key(plan: Plan, stage: int) -> tuple[ArchitectureSpec, MethodSection,
-                                          ParallelismSection, int, int, int]:
+def _key(
+    plan: Plan, stage: int
+) -> tuple[ArchitectureSpec, MethodSection, ParallelismSection, int, int, int]:
     par = plan.parallelism
-    return (plan.model.architecture, plan.method, par,
-            par.ranks_per_node or plan.hardware.gpus_per_node,
-            plan.runtime.allocation_granularity_bytes, stage)
+    return (
+        plan.model.architecture,
+        plan.method,
+        par,
+        par.ranks_per_node or plan.hardware.gpus_per_node,
+        plan.runtime.allocation_granularity_bytes,
+        stage,
+    )
 
 
 def stage_held(plan: Plan, stage: int) -> tuple[tuple[HeldTensor, ...], ShardContext]:
@@ -49,8 +60,12 @@ def stage_held(plan: Plan, stage: int) -> tuple[tuple[HeldTensor, ...], ShardCon
 
 @lru_cache(maxsize=1024)
 def _rows(
-    arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection,
-    ranks_per_node: int, granularity: int, stage: int,
+    arch: ArchitectureSpec,
+    method: MethodSection,
+    par: ParallelismSection,
+    ranks_per_node: int,
+    granularity: int,
+    stage: int,
 ) -> tuple[Row, ...]:
     held, ctx = _held(arch, method, par, ranks_per_node, granularity, stage)
     rows = persistent_rows(list(held), resolve_formats(method.precision), method.optimizer, ctx)
@@ -59,6 +74,16 @@ def _rows(
     return tuple(rows)
 
 
-def persistent_stage_rows(plan: Plan, stage: int) -> list[Row]:
-    """Weights, master copy, gradients and optimizer state of one rank of ``stage``."""
+def all_state_rows(plan: Plan, stage: int) -> list[Row]:
+    """Every persistent state of one rank of ``stage`` as if nothing were offloaded."""
     return list(_rows(*_key(plan, stage)))
+
+
+def persistent_stage_rows(plan: Plan, stage: int) -> list[Row]:
+    """Weights, master copy, gradients and optimizer state that stay in HBM."""
+    return split_offload(all_state_rows(plan, stage), plan)[0]
+
+
+def offloaded_stage_rows(plan: Plan, stage: int) -> list[Row]:
+    """The same states moved to host RAM or NVMe by the offload settings (per rank)."""
+    return split_offload(all_state_rows(plan, stage), plan)[1]

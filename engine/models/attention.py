@@ -14,15 +14,25 @@ from engine.models.tensor import Tensor, linear, norm
 
 
 def gqa_attention(
-    spec: ArchitectureSpec, p: str, i: int | None, *, qkv_name: str = "qkv_proj",
-    o_name: str = "o_proj", transposed: bool = False,
+    spec: ArchitectureSpec,
+    p: str,
+    i: int | None,
+    *,
+    qkv_name: str = "qkv_proj",
+    o_name: str = "o_proj",
+    transposed: bool = False,
 ) -> Iterator[Tensor]:
     """q/k/v (or one fused qkv), the output projection, and optional per-head q/k norms."""
     h, d = spec.hidden, spec.dim_per_head
     q_out, kv_out = spec.heads * d, spec.kv_heads * d
     if spec.fused_qkv:
         yield from linear(
-            f"{p}.{qkv_name}", q_out + 2 * kv_out, h, "qkv", spec.qkv_bias, i,
+            f"{p}.{qkv_name}",
+            q_out + 2 * kv_out,
+            h,
+            "qkv",
+            spec.qkv_bias,
+            i,
             transposed=transposed,
         )
     else:
@@ -57,8 +67,12 @@ def mla_attention(spec: ArchitectureSpec, mla: MLASpec, p: str, i: int | None) -
     )
     yield from norm(f"{p}.kv_a_layernorm", mla.kv_lora_rank, False, i, "latent_norm")
     yield from linear(
-        f"{p}.kv_b_proj", a * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank,
-        "kv_b", False, i,
+        f"{p}.kv_b_proj",
+        a * (mla.qk_nope_head_dim + mla.v_head_dim),
+        mla.kv_lora_rank,
+        "kv_b",
+        False,
+        i,
     )
     yield from linear(f"{p}.o_proj", h, a * mla.v_head_dim, "o", spec.o_bias, i)
 

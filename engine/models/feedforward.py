@@ -39,8 +39,13 @@ def dense_mlp(spec: ArchitectureSpec, p: str, i: int | None, inter: int) -> Iter
 
 
 def _gated(
-    spec: ArchitectureSpec, p: str, i: int | None, inter: int, names: tuple[str, str, str],
-    roles: tuple[Role, Role, Role], expert: int | None = None,
+    spec: ArchitectureSpec,
+    p: str,
+    i: int | None,
+    inter: int,
+    names: tuple[str, str, str],
+    roles: tuple[Role, Role, Role],
+    expert: int | None = None,
 ) -> Iterator[Tensor]:
     h, b = spec.hidden, spec.mlp_bias
     yield from linear(f"{p}.{names[0]}", inter, h, roles[0], b, i, expert=expert)
@@ -54,26 +59,37 @@ def moe_mlp(spec: ArchitectureSpec, moe: MoESpec, p: str, i: int | None) -> Iter
     if moe.router_bias:
         # DeepSeek-V3's aux-loss-free balancing bias, kept in fp32 in the checkpoint.
         yield Tensor(
-            f"{p}.gate.e_score_correction_bias", (moe.num_experts,), "router", "bias", i,
+            f"{p}.gate.e_score_correction_bias",
+            (moe.num_experts,),
+            "router",
+            "bias",
+            i,
             dtype="fp32",
         )
     names = _EXPERT_NAMES.get(spec.family, _DEFAULT_EXPERT_NAMES)
     for e in range(moe.num_experts):
         yield from _gated(
-            spec, f"{p}.experts.{e}", i, moe.expert_intermediate, names,
-            ("expert_gate", "expert_up", "expert_down"), expert=e,
+            spec,
+            f"{p}.experts.{e}",
+            i,
+            moe.expert_intermediate,
+            names,
+            ("expert_gate", "expert_up", "expert_down"),
+            expert=e,
         )
     if moe.shared_experts:
         width = moe.shared_experts * (moe.shared_intermediate or moe.expert_intermediate)
         yield from _gated(
-            spec, f"{p}.shared_experts", i, width, _DEFAULT_EXPERT_NAMES,
+            spec,
+            f"{p}.shared_experts",
+            i,
+            width,
+            _DEFAULT_EXPERT_NAMES,
             ("shared_gate", "shared_up", "shared_down"),
         )
 
 
-def feed_forward(
-    spec: ArchitectureSpec, p: str, index: int, layer: int | None
-) -> Iterator[Tensor]:
+def feed_forward(spec: ArchitectureSpec, p: str, index: int, layer: int | None) -> Iterator[Tensor]:
     """The feed-forward block of the layer at position ``index``: MoE, or dense if leading.
 
     ``p`` is the layer prefix; the block's own name comes from :func:`moe_block_name`.

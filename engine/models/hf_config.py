@@ -46,9 +46,7 @@ class _Reader:
                 f"'{self.model_type}' needs"
             )
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigImportError(
-                f"config.json key '{key}' must be an integer, not {value!r}"
-            )
+            raise ConfigImportError(f"config.json key '{key}' must be an integer, not {value!r}")
         return value
 
     def opt_int(self, key: str) -> int | None:
@@ -67,9 +65,7 @@ class _Reader:
     def require(self, key: str, ok: Callable[[Any], bool], why: str, default: Any = None) -> None:
         value = self.cfg.get(key, default)
         if not ok(value):
-            raise ConfigImportError(
-                f"config.json key '{key}' = {value!r} is not supported: {why}"
-            )
+            raise ConfigImportError(f"config.json key '{key}' = {value!r} is not supported: {why}")
 
 
 def _stored_dtype(cfg: Mapping[str, Any]) -> StoredDtype:
@@ -121,8 +117,12 @@ def _gemma(r: _Reader, family: Family) -> dict[str, Any]:
     out = _common(r, family, tied_default=True)
     bias = r.get_bool("attention_bias", False)
     out.update(
-        head_dim=r.get_int("head_dim", 256), mlp="geglu", sandwich_norm=True,
-        qkv_bias=bias, o_bias=bias, qk_norm=family == "gemma3",
+        head_dim=r.get_int("head_dim", 256),
+        mlp="geglu",
+        sandwich_norm=True,
+        qkv_bias=bias,
+        o_bias=bias,
+        qk_norm=family == "gemma3",
     )
     return out
 
@@ -159,8 +159,12 @@ def _qwen3_moe(r: _Reader) -> dict[str, Any]:
 def _deepseek_v3(r: _Reader) -> dict[str, Any]:
     out = _common(r, "deepseek_v3", tied_default=False)
     out["qkv_bias"] = r.get_bool("attention_bias", False)
-    r.require("moe_layer_freq", lambda v: v in (None, 1), "every layer after the dense ones "
-              "must be MoE", 1)
+    r.require(
+        "moe_layer_freq",
+        lambda v: v in (None, 1),
+        "every layer after the dense ones must be MoE",
+        1,
+    )
     out["head_dim"] = None
     moe_inter = r.get_int("moe_intermediate_size")
     out["moe"] = MoESpec(
@@ -195,8 +199,14 @@ def _gpt2(r: _Reader) -> dict[str, Any]:
         "vocab": r.get_int("vocab_size"),
         "max_position": r.get_int("n_positions"),
         "tied_embeddings": r.get_bool("tie_word_embeddings", True),
-        "mlp": "gelu", "norm": "layernorm", "norm_bias": True, "qkv_bias": True,
-        "o_bias": True, "mlp_bias": True, "fused_qkv": True, "position": "learned",
+        "mlp": "gelu",
+        "norm": "layernorm",
+        "norm_bias": True,
+        "qkv_bias": True,
+        "o_bias": True,
+        "mlp_bias": True,
+        "fused_qkv": True,
+        "position": "learned",
         "stored_dtype": _stored_dtype(r.cfg),
     }
 
@@ -205,8 +215,13 @@ def _gpt_neox(r: _Reader) -> dict[str, Any]:
     out = _common(r, "gpt_neox", tied_default=False)
     bias = r.get_bool("attention_bias", True)
     out.update(
-        mlp="gelu", norm="layernorm", norm_bias=True, qkv_bias=bias, o_bias=bias,
-        mlp_bias=True, fused_qkv=True,
+        mlp="gelu",
+        norm="layernorm",
+        norm_bias=True,
+        qkv_bias=bias,
+        o_bias=bias,
+        mlp_bias=True,
+        fused_qkv=True,
     )
     return out
 

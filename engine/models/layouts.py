@@ -85,10 +85,12 @@ def gpt2_layout(spec: ArchitectureSpec) -> Iterator[Tensor]:
             spec, f"{p}.attn", i, qkv_name="c_attn", o_name="c_proj", transposed=True
         )
         yield from norm(f"{p}.ln_2", h, nb, i, "norm")
-        yield from linear(f"{p}.mlp.c_fc", spec.intermediate, h, "up", spec.mlp_bias, i,
-                          transposed=True)
-        yield from linear(f"{p}.mlp.c_proj", h, spec.intermediate, "down", spec.mlp_bias, i,
-                          transposed=True)
+        yield from linear(
+            f"{p}.mlp.c_fc", spec.intermediate, h, "up", spec.mlp_bias, i, transposed=True
+        )
+        yield from linear(
+            f"{p}.mlp.c_proj", h, spec.intermediate, "down", spec.mlp_bias, i, transposed=True
+        )
     yield from norm("ln_f", h, nb, None, "final_norm")
     if not spec.tied_embeddings:
         yield from linear("lm_head", spec.vocab, h, "lm_head", spec.lm_head_bias, None)
@@ -125,4 +127,3 @@ def family_layout(spec: ArchitectureSpec) -> Iterator[Tensor]:
         yield from neox_layout(spec)
     else:
         yield from llama_layout(spec)
-

@@ -112,10 +112,16 @@ def list_presets() -> list[PresetInfo]:
         s = summarize(p.spec)
         infos.append(
             PresetInfo(
-                name=p.name, display_name=p.display_name, family=p.spec.family,
-                hf_repo=p.hf_repo, total=s.total, active_per_token=s.active_per_token,
-                embedding=s.embedding, published_total=p.published_total,
-                published_exact=p.published_exact, published_source=p.published_source,
+                name=p.name,
+                display_name=p.display_name,
+                family=p.spec.family,
+                hf_repo=p.hf_repo,
+                total=s.total,
+                active_per_token=s.active_per_token,
+                embedding=s.embedding,
+                published_total=p.published_total,
+                published_exact=p.published_exact,
+                published_source=p.published_source,
             )
         )
     return sorted(infos, key=lambda i: (i.total, i.name))
@@ -133,13 +139,21 @@ def format_models_table() -> str:
     head = ("preset", "family", "total params", "active/token", "embedding")
     rows = [head]
     for i in list_presets():
-        rows.append((i.name, i.family, f"{i.total:,} ({_human(i.total)})",
-                     _human(i.active_per_token), _human(i.embedding)))
+        rows.append(
+            (
+                i.name,
+                i.family,
+                f"{i.total:,} ({_human(i.total)})",
+                _human(i.active_per_token),
+                _human(i.embedding),
+            )
+        )
     widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
     right = {2, 3, 4}
     lines = []
     for r in rows:
-        cells = [r[c].rjust(widths[c]) if c in right else r[c].ljust(widths[c])
-                 for c in range(len(head))]
+        cells = [
+            r[c].rjust(widths[c]) if c in right else r[c].ljust(widths[c]) for c in range(len(head))
+        ]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)

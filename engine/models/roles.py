@@ -26,16 +26,48 @@ class RoleInfo:
 
 
 _COLUMN = frozenset(
-    {"q", "k", "v", "qkv", "gate", "up", "gate_up", "expert_gate", "expert_up",
-     "shared_gate", "shared_up", "q_b", "kv_b"}
+    {
+        "q",
+        "k",
+        "v",
+        "qkv",
+        "gate",
+        "up",
+        "gate_up",
+        "expert_gate",
+        "expert_up",
+        "shared_gate",
+        "shared_up",
+        "q_b",
+        "kv_b",
+    }
 )
 _ROW = frozenset({"o", "down", "expert_down", "shared_down"})
 _VOCAB = frozenset({"embedding", "lm_head", "mtp_embedding", "mtp_head"})
 _EXPERT = frozenset({"expert_gate", "expert_up", "expert_down"})
 _EMBEDDING = frozenset({"embedding", "position_embedding", "lm_head", "mtp_embedding", "mtp_head"})
 _LORA = frozenset(
-    {"q", "k", "v", "qkv", "o", "q_a", "q_b", "kv_a", "kv_b", "gate", "up", "gate_up", "down",
-     "expert_gate", "expert_up", "expert_down", "shared_gate", "shared_up", "shared_down"}
+    {
+        "q",
+        "k",
+        "v",
+        "qkv",
+        "o",
+        "q_a",
+        "q_b",
+        "kv_a",
+        "kv_b",
+        "gate",
+        "up",
+        "gate_up",
+        "down",
+        "expert_gate",
+        "expert_up",
+        "expert_down",
+        "shared_gate",
+        "shared_up",
+        "shared_down",
+    }
 )
 
 ALL_ROLES: tuple[Role, ...] = get_args(Role)

@@ -24,8 +24,21 @@ from engine.models.spec import ArchitectureSpec
 MAX_HEADER_BYTES = 100_000_000
 
 ITEM_BYTES: dict[str, int] = {
-    "F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2,
-    "I16": 2, "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F32": 4,
+    "I32": 4,
+    "U32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "U16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
     "F8_E8M0": 1,
 }
 
@@ -34,8 +47,12 @@ ST_DTYPE: dict[str, str] = {"fp32": "F32", "bf16": "BF16", "fp16": "F16", "fp8_e
 
 # Stored tensors that are not parameters: FP8 block scales, causal-mask and rotary buffers.
 _AUX_SUFFIXES = (
-    "weight_scale_inv", ".attn.bias", ".attn.masked_bias", ".attention.bias",
-    ".attention.masked_bias", "rotary_emb.inv_freq",
+    "weight_scale_inv",
+    ".attn.bias",
+    ".attn.masked_bias",
+    ".attention.bias",
+    ".attention.masked_bias",
+    "rotary_emb.inv_freq",
 )
 
 
@@ -108,7 +125,8 @@ def _entry(path: Path, name: str, raw: Any, data_len: int) -> StoredTensor:
     ):
         raise SafetensorsError(f"{where} has an invalid shape {shape!r}")
     if (
-        not isinstance(offsets, list) or len(offsets) != 2
+        not isinstance(offsets, list)
+        or len(offsets) != 2
         or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
         or not 0 <= offsets[0] <= offsets[1]
     ):
@@ -161,9 +179,7 @@ def read_header(path: str | Path) -> tuple[StoredTensor, ...]:
         raise SafetensorsError(f"{p.name} has a header that is not a JSON object")
     data_len = size - 8 - n
     return tuple(
-        _entry(p, name, entry, data_len)
-        for name, entry in header.items()
-        if name != "__metadata__"
+        _entry(p, name, entry, data_len) for name, entry in header.items() if name != "__metadata__"
     )
 
 
@@ -231,7 +247,9 @@ class CrossCheck:
     def ok(self) -> bool:
         return (
             self.computed_total == self.stored_parameters
-            and not self.missing and not self.unexpected and not self.shape_mismatches
+            and not self.missing
+            and not self.unexpected
+            and not self.shape_mismatches
         )
 
     def messages(self) -> list[str]:
@@ -248,11 +266,14 @@ class CrossCheck:
             if c != s:
                 out.append(f"{dt}: computed {c:,} elements, stored {s:,}")
         if self.missing:
-            out.append(f"{len(self.missing)} computed tensors are not stored, e.g. "
-                       f"{self.missing[0]}")
+            out.append(
+                f"{len(self.missing)} computed tensors are not stored, e.g. {self.missing[0]}"
+            )
         if self.unexpected:
-            out.append(f"{len(self.unexpected)} stored tensors are not in the config's "
-                       f"inventory, e.g. {self.unexpected[0]}")
+            out.append(
+                f"{len(self.unexpected)} stored tensors are not in the config's "
+                f"inventory, e.g. {self.unexpected[0]}"
+            )
         for name, want, got in self.shape_mismatches[:5]:
             out.append(f"{name}: computed shape {list(want)}, stored {list(got)}")
         return out

@@ -94,8 +94,13 @@ def linear(
 ) -> Iterator[Tensor]:
     """A linear map's weight ``(out, in)`` and, when present, its bias ``(out,)``."""
     yield Tensor(
-        f"{prefix}.weight", (out_f, in_f), role, "weight", layer,
-        stored_transposed=transposed, expert=expert,
+        f"{prefix}.weight",
+        (out_f, in_f),
+        role,
+        "weight",
+        layer,
+        stored_transposed=transposed,
+        expert=expert,
     )
     if bias:
         yield Tensor(f"{prefix}.bias", (out_f,), role, "bias", layer, expert=expert)

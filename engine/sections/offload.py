@@ -67,6 +67,12 @@ class HostSection(Section):
         le=10**15,
         description="Host RAM kept for the OS and daemons (bytes).",
     )
+    process_rss_bytes: ByteRange = Field(
+        default=ByteRange(low=2 * GiB, high=6 * GiB),
+        description="Resident host memory of one training process beyond tensors: Python, "
+        "the CUDA/cuDNN/NCCL libraries and the CUDA context's host side (bytes). An "
+        "assumption; measure it with the probe.",
+    )
 
 
 class CheckpointSection(Section):
@@ -81,4 +87,9 @@ class CheckpointSection(Section):
     retention: int = Field(default=3, ge=1, le=10_000, description="Checkpoints kept (count).")
     staging: Literal["host", "gpu"] = Field(
         default="host", description="Where a consolidated state dict is assembled."
+    )
+    location: Literal["shared_fs", "local_nvme"] = Field(
+        default="shared_fs",
+        description="Where checkpoints are written: the shared file system (checkpoint "
+        "ledger) or each node's local NVMe (NVMe ledger).",
     )

@@ -143,7 +143,9 @@ def test_estimate_with_a_preset_and_an_unknown_one(capsys: pytest.CaptureFixture
 
 
 def test_estimate_stages_shows_every_stage(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["estimate", "--set", "parallelism.pp=2", "--set", "parallelism.dp=4",
-                 "--stages"]) == 0
+    assert (
+        main(["estimate", "--set", "parallelism.pp=2", "--set", "parallelism.dp=4", "--stages"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "Stage 0 ledger" in out and "Stage 1 ledger" in out and "← heaviest" in out

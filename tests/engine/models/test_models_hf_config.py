@@ -13,11 +13,20 @@ from engine.models.inventory import build_inventory, total_params
 from engine.models.presets import load_preset
 
 LLAMA_31_8B: dict[str, Any] = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-    "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "hidden_act": "silu",
-    "rope_scaling": {"factor": 8.0, "rope_type": "llama3"}, "attention_bias": False,
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "hidden_act": "silu",
+    "rope_scaling": {"factor": 8.0, "rope_type": "llama3"},
+    "attention_bias": False,
 }
 
 
@@ -31,8 +40,15 @@ def test_llama_config_matches_preset(tmp_path: Path) -> None:
 
 def test_gpt2_config() -> None:
     """GPT-2 keys (n_embd, n_layer, n_head, n_inner=None → 4h) give 124,439,808."""
-    cfg = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "n_inner": None,
-           "vocab_size": 50257, "n_positions": 1024}
+    cfg = {
+        "model_type": "gpt2",
+        "n_embd": 768,
+        "n_layer": 12,
+        "n_head": 12,
+        "n_inner": None,
+        "vocab_size": 50257,
+        "n_positions": 1024,
+    }
     spec = spec_from_hf_config(cfg)
     assert spec.intermediate == 3072 and spec.stored_dtype == "fp32"
     assert total_params(build_inventory(spec)) == 124_439_808
@@ -49,22 +65,36 @@ def test_family_quirks() -> None:
     assert spec_from_hf_config({**base, "model_type": "gemma3_text"}).qk_norm
 
 
-@pytest.mark.parametrize(("cfg", "message"), [
-    ({"hidden_size": 4}, "missing the key 'model_type'"),
-    ({"model_type": "mamba"}, "'model_type' = 'mamba' is not supported"),
-    ({**LLAMA_31_8B, "hidden_size": None}, "missing the key 'hidden_size'"),
-    ({k: v for k, v in LLAMA_31_8B.items() if k != "vocab_size"}, "missing the key 'vocab_size'"),
-    ({**LLAMA_31_8B, "num_hidden_layers": "32"}, "'num_hidden_layers' must be an integer"),
-    ({**LLAMA_31_8B, "num_key_value_heads": 5}, "kv_heads"),
-    ({**LLAMA_31_8B, "torch_dtype": "float8"}, "'torch_dtype'"),
-    ({**LLAMA_31_8B, "tie_word_embeddings": "no"}, "'tie_word_embeddings' must be true"),
-    ({**LLAMA_31_8B, "model_type": "qwen3_moe", "num_experts": 8, "num_experts_per_tok": 2,
-      "moe_intermediate_size": 64, "decoder_sparse_step": 2}, "'decoder_sparse_step'"),
-    ({**LLAMA_31_8B, "model_type": "mixtral", "num_experts_per_tok": 2},
-     "'num_local_experts'"),
-    ({**LLAMA_31_8B, "text_config": {}}, "'text_config'"),
-    ({**LLAMA_31_8B, "quantization_config": {"quant_method": "gptq"}}, "'quantization_config'"),
-])
+@pytest.mark.parametrize(
+    ("cfg", "message"),
+    [
+        ({"hidden_size": 4}, "missing the key 'model_type'"),
+        ({"model_type": "mamba"}, "'model_type' = 'mamba' is not supported"),
+        ({**LLAMA_31_8B, "hidden_size": None}, "missing the key 'hidden_size'"),
+        (
+            {k: v for k, v in LLAMA_31_8B.items() if k != "vocab_size"},
+            "missing the key 'vocab_size'",
+        ),
+        ({**LLAMA_31_8B, "num_hidden_layers": "32"}, "'num_hidden_layers' must be an integer"),
+        ({**LLAMA_31_8B, "num_key_value_heads": 5}, "kv_heads"),
+        ({**LLAMA_31_8B, "torch_dtype": "float8"}, "'torch_dtype'"),
+        ({**LLAMA_31_8B, "tie_word_embeddings": "no"}, "'tie_word_embeddings' must be true"),
+        (
+            {
+                **LLAMA_31_8B,
+                "model_type": "qwen3_moe",
+                "num_experts": 8,
+                "num_experts_per_tok": 2,
+                "moe_intermediate_size": 64,
+                "decoder_sparse_step": 2,
+            },
+            "'decoder_sparse_step'",
+        ),
+        ({**LLAMA_31_8B, "model_type": "mixtral", "num_experts_per_tok": 2}, "'num_local_experts'"),
+        ({**LLAMA_31_8B, "text_config": {}}, "'text_config'"),
+        ({**LLAMA_31_8B, "quantization_config": {"quant_method": "gptq"}}, "'quantization_config'"),
+    ],
+)
 def test_bad_configs_name_the_key(cfg: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigImportError, match=message):
         spec_from_hf_config(cfg)

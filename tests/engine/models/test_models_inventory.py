@@ -9,8 +9,16 @@ from engine.models.summary import summarize
 from engine.models.tensor import Role
 
 TINY_QWEN3 = ArchitectureSpec(
-    family="qwen3", hidden=8, layers=2, heads=4, kv_heads=2, head_dim=3, intermediate=5,
-    vocab=11, qkv_bias=True, qk_norm=True,
+    family="qwen3",
+    hidden=8,
+    layers=2,
+    heads=4,
+    kv_heads=2,
+    head_dim=3,
+    intermediate=5,
+    vocab=11,
+    qkv_bias=True,
+    qk_norm=True,
 )
 
 
@@ -22,7 +30,8 @@ def test_tiny_qwen3_every_tensor() -> None:
     Total 11·8 + 2·454 + 8 + 11·8 = 1,092.
     """
     expected: list[tuple[str, tuple[int, ...], str, int | None]] = [
-        ("model.embed_tokens.weight", (11, 8), "embedding", None)]
+        ("model.embed_tokens.weight", (11, 8), "embedding", None)
+    ]
     for i in range(2):
         p = f"model.layers.{i}"
         expected += [
@@ -41,8 +50,10 @@ def test_tiny_qwen3_every_tensor() -> None:
             (f"{p}.mlp.up_proj.weight", (5, 8), "up", i),
             (f"{p}.mlp.down_proj.weight", (8, 5), "down", i),
         ]
-    expected += [("model.norm.weight", (8,), "final_norm", None),
-                 ("lm_head.weight", (11, 8), "lm_head", None)]
+    expected += [
+        ("model.norm.weight", (8,), "final_norm", None),
+        ("lm_head.weight", (11, 8), "lm_head", None),
+    ]
     inv = build_inventory(TINY_QWEN3)
     assert [(t.name, t.shape, t.role, t.layer) for t in inv] == expected
     assert total_params(inv) == 1_092
@@ -57,22 +68,43 @@ def test_tiny_gpt2_every_tensor() -> None:
     + c_proj 64+4 + ln_f 8 = 300.
     """
     spec = ArchitectureSpec(
-        family="gpt2", hidden=4, layers=1, heads=2, kv_heads=2, intermediate=16, vocab=7,
-        max_position=5, tied_embeddings=True, mlp="gelu", norm="layernorm", norm_bias=True,
-        qkv_bias=True, o_bias=True, mlp_bias=True, fused_qkv=True, position="learned",
+        family="gpt2",
+        hidden=4,
+        layers=1,
+        heads=2,
+        kv_heads=2,
+        intermediate=16,
+        vocab=7,
+        max_position=5,
+        tied_embeddings=True,
+        mlp="gelu",
+        norm="layernorm",
+        norm_bias=True,
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+        fused_qkv=True,
+        position="learned",
         stored_dtype="fp32",
     )
     rows = [(t.name, t.stored_shape, t.role) for t in build_inventory(spec)]
     assert rows == [
         ("wte.weight", (7, 4), "embedding"),
         ("wpe.weight", (5, 4), "position_embedding"),
-        ("h.0.ln_1.weight", (4,), "norm"), ("h.0.ln_1.bias", (4,), "norm"),
-        ("h.0.attn.c_attn.weight", (4, 12), "qkv"), ("h.0.attn.c_attn.bias", (12,), "qkv"),
-        ("h.0.attn.c_proj.weight", (4, 4), "o"), ("h.0.attn.c_proj.bias", (4,), "o"),
-        ("h.0.ln_2.weight", (4,), "norm"), ("h.0.ln_2.bias", (4,), "norm"),
-        ("h.0.mlp.c_fc.weight", (4, 16), "up"), ("h.0.mlp.c_fc.bias", (16,), "up"),
-        ("h.0.mlp.c_proj.weight", (16, 4), "down"), ("h.0.mlp.c_proj.bias", (4,), "down"),
-        ("ln_f.weight", (4,), "final_norm"), ("ln_f.bias", (4,), "final_norm"),
+        ("h.0.ln_1.weight", (4,), "norm"),
+        ("h.0.ln_1.bias", (4,), "norm"),
+        ("h.0.attn.c_attn.weight", (4, 12), "qkv"),
+        ("h.0.attn.c_attn.bias", (12,), "qkv"),
+        ("h.0.attn.c_proj.weight", (4, 4), "o"),
+        ("h.0.attn.c_proj.bias", (4,), "o"),
+        ("h.0.ln_2.weight", (4,), "norm"),
+        ("h.0.ln_2.bias", (4,), "norm"),
+        ("h.0.mlp.c_fc.weight", (4, 16), "up"),
+        ("h.0.mlp.c_fc.bias", (16,), "up"),
+        ("h.0.mlp.c_proj.weight", (16, 4), "down"),
+        ("h.0.mlp.c_proj.bias", (4,), "down"),
+        ("ln_f.weight", (4,), "final_norm"),
+        ("ln_f.bias", (4,), "final_norm"),
     ]
     inv = build_inventory(spec)
     assert inv[4].shape == (12, 4) and inv[4].stored_transposed
@@ -80,12 +112,27 @@ def test_tiny_gpt2_every_tensor() -> None:
 
 
 TINY_DSV3 = ArchitectureSpec(
-    family="deepseek_v3", hidden=16, layers=3, heads=2, kv_heads=2, intermediate=20, vocab=10,
-    moe=MoESpec(num_experts=4, top_k=2, expert_intermediate=3, shared_experts=1,
-                shared_intermediate=3, first_dense_layers=1, router_bias=True),
-    mla=MLASpec(q_lora_rank=4, kv_lora_rank=3, qk_nope_head_dim=2, qk_rope_head_dim=1,
-                v_head_dim=2),
-    mtp_layers=1, stored_dtype="fp8_e4m3",
+    family="deepseek_v3",
+    hidden=16,
+    layers=3,
+    heads=2,
+    kv_heads=2,
+    intermediate=20,
+    vocab=10,
+    moe=MoESpec(
+        num_experts=4,
+        top_k=2,
+        expert_intermediate=3,
+        shared_experts=1,
+        shared_intermediate=3,
+        first_dense_layers=1,
+        router_bias=True,
+    ),
+    mla=MLASpec(
+        q_lora_rank=4, kv_lora_rank=3, qk_nope_head_dim=2, qk_rope_head_dim=1, v_head_dim=2
+    ),
+    mtp_layers=1,
+    stored_dtype="fp8_e4m3",
 )
 
 
@@ -126,9 +173,16 @@ def test_tiny_deepseek_layers() -> None:
 
 
 def test_mixtral_names_experts_w1_w3_w2() -> None:
-    spec = ArchitectureSpec(family="mixtral", hidden=8, layers=1, heads=2, kv_heads=1,
-                            intermediate=4, vocab=5,
-                            moe=MoESpec(num_experts=2, top_k=1, expert_intermediate=4))
+    spec = ArchitectureSpec(
+        family="mixtral",
+        hidden=8,
+        layers=1,
+        heads=2,
+        kv_heads=1,
+        intermediate=4,
+        vocab=5,
+        moe=MoESpec(num_experts=2, top_k=1, expert_intermediate=4),
+    )
     names = [t.name for t in build_inventory(spec) if t.layer == 0]
     assert "model.layers.0.block_sparse_moe.gate.weight" in names
     assert "model.layers.0.block_sparse_moe.experts.1.w1.weight" in names
@@ -138,12 +192,33 @@ def test_mixtral_names_experts_w1_w3_w2() -> None:
 
 def test_roles_table() -> None:
     """Column-parallel split dim 0, row-parallel dim 1, vocab dim 0, the rest replicated."""
-    column: tuple[Role, ...] = ("q", "k", "v", "qkv", "gate", "up", "gate_up", "expert_gate",
-                                "expert_up", "shared_gate", "shared_up", "q_b", "kv_b",
-                                "embedding", "lm_head")
+    column: tuple[Role, ...] = (
+        "q",
+        "k",
+        "v",
+        "qkv",
+        "gate",
+        "up",
+        "gate_up",
+        "expert_gate",
+        "expert_up",
+        "shared_gate",
+        "shared_up",
+        "q_b",
+        "kv_b",
+        "embedding",
+        "lm_head",
+    )
     row: tuple[Role, ...] = ("o", "down", "expert_down", "shared_down")
-    replicated: tuple[Role, ...] = ("norm", "qk_norm", "router", "final_norm", "q_a", "kv_a",
-                                    "latent_norm")
+    replicated: tuple[Role, ...] = (
+        "norm",
+        "qk_norm",
+        "router",
+        "final_norm",
+        "q_a",
+        "kv_a",
+        "latent_norm",
+    )
     for role in column:
         assert role_info(role).tp_split_dim == 0, role
     for role in row:

@@ -21,18 +21,29 @@ def dense_specs(draw: st.DrawFn) -> ArchitectureSpec:
     heads = kv * draw(st.integers(1, 4))
     fused = draw(st.booleans())
     fields: dict[str, Any] = dict(
-        family=draw(st.sampled_from(FAMILIES)), hidden=draw(st.integers(1, 64)),
-        layers=draw(st.integers(1, 6)), heads=heads, kv_heads=kv,
-        head_dim=draw(st.integers(1, 16)), intermediate=draw(st.integers(1, 64)),
-        vocab=draw(st.integers(1, 200)), tied_embeddings=draw(st.booleans()),
-        qkv_bias=draw(st.booleans()), o_bias=draw(st.booleans()),
-        mlp_bias=draw(st.booleans()), qk_norm=draw(st.booleans()),
-        sandwich_norm=draw(st.booleans()), fused_qkv=fused, fused_gate_up=fused,
-        norm=draw(st.sampled_from(["rmsnorm", "layernorm"])), norm_bias=draw(st.booleans()),
+        family=draw(st.sampled_from(FAMILIES)),
+        hidden=draw(st.integers(1, 64)),
+        layers=draw(st.integers(1, 6)),
+        heads=heads,
+        kv_heads=kv,
+        head_dim=draw(st.integers(1, 16)),
+        intermediate=draw(st.integers(1, 64)),
+        vocab=draw(st.integers(1, 200)),
+        tied_embeddings=draw(st.booleans()),
+        qkv_bias=draw(st.booleans()),
+        o_bias=draw(st.booleans()),
+        mlp_bias=draw(st.booleans()),
+        qk_norm=draw(st.booleans()),
+        sandwich_norm=draw(st.booleans()),
+        fused_qkv=fused,
+        fused_gate_up=fused,
+        norm=draw(st.sampled_from(["rmsnorm", "layernorm"])),
+        norm_bias=draw(st.booleans()),
     )
     if draw(st.booleans()):
         fields["moe"] = MoESpec(
-            num_experts=draw(st.integers(2, 8)), top_k=1,
+            num_experts=draw(st.integers(2, 8)),
+            top_k=1,
             expert_intermediate=draw(st.integers(1, 16)),
             shared_experts=draw(st.integers(0, 2)),
             first_dense_layers=draw(st.integers(0, fields["layers"])),
@@ -73,8 +84,9 @@ def test_kv_heads_cost_two_projections(spec: ArchitectureSpec, factor: int) -> N
     Per layer: q/k/v weights (Δq + 2Δkv)·h, their biases Δq + 2Δkv when present, and the
     output projection Δq·h; head_dim is unchanged, so q/k norms and o's bias are too.
     """
-    wider = spec.model_copy(update={"heads": spec.heads * factor,
-                                    "kv_heads": spec.kv_heads * factor})
+    wider = spec.model_copy(
+        update={"heads": spec.heads * factor, "kv_heads": spec.kv_heads * factor}
+    )
     d, h = spec.dim_per_head, spec.hidden
     dq, dkv = (factor - 1) * spec.heads * d, (factor - 1) * spec.kv_heads * d
     per_layer = (dq + 2 * dkv) * (h + (1 if spec.qkv_bias else 0)) + dq * h
@@ -92,9 +104,11 @@ def test_inventory_invariants(spec: ArchitectureSpec) -> None:
     assert sum(r.params for r in s.rows) == s.total == total_params(inv)
     assert s.embedding + s.non_embedding == s.total
     assert s.active_per_token <= s.total
-    assert (s.active_per_token == s.total) == (spec.moe is None or spec.moe.top_k ==
-                                               spec.moe.num_experts or
-                                               spec.moe.first_dense_layers == spec.layers)
+    assert (s.active_per_token == s.total) == (
+        spec.moe is None
+        or spec.moe.top_k == spec.moe.num_experts
+        or spec.moe.first_dense_layers == spec.layers
+    )
     for t in inv:
         dim = tp_split_dim(t)
         assert dim is None or dim < len(t.shape)
@@ -107,9 +121,11 @@ def test_one_more_expert_adds_one_expert_per_moe_layer(spec: ArchitectureSpec) -
     if spec.moe is None:
         return
     moe = spec.moe
-    more = spec.model_copy(update={"moe": moe.model_copy(
-        update={"num_experts": moe.num_experts + 1})})
+    more = spec.model_copy(
+        update={"moe": moe.model_copy(update={"num_experts": moe.num_experts + 1})}
+    )
     moe_layers = spec.layers - moe.first_dense_layers
     per_expert = 3 * spec.hidden * moe.expert_intermediate + (
-        (2 * moe.expert_intermediate + spec.hidden) if spec.mlp_bias else 0)
+        (2 * moe.expert_intermediate + spec.hidden) if spec.mlp_bias else 0
+    )
     assert _total(more) - _total(spec) == moe_layers * (per_expert + spec.hidden)

@@ -21,12 +21,23 @@ from engine.models.spec import ArchitectureSpec
 
 _BYTES = {"BF16": 2, "F32": 4, "F16": 2}
 
-TINY = ArchitectureSpec(family="llama", hidden=8, layers=2, heads=2, kv_heads=1,
-                        intermediate=4, vocab=6, tied_embeddings=True)
+TINY = ArchitectureSpec(
+    family="llama",
+    hidden=8,
+    layers=2,
+    heads=2,
+    kv_heads=1,
+    intermediate=4,
+    vocab=6,
+    tied_embeddings=True,
+)
 
 
-def write_safetensors(path: Path, tensors: dict[str, tuple[str, tuple[int, ...]]],
-                      header_extra: dict[str, Any] | None = None) -> None:
+def write_safetensors(
+    path: Path,
+    tensors: dict[str, tuple[str, tuple[int, ...]]],
+    header_extra: dict[str, Any] | None = None,
+) -> None:
     """A valid safetensors file: length, JSON header, zero-filled data."""
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     offset = 0
@@ -59,18 +70,32 @@ def test_sharded_index_and_cross_check(tmp_path: Path) -> None:
     tensors = tiny_tensors()
     names = list(tensors)
     half = len(names) // 2
-    shards = {"model-00001-of-00002.safetensors": names[:half],
-              "model-00002-of-00002.safetensors": names[half:]}
+    shards = {
+        "model-00001-of-00002.safetensors": names[:half],
+        "model-00002-of-00002.safetensors": names[half:],
+    }
     for shard, members in shards.items():
         write_safetensors(tmp_path / shard, {n: tensors[n] for n in members})
     weight_map = {n: s for s, members in shards.items() for n in members}
     total = sum(t.numel for t in build_inventory(TINY))
     (tmp_path / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": 2 * total}, "weight_map": weight_map}))
-    (tmp_path / "config.json").write_text(json.dumps({
-        "model_type": "llama", "hidden_size": 8, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 4,
-        "vocab_size": 6, "tie_word_embeddings": True, "torch_dtype": "bfloat16"}))
+        json.dumps({"metadata": {"total_size": 2 * total}, "weight_map": weight_map})
+    )
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 8,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "intermediate_size": 4,
+                "vocab_size": 6,
+                "tie_word_embeddings": True,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
     result = import_model_folder(tmp_path)
     assert result.stored is not None and result.check is not None
     assert result.stored.files == tuple(sorted(shards))
@@ -103,15 +128,18 @@ def _raw(path: Path, data: bytes) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    (b"\x01\x02", "too short"),
-    (struct.pack("<Q", 1000) + b"{}", "truncated"),
-    (struct.pack("<Q", 2**60), "100 MB limit"),
-    (struct.pack("<Q", 5) + b"{oops", "not valid JSON"),
-    (struct.pack("<Q", 4) + b"\xff\xfe\xfd\xfc", "not valid JSON"),
-    (struct.pack("<Q", 2) + b"[]", "not a JSON object"),
-    (struct.pack("<Q", 9) + b'{"a": 1}' + b" ", "not an object"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\x01\x02", "too short"),
+        (struct.pack("<Q", 1000) + b"{}", "truncated"),
+        (struct.pack("<Q", 2**60), "100 MB limit"),
+        (struct.pack("<Q", 5) + b"{oops", "not valid JSON"),
+        (struct.pack("<Q", 4) + b"\xff\xfe\xfd\xfc", "not valid JSON"),
+        (struct.pack("<Q", 2) + b"[]", "not a JSON object"),
+        (struct.pack("<Q", 9) + b'{"a": 1}' + b" ", "not an object"),
+    ],
+)
 def test_corrupt_headers_raise_clear_errors(tmp_path: Path, data: bytes, message: str) -> None:
     with pytest.raises(SafetensorsError, match=message):
         read_header(_raw(tmp_path / "bad.safetensors", data))
@@ -123,8 +151,9 @@ def test_bad_entries_and_truncated_data(tmp_path: Path) -> None:
     f.write_bytes(f.read_bytes()[:-1])  # lose one byte of the data section
     with pytest.raises(SafetensorsError, match="truncated"):
         read_header(f)
-    write_safetensors(f, {"pad": ("BF16", (4,))},
-                      {"w": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 3]}})
+    write_safetensors(
+        f, {"pad": ("BF16", (4,))}, {"w": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 3]}}
+    )
     with pytest.raises(SafetensorsError, match="needs 4"):
         read_header(f)
     write_safetensors(f, {}, {"w": {"dtype": "BF16", "shape": [-1], "data_offsets": [0, 0]}})

@@ -1,0 +1,1 @@
+"""Other tools' estimators, reproduced as reference modes to compare MemPlan against."""
