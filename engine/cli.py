@@ -113,6 +113,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print(
             render(est, args.units, stages=args.stages, phases=args.phases, formulas=args.formulas)
         )
+        if not args.no_counts:
+            from engine.cli_layouts import counts_text
+
+            print("\n" + counts_text(plan))
     return EXIT_OK
 
 
@@ -176,6 +180,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--stages", action="store_true", help="show every pipeline stage")
     p.add_argument("--phases", action="store_true", help="show HBM per step phase")
     p.add_argument("--formulas", action="store_true", help="show each row's formula and source")
+    p.add_argument("--no-counts", action="store_true", help="skip the three GPU counts")
     p.set_defaults(handler=cmd_estimate)
 
     p = sub.add_parser("new", help="write a new .memplan file")
@@ -196,6 +201,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 _EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
 """Registration hooks of further engine subcommands (models, layouts, export, ...)."""
+
+
+import engine.cli_layouts  # noqa: E402, F401  (registers `layouts` and `export`)
 
 
 def build_parser(prog: str = "memplan") -> argparse.ArgumentParser:
@@ -226,5 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(args)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # run the imported module, whose hook list the extras extend
+    from engine.cli import main as _main
+
+    raise SystemExit(_main())
