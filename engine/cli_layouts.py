@@ -41,8 +41,10 @@ def render_counts(counts: GpuCounts) -> str:
             for o in counts.alternatives
         ]
     if counts.rejected:
-        out.append(f"  {len(counts.rejected)} layouts of that size rejected (memplan layouts "
-                   f"--gpus N lists them with reasons)")
+        out.append(
+            f"  {len(counts.rejected)} layouts of that size rejected (memplan layouts "
+            f"--gpus N lists them with reasons)"
+        )
     out += [f"  Note: {n}" for n in counts.notes]
     return "\n".join(out)
 
@@ -55,16 +57,19 @@ def counts_text(plan: Plan, max_gpus: int | None = None) -> str:
 def _lattice_text(plan: Plan, gpus: int, show_rejected: bool) -> str:
     lattice = enumerate_layouts(plan, gpus)
     ev = Evaluator(plan)
-    lines = [f"{len(lattice.legal)} legal and {len(lattice.rejected)} rejected layouts "
-             f"of {gpus} GPUs:"]
+    lines = [
+        f"{len(lattice.legal)} legal and {len(lattice.rejected)} rejected layouts of {gpus} GPUs:"
+    ]
     for lay in lattice.legal:
         o = ev(lay)
         if not o.ok:
             lines.append(f"  {lay.label()}: cannot be estimated: {o.error}")
             continue
         verdict = "fits" if o.fits_high else ("straddles" if o.fits_low else "does not fit")
-        lines.append(f"  {lay.label()}: peak {fmt_range(o.low, o.high)}, "
-                     f"headroom {fmt_bytes(o.headroom)}, {verdict}")
+        lines.append(
+            f"  {lay.label()}: peak {fmt_range(o.low, o.high)}, "
+            f"headroom {fmt_bytes(o.headroom)}, {verdict}"
+        )
     if show_rejected:
         lines.append("Rejected:")
         lines += [f"  {r.layout.label()}: {'; '.join(r.reasons)}" for r in lattice.rejected]

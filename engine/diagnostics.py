@@ -52,8 +52,12 @@ def candidate_changes(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     """One-change variants of the plan worth trying (only those that differ)."""
     par, m, b = plan.parallelism, plan.method, plan.batch
     out: list[tuple[str, dict[str, Any]]] = []
-    for s, label in (("zero1", "ZeRO-1"), ("zero2", "ZeRO-2"), ("zero3", "ZeRO-3"),
-                     ("fsdp2", "FSDP2 full shard")):
+    for s, label in (
+        ("zero1", "ZeRO-1"),
+        ("zero2", "ZeRO-2"),
+        ("zero3", "ZeRO-3"),
+        ("fsdp2", "FSDP2 full shard"),
+    ):
         if par.strategy != s:
             out.append((f"use {label}", {"parallelism.strategy": s}))
     for r in ("selective", "full"):
@@ -68,22 +72,37 @@ def candidate_changes(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     if plan.offload.optimizer == "none":
         out.append(("offload the optimizer state to CPU", {"offload.optimizer": "cpu"}))
     if plan.offload.params == "none":
-        out.append((
-            "ZeRO-3 with parameters offloaded to CPU",
-            {"parallelism.strategy": "zero3", "offload.params": "cpu"},
-        ))
+        out.append(
+            (
+                "ZeRO-3 with parameters offloaded to CPU",
+                {"parallelism.strategy": "zero3", "offload.params": "cpu"},
+            )
+        )
     if b.micro_batch > 1:
         half = b.micro_batch // 2
-        out.append((
-            f"micro-batch {half} with {b.grad_accum * 2} accumulation steps",
-            {"batch.micro_batch": half, "batch.grad_accum": b.grad_accum * 2},
-        ))
+        out.append(
+            (
+                f"micro-batch {half} with {b.grad_accum * 2} accumulation steps",
+                {"batch.micro_batch": half, "batch.grad_accum": b.grad_accum * 2},
+            )
+        )
     if par.dp % 2 == 0:
-        out.append((f"TP {par.tp * 2} (DP {par.dp // 2})",
-                    {"parallelism.tp": par.tp * 2, "parallelism.dp": par.dp // 2}))
-        out.append((f"PP {par.pp * 2} (DP {par.dp // 2})",
-                    {"parallelism.pp": par.pp * 2, "parallelism.dp": par.dp // 2,
-                     "parallelism.pp_layer_split": None}))
+        out.append(
+            (
+                f"TP {par.tp * 2} (DP {par.dp // 2})",
+                {"parallelism.tp": par.tp * 2, "parallelism.dp": par.dp // 2},
+            )
+        )
+        out.append(
+            (
+                f"PP {par.pp * 2} (DP {par.dp // 2})",
+                {
+                    "parallelism.pp": par.pp * 2,
+                    "parallelism.dp": par.dp // 2,
+                    "parallelism.pp_layer_split": None,
+                },
+            )
+        )
     return out
 
 
@@ -108,9 +127,16 @@ def diagnose(plan: Plan, estimator: Estimator | None = None) -> Diagnosis:
         saves = base.peak.high - e.peak.high
         s = Suggestion(label, changes, e.peak.high, saves, e.peak.high <= e.limit_bytes)
         (good if saves > 0 else bad).append(
-            s if saves > 0 else Suggestion(
-                label, changes, e.peak.high, saves, s.fits,
-                "saves nothing in this ledger" if saves == 0
+            s
+            if saves > 0
+            else Suggestion(
+                label,
+                changes,
+                e.peak.high,
+                saves,
+                s.fits,
+                "saves nothing in this ledger"
+                if saves == 0
                 else f"raises the peak by {-saves:,} B",
             )
         )

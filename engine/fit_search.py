@@ -120,7 +120,10 @@ def _result(field: str, best: int | None, top: int, what: str) -> FitResult:
         return FitResult(field, None, top, False, f"even the smallest {what} does not fit")
     if best >= top:
         return FitResult(
-            field, best, top, True,
+            field,
+            best,
+            top,
+            True,
             f"every {what} up to the search bound {top} fits: the ledger's peak does not "
             f"reach the limit within it",
         )

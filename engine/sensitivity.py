@@ -44,21 +44,46 @@ def _ends(plan: Plan) -> list[tuple[str, str, dict[str, Any], dict[str, Any], An
     s_lo, s_hi = max(plan.parallelism.cp, b.seq_len // 2), b.seq_len * 2
     m_lo, m_hi = max(1, b.micro_batch // 2), b.micro_batch * 2
     return [
-        ("runtime.activation_band", "activation band",
-         {"runtime.activation_band": {"low": band.low, "high": band.low}},
-         {"runtime.activation_band": {"low": band.high, "high": band.high}}, band.low, band.high),
-        ("runtime.allocator_reserve", "allocator reserve",
-         {"runtime.allocator_reserve": {"low": res.low, "high": res.low}},
-         {"runtime.allocator_reserve": {"low": res.high, "high": res.high}}, res.low, res.high),
-        ("runtime.nccl_bytes_per_communicator", "NCCL buffers per communicator",
-         {"runtime.nccl_bytes_per_communicator": {"low": nccl.low, "high": nccl.low}},
-         {"runtime.nccl_bytes_per_communicator": {"low": nccl.high, "high": nccl.high}},
-         nccl.low, nccl.high),
-        ("batch.seq_len", "sequence length (½× to 2×)", {"batch.seq_len": s_lo},
-         {"batch.seq_len": s_hi}, s_lo, s_hi),
-        ("batch.micro_batch", "micro-batch (½× to 2×)",
-         {"batch.micro_batch": m_lo, "batch.global_batch": None},
-         {"batch.micro_batch": m_hi, "batch.global_batch": None}, m_lo, m_hi),
+        (
+            "runtime.activation_band",
+            "activation band",
+            {"runtime.activation_band": {"low": band.low, "high": band.low}},
+            {"runtime.activation_band": {"low": band.high, "high": band.high}},
+            band.low,
+            band.high,
+        ),
+        (
+            "runtime.allocator_reserve",
+            "allocator reserve",
+            {"runtime.allocator_reserve": {"low": res.low, "high": res.low}},
+            {"runtime.allocator_reserve": {"low": res.high, "high": res.high}},
+            res.low,
+            res.high,
+        ),
+        (
+            "runtime.nccl_bytes_per_communicator",
+            "NCCL buffers per communicator",
+            {"runtime.nccl_bytes_per_communicator": {"low": nccl.low, "high": nccl.low}},
+            {"runtime.nccl_bytes_per_communicator": {"low": nccl.high, "high": nccl.high}},
+            nccl.low,
+            nccl.high,
+        ),
+        (
+            "batch.seq_len",
+            "sequence length (½× to 2×)",
+            {"batch.seq_len": s_lo},
+            {"batch.seq_len": s_hi},
+            s_lo,
+            s_hi,
+        ),
+        (
+            "batch.micro_batch",
+            "micro-batch (½× to 2×)",
+            {"batch.micro_batch": m_lo, "batch.global_batch": None},
+            {"batch.micro_batch": m_hi, "batch.global_batch": None},
+            m_lo,
+            m_hi,
+        ),
     ]
 
 

@@ -57,7 +57,8 @@ def accelerate_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
             "fsdp_offload_params": off.params != "none" or off.optimizer != "none",
             "fsdp_activation_checkpointing": plan.method.recompute.policy == "full",
             "fsdp_state_dict_type": "SHARDED_STATE_DICT"
-            if plan.checkpoint.format == "sharded" else "FULL_STATE_DICT",
+            if plan.checkpoint.format == "sharded"
+            else "FULL_STATE_DICT",
             "fsdp_cpu_ram_efficient_loading": True,
         }
         if par.strategy.startswith("fsdp2"):
@@ -84,9 +85,12 @@ def _yaml_scalar(v: Any) -> str:
     if isinstance(v, int | float):
         return repr(v)
     s = str(v)
-    plain = s and s.replace("_", "").replace("-", "").isalnum() and s.lower() not in (
-        "true", "false", "yes", "no", "on", "off", "null", "none", "~"
-    ) and not s[0].isdigit()
+    plain = (
+        s
+        and s.replace("_", "").replace("-", "").isalnum()
+        and s.lower() not in ("true", "false", "yes", "no", "on", "off", "null", "none", "~")
+        and not s[0].isdigit()
+    )
     return s if plain else "'" + s.replace("'", "''") + "'"
 
 

@@ -25,18 +25,19 @@ def ds_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
         "stage": stage,
         "reduce_bucket_size": knobs.ds_reduce_bucket_elements,
         "allgather_bucket_size": knobs.ds_allgather_bucket_elements,
-        "overlap_comm": knobs.ds_overlap_comm if knobs.ds_overlap_comm is not None
-        else stage == 3,
+        "overlap_comm": knobs.ds_overlap_comm if knobs.ds_overlap_comm is not None else stage == 3,
         "contiguous_gradients": True,
     }
     if stage == 3:
-        zero.update({
-            "stage3_prefetch_bucket_size": knobs.ds_prefetch_bucket_elements,
-            "stage3_max_live_parameters": knobs.ds_max_live_parameters,
-            "stage3_max_reuse_distance": knobs.ds_max_reuse_distance,
-            "stage3_param_persistence_threshold": knobs.ds_param_persistence_threshold,
-            "sub_group_size": off.sub_group_size,
-        })
+        zero.update(
+            {
+                "stage3_prefetch_bucket_size": knobs.ds_prefetch_bucket_elements,
+                "stage3_max_live_parameters": knobs.ds_max_live_parameters,
+                "stage3_max_reuse_distance": knobs.ds_max_reuse_distance,
+                "stage3_param_persistence_threshold": knobs.ds_param_persistence_threshold,
+                "sub_group_size": off.sub_group_size,
+            }
+        )
     if off.optimizer != "none":
         zero["offload_optimizer"] = {
             "device": off.optimizer,

@@ -23,8 +23,11 @@ def deepspeed_changes(cfg: dict[str, Any], plan: Plan) -> tuple[dict[str, Any], 
     """Field-path changes a ds_config implies for ``plan``, and notes."""
     ch: dict[str, Any] = {"runtime.framework": "deepspeed"}
     notes: list[str] = []
-    for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-                "train_batch_size"):
+    for key in (
+        "train_micro_batch_size_per_gpu",
+        "gradient_accumulation_steps",
+        "train_batch_size",
+    ):
         if cfg.get(key) == "auto":
             notes.append(f"{key} is 'auto' (set by the trainer); the plan's value is kept")
     mb = _int(cfg.get("train_micro_batch_size_per_gpu")) or plan.batch.micro_batch
@@ -159,8 +162,10 @@ def accelerate_changes(cfg: dict[str, Any], plan: Plan) -> tuple[dict[str, Any],
         ga = _int(ds.get("gradient_accumulation_steps"))
         if ga:
             ch["batch.grad_accum"] = ga
-        for key, field in (("offload_optimizer_device", "optimizer"),
-                           ("offload_param_device", "params")):
+        for key, field in (
+            ("offload_optimizer_device", "optimizer"),
+            ("offload_param_device", "params"),
+        ):
             if ds.get(key) in ("none", "cpu", "nvme"):
                 ch[f"offload.{field}"] = ds[key]
     elif dt == "FSDP":
@@ -168,20 +173,24 @@ def accelerate_changes(cfg: dict[str, Any], plan: Plan) -> tuple[dict[str, Any],
         if _int(f.get("fsdp_version")) == 2:
             ch["parallelism.strategy"] = "fsdp2"
             if isinstance(f.get("fsdp_reshard_after_forward"), bool):
-                ch["parallelism.knobs.fsdp_reshard_after_forward"] = f[
-                    "fsdp_reshard_after_forward"
-                ]
+                ch["parallelism.knobs.fsdp_reshard_after_forward"] = f["fsdp_reshard_after_forward"]
         else:
-            inv = {"FULL_SHARD": "fsdp1_full_shard", "SHARD_GRAD_OP": "fsdp1_shard_grad_op",
-                   "NO_SHARD": "fsdp1_no_shard", "HYBRID_SHARD": "fsdp1_hybrid_shard",
-                   "HYBRID_SHARD_ZERO2": "fsdp1_hybrid_shard_zero2"}
+            inv = {
+                "FULL_SHARD": "fsdp1_full_shard",
+                "SHARD_GRAD_OP": "fsdp1_shard_grad_op",
+                "NO_SHARD": "fsdp1_no_shard",
+                "HYBRID_SHARD": "fsdp1_hybrid_shard",
+                "HYBRID_SHARD_ZERO2": "fsdp1_hybrid_shard_zero2",
+            }
             s = str(f.get("fsdp_sharding_strategy", "FULL_SHARD"))
             ch["parallelism.strategy"] = inv.get(s, "fsdp1_full_shard")
         if f.get("fsdp_activation_checkpointing") is True:
             ch["method.recompute.policy"] = "full"
         if f.get("fsdp_offload_params") is True:
-            notes.append("fsdp_offload_params: FSDP CPU offload moves params, grads and "
-                         "optimizer state; set as optimizer offload to CPU")
+            notes.append(
+                "fsdp_offload_params: FSDP CPU offload moves params, grads and "
+                "optimizer state; set as optimizer offload to CPU"
+            )
             ch["offload.optimizer"] = "cpu"
     elif dt in ("MULTI_GPU", "NO"):
         ch["parallelism.strategy"] = "ddp"

@@ -15,7 +15,10 @@ from engine.plan import Plan
 def megatron_args(plan: Plan) -> tuple[dict[str, Any], list[str]]:
     """Flag → value (True for a bare flag), and notes."""
     par, b, arch, prec = (
-        plan.parallelism, plan.batch, plan.model.architecture, plan.method.precision
+        plan.parallelism,
+        plan.batch,
+        plan.model.architecture,
+        plan.method.precision,
     )
     notes: list[str] = []
     a: dict[str, Any] = {
@@ -62,8 +65,13 @@ def megatron_args(plan: Plan) -> tuple[dict[str, Any], list[str]]:
         a[f"--{prec.compute_dtype}"] = True
     rc = plan.method.recompute.policy
     if rc == "full":
-        a.update({"--recompute-granularity": "full", "--recompute-method": "uniform",
-                  "--recompute-num-layers": 1})
+        a.update(
+            {
+                "--recompute-granularity": "full",
+                "--recompute-method": "uniform",
+                "--recompute-num-layers": 1,
+            }
+        )
     elif rc == "selective":
         a["--recompute-granularity"] = "selective"
     if plan.offload.optimizer != "none":

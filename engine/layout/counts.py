@@ -137,16 +137,25 @@ def gpu_counts(
     low = search_min(ev, strict, max_gpus, node_cost, lambda o: o.fits_low, start=first)
     start = Found(first.outcome, first.outcome.layout.world_size) if first else None
     arith = search_min(
-        ev, relaxed, max_gpus, exact,
-        lambda o: o.fits_high, start=start,
+        ev,
+        relaxed,
+        max_gpus,
+        exact,
+        lambda o: o.fits_high,
+        start=start,
     )
     arith_c = _arith_count(arith, g) if arith else _none_fits(ev, max_gpus, "high")
     first_c = _first_count(first, g, rounding) if first else _none_fits(ev, max_gpus, "high")
     low_c = (
-        Count(low.cost, low.outcome.layout, low.outcome,
-              f"{low.outcome.layout.label()} fits by the low estimate "
-              f"{fmt_bytes(low.outcome.low)} on {low.cost} GPUs")
-        if low else _none_fits(ev, max_gpus, "low")
+        Count(
+            low.cost,
+            low.outcome.layout,
+            low.outcome,
+            f"{low.outcome.layout.label()} fits by the low estimate "
+            f"{fmt_bytes(low.outcome.low)} on {low.cost} GPUs",
+        )
+        if low
+        else _none_fits(ev, max_gpus, "low")
     )
     straddles = bool(low and first and low.cost < first.cost)
     alternatives, rejected = _alternatives(ev, first, max_gpus, rules)
@@ -223,8 +232,7 @@ def _validation_words(low: Found | None, high: Found | None) -> str:
         return "no layout fits by the high estimate within the search bound"
     if low is None or low.cost >= high.cost:
         return (
-            f"low and high estimates agree: {high.cost} GPUs; the range does not "
-            f"straddle the limit"
+            f"low and high estimates agree: {high.cost} GPUs; the range does not straddle the limit"
         )
     return (
         f"the range straddles the limit: the low estimate fits on {low.cost} GPUs "

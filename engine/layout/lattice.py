@@ -190,9 +190,9 @@ def dp_problems(plan: Plan, dp: int) -> list[str]:
     return []
 
 
-def check(plan: Plan, tp: int, pp: int, cp: int, ep: int, dp: int, rules: LayoutRules) -> (
-    Layout | Rejected
-):
+def check(
+    plan: Plan, tp: int, pp: int, cp: int, ep: int, dp: int, rules: LayoutRules
+) -> Layout | Rejected:
     """One lattice point: the legal :class:`Layout` or a :class:`Rejected` with reasons."""
     reasons = shape_problems(plan, tp, pp, cp, ep, rules) + dp_problems(plan, dp)
     batch = batch_for(plan, ep, dp)
@@ -204,9 +204,7 @@ def check(plan: Plan, tp: int, pp: int, cp: int, ep: int, dp: int, rules: Layout
     return Rejected(layout, tuple(reasons)) if reasons else layout
 
 
-def enumerate_layouts(
-    plan: Plan, world_size: int, rules: LayoutRules | None = None
-) -> Lattice:
+def enumerate_layouts(plan: Plan, world_size: int, rules: LayoutRules | None = None) -> Lattice:
     """Every TP × PP × CP × EP × DP factorisation of ``world_size``, judged.
 
     Legal layouts come in preference order (:meth:`Layout.preference`).
@@ -232,9 +230,7 @@ def enumerate_layouts(
     return Lattice(world_size, tuple(legal), tuple(rejected))
 
 
-def legal_shapes(
-    plan: Plan, max_ranks: int, rules: LayoutRules
-) -> list[tuple[int, int, int, int]]:
+def legal_shapes(plan: Plan, max_ranks: int, rules: LayoutRules) -> list[tuple[int, int, int, int]]:
     """Model-parallel shapes (TP, PP, CP, EP) the model admits within ``max_ranks``,
     in preference order. DP is searched separately."""
     arch = plan.model.architecture
