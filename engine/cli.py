@@ -116,6 +116,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         )
         if args.reference:
             print(_reference_text(plan))
+        if not args.no_counts:
+            from engine.cli_layouts import counts_text
+
+            print("\n" + counts_text(plan))
     return EXIT_OK
 
 
@@ -220,6 +224,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=["deepspeed"],
         help="also show another tool's estimate for comparison",
     )
+    p.add_argument("--no-counts", action="store_true", help="skip the three GPU counts")
     p.set_defaults(handler=cmd_estimate)
 
     p = sub.add_parser("new", help="write a new .memplan file")
@@ -237,12 +242,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("models", help="list the model presets with their parameter counts")
     p.set_defaults(handler=cmd_models)
 
-    for extra in _EXTRA_COMMANDS:
-        extra(sub)
+    from engine import cli_layouts  # imports this module, so it is loaded late
 
-
-_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
-"""Registration hooks of further engine subcommands (models, layouts, export, ...)."""
+    cli_layouts.register(sub)
 
 
 def build_parser(prog: str = "memplan") -> argparse.ArgumentParser:

@@ -1,0 +1,81 @@
+"""Estimating layouts as a black box, once each.
+
+The search never looks inside the ledger: it asks ``estimate`` for a layout's peak and
+treats a :class:`PlanError` as "cannot run, for this reason". Each distinct layout is
+estimated at most once per search (estimates are the whole cost of a search).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.errors import PlanError
+from engine.estimate import Estimate, estimate
+from engine.layout.lattice import Layout, with_layout
+from engine.plan import Plan
+
+Estimator = Callable[[Plan], Estimate]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A layout's estimated HBM peak per rank (heaviest stage), or why it failed."""
+
+    layout: Layout
+    low: int
+    high: int
+    limit: int
+    capacity: int
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def fits_high(self) -> bool:
+        """The high estimate is within the limit (usable HBM less headroom)."""
+        return self.ok and self.high <= self.limit
+
+    @property
+    def fits_low(self) -> bool:
+        """Even the optimistic estimate is within the limit."""
+        return self.ok and self.low <= self.limit
+
+    @property
+    def headroom(self) -> int:
+        """Bytes left under the limit at the high estimate (negative: over)."""
+        return self.limit - self.high
+
+
+class Evaluator:
+    """Memoised black-box estimates of one plan under different layouts."""
+
+    def __init__(self, plan: Plan, estimator: Estimator | None = None) -> None:
+        self.plan = plan
+        self._estimate: Estimator = estimator or estimate
+        self._cache: dict[Layout, Outcome] = {}
+        self.calls = 0
+
+    def __call__(self, layout: Layout) -> Outcome:
+        got = self._cache.get(layout)
+        if got is None:
+            got = self._run(layout)
+            self._cache[layout] = got
+        return got
+
+    def _run(self, layout: Layout) -> Outcome:
+        self.calls += 1
+        plan = with_layout(self.plan, layout)
+        cap = plan.hardware.capacity_bytes
+        limit = int(cap * (1 - plan.policy.headroom_percent / 100))
+        try:
+            est = self._estimate(plan)
+        except PlanError as exc:
+            return Outcome(layout, 0, 0, limit, cap, error=str(exc))
+        return Outcome(layout, est.peak.low, est.peak.high, est.limit_bytes, est.capacity_bytes)
+
+    @property
+    def outcomes(self) -> list[Outcome]:
+        return list(self._cache.values())

@@ -1,0 +1,104 @@
+"""Sensitivity: how far the peak moves when each uncertain input crosses its range.
+
+For every input the plan is re-estimated at the low and the high end of its range (one
+input at a time) and the high peak recorded: the bars of a tornado chart. An input the
+ledger does not use yet gives a zero-width bar, which is the honest answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from engine.errors import PlanError
+from engine.estimate import estimate
+from engine.layout.evaluate import Estimator
+from engine.plan import Plan, with_values
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One tornado bar: the input, its two ends, and the high peak at each."""
+
+    input: str
+    label: str
+    low_value: Any
+    high_value: Any
+    peak_at_low: int | None
+    peak_at_high: int | None
+    base_peak: int
+    error: str | None = None
+
+    @property
+    def swing(self) -> int:
+        if self.peak_at_low is None or self.peak_at_high is None:
+            return 0
+        return abs(self.peak_at_high - self.peak_at_low)
+
+
+def _ends(plan: Plan) -> list[tuple[str, str, dict[str, Any], dict[str, Any], Any, Any]]:
+    rt, b = plan.runtime, plan.batch
+    band, res, nccl = rt.activation_band, rt.allocator_reserve, rt.nccl_bytes_per_communicator
+    s_lo, s_hi = max(plan.parallelism.cp, b.seq_len // 2), b.seq_len * 2
+    m_lo, m_hi = max(1, b.micro_batch // 2), b.micro_batch * 2
+    return [
+        (
+            "runtime.activation_band",
+            "activation band",
+            {"runtime.activation_band": {"low": band.low, "high": band.low}},
+            {"runtime.activation_band": {"low": band.high, "high": band.high}},
+            band.low,
+            band.high,
+        ),
+        (
+            "runtime.allocator_reserve",
+            "allocator reserve",
+            {"runtime.allocator_reserve": {"low": res.low, "high": res.low}},
+            {"runtime.allocator_reserve": {"low": res.high, "high": res.high}},
+            res.low,
+            res.high,
+        ),
+        (
+            "runtime.nccl_bytes_per_communicator",
+            "NCCL buffers per communicator",
+            {"runtime.nccl_bytes_per_communicator": {"low": nccl.low, "high": nccl.low}},
+            {"runtime.nccl_bytes_per_communicator": {"low": nccl.high, "high": nccl.high}},
+            nccl.low,
+            nccl.high,
+        ),
+        (
+            "batch.seq_len",
+            "sequence length (½× to 2×)",
+            {"batch.seq_len": s_lo},
+            {"batch.seq_len": s_hi},
+            s_lo,
+            s_hi,
+        ),
+        (
+            "batch.micro_batch",
+            "micro-batch (½× to 2×)",
+            {"batch.micro_batch": m_lo, "batch.global_batch": None},
+            {"batch.micro_batch": m_hi, "batch.global_batch": None},
+            m_lo,
+            m_hi,
+        ),
+    ]
+
+
+def sensitivity(plan: Plan, estimator: Estimator | None = None) -> list[Bar]:
+    """Tornado data, widest swing first. Raises PlanError if the plan itself fails."""
+    est = estimator or estimate
+    base = est(plan).peak.high
+    bars = []
+    for path, label, lo, hi, lo_v, hi_v in _ends(plan):
+        try:
+            p_lo = est(with_values(plan, lo)).peak.high
+            p_hi = est(with_values(plan, hi)).peak.high
+        except (PlanError, ValidationError) as exc:
+            bars.append(Bar(path, label, lo_v, hi_v, None, None, base, str(exc)))
+            continue
+        bars.append(Bar(path, label, lo_v, hi_v, p_lo, p_hi, base))
+    bars.sort(key=lambda b: -b.swing)
+    return bars

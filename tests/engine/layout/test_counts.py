@@ -1,0 +1,82 @@
+"""The three GPU counts: a case derived by hand with a formula estimator, and the real
+default plan."""
+
+from __future__ import annotations
+
+from conftest import fake_estimator, shards
+
+from engine.layout.counts import gpu_counts
+from engine.plan import Plan, default_plan, with_values
+
+
+def _small_capacity() -> Plan:
+    return with_values(
+        default_plan(),
+        {
+            "hardware.usable_hbm_bytes": 100,
+            "policy.headroom_percent": 0.0,
+            "hardware.gpus_per_node": 8,
+        },
+    )
+
+
+def test_three_counts_by_hand() -> None:
+    """Peak high = ⌈1000 / N⌉ and low = ⌈700 / N⌉ bytes for N = TP·PP·CP·DP ranks;
+    the limit is 100 B (capacity 100, no headroom), 8 GPUs per node, node rounding.
+
+    High fits ⇔ 1000/N ≤ 100 ⇔ N ≥ 10: the arithmetic minimum is 10 ranks (TP1 DP10).
+    The cheapest legal layout needs 10 ranks → 2 nodes → procure 16 GPUs, and the first
+    one in preference order is TP1 PP1 CP1 EP1 DP10.
+    Low fits ⇔ 700/N ≤ 100 ⇔ N ≥ 7 → 1 node: the validation range is 8–16 GPUs and it
+    straddles (measure on 8 before buying 16).
+    """
+    est = fake_estimator(high=lambda p: -(-1000 // shards(p)), low=lambda p: -(-700 // shards(p)))
+    c = gpu_counts(_small_capacity(), max_gpus=64, estimator=est)
+    assert c.arithmetic_min.gpus == 10
+    assert c.arithmetic_min.layout is not None and c.arithmetic_min.layout.dp == 10
+    assert c.first_layout.gpus == 16 and c.nodes == 2
+    lay = c.first_layout.layout
+    assert lay is not None and (lay.tp, lay.pp, lay.cp, lay.ep, lay.dp) == (1, 1, 1, 1, 10)
+    assert c.validation_low.gpus == 8 and c.validation_high.gpus == 16
+    assert c.straddles and "straddles" in c.validation_reason
+    assert "procure 2 node(s) × 8 GPUs = 16 GPUs" in c.first_layout.reason
+    # alternatives: layouts of 16 GPUs that fit, most headroom first
+    heads = [o.headroom for o in c.alternatives]
+    assert heads == sorted(heads, reverse=True) and all(o.fits_high for o in c.alternatives)
+    assert all(o.layout.world_size == 16 for o in c.alternatives)
+
+
+def test_gpu_rounding_and_topology_gap() -> None:
+    """Same formula with rounding to GPUs: procurement = 10 GPUs. With TP costing
+    nothing (peak 1000/(PP·CP·DP) only) the arithmetic minimum may use any divisor TP
+    across nodes, but TP never helps so it is still 10."""
+    plan = with_values(_small_capacity(), {"policy.rounding": "gpu"})
+    est = fake_estimator(high=lambda p: -(-1000 // shards(p)))
+    c = gpu_counts(plan, max_gpus=64, estimator=est)
+    assert c.first_layout.gpus == 10 and c.arithmetic_min.gpus == 10
+    assert not c.straddles and c.validation_low.gpus == 10
+
+
+def test_nothing_fits_says_why() -> None:
+    """High = 1000/N needs 10 ranks; searching only up to 8 finds none, and the reason
+    names the closest layout (8 ranks, 125 B against 100 B)."""
+    est = fake_estimator(high=lambda p: -(-1000 // shards(p)))
+    c = gpu_counts(_small_capacity(), max_gpus=8, estimator=est)
+    assert c.first_layout.gpus is None and c.arithmetic_min.gpus is None
+    assert "no layout up to 8 GPUs fits" in c.first_layout.reason
+    assert c.first_layout.outcome is not None and c.first_layout.outcome.high == 125
+
+
+def test_default_plan_counts() -> None:
+    """Llama-3.1-8B, FSDP2, AdamW: 8,030,261,248 params × 16 B (fp32 param, grad, m, v)
+    = 128.5 GB on one rank > the limit 84,932,558,848 × 0.9 = 76.44 GB; on 2 ranks
+    ≈ 64.2 GB fits. So: arithmetic minimum 2, first legal layout TP1 DP2 → one node of
+    8; the rows are exact (low = high), so the validation range is 8–8."""
+    c = gpu_counts(default_plan(), max_gpus=4096)
+    assert c.arithmetic_min.gpus == 2
+    assert c.first_layout.gpus == 8 and c.first_layout.world_size == 2
+    assert (c.validation_low.gpus, c.validation_high.gpus) == (8, 8) and not c.straddles
+    o = c.first_layout.outcome
+    assert o is not None and 64_000_000_000 < o.high < 64_500_000_000
+    assert c.alternatives and all(o.layout.world_size == 8 for o in c.alternatives)
+    assert any("mixture-of-experts" in r.reasons[0] for r in c.rejected)
