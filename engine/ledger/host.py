@@ -13,7 +13,7 @@ from engine.ledger.node_layout import NodeView
 from engine.ledger.offload import GROUP_PAGEABLE, GROUP_PINNED
 from engine.ledger.offload_rules import DEEPSPEED, FSDP
 from engine.ledger.row import ALL_PHASES, Phase, Row, RowKind
-from engine.ledger.whole_model import whole_model_held
+from engine.ledger.whole_model import base_param_count
 from engine.plan import Plan
 from engine.units import fmt_count
 
@@ -139,10 +139,7 @@ def _cpu_step_temp(plan: Plan, v: NodeView) -> list[Row]:
 def _checkpoint_event(plan: Plan, v: NodeView) -> Row:
     """Model loading at start and checkpoint save never overlap: the row is the larger."""
     arch, r, world = plan.model.architecture, v.ranks_per_node, plan.parallelism.world_size
-    stored = (
-        sum(t.numel for t in whole_model_held(arch, plan.method) if t.category != "adapters")
-        * STORED_BYTES[arch.stored_dtype]
-    )
+    stored = base_param_count(arch, plan.method) * STORED_BYTES[arch.stored_dtype]
     init = plan.host.model_init
     shard = stored * r // world
     if init == "full_copy_per_rank":

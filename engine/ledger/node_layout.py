@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.ledger.persistent import offloaded_stage_rows, stage_held
+from engine.ledger.persistent import offloaded_stage_rows, stage_shard_elems
 from engine.ledger.row import Row
-from engine.ledger.states import shard_allocs
 from engine.plan import Plan
 from engine.units import ceil_div
 
@@ -29,10 +28,7 @@ def node_view(plan: Plan) -> NodeView:
     stages = range(par.pp)
     moved = {s: offloaded_stage_rows(plan, s) for s in stages}
     stage = max(stages, key=lambda s: (sum(r.high for r in moved[s]), -s))
-    held, ctx = stage_held(plan, stage)
-    trainable = [t for t in held if t.trainable]
-    opt = sum(a.numel for a in shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "state_dtype"))
-    params = sum(a.numel for a in shard_allocs(held, ctx.rule.params, ctx.rule, "param_dtype"))
+    opt, params = stage_shard_elems(plan, stage)
     return NodeView(
         per_node, ceil_div(par.world_size, per_node), stage, tuple(moved[stage]), opt, params
     )

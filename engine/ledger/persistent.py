@@ -16,7 +16,7 @@ from engine.ledger.precision import resolve_formats
 from engine.ledger.quantized import quantized_rows
 from engine.ledger.row import Row
 from engine.ledger.sharding import RULES
-from engine.ledger.states import ShardContext, persistent_rows
+from engine.ledger.states import ShardContext, persistent_rows, shard_allocs
 from engine.models.inventory import build_inventory
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
@@ -87,3 +87,26 @@ def persistent_stage_rows(plan: Plan, stage: int) -> list[Row]:
 def offloaded_stage_rows(plan: Plan, stage: int) -> list[Row]:
     """The same states moved to host RAM or NVMe by the offload settings (per rank)."""
     return split_offload(all_state_rows(plan, stage), plan)[1]
+
+
+@lru_cache(maxsize=1024)
+def _shard_elems(
+    arch: ArchitectureSpec,
+    method: MethodSection,
+    par: ParallelismSection,
+    ranks_per_node: int,
+    granularity: int,
+    stage: int,
+) -> tuple[int, int]:
+    held, ctx = _held(arch, method, par, ranks_per_node, granularity, stage)
+    trainable = [t for t in held if t.trainable]
+    opt = sum(a.numel for a in shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "state_dtype"))
+    params = sum(
+        a.numel for a in shard_allocs(list(held), ctx.rule.params, ctx.rule, "param_dtype")
+    )
+    return opt, params
+
+
+def stage_shard_elems(plan: Plan, stage: int) -> tuple[int, int]:
+    """(trainable elements in one rank's optimizer shard, parameter elements it holds)."""
+    return _shard_elems(*_key(plan, stage))

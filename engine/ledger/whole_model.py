@@ -46,3 +46,9 @@ def whole_model_rows(arch: ArchitectureSpec, method: MethodSection) -> tuple[Row
 def whole_bytes(arch: ArchitectureSpec, method: MethodSection, prefix: str) -> int:
     """Sum of the whole-model rows whose id starts with ``prefix``."""
     return sum(r.high for r in whole_model_rows(arch, method) if r.id.startswith(prefix))
+
+
+@lru_cache(maxsize=256)
+def base_param_count(arch: ArchitectureSpec, method: MethodSection) -> int:
+    """Parameters of the model itself (adapters excluded): what loading reads."""
+    return sum(t.numel for t in whole_model_held(arch, method) if t.category != "adapters")
