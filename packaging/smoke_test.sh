@@ -132,6 +132,19 @@ else
   bad "Qt self-test"; cat qt.json qt.err
 fi
 
+# 9b. the same on a real X display (the xcb platform plugin and its libraries)
+if command -v xvfb-run > /dev/null 2>&1; then
+  if env -i PATH=/usr/bin:/bin HOME="$WORK/home" LANG=C.UTF-8 MEMPLAN_BUNDLE_SELFTEST=qt \
+    xvfb-run -a env QT_QPA_PLATFORM=xcb "$EXE" > xcb.json 2> xcb.err \
+    && json_check xcb.json "d['qt']['ok'] and d['qt']['platform'] == 'xcb'"; then
+    ok "Qt self-test on an X display (Xvfb, xcb platform)"
+  else
+    bad "Qt self-test under Xvfb"; cat xcb.json xcb.err
+  fi
+else
+  skip "Qt on an X display: xvfb-run not installed"
+fi
+
 # 10. the desktop app itself, when gui/app.py is part of the build
 if json_check res.json "d['resources']['gui_app']"; then
   # It should still be running (exit 124 from timeout) or have closed cleanly (0).
