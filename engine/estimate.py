@@ -28,7 +28,6 @@ from engine.ledger.precision import resolve_formats
 from engine.ledger.row import LOCATIONS, PHASES, Location, Phase, Row
 from engine.ledger.runtime_rows import RUNTIME_GROUP, reserve_row, runtime_rows
 from engine.ledger.sharding import RULES
-from engine.models.inventory import build_inventory
 from engine.node_ledgers import NodeLedgers, node_ledgers
 from engine.plan import Plan
 
@@ -109,12 +108,10 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
     arch, par = plan.model.architecture, plan.parallelism
     rule = RULES[par.strategy]
     formats = resolve_formats(plan.method.precision)
-    tensors = build_inventory(arch)
     placed = stage_placed(plan, stage)
     held = list(stage_held(plan, stage)[0])
     layers = stage_layer_ranges(arch, par)[stage]
     rows: list[Row] = persistent_stage_rows(plan, stage)
-    persistent_hbm = sum(r.high for r in rows if r.location == "hbm")
     rows += activation_rows(plan, stage, len(layers), placed)
     if stage == par.pp - 1:
         rows += logits_rows(plan, geometry(plan), in_flight(plan, stage))
@@ -125,7 +122,7 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
     rows += accumulation_rows(plan, held, rule)
     rows += optimizer_temp_rows(plan, held, formats, rule)
     unit = max((r.high for r in gathered if r.id == "hbm.gathered.root"), default=0)
-    rows += checkpoint_rows(plan, tensors, formats, persistent_hbm, unit)
+    rows += checkpoint_rows(plan, unit)
     rows += runtime_rows(plan, stage)
     keep_all = rule.params_live_unsharded_fwd_bwd or (
         par.strategy in ("fsdp2", "fsdp2_hsdp") and par.knobs.fsdp_reshard_after_forward is False

@@ -87,12 +87,15 @@ def test_runtime_rows_are_outside_allocated() -> None:
 
 
 def test_consolidated_checkpoint_on_gpu() -> None:
-    """Full state on rank 0's GPU: 8,030,261,248 × (4 fp32 params + 2 × 4 Adam) B."""
+    """Full state on rank 0's GPU: the whole checkpoint — 8,030,261,248 × (4 fp32 params +
+    2 × 4 Adam) B = 96,363,134,976 B, plus 291 step counters × 4 B = 1,164 B, plus RNG and
+    scheduler state of 8 ranks × 8 KiB = 65,536 B → 96,363,201,676 B."""
     plan = with_values(
         default_plan(), {"checkpoint.format": "consolidated_rank0", "checkpoint.staging": "gpu"}
     )
     est = estimate(plan)
-    assert _row(plan, "hbm.checkpoint.gathered").low == 8_030_261_248 * 12
+    assert _row(plan, "hbm.checkpoint.gathered").low == 8_030_261_248 * 12 + 1_164 + 65_536
+
     assert est.heaviest.peak_phase == "checkpoint"
 
 
