@@ -27,8 +27,21 @@ def checkpoint_rows(plan: Plan, largest_unit_bytes: int) -> list[Row]:
         formula = f"the whole checkpoint ({fmt_count(full)} B) assembled on rank 0's GPU"
     else:
         n, label = largest_unit_bytes, "One unit gathered on its way to host"
-        formula = (f"largest gathered unit {fmt_count(largest_unit_bytes)} B, copied to host "
-                   "RAM unit by unit (offload_to_cpu)")
-    return [Row(id="hbm.checkpoint.gathered", label=label, location="hbm", kind="peak",
-                group="checkpoint", low=n, high=n, formula=formula, source="torch-dcp",
-                phases=CHECKPOINT_PHASE)]
+        formula = (
+            f"largest gathered unit {fmt_count(largest_unit_bytes)} B, copied to host "
+            "RAM unit by unit (offload_to_cpu)"
+        )
+    return [
+        Row(
+            id="hbm.checkpoint.gathered",
+            label=label,
+            location="hbm",
+            kind="peak",
+            group="checkpoint",
+            low=n,
+            high=n,
+            formula=formula,
+            source="torch-dcp",
+            phases=CHECKPOINT_PHASE,
+        )
+    ]

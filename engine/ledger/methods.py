@@ -14,34 +14,9 @@ from engine.ledger.placement import LocalTensor, dense_dp_group, expert_dp_group
 from engine.ledger.precision import StateFormats
 from engine.ledger.sharding import shard_group_size
 from engine.models.inventory import Tensor
+from engine.models.roles import role_info
 from engine.sections.method import MethodSection
 from engine.sections.parallel import ParallelismSection
-
-QUANTIZED_ROLES = frozenset(
-    {
-        "q",
-        "k",
-        "v",
-        "qkv",
-        "o",
-        "q_a",
-        "q_b",
-        "kv_a",
-        "kv_b",
-        "gate",
-        "up",
-        "gate_up",
-        "down",
-        "expert_gate",
-        "expert_up",
-        "expert_down",
-        "shared_gate",
-        "shared_up",
-        "shared_down",
-    }
-)
-"""Linear layers bitsandbytes replaces with 4-bit ones; embeddings, lm_head, norms and
-routers stay unquantized (transformers keeps the output embedding in full precision)."""
 
 
 def _unit(t: Tensor) -> str:
@@ -49,7 +24,10 @@ def _unit(t: Tensor) -> str:
 
 
 def _is_quantized(t: Tensor) -> bool:
-    return t.kind == "weight" and len(t.shape) == 2 and t.role in QUANTIZED_ROLES
+    """Linear layers bitsandbytes replaces with 4-bit ones — the projections the roles
+    table marks as adapter targets; embeddings, lm_head, norms and routers stay
+    unquantized (transformers keeps the output embedding in full precision)."""
+    return t.kind == "weight" and len(t.shape) == 2 and role_info(t.role).lora_target
 
 
 class _Builder:
