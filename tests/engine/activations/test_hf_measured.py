@@ -48,15 +48,11 @@ def test_saved_activations_to_the_byte() -> None:
 
 def test_phase_peaks_to_the_byte() -> None:
     """Forward (at the loss), backward (at the loss's backward) and optimizer moments equal
-    the measured phase peaks of step 1, for every case the state ledger covers."""
+    the measured phase peaks of step 1, for every case (LoRA included)."""
     for case in _cases():
-        try:
-            est = estimate(_exact(case))
-        except Exception as exc:  # LoRA lands with the state ledger (issue 4)
-            if "lora" in str(exc):
-                continue
-            raise
+        est = estimate(_exact(case))
         m = est.heaviest.moments
+
         assert m["forward"].low == case.phase_peak("forward"), case.name
         assert m["backward.start"].low == case.phase_peak("backward"), case.name
         assert m["optimizer"].low == case.phase_peak("optimizer"), case.name
