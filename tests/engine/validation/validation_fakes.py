@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.estimate import Range
-from engine.ledger.row import PHASES, Phase, Row
+from engine.ledger.row import PHASES, Location, Phase, Row
 from engine.units import GiB
 
 
@@ -74,8 +74,15 @@ def make_fake_torch(state: FakeCudaState, steps: Callable[[], int]) -> types.Mod
     return torch
 
 
-def row(rid: str, group: str, low: int, high: int, phases: tuple[Phase, ...] = PHASES) -> Row:
-    return Row(rid, rid, "hbm", "persistent", group, low, high, "test", "test",
+def row(
+    rid: str,
+    group: str,
+    low: int,
+    high: int,
+    phases: tuple[Phase, ...] = PHASES,
+    location: Location = "hbm",
+) -> Row:
+    return Row(rid, rid, location, "persistent", group, low, high, "test", "test",
                frozenset(phases))
 
 
