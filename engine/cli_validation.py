@@ -147,13 +147,20 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     plan = apply_sets(pf.plan, [f"{k}={_show(v)}" for k, v in cal.changes.items()])
     updated, _ = attach(dataclasses.replace(pf, plan=plan), new)
     _write(updated, out)
-    before, after = estimate(pf.plan).peak, estimate(plan).peak
-    print(
-        f"wrote {out} (config {plan.config_hash()[:12]}); allocated peak "
-        f"{before.low:,}–{before.high:,} B → {after.low:,}–{after.high:,} B; "
-        f"{args.plan} is unchanged"
-    )
+    print(f"wrote {out} (config {plan.config_hash()[:12]}); {args.plan} is unchanged")
+    for line in _peak_changes(estimate(pf.plan), estimate(plan)):
+        print(f"  {line}")
     return EXIT_OK
+
+
+def _peak_changes(before: Any, after: Any) -> list[str]:
+    """The heaviest stage's peaks before → after (those this engine version has)."""
+    lines = []
+    for name in ("peak", "reserved_peak", "device_peak"):
+        old, new = getattr(before.heaviest, name, None), getattr(after.heaviest, name, None)
+        if old is not None and new is not None:
+            lines.append(f"{name}: {old.low:,}–{old.high:,} B → {new.low:,}–{new.high:,} B")
+    return lines
 
 
 def _units(p: argparse.ArgumentParser) -> None:

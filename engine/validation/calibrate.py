@@ -180,6 +180,10 @@ def _activation_band(
     if band["high"] <= 0:
         return None
     ratios, how = [], set()
+    if stages and not any("activations" in estimate_by_category(st) for _, st in stages):
+        notes.append("the estimate has no activation rows, so runtime.activation_band is "
+                     "not calibrated")
+        return None
     for record, stage in stages:
         act = estimate_by_category(stage).get("activations")
         measured = _measured_activations(record, stage)
