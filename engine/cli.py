@@ -9,7 +9,9 @@ Exit codes: 0 success, 1 a bad plan or file (the message names the field path),
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -267,6 +269,9 @@ def run(args: argparse.Namespace) -> int:
     except CliError as exc:
         print(f"memplan: {exc}", file=sys.stderr)
         return exc.code
+    except BrokenPipeError:
+        quiet_broken_pipe()
+        return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -276,6 +281,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         return EXIT_USAGE
     return run(args)
+
+
+def quiet_broken_pipe() -> None:
+    """Make ``memplan estimate | head`` end quietly when the reader closes the pipe."""
+    with contextlib.suppress(BrokenPipeError):
+        sys.stdout.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

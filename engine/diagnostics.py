@@ -114,7 +114,7 @@ def diagnose(plan: Plan, estimator: Estimator | None = None) -> Diagnosis:
     stage = base.heaviest
     live = [r for r in stage.rows if r.location == "hbm" and r.live_in(stage.peak_phase)]
     live.sort(key=lambda r: -r.high)
-    peak = max(stage.peak.high, 1)
+    peak = max(stage.fit_peak.high, 1)
     dominant = tuple(Dominant(r, r.high / peak) for r in live[:DOMINANT_ROWS])
     good: list[Suggestion] = []
     bad: list[Suggestion] = []
@@ -124,15 +124,15 @@ def diagnose(plan: Plan, estimator: Estimator | None = None) -> Diagnosis:
         except (PlanError, ValidationError, KeyError) as exc:
             bad.append(Suggestion(label, changes, None, None, None, _reason(exc)))
             continue
-        saves = base.peak.high - e.peak.high
-        s = Suggestion(label, changes, e.peak.high, saves, e.peak.high <= e.limit_bytes)
+        saves = base.fit_peak.high - e.fit_peak.high
+        s = Suggestion(label, changes, e.fit_peak.high, saves, e.fit_peak.high <= e.limit_bytes)
         (good if saves > 0 else bad).append(
             s
             if saves > 0
             else Suggestion(
                 label,
                 changes,
-                e.peak.high,
+                e.fit_peak.high,
                 saves,
                 s.fits,
                 "saves nothing in this ledger"
@@ -141,7 +141,7 @@ def diagnose(plan: Plan, estimator: Estimator | None = None) -> Diagnosis:
             )
         )
     good.sort(key=lambda s: -(s.saves or 0))
-    return Diagnosis(base.peak.high, base.limit_bytes, dominant, tuple(good), tuple(bad))
+    return Diagnosis(base.fit_peak.high, base.limit_bytes, dominant, tuple(good), tuple(bad))
 
 
 def _reason(exc: Exception) -> str:

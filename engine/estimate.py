@@ -11,18 +11,29 @@ from typing import Literal
 
 from engine.errors import PlanError
 from engine.layout_check import check_layout
-from engine.ledger.persistent import persistent_stage_rows
+from engine.ledger.activations import activation_rows, in_flight
+from engine.ledger.activations_geometry import geometry
+from engine.ledger.checkpoint_event import checkpoint_rows
+from engine.ledger.logits import logits_rows
+from engine.ledger.peaks import (
+    accumulation_rows,
+    bucket_rows,
+    gathered_rows,
+    optimizer_temp_rows,
+)
+from engine.ledger.persistent import persistent_stage_rows, stage_held, stage_placed
+from engine.ledger.phases import MOMENTS, timeline
 from engine.ledger.placement import stage_layer_ranges
+from engine.ledger.precision import resolve_formats
 from engine.ledger.row import LOCATIONS, PHASES, Location, Phase, Row
+from engine.ledger.runtime_rows import RUNTIME_GROUP, reserve_row, runtime_rows
+from engine.ledger.sharding import RULES
 from engine.node_ledgers import NodeLedgers, node_ledgers
 from engine.plan import Plan
 
 Verdict = Literal["fits", "straddles", "does_not_fit"]
 
-NOT_YET_COUNTED: tuple[str, ...] = (
-    "this version counts persistent model states only; activations, gathered units, "
-    "buckets, temporaries and runtime overheads are not in the ledger yet",
-)
+NOT_YET_COUNTED: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +53,14 @@ class StageEstimate:
     stage: int
     layers: range
     rows: tuple[Row, ...]
-    phases: dict[Phase, Range]
+    phases: dict[Phase, Range]  # allocated (tensors), each phase's largest moment
     peak_phase: Phase
-    peak: Range  # HBM, the largest phase
+    peak: Range  # HBM allocated, the largest phase (what max_memory_allocated reports)
+    moments: dict[str, Range] = field(default_factory=dict)  # allocated, finer timeline
+    reserved_phases: dict[Phase, Range] = field(default_factory=dict)  # + allocator reserve
+    reserved_peak: Range = Range(0, 0)  # what max_memory_reserved reports
+    device_peak: Range = Range(0, 0)  # reserved + CUDA context, NCCL, cuBLAS (nvidia-smi)
+    fit_peak: Range = Range(0, 0)  # what must fit the capacity that decides the verdict
 
     def location_total(self, location: Location) -> Range:
         rs = [r for r in self.rows if r.location == location]
@@ -76,32 +92,73 @@ class Estimate:
 
     @property
     def peak(self) -> Range:
+        """Allocated HBM peak of the heaviest rank (what max_memory_allocated reports)."""
         return self.heaviest.peak
+
+    @property
+    def fit_peak(self) -> Range:
+        """What must fit the capacity: reserved peak plus memory outside the allocator."""
+        return self.heaviest.fit_peak
 
     def totals(self) -> dict[Location, Range]:
         return {loc: self.heaviest.location_total(loc) for loc in LOCATIONS}
 
 
-def _phase_totals(rows: tuple[Row, ...]) -> dict[Phase, Range]:
-    out: dict[Phase, Range] = {}
-    for ph in PHASES:
-        live = [r for r in rows if r.location == "hbm" and r.live_in(ph)]
-        out[ph] = Range(sum(r.low for r in live), sum(r.high for r in live))
-    return out
-
-
 def _stage(plan: Plan, stage: int) -> StageEstimate:
     arch, par = plan.model.architecture, plan.parallelism
-    rows = tuple(persistent_stage_rows(plan, stage))
-    phases = _phase_totals(rows)
+    rule = RULES[par.strategy]
+    formats = resolve_formats(plan.method.precision)
+    placed = stage_placed(plan, stage)
+    held = list(stage_held(plan, stage)[0])
+    layers = stage_layer_ranges(arch, par)[stage]
+    rows: list[Row] = persistent_stage_rows(plan, stage)
+    rows += activation_rows(plan, stage, len(layers), placed)
+    if stage == par.pp - 1:
+        rows += logits_rows(plan, geometry(plan), in_flight(plan, stage))
+    shard = max((t.group for t in held), default=1)
+    gathered = gathered_rows(plan, placed, formats, shard, rule)
+    rows += gathered
+    rows += bucket_rows(plan, held, formats, rule, shard)
+    rows += accumulation_rows(plan, held, rule)
+    rows += optimizer_temp_rows(plan, held, formats, rule)
+    unit = max((r.high for r in gathered if r.id == "hbm.gathered.root"), default=0)
+    rows += checkpoint_rows(plan, unit)
+    rows += runtime_rows(plan, stage)
+    keep_all = rule.params_live_unsharded_fwd_bwd or (
+        par.strategy in ("fsdp2", "fsdp2_hsdp") and par.knobs.fsdp_reshard_after_forward is False
+    )
+    tl = timeline(tuple(rows), plan.batch.grad_accum > 1, keep_all)
+    phases = {ph: Range(tl.phases[ph].low, tl.phases[ph].high) for ph in PHASES}
     peak_phase = max(PHASES, key=lambda ph: (phases[ph].high, phases[ph].low))
+    peak = phases[peak_phase]
+    reserve = reserve_row(plan, peak.low, peak.high)
+    rows.append(reserve)
+    band = plan.runtime.allocator_reserve
+    reserved = {
+        ph: Range(r.low + int(r.low * band.low), r.high + int(r.high * band.high))
+        for ph, r in phases.items()
+    }
+    runtime = [r for r in rows if r.group == RUNTIME_GROUP and r.location == "hbm"]
+    rt_low, rt_high = sum(r.low for r in runtime), sum(r.high for r in runtime)
+    ctx = [r for r in runtime if r.id == "hbm.runtime.cuda_context"]
+    if plan.hardware.usable_policy == "framework_visible":  # capacity is net of the context
+        fit_low = rt_low - sum(r.low for r in ctx)
+        fit_high = rt_high - sum(r.high for r in ctx)
+    else:
+        fit_low, fit_high = rt_low, rt_high
+    rpeak = reserved[peak_phase]
     return StageEstimate(
         stage=stage,
-        layers=stage_layer_ranges(arch, par)[stage],
-        rows=rows,
+        layers=layers,
+        rows=tuple(rows),
         phases=phases,
         peak_phase=peak_phase,
-        peak=phases[peak_phase],
+        peak=peak,
+        moments={m: Range(tl.moments[m].low, tl.moments[m].high) for m, _ in MOMENTS},
+        reserved_phases=reserved,
+        reserved_peak=rpeak,
+        device_peak=Range(rpeak.low + rt_low, rpeak.high + rt_high),
+        fit_peak=Range(rpeak.low + fit_low, rpeak.high + fit_high),
     )
 
 
@@ -133,10 +190,10 @@ def estimate(plan: Plan) -> Estimate:
         stages = tuple(_stage(plan, s) for s in range(plan.parallelism.pp))
     except NotImplementedError as exc:
         raise PlanError(str(exc)) from exc
-    heaviest = max(range(len(stages)), key=lambda s: (stages[s].peak.high, -s))
+    heaviest = max(range(len(stages)), key=lambda s: (stages[s].fit_peak.high, -s))
     capacity = plan.hardware.capacity_bytes
     limit = int(capacity * (1 - plan.policy.headroom_percent / 100))
-    verdict, reason = _verdict(stages[heaviest].peak, limit, capacity)
+    verdict, reason = _verdict(stages[heaviest].fit_peak, limit, capacity)
     nodes = node_ledgers(plan)
     node_problems = nodes.problems()
     if node_problems:

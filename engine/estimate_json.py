@@ -44,6 +44,10 @@ def stage_json(s: StageEstimate) -> dict[str, Any]:
         "peak_phase": s.peak_phase,
         "peak": _range(s.peak),
         "phases": {p: _range(s.phases[p]) for p in PHASES},
+        "reserved_phases": {p: _range(r) for p, r in s.reserved_phases.items()},
+        "moments": {m: _range(r) for m, r in s.moments.items()},
+        "reserved_peak": _range(s.reserved_peak),
+        "device_peak": _range(s.device_peak),
         "totals": {loc: _range(s.location_total(loc)) for loc in LOCATIONS},
         "rows": [row_json(r) for r in s.rows],
     }
@@ -63,6 +67,11 @@ def estimate_json(est: Estimate, include_stages: bool = False) -> dict[str, Any]
         "totals": {loc: _range(heavy.location_total(loc)) for loc in LOCATIONS},
         "phases": {p: _range(heavy.phases[p]) for p in PHASES},
         "peak": {"phase": heavy.peak_phase, **_range(heavy.peak)},
+        "reserved_phases": {p: _range(r) for p, r in heavy.reserved_phases.items()},
+        "moments": {m: _range(r) for m, r in heavy.moments.items()},
+        "reserved_peak": _range(heavy.reserved_peak),
+        "device_peak": _range(heavy.device_peak),
+        "fit_peak": _range(heavy.fit_peak),
         "fit": {
             "verdict": est.verdict,
             "reason": est.verdict_reason,

@@ -37,7 +37,7 @@ def _fits(plan: Plan, est: Estimator) -> bool:
         e = est(plan)
     except PlanError:
         return False
-    return e.peak.high <= e.limit_bytes
+    return e.fit_peak.high <= e.limit_bytes
 
 
 def _largest(values: list[int], make: Callable[[int], Plan], est: Estimator) -> int | None:

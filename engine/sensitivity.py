@@ -90,12 +90,12 @@ def _ends(plan: Plan) -> list[tuple[str, str, dict[str, Any], dict[str, Any], An
 def sensitivity(plan: Plan, estimator: Estimator | None = None) -> list[Bar]:
     """Tornado data, widest swing first. Raises PlanError if the plan itself fails."""
     est = estimator or estimate
-    base = est(plan).peak.high
+    base = est(plan).fit_peak.high
     bars = []
     for path, label, lo, hi, lo_v, hi_v in _ends(plan):
         try:
-            p_lo = est(with_values(plan, lo)).peak.high
-            p_hi = est(with_values(plan, hi)).peak.high
+            p_lo = est(with_values(plan, lo)).fit_peak.high
+            p_hi = est(with_values(plan, hi)).fit_peak.high
         except (PlanError, ValidationError) as exc:
             bars.append(Bar(path, label, lo_v, hi_v, None, None, base, str(exc)))
             continue

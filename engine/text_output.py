@@ -67,11 +67,23 @@ def render(
         if t.high:
             out.append(f"  {loc:<10} {fmt_range(t.low, t.high, units)}  ({t.low:,}–{t.high:,} B)")
     if phases:
-        out += ["", "HBM per phase (rows live in the phase):"]
+        out += [
+            "",
+            "HBM per phase (allocated = tensors, as max_memory_allocated; reserved adds the "
+            "allocator reserve):",
+        ]
         for ph in PHASES:
             r = heavy.phases[ph]
+            rr = heavy.reserved_phases.get(ph, r)
             mark = "  ← peak" if ph == heavy.peak_phase else ""
-            out.append(f"  {ph:<11} {fmt_range(r.low, r.high, units)}{mark}")
+            out.append(
+                f"  {ph:<11} allocated {fmt_range(r.low, r.high, units)}; "
+                f"reserved {fmt_range(rr.low, rr.high, units)}{mark}"
+            )
+        if heavy.moments:
+            out.append("  moments (allocated):")
+            for m, r in heavy.moments.items():
+                out.append(f"    {m:<16} {fmt_range(r.low, r.high, units)}")
     if stages and len(est.stages) > 1:
         out += ["", "Per stage (HBM peak per rank):"]
         for s in est.stages:
@@ -85,8 +97,12 @@ def render(
     out += ["", render_nodes(est.nodes, units)]
     out += [
         "",
-        f"HBM peak per rank: {fmt_range(heavy.peak.low, heavy.peak.high, units)} "
+        f"HBM peak per rank: allocated {fmt_range(heavy.peak.low, heavy.peak.high, units)} "
         f"in phase '{heavy.peak_phase}'",
+        "  reserved (allocator) "
+        f"{fmt_range(heavy.reserved_peak.low, heavy.reserved_peak.high, units)}"
+        f"; on the device with CUDA context, NCCL, cuBLAS "
+        f"{fmt_range(heavy.device_peak.low, heavy.device_peak.high, units)}",
         f"Capacity: {fmt_bytes(est.capacity_bytes, units)}; limit after headroom: "
         f"{fmt_bytes(est.limit_bytes, units)}",
         f"Verdict: {_VERDICT_WORDS[est.verdict]} — {est.verdict_reason}",

@@ -74,7 +74,9 @@ class Evaluator:
             est = self._estimate(plan)
         except PlanError as exc:
             return Outcome(layout, 0, 0, limit, cap, error=str(exc))
-        return Outcome(layout, est.peak.low, est.peak.high, est.limit_bytes, est.capacity_bytes)
+        return Outcome(
+            layout, est.fit_peak.low, est.fit_peak.high, est.limit_bytes, est.capacity_bytes
+        )
 
     @property
     def outcomes(self) -> list[Outcome]:

@@ -11,7 +11,7 @@ from functools import lru_cache
 from engine.ledger.held import HeldTensor
 from engine.ledger.methods import held_tensors
 from engine.ledger.offload import split_offload
-from engine.ledger.placement import place_stage
+from engine.ledger.placement import LocalTensor, place_stage
 from engine.ledger.precision import resolve_formats
 from engine.ledger.quantized import quantized_rows
 from engine.ledger.row import Row
@@ -34,7 +34,7 @@ def _held(
     stage: int,
 ) -> tuple[tuple[HeldTensor, ...], ShardContext]:
     formats = resolve_formats(method.precision)
-    placed = place_stage(build_inventory(arch), arch, par, stage)
+    placed = _placed(arch, par, stage)
     held, words = held_tensors(method, par, ranks_per_node, placed, formats)
     return tuple(held), ShardContext(RULES[par.strategy], words, granularity)
 
@@ -110,3 +110,13 @@ def _shard_elems(
 def stage_shard_elems(plan: Plan, stage: int) -> tuple[int, int]:
     """(trainable elements in one rank's optimizer shard, parameter elements it holds)."""
     return _shard_elems(*_key(plan, stage))
+
+
+@lru_cache(maxsize=1024)
+def _placed(arch: ArchitectureSpec, par: ParallelismSection, stage: int) -> tuple[LocalTensor, ...]:
+    return place_stage(build_inventory(arch), arch, par, stage)
+
+
+def stage_placed(plan: Plan, stage: int) -> tuple[LocalTensor, ...]:
+    """The local (TP / EP placed) tensors one rank of ``stage`` holds, cached."""
+    return _placed(plan.model.architecture, plan.parallelism, stage)

@@ -79,6 +79,12 @@ class StrategyKnobs(Section):
         description="DeepSpeed overlap_comm; None = the stage's default "
         "(True for stage 3, False otherwise).",
     )
+    accumulate_without_sync: bool = Field(
+        default=False,
+        description="Skip gradient sync on accumulation micro-batches (DDP/FSDP no_sync, "
+        "FSDP2 set_requires_gradient_sync(False)): sharded strategies then hold the "
+        "stage's unsharded gradients until the last micro-batch.",
+    )
     ddp_bucket_cap_mb: float = Field(
         default=25.0, ge=0.0, le=100_000.0, description="DDP bucket_cap_mb (MiB); default 25."
     )

@@ -19,8 +19,10 @@ def fake_estimator(high: Callable[[Plan], int], low: Callable[[Plan], int] | Non
         h = high(plan)
         lo = low(plan) if low else h
         peak = Range(lo, h)
-        stage = SimpleNamespace(rows=(), peak_phase="steady", peak=peak)
-        return SimpleNamespace(peak=peak, limit_bytes=limit, capacity_bytes=cap, heaviest=stage)
+        stage = SimpleNamespace(rows=(), peak_phase="steady", peak=peak, fit_peak=peak)
+        return SimpleNamespace(
+            peak=peak, fit_peak=peak, limit_bytes=limit, capacity_bytes=cap, heaviest=stage
+        )
 
     return est
 

@@ -27,17 +27,26 @@ def make_plan(**changes: Any) -> Plan:
     return with_values(default_plan(), {k.replace("__", "."): v for k, v in changes.items()})
 
 
+STATE_GROUPS = ("weights", "gradients", "optimizer")
+
+
 def rows_of(plan: Plan, stage: int | None = None) -> dict[str, int]:
-    """Row id → high bytes for the heaviest stage (or a given stage)."""
+    """Model-state row id → high bytes for the heaviest stage (or a given stage):
+    the persistent weights, gradients and optimizer rows these tests derive."""
     est = estimate(plan)
     st = est.heaviest if stage is None else est.stages[stage]
-    return {r.id: r.high for r in st.rows}
+    return {r.id: r.high for r in st.rows if r.kind == "persistent" and r.group in STATE_GROUPS}
 
 
 def hbm_persistent(plan: Plan, stage: int | None = None) -> int:
+    """Sum of the persistent model-state rows in HBM."""
     est = estimate(plan)
     st = est.heaviest if stage is None else est.stages[stage]
-    return sum(r.high for r in st.rows if r.location == "hbm" and r.kind == "persistent")
+    return sum(
+        r.high
+        for r in st.rows
+        if r.location == "hbm" and r.kind == "persistent" and r.group in STATE_GROUPS
+    )
 
 
 @pytest.fixture

@@ -1,0 +1,190 @@
+"""What the activation profiles need to know: the local shapes and who needs a gradient.
+
+Autograd saves a tensor for backward only when some gradient needs it: a linear layer
+keeps its input only if its weight is trained (or a LoRA adapter reads the same input),
+an RMSNorm keeps its normalised input only if its weight is trained, and a rotary
+multiply keeps only cos/sin. So the saved set depends on which tensors are trainable,
+which is why the profiles take a :class:`Trainability` besides the shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from engine.ledger.precision import DTYPE_BYTES
+from engine.plan import Plan
+from engine.units import ceil_div, round_up
+
+TokenAxis = Literal["full", "seq"]
+
+
+@dataclass(frozen=True, slots=True)
+class Geometry:
+    """Shapes of one micro-batch on one rank, after TP and CP split them."""
+
+    micro_batch: int
+    seq: int  # local sequence length (after context parallelism)
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    inter: int
+    vocab: int
+    tp: int
+    sp: bool  # sequence parallelism: norm/residual regions split the tokens by TP
+    compute_bytes: int
+    embed_bytes: int  # dtype of the embedding output (the residual stream's start)
+    autocast: bool  # fp32 parameters with a 16-bit compute cast at each matmul
+    granularity: int
+
+    @property
+    def tokens(self) -> int:
+        return self.micro_batch * self.seq
+
+    @property
+    def seq_tokens(self) -> int:
+        """Tokens a rank holds in the norm / residual region (÷ TP under SP)."""
+        return ceil_div(self.tokens, self.tp) if self.sp else self.tokens
+
+    @property
+    def heads_local(self) -> int:
+        return ceil_div(self.heads, self.tp)
+
+    @property
+    def kv_local(self) -> int:
+        return ceil_div(self.kv_heads, self.tp)
+
+    @property
+    def inter_local(self) -> int:
+        return ceil_div(self.inter, self.tp)
+
+    @property
+    def residual_bytes(self) -> int:
+        """Under autocast the fp32 embedding output keeps the residual stream fp32."""
+        return 4 if self.autocast else self.compute_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Trainability:
+    """Which weights get a gradient, and where LoRA adapters sit."""
+
+    embedding: bool
+    norms: bool
+    lm_head: bool
+    linear_roles: frozenset[str]  # base linear roles whose weight is trained
+    adapter_roles: frozenset[str]  # roles with a LoRA adapter
+    rank: int = 0
+    adapter_bytes: int = 4
+    adapter_dropout: bool = False
+
+    def needs_input(self, role: str) -> bool:
+        return role in self.linear_roles or role in self.adapter_roles
+
+
+ALL_LINEAR_ROLES = frozenset({"q", "k", "v", "o", "gate", "up", "down"})
+_TARGET_ROLES: dict[str, frozenset[str]] = {
+    "qkv": frozenset({"q", "k", "v"}),
+    "gate_up": frozenset({"gate", "up"}),
+}
+
+
+def trainability(plan: Plan) -> Trainability:
+    """Trainability of the base model and adapters under the plan's method."""
+    m = plan.method
+    if m.kind == "full":
+        return Trainability(True, True, True, ALL_LINEAR_ROLES, frozenset())
+    if m.kind == "custom":
+        roles = frozenset(m.custom.roles)
+        return Trainability(
+            "embedding" in roles,
+            "norm" in roles,
+            "lm_head" in roles
+            or ("embedding" in roles and plan.model.architecture.tied_embeddings),
+            roles & ALL_LINEAR_ROLES,
+            frozenset(),
+        )
+    adapters: set[str] = set()
+    for t in m.lora.targets:
+        adapters |= _TARGET_ROLES.get(t, frozenset({t}))
+    return Trainability(
+        embedding=False,
+        norms=False,
+        lm_head=False,
+        linear_roles=frozenset(),
+        adapter_roles=frozenset(adapters),
+        rank=m.lora.rank,
+        adapter_bytes=DTYPE_BYTES[m.lora.adapter_dtype],
+        adapter_dropout=m.lora.dropout > 0,
+    )
+
+
+def geometry(plan: Plan) -> Geometry:
+    """The local shapes of one micro-batch under the plan's TP / SP / CP."""
+    arch, par, prec = plan.model.architecture, plan.parallelism, plan.method.precision
+    compute = DTYPE_BYTES[prec.compute_dtype]
+    autocast = prec.policy == "autocast" and par.strategy not in _PARAM_CAST_STRATEGIES
+    if prec.policy in ("fp32", "autocast"):
+        embed = 4 if (prec.policy == "fp32" or autocast) else compute
+    else:
+        embed = compute
+    return Geometry(
+        micro_batch=plan.batch.micro_batch,
+        seq=ceil_div(plan.batch.seq_len, par.cp),
+        hidden=arch.hidden,
+        heads=arch.heads,
+        kv_heads=arch.kv_heads,
+        head_dim=arch.dim_per_head,
+        inter=arch.intermediate,
+        vocab=arch.vocab,
+        tp=par.tp,
+        sp=par.sequence_parallel and par.tp > 1,
+        compute_bytes=compute,
+        embed_bytes=embed,
+        autocast=autocast,
+        granularity=plan.runtime.allocation_granularity_bytes,
+    )
+
+
+_PARAM_CAST_STRATEGIES = frozenset(
+    {
+        "fsdp2",
+        "fsdp2_hsdp",
+        "fsdp1_full_shard",
+        "fsdp1_shard_grad_op",
+        "fsdp1_no_shard",
+        "fsdp1_hybrid_shard",
+        "fsdp1_hybrid_shard_zero2",
+    }
+)
+"""Strategies whose mixed-precision policy casts the *parameters* to the compute dtype
+once per unit (FSDP MixedPrecision), so activations are plain 16-bit as in pure 16-bit
+training — no per-matmul autocast casts (measured: FSDP2 cases match pure bf16)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """``count`` saved tensors of ``width`` elements per token at ``bpe`` bytes each."""
+
+    name: str
+    width: int
+    bpe: int
+    axis: TokenAxis = "full"
+    count: int = 1
+
+    def bytes(self, g: Geometry) -> int:
+        tokens = g.seq_tokens if self.axis == "seq" else g.tokens
+        return self.count * round_up(tokens * self.width * self.bpe, g.granularity)
+
+    def describe(self, g: Geometry) -> str:
+        tokens = g.seq_tokens if self.axis == "seq" else g.tokens
+        n = f"{self.count} × " if self.count > 1 else ""
+        return f"{self.name} {n}{tokens}·{self.width}·{self.bpe}"
+
+
+def terms_bytes(terms: list[Term], g: Geometry) -> int:
+    return sum(t.bytes(g) for t in terms)
+
+
+def terms_formula(terms: list[Term], g: Geometry) -> str:
+    return " + ".join(t.describe(g) for t in terms)

@@ -1,0 +1,119 @@
+"""Device memory outside PyTorch's tensors (memory-model §5).
+
+CUDA context, NCCL buffers per communicator and cuBLAS workspaces are not in
+``torch.cuda.memory_allocated``; the caching allocator's reserve is the gap between
+reserved and allocated. These rows carry group ``runtime`` / ``allocator`` so totals can
+be reported both as allocated (tensors only) and as reserved / device.
+"""
+
+from __future__ import annotations
+
+from engine.ledger.row import ALL_PHASES, Row
+from engine.ledger.sharding import shard_group_size
+from engine.plan import Plan
+from engine.sections.parallel import HYBRID_STRATEGIES
+from engine.units import fmt_count
+
+RUNTIME_GROUP = "runtime"
+ALLOCATOR_GROUP = "allocator"
+NOT_ALLOCATED = frozenset({RUNTIME_GROUP, ALLOCATOR_GROUP})
+
+
+def communicators(plan: Plan, stage: int) -> list[str]:
+    """The NCCL communicators one rank of ``stage`` joins, from its parallel groups."""
+    par = plan.parallelism
+    out: list[str] = []
+    if par.tp > 1:
+        out.append(f"TP ({par.tp})")
+    if par.cp > 1:
+        out.append(f"CP ({par.cp})")
+    if par.ep > 1:
+        out.append(f"EP all-to-all ({par.ep})")
+    if par.pp > 1:
+        out += [
+            f"PP p2p ({'prev' if s < stage else 'next'})"
+            for s in (stage - 1, stage + 1)
+            if 0 <= s < par.pp
+        ]
+    dense = par.dp * par.cp * par.ep
+    if dense > 1:
+        rpn = par.ranks_per_node or plan.hardware.gpus_per_node
+        shard = shard_group_size(par, dense, rpn)
+        if par.strategy in HYBRID_STRATEGIES and 1 < shard < dense:
+            out += [f"DP shard ({shard})", f"DP replicate ({dense // shard})"]
+        else:
+            out.append(f"DP ({dense})")
+    return out
+
+
+def runtime_rows(plan: Plan, stage: int) -> list[Row]:
+    rt = plan.runtime
+    rows = [
+        Row(
+            id="hbm.runtime.cuda_context",
+            label="CUDA context",
+            location="hbm",
+            kind="persistent",
+            group=RUNTIME_GROUP,
+            low=rt.cuda_context_bytes.low,
+            high=rt.cuda_context_bytes.high,
+            formula="per process, lazy vs eager module loading (runtime.cuda_context_bytes)",
+            source="cuda-context",
+            phases=ALL_PHASES,
+        ),
+        Row(
+            id="hbm.runtime.cublas",
+            label="cuBLAS workspace",
+            location="hbm",
+            kind="persistent",
+            group=RUNTIME_GROUP,
+            low=rt.cublas_workspace_bytes.low,
+            high=rt.cublas_workspace_bytes.high,
+            formula="one handle on the compute stream (8 MiB; 32 MiB on Hopper)",
+            source="cublas-workspace",
+            phases=ALL_PHASES,
+        ),
+    ]
+    comms = communicators(plan, stage)
+    if comms:
+        n = len(comms)
+        per = rt.nccl_bytes_per_communicator
+        rows.append(
+            Row(
+                id="hbm.runtime.nccl",
+                label=f"NCCL buffers, {n} communicator(s)",
+                location="hbm",
+                kind="persistent",
+                group=RUNTIME_GROUP,
+                low=n * per.low,
+                high=n * per.high,
+                formula=f"{n} × {fmt_count(per.low)}–{fmt_count(per.high)} B: " + ", ".join(comms),
+                source="nccl-buffers",
+                phases=ALL_PHASES,
+            )
+        )
+    return rows
+
+
+def reserve_row(plan: Plan, peak_low: int, peak_high: int) -> Row:
+    """The caching allocator's reserve over the allocated peak (reserved − allocated)."""
+    band = plan.runtime.allocator_reserve
+    low, high = int(peak_low * band.low), int(peak_high * band.high)
+    seg = (
+        " (expandable_segments on: the low end is the likelier)"
+        if plan.runtime.expandable_segments
+        else ""
+    )
+    return Row(
+        id="hbm.runtime.allocator_reserve",
+        label="Caching allocator reserve (reserved − allocated)",
+        location="hbm",
+        kind="peak",
+        group=ALLOCATOR_GROUP,
+        low=low,
+        high=high,
+        formula=f"allocated peak {fmt_count(peak_low)}–{fmt_count(peak_high)} B × "
+        f"{band.low:.2f}–{band.high:.2f}{seg}",
+        source="cuda-caching-allocator",
+        phases=ALL_PHASES,
+    )

@@ -1,0 +1,27 @@
+"""Entry point of the bundled ``memplan`` executable (PyInstaller script).
+
+It is the ``memplan`` console script (``gui.__main__:main``) and nothing more, so the
+bundle behaves exactly like a pip install: engine subcommands without Qt, the desktop
+app with no subcommand. One addition for whoever builds the bundle: with
+``MEMPLAN_BUNDLE_SELFTEST`` set it runs ``bundle_selftest`` instead, which checks from
+inside the frozen program that resources and the Qt stack were bundled.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def main() -> int:
+    mode = os.environ.get("MEMPLAN_BUNDLE_SELFTEST")
+    if mode:
+        import bundle_selftest
+
+        return bundle_selftest.run(mode)
+    from gui.__main__ import main as memplan_main
+
+    return memplan_main()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
