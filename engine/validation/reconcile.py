@@ -19,27 +19,35 @@ without ``reserved_peak`` or runtime rows) is reported as *not estimated* with a
 never compared with zero.
 
 Decomposition by category: when a record carries a breakdown, its categories are
-compared with the HBM rows live in the stage's peak phase, summed by ``Row.group``
-(runtime and allocator rows excluded — they are outside ``max_memory_allocated``).
-Measured categories are normalised onto ledger groups by this table (reference cases
-use the first column; a probe breakdown may use either):
+compared with the HBM rows live at the estimate's peak moment (the timeline's moment
+within the peak phase, e.g. ``backward.start``; the rows there sum to that moment's
+total), summed by ``Row.group`` — runtime and allocator rows excluded, as they are
+outside ``max_memory_allocated``. Measured categories are mapped onto ledger groups by
+this table (reference cases use the first column; a probe breakdown may use either):
 
 ================  ===========  ======================================================
 measured          ledger group why
 ================  ===========  ======================================================
 params            weights      the rank's (sharded) parameters
-params_unsharded  weights      FSDP's all-gathered full parameters of a unit
-buffers           weights      module buffers (e.g. RoPE inv_freq) stay with weights
+params_unsharded  gathered     FSDP's all-gathered full parameters of a unit
+all_gather        gathered     the all-gather communication buffer
 grads             gradients    the rank's (sharded) gradients
-grads_unsharded   gradients    full gradients before reduce-scatter
-optimizer         optimizer    optimizer state plus the foreach step's temporary
-                               (``optimizer_state``/``optimizer_temp`` are subtotals)
+grads_unsharded   buckets      full gradients waiting for the reduce-scatter
+reduce_scatter    buckets      the reduce-scatter communication buffer
+optimizer_state   optimizer    optimizer state (``optimizer`` is state + temp: it is
+                               used only when the split is absent)
+optimizer_temp    temporaries  the foreach optimizer step's temporary
 activations       activations  tensors saved for backward
-inputs            activations  the micro-batch (ids, labels) held for the step
-temp              temporaries  backward's transient buffers (e.g. logits grads)
-all_gather        temporaries  the all-gather communication buffer
-reduce_scatter    temporaries  the reduce-scatter communication buffer
+inputs            inputs       the micro-batch (ids, labels) held for the step
+buffers           buffers      module buffers (e.g. RoPE inv_freq)
+temp              logits       backward's transient buffers — at the loss, the
+                               logits' gradient
 ================  ===========  ======================================================
+
+One known skew: the reference tracker counts the fp32 logits saved for the loss's
+backward under ``activations``, while the ledger keeps them in its ``logits`` group, so
+at a loss-time peak the activations line reads high and the logits line low by that
+amount; their sum is unaffected.
 
 A category that is in neither column keeps its own name, so a mismatch between the
 record's and the ledger's categories shows up as two lines instead of being hidden.
@@ -60,7 +68,6 @@ OUTSIDE_ALLOCATED: frozenset[str] = frozenset({"runtime", "allocator"})
 CATEGORY_ALIASES: dict[str, str] = {
     **REFERENCE_CATEGORY_GROUP,
     "grad": "gradients",
-    "gradient": "gradients",
     "weight": "weights",
     "activation": "activations",
     "temporary": "temporaries",
@@ -190,17 +197,52 @@ def runtime_range(stage: Any) -> tuple[int, int] | None:
     return sum(r.low for r in rows), sum(r.high for r in rows)
 
 
-def estimate_by_category(stage: Any) -> dict[str, tuple[int, int]]:
-    """(low, high) per ledger group of the HBM rows live at the stage's peak phase,
-    runtime and allocator rows excluded (they are not tensors PyTorch allocates)."""
-    out: dict[str, tuple[int, int]] = {}
+def _peak_moment(stage: Any) -> str | None:
+    """The timeline moment at which the stage's peak phase peaks, if it has moments."""
+    moments: dict[str, Any] = getattr(stage, "moments", None) or {}
+    try:
+        from engine.ledger.phases import MOMENTS
+    except ImportError:
+        return None
+    names = [m for m, ph in MOMENTS if ph == stage.peak_phase and m in moments]
+    if not names:
+        return None
+    return max(names, key=lambda m: (moments[m].high, moments[m].low))
+
+
+def peak_rows(stage: Any) -> list[RowLike]:
+    """The allocated HBM rows live at the stage's peak.
+
+    With a timeline (``stage.moments``) these are the rows live at the peak moment; the
+    timeline's two switches (gradient accumulation, gathered units kept) are not on the
+    stage, so the setting whose rows sum exactly to the moment's total is the one used.
+    Without one (an older engine, or a stub) they are the rows live in the peak phase.
+    """
+    allocated = [r for r in _hbm_rows(stage) if r.group not in OUTSIDE_ALLOCATED]
     phase = getattr(stage, "peak_phase", None)
-    for row in _hbm_rows(stage):
-        if row.group in OUTSIDE_ALLOCATED or (phase is not None and not row.live_in(phase)):
-            continue
-        group = normalise_category(row.group)
-        low, high = out.get(group, (0, 0))
-        out[group] = (low + row.low, high + row.high)
+    moment = _peak_moment(stage)
+    if moment is not None:
+        from engine.ledger.phases import live_at
+
+        total = stage.moments[moment]
+        for accumulating in (False, True):
+            for keep_all in (False, True):
+                live = [r for r in allocated
+                        if live_at(r, moment, phase, accumulating, keep_all)]  # type: ignore[arg-type]
+                if (sum(r.low for r in live), sum(r.high for r in live)) == (
+                    total.low, total.high
+                ):
+                    return live
+    return [r for r in allocated if phase is None or r.live_in(phase)]
+
+
+def estimate_by_category(stage: Any) -> dict[str, tuple[int, int]]:
+    """(low, high) per ledger group of the rows live at the stage's peak (see
+    :func:`peak_rows`)."""
+    out: dict[str, tuple[int, int]] = {}
+    for row in peak_rows(stage):
+        low, high = out.get(row.group, (0, 0))
+        out[row.group] = (low + row.low, high + row.high)
     return out
 
 

@@ -32,21 +32,24 @@ Bytes = int
 
 REFERENCE_CATEGORY_GROUP: dict[str, str] = {
     "params": "weights",
-    "params_unsharded": "weights",
-    "buffers": "weights",
+    "params_unsharded": "gathered",
+    "all_gather": "gathered",
     "grads": "gradients",
-    "grads_unsharded": "gradients",
+    "grads_unsharded": "buckets",
+    "reduce_scatter": "buckets",
     "optimizer": "optimizer",
+    "optimizer_state": "optimizer",
+    "optimizer_temp": "temporaries",
     "activations": "activations",
-    "inputs": "activations",
-    "temp": "temporaries",
-    "all_gather": "temporaries",
-    "reduce_scatter": "temporaries",
+    "inputs": "inputs",
+    "buffers": "buffers",
+    "temp": "logits",
 }
 """Reference tracker category → ledger row group (why each: see ``reconcile.py``)."""
 
-REFERENCE_SUBTOTALS: frozenset[str] = frozenset({"total", "optimizer_state", "optimizer_temp"})
-"""Keys of a reference breakdown that re-count other keys (``optimizer`` = state + temp)."""
+SPLIT_OF: dict[str, tuple[str, ...]] = {"optimizer": ("optimizer_state", "optimizer_temp")}
+"""An aggregate and the parts that re-count it: when a part is present the aggregate is
+skipped (``optimizer`` = ``optimizer_state`` + ``optimizer_temp``)."""
 
 
 class RecordError(ValueError):
@@ -135,13 +138,14 @@ class MeasuredRecord(_Frozen):
 def map_reference_breakdown(raw: dict[str, Any], where: str = "peak_breakdown") -> dict[str, int]:
     """A reference case's tracker categories summed into ledger row groups.
 
-    Subtotals (``total``, ``optimizer_state``, ``optimizer_temp``) are skipped because
-    they re-count other keys; ``total``, when present, must equal the sum of the rest.
-    An unknown category keeps its own name, so nothing is silently dropped.
+    ``total`` and an aggregate whose parts are present (:data:`SPLIT_OF`) are skipped,
+    because they re-count other keys; ``total``, when present, must equal the sum of
+    the rest. An unknown category keeps its own name, so nothing is silently dropped.
     """
+    skip = {"total"} | {agg for agg, parts in SPLIT_OF.items() if any(p in raw for p in parts)}
     out: dict[str, int] = {}
     for key, value in raw.items():
-        if key in REFERENCE_SUBTOTALS:
+        if key in skip:
             continue
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise RecordError(f"{where}.{key}: must be a non-negative integer of bytes")

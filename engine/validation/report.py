@@ -33,7 +33,7 @@ def rank_lines(result: RankResult, units: UnitChoice = "both") -> list[str]:
     lines = [head, header + "  verdict"]
     lines += [_figure_line(f, units) for f in result.figures]
     if result.categories:
-        lines.append("    by category at the estimate's peak phase:")
+        lines.append("    by category at the estimate's peak moment:")
         width = max(12, *(len(f.name) for f in result.categories))
         lines += [_figure_line(f, units, width) for f in result.categories]
     return lines
