@@ -247,6 +247,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from engine import cli_layouts  # imports this module, so it is loaded late
 
     cli_layouts.register(sub)
+    from engine import cli_validation
+
+    cli_validation.register(sub)
 
 
 def build_parser(prog: str = "memplan") -> argparse.ArgumentParser:

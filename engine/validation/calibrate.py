@@ -1,0 +1,246 @@
+"""Calibration: measured records → proposed, narrower ranges for the uncertain inputs.
+
+Never a silent correction factor: the result is a set of explicit plan edits
+``{dotted field path: new value}``, each with its before value and the evidence, which
+the GUI applies through ``PlanDocument.set`` (undoable) and the CLI prints before it
+writes a new file. Applying :attr:`Calibration.inverse` restores the plan exactly.
+
+Three inputs are calibrated, each from the figure that measures it; the proposed band
+is the measured spread widened by ``margin`` (a fraction, 5 % by default) each side:
+
+- ``runtime.allocator_reserve`` (a fraction of allocated) from reserved and allocated:
+  ``f = (max_reserved − max_allocated) / max_allocated``, band ``[min f·(1−m), max f·(1+m)]``.
+- the external-memory inputs (``runtime.cuda_context_bytes``,
+  ``runtime.nccl_bytes_per_communicator``, ``runtime.cublas_workspace_bytes``) from
+  ``external_bytes``: one measured number cannot split three inputs, so it fixes one
+  position ``t = (E − L) / (H − L)`` inside the runtime rows' summed range ``[L, H]`` and
+  every input whose row is in the estimate moves to that position in its own band
+  (each runtime row is a count × its input, so the rows then sum to E).
+- ``runtime.activation_band`` from the measured activations (the record's breakdown, or
+  else allocated minus the other rows' mid, said so in the evidence): with the
+  activation rows being ``counted × band``, ``counted = high ÷ band.high`` and the
+  measured ratio is ``r = measured ÷ counted``; band ``[min r·(1−m), max r·(1+m)]``.
+
+Fractions are rounded outwards to 4 decimals, bytes outwards to whole MiB.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.estimate import estimate
+from engine.plan import Plan, get_value
+from engine.units import MiB
+from engine.validation.identity import workload_hash
+from engine.validation.reconcile import (
+    OUTSIDE_ALLOCATED,
+    estimate_by_category,
+    normalise_category,
+    reconcile_record,
+    runtime_range,
+)
+from engine.validation.records import MeasuredRecord
+
+DEFAULT_MARGIN = 0.05
+FRACTION_DIGITS = 4
+FRACTION_MAX = 10.0  # FractionRange's upper bound in engine/sections/base.py
+
+RUNTIME_FIELDS: dict[str, str] = {
+    "runtime.cuda_context_bytes": "hbm.runtime.cuda_context",
+    "runtime.nccl_bytes_per_communicator": "hbm.runtime.nccl",
+    "runtime.cublas_workspace_bytes": "hbm.runtime.cublas",
+}
+"""Each external-memory input and the runtime row it scales."""
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """One explicit edit: a field path, its value now and the proposed value, and why."""
+
+    path: str
+    before: Any
+    after: Any
+    evidence: str
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    proposals: tuple[Proposal, ...]
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def changes(self) -> dict[str, Any]:
+        """``{path: new value}`` for ``engine.plan.with_values`` or ``PlanDocument.set``."""
+        return {p.path: p.after for p in self.proposals}
+
+    @property
+    def inverse(self) -> dict[str, Any]:
+        """``{path: value before}``: applying it after :attr:`changes` undoes them."""
+        return {p.path: p.before for p in self.proposals}
+
+
+def _fraction_band(low: float, high: float) -> dict[str, float]:
+    scale = 10**FRACTION_DIGITS
+    lo = max(0.0, math.floor(low * scale) / scale)
+    hi = min(FRACTION_MAX, math.ceil(high * scale) / scale)
+    return {"low": lo, "high": max(lo, hi)}
+
+
+def _byte_band(low: float, high: float) -> dict[str, int]:
+    lo = max(0, math.floor(low / MiB) * MiB)
+    hi = max(lo, math.ceil(high / MiB) * MiB)
+    return {"low": lo, "high": hi}
+
+
+def _widen(values: Sequence[float], margin: float) -> tuple[float, float]:
+    return min(values) * (1 - margin), max(values) * (1 + margin)
+
+
+def _allocator(plan: Plan, records: Sequence[MeasuredRecord], margin: float) -> Proposal | None:
+    pairs = [
+        (r.max_allocated_bytes, r.max_reserved_bytes)
+        for r in records
+        if r.max_allocated_bytes and r.max_reserved_bytes is not None
+    ]
+    if not pairs:
+        return None
+    fractions = [(res - alloc) / alloc for alloc, res in pairs]
+    after = _fraction_band(*_widen(fractions, margin))
+    shown = ", ".join(f"{f:.4f}" for f in fractions)
+    return Proposal(
+        "runtime.allocator_reserve",
+        get_value(plan, "runtime.allocator_reserve"),
+        after,
+        f"(reserved − allocated) ÷ allocated measured {shown} over {len(pairs)} record(s), "
+        f"widened by {margin:.0%} each side",
+    )
+
+
+def _external(
+    plan: Plan, stages: list[tuple[MeasuredRecord, Any]], margin: float, notes: list[str]
+) -> list[Proposal]:
+    points = []
+    for record, stage in stages:
+        rng = runtime_range(stage)
+        if record.external_bytes is None or rng is None or rng[1] == rng[0]:
+            continue
+        low, high = rng
+        points.append((record.external_bytes, low, high, stage))
+    if not points:
+        if any(r.external_bytes is not None for r, _ in stages):
+            notes.append("external memory was measured but the estimate has no runtime rows "
+                         "with a range, so the runtime inputs are not calibrated")
+        return []
+    positions = [((p[0] - p[1]) / (p[2] - p[1])) for p in points]
+    t_lo = min((e * (1 - margin) - lo) / (hi - lo) for e, lo, hi, _ in points)
+    t_hi = max((e * (1 + margin) - lo) / (hi - lo) for e, lo, hi, _ in points)
+    present = {r.id for _, _, _, st in points for r in st.rows if r.group == "runtime"}
+    out = []
+    for path, row_id in RUNTIME_FIELDS.items():
+        if row_id not in present:
+            continue
+        before = get_value(plan, path)
+        width = before["high"] - before["low"]
+        after = _byte_band(before["low"] + t_lo * width, before["low"] + t_hi * width)
+        shown = ", ".join(f"{t:.2f}" for t in positions)
+        out.append(Proposal(
+            path,
+            before,
+            after,
+            f"external memory measured {min(p[0] for p in points):,}–"
+            f"{max(p[0] for p in points):,} B sits at position {shown} of the runtime rows' "
+            f"range (0 = low, 1 = high); every runtime input moves there, ±{margin:.0%}",
+        ))
+    return out
+
+
+def _measured_activations(record: MeasuredRecord, stage: Any) -> tuple[int, str] | None:
+    if record.breakdown is not None:
+        total = sum(v for k, v in record.breakdown.items()
+                    if normalise_category(k) == "activations")
+        return total, "the record's breakdown"
+    if record.max_allocated_bytes is None:
+        return None
+    others = sum(
+        (low + high) // 2
+        for group, (low, high) in estimate_by_category(stage).items()
+        if group != "activations" and group not in OUTSIDE_ALLOCATED
+    )
+    return record.max_allocated_bytes - others, "allocated minus the other rows' mid"
+
+
+def _activation_band(
+    plan: Plan, stages: list[tuple[MeasuredRecord, Any]], margin: float, notes: list[str]
+) -> Proposal | None:
+    band = get_value(plan, "runtime.activation_band")
+    if band["high"] <= 0:
+        return None
+    ratios, how = [], set()
+    if stages and not any("activations" in estimate_by_category(st) for _, st in stages):
+        notes.append("the estimate has no activation rows, so runtime.activation_band is "
+                     "not calibrated")
+        return None
+    for record, stage in stages:
+        act = estimate_by_category(stage).get("activations")
+        measured = _measured_activations(record, stage)
+        if act is None or measured is None or act[1] == 0:
+            continue
+        counted = act[1] / band["high"]
+        if band["low"] > 0 and abs(act[0] / band["low"] - counted) > 0.01 * counted:
+            notes.append("the activation rows are not a counted amount times the band, so "
+                         "runtime.activation_band is not calibrated")
+            return None
+        ratios.append(measured[0] / counted)
+        how.add(measured[1])
+    if not ratios:
+        return None
+    shown = ", ".join(f"{r:.4f}" for r in ratios)
+    return Proposal(
+        "runtime.activation_band",
+        band,
+        _fraction_band(*_widen(ratios, margin)),
+        f"measured ÷ counted activations {shown} ({' and '.join(sorted(how))}), "
+        f"widened by {margin:.0%} each side",
+    )
+
+
+def propose(
+    plan: Plan,
+    records: Sequence[MeasuredRecord],
+    est: Any | None = None,
+    margin: float = DEFAULT_MARGIN,
+) -> Calibration:
+    """Proposed edits of the plan's uncertain ranges from the records (see module doc).
+
+    ``est`` defaults to ``estimate(plan)``; a stub with the same shape works in tests.
+    Records measured for another config are used, with their warning carried along.
+    """
+    if not 0 <= margin < 1:
+        raise ValueError(f"margin must be in [0, 1), got {margin}")
+    est = estimate(plan) if est is None else est
+    workload = workload_hash(plan)
+    results = [reconcile_record(est, r, workload) for r in records if r.measured]
+    warnings = tuple(w for res in results for w in res.warnings)
+    stages = [(res.record, est.stages[res.stage]) for res in results]
+    used = [res.record for res in results]
+    notes: list[str] = []
+    if len(used) < len(records):
+        notes.append(f"{len(records) - len(used)} record(s) hold no measurement and were skipped")
+    candidates = [
+        _allocator(plan, used, margin),
+        *_external(plan, stages, margin, notes),
+        _activation_band(plan, stages, margin, notes),
+    ]
+    proposals = tuple(p for p in candidates if p is not None and p.after != p.before)
+    return Calibration(proposals, tuple(notes), warnings)
+
+
+def calibration_changes(
+    plan: Plan, records: Sequence[MeasuredRecord], margin: float = DEFAULT_MARGIN
+) -> dict[str, Any]:
+    """Just the ``{dotted field path: new value}`` edits of :func:`propose`."""
+    return propose(plan, records, margin=margin).changes

@@ -1,0 +1,1 @@
+"""The measurement probe template (``memplan probe`` fills in the plan's hash)."""
