@@ -99,6 +99,18 @@ else
   bad "plan file round trip"; cat new.txt validate.txt estimate.txt 2>/dev/null
 fi
 
+# 6b. the measurement probe template ships as a file inside the bundle
+if grep -qE "^ +probe " help.txt; then
+  if mp probe plan.memplan -o probe.py > probe.txt 2>&1 && grep -q "MemPlanProbe" probe.py; then
+    ok "memplan probe writes the measurement snippet from the bundle"
+  else
+    bad "memplan probe"; cat probe.txt
+  fi
+else
+  skip "memplan probe: no such subcommand in this build"
+fi
+
+
 # 7. a bad plan is refused with exit code 1 and a field path
 mp estimate --set batch.seq_len=-1 > badplan.txt 2>&1
 rc=$?
