@@ -3,7 +3,7 @@ default plan."""
 
 from __future__ import annotations
 
-from conftest import fake_estimator, shards
+from layout_fakes import fake_estimator, shards
 
 from engine.estimate import estimate
 from engine.layout.counts import gpu_counts

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import fake_estimator
+from layout_fakes import fake_estimator
 
 from engine.diagnostics import diagnose
 from engine.estimate import estimate

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_plan
+from ledger_plans import make_plan
 
 from engine.estimate import estimate
 from engine.plan import Plan

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SMOL, make_plan, rows_of
+from ledger_plans import SMOL, make_plan, rows_of
 
 from engine.errors import PlanError
 from engine.estimate import estimate

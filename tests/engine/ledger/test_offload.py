@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import SMOL, make_plan
+from ledger_plans import SMOL, make_plan
 
 from engine.errors import PlanError
 from engine.estimate import estimate

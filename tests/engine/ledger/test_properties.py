@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import hbm_persistent, make_plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ledger_plans import hbm_persistent, make_plan
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.sharding import RULES
@@ -71,7 +71,7 @@ def test_more_shards_never_raise_a_row(arch: dict[str, Any], n: int, strategy: s
     """Doubling the shard group never makes any persistent row larger."""
 
     def rows(dp: int) -> dict[str, int]:
-        from conftest import rows_of
+        from ledger_plans import rows_of
 
         return rows_of(
             make_plan(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import make_plan, rows_of
+from ledger_plans import make_plan, rows_of
 
 P = 8_030_261_248  # Llama-3.1-8B; every tensor's numel divides by 1024 (see below)
 N_TENSORS = 291

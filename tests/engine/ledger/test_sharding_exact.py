@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import SMOL, make_plan, rows_of
+from ledger_plans import SMOL, make_plan, rows_of
 
 ODD = {
     "family": "llama",

@@ -1,10 +1,11 @@
-"""Helpers for ledger tests: build plans and read rows by id."""
+"""Helpers for ledger tests: build plans and read rows by id.
+
+A plain module rather than a conftest, so that `from ledger_plans import ...` cannot
+resolve to another folder's conftest when the whole suite runs."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import pytest
 
 from engine.estimate import estimate
 from engine.plan import Plan, default_plan, with_values
@@ -47,8 +48,3 @@ def hbm_persistent(plan: Plan, stage: int | None = None) -> int:
         for r in st.rows
         if r.location == "hbm" and r.kind == "persistent" and r.group in STATE_GROUPS
     )
-
-
-@pytest.fixture
-def smol() -> dict[str, Any]:
-    return dict(SMOL)
