@@ -85,7 +85,11 @@ class Autosaver(QObject):
         self.timer.setInterval(interval_ms)
         self.timer.timeout.connect(self.tick)
         self.timer.start()
-        doc.dirtyChanged.connect(lambda dirty: None if dirty else self.clear())
+        doc.dirtyChanged.connect(self._dirty_changed)
+
+    def _dirty_changed(self, dirty: bool) -> None:
+        if not dirty:
+            self.clear()
 
     def tick(self) -> bool:
         """Autosave now if there are unsaved edits not yet written; True if written."""

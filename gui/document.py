@@ -75,7 +75,7 @@ class PlanDocument(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.undo_stack = QUndoStack(self)
-        self.undo_stack.cleanChanged.connect(lambda clean: self.dirtyChanged.emit(not clean))
+        self.undo_stack.cleanChanged.connect(self._clean_changed)
         self._plan: Plan = default_plan()
         self.path: Path | None = None
         self.name = "Untitled plan"
@@ -91,6 +91,9 @@ class PlanDocument(QObject):
         self._timer.setInterval(0)
         self._timer.timeout.connect(self.flush)
         self._recompute()
+
+    def _clean_changed(self, clean: bool) -> None:
+        self.dirtyChanged.emit(not clean)
 
     # reading -------------------------------------------------------------------
     @property
