@@ -53,6 +53,12 @@ def _display(value: Any) -> str:
     return str(value)
 
 
+def compact(combo: QComboBox) -> None:
+    """Let a combo box shrink to the form's width instead of its longest item."""
+    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(8)
+
+
 class FieldBinding(QObject):
     """One plan field: its label, editor and unit/default caption."""
 
@@ -82,6 +88,7 @@ class FieldBinding(QObject):
             return box
         if spec.kind == "choice":
             combo = QComboBox(parent)
+            compact(combo)
             for choice in spec.choices:
                 combo.addItem(str(choice), choice)
             combo.activated.connect(lambda i: self._commit(combo.itemData(i), merge=False))
@@ -177,7 +184,7 @@ class FieldBinding(QObject):
                 other = value / GiB if self.units != "gib" else value / GB
                 name = "GiB" if self.units != "gib" else "GB"
                 self.caption.setText(
-                    f"= {other:,.2f} {name} · def. "
+                    f"= {other:,.2f} {name}<br>def. "
                     f"{format_bytes_field(get_value(_DEFAULT_PLAN, spec.path), self.units)}")
             return
         default = format_default(self.default_spec())

@@ -206,18 +206,18 @@ class MainWindow(QMainWindow):
     def _diagnostics(self) -> None:
         self.diagnostics.clear()
         if self.doc.estimate_error:
-            self.diagnostics.addItem(f"⛔ Cannot compute this plan: {self.doc.estimate_error}")
+            self.diagnostics.addItem(f"Error — cannot compute this plan: {self.doc.estimate_error}")
         for message in self.doc.messages:
-            self.diagnostics.addItem(f"ℹ {message}")
+            self.diagnostics.addItem(f"Note — {message}")
         if self.doc.estimate is not None:
             self.diagnostics.addItem(f"Verdict: {self.doc.estimate.verdict_reason}")
             for note in self.doc.estimate.notes:
-                self.diagnostics.addItem(f"⚠ Not yet counted: {note}")
+                self.diagnostics.addItem(f"Not yet counted — {note}")
 
     def _estimate_failed(self, message: str) -> None:
         self.verdict.set_stale(message)
         self._diagnostics()
-        self.results.setTabText(2, "Diagnostics ⛔")
+        self.results.setTabText(2, "Diagnostics (1 error)")
 
     def set_units(self, units: str) -> None:
         self.units = units

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import replace
 
 from pydantic import BaseModel
 from PySide6.QtCore import Qt
@@ -106,8 +107,10 @@ class TabPage(QScrollArea):
         return box
 
     def _fill(self, grid: QGridLayout, model: type[BaseModel], prefix: str,
-              include: set[str] | None, exclude: set[str]) -> None:
+              include: set[str] | None, exclude: set[str], in_bytes: bool = False) -> None:
         for spec in field_specs(model, prefix):
+            if in_bytes and spec.kind == "int":  # low/high of a byte range
+                spec = replace(spec, kind="bytes", unit="bytes")
             if (include is not None and spec.name not in include) or spec.name in exclude:
                 continue
             if spec.kind == "section" and spec.model is not None:
@@ -117,7 +120,7 @@ class TabPage(QScrollArea):
                 head = QLabel(f"<b>{spec.label}</b>", grid.parentWidget())
                 head.setToolTip(spec.description)
                 grid.addWidget(head, grid.rowCount(), 0, 1, 3)
-                self._fill(grid, spec.model, spec.path, None, set())
+                self._fill(grid, spec.model, spec.path, None, set(), spec.unit == "bytes")
                 continue
             binding = FieldBinding(self.doc, spec, self.units, grid.parentWidget())
             self.bindings[spec.path] = binding

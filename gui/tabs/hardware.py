@@ -8,6 +8,7 @@ from engine import hardware_presets
 from engine.sections.hardware import HardwareSection
 from engine.sections.runtime import PolicySection
 from gui.document import PlanDocument
+from gui.fields import compact
 from gui.tabs.base import TabPage
 
 
@@ -19,12 +20,14 @@ class HardwareTab(TabPage):
         grid.setColumnStretch(1, 1)
         self.accel = QComboBox(box)
         self.accel.setObjectName("acceleratorPreset")
+        compact(self.accel)
         for acc in hardware_presets.accelerators():
             self.accel.addItem(acc.name, acc.key)
             self.accel.setItemData(self.accel.count() - 1,
                                    f"Usable: {acc.usable_source}", 3)  # Qt.ToolTipRole
         self.node = QComboBox(box)
         self.node.setObjectName("nodePreset")
+        compact(self.node)
         for item in hardware_presets.nodes():
             self.node.addItem(item.name, item.key)
             self.node.setItemData(self.node.count() - 1, item.source, 3)
@@ -42,7 +45,15 @@ class HardwareTab(TabPage):
         self.add_section("Accelerator and node", HardwareSection, "hardware")
         self.add_section("Fit policy", PolicySection, "policy",
                          include=("headroom_percent", "rounding", "max_gpus"))
+        doc.planChanged.connect(self._follow_plan)
+        self._follow_plan()
         self.finish()
+
+    def _follow_plan(self) -> None:
+        """Show the plan's accelerator in the preset box when it is a known preset."""
+        index = self.accel.findData(self.doc.plan.hardware.accelerator)
+        if index >= 0:
+            self.accel.setCurrentIndex(index)
 
     def apply_accelerator(self) -> None:
         key = self.accel.currentData()

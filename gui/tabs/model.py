@@ -17,6 +17,7 @@ from engine.models.spec import ArchitectureSpec
 from engine.sections.model import ModelSection
 from gui import model_sources
 from gui.document import PlanDocument
+from gui.fields import compact
 from gui.tabs.base import TabPage
 
 
@@ -30,6 +31,7 @@ class ModelTab(TabPage):
         row = QHBoxLayout()
         self.preset = QComboBox(box)
         self.preset.setObjectName("modelPreset")
+        compact(self.preset)
         for key, name in model_sources.list_presets():
             self.preset.addItem(name, key)
         self.preset.setToolTip("Model presets fill every architecture field below; the plan "

@@ -92,9 +92,11 @@ EDITS = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=EDITS)
-def test_undo_and_redo_restore_identical_plan_hashes(qtbot: Any, edits: list[tuple[str, Any]]) -> None:
+def test_undo_and_redo_restore_identical_plan_hashes(
+        qtbot: Any, edits: list[tuple[str, Any]]) -> None:
     """Undoing every step walks back through exactly the hashes seen going forward."""
     doc = PlanDocument()
     hashes = [doc.plan.config_hash()]
