@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtCore import QByteArray, QEvent, Qt
 from PySide6.QtGui import (
     QAction,
     QActionGroup,
@@ -41,7 +41,7 @@ from gui.tabs.method import MethodTab
 from gui.tabs.model import ModelTab
 from gui.tabs.offload import OffloadTab
 from gui.tabs.parallelism import ParallelismTab
-from gui.views.chart import LedgerChart, StageChart, legend_html, panel_groups
+from gui.views.chart import LedgerChart, StageChart, legend_html, panel_groups, style_plot
 from gui.views.table import LedgerTable
 from gui.views.verdict import VerdictPanel
 
@@ -233,6 +233,14 @@ class MainWindow(QMainWindow):
         self.setWindowModified(self.doc.dirty)
 
     # window events -----------------------------------------------------------------
+    def changeEvent(self, event: QEvent) -> None:
+        """Follow a light/dark switch of the system palette in the charts too."""
+        if event.type() == QEvent.Type.PaletteChange:
+            for plot in (*self.chart.plots.values(), self.stage_chart.plot):
+                style_plot(plot)
+            self.redraw()
+        super().changeEvent(event)
+
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if any(u.toLocalFile().endswith(".memplan") for u in event.mimeData().urls()):
             event.acceptProposedAction()
