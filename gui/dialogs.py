@@ -1,0 +1,56 @@
+"""Modal questions and messages, in one place so tests can answer them.
+
+Tests replace these functions (monkeypatch) instead of clicking real dialogs.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+
+FILE_FILTER = "MemPlan plans (*.memplan);;All files (*)"
+
+
+def ask_unsaved(parent: QWidget, name: str) -> str:
+    """'save', 'discard' or 'cancel' for a document with unsaved changes."""
+    box = QMessageBox(QMessageBox.Icon.Warning, "Unsaved changes",
+                      f"“{name}” has unsaved changes. Save them first?",
+                      QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
+                      | QMessageBox.StandardButton.Cancel, parent)
+    box.setDefaultButton(QMessageBox.StandardButton.Save)
+    answer = box.exec()
+    if answer == QMessageBox.StandardButton.Save:
+        return "save"
+    if answer == QMessageBox.StandardButton.Discard:
+        return "discard"
+    return "cancel"
+
+
+def ask_recover(parent: QWidget | None, original: str | None, when: str) -> bool:
+    """Offer to restore an autosave left by a session that did not close cleanly."""
+    what = original or "an unsaved plan"
+    answer = QMessageBox.question(
+        parent, "Recover unsaved changes",
+        f"MemPlan did not close cleanly. Unsaved changes to {what} were autosaved at "
+        f"{when}. Recover them?",
+        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No)
+    return answer == QMessageBox.StandardButton.Yes
+
+
+def show_error(parent: QWidget | None, title: str, text: str) -> None:
+    QMessageBox.critical(parent, title, text)
+
+
+def show_info(parent: QWidget | None, title: str, text: str) -> None:
+    QMessageBox.information(parent, title, text)
+
+
+def open_path(parent: QWidget, directory: str) -> str:
+    path, _ = QFileDialog.getOpenFileName(parent, "Open plan", directory, FILE_FILTER)
+    return path
+
+
+def save_path(parent: QWidget, suggestion: str) -> str:
+    path, _ = QFileDialog.getSaveFileName(parent, "Save plan as", suggestion, FILE_FILTER)
+    if path and not path.endswith(".memplan"):
+        path += ".memplan"
+    return path

@@ -1,0 +1,224 @@
+"""PlanDocument: the one owner of the plan in the GUI.
+
+Tabs never touch each other or the views: they call :meth:`PlanDocument.set`, which
+validates the change through the engine, pushes an undoable command that swaps the
+immutable Plan, and schedules one recompute. Several edits in one event-loop turn
+(a preset that sets ten fields, fast typing) cost one estimate, because the recompute
+runs from a 0 ms single-shot timer. An invalid value never replaces the plan; a plan
+the engine cannot lay out keeps the last valid estimate on screen, marked stale.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtGui import QUndoCommand, QUndoStack
+
+from engine import planfile
+from engine.errors import PlanError
+from engine.estimate import Estimate, estimate
+from engine.plan import Plan, default_plan, describe_validation_error, get_value, with_values
+
+MERGE_ID = 0x6D70  # QUndoCommand.id() shared by mergeable field edits
+
+_PATH_RE = re.compile(r"\b(model|method|batch|parallelism|hardware|offload|host|checkpoint|"
+                      r"runtime|policy)(\.[a-z_][a-z0-9_]*)+")
+
+
+def paths_in(message: str) -> list[str]:
+    """Dotted field paths named in an engine message (to mark those fields)."""
+    return [m.group(0) for m in _PATH_RE.finditer(message)]
+
+
+class _PlanCommand(QUndoCommand):
+    """Replace the plan by another; typing in one field merges into one step."""
+
+    def __init__(
+        self, doc: PlanDocument, before: Plan, after: Plan, text: str, merge_key: str | None
+    ) -> None:
+        super().__init__(text)
+        self._doc, self.before, self.after, self.merge_key = doc, before, after, merge_key
+
+    def id(self) -> int:
+        return MERGE_ID if self.merge_key is not None else -1
+
+    def mergeWith(self, other: QUndoCommand) -> bool:
+        if not isinstance(other, _PlanCommand) or other.merge_key != self.merge_key:
+            return False
+        self.after = other.after
+        if self.after == self.before:
+            self.setObsolete(True)
+        return True
+
+    def redo(self) -> None:
+        self._doc._replace_plan(self.after)
+
+    def undo(self) -> None:
+        self._doc._replace_plan(self.before)
+
+
+class PlanDocument(QObject):
+    """A plan with its file, undo history and latest valid estimate."""
+
+    planChanged = Signal()
+    estimateChanged = Signal()
+    estimateFailed = Signal(str)  # the plan is valid but cannot be computed
+    fieldError = Signal(str, str)  # path, the engine's message
+    fieldOk = Signal(str)
+    pathChanged = Signal()
+    dirtyChanged = Signal(bool)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.undo_stack = QUndoStack(self)
+        self.undo_stack.cleanChanged.connect(self._clean_changed)
+        self._plan: Plan = default_plan()
+        self.path: Path | None = None
+        self.name = "Untitled plan"
+        self.notes = ""
+        self.created = ""
+        self.measurements: tuple[dict[str, Any], ...] = ()
+        self.messages: tuple[str, ...] = ()  # from opening the file (e.g. upgraded)
+        self.estimate: Estimate | None = None
+        self.estimate_error: str | None = None
+        self._merge_session = 0
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(0)
+        self._timer.timeout.connect(self.flush)
+        self._recompute()
+
+    def _clean_changed(self, clean: bool) -> None:
+        self.dirtyChanged.emit(not clean)
+
+    # reading -------------------------------------------------------------------
+    @property
+    def plan(self) -> Plan:
+        return self._plan
+
+    @property
+    def dirty(self) -> bool:
+        return not self.undo_stack.isClean()
+
+    def value(self, path: str) -> Any:
+        return get_value(self._plan, path)
+
+    def display_name(self) -> str:
+        return self.path.name if self.path else self.name
+
+    # editing -------------------------------------------------------------------
+    def end_merge(self) -> None:
+        """Close the current typing run so the next edit starts a new undo step."""
+        self._merge_session += 1
+
+    def set(self, path: str, value: Any, merge: bool = True) -> bool:
+        """Set one field; False (and ``fieldError``) when the engine rejects the value."""
+        key = f"{path}#{self._merge_session}" if merge else None
+        return self._push({path: value}, f"Set {path}", key, focus=path)
+
+    def set_many(self, changes: dict[str, Any], text: str) -> bool:
+        """Set several fields as one undo step (a preset, an import)."""
+        return self._push(changes, text, None, focus=next(iter(changes), ""))
+
+    def _push(self, changes: dict[str, Any], text: str, key: str | None, focus: str) -> bool:
+        try:
+            new = with_values(self._plan, changes)
+        except ValidationError as exc:
+            self.fieldError.emit(focus, "; ".join(describe_validation_error(exc)))
+            return False
+        except KeyError as exc:
+            self.fieldError.emit(focus, str(exc.args[0]) if exc.args else str(exc))
+            return False
+        for path in changes:
+            self.fieldOk.emit(path)
+        if new == self._plan:
+            return True
+        self.undo_stack.push(_PlanCommand(self, self._plan, new, text, key))
+        return True
+
+    def _replace_plan(self, plan: Plan) -> None:
+        self._plan = plan
+        self.planChanged.emit()
+        self._timer.start()
+
+    # computing -----------------------------------------------------------------
+    def flush(self) -> None:
+        """Recompute now if an edit is pending (the timer calls this on the next turn)."""
+        self._timer.stop()
+        self._recompute()
+
+    @property
+    def pending(self) -> bool:
+        return self._timer.isActive()
+
+    def _recompute(self) -> None:
+        try:
+            result = estimate(self._plan)
+        except PlanError as exc:
+            self.estimate_error = str(exc)
+            self.estimateFailed.emit(self.estimate_error)
+            return
+        self.estimate, self.estimate_error = result, None
+        self.estimateChanged.emit()
+
+    @property
+    def stale(self) -> bool:
+        """True when the estimate on screen is from an earlier plan."""
+        return self.estimate_error is not None
+
+    # files ---------------------------------------------------------------------
+    def _adopt(self, pf: planfile.PlanFile, path: Path | None) -> None:
+        self.undo_stack.clear()
+        self.path = path
+        self.name, self.notes, self.created = pf.name, pf.notes, pf.created
+        self.measurements, self.messages = pf.measurements, pf.extra_messages
+        self._plan = pf.plan
+        self.planChanged.emit()
+        self.flush()
+        self.pathChanged.emit()
+        self.dirtyChanged.emit(False)
+
+    def new(self) -> None:
+        """Start over on the built-in default plan."""
+        self._adopt(planfile.PlanFile(plan=default_plan()), None)
+
+    def open(self, path: str | Path) -> None:
+        """Open a file; raises PlanFileError and changes nothing when it cannot."""
+        pf = planfile.load(path)
+        self._adopt(pf, Path(path))
+
+    def recover(self, autosave: str | Path, original: str | None) -> None:
+        """Load an autosave as unsaved changes to ``original`` (or to a new plan)."""
+        pf = planfile.load(autosave)
+        self._adopt(pf, Path(original) if original else None)
+        self.undo_stack.resetClean()  # recovered edits are not on disk yet
+        self.dirtyChanged.emit(True)
+
+    def revert(self) -> None:
+        if self.path is not None:
+            self.open(self.path)
+
+    def to_planfile(self) -> planfile.PlanFile:
+        return planfile.PlanFile(
+            plan=self._plan,
+            name=self.name,
+            notes=self.notes,
+            created=self.created,
+            measurements=self.measurements,
+        )
+
+    def save(self, path: str | Path | None = None) -> Path:
+        """Write atomically to ``path`` (or the current file) and mark clean."""
+        target = Path(path) if path is not None else self.path
+        if target is None:
+            raise ValueError("no file name: use Save As")
+        planfile.save(self.to_planfile(), target)
+        self.path = target
+        self.messages = ()
+        self.undo_stack.setClean()
+        self.pathChanged.emit()
+        return target

@@ -1,0 +1,1 @@
+"""The input tabs: Model, Method, Parallelism, Hardware, Offload (one module each)."""

@@ -1,0 +1,179 @@
+"""A scrolling input page built from plan sections, plus the wiring every tab shares.
+
+Each tab lists which plan sections (or parts of them) it shows; the fields themselves
+come from the sections' pydantic metadata, so new plan fields appear here on their own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import replace
+
+from pydantic import BaseModel
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QGroupBox,
+    QLabel,
+    QScrollArea,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gui.applicability import inapplicable, reason_for
+from gui.document import PlanDocument, paths_in
+from gui.fields import FieldBinding, add_to_grid
+from gui.fieldspec import field_specs
+
+
+class Collapsible(QWidget):
+    """A titled block whose body can be folded away (advanced knobs start folded)."""
+
+    def __init__(self, title: str, body: QWidget, expanded: bool, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.button = QToolButton(self)
+        self.button.setText(title)
+        self.button.setCheckable(True)
+        self.button.setChecked(expanded)
+        self.button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.button.setStyleSheet("QToolButton { border: none; font-weight: 600; }")
+        self.body = body
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.button)
+        lay.addWidget(body)
+        self.button.toggled.connect(self._toggle)
+        self._toggle(expanded)
+
+    def _toggle(self, on: bool) -> None:
+        self.button.setArrowType(Qt.ArrowType.DownArrow if on else Qt.ArrowType.RightArrow)
+        self.body.setVisible(on)
+
+
+class TabPage(QScrollArea):
+    """A tab of generated fields bound to the document."""
+
+    def __init__(self, doc: PlanDocument, units: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.doc, self.units = doc, units
+        self.bindings: dict[str, FieldBinding] = {}
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        inner = QWidget(self)
+        self.column = QVBoxLayout(inner)
+        self.column.setContentsMargins(8, 8, 8, 8)
+        self.column.setSpacing(10)
+        self.setWidget(inner)
+        self._estimate_marked: set[str] = set()
+        doc.planChanged.connect(self.refresh)
+        doc.fieldError.connect(self._field_error)
+        doc.fieldOk.connect(self._field_ok)
+        doc.estimateFailed.connect(self._estimate_failed)
+        doc.estimateChanged.connect(self._estimate_ok)
+
+    def finish(self) -> None:
+        """Call after the sections are added: pushes remaining space to the bottom."""
+        self.column.addStretch(1)
+        self.refresh()
+
+    # building --------------------------------------------------------------------
+    def add_section(
+        self,
+        title: str,
+        model: type[BaseModel],
+        prefix: str,
+        include: Iterable[str] | None = None,
+        exclude: Iterable[str] = (),
+        collapsed: bool = False,
+    ) -> QGroupBox:
+        """A group box with one row per field of ``model`` (nested models as sub-rows)."""
+        box = QGroupBox(self.widget())
+        grid = QGridLayout(box)
+        grid.setColumnStretch(1, 1)
+        grid.setHorizontalSpacing(8)
+        grid.setVerticalSpacing(4)
+        self._fill(grid, model, prefix, set(include) if include is not None else None,
+                   set(exclude))
+        if collapsed:
+            box.setTitle("")
+            self.column.addWidget(Collapsible(title, box, False, self.widget()))
+        else:
+            box.setTitle(title)
+            self.column.addWidget(box)
+        return box
+
+    def _fill(self, grid: QGridLayout, model: type[BaseModel], prefix: str,
+              include: set[str] | None, exclude: set[str], in_bytes: bool = False) -> None:
+        for spec in field_specs(model, prefix):
+            if in_bytes and spec.kind == "int":  # low/high of a byte range
+                spec = replace(spec, kind="bytes", unit="bytes")
+            if (include is not None and spec.name not in include) or spec.name in exclude:
+                continue
+            if spec.kind == "section" and spec.model is not None:
+                if spec.optional:
+                    self._optional_summary(grid, spec.path, spec.label)
+                    continue
+                head = QLabel(f"<b>{spec.label}</b>", grid.parentWidget())
+                head.setToolTip(spec.description)
+                grid.addWidget(head, grid.rowCount(), 0, 1, 3)
+                self._fill(grid, spec.model, spec.path, None, set(), spec.unit == "bytes")
+                continue
+            binding = FieldBinding(self.doc, spec, self.units, grid.parentWidget())
+            self.bindings[spec.path] = binding
+            add_to_grid(grid, binding)
+
+    def _optional_summary(self, grid: QGridLayout, path: str, label: str) -> None:
+        """Nested optional blocks (MoE, MLA) come from presets/imports; show them read-only."""
+        text = QLabel(grid.parentWidget())
+        text.setObjectName(f"summary:{path}")
+        text.setWordWrap(True)
+        text.setProperty("plan_path", path)
+        row = grid.rowCount()
+        grid.addWidget(QLabel(label, grid.parentWidget()), row, 0)
+        grid.addWidget(text, row, 1, 1, 2)
+        self.doc.planChanged.connect(lambda: self._show_summary(text, path))
+        self._show_summary(text, path)
+
+    def _show_summary(self, label: QLabel, path: str) -> None:
+        value = self.doc.value(path)
+        label.setText("none" if value is None else json.dumps(value)[:200])
+        label.setToolTip("Set by a model preset or import" if value is None else json.dumps(
+            value, indent=1))
+
+    # reacting ----------------------------------------------------------------------
+    def refresh(self) -> None:
+        reasons = inapplicable(self.doc.plan)
+        for path, binding in self.bindings.items():
+            binding.refresh()
+            binding.set_disabled_reason(reason_for(path, reasons))
+
+    def set_units(self, units: str) -> None:
+        self.units = units
+        for binding in self.bindings.values():
+            if binding.spec.kind == "bytes":
+                binding.set_units(units)
+
+    def _field_error(self, path: str, message: str) -> None:
+        if path in self.bindings:
+            self.bindings[path].set_error(message)
+
+    def _field_ok(self, path: str) -> None:
+        if path in self.bindings and path not in self._estimate_marked:
+            self.bindings[path].set_error(None)
+
+    def _estimate_failed(self, message: str) -> None:
+        self._estimate_ok()
+        for path in paths_in(message):
+            if path in self.bindings:
+                self.bindings[path].set_error(message)
+                self._estimate_marked.add(path)
+
+    def _estimate_ok(self) -> None:
+        for path in self._estimate_marked:
+            if path in self.bindings:
+                self.bindings[path].set_error(None)
+        self._estimate_marked.clear()

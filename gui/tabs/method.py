@@ -1,0 +1,35 @@
+"""Method tab: full / LoRA / QLoRA / custom, optimizer, precision, recompute, batch."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QWidget
+
+from engine.sections.method import (
+    BatchSection,
+    CustomTrainableSection,
+    LoraSection,
+    MethodSection,
+    OptimizerSection,
+    PrecisionSection,
+    QloraSection,
+    RecomputeSection,
+)
+from engine.sections.runtime import RuntimeSection
+from gui.document import PlanDocument
+from gui.tabs.base import TabPage
+
+
+class MethodTab(TabPage):
+    def __init__(self, doc: PlanDocument, units: str, parent: QWidget | None = None) -> None:
+        super().__init__(doc, units, parent)
+        self.add_section("Training method", MethodSection, "method", include=("kind",))
+        self.add_section("Batch", BatchSection, "batch")
+        self.add_section("Optimizer", OptimizerSection, "method.optimizer")
+        self.add_section("Precision", PrecisionSection, "method.precision")
+        self.add_section("Activation recomputation", RecomputeSection, "method.recompute")
+        self.add_section("LoRA adapters", LoraSection, "method.lora")
+        self.add_section("QLoRA (4-bit base)", QloraSection, "method.qlora", collapsed=True)
+        self.add_section("Custom trainable subset", CustomTrainableSection, "method.custom",
+                         collapsed=True)
+        self.add_section("Runtime and kernels", RuntimeSection, "runtime", collapsed=True)
+        self.finish()

@@ -1,0 +1,87 @@
+"""Model tab: a preset or an imported Hugging Face config, or every field by hand."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QGroupBox,
+    QHBoxLayout,
+    QMessageBox,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.models.spec import ArchitectureSpec
+from engine.sections.model import ModelSection
+from gui import model_sources
+from gui.document import PlanDocument
+from gui.fields import compact
+from gui.tabs.base import TabPage
+
+
+class ModelTab(TabPage):
+    """Preset / import row on top, then the name and the architecture fields."""
+
+    def __init__(self, doc: PlanDocument, units: str, parent: QWidget | None = None) -> None:
+        super().__init__(doc, units, parent)
+        box = QGroupBox("Source", self.widget())
+        lay = QVBoxLayout(box)
+        row = QHBoxLayout()
+        self.preset = QComboBox(box)
+        self.preset.setObjectName("modelPreset")
+        compact(self.preset)
+        for key, name in model_sources.list_presets():
+            self.preset.addItem(name, key)
+        self.preset.setToolTip("Model presets fill every architecture field below; the plan "
+                               "stores the numbers, so it never changes when presets do.")
+        apply_btn = QPushButton("Apply preset", box)
+        apply_btn.clicked.connect(self.apply_preset)
+        row.addWidget(self.preset, 1)
+        row.addWidget(apply_btn)
+        lay.addLayout(row)
+        row2 = QHBoxLayout()
+        self.hf_button = QPushButton("Import config.json…", box)
+        self.st_button = QPushButton("Import safetensors folder…", box)
+        for button, importer, what in (
+            (self.hf_button, model_sources.hf_config_importer(), "engine.models.hf_config"),
+            (self.st_button, model_sources.safetensors_importer(),
+             "engine.models.safetensors_index"),
+        ):
+            if importer is None:
+                button.setEnabled(False)
+                button.setToolTip(f"Not in this build: needs {what}. Enter the architecture "
+                                  "below by hand, or pick a preset.")
+            row2.addWidget(button)
+        self.hf_button.clicked.connect(lambda: self._import(False))
+        self.st_button.clicked.connect(lambda: self._import(True))
+        lay.addLayout(row2)
+        self.column.addWidget(box)
+        self.add_section("Model", ModelSection, "model", include=("name", "preset"))
+        self.add_section("Architecture", ArchitectureSpec, "model.architecture")
+        self.finish()
+
+    def apply_preset(self) -> None:
+        key = self.preset.currentData()
+        name, spec = model_sources.load_preset(key)
+        self.doc.set_many(model_sources.model_changes(key, name, spec), f"Model preset {name}")
+
+    def _import(self, folder: bool) -> None:
+        importer = (model_sources.safetensors_importer() if folder
+                    else model_sources.hf_config_importer())
+        if importer is None:
+            return
+        if folder:
+            path = QFileDialog.getExistingDirectory(self, "Safetensors model folder")
+        else:
+            path, _ = QFileDialog.getOpenFileName(self, "Hugging Face config.json", "",
+                                                  "config.json (*.json)")
+        if not path:
+            return
+        try:
+            name, spec = model_sources.run_import(importer, path)
+        except (ValueError, OSError, KeyError) as exc:
+            QMessageBox.warning(self, "Import failed", str(exc))
+            return
+        self.doc.set_many(model_sources.model_changes(None, name, spec), f"Import {name}")

@@ -1,0 +1,35 @@
+"""Parallelism tab: the TP × PP × CP × EP × DP matrix, strategy and its knobs."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QWidget
+
+from engine.sections.parallel import ParallelismSection, StrategyKnobs
+from gui.document import PlanDocument
+from gui.tabs.base import TabPage
+
+
+class ParallelismTab(TabPage):
+    def __init__(self, doc: PlanDocument, units: str, parent: QWidget | None = None) -> None:
+        super().__init__(doc, units, parent)
+        self.world = QLabel(self.widget())
+        self.world.setObjectName("worldSize")
+        self.column.addWidget(self.world)
+        self.add_section("Layout", ParallelismSection, "parallelism",
+                         include=("tp", "pp", "cp", "ep", "expert_tp", "dp", "ranks_per_node"))
+        self.add_section("Sharding strategy", ParallelismSection, "parallelism",
+                         include=("strategy", "shard_group_size", "sequence_parallel"))
+        self.add_section("Pipeline", ParallelismSection, "parallelism",
+                         include=("pp_schedule", "virtual_stages", "pp_layer_split"))
+        self.add_section("Framework knobs (code defaults)", StrategyKnobs, "parallelism.knobs",
+                         collapsed=True)
+        doc.planChanged.connect(self._world)
+        self._world()
+        self.finish()
+
+    def _world(self) -> None:
+        par = self.doc.plan.parallelism
+        self.world.setText(
+            f"World size: <b>{par.world_size:,}</b> ranks = TP {par.tp} × PP {par.pp} × "
+            f"CP {par.cp} × EP {par.ep} × DP {par.dp}"
+        )

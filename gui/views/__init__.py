@@ -1,0 +1,1 @@
+"""Views of one Estimate: stacked ledger chart, ledger table, verdict panel, stages."""

@@ -1,0 +1,121 @@
+"""The ledger table: every row of the estimate, sortable, with formula and source on hover."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+)
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
+
+from engine.ledger.row import Row
+from engine.sources import describe
+from engine.units import GB, GiB
+
+COLUMNS = ("Row", "Location", "Group", "Scope", "Phases", "Bytes", "GB", "GiB")
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+_NUMERIC = {"Bytes": 1, "GB": GB, "GiB": GiB}
+_ROOT = QModelIndex()
+_PHASE_SHORT = {"steady": "S", "forward": "F", "backward": "B", "optimizer": "O",
+                "checkpoint": "C"}
+
+
+def _amount(row: Row, scale: int) -> str:
+    if scale == 1:
+        return f"{row.low:,}" if row.exact else f"{row.low:,} – {row.high:,}"
+    if row.exact:
+        return f"{row.low / scale:,.3f}"
+    return f"{row.low / scale:,.3f} – {row.high / scale:,.3f}"
+
+
+class LedgerModel(QAbstractTableModel):
+    """Rows of one Estimate (the rank that decides fit)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.rows: tuple[Row, ...] = ()
+
+    def set_rows(self, rows: tuple[Row, ...]) -> None:
+        self.beginResetModel()
+        self.rows = rows
+        self.endResetModel()
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = _ROOT) -> int:
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = _ROOT) -> int:
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: QModelIndex | QPersistentModelIndex,
+             role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        row, col = self.rows[index.row()], COLUMNS[index.column()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._text(row, col)
+        if role == SORT_ROLE:
+            return row.low if col in _NUMERIC else self._text(row, col)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return (f"<b>{row.label}</b> <code>{row.id}</code><br><b>Formula:</b> "
+                    f"{row.formula}<br><b>Source:</b> {describe(row.source)}"
+                    + ("" if row.exact else "<br>Range: low – high"))
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in _NUMERIC:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    @staticmethod
+    def _text(row: Row, col: str) -> str:
+        if col == "Row":
+            return row.label
+        if col == "Location":
+            return {"hbm": "HBM", "host": "Host RAM", "nvme": "NVMe"}.get(row.location,
+                                                                        row.location)
+        if col == "Group":
+            return row.group
+        if col == "Scope":
+            return f"per {row.scope}" + ("" if row.kind == "persistent" else f" · {row.kind}")
+        if col == "Phases":
+            return "all" if len(row.phases) == 5 else "".join(
+                _PHASE_SHORT[p] for p in _PHASE_SHORT if p in row.phases)
+        return _amount(row, _NUMERIC[col])
+
+
+class LedgerTable(QTableView):
+    """Sortable view of the ledger; GB/GiB columns follow the units preference."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ledger = LedgerModel(self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.ledger)
+        self.proxy.setSortRole(SORT_ROLE)
+        self.setModel(self.proxy)
+        self.setSortingEnabled(True)
+        self.sortByColumn(-1, Qt.SortOrder.AscendingOrder)
+        self.setAlternatingRowColors(True)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.verticalHeader().setVisible(False)
+        self.verticalHeader().setDefaultSectionSize(22)
+        head = self.horizontalHeader()
+        head.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for col in range(1, len(COLUMNS)):
+            head.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+
+    def show_rows(self, rows: tuple[Row, ...]) -> None:
+        self.ledger.set_rows(rows)
+
+    def set_units(self, units: str) -> None:
+        self.setColumnHidden(COLUMNS.index("GB"), units == "gib")
+        self.setColumnHidden(COLUMNS.index("GiB"), units == "gb")

@@ -1,0 +1,1 @@
+"""Hardware presets: accelerators and nodes (accelerators.json)."""

@@ -1,0 +1,260 @@
+"""The main window driven through its widgets: every tab updates estimate, chart, table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QMimeData, QPoint, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit
+
+from engine import planfile
+from engine.plan import default_plan, with_value
+from engine.units import GB
+from gui import dialogs
+from gui.views.chart import items_with_role
+from gui.views.table import COLUMNS
+
+DEFAULT_PEAK = 16_060_671_488
+
+
+def editor(win: Any, path: str) -> Any:
+    for page in win.tabs.values():
+        if path in page.bindings:
+            return page.bindings[path].editor
+    raise KeyError(path)
+
+
+def type_into(qtbot: Any, win: Any, path: str, text: str) -> None:
+    edit = editor(win, path)
+    assert isinstance(edit, QLineEdit)
+    edit.setFocus()
+    edit.selectAll()
+    qtbot.keyClick(edit, Qt.Key.Key_Backspace)
+    qtbot.keyClicks(edit, text)
+    qtbot.keyClick(edit, Qt.Key.Key_Tab)
+    qtbot.waitUntil(lambda: not win.doc.pending)
+
+
+def choose(qtbot: Any, win: Any, path: str, value: str) -> None:
+    combo = editor(win, path)
+    assert isinstance(combo, QComboBox)
+    index = combo.findData(value)
+    assert index >= 0
+    combo.setCurrentIndex(index)
+    combo.activated.emit(index)
+    qtbot.waitUntil(lambda: not win.doc.pending)
+
+
+def hbm_bar_tops(win: Any) -> list[float]:
+    """Top of each HBM phase bar as drawn: the last stacked segment's y0 + height."""
+    plot = win.chart.plots["hbm"]
+    tops = [0.0] * 5
+    for item in plot.items:
+        role = getattr(item, "memplan_role", "")
+        if role.startswith("group:") or role == "range":
+            for i, (y0, h) in enumerate(zip(item.opts["y0"], item.opts["height"], strict=True)):
+                tops[i] = max(tops[i], float(y0) + float(h))
+    return tops
+
+
+def table_bytes(win: Any) -> dict[str, str]:
+    model = win.table.ledger
+    col = COLUMNS.index("Bytes")
+    return {model.data(model.index(r, 0)): model.data(model.index(r, col))
+            for r in range(model.rowCount())}
+
+
+def test_default_plan_on_screen(window: Any) -> None:
+    """Steady-phase HBM bar top = 16,060,671,488 B = 16.060671488 GB (see test_document)."""
+    assert window.verdict.badge.text() == "FITS"
+    assert hbm_bar_tops(window) == pytest.approx([DEFAULT_PEAK / GB] * 5)
+    assert table_bytes(window)["Weights (fp32)"] == "4,015,130,624"
+    assert "16.06 GB" in window.verdict.values["peak"].text()
+    assert "layout search" in window.verdict.counts.text()  # placeholder, no fake counts
+
+
+def test_model_tab_layers(qtbot: Any, window: Any) -> None:
+    """16 layers of 218,112,000 params + 1,050,677,248 embedding/head/norm = 4,540,469,248
+    params; fp32 ÷ 8 ranks → 2,270,234,624 B of weights per rank."""
+    type_into(qtbot, window, "model.architecture.layers", "16")
+    assert window.doc.plan.model.architecture.layers == 16
+    assert table_bytes(window)["Weights (fp32)"] == "2,270,234,624"
+    assert hbm_bar_tops(window)[0] == pytest.approx(window.doc.estimate.peak.high / GB)
+    assert hbm_bar_tops(window)[0] < DEFAULT_PEAK / GB
+
+
+def test_method_tab_optimizer(qtbot: Any, window: Any) -> None:
+    """Plain SGD keeps no state: weights + grads = 2 × 4,015,130,624 = 8,030,261,248 B."""
+    choose(qtbot, window, "method.optimizer.name", "sgd")
+    assert set(table_bytes(window)) == {"Weights (fp32)", "Gradients (fp32)"}
+    assert window.doc.estimate.peak.high == 8_030_261_248
+    assert hbm_bar_tops(window) == pytest.approx([8.030261248] * 5)
+    assert "optimizer" not in window.legend.text()
+
+
+def test_parallelism_tab_dp_and_stages(qtbot: Any, window: Any) -> None:
+    """DP 4 doubles each shard: 8,030,261,248 B of fp32 weights per rank."""
+    type_into(qtbot, window, "parallelism.dp", "4")
+    assert table_bytes(window)["Weights (fp32)"] == "8,030,261,248"
+    assert "32 ranks" not in window.verdict.values["world"].text()
+    assert window.verdict.values["world"].text().startswith("4")
+    type_into(qtbot, window, "parallelism.pp", "2")
+    assert window.stages.currentWidget() is window.stage_chart
+    bars = window.stage_chart.panel.bars
+    assert len(bars) == 2 and sum(b.highlight for b in bars) == 1
+
+
+def test_parallelism_tab_illegal_tp_keeps_last_estimate(qtbot: Any, window: Any) -> None:
+    before = window.doc.estimate
+    type_into(qtbot, window, "parallelism.tp", "3")
+    assert window.doc.estimate is before
+    edit = editor(window, "parallelism.tp")
+    assert "must divide the 32 attention heads" in edit.property("error_message")
+    assert "last valid estimate" in window.verdict.stale.text()
+    assert hbm_bar_tops(window) == pytest.approx([DEFAULT_PEAK / GB] * 5)
+    type_into(qtbot, window, "parallelism.tp", "2")
+    assert edit.property("error_message") == ""
+    assert window.verdict.stale.text() == ""
+
+
+def test_invalid_field_shows_engine_message(qtbot: Any, window: Any) -> None:
+    before = window.doc.plan
+    type_into(qtbot, window, "batch.seq_len", "-1")
+    edit = editor(window, "batch.seq_len")
+    assert "greater than or equal to 1" in edit.property("error_message")
+    assert "greater than or equal to 1" in edit.toolTip()
+    assert window.doc.plan == before
+
+
+def test_hardware_tab_accelerator_preset(qtbot: Any, window: Any) -> None:
+    """H200: 140.4 GiB = 150,753,352,089 B, rounded down to 2 MiB = 150,751,674,368 B."""
+    tab = window.tabs["hardware"]
+    tab.accel.setCurrentIndex(tab.accel.findData("h200-sxm-141gb"))
+    tab.apply_accelerator()
+    qtbot.waitUntil(lambda: not window.doc.pending)
+    assert window.doc.estimate.capacity_bytes == 150_751_674_368
+    caps = items_with_role(window.chart.plots["hbm"], "capacity")
+    assert caps and caps[0].yData[0] == pytest.approx(150.751674368)
+    assert window.doc.undo_stack.count() == 1  # one preset, one undo step
+
+
+def test_offload_tab(qtbot: Any, window: Any) -> None:
+    """Parameter offload does not apply to FSDP2: disabled, with the reason, not hidden."""
+    params = editor(window, "offload.params")
+    assert not params.isEnabled() and params.isVisible() is not None
+    assert "zero3" in params.toolTip()
+    choose(qtbot, window, "offload.optimizer", "cpu")
+    assert window.doc.estimate.config_hash == window.doc.plan.config_hash()
+    choose(qtbot, window, "parallelism.strategy", "zero3")
+    assert editor(window, "offload.params").isEnabled()
+
+
+def test_checkbox_edit_and_undo_redo_via_actions(qtbot: Any, window: Any) -> None:
+    box = editor(window, "parallelism.sequence_parallel")
+    type_into(qtbot, window, "parallelism.tp", "2")
+    assert isinstance(box, QCheckBox) and box.isEnabled()
+    box.click()
+    assert window.doc.plan.parallelism.sequence_parallel
+    window.undo_action.trigger()
+    assert not window.doc.plan.parallelism.sequence_parallel and not box.isChecked()
+    window.undo_action.trigger()
+    assert window.doc.plan == default_plan()
+    assert editor(window, "parallelism.tp").text() == "1"
+    window.redo_action.trigger()
+    assert window.doc.plan.parallelism.tp == 2
+
+
+def test_units_switch_and_persist(qtbot: Any, window: Any) -> None:
+    from gui.settings import Settings
+
+    window.set_units("gib")
+    assert window.table.isColumnHidden(COLUMNS.index("GB"))
+    assert not window.table.isColumnHidden(COLUMNS.index("GiB"))
+    assert window.chart.plots["hbm"].getAxis("left").labelText == "GiB"
+    assert Settings().units() == "gib"
+
+
+def test_corrupt_file_shows_error_and_changes_nothing(
+        window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    errors: list[str] = []
+    monkeypatch.setattr(dialogs, "show_error", lambda _p, _t, text: errors.append(text))
+    bad = tmp_path / "broken.memplan"
+    bad.write_text("not json at all", encoding="utf-8")
+    before = window.doc.plan
+    assert not window.files.open_file(str(bad), ask=False)
+    assert errors and "not valid JSON" in errors[0]
+    assert window.doc.plan is before and window.doc.path is None
+
+
+def test_open_save_round_trip_through_window(
+        qtbot: Any, window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "mine.memplan"
+    monkeypatch.setattr(dialogs, "save_path", lambda _p, _s: str(target))
+    type_into(qtbot, window, "batch.seq_len", "8192")
+    assert window.isWindowModified()
+    assert window.files.save_plan()
+    assert not window.isWindowModified() and "mine.memplan" in window.windowTitle()
+    assert planfile.load(target).plan.config_hash() == window.doc.plan.config_hash()
+    window.files.new_plan()
+    assert window.doc.plan == default_plan()
+    assert window.files.open_file(str(target))
+    assert window.doc.plan.batch.seq_len == 8192
+    assert str(target.resolve()) in window.settings.recent_files()
+
+
+def test_drop_a_plan_file_opens_it(qtbot: Any, window: Any, tmp_path: Path) -> None:
+    target = tmp_path / "dropped.memplan"
+    planfile.save(planfile.PlanFile(plan=with_value(default_plan(), "parallelism.dp", 2)),
+                  target)
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(target))])
+    event = QDropEvent(QPoint(10, 10), Qt.DropAction.CopyAction, mime,
+                       Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    window.dropEvent(event)
+    assert window.doc.path == target and window.doc.plan.parallelism.dp == 2
+
+
+@pytest.mark.parametrize(("answer", "closes"), [("cancel", False), ("discard", True)])
+def test_closing_with_unsaved_changes_prompts(
+        qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch, answer: str,
+        closes: bool) -> None:
+    asked: list[str] = []
+    monkeypatch.setattr(dialogs, "ask_unsaved", lambda _p, name: asked.append(name) or answer)
+    type_into(qtbot, window, "batch.seq_len", "2048")
+    window.close()
+    assert asked == ["Untitled plan"]
+    assert window.isVisible() is not closes
+    if closes:
+        assert window.settings.blob("geometry")
+
+
+def test_closing_a_clean_plan_does_not_prompt(window: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dialogs, "ask_unsaved", lambda *_a: pytest.fail("prompted"))
+    window.close()
+    assert not window.isVisible()
+
+
+def test_recovery_offer_on_start(
+        qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch, dead_pid: int) -> None:
+    """A previous session's autosave (dead pid) is offered and loaded as unsaved changes."""
+    import json
+
+    from gui import app
+
+    window.doc.set("batch.seq_len", 2048)
+    assert window.autosaver.tick()
+    saver = window.autosaver
+    meta = json.loads(saver.meta_path.read_text(encoding="utf-8"))
+    meta["pid"] = dead_pid  # as if written by a session that crashed
+    crashed = saver.directory / "autosave-crashed"
+    crashed.with_suffix(".json").write_text(json.dumps(meta), encoding="utf-8")
+    crashed.with_suffix(".memplan").write_bytes(saver.plan_path.read_bytes())
+    expected = window.doc.plan.config_hash()
+    window.doc.new()
+    monkeypatch.setattr(dialogs, "ask_recover", lambda *_a: True)
+    assert app.offer_recovery(window)
+    assert window.doc.plan.config_hash() == expected and window.doc.dirty
+    assert not crashed.with_suffix(".memplan").exists()  # offered once, then removed
