@@ -22,11 +22,12 @@ from engine.ledger.peaks import (
     optimizer_temp_rows,
 )
 from engine.ledger.persistent import persistent_stage_rows, stage_held, stage_placed
-from engine.ledger.phases import MOMENTS, timeline
+from engine.ledger.phases import MOMENTS, live_at, timeline
 from engine.ledger.placement import stage_layer_ranges
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import LOCATIONS, PHASES, Location, Phase, Row
-from engine.ledger.runtime_rows import RUNTIME_GROUP, reserve_row, runtime_rows
+from engine.ledger.runtime_rows import NOT_ALLOCATED, RUNTIME_GROUP, reserve_row, runtime_rows
+
 from engine.ledger.sharding import RULES
 from engine.node_ledgers import NodeLedgers, node_ledgers
 from engine.plan import Plan
@@ -61,6 +62,9 @@ class StageEstimate:
     reserved_peak: Range = Range(0, 0)  # what max_memory_reserved reports
     device_peak: Range = Range(0, 0)  # reserved + CUDA context, NCCL, cuBLAS (nvidia-smi)
     fit_peak: Range = Range(0, 0)  # what must fit the capacity that decides the verdict
+    # Per phase, the rows live at its peak moment, with that phase's allocator reserve
+    # and the memory outside the allocator: what a stacked chart of the phase shows.
+    phase_rows: dict[Phase, tuple[Row, ...]] = field(default_factory=dict)
 
     def location_total(self, location: Location) -> Range:
         rs = [r for r in self.rows if r.location == location]
@@ -147,6 +151,14 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
     else:
         fit_low, fit_high = rt_low, rt_high
     rpeak = reserved[peak_phase]
+    accumulating = plan.batch.grad_accum > 1
+    phase_rows: dict[Phase, tuple[Row, ...]] = {}
+    for ph in PHASES:
+        moment = tl.peak_moment[ph]
+        live = [r for r in rows if r.location == "hbm" and r.group not in NOT_ALLOCATED
+                and live_at(r, moment, ph, accumulating, keep_all)]
+        live.append(reserve_row(plan, phases[ph].low, phases[ph].high))
+        phase_rows[ph] = (*live, *runtime)
     return StageEstimate(
         stage=stage,
         layers=layers,
@@ -159,6 +171,7 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
         reserved_peak=rpeak,
         device_peak=Range(rpeak.low + rt_low, rpeak.high + rt_high),
         fit_peak=Range(rpeak.low + fit_low, rpeak.high + fit_high),
+        phase_rows=phase_rows,
     )
 
 

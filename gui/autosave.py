@@ -72,8 +72,9 @@ def discard(orphan: Orphan) -> None:
 class Autosaver(QObject):
     """Writes the document's unsaved state every few seconds."""
 
-    def __init__(self, doc: PlanDocument, directory: Path | None = None,
-                 interval_ms: int = INTERVAL_MS) -> None:
+    def __init__(
+        self, doc: PlanDocument, directory: Path | None = None, interval_ms: int = INTERVAL_MS
+    ) -> None:
         super().__init__(doc)
         self.doc = doc
         self.directory = directory or state_dir()
@@ -101,8 +102,11 @@ class Autosaver(QObject):
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             planfile.save(self.doc.to_planfile(), self.plan_path)
-            meta = {"pid": os.getpid(), "original": str(self.doc.path) if self.doc.path else None,
-                    "saved_at": datetime.now().isoformat(timespec="seconds")}
+            meta = {
+                "pid": os.getpid(),
+                "original": str(self.doc.path) if self.doc.path else None,
+                "saved_at": datetime.now().isoformat(timespec="seconds"),
+            }
             self.meta_path.write_text(json.dumps(meta), encoding="utf-8")
         except OSError:
             return False

@@ -12,10 +12,15 @@ FILE_FILTER = "MemPlan plans (*.memplan);;All files (*)"
 
 def ask_unsaved(parent: QWidget, name: str) -> str:
     """'save', 'discard' or 'cancel' for a document with unsaved changes."""
-    box = QMessageBox(QMessageBox.Icon.Warning, "Unsaved changes",
-                      f"“{name}” has unsaved changes. Save them first?",
-                      QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
-                      | QMessageBox.StandardButton.Cancel, parent)
+    box = QMessageBox(
+        QMessageBox.Icon.Warning,
+        "Unsaved changes",
+        f"“{name}” has unsaved changes. Save them first?",
+        QMessageBox.StandardButton.Save
+        | QMessageBox.StandardButton.Discard
+        | QMessageBox.StandardButton.Cancel,
+        parent,
+    )
     box.setDefaultButton(QMessageBox.StandardButton.Save)
     answer = box.exec()
     if answer == QMessageBox.StandardButton.Save:
@@ -29,10 +34,12 @@ def ask_recover(parent: QWidget | None, original: str | None, when: str) -> bool
     """Offer to restore an autosave left by a session that did not close cleanly."""
     what = original or "an unsaved plan"
     answer = QMessageBox.question(
-        parent, "Recover unsaved changes",
+        parent,
+        "Recover unsaved changes",
         f"MemPlan did not close cleanly. Unsaved changes to {what} were autosaved at "
         f"{when}. Recover them?",
-        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No)
+        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+    )
     return answer == QMessageBox.StandardButton.Yes
 
 

@@ -25,8 +25,10 @@ from engine.plan import Plan, default_plan, describe_validation_error, get_value
 
 MERGE_ID = 0x6D70  # QUndoCommand.id() shared by mergeable field edits
 
-_PATH_RE = re.compile(r"\b(model|method|batch|parallelism|hardware|offload|host|checkpoint|"
-                      r"runtime|policy)(\.[a-z_][a-z0-9_]*)+")
+_PATH_RE = re.compile(
+    r"\b(model|method|batch|parallelism|hardware|offload|host|checkpoint|"
+    r"runtime|policy)(\.[a-z_][a-z0-9_]*)+"
+)
 
 
 def paths_in(message: str) -> list[str]:

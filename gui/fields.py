@@ -185,7 +185,8 @@ class FieldBinding(QObject):
                 name = "GiB" if self.units != "gib" else "GB"
                 self.caption.setText(
                     f"= {other:,.2f} {name}<br>def. "
-                    f"{format_bytes_field(get_value(_DEFAULT_PLAN, spec.path), self.units)}")
+                    f"{format_bytes_field(get_value(_DEFAULT_PLAN, spec.path), self.units)}"
+                )
             return
         default = format_default(self.default_spec())
         if len(default) > 14:

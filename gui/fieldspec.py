@@ -23,7 +23,16 @@ from engine.units import GB, GiB, MiB
 Kind = Literal["bool", "choice", "int", "float", "bytes", "text", "list", "json", "section"]
 
 _UNIT_WORDS = (
-    "bytes", "tokens", "count", "ranks", "elements", "GB/s", "%", "seconds", "MiB", "sequences",
+    "bytes",
+    "tokens",
+    "count",
+    "ranks",
+    "elements",
+    "GB/s",
+    "%",
+    "seconds",
+    "MiB",
+    "sequences",
 )
 
 
@@ -58,11 +67,34 @@ class FieldSpec:
 
 def _label(name: str) -> str:
     words = name.replace("_bytes", "").replace("_gbps", "").split("_")
-    fixed = {"tp": "TP", "pp": "PP", "cp": "CP", "ep": "EP", "dp": "DP", "hbm": "HBM",
-             "ds": "DeepSpeed", "fsdp": "FSDP", "fsdp1": "FSDP1", "ddp": "DDP", "kv": "KV",
-             "qkv": "QKV", "mlp": "MLP", "lm": "LM", "os": "OS", "nvme": "NVMe", "aio": "AIO",
-             "mb": "MB", "cuda": "CUDA", "nccl": "NCCL", "cublas": "cuBLAS", "mtp": "MTP",
-             "ram": "RAM", "gpus": "GPUs", "qk": "QK", "o": "O"}
+    fixed = {
+        "tp": "TP",
+        "pp": "PP",
+        "cp": "CP",
+        "ep": "EP",
+        "dp": "DP",
+        "hbm": "HBM",
+        "ds": "DeepSpeed",
+        "fsdp": "FSDP",
+        "fsdp1": "FSDP1",
+        "ddp": "DDP",
+        "kv": "KV",
+        "qkv": "QKV",
+        "mlp": "MLP",
+        "lm": "LM",
+        "os": "OS",
+        "nvme": "NVMe",
+        "aio": "AIO",
+        "mb": "MB",
+        "cuda": "CUDA",
+        "nccl": "NCCL",
+        "cublas": "cuBLAS",
+        "mtp": "MTP",
+        "ram": "RAM",
+        "gpus": "GPUs",
+        "qk": "QK",
+        "o": "O",
+    }
     out = [fixed.get(w, w) for w in words if w]
     text = " ".join(out)
     return text[:1].upper() + text[1:]
@@ -166,8 +198,17 @@ def format_default(spec: FieldSpec) -> str:
     return str(value)
 
 
-_BYTE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": GB, "tb": 10**12,
-               "kib": 2**10, "mib": MiB, "gib": GiB, "tib": 2**40}
+_BYTE_UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": GB,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": MiB,
+    "gib": GiB,
+    "tib": 2**40,
+}
 
 
 def parse_bytes(text: str, default_unit: str = "gb") -> int:

@@ -27,8 +27,7 @@ class FileActions(QObject):
         self.new = self._action("&New", QKeySequence.StandardKey.New, self.new_plan)
         self.open = self._action("&Open…", QKeySequence.StandardKey.Open, self.open_dialog)
         self.save = self._action("&Save", QKeySequence.StandardKey.Save, self.save_plan)
-        self.save_as = self._action("Save &As…", QKeySequence.StandardKey.SaveAs,
-                                    self.save_plan_as)
+        self.save_as = self._action("Save &As…", QKeySequence.StandardKey.SaveAs, self.save_plan_as)
         self.revert = self._action("&Revert to Saved", None, self.revert_plan)
         self.recent_menu = QMenu("Open &Recent", window)
         self.recent_menu.aboutToShow.connect(self.rebuild_recent)
@@ -78,8 +77,9 @@ class FileActions(QObject):
             self.doc.open(path)
         except PlanFileError as exc:
             details = "\n".join(f"• {p}" for p in exc.problems[:8])
-            dialogs.show_error(self.window, "Cannot open plan",
-                               f"{Path(path).name} was not opened:\n\n{details}")
+            dialogs.show_error(
+                self.window, "Cannot open plan", f"{Path(path).name} was not opened:\n\n{details}"
+            )
             return False
         self.settings.add_recent(path)
         if self.doc.messages:
@@ -100,8 +100,9 @@ class FileActions(QObject):
         try:
             self.doc.save(path)
         except OSError as exc:
-            dialogs.show_error(self.window, "Cannot save plan",
-                               f"{path} was not written: {exc.strerror or exc}")
+            dialogs.show_error(
+                self.window, "Cannot save plan", f"{path} was not written: {exc.strerror or exc}"
+            )
             return False
         self.settings.add_recent(path)
         return True

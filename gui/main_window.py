@@ -49,8 +49,9 @@ UNIT_LABELS = {"gb": "GB (10⁹ B)", "gib": "GiB (2³⁰ B)", "both": "GB and Gi
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, settings: Settings, doc: PlanDocument | None = None,
-                 autosave_ms: int | None = None) -> None:
+    def __init__(
+        self, settings: Settings, doc: PlanDocument | None = None, autosave_ms: int | None = None
+    ) -> None:
         super().__init__()
         self.settings = settings
         self.doc = doc or PlanDocument(self)
@@ -58,8 +59,11 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.resize(1280, 800)
         self.files = FileActions(self, self.doc, settings)
-        self.autosaver = (Autosaver(self.doc) if autosave_ms is None
-                          else Autosaver(self.doc, interval_ms=autosave_ms))
+        self.autosaver = (
+            Autosaver(self.doc)
+            if autosave_ms is None
+            else Autosaver(self.doc, interval_ms=autosave_ms)
+        )
         self._build()
         self._menus()
         self.doc.estimateChanged.connect(self.redraw)
@@ -80,10 +84,13 @@ class MainWindow(QMainWindow):
         self.inputs = QTabWidget(self)
         self.inputs.setObjectName("inputTabs")
         self.tabs: dict[str, TabPage] = {}
-        for key, title, cls in (("model", "Model", ModelTab), ("method", "Method", MethodTab),
-                                ("parallelism", "Parallelism", ParallelismTab),
-                                ("hardware", "Hardware", HardwareTab),
-                                ("offload", "Offload", OffloadTab)):
+        for key, title, cls in (
+            ("model", "Model", ModelTab),
+            ("method", "Method", MethodTab),
+            ("parallelism", "Parallelism", ParallelismTab),
+            ("hardware", "Hardware", HardwareTab),
+            ("offload", "Offload", OffloadTab),
+        ):
             page = cls(self.doc, self.units, self.inputs)
             self.tabs[key] = page
             self.inputs.addTab(page, title)
@@ -95,8 +102,10 @@ class MainWindow(QMainWindow):
         self.legend.setWordWrap(True)
         self.table = LedgerTable(self)
         self.stage_chart = StageChart(self)
-        self.stage_note = QLabel("Single pipeline stage (PP = 1): every rank holds the same "
-                                 "layers. Set PP > 1 on the Parallelism tab to compare stages.")
+        self.stage_note = QLabel(
+            "Single pipeline stage (PP = 1): every rank holds the same "
+            "layers. Set PP > 1 on the Parallelism tab to compare stages."
+        )
         self.stage_note.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.stage_note.setWordWrap(True)
         self.stages = QStackedWidget(self)
@@ -178,8 +187,7 @@ class MainWindow(QMainWindow):
         for key, text in UNIT_LABELS.items():
             self.unit_combo.addItem(text, key)
         self.unit_combo.setCurrentIndex(self.unit_combo.findData(self.units))
-        self.unit_combo.activated.connect(
-            lambda i: self.set_units(self.unit_combo.itemData(i)))
+        self.unit_combo.activated.connect(lambda i: self.set_units(self.unit_combo.itemData(i)))
         bar.addWidget(self.unit_combo)
         self.addToolBar(bar)
 
@@ -195,7 +203,7 @@ class MainWindow(QMainWindow):
         self.table.show_rows(est.rows)
         self.table.set_units(self.units)
         if len(est.stages) > 1:
-            self.stage_chart.show_estimate(est, self.units)
+            self.stage_chart.show_estimate(plan, est, self.units)
             self.stages.setCurrentWidget(self.stage_chart)
         else:
             self.stages.setCurrentWidget(self.stage_note)

@@ -96,8 +96,7 @@ class TabPage(QScrollArea):
         grid.setColumnStretch(1, 1)
         grid.setHorizontalSpacing(8)
         grid.setVerticalSpacing(4)
-        self._fill(grid, model, prefix, set(include) if include is not None else None,
-                   set(exclude))
+        self._fill(grid, model, prefix, set(include) if include is not None else None, set(exclude))
         if collapsed:
             box.setTitle("")
             self.column.addWidget(Collapsible(title, box, False, self.widget()))
@@ -106,8 +105,15 @@ class TabPage(QScrollArea):
             self.column.addWidget(box)
         return box
 
-    def _fill(self, grid: QGridLayout, model: type[BaseModel], prefix: str,
-              include: set[str] | None, exclude: set[str], in_bytes: bool = False) -> None:
+    def _fill(
+        self,
+        grid: QGridLayout,
+        model: type[BaseModel],
+        prefix: str,
+        include: set[str] | None,
+        exclude: set[str],
+        in_bytes: bool = False,
+    ) -> None:
         for spec in field_specs(model, prefix):
             if in_bytes and spec.kind == "int":  # low/high of a byte range
                 spec = replace(spec, kind="bytes", unit="bytes")
@@ -141,8 +147,9 @@ class TabPage(QScrollArea):
     def _show_summary(self, label: QLabel, path: str) -> None:
         value = self.doc.value(path)
         label.setText("none" if value is None else json.dumps(value)[:200])
-        label.setToolTip("Set by a model preset or import" if value is None else json.dumps(
-            value, indent=1))
+        label.setToolTip(
+            "Set by a model preset or import" if value is None else json.dumps(value, indent=1)
+        )
 
     # reacting ----------------------------------------------------------------------
     def refresh(self) -> None:

@@ -23,8 +23,9 @@ class HardwareTab(TabPage):
         compact(self.accel)
         for acc in hardware_presets.accelerators():
             self.accel.addItem(acc.name, acc.key)
-            self.accel.setItemData(self.accel.count() - 1,
-                                   f"Usable: {acc.usable_source}", 3)  # Qt.ToolTipRole
+            self.accel.setItemData(
+                self.accel.count() - 1, f"Usable: {acc.usable_source}", 3
+            )  # Qt.ToolTipRole
         self.node = QComboBox(box)
         self.node.setObjectName("nodePreset")
         compact(self.node)
@@ -43,8 +44,12 @@ class HardwareTab(TabPage):
         grid.addWidget(apply_node, 1, 2)
         self.column.addWidget(box)
         self.add_section("Accelerator and node", HardwareSection, "hardware")
-        self.add_section("Fit policy", PolicySection, "policy",
-                         include=("headroom_percent", "rounding", "max_gpus"))
+        self.add_section(
+            "Fit policy",
+            PolicySection,
+            "policy",
+            include=("headroom_percent", "rounding", "max_gpus"),
+        )
         doc.planChanged.connect(self._follow_plan)
         self._follow_plan()
         self.finish()
@@ -57,8 +62,9 @@ class HardwareTab(TabPage):
 
     def apply_accelerator(self) -> None:
         key = self.accel.currentData()
-        self.doc.set_many(hardware_presets.accelerator_changes(key),
-                          f"Accelerator {self.accel.currentText()}")
+        self.doc.set_many(
+            hardware_presets.accelerator_changes(key), f"Accelerator {self.accel.currentText()}"
+        )
 
     def apply_node(self) -> None:
         key = self.node.currentData()

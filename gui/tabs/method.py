@@ -29,7 +29,8 @@ class MethodTab(TabPage):
         self.add_section("Activation recomputation", RecomputeSection, "method.recompute")
         self.add_section("LoRA adapters", LoraSection, "method.lora")
         self.add_section("QLoRA (4-bit base)", QloraSection, "method.qlora", collapsed=True)
-        self.add_section("Custom trainable subset", CustomTrainableSection, "method.custom",
-                         collapsed=True)
+        self.add_section(
+            "Custom trainable subset", CustomTrainableSection, "method.custom", collapsed=True
+        )
         self.add_section("Runtime and kernels", RuntimeSection, "runtime", collapsed=True)
         self.finish()

@@ -34,8 +34,10 @@ class ModelTab(TabPage):
         compact(self.preset)
         for key, name in model_sources.list_presets():
             self.preset.addItem(name, key)
-        self.preset.setToolTip("Model presets fill every architecture field below; the plan "
-                               "stores the numbers, so it never changes when presets do.")
+        self.preset.setToolTip(
+            "Model presets fill every architecture field below; the plan "
+            "stores the numbers, so it never changes when presets do."
+        )
         apply_btn = QPushButton("Apply preset", box)
         apply_btn.clicked.connect(self.apply_preset)
         row.addWidget(self.preset, 1)
@@ -43,17 +45,14 @@ class ModelTab(TabPage):
         lay.addLayout(row)
         row2 = QHBoxLayout()
         self.hf_button = QPushButton("Import config.json…", box)
-        self.st_button = QPushButton("Import safetensors folder…", box)
-        for button, importer, what in (
-            (self.hf_button, model_sources.hf_config_importer(), "engine.models.hf_config"),
-            (self.st_button, model_sources.safetensors_importer(),
-             "engine.models.safetensors_index"),
-        ):
-            if importer is None:
-                button.setEnabled(False)
-                button.setToolTip(f"Not in this build: needs {what}. Enter the architecture "
-                                  "below by hand, or pick a preset.")
-            row2.addWidget(button)
+        self.hf_button.setToolTip("Read a Hugging Face config.json into the fields below.")
+        self.st_button = QPushButton("Import model folder…", box)
+        self.st_button.setToolTip(
+            "Read config.json and cross-check it against the "
+            "safetensors headers (the weights are never read)."
+        )
+        row2.addWidget(self.hf_button)
+        row2.addWidget(self.st_button)
         self.hf_button.clicked.connect(lambda: self._import(False))
         self.st_button.clicked.connect(lambda: self._import(True))
         lay.addLayout(row2)
@@ -68,20 +67,35 @@ class ModelTab(TabPage):
         self.doc.set_many(model_sources.model_changes(key, name, spec), f"Model preset {name}")
 
     def _import(self, folder: bool) -> None:
-        importer = (model_sources.safetensors_importer() if folder
-                    else model_sources.hf_config_importer())
-        if importer is None:
-            return
         if folder:
-            path = QFileDialog.getExistingDirectory(self, "Safetensors model folder")
+            path = QFileDialog.getExistingDirectory(self, "Hugging Face model folder")
         else:
-            path, _ = QFileDialog.getOpenFileName(self, "Hugging Face config.json", "",
-                                                  "config.json (*.json)")
-        if not path:
-            return
+            path, _ = QFileDialog.getOpenFileName(
+                self, "Hugging Face config.json", "", "config.json (*.json)"
+            )
+        if path:
+            self.import_path(path, folder)
+
+    def import_path(self, path: str, folder: bool) -> bool:
+        """Import a config.json or a model folder into the plan (one undo step).
+
+        A folder's safetensors cross-check mismatches are shown but do not block the
+        import: the config decides the architecture, the user decides what to trust.
+        """
         try:
-            name, spec = model_sources.run_import(importer, path)
-        except (ValueError, OSError, KeyError) as exc:
+            if folder:
+                name, spec, messages = model_sources.import_folder(path)
+            else:
+                (name, spec), messages = model_sources.import_config(path), []
+        except model_sources.IMPORT_ERRORS as exc:
             QMessageBox.warning(self, "Import failed", str(exc))
-            return
+            return False
         self.doc.set_many(model_sources.model_changes(None, name, spec), f"Import {name}")
+        if messages:
+            QMessageBox.information(
+                self,
+                "Checkpoint cross-check",
+                "The safetensors headers disagree with config.json:\n\n"
+                + "\n".join(f"• {m}" for m in messages),
+            )
+        return True

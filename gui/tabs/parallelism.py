@@ -15,14 +15,27 @@ class ParallelismTab(TabPage):
         self.world = QLabel(self.widget())
         self.world.setObjectName("worldSize")
         self.column.addWidget(self.world)
-        self.add_section("Layout", ParallelismSection, "parallelism",
-                         include=("tp", "pp", "cp", "ep", "expert_tp", "dp", "ranks_per_node"))
-        self.add_section("Sharding strategy", ParallelismSection, "parallelism",
-                         include=("strategy", "shard_group_size", "sequence_parallel"))
-        self.add_section("Pipeline", ParallelismSection, "parallelism",
-                         include=("pp_schedule", "virtual_stages", "pp_layer_split"))
-        self.add_section("Framework knobs (code defaults)", StrategyKnobs, "parallelism.knobs",
-                         collapsed=True)
+        self.add_section(
+            "Layout",
+            ParallelismSection,
+            "parallelism",
+            include=("tp", "pp", "cp", "ep", "expert_tp", "dp", "ranks_per_node"),
+        )
+        self.add_section(
+            "Sharding strategy",
+            ParallelismSection,
+            "parallelism",
+            include=("strategy", "shard_group_size", "sequence_parallel"),
+        )
+        self.add_section(
+            "Pipeline",
+            ParallelismSection,
+            "parallelism",
+            include=("pp_schedule", "virtual_stages", "pp_layer_split"),
+        )
+        self.add_section(
+            "Framework knobs (code defaults)", StrategyKnobs, "parallelism.knobs", collapsed=True
+        )
         doc.planChanged.connect(self._world)
         self._world()
         self.finish()

@@ -88,19 +88,30 @@ def draw_panel(plot: pg.PlotItem, panel: Panel, units: str, legend: bool = False
         for bar in bars:
             seg = next((s for s in bar.segments if s.group == group), None)
             heights.append(seg.low / scale if seg else 0.0)
-        item = pg.BarGraphItem(x=xs, height=heights, y0=list(base), width=BAR_WIDTH,
-                               brush=group_color(group), pen=pg.mkPen(fg, width=0.5),
-                               name=group if legend else None)
+        item = pg.BarGraphItem(
+            x=xs,
+            height=heights,
+            y0=list(base),
+            width=BAR_WIDTH,
+            brush=group_color(group),
+            pen=pg.mkPen(fg, width=0.5),
+            name=group if legend else None,
+        )
         _tag(item, f"group:{group}")
         plot.addItem(item)
         base = [b + h for b, h in zip(base, heights, strict=True)]
     spread = [(bar.high - bar.low) / scale for bar in bars]
     if any(spread):
         hatch = QBrush(fg, Qt.BrushStyle.BDiagPattern)
-        item = pg.BarGraphItem(x=xs, height=spread, y0=list(base), width=BAR_WIDTH,
-                               brush=hatch, pen=pg.mkPen(fg, width=0.8,
-                                                         style=Qt.PenStyle.DashLine),
-                               name="low–high range" if legend else None)
+        item = pg.BarGraphItem(
+            x=xs,
+            height=spread,
+            y0=list(base),
+            width=BAR_WIDTH,
+            brush=hatch,
+            pen=pg.mkPen(fg, width=0.8, style=Qt.PenStyle.DashLine),
+            name="low–high range" if legend else None,
+        )
         _tag(item, "range")
         plot.addItem(item)
     top = 0.0
@@ -119,8 +130,11 @@ def draw_panel(plot: pg.PlotItem, panel: Panel, units: str, legend: bool = False
     ticks = [(x, ("▲ " if b.highlight else "") + b.label) for x, b in enumerate(bars)]
     axis.setTicks([ticks])
     plot.setLabel("left", unit)
-    plot.setTitle(panel.title + (f"<br><span style='font-size:8pt'>{panel.note}</span>"
-                                 if panel.note else ""), color=fg)
+    plot.setTitle(
+        panel.title
+        + (f"<br><span style='font-size:8pt'>{panel.note}</span>" if panel.note else ""),
+        color=fg,
+    )
     plot.setXRange(-0.6, len(bars) - 0.4, padding=0)
     plot.setYRange(0, max(top, 1e-9) * 1.12, padding=0)
 
@@ -136,13 +150,17 @@ def _limits(plot: pg.PlotItem, x: int, bar: Bar, scale: int, unit: str) -> None:
         )
         _tag(band, "headroom")
         plot.addItem(band)
-        limit = pg.PlotDataItem([x - half, x + half], [bar.limit / scale] * 2,
-                                pen=pg.mkPen(LIMIT_COLOR, width=1.5, style=Qt.PenStyle.DashLine))
+        limit = pg.PlotDataItem(
+            [x - half, x + half],
+            [bar.limit / scale] * 2,
+            pen=pg.mkPen(LIMIT_COLOR, width=1.5, style=Qt.PenStyle.DashLine),
+        )
         _tag(limit, "limit")
         plot.addItem(limit)
     if bar.capacity is not None:
-        cap = pg.PlotDataItem([x - half, x + half], [bar.capacity / scale] * 2,
-                              pen=pg.mkPen(CAPACITY_COLOR, width=2))
+        cap = pg.PlotDataItem(
+            [x - half, x + half], [bar.capacity / scale] * 2, pen=pg.mkPen(CAPACITY_COLOR, width=2)
+        )
         _tag(cap, "capacity")
         plot.addItem(cap)
         if x == 0:
@@ -160,8 +178,10 @@ def legend_html(groups: list[str], spread: bool) -> str:
     if spread:
         parts.append("▨&nbsp;low–high range")
     parts.append(f"<span style='color:{CAPACITY_COLOR}'>━</span>&nbsp;usable capacity")
-    parts.append(f"<span style='color:{LIMIT_COLOR}'>╍</span>&nbsp;limit (capacity less "
-                 "headroom; shaded band = headroom)")
+    parts.append(
+        f"<span style='color:{LIMIT_COLOR}'>╍</span>&nbsp;limit (capacity less "
+        "headroom; shaded band = headroom)"
+    )
     return "&nbsp;&nbsp;&nbsp;".join(parts)
 
 
@@ -224,14 +244,24 @@ class StageChart(pg.GraphicsLayoutWidget):
         style_plot(self.plot)
         self.panel: Panel | None = None
 
-    def show_estimate(self, est: Estimate, units: str) -> None:
-        self.panel = Panel("stages", "HBM per rank, each stage at its peak phase "
-                           f"(▲ heaviest: stage {est.heaviest_stage})", stage_bars(est))
+    def show_estimate(self, plan: Plan, est: Estimate, units: str) -> None:
+        self.panel = Panel(
+            "stages",
+            f"HBM per rank, each stage at its peak phase (▲ heaviest: stage {est.heaviest_stage})",
+            stage_bars(plan, est),
+        )
         draw_panel(self.plot, self.panel, units)
 
 
-def render_estimate(plan: Plan, est: Estimate, units: str, painter: QPainter,
-                    target: QRectF, width: int = 1000, height: int = 360) -> None:
+def render_estimate(
+    plan: Plan,
+    est: Estimate,
+    units: str,
+    painter: QPainter,
+    target: QRectF,
+    width: int = 1000,
+    height: int = 360,
+) -> None:
     """Draw the ledger chart with ``painter`` into ``target`` (for the PDF report)."""
     holder = QWidget()
     lay = QVBoxLayout(holder)

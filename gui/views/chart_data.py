@@ -3,8 +3,8 @@
 Every bar is a sum of ledger rows grouped by ``Row.group``, stacked by the rows' low
 values, with the low–high spread on top. The HBM bars are the step's phases for the
 rank that decides fit (the phase timeline); host RAM is shown as one rank's share and
-as a whole node; NVMe per node. Per-node bars assume every rank on the node carries
-what the heaviest rank carries, the same worst-rank rule the verdict uses.
+as a whole node; NVMe per node. The node ledgers come from ``Estimate.nodes``, built for
+the busiest node, the same worst-rank rule the verdict uses.
 """
 
 from __future__ import annotations
@@ -16,12 +16,30 @@ from engine.ledger.row import PHASES, Row
 from engine.plan import Plan
 
 GROUP_ORDER: tuple[str, ...] = (
-    "weights", "gradients", "optimizer", "activations", "gathered", "buckets",
-    "temporaries", "runtime", "allocator", "offload", "checkpoint",
+    "weights",
+    "gradients",
+    "optimizer",
+    "activations",
+    "logits",
+    "inputs",
+    "gathered",
+    "buckets",
+    "temporaries",
+    "checkpoint",
+    "runtime",
+    "allocator",
+    "offload",
+    "offload (pinned)",
+    "processes",
 )
 
-PHASE_LABELS = {"steady": "Steady", "forward": "Forward", "backward": "Backward",
-                "optimizer": "Optimizer", "checkpoint": "Checkpoint"}
+PHASE_LABELS = {
+    "steady": "Steady",
+    "forward": "Forward",
+    "backward": "Backward",
+    "optimizer": "Optimizer",
+    "checkpoint": "Checkpoint",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,25 +87,28 @@ def stack(rows: list[tuple[Row, float]]) -> tuple[Segment, ...]:
         acc = sums.setdefault(row.group, [0, 0])
         acc[0] += round(row.low * factor)
         acc[1] += round(row.high * factor)
-    return tuple(Segment(g, lo, hi) for g, (lo, hi) in sorted(
-        sums.items(), key=lambda kv: group_sort_key(kv[0])))
+    return tuple(
+        Segment(g, lo, hi)
+        for g, (lo, hi) in sorted(sums.items(), key=lambda kv: group_sort_key(kv[0]))
+    )
 
 
-def ranks_per_node(plan: Plan) -> int:
-    """Ranks sharing one node: the plan's placement, never more than the job has."""
-    par = plan.parallelism
-    per_node = par.ranks_per_node or plan.hardware.gpus_per_node
-    return max(1, min(per_node, par.world_size))
+def fit_rows(plan: Plan, rows: tuple[Row, ...]) -> list[tuple[Row, float]]:
+    """The rows a bar stacks, on the basis the verdict compares with capacity: when the
+    capacity is what the framework can allocate, the CUDA context is already outside it."""
+    skip = "hbm.runtime.cuda_context" if plan.hardware.usable_policy == "framework_visible" else ""
+    return [(r, 1.0) for r in rows if r.id != skip]
 
 
-def phase_bars(est: Estimate, stage: StageEstimate | None = None) -> tuple[Bar, ...]:
-    """HBM per phase of one stage (the heaviest by default), peak phase highlighted."""
+def phase_bars(plan: Plan, est: Estimate, stage: StageEstimate | None = None) -> tuple[Bar, ...]:
+    """HBM per phase of one stage (the heaviest by default), peak phase highlighted: the
+    rows live at each phase's peak moment, its allocator reserve and the memory outside
+    the allocator (``StageEstimate.phase_rows``)."""
     st = stage or est.heaviest
-    hbm = [r for r in st.rows if r.location == "hbm"]
     return tuple(
         Bar(
             label=PHASE_LABELS[ph],
-            segments=stack([(r, 1.0) for r in hbm if r.live_in(ph)]),
+            segments=stack(fit_rows(plan, st.phase_rows.get(ph, ()))),
             capacity=est.capacity_bytes,
             limit=est.limit_bytes,
             highlight=ph == st.peak_phase,
@@ -96,13 +117,12 @@ def phase_bars(est: Estimate, stage: StageEstimate | None = None) -> tuple[Bar, 
     )
 
 
-def stage_bars(est: Estimate) -> tuple[Bar, ...]:
+def stage_bars(plan: Plan, est: Estimate) -> tuple[Bar, ...]:
     """HBM at each stage's peak phase; the heaviest stage (which decides fit) marked."""
     return tuple(
         Bar(
             label=f"Stage {st.stage}",
-            segments=stack([(r, 1.0) for r in st.rows
-                            if r.location == "hbm" and r.live_in(st.peak_phase)]),
+            segments=stack(fit_rows(plan, st.phase_rows.get(st.peak_phase, ()))),
             capacity=est.capacity_bytes,
             limit=est.limit_bytes,
             highlight=st.stage == est.heaviest_stage,
@@ -111,36 +131,39 @@ def stage_bars(est: Estimate) -> tuple[Bar, ...]:
     )
 
 
-def _node_rows(rows: tuple[Row, ...], location: str, rpn: int, per_node: bool
-               ) -> list[tuple[Row, float]]:
-    out = []
-    for r in rows:
-        if r.location != location or r.scope == "job":
-            continue
-        if r.scope == "rank":
-            out.append((r, float(rpn) if per_node else 1.0))
-        else:  # node-scoped rows are shared by the node's ranks
-            out.append((r, 1.0 if per_node else 1.0 / rpn))
-    return out
+def _live_at_peak(rows: tuple[Row, ...]) -> list[Row]:
+    """The node ledger's rows live in its largest phase (they never all coincide)."""
+    best: list[Row] = []
+    for ph in PHASES:
+        live = [r for r in rows if r.live_in(ph)]
+        if sum(r.high for r in live) > sum(r.high for r in best):
+            best = live
+    return best
 
 
 def panels(plan: Plan, est: Estimate) -> tuple[Panel, ...]:
-    """The chart's panels: HBM phase timeline, host RAM, NVMe."""
-    rows, hw = est.rows, plan.hardware
-    rpn = ranks_per_node(plan)
-    host_cap = hw.host_ram_bytes_per_node
+    """The chart's panels: HBM phase timeline, host RAM (rank share and node), NVMe."""
+    hw, nodes = plan.hardware, est.nodes
+    rpn = nodes.view.ranks_per_node
+    host_rows = _live_at_peak(nodes.host)
+    nvme_rows = _live_at_peak(nodes.nvme)
     host = (
-        Bar("Rank share", stack(_node_rows(rows, "host", rpn, False)),
-            capacity=host_cap // rpn),
-        Bar("Node", stack(_node_rows(rows, "host", rpn, True)),
-            capacity=host_cap),
+        Bar(
+            "Rank share",
+            stack([(r, 1.0 / rpn) for r in host_rows]),
+            capacity=hw.host_ram_bytes_per_node // rpn,
+        ),
+        Bar("Node", stack([(r, 1.0) for r in host_rows]), capacity=hw.host_ram_bytes_per_node),
     )
-    nvme = (Bar("Node", stack(_node_rows(rows, "nvme", rpn, True)),
-                capacity=hw.nvme_bytes_per_node),)
+    nvme = (Bar("Node", stack([(r, 1.0) for r in nvme_rows]), capacity=hw.nvme_bytes_per_node),)
     stage_note = f" — stage {est.heaviest_stage}" if len(est.stages) > 1 else ""
     return (
-        Panel("hbm", f"HBM per rank by phase{stage_note}", phase_bars(est)),
-        Panel("host", f"Host RAM ({rpn} ranks/node)", host,
-              note="" if any(b.high for b in host) else "no host RAM rows"),
+        Panel("hbm", f"HBM per rank by phase{stage_note}", phase_bars(plan, est)),
+        Panel(
+            "host",
+            f"Host RAM ({rpn} ranks/node)",
+            host,
+            note="" if any(b.high for b in host) else "no host RAM rows",
+        ),
         Panel("nvme", "NVMe", nvme, note="" if nvme[0].high else "no NVMe rows"),
     )

@@ -21,8 +21,7 @@ COLUMNS = ("Row", "Location", "Group", "Scope", "Phases", "Bytes", "GB", "GiB")
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 _NUMERIC = {"Bytes": 1, "GB": GB, "GiB": GiB}
 _ROOT = QModelIndex()
-_PHASE_SHORT = {"steady": "S", "forward": "F", "backward": "B", "optimizer": "O",
-                "checkpoint": "C"}
+_PHASE_SHORT = {"steady": "S", "forward": "F", "backward": "B", "optimizer": "O", "checkpoint": "C"}
 
 
 def _amount(row: Row, scale: int) -> str:
@@ -51,14 +50,16 @@ class LedgerModel(QAbstractTableModel):
     def columnCount(self, parent: QModelIndex | QPersistentModelIndex = _ROOT) -> int:
         return 0 if parent.isValid() else len(COLUMNS)
 
-    def headerData(self, section: int, orientation: Qt.Orientation,
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
             return COLUMNS[section]
         return None
 
-    def data(self, index: QModelIndex | QPersistentModelIndex,
-             role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(
+        self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
         if not index.isValid():
             return None
         row, col = self.rows[index.row()], COLUMNS[index.column()]
@@ -67,9 +68,11 @@ class LedgerModel(QAbstractTableModel):
         if role == SORT_ROLE:
             return row.low if col in _NUMERIC else self._text(row, col)
         if role == Qt.ItemDataRole.ToolTipRole:
-            return (f"<b>{row.label}</b> <code>{row.id}</code><br><b>Formula:</b> "
-                    f"{row.formula}<br><b>Source:</b> {describe(row.source)}"
-                    + ("" if row.exact else "<br>Range: low – high"))
+            return (
+                f"<b>{row.label}</b> <code>{row.id}</code><br><b>Formula:</b> "
+                f"{row.formula}<br><b>Source:</b> {describe(row.source)}"
+                + ("" if row.exact else "<br>Range: low – high")
+            )
         if role == Qt.ItemDataRole.TextAlignmentRole and col in _NUMERIC:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -79,15 +82,19 @@ class LedgerModel(QAbstractTableModel):
         if col == "Row":
             return row.label
         if col == "Location":
-            return {"hbm": "HBM", "host": "Host RAM", "nvme": "NVMe"}.get(row.location,
-                                                                        row.location)
+            return {"hbm": "HBM", "host": "Host RAM", "nvme": "NVMe"}.get(
+                row.location, row.location
+            )
         if col == "Group":
             return row.group
         if col == "Scope":
             return f"per {row.scope}" + ("" if row.kind == "persistent" else f" · {row.kind}")
         if col == "Phases":
-            return "all" if len(row.phases) == 5 else "".join(
-                _PHASE_SHORT[p] for p in _PHASE_SHORT if p in row.phases)
+            return (
+                "all"
+                if len(row.phases) == 5
+                else "".join(_PHASE_SHORT[p] for p in _PHASE_SHORT if p in row.phases)
+            )
         return _amount(row, _NUMERIC[col])
 
 

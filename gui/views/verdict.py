@@ -1,7 +1,9 @@
 """The verdict and GPU counts panel: always visible above the results.
 
-It shows only what the Estimate holds today — verdict, peak against limit and capacity,
-headroom left — and keeps a place for the GPU counts that the layout search will fill.
+It shows the verdict, the peak that decides fit (reserved memory plus what lives outside
+the allocator) against the limit and capacity, the headroom left, and the three GPU
+counts of the layout search (arithmetic minimum, node-rounded procurement count,
+validation range) with their reasons on hover.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from engine.estimate import Estimate
+from engine.layout import gpu_counts
 from engine.plan import Plan
 from engine.units import fmt_bytes, fmt_range
 
@@ -20,16 +23,34 @@ VERDICT_STYLE = {
     "straddles": ("STRADDLES", "#C77C02"),
     "does_not_fit": ("DOES NOT FIT", "#C5221F"),
 }
-COUNTS_PENDING = "from the layout search — not in this build yet, so none are shown"
+COUNTS_PENDING = "no layout of this model fits within the search bound"
 
 
-def layout_counts(plan: Plan, est: Estimate) -> dict[str, Any] | None:
-    """GPU counts from the layout search, when the engine has one (issue 7).
+def layout_counts(plan: Plan) -> tuple[dict[str, str], str] | None:
+    """The three GPU counts as short texts, and their reasons (for the tooltip).
 
-    The single integration point for the lead: return e.g. ``{"minimum": …,
-    "recommended": …, "procurement": …}``; ``None`` shows the pending note instead.
+    ``None`` when the search found nothing that fits (the reason is then the pending
+    note); the search treats the estimate as a black box, so it never invents a count.
     """
-    return None
+    c = gpu_counts(plan)
+    if c.first_layout.gpus is None:
+        return None
+    rng = f"{c.validation_low.gpus}–{c.validation_high.gpus}" + (
+        " (straddles)" if c.straddles else ""
+    )
+    texts = {
+        "arithmetic minimum": f"{c.arithmetic_min.gpus}",
+        "procure": f"{c.first_layout.gpus}" + (f" ({c.nodes} node(s))" if c.nodes else ""),
+        "validation range": rng,
+    }
+    reasons = "\n\n".join(
+        (
+            f"Arithmetic minimum: {c.arithmetic_min.reason}",
+            f"First legal layout: {c.first_layout.reason}",
+            f"Validation range: {c.validation_low.reason}",
+        )
+    )
+    return texts, reasons
 
 
 class VerdictPanel(QFrame):
@@ -60,9 +81,14 @@ class VerdictPanel(QFrame):
         grid.setVerticalSpacing(3)
         self.values: dict[str, QLabel] = {}
         self.names: dict[str, QLabel] = {}
-        cells = (("peak", "Peak HBM per rank", 0, 0), ("left", "Left under the limit", 0, 2),
-                 ("limit", "Limit", 1, 0), ("world", "Ranks", 1, 2),
-                 ("capacity", "Usable capacity", 2, 0), ("counts", "GPU counts", 2, 2))
+        cells = (
+            ("peak", "Peak HBM per rank", 0, 0),
+            ("left", "Left under the limit", 0, 2),
+            ("limit", "Limit", 1, 0),
+            ("world", "Ranks", 1, 2),
+            ("capacity", "Usable capacity", 2, 0),
+            ("counts", "GPU counts", 2, 2),
+        )
         for key, title, r, c in cells:
             name = QLabel(title, self)
             name.setStyleSheet("color: palette(placeholder-text);")
@@ -80,34 +106,50 @@ class VerdictPanel(QFrame):
         self.counts = self.values["counts"]
         self.counts.setObjectName("gpuCounts")
         self.counts.setText(COUNTS_PENDING)
-        self.counts.setStyleSheet("color: palette(placeholder-text); font-size: 8pt;")
+        self.counts.setStyleSheet("font-size: 9pt;")
 
     def show_estimate(self, plan: Plan, est: Estimate, units: str) -> None:
         text, color = VERDICT_STYLE[est.verdict]
         self.badge.setText(text)
         self.badge.setStyleSheet(
             f"background: {color}; color: white; font-weight: 700; font-size: 15pt;"
-            "border-radius: 6px; padding: 10px 14px;")
+            "border-radius: 6px; padding: 10px 14px;"
+        )
         self.badge.setToolTip(est.verdict_reason)
         u: Any = units
-        peak = est.peak
-        phase = est.heaviest.peak_phase
+        peak = est.fit_peak
+        st = est.heaviest
+        phase = st.peak_phase
         where = f" — {phase}" + (f", stage {est.heaviest_stage}" if len(est.stages) > 1 else "")
         self.values["peak"].setText(f"<b>{fmt_range(peak.low, peak.high, u)}</b>{where}")
+        self.values["peak"].setToolTip(
+            f"allocated (tensors): {fmt_range(st.peak.low, st.peak.high, u)}\n"
+            f"reserved (allocator): {fmt_range(st.reserved_peak.low, st.reserved_peak.high, u)}"
+            f"\non the device (with CUDA context, NCCL, cuBLAS): "
+            f"{fmt_range(st.device_peak.low, st.device_peak.high, u)}"
+        )
         self.names["limit"].setText(f"Limit ({plan.policy.headroom_percent:g} % headroom)")
         self.values["limit"].setText(fmt_bytes(est.limit_bytes, u))
         self.values["capacity"].setText(f"{fmt_bytes(est.capacity_bytes, u)} per GPU")
         self.values["capacity"].setToolTip(
-            f"{plan.hardware.accelerator}; policy {plan.hardware.usable_policy}")
+            f"{plan.hardware.accelerator}; policy {plan.hardware.usable_policy}"
+        )
         left = est.limit_bytes - peak.high
         self.values["left"].setText(
-            fmt_bytes(left, u) if left >= 0 else f"over by {fmt_bytes(-left, u)}")
+            fmt_bytes(left, u) if left >= 0 else f"over by {fmt_bytes(-left, u)}"
+        )
         stages = len(est.stages)
         self.values["world"].setText(
-            f"{est.world_size:,}" + (f" · {stages} pipeline stages" if stages > 1 else ""))
-        counts = layout_counts(plan, est)
-        self.counts.setText(COUNTS_PENDING if counts is None else "<br>".join(
-            f"{k}: <b>{v}</b>" for k, v in counts.items()))
+            f"{est.world_size:,}" + (f" · {stages} pipeline stages" if stages > 1 else "")
+        )
+        counts = layout_counts(plan)
+        if counts is None:
+            self.counts.setText(COUNTS_PENDING)
+            self.counts.setToolTip("")
+        else:
+            texts, reasons = counts
+            self.counts.setText("<br>".join(f"{k}: <b>{v}</b>" for k, v in texts.items()))
+            self.counts.setToolTip(reasons)
         self.set_stale(None)
 
     def set_stale(self, message: str | None) -> None:
@@ -116,6 +158,7 @@ class VerdictPanel(QFrame):
             self.stale.setText("Showing the last valid estimate: " + message)
             self.badge.setStyleSheet(
                 "background: #7f7f7f; color: white; font-weight: 700; font-size: 15pt;"
-                "border-radius: 6px; padding: 10px 14px;")
+                "border-radius: 6px; padding: 10px 14px;"
+            )
         else:
             self.stale.setText("")

@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 
 from engine import hardware_presets
 from engine.estimate import estimate
-from engine.ledger.row import Row
+from engine.ledger.row import ALL_PHASES, PHASES, Phase, Row
 from engine.plan import default_plan, with_value, with_values
 from engine.sections.parallel import ParallelismSection
 from gui.applicability import inapplicable, reason_for
 from gui.fieldspec import field_specs, format_bytes_field, parse_bytes, parse_number
-from gui.views.chart_data import panels, ranks_per_node, stack
+from gui.views.chart_data import panels, stack
 
 
 def test_parse_bytes_units() -> None:
@@ -66,46 +66,66 @@ def test_fields_that_do_not_apply_have_reasons() -> None:
     assert reason_for("method.lora.rank", reasons)
 
 
-def test_phase_bars_sum_the_rows_live_in_each_phase() -> None:
-    """Default plan: every row is live in all five phases, so each HBM bar is the peak,
-    16,060,671,488 B, stacked weights 4,015,130,624 / gradients 4,015,130,624 /
-    optimizer 2 × 4,015,130,624 + 148,992 = 8,030,410,240."""
+def test_phase_bars_stack_the_rows_live_at_each_phase_peak() -> None:
+    """Default plan: each HBM bar stacks the rows live at its phase's peak moment, the
+    phase's allocator reserve and the memory outside the allocator except the CUDA
+    context (the capacity is what the framework can allocate, already net of it). So a
+    bar's high = reserved phase high + cuBLAS + NCCL, and the peak bar equals the verdict's
+    fit peak. In the steady phase the model states are live: weights 4,015,130,624 B,
+    optimizer 2 × 4,015,130,624 + 148,992 = 8,030,410,240 B, and no gradients (they are
+    set to None after the step)."""
     plan = default_plan()
-    hbm = panels(plan, estimate(plan))[0]
-    assert [b.high for b in hbm.bars] == [16_060_671_488] * 5
-    assert [(s.group, s.low) for s in hbm.bars[0].segments] == [
-        ("weights", 4_015_130_624), ("gradients", 4_015_130_624), ("optimizer", 8_030_410_240)]
+    est = estimate(plan)
+    st = est.heaviest
+    hbm = panels(plan, est)[0]
+    outside = sum(r.high for r in st.rows if r.id in ("hbm.runtime.cublas", "hbm.runtime.nccl"))
+    for bar, ph in zip(hbm.bars, PHASES, strict=True):
+        assert bar.high == st.reserved_phases[ph].high + outside
+    peak_bar = next(b for b in hbm.bars if b.highlight)
+    assert peak_bar.high == est.fit_peak.high
+    steady = dict((s.group, s.low) for s in hbm.bars[0].segments)
+    assert steady["weights"] == 4_015_130_624
+    assert steady["optimizer"] == 8_030_410_240
+    assert "gradients" not in steady
     assert sum(b.highlight for b in hbm.bars) == 1
 
 
-def _host_row(scope: str, low: int, high: int) -> Row:
-    return Row(id=f"host.x.{scope}", label="x", location="host", kind="persistent",
-               group="offload", low=low, high=high, formula="", source="user-input",
-               scope=scope)  # type: ignore[arg-type]
+def _host_row(phases: frozenset[Phase], low: int, high: int, rid: str) -> Row:
+    return Row(
+        id=rid,
+        label="x",
+        location="host",
+        kind="persistent",
+        group="offload",
+        low=low,
+        high=high,
+        formula="",
+        source="user-input",
+        scope="node",
+        phases=phases,
+    )
 
 
 def test_host_panel_per_rank_share_and_per_node() -> None:
-    """8 ranks per node. A rank-scoped 10–20 GB row: share 10–20 GB, node 80–160 GB.
-    A node-scoped 16 GB row: share 16/8 = 2 GB, node 16 GB. Totals: share 12–22 GB,
-    node 96–176 GB; capacities 2 TiB / 8 = 274,877,906,944 B and 2 TiB."""
+    """8 ranks per node. Node rows: 80–160 GB live in every phase, 16 GB only at the
+    checkpoint and 40 GB only in the optimizer step. The node bar stacks the rows of the
+    node's largest phase (optimizer: 120–200 GB, against checkpoint's 96–176 GB); the
+    rank share is that ÷ 8 = 15–25 GB. Capacities 2 TiB / 8 = 274,877,906,944 B and
+    2 TiB."""
     plan = default_plan()
     est = estimate(plan)
-    rows = (*est.rows, _host_row("rank", 10 * 10**9, 20 * 10**9), _host_row("node", 16 * 10**9,
-                                                                              16 * 10**9))
-    stage = dataclasses.replace(est.stages[0], rows=rows)
-    est = dataclasses.replace(est, stages=(stage,))
+    rows = (
+        _host_row(ALL_PHASES, 80 * 10**9, 160 * 10**9, "host.a"),
+        _host_row(frozenset({"checkpoint"}), 16 * 10**9, 16 * 10**9, "host.b"),
+        _host_row(frozenset({"optimizer"}), 40 * 10**9, 40 * 10**9, "host.c"),
+    )
+    est = dataclasses.replace(est, nodes=dataclasses.replace(est.nodes, host=rows))
     host = panels(plan, est)[1]
     share, node = host.bars
-    assert (share.low, share.high) == (12 * 10**9, 22 * 10**9)
-    assert (node.low, node.high) == (96 * 10**9, 176 * 10**9)
+    assert (node.low, node.high) == (120 * 10**9, 200 * 10**9)
+    assert (share.low, share.high) == (15 * 10**9, 25 * 10**9)
     assert share.capacity == 274_877_906_944 and node.capacity == 2 * 2**40
     assert stack([]) == ()
-
-
-def test_ranks_per_node_never_exceeds_the_job() -> None:
-    assert ranks_per_node(default_plan()) == 8
-    small = with_values(default_plan(), {"parallelism.dp": 2})
-    assert ranks_per_node(small) == 2
 
 
 def test_hardware_presets_apply_cleanly() -> None:
@@ -117,8 +137,10 @@ def test_hardware_presets_apply_cleanly() -> None:
     for node in hardware_presets.nodes():
         plan = with_values(default_plan(), hardware_presets.node_changes(node.key))
         if node.host_ram_bytes_per_node is None:
-            assert plan.hardware.host_ram_bytes_per_node == \
-                default_plan().hardware.host_ram_bytes_per_node
+            assert (
+                plan.hardware.host_ram_bytes_per_node
+                == default_plan().hardware.host_ram_bytes_per_node
+            )
     h100 = hardware_presets.accelerator("h100-sxm-80gb")
     assert h100.usable_hbm_bytes == default_plan().hardware.usable_hbm_bytes
     with pytest.raises(KeyError, match="unknown accelerator"):

@@ -15,9 +15,10 @@ from engine.plan import default_plan, with_value
 from engine.units import GB
 from gui import dialogs
 from gui.views.chart import items_with_role
+from gui.views.chart_data import panels
 from gui.views.table import COLUMNS
 
-DEFAULT_PEAK = 16_060_671_488
+DEFAULT_STATES = 16_060_671_488
 
 
 def editor(win: Any, path: str) -> Any:
@@ -60,20 +61,43 @@ def hbm_bar_tops(win: Any) -> list[float]:
     return tops
 
 
+def expected_tops(win: Any) -> list[float]:
+    """The HBM bar tops the chart data says (tested against the engine in
+    test_fields_and_chart_data), in GB."""
+    return [b.high / GB for b in panels(win.doc.plan, win.doc.estimate)[0].bars]
+
+
+STATE_GROUPS = ("weights", "gradients", "optimizer")
+
+
+def state_bytes(win: Any) -> int:
+    """The persistent model-state rows (weights, gradients, optimizer) of the estimate."""
+    return sum(
+        r.high for r in win.doc.estimate.rows if r.kind == "persistent" and r.group in STATE_GROUPS
+    )
+
+
 def table_bytes(win: Any) -> dict[str, str]:
     model = win.table.ledger
     col = COLUMNS.index("Bytes")
-    return {model.data(model.index(r, 0)): model.data(model.index(r, col))
-            for r in range(model.rowCount())}
+    return {
+        model.data(model.index(r, 0)): model.data(model.index(r, col))
+        for r in range(model.rowCount())
+    }
 
 
 def test_default_plan_on_screen(window: Any) -> None:
-    """Steady-phase HBM bar top = 16,060,671,488 B = 16.060671488 GB (see test_document)."""
+    """The model states are 16,060,671,488 B (see test_document); the drawn bars are the
+    chart data's, and the peak shown is the estimate's fit peak; the three GPU counts
+    come from the layout search."""
     assert window.verdict.badge.text() == "FITS"
-    assert hbm_bar_tops(window) == pytest.approx([DEFAULT_PEAK / GB] * 5)
+    assert state_bytes(window) == DEFAULT_STATES
+    assert hbm_bar_tops(window) == pytest.approx(expected_tops(window))
+    assert max(hbm_bar_tops(window)) == pytest.approx(window.doc.estimate.fit_peak.high / GB)
     assert table_bytes(window)["Weights (fp32)"] == "4,015,130,624"
-    assert "16.06 GB" in window.verdict.values["peak"].text()
-    assert "layout search" in window.verdict.counts.text()  # placeholder, no fake counts
+    peak_gb = f"{window.doc.estimate.fit_peak.high / GB:.2f} GB"
+    assert peak_gb in window.verdict.values["peak"].text()
+    assert "arithmetic minimum" in window.verdict.counts.text()
 
 
 def test_model_tab_layers(qtbot: Any, window: Any) -> None:
@@ -82,16 +106,18 @@ def test_model_tab_layers(qtbot: Any, window: Any) -> None:
     type_into(qtbot, window, "model.architecture.layers", "16")
     assert window.doc.plan.model.architecture.layers == 16
     assert table_bytes(window)["Weights (fp32)"] == "2,270,234,624"
-    assert hbm_bar_tops(window)[0] == pytest.approx(window.doc.estimate.peak.high / GB)
-    assert hbm_bar_tops(window)[0] < DEFAULT_PEAK / GB
+    assert hbm_bar_tops(window) == pytest.approx(expected_tops(window))
+    assert state_bytes(window) < DEFAULT_STATES
 
 
 def test_method_tab_optimizer(qtbot: Any, window: Any) -> None:
-    """Plain SGD keeps no state: weights + grads = 2 × 4,015,130,624 = 8,030,261,248 B."""
+    """Plain SGD keeps no state: weights + grads = 2 × 4,015,130,624 = 8,030,261,248 B,
+    and no optimizer row is left in the table or the legend."""
     choose(qtbot, window, "method.optimizer.name", "sgd")
-    assert set(table_bytes(window)) == {"Weights (fp32)", "Gradients (fp32)"}
-    assert window.doc.estimate.peak.high == 8_030_261_248
-    assert hbm_bar_tops(window) == pytest.approx([8.030261248] * 5)
+    assert {"Weights (fp32)", "Gradients (fp32)"} <= set(table_bytes(window))
+    assert not any(label.startswith("Optimizer") for label in table_bytes(window))
+    assert state_bytes(window) == 8_030_261_248
+    assert hbm_bar_tops(window) == pytest.approx(expected_tops(window))
     assert "optimizer" not in window.legend.text()
 
 
@@ -114,7 +140,8 @@ def test_parallelism_tab_illegal_tp_keeps_last_estimate(qtbot: Any, window: Any)
     edit = editor(window, "parallelism.tp")
     assert "must divide the 32 attention heads" in edit.property("error_message")
     assert "last valid estimate" in window.verdict.stale.text()
-    assert hbm_bar_tops(window) == pytest.approx([DEFAULT_PEAK / GB] * 5)
+    assert hbm_bar_tops(window) == pytest.approx(expected_tops(window))
+    assert state_bytes(window) == DEFAULT_STATES
     type_into(qtbot, window, "parallelism.tp", "2")
     assert edit.property("error_message") == ""
     assert window.verdict.stale.text() == ""
@@ -142,14 +169,17 @@ def test_hardware_tab_accelerator_preset(qtbot: Any, window: Any) -> None:
 
 
 def test_offload_tab(qtbot: Any, window: Any) -> None:
-    """Parameter offload does not apply to FSDP2: disabled, with the reason, not hidden."""
-    params = editor(window, "offload.params")
-    assert not params.isEnabled() and params.isVisible() is not None
-    assert "zero3" in params.toolTip()
+    """Under ZeRO-3, optimizer offload to the CPU moves the fp32 master and moments (and
+    the fp32 gradient partition) off the GPU: the estimate follows the plan, the host
+    panel shows the offloaded state, and the HBM model states shrink."""
+    choose(qtbot, window, "parallelism.strategy", "zero3")
+    before = state_bytes(window)
+    assert editor(window, "offload.params").isEnabled()
     choose(qtbot, window, "offload.optimizer", "cpu")
     assert window.doc.estimate.config_hash == window.doc.plan.config_hash()
-    choose(qtbot, window, "parallelism.strategy", "zero3")
-    assert editor(window, "offload.params").isEnabled()
+    assert state_bytes(window) < before
+    host = panels(window.doc.plan, window.doc.estimate)[1]
+    assert any(seg.group == "offload (pinned)" for seg in host.bars[1].segments)
 
 
 def test_checkbox_edit_and_undo_redo_via_actions(qtbot: Any, window: Any) -> None:
@@ -178,7 +208,8 @@ def test_units_switch_and_persist(qtbot: Any, window: Any) -> None:
 
 
 def test_corrupt_file_shows_error_and_changes_nothing(
-        window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     errors: list[str] = []
     monkeypatch.setattr(dialogs, "show_error", lambda _p, _t, text: errors.append(text))
     bad = tmp_path / "broken.memplan"
@@ -190,7 +221,8 @@ def test_corrupt_file_shows_error_and_changes_nothing(
 
 
 def test_open_save_round_trip_through_window(
-        qtbot: Any, window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    qtbot: Any, window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "mine.memplan"
     monkeypatch.setattr(dialogs, "save_path", lambda _p, _s: str(target))
     type_into(qtbot, window, "batch.seq_len", "8192")
@@ -207,20 +239,24 @@ def test_open_save_round_trip_through_window(
 
 def test_drop_a_plan_file_opens_it(qtbot: Any, window: Any, tmp_path: Path) -> None:
     target = tmp_path / "dropped.memplan"
-    planfile.save(planfile.PlanFile(plan=with_value(default_plan(), "parallelism.dp", 2)),
-                  target)
+    planfile.save(planfile.PlanFile(plan=with_value(default_plan(), "parallelism.dp", 2)), target)
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(target))])
-    event = QDropEvent(QPoint(10, 10), Qt.DropAction.CopyAction, mime,
-                       Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    event = QDropEvent(
+        QPoint(10, 10),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
     window.dropEvent(event)
     assert window.doc.path == target and window.doc.plan.parallelism.dp == 2
 
 
 @pytest.mark.parametrize(("answer", "closes"), [("cancel", False), ("discard", True)])
 def test_closing_with_unsaved_changes_prompts(
-        qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch, answer: str,
-        closes: bool) -> None:
+    qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch, answer: str, closes: bool
+) -> None:
     asked: list[str] = []
     monkeypatch.setattr(dialogs, "ask_unsaved", lambda _p, name: asked.append(name) or answer)
     type_into(qtbot, window, "batch.seq_len", "2048")
@@ -238,7 +274,8 @@ def test_closing_a_clean_plan_does_not_prompt(window: Any, monkeypatch: pytest.M
 
 
 def test_recovery_offer_on_start(
-        qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch, dead_pid: int) -> None:
+    qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch, dead_pid: int
+) -> None:
     """A previous session's autosave (dead pid) is offered and loaded as unsaved changes."""
     import json
 

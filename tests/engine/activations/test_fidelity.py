@@ -31,4 +31,3 @@ def test_every_case_within_tolerance() -> None:
         pytest.fail("no case could be estimated")
     assert len(errors) == len(load_cases())
     assert statistics.median(errors) <= 0.03
-

@@ -27,12 +27,15 @@ def _band(low: int, high: int) -> dict[str, int]:
     return {"low": low, "high": high}
 
 
-PLAN: Plan = with_values(default_plan(), {
-    "runtime.cuda_context_bytes": _band(256 * MiB, 768 * MiB),
-    "runtime.nccl_bytes_per_communicator": _band(512 * MiB, 1024 * MiB),
-    "runtime.cublas_workspace_bytes": _band(8 * MiB, 32 * MiB),
-    "runtime.activation_band": {"low": 1.0, "high": 1.25},
-})
+PLAN: Plan = with_values(
+    default_plan(),
+    {
+        "runtime.cuda_context_bytes": _band(256 * MiB, 768 * MiB),
+        "runtime.nccl_bytes_per_communicator": _band(512 * MiB, 1024 * MiB),
+        "runtime.cublas_workspace_bytes": _band(8 * MiB, 32 * MiB),
+        "runtime.activation_band": {"low": 1.0, "high": 1.25},
+    },
+)
 STAGE = StubStage(
     rows=(
         row("hbm.weights", "weights", 4 * GiB, 4 * GiB),
@@ -52,10 +55,20 @@ def rec(**fields: Any) -> MeasuredRecord:
 
 
 RECORDS = [
-    rec(rank=0, max_allocated_bytes=10 * GiB, max_reserved_bytes=23 * GiB // 2,
-        external_bytes=1300 * MiB, breakdown={"activations": 9 * GiB // 4}),
-    rec(rank=1, max_allocated_bytes=10 * GiB, max_reserved_bytes=11 * GiB,
-        external_bytes=1300 * MiB, breakdown={"activations": 17 * GiB // 8}),
+    rec(
+        rank=0,
+        max_allocated_bytes=10 * GiB,
+        max_reserved_bytes=23 * GiB // 2,
+        external_bytes=1300 * MiB,
+        breakdown={"activations": 9 * GiB // 4},
+    ),
+    rec(
+        rank=1,
+        max_allocated_bytes=10 * GiB,
+        max_reserved_bytes=11 * GiB,
+        external_bytes=1300 * MiB,
+        breakdown={"activations": 17 * GiB // 8},
+    ),
 ]
 
 
@@ -126,8 +139,7 @@ def test_runtime_inputs_without_rows_are_left_alone() -> None:
     """A single-rank estimate without an NCCL row: the NCCL input is not edited from a
     run that had no communicator."""
     rows = tuple(r for r in STAGE.rows if r.id != "hbm.runtime.nccl")
-    est = StubEstimate(PLAN.config_hash(), (StubStage(rows=rows, peak=STAGE.peak),),
-                       world_size=8)
+    est = StubEstimate(PLAN.config_hash(), (StubStage(rows=rows, peak=STAGE.peak),), world_size=8)
     changes = propose(PLAN, RECORDS, est=est, margin=0.0).changes
     assert "runtime.nccl_bytes_per_communicator" not in changes
     assert "runtime.cuda_context_bytes" in changes

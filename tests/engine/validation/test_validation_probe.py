@@ -56,14 +56,19 @@ def generated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_cuda: FakeCu
     fake_cuda.external = 700 * MiB
     fake_cuda.allocated = 20 * GiB
     monkeypatch.setitem(sys.modules, "torch", make_fake_torch(fake_cuda, lambda: counter["steps"]))
-    for key, value in {"RANK": "3", "LOCAL_RANK": "3", "WORLD_SIZE": "8",
-                       "LOCAL_WORLD_SIZE": "8"}.items():
+    for key, value in {
+        "RANK": "3",
+        "LOCAL_RANK": "3",
+        "WORLD_SIZE": "8",
+        "LOCAL_WORLD_SIZE": "8",
+    }.items():
         monkeypatch.setenv(key, value)
     return module, plan, counter, tmp_path / "records"
 
 
-def _train(module: ModuleType, state: FakeCudaState, counter: dict[str, int], out: Path,
-           **kwargs: object) -> list[str | None]:
+def _train(
+    module: ModuleType, state: FakeCudaState, counter: dict[str, int], out: Path, **kwargs: object
+) -> list[str | None]:
     probe = module.MemPlanProbe(warmup_steps=2, window_steps=3, out_dir=str(out), **kwargs)
     returned = []
     for peak, reserved in STEPS:
@@ -94,8 +99,7 @@ def test_probe_record_from_generated_snippet(generated, fake_cuda: FakeCudaState
     assert doc["versions"]["torch"] == "9.9.9+fake"
     assert doc["versions"]["cuda"] == "12.8"
     assert doc["versions"]["nccl"] == "2.27.3"
-    assert set(doc["memory_stats"]) == {"allocated_bytes.all.peak", "num_alloc_retries",
-                                        "num_ooms"}
+    assert set(doc["memory_stats"]) == {"allocated_bytes.all.peak", "num_alloc_retries", "num_ooms"}
     record = parse_record(doc)
     assert record.max_allocated_bytes == 26 * GiB and record.notes == ()
     assert load_records(out) == [record]
@@ -140,23 +144,26 @@ def test_snippet_imports_only_the_standard_library_and_torch() -> None:
     top = {a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names}
     assert top == {"json", "os", "platform", "time"}
     assert not any(isinstance(node, ast.ImportFrom) for node in ast.walk(tree))
-    everywhere = {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                  for a in node.names}
+    everywhere = {
+        a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names
+    }
     assert everywhere == {"json", "os", "platform", "time", "torch", "argparse"}
 
 
 def test_generated_snippet_bakes_the_hashes_as_literals() -> None:
     plan = default_plan()
-    text = probe_source(plan.config_hash(), workload_hash(plan), "it's \"quoted\"")
+    text = probe_source(plan.config_hash(), workload_hash(plan), 'it\'s "quoted"')
     tree = ast.parse(text)
     consts = {
         t.id: ast.literal_eval(node.value)
-        for node in tree.body if isinstance(node, ast.Assign)
-        for t in node.targets if isinstance(t, ast.Name)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
     }
     assert consts["PLAN_CONFIG_HASH"] == plan.config_hash()
     assert consts["PLAN_WORKLOAD_HASH"] == workload_hash(plan)
-    assert consts["PLAN_NAME"] == "it's \"quoted\""
+    assert consts["PLAN_NAME"] == 'it\'s "quoted"'
 
 
 def test_standalone_selftest_needs_torch(tmp_path: Path) -> None:
@@ -165,7 +172,11 @@ def test_standalone_selftest_needs_torch(tmp_path: Path) -> None:
         pytest.skip("torch is installed here; the no-torch path cannot be exercised")
     path = tmp_path / "memplan_probe.py"
     path.write_text(template_text(), "utf-8")
-    run = subprocess.run([sys.executable, str(path), "--selftest", "--out-dir", str(tmp_path)],
-                         capture_output=True, text=True, check=False)
+    run = subprocess.run(
+        [sys.executable, str(path), "--selftest", "--out-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert run.returncode == 2
     assert "torch is not installed" in run.stdout

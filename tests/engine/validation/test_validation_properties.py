@@ -40,8 +40,13 @@ PLAN = default_plan()
 )
 def test_any_proposal_applies_and_undoes(pairs: list[tuple[int, float]], margin: float) -> None:
     records = [
-        MeasuredRecord(config_hash=PLAN.config_hash(), world_size=8, rank=i,
-                       max_allocated_bytes=alloc, max_reserved_bytes=int(alloc * (1 + frac)))
+        MeasuredRecord(
+            config_hash=PLAN.config_hash(),
+            world_size=8,
+            rank=i,
+            max_allocated_bytes=alloc,
+            max_reserved_bytes=int(alloc * (1 + frac)),
+        )
         for i, (alloc, frac) in enumerate(pairs)
     ]
     cal = propose(PLAN, records, margin=margin)

@@ -66,8 +66,13 @@ def test_figures_verdicts_and_errors_by_hand() -> None:
     33 − 31.5 = +1.5 GiB = +4.545 % of 33; external 3 > 2.5 → above, error 3 − 2 = +1 GiB
     (+33.3 %); device 36 ≤ 36.5 → inside. rank 1: 31 > 30 → above, error 31 − 28.5 =
     +2.5 GiB = +8.065 % of 31. rank 2: 26 < 27 → below, error −2.5 GiB."""
-    r0 = rec(rank=0, max_allocated_bytes=57 * GiB // 2, max_reserved_bytes=33 * GiB,
-             external_bytes=3 * GiB, device_used_bytes=36 * GiB)
+    r0 = rec(
+        rank=0,
+        max_allocated_bytes=57 * GiB // 2,
+        max_reserved_bytes=33 * GiB,
+        external_bytes=3 * GiB,
+        device_used_bytes=36 * GiB,
+    )
     r1 = rec(rank=1, max_allocated_bytes=31 * GiB)
     r2 = rec(rank=2, max_allocated_bytes=26 * GiB)
     result = reconcile(EST, [r2, r0, r1])
@@ -79,7 +84,11 @@ def test_figures_verdicts_and_errors_by_hand() -> None:
     assert a0.figure("reserved").error_percent == pytest.approx(100 * 1.5 / 33)
     ext = a0.figure("external")
     assert (ext.low, ext.high, ext.verdict, ext.error_bytes) == (
-        3 * GiB // 2, 5 * GiB // 2, "above", 1 * GiB)
+        3 * GiB // 2,
+        5 * GiB // 2,
+        "above",
+        1 * GiB,
+    )
     assert a0.figure("device").verdict == "inside"
     assert result.ranks[1].figure("allocated").error_percent == pytest.approx(100 * 2.5 / 31)
     assert result.ranks[2].figure("allocated").error_bytes == -5 * GiB // 2
@@ -95,8 +104,13 @@ def test_error_by_category() -> None:
     activations 11.25 vs 10–12 (mid 11, error +0.25); temporaries 1.25 vs 1–2 (mid 1.5,
     error −0.25). Runtime, allocator and host rows are not categories of the allocated
     peak."""
-    breakdown = {"params": 4 * GiB, "grads": 4 * GiB, "optimizer_state": 8 * GiB,
-                 "activations": 45 * GiB // 4, "temporaries": 5 * GiB // 4}
+    breakdown = {
+        "params": 4 * GiB,
+        "grads": 4 * GiB,
+        "optimizer_state": 8 * GiB,
+        "activations": 45 * GiB // 4,
+        "temporaries": 5 * GiB // 4,
+    }
     result = reconcile_record(EST, rec(max_allocated_bytes=57 * GiB // 2, breakdown=breakdown))
     cats = {f.name: (f.measured, f.low, f.high, f.error_bytes) for f in result.categories}
     assert cats == {
@@ -120,14 +134,23 @@ def test_unknown_category_shows_on_both_sides() -> None:
 def test_missing_estimate_figures_are_not_estimated_with_a_note() -> None:
     """An engine without reserved/device peaks or runtime rows: those figures read
     "not estimated", never a comparison with zero, and the notes say why."""
-    bare = StubEstimate(HASH, (StubStage(rows=ROWS[:5], peak=Range(27 * GiB, 30 * GiB)),),
-                        world_size=4)
-    r = rec(max_allocated_bytes=28 * GiB, max_reserved_bytes=30 * GiB, external_bytes=GiB,
-            device_used_bytes=31 * GiB)
+    bare = StubEstimate(
+        HASH, (StubStage(rows=ROWS[:5], peak=Range(27 * GiB, 30 * GiB)),), world_size=4
+    )
+    r = rec(
+        max_allocated_bytes=28 * GiB,
+        max_reserved_bytes=30 * GiB,
+        external_bytes=GiB,
+        device_used_bytes=31 * GiB,
+    )
     result = reconcile(bare, [r])
     verdicts = {f.name: f.verdict for f in result.ranks[0].figures}
-    assert verdicts == {"allocated": "inside", "reserved": "not estimated",
-                        "external": "not estimated", "device": "not estimated"}
+    assert verdicts == {
+        "allocated": "inside",
+        "reserved": "not estimated",
+        "external": "not estimated",
+        "device": "not estimated",
+    }
     assert len(result.notes) == 3
     assert any("reserved peak" in n for n in result.notes)
 
@@ -178,10 +201,20 @@ REFERENCE_CASE = {
     "peak_bytes": 5577059840,
     "peak_phase": "backward",
     "peak_breakdown": {
-        "params": 538075648, "params_unsharded": 0, "all_gather": 0, "grads": 0,
-        "grads_unsharded": 0, "reduce_scatter": 0, "optimizer": 1076290560,
-        "activations": 3157353472, "temp": 805306368, "buffers": 1024, "inputs": 32768,
-        "total": 5577059840, "optimizer_state": 1076290560, "optimizer_temp": 0,
+        "params": 538075648,
+        "params_unsharded": 0,
+        "all_gather": 0,
+        "grads": 0,
+        "grads_unsharded": 0,
+        "reduce_scatter": 0,
+        "optimizer": 1076290560,
+        "activations": 3157353472,
+        "temp": 805306368,
+        "buffers": 1024,
+        "inputs": 32768,
+        "total": 5577059840,
+        "optimizer_state": 1076290560,
+        "optimizer_temp": 0,
     },
 }
 
@@ -195,9 +228,16 @@ def test_reference_case_shape_maps_onto_ledger_groups() -> None:
     assert record.source == "reference-case" and record.config_hash is None
     assert record.max_allocated_bytes == 5577059840
     assert record.breakdown == {
-        "weights": 538075648, "gathered": 0, "gradients": 0, "buckets": 0,
-        "optimizer": 1076290560, "temporaries": 0, "activations": 3157353472,
-        "inputs": 32768, "buffers": 1024, "logits": 805306368,
+        "weights": 538075648,
+        "gathered": 0,
+        "gradients": 0,
+        "buckets": 0,
+        "optimizer": 1076290560,
+        "temporaries": 0,
+        "activations": 3157353472,
+        "inputs": 32768,
+        "buffers": 1024,
+        "logits": 805306368,
     }
     assert sum(record.breakdown.values()) == 5577059840
     bad = {**REFERENCE_CASE["peak_breakdown"], "total": 1}  # type: ignore[dict-item]

@@ -25,9 +25,15 @@ PLAN = default_plan()
 
 
 def rec(rank: int, **fields: object) -> MeasuredRecord:
-    base = {"config_hash": PLAN.config_hash(), "workload_hash": workload_hash(PLAN),
-            "world_size": 8, "rank": rank, "label": "run",
-            "max_allocated_bytes": 20 * GiB, "max_reserved_bytes": 22 * GiB}
+    base = {
+        "config_hash": PLAN.config_hash(),
+        "workload_hash": workload_hash(PLAN),
+        "world_size": 8,
+        "rank": rank,
+        "label": "run",
+        "max_allocated_bytes": 20 * GiB,
+        "max_reserved_bytes": 22 * GiB,
+    }
     return MeasuredRecord.model_validate({**base, **fields})
 
 
@@ -55,8 +61,9 @@ def test_records_survive_save_and_load(tmp_path: Path) -> None:
     assert loaded.plan == PLAN
 
 
-def test_probe_command_writes_the_snippet(plan_path: Path, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_probe_command_writes_the_snippet(
+    plan_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "memplan_probe.py"
     assert main(["probe", str(plan_path), "-o", str(out)]) == 0
     assert f"PLAN_CONFIG_HASH = {PLAN.config_hash()!r}" in out.read_text("utf-8")
@@ -86,8 +93,9 @@ def test_validate_run_stores_records_and_shows_verdicts(
 def test_validate_run_warns_on_another_plans_record(
     plan_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    other = _write_records(tmp_path / "o.json",
-                           [rec(0, config_hash="c" * 64, workload_hash="d" * 64)])
+    other = _write_records(
+        tmp_path / "o.json", [rec(0, config_hash="c" * 64, workload_hash="d" * 64)]
+    )
     before = plan_path.read_bytes()
     assert main(["validate-run", str(plan_path), str(other), "--no-save"]) == 0
     out = capsys.readouterr().out
@@ -105,12 +113,12 @@ def test_calibrate_prints_before_after_and_writes_a_new_file(
     before = plan_path.read_bytes()
     assert main(["calibrate", str(plan_path), str(records), "-o", str(out)]) == 0
     text = capsys.readouterr().out
-    assert ('runtime.allocator_reserve: {"high": 0.2, "low": 0.05} → '
-            '{"high": 0.105, "low": 0.095}') in text
+    assert (
+        'runtime.allocator_reserve: {"high": 0.2, "low": 0.05} → {"high": 0.105, "low": 0.095}'
+    ) in text
     assert plan_path.read_bytes() == before
     calibrated = load(out)
-    assert get_value(calibrated.plan, "runtime.allocator_reserve") == {"low": 0.095,
-                                                                      "high": 0.105}
+    assert get_value(calibrated.plan, "runtime.allocator_reserve") == {"low": 0.095, "high": 0.105}
     assert len(calibrated.measurements) == 2
     # the records still match the calibrated plan's workload: a note, no warning
     assert main(["validate-run", str(out), "--no-save"]) == 0

@@ -82,8 +82,9 @@ def row(
     phases: tuple[Phase, ...] = PHASES,
     location: Location = "hbm",
 ) -> Row:
-    return Row(rid, rid, location, "persistent", group, low, high, "test", "test",
-               frozenset(phases))
+    return Row(
+        rid, rid, location, "persistent", group, low, high, "test", "test", frozenset(phases)
+    )
 
 
 @dataclass(frozen=True)
