@@ -201,4 +201,3 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--force", action="store_true", help="overwrite an existing OUT")
     p.set_defaults(handler=cmd_calibrate)
-

@@ -27,7 +27,6 @@ from engine.ledger.placement import stage_layer_ranges
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import LOCATIONS, PHASES, Location, Phase, Row
 from engine.ledger.runtime_rows import NOT_ALLOCATED, RUNTIME_GROUP, reserve_row, runtime_rows
-
 from engine.ledger.sharding import RULES
 from engine.node_ledgers import NodeLedgers, node_ledgers
 from engine.plan import Plan
@@ -155,8 +154,13 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
     phase_rows: dict[Phase, tuple[Row, ...]] = {}
     for ph in PHASES:
         moment = tl.peak_moment[ph]
-        live = [r for r in rows if r.location == "hbm" and r.group not in NOT_ALLOCATED
-                and live_at(r, moment, ph, accumulating, keep_all)]
+        live = [
+            r
+            for r in rows
+            if r.location == "hbm"
+            and r.group not in NOT_ALLOCATED
+            and live_at(r, moment, ph, accumulating, keep_all)
+        ]
         live.append(reserve_row(plan, phases[ph].low, phases[ph].high))
         phase_rows[ph] = (*live, *runtime)
     return StageEstimate(

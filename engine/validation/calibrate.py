@@ -132,8 +132,10 @@ def _external(
         points.append((record.external_bytes, low, high, stage))
     if not points:
         if any(r.external_bytes is not None for r, _ in stages):
-            notes.append("external memory was measured but the estimate has no runtime rows "
-                         "with a range, so the runtime inputs are not calibrated")
+            notes.append(
+                "external memory was measured but the estimate has no runtime rows "
+                "with a range, so the runtime inputs are not calibrated"
+            )
         return []
     positions = [((p[0] - p[1]) / (p[2] - p[1])) for p in points]
     t_lo = min((e * (1 - margin) - lo) / (hi - lo) for e, lo, hi, _ in points)
@@ -147,21 +149,24 @@ def _external(
         width = before["high"] - before["low"]
         after = _byte_band(before["low"] + t_lo * width, before["low"] + t_hi * width)
         shown = ", ".join(f"{t:.2f}" for t in positions)
-        out.append(Proposal(
-            path,
-            before,
-            after,
-            f"external memory measured {min(p[0] for p in points):,}–"
-            f"{max(p[0] for p in points):,} B sits at position {shown} of the runtime rows' "
-            f"range (0 = low, 1 = high); every runtime input moves there, ±{margin:.0%}",
-        ))
+        out.append(
+            Proposal(
+                path,
+                before,
+                after,
+                f"external memory measured {min(p[0] for p in points):,}–"
+                f"{max(p[0] for p in points):,} B sits at position {shown} of the runtime rows' "
+                f"range (0 = low, 1 = high); every runtime input moves there, ±{margin:.0%}",
+            )
+        )
     return out
 
 
 def _measured_activations(record: MeasuredRecord, stage: Any) -> tuple[int, str] | None:
     if record.breakdown is not None:
-        total = sum(v for k, v in record.breakdown.items()
-                    if normalise_category(k) == "activations")
+        total = sum(
+            v for k, v in record.breakdown.items() if normalise_category(k) == "activations"
+        )
         return total, "the record's breakdown"
     if record.max_allocated_bytes is None:
         return None
@@ -181,8 +186,9 @@ def _activation_band(
         return None
     ratios, how = [], set()
     if stages and not any("activations" in estimate_by_category(st) for _, st in stages):
-        notes.append("the estimate has no activation rows, so runtime.activation_band is "
-                     "not calibrated")
+        notes.append(
+            "the estimate has no activation rows, so runtime.activation_band is not calibrated"
+        )
         return None
     for record, stage in stages:
         act = estimate_by_category(stage).get("activations")
@@ -191,8 +197,10 @@ def _activation_band(
             continue
         counted = act[1] / band["high"]
         if band["low"] > 0 and abs(act[0] / band["low"] - counted) > 0.01 * counted:
-            notes.append("the activation rows are not a counted amount times the band, so "
-                         "runtime.activation_band is not calibrated")
+            notes.append(
+                "the activation rows are not a counted amount times the band, so "
+                "runtime.activation_band is not calibrated"
+            )
             return None
         ratios.append(measured[0] / counted)
         how.add(measured[1])

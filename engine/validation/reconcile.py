@@ -227,11 +227,8 @@ def peak_rows(stage: Any) -> list[RowLike]:
         total = stage.moments[moment]
         for accumulating in (False, True):
             for keep_all in (False, True):
-                live = [r for r in allocated
-                        if live_at(r, moment, phase, accumulating, keep_all)]  # type: ignore[arg-type]
-                if (sum(r.low for r in live), sum(r.high for r in live)) == (
-                    total.low, total.high
-                ):
+                live = [r for r in allocated if live_at(r, moment, phase, accumulating, keep_all)]  # type: ignore[arg-type]
+                if (sum(r.low for r in live), sum(r.high for r in live)) == (total.low, total.high):
                     return live
     return [r for r in allocated if phase is None or r.live_in(phase)]
 
@@ -255,9 +252,7 @@ def _categories(record: MeasuredRecord, stage: Any) -> tuple[Figure, ...]:
         measured[group] = measured.get(group, 0) + value
     estimated = estimate_by_category(stage)
     names = list(estimated) + [n for n in measured if n not in estimated]
-    return tuple(
-        Figure(n, measured.get(n, 0), *estimated.get(n, (0, 0))) for n in names
-    )
+    return tuple(Figure(n, measured.get(n, 0), *estimated.get(n, (0, 0))) for n in names)
 
 
 def _identity(record: MeasuredRecord, plan_hash: str, workload: str | None) -> tuple[str, bool]:

@@ -201,8 +201,7 @@ def parse_record(doc: Any, where: str = "record") -> MeasuredRecord:
     if "peak_bytes" in doc:
         return _from_reference_case(doc, where)
     raise RecordError(
-        f'{where}: not a measurement record (no "format": "{RECORD_FORMAT}" and no '
-        f'"peak_bytes")'
+        f'{where}: not a measurement record (no "format": "{RECORD_FORMAT}" and no "peak_bytes")'
     )
 
 
