@@ -38,6 +38,8 @@ class ModelTab(TabPage):
             "Model presets fill every architecture field below; the plan "
             "stores the numbers, so it never changes when presets do."
         )
+        self._select_current_preset()
+        doc.planChanged.connect(self._select_current_preset)
         apply_btn = QPushButton("Apply preset", box)
         apply_btn.clicked.connect(self.apply_preset)
         row.addWidget(self.preset, 1)
@@ -60,6 +62,12 @@ class ModelTab(TabPage):
         self.add_section("Model", ModelSection, "model", include=("name", "preset"))
         self.add_section("Architecture", ArchitectureSpec, "model.architecture")
         self.finish()
+
+    def _select_current_preset(self) -> None:
+        """Show the preset the plan came from (the combo is a chooser, not the plan)."""
+        index = self.preset.findData(self.doc.plan.model.preset)
+        if index >= 0 and index != self.preset.currentIndex():
+            self.preset.setCurrentIndex(index)
 
     def apply_preset(self) -> None:
         key = self.preset.currentData()

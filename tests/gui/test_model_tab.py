@@ -112,3 +112,7 @@ def test_import_folder_reports_checkpoint_mismatch(
     _settle(qtbot, window)
     assert window.doc.plan.model.name == "tiny"
     assert shown and "layers.1" in shown[0]
+
+
+def test_preset_chooser_shows_the_plan_s_preset(qtbot: Any, window: Any) -> None:
+    assert window.tabs["model"].preset.currentData() == "llama-3.1-8b"
