@@ -63,6 +63,26 @@ class _PlanCommand(QUndoCommand):
         self._doc._replace_plan(self.before)
 
 
+class _MeasurementsCommand(QUndoCommand):
+    """Replace the measured records kept with the plan (attaching is undoable too)."""
+
+    def __init__(
+        self,
+        doc: PlanDocument,
+        before: tuple[dict[str, Any], ...],
+        after: tuple[dict[str, Any], ...],
+        text: str,
+    ) -> None:
+        super().__init__(text)
+        self._doc, self.before, self.after = doc, before, after
+
+    def redo(self) -> None:
+        self._doc._replace_measurements(self.after)
+
+    def undo(self) -> None:
+        self._doc._replace_measurements(self.before)
+
+
 class PlanDocument(QObject):
     """A plan with its file, undo history and latest valid estimate."""
 
@@ -73,6 +93,7 @@ class PlanDocument(QObject):
     fieldOk = Signal(str)
     pathChanged = Signal()
     dirtyChanged = Signal(bool)
+    measurementsChanged = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -142,6 +163,15 @@ class PlanDocument(QObject):
         self.undo_stack.push(_PlanCommand(self, self._plan, new, text, key))
         return True
 
+    def set_measurements(self, records: tuple[dict[str, Any], ...], text: str) -> None:
+        """Replace the attached measured records as one undo step."""
+        if records != self.measurements:
+            self.undo_stack.push(_MeasurementsCommand(self, self.measurements, records, text))
+
+    def _replace_measurements(self, records: tuple[dict[str, Any], ...]) -> None:
+        self.measurements = records
+        self.measurementsChanged.emit()
+
     def _replace_plan(self, plan: Plan) -> None:
         self._plan = plan
         self.planChanged.emit()
@@ -178,6 +208,7 @@ class PlanDocument(QObject):
         self.path = path
         self.name, self.notes, self.created = pf.name, pf.notes, pf.created
         self.measurements, self.messages = pf.measurements, pf.extra_messages
+        self.measurementsChanged.emit()
         self._plan = pf.plan
         self.planChanged.emit()
         self.flush()

@@ -8,6 +8,7 @@ together on each keystroke.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QByteArray, QEvent, Qt
 from PySide6.QtGui import (
@@ -22,6 +23,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QLabel,
     QListWidget,
+    QListWidgetItem,
     QMainWindow,
     QSplitter,
     QStackedWidget,
@@ -31,9 +33,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.diagnostics import diagnose
+from engine.errors import PlanError
+from engine.units import fmt_bytes, fmt_range
+from gui import measured
 from gui.autosave import Autosaver
 from gui.document import PlanDocument
 from gui.file_actions import FileActions
+from gui.measured import MeasuredView
 from gui.settings import Settings
 from gui.tabs.base import TabPage
 from gui.tabs.hardware import HardwareTab
@@ -67,6 +74,7 @@ class MainWindow(QMainWindow):
         self._build()
         self._menus()
         self.doc.estimateChanged.connect(self.redraw)
+        self.doc.measurementsChanged.connect(self._show_measured)
         self.doc.estimateFailed.connect(self._estimate_failed)
         self.doc.pathChanged.connect(self._title)
         self.doc.dirtyChanged.connect(lambda _d: self._title())
@@ -114,11 +122,17 @@ class MainWindow(QMainWindow):
         self.diagnostics = QListWidget(self)
         self.diagnostics.setObjectName("diagnostics")
         self.diagnostics.setWordWrap(True)
+        self.diagnostics.setToolTip(
+            "Double-click a suggestion to apply it (Edit → Undo takes it back)."
+        )
+        self.diagnostics.itemDoubleClicked.connect(self._apply_suggestion)
         self.results = QTabWidget(self)
         self.results.setObjectName("resultTabs")
         self.results.addTab(self.table, "Ledger")
         self.results.addTab(self.stages, "Stages")
         self.results.addTab(self.diagnostics, "Diagnostics")
+        self.measured = MeasuredView(self)
+        self.results.addTab(self.measured, "Measured")
         chart_box = QWidget(self)
         col = QVBoxLayout(chart_box)
         col.setContentsMargins(0, 0, 0, 0)
@@ -164,6 +178,13 @@ class MainWindow(QMainWindow):
         self.redo_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Redo))
         edit.addAction(self.undo_action)
         edit.addAction(self.redo_action)
+        runs = self.menuBar().addMenu("&Measured runs")
+        self.attach_action = runs.addAction(
+            "&Attach records…", lambda: measured.ask_attach(self, self.doc)
+        )
+        self.calibrate_action = runs.addAction(
+            "&Calibrate from records…", lambda: measured.calibrate(self, self.doc)
+        )
         view = self.menuBar().addMenu("&View")
         group = QActionGroup(self)
         self.unit_actions: dict[str, QAction] = {}
@@ -209,18 +230,52 @@ class MainWindow(QMainWindow):
             self.stages.setCurrentWidget(self.stage_note)
         self._diagnostics()
         self.results.setTabText(2, "Diagnostics")
+        self._show_measured()
         self.status.setText(f"config {est.config_hash[:12]} · {len(est.rows)} ledger rows")
 
+    def _show_measured(self) -> None:
+        self.measured.show_document(self.doc, self.units)
+        n = len(self.doc.measurements)
+        self.results.setTabText(3, f"Measured ({n})" if n else "Measured")
+
     def _diagnostics(self) -> None:
+        """Errors and notes, the verdict, the dominant rows, and one-change suggestions
+        re-estimated by the engine (bytes each saves); double-click applies one."""
         self.diagnostics.clear()
         if self.doc.estimate_error:
             self.diagnostics.addItem(f"Error — cannot compute this plan: {self.doc.estimate_error}")
         for message in self.doc.messages:
             self.diagnostics.addItem(f"Note — {message}")
-        if self.doc.estimate is not None:
-            self.diagnostics.addItem(f"Verdict: {self.doc.estimate.verdict_reason}")
-            for note in self.doc.estimate.notes:
-                self.diagnostics.addItem(f"Not yet counted — {note}")
+        if self.doc.estimate is None or self.doc.estimate_error:
+            return
+        est = self.doc.estimate
+        self.diagnostics.addItem(f"Verdict: {est.verdict_reason}")
+        for note in est.notes:
+            self.diagnostics.addItem(f"Note — {note}")
+        u: Any = self.units
+        try:
+            d = diagnose(self.doc.plan)
+        except PlanError as exc:
+            self.diagnostics.addItem(f"Suggestions unavailable: {exc}")
+            return
+        for dom in d.dominant:
+            self.diagnostics.addItem(
+                f"Dominant — {dom.row.label}: {fmt_range(dom.row.low, dom.row.high, u)} "
+                f"({dom.share:.0%} of the peak)"
+            )
+        for sug in d.suggestions:
+            fits = " — then fits" if sug.fits else ""
+            item = QListWidgetItem(
+                f"Suggestion — {sug.label}: saves {fmt_bytes(sug.saves or 0, u)}{fits}"
+            )
+            item.setData(Qt.ItemDataRole.UserRole, sug.changes)
+            item.setToolTip(", ".join(f"{k} = {v}" for k, v in sug.changes.items()))
+            self.diagnostics.addItem(item)
+
+    def _apply_suggestion(self, item: QListWidgetItem) -> None:
+        changes = item.data(Qt.ItemDataRole.UserRole)
+        if isinstance(changes, dict) and changes:
+            self.doc.set_many(changes, item.text().split(":")[0].removeprefix("Suggestion — "))
 
     def _estimate_failed(self, message: str) -> None:
         self.verdict.set_stale(message)
