@@ -99,7 +99,7 @@ class TabPage(QScrollArea):
         self._fill(grid, model, prefix, set(include) if include is not None else None, set(exclude))
         if collapsed:
             box.setTitle("")
-            self.column.addWidget(Collapsible(title, box, False, self.widget()))
+            self.column.addWidget(Collapsible(title, box, False, self.widget() or self))
         else:
             box.setTitle(title)
             self.column.addWidget(box)
@@ -128,7 +128,7 @@ class TabPage(QScrollArea):
                 grid.addWidget(head, grid.rowCount(), 0, 1, 3)
                 self._fill(grid, spec.model, spec.path, None, set(), spec.unit == "bytes")
                 continue
-            binding = FieldBinding(self.doc, spec, self.units, grid.parentWidget())
+            binding = FieldBinding(self.doc, spec, self.units, grid.parentWidget() or self)
             self.bindings[spec.path] = binding
             add_to_grid(grid, binding)
 

@@ -86,8 +86,8 @@ def draw_panel(plot: pg.PlotItem, panel: Panel, units: str, legend: bool = False
     for group in groups:
         heights = []
         for bar in bars:
-            seg = next((s for s in bar.segments if s.group == group), None)
-            heights.append(seg.low / scale if seg else 0.0)
+            found = next((s for s in bar.segments if s.group == group), None)
+            heights.append(found.low / scale if found else 0.0)
         item = pg.BarGraphItem(
             x=xs,
             height=heights,
