@@ -266,22 +266,6 @@ def bucket_rows(
                 BWD | frozenset({"optimizer"}),
             )
         )
-        base = min(el, 2 * numel) * gbytes
-        high = int(base * HF_OVERLAP_FACTOR / 2) if overlap else base
-        rows.append(
-            _row(
-                "hbm.buckets.zero",
-                "ZeRO reduce / all-gather buckets",
-                "buckets",
-                base // 2 if overlap else base,
-                max(high, base // 2 if overlap else base),
-                f"(reduce {fmt_count(k.ds_reduce_bucket_elements)} + all-gather "
-                f"{fmt_count(k.ds_allgather_bucket_elements)}) el. × {gbytes} B"
-                + (f", overlap_comm ≈ {HF_OVERLAP_FACTOR}× ÷ 2 per bucket pair" if overlap else ""),
-                "deepspeed-zero3-config",
-                BWD | frozenset({"optimizer"}),
-            )
-        )
     elif strategy == "zero3":
         overlap = True if k.ds_overlap_comm is None else k.ds_overlap_comm
         el = min(k.ds_reduce_bucket_elements, numel)

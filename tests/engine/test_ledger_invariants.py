@@ -1,0 +1,47 @@
+"""Invariants every estimate keeps, whatever the plan: unique row ids, a formula and a
+known source on every row, and phase totals consistent with the rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine.estimate import estimate
+from engine.plan import default_plan, with_values
+from engine.sections.parallel import Strategy
+from engine.sources import all_sources
+
+STRATEGIES: list[Strategy] = [
+    "ddp", "zero1", "zero2", "zero3", "fsdp1_full_shard", "fsdp1_shard_grad_op",
+    "fsdp1_no_shard", "fsdp1_hybrid_shard", "fsdp1_hybrid_shard_zero2", "fsdp2",
+    "fsdp2_hsdp", "megatron_distopt",
+]
+VARIANTS: list[dict[str, Any]] = [
+    {},
+    {"method.kind": "lora"},
+    {"method.kind": "qlora"},
+    {"parallelism.pp": 2, "parallelism.dp": 4},
+    {"method.recompute.policy": "full", "batch.grad_accum": 4},
+]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: ",".join(v) or "default")
+def test_rows_are_unique_sourced_and_sum_up(strategy: str, variant: dict[str, Any]) -> None:
+    plan = with_values(default_plan(), {"parallelism.strategy": strategy, **variant})
+    est = estimate(plan)
+    sources = all_sources()
+    for st in est.stages:
+        ids = [r.id for r in st.rows]
+        assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+        for r in st.rows:
+            assert r.formula and r.label, r.id
+            assert r.source in sources, (r.id, r.source)
+        assert st.peak == st.phases[st.peak_phase]
+        assert st.peak.low <= st.reserved_peak.low <= st.device_peak.low
+        assert st.peak.high <= st.reserved_peak.high <= st.device_peak.high
+    for r in (*est.nodes.host, *est.nodes.nvme, *est.nodes.checkpoint):
+        assert r.source in sources, (r.id, r.source)
+    node_ids = [r.id for r in est.nodes.host]
+    assert len(node_ids) == len(set(node_ids))
