@@ -120,7 +120,7 @@ def _weight_casts(placed: Iterable[LocalTensor], c: int, gran: int) -> tuple[int
     for t in placed:
         if t.tensor.kind != "weight":
             continue
-        n = round_up(t.numel * c, gran)
+        n = round_up(t.numel * c, gran) * t.count
         if t.tensor.role in LINEAR_ROLES and t.tensor.layer is not None:
             layers += n
         elif t.tensor.role == "lm_head" or (t.tensor.role == "embedding" and _tied_head(t)):

@@ -32,6 +32,7 @@ class HeldTensor:
     state_dtype: str
     group: int  # size of the data-parallel group that shards it
     persistent_full: bool = False  # ZeRO-3 persistence threshold: never partitioned
+    count: int = 1  # identical decoder layers this tensor stands for (placement folding)
 
     @property
     def numel(self) -> int:

@@ -53,6 +53,7 @@ class _Builder:
         dtype: str,
         expert: bool = False,
         full_numel: int = 0,
+        count: int = 1,
     ) -> None:
         self.out.append(
             HeldTensor(
@@ -66,6 +67,7 @@ class _Builder:
                 state_dtype=self.formats.state_dtype_for(dtype),
                 group=self.expert if expert else self.dense,
                 persistent_full=0 < full_numel < self.threshold,
+                count=count,
             )
         )
 
@@ -79,6 +81,7 @@ class _Builder:
             dtype,
             t.expert,
             t.tensor.numel,
+            t.count,
         )
 
 
@@ -121,7 +124,8 @@ def held_tensors(
             if is_target(t.tensor, lora):
                 for name, shape in adapter_shapes(t, lora):
                     b.add(
-                        name, shape, _unit(t.tensor), "adapters", True, lora.adapter_dtype, t.expert
+                        name, shape, _unit(t.tensor), "adapters", True, lora.adapter_dtype,
+                        t.expert, count=t.count,
                     )
         if not any(h.category == "adapters" for h in b.out) and par.pp == 1:
             raise PlanError(
@@ -153,8 +157,8 @@ def _custom(
         return
     if custom.count is None:
         raise PlanError("method.custom needs roles or a trainable count")
-    total = sum(t.numel for t in placed)
-    full_total = sum(t.tensor.numel for t in placed)
+    total = sum(t.numel * t.count for t in placed)
+    full_total = sum(t.tensor.numel * t.count for t in placed)
     for t in placed:
         b.add_local(t, "frozen", False, dtype)
     # The count is over the whole model; this rank's share scales with what it holds.

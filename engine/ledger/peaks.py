@@ -105,7 +105,7 @@ def gathered_rows(
     gb = gather_bytes(plan, formats)
     root, layers = _units(placed)
     unit = max((_per_tensor(ts, gb, gran) for ts in layers.values()), default=0)
-    n_layers = len(layers)
+    n_layers = sum(ts[0].count for ts in layers.values())  # folded layers counted out
     rows: list[Row] = []
     root_b = _per_tensor(root, gb, gran)
     strategy = par.strategy
@@ -225,7 +225,7 @@ def bucket_rows(
     if not trainable:
         return []
     gbytes = formats.grad_bytes
-    numel = sum(t.numel for t in trainable)
+    numel = sum(t.numel * t.count for t in trainable)
     strategy = par.strategy
     rows: list[Row] = []
     replicas = max((t.group for t in trainable), default=1)
@@ -337,7 +337,7 @@ def accumulation_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) ->
     gran = plan.runtime.allocation_granularity_bytes
     c = DTYPE_BYTES[plan.method.precision.compute_dtype]
     trainable = [t for t in held if t.trainable]
-    n = sum(round_up(t.numel * c, gran) for t in trainable)
+    n = sum(round_up(t.numel * c, gran) * t.count for t in trainable)
     return [
         _row(
             "hbm.grads_unsharded.accumulation",
@@ -345,7 +345,8 @@ def accumulation_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) ->
             "gradients",
             n,
             n,
-            f"{len(trainable)} trainable tensors unsharded × {c} B over {plan.batch.grad_accum} "
+            f"{sum(t.count for t in trainable)} trainable tensors unsharded × {c} B over "
+            f"{plan.batch.grad_accum} "
             f"micro-batches (no_sync / set_requires_gradient_sync(False)) = {fmt_count(n)} B",
             "fsdp2-prefetch",
             FWD_BWD,
@@ -373,16 +374,20 @@ def optimizer_temp_rows(
         return []
     gran = plan.runtime.allocation_granularity_bytes
     allocs = shard_allocs(trainable, rule.optimizer, rule, "state_dtype")
-    sizes = [round_up(a.numel * DTYPE_BYTES[a.dtype], gran) for a in allocs]
+    sized = [(round_up(a.numel * DTYPE_BYTES[a.dtype], gran), a.count) for a in allocs]
     dtypes = "/".join(sorted({a.dtype for a in allocs}))
     if opt.implementation == "foreach":
-        n = sum(sizes)
+        n = sum(size * count for size, count in sized)
         formula = (
             f"foreach: one {dtypes} copy of every (sharded) parameter, "
-            f"{len(sizes)} allocations = {fmt_count(n)} B"
+            f"{sum(c for _, c in sized)} allocations = {fmt_count(n)} B"
         )
     else:
+        # Tensor order within a layer repeats across layers, so one layer's sequence (plus
+        # the previous layer's last tensor before its first) gives the same maximum.
+        sizes = [size for size, count in sized for _ in range(min(count, 2))]
         n = max((2 * s + (sizes[i - 1] if i else 0) for i, s in enumerate(sizes)), default=0)
+
         formula = f"for-loop: max over tensors of 2·size(p_i) + size(p_(i−1)) = {fmt_count(n)} B"
     low = n if opt.name == "adamw" else 0
     return [

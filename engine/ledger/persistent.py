@@ -17,7 +17,6 @@ from engine.ledger.quantized import quantized_rows
 from engine.ledger.row import Row
 from engine.ledger.sharding import RULES
 from engine.ledger.states import ShardContext, persistent_rows, shard_allocs
-from engine.models.inventory import build_inventory
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 from engine.sections.method import MethodSection
@@ -100,9 +99,13 @@ def _shard_elems(
 ) -> tuple[int, int]:
     held, ctx = _held(arch, method, par, ranks_per_node, granularity, stage)
     trainable = [t for t in held if t.trainable]
-    opt = sum(a.numel for a in shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "state_dtype"))
+    opt = sum(
+        a.numel * a.count
+        for a in shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "state_dtype")
+    )
     params = sum(
-        a.numel for a in shard_allocs(list(held), ctx.rule.params, ctx.rule, "param_dtype")
+        a.numel * a.count
+        for a in shard_allocs(list(held), ctx.rule.params, ctx.rule, "param_dtype")
     )
     return opt, params
 
@@ -114,7 +117,7 @@ def stage_shard_elems(plan: Plan, stage: int) -> tuple[int, int]:
 
 @lru_cache(maxsize=1024)
 def _placed(arch: ArchitectureSpec, par: ParallelismSection, stage: int) -> tuple[LocalTensor, ...]:
-    return place_stage(build_inventory(arch), arch, par, stage)
+    return place_stage(arch, par, stage)
 
 
 def stage_placed(plan: Plan, stage: int) -> tuple[LocalTensor, ...]:

@@ -9,9 +9,10 @@ by the size of the group that really shards it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from math import prod
 
-from engine.models.inventory import Tensor
+from engine.models.inventory import Tensor, build_inventory
 from engine.models.roles import is_expert_parallel, tp_split_dim
 from engine.models.spec import ArchitectureSpec
 from engine.sections.parallel import ParallelismSection
@@ -22,11 +23,16 @@ KV_ROLES = frozenset({"k", "v"})
 
 @dataclass(frozen=True, slots=True)
 class LocalTensor:
-    """The part of a tensor one rank holds after TP / EP placement."""
+    """The part of a tensor one rank holds after TP / EP placement.
+
+    ``count`` > 1 means this tensor stands for that many identical decoder layers' copies
+    (see :func:`layer_classes`): every sum over tensors multiplies by it.
+    """
 
     tensor: Tensor
     shape: tuple[int, ...]
     expert: bool  # routed expert: divided by EP and sharded over the expert DP group
+    count: int = 1
 
     @property
     def numel(self) -> int:
@@ -69,30 +75,82 @@ def _tp_shape(t: Tensor, arch: ArchitectureSpec, tp: int) -> tuple[int, ...]:
     return tuple(shape)
 
 
+@dataclass(frozen=True, slots=True)
+class LayerClass:
+    """Decoder layers with identical tensors: one representative layer and their indices."""
+
+    tensors: tuple[Tensor, ...]
+    layers: tuple[int, ...]
+
+
+@lru_cache(maxsize=256)
+def layer_classes(arch: ArchitectureSpec) -> tuple[tuple[Tensor, ...], tuple[LayerClass, ...]]:
+    """The model's non-layer tensors, and its decoder layers folded into classes.
+
+    A 126-layer model holds 126 copies of the same nine tensors; the ledger's arithmetic
+    is per tensor, so folding them keeps every number exact (sums multiply by the count)
+    while making the work per estimate independent of depth — what lets the layout search
+    estimate thousands of layouts quickly. Layers stay apart when their tensors' names
+    within the layer, shapes, roles or expert indices differ (MoE models' dense layers).
+    """
+    root: list[Tensor] = []
+    by_layer: dict[int, list[Tensor]] = {}
+    for t in build_inventory(arch):
+        if t.layer is None:
+            root.append(t)
+        else:
+            by_layer.setdefault(t.layer, []).append(t)
+    classes: dict[tuple[object, ...], tuple[list[Tensor], list[int]]] = {}
+    for layer, ts in by_layer.items():
+        marker = f"layers.{layer}."
+        signature = tuple(
+            (t.name.split(marker, 1)[-1], t.shape, t.role, t.kind, t.expert) for t in ts
+        )
+        classes.setdefault(signature, (ts, []))[1].append(layer)
+    return tuple(root), tuple(LayerClass(tuple(ts), tuple(ls)) for ts, ls in classes.values())
+
+
+def _place(
+    t: Tensor, arch: ArchitectureSpec, par: ParallelismSection, count: int
+) -> LocalTensor | None:
+    expert = is_expert_parallel(t)
+    if expert and par.ep > 1 and t.expert is not None:
+        n_experts = arch.moe.num_experts if arch.moe else 1
+        if t.expert >= ceil_div(n_experts, par.ep):
+            return None  # rank 0 of the EP group holds experts [0, E/ep)
+    tp = par.expert_tp if expert else par.tp
+    return LocalTensor(t, _tp_shape(t, arch, tp), expert, count)
+
+
 def place_stage(
-    tensors: tuple[Tensor, ...], arch: ArchitectureSpec, par: ParallelismSection, stage: int
+    arch: ArchitectureSpec, par: ParallelismSection, stage: int
 ) -> tuple[LocalTensor, ...]:
-    """The local tensors one rank of ``stage`` holds (first EP / TP rank, the heaviest)."""
+    """The local tensors one rank of ``stage`` holds (first EP / TP rank, the heaviest).
+
+    Identical decoder layers come folded: one representative tensor per class, with
+    ``count`` = how many of the stage's layers it stands for.
+    """
     layers = stage_layer_ranges(arch, par)[stage]
     first, last = stage == 0, stage == par.pp - 1
+    root, classes = layer_classes(arch)
     out: list[LocalTensor] = []
-    for t in tensors:
-        if t.layer is not None:
-            if t.layer not in layers:
-                continue
-        elif t.role in ("embedding", "position_embedding"):
+    for t in root:
+        if t.role in ("embedding", "position_embedding"):
             # Tied embeddings: the last stage keeps its own copy for the output layer.
             if not (first or (last and arch.tied_embeddings and t.role == "embedding")):
                 continue
         elif not last:  # final norm, lm_head, MTP modules
             continue
-        expert = is_expert_parallel(t)
-        if expert and par.ep > 1 and t.expert is not None:
-            n_experts = arch.moe.num_experts if arch.moe else 1
-            if t.expert >= ceil_div(n_experts, par.ep):
-                continue  # rank 0 of the EP group holds experts [0, E/ep)
-        tp = par.expert_tp if expert else par.tp
-        out.append(LocalTensor(t, _tp_shape(t, arch, tp), expert))
+        placed = _place(t, arch, par, 1)
+        if placed is not None:
+            out.append(placed)
+    for cls in classes:
+        count = sum(1 for layer in cls.layers if layer in layers)
+        if count:
+            for t in cls.tensors:
+                placed = _place(t, arch, par, count)
+                if placed is not None:
+                    out.append(placed)
     return tuple(out)
 
 

@@ -28,9 +28,11 @@ def quantized_rows(held: list[HeldTensor], q: QloraSection, granularity: int) ->
     qs = [t for t in held if t.category == "quantized"]
     if not qs:
         return []
-    numel = sum(t.numel for t in qs)
-    data = sum(round_up(ceil_div(t.numel, 2), granularity) for t in qs)
-    consts = sum(round_up(b, granularity) for t in qs for b in _constants_bytes(t.numel, q))
+    numel = sum(t.numel * t.count for t in qs)
+    data = sum(round_up(ceil_div(t.numel, 2), granularity) * t.count for t in qs)
+    consts = sum(
+        round_up(b, granularity) * t.count for t in qs for b in _constants_bytes(t.numel, q)
+    )
     if q.double_quant:
         words = (
             f"per tensor: ceil(n/{q.block_size}) uint8 absmax + ceil(blocks/"
@@ -49,8 +51,8 @@ def quantized_rows(held: list[HeldTensor], q: QloraSection, granularity: int) ->
             high=data,
             dtype="nf4",
             formula=(
-                f"{fmt_count(numel)} elements in {len(qs)} tensors × 0.5 B (4-bit, two per "
-                f"byte), each rounded up to {granularity} B = {fmt_count(data)} B"
+                f"{fmt_count(numel)} elements in {sum(t.count for t in qs)} tensors × 0.5 B "
+                f"(4-bit, two per byte), each rounded up to {granularity} B = {fmt_count(data)} B"
             ),
             source="qlora-paper",
         ),

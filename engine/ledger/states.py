@@ -28,6 +28,7 @@ class Alloc:
     shape: tuple[int, ...]
     count_full: int  # elements before sharding (for the formula)
     dtype: str
+    count: int = 1  # identical allocations this one stands for (folded decoder layers)
 
     @property
     def numel(self) -> int:
@@ -69,43 +70,55 @@ def shard_allocs(
             keep = whole_if_persistent and t.persistent_full
             n = t.group if sharded and not keep else 1
             if n == 1:
-                out.append(Alloc(t.shape, t.numel, dtype))
+                out.append(Alloc(t.shape, t.numel, dtype, t.count))
             else:
-                out.append(Alloc((ceil_div(t.shape[0], n), *t.shape[1:]), t.numel, dtype))
+                rows = ceil_div(t.shape[0], n)
+                out.append(Alloc((rows, *t.shape[1:]), t.numel, dtype, t.count))
         return out
     # Flat buffers: one allocation per (unit, group, dtype). ZeRO-3 pads each tensor's
     # partition to ceil(numel/N) before concatenating; the others pad the whole buffer.
+    # A per-unit buffer of a folded layer stands for ``count`` identical buffers; the
+    # single-buffer strategies add every copy's elements into their one buffer.
+    per_unit = rule.chunking == "per_unit"
     held: dict[tuple[str, int, str], int] = defaultdict(int)
     full: dict[tuple[str, int, str], int] = defaultdict(int)
+    copies: dict[tuple[str, int, str], int] = {}
     for t in items:
-        unit = t.unit if rule.chunking == "per_unit" else "all"
-        key = (unit, t.group, getattr(t, dtype_of))
-        full[key] += t.numel
+        key = (t.unit if per_unit else "all", t.group, getattr(t, dtype_of))
+        mult = 1 if per_unit else t.count
+        copies[key] = t.count if per_unit else 1
+        full[key] += t.numel * mult
         if rule.chunking == "per_tensor":
             keep = whole_if_persistent and t.persistent_full
-            held[key] += t.numel if keep else ceil_div(t.numel, t.group)
+            held[key] += (t.numel if keep else ceil_div(t.numel, t.group)) * mult
     return [
         Alloc(
             (held[key] if rule.chunking == "per_tensor" else ceil_div(total, key[1]),),
             total,
             key[2],
+            copies[key],
         )
         for key, total in full.items()
     ]
 
 
 def _bytes(allocs: list[Alloc], granularity: int) -> int:
-    return sum(round_up(a.numel * DTYPE_BYTES[a.dtype], granularity) for a in allocs)
+    return sum(round_up(a.numel * DTYPE_BYTES[a.dtype], granularity) * a.count for a in allocs)
+
+
+def alloc_count(allocs: list[Alloc]) -> int:
+    """How many allocations these stand for (folded layers counted out)."""
+    return sum(a.count for a in allocs)
 
 
 def _formula(allocs: list[Alloc], sharded: bool, ctx: ShardContext, total: int) -> str:
-    full = sum(a.count_full for a in allocs)
-    held = sum(a.numel for a in allocs)
+    full = sum(a.count_full * a.count for a in allocs)
+    held = sum(a.numel * a.count for a in allocs)
     dtypes = sorted({a.dtype for a in allocs})
     per = " + ".join(f"{DTYPE_BYTES[d]} B ({d})" for d in dtypes)
     share = f" ÷ {ctx.group_words} → {fmt_count(held)} held" if sharded else ""
     return (
-        f"{fmt_count(full)} elements{share} × {per} in {len(allocs)} allocation(s), "
+        f"{fmt_count(full)} elements{share} × {per} in {alloc_count(allocs)} allocation(s), "
         f"each rounded up to {ctx.granularity} B = {fmt_count(total)} B"
     )
 
@@ -169,7 +182,7 @@ def weight_rows(held: list[HeldTensor], ctx: ShardContext) -> list[Row]:
 def master_row(trainable: list[HeldTensor], formats: StateFormats, ctx: ShardContext) -> Row:
     """The fp32 master copy that mixed precision keeps of trainable weights."""
     allocs = [
-        Alloc(a.shape, a.count_full, "fp32")
+        Alloc(a.shape, a.count_full, "fp32", a.count)
         for a in shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "param_dtype")
     ]
     return _row(
@@ -201,7 +214,7 @@ def main_grad_shard_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
     """Megatron's distributed optimizer with 16-bit grads keeps a sharded fp32 copy of
     the main grads for the step (the 20 → 4 + 16/d row of its table)."""
     allocs = [
-        Alloc(a.shape, a.count_full, "fp32")
+        Alloc(a.shape, a.count_full, "fp32", a.count)
         for a in shard_allocs(trainable, True, ctx.rule, "grad_dtype")
     ]
     return _row(
@@ -220,14 +233,17 @@ def optimizer_rows(
 ) -> list[Row]:
     """One row per optimizer state (moments, step counters, quantization constants)."""
     allocs = shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "state_dtype")
-    per_state: dict[str, list[int]] = defaultdict(list)
+    per_state: dict[str, list[tuple[int, int]]] = defaultdict(list)  # (bytes, copies)
     for a in allocs:
         for s in state_allocs(opt, a.shape, DTYPE_BYTES[a.dtype]):
-            per_state[s.name].append(s.n_bytes)
+            per_state[s.name].append((s.n_bytes, a.count))
     rows = []
     share = f", sharded ÷ {ctx.group_words}" if ctx.rule.optimizer else ""
+    elements = sum(a.count_full * a.count for a in allocs)
     for name, sizes in per_state.items():
-        n = sum(round_up(s, ctx.granularity) for s in sizes)
+        n = sum(round_up(b, ctx.granularity) * c for b, c in sizes)
+        raw = sum(b * c for b, c in sizes)
+        allocations = sum(c for _, c in sizes)
         rows.append(
             Row(
                 id=f"hbm.optimizer.{name}",
@@ -238,9 +254,9 @@ def optimizer_rows(
                 low=n,
                 high=n,
                 formula=(
-                    f"{opt.name} state '{name}' over {fmt_count(sum(a.count_full for a in allocs))}"
-                    f" trainable elements{share}: {len(sizes)} allocation(s) totalling "
-                    f"{fmt_count(sum(sizes))} B, each rounded up to {ctx.granularity} B = "
+                    f"{opt.name} state '{name}' over {fmt_count(elements)}"
+                    f" trainable elements{share}: {allocations} allocation(s) totalling "
+                    f"{fmt_count(raw)} B, each rounded up to {ctx.granularity} B = "
                     f"{fmt_count(n)} B"
                 ),
                 source=OPTIMIZER_SOURCES.get(opt.name, "user-input"),

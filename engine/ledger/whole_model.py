@@ -16,7 +16,6 @@ from engine.ledger.quantized import quantized_rows
 from engine.ledger.row import Row
 from engine.ledger.sharding import RULES
 from engine.ledger.states import ShardContext, persistent_rows
-from engine.models.inventory import build_inventory
 from engine.models.spec import ArchitectureSpec
 from engine.sections.method import MethodSection
 from engine.sections.parallel import ParallelismSection
@@ -28,7 +27,7 @@ _SINGLE = ParallelismSection(dp=1, strategy="ddp")
 def whole_model_held(arch: ArchitectureSpec, method: MethodSection) -> tuple[HeldTensor, ...]:
     """Every tensor of the model (and its adapters), unsharded."""
     formats = resolve_formats(method.precision)
-    placed = place_stage(build_inventory(arch), arch, _SINGLE, 0)
+    placed = place_stage(arch, _SINGLE, 0)
     return tuple(held_tensors(method, _SINGLE, 1, placed, formats)[0])
 
 
@@ -51,4 +50,6 @@ def whole_bytes(arch: ArchitectureSpec, method: MethodSection, prefix: str) -> i
 @lru_cache(maxsize=256)
 def base_param_count(arch: ArchitectureSpec, method: MethodSection) -> int:
     """Parameters of the model itself (adapters excluded): what loading reads."""
-    return sum(t.numel for t in whole_model_held(arch, method) if t.category != "adapters")
+    return sum(
+        t.numel * t.count for t in whole_model_held(arch, method) if t.category != "adapters"
+    )
