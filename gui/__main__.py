@@ -59,7 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-FRONTEND_COMMANDS: list = []  # type: ignore[type-arg]
+def _register_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from gui.report.cli import register  # imports no Qt until the command runs
+
+    register(sub)
+
+
+FRONTEND_COMMANDS: list = [_register_report]  # type: ignore[type-arg]
 """Registration hooks of Qt-needing subcommands (e.g. ``report``)."""
 
 

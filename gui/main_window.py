@@ -41,6 +41,7 @@ from gui.autosave import Autosaver
 from gui.document import PlanDocument
 from gui.file_actions import FileActions
 from gui.measured import MeasuredView
+from gui.report.actions import ReportActions
 from gui.settings import Settings
 from gui.tabs.base import TabPage
 from gui.tabs.hardware import HardwareTab
@@ -168,6 +169,10 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         for action in (f.save, f.save_as, f.revert):
             file_menu.addAction(action)
+        file_menu.addSeparator()
+        self.report_actions = ReportActions(self, self.doc)
+        file_menu.addAction(self.report_actions.export)
+        file_menu.addAction(self.report_actions.print)
         file_menu.addSeparator()
         quit_action = file_menu.addAction("&Quit", self.close)
         quit_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Quit))

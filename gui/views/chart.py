@@ -13,12 +13,16 @@ import zlib
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPalette
-from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QWidget
+from shiboken6 import delete
 
 from engine.estimate import Estimate
 from engine.plan import Plan
 from engine.units import GB, GiB
 from gui.views.chart_data import Bar, Panel, panels, stage_bars
+
+_INK: list[QColor] = []
+"""A forced foreground (innermost last) while a chart is drawn for paper."""
 
 GROUP_COLORS = {
     "weights": "#4C78A8",
@@ -60,6 +64,8 @@ def unit_scale(units: str) -> tuple[int, str]:
 
 
 def foreground() -> QColor:
+    if _INK:
+        return _INK[-1]
     app = QApplication.instance()
     if isinstance(app, QApplication):
         return app.palette().color(QPalette.ColorRole.WindowText)
@@ -253,6 +259,22 @@ class StageChart(pg.GraphicsLayoutWidget):
         draw_panel(self.plot, self.panel, units)
 
 
+def render_chart(
+    chart: pg.GraphicsLayoutWidget, painter: QPainter, target: QRectF, width: int, height: int
+) -> None:
+    """Lay out a hidden chart at ``width`` × ``height`` and draw its scene into ``target``.
+
+    A widget that was never shown gets no resize event, so the view and its layout are
+    sized by hand before the scene is drawn (vector on a PDF or SVG painter).
+    """
+    chart.resize(width, height)
+    chart.resizeEvent(None)
+    chart.ci.layout.activate()
+    QApplication.processEvents()
+    chart.scene().prepareForPaint()
+    chart.scene().render(painter, target, QRectF(0, 0, width, height))
+
+
 def render_estimate(
     plan: Plan,
     est: Estimate,
@@ -261,13 +283,36 @@ def render_estimate(
     target: QRectF,
     width: int = 1000,
     height: int = 360,
+    ink: QColor | None = None,
 ) -> None:
-    """Draw the ledger chart with ``painter`` into ``target`` (for the PDF report)."""
-    holder = QWidget()
-    lay = QVBoxLayout(holder)
-    lay.setContentsMargins(0, 0, 0, 0)
-    chart = LedgerChart(holder)
-    lay.addWidget(chart)
-    holder.resize(width, height)
-    chart.show_estimate(plan, est, units)
-    chart.render(painter, target.toRect().topLeft())
+    """Draw the ledger chart with ``painter`` into ``target`` (for the PDF report);
+    ``ink`` forces the text and axis colour (dark on paper whatever the screen theme)."""
+    _INK.append(ink or foreground())
+    try:
+        chart = LedgerChart()
+        chart.show_estimate(plan, est, units)
+        render_chart(chart, painter, target, width, height)
+        delete(chart)  # now, not at exit: a view outliving QApplication crashes
+    finally:
+        _INK.pop()
+
+
+def render_stages(
+    plan: Plan,
+    est: Estimate,
+    units: str,
+    painter: QPainter,
+    target: QRectF,
+    width: int = 1000,
+    height: int = 300,
+    ink: QColor | None = None,
+) -> None:
+    """Draw the per-stage chart (PP > 1) like :func:`render_estimate`."""
+    _INK.append(ink or foreground())
+    try:
+        chart = StageChart()
+        chart.show_estimate(plan, est, units)
+        render_chart(chart, painter, target, width, height)
+        delete(chart)  # now, not at exit: a view outliving QApplication crashes
+    finally:
+        _INK.pop()

@@ -1,0 +1,97 @@
+"""The report as one ``QTextDocument``: HTML sections, then the vector charts.
+
+The document is laid out for a page's text area in 96-dpi pixels (what ``QPdfWriter``
+uses at resolution 96), so chart sizes, fonts and page breaks come out the same on the
+PDF and on a printer; :mod:`gui.report.pdf` paints it page by page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import QBuffer, QIODevice, QSizeF
+from PySide6.QtGui import QFont, QPdfWriter, QTextDocument
+
+from gui.report.charts import ChartObject, embed_charts, register_placeholders
+from gui.report.content import ReportContent
+from gui.report.html import HEADING_PT, STYLE
+from gui.report.sections_main import (
+    inputs_section,
+    ledger_section,
+    nodes_section,
+    phases_section,
+    title_page,
+)
+from gui.report.sections_plan import (
+    appendix_section,
+    assumptions_section,
+    diagnostics_section,
+    layouts_section,
+    measured_section,
+)
+
+BODY_FONT_PT = 8.5
+FONT_FAMILIES = ["DejaVu Sans", "Helvetica", "Arial"]
+
+
+def report_html(c: ReportContent) -> str:
+    """Every section, in reading order."""
+    parts = [
+        title_page(c),
+        ledger_section(c),
+        phases_section(c),
+        nodes_section(c),
+        layouts_section(c),
+        diagnostics_section(c),
+        assumptions_section(c),
+        measured_section(c),
+        inputs_section(c),
+        appendix_section(c),
+    ]
+    body = "".join(parts)
+    for level, pt in HEADING_PT.items():  # bare headings get the report's sizes
+        body = body.replace(f"<h{level}>", f'<h{level} style="font-size: {pt}pt">')
+    return "<html><body>" + body + "</body></html>"
+
+
+@dataclass
+class ReportDocument:
+    """A laid-out report: the document, its chart handler and its layout device
+    (both must live as long as the document is painted)."""
+
+    doc: QTextDocument
+    charts: ChartObject
+    device: QPdfWriter
+    buffer: QBuffer
+
+    @property
+    def page_count(self) -> int:
+        return self.doc.pageCount()
+
+
+def build_document(c: ReportContent, text_size: QSizeF) -> ReportDocument:
+    """Lay out the report for a text area of ``text_size`` (96-dpi px)."""
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    device = QPdfWriter(buffer)  # never painted: it only fixes the layout at 96 dpi
+    device.setResolution(96)
+    doc = QTextDocument()
+    doc.documentLayout().setPaintDevice(device)
+    font = QFont()
+    font.setFamilies(FONT_FAMILIES)
+    font.setStyleHint(QFont.StyleHint.SansSerif)
+    font.setPointSizeF(BODY_FONT_PT)
+    for tag in ("liga", "clig"):  # "offload", not "o\ufb04oad", when text is searched
+        font.setFeature(QFont.Tag(tag), 0)
+    doc.setDefaultFont(font)
+    doc.setDocumentMargin(0)
+    doc.setDefaultStyleSheet(STYLE)
+    doc.setPageSize(text_size)
+    register_placeholders(doc, ["ledger", "stages", "tornado"])
+    doc.setHtml(report_html(c))
+    charts = embed_charts(doc, c)
+    # Swapping in the charts relaid the document piecemeal: lay it all out again, now
+    # (a large document is otherwise laid out lazily, and some blocks never were).
+    doc.markContentsDirty(0, doc.characterCount())
+    doc.idealWidth()
+    return ReportDocument(doc, charts, device, buffer)

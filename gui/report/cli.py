@@ -1,0 +1,74 @@
+"""``memplan report PLAN -o report.pdf``: the PDF report from the command line.
+
+Works without a display: Qt is told to render offscreen when no display is set,
+before the application object exists. Exit codes follow the engine's CLI: 1 for a
+plan or file that cannot be reported (with the message), 2 for wrong usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from engine import cli as engine_cli
+from engine.cli import EXIT_BAD_PLAN, EXIT_OK, CliError
+from engine.errors import PlanError
+from engine.planfile import PlanFile
+
+
+def _ensure_app() -> object:
+    """The running QApplication, or a new offscreen-capable one."""
+    from gui.__main__ import has_display
+
+    if not has_display():
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication([sys.argv[0] if sys.argv else "memplan"])
+    return app
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    plan, pf = engine_cli.load_plan(args)
+    if pf is None:
+        name = "Default plan" if not args.preset else f"{args.preset} plan"
+        pf = PlanFile(plan=plan, name=name)
+    elif plan is not pf.plan:  # --preset or --set changed it: report what was computed
+        import dataclasses
+
+        pf = dataclasses.replace(pf, plan=plan)
+    out = Path(args.output)
+    _app = _ensure_app()
+    from gui.report import gather, write_pdf
+
+    try:
+        content = gather(pf, args.units)
+    except PlanError as exc:
+        raise CliError(f"plan cannot be computed: {exc}") from exc
+    try:
+        pages = write_pdf(content, out, args.page)
+    except OSError as exc:
+        raise CliError(f"cannot write {out}: {exc}", EXIT_BAD_PLAN) from exc
+    if not out.is_file() or out.stat().st_size == 0:
+        raise CliError(f"cannot write {out}")
+    print(f"wrote {out} ({pages} pages, config {content.est.config_hash[:12]})")
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``report`` to the ``memplan`` parser (a FRONTEND_COMMANDS hook)."""
+    p = sub.add_parser("report", help="write the PDF procurement report of a plan")
+    engine_cli._plan_args(p)
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the PDF to write")
+    p.add_argument("--page", choices=["a4", "letter"], default="a4", help="paper size")
+    p.add_argument(
+        "--units",
+        choices=["gb", "gib", "both"],
+        default="both",
+        help="units of the sizes in the text and charts",
+    )
+    p.set_defaults(handler=cmd_report)

@@ -1,0 +1,390 @@
+"""Report sections from the estimate itself: title page, inputs, ledger, phases, nodes.
+
+Every number is formatted from an engine object; the exact integers are always printed
+next to the rounded sizes so a reader can audit a figure against ``memplan estimate``.
+"""
+
+from __future__ import annotations
+
+from engine.estimate import Estimate, Range
+from engine.ledger.row import LOCATIONS, PHASES, Row
+from engine.units import UnitChoice, fmt_bytes
+from gui.report.content import ReportContent
+from gui.report.html import (
+    VERDICT_COLORS,
+    VERDICT_WORDS,
+    chart,
+    esc,
+    figures_table,
+    gb_range,
+    gib_range,
+    heading,
+    kv_table,
+    size,
+    table,
+)
+from gui.report.inputs import all_inputs
+from gui.report.sources import Citations
+from gui.views.chart import legend_html, panel_groups
+from gui.views.chart_data import panels
+
+LOCATION_TITLES = {
+    "hbm": "HBM (GPU memory) per rank",
+    "host": "Host RAM attributed to the rank",
+    "nvme": "NVMe attributed to the rank",
+    "checkpoint": "Checkpoint storage attributed to the rank",
+}
+CHART_WIDTH = 640
+"""Chart placeholders are laid out at this width (96-dpi px), about the text width."""
+
+
+def peak_line(label: str, r: Range, units: UnitChoice) -> str:
+    """A peak with its rounded sizes and the exact low and high bytes."""
+    return (
+        f"<b>{esc(label)}:</b> {size(r.low, r.high, units)} "
+        f'<span class="mono">(low {r.low:,} B, high {r.high:,} B)</span>'
+    )
+
+
+def counts_html(c: ReportContent) -> str:
+    """The three GPU counts with their reasons (also on the layouts page)."""
+    k = c.counts
+
+    def gpus(n: int | None) -> str:
+        return "none found" if n is None else f"{n} GPUs"
+
+    nodes = f" ({k.nodes} node(s) of {k.gpus_per_node})" if k.nodes else ""
+    items = [
+        ("1. Arithmetic minimum", gpus(k.arithmetic_min.gpus), k.arithmetic_min.reason),
+        (
+            "2. First legal layout (procurement)",
+            gpus(k.first_layout.gpus) + nodes,
+            k.first_layout.reason,
+        ),
+        (
+            "3. Validation range",
+            f"{k.validation_low.gpus}–{k.validation_high.gpus} GPUs",
+            k.validation_reason,
+        ),
+    ]
+    return "".join(
+        f'<p><b>{esc(t)}: {esc(v)}</b><br><span style="font-size: 8pt">{esc(why)}</span></p>'
+        for t, v, why in items
+    )
+
+
+def key_figures(c: ReportContent) -> list[tuple[str, int, int]]:
+    """The figures a buyer compares: peaks per rank and per node, capacity and limit."""
+    est = c.est
+    h, n = est.heaviest, est.nodes
+    headroom = c.pf.plan.policy.headroom_percent
+    return [
+        ("HBM per rank, compared with capacity", h.fit_peak.low, h.fit_peak.high),
+        ("HBM allocated (max_memory_allocated)", h.peak.low, h.peak.high),
+        ("HBM reserved (max_memory_reserved)", h.reserved_peak.low, h.reserved_peak.high),
+        ("HBM on the device (nvidia-smi)", h.device_peak.low, h.device_peak.high),
+        ("Usable HBM capacity", est.capacity_bytes, est.capacity_bytes),
+        (f"Limit (capacity less {headroom:g} % headroom)", est.limit_bytes, est.limit_bytes),
+        ("Host RAM per node (busiest)", *n.host_peak),
+        ("NVMe per node (busiest)", *n.nvme_peak),
+        ("Checkpoint storage, whole job", *n.checkpoint_peak),
+    ]
+
+
+def title_page(c: ReportContent) -> str:
+    est, pf, plan = c.est, c.pf, c.pf.plan
+    par, hw = plan.parallelism, plan.hardware
+    color = VERDICT_COLORS[est.verdict]
+    meta = [
+        ("Generated", esc(c.generated)),
+        ("Plan created / modified", esc(f"{pf.created or '—'} / {pf.modified or '—'}")),
+        ("MemPlan version", esc(c.app_version)),
+        ("Plan schema version", esc(c.schema_version)),
+        ("Config hash (SHA-256)", f'<span class="mono">{esc(est.config_hash)}</span>'),
+        (
+            "Model",
+            esc(
+                f"{plan.model.name} — {plan.method.kind} training, "
+                f"{plan.method.optimizer.name}, precision {plan.method.precision.policy}"
+            ),
+        ),
+        (
+            "Layout",
+            esc(
+                f"TP {par.tp} × PP {par.pp} × CP {par.cp} × EP {par.ep} × DP {par.dp}"
+                f" = {est.world_size} ranks, {par.strategy}"
+            ),
+        ),
+        (
+            "Hardware",
+            esc(
+                f"{hw.accelerator}, {hw.gpus_per_node} per node; usable "
+                f"{fmt_bytes(est.capacity_bytes)} ({hw.usable_policy})"
+            ),
+        ),
+        (
+            "Batch",
+            esc(
+                f"sequence {plan.batch.seq_len:,}, micro-batch {plan.batch.micro_batch}, "
+                f"gradient accumulation {plan.batch.grad_accum}"
+            ),
+        ),
+    ]
+    h = est.heaviest
+    notes = f"<p>{esc(pf.notes)}</p>" if pf.notes else '<p class="muted">No notes in this plan.</p>'
+    problems = "".join(f'<p class="muted">Not shown: {esc(p)}</p>' for p in c.problems)
+    return (
+        '<p class="muted" style="font-size: 9pt">MemPlan — GPU memory procurement report</p>'
+        f"<h1>{esc(c.plan_name)}</h1>{notes}{kv_table(meta)}"
+        f'<h2>Verdict: <span style="color: {color}">{VERDICT_WORDS[est.verdict]}</span></h2>'
+        f'<p style="font-size: 8.5pt">{esc(est.verdict_reason)}</p>'
+        f"<p>{peak_line('Per-rank HBM peak', h.fit_peak, c.units)}<br>"
+        '<span class="small">what must fit the capacity: the allocator\'s reserved peak plus '
+        f"the memory outside it, on the heaviest rank (stage {est.heaviest_stage})</span></p>"
+        f"{figures_table(key_figures(c), c.units)}"
+        f"<h2>GPU counts</h2>{counts_html(c)}{problems}"
+    )
+
+
+def inputs_section(c: ReportContent) -> str:
+    out = [heading(1, "Inputs", "inputs", new_page=True)]
+    out.append(
+        '<p class="small">Every input of the plan, by section. <i>default</i> marks a value '
+        "equal to the field's built-in default (what the plan relied on without saying); "
+        "values set in the plan are in bold with the default beside them.</p>"
+    )
+    for section, lines in all_inputs(c.pf.plan).items():
+        changed = sum(1 for ln in lines if not ln.is_default)
+        rows = []
+        for ln in lines:
+            field = ln.path.split(".", 1)[1]
+            value = (
+                f'{esc(ln.value_text)} <span class="default">default</span>'
+                if ln.is_default
+                else f'<span class="set">{esc(ln.value_text)}</span>'
+            )
+            rows.append(
+                [
+                    f'<span class="mono">{esc(field)}</span>',
+                    value,
+                    "" if ln.is_default else esc(ln.default_text),
+                    f'<span class="small">{esc(ln.description)}</span>',
+                ]
+            )
+        out.append(
+            f"<h2>{esc(section.capitalize())} <span class='small'>({len(lines)} inputs, "
+            f"{changed} set, {len(lines) - changed} default)</span></h2>"
+        )
+        out.append(table(["Field", "Value", "Default", "Meaning"], rows, [26, 28, 16, 30]))
+    return "".join(out)
+
+
+def _ledger_rows(rows: tuple[Row, ...], cites: Citations) -> list[list[str]]:
+    out: list[list[str]] = []
+    for r in rows:
+        phases = ", ".join(p for p in PHASES if p in r.phases)
+        out.append(
+            [
+                f"<b>{esc(r.label)}</b><br><span class='small mono'>{esc(r.id)}</span>",
+                f"{r.low:,}",
+                f"{r.high:,}",
+                gb_range(r.low, r.high),
+                gib_range(r.low, r.high),
+                f"<span class='small'>= {esc(r.formula)}<br>{esc(r.kind)}, {esc(r.group)}, "
+                f"live in {esc(phases)} — source {cites.ref(r.source)}</span>",
+            ]
+        )
+    return out
+
+
+def ledger_section(c: ReportContent) -> str:
+    est = c.est
+    h = est.heaviest
+    cites = Citations()
+    out = [
+        heading(
+            1, f"Per-rank ledger — heaviest stage {est.heaviest_stage}", "ledger", new_page=True
+        )
+    ]
+    out.append(
+        f'<p class="small">Stage {h.stage} holds layers {h.layers.start}–{h.layers.stop - 1}. '
+        "Each row: low and high in bytes, GB (10⁹ B) and GiB (2³⁰ B), the formula with its "
+        "numbers and the source of the rule. Rows are not all live at once: the peak is per "
+        "phase (next section); the totals below add every row of a location.</p>"
+    )
+    totals = est.totals()
+    for loc in LOCATIONS:
+        rows = tuple(r for r in h.rows if r.location == loc)
+        if not rows:
+            continue
+        t = totals[loc]
+        body = _ledger_rows(rows, cites)
+        body.append(
+            [
+                f"<b>Σ {len(rows)} rows</b>",
+                f"<b>{t.low:,}</b>",
+                f"<b>{t.high:,}</b>",
+                f"<b>{gb_range(t.low, t.high)}</b>",
+                f"<b>{gib_range(t.low, t.high)}</b>",
+                "",
+            ]
+        )
+        out.append(f"<h2>{esc(LOCATION_TITLES[loc])}</h2>")
+        out.append(
+            table(
+                ["Row", "Low (B)", "High (B)", "GB", "GiB", "Formula, kind, source"],
+                body,
+                [21, 12, 12, 9, 9, 37],
+                numeric={1, 2, 3, 4},
+                font_pt=7,
+            )
+        )
+    out.append(cites.html())
+    return "".join(out)
+
+
+def phases_section(c: ReportContent) -> str:
+    est, units = c.est, c.units
+    h = est.heaviest
+    out = [heading(1, "Charts and the step timeline", "charts", new_page=True)]
+    out.append(chart("ledger", CHART_WIDTH, 270))
+    groups, spread = panel_groups(panels(c.pf.plan, est))
+    legend = legend_html(groups, spread).replace("&nbsp;&nbsp;&nbsp;", " &nbsp; ")
+    out.append(f"<p class='small' align='center'>{legend}</p>")
+    out.append(
+        '<p class="small">HBM per rank of the heaviest stage at each phase\'s peak moment '
+        "(allocated tensors, the allocator reserve and the memory outside the allocator); "
+        "host RAM per node and one rank's share; NVMe per node.</p>"
+    )
+    rows = []
+    for ph in PHASES:
+        a = h.phases[ph]
+        r = h.reserved_phases.get(ph, a)
+        mark = "▲ peak" if ph == h.peak_phase else ""
+        rows.append([esc(ph), size(a.low, a.high, units), size(r.low, r.high, units), mark])
+    out.append("<h2>HBM per phase</h2>")
+    out.append(
+        table(["Phase", "Allocated (tensors)", "Reserved (allocator)", ""], rows, [16, 36, 36, 12])
+    )
+    if h.moments:
+        mrows = [
+            [esc(m), size(r.low, r.high, units), f"{r.low:,}", f"{r.high:,}"]
+            for m, r in h.moments.items()
+        ]
+        out.append("<h3>Moments of the step (allocated)</h3>")
+        out.append(
+            table(
+                ["Moment", "Allocated", "Low (B)", "High (B)"],
+                mrows,
+                [22, 38, 20, 20],
+                numeric={2, 3},
+            )
+        )
+    out.append("<h3>Peaks of the heaviest rank</h3>")
+    out.append(
+        figures_table(
+            [
+                ("Allocated (max_memory_allocated)", h.peak.low, h.peak.high),
+                ("Reserved (max_memory_reserved)", h.reserved_peak.low, h.reserved_peak.high),
+                ("On the device (nvidia-smi)", h.device_peak.low, h.device_peak.high),
+                ("Compared with the capacity", h.fit_peak.low, h.fit_peak.high),
+            ],
+            units,
+        )
+    )
+    if len(est.stages) > 1:
+        out.append(stages_html(est, units))
+    return "".join(out)
+
+
+def stages_html(est: Estimate, units: UnitChoice) -> str:
+    rows = [
+        [
+            f"{s.stage}" + (" ▲" if s.stage == est.heaviest_stage else ""),
+            f"{s.layers.start}–{s.layers.stop - 1}",
+            esc(s.peak_phase),
+            size(s.peak.low, s.peak.high, units),
+            size(s.fit_peak.low, s.fit_peak.high, units),
+        ]
+        for s in est.stages
+    ]
+    return (
+        heading(2, "Pipeline stages", new_page=True)
+        + chart("stages", CHART_WIDTH, 230)
+        + table(
+            ["Stage", "Layers", "Peak phase", "Allocated peak", "Fit peak"],
+            rows,
+            [10, 12, 14, 32, 32],
+        )
+    )
+
+
+def _node_rows(rows: tuple[Row, ...], nodes: int) -> list[list[str]]:
+    return [
+        [
+            f"{esc(r.label)}<br><span class='small mono'>{esc(r.id)}</span>",
+            f"{r.low:,}",
+            f"{r.high:,}",
+            gb_range(r.low, r.high),
+            gib_range(r.low, r.high),
+            gb_range(r.low * nodes, r.high * nodes) if r.scope != "job" else "(job)",
+        ]
+        for r in rows
+    ]
+
+
+def nodes_section(c: ReportContent) -> str:
+    n, units = c.est.nodes, c.units
+    v = n.view
+    out = [heading(1, "Host RAM, NVMe and checkpoint storage", "nodes", new_page=True)]
+    out.append(
+        f'<p class="small">Per node: the busiest of {v.nodes} node(s), {v.ranks_per_node} '
+        f"ranks on it. The aggregate multiplies by {v.nodes} node(s), i.e. assumes every "
+        "node as busy as the busiest (an upper bound when stages offload unevenly).</p>"
+    )
+    heads = ["Row", "Low (B)", "High (B)", "GB", "GiB", f"× {v.nodes} nodes, GB"]
+    for title, rows, peak, cap in (
+        ("Host RAM per node", n.host, n.host_peak, n.host_capacity),
+        ("NVMe per node", n.nvme, n.nvme_peak, n.nvme_capacity),
+    ):
+        out.append(f"<h2>{title}</h2>")
+        if rows:
+            out.append(
+                table(
+                    heads,
+                    _node_rows(rows, v.nodes),
+                    [30, 14, 14, 12, 12, 18],
+                    numeric={1, 2, 3, 4, 5},
+                )
+            )
+        else:
+            out.append('<p class="muted">No rows: nothing is placed here.</p>')
+        lo, hi = peak
+        figs = [
+            ("Peak per node", lo, hi),
+            ("Capacity per node", cap, cap),
+            ("One rank's share", lo // v.ranks_per_node, hi // v.ranks_per_node),
+            (f"Aggregate × {v.nodes} node(s)", lo * v.nodes, hi * v.nodes),
+        ]
+        if title.startswith("Host"):
+            figs.append(("Pinned host memory per node", n.pinned, n.pinned))
+        out.append(figures_table(figs, units))
+    out.append("<h2>Checkpoint storage (shared file system, whole job)</h2>")
+    if n.checkpoint:
+        out.append(
+            table(
+                heads[:5],
+                [r[:5] for r in _node_rows(n.checkpoint, 1)],
+                [40, 16, 16, 14, 14],
+                numeric={1, 2, 3, 4},
+            )
+        )
+    cl, ch = n.checkpoint_peak
+    out.append(figures_table([("Peak while saving (retained + in flight)", cl, ch)], units))
+    t = n.transfers
+    out.append(
+        f"<h3>Offload traffic per step</h3><p style='font-size: 8pt'>{esc(t.verdict)}"
+        + "".join(f"<br>{esc(line)}" for line in t.lines)
+        + "</p>"
+    )
+    return "".join(out)
