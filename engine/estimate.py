@@ -61,9 +61,26 @@ class StageEstimate:
     reserved_peak: Range = Range(0, 0)  # what max_memory_reserved reports
     device_peak: Range = Range(0, 0)  # reserved + CUDA context, NCCL, cuBLAS (nvidia-smi)
     fit_peak: Range = Range(0, 0)  # what must fit the capacity that decides the verdict
-    # Per phase, the rows live at its peak moment, with that phase's allocator reserve
-    # and the memory outside the allocator: what a stacked chart of the phase shows.
-    phase_rows: dict[Phase, tuple[Row, ...]] = field(default_factory=dict)
+    peak_moments: dict[Phase, str] = field(default_factory=dict)  # each phase's peak moment
+    phase_reserves: dict[Phase, Row] = field(default_factory=dict)  # allocator reserve per phase
+    accumulating: bool = False  # gradients live across micro-batches (timeline rule)
+    keep_all_gathered: bool = False  # every unit stays gathered forward → backward
+
+    def phase_rows(self, phase: Phase) -> tuple[Row, ...]:
+        """The rows live at ``phase``'s peak moment, its allocator reserve and the memory
+        outside the allocator: what a stacked chart of the phase shows. Computed on demand
+        (views need it; the layout search does not)."""
+        moment = self.peak_moments.get(phase, phase)
+        live = [
+            r
+            for r in self.rows
+            if r.location == "hbm"
+            and r.group not in NOT_ALLOCATED
+            and live_at(r, moment, phase, self.accumulating, self.keep_all_gathered)
+        ]
+        runtime = [r for r in self.rows if r.location == "hbm" and r.group == RUNTIME_GROUP]
+        reserve = self.phase_reserves.get(phase)
+        return (*live, *([reserve] if reserve else []), *runtime)
 
     def location_total(self, location: Location) -> Range:
         rs = [r for r in self.rows if r.location == location]
@@ -150,19 +167,7 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
     else:
         fit_low, fit_high = rt_low, rt_high
     rpeak = reserved[peak_phase]
-    accumulating = plan.batch.grad_accum > 1
-    phase_rows: dict[Phase, tuple[Row, ...]] = {}
-    for ph in PHASES:
-        moment = tl.peak_moment[ph]
-        live = [
-            r
-            for r in rows
-            if r.location == "hbm"
-            and r.group not in NOT_ALLOCATED
-            and live_at(r, moment, ph, accumulating, keep_all)
-        ]
-        live.append(reserve_row(plan, phases[ph].low, phases[ph].high))
-        phase_rows[ph] = (*live, *runtime)
+    reserves = {ph: reserve_row(plan, phases[ph].low, phases[ph].high) for ph in PHASES}
     return StageEstimate(
         stage=stage,
         layers=layers,
@@ -175,7 +180,10 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
         reserved_peak=rpeak,
         device_peak=Range(rpeak.low + rt_low, rpeak.high + rt_high),
         fit_peak=Range(rpeak.low + fit_low, rpeak.high + fit_high),
-        phase_rows=phase_rows,
+        peak_moments=dict(tl.peak_moment),
+        phase_reserves=reserves,
+        accumulating=plan.batch.grad_accum > 1,
+        keep_all_gathered=keep_all,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
@@ -74,7 +75,13 @@ class Plan(Section):
 
     def config_hash(self) -> str:
         """SHA-256 of the canonical inputs: identifies a plan's content, not its metadata."""
-        return hashlib.sha256(self.to_canonical_json().encode("ascii")).hexdigest()
+        return _config_hash(self)
+
+
+@lru_cache(maxsize=512)
+def _config_hash(plan: Plan) -> str:
+    """Cached: every estimate carries its plan's hash, and equal plans hash equally."""
+    return hashlib.sha256(plan.to_canonical_json().encode("ascii")).hexdigest()
 
 
 def default_plan() -> Plan:

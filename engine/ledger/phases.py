@@ -19,8 +19,9 @@ the start of backward only under gradient accumulation (earlier micro-batches' s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
-from engine.ledger.row import PHASES, Phase, Row
+from engine.ledger.row import PHASES, Phase, Row, RowKind
 from engine.ledger.runtime_rows import NOT_ALLOCATED
 
 Moment = str
@@ -86,12 +87,42 @@ def live_at(r: Row, moment: Moment, phase: Phase, accumulating: bool, keep_all: 
     return True
 
 
+@lru_cache(maxsize=4096)
+def _moment_mask(
+    rid: str,
+    group: str,
+    kind: RowKind,
+    phases: frozenset[Phase],
+    accumulating: bool,
+    keep_all: bool,
+) -> tuple[bool, ...]:
+    """Which of MOMENTS a row with these properties is live at (rows recur across
+    estimates with the same ids, so this is computed once per kind of row)."""
+    probe = Row(
+        id=rid,
+        label="",
+        location="hbm",
+        kind=kind,
+        group=group,
+        low=0,
+        high=0,
+        formula="",
+        source="",
+        phases=phases,
+    )
+    return tuple(live_at(probe, m, ph, accumulating, keep_all) for m, ph in MOMENTS)
+
+
 def timeline(rows: tuple[Row, ...], accumulating: bool, keep_all_gathered: bool) -> Timeline:
     """Sum HBM rows counted by PyTorch's allocator at every moment of the step."""
     alloc = [r for r in rows if r.location == "hbm" and r.group not in NOT_ALLOCATED]
+    masks = [
+        _moment_mask(r.id, r.group, r.kind, r.phases, accumulating, keep_all_gathered)
+        for r in alloc
+    ]
     moments: dict[Moment, Span] = {}
-    for m, ph in MOMENTS:
-        live = [r for r in alloc if live_at(r, m, ph, accumulating, keep_all_gathered)]
+    for i, (m, _ph) in enumerate(MOMENTS):
+        live = [r for r, mask in zip(alloc, masks, strict=True) if mask[i]]
         moments[m] = Span(sum(r.low for r in live), sum(r.high for r in live))
     phases: dict[Phase, Span] = {}
     peak_moment: dict[Phase, Moment] = {}

@@ -108,7 +108,7 @@ def phase_bars(plan: Plan, est: Estimate, stage: StageEstimate | None = None) ->
     return tuple(
         Bar(
             label=PHASE_LABELS[ph],
-            segments=stack(fit_rows(plan, st.phase_rows.get(ph, ()))),
+            segments=stack(fit_rows(plan, st.phase_rows(ph))),
             capacity=est.capacity_bytes,
             limit=est.limit_bytes,
             highlight=ph == st.peak_phase,
@@ -122,7 +122,7 @@ def stage_bars(plan: Plan, est: Estimate) -> tuple[Bar, ...]:
     return tuple(
         Bar(
             label=f"Stage {st.stage}",
-            segments=stack(fit_rows(plan, st.phase_rows.get(st.peak_phase, ()))),
+            segments=stack(fit_rows(plan, st.phase_rows(st.peak_phase))),
             capacity=est.capacity_bytes,
             limit=est.limit_bytes,
             highlight=st.stage == est.heaviest_stage,
