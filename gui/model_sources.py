@@ -21,8 +21,8 @@ IMPORT_ERRORS = (ConfigImportError, SafetensorsError, OSError, ValueError)
 
 
 def list_presets() -> list[tuple[str, str]]:
-    """(key, display name with its parameter count) of every model preset."""
-    return [(p.name, f"{p.display_name}  ({p.total / 1e9:,.2f}B)") for p in presets.list_presets()]
+    """(key, display name with its exact parameter count) of every model preset."""
+    return [(p.name, f"{p.display_name} — {p.total:,} params") for p in presets.list_presets()]
 
 
 def load_preset(key: str) -> tuple[str, ArchitectureSpec]:
