@@ -20,6 +20,30 @@ TokenAxis = Literal["full", "seq"]
 
 
 @dataclass(frozen=True, slots=True)
+class MoeGeometry:
+    """A mixture-of-experts layer as one token sees it (per rank, after expert TP).
+
+    ``inter`` of the Geometry is then the intermediate width a token passes through:
+    top_k routed experts (× capacity factor) plus the shared experts, so the MLP's saved
+    tensors scale as the routed computation does. Dense first layers are counted like
+    the MoE layers (a small over- or under-count, said in the row's formula).
+    """
+
+    experts: int
+    top_k: int
+    capacity: float
+
+
+@dataclass(frozen=True, slots=True)
+class MlaGeometry:
+    """Multi-head latent attention's low-rank latents (DeepSeek-V2/V3)."""
+
+    q_rank: int  # 0 when q is not low-rank
+    kv_rank: int
+    rope_dim: int
+
+
+@dataclass(frozen=True, slots=True)
 class Geometry:
     """Shapes of one micro-batch on one rank, after TP and CP split them."""
 
@@ -37,6 +61,9 @@ class Geometry:
     embed_bytes: int  # dtype of the embedding output (the residual stream's start)
     autocast: bool  # fp32 parameters with a 16-bit compute cast at each matmul
     granularity: int
+    v_head_dim: int = 0  # value head dim when it differs from q/k (MLA); 0 = head_dim
+    moe: MoeGeometry | None = None
+    mla: MlaGeometry | None = None
 
     @property
     def tokens(self) -> int:
@@ -58,6 +85,10 @@ class Geometry:
     @property
     def inter_local(self) -> int:
         return ceil_div(self.inter, self.tp)
+
+    @property
+    def v_dim(self) -> int:
+        return self.v_head_dim or self.head_dim
 
     @property
     def residual_bytes(self) -> int:
@@ -128,14 +159,27 @@ def geometry(plan: Plan) -> Geometry:
         embed = 4 if (prec.policy == "fp32" or autocast) else compute
     else:
         embed = compute
+    inter, moe, mla = arch.intermediate, None, None
+    head_dim, kv_heads, v_head = arch.dim_per_head, arch.kv_heads, 0
+    if arch.moe is not None:
+        m = arch.moe
+        routed = round(m.top_k * m.expert_intermediate * m.capacity_factor)
+        shared = m.shared_experts * (m.shared_intermediate or m.expert_intermediate)
+        inter = routed + shared
+        moe = MoeGeometry(m.num_experts, m.top_k, m.capacity_factor)
+    if arch.mla is not None:
+        a = arch.mla
+        head_dim = a.qk_nope_head_dim + a.qk_rope_head_dim
+        kv_heads, v_head = arch.heads, a.v_head_dim  # latents expand to every head
+        mla = MlaGeometry(a.q_lora_rank or 0, a.kv_lora_rank, a.qk_rope_head_dim)
     return Geometry(
         micro_batch=plan.batch.micro_batch,
         seq=ceil_div(plan.batch.seq_len, par.cp),
         hidden=arch.hidden,
         heads=arch.heads,
-        kv_heads=arch.kv_heads,
-        head_dim=arch.dim_per_head,
-        inter=arch.intermediate,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        inter=inter,
         vocab=arch.vocab,
         tp=par.tp,
         sp=par.sequence_parallel and par.tp > 1,
@@ -143,6 +187,9 @@ def geometry(plan: Plan) -> Geometry:
         embed_bytes=embed,
         autocast=autocast,
         granularity=plan.runtime.allocation_granularity_bytes,
+        v_head_dim=v_head,
+        moe=moe,
+        mla=mla,
     )
 
 

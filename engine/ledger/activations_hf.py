@@ -94,14 +94,49 @@ def attention_terms(g: Geometry, tr: Trainability, attention: str, selective: bo
         if tr.needs_input("o"):
             terms.append(Term("attn output (contiguous copy, o_proj input)", q, c))
     else:
+        v = g.kv_local * g.v_dim
         terms = [
             Term("q (roped)", q, c),
-            Term("k (roped), v", kv, c, count=2),
-            Term("attn output", q, c),
+            Term("k (roped)", kv, c),
+            Term("v", v, c),
+            Term("attn output", g.heads_local * g.v_dim, c),
             Term("log-sum-exp fp32", g.heads_local, FP32),
         ]
+    if g.mla is not None:
+        terms += mla_latent_terms(g)
     terms += adapter_terms(g, tr, "attn output", [("o", q)], c)
     return terms
+
+
+def mla_latent_terms(g: Geometry) -> list[Term]:
+    """MLA's low-rank latents: each RMSNorm keeps its fp32 input and rsqrt, and the
+    up-projections (q_b, kv_b) keep their normalised inputs (DeepSeek-V3 modelling)."""
+    assert g.mla is not None
+    c = g.compute_bytes
+    terms: list[Term] = []
+    for name, width in (("q latent", g.mla.q_rank), ("kv latent", g.mla.kv_rank)):
+        if width:
+            terms += [
+                Term(f"{name} fp32 norm input", width, FP32),
+                Term(f"{name} rsqrt", 1, FP32),
+                Term(f"{name} normalised (up-projection input)", width, c),
+            ]
+    terms.append(Term("k rope part (shared by heads)", g.mla.rope_dim, c))
+    return terms
+
+
+def moe_terms(g: Geometry) -> list[Term]:
+    """Routing of an MoE layer (HF Mixtral / Qwen3-MoE / DeepSeek-V3 style): fp32
+    softmax of the router logits over every expert, the top-k weights, and each routed
+    expert's gathered copy of its tokens' hidden states (its linears' input)."""
+    assert g.moe is not None
+    c, m = g.compute_bytes, g.moe
+    pairs = round(m.top_k * m.capacity)
+    return [
+        Term("router softmax fp32", m.experts, FP32),
+        Term("top-k routing weights fp32", m.top_k, FP32),
+        Term("dispatched token copies (expert inputs)", g.hidden, c, count=pairs),
+    ]
 
 
 def mlp_terms(g: Geometry, tr: Trainability, mlp: str) -> list[Term]:
@@ -115,6 +150,8 @@ def mlp_terms(g: Geometry, tr: Trainability, mlp: str) -> list[Term]:
         if "down" in tr.linear_roles:
             terms.append(Term("gate·up product", i, c))
     terms += adapter_terms(g, tr, "mlp product", [("down", i)], c)
+    if g.moe is not None:
+        terms += moe_terms(g)
     return terms
 
 

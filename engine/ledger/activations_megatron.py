@@ -46,7 +46,7 @@ def layer_terms(
                 terms.append(Term("softmax dropout output", g.heads_local * g.seq, c))
     else:
         terms.append(Term("flash log-sum-exp fp32", g.heads_local, 4))
-    terms += [Term("V", kv, c), Term("projection input", q, c)]
+    terms += [Term("V", g.kv_local * g.v_dim, c), Term("projection input", q, c)]
     if dropout:
         terms.append(Term("attention dropout mask", g.hidden, 1, "seq"))
     terms += [
