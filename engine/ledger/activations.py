@@ -100,7 +100,17 @@ def _layer_terms(
     )
 
 
+def _moe_note(plan: Plan) -> str:
+    """Say where MoE layers were approximated: dense first layers counted as MoE ones."""
+    moe = plan.model.architecture.moe
+    if moe is None or not moe.first_dense_layers:
+        return ""
+    return (f" (the {moe.first_dense_layers} dense first layers are counted like the MoE "
+            "layers)")
+
+
 def _ckpt_terms(plan: Plan, g: Geometry) -> list[Term]:
+
     if plan.runtime.activation_profile == "megatron":
         return mg.checkpoint_input_terms(g)
     return hf.checkpoint_input_terms(g)
@@ -199,6 +209,7 @@ def activation_rows(
             )
             + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
             f"{fmt_count(total)} B; × activation band"
+            + _moe_note(plan)
         )
     rows.append(
         Row(
