@@ -104,7 +104,7 @@ class Estimate:
 
     @property
     def heaviest(self) -> StageEstimate:
-        return self.stages[self.heaviest_stage]
+        return next(s for s in self.stages if s.stage == self.heaviest_stage)
 
     @property
     def rows(self) -> tuple[Row, ...]:
@@ -205,20 +205,40 @@ def _verdict(peak: Range, limit: int, capacity: int) -> tuple[Verdict, str]:
     )
 
 
-def estimate(plan: Plan) -> Estimate:
+def decisive_stages(plan: Plan) -> tuple[int, ...]:
+    """The pipeline stages that can be the heaviest.
+
+    With the balanced default split, a middle stage never holds more than stage 0: it has
+    no more layers (the remainder goes to the earliest stages), no embedding, and no more
+    micro-batches in flight (1F1B: p − s; interleaved: fewer; GPipe: the same). So only the
+    first and the last stage (lm_head, logits, loss) can decide fit. An explicit uneven
+    split can make any stage the heaviest, so then every stage is decisive.
+    """
+    pp = plan.parallelism.pp
+    if pp <= 2 or plan.parallelism.pp_layer_split is not None:
+        return tuple(range(pp))
+    return (0, pp - 1)
+
+
+def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
     """The per-rank memory estimate of a plan.
 
+    ``decisive_only`` computes only the stages that can be the heaviest (see
+    :func:`decisive_stages`): the same verdict and peaks for a fraction of the work, for
+    the layout search; views use the default, every stage.
     Raises :class:`PlanError` when the plan cannot run as laid out.
     """
     check_layout(plan)
+    indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
-        stages = tuple(_stage(plan, s) for s in range(plan.parallelism.pp))
+        stages = tuple(_stage(plan, s) for s in indices)
     except NotImplementedError as exc:
         raise PlanError(str(exc)) from exc
-    heaviest = max(range(len(stages)), key=lambda s: (stages[s].fit_peak.high, -s))
+    heaviest = max(stages, key=lambda st: (st.fit_peak.high, -st.stage)).stage
     capacity = plan.hardware.capacity_bytes
     limit = int(capacity * (1 - plan.policy.headroom_percent / 100))
-    verdict, reason = _verdict(stages[heaviest].fit_peak, limit, capacity)
+    verdict, reason = _verdict(next(s for s in stages if s.stage == heaviest).fit_peak,
+                               limit, capacity)
     nodes = node_ledgers(plan)
     node_problems = nodes.problems()
     if node_problems:

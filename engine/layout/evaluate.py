@@ -49,12 +49,17 @@ class Outcome:
         return self.limit - self.high
 
 
+def _decisive_estimate(plan: Plan) -> Estimate:
+    """The search needs only the verdict's inputs: skip stages that cannot be heaviest."""
+    return estimate(plan, decisive_only=True)
+
+
 class Evaluator:
     """Memoised black-box estimates of one plan under different layouts."""
 
     def __init__(self, plan: Plan, estimator: Estimator | None = None) -> None:
         self.plan = plan
-        self._estimate: Estimator = estimator or estimate
+        self._estimate: Estimator = estimator or _decisive_estimate
         self._cache: dict[Layout, Outcome] = {}
         self.calls = 0
 

@@ -45,3 +45,23 @@ def test_rows_are_unique_sourced_and_sum_up(strategy: str, variant: dict[str, An
         assert r.source in sources, (r.id, r.source)
     node_ids = [r.id for r in est.nodes.host]
     assert len(node_ids) == len(set(node_ids))
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "interleaved_1f1b", "gpipe"])
+@pytest.mark.parametrize("pp", [3, 4, 8])
+def test_decisive_stages_decide_like_all_stages(schedule: str, pp: int) -> None:
+    """Computing only the first and last stage gives the same heaviest stage, fit peak
+    and verdict as computing every stage (balanced split, any schedule)."""
+    changes: dict[str, Any] = {"parallelism.pp": pp, "parallelism.dp": 1,
+                               "parallelism.pp_schedule": schedule}
+    if schedule == "interleaved_1f1b":
+        changes["parallelism.virtual_stages"] = 2
+        if 32 % (pp * 2):
+            pytest.skip("32 layers do not split into pp × 2 virtual chunks")
+
+    plan = with_values(default_plan(), changes)
+    full, fast = estimate(plan), estimate(plan, decisive_only=True)
+    assert [s.stage for s in fast.stages] == [0, pp - 1]
+    assert fast.heaviest_stage == full.heaviest_stage
+    assert fast.fit_peak == full.fit_peak and fast.verdict == full.verdict
+    assert max(s.fit_peak.high for s in full.stages) == full.fit_peak.high
