@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QEvent, Qt
+from PySide6.QtCore import QByteArray, QEvent, Qt, QTimer
 from PySide6.QtGui import (
     QAction,
     QActionGroup,
@@ -56,6 +56,10 @@ from gui.views.verdict import VerdictPanel
 UNIT_LABELS = {"gb": "GB (10⁹ B)", "gib": "GiB (2³⁰ B)", "both": "GB and GiB"}
 
 
+SLOW_VIEWS_DELAY_MS = 150
+"""Idle time after the last edit before the layout search and suggestions rerun."""
+
+
 class MainWindow(QMainWindow):
     def __init__(
         self, settings: Settings, doc: PlanDocument | None = None, autosave_ms: int | None = None
@@ -72,6 +76,10 @@ class MainWindow(QMainWindow):
             if autosave_ms is None
             else Autosaver(self.doc, interval_ms=autosave_ms)
         )
+        self._slow = QTimer(self)
+        self._slow.setSingleShot(True)
+        self._slow.setInterval(SLOW_VIEWS_DELAY_MS)
+        self._slow.timeout.connect(self._slow_views)
         self._build()
         self._menus()
         self.doc.estimateChanged.connect(self.redraw)
@@ -233,10 +241,18 @@ class MainWindow(QMainWindow):
             self.stages.setCurrentWidget(self.stage_chart)
         else:
             self.stages.setCurrentWidget(self.stage_note)
-        self._diagnostics()
-        self.results.setTabText(2, "Diagnostics")
         self._show_measured()
         self.status.setText(f"config {est.config_hash[:12]} · {len(est.rows)} ledger rows")
+        self._slow.start()  # counts and suggestions re-estimate many plans: after typing
+
+    def _slow_views(self) -> None:
+        """The views that search or re-estimate (GPU counts, diagnostics): run once the
+        edits settle, so a keystroke only costs the cheap redraw."""
+        if self.doc.estimate is None or self.doc.pending:
+            return
+        self.verdict.show_counts(self.doc.plan)
+        self._diagnostics()
+        self.results.setTabText(2, "Diagnostics")
 
     def _show_measured(self) -> None:
         self.measured.show_document(self.doc, self.units)

@@ -24,6 +24,7 @@ VERDICT_STYLE = {
     "does_not_fit": ("DOES NOT FIT", "#C5221F"),
 }
 COUNTS_PENDING = "no layout of this model fits within the search bound"
+COUNTS_UPDATING = "searching layouts…"
 
 
 def layout_counts(plan: Plan) -> tuple[dict[str, str], str] | None:
@@ -142,6 +143,12 @@ class VerdictPanel(QFrame):
         self.values["world"].setText(
             f"{est.world_size:,}" + (f" · {stages} pipeline stages" if stages > 1 else "")
         )
+        self.counts.setText(COUNTS_UPDATING)
+        self.counts.setToolTip("")
+        self.set_stale(None)
+
+    def show_counts(self, plan: Plan) -> None:
+        """The three GPU counts (a layout search: run after the cheap views are drawn)."""
         counts = layout_counts(plan)
         if counts is None:
             self.counts.setText(COUNTS_PENDING)
@@ -150,7 +157,6 @@ class VerdictPanel(QFrame):
             texts, reasons = counts
             self.counts.setText("<br>".join(f"{k}: <b>{v}</b>" for k, v in texts.items()))
             self.counts.setToolTip(reasons)
-        self.set_stale(None)
 
     def set_stale(self, message: str | None) -> None:
         """Say the figures are from the last valid plan, and why the current one fails."""

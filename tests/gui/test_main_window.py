@@ -86,7 +86,7 @@ def table_bytes(win: Any) -> dict[str, str]:
     }
 
 
-def test_default_plan_on_screen(window: Any) -> None:
+def test_default_plan_on_screen(qtbot: Any, window: Any) -> None:
     """The model states are 16,060,671,488 B (see test_document); the drawn bars are the
     chart data's, and the peak shown is the estimate's fit peak; the three GPU counts
     come from the layout search."""
@@ -97,7 +97,8 @@ def test_default_plan_on_screen(window: Any) -> None:
     assert table_bytes(window)["Weights (fp32)"] == "4,015,130,624"
     peak_gb = f"{window.doc.estimate.fit_peak.high / GB:.2f} GB"
     assert peak_gb in window.verdict.values["peak"].text()
-    assert "arithmetic minimum" in window.verdict.counts.text()
+    # The layout search runs once edits settle, so typing stays cheap.
+    qtbot.waitUntil(lambda: "arithmetic minimum" in window.verdict.counts.text())
 
 
 def test_model_tab_layers(qtbot: Any, window: Any) -> None:
@@ -295,3 +296,13 @@ def test_recovery_offer_on_start(
     assert app.offer_recovery(window)
     assert window.doc.plan.config_hash() == expected and window.doc.dirty
     assert not crashed.with_suffix(".memplan").exists()  # offered once, then removed
+
+
+def test_an_edit_redraws_now_and_searches_layouts_after(qtbot: Any, window: Any) -> None:
+    """The cheap views follow an edit at once; the GPU-count search waits until edits
+    settle (SLOW_VIEWS_DELAY_MS), then fills the counts for the new plan."""
+    qtbot.waitUntil(lambda: "arithmetic minimum" in window.verdict.counts.text())
+    type_into(qtbot, window, "batch.seq_len", "8192")
+    assert window.doc.estimate.config_hash == window.doc.plan.config_hash()
+    assert window.verdict.counts.text() == "searching layouts…"
+    qtbot.waitUntil(lambda: "arithmetic minimum" in window.verdict.counts.text())
