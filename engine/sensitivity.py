@@ -38,36 +38,29 @@ class Bar:
         return abs(self.peak_at_high - self.peak_at_low)
 
 
+def _band_ends(
+    path: str, label: str, band: Any
+) -> tuple[str, str, dict[str, Any], dict[str, Any], Any, Any]:
+    """An uncertain low–high input pinned to its low end, and to its high end."""
+    return (
+        path,
+        label,
+        {path: {"low": band.low, "high": band.low}},
+        {path: {"low": band.high, "high": band.high}},
+        band.low,
+        band.high,
+    )
+
+
 def _ends(plan: Plan) -> list[tuple[str, str, dict[str, Any], dict[str, Any], Any, Any]]:
     rt, b = plan.runtime, plan.batch
     band, res, nccl = rt.activation_band, rt.allocator_reserve, rt.nccl_bytes_per_communicator
     s_lo, s_hi = max(plan.parallelism.cp, b.seq_len // 2), b.seq_len * 2
     m_lo, m_hi = max(1, b.micro_batch // 2), b.micro_batch * 2
     return [
-        (
-            "runtime.activation_band",
-            "activation band",
-            {"runtime.activation_band": {"low": band.low, "high": band.low}},
-            {"runtime.activation_band": {"low": band.high, "high": band.high}},
-            band.low,
-            band.high,
-        ),
-        (
-            "runtime.allocator_reserve",
-            "allocator reserve",
-            {"runtime.allocator_reserve": {"low": res.low, "high": res.low}},
-            {"runtime.allocator_reserve": {"low": res.high, "high": res.high}},
-            res.low,
-            res.high,
-        ),
-        (
-            "runtime.nccl_bytes_per_communicator",
-            "NCCL buffers per communicator",
-            {"runtime.nccl_bytes_per_communicator": {"low": nccl.low, "high": nccl.low}},
-            {"runtime.nccl_bytes_per_communicator": {"low": nccl.high, "high": nccl.high}},
-            nccl.low,
-            nccl.high,
-        ),
+        _band_ends("runtime.activation_band", "activation band", band),
+        _band_ends("runtime.allocator_reserve", "allocator reserve", res),
+        _band_ends("runtime.nccl_bytes_per_communicator", "NCCL buffers per communicator", nccl),
         (
             "batch.seq_len",
             "sequence length (½× to 2×)",
