@@ -33,7 +33,6 @@ from engine.plan import Plan
 
 Verdict = Literal["fits", "straddles", "does_not_fit"]
 
-NOT_YET_COUNTED: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,5 +253,4 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
         verdict=verdict,
         verdict_reason=reason,
         nodes=nodes,
-        notes=NOT_YET_COUNTED,
     )

@@ -275,6 +275,19 @@ def render_chart(
     chart.scene().render(painter, target, QRectF(0, 0, width, height))
 
 
+def _render(
+    chart: LedgerChart | StageChart, plan: Plan, est: Estimate, units: str, painter: QPainter,
+    target: QRectF, width: int, height: int, ink: QColor | None,
+) -> None:
+    _INK.append(ink or foreground())
+    try:
+        chart.show_estimate(plan, est, units)
+        render_chart(chart, painter, target, width, height)
+        delete(chart)  # now, not at exit: a view outliving QApplication crashes
+    finally:
+        _INK.pop()
+
+
 def render_estimate(
     plan: Plan,
     est: Estimate,
@@ -287,14 +300,7 @@ def render_estimate(
 ) -> None:
     """Draw the ledger chart with ``painter`` into ``target`` (for the PDF report);
     ``ink`` forces the text and axis colour (dark on paper whatever the screen theme)."""
-    _INK.append(ink or foreground())
-    try:
-        chart = LedgerChart()
-        chart.show_estimate(plan, est, units)
-        render_chart(chart, painter, target, width, height)
-        delete(chart)  # now, not at exit: a view outliving QApplication crashes
-    finally:
-        _INK.pop()
+    _render(LedgerChart(), plan, est, units, painter, target, width, height, ink)
 
 
 def render_stages(
@@ -308,11 +314,4 @@ def render_stages(
     ink: QColor | None = None,
 ) -> None:
     """Draw the per-stage chart (PP > 1) like :func:`render_estimate`."""
-    _INK.append(ink or foreground())
-    try:
-        chart = StageChart()
-        chart.show_estimate(plan, est, units)
-        render_chart(chart, painter, target, width, height)
-        delete(chart)  # now, not at exit: a view outliving QApplication crashes
-    finally:
-        _INK.pop()
+    _render(StageChart(), plan, est, units, painter, target, width, height, ink)
