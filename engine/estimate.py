@@ -10,29 +10,28 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from engine.errors import PlanError
-from engine.layout_check import check_layout
-from engine.ledger.activations import activation_rows, in_flight
-from engine.ledger.activations_geometry import geometry
-from engine.ledger.checkpoint_event import checkpoint_rows
-from engine.ledger.logits import logits_rows
-from engine.ledger.peaks import (
+from engine.ledger.activations.geometry import geometry
+from engine.ledger.activations.logits import logits_rows
+from engine.ledger.activations.rows import activation_rows, in_flight
+from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers
+from engine.ledger.peaks.checkpoint_event import checkpoint_rows
+from engine.ledger.peaks.events import (
     accumulation_rows,
     bucket_rows,
     gathered_rows,
     optimizer_temp_rows,
 )
-from engine.ledger.persistent import persistent_stage_rows, stage_held, stage_placed
+from engine.ledger.peaks.runtime import NOT_ALLOCATED, RUNTIME_GROUP, reserve_row, runtime_rows
 from engine.ledger.phases import MOMENTS, live_at, timeline
 from engine.ledger.placement import stage_layer_ranges
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import LOCATIONS, PHASES, Location, Phase, Row
-from engine.ledger.runtime_rows import NOT_ALLOCATED, RUNTIME_GROUP, reserve_row, runtime_rows
 from engine.ledger.sharding import RULES
-from engine.node_ledgers import NodeLedgers, node_ledgers
+from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
+from engine.legality import check_layout
 from engine.plan import Plan
 
 Verdict = Literal["fits", "straddles", "does_not_fit"]
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,8 +235,9 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
     heaviest = max(stages, key=lambda st: (st.fit_peak.high, -st.stage)).stage
     capacity = plan.hardware.capacity_bytes
     limit = int(capacity * (1 - plan.policy.headroom_percent / 100))
-    verdict, reason = _verdict(next(s for s in stages if s.stage == heaviest).fit_peak,
-                               limit, capacity)
+    verdict, reason = _verdict(
+        next(s for s in stages if s.stage == heaviest).fit_peak, limit, capacity
+    )
     nodes = node_ledgers(plan)
     node_problems = nodes.problems()
     if node_problems:

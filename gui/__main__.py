@@ -8,22 +8,13 @@ fast) and adds the front-end commands that need Qt. With no subcommand, or with 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 
 from engine import cli
+from gui.display import has_display
 
 GUI_NOT_READY = "memplan: the desktop GUI is not available in this build; use `memplan estimate`"
-
-
-def has_display() -> bool:
-    """Whether Qt can open a window here (or was told to render offscreen)."""
-    if os.environ.get("QT_QPA_PLATFORM"):
-        return True
-    if sys.platform in ("win32", "darwin"):
-        return True
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def start_gui(path: str | None) -> int:

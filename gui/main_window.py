@@ -33,9 +33,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.diagnostics import diagnose
 from engine.errors import PlanError
 from engine.units import fmt_bytes, fmt_range
+from engine.whatif.diagnostics import diagnose
 from gui import measured
 from gui.autosave import Autosaver
 from gui.document import PlanDocument

@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from engine.ledger.peaks.runtime import NOT_ALLOCATED
 from engine.ledger.row import PHASES, Phase, Row, RowKind
-from engine.ledger.runtime_rows import NOT_ALLOCATED
 
 Moment = str
 MOMENTS: tuple[tuple[Moment, Phase], ...] = (

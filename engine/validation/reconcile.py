@@ -59,6 +59,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from engine.ledger.phases import MOMENTS, live_at
 from engine.validation.records import REFERENCE_CATEGORY_GROUP, MeasuredRecord
 
 FigureVerdict = Literal["inside", "above", "below", "not measured", "not estimated"]
@@ -200,10 +201,6 @@ def runtime_range(stage: Any) -> tuple[int, int] | None:
 def _peak_moment(stage: Any) -> str | None:
     """The timeline moment at which the stage's peak phase peaks, if it has moments."""
     moments: dict[str, Any] = getattr(stage, "moments", None) or {}
-    try:
-        from engine.ledger.phases import MOMENTS
-    except ImportError:
-        return None
     names = [m for m, ph in MOMENTS if ph == stage.peak_phase and m in moments]
     if not names:
         return None
@@ -222,8 +219,6 @@ def peak_rows(stage: Any) -> list[RowLike]:
     phase = getattr(stage, "peak_phase", None)
     moment = _peak_moment(stage)
     if moment is not None:
-        from engine.ledger.phases import live_at
-
         total = stage.moments[moment]
         for accumulating in (False, True):
             for keep_all in (False, True):

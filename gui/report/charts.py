@@ -27,8 +27,8 @@ from PySide6.QtGui import (
     QTextFormat,
 )
 
-from engine.sensitivity import Bar as TornadoBar
 from engine.units import fmt_gb
+from engine.whatif.sensitivity import Bar as TornadoBar
 from gui.report.content import ReportContent
 from gui.report.html import CHART_SCHEME, INK, MUTED, RULE
 from gui.views.chart import render_estimate, render_stages

@@ -12,16 +12,15 @@ import os
 import sys
 from pathlib import Path
 
-from engine import cli as engine_cli
-from engine.cli import EXIT_BAD_PLAN, EXIT_OK, CliError
+from engine.cli import common as engine_cli
+from engine.cli.common import EXIT_BAD_PLAN, EXIT_OK, CliError
 from engine.errors import PlanError
 from engine.planfile import PlanFile
+from gui.display import has_display
 
 
 def _ensure_app() -> object:
     """The running QApplication, or a new offscreen-capable one."""
-    from gui.__main__ import has_display
-
     if not has_display():
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     from PySide6.QtWidgets import QApplication
@@ -62,7 +61,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``report`` to the ``memplan`` parser (a FRONTEND_COMMANDS hook)."""
     p = sub.add_parser("report", help="write the PDF procurement report of a plan")
-    engine_cli._plan_args(p)
+    engine_cli.plan_args(p)
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the PDF to write")
     p.add_argument("--page", choices=["a4", "letter"], default="a4", help="paper size")
     p.add_argument(

@@ -13,16 +13,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from engine import __version__
-from engine.diagnostics import Diagnosis, diagnose
 from engine.errors import PlanError
 from engine.estimate import Estimate, estimate
 from engine.exports import EXPORTERS, Export
 from engine.layout import GpuCounts, gpu_counts
 from engine.planfile import SCHEMA_VERSION, PlanFile
-from engine.sensitivity import Bar, sensitivity
 from engine.units import UnitChoice
 from engine.validation import Reconciliation, RecordError, reconcile, records_of
 from engine.validation.identity import workload_hash
+from engine.whatif.diagnostics import Diagnosis, diagnose
+from engine.whatif.sensitivity import Bar, sensitivity
 
 APPENDIX_FORMATS: tuple[str, ...] = ("deepspeed", "fsdp2")
 """The framework configs printed in the appendix (the issue asks for these two)."""

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gui.applicability import inapplicable, reason_for
+from engine.stacks.applicability import inapplicable, reason_for
 from gui.document import PlanDocument, paths_in
 from gui.fields import FieldBinding, add_to_grid
 from gui.fieldspec import field_specs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushButton, QWidget
 
-from engine import hardware_presets
+from engine import presets as hardware_presets
 from engine.sections.hardware import HardwareSection
 from engine.sections.runtime import PolicySection
 from gui.document import PlanDocument

@@ -276,8 +276,15 @@ def render_chart(
 
 
 def _render(
-    chart: LedgerChart | StageChart, plan: Plan, est: Estimate, units: str, painter: QPainter,
-    target: QRectF, width: int, height: int, ink: QColor | None,
+    chart: LedgerChart | StageChart,
+    plan: Plan,
+    est: Estimate,
+    units: str,
+    painter: QPainter,
+    target: QRectF,
+    width: int,
+    height: int,
+    ink: QColor | None,
 ) -> None:
     _INK.append(ink or foreground())
     try:

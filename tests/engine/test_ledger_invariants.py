@@ -13,9 +13,18 @@ from engine.sections.parallel import Strategy
 from engine.sources import all_sources
 
 STRATEGIES: list[Strategy] = [
-    "ddp", "zero1", "zero2", "zero3", "fsdp1_full_shard", "fsdp1_shard_grad_op",
-    "fsdp1_no_shard", "fsdp1_hybrid_shard", "fsdp1_hybrid_shard_zero2", "fsdp2",
-    "fsdp2_hsdp", "megatron_distopt",
+    "ddp",
+    "zero1",
+    "zero2",
+    "zero3",
+    "fsdp1_full_shard",
+    "fsdp1_shard_grad_op",
+    "fsdp1_no_shard",
+    "fsdp1_hybrid_shard",
+    "fsdp1_hybrid_shard_zero2",
+    "fsdp2",
+    "fsdp2_hsdp",
+    "megatron_distopt",
 ]
 VARIANTS: list[dict[str, Any]] = [
     {},
@@ -52,8 +61,11 @@ def test_rows_are_unique_sourced_and_sum_up(strategy: str, variant: dict[str, An
 def test_decisive_stages_decide_like_all_stages(schedule: str, pp: int) -> None:
     """Computing only the first and last stage gives the same heaviest stage, fit peak
     and verdict as computing every stage (balanced split, any schedule)."""
-    changes: dict[str, Any] = {"parallelism.pp": pp, "parallelism.dp": 1,
-                               "parallelism.pp_schedule": schedule}
+    changes: dict[str, Any] = {
+        "parallelism.pp": pp,
+        "parallelism.dp": 1,
+        "parallelism.pp_schedule": schedule,
+    }
     if schedule == "interleaved_1f1b":
         changes["parallelism.virtual_stages"] = 2
         if 32 % (pp * 2):

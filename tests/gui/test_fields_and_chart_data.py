@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine import hardware_presets
+from engine import presets as hardware_presets
 from engine.estimate import estimate
 from engine.ledger.row import ALL_PHASES, PHASES, Phase, Row
 from engine.plan import default_plan, with_value, with_values
 from engine.sections.parallel import ParallelismSection
-from gui.applicability import inapplicable, reason_for
+from engine.stacks.applicability import inapplicable, reason_for
 from gui.fieldspec import field_specs, format_bytes_field, parse_bytes, parse_number
 from gui.views.chart_data import panels, stack
 

@@ -76,9 +76,12 @@ def test_measurements_survive_save_and_open(qtbot: Any, window: Any, tmp_path: P
 def test_double_click_applies_a_suggestion(qtbot: Any, window: Any) -> None:
     """The engine's top suggestion for the default plan (full recompute) is applied as
     one undo step, and the peak falls by the bytes it said it would save."""
-    qtbot.waitUntil(lambda: any(
-        window.diagnostics.item(i).text().startswith("Suggestion")
-        for i in range(window.diagnostics.count())))
+    qtbot.waitUntil(
+        lambda: any(
+            window.diagnostics.item(i).text().startswith("Suggestion")
+            for i in range(window.diagnostics.count())
+        )
+    )
     items = [window.diagnostics.item(i) for i in range(window.diagnostics.count())]
     sug = [i for i in items if i.data(Qt.ItemDataRole.UserRole)]
     assert sug

@@ -7,7 +7,7 @@ from ledger_plans import SMOL, make_plan, rows_of
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.ledger.lora import lora_param_count
+from engine.ledger.states.lora import lora_param_count
 from engine.models.inventory import build_inventory
 from engine.plan import default_plan
 

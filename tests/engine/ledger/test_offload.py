@@ -9,7 +9,7 @@ from ledger_plans import SMOL, make_plan
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.node_ledgers import node_ledgers
+from engine.ledger.nodes.ledgers import node_ledgers
 from engine.reference.deepspeed_estimator import zero2, zero3
 from engine.units import GiB
 

@@ -10,7 +10,7 @@ from ledger_plans import hbm_persistent, make_plan
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.sharding import RULES
-from engine.ledger.states import shard_allocs
+from engine.ledger.states.rows import shard_allocs
 
 
 @st.composite

@@ -29,9 +29,9 @@ from validation_fakes import FakeCudaState, make_fake_torch
 
 from engine.estimate import estimate
 from engine.plan import default_plan
-from engine.probe import probe_source, template_text
 from engine.units import GiB, MiB
 from engine.validation.identity import workload_hash
+from engine.validation.probe import probe_source, template_text
 from engine.validation.reconcile import reconcile
 from engine.validation.records import load_records, parse_record
 

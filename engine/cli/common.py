@@ -1,0 +1,120 @@
+"""What every subcommand shares: exit codes, user errors, loading the plan a command names
+(file, preset or default, with ``--set`` overrides) and the arguments that name it."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from engine.plan import Plan, default_plan, describe_validation_error, with_values
+from engine.planfile import PlanFile, PlanFileError, load
+from engine.presets import model_section_for
+
+EXIT_OK, EXIT_BAD_PLAN, EXIT_USAGE = 0, 1, 2
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class CliError(Exception):
+    """A user error with its exit code; the message is printed as one line."""
+
+    def __init__(self, message: str, code: int = EXIT_BAD_PLAN) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def parse_set(item: str) -> tuple[str, Any]:
+    """``section.field=value`` → (path, typed value). JSON values are typed (numbers,
+    booleans, null, lists); anything that is not JSON is taken as a string."""
+    if "=" not in item:
+        raise CliError(f"--set expects section.field=value, got {item!r}", EXIT_USAGE)
+    path, raw = item.split("=", 1)
+    path = path.strip()
+    if not path or "." not in path:
+        raise CliError(
+            f"--set needs a dotted field path like batch.seq_len, got {path!r}", EXIT_USAGE
+        )
+    try:
+        value: Any = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return path, value
+
+
+def apply_sets(plan: Plan, items: Sequence[str]) -> Plan:
+    """Apply ``--set`` overrides with the same validation as a file."""
+    if not items:
+        return plan
+    changes = dict(parse_set(i) for i in items)
+    try:
+        return with_values(plan, changes)
+    except KeyError as exc:
+        raise CliError(f"--set: {exc.args[0]}") from exc
+    except ValidationError as exc:
+        problems = describe_validation_error(exc, "plan")
+        raise CliError("; ".join(problems)) from exc
+
+
+def load_plan(args: argparse.Namespace) -> tuple[Plan, PlanFile | None]:
+    """The plan named on the command line (file, preset or default) with overrides."""
+    pf: PlanFile | None = None
+    if getattr(args, "plan", None):
+        try:
+            pf = load(args.plan)
+        except PlanFileError as exc:
+            raise CliError(f"{args.plan}: {exc}") from exc
+        plan = pf.plan
+        for msg in pf.extra_messages:
+            print(f"memplan: note: {msg}", file=sys.stderr)
+    else:
+        plan = default_plan()
+    if getattr(args, "preset", None):
+        plan = with_model(plan, args.preset)
+    return apply_sets(plan, getattr(args, "set", None) or []), pf
+
+
+def with_model(plan: Plan, preset: str) -> Plan:
+    """The plan with its model replaced by a preset's (the rest of the plan kept)."""
+    try:
+        model = model_section_for(preset)
+    except KeyError as exc:
+        raise CliError(str(exc.args[0])) from exc
+    return Plan.model_validate(
+        {**plan.model_dump(mode="json"), "model": model.model_dump(mode="json")}
+    )
+
+
+def plan_args(p: argparse.ArgumentParser, plan_required: bool = False) -> None:
+    """Add PLAN, ``--preset`` and ``--set``: how a subcommand names its plan."""
+    if plan_required:
+        p.add_argument("plan", metavar="PLAN", help="a .memplan file")
+    else:
+        p.add_argument(
+            "plan",
+            metavar="PLAN",
+            nargs="?",
+            help="a .memplan file (default: the built-in default plan)",
+        )
+    p.add_argument("--preset", metavar="NAME", help="use this model preset (see `memplan models`)")
+    p.add_argument(
+        "--set",
+        metavar="SECTION.FIELD=VALUE",
+        action="append",
+        default=[],
+        help="override one input (repeatable); values are JSON, else strings",
+    )
+
+
+def quiet_broken_pipe() -> None:
+    """Make ``memplan estimate | head`` end quietly when the reader closes the pipe."""
+    with contextlib.suppress(BrokenPipeError):
+        sys.stdout.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

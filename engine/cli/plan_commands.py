@@ -1,0 +1,135 @@
+"""Subcommands about one plan: ``estimate``, ``new``, ``validate`` and ``models``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.cli.common import EXIT_BAD_PLAN, EXIT_OK, CliError, load_plan, plan_args
+from engine.cli.json_form import estimate_json
+from engine.cli.text import counts_text, render
+from engine.errors import PlanError
+from engine.estimate import estimate
+from engine.models.presets import format_models_table
+from engine.plan import Plan
+from engine.planfile import PlanFile, PlanFileError, load, save
+from engine.reference.deepspeed_estimator import deepspeed_reference
+from engine.units import fmt_bytes
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    plan, _ = load_plan(args)
+    try:
+        est = estimate(plan)
+    except PlanError as exc:
+        raise CliError(f"plan cannot be computed: {exc}") from exc
+    if args.json:
+        doc = estimate_json(est, include_stages=args.stages)
+        if args.reference:
+            doc["reference"] = _reference_json(plan)
+        print(json.dumps(doc, indent=2))
+    else:
+        print(
+            render(est, args.units, stages=args.stages, phases=args.phases, formulas=args.formulas)
+        )
+        if args.reference:
+            print(_reference_text(plan))
+        if not args.no_counts:
+            print("\n" + counts_text(plan))
+    return EXIT_OK
+
+
+def _reference_json(plan: Plan) -> dict[str, Any] | None:
+    ref = deepspeed_reference(plan)
+    if ref is None:
+        return None
+    return {
+        "tool": "deepspeed",
+        "stage": ref.stage,
+        "cpu_bytes_per_node": ref.cpu_bytes_per_node,
+        "gpu_bytes_per_gpu": ref.gpu_bytes_per_gpu,
+        "formula": ref.formula,
+    }
+
+
+def _reference_text(plan: Plan) -> str:
+    ref = deepspeed_reference(plan)
+    if ref is None:
+        return "\nReference (DeepSpeed estimator): only defined for ZeRO-2 and ZeRO-3 plans"
+    return (
+        f"\nReference — DeepSpeed's ZeRO-{ref.stage} cold estimator (model states only, "
+        f"host × 1.5):\n  per GPU {fmt_bytes(ref.gpu_bytes_per_gpu)}; host RAM per node "
+        f"{fmt_bytes(ref.cpu_bytes_per_node)}\n  ({ref.formula})"
+    )
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    plan, _ = load_plan(args)
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        raise CliError(f"{out} exists; pass --force to overwrite it")
+    try:
+        save(PlanFile(plan=plan, name=args.name or out.stem), out)
+    except OSError as exc:
+        raise CliError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    print(f"wrote {out} (config {plan.config_hash()[:12]})")
+    return EXIT_OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    try:
+        pf = load(args.plan)
+    except PlanFileError as exc:
+        for problem in exc.problems:
+            print(f"memplan: {args.plan}: {problem}", file=sys.stderr)
+        return EXIT_BAD_PLAN
+    for msg in pf.extra_messages:
+        print(f"note: {msg}")
+    try:
+        estimate(pf.plan)
+    except PlanError as exc:
+        print(f"memplan: {args.plan}: plan cannot be computed: {exc}", file=sys.stderr)
+        return EXIT_BAD_PLAN
+    print(f"{args.plan}: valid MemPlan plan '{pf.name}', config {pf.config_hash}")
+    return EXIT_OK
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    print(format_models_table())
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``estimate``, ``new``, ``validate`` and ``models``."""
+    p = sub.add_parser("estimate", help="estimate a plan's memory per rank")
+    plan_args(p)
+    p.add_argument("--json", action="store_true", help="emit the documented JSON object")
+    p.add_argument("--units", choices=["gb", "gib", "both"], default="both")
+    p.add_argument("--stages", action="store_true", help="show every pipeline stage")
+    p.add_argument("--phases", action="store_true", help="show HBM per step phase")
+    p.add_argument("--formulas", action="store_true", help="show each row's formula and source")
+    p.add_argument(
+        "--reference",
+        choices=["deepspeed"],
+        help="also show another tool's estimate for comparison",
+    )
+    p.add_argument("--no-counts", action="store_true", help="skip the three GPU counts")
+    p.set_defaults(handler=cmd_estimate)
+
+    p = sub.add_parser("new", help="write a new .memplan file")
+    p.add_argument("-o", "--output", required=True, metavar="FILE")
+    p.add_argument("--name", help="plan name (default: the file name)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.add_argument("--preset", metavar="NAME", help="use this model preset")
+    p.add_argument("--set", metavar="SECTION.FIELD=VALUE", action="append", default=[])
+    p.set_defaults(handler=cmd_new, plan=None)
+
+    p = sub.add_parser("validate", help="check a .memplan file")
+    p.add_argument("plan", metavar="FILE")
+    p.set_defaults(handler=cmd_validate)
+
+    p = sub.add_parser("models", help="list the model presets with their parameter counts")
+    p.set_defaults(handler=cmd_models)

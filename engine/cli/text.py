@@ -1,0 +1,192 @@
+"""Plain text for the terminal: the ledger tables of an Estimate, the per-node ledgers and
+the three GPU counts."""
+
+from __future__ import annotations
+
+from engine.estimate import Estimate, StageEstimate
+from engine.layout.counts import Count, GpuCounts, gpu_counts
+from engine.ledger.nodes.ledgers import NodeLedgers
+from engine.ledger.row import LOCATIONS, PHASES, Row
+from engine.plan import Plan
+from engine.units import UnitChoice, fmt_bytes, fmt_range
+
+_VERDICT_WORDS = {
+    "fits": "FITS",
+    "straddles": "STRADDLES THE LIMIT",
+    "does_not_fit": "DOES NOT FIT",
+}
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> str:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+
+    def fmt(cells: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    lines = [fmt(headers), fmt(["-" * w for w in widths])]
+    lines.extend(fmt(r) for r in rows)
+    return "\n".join(lines)
+
+
+def stage_table(stage: StageEstimate, units: UnitChoice, with_formulas: bool = False) -> str:
+    headers = ["row", "location", "kind", "low bytes", "high bytes", "size"]
+    body = []
+    for r in stage.rows:
+        body.append(
+            [r.id, r.location, r.kind, f"{r.low:,}", f"{r.high:,}", fmt_range(r.low, r.high, units)]
+        )
+        if with_formulas:
+            body.append([f"  = {r.formula}", "", "", "", "", ""])
+            body.append([f"  source: {r.source}", "", "", "", "", ""])
+    return _table(headers, body, {3, 4})
+
+
+def render(
+    est: Estimate,
+    units: UnitChoice = "both",
+    stages: bool = False,
+    phases: bool = False,
+    formulas: bool = False,
+) -> str:
+    """The human-readable report printed by ``memplan estimate``."""
+    heavy = est.heaviest
+    out = [
+        f"MemPlan estimate — config {est.config_hash[:12]}, {est.world_size} ranks, "
+        f"heaviest pipeline stage {est.heaviest_stage} (layers {heavy.layers.start}–"
+        f"{heavy.layers.stop - 1})",
+        "",
+        "Per-rank ledger (heaviest stage):",
+        stage_table(heavy, units, formulas),
+        "",
+        "Totals per rank by location:",
+    ]
+    for loc in LOCATIONS:
+        t = heavy.location_total(loc)
+        if t.high:
+            out.append(f"  {loc:<10} {fmt_range(t.low, t.high, units)}  ({t.low:,}–{t.high:,} B)")
+    if phases:
+        out += [
+            "",
+            "HBM per phase (allocated = tensors, as max_memory_allocated; reserved adds the "
+            "allocator reserve):",
+        ]
+        for ph in PHASES:
+            r = heavy.phases[ph]
+            rr = heavy.reserved_phases.get(ph, r)
+            mark = "  ← peak" if ph == heavy.peak_phase else ""
+            out.append(
+                f"  {ph:<11} allocated {fmt_range(r.low, r.high, units)}; "
+                f"reserved {fmt_range(rr.low, rr.high, units)}{mark}"
+            )
+        if heavy.moments:
+            out.append("  moments (allocated):")
+            for m, r in heavy.moments.items():
+                out.append(f"    {m:<16} {fmt_range(r.low, r.high, units)}")
+    if stages and len(est.stages) > 1:
+        out += ["", "Per stage (HBM peak per rank):"]
+        for s in est.stages:
+            mark = "  ← heaviest" if s.stage == est.heaviest_stage else ""
+            out.append(
+                f"  stage {s.stage:<3} layers {s.layers.start}–{s.layers.stop - 1}: "
+                f"{fmt_range(s.peak.low, s.peak.high, units)}{mark}"
+            )
+        for s in est.stages:
+            out += ["", f"Stage {s.stage} ledger:", stage_table(s, units, formulas)]
+    out += ["", render_nodes(est.nodes, units)]
+    out += [
+        "",
+        f"HBM peak per rank: allocated {fmt_range(heavy.peak.low, heavy.peak.high, units)} "
+        f"in phase '{heavy.peak_phase}'",
+        "  reserved (allocator) "
+        f"{fmt_range(heavy.reserved_peak.low, heavy.reserved_peak.high, units)}"
+        f"; on the device with CUDA context, NCCL, cuBLAS "
+        f"{fmt_range(heavy.device_peak.low, heavy.device_peak.high, units)}",
+        f"Capacity: {fmt_bytes(est.capacity_bytes, units)}; limit after headroom: "
+        f"{fmt_bytes(est.limit_bytes, units)}",
+        f"Verdict: {_VERDICT_WORDS[est.verdict]} — {est.verdict_reason}",
+    ]
+    out += [f"Note: {n}" for n in est.notes]
+    return "\n".join(out)
+
+
+def _lines(title: str, rows: tuple[Row, ...], units: UnitChoice) -> list[str]:
+    out = [title]
+    if not rows:
+        return [*out, "  (none)"]
+    width = max(len(r.id) for r in rows)
+    out += [f"  {r.id:<{width}}  {fmt_range(r.low, r.high, units)}" for r in rows]
+    return out
+
+
+def render_nodes(n: NodeLedgers, units: UnitChoice) -> str:
+    """The three non-HBM ledgers, per node and per rank, with their fit."""
+    r = n.view.ranks_per_node
+    hl, hh = n.host_peak
+    nl, nh = n.nvme_peak
+    cl, ch = n.checkpoint_peak
+    out = _lines(
+        f"Host RAM per node ({r} ranks on the busiest of {n.view.nodes} node(s)):", n.host, units
+    )
+    out += [
+        f"  peak per node {fmt_range(hl, hh, units)} of {fmt_bytes(n.host_capacity, units)};"
+        f" per rank share {fmt_range(hl // r, hh // r, units)}; pinned "
+        f"{fmt_bytes(n.pinned, units)}",
+        "",
+    ]
+    out += _lines("NVMe per node:", n.nvme, units)
+    out += [
+        f"  peak per node {fmt_range(nl, nh, units)} of "
+        f"{fmt_bytes(n.nvme_capacity, units)}; per rank share "
+        f"{fmt_range(nl // r, nh // r, units)}",
+        "",
+    ]
+    out += _lines("Checkpoint storage (shared file system, whole job):", n.checkpoint, units)
+    out += [f"  peak while saving {fmt_range(cl, ch, units)}", ""]
+    t = n.transfers
+    out.append(f"Offload traffic per step: {t.verdict}")
+    out += [f"  {line}" for line in t.lines]
+    if t.device_host_seconds is not None:
+        out.append(f"  device↔host lower bound {t.device_host_seconds:.3f} s per step")
+    if t.host_nvme_seconds is not None:
+        out.append(f"  host↔NVMe lower bound {t.host_nvme_seconds:.3f} s per step")
+    return "\n".join(out)
+
+
+def _count_line(title: str, c: Count) -> str:
+    head = f"{c.gpus} GPUs" if c.gpus is not None else "none found"
+    return f"  {title}: {head}\n    {c.reason}"
+
+
+def render_counts(counts: GpuCounts) -> str:
+    """The three counts, alternatives and the rejected tally, in words."""
+    out = [
+        f"GPU counts (searched up to {counts.max_gpus} GPUs, {counts.gpus_per_node} per node, "
+        f"rounding to {counts.rounding}s; {counts.estimates} estimates):",
+        _count_line("1. arithmetic minimum", counts.arithmetic_min),
+        _count_line("2. first legal layout (procurement)", counts.first_layout),
+        f"  3. validation range: {counts.validation_low.gpus}–{counts.validation_high.gpus} "
+        f"GPUs\n    {counts.validation_reason}",
+    ]
+    if counts.alternatives:
+        out.append("  Alternatives at the procurement size, by headroom:")
+        out += [
+            f"    {o.layout.label()}: peak {fmt_bytes(o.high)}, headroom {fmt_bytes(o.headroom)}"
+            for o in counts.alternatives
+        ]
+    if counts.rejected:
+        out.append(
+            f"  {len(counts.rejected)} layouts of that size rejected (memplan layouts "
+            f"--gpus N lists them with reasons)"
+        )
+    out += [f"  Note: {n}" for n in counts.notes]
+    return "\n".join(out)
+
+
+def counts_text(plan: Plan, max_gpus: int | None = None) -> str:
+    """The text block ``memplan estimate`` appends (the GUI uses gpu_counts directly)."""
+    return render_counts(gpu_counts(plan, max_gpus))

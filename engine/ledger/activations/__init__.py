@@ -1,0 +1,2 @@
+"""Activation rows (``hbm.activations.*``, ``hbm.inputs.*``, ``hbm.loss.*``), per
+implementation profile."""

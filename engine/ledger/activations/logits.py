@@ -1,0 +1,132 @@
+"""Logits and the cross-entropy loss on the last pipeline stage.
+
+With a large vocabulary this is often the single largest activation (memory-model §4;
+transformers #30860). Hugging Face's causal-LM loss upcasts the logits to fp32 and
+``log_softmax`` keeps its fp32 output for backward; during the loss's backward the
+gradient of the log-probabilities and of the logits (both fp32) are live at once —
+measured as 2·T·V·4 B of temporaries in every reference case. Under TP the logits are
+vocab-parallel (÷ t). ``chunked`` runs the loss over chunks of tokens, recomputing each
+chunk's logits in backward, so only one chunk's logits exist at a time; ``fused``
+(a fused linear + cross-entropy kernel) computes the gradients during forward and keeps
+the gradient of the lm_head input and weight instead of any logits.
+"""
+
+from __future__ import annotations
+
+from engine.ledger.activations.geometry import Geometry, trainability
+from engine.ledger.activations.rows import InFlight
+from engine.ledger.row import Phase, Row
+from engine.plan import Plan
+from engine.units import ceil_div, fmt_count, round_up
+
+FP32 = 4
+
+
+def _row(id_: str, label: str, n: int, formula: str, source: str, phases: set[Phase]) -> Row:
+    return Row(
+        id=id_,
+        label=label,
+        location="hbm",
+        kind="peak",
+        group="logits",
+        low=n,
+        high=n,
+        formula=formula,
+        source=source,
+        phases=frozenset(phases),
+    )
+
+
+def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
+    """Saved log-probs, the forward transient and the loss-backward temporaries."""
+    rt = plan.runtime
+    c, gran = g.compute_bytes, g.granularity
+    v = ceil_div(g.vocab, g.tp)
+    t = g.tokens
+    tv = f"{t}·{v}"
+    up = rt.logits_fp32_upcast or c == FP32
+    lp_bytes = FP32 if up else c
+    megatron = rt.activation_profile == "megatron"
+    src = "korthikanti-2022" if megatron else "hf-causal-lm-loss"
+
+    def alloc(tokens: int, bpe: int) -> int:
+        return round_up(tokens * v * bpe, gran)
+
+    if rt.loss == "standard":
+        saved = fly.whole * alloc(t, lp_bytes)
+        fwd_parts = [(f"logits {tv}·{c}", alloc(t, c))]
+        if lp_bytes != c:
+            fwd_parts.append((f"fp32 upcast {tv}·4", alloc(t, FP32)))
+        if g.autocast:
+            hid = round_up(t * g.hidden * FP32, gran)
+            fwd_parts.append((f"fp32 last hidden state held by the output {t}·{g.hidden}·4", hid))
+        elif not megatron and not trainability(plan).lm_head:
+            # A frozen lm_head saves nothing for backward, but the model output still
+            # references the final norm's output until the loss is computed.
+            hid = round_up(t * g.hidden * c, gran)
+            fwd_parts.append((f"last hidden state held by the output {t}·{g.hidden}·{c}", hid))
+
+        if g.micro_batch > 1 and not megatron:
+            pad = round_up(g.micro_batch * (g.seq + 1) * 8, gran)
+            fwd_parts.append((f"padded labels {g.micro_batch}·{g.seq + 1}·8", pad))
+        n_bwd = 1 if megatron else 2
+        bwd = n_bwd * alloc(t, lp_bytes)
+        bwd_formula = (
+            f"grad of log-probs and of logits {n_bwd} × {tv}·{lp_bytes} = {fmt_count(bwd)} B"
+            if not megatron
+            else f"softmax grad computed in place; the 16-bit cast {tv}·{lp_bytes}"
+        )
+        rows = [
+            _row(
+                "hbm.loss.saved",
+                f"Loss: {'fp32 ' if lp_bytes == FP32 else ''}log-probs kept for backward",
+                saved,
+                f"{tv}·{lp_bytes} = {fmt_count(alloc(t, lp_bytes))} B × {fly.whole} in flight",
+                src,
+                {"forward", "backward"},
+            )
+        ]
+    else:
+        k = min(rt.loss_chunk_tokens, t)
+        chunk = alloc(k, c) + (2 * alloc(k, FP32) if lp_bytes == FP32 else alloc(k, c))
+        fwd_parts = [(f"one chunk: logits, fp32 copy, log-probs {k}·{v}", chunk)]
+        if rt.loss == "fused":
+            kept = round_up(t * g.hidden * c, gran) + round_up(v * g.hidden * FP32, gran)
+            rows = [
+                _row(
+                    "hbm.loss.saved",
+                    "Fused loss: grads of lm_head input and weight computed in forward",
+                    fly.whole * kept,
+                    f"{t}·{g.hidden}·{c} + fp32 {v}·{g.hidden}·4 = {fmt_count(kept)} B",
+                    "liger-fused-linear-ce",
+                    {"forward", "backward"},
+                )
+            ]
+            bwd, bwd_formula = 0, "fused: the gradients already exist"
+        else:
+            rows = []
+            bwd = chunk + alloc(k, FP32)
+            bwd_formula = f"one chunk recomputed plus its fp32 grad = {fmt_count(bwd)} B"
+    fwd = sum(n for _, n in fwd_parts)
+    rows.append(
+        _row(
+            "hbm.loss.forward_transient",
+            "Loss: logits while the loss is computed",
+            fwd,
+            " + ".join(f"{k} {fmt_count(n)}" for k, n in fwd_parts) + f" = {fmt_count(fwd)} B",
+            src,
+            {"forward"},
+        )
+    )
+    if bwd:
+        rows.append(
+            _row(
+                "hbm.loss.backward_transient",
+                "Loss backward: gradient of the logits",
+                bwd,
+                bwd_formula,
+                src,
+                {"backward"},
+            )
+        )
+    return rows

@@ -1,0 +1,3 @@
+"""Per-node ledgers: host RAM (``host.*``), NVMe (``nvme.*``), checkpoint storage
+(``checkpoint.*``) and offload transfers.
+"""

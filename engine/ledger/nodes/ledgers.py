@@ -1,0 +1,79 @@
+"""The per-node ledgers — host RAM, NVMe — and the job's checkpoint storage, with fit.
+
+A plan that fits HBM but not host RAM does not fit: each ledger gets its own verdict
+against its own capacity, and the plan's verdict is the worst of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.ledger.nodes.checkpoint_storage import checkpoint_rows
+from engine.ledger.nodes.host import host_rows, pinned_bytes
+from engine.ledger.nodes.node_view import NodeView, node_view
+from engine.ledger.nodes.nvme import nvme_rows
+from engine.ledger.nodes.transfers import Transfers, step_transfers
+from engine.ledger.row import PHASES, Row
+from engine.plan import Plan
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLedgers:
+    """Host RAM and NVMe per node (the busiest), and checkpoint storage for the job."""
+
+    view: NodeView
+    host: tuple[Row, ...]
+    nvme: tuple[Row, ...]
+    checkpoint: tuple[Row, ...]
+    transfers: Transfers
+    host_capacity: int
+    nvme_capacity: int
+
+    @staticmethod
+    def _peak(rows: tuple[Row, ...]) -> tuple[int, int]:
+        best = (0, 0)
+        for ph in PHASES:
+            live = [r for r in rows if r.live_in(ph)]
+            cand = (sum(r.low for r in live), sum(r.high for r in live))
+            best = max(best, cand, key=lambda c: (c[1], c[0]))
+        return best
+
+    @property
+    def host_peak(self) -> tuple[int, int]:
+        return self._peak(self.host)
+
+    @property
+    def nvme_peak(self) -> tuple[int, int]:
+        return self._peak(self.nvme)
+
+    @property
+    def checkpoint_peak(self) -> tuple[int, int]:
+        return self._peak(self.checkpoint)
+
+    @property
+    def pinned(self) -> int:
+        return pinned_bytes(list(self.host))
+
+    def problems(self) -> list[str]:
+        """Reasons the node ledgers do not fit (empty when they do)."""
+        out = []
+        if self.host_peak[1] > self.host_capacity:
+            out.append(
+                f"host RAM per node {self.host_peak[1]:,} B exceeds {self.host_capacity:,} B"
+            )
+        if self.nvme_peak[1] > self.nvme_capacity:
+            out.append(f"NVMe per node {self.nvme_peak[1]:,} B exceeds {self.nvme_capacity:,} B")
+        return out
+
+
+def node_ledgers(plan: Plan) -> NodeLedgers:
+    v = node_view(plan)
+    return NodeLedgers(
+        view=v,
+        host=tuple(host_rows(plan, v)),
+        nvme=tuple(nvme_rows(plan, v)),
+        checkpoint=tuple(checkpoint_rows(plan)),
+        transfers=step_transfers(plan, v),
+        host_capacity=plan.hardware.host_ram_bytes_per_node,
+        nvme_capacity=plan.hardware.nvme_bytes_per_node,
+    )

@@ -1,0 +1,55 @@
+"""Whole-model state sizes: what one checkpoint holds, independent of the layout.
+
+Computed with the same ledger code as a rank's rows, on a single unsharded "rank" that
+holds every tensor, so checkpoint sizes and per-rank rows can never disagree.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from engine.ledger.held import HeldTensor
+from engine.ledger.placement import place_stage
+from engine.ledger.precision import resolve_formats
+from engine.ledger.row import Row
+from engine.ledger.sharding import RULES
+from engine.ledger.states.methods import held_tensors
+from engine.ledger.states.quantized import quantized_rows
+from engine.ledger.states.rows import ShardContext, persistent_rows
+from engine.models.spec import ArchitectureSpec
+from engine.sections.method import MethodSection
+from engine.sections.parallel import ParallelismSection
+
+_SINGLE = ParallelismSection(dp=1, strategy="ddp")
+
+
+@lru_cache(maxsize=256)
+def whole_model_held(arch: ArchitectureSpec, method: MethodSection) -> tuple[HeldTensor, ...]:
+    """Every tensor of the model (and its adapters), unsharded."""
+    formats = resolve_formats(method.precision)
+    placed = place_stage(arch, _SINGLE, 0)
+    return tuple(held_tensors(method, _SINGLE, 1, placed, formats)[0])
+
+
+@lru_cache(maxsize=256)
+def whole_model_rows(arch: ArchitectureSpec, method: MethodSection) -> tuple[Row, ...]:
+    """Weights, master, gradient and optimizer rows of the whole model, exact bytes."""
+    held = list(whole_model_held(arch, method))
+    ctx = ShardContext(RULES["ddp"], "1 (whole model)", 1)
+    rows = persistent_rows(held, resolve_formats(method.precision), method.optimizer, ctx)
+    if method.kind == "qlora":
+        rows[:0] = quantized_rows(held, method.qlora, 1)
+    return tuple(rows)
+
+
+def whole_bytes(arch: ArchitectureSpec, method: MethodSection, prefix: str) -> int:
+    """Sum of the whole-model rows whose id starts with ``prefix``."""
+    return sum(r.high for r in whole_model_rows(arch, method) if r.id.startswith(prefix))
+
+
+@lru_cache(maxsize=256)
+def base_param_count(arch: ArchitectureSpec, method: MethodSection) -> int:
+    """Parameters of the model itself (adapters excluded): what loading reads."""
+    return sum(
+        t.numel * t.count for t in whole_model_held(arch, method) if t.category != "adapters"
+    )

@@ -1,0 +1,174 @@
+"""Training methods as branches: which tensors a rank holds, and which are trainable.
+
+Full training trains everything; a custom subset trains chosen roles (or a bare count);
+LoRA and QLoRA freeze the base and add adapters. Frozen tensors get no gradient or
+optimizer rows.
+"""
+
+from __future__ import annotations
+
+from engine.errors import PlanError
+from engine.ledger.held import Category, HeldTensor
+from engine.ledger.placement import LocalTensor, dense_dp_group, expert_dp_group
+from engine.ledger.precision import StateFormats
+from engine.ledger.sharding import shard_group_size
+from engine.ledger.states.lora import adapter_shapes, is_target
+from engine.models.inventory import Tensor
+from engine.models.roles import role_info
+from engine.sections.method import MethodSection
+from engine.sections.parallel import ParallelismSection
+
+
+def _unit(t: Tensor) -> str:
+    return f"layer.{t.layer}" if t.layer is not None else "root"
+
+
+def _is_quantized(t: Tensor) -> bool:
+    """Linear layers bitsandbytes replaces with 4-bit ones — the projections the roles
+    table marks as adapter targets; embeddings, lm_head, norms and routers stay
+    unquantized (transformers keeps the output embedding in full precision)."""
+    return t.kind == "weight" and len(t.shape) == 2 and role_info(t.role).lora_target
+
+
+class _Builder:
+    """Collects HeldTensors with dtypes decided by the precision policy."""
+
+    def __init__(
+        self, par: ParallelismSection, formats: StateFormats, dense: int, expert: int
+    ) -> None:
+        self.formats = formats
+        self.dense, self.expert = dense, expert
+        self.threshold = (
+            par.knobs.ds_param_persistence_threshold if (par.strategy == "zero3") else 0
+        )
+        self.out: list[HeldTensor] = []
+
+    def add(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        unit: str,
+        category: Category,
+        trainable: bool,
+        dtype: str,
+        expert: bool = False,
+        full_numel: int = 0,
+        count: int = 1,
+    ) -> None:
+        self.out.append(
+            HeldTensor(
+                name=name,
+                shape=shape,
+                unit=unit,
+                category=category,
+                trainable=trainable,
+                param_dtype=dtype,
+                grad_dtype=self.formats.grad_dtype_for(dtype),
+                state_dtype=self.formats.state_dtype_for(dtype),
+                group=self.expert if expert else self.dense,
+                persistent_full=0 < full_numel < self.threshold,
+                count=count,
+            )
+        )
+
+    def add_local(self, t: LocalTensor, category: Category, trainable: bool, dtype: str) -> None:
+        self.add(
+            t.tensor.name,
+            t.shape,
+            _unit(t.tensor),
+            category,
+            trainable,
+            dtype,
+            t.expert,
+            t.tensor.numel,
+            t.count,
+        )
+
+
+def held_tensors(
+    method: MethodSection,
+    par: ParallelismSection,
+    ranks_per_node: int,
+    placed: tuple[LocalTensor, ...],
+    formats: StateFormats,
+) -> tuple[list[HeldTensor], str]:
+    """The rank's tensors with trainability and dtypes, and the words for its divisor.
+
+    The divisor is the size of the group that really shards each tensor: the dense
+    data-parallel group (DP × CP × EP) for dense tensors, DP × CP for routed experts,
+    or the hybrid shard group under HSDP.
+    """
+    dense = shard_group_size(par, dense_dp_group(par), ranks_per_node)
+    expert = shard_group_size(par, expert_dp_group(par), ranks_per_node)
+    b = _Builder(par, formats, dense, expert)
+    base = formats.param
+
+    if method.kind == "full":
+        for t in placed:
+            b.add_local(t, "model", True, base)
+    elif method.kind == "custom":
+        _custom(method, par, placed, b, base)
+    else:
+        lora = method.lora
+        qlora = method.kind == "qlora"
+        q = method.qlora
+        for t in placed:
+            if qlora and _is_quantized(t.tensor):
+                b.add_local(t, "quantized", False, "nf4")
+            elif qlora:
+                b.add_local(
+                    t, "frozen", False, "fp32" if q.upcast_non_quantized else q.compute_dtype
+                )
+            else:
+                b.add_local(t, "frozen", False, base)
+            if is_target(t.tensor, lora):
+                for name, shape in adapter_shapes(t, lora):
+                    b.add(
+                        name,
+                        shape,
+                        _unit(t.tensor),
+                        "adapters",
+                        True,
+                        lora.adapter_dtype,
+                        t.expert,
+                        count=t.count,
+                    )
+        if not any(h.category == "adapters" for h in b.out) and par.pp == 1:
+            raise PlanError(
+                f"method.lora.targets {list(lora.targets)} match no tensor of this model "
+                f"(roles present: {sorted({t.tensor.role for t in placed})})"
+            )
+    desc = f"{dense} (data-parallel shard group)"
+    if expert != dense and any(t.expert for t in placed):
+        desc = f"{dense} dense / {expert} expert (data-parallel shard groups)"
+    return b.out, desc
+
+
+def _custom(
+    method: MethodSection,
+    par: ParallelismSection,
+    placed: tuple[LocalTensor, ...],
+    b: _Builder,
+    dtype: str,
+) -> None:
+    custom = method.custom
+    roles = set(custom.roles)
+    if roles:
+        for t in placed:
+            b.add_local(
+                t, "model" if t.tensor.role in roles else "frozen", t.tensor.role in roles, dtype
+            )
+        if not any(h.trainable for h in b.out) and par.pp == 1:
+            raise PlanError(f"method.custom.roles {sorted(roles)} match no tensor of this model")
+        return
+    if custom.count is None:
+        raise PlanError("method.custom needs roles or a trainable count")
+    total = sum(t.numel * t.count for t in placed)
+    full_total = sum(t.tensor.numel * t.count for t in placed)
+    for t in placed:
+        b.add_local(t, "frozen", False, dtype)
+    # The count is over the whole model; this rank's share scales with what it holds.
+    share = custom.count * total // max(full_total, 1) if full_total else 0
+    share = min(share, total)
+    if share:
+        b.add("custom-trainable", (share,), "root", "virtual", True, dtype)

@@ -1,0 +1,289 @@
+"""Persistent model states of one rank: weights, master copy, gradients, optimizer.
+
+These live for the whole step. Each row is the rank's shard summed over its
+allocations, each allocation rounded up to the allocator's granularity, because that
+is what ``torch.cuda.memory_allocated`` reports (memory-model §1, measured cases).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from math import prod
+
+from engine.ledger.held import HeldTensor
+from engine.ledger.precision import DTYPE_BYTES, StateFormats
+from engine.ledger.row import Row
+from engine.ledger.sharding import StrategyRule
+from engine.ledger.states.optimizers import OPTIMIZER_LABELS, OPTIMIZER_SOURCES, state_allocs
+from engine.sections.method import OptimizerSection
+from engine.units import ceil_div, fmt_count, round_up
+
+
+@dataclass(frozen=True, slots=True)
+class Alloc:
+    """One allocation of a state on the rank."""
+
+    shape: tuple[int, ...]
+    count_full: int  # elements before sharding (for the formula)
+    dtype: str
+    count: int = 1  # identical allocations this one stands for (folded decoder layers)
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardContext:
+    """How this rank's states are divided, and how to say it."""
+
+    rule: StrategyRule
+    group_words: str  # e.g. "8 (data-parallel shard group)"
+    granularity: int  # allocator rounding per allocation (bytes)
+
+
+def shard_allocs(
+    tensors: Iterable[HeldTensor],
+    sharded: bool,
+    rule: StrategyRule,
+    dtype_of: str,
+    whole_if_persistent: bool = False,
+) -> list[Alloc]:
+    """The allocations a rank makes for one state of these tensors.
+
+    Unsharded states are one allocation per tensor. Sharded ones follow the strategy's
+    chunking: FSDP2 splits dim 0 (rank 0 gets ceil(d0/N) rows); ZeRO-3 partitions each
+    tensor to ceil(numel/N) and keeps the partitions in one flat buffer; FSDP1 pads one
+    flat buffer per wrap unit; ZeRO-1/2 and Megatron one flat buffer per dtype. Every
+    split is padded so rank 0 holds a full chunk.
+    ``dtype_of`` names the HeldTensor attribute giving this state's dtype.
+    ``whole_if_persistent`` keeps ZeRO-3's persistent (small) parameters unpartitioned:
+    it applies to the parameters only; their gradients and optimizer state still shard.
+    """
+    items = list(tensors)
+    if not sharded or rule.chunking == "dim0":
+        out = []
+        for t in items:
+            dtype = getattr(t, dtype_of)
+            keep = whole_if_persistent and t.persistent_full
+            n = t.group if sharded and not keep else 1
+            if n == 1:
+                out.append(Alloc(t.shape, t.numel, dtype, t.count))
+            else:
+                rows = ceil_div(t.shape[0], n)
+                out.append(Alloc((rows, *t.shape[1:]), t.numel, dtype, t.count))
+        return out
+    # Flat buffers: one allocation per (unit, group, dtype). ZeRO-3 pads each tensor's
+    # partition to ceil(numel/N) before concatenating; the others pad the whole buffer.
+    # A per-unit buffer of a folded layer stands for ``count`` identical buffers; the
+    # single-buffer strategies add every copy's elements into their one buffer.
+    per_unit = rule.chunking == "per_unit"
+    held: dict[tuple[str, int, str], int] = defaultdict(int)
+    full: dict[tuple[str, int, str], int] = defaultdict(int)
+    copies: dict[tuple[str, int, str], int] = {}
+    for t in items:
+        key = (t.unit if per_unit else "all", t.group, getattr(t, dtype_of))
+        mult = 1 if per_unit else t.count
+        copies[key] = t.count if per_unit else 1
+        full[key] += t.numel * mult
+        if rule.chunking == "per_tensor":
+            keep = whole_if_persistent and t.persistent_full
+            held[key] += (t.numel if keep else ceil_div(t.numel, t.group)) * mult
+    return [
+        Alloc(
+            (held[key] if rule.chunking == "per_tensor" else ceil_div(total, key[1]),),
+            total,
+            key[2],
+            copies[key],
+        )
+        for key, total in full.items()
+    ]
+
+
+def _bytes(allocs: list[Alloc], granularity: int) -> int:
+    return sum(round_up(a.numel * DTYPE_BYTES[a.dtype], granularity) * a.count for a in allocs)
+
+
+def alloc_count(allocs: list[Alloc]) -> int:
+    """How many allocations these stand for (folded layers counted out)."""
+    return sum(a.count for a in allocs)
+
+
+def _formula(allocs: list[Alloc], sharded: bool, ctx: ShardContext, total: int) -> str:
+    full = sum(a.count_full * a.count for a in allocs)
+    held = sum(a.numel * a.count for a in allocs)
+    dtypes = sorted({a.dtype for a in allocs})
+    per = " + ".join(f"{DTYPE_BYTES[d]} B ({d})" for d in dtypes)
+    share = f" ÷ {ctx.group_words} → {fmt_count(held)} held" if sharded else ""
+    return (
+        f"{fmt_count(full)} elements{share} × {per} in {alloc_count(allocs)} allocation(s), "
+        f"each rounded up to {ctx.granularity} B = {fmt_count(total)} B"
+    )
+
+
+def _row(
+    rid: str,
+    label: str,
+    group: str,
+    allocs: list[Alloc],
+    sharded: bool,
+    ctx: ShardContext,
+    source: str,
+) -> Row:
+    n = _bytes(allocs, ctx.granularity)
+    dtypes = sorted({a.dtype for a in allocs})
+    return Row(
+        id=rid,
+        label=label,
+        location="hbm",
+        kind="persistent",
+        group=group,
+        low=n,
+        high=n,
+        formula=_formula(allocs, sharded, ctx, n),
+        source=source,
+        dtype="/".join(dtypes),
+    )
+
+
+_WEIGHT_IDS = {
+    "model": ("hbm.weights", "Weights"),
+    "frozen": ("hbm.weights.frozen", "Frozen weights"),
+    "adapters": ("hbm.weights.adapters", "LoRA adapter weights"),
+}
+
+
+def weight_rows(held: list[HeldTensor], ctx: ShardContext) -> list[Row]:
+    """One weights row per category (trained, frozen, adapters)."""
+    rows = []
+    for category, (rid, label) in _WEIGHT_IDS.items():
+        ts = [t for t in held if t.category == category]
+        if ts:
+            allocs = shard_allocs(
+                ts, ctx.rule.params, ctx.rule, "param_dtype", whole_if_persistent=True
+            )
+            dtypes = "/".join(sorted({a.dtype for a in allocs}))
+            rows.append(
+                _row(
+                    rid,
+                    f"{label} ({dtypes})",
+                    "weights",
+                    allocs,
+                    ctx.rule.params,
+                    ctx,
+                    ctx.rule.source,
+                )
+            )
+    return rows
+
+
+def master_row(trainable: list[HeldTensor], formats: StateFormats, ctx: ShardContext) -> Row:
+    """The fp32 master copy that mixed precision keeps of trainable weights."""
+    allocs = [
+        Alloc(a.shape, a.count_full, "fp32", a.count)
+        for a in shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "param_dtype")
+    ]
+    return _row(
+        "hbm.master_weights",
+        "Master weights (fp32)",
+        "optimizer",
+        allocs,
+        ctx.rule.optimizer,
+        ctx,
+        "mixed-precision-master",
+    )
+
+
+def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
+    allocs = shard_allocs(trainable, ctx.rule.grads, ctx.rule, "grad_dtype")
+    dtypes = "/".join(sorted({a.dtype for a in allocs}))
+    return _row(
+        "hbm.grads",
+        f"Gradients ({dtypes})",
+        "gradients",
+        allocs,
+        ctx.rule.grads,
+        ctx,
+        ctx.rule.source,
+    )
+
+
+def main_grad_shard_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
+    """Megatron's distributed optimizer with 16-bit grads keeps a sharded fp32 copy of
+    the main grads for the step (the 20 → 4 + 16/d row of its table)."""
+    allocs = [
+        Alloc(a.shape, a.count_full, "fp32", a.count)
+        for a in shard_allocs(trainable, True, ctx.rule, "grad_dtype")
+    ]
+    return _row(
+        "hbm.optimizer.fp32_grad_shard",
+        "Optimizer: fp32 main-grad shard",
+        "optimizer",
+        allocs,
+        True,
+        ctx,
+        "megatron-distopt",
+    )
+
+
+def optimizer_rows(
+    trainable: list[HeldTensor], opt: OptimizerSection, ctx: ShardContext
+) -> list[Row]:
+    """One row per optimizer state (moments, step counters, quantization constants)."""
+    allocs = shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "state_dtype")
+    per_state: dict[str, list[tuple[int, int]]] = defaultdict(list)  # (bytes, copies)
+    for a in allocs:
+        for s in state_allocs(opt, a.shape, DTYPE_BYTES[a.dtype]):
+            per_state[s.name].append((s.n_bytes, a.count))
+    rows = []
+    share = f", sharded ÷ {ctx.group_words}" if ctx.rule.optimizer else ""
+    elements = sum(a.count_full * a.count for a in allocs)
+    for name, sizes in per_state.items():
+        n = sum(round_up(b, ctx.granularity) * c for b, c in sizes)
+        raw = sum(b * c for b, c in sizes)
+        allocations = sum(c for _, c in sizes)
+        rows.append(
+            Row(
+                id=f"hbm.optimizer.{name}",
+                label=f"Optimizer: {OPTIMIZER_LABELS.get(name, name)}",
+                location="hbm",
+                kind="persistent",
+                group="optimizer",
+                low=n,
+                high=n,
+                formula=(
+                    f"{opt.name} state '{name}' over {fmt_count(elements)}"
+                    f" trainable elements{share}: {allocations} allocation(s) totalling "
+                    f"{fmt_count(raw)} B, each rounded up to {ctx.granularity} B = "
+                    f"{fmt_count(n)} B"
+                ),
+                source=OPTIMIZER_SOURCES.get(opt.name, "user-input"),
+            )
+        )
+    return rows
+
+
+def persistent_rows(
+    held: list[HeldTensor],
+    formats: StateFormats,
+    opt: OptimizerSection,
+    ctx: ShardContext,
+) -> list[Row]:
+    """Weights, master, gradient and optimizer rows for the tensors one rank holds."""
+    rows = weight_rows(held, ctx)
+    trainable = [t for t in held if t.trainable]
+    if not trainable:
+        return rows
+    if formats.master is not None:
+        rows.append(master_row(trainable, formats, ctx))
+    rows.append(grad_row(trainable, ctx))
+    if (
+        ctx.rule.source == "megatron-distopt"
+        and formats.master is not None
+        and any(DTYPE_BYTES[t.grad_dtype] < 4 for t in trainable)
+    ):
+        rows.append(main_grad_shard_row(trainable, ctx))
+    rows.extend(optimizer_rows(trainable, opt, ctx))
+    return rows

@@ -1,0 +1,1 @@
+"""Training stacks and strategy families: what each framework does, asked by every module."""

@@ -1,0 +1,1 @@
+"""What-if questions answered by re-estimating other plans: diagnostics, sensitivity, fit."""

@@ -1,0 +1,110 @@
+"""What fits, diagnostics and sensitivity, with formula estimators derived by hand."""
+
+from __future__ import annotations
+
+from engine.estimate import estimate
+from engine.plan import Plan, default_plan, with_values
+from engine.whatif.diagnostics import diagnose
+from engine.whatif.fit import largest_micro_batch, longest_sequence
+from engine.whatif.sensitivity import sensitivity
+from tests.engine.layout.layout_fakes import fake_estimator
+
+
+def _cap100() -> Plan:
+    return with_values(
+        default_plan(), {"hardware.usable_hbm_bytes": 100, "policy.headroom_percent": 0.0}
+    )
+
+
+def test_largest_micro_batch() -> None:
+    """Peak = 7 B per sequence: 7·14 = 98 ≤ 100 < 105 = 7·15 → micro-batch 14."""
+    r = largest_micro_batch(_cap100(), estimator=fake_estimator(lambda p: 7 * p.batch.micro_batch))
+    assert r.value == 14 and not r.bounded
+
+
+def test_largest_micro_batch_with_global_batch_held() -> None:
+    """Global batch 96 held over 8 replicas = 12 per replica: micro-batches must divide
+    12 (1, 2, 3, 4, 6, 12); 7 B each → 12·7 = 84 fits, so 12 (accumulation 1)."""
+    plan = with_values(
+        _cap100(),
+        {"batch.hold_fixed": "global_batch", "batch.global_batch": 96, "batch.grad_accum": 12},
+    )
+    r = largest_micro_batch(plan, estimator=fake_estimator(lambda p: 7 * p.batch.micro_batch))
+    assert r.value == 12
+    r = largest_micro_batch(plan, estimator=fake_estimator(lambda p: 20 * p.batch.micro_batch))
+    assert r.value == 4  # 20·4 = 80 fits, 20·6 = 120 does not; 5 does not divide 12
+
+
+def test_longest_sequence() -> None:
+    """Peak = seq/100 B: fits up to 10,000 tokens; multiples of 128: 78·128 = 9,984."""
+    r = longest_sequence(_cap100(), estimator=fake_estimator(lambda p: p.batch.seq_len // 100))
+    assert r.value == 9_984
+
+
+def test_unbounded_when_ledger_does_not_grow() -> None:
+    """A ledger that does not grow with the micro-batch (a constant estimator): every
+    micro-batch up to the bound fits, and the result says it hit the bound rather than
+    a limit."""
+    r = largest_micro_batch(_cap100(), bound=64, estimator=fake_estimator(lambda p: 50))
+    assert r.value == 64 and r.bounded and "search bound" in r.reason
+
+
+def test_largest_micro_batch_of_the_real_ledger() -> None:
+    """The default plan's activations grow with the micro-batch: the answer b fits and
+    b + 1 does not (checked with estimate() directly)."""
+    r = largest_micro_batch(default_plan(), bound=64)
+    assert not r.bounded and r.value >= 1
+
+    def fits(b: int) -> bool:
+        e = estimate(with_values(default_plan(), {"batch.micro_batch": b}))
+        return e.heaviest.fit_peak.high <= e.limit_bytes
+
+    assert fits(r.value) and not fits(r.value + 1)
+
+
+def test_diagnose_default_plan() -> None:
+    """FSDP2 on 8 ranks, s = 4096: saved activations (≈27.6 GB) dominate; the model-state
+    rows are 4,015,130,624 B each (fp32 weights, grads, exp_avg, exp_avg_sq) and those
+    that make the top rows share the peak equally; dominant rows come largest first.
+    Full recompute saves more than anything else. LoRA (r16 on q, k, v, o)
+    freezes the fp32 base: it keeps the 4.02 GB weight shard, and its grads and AdamW
+    state cover only 13,631,488 adapter params, so it saves part of the other three
+    (less than all: its adapters save fp32 copies of their inputs for backward)."""
+    d = diagnose(default_plan())
+    sizes = [x.row.high for x in d.dominant]
+    assert sizes == sorted(sizes, reverse=True)
+    assert d.dominant[0].row.id == "hbm.activations.saved.layers"
+    states = {x.row.id: x for x in d.dominant if x.row.high == 4_015_130_624}
+    assert set(states) >= {"hbm.weights", "hbm.grads"}
+    shares = {round(x.share, 6) for x in states.values()}
+    assert len(shares) == 1
+    assert d.suggestions[0].changes == {"method.recompute.policy": "full"}
+
+    lora = [s for s in d.suggestions if s.changes == {"method.kind": "lora"}]
+    assert lora and lora[0].saves is not None
+    base = estimate(default_plan()).fit_peak.high
+    with_lora = estimate(with_values(default_plan(), {"method.kind": "lora"})).fit_peak.high
+    assert lora[0].saves == base - with_lora
+    assert 0 < lora[0].saves < 3 * 4_015_130_624  # at most the base's grads and moments
+
+
+def test_diagnose_savings_are_re_estimated() -> None:
+    """Peak 1000 B under FSDP2, 600 under ZeRO-2, 400 under ZeRO-3, else 1000: the
+    suggestions list ZeRO-3 (saves 600) before ZeRO-2 (saves 400) and nothing else."""
+    table = {"zero2": 600, "zero3": 400}
+    est = fake_estimator(lambda p: table.get(p.parallelism.strategy, 1000))
+    d = diagnose(_cap100(), estimator=est)
+    assert [(s.label, s.saves) for s in d.suggestions] == [
+        ("use ZeRO-3", 600),
+        ("ZeRO-3 with parameters offloaded to CPU", 600),
+        ("use ZeRO-2", 400),
+    ]
+
+
+def test_sensitivity_tornado() -> None:
+    """Peak = 10·seq: sequence ½× to 2× (2,048 → 8,192) swings 20,480 → 81,920; the
+    other inputs do not move this peak, so their bars have zero width."""
+    bars = sensitivity(default_plan(), estimator=fake_estimator(lambda p: 10 * p.batch.seq_len))
+    assert bars[0].input == "batch.seq_len"
+    assert (bars[0].peak_at_low, bars[0].peak_at_high) == (20_480, 81_920)
+    assert all(b.swing == 0 for b in bars[1:]) and len(bars) == 5
