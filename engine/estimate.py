@@ -33,6 +33,13 @@ from engine.plan import Plan
 
 Verdict = Literal["fits", "straddles", "does_not_fit"]
 
+VERDICT_WORDS: dict[Verdict, str] = {
+    "fits": "FITS",
+    "straddles": "STRADDLES THE LIMIT",
+    "does_not_fit": "DOES NOT FIT",
+}
+"""How every view names a verdict (terminal, window, report): one wording."""
+
 
 @dataclass(frozen=True, slots=True)
 class Range:
@@ -234,7 +241,7 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
         raise PlanError(str(exc)) from exc
     heaviest = max(stages, key=lambda st: (st.fit_peak.high, -st.stage)).stage
     capacity = plan.hardware.capacity_bytes
-    limit = int(capacity * (1 - plan.policy.headroom_percent / 100))
+    limit = plan.hbm_limit_bytes
     verdict, reason = _verdict(
         next(s for s in stages if s.stage == heaviest).fit_peak, limit, capacity
     )

@@ -73,6 +73,12 @@ class Plan(Section):
             self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=True
         )
 
+    @property
+    def hbm_limit_bytes(self) -> int:
+        """The HBM a rank may use: the capacity less the headroom policy. Every verdict
+        compares against this one figure."""
+        return int(self.hardware.capacity_bytes * (1 - self.policy.headroom_percent / 100))
+
     def config_hash(self) -> str:
         """SHA-256 of the canonical inputs: identifies a plan's content, not its metadata."""
         return _config_hash(self)

@@ -9,6 +9,7 @@ from pathlib import Path
 from engine.cli.common import EXIT_OK, CliError, load_plan, plan_args
 from engine.cli.text import counts_text
 from engine.errors import PlanError
+from engine.estimate import VERDICT_WORDS
 from engine.exports import EXPORTERS
 from engine.layout.evaluate import Evaluator
 from engine.layout.lattice import enumerate_layouts
@@ -27,7 +28,9 @@ def _lattice_text(plan: Plan, gpus: int, show_rejected: bool) -> str:
         if not o.ok:
             lines.append(f"  {lay.label()}: cannot be estimated: {o.error}")
             continue
-        verdict = "fits" if o.fits_high else ("straddles" if o.fits_low else "does not fit")
+        verdict = VERDICT_WORDS[
+            "fits" if o.fits_high else ("straddles" if o.fits_low else "does_not_fit")
+        ].lower()
         lines.append(
             f"  {lay.label()}: peak {fmt_range(o.low, o.high)}, "
             f"headroom {fmt_bytes(o.headroom)}, {verdict}"

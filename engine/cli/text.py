@@ -3,18 +3,12 @@ the three GPU counts."""
 
 from __future__ import annotations
 
-from engine.estimate import Estimate, StageEstimate
+from engine.estimate import VERDICT_WORDS, Estimate, StageEstimate
 from engine.layout.counts import Count, GpuCounts, gpu_counts
 from engine.ledger.nodes.ledgers import NodeLedgers
 from engine.ledger.row import LOCATIONS, PHASES, Row
 from engine.plan import Plan
 from engine.units import UnitChoice, fmt_bytes, fmt_range
-
-_VERDICT_WORDS = {
-    "fits": "FITS",
-    "straddles": "STRADDLES THE LIMIT",
-    "does_not_fit": "DOES NOT FIT",
-}
 
 
 def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> str:
@@ -108,7 +102,7 @@ def render(
         f"{fmt_range(heavy.device_peak.low, heavy.device_peak.high, units)}",
         f"Capacity: {fmt_bytes(est.capacity_bytes, units)}; limit after headroom: "
         f"{fmt_bytes(est.limit_bytes, units)}",
-        f"Verdict: {_VERDICT_WORDS[est.verdict]} — {est.verdict_reason}",
+        f"Verdict: {VERDICT_WORDS[est.verdict]} — {est.verdict_reason}",
     ]
     out += [f"Note: {n}" for n in est.notes]
     return "\n".join(out)

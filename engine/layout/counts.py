@@ -171,7 +171,7 @@ def gpu_counts(
         gpus_per_node=g,
         rounding=rounding,
         max_gpus=max_gpus,
-        limit_bytes=int(plan.hardware.capacity_bytes * (1 - plan.policy.headroom_percent / 100)),
+        limit_bytes=plan.hbm_limit_bytes,
         capacity_bytes=plan.hardware.capacity_bytes,
         estimates=ev.calls,
         notes=tuple(notes),

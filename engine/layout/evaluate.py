@@ -73,12 +73,12 @@ class Evaluator:
     def _run(self, layout: Layout) -> Outcome:
         self.calls += 1
         plan = with_layout(self.plan, layout)
-        cap = plan.hardware.capacity_bytes
-        limit = int(cap * (1 - plan.policy.headroom_percent / 100))
         try:
             est = self._estimate(plan)
         except PlanError as exc:
-            return Outcome(layout, 0, 0, limit, cap, error=str(exc))
+            return Outcome(
+                layout, 0, 0, plan.hbm_limit_bytes, plan.hardware.capacity_bytes, error=str(exc)
+            )
         return Outcome(
             layout, est.fit_peak.low, est.fit_peak.high, est.limit_bytes, est.capacity_bytes
         )

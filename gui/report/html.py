@@ -22,7 +22,6 @@ RULE = "#b7bfca"
 HEAD_BG = "#e6ebf1"
 ACCENT = "#1f4e79"
 VERDICT_COLORS = {"fits": "#1e7b34", "straddles": "#b36b00", "does_not_fit": "#b3261e"}
-VERDICT_WORDS = {"fits": "FITS", "straddles": "STRADDLES THE LIMIT", "does_not_fit": "DOES NOT FIT"}
 
 STYLE = f"""
 body {{ color: {INK}; }}

@@ -6,13 +6,12 @@ next to the rounded sizes so a reader can audit a figure against ``memplan estim
 
 from __future__ import annotations
 
-from engine.estimate import Estimate, Range
+from engine.estimate import VERDICT_WORDS, Estimate, Range
 from engine.ledger.row import LOCATIONS, PHASES, Row
 from engine.units import UnitChoice, fmt_bytes
 from gui.report.content import ReportContent
 from gui.report.html import (
     VERDICT_COLORS,
-    VERDICT_WORDS,
     chart,
     esc,
     figures_table,

@@ -13,16 +13,12 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from engine.estimate import Estimate
+from engine.estimate import VERDICT_WORDS, Estimate
 from engine.layout import gpu_counts
 from engine.plan import Plan
 from engine.units import fmt_bytes, fmt_range
 
-VERDICT_STYLE = {
-    "fits": ("FITS", "#1E8E3E"),
-    "straddles": ("STRADDLES", "#C77C02"),
-    "does_not_fit": ("DOES NOT FIT", "#C5221F"),
-}
+VERDICT_COLORS = {"fits": "#1E8E3E", "straddles": "#C77C02", "does_not_fit": "#C5221F"}
 COUNTS_PENDING = "no layout of this model fits within the search bound"
 COUNTS_UPDATING = "searching layouts…"
 
@@ -110,7 +106,7 @@ class VerdictPanel(QFrame):
         self.counts.setStyleSheet("font-size: 9pt;")
 
     def show_estimate(self, plan: Plan, est: Estimate, units: str) -> None:
-        text, color = VERDICT_STYLE[est.verdict]
+        text, color = VERDICT_WORDS[est.verdict], VERDICT_COLORS[est.verdict]
         self.badge.setText(text)
         self.badge.setStyleSheet(
             f"background: {color}; color: white; font-weight: 700; font-size: 15pt;"
