@@ -2,7 +2,10 @@
 
 Every view redraws from the document's latest Estimate; the document coalesces the
 edits of one event-loop turn into one recompute, so the chart, table and verdict move
-together on each keystroke.
+together on each keystroke. The slow parts of the plan's analysis (GPU counts,
+diagnostics, what fits the layout, sensitivity) come from ``engine.analysis`` on a worker
+thread once the edits settle; each arrives tagged with its plan's config hash and is
+shown only if that plan's estimate is still the one on screen.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.analysis import FitLimits
 from engine.errors import PlanError
+from engine.layout import GpuCounts
 from engine.units import fmt_bytes, fmt_range
-from engine.whatif.diagnostics import diagnose
+from engine.whatif.diagnostics import Diagnosis
 from gui import measured
 from gui.autosave import Autosaver
 from gui.document import PlanDocument
@@ -52,12 +57,14 @@ from gui.tabs.parallelism import ParallelismTab
 from gui.views.chart import LedgerChart, StageChart, legend_html, panel_groups, style_plot
 from gui.views.table import LedgerTable
 from gui.views.verdict import VerdictPanel
+from gui.workers import AnalysisWorker
 
 UNIT_LABELS = {"gb": "GB (10⁹ B)", "gib": "GiB (2³⁰ B)", "both": "GB and GiB"}
 
 
 SLOW_VIEWS_DELAY_MS = 150
 """Idle time after the last edit before the layout search and suggestions rerun."""
+DIAGNOSIS_PENDING = "Re-estimating one-change suggestions…"
 
 
 class MainWindow(QMainWindow):
@@ -80,6 +87,10 @@ class MainWindow(QMainWindow):
         self._slow.setSingleShot(True)
         self._slow.setInterval(SLOW_VIEWS_DELAY_MS)
         self._slow.timeout.connect(self._slow_views)
+        self.worker = AnalysisWorker(self)
+        self.worker.partReady.connect(self._part_ready)
+        self._parts_key = ""  # config hash the parts below were computed for
+        self._parts: dict[str, object] = {}
         self._build()
         self._menus()
         self.doc.estimateChanged.connect(self.redraw)
@@ -134,7 +145,7 @@ class MainWindow(QMainWindow):
         self.diagnostics.setToolTip(
             "Double-click a suggestion to apply it (Edit → Undo takes it back)."
         )
-        self.diagnostics.itemDoubleClicked.connect(self._apply_suggestion)
+        self.diagnostics.itemDoubleClicked.connect(self.apply_suggestion)
         self.results = QTabWidget(self)
         self.results.setObjectName("resultTabs")
         self.results.addTab(self.table, "Ledger")
@@ -243,16 +254,42 @@ class MainWindow(QMainWindow):
             self.stages.setCurrentWidget(self.stage_note)
         self._show_measured()
         self.status.setText(f"config {est.config_hash[:12]} · {len(est.rows)} ledger rows")
+        if self._parts_key != est.config_hash:
+            self._parts_key, self._parts = est.config_hash, {}
+        self._show_counts()
+        self._diagnostics()
         self._slow.start()  # counts and suggestions re-estimate many plans: after typing
 
     def _slow_views(self) -> None:
-        """The views that search or re-estimate (GPU counts, diagnostics): run once the
-        edits settle, so a keystroke only costs the cheap redraw."""
-        if self.doc.estimate is None or self.doc.pending:
+        """Ask the worker for the parts that search or re-estimate (GPU counts,
+        diagnostics, fit, sensitivity) once the edits settle, so a keystroke only costs
+        the cheap redraw and the GUI thread never searches."""
+        est = self.doc.estimate
+        if est is None or self.doc.pending or self.doc.stale:
             return
-        self.verdict.show_counts(self.doc.plan)
-        self._diagnostics()
         self.results.setTabText(2, "Diagnostics")
+        if all(p in self._parts for p in ("counts", "diagnosis", "fit")):
+            return  # a redraw of the same plan (units, palette): nothing to search
+        self.worker.submit(self.doc.plan)
+
+    def _part_ready(self, key: str, part: str, value: object) -> None:
+        """One part of the analysis, for the plan of hash ``key``: dropped unless that
+        plan's estimate is the one on screen."""
+        est = self.doc.estimate
+        if est is None or self.doc.stale or key != est.config_hash or key != self._parts_key:
+            return
+        self._parts[part] = value
+        if part == "counts":
+            self._show_counts()
+        elif part in ("diagnosis", "fit"):
+            self._diagnostics()
+
+    def _show_counts(self) -> None:
+        counts = self._parts.get("counts")
+        if isinstance(counts, GpuCounts):
+            self.verdict.show_counts(counts)
+        elif isinstance(counts, PlanError):
+            self.verdict.show_counts_unavailable(str(counts))
 
     def _show_measured(self) -> None:
         self.measured.show_document(self.doc, self.units)
@@ -274,11 +311,25 @@ class MainWindow(QMainWindow):
         for note in est.notes:
             self.diagnostics.addItem(f"Note — {note}")
         u: Any = self.units
-        try:
-            d = diagnose(self.doc.plan)
-        except PlanError as exc:
-            self.diagnostics.addItem(f"Suggestions unavailable: {exc}")
-            return
+        d = self._parts.get("diagnosis")
+        if isinstance(d, PlanError):
+            self.diagnostics.addItem(f"Suggestions unavailable: {d}")
+        elif isinstance(d, Diagnosis):
+            self._diagnosis_items(d, u)
+        else:
+            self.diagnostics.addItem(DIAGNOSIS_PENDING)
+        fit = self._parts.get("fit")
+        if isinstance(fit, FitLimits):
+            for title, r in (
+                ("largest micro-batch", fit.micro_batch),
+                ("longest sequence", fit.sequence),
+            ):
+                item = QListWidgetItem(f"Fit — {title} on this layout: {r.answer}")
+                item.setToolTip(f"{r.reason}; searched {r.searched}")
+                self.diagnostics.addItem(item)
+
+    def _diagnosis_items(self, d: Diagnosis, u: Any) -> None:
+        """The dominant rows and the suggestions (double-click applies one)."""
         for dom in d.dominant:
             self.diagnostics.addItem(
                 f"Dominant — {dom.row.label}: {fmt_range(dom.row.low, dom.row.high, u)} "
@@ -293,7 +344,7 @@ class MainWindow(QMainWindow):
             item.setToolTip(", ".join(f"{k} = {v}" for k, v in sug.changes.items()))
             self.diagnostics.addItem(item)
 
-    def _apply_suggestion(self, item: QListWidgetItem) -> None:
+    def apply_suggestion(self, item: QListWidgetItem) -> None:
         changes = item.data(Qt.ItemDataRole.UserRole)
         if isinstance(changes, dict) and changes:
             self.doc.set_many(changes, item.text().split(":")[0].removeprefix("Suggestion — "))
@@ -344,6 +395,7 @@ class MainWindow(QMainWindow):
         self.settings.set_blob("geometry", bytes(self.saveGeometry().data()))
         self.settings.set_blob("splitter", bytes(self.splitter.saveState().data()))
         self.autosaver.clear()
+        self.worker.shutdown()
         event.accept()
 
     def open_initial(self, path: str | None) -> None:
