@@ -310,14 +310,6 @@ class MainWindow(QMainWindow):
         self.diagnostics.addItem(f"Verdict: {est.verdict_reason}")
         for note in est.notes:
             self.diagnostics.addItem(f"Note — {note}")
-        u: Any = self.units
-        d = self._parts.get("diagnosis")
-        if isinstance(d, PlanError):
-            self.diagnostics.addItem(f"Suggestions unavailable: {d}")
-        elif isinstance(d, Diagnosis):
-            self._diagnosis_items(d, u)
-        else:
-            self.diagnostics.addItem(DIAGNOSIS_PENDING)
         fit = self._parts.get("fit")
         if isinstance(fit, FitLimits):
             for title, r in (
@@ -327,6 +319,14 @@ class MainWindow(QMainWindow):
                 item = QListWidgetItem(f"Fit — {title} on this layout: {r.answer}")
                 item.setToolTip(f"{r.reason}; searched {r.searched}")
                 self.diagnostics.addItem(item)
+        u: Any = self.units
+        d = self._parts.get("diagnosis")
+        if isinstance(d, PlanError):
+            self.diagnostics.addItem(f"Suggestions unavailable: {d}")
+        elif isinstance(d, Diagnosis):
+            self._diagnosis_items(d, u)
+        else:
+            self.diagnostics.addItem(DIAGNOSIS_PENDING)
 
     def _diagnosis_items(self, d: Diagnosis, u: Any) -> None:
         """The dominant rows and the suggestions (double-click applies one)."""
