@@ -11,7 +11,6 @@ shown only if that plan's estimate is still the one on screen.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QByteArray, QEvent, Qt, QTimer
 from PySide6.QtGui import (
@@ -25,7 +24,6 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QComboBox,
     QLabel,
-    QListWidget,
     QListWidgetItem,
     QMainWindow,
     QSplitter,
@@ -36,11 +34,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.analysis import FitLimits
 from engine.errors import PlanError
 from engine.layout import GpuCounts
-from engine.units import fmt_bytes, fmt_range
-from engine.whatif.diagnostics import Diagnosis
 from gui import measured
 from gui.autosave import Autosaver
 from gui.document import PlanDocument
@@ -55,6 +50,7 @@ from gui.tabs.model import ModelTab
 from gui.tabs.offload import OffloadTab
 from gui.tabs.parallelism import ParallelismTab
 from gui.views.chart import LedgerChart, StageChart, legend_html, panel_groups, style_plot
+from gui.views.diagnostics import DiagnosticsList, suggestion_of
 from gui.views.table import LedgerTable
 from gui.views.verdict import VerdictPanel
 from gui.workers import AnalysisWorker
@@ -64,7 +60,6 @@ UNIT_LABELS = {"gb": "GB (10⁹ B)", "gib": "GiB (2³⁰ B)", "both": "GB and Gi
 
 SLOW_VIEWS_DELAY_MS = 150
 """Idle time after the last edit before the layout search and suggestions rerun."""
-DIAGNOSIS_PENDING = "Re-estimating one-change suggestions…"
 
 
 class MainWindow(QMainWindow):
@@ -139,12 +134,7 @@ class MainWindow(QMainWindow):
         self.stages = QStackedWidget(self)
         self.stages.addWidget(self.stage_note)
         self.stages.addWidget(self.stage_chart)
-        self.diagnostics = QListWidget(self)
-        self.diagnostics.setObjectName("diagnostics")
-        self.diagnostics.setWordWrap(True)
-        self.diagnostics.setToolTip(
-            "Double-click a suggestion to apply it (Edit → Undo takes it back)."
-        )
+        self.diagnostics = DiagnosticsList(self)
         self.diagnostics.itemDoubleClicked.connect(self.apply_suggestion)
         self.results = QTabWidget(self)
         self.results.setObjectName("resultTabs")
@@ -297,57 +287,13 @@ class MainWindow(QMainWindow):
         self.results.setTabText(3, f"Measured ({n})" if n else "Measured")
 
     def _diagnostics(self) -> None:
-        """Errors and notes, the verdict, the dominant rows, and one-change suggestions
-        re-estimated by the engine (bytes each saves); double-click applies one."""
-        self.diagnostics.clear()
-        if self.doc.estimate_error:
-            self.diagnostics.addItem(f"Error — cannot compute this plan: {self.doc.estimate_error}")
-        for message in self.doc.messages:
-            self.diagnostics.addItem(f"Note — {message}")
-        if self.doc.estimate is None or self.doc.estimate_error:
-            return
-        est = self.doc.estimate
-        self.diagnostics.addItem(f"Verdict: {est.verdict_reason}")
-        for note in est.notes:
-            self.diagnostics.addItem(f"Note — {note}")
-        fit = self._parts.get("fit")
-        if isinstance(fit, FitLimits):
-            for title, r in (
-                ("largest micro-batch", fit.micro_batch),
-                ("longest sequence", fit.sequence),
-            ):
-                item = QListWidgetItem(f"Fit — {title} on this layout: {r.answer}")
-                item.setToolTip(f"{r.reason}; searched {r.searched}")
-                self.diagnostics.addItem(item)
-        u: Any = self.units
-        d = self._parts.get("diagnosis")
-        if isinstance(d, PlanError):
-            self.diagnostics.addItem(f"Suggestions unavailable: {d}")
-        elif isinstance(d, Diagnosis):
-            self._diagnosis_items(d, u)
-        else:
-            self.diagnostics.addItem(DIAGNOSIS_PENDING)
-
-    def _diagnosis_items(self, d: Diagnosis, u: Any) -> None:
-        """The dominant rows and the suggestions (double-click applies one)."""
-        for dom in d.dominant:
-            self.diagnostics.addItem(
-                f"Dominant — {dom.row.label}: {fmt_range(dom.row.low, dom.row.high, u)} "
-                f"({dom.share:.0%} of the peak)"
-            )
-        for sug in d.suggestions:
-            fits = " — then fits" if sug.fits else ""
-            item = QListWidgetItem(
-                f"Suggestion — {sug.label}: saves {fmt_bytes(sug.saves or 0, u)}{fits}"
-            )
-            item.setData(Qt.ItemDataRole.UserRole, sug.changes)
-            item.setToolTip(", ".join(f"{k} = {v}" for k, v in sug.changes.items()))
-            self.diagnostics.addItem(item)
+        self.diagnostics.show_document(self.doc, self._parts, self.units)
 
     def apply_suggestion(self, item: QListWidgetItem) -> None:
-        changes = item.data(Qt.ItemDataRole.UserRole)
-        if isinstance(changes, dict) and changes:
-            self.doc.set_many(changes, item.text().split(":")[0].removeprefix("Suggestion — "))
+        """Apply a double-clicked suggestion as one undo step."""
+        got = suggestion_of(item)
+        if got is not None:
+            self.doc.set_many(*got)
 
     def _estimate_failed(self, message: str) -> None:
         self.verdict.set_stale(message)

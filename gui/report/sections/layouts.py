@@ -1,5 +1,6 @@
 """The GPU counts and layouts section: the three counts with their reasons, the chosen
-layout, the ranked alternatives at the procurement size and the rejected layouts."""
+layout, the ranked alternatives at the procurement size, the rejected layouts, and the
+largest micro-batch and longest sequence that fit the plan's own layout."""
 
 from __future__ import annotations
 
@@ -80,5 +81,26 @@ def layouts_section(c: ReportContent) -> str:
             [esc(r.layout.label()), esc("; ".join(r.reasons))] for r in k.rejected[:REJECTED_SHOWN]
         ]
         out.append(table(["Layout", "Why not"], rows, [35, 65]))
+    out.append(fit_html(c))
     out += [f'<p class="small">Note: {esc(n)}</p>' for n in k.notes]
     return "".join(out)
+
+
+def fit_html(c: ReportContent) -> str:
+    """What still fits the plan's own layout when the micro-batch or the sequence grows
+    (the fit searches of ``engine.analysis``), each with its reason."""
+    f = c.fit
+    lines = "".join(
+        f"<br><b>{esc(title)}: {esc(r.answer)}</b> — "
+        f'<span style="font-size: 8pt">{esc(r.reason)}; searched {esc(r.searched)}</span>'
+        for title, r in (
+            ("Largest micro-batch", f.micro_batch),
+            ("Longest sequence", f.sequence),
+        )
+    )
+    return (
+        "<h2>What fits the plan's own layout</h2>"
+        f'<p><span class="small">{esc(f.layout.label())} on {f.layout.world_size} ranks, '
+        "one input grown at a time, by the high estimate against the limit.</span>"
+        f"{lines}</p>"
+    )
