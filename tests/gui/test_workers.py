@@ -49,11 +49,21 @@ def test_parts_arrive_in_order_from_another_thread(
     assert worker.shutdown()
 
 
-def test_a_newer_plan_supersedes_the_queued_one(qtbot: Any) -> None:
+def test_a_newer_plan_supersedes_the_queued_one(
+    qtbot: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two plans asked for in a row: every part of the second arrives; of the first, at
-    most the part in progress when it was superseded (never all of them after)."""
+    most the part in progress when it was superseded (never the rest). The search is
+    held until both were asked for, so the order does not depend on the machine's speed."""
     from gui.workers import AnalysisWorker
 
+    release = threading.Event()
+
+    def held_search(plan: Any) -> Any:
+        release.wait(30)
+        return gpu_counts(plan)
+
+    monkeypatch.setattr(an, "gpu_counts", held_search)
     worker = AnalysisWorker()
     got: dict[str, list[str]] = {}
     worker.partReady.connect(lambda key, part, _v: got.setdefault(key, []).append(part))
@@ -61,6 +71,7 @@ def test_a_newer_plan_supersedes_the_queued_one(qtbot: Any) -> None:
     second = with_value(default_plan(), "policy.max_gpus", 48)
     worker.submit(first)
     worker.submit(second)
+    release.set()
     qtbot.waitUntil(lambda: len(got.get(second.config_hash(), [])) == len(an.SLOW_PARTS))
     assert worker.shutdown()
     assert len(got.get(first.config_hash(), [])) <= 1
