@@ -184,18 +184,17 @@ class _Judge:
         self.cp = cache(self._judge_cp)
         self.ep = cache(self._judge_ep)
 
-    def shape(self, tp: int, pp: int, cp: int, ep: int) -> tuple[str, ...]:
-        """Why the model cannot (or should not) be cut as TP × PP × CP × EP."""
-        return self.tp(tp) + self.pp(pp) + self.cp(cp) + self.ep(ep) + self.fixed
-
     def check(self, tp: int, pp: int, cp: int, ep: int, dp: int) -> Layout | Rejected:
+        """One layout, its reasons in the order :func:`engine.legality.checks.plan_problems`
+        gives them (preferences beside the rules of their dimension)."""
         plan = self.plan
-        reasons = self.shape(tp, pp, cp, ep)
+        reasons = self.tp(tp) + self.pp(pp) + self.cp(cp) + self.ep(ep)
         reasons += _messages(rules.dp_problems(dp, plan.parallelism.shard_group_size))
         batch = batch_for(plan, ep, dp)
         if isinstance(batch, Problem):
             layout = Layout(tp, pp, cp, ep, dp, plan.batch.micro_batch, plan.batch.grad_accum)
-            return Rejected(layout, (*reasons, batch.message))
+            return Rejected(layout, (*reasons, batch.message, *self.fixed))
+        reasons += self.fixed
         layout = Layout(tp, pp, cp, ep, dp, *batch)
         return Rejected(layout, reasons) if reasons else layout
 
