@@ -28,7 +28,7 @@ from engine.ledger.precision import resolve_formats
 from engine.ledger.row import LOCATIONS, PHASES, Location, Phase, Row
 from engine.ledger.sharding import RULES
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
-from engine.legality import check_layout
+from engine.legality.checks import check
 from engine.plan import Plan
 
 Verdict = Literal["fits", "straddles", "does_not_fit"]
@@ -233,7 +233,7 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
     the layout search; views use the default, every stage.
     Raises :class:`PlanError` when the plan cannot run as laid out.
     """
-    check_layout(plan)
+    check(plan)
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
         stages = tuple(_stage(plan, s) for s in indices)

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from engine.errors import PlanError, Problem, require
+from engine.legality import rules
 from engine.sections.base import Section
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
@@ -57,14 +59,13 @@ class Plan(Section):
 
     @model_validator(mode="after")
     def _cross_section(self) -> Plan:
-        par, arch = self.parallelism, self.model.architecture
-        if par.pp_layer_split is not None and sum(par.pp_layer_split) != arch.layers:
-            raise ValueError(
-                f"parallelism.pp_layer_split sums to {sum(par.pp_layer_split)} layers but "
-                f"the model has {arch.layers}"
-            )
-        if par.pp > arch.layers:
-            raise ValueError(f"parallelism.pp ({par.pp}) exceeds the model's {arch.layers} layers")
+        """Stage rules that need the model refuse a file at load time; the rest of
+        legality (:mod:`engine.legality.checks`) refuses only ``estimate()``."""
+        par, layers = self.parallelism, self.model.architecture.layers
+        require(
+            rules.split_sums_to_layers(par.pp_layer_split, layers),
+            rules.pp_within_layers(par.pp, layers),
+        )
         return self
 
     def to_canonical_json(self) -> str:
@@ -133,11 +134,17 @@ def with_value(plan: Plan, path: str, value: Any) -> Plan:
     return with_values(plan, {path: value})
 
 
-def describe_validation_error(err: ValidationError, prefix: str = "") -> list[str]:
-    """One sentence per problem, each naming the field path a user can act on."""
-    messages = []
+def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]:
+    """One :class:`Problem` per pydantic error, each naming the field path a user can
+    act on: a legality rule's own fields and wording, else the error's location."""
+    problems = []
     for item in err.errors():
         loc = ".".join(str(p) for p in item["loc"] if not str(p).startswith("function-"))
+        cause = item.get("ctx", {}).get("error")
+        if isinstance(cause, PlanError):
+            lead = f"{prefix}: " if prefix else ""
+            problems += [Problem(p.fields, f"{lead}{p.message}") for p in cause.problems]
+            continue
         where = ".".join(p for p in (prefix, loc) if p)
         msg = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
@@ -150,5 +157,12 @@ def describe_validation_error(err: ValidationError, prefix: str = "") -> list[st
             if item["type"] in ("missing", "extra_forbidden") or isinstance(got, dict)
             else f" (got {got!r})"
         )
-        messages.append(f"{where or prefix or 'plan'}: {msg}{shown}")
-    return messages
+        problems.append(
+            Problem((loc,) if loc else (), f"{where or prefix or 'plan'}: {msg}{shown}")
+        )
+    return problems
+
+
+def describe_validation_error(err: ValidationError, prefix: str = "") -> list[str]:
+    """One sentence per problem, each naming the field path a user can act on."""
+    return [p.message for p in validation_problems(err, prefix)]
