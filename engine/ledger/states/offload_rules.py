@@ -9,34 +9,23 @@ distributed optimizer can keep its optimizer on the CPU; DDP offloads nothing.
 from __future__ import annotations
 
 from engine.plan import Plan
-
-DEEPSPEED = frozenset({"zero1", "zero2", "zero3"})
-FSDP = frozenset(
-    {
-        "fsdp1_full_shard",
-        "fsdp1_shard_grad_op",
-        "fsdp1_no_shard",
-        "fsdp1_hybrid_shard",
-        "fsdp1_hybrid_shard_zero2",
-        "fsdp2",
-        "fsdp2_hsdp",
-    }
-)
+from engine.stacks.families import rule_of
 
 
 def offload_problems(plan: Plan) -> list[str]:
     """Every reason the plan's offload settings cannot run; empty when they can."""
     off, strategy = plan.offload, plan.parallelism.strategy
+    rule = rule_of(strategy)
     problems: list[str] = []
     if off.optimizer == "none" and off.params == "none":
         return problems
-    if strategy == "ddp":
+    if rule.family == "ddp":
         problems.append(
             "offload needs a sharded strategy: DDP keeps every state on the GPU "
             "(choose ZeRO or FSDP in parallelism.strategy)"
         )
         return problems
-    if strategy in FSDP:
+    if rule.fsdp:
         if off.params == "nvme" or off.optimizer == "nvme":
             problems.append(
                 "FSDP offloads to the CPU only; NVMe offload is DeepSpeed "
@@ -49,7 +38,7 @@ def offload_problems(plan: Plan) -> list[str]:
                 "ZeRO-Offload)"
             )
         return problems
-    if strategy == "megatron_distopt":
+    if rule.family == "megatron":
         if off.params != "none":
             problems.append(
                 "Megatron's distributed optimizer does not offload parameters; "
