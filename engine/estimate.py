@@ -147,19 +147,17 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
     phases = {ph: Range(tl.phases[ph].low, tl.phases[ph].high) for ph in PHASES}
     peak_phase = max(PHASES, key=lambda ph: (phases[ph].high, phases[ph].low))
     peak = phases[peak_phase]
-    reserve = reserve_row(plan, peak.low, peak.high)
-    rows.append(reserve)
-    band = plan.runtime.allocator_reserve
+    reserves = {ph: reserve_row(plan, phases[ph].low, phases[ph].high) for ph in PHASES}
+    rows.append(reserves[peak_phase])
     reserved = {
-        ph: Range(r.low + int(r.low * band.low), r.high + int(r.high * band.high))
-        for ph, r in phases.items()
+        ph: Range(phases[ph].low + reserves[ph].low, phases[ph].high + reserves[ph].high)
+        for ph in PHASES
     }
     runtime = [r for r in rows if r.state == "runtime" and r.location == "hbm"]
     rt_low, rt_high = sum(r.low for r in runtime), sum(r.high for r in runtime)
     inside = [r for r in runtime if not outside_capacity(plan, r)]
     fit_low, fit_high = sum(r.low for r in inside), sum(r.high for r in inside)
     rpeak = reserved[peak_phase]
-    reserves = {ph: reserve_row(plan, phases[ph].low, phases[ph].high) for ph in PHASES}
     return StageEstimate(
         stage=stage,
         layers=layers,

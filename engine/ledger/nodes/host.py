@@ -6,8 +6,6 @@ Each says how it scales: per rank × ranks on the node, or once per node.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from engine.ledger.nodes.checkpoint_storage import checkpoint_size
 from engine.ledger.nodes.node_view import NodeView
 from engine.ledger.nodes.whole_model import base_param_count
@@ -22,8 +20,7 @@ STORED_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8_e4m3": 1}
 
 def per_node(row: Row, ranks: int) -> Row:
     """A per-rank row scaled to the node: × ranks on the node."""
-    return replace(
-        row,
+    return row._replace(
         low=row.low * ranks,
         high=row.high * ranks,
         scope="node",

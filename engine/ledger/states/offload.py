@@ -9,7 +9,6 @@ and gets the id ``{location}.offload.{the HBM id without "hbm."}``.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Literal
 
 from engine.ledger.row import Location, Row, State
@@ -48,8 +47,7 @@ def _move(
 ) -> Row:
     n = row.high * factor_num // factor_den
     conv = f" × {factor_num}/{factor_den}" if (factor_num, factor_den) != (1, 1) else ""
-    return replace(
-        row,
+    return row._replace(
         id=f"{location}.offload.{row.id.removeprefix('hbm.')}",
         label=f"{row.label} — offloaded{' (pinned)' if pinned else ''}",
         location=location,
