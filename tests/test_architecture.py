@@ -59,10 +59,6 @@ FORBIDDEN: tuple[Rule, ...] = (
     ),
 )
 
-KNOWN_LONG_FILES: tuple[str, ...] = ("engine/ledger/peaks/events.py",)
-"""Files over MAX_LINES owned by another change in flight (TODO: split them); the test
-below xfails (not strictly) for each, and fails for any file not listed."""
-
 
 # the graph -------------------------------------------------------------------------
 def under(module: str, prefix: str) -> bool:
@@ -248,16 +244,9 @@ def _lines(path: Path) -> int:
 
 def test_no_file_over_the_line_limit() -> None:
     long = {str(p.relative_to(REPO)): _lines(p) for p in _python_files() if _lines(p) > MAX_LINES}
-    unexpected = {k: v for k, v in long.items() if k not in KNOWN_LONG_FILES}
-    assert not unexpected, f"files over {MAX_LINES} lines (split them by responsibility): " + (
-        ", ".join(f"{k} ({v})" for k, v in sorted(unexpected.items()))
+    assert not long, f"files over {MAX_LINES} lines (split them by responsibility): " + (
+        ", ".join(f"{k} ({v})" for k, v in sorted(long.items()))
     )
-
-
-@pytest.mark.xfail(strict=False, reason="TODO: owned by another change in flight")
-@pytest.mark.parametrize("rel", KNOWN_LONG_FILES)
-def test_known_long_file_is_split(rel: str) -> None:
-    assert _lines(REPO / rel) <= MAX_LINES, f"{rel}: {_lines(REPO / rel)} lines"
 
 
 def test_engine_root_stays_small() -> None:

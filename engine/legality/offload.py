@@ -10,30 +10,20 @@ These rules do not depend on the layout: when one fails, every layout of the pla
 from __future__ import annotations
 
 from engine.errors import Problem
-
-DEEPSPEED = frozenset({"zero1", "zero2", "zero3"})
-FSDP = frozenset(
-    {
-        "fsdp1_full_shard",
-        "fsdp1_shard_grad_op",
-        "fsdp1_no_shard",
-        "fsdp1_hybrid_shard",
-        "fsdp1_hybrid_shard_zero2",
-        "fsdp2",
-        "fsdp2_hsdp",
-    }
-)
+from engine.sections.parallel import Strategy
+from engine.stacks.families import FSDP_FAMILIES, family_of, rule_of
 
 _STRATEGY = "parallelism.strategy"
 _PARAMS = "offload.params"
 _OPTIMIZER = "offload.optimizer"
 
 
-def offload_problems(strategy: str, params: str, optimizer: str) -> list[Problem]:
+def offload_problems(strategy: Strategy, params: str, optimizer: str) -> list[Problem]:
     """Every reason these offload placements cannot run under ``strategy``."""
     if optimizer == "none" and params == "none":
         return []
-    if strategy == "ddp":
+    family = family_of(strategy)
+    if family == "ddp":
         return [
             Problem(
                 (_STRATEGY, _PARAMS, _OPTIMIZER),
@@ -41,9 +31,9 @@ def offload_problems(strategy: str, params: str, optimizer: str) -> list[Problem
                 "(choose ZeRO or FSDP in parallelism.strategy)",
             )
         ]
-    if strategy in FSDP:
+    if family in FSDP_FAMILIES:
         return _fsdp(params, optimizer)
-    if strategy == "megatron_distopt":
+    if family == "megatron":
         return _megatron(params, optimizer)
     return _deepspeed(strategy, params, optimizer)
 
@@ -90,9 +80,9 @@ def _megatron(params: str, optimizer: str) -> list[Problem]:
     return out
 
 
-def _deepspeed(strategy: str, params: str, optimizer: str) -> list[Problem]:
+def _deepspeed(strategy: Strategy, params: str, optimizer: str) -> list[Problem]:
     out = []
-    if params != "none" and strategy != "zero3":
+    if params != "none" and rule_of(strategy).zero_stage != 3:
         out.append(
             Problem(
                 (_PARAMS, _STRATEGY),
@@ -100,7 +90,7 @@ def _deepspeed(strategy: str, params: str, optimizer: str) -> list[Problem]:
                 "DeepSpeed offloads parameters only with ZeRO-3",
             )
         )
-    if optimizer == "nvme" and strategy != "zero3":
+    if optimizer == "nvme" and rule_of(strategy).zero_stage != 3:
         out.append(
             Problem(
                 (_OPTIMIZER, _STRATEGY),

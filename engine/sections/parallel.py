@@ -25,10 +25,6 @@ Strategy = Literal[
     "megatron_distopt",
 ]
 
-HYBRID_STRATEGIES: frozenset[str] = frozenset(
-    {"fsdp1_hybrid_shard", "fsdp1_hybrid_shard_zero2", "fsdp2_hsdp"}
-)
-
 
 class StrategyKnobs(Section):
     """Framework knobs that set the size of gathered units, prefetch and buckets.
