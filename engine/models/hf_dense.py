@@ -130,12 +130,10 @@ GPT2_DEFAULTS = {
 }
 
 
-def _head_dim(r: Reader, rule: HeadDimRule, hidden: int, heads: int) -> int | None:
-    """The spec's head_dim: None when it equals hidden / heads (the spec's own default)."""
-    d = r.opt_int("head_dim") if rule == "config" else None
-    if d is None or (hidden % heads == 0 and d == hidden // heads):
-        return None
-    return d
+def _head_dim(r: Reader, rule: HeadDimRule) -> int | None:
+    """The spec's head_dim as the file (or the family default) gives it; None = hidden /
+    heads, which is also what a ``derived`` family always uses."""
+    return r.opt_int("head_dim") if rule == "config" else None
 
 
 def common(r: Reader, family: Family, rule: HeadDimRule = "config") -> Fields:
@@ -149,7 +147,7 @@ def common(r: Reader, family: Family, rule: HeadDimRule = "config") -> Fields:
         "layers": r.get_int("num_hidden_layers"),
         "heads": heads,
         "kv_heads": heads if kv is None else kv,
-        "head_dim": _head_dim(r, rule, hidden, heads),
+        "head_dim": _head_dim(r, rule),
         "intermediate": r.get_int("intermediate_size"),
         "vocab": r.get_int("vocab_size"),
         "max_position": r.get_int("max_position_embeddings"),
@@ -192,8 +190,6 @@ def gemma(r: Reader, family: Family) -> Fields:
         o_bias=bias,
         qk_norm=family == "gemma3",
     )
-    if out["head_dim"] is None:  # keep Gemma's explicit head_dim visible in the spec
-        out["head_dim"] = r.get_int("head_dim")
     return out
 
 

