@@ -182,9 +182,16 @@ def import_hf_config(cfg: Mapping[str, Any], *, mtp: bool = False) -> ConfigImpo
     if wrapper is not None:
         text, text_type = _text_config(cfg, mt, wrapper)
         spec = _validated(_build(text, text_type, mtp))
+        built = (
+            "which transformers' AutoModelForCausalLM builds with its vision tower"
+            if mt == "gemma3"
+            else "which transformers builds for image-text training"
+        )
+        if mt == "llama4":
+            built = "while AutoModelForCausalLM builds Llama4ForCausalLM, text only"
         notes.append(
-            f"{mt} is a multimodal model ({wrapper.auto_class}): its language model "
-            f"({text_type}) is counted; the vision tower and projector are not"
+            f"{mt} is a multimodal model ({wrapper.auto_class}, {built}): its language "
+            f"model ({text_type}) is counted; the vision tower and projector are not"
         )
         return ConfigImport(spec, tuple(notes))
     if "text_config" in cfg or "vision_config" in cfg:
