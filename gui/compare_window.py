@@ -46,7 +46,8 @@ from gui.compare_chart import ComparisonChart
 from gui.workers import TaskRunner
 
 WINDOW_SIZE = (1180, 720)
-"""Opening size: fits a 1366×768 laptop screen with the panel and title bar."""
+"""Opening size on a large screen; a smaller screen gets 92 % of its free area."""
+SCREEN_SHARE = 0.92
 
 
 def _table(parent: QWidget, name: str) -> QTableWidget:
@@ -87,7 +88,11 @@ class CompareWindow(QWidget):
         super().__init__(parent, Qt.WindowType.Window)
         self.setObjectName("compareWindow")
         self.setWindowTitle("Compare plans — MemPlan")
-        self.resize(*WINDOW_SIZE)
+        screen = (parent.screen() if parent is not None else self.screen()).availableGeometry()
+        self.resize(
+            min(WINDOW_SIZE[0], int(screen.width() * SCREEN_SHARE)),
+            min(WINDOW_SIZE[1], int(screen.height() * SCREEN_SHARE)),
+        )
         self.plans = list(plans)
         self.units = units
         self.result: Comparison | None = None

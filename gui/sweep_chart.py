@@ -178,7 +178,7 @@ class SweepChart(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("sweepChart")
-        self.setMinimumHeight(220)
+        self.setMinimumHeight(150)
         self.sweep: Sweep | None = None
         self.units = "gb"
 

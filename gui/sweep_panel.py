@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -76,6 +77,10 @@ class SweepPanel(QWidget):
         self.field.setObjectName("sweepField")
         self.field.setEditable(True)
         self.field.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.field.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.field.setMinimumContentsLength(14)  # narrow windows: the tab never forces width
         for label, path, values in SWEEP_INPUTS:
             self.field.addItem(f"{label} — {path}", (path, values))
         self.field.setToolTip("An input from the list, or type any numeric field path")
@@ -84,6 +89,7 @@ class SweepPanel(QWidget):
         self.values.setObjectName("sweepValues")
         self.values.setToolTip("start:stop:xK (geometric), start:stop:+K (linear) or a list a,b,c")
         self.values.returnPressed.connect(self.run)
+        self.values.setMinimumWidth(110)
         self.run_button = QPushButton("&Run sweep", self)
         self.run_button.clicked.connect(self.run)
         self.cancel_button = QPushButton("Cancel", self)
@@ -93,6 +99,7 @@ class SweepPanel(QWidget):
         self.progress.setObjectName("sweepProgress")
         self.progress.setVisible(False)
         self.progress.setMaximumWidth(160)
+        self.progress.setMinimumWidth(60)
         self.include = QCheckBox("Include in the report", self)
         self.include.setToolTip("File → Export Report adds this sweep's chart and table")
         self.include.setEnabled(False)
@@ -101,13 +108,12 @@ class SweepPanel(QWidget):
         top.addWidget(self.field, 3)
         top.addWidget(QLabel("over", self))
         top.addWidget(self.values, 2)
-        top.addWidget(self.run_button)
-        top.addWidget(self.cancel_button)
-        top.addWidget(self.progress)
         self.status = QLabel("Choose an input and a range, then Run.", self)
         self.status.setObjectName("sweepStatus")
         self.status.setWordWrap(True)
         bottom = QHBoxLayout()
+        for w in (self.run_button, self.cancel_button, self.progress):
+            bottom.addWidget(w)
         bottom.addWidget(self.status, 1)
         bottom.addWidget(self.include)
         self.chart = SweepChart(self)
@@ -124,11 +130,19 @@ class SweepPanel(QWidget):
         split.addWidget(self.table)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
-        col = QVBoxLayout(self)
+        body = QWidget(self)
+        col = QVBoxLayout(body)
         col.setContentsMargins(4, 4, 4, 4)
         col.addLayout(top)
         col.addLayout(bottom)
         col.addWidget(split, 1)
+        scroll = QScrollArea(self)  # a short window scrolls the tab instead of clipping it
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setWidget(body)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
 
     # running ---------------------------------------------------------------------
     def _suggest(self, index: int) -> None:

@@ -148,6 +148,8 @@ def test_compare_with_files_and_add_remove(qtbot: Any, window: Any, tmp_path: Pa
     qtbot.addWidget(cw)
     c = _compared(qtbot, cw)
     assert len(c.sides) == 2 and c.sides[1].name == "lora.memplan"
+    free = window.screen().availableGeometry()
+    assert cw.width() <= free.width() and cw.height() <= free.height()  # opens on screen
     assert not cw.remove_button.isEnabled()
     cw.add_plan("seq 2048", with_value(window.doc.plan, "batch.seq_len", 2048))
     c = _compared(qtbot, cw)
