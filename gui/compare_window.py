@@ -96,6 +96,7 @@ class CompareWindow(QWidget):
         self.plans = list(plans)
         self.units = units
         self.result: Comparison | None = None
+        self._searching = False  # the second pass (with the GPU counts) is running
         self.runner = TaskRunner(self)
         self.runner.progress.connect(self._progress)
         self.runner.finished.connect(self._finished)
@@ -168,27 +169,41 @@ class CompareWindow(QWidget):
 
     # computing ---------------------------------------------------------------------
     def run(self) -> None:
-        """Compare the plans on the worker (counts included)."""
+        """Compare the plans on the worker: first their estimates (fast, shown at once),
+        then with their GPU counts (a layout search each: seconds for a large model)."""
         plans = list(self.plans)
         self.remove_button.setEnabled(len(plans) > 2)
         self.progress.setRange(0, len(plans))
         self.progress.setValue(0)
         self.progress.setVisible(True)
         self.cancel_button.setEnabled(True)
-        self._say(f"Comparing {len(plans)} plans (a layout search each)…")
-        self.runner.start(lambda progress: compare(plans, progress=progress))
+        self._say(f"Comparing {len(plans)} plans…")
+        self._searching = False
+        self.runner.start(lambda progress: compare(plans, with_counts=False, progress=progress))
 
     def _progress(self, done: int, total: int) -> None:
         self.progress.setRange(0, total)
         self.progress.setValue(done)
 
     def _finished(self, result: object) -> None:
-        self.progress.setVisible(False)
-        self.cancel_button.setEnabled(False)
         if not isinstance(result, Comparison):
+            return
+        if self._searching and result.cancelled and self.result is not None:
+            self.progress.setVisible(False)  # keep the comparison without counts
+            self.cancel_button.setEnabled(False)
+            self._say("GPU-count search cancelled; the figures without counts stay.")
             return
         self.result = result
         self.show_result(result)
+        if not self._searching and not result.cancelled:
+            self._searching = True
+            plans = [(s.name, s.plan) for s in result.sides]
+            self._say("Searching layouts for each plan's GPU counts…")
+            self.progress.setValue(0)
+            self.runner.start(lambda progress: compare(plans, progress=progress))
+            return
+        self.progress.setVisible(False)
+        self.cancel_button.setEnabled(False)
         done = "Cancelled: the plans compared so far. " if result.cancelled else ""
         self._say(f"{done}Deltas are against {result.sides[0].name}.")
 

@@ -166,7 +166,7 @@ def _side(name: str, plan: Plan, with_counts: bool) -> Side:
     except PlanError as exc:
         return Side(name, plan, a.config_hash, error=str(exc), counts_error=str(exc))
     if not with_counts:
-        return Side(name, plan, a.config_hash, est, counts_error="not computed")
+        return Side(name, plan, a.config_hash, est, counts_error="not searched")
     try:
         return Side(name, plan, a.config_hash, est, counts=a.counts)
     except PlanError as exc:

@@ -172,3 +172,34 @@ def test_help_guide_and_about_open(qtbot: Any, window: Any) -> None:
     assert window.workbench.help.guide.shortcut().toString() == "F1"
     guide.close()
     about.close()
+
+
+def test_compare_shows_estimates_first_and_cancel_keeps_them(
+    qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first pass (estimates only) is on screen before the layout searches; cancelling
+    the searches keeps it."""
+    import engine.analysis as an
+
+    gate = threading.Event()
+    real = an.gpu_counts
+
+    def held(plan: Any) -> Any:
+        gate.wait(30)
+        return real(plan)
+
+    an.forget_analyses()
+    monkeypatch.setattr(an, "gpu_counts", held)
+    cw = window.workbench.compare.open(
+        [("a", window.doc.plan), ("b", with_value(window.doc.plan, "batch.seq_len", 1024))]
+    )
+    qtbot.addWidget(cw)
+    qtbot.waitUntil(lambda: cw.result is not None, timeout=30_000)
+    first = cw.result
+    assert all(s.counts is None and s.estimate is not None for s in first.sides)
+    assert cw.summary.item(0, 1).text() == "FITS"
+    qtbot.mouseClick(cw.cancel_button, Qt.MouseButton.LeftButton)
+    gate.set()
+    qtbot.waitUntil(lambda: not cw.runner.busy, timeout=30_000)
+    assert cw.result is first and "cancelled" in cw.status.text()
+    an.forget_analyses()
