@@ -18,7 +18,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen
 
 from engine.layout.lattice import Layout
-from gui.views.paint_axes import text_in
+from gui.views.paint_axes import set_pixel_font, text_in
 
 DIMS: tuple[str, ...] = ("tp", "cp", "ep", "dp", "pp")
 """Rank order, fastest-varying first."""
@@ -152,15 +152,32 @@ def drawn_nodes(t: Topology) -> list[int | None]:
     return [0, 1, None, n - 1]
 
 
-NODE_GAP, GPU_H, LANE_H, HEAD_H = 10.0, 34.0, 14.0, 15.0
+NODE_GAP, GPU_H, LANE_H, HEAD_H = 10.0, 42.0, 14.0, 15.0
 
 
 def topology_height(t: Topology) -> float:
     """The height :func:`draw_topology` needs at any width (px)."""
-    inside = [g for g in t.groups if g.crossing < g.count]
+    inside = lanes(t)
     node_h = HEAD_H + GPU_H * _gpu_rows(t) + LANE_H * len(inside) + NODE_GAP
     gaps = sum(1 for n in drawn_nodes(t) if n is None)
     return 26 + node_h * (len(drawn_nodes(t)) - gaps) + 22 * gaps + 8
+
+
+def _rank_label(painter: QPainter, rank: int, width: float) -> str:
+    """``rank N`` where it fits the box at the label's font, else ``N``."""
+    set_pixel_font(painter, 9, bold=True)
+    text = f"rank {rank}"
+    return text if painter.fontMetrics().horizontalAdvance(text) <= width else f"{rank}"
+
+
+def lanes(t: Topology) -> list[GroupKind]:
+    """The groups drawn as lanes inside a node: those with two or more members on one
+    node (a group spread one rank per node is drawn only on the network bar)."""
+    return [g for g in t.groups if t.stride(g.dim) < t.ranks_per_node]
+
+
+def _more(n: int) -> str:
+    return f"{n:,} more node" + ("" if n == 1 else "s")
 
 
 def _gpu_rows(t: Topology) -> int:
@@ -187,7 +204,7 @@ def draw_topology(painter: QPainter, rect: QRectF, t: Topology, ink: QColor) -> 
     width = rect.width() - 54 - net_w - (12 if net_w else 0)
     cols = min(t.ranks_per_node, 8)
     gpu_w = width / cols
-    inside = [g for g in t.groups if g.crossing < g.count]
+    inside = lanes(t)
     y = rect.top() + 26
     anchors: list[float] = []
     for node in drawn_nodes(t):
@@ -195,7 +212,7 @@ def draw_topology(painter: QPainter, rect: QRectF, t: Topology, ink: QColor) -> 
             text_in(
                 painter,
                 QRectF(left, y, width, 18),
-                f"⋮  {t.nodes - NODES_DRAWN:,} more nodes laid out the same way  ⋮",
+                f"⋮  {_more(t.nodes - NODES_DRAWN)} laid out the same way  ⋮",
                 ink,
                 10,
             )
@@ -235,7 +252,7 @@ def _node(
     painter.drawRoundedRect(frame, 4, 4)
     text_in(
         painter,
-        QRectF(frame.left() + 4, y + 1, 46, 13),
+        QRectF(frame.left() + 4, y + 1, 120, 13),
         f"node {node}",
         ink,
         9,
@@ -262,12 +279,18 @@ def _node(
         text_in(
             painter,
             QRectF(box.left(), box.top() + 1, box.width(), 13),
-            f"rank {r}",
+            _rank_label(painter, r, box.width() - 4),
             ink,
             9,
             bold=True,
         )
-        text_in(painter, QRectF(box.left(), box.top() + 14, box.width(), 14), _short(t, r), ink, 8)
+        text_in(
+            painter,
+            QRectF(box.left() + 1, box.top() + 14, box.width() - 2, 24),
+            _short(t, r),
+            ink,
+            8,
+        )
         centers[r] = box.center().x()
     lane_y = y + HEAD_H + GPU_H * rows
     for g in inside:
