@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine import __version__
+from engine import FORMULA_VERSION, __version__
 from engine.plan import Plan, describe_validation_error
 
 FORMAT_NAME = "memplan"
@@ -52,6 +52,7 @@ class PlanFile:
     created: str = ""
     modified: str = ""
     app_version: str = __version__
+    formula_version: int | None = None  # the engine's formulas it was saved under
     measurements: tuple[dict[str, Any], ...] = ()
     upgraded_from: int | None = None  # the schema version the file had, when migrated
     stored_hash: str | None = None  # the hash written in the file (None if absent)
@@ -104,6 +105,7 @@ _TOP_KEYS = {
     "format",
     "schema_version",
     "app_version",
+    "formula_version",
     "created",
     "modified",
     "name",
@@ -171,6 +173,7 @@ def parse(text: str) -> PlanFile:
         created=str(doc.get("created", "")),
         modified=str(doc.get("modified", "")),
         app_version=str(doc.get("app_version", "")),
+        formula_version=fv if isinstance(fv := doc.get("formula_version"), int) else None,
         measurements=tuple(measurements),
         upgraded_from=upgraded_from,
         stored_hash=stored if isinstance(stored, str) else None,
@@ -199,6 +202,7 @@ def to_document(pf: PlanFile) -> dict[str, Any]:
         "format": FORMAT_NAME,
         "schema_version": SCHEMA_VERSION,
         "app_version": __version__,
+        "formula_version": FORMULA_VERSION,
         "created": pf.created or now,
         "modified": now,
         "name": pf.name,
