@@ -37,6 +37,7 @@ REFERENCE_CATEGORY_GROUP: dict[str, str] = {
     "grads": "gradients",
     "grads_unsharded": "buckets",
     "reduce_scatter": "buckets",
+    "grad_buckets": "buckets",
     "optimizer": "optimizer",
     "optimizer_state": "optimizer",
     "optimizer_temp": "temporaries",
