@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from engine.cli import layout_commands, plan_commands, run_commands
+from engine.cli import layout_commands, plan_commands, run_commands, trace_command
 from engine.cli.common import EXIT_OK, EXIT_USAGE, CliError, Handler, quiet_broken_pipe
 
 
@@ -23,6 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     plan_commands.register(sub)
     layout_commands.register(sub)
     run_commands.register(sub)
+    trace_command.register(sub)
 
 
 def build_parser(prog: str = "memplan") -> argparse.ArgumentParser:

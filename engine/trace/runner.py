@@ -181,6 +181,7 @@ def _trace(
             ),
             sharded=layout.sharded,
             ddp=layout.ddp,
+            loss_parallel=layout.loss_parallel,
         )
         with tracker:
             for step in range(options.steps):

@@ -45,6 +45,7 @@ class Layout:
     mesh: tuple[int, ...]
     sharded: bool  # FSDP2 / HSDP: FSDPMemTracker; else MemTracker
     ddp: bool
+    loss_parallel: bool = False  # TP: the logits are vocabulary-sharded DTensors
 
 
 @contextmanager
@@ -65,7 +66,14 @@ def _ranks_per_node(plan: Plan) -> int:
     return plan.parallelism.ranks_per_node or plan.hardware.gpus_per_node
 
 
-def _apply_tp(layers: list[Any], tp_mesh: Any) -> None:
+def _module_name(model: Any, module: Any) -> str:
+    return next(name for name, m in model.named_modules() if m is module)
+
+
+def _apply_tp(model: Any, layers: list[Any], tp_mesh: Any) -> None:
+    """TP per decoder layer, plus the vocabulary-parallel embedding and output head
+    (the logits stay sharded over the vocabulary for the loss-parallel cross-entropy)."""
+    from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (
         ColwiseParallel,
         RowwiseParallel,
@@ -75,6 +83,19 @@ def _apply_tp(layers: list[Any], tp_mesh: Any) -> None:
     styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
     for layer in layers:
         parallelize_module(layer, tp_mesh, {k: styles[v]() for k, v in TP_PLAN.items()})
+    embed, head = model.get_input_embeddings(), model.get_output_embeddings()
+    parallelize_module(
+        model,
+        tp_mesh,
+        {
+            _module_name(model, embed): RowwiseParallel(
+                input_layouts=Replicate(), output_layouts=Replicate()
+            ),
+            _module_name(model, head): ColwiseParallel(
+                output_layouts=Shard(-1), use_local_output=False
+            ),
+        },
+    )
 
 
 def _mp_policy(plan: Plan) -> Any:
@@ -115,11 +136,11 @@ def lay_out(plan: Plan, model: Any, layers: list[Any]) -> Layout:
         return Layout(f"FSDP2 HSDP ({dp // shard} × {shard})", (dp // shard, shard), True, False)
     if tp > 1:
         mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
-        _apply_tp(layers, mesh["tp"])
+        _apply_tp(model, layers, mesh["tp"])
         if par.strategy == "fsdp2":
             _fully_shard(plan, model, layers, mesh["dp"])
-            return Layout(f"FSDP2 × {dp} + TP × {tp}", (dp, tp), True, False)
-        return Layout(f"TP × {tp}", (dp, tp), False, False)
+            return Layout(f"FSDP2 × {dp} + TP × {tp}", (dp, tp), True, False, True)
+        return Layout(f"TP × {tp}", (dp, tp), False, False, True)
     if par.strategy == "fsdp2":
         mesh = init_device_mesh("cpu", (dp,), mesh_dim_names=("dp",))
         _fully_shard(plan, model, layers, mesh)
@@ -173,6 +194,11 @@ def wrap_ddp(plan: Plan, model: Any, on_bucket: Any) -> Any:
         future.set_result(buffer)
         return future
 
+    # DDP checks the hook's annotations as objects, not the strings of postponed ones.
+    in_place.__annotations__ = {
+        "bucket": dist.GradBucket,
+        "return": torch.futures.Future[torch.Tensor],
+    }
     wrapped.register_comm_hook(None, in_place)
     wrapped.reducer = _NoRebuild(wrapped.reducer)
     return wrapped

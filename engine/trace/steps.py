@@ -40,6 +40,7 @@ class StepContext:
     autocast_dtype: Any | None  # torch.autocast when unsharded mixed precision
     sharded: bool
     ddp: bool
+    loss_parallel: bool = False
 
 
 PhaseSink = Callable[[int, int, str, PhaseMark], None]
@@ -57,12 +58,20 @@ def _phase(tracker: Any) -> Iterator[None]:
     gc.collect()
 
 
-def _sync_context(ctx: StepContext, sync: bool) -> contextlib.AbstractContextManager[Any]:
+@contextlib.contextmanager
+def _micro_batch(ctx: StepContext, sync: bool) -> Iterator[None]:
+    """Gradient sync on or off for this micro-batch; the loss-parallel cross-entropy
+    (forward and backward) when TP shards the logits over the vocabulary."""
     if ctx.sharded:
         ctx.model.set_requires_gradient_sync(sync)
-    if ctx.ddp and not sync:
-        return ctx.model.no_sync()  # type: ignore[no-any-return]
-    return contextlib.nullcontext()
+    with contextlib.ExitStack() as stack:
+        if ctx.ddp and not sync:
+            stack.enter_context(ctx.model.no_sync())
+        if ctx.loss_parallel:
+            from torch.distributed.tensor.parallel import loss_parallel
+
+            stack.enter_context(loss_parallel())
+        yield
 
 
 def _forward(ctx: StepContext) -> Any:
@@ -77,7 +86,7 @@ def run_step(ctx: StepContext, step: int, sink: PhaseSink, should_stop: Callable
     tracker = ctx.tracker
     for micro in range(ctx.grad_accum):
         sync = micro == ctx.grad_accum - 1 or not ctx.skip_sync
-        with _sync_context(ctx, sync):
+        with _micro_batch(ctx, sync):
             tracker.reset_mod_stats()
             with _phase(tracker):
                 loss = _forward(ctx)
