@@ -38,8 +38,18 @@ def _require(ok: bool, family: str, what: str) -> None:
         raise TraceRefused(f"transformers' {family} cannot express this architecture: {what}")
 
 
+NO_SPECIAL_TOKENS: dict[str, None] = {
+    "pad_token_id": None,
+    "bos_token_id": None,
+    "eos_token_id": None,
+}
+"""Special-token ids do not change memory; the configs' defaults (e.g. Phi-3's pad id
+32000) can fall outside a small plan's vocabulary and fail the embedding's check."""
+
+
 def _common(a: ArchitectureSpec) -> dict[str, Any]:
     return {
+        **NO_SPECIAL_TOKENS,
         "hidden_size": a.hidden,
         "num_hidden_layers": a.layers,
         "num_attention_heads": a.heads,
@@ -84,7 +94,9 @@ def _qwen3(a: ArchitectureSpec) -> dict[str, Any]:
 
 def _gemma(a: ArchitectureSpec) -> dict[str, Any]:
     _require(a.qkv_bias == a.o_bias, "gemma", "one attention_bias covers q, k, v and o")
-    return {**_common(a), "attention_bias": a.qkv_bias, **_full_attention(a)}
+    # Gemma's config insists on a window even when no layer slides: the longest one.
+    window = {"sliding_window": a.max_position, "layer_types": ["full_attention"] * a.layers}
+    return {**_common(a), "attention_bias": a.qkv_bias, **window}
 
 
 def _phi3(a: ArchitectureSpec) -> dict[str, Any]:
@@ -93,6 +105,7 @@ def _phi3(a: ArchitectureSpec) -> dict[str, Any]:
 
 def _gpt2(a: ArchitectureSpec) -> dict[str, Any]:
     return {
+        **NO_SPECIAL_TOKENS,
         "n_embd": a.hidden,
         "n_layer": a.layers,
         "n_head": a.heads,

@@ -19,9 +19,15 @@ outside a trace sees them:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+import transformers.masking_utils as masking
+from torch.distributed._tools import mem_tracker
+from torch.distributed.tensor._sharding_prop import ShardingPropagator
+from transformers.utils import logging as hf_logging
 
 _depth = [0]
 
@@ -49,11 +55,9 @@ def _no_packed_sequences(position_ids: Any) -> None:
 
 @contextmanager
 def trace_patches(rounding_bytes: int) -> Iterator[None]:
-    """Apply the three patches for the duration of a trace."""
-    import transformers.masking_utils as masking
-    from torch.distributed._tools import mem_tracker
-    from torch.distributed.tensor._sharding_prop import ShardingPropagator
-
+    """Apply the three patches for the duration of a trace; library warnings (about
+    fake tensors, deprecated aliases, config defaults) are silenced meanwhile, since the
+    trace reports its own notes."""
     info = mem_tracker._WeakRefInfo
     original_size = info._calculate_mem_consumed
     original_prop = ShardingPropagator._propagate_tensor_meta_non_cached
@@ -66,9 +70,14 @@ def trace_patches(rounding_bytes: int) -> Iterator[None]:
     info._calculate_mem_consumed = rounded
     ShardingPropagator._propagate_tensor_meta_non_cached = _counting(original_prop)
     masking.find_packed_sequence_indices = _no_packed_sequences
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
     finally:
+        hf_logging.set_verbosity(verbosity)
         info._calculate_mem_consumed = original_size
         ShardingPropagator._propagate_tensor_meta_non_cached = original_prop
         masking.find_packed_sequence_indices = original_packed
