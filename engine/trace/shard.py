@@ -67,7 +67,7 @@ def _ranks_per_node(plan: Plan) -> int:
 
 
 def _module_name(model: Any, module: Any) -> str:
-    return next(name for name, m in model.named_modules() if m is module)
+    return str(next(name for name, m in model.named_modules() if m is module))
 
 
 def _apply_tp(model: Any, layers: list[Any], tp_mesh: Any) -> None:
