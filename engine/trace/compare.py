@@ -27,6 +27,11 @@ LEDGER_PHASES: tuple[tuple[str, str], ...] = (
 """(trace phase, ledger phase); ``steady`` on the trace side is the end of zero_grad."""
 
 
+SKEWED: tuple[str, ...] = ("activations", "logits")
+"""The two groups that split the saved fp32 logits differently; their sum is compared
+too."""
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     """One traced figure against the ledger's range (None: the ledger has no row)."""
@@ -82,6 +87,17 @@ def _group_lines(result: TraceResult, stage: Any) -> tuple[Line, ...]:
         parts = tuple(traced.get(name, ()))
         low, high = ledger.get(name, (None, None))
         lines.append(Line(name, sum(v for _, v in parts), low, high, parts))
+    pair = [line for line in lines if line.name in SKEWED]
+    if len(pair) == len(SKEWED) and all(line.low is not None for line in pair):
+        lines.append(
+            Line(
+                " + ".join(SKEWED),
+                sum(line.traced for line in pair),
+                sum(line.low or 0 for line in pair),
+                sum(line.high or 0 for line in pair),
+                detail="the saved fp32 logits are activations to the tracker, logits to the ledger",
+            )
+        )
     return tuple(lines)
 
 

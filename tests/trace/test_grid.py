@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import pytest
 
-from engine.models.inventory import build_inventory
 from tests.trace.grid import Case, measure
 from tests.trace.needs_extra import needs_trace_extra
 
@@ -49,32 +48,15 @@ INSIDE: tuple[Case, ...] = (
 DENSE_FAMILIES = ("qwen3", "gemma2", "gemma3", "phi3", "gpt2", "gpt_neox")
 
 
-def _assert_states_match(case: Case) -> None:
-    m = measure(case)
-    traced, ledger = m.traced_states(), m.ledger_states()
-    assert traced["params"] == ledger["params"]
-    assert traced["optimizer_state"] == ledger["optimizer_state"]
-    plan = case.plan()
-    if plan.parallelism.strategy.startswith("fsdp2"):
-        tensors = len(build_inventory(plan.model.architecture))
-        assert 0 <= ledger["grads"] - traced["grads"] < 512 * tensors
-    else:
-        assert traced["grads"] == ledger["grads"]
-
-
 @pytest.mark.parametrize("case", INSIDE, ids=lambda c: c.name)
 def test_ledger_range_contains_the_traced_peak(case: Case) -> None:
     m = measure(case)
     assert m.low <= m.traced <= m.high, (m.traced, m.low, m.high)
-    traced, ledger = m.traced_states(), m.ledger_states()
-    assert traced["params"] == ledger["params"]
-    assert traced["optimizer_state"] == ledger["optimizer_state"]
+    sharded = case.plan().parallelism.strategy.startswith("fsdp2")
+    assert m.states_verdict() in (("ok", "ok*") if sharded else ("ok",))
 
 
 @pytest.mark.parametrize("family", DENSE_FAMILIES)
 def test_model_states_match_the_ledger(family: str) -> None:
-    _assert_states_match(Case(family))
-
-
-def test_fsdp_gradient_rounding_is_bounded() -> None:
-    _assert_states_match(Case("llama", {"strategy": "fsdp4"}))
+    m = measure(Case(family))
+    assert m.states_verdict() == "ok", (m.traced_states(), m.ledger_states())
