@@ -18,6 +18,7 @@ outside a trace sees them:
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from collections.abc import Callable, Iterator
@@ -72,12 +73,16 @@ def trace_patches(rounding_bytes: int) -> Iterator[None]:
     masking.find_packed_sequence_indices = _no_packed_sequences
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")  # logs a failing op
+    fake_level = fake_log.level
+    fake_log.setLevel(logging.CRITICAL)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
     finally:
         hf_logging.set_verbosity(verbosity)
+        fake_log.setLevel(fake_level)
         info._calculate_mem_consumed = original_size
         ShardingPropagator._propagate_tensor_meta_non_cached = original_prop
         masking.find_packed_sequence_indices = original_packed
