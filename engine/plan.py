@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from engine.errors import clip, field_path, quote
 from engine.sections.base import Section
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
@@ -137,9 +138,9 @@ def describe_validation_error(err: ValidationError, prefix: str = "") -> list[st
     """One sentence per problem, each naming the field path a user can act on."""
     messages = []
     for item in err.errors():
-        loc = ".".join(str(p) for p in item["loc"] if not str(p).startswith("function-"))
+        loc = field_path([p for p in item["loc"] if not str(p).startswith("function-")])
         where = ".".join(p for p in (prefix, loc) if p)
-        msg = item["msg"].removeprefix("Value error, ")
+        msg = clip(item["msg"].removeprefix("Value error, "), 200)
         if item["type"] == "extra_forbidden":
             msg = "unknown field"
         elif item["type"] == "missing":
@@ -148,7 +149,7 @@ def describe_validation_error(err: ValidationError, prefix: str = "") -> list[st
         shown = (
             ""
             if item["type"] in ("missing", "extra_forbidden") or isinstance(got, dict)
-            else f" (got {got!r})"
+            else f" (got {quote(got)})"
         )
         messages.append(f"{where or prefix or 'plan'}: {msg}{shown}")
     return messages

@@ -23,6 +23,7 @@ from engine.validation import Reconciliation, RecordError, reconcile, records_of
 from engine.validation.identity import workload_hash
 from engine.whatif.diagnostics import Diagnosis, diagnose
 from engine.whatif.sensitivity import Bar, sensitivity
+from gui.report.html import without_bidi_controls
 
 APPENDIX_FORMATS: tuple[str, ...] = ("deepspeed", "fsdp2")
 """The framework configs printed in the appendix (the issue asks for these two)."""
@@ -47,7 +48,7 @@ class ReportContent:
 
     @property
     def plan_name(self) -> str:
-        return self.pf.name or "Untitled plan"
+        return without_bidi_controls(self.pf.name) or "Untitled plan"
 
 
 def _reconciliation(pf: PlanFile, est: Estimate) -> tuple[Reconciliation | None, str | None]:
