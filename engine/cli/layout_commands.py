@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from engine.cli.arg_types import gpu_count
 from engine.cli.common import EXIT_OK, CliError, load_plan, plan_args
 from engine.cli.text import counts_text
 from engine.errors import PlanError
@@ -73,8 +74,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("layouts", help="GPU counts and layouts of a plan")
     plan_args(p)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--gpus", type=int, metavar="N", help="list every layout of N GPUs")
-    g.add_argument("--max-gpus", type=int, metavar="N", help="search the counts up to N GPUs")
+    g.add_argument("--gpus", type=gpu_count, metavar="N", help="list every layout of N GPUs")
+    g.add_argument("--max-gpus", type=gpu_count, metavar="N", help="search the counts up to N GPUs")
     p.add_argument("--hide-rejected", action="store_true", help="with --gpus: legal ones only")
     p.set_defaults(handler=cmd_layouts)
 
