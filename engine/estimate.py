@@ -11,25 +11,23 @@ from typing import Literal
 
 from engine.errors import PlanError
 from engine.ledger.activations.geometry import geometry
-from engine.ledger.activations.logits import logits_rows
-from engine.ledger.activations.rows import activation_rows, in_flight
+from engine.ledger.activations.loss import logits_rows
+from engine.ledger.activations.rows import activation_rows
+from engine.ledger.activations.schedule import in_flight
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers
+from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
-from engine.ledger.peaks.events import (
-    accumulation_rows,
-    bucket_rows,
-    gathered_rows,
-    optimizer_temp_rows,
-)
-from engine.ledger.peaks.runtime import NOT_ALLOCATED, RUNTIME_GROUP, reserve_row, runtime_rows
-from engine.ledger.phases import MOMENTS, live_at, timeline
+from engine.ledger.peaks.gathered import gathered_rows
+from engine.ledger.peaks.optimizer_step import optimizer_temp_rows
+from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
+from engine.ledger.phases import timeline
 from engine.ledger.placement import stage_layer_ranges
 from engine.ledger.precision import resolve_formats
-from engine.ledger.row import LOCATIONS, PHASES, Location, Phase, Row
-from engine.ledger.sharding import RULES
+from engine.ledger.row import LOCATIONS, MOMENTS, PHASES, Location, Moment, Phase, Row
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
-from engine.legality import check_layout
+from engine.legality.checks import check
 from engine.plan import Plan
+from engine.stacks.families import keeps_all_gathered, rule_of
 
 Verdict = Literal["fits", "straddles", "does_not_fit"]
 
@@ -61,29 +59,24 @@ class StageEstimate:
     phases: dict[Phase, Range]  # allocated (tensors), each phase's largest moment
     peak_phase: Phase
     peak: Range  # HBM allocated, the largest phase (what max_memory_allocated reports)
-    moments: dict[str, Range] = field(default_factory=dict)  # allocated, finer timeline
+    moments: dict[Moment, Range] = field(default_factory=dict)  # allocated, finer timeline
     reserved_phases: dict[Phase, Range] = field(default_factory=dict)  # + allocator reserve
     reserved_peak: Range = Range(0, 0)  # what max_memory_reserved reports
     device_peak: Range = Range(0, 0)  # reserved + CUDA context, NCCL, cuBLAS (nvidia-smi)
     fit_peak: Range = Range(0, 0)  # what must fit the capacity that decides the verdict
-    peak_moments: dict[Phase, str] = field(default_factory=dict)  # each phase's peak moment
+    peak_moments: dict[Phase, Moment] = field(default_factory=dict)  # each phase's peak moment
     phase_reserves: dict[Phase, Row] = field(default_factory=dict)  # allocator reserve per phase
     accumulating: bool = False  # gradients live across micro-batches (timeline rule)
-    keep_all_gathered: bool = False  # every unit stays gathered forward → backward
+    keep_all_gathered: bool = False  # every unit stays gathered forward → backward (rows say
+    # so in their moments; kept for views that explain the timeline)
 
     def phase_rows(self, phase: Phase) -> tuple[Row, ...]:
         """The rows live at ``phase``'s peak moment, its allocator reserve and the memory
         outside the allocator: what a stacked chart of the phase shows. Computed on demand
         (views need it; the layout search does not)."""
-        moment = self.peak_moments.get(phase, phase)
-        live = [
-            r
-            for r in self.rows
-            if r.location == "hbm"
-            and r.group not in NOT_ALLOCATED
-            and live_at(r, moment, phase, self.accumulating, self.keep_all_gathered)
-        ]
-        runtime = [r for r in self.rows if r.location == "hbm" and r.group == RUNTIME_GROUP]
+        moment = self.peak_moments.get(phase, next(m for m, ph in MOMENTS if ph == phase))
+        live = [r for r in self.rows if r.allocated and r.live_at(moment, self.accumulating)]
+        runtime = [r for r in self.rows if r.location == "hbm" and r.state == "runtime"]
         reserve = self.phase_reserves.get(phase)
         return (*live, *([reserve] if reserve else []), *runtime)
 
@@ -131,7 +124,7 @@ class Estimate:
 
 def _stage(plan: Plan, stage: int) -> StageEstimate:
     arch, par = plan.model.architecture, plan.parallelism
-    rule = RULES[par.strategy]
+    rule = rule_of(par.strategy)
     formats = resolve_formats(plan.method.precision)
     placed = stage_placed(plan, stage)
     held = list(stage_held(plan, stage)[0])
@@ -145,34 +138,26 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
     rows += gathered
     rows += bucket_rows(plan, held, formats, rule, shard)
     rows += accumulation_rows(plan, held, rule)
-    rows += optimizer_temp_rows(plan, held, formats, rule)
-    unit = max((r.high for r in gathered if r.id == "hbm.gathered.root"), default=0)
+    rows += optimizer_temp_rows(plan, held, rule)
+    unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)
     rows += checkpoint_rows(plan, unit)
     rows += runtime_rows(plan, stage)
-    keep_all = rule.params_live_unsharded_fwd_bwd or (
-        par.strategy in ("fsdp2", "fsdp2_hsdp") and par.knobs.fsdp_reshard_after_forward is False
-    )
-    tl = timeline(tuple(rows), plan.batch.grad_accum > 1, keep_all)
+    accumulating = plan.batch.grad_accum > 1
+    tl = timeline(tuple(rows), accumulating)
     phases = {ph: Range(tl.phases[ph].low, tl.phases[ph].high) for ph in PHASES}
     peak_phase = max(PHASES, key=lambda ph: (phases[ph].high, phases[ph].low))
     peak = phases[peak_phase]
-    reserve = reserve_row(plan, peak.low, peak.high)
-    rows.append(reserve)
-    band = plan.runtime.allocator_reserve
-    reserved = {
-        ph: Range(r.low + int(r.low * band.low), r.high + int(r.high * band.high))
-        for ph, r in phases.items()
-    }
-    runtime = [r for r in rows if r.group == RUNTIME_GROUP and r.location == "hbm"]
-    rt_low, rt_high = sum(r.low for r in runtime), sum(r.high for r in runtime)
-    ctx = [r for r in runtime if r.id == "hbm.runtime.cuda_context"]
-    if plan.hardware.usable_policy == "framework_visible":  # capacity is net of the context
-        fit_low = rt_low - sum(r.low for r in ctx)
-        fit_high = rt_high - sum(r.high for r in ctx)
-    else:
-        fit_low, fit_high = rt_low, rt_high
-    rpeak = reserved[peak_phase]
     reserves = {ph: reserve_row(plan, phases[ph].low, phases[ph].high) for ph in PHASES}
+    rows.append(reserves[peak_phase])
+    reserved = {
+        ph: Range(phases[ph].low + reserves[ph].low, phases[ph].high + reserves[ph].high)
+        for ph in PHASES
+    }
+    runtime = [r for r in rows if r.state == "runtime" and r.location == "hbm"]
+    rt_low, rt_high = sum(r.low for r in runtime), sum(r.high for r in runtime)
+    inside = [r for r in runtime if not outside_capacity(plan, r)]
+    fit_low, fit_high = sum(r.low for r in inside), sum(r.high for r in inside)
+    rpeak = reserved[peak_phase]
     return StageEstimate(
         stage=stage,
         layers=layers,
@@ -187,8 +172,8 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
         fit_peak=Range(rpeak.low + fit_low, rpeak.high + fit_high),
         peak_moments=dict(tl.peak_moment),
         phase_reserves=reserves,
-        accumulating=plan.batch.grad_accum > 1,
-        keep_all_gathered=keep_all,
+        accumulating=accumulating,
+        keep_all_gathered=keeps_all_gathered(par),
     )
 
 
@@ -233,7 +218,7 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
     the layout search; views use the default, every stage.
     Raises :class:`PlanError` when the plan cannot run as laid out.
     """
-    check_layout(plan)
+    check(plan)
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
         stages = tuple(_stage(plan, s) for s in indices)

@@ -14,7 +14,8 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from engine.errors import clip, field_path, quote
+from engine.errors import PlanError, Problem, clip, field_path, quote, require
+from engine.legality import rules
 from engine.sections.base import Section
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
@@ -58,14 +59,13 @@ class Plan(Section):
 
     @model_validator(mode="after")
     def _cross_section(self) -> Plan:
-        par, arch = self.parallelism, self.model.architecture
-        if par.pp_layer_split is not None and sum(par.pp_layer_split) != arch.layers:
-            raise ValueError(
-                f"parallelism.pp_layer_split sums to {sum(par.pp_layer_split)} layers but "
-                f"the model has {arch.layers}"
-            )
-        if par.pp > arch.layers:
-            raise ValueError(f"parallelism.pp ({par.pp}) exceeds the model's {arch.layers} layers")
+        """Stage rules that need the model refuse a file at load time; the rest of
+        legality (:mod:`engine.legality.checks`) refuses only ``estimate()``."""
+        par, layers = self.parallelism, self.model.architecture.layers
+        require(
+            rules.split_sums_to_layers(par.pp_layer_split, layers),
+            rules.pp_within_layers(par.pp, layers),
+        )
         return self
 
     def to_canonical_json(self) -> str:
@@ -134,12 +134,19 @@ def with_value(plan: Plan, path: str, value: Any) -> Plan:
     return with_values(plan, {path: value})
 
 
-def describe_validation_error(err: ValidationError, prefix: str = "") -> list[str]:
-    """One sentence per problem, each naming the field path a user can act on."""
-    messages = []
+def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]:
+    """One :class:`Problem` per pydantic error, each naming the field path a user can
+    act on: a legality rule's own fields and wording, else the error's location."""
+    problems = []
     for item in err.errors():
-        loc = field_path([p for p in item["loc"] if not str(p).startswith("function-")])
-        where = ".".join(p for p in (prefix, loc) if p)
+        parts = [p for p in item["loc"] if not str(p).startswith("function-")]
+        loc = ".".join(str(p) for p in parts)  # the field to mark, as the plan spells it
+        cause = item.get("ctx", {}).get("error")
+        if isinstance(cause, PlanError):
+            lead = f"{prefix}: " if prefix else ""
+            problems += [Problem(p.fields, f"{lead}{p.message}") for p in cause.problems]
+            continue
+        where = ".".join(p for p in (prefix, field_path(parts)) if p)  # short, escaped
         msg = clip(item["msg"].removeprefix("Value error, "), 200)
         if item["type"] == "extra_forbidden":
             msg = "unknown field"
@@ -151,5 +158,12 @@ def describe_validation_error(err: ValidationError, prefix: str = "") -> list[st
             if item["type"] in ("missing", "extra_forbidden") or isinstance(got, dict)
             else f" (got {quote(got)})"
         )
-        messages.append(f"{where or prefix or 'plan'}: {msg}{shown}")
-    return messages
+        problems.append(
+            Problem((loc,) if loc else (), f"{where or prefix or 'plan'}: {msg}{shown}")
+        )
+    return problems
+
+
+def describe_validation_error(err: ValidationError, prefix: str = "") -> list[str]:
+    """One sentence per problem, each naming the field path a user can act on."""
+    return [p.message for p in validation_problems(err, prefix)]

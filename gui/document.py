@@ -10,7 +10,6 @@ the engine cannot lay out keeps the last valid estimate on screen, marked stale.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +18,21 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
 from engine import planfile
-from engine.errors import PlanError
+from engine.errors import PlanError, Problem
 from engine.estimate import Estimate, estimate
-from engine.plan import Plan, default_plan, describe_validation_error, get_value, with_values
+from engine.plan import Plan, default_plan, get_value, validation_problems, with_values
 
 MERGE_ID = 0x6D70  # QUndoCommand.id() shared by mergeable field edits
 
-_PATH_RE = re.compile(
-    r"\b(model|method|batch|parallelism|hardware|offload|host|checkpoint|"
-    r"runtime|policy)(\.[a-z_][a-z0-9_]*)+"
-)
 
-
-def paths_in(message: str) -> list[str]:
-    """Dotted field paths named in an engine message (to mark those fields)."""
-    return [m.group(0) for m in _PATH_RE.finditer(message)]
+def messages_by_field(problems: tuple[Problem, ...] | list[Problem]) -> dict[str, str]:
+    """Each field path the problems concern, with their messages ("; "-joined): what a
+    view marks at that field."""
+    out: dict[str, list[str]] = {}
+    for problem in problems:
+        for path in problem.fields:
+            out.setdefault(path, []).append(problem.message)
+    return {path: "; ".join(messages) for path, messages in out.items()}
 
 
 class _PlanCommand(QUndoCommand):
@@ -89,7 +88,7 @@ class PlanDocument(QObject):
     planChanged = Signal()
     estimateChanged = Signal()
     estimateFailed = Signal(str)  # the plan is valid but cannot be computed
-    fieldError = Signal(str, str)  # path, the engine's message
+    fieldError = Signal(str, str)  # path, the engine's message for that field
     fieldOk = Signal(str)
     pathChanged = Signal()
     dirtyChanged = Signal(bool)
@@ -108,6 +107,8 @@ class PlanDocument(QObject):
         self.messages: tuple[str, ...] = ()  # from opening the file (e.g. upgraded)
         self.estimate: Estimate | None = None
         self.estimate_error: str | None = None
+        self.estimate_problems: tuple[Problem, ...] = ()  # why estimate_error, by field
+        self._invalid_fields: set[str] = set()  # marked by the last refused edit
         self._merge_session = 0
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -151,17 +152,26 @@ class PlanDocument(QObject):
         try:
             new = with_values(self._plan, changes)
         except ValidationError as exc:
-            self.fieldError.emit(focus, "; ".join(describe_validation_error(exc)))
+            self._refuse(focus, validation_problems(exc))
             return False
         except KeyError as exc:
-            self.fieldError.emit(focus, str(exc.args[0]) if exc.args else str(exc))
+            self._refuse(focus, [Problem((), str(exc.args[0]) if exc.args else str(exc))])
             return False
-        for path in changes:
+        for path in {*changes, *self._invalid_fields}:
             self.fieldOk.emit(path)
+        self._invalid_fields.clear()
         if new == self._plan:
             return True
         self.undo_stack.push(_PlanCommand(self, self._plan, new, text, key))
         return True
+
+    def _refuse(self, focus: str, problems: list[Problem]) -> None:
+        """Mark every field the problems name, and the edited field with all of them."""
+        marks = messages_by_field(problems)
+        marks[focus] = "; ".join(p.message for p in problems)
+        for path, message in marks.items():
+            self.fieldError.emit(path, message)
+        self._invalid_fields |= marks.keys()
 
     def set_measurements(self, records: tuple[dict[str, Any], ...], text: str) -> None:
         """Replace the attached measured records as one undo step."""
@@ -191,10 +201,10 @@ class PlanDocument(QObject):
         try:
             result = estimate(self._plan)
         except PlanError as exc:
-            self.estimate_error = str(exc)
+            self.estimate_error, self.estimate_problems = str(exc), exc.problems
             self.estimateFailed.emit(self.estimate_error)
             return
-        self.estimate, self.estimate_error = result, None
+        self.estimate, self.estimate_error, self.estimate_problems = result, None, ()
         self.estimateChanged.emit()
 
     @property

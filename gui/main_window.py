@@ -2,13 +2,15 @@
 
 Every view redraws from the document's latest Estimate; the document coalesces the
 edits of one event-loop turn into one recompute, so the chart, table and verdict move
-together on each keystroke.
+together on each keystroke. The slow parts of the plan's analysis (GPU counts,
+diagnostics, what fits the layout, sensitivity) come from ``engine.analysis`` on a worker
+thread once the edits settle; each arrives tagged with its plan's config hash and is
+shown only if that plan's estimate is still the one on screen.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QByteArray, QEvent, Qt, QTimer
 from PySide6.QtGui import (
@@ -22,7 +24,6 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QComboBox,
     QLabel,
-    QListWidget,
     QListWidgetItem,
     QMainWindow,
     QSplitter,
@@ -34,8 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.errors import PlanError
-from engine.units import fmt_bytes, fmt_range
-from engine.whatif.diagnostics import diagnose
+from engine.layout import GpuCounts
 from gui import measured
 from gui.autosave import Autosaver
 from gui.document import PlanDocument
@@ -50,8 +50,10 @@ from gui.tabs.model import ModelTab
 from gui.tabs.offload import OffloadTab
 from gui.tabs.parallelism import ParallelismTab
 from gui.views.chart import LedgerChart, StageChart, legend_html, panel_groups, style_plot
+from gui.views.diagnostics import DiagnosticsList, suggestion_of
 from gui.views.table import LedgerTable
 from gui.views.verdict import VerdictPanel
+from gui.workers import AnalysisWorker
 
 UNIT_LABELS = {"gb": "GB (10⁹ B)", "gib": "GiB (2³⁰ B)", "both": "GB and GiB"}
 
@@ -80,6 +82,10 @@ class MainWindow(QMainWindow):
         self._slow.setSingleShot(True)
         self._slow.setInterval(SLOW_VIEWS_DELAY_MS)
         self._slow.timeout.connect(self._slow_views)
+        self.worker = AnalysisWorker(self)
+        self.worker.partReady.connect(self._part_ready)
+        self._parts_key = ""  # config hash the parts below were computed for
+        self._parts: dict[str, object] = {}
         self._build()
         self._menus()
         self.doc.estimateChanged.connect(self.redraw)
@@ -128,13 +134,8 @@ class MainWindow(QMainWindow):
         self.stages = QStackedWidget(self)
         self.stages.addWidget(self.stage_note)
         self.stages.addWidget(self.stage_chart)
-        self.diagnostics = QListWidget(self)
-        self.diagnostics.setObjectName("diagnostics")
-        self.diagnostics.setWordWrap(True)
-        self.diagnostics.setToolTip(
-            "Double-click a suggestion to apply it (Edit → Undo takes it back)."
-        )
-        self.diagnostics.itemDoubleClicked.connect(self._apply_suggestion)
+        self.diagnostics = DiagnosticsList(self)
+        self.diagnostics.itemDoubleClicked.connect(self.apply_suggestion)
         self.results = QTabWidget(self)
         self.results.setObjectName("resultTabs")
         self.results.addTab(self.table, "Ledger")
@@ -243,16 +244,42 @@ class MainWindow(QMainWindow):
             self.stages.setCurrentWidget(self.stage_note)
         self._show_measured()
         self.status.setText(f"config {est.config_hash[:12]} · {len(est.rows)} ledger rows")
+        if self._parts_key != est.config_hash:
+            self._parts_key, self._parts = est.config_hash, {}
+        self._show_counts()
+        self._diagnostics()
         self._slow.start()  # counts and suggestions re-estimate many plans: after typing
 
     def _slow_views(self) -> None:
-        """The views that search or re-estimate (GPU counts, diagnostics): run once the
-        edits settle, so a keystroke only costs the cheap redraw."""
-        if self.doc.estimate is None or self.doc.pending:
+        """Ask the worker for the parts that search or re-estimate (GPU counts,
+        diagnostics, fit, sensitivity) once the edits settle, so a keystroke only costs
+        the cheap redraw and the GUI thread never searches."""
+        est = self.doc.estimate
+        if est is None or self.doc.pending or self.doc.stale:
             return
-        self.verdict.show_counts(self.doc.plan)
-        self._diagnostics()
         self.results.setTabText(2, "Diagnostics")
+        if all(p in self._parts for p in ("counts", "diagnosis", "fit")):
+            return  # a redraw of the same plan (units, palette): nothing to search
+        self.worker.submit(self.doc.plan)
+
+    def _part_ready(self, key: str, part: str, value: object) -> None:
+        """One part of the analysis, for the plan of hash ``key``: dropped unless that
+        plan's estimate is the one on screen."""
+        est = self.doc.estimate
+        if est is None or self.doc.stale or key != est.config_hash or key != self._parts_key:
+            return
+        self._parts[part] = value
+        if part == "counts":
+            self._show_counts()
+        elif part in ("diagnosis", "fit"):
+            self._diagnostics()
+
+    def _show_counts(self) -> None:
+        counts = self._parts.get("counts")
+        if isinstance(counts, GpuCounts):
+            self.verdict.show_counts(counts)
+        elif isinstance(counts, PlanError):
+            self.verdict.show_counts_unavailable(str(counts))
 
     def _show_measured(self) -> None:
         self.measured.show_document(self.doc, self.units)
@@ -260,43 +287,13 @@ class MainWindow(QMainWindow):
         self.results.setTabText(3, f"Measured ({n})" if n else "Measured")
 
     def _diagnostics(self) -> None:
-        """Errors and notes, the verdict, the dominant rows, and one-change suggestions
-        re-estimated by the engine (bytes each saves); double-click applies one."""
-        self.diagnostics.clear()
-        if self.doc.estimate_error:
-            self.diagnostics.addItem(f"Error — cannot compute this plan: {self.doc.estimate_error}")
-        for message in self.doc.messages:
-            self.diagnostics.addItem(f"Note — {message}")
-        if self.doc.estimate is None or self.doc.estimate_error:
-            return
-        est = self.doc.estimate
-        self.diagnostics.addItem(f"Verdict: {est.verdict_reason}")
-        for note in est.notes:
-            self.diagnostics.addItem(f"Note — {note}")
-        u: Any = self.units
-        try:
-            d = diagnose(self.doc.plan)
-        except PlanError as exc:
-            self.diagnostics.addItem(f"Suggestions unavailable: {exc}")
-            return
-        for dom in d.dominant:
-            self.diagnostics.addItem(
-                f"Dominant — {dom.row.label}: {fmt_range(dom.row.low, dom.row.high, u)} "
-                f"({dom.share:.0%} of the peak)"
-            )
-        for sug in d.suggestions:
-            fits = " — then fits" if sug.fits else ""
-            item = QListWidgetItem(
-                f"Suggestion — {sug.label}: saves {fmt_bytes(sug.saves or 0, u)}{fits}"
-            )
-            item.setData(Qt.ItemDataRole.UserRole, sug.changes)
-            item.setToolTip(", ".join(f"{k} = {v}" for k, v in sug.changes.items()))
-            self.diagnostics.addItem(item)
+        self.diagnostics.show_document(self.doc, self._parts, self.units)
 
-    def _apply_suggestion(self, item: QListWidgetItem) -> None:
-        changes = item.data(Qt.ItemDataRole.UserRole)
-        if isinstance(changes, dict) and changes:
-            self.doc.set_many(changes, item.text().split(":")[0].removeprefix("Suggestion — "))
+    def apply_suggestion(self, item: QListWidgetItem) -> None:
+        """Apply a double-clicked suggestion as one undo step."""
+        got = suggestion_of(item)
+        if got is not None:
+            self.doc.set_many(*got)
 
     def _estimate_failed(self, message: str) -> None:
         self.verdict.set_stale(message)
@@ -344,6 +341,7 @@ class MainWindow(QMainWindow):
         self.settings.set_blob("geometry", bytes(self.saveGeometry().data()))
         self.settings.set_blob("splitter", bytes(self.splitter.saveState().data()))
         self.autosaver.clear()
+        self.worker.shutdown()
         event.accept()
 
     def open_initial(self, path: str | None) -> None:

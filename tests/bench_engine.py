@@ -2,9 +2,11 @@
 
     PYTHONPATH=. python tests/bench_engine.py [--repeat N]
 
-Measures estimate() for one plan, the full three-count search up to 4,096 GPUs, and
-the same search for a 405B-class model (126 layers), with the number of estimates each
-search needed (the search's cost is estimates × the time of one estimate).
+Measures estimate() for one plan, the lattice's legality judgements (every layout of
+4,096 GPUs; the strict and relaxed shapes the search starts from), the full three-count
+search up to 4,096 GPUs, and the same search for a 405B-class model (126 layers), with
+the number of estimates each search needed (the search's cost is estimates × the time
+of one estimate).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable
 
 from engine.estimate import estimate
 from engine.layout.counts import gpu_counts
+from engine.layout.lattice import LayoutPreferences, enumerate_layouts, legal_shapes
 from engine.plan import Plan, default_plan, with_values
 
 BIG = {
@@ -49,6 +52,15 @@ def main() -> None:
     for name, plan in (("llama-3.1-8b fsdp2", small), ("405b-class fsdp2", big)):
         t = median_s(lambda p=plan: estimate(p), n * 10)
         print(f"estimate()            {name:<22} median {t * 1e3:8.2f} ms")
+    prefs = LayoutPreferences()
+    for name, plan in (("llama-3.1-8b fsdp2", small), ("405b-class fsdp2", big)):
+        t = median_s(lambda p=plan: enumerate_layouts(p, 4096), n * 4)
+        print(f"enumerate_layouts(4096) {name:<21} median {t * 1e3:8.2f} ms")
+        t = median_s(
+            lambda p=plan: (legal_shapes(p, 4096, prefs), legal_shapes(p, 4096, prefs.relaxed())),
+            n * 4,
+        )
+        print(f"legal_shapes ×2 (4096) {name:<22} median {t * 1e3:8.2f} ms")
     for name, plan in (
         ("llama-3.1-8b fsdp2", small),
         ("405b-class fsdp2", big),

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from engine.plan import Plan, default_plan, describe_validation_error, with_values
 from engine.planfile import PlanFile, PlanFileError, load
 from engine.presets import model_section_for
+from engine.stacks.applicability import set_notes
 
 EXIT_OK, EXIT_BAD_PLAN, EXIT_USAGE = 0, 1, 2
 
@@ -48,18 +49,26 @@ def parse_set(item: str) -> tuple[str, Any]:
     return path, value
 
 
-def apply_sets(plan: Plan, items: Sequence[str]) -> Plan:
-    """Apply ``--set`` overrides with the same validation as a file."""
+def apply_sets(plan: Plan, items: Sequence[str], notes: bool = False) -> Plan:
+    """Apply ``--set`` overrides with the same validation as a file.
+
+    ``notes``: say on stderr, one line each, which overrides have no effect on the
+    resulting plan (``engine.stacks.applicability``) — stdout stays the command's own.
+    """
     if not items:
         return plan
     changes = dict(parse_set(i) for i in items)
     try:
-        return with_values(plan, changes)
+        result = with_values(plan, changes)
     except KeyError as exc:
         raise CliError(f"--set: {exc.args[0]}") from exc
     except ValidationError as exc:
         problems = describe_validation_error(exc, "plan")
         raise CliError("; ".join(problems)) from exc
+    if notes:
+        for line in set_notes(result, list(changes)):
+            print(f"memplan: note: {line}", file=sys.stderr)
+    return result
 
 
 def load_plan(args: argparse.Namespace) -> tuple[Plan, PlanFile | None]:
@@ -77,7 +86,7 @@ def load_plan(args: argparse.Namespace) -> tuple[Plan, PlanFile | None]:
         plan = default_plan()
     if getattr(args, "preset", None):
         plan = with_model(plan, args.preset)
-    return apply_sets(plan, getattr(args, "set", None) or []), pf
+    return apply_sets(plan, getattr(args, "set", None) or [], notes=True), pf
 
 
 def with_model(plan: Plan, preset: str) -> Plan:

@@ -3,29 +3,40 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
+from pydantic import ValidationError
+
+from engine.analysis import analysis
 from engine.cli.arg_types import gpu_count
 from engine.cli.common import EXIT_OK, CliError, load_plan, plan_args
-from engine.cli.text import counts_text
+from engine.cli.layout_json import counts_json, fit_json, lattice_json
+from engine.cli.text import render_counts, render_fit
 from engine.errors import PlanError
 from engine.estimate import VERDICT_WORDS
 from engine.exports import EXPORTERS
-from engine.layout.evaluate import Evaluator
-from engine.layout.lattice import enumerate_layouts
-from engine.plan import Plan
+from engine.layout.evaluate import Evaluator, Outcome
+from engine.layout.lattice import Lattice, enumerate_layouts
+from engine.plan import Plan, describe_validation_error, with_value
 from engine.units import fmt_bytes, fmt_range
 
 
-def _lattice_text(plan: Plan, gpus: int, show_rejected: bool) -> str:
+def _lattice(plan: Plan, gpus: int) -> tuple[Lattice, list[Outcome]]:
+    """Every layout of ``gpus`` GPUs, and the estimate of each legal one."""
     lattice = enumerate_layouts(plan, gpus)
     ev = Evaluator(plan)
+    return lattice, [ev(lay) for lay in lattice.legal]
+
+
+def _lattice_text(lattice: Lattice, outcomes: list[Outcome], show_rejected: bool) -> str:
+    gpus = lattice.world_size
     lines = [
         f"{len(lattice.legal)} legal and {len(lattice.rejected)} rejected layouts of {gpus} GPUs:"
     ]
-    for lay in lattice.legal:
-        o = ev(lay)
+    for lay, o in zip(lattice.legal, outcomes, strict=True):
         if not o.ok:
             lines.append(f"  {lay.label()}: cannot be estimated: {o.error}")
             continue
@@ -42,13 +53,36 @@ def _lattice_text(plan: Plan, gpus: int, show_rejected: bool) -> str:
     return "\n".join(lines)
 
 
+def _search_bound(plan: Plan, max_gpus: int | None) -> Plan:
+    """``--max-gpus N`` is the plan's layout search bound (``policy.max_gpus``)."""
+    if max_gpus is None:
+        return plan
+    try:
+        return with_value(plan, "policy.max_gpus", max_gpus)
+    except ValidationError as exc:
+        raise CliError("--max-gpus: " + "; ".join(describe_validation_error(exc))) from exc
+
+
 def cmd_layouts(args: argparse.Namespace) -> int:
     plan, _ = load_plan(args)
+    a = analysis(_search_bound(plan, args.max_gpus))
     try:
+        if args.json:
+            doc: dict[str, Any]
+            if args.gpus:
+                doc = lattice_json(a.config_hash, *_lattice(plan, args.gpus))
+            else:
+                doc = counts_json(a.config_hash, a.counts)
+            if args.fit:
+                doc["fit"] = fit_json(a.fit)
+            print(json.dumps(doc, indent=2))
+            return EXIT_OK
         if args.gpus:
-            print(_lattice_text(plan, args.gpus, not args.hide_rejected))
+            print(_lattice_text(*_lattice(plan, args.gpus), not args.hide_rejected))
         else:
-            print(counts_text(plan, args.max_gpus))
+            print(render_counts(a.counts))
+        if args.fit:
+            print("\n" + render_fit(a.fit))
     except PlanError as exc:
         raise CliError(f"plan cannot be computed: {exc}") from exc
     return EXIT_OK
@@ -77,6 +111,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g.add_argument("--gpus", type=gpu_count, metavar="N", help="list every layout of N GPUs")
     g.add_argument("--max-gpus", type=gpu_count, metavar="N", help="search the counts up to N GPUs")
     p.add_argument("--hide-rejected", action="store_true", help="with --gpus: legal ones only")
+    p.add_argument(
+        "--fit",
+        action="store_true",
+        help="also the largest micro-batch and longest sequence that fit the plan's layout",
+    )
+    p.add_argument("--json", action="store_true", help="emit the documented JSON object")
     p.set_defaults(handler=cmd_layouts)
 
     p = sub.add_parser("export", help="write a framework config from a plan")

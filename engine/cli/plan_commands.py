@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.analysis import analysis
 from engine.cli.common import EXIT_BAD_PLAN, EXIT_OK, CliError, load_plan, plan_args
 from engine.cli.json_form import estimate_json
-from engine.cli.text import counts_text, render
+from engine.cli.text import render, render_counts
 from engine.errors import PlanError
 from engine.estimate import estimate
 from engine.models.presets import format_models_table
@@ -22,8 +23,9 @@ from engine.units import fmt_bytes
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     plan, _ = load_plan(args)
+    a = analysis(plan)
     try:
-        est = estimate(plan)
+        est = a.estimate
     except PlanError as exc:
         raise CliError(f"plan cannot be computed: {exc}") from exc
     if args.json:
@@ -38,7 +40,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         if args.reference:
             print(_reference_text(plan))
         if not args.no_counts:
-            print("\n" + counts_text(plan))
+            print("\n" + render_counts(a.counts))
     return EXIT_OK
 
 

@@ -1,13 +1,13 @@
-"""Plain text for the terminal: the ledger tables of an Estimate, the per-node ledgers and
-the three GPU counts."""
+"""Plain text for the terminal: the ledger tables of an Estimate, the per-node ledgers,
+the three GPU counts and what fits the plan's layout (all from ``engine.analysis``)."""
 
 from __future__ import annotations
 
+from engine.analysis import FitLimits
 from engine.estimate import VERDICT_WORDS, Estimate, StageEstimate
-from engine.layout.counts import Count, GpuCounts, gpu_counts
+from engine.layout.counts import Count, GpuCounts
 from engine.ledger.nodes.ledgers import NodeLedgers
 from engine.ledger.row import LOCATIONS, PHASES, Row
-from engine.plan import Plan
 from engine.units import UnitChoice, fmt_bytes, fmt_range
 
 
@@ -181,6 +181,14 @@ def render_counts(counts: GpuCounts) -> str:
     return "\n".join(out)
 
 
-def counts_text(plan: Plan, max_gpus: int | None = None) -> str:
-    """The text block ``memplan estimate`` appends (the GUI uses gpu_counts directly)."""
-    return render_counts(gpu_counts(plan, max_gpus))
+def render_fit(fit: FitLimits) -> str:
+    """The largest micro-batch and the longest sequence that fit the plan's layout."""
+    lay = fit.layout
+    out = [
+        f"What fits the plan's layout ({lay.label()}, {lay.world_size} ranks) by the high "
+        f"estimate, one input grown at a time:"
+    ]
+    for title, r in (("largest micro-batch", fit.micro_batch), ("longest sequence", fit.sequence)):
+        out.append(f"  {title}: {r.answer}")
+        out.append(f"    {r.reason}; searched {r.searched}")
+    return "\n".join(out)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.exports.common import ZERO_STAGE, Export, mixed_precision
+from engine.exports.common import Export, mixed_precision
 from engine.plan import Plan
+from engine.stacks.families import rule_of
 
 FSDP1_STRATEGY = {
     "fsdp1_full_shard": "FULL_SHARD",
@@ -37,10 +38,11 @@ def accelerate_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
         "same_network": True,
         "use_cpu": False,
     }
-    if par.strategy in ("zero1", "zero2", "zero3"):
+    rule = rule_of(par.strategy)
+    if rule.family == "deepspeed":
         cfg["distributed_type"] = "DEEPSPEED"
         ds: dict[str, Any] = {
-            "zero_stage": ZERO_STAGE[par.strategy],
+            "zero_stage": rule.zero_stage,
             "gradient_accumulation_steps": plan.batch.grad_accum,
             "offload_optimizer_device": off.optimizer,
             "offload_param_device": off.params,
@@ -49,10 +51,10 @@ def accelerate_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
         if cfg["num_machines"] > 1:
             ds["deepspeed_multinode_launcher"] = "standard"
         cfg["deepspeed_config"] = ds
-    elif par.strategy.startswith("fsdp"):
+    elif rule.fsdp:
         cfg["distributed_type"] = "FSDP"
         fsdp: dict[str, Any] = {
-            "fsdp_version": 2 if par.strategy.startswith("fsdp2") else 1,
+            "fsdp_version": 2 if rule.family == "fsdp2" else 1,
             "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
             "fsdp_offload_params": off.params != "none" or off.optimizer != "none",
             "fsdp_activation_checkpointing": plan.method.recompute.policy == "full",
@@ -61,10 +63,10 @@ def accelerate_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
             else "FULL_STATE_DICT",
             "fsdp_cpu_ram_efficient_loading": True,
         }
-        if par.strategy.startswith("fsdp2"):
+        if rule.family == "fsdp2":
             raf = par.knobs.fsdp_reshard_after_forward
             fsdp["fsdp_reshard_after_forward"] = raf if isinstance(raf, bool) else True
-            if par.strategy == "fsdp2_hsdp":
+            if rule.hybrid:
                 notes.append("HSDP needs accelerate's parallelism_config (dp_replicate, dp_shard)")
         else:
             fsdp["fsdp_sharding_strategy"] = FSDP1_STRATEGY[par.strategy]
@@ -72,7 +74,7 @@ def accelerate_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
         cfg["fsdp_config"] = fsdp
     else:
         cfg["distributed_type"] = "MULTI_GPU" if world > 1 else "NO"
-        if par.strategy == "megatron_distopt":
+        if rule.family == "megatron":
             notes.append("Megatron's distributed optimizer: use the megatron export")
     if par.tp > 1 or par.pp > 1 or par.cp > 1 or par.ep > 1:
         notes.append("TP/PP/CP/EP are not expressed in this accelerate config")

@@ -6,23 +6,9 @@ from dataclasses import dataclass, field
 
 from engine.plan import Plan
 
-ZERO_STAGE: dict[str, int] = {
-    "ddp": 0,
-    "fsdp1_no_shard": 0,
-    "zero1": 1,
-    "megatron_distopt": 1,
-    "zero2": 2,
-    "fsdp1_shard_grad_op": 2,
-    "fsdp1_hybrid_shard_zero2": 2,
-    "zero3": 3,
-    "fsdp1_full_shard": 3,
-    "fsdp1_hybrid_shard": 3,
-    "fsdp2": 3,
-    "fsdp2_hsdp": 3,
-}
-"""The ZeRO stage that shards the same states as each strategy (memory-model §2)."""
-
 STAGE_STRATEGY: dict[int, str] = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
+"""The strategy an imported ZeRO stage means (the inverse of ``StrategyRule.zero_stage``
+on DDP and DeepSpeed)."""
 
 
 @dataclass(frozen=True, slots=True)

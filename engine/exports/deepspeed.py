@@ -10,16 +10,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.exports.common import ZERO_STAGE, Export, global_batch, mixed_precision
+from engine.exports.common import Export, global_batch, mixed_precision
 from engine.plan import Plan
+from engine.stacks.families import rule_of
 
 
 def ds_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
     """The config dict and notes on what the plan implies but the config cannot carry."""
     par, b, knobs, off = plan.parallelism, plan.batch, plan.parallelism.knobs, plan.offload
     notes: list[str] = []
-    stage = ZERO_STAGE[par.strategy]
-    if par.strategy not in ("ddp", "zero1", "zero2", "zero3"):
+    rule = rule_of(par.strategy)
+    stage = rule.zero_stage
+    if rule.family not in ("ddp", "deepspeed"):
         notes.append(f"strategy {par.strategy} exported as the equivalent ZeRO stage {stage}")
     zero: dict[str, Any] = {
         "stage": stage,

@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.exports.common import Export, global_batch, replicas
 from engine.plan import Plan
+from engine.stacks.families import rule_of
 
 TITAN_SCHEDULE = {"1f1b": "1F1B", "interleaved_1f1b": "Interleaved1F1B", "gpipe": "GPipe"}
 TITAN_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -26,7 +27,7 @@ def titan_config(plan: Plan) -> tuple[dict[str, dict[str, Any]], list[str]]:
             1, min(n, (par.ranks_per_node or plan.hardware.gpus_per_node) // (par.tp * par.cp))
         )
         replicate = n // shard
-    elif par.strategy in ("ddp", "fsdp1_no_shard"):
+    elif rule_of(par.strategy).shards_nothing:
         shard, replicate = 1, n
     else:
         shard, replicate = n, 1

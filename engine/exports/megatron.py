@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.exports.common import Export, global_batch
 from engine.plan import Plan
+from engine.stacks.families import family_of
 
 
 def megatron_args(plan: Plan) -> tuple[dict[str, Any], list[str]]:
@@ -57,9 +58,10 @@ def megatron_args(plan: Plan) -> tuple[dict[str, Any], list[str]]:
             notes.append(f"uneven middle stages {split[1:-1]} need a custom layout")
     if par.sequence_parallel:
         a["--sequence-parallel"] = True
-    if par.strategy == "megatron_distopt":
+    family = family_of(par.strategy)
+    if family == "megatron":
         a["--use-distributed-optimizer"] = True
-    elif par.strategy not in ("ddp",):
+    elif family != "ddp":
         notes.append(f"strategy {par.strategy} has no Megatron-LM flag; exported as DDP")
     if prec.compute_dtype in ("bf16", "fp16"):
         a[f"--{prec.compute_dtype}"] = True

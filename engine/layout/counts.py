@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from engine.layout.evaluate import Estimator, Evaluator, Outcome
 from engine.layout.lattice import (
     Layout,
-    LayoutRules,
+    LayoutPreferences,
     Rejected,
     check,
     enumerate_layouts,
+    every_layout_refused,
     legal_shapes,
 )
 from engine.layout.search import Found, procurement, search_min
@@ -88,7 +89,9 @@ def _none_fits(ev: Evaluator, max_gpus: int, what: str) -> Count:
     tried = [o for o in ev.outcomes if o.ok]
     if not tried:
         errors = sorted({o.error or "" for o in ev.outcomes})
+        refused = "; ".join(every_layout_refused(ev.plan))
         why = f"; estimates failed: {errors[0]}" if errors else ""
+        why = f"; every layout is refused: {refused}" if refused else why
         return Count(None, None, None, f"no legal layout up to {max_gpus} GPUs{why}")
     best = max(tried, key=lambda o: o.headroom)
     return Count(
@@ -104,7 +107,7 @@ def _none_fits(ev: Evaluator, max_gpus: int, what: str) -> Count:
 def gpu_counts(
     plan: Plan,
     max_gpus: int | None = None,
-    rules: LayoutRules | None = None,
+    prefs: LayoutPreferences | None = None,
     estimator: Estimator | None = None,
 ) -> GpuCounts:
     """The three counts of a plan, searched up to ``max_gpus`` (default: the policy's).
@@ -112,7 +115,7 @@ def gpu_counts(
     ``estimator`` defaults to :func:`engine.estimate.estimate`; it is a parameter so
     the search stays a black box over whatever the ledger counts.
     """
-    rules = rules or LayoutRules()
+    prefs = prefs or LayoutPreferences()
     max_gpus = max_gpus or plan.policy.max_gpus
     g, rounding = plan.hardware.gpus_per_node, plan.policy.rounding
     ev = Evaluator(plan, estimator)
@@ -123,8 +126,8 @@ def gpu_counts(
     def exact(w: int) -> int:
         return w
 
-    strict = legal_shapes(plan, max_gpus, rules)
-    relaxed = legal_shapes(plan, max_gpus, rules.relaxed())
+    strict = legal_shapes(plan, max_gpus, prefs)
+    relaxed = legal_shapes(plan, max_gpus, prefs.relaxed())
     notes: list[str] = []
     if len({s[2] for s in strict}) > 1 and not _cp_matters(ev):
         strict = [s for s in strict if s[2] == 1]
@@ -158,7 +161,7 @@ def gpu_counts(
         else _none_fits(ev, max_gpus, "low")
     )
     straddles = bool(low and first and low.cost < first.cost)
-    alternatives, rejected = _alternatives(ev, first, max_gpus, rules)
+    alternatives, rejected = _alternatives(ev, first, max_gpus, prefs)
     return GpuCounts(
         arithmetic_min=arith_c,
         first_layout=first_c,
@@ -187,7 +190,10 @@ def _cp_matters(ev: Evaluator) -> bool:
     every CP > 1 layout is matched by the same ranks spent on DP.
     """
     plan = ev.plan
-    a, b = check(plan, 1, 1, 1, 1, 2, LayoutRules()), check(plan, 1, 1, 2, 1, 1, LayoutRules())
+    a, b = (
+        check(plan, 1, 1, 1, 1, 2, LayoutPreferences()),
+        check(plan, 1, 1, 2, 1, 1, LayoutPreferences()),
+    )
     if not (isinstance(a, Layout) and isinstance(b, Layout)):
         return True
     oa, ob = ev(a), ev(b)
@@ -243,13 +249,13 @@ def _validation_words(low: Found | None, high: Found | None) -> str:
 
 
 def _alternatives(
-    ev: Evaluator, first: Found | None, max_gpus: int, rules: LayoutRules
+    ev: Evaluator, first: Found | None, max_gpus: int, prefs: LayoutPreferences
 ) -> tuple[tuple[Outcome, ...], tuple[Rejected, ...]]:
     """Fitting layouts of the procurement size by headroom, and the rejected ones."""
     if first is None:
         return (), ()
     size = min(first.cost, max_gpus)
-    lattice = enumerate_layouts(ev.plan, size, rules)
+    lattice = enumerate_layouts(ev.plan, size, prefs)
     outs = [ev(lay) for lay in lattice.legal[:ALTERNATIVES_EVALUATED]]
     chosen = first.outcome.layout
     fitting = [o for o in outs if o.fits_high and o.layout != chosen]

@@ -1,30 +1,42 @@
 """The TP × PP × CP × EP × DP lattice: every layout of a world size, legal or not, and why.
 
-A layout is legal when the model can be cut that way and the batch can still be formed.
-The rules are data (:class:`LayoutRules`) so a view can relax the topology rules (TP
-inside a node, power-of-two TP) to compute the arithmetic minimum, and every rejected
-layout keeps the reasons a user can act on. Nothing here estimates memory.
+A layout is legal when it passes every hard rule of :mod:`engine.legality` (the model
+can be cut that way, the batch can still be formed, the offload can run) and the
+*preferences* asked for here (:class:`LayoutPreferences`: TP inside a node,
+power-of-two TP, …), which a view can relax to compute the arithmetic minimum. Every
+rejected layout keeps the reasons a user can act on. Nothing here estimates memory.
+
+The rules each depend on one dimension, so they are judged once per value of that
+dimension (:class:`_Judge`) and a layout's reasons are the concatenation: the search
+enumerates tens of thousands of shapes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cache
 
+from engine.errors import Problem
+from engine.legality import rules
+from engine.legality.offload import offload_problems
 from engine.plan import Plan
+from engine.sections.parallel import ParallelismSection
 
 MAX_LISTED_REJECTIONS = 100_000
 """Safety cap on rejected layouts kept for one world size (lists are for display)."""
 
 
 @dataclass(frozen=True, slots=True)
-class LayoutRules:
-    """Which cuts count as legal. Defaults are the practical ones the counts use.
+class LayoutPreferences:
+    """Which legal layouts count as practical. Defaults are the ones the counts use.
 
+    None of these is a hard rule (those are :mod:`engine.legality`'s): each only ranks a
+    layout out of the practical search, and :meth:`relaxed` drops the topology ones.
     ``tp_within_node``: TP all-reduces every layer, so it stays on NVLink (one node).
     ``tp_power_of_two``: kernels and head splits are tuned for powers of two.
-    ``kv_replication``: TP larger than the KV heads replicates each KV head, as
-    Megatron-LM and torchtitan do, when TP is a multiple of the KV heads.
-    ``even_pp``: PP must divide the layers unless the plan gives an explicit split.
+    ``kv_replication``: allow TP larger than the KV heads (each KV head replicated on
+    TP ÷ KV ranks, as Megatron-LM and torchtitan do); False asks for whole KV heads.
+    ``even_pp``: PP divides the layers unless the plan gives an explicit split.
     """
 
     tp_within_node: bool = True
@@ -32,8 +44,8 @@ class LayoutRules:
     kv_replication: bool = True
     even_pp: bool = True
 
-    def relaxed(self) -> LayoutRules:
-        """The rules without topology preferences (for the arithmetic minimum)."""
+    def relaxed(self) -> LayoutPreferences:
+        """The preferences without the topology ones (for the arithmetic minimum)."""
         return replace(self, tp_within_node=False, tp_power_of_two=False)
 
 
@@ -85,7 +97,7 @@ class Layout:
 
 @dataclass(frozen=True, slots=True)
 class Rejected:
-    """A layout that cannot run, with every reason."""
+    """A layout that cannot run (or is not practical), with every reason."""
 
     layout: Layout
     reasons: tuple[str, ...]
@@ -100,19 +112,6 @@ class Lattice:
     rejected: tuple[Rejected, ...] = field(default=())
 
 
-def divisors(n: int) -> list[int]:
-    """Positive divisors of n in ascending order."""
-    small, large = [], []
-    i = 1
-    while i * i <= n:
-        if n % i == 0:
-            small.append(i)
-            if i * i != n:
-                large.append(n // i)
-        i += 1
-    return small + large[::-1]
-
-
 def _is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
@@ -125,45 +124,23 @@ def target_global_batch(plan: Plan) -> int:
     return b.micro_batch * b.grad_accum * par.dp * par.ep
 
 
+def held_batch(plan: Plan) -> int | None:
+    """The global batch every layout must keep, or None when the micro-batch is held."""
+    return target_global_batch(plan) if plan.batch.hold_fixed == "global_batch" else None
+
+
 def ranks_per_node(plan: Plan) -> int:
     return plan.parallelism.ranks_per_node or plan.hardware.gpus_per_node
 
 
-def shape_problems(plan: Plan, tp: int, pp: int, cp: int, ep: int, rules: LayoutRules) -> list[str]:
-    """Why the model cannot be cut as TP × PP × CP × EP (empty when it can)."""
-    arch, par = plan.model.architecture, plan.parallelism
-    out: list[str] = []
-    if arch.heads % tp:
-        out.append(f"TP {tp} does not divide the {arch.heads} attention heads")
-    elif arch.kv_heads % tp and not (rules.kv_replication and tp % arch.kv_heads == 0):
-        out.append(
-            f"TP {tp} neither divides the {arch.kv_heads} KV heads nor is a multiple of them "
-            f"(KV heads cannot be replicated evenly)"
-        )
-    if rules.tp_power_of_two and not _is_pow2(tp):
-        out.append(f"TP {tp} is not a power of two")
-    rpn = ranks_per_node(plan)
-    if rules.tp_within_node and (tp > rpn or rpn % tp):
-        out.append(f"TP {tp} does not fit evenly inside one node of {rpn} GPUs")
-    explicit_split = par.pp_layer_split is not None and pp == par.pp
-    if pp > arch.layers:
-        out.append(f"PP {pp} exceeds the {arch.layers} layers")
-    elif rules.even_pp and not explicit_split and arch.layers % pp:
-        out.append(f"PP {pp} does not divide the {arch.layers} layers (no explicit split given)")
+def candidate_pipeline(par: ParallelismSection, pp: int) -> tuple[int, rules.Split]:
+    """Virtual stages and explicit split a layout of ``pp`` stages keeps: the plan's
+    split only at the plan's own PP, interleaving only with more than one stage."""
     v = par.virtual_stages if pp > 1 else 1
-    if v > 1 and not explicit_split and arch.layers % (pp * v):
-        out.append(f"{arch.layers} layers do not split into PP {pp} × {v} virtual stages")
-    if plan.batch.seq_len % cp:
-        out.append(f"CP {cp} does not divide the sequence length {plan.batch.seq_len}")
-    if ep > 1:
-        if arch.moe is None:
-            out.append(f"EP {ep} needs a mixture-of-experts model")
-        elif arch.moe.num_experts % ep:
-            out.append(f"EP {ep} does not divide the {arch.moe.num_experts} experts")
-    return out
+    return v, (par.pp_layer_split if pp == par.pp else None)
 
 
-def batch_for(plan: Plan, ep: int, dp: int) -> tuple[int, int] | str:
+def batch_for(plan: Plan, ep: int, dp: int) -> tuple[int, int] | Problem:
     """(micro-batch, accumulation) for DP × EP replicas, or why the batch is unreachable.
 
     With ``hold_fixed = global_batch`` the global batch stays and accumulation absorbs
@@ -171,57 +148,114 @@ def batch_for(plan: Plan, ep: int, dp: int) -> tuple[int, int] | str:
     global batch follows the replica count.
     """
     b = plan.batch
-    if b.hold_fixed == "micro_batch":
+    held = held_batch(plan)
+    if held is None:
         return b.micro_batch, b.grad_accum
-    target = target_global_batch(plan)
-    per_step = b.micro_batch * dp * ep
-    if target % per_step:
-        return (
-            f"global batch {target} (held fixed) is not a multiple of micro-batch "
-            f"{b.micro_batch} × {dp * ep} data-parallel replicas = {per_step}"
-        )
-    return b.micro_batch, target // per_step
+    unreachable = rules.global_batch_reachable(held, b.micro_batch, dp * ep)
+    if unreachable:
+        return unreachable
+    return b.micro_batch, held // (b.micro_batch * dp * ep)
 
 
-def dp_problems(plan: Plan, dp: int) -> list[str]:
-    sg = plan.parallelism.shard_group_size
-    if sg is not None and dp % sg:
-        return [f"the HSDP shard group {sg} does not divide DP {dp}"]
-    return []
+def _messages(problems: list[Problem]) -> tuple[str, ...]:
+    return tuple(p.message for p in problems)
+
+
+def every_layout_refused(plan: Plan) -> tuple[str, ...]:
+    """Why every layout of the plan fails, whatever its shape (its offload placements)."""
+    off, strategy = plan.offload, plan.parallelism.strategy
+    return _messages(offload_problems(strategy, off.params, off.optimizer))
+
+
+class _Judge:
+    """One plan's hard rules and preferences, judged once per value of a dimension.
+
+    Every rule depends on a single dimension, so a layout's reasons are the
+    concatenation of its dimensions' reasons; memoised per value (``tp``, ``pp``, ``cp``,
+    ``ep``), a lattice of thousands of layouts costs a few dozen rule evaluations.
+    """
+
+    def __init__(self, plan: Plan, prefs: LayoutPreferences) -> None:
+        self.plan, self.prefs = plan, prefs
+        self.arch = plan.model.architecture
+        self.fixed = every_layout_refused(plan)
+        self.tp = cache(self._judge_tp)
+        self.pp = cache(self._judge_pp)
+        self.cp = cache(self._judge_cp)
+        self.ep = cache(self._judge_ep)
+
+    def check(self, tp: int, pp: int, cp: int, ep: int, dp: int) -> Layout | Rejected:
+        """One layout, its reasons in the order :func:`engine.legality.checks.plan_problems`
+        gives them (preferences beside the rules of their dimension)."""
+        plan = self.plan
+        reasons = self.tp(tp) + self.pp(pp) + self.cp(cp) + self.ep(ep)
+        reasons += _messages(rules.dp_problems(dp, plan.parallelism.shard_group_size))
+        batch = batch_for(plan, ep, dp)
+        if isinstance(batch, Problem):
+            layout = Layout(tp, pp, cp, ep, dp, plan.batch.micro_batch, plan.batch.grad_accum)
+            return Rejected(layout, (*reasons, batch.message, *self.fixed))
+        reasons += self.fixed
+        layout = Layout(tp, pp, cp, ep, dp, *batch)
+        return Rejected(layout, reasons) if reasons else layout
+
+    def _judge_tp(self, tp: int) -> tuple[str, ...]:
+        arch, prefs = self.arch, self.prefs
+        hard = _messages(rules.tp_problems(tp, arch))
+        soft = []
+        if not hard and not prefs.kv_replication and arch.kv_heads % tp:
+            soft.append(
+                f"TP {tp} replicates each of the {arch.kv_heads} KV heads "
+                f"(whole KV heads per rank preferred)"
+            )
+        if prefs.tp_power_of_two and not _is_pow2(tp):
+            soft.append(f"TP {tp} is not a power of two")
+        rpn = ranks_per_node(self.plan)
+        if prefs.tp_within_node and (tp > rpn or rpn % tp):
+            soft.append(f"TP {tp} does not fit evenly inside one node of {rpn} GPUs")
+        return (*hard, *soft)
+
+    def _judge_cp(self, cp: int) -> tuple[str, ...]:
+        return _messages(rules.cp_problems(cp, self.plan.batch.seq_len))
+
+    def _judge_ep(self, ep: int) -> tuple[str, ...]:
+        return _messages(rules.ep_problems(ep, self.arch))
+
+    def _judge_pp(self, pp: int) -> tuple[str, ...]:
+        par, layers = self.plan.parallelism, self.arch.layers
+        v, split = candidate_pipeline(par, pp)
+        hard = _messages(rules.pp_problems(pp, layers, v, split, par.pp_schedule))
+        if self.prefs.even_pp and split is None and pp <= layers and layers % pp:
+            return (*hard, f"PP {pp} does not divide the {layers} layers (no explicit split given)")
+        return hard
 
 
 def check(
-    plan: Plan, tp: int, pp: int, cp: int, ep: int, dp: int, rules: LayoutRules
+    plan: Plan, tp: int, pp: int, cp: int, ep: int, dp: int, prefs: LayoutPreferences
 ) -> Layout | Rejected:
     """One lattice point: the legal :class:`Layout` or a :class:`Rejected` with reasons."""
-    reasons = shape_problems(plan, tp, pp, cp, ep, rules) + dp_problems(plan, dp)
-    batch = batch_for(plan, ep, dp)
-    if isinstance(batch, str):
-        reasons.append(batch)
-        layout = Layout(tp, pp, cp, ep, dp, plan.batch.micro_batch, plan.batch.grad_accum)
-    else:
-        layout = Layout(tp, pp, cp, ep, dp, *batch)
-    return Rejected(layout, tuple(reasons)) if reasons else layout
+    return _Judge(plan, prefs).check(tp, pp, cp, ep, dp)
 
 
-def enumerate_layouts(plan: Plan, world_size: int, rules: LayoutRules | None = None) -> Lattice:
+def enumerate_layouts(
+    plan: Plan, world_size: int, prefs: LayoutPreferences | None = None
+) -> Lattice:
     """Every TP × PP × CP × EP × DP factorisation of ``world_size``, judged.
 
     Legal layouts come in preference order (:meth:`Layout.preference`).
     """
     if world_size < 1:
         raise ValueError(f"world size must be at least 1, got {world_size}")
-    rules = rules or LayoutRules()
+    judge = _Judge(plan, prefs or LayoutPreferences())
     legal: list[Layout] = []
     rejected: list[Rejected] = []
-    for tp in divisors(world_size):
+    for tp in rules.divisors(world_size):
         r1 = world_size // tp
-        for pp in divisors(r1):
+        for pp in rules.divisors(r1):
             r2 = r1 // pp
-            for cp in divisors(r2):
+            for cp in rules.divisors(r2):
                 r3 = r2 // cp
-                for ep in divisors(r3):
-                    got = check(plan, tp, pp, cp, ep, r3 // ep, rules)
+                for ep in rules.divisors(r3):
+                    got = judge.check(tp, pp, cp, ep, r3 // ep)
                     if isinstance(got, Layout):
                         legal.append(got)
                     elif len(rejected) < MAX_LISTED_REJECTIONS:
@@ -230,26 +264,31 @@ def enumerate_layouts(plan: Plan, world_size: int, rules: LayoutRules | None = N
     return Lattice(world_size, tuple(legal), tuple(rejected))
 
 
-def legal_shapes(plan: Plan, max_ranks: int, rules: LayoutRules) -> list[tuple[int, int, int, int]]:
-    """Model-parallel shapes (TP, PP, CP, EP) the model admits within ``max_ranks``,
-    in preference order. DP is searched separately."""
+def legal_shapes(
+    plan: Plan, max_ranks: int, prefs: LayoutPreferences
+) -> list[tuple[int, int, int, int]]:
+    """Model-parallel shapes (TP, PP, CP, EP) that pass every rule and preference
+    within ``max_ranks``, in preference order. DP is searched separately.
+
+    Each dimension's values are judged on their own (every rule concerns one
+    dimension), so the shapes are the product of the passing values.
+    """
+    judge = _Judge(plan, prefs)
+    if judge.fixed:
+        return []
     arch = plan.model.architecture
-    experts = arch.moe.num_experts if arch.moe else 1
-    shapes = []
-    par = plan.parallelism
-    if rules.even_pp:
-        pps = sorted(set(divisors(arch.layers)) | ({par.pp} if par.pp_layer_split else set()))
-    else:
-        pps = list(range(1, arch.layers + 1))
-    for tp in divisors(arch.heads):
-        for pp in (p for p in pps if p <= max_ranks):
-            for cp in divisors(plan.batch.seq_len):
-                for ep in divisors(experts):
-                    m = tp * pp * cp * ep
-                    if m > max_ranks:
-                        continue
-                    if not shape_problems(plan, tp, pp, cp, ep, rules):
-                        shapes.append((tp, pp, cp, ep))
+    tps = [t for t in rules.tp_values(arch) if t <= max_ranks and not judge.tp(t)]
+    pps = [p for p in rules.pp_values(arch.layers) if p <= max_ranks and not judge.pp(p)]
+    cps = [c for c in rules.cp_values(plan.batch.seq_len) if c <= max_ranks and not judge.cp(c)]
+    eps = [e for e in rules.ep_values(arch) if e <= max_ranks and not judge.ep(e)]
+    shapes = [
+        (tp, pp, cp, ep)
+        for tp in tps
+        for pp in pps
+        for cp in cps
+        for ep in eps
+        if tp * pp * cp * ep <= max_ranks
+    ]
     shapes.sort(key=lambda s: Layout(s[0], s[1], s[2], s[3], 1).preference())
     return shapes
 
@@ -258,12 +297,10 @@ def with_layout(plan: Plan, layout: Layout) -> Plan:
     """The plan laid out as ``layout``.
 
     Built with ``model_copy`` (no re-validation) for speed: the lattice has already
-    checked every cross-field rule that a layout change can break (head, layer,
-    sequence and expert divisibility, shard group, batch).
+    judged the layout by every rule of :mod:`engine.legality`, load-time ones included.
     """
     par = plan.parallelism
-    pp_split = par.pp_layer_split if layout.pp == par.pp else None
-    v = par.virtual_stages if layout.pp > 1 else 1
+    v, pp_split = candidate_pipeline(par, layout.pp)
     new_par = par.model_copy(
         update={
             "tp": layout.tp,

@@ -14,13 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from engine.errors import Problem
 from engine.layout.evaluate import Evaluator, Outcome
-from engine.layout.lattice import (
-    Layout,
-    batch_for,
-    divisors,
-    target_global_batch,
-)
+from engine.layout.lattice import Layout, batch_for, held_batch
+from engine.legality import rules
 from engine.plan import Plan
 
 Accept = Callable[[Outcome], bool]
@@ -43,18 +40,10 @@ def procurement(world_size: int, gpus_per_node: int, rounding: str) -> int:
 
 
 def dp_candidates(plan: Plan, ep: int, max_dp: int) -> Sequence[int]:
-    """DP values the batch and shard-group rules allow, ascending, up to ``max_dp``."""
-    if max_dp < 1:
-        return range(0)
-    sg = plan.parallelism.shard_group_size or 1
+    """DP values the shard-group and batch rules allow, ascending, up to ``max_dp``."""
     b = plan.batch
-    if b.hold_fixed == "micro_batch":
-        return range(sg, max_dp + 1, sg)
-    target = target_global_batch(plan)
-    per = b.micro_batch * ep
-    if target % per:
-        return range(0)
-    return [d for d in divisors(target // per) if d <= max_dp and d % sg == 0]
+    sg = plan.parallelism.shard_group_size
+    return rules.dp_values(max_dp, sg, held_batch(plan), b.micro_batch, ep)
 
 
 def _truncate(values: Sequence[int], max_value: int) -> Sequence[int]:
@@ -65,8 +54,8 @@ def _truncate(values: Sequence[int], max_value: int) -> Sequence[int]:
 
 def _layout(plan: Plan, shape: tuple[int, int, int, int], dp: int) -> Layout:
     batch = batch_for(plan, shape[3], dp)
-    if isinstance(batch, str):  # dp_candidates only yields reachable batches
-        raise AssertionError(batch)
+    if isinstance(batch, Problem):  # dp_candidates only yields reachable batches
+        raise AssertionError(batch.message)
     return Layout(*shape, dp, *batch)
 
 

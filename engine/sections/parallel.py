@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from engine.errors import require
+from engine.legality import rules
 from engine.sections.base import Section
 
 Strategy = Literal[
@@ -22,10 +24,6 @@ Strategy = Literal[
     "fsdp2_hsdp",
     "megatron_distopt",
 ]
-
-HYBRID_STRATEGIES: frozenset[str] = frozenset(
-    {"fsdp1_hybrid_shard", "fsdp1_hybrid_shard_zero2", "fsdp2_hsdp"}
-)
 
 
 class StrategyKnobs(Section):
@@ -140,17 +138,11 @@ class ParallelismSection(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> ParallelismSection:
-        if self.pp_layer_split is not None:
-            if len(self.pp_layer_split) != self.pp:
-                raise ValueError(
-                    f"pp_layer_split has {len(self.pp_layer_split)} entries but pp is {self.pp}"
-                )
-            if any(n < 0 for n in self.pp_layer_split):
-                raise ValueError("pp_layer_split entries must be non-negative")
-        if self.virtual_stages > 1 and self.pp_schedule != "interleaved_1f1b":
-            raise ValueError("virtual_stages > 1 needs pp_schedule interleaved_1f1b")
-        if self.shard_group_size is not None and self.dp % self.shard_group_size != 0:
-            raise ValueError(
-                f"shard_group_size ({self.shard_group_size}) must divide dp ({self.dp})"
-            )
+        """The rules this section can judge alone refuse a file at load time."""
+        require(
+            rules.split_length(self.pp_layer_split, self.pp),
+            rules.split_non_negative(self.pp_layer_split),
+            rules.virtual_needs_interleaving(self.virtual_stages, self.pp_schedule),
+            rules.shard_group_divides_dp(self.shard_group_size, self.dp),
+        )
         return self

@@ -1,124 +1,191 @@
-"""Which inputs do not apply to the chosen strategy, and why (shown as a tooltip).
+"""Which inputs have no effect on a plan, and why: shown as a tooltip on the disabled
+field in the window, and as a note when ``memplan … --set`` sets one.
 
 Fields that do not apply are disabled, never hidden: an analyst comparing two plans
-should see the same form, with the reason a knob has no effect right beside it.
+should see the same form, with the reason a knob has no effect right beside it. Strategy
+knobs follow the strategy table (:mod:`engine.stacks.families`): a knob applies to the
+strategies that read it, so FSDP1 NO_SHARD — which communicates like DDP — reads DDP's
+bucket knob and no FSDP1 gather knob.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from engine.plan import Plan
-from engine.sections.parallel import HYBRID_STRATEGIES
-
-_DS = ("zero1", "zero2", "zero3")
+from engine.stacks.families import FAMILIES, rule_of
 
 
-def inapplicable(plan: Plan) -> dict[str, str]:
-    """Field-path prefixes that have no effect on this plan, each with the reason."""
+@dataclass(frozen=True, slots=True)
+class NoEffect:
+    """A field (or every field under a prefix) that has no effect on the plan.
+
+    ``prefix`` is a field path, or a path prefix ending in ``_`` that covers every knob
+    sharing it; ``under`` names the setting that makes it idle (``fsdp2``,
+    ``method.kind full``); ``reason`` says why, in words a user can act on.
+    """
+
+    prefix: str
+    under: str
+    reason: str
+
+    def covers(self, path: str) -> bool:
+        if path == self.prefix:
+            return True
+        return path.startswith(self.prefix if self.prefix.endswith("_") else self.prefix + ".")
+
+
+def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
+    """Every field prefix that has no effect on this plan, with what idles it and why."""
     m, par, off, hw = plan.method, plan.parallelism, plan.offload, plan.hardware
-    out: dict[str, str] = {}
+    out: list[NoEffect] = []
 
-    def off_if(cond: bool, prefix: str, reason: str) -> None:
+    def off_if(cond: bool, prefix: str, under: str, reason: str) -> None:
         if cond:
-            out[prefix] = reason
+            out.append(NoEffect(prefix, under, reason))
 
+    kind = f"method.kind {m.kind}"
     off_if(
         m.kind not in ("lora", "qlora"),
         "method.lora",
+        kind,
         f"LoRA settings apply to method.kind lora or qlora (now {m.kind})",
     )
     off_if(
         m.kind != "qlora",
         "method.qlora",
+        kind,
         f"QLoRA settings apply to method.kind qlora (now {m.kind})",
     )
     off_if(
         m.kind != "custom",
         "method.custom",
+        kind,
         f"custom trainable subset applies to method.kind custom (now {m.kind})",
     )
     off_if(
         m.optimizer.name != "custom",
         "method.optimizer.custom_bytes_per_param",
+        f"optimizer {m.optimizer.name}",
         f"applies to optimizer custom only (now {m.optimizer.name})",
     )
     off_if(
         m.recompute.policy != "every_k",
         "method.recompute.every_k",
+        f"recompute policy {m.recompute.policy}",
         f"applies to recompute policy every_k only (now {m.recompute.policy})",
     )
     off_if(
         m.precision.compute_dtype != "fp16",
         "method.precision.loss_scaling",
+        f"compute dtype {m.precision.compute_dtype}",
         "loss scaling applies to fp16 compute only",
     )
+    out.extend(_strategy_knobs(plan))
     strategy = par.strategy
     off_if(
-        not strategy.startswith("fsdp2"),
-        "parallelism.knobs.fsdp_",
-        f"FSDP2 knob; the strategy is {strategy}",
-    )
-    off_if(
-        not strategy.startswith("fsdp1"),
-        "parallelism.knobs.fsdp1_",
-        f"FSDP1 knob; the strategy is {strategy}",
-    )
-    off_if(
-        strategy not in _DS,
-        "parallelism.knobs.ds_",
-        f"DeepSpeed ZeRO knob; the strategy is {strategy}",
-    )
-    off_if(strategy != "ddp", "parallelism.knobs.ddp_", f"DDP knob; the strategy is {strategy}")
-    off_if(
-        strategy not in HYBRID_STRATEGIES,
+        not rule_of(strategy).hybrid,
         "parallelism.shard_group_size",
+        strategy,
         f"applies to hybrid sharding (HSDP) only; the strategy is {strategy}",
     )
-    off_if(par.pp == 1, "parallelism.pp_schedule", "applies when PP > 1")
-    off_if(par.pp == 1, "parallelism.pp_layer_split", "applies when PP > 1")
+    off_if(par.pp == 1, "parallelism.pp_schedule", "pp 1", "applies when PP > 1")
+    off_if(par.pp == 1, "parallelism.pp_layer_split", "pp 1", "applies when PP > 1")
     off_if(
         par.pp_schedule != "interleaved_1f1b" and par.virtual_stages == 1,
         "parallelism.virtual_stages",
+        f"pp_schedule {par.pp_schedule}",
         "applies to the interleaved_1f1b schedule only",
     )
-    off_if(par.tp == 1, "parallelism.sequence_parallel", "applies when TP > 1")
+    off_if(par.tp == 1, "parallelism.sequence_parallel", "tp 1", "applies when TP > 1")
     no_moe = plan.model.architecture.moe is None
-    off_if(no_moe and par.ep == 1, "parallelism.ep", "needs a mixture-of-experts model")
-    off_if(no_moe, "parallelism.expert_tp", "needs a mixture-of-experts model")
+    off_if(
+        no_moe and par.ep == 1,
+        "parallelism.ep",
+        "a dense model",
+        "needs a mixture-of-experts model",
+    )
+    off_if(no_moe, "parallelism.expert_tp", "a dense model", "needs a mixture-of-experts model")
     off_if(
         strategy != "zero3" and off.params == "none",
         "offload.params",
+        strategy,
         "parameter offload needs strategy zero3 (DeepSpeed offloads parameters only "
         "with ZeRO stage 3)",
     )
-    off_if(off.params == "none", "offload.param_buffer_", "applies when parameters are offloaded")
+    off_if(
+        off.params == "none",
+        "offload.param_buffer_",
+        "offload.params none",
+        "applies when parameters are offloaded",
+    )
     off_if(
         off.optimizer == "none",
         "offload.optimizer_buffer_count",
+        "offload.optimizer none",
         "applies when optimizer state is offloaded",
     )
     nvme = "nvme" in (off.params, off.optimizer)
-    off_if(not nvme, "offload.aio_", "applies when something is offloaded to NVMe")
+    off_if(
+        not nvme, "offload.aio_", "no NVMe offload", "applies when something is offloaded to NVMe"
+    )
     off_if(
         hw.usable_policy == "marketed",
         "hardware.usable_hbm_bytes",
+        "usable_policy marketed",
         "the usable policy is marketed: the marketed HBM decides fit",
     )
     off_if(
         plan.checkpoint.format == "sharded",
         "checkpoint.staging",
+        "checkpoint.format sharded",
         "applies to consolidated checkpoints only",
     )
     off_if(
         plan.runtime.loss != "chunked",
         "runtime.loss_chunk_tokens",
+        f"runtime.loss {plan.runtime.loss}",
         "applies to the chunked loss only",
     )
+    return tuple(out)
+
+
+def _strategy_knobs(plan: Plan) -> list[NoEffect]:
+    """Each family's ``parallelism.knobs`` prefix that the plan's strategy does not read."""
+    strategy = plan.parallelism.strategy
+    rule = rule_of(strategy)
+    out = []
+    for family, info in FAMILIES.items():
+        if info.knob_prefix is None or info.knob_prefix in rule.knobs:
+            continue
+        reason = (
+            f"{info.label} knob; the strategy is {strategy}"
+            if family != rule.family
+            else f"{info.label} knob; {rule.label} does not read it"
+        )
+        out.append(NoEffect(f"parallelism.knobs.{info.knob_prefix}", strategy, reason))
     return out
+
+
+def inapplicable(plan: Plan) -> dict[str, str]:
+    """Field-path prefixes that have no effect on this plan, each with the reason."""
+    return {e.prefix: e.reason for e in no_effect(plan)}
 
 
 def reason_for(path: str, reasons: dict[str, str]) -> str | None:
     """The reason ``path`` does not apply, if any prefix in ``reasons`` covers it."""
     for prefix, reason in reasons.items():
-        if path == prefix or path.startswith(prefix if prefix.endswith("_") else prefix + "."):
+        if NoEffect(prefix, "", reason).covers(path):
             return reason
     return None
+
+
+def set_notes(plan: Plan, paths: list[str]) -> list[str]:
+    """One line per path that has no effect on ``plan`` (for ``--set`` on the CLI)."""
+    entries = no_effect(plan)
+    notes = []
+    for path in paths:
+        hit = next((e for e in entries if e.covers(path)), None)
+        if hit is not None:
+            notes.append(f"--set {path} has no effect under {hit.under}: {hit.reason}")
+    return notes

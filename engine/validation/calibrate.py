@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.estimate import estimate
+from engine.ledger.row import Role
 from engine.plan import Plan, get_value
 from engine.units import MiB
 from engine.validation.identity import workload_hash
 from engine.validation.reconcile import (
-    OUTSIDE_ALLOCATED,
     estimate_by_category,
     normalise_category,
     reconcile_record,
@@ -48,12 +48,12 @@ DEFAULT_MARGIN = 0.05
 FRACTION_DIGITS = 4
 FRACTION_MAX = 10.0  # FractionRange's upper bound in engine/sections/base.py
 
-RUNTIME_FIELDS: dict[str, str] = {
-    "runtime.cuda_context_bytes": "hbm.runtime.cuda_context",
-    "runtime.nccl_bytes_per_communicator": "hbm.runtime.nccl",
-    "runtime.cublas_workspace_bytes": "hbm.runtime.cublas",
+RUNTIME_FIELDS: dict[str, Role] = {
+    "runtime.cuda_context_bytes": "cuda_context",
+    "runtime.nccl_bytes_per_communicator": "nccl_buffers",
+    "runtime.cublas_workspace_bytes": "cublas_workspace",
 }
-"""Each external-memory input and the runtime row it scales."""
+"""Each external-memory input and the role of the runtime row it scales."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,10 +140,10 @@ def _external(
     positions = [((p[0] - p[1]) / (p[2] - p[1])) for p in points]
     t_lo = min((e * (1 - margin) - lo) / (hi - lo) for e, lo, hi, _ in points)
     t_hi = max((e * (1 + margin) - lo) / (hi - lo) for e, lo, hi, _ in points)
-    present = {r.id for _, _, _, st in points for r in st.rows if r.group == "runtime"}
+    present = {r.role for _, _, _, st in points for r in st.rows if r.state == "runtime"}
     out = []
-    for path, row_id in RUNTIME_FIELDS.items():
-        if row_id not in present:
+    for path, role in RUNTIME_FIELDS.items():
+        if role not in present:
             continue
         before = get_value(plan, path)
         width = before["high"] - before["low"]
@@ -173,7 +173,7 @@ def _measured_activations(record: MeasuredRecord, stage: Any) -> tuple[int, str]
     others = sum(
         (low + high) // 2
         for group, (low, high) in estimate_by_category(stage).items()
-        if group != "activations" and group not in OUTSIDE_ALLOCATED
+        if group != "activations"  # estimate_by_category counts allocated rows only
     )
     return record.max_allocated_bytes - others, "allocated minus the other rows' mid"
 

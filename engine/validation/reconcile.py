@@ -7,7 +7,7 @@ figure     measured (probe)                             estimate
 =========  ===========================================  ================================
 allocated  ``torch.cuda.max_memory_allocated``          ``StageEstimate.peak``
 reserved   ``torch.cuda.max_memory_reserved``           ``StageEstimate.reserved_peak``
-external   used − reserved (``cudaMemGetInfo``)         Σ rows with ``group == "runtime"``
+external   used − reserved (``cudaMemGetInfo``)         Σ rows with ``state == "runtime"``
 device     total − free (``cudaMemGetInfo``)            ``StageEstimate.device_peak``
 =========  ===========================================  ================================
 
@@ -21,9 +21,10 @@ never compared with zero.
 Decomposition by category: when a record carries a breakdown, its categories are
 compared with the HBM rows live at the estimate's peak moment (the timeline's moment
 within the peak phase, e.g. ``backward.start``; the rows there sum to that moment's
-total), summed by ``Row.group`` — runtime and allocator rows excluded, as they are
-outside ``max_memory_allocated``. Measured categories are mapped onto ledger groups by
-this table (reference cases use the first column; a probe breakdown may use either):
+total), summed by ``Row.group`` — rows that are not ``Row.allocated`` (runtime and
+allocator reserve) excluded, as they are outside ``max_memory_allocated``. Measured
+categories are mapped onto ledger groups by this table (reference cases use the first
+column; a probe breakdown may use either):
 
 ================  ===========  ======================================================
 measured          ledger group why
@@ -59,12 +60,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from engine.ledger.phases import MOMENTS, live_at
 from engine.validation.records import REFERENCE_CATEGORY_GROUP, MeasuredRecord
 
 FigureVerdict = Literal["inside", "above", "below", "not measured", "not estimated"]
 FIGURES: tuple[str, ...] = ("allocated", "reserved", "external", "device")
-OUTSIDE_ALLOCATED: frozenset[str] = frozenset({"runtime", "allocator"})
 
 CATEGORY_ALIASES: dict[str, str] = {
     **REFERENCE_CATEGORY_GROUP,
@@ -83,17 +82,22 @@ class RangeLike(Protocol):
 
 
 class RowLike(Protocol):
-    @property
-    def id(self) -> str: ...
+    """What reconcile reads of an engine row (:class:`engine.ledger.row.Row`)."""
+
     @property
     def group(self) -> str: ...
     @property
+    def state(self) -> str: ...
+    @property
     def location(self) -> str: ...
+    @property
+    def allocated(self) -> bool: ...
     @property
     def low(self) -> int: ...
     @property
     def high(self) -> int: ...
     def live_in(self, phase: Any) -> bool: ...
+    def live_at(self, moment: Any, accumulating: bool) -> bool: ...
 
 
 def normalise_category(name: str) -> str:
@@ -191,40 +195,28 @@ def _hbm_rows(stage: Any) -> list[RowLike]:
 
 
 def runtime_range(stage: Any) -> tuple[int, int] | None:
-    """Σ low, Σ high of the stage's HBM rows with ``group == "runtime"``, or None."""
-    rows = [r for r in _hbm_rows(stage) if r.group == "runtime"]
+    """Σ low, Σ high of the stage's HBM rows with ``state == "runtime"`` (CUDA context,
+    NCCL, cuBLAS), or None."""
+    rows = [r for r in _hbm_rows(stage) if r.state == "runtime"]
     if not rows:
         return None
     return sum(r.low for r in rows), sum(r.high for r in rows)
 
 
-def _peak_moment(stage: Any) -> str | None:
-    """The timeline moment at which the stage's peak phase peaks, if it has moments."""
-    moments: dict[str, Any] = getattr(stage, "moments", None) or {}
-    names = [m for m, ph in MOMENTS if ph == stage.peak_phase and m in moments]
-    if not names:
-        return None
-    return max(names, key=lambda m: (moments[m].high, moments[m].low))
-
-
 def peak_rows(stage: Any) -> list[RowLike]:
     """The allocated HBM rows live at the stage's peak.
 
-    With a timeline (``stage.moments``) these are the rows live at the peak moment; the
-    timeline's two switches (gradient accumulation, gathered units kept) are not on the
-    stage, so the setting whose rows sum exactly to the moment's total is the one used.
-    Without one (an older engine, or a stub) they are the rows live in the peak phase.
+    With a timeline (``stage.peak_moments``) these are the rows live at the peak phase's
+    peak moment, under the stage's gradient-accumulation switch (``stage.accumulating``);
+    they sum to that moment's total. Without one (an older engine, or a stub) they are
+    the rows live in the peak phase.
     """
-    allocated = [r for r in _hbm_rows(stage) if r.group not in OUTSIDE_ALLOCATED]
+    allocated = [r for r in _hbm_rows(stage) if r.allocated]
     phase = getattr(stage, "peak_phase", None)
-    moment = _peak_moment(stage)
+    moment = (getattr(stage, "peak_moments", None) or {}).get(phase)
     if moment is not None:
-        total = stage.moments[moment]
-        for accumulating in (False, True):
-            for keep_all in (False, True):
-                live = [r for r in allocated if live_at(r, moment, phase, accumulating, keep_all)]  # type: ignore[arg-type]
-                if (sum(r.low for r in live), sum(r.high for r in live)) == (total.low, total.high):
-                    return live
+        accumulating = bool(getattr(stage, "accumulating", False))
+        return [r for r in allocated if r.live_at(moment, accumulating)]
     return [r for r in allocated if phase is None or r.live_in(phase)]
 
 

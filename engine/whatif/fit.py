@@ -1,10 +1,11 @@
 """What fits a given layout: the largest micro-batch and the longest sequence.
 
-Both searches treat ``estimate`` as a black box and assume the peak never falls as the
-micro-batch or the sequence grows (activations and logits scale with tokens). They
-gallop up from the plan's value and bisect, so they cost O(log n) estimates. When the
-ledger does not grow with the input at all, the answer is the search bound, and the
-result says so instead of inventing a limit.
+``engine.analysis`` runs both for a plan; the window, ``memplan layouts --fit`` and the
+report show them. Both searches treat ``estimate`` as a black box and assume the peak
+never falls as the micro-batch or the sequence grows (activations and logits scale with
+tokens). They gallop up from the smallest value and bisect, so they cost O(log n)
+estimates. When the ledger does not grow with the input at all, the answer is the
+search bound, and the result says so instead of inventing a limit.
 """
 
 from __future__ import annotations
@@ -30,6 +31,17 @@ class FitResult:
     bound: int
     bounded: bool  # True: the search stopped at its bound, not at a limit
     reason: str
+    searched: str = ""  # the values tried, in words (what the reason is relative to)
+    unit: str = ""  # of the value ("tokens"; a micro-batch counts sequences per rank)
+
+    @property
+    def answer(self) -> str:
+        """The value in a few words (the reason says why), as every front end prints it."""
+        if self.value is None:
+            return "none fits"
+        return f"{self.value:,} {self.unit}".rstrip() + (
+            " (the search bound)" if self.bounded else ""
+        )
 
 
 def _fits(plan: Plan, est: Estimator) -> bool:
@@ -79,12 +91,17 @@ def largest_micro_batch(
         target = b.global_batch or b.micro_batch * b.grad_accum * replicas
         per_replica = target // replicas if target % replicas == 0 else 0
         values = [m for m in range(1, min(bound, per_replica) + 1) if per_replica % m == 0]
+        searched = (
+            f"micro-batches dividing the {per_replica:,} sequences per replica (the global "
+            f"batch {target:,} is held; accumulation shrinks as the micro-batch grows)"
+        )
 
         def make(m: int) -> Plan:
             upd = {"micro_batch": m, "grad_accum": per_replica // m}
             return plan.model_copy(update={"batch": b.model_copy(update=upd)})
     else:
         values = list(range(1, bound + 1))
+        searched = f"micro-batches 1 to {bound:,} (accumulation kept)"
 
         def make(m: int) -> Plan:
             upd = {"micro_batch": m, "global_batch": None}
@@ -92,7 +109,7 @@ def largest_micro_batch(
 
     best = _largest(values, make, est)
     top = values[-1] if values else 0
-    return _result("batch.micro_batch", best, top, "micro-batch")
+    return _result("batch.micro_batch", best, top, "micro-batch", searched, "")
 
 
 def longest_sequence(
@@ -112,12 +129,21 @@ def longest_sequence(
         return plan.model_copy(update={"batch": plan.batch.model_copy(update={"seq_len": s})})
 
     best = _largest(values, make, est)
-    return _result("batch.seq_len", best, values[-1] if values else 0, "sequence")
+    searched = f"sequences of {unit:,} to {top:,} tokens in steps of {unit:,}" + (
+        f" ({step} × CP {plan.parallelism.cp})" if plan.parallelism.cp > 1 else ""
+    )
+    return _result(
+        "batch.seq_len", best, values[-1] if values else 0, "sequence", searched, "tokens"
+    )
 
 
-def _result(field: str, best: int | None, top: int, what: str) -> FitResult:
+def _result(
+    field: str, best: int | None, top: int, what: str, searched: str, unit: str
+) -> FitResult:
     if best is None:
-        return FitResult(field, None, top, False, f"even the smallest {what} does not fit")
+        return FitResult(
+            field, None, top, False, f"even the smallest {what} does not fit", searched, unit
+        )
     if best >= top:
         return FitResult(
             field,
@@ -126,7 +152,15 @@ def _result(field: str, best: int | None, top: int, what: str) -> FitResult:
             True,
             f"every {what} up to the search bound {top} fits: the ledger's peak does not "
             f"reach the limit within it",
+            searched,
+            unit,
         )
     return FitResult(
-        field, best, top, False, f"{what} {best} is the largest whose high estimate fits"
+        field,
+        best,
+        top,
+        False,
+        f"{what} {best:,} is the largest whose high estimate fits",
+        searched,
+        unit,
     )

@@ -15,20 +15,7 @@ from PySide6.QtGui import QFont, QPdfWriter, QTextDocument
 from gui.report.charts import ChartObject, embed_charts, register_placeholders
 from gui.report.content import ReportContent
 from gui.report.html import HEADING_PT, STYLE
-from gui.report.sections_main import (
-    inputs_section,
-    ledger_section,
-    nodes_section,
-    phases_section,
-    title_page,
-)
-from gui.report.sections_plan import (
-    appendix_section,
-    assumptions_section,
-    diagnostics_section,
-    layouts_section,
-    measured_section,
-)
+from gui.report.sections import SECTIONS
 
 BODY_FONT_PT = 8.5
 FONT_FAMILIES = ["DejaVu Sans", "Helvetica", "Arial"]
@@ -36,19 +23,7 @@ FONT_FAMILIES = ["DejaVu Sans", "Helvetica", "Arial"]
 
 def report_html(c: ReportContent) -> str:
     """Every section, in reading order."""
-    parts = [
-        title_page(c),
-        ledger_section(c),
-        phases_section(c),
-        nodes_section(c),
-        layouts_section(c),
-        diagnostics_section(c),
-        assumptions_section(c),
-        measured_section(c),
-        inputs_section(c),
-        appendix_section(c),
-    ]
-    body = "".join(parts)
+    body = "".join(section(c) for section in SECTIONS)
     for level, pt in HEADING_PT.items():  # bare headings get the report's sizes
         body = body.replace(f"<h{level}>", f'<h{level} style="font-size: {pt}pt">')
     return "<html><body>" + body + "</body></html>"

@@ -1,8 +1,10 @@
 """Everything a report shows, computed once from one plan file (no Qt here).
 
-The report is a view like the window: it calls the same engine functions (estimate,
-GPU counts, diagnostics, sensitivity, exports, reconciliation) and formats their
-results; it never computes a byte of its own. Gathering them in one frozen object
+The report is a view like the window: it takes the plan's analysis from
+``engine.analysis`` (estimate, GPU counts, diagnostics, sensitivity, what fits the
+layout: the very objects the window showed, computed once), adds the exports and the
+reconciliation of stored measurements, and formats them; it never computes a byte of
+its own. Gathering them in one frozen object
 keeps the HTML builders pure functions of it, and lets tests compare the printed
 figures with exactly the objects the report was built from.
 """
@@ -13,16 +15,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from engine import __version__
+from engine.analysis import FitLimits, analysis
 from engine.errors import PlanError
-from engine.estimate import Estimate, estimate
+from engine.estimate import Estimate
 from engine.exports import EXPORTERS, Export
-from engine.layout import GpuCounts, gpu_counts
+from engine.layout import GpuCounts
 from engine.planfile import SCHEMA_VERSION, PlanFile
 from engine.units import UnitChoice
 from engine.validation import Reconciliation, RecordError, reconcile, records_of
 from engine.validation.identity import workload_hash
-from engine.whatif.diagnostics import Diagnosis, diagnose
-from engine.whatif.sensitivity import Bar, sensitivity
+from engine.whatif.diagnostics import Diagnosis
+from engine.whatif.sensitivity import Bar
 from gui.report.html import without_bidi_controls
 
 APPENDIX_FORMATS: tuple[str, ...] = ("deepspeed", "fsdp2")
@@ -38,6 +41,7 @@ class ReportContent:
     counts: GpuCounts
     diagnosis: Diagnosis
     tornado: tuple[Bar, ...]
+    fit: FitLimits
     exports: tuple[Export, ...]
     reconciliation: Reconciliation | None
     units: UnitChoice
@@ -65,7 +69,8 @@ def gather(pf: PlanFile, units: UnitChoice = "both", now: datetime | None = None
     """Compute everything the report shows. Raises :class:`PlanError` when the plan
     itself cannot be estimated (a report of nothing would mislead)."""
     plan = pf.plan
-    est = estimate(plan)
+    a = analysis(plan)
+    est = a.estimate
     problems: list[str] = []
     rec, why = _reconciliation(pf, est)
     if why:
@@ -80,9 +85,10 @@ def gather(pf: PlanFile, units: UnitChoice = "both", now: datetime | None = None
     return ReportContent(
         pf=pf,
         est=est,
-        counts=gpu_counts(plan),
-        diagnosis=diagnose(plan),
-        tornado=tuple(sensitivity(plan)),
+        counts=a.counts,
+        diagnosis=a.diagnosis,
+        tornado=a.sensitivity,
+        fit=a.fit,
         exports=tuple(exports),
         reconciliation=rec,
         units=units,

@@ -15,6 +15,8 @@ from engine.units import UnitChoice, fmt_range, to_gb, to_gib
 
 CHART_SCHEME = "memplan-chart"
 """URL scheme of chart placeholders; the PDF builder swaps them for vector objects."""
+CHART_WIDTH = 640
+"""Chart placeholders are laid out at this width (96-dpi px), about the text width."""
 
 INK = "#1d232b"
 MUTED = "#5d6673"

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.stacks.applicability import inapplicable, reason_for
-from gui.document import PlanDocument, paths_in
+from gui.document import PlanDocument, messages_by_field
 from gui.fields import FieldBinding, add_to_grid
 from gui.fieldspec import field_specs
 
@@ -173,10 +173,11 @@ class TabPage(QScrollArea):
             self.bindings[path].set_error(None)
 
     def _estimate_failed(self, message: str) -> None:
+        """Mark the fields the engine's problems name, each with its own messages."""
         self._estimate_ok()
-        for path in paths_in(message):
+        for path, text in messages_by_field(self.doc.estimate_problems).items():
             if path in self.bindings:
-                self.bindings[path].set_error(message)
+                self.bindings[path].set_error(text)
                 self._estimate_marked.add(path)
 
     def _estimate_ok(self) -> None:

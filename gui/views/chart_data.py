@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.estimate import Estimate, StageEstimate
+from engine.ledger.peaks.runtime import outside_capacity
 from engine.ledger.row import PHASES, Row
 from engine.plan import Plan
 
@@ -96,8 +97,7 @@ def stack(rows: list[tuple[Row, float]]) -> tuple[Segment, ...]:
 def fit_rows(plan: Plan, rows: tuple[Row, ...]) -> list[tuple[Row, float]]:
     """The rows a bar stacks, on the basis the verdict compares with capacity: when the
     capacity is what the framework can allocate, the CUDA context is already outside it."""
-    skip = "hbm.runtime.cuda_context" if plan.hardware.usable_policy == "framework_visible" else ""
-    return [(r, 1.0) for r in rows if r.id != skip]
+    return [(r, 1.0) for r in rows if not outside_capacity(plan, r)]
 
 
 def phase_bars(plan: Plan, est: Estimate, stage: StageEstimate | None = None) -> tuple[Bar, ...]:

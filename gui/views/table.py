@@ -13,7 +13,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
-from engine.ledger.row import Row
+from engine.ledger.row import ALL_PHASES, Row
 from engine.sources import describe
 from engine.units import GB, GiB
 
@@ -92,7 +92,7 @@ class LedgerModel(QAbstractTableModel):
         if col == "Phases":
             return (
                 "all"
-                if len(row.phases) == 5
+                if row.phases == ALL_PHASES
                 else "".join(_PHASE_SHORT[p] for p in _PHASE_SHORT if p in row.phases)
             )
         return _amount(row, _NUMERIC[col])

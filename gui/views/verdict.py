@@ -3,7 +3,8 @@
 It shows the verdict, the peak that decides fit (reserved memory plus what lives outside
 the allocator) against the limit and capacity, the headroom left, and the three GPU
 counts of the layout search (arithmetic minimum, node-rounded procurement count,
-validation range) with their reasons on hover.
+validation range) with their reasons on hover. The panel never searches: the window
+hands it the counts ``engine.analysis`` computed on a worker thread.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from engine.estimate import VERDICT_WORDS, Estimate
-from engine.layout import gpu_counts
+from engine.layout import GpuCounts
 from engine.plan import Plan
 from engine.units import fmt_bytes, fmt_range
 
@@ -23,13 +24,12 @@ COUNTS_PENDING = "no layout of this model fits within the search bound"
 COUNTS_UPDATING = "searching layouts…"
 
 
-def layout_counts(plan: Plan) -> tuple[dict[str, str], str] | None:
+def layout_counts(c: GpuCounts) -> tuple[dict[str, str], str] | None:
     """The three GPU counts as short texts, and their reasons (for the tooltip).
 
     ``None`` when the search found nothing that fits (the reason is then the pending
     note); the search treats the estimate as a black box, so it never invents a count.
     """
-    c = gpu_counts(plan)
     if c.first_layout.gpus is None:
         return None
     rng = f"{c.validation_low.gpus}–{c.validation_high.gpus}" + (
@@ -143,9 +143,9 @@ class VerdictPanel(QFrame):
         self.counts.setToolTip("")
         self.set_stale(None)
 
-    def show_counts(self, plan: Plan) -> None:
-        """The three GPU counts (a layout search: run after the cheap views are drawn)."""
-        counts = layout_counts(plan)
+    def show_counts(self, c: GpuCounts) -> None:
+        """The three GPU counts of the layout search (computed off the GUI thread)."""
+        counts = layout_counts(c)
         if counts is None:
             self.counts.setText(COUNTS_PENDING)
             self.counts.setToolTip("")
@@ -153,6 +153,10 @@ class VerdictPanel(QFrame):
             texts, reasons = counts
             self.counts.setText("<br>".join(f"{k}: <b>{v}</b>" for k, v in texts.items()))
             self.counts.setToolTip(reasons)
+
+    def show_counts_unavailable(self, reason: str) -> None:
+        self.counts.setText("layout search unavailable")
+        self.counts.setToolTip(reason)
 
     def set_stale(self, message: str | None) -> None:
         """Say the figures are from the last valid plan, and why the current one fails."""

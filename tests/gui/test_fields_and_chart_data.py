@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from engine import presets as hardware_presets
 from engine.estimate import estimate
-from engine.ledger.row import ALL_PHASES, PHASES, Phase, Row
+from engine.ledger.row import ALL_PHASES, PHASES, Phase, Row, make_row
 from engine.plan import default_plan, with_value, with_values
 from engine.sections.parallel import ParallelismSection
 from engine.stacks.applicability import inapplicable, reason_for
@@ -91,9 +91,10 @@ def test_phase_bars_stack_the_rows_live_at_each_phase_peak() -> None:
 
 
 def _host_row(phases: frozenset[Phase], low: int, high: int, rid: str) -> Row:
-    return Row(
+    return make_row(
         id=rid,
         label="x",
+        state="optimizer",
         location="host",
         kind="persistent",
         group="offload",

@@ -87,7 +87,7 @@ def test_double_click_applies_a_suggestion(qtbot: Any, window: Any) -> None:
     assert sug
     before = window.doc.estimate.fit_peak.high
     changes = sug[0].data(Qt.ItemDataRole.UserRole)
-    window._apply_suggestion(sug[0])  # the list is rebuilt: the item is gone after this
+    window.apply_suggestion(sug[0])  # the list is rebuilt: the item is gone after this
     qtbot.waitUntil(lambda: not window.doc.pending)
 
     assert window.doc.plan.method.recompute.policy == changes["method.recompute.policy"]

@@ -101,6 +101,30 @@ def test_pages_sane_numbered_and_headed(reports: dict[str, Written], key: str) -
     assert w.text.count(f"config {w.est.config_hash[:16]}") == w.pages
 
 
+def test_layouts_page_prints_what_fits_the_plans_layout(reports: dict[str, Written]) -> None:
+    """The layouts section ends with the fit searches of the plan's own layout: the
+    largest micro-batch and the longest sequence are those largest_micro_batch() and
+    longest_sequence() find for the same plan (PP 2 halves the layers per rank, so the
+    pipeline plan fits a longer sequence than the default)."""
+    from engine.whatif.fit import largest_micro_batch, longest_sequence
+
+    for key in ("default", "pipeline"):
+        w = reports[key]
+        mb, seq = largest_micro_batch(w.pf.plan), longest_sequence(w.pf.plan)
+        assert "What fits the plan's own layout" in w.text
+        assert f"Largest micro-batch: {mb.answer} — {mb.reason}" in w.text
+        assert f"Longest sequence: {seq.answer} — {seq.reason}" in w.text
+    assert _seq(reports["pipeline"]) > _seq(reports["default"])
+
+
+def _seq(w: Written) -> int:
+    from engine.whatif.fit import longest_sequence
+
+    value = longest_sequence(w.pf.plan).value
+    assert value is not None
+    return value
+
+
 def test_ledger_rows_and_sources_printed(reports: dict[str, Written]) -> None:
     """Every HBM row of the heaviest stage appears with its exact low and high bytes
     side by side, and the totals row Σ n rows carries est.totals()['hbm'] to the byte;

@@ -14,9 +14,15 @@ from typing import Literal
 
 from engine.ledger.precision import DTYPE_BYTES
 from engine.plan import Plan
+from engine.stacks.families import rule_of
 from engine.units import ceil_div, round_up
 
 TokenAxis = Literal["full", "seq"]
+
+FP32 = 4
+"""Bytes of an fp32 element (upcasts, softmax statistics, log-probs)."""
+INT64 = 8
+"""Bytes of an int64 element (token ids, labels, positions)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +160,10 @@ def geometry(plan: Plan) -> Geometry:
     """The local shapes of one micro-batch under the plan's TP / SP / CP."""
     arch, par, prec = plan.model.architecture, plan.parallelism, plan.method.precision
     compute = DTYPE_BYTES[prec.compute_dtype]
-    autocast = prec.policy == "autocast" and par.strategy not in _PARAM_CAST_STRATEGIES
+    # FSDP's mixed-precision policy casts the *parameters* to the compute dtype once per
+    # unit, so activations are plain 16-bit as in pure 16-bit training — no per-matmul
+    # autocast casts (measured: FSDP2 cases match pure bf16).
+    autocast = prec.policy == "autocast" and not rule_of(par.strategy).fsdp
     if prec.policy in ("fp32", "autocast"):
         embed = 4 if (prec.policy == "fp32" or autocast) else compute
     else:
@@ -191,22 +200,6 @@ def geometry(plan: Plan) -> Geometry:
         moe=moe,
         mla=mla,
     )
-
-
-_PARAM_CAST_STRATEGIES = frozenset(
-    {
-        "fsdp2",
-        "fsdp2_hsdp",
-        "fsdp1_full_shard",
-        "fsdp1_shard_grad_op",
-        "fsdp1_no_shard",
-        "fsdp1_hybrid_shard",
-        "fsdp1_hybrid_shard_zero2",
-    }
-)
-"""Strategies whose mixed-precision policy casts the *parameters* to the compute dtype
-once per unit (FSDP MixedPrecision), so activations are plain 16-bit as in pure 16-bit
-training — no per-matmul autocast casts (measured: FSDP2 cases match pure bf16)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,7 @@ tests/engine/activations/test_hf_measured.py.
 
 from __future__ import annotations
 
-from engine.ledger.activations.geometry import Geometry, Term, Trainability
-
-FP32 = 4
+from engine.ledger.activations.geometry import FP32, Geometry, Term, Trainability
 
 
 def norm_terms(

@@ -1,20 +1,24 @@
-"""Activation rows of one pipeline stage: saved tensors, recompute, micro-batches in flight.
+"""Activation rows of one pipeline stage (``hbm.activations.*``, ``host.activations.*``):
+saved tensors, recompute, the backward working set.
 
 The implementation profile (``plan.runtime.activation_profile``) lists what one layer
 saves per micro-batch; this module multiplies by the stage's layers under the recompute
-policy and by the micro-batches the pipeline schedule keeps in flight, and adds the
-once-per-forward tensors (rotary tables, final norm, labels). Work is O(1) per stage:
-one layer is counted and multiplied, never looped over tokens or layers.
+policy and by the micro-batches the pipeline schedule keeps in flight
+(:mod:`engine.ledger.activations.schedule`), and adds the once-per-forward tensors
+(rotary tables, final norm, labels). Work is O(1) per stage: one layer is counted and
+multiplied, never looped over tokens or layers. The batch itself is in
+:mod:`~engine.ledger.activations.inputs`, the loss's tensors in
+:mod:`~engine.ledger.activations.loss`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from engine.ledger.activations import hf
 from engine.ledger.activations import megatron as mg
 from engine.ledger.activations.geometry import (
+    INT64,
     Geometry,
     Term,
     Trainability,
@@ -23,58 +27,26 @@ from engine.ledger.activations.geometry import (
     terms_formula,
     trainability,
 )
+from engine.ledger.activations.inputs import input_rows
+from engine.ledger.activations.loss import labels_rows
+from engine.ledger.activations.schedule import in_flight
 from engine.ledger.placement import LocalTensor
-from engine.ledger.row import Phase, Row
+from engine.ledger.row import (
+    BACKWARD,
+    FORWARD,
+    FORWARD_BACKWARD,
+    IN_LAYERS,
+    UNTIL_LAYERS_FREE,
+    Row,
+    make_row,
+)
 from engine.plan import Plan
-from engine.units import ceil_div, fmt_count, round_up
+from engine.units import fmt_count, round_up
 
-SAVED: frozenset[Phase] = frozenset({"forward", "backward"})
-BACKWARD: frozenset[Phase] = frozenset({"backward"})
-FORWARD: frozenset[Phase] = frozenset({"forward"})
-INT64 = 8
 SCALAR_ALLOCS = 2
 """The loss and nll_loss's total_weight: two 0-d tensors, one 512-B block each."""
 
 LINEAR_ROLES = frozenset({"q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down", "lm_head"})
-
-
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    """Micro-batches' worth of this stage's activations held at once: ``num / den``."""
-
-    num: int
-    den: int
-    why: str
-
-    def times(self, n_bytes: int) -> int:
-        return ceil_div(n_bytes * self.num, self.den)
-
-    @property
-    def whole(self) -> int:
-        return ceil_div(self.num, self.den)
-
-
-def in_flight(plan: Plan, stage: int) -> InFlight:
-    """Pipeline schedules (Narayanan et al. 2021; Korthikanti et al. 2022 §4.2.3).
-
-    1F1B: stage s holds min(p − s, m) micro-batches (the first stage p). Interleaved
-    1F1B with v chunks: Megatron's warm-up of 2(p − s − 1) + (v − 1)p chunk forwards
-    plus the one in steady state, each of L/(pv) layers — for s = 0 this is
-    L·(1 + (p − 1)/(pv)) layers' worth. GPipe holds all m micro-batches.
-    """
-    par, m = plan.parallelism, plan.batch.grad_accum
-    p, v = par.pp, par.virtual_stages
-    if p == 1:
-        return InFlight(1, 1, "1 micro-batch (no pipeline)")
-    if par.pp_schedule == "gpipe":
-        return InFlight(m, 1, f"GPipe: all m = {m} micro-batches")
-    if v == 1:
-        n = min(p - stage, m)
-        return InFlight(n, 1, f"1F1B stage {stage}: min(p − s, m) = min({p - stage}, {m}) = {n}")
-    n = min(m * v, 2 * (p - stage - 1) + (v - 1) * p + 1)
-    return InFlight(
-        n, v, f"interleaved 1F1B stage {stage}: {n} chunk forwards of 1/{v} of the stage"
-    )
 
 
 def _layer_terms(
@@ -169,9 +141,10 @@ def activation_rows(
         saved_one = first_b + (n_layers - 1) * full_b if n_layers else 0
         host = fly.times(saved_one)
         rows.append(
-            Row(
+            make_row(
                 id="host.activations.offloaded",
                 label="Activations offloaded to host",
+                state="activations",
                 location="host",
                 kind="peak",
                 group="activations",
@@ -180,7 +153,7 @@ def activation_rows(
                 formula=f"{n_layers} layers × {fmt_count(full_b)} B × {fly.num}/{fly.den} "
                 f"in flight = {fmt_count(host)} B (pinned host buffers)",
                 source="torch-activation-offload",
-                phases=SAVED,
+                phases=FORWARD_BACKWARD,
             )
         )
         layer_total_low, layer_total_high = gpu_low, gpu_high
@@ -210,8 +183,9 @@ def activation_rows(
             f"{fmt_count(total)} B; × activation band" + _moe_note(plan)
         )
     rows.append(
-        Row(
+        make_row(
             id="hbm.activations.saved.layers",
+            state="activations",
             label=f"Saved activations, {n_layers} decoder layers "
             f"({plan.runtime.activation_profile})",
             location="hbm",
@@ -221,7 +195,8 @@ def activation_rows(
             high=layer_total_high,
             formula=layer_formula,
             source=_profile_source(plan),
-            phases=SAVED,
+            phases=FORWARD_BACKWARD,
+            backward=UNTIL_LAYERS_FREE,
             dtype=plan.method.precision.compute_dtype,
         )
     )
@@ -230,8 +205,9 @@ def activation_rows(
         per_layer = per_layers // max(n_layers, 1)
         casts = fly.times(per_layer * n_plain + (head if last else 0))
         rows.append(
-            Row(
+            make_row(
                 id="hbm.activations.saved.weight_casts",
+                state="activations",
                 label="Autocast 16-bit weight copies kept for backward",
                 location="hbm",
                 kind="peak",
@@ -242,7 +218,8 @@ def activation_rows(
                 + (f" + lm_head {fmt_count(head)} B" if last else "")
                 + f", × {fly.num}/{fly.den} in flight = {fmt_count(casts)} B",
                 source="torch-autocast",
-                phases=SAVED,
+                phases=FORWARD_BACKWARD,
+                backward=UNTIL_LAYERS_FREE,
                 dtype=plan.method.precision.compute_dtype,
             )
         )
@@ -251,8 +228,9 @@ def activation_rows(
     if other_b:
         n = fly.whole * other_b
         rows.append(
-            Row(
+            make_row(
                 id="hbm.activations.saved.other",
+                state="activations",
                 label="Saved once per forward (rotary, final norm, labels)",
                 location="hbm",
                 kind="peak",
@@ -262,7 +240,8 @@ def activation_rows(
                 formula=" + ".join(f"{k} {fmt_count(b)}" for k, b in other)
                 + f" = {fmt_count(other_b)} B × {fly.whole} in flight",
                 source=_profile_source(plan),
-                phases=SAVED,
+                phases=FORWARD_BACKWARD,
+                backward=UNTIL_LAYERS_FREE,
             )
         )
     work = _working_terms(g)
@@ -272,8 +251,9 @@ def activation_rows(
     net = max(0, work_b + recomputed - own)
     lo, hi = _band(plan, net)
     rows.append(
-        Row(
+        make_row(
             id="hbm.activations.working.layer",
+            state="activations",
             label="Backward working set of one layer, net of its own freed tensors",
             location="hbm",
             kind="peak",
@@ -286,14 +266,17 @@ def activation_rows(
             "× activation band",
             source="memory-model",
             phases=BACKWARD,
+            backward=IN_LAYERS,
         )
     )
-    rows += _batch_rows(plan, g, last, fly)
+    rows += input_rows(plan, g, last)
+    rows += labels_rows(plan, g, last, fly)
     if plan.runtime.attention == "eager":
         mask = round_up(g.micro_batch * g.seq * g.seq * g.compute_bytes, gran)
         rows.append(
-            Row(
+            make_row(
                 id="hbm.activations.forward.mask",
+                state="activations",
                 label="Eager attention causal mask (b × 1 × s × s)",
                 location="hbm",
                 kind="peak",
@@ -340,61 +323,3 @@ def _other_terms(
         out.append((f"final norm ({terms_formula(fin, g)})", terms_bytes(fin, g)))
         out.append((f"loss scalars {SCALAR_ALLOCS} × {gran}", SCALAR_ALLOCS * gran))
     return out
-
-
-def _batch_rows(plan: Plan, g: Geometry, last: bool, fly: InFlight) -> list[Row]:
-    """The batch itself, the shifted labels and the model's small buffers."""
-    gran = g.granularity
-    ids = round_up(g.tokens * INT64, gran)
-    n_in = 2 if last else 1
-    rows = [
-        Row(
-            id="hbm.inputs.batch",
-            label="Input batch (input_ids" + (", labels)" if last else ")"),
-            location="hbm",
-            kind="persistent",
-            group="inputs",
-            low=n_in * ids,
-            high=n_in * ids,
-            formula=f"{n_in} × int64 {g.micro_batch}·{g.seq}·8 = {fmt_count(n_in * ids)} B",
-            source="hf-transformers-llama",
-        )
-    ]
-    arch = plan.model.architecture
-    if plan.runtime.activation_profile == "hf-transformers" and arch.position == "rotary":
-        inv = round_up(g.head_dim // 2 * 4, gran)
-        rows.append(
-            Row(
-                id="hbm.buffers.rotary",
-                label="Rotary inv_freq buffers",
-                location="hbm",
-                kind="persistent",
-                group="buffers",
-                low=2 * inv,
-                high=2 * inv,
-                formula=f"inv_freq and original_inv_freq, 2 × fp32 {g.head_dim // 2}·4 "
-                f"rounded to {gran} = {fmt_count(2 * inv)} B",
-                source="hf-transformers-llama",
-            )
-        )
-    if last and plan.runtime.activation_profile == "hf-transformers":
-        # HF pads labels by one and slices; for b = 1 the slice is already contiguous
-        # and stays a view of the padded (1, s + 1) tensor. Freed once nll_loss's
-        # backward ran, so it is gone at the loss-backward peak.
-        n = g.seq + 1 if g.micro_batch == 1 else g.tokens
-        lab = fly.whole * round_up(n * INT64, gran)
-        rows.append(
-            Row(
-                id="hbm.loss.labels",
-                label="Shifted labels kept by nll_loss",
-                location="hbm",
-                kind="peak",
-                group="activations",
-                low=lab,
-                high=lab,
-                formula=f"int64 {n}·8 = {fmt_count(lab)} B × {fly.whole} in flight",
-                source="hf-causal-lm-loss",
-                phases=FORWARD,
-            )
-        )
-    return rows

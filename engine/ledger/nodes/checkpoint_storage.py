@@ -11,15 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.ledger.nodes.whole_model import whole_bytes
-from engine.ledger.row import ALL_PHASES, Phase, Row, RowKind
+from engine.ledger.row import CHECKPOINT, Row, make_row
 from engine.plan import Plan
 from engine.units import fmt_count
 
 RNG_SCHEDULER_BYTES_PER_RANK = 8 * 1024
 """Per-rank RNG states (torch CPU generator 5,056 B, CUDA 16 B, Python and NumPy
 ≈ 2.5 KB each) and the scheduler's state dict: under 8 KiB per rank."""
-
-CHECKPOINT_PHASE: frozenset[Phase] = frozenset({"checkpoint"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,41 +38,16 @@ def checkpoint_size(plan: Plan) -> CheckpointSize:
     """The bytes of one checkpoint of this plan."""
     arch, method = plan.model.architecture, plan.method
     if method.kind in ("lora", "qlora"):
-        weights = whole_bytes(arch, method, "hbm.weights.adapters")
+        weights = whole_bytes(arch, method, frozenset({"adapters"}))
         words = "LoRA adapters only (PEFT save_pretrained)"
     else:
-        weights = whole_bytes(arch, method, "hbm.weights")
+        weights = whole_bytes(arch, method, frozenset({"weights", "adapters"}))
         words = "every model weight in its training dtype"
     optimizer = 0
     if plan.checkpoint.include_optimizer:
-        optimizer = whole_bytes(arch, method, "hbm.master_weights") + whole_bytes(
-            arch, method, "hbm.optimizer."
-        )
+        optimizer = whole_bytes(arch, method, frozenset({"optimizer"}))
     extra = RNG_SCHEDULER_BYTES_PER_RANK * plan.parallelism.world_size
     return CheckpointSize(weights, optimizer, extra, words)
-
-
-def _row(
-    rid: str,
-    label: str,
-    n: int,
-    formula: str,
-    phases: frozenset[Phase] = ALL_PHASES,
-    kind: RowKind = "persistent",
-) -> Row:
-    return Row(
-        id=rid,
-        label=label,
-        location="checkpoint",
-        kind=kind,
-        group="checkpoint",
-        low=n,
-        high=n,
-        formula=formula,
-        source="torch-dcp",
-        scope="job",
-        phases=phases,
-    )
 
 
 def checkpoint_rows(plan: Plan) -> list[Row]:
@@ -83,30 +56,51 @@ def checkpoint_rows(plan: Plan) -> list[Row]:
     ck = plan.checkpoint
     world = plan.parallelism.world_size
     rows = [
-        _row(
-            "checkpoint.weights",
-            "Checkpoint: weights",
-            size.weights,
-            f"{size.weights_words}: {fmt_count(size.weights)} B",
+        make_row(
+            id="checkpoint.weights",
+            label="Checkpoint: weights",
+            state="checkpoint",
+            location="checkpoint",
+            kind="persistent",
+            group="checkpoint",
+            low=size.weights,
+            high=size.weights,
+            formula=f"{size.weights_words}: {fmt_count(size.weights)} B",
+            source="torch-dcp",
+            scope="job",
         ),
     ]
     if size.optimizer:
         rows.append(
-            _row(
-                "checkpoint.optimizer",
-                "Checkpoint: optimizer state",
-                size.optimizer,
-                "master copy, moments and step counters of every "
+            make_row(
+                id="checkpoint.optimizer",
+                label="Checkpoint: optimizer state",
+                state="checkpoint",
+                location="checkpoint",
+                kind="persistent",
+                group="checkpoint",
+                low=size.optimizer,
+                high=size.optimizer,
+                formula="master copy, moments and step counters of every "
                 f"trainable tensor: {fmt_count(size.optimizer)} B",
+                source="torch-dcp",
+                scope="job",
             )
         )
     rows.append(
-        _row(
-            "checkpoint.rng_scheduler",
-            "Checkpoint: RNG and scheduler state",
-            size.extra,
-            f"{world} ranks × {fmt_count(RNG_SCHEDULER_BYTES_PER_RANK)}"
+        make_row(
+            id="checkpoint.rng_scheduler",
+            label="Checkpoint: RNG and scheduler state",
+            state="checkpoint",
+            location="checkpoint",
+            kind="persistent",
+            group="checkpoint",
+            low=size.extra,
+            high=size.extra,
+            formula=f"{world} ranks × {fmt_count(RNG_SCHEDULER_BYTES_PER_RANK)}"
             f" B = {fmt_count(size.extra)} B",
+            source="torch-dcp",
+            scope="job",
         )
     )
     if ck.location == "local_nvme":
@@ -114,22 +108,36 @@ def checkpoint_rows(plan: Plan) -> list[Row]:
     if ck.retention > 1:
         kept = (ck.retention - 1) * size.total
         rows.append(
-            _row(
-                "checkpoint.retained",
-                "Checkpoint: older checkpoints kept",
-                kept,
-                f"({ck.retention} kept − 1) × {fmt_count(size.total)} B = {fmt_count(kept)} B",
+            make_row(
+                id="checkpoint.retained",
+                label="Checkpoint: older checkpoints kept",
+                state="checkpoint",
+                location="checkpoint",
+                kind="persistent",
+                group="checkpoint",
+                low=kept,
+                high=kept,
+                formula=f"({ck.retention} kept − 1) × {fmt_count(size.total)} B "
+                f"= {fmt_count(kept)} B",
+                source="torch-dcp",
+                scope="job",
             )
         )
     rows.append(
-        _row(
-            "checkpoint.in_flight",
-            "Checkpoint: next one being written",
-            size.total,
-            f"one more checkpoint of {fmt_count(size.total)} B exists "
+        make_row(
+            id="checkpoint.in_flight",
+            label="Checkpoint: next one being written",
+            state="checkpoint",
+            location="checkpoint",
+            kind="peak",
+            group="checkpoint",
+            low=size.total,
+            high=size.total,
+            formula=f"one more checkpoint of {fmt_count(size.total)} B exists "
             "while it is written, before the oldest is deleted",
-            CHECKPOINT_PHASE,
-            "peak",
+            source="torch-dcp",
+            scope="job",
+            phases=CHECKPOINT,
         )
     )
     return rows

@@ -6,51 +6,21 @@ Each says how it scales: per rank × ranks on the node, or once per node.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from engine.ledger.nodes.checkpoint_storage import CHECKPOINT_PHASE, checkpoint_size
+from engine.ledger.nodes.checkpoint_storage import checkpoint_size
 from engine.ledger.nodes.node_view import NodeView
 from engine.ledger.nodes.whole_model import base_param_count
-from engine.ledger.row import ALL_PHASES, Phase, Row, RowKind
-from engine.ledger.states.offload import GROUP_PAGEABLE, GROUP_PINNED
-from engine.ledger.states.offload_rules import DEEPSPEED, FSDP
+from engine.ledger.row import CHECKPOINT, OPTIMIZER, Row, make_row
+from engine.ledger.states.offload import offload_group
 from engine.plan import Plan
+from engine.stacks.families import rule_of
 from engine.units import fmt_count
 
 STORED_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8_e4m3": 1}
-OPTIMIZER_PHASE: frozenset[Phase] = frozenset({"optimizer"})
-
-
-def _node_row(
-    rid: str,
-    label: str,
-    group: str,
-    low: int,
-    high: int,
-    formula: str,
-    source: str,
-    phases: frozenset[Phase] = ALL_PHASES,
-    kind: RowKind = "persistent",
-) -> Row:
-    return Row(
-        id=rid,
-        label=label,
-        location="host",
-        kind=kind,
-        group=group,
-        low=low,
-        high=high,
-        formula=formula,
-        source=source,
-        phases=phases,
-        scope="node",
-    )
 
 
 def per_node(row: Row, ranks: int) -> Row:
     """A per-rank row scaled to the node: × ranks on the node."""
-    return replace(
-        row,
+    return row._replace(
         low=row.low * ranks,
         high=row.high * ranks,
         scope="node",
@@ -61,50 +31,65 @@ def per_node(row: Row, ranks: int) -> Row:
 def _buffers(plan: Plan, v: NodeView) -> list[Row]:
     off, r = plan.offload, v.ranks_per_node
     rows = []
-    group = GROUP_PINNED if off.pin_memory else GROUP_PAGEABLE
+    pin = off.pin_memory
     if off.optimizer == "nvme":
         elems = min(off.sub_group_size, v.trainable_shard_elems)
         n = off.optimizer_buffer_count * elems * 4 * r
         rows.append(
-            _node_row(
-                "host.nvme_swap.optimizer",
-                "NVMe swap buffers (optimizer)",
-                group,
-                n,
-                n,
-                f"{r} ranks × {off.optimizer_buffer_count} buffers × min(sub_group_size "
+            make_row(
+                id="host.nvme_swap.optimizer",
+                label="NVMe swap buffers (optimizer)",
+                state="swap_buffers",
+                location="host",
+                kind="persistent",
+                group=offload_group(pin),
+                low=n,
+                high=n,
+                formula=f"{r} ranks × {off.optimizer_buffer_count} buffers × min(sub_group_size "
                 f"{fmt_count(off.sub_group_size)}, shard {fmt_count(v.trainable_shard_elems)}) "
                 f"elements × 4 B (fp32) = {fmt_count(n)} B",
-                "deepspeed-offload",
+                source="deepspeed-offload",
+                scope="node",
+                pinned=pin,
             )
         )
     if off.params == "nvme":
         n = off.param_buffer_count * off.param_buffer_elements * 2 * r
         rows.append(
-            _node_row(
-                "host.nvme_swap.params",
-                "NVMe swap buffers (parameters)",
-                group,
-                n,
-                n,
-                f"{r} ranks × {off.param_buffer_count} buffers × "
+            make_row(
+                id="host.nvme_swap.params",
+                label="NVMe swap buffers (parameters)",
+                state="swap_buffers",
+                location="host",
+                kind="persistent",
+                group=offload_group(pin),
+                low=n,
+                high=n,
+                formula=f"{r} ranks × {off.param_buffer_count} buffers × "
                 f"{fmt_count(off.param_buffer_elements)} elements × 2 B (16-bit) = "
                 f"{fmt_count(n)} B",
-                "deepspeed-offload",
+                source="deepspeed-offload",
+                scope="node",
+                pinned=pin,
             )
         )
     if off.params != "none" and plan.parallelism.strategy == "zero3" and plan.batch.grad_accum > 1:
         n = v.param_shard_elems * 2 * r
         rows.append(
-            _node_row(
-                "host.offload.grad_accumulation",
-                "Gradient accumulation buffer (16-bit)",
-                group,
-                n,
-                n,
-                f"{r} ranks × {fmt_count(v.param_shard_elems)} partition elements "
+            make_row(
+                id="host.offload.grad_accumulation",
+                label="Gradient accumulation buffer (16-bit)",
+                state="grad_accumulation",
+                location="host",
+                kind="persistent",
+                group=offload_group(pin),
+                low=n,
+                high=n,
+                formula=f"{r} ranks × {fmt_count(v.param_shard_elems)} partition elements "
                 f"× 2 B, kept because grad_accum = {plan.batch.grad_accum} > 1 = {fmt_count(n)} B",
-                "deepspeed-pinned",
+                source="deepspeed-pinned",
+                scope="node",
+                pinned=pin,
             )
         )
     return rows
@@ -113,25 +98,26 @@ def _buffers(plan: Plan, v: NodeView) -> list[Row]:
 def _cpu_step_temp(plan: Plan, v: NodeView) -> list[Row]:
     """torch optimizers stepping on the CPU (FSDP offload, Megatron) with foreach make
     one state-dtype copy of the parameters; DeepSpeedCPUAdam updates in place."""
-    strategy, impl = plan.parallelism.strategy, plan.method.optimizer.implementation
+    rule, impl = rule_of(plan.parallelism.strategy), plan.method.optimizer.implementation
     on_cpu = plan.offload.optimizer == "cpu" or plan.offload.params == "cpu"
-    if not on_cpu or strategy in DEEPSPEED or impl != "foreach":
-        return []
-    if strategy not in FSDP and strategy != "megatron_distopt":
+    if not on_cpu or impl != "foreach" or not (rule.fsdp or rule.family == "megatron"):
         return []
     n = v.trainable_shard_elems * 4 * v.ranks_per_node
     return [
-        _node_row(
-            "host.optimizer_step_temp",
-            "CPU optimizer step temporaries (foreach)",
-            "temporaries",
-            n,
-            n,
-            f"{v.ranks_per_node} ranks × {fmt_count(v.trainable_shard_elems)} trainable "
+        make_row(
+            id="host.optimizer_step_temp",
+            label="CPU optimizer step temporaries (foreach)",
+            state="optimizer_step",
+            location="host",
+            kind="peak",
+            group="temporaries",
+            low=n,
+            high=n,
+            formula=f"{v.ranks_per_node} ranks × {fmt_count(v.trainable_shard_elems)} trainable "
             f"shard elements × 4 B (one fp32 copy, _foreach_sqrt) = {fmt_count(n)} B",
-            "torch-adamw",
-            OPTIMIZER_PHASE,
-            "peak",
+            source="torch-adamw",
+            phases=OPTIMIZER,
+            scope="node",
         )
     ]
 
@@ -171,16 +157,19 @@ def _checkpoint_event(plan: Plan, v: NodeView) -> Row:
         save_words = f"full state dict on every rank: {r} × {fmt_count(size)} B"
     low = max(load_low, save if save_low is None else save_low)
     high = max(load_high, save)
-    return _node_row(
-        "host.checkpoint_event",
-        "Model load / checkpoint save (larger of the two)",
-        "checkpoint",
-        low,
-        high,
-        f"max(load: {load_words}; save: {save_words})",
-        "torch-dcp",
-        CHECKPOINT_PHASE,
-        "peak",
+    return make_row(
+        id="host.checkpoint_event",
+        label="Model load / checkpoint save (larger of the two)",
+        state="checkpoint",
+        location="host",
+        kind="peak",
+        group="checkpoint",
+        low=low,
+        high=high,
+        formula=f"max(load: {load_words}; save: {save_words})",
+        source="torch-dcp",
+        phases=CHECKPOINT,
+        scope="node",
     )
 
 
@@ -194,39 +183,51 @@ def host_rows(plan: Plan, v: NodeView) -> list[Row]:
     workers = h.dataloader_workers_per_rank * r
     if workers:
         rows.append(
-            _node_row(
-                "host.dataloader",
-                "Data-loader workers",
-                "processes",
-                workers * h.dataloader_worker_bytes.low,
-                workers * h.dataloader_worker_bytes.high,
-                f"{r} ranks × {h.dataloader_workers_per_rank} workers × "
+            make_row(
+                id="host.dataloader",
+                label="Data-loader workers",
+                state="processes",
+                location="host",
+                kind="persistent",
+                group="processes",
+                low=workers * h.dataloader_worker_bytes.low,
+                high=workers * h.dataloader_worker_bytes.high,
+                formula=f"{r} ranks × {h.dataloader_workers_per_rank} workers × "
                 f"{fmt_count(h.dataloader_worker_bytes.low)}–"
                 f"{fmt_count(h.dataloader_worker_bytes.high)} B",
-                "host-assumption",
+                source="host-assumption",
+                scope="node",
             )
         )
     rows.append(
-        _node_row(
-            "host.processes",
-            "Training processes (Python, CUDA libraries)",
-            "processes",
-            r * h.process_rss_bytes.low,
-            r * h.process_rss_bytes.high,
-            f"{r} ranks × {fmt_count(h.process_rss_bytes.low)}–"
+        make_row(
+            id="host.processes",
+            label="Training processes (Python, CUDA libraries)",
+            state="processes",
+            location="host",
+            kind="persistent",
+            group="processes",
+            low=r * h.process_rss_bytes.low,
+            high=r * h.process_rss_bytes.high,
+            formula=f"{r} ranks × {fmt_count(h.process_rss_bytes.low)}–"
             f"{fmt_count(h.process_rss_bytes.high)} B resident",
-            "host-assumption",
+            source="host-assumption",
+            scope="node",
         )
     )
     rows.append(
-        _node_row(
-            "host.os_reserve",
-            "Operating system reserve",
-            "processes",
-            h.os_reserve_bytes,
-            h.os_reserve_bytes,
-            f"{fmt_count(h.os_reserve_bytes)} B kept free (input)",
-            "host-assumption",
+        make_row(
+            id="host.os_reserve",
+            label="Operating system reserve",
+            state="processes",
+            location="host",
+            kind="persistent",
+            group="processes",
+            low=h.os_reserve_bytes,
+            high=h.os_reserve_bytes,
+            formula=f"{fmt_count(h.os_reserve_bytes)} B kept free (input)",
+            source="host-assumption",
+            scope="node",
         )
     )
     return rows
@@ -234,4 +235,4 @@ def host_rows(plan: Plan, v: NodeView) -> list[Row]:
 
 def pinned_bytes(rows: list[Row]) -> int:
     """Page-locked bytes among the host rows (must fit ``ulimit -l``)."""
-    return sum(r.high for r in rows if r.group == GROUP_PINNED)
+    return sum(r.high for r in rows if r.pinned)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from engine.ledger.nodes.checkpoint_storage import CHECKPOINT_PHASE, checkpoint_size
+from engine.ledger.nodes.checkpoint_storage import checkpoint_size
 from engine.ledger.nodes.host import per_node
 from engine.ledger.nodes.node_view import NodeView
-from engine.ledger.row import Row
+from engine.ledger.row import CHECKPOINT, Row, make_row
 from engine.plan import Plan
 from engine.units import fmt_count
 
@@ -28,8 +28,9 @@ def nvme_rows(plan: Plan, v: NodeView) -> list[Row]:
     }[ck.format]
     kept = share * ck.retention
     rows.append(
-        Row(
+        make_row(
             id="nvme.checkpoints.retained",
+            state="checkpoint",
             label="Checkpoints kept on local NVMe",
             location="nvme",
             kind="persistent",
@@ -42,8 +43,9 @@ def nvme_rows(plan: Plan, v: NodeView) -> list[Row]:
         )
     )
     rows.append(
-        Row(
+        make_row(
             id="nvme.checkpoints.in_flight",
+            state="checkpoint",
             label="Checkpoint being written",
             location="nvme",
             kind="peak",
@@ -52,7 +54,7 @@ def nvme_rows(plan: Plan, v: NodeView) -> list[Row]:
             high=share,
             formula=f"one more while saving: {words}",
             source="torch-dcp",
-            phases=CHECKPOINT_PHASE,
+            phases=CHECKPOINT,
             scope="node",
         )
     )

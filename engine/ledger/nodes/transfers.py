@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.ledger.nodes.node_view import NodeView
-from engine.ledger.states.offload_rules import FSDP
 from engine.plan import Plan
+from engine.stacks.families import rule_of
 from engine.units import GB
 
 
@@ -31,11 +31,11 @@ def step_transfers(plan: Plan, v: NodeView) -> Transfers:
     """Traffic per optimizer step implied by the offload placement (lower bounds)."""
     off, ga = plan.offload, plan.batch.grad_accum
     shard, train = v.param_shard_elems, v.trainable_shard_elems
-    strategy = plan.parallelism.strategy
+    rule = rule_of(plan.parallelism.strategy)
     lines: list[str] = []
     d2h = 0
     nvme = 0
-    if strategy in FSDP and off.params == "cpu":
+    if rule.fsdp and off.params == "cpu":
         fetch = 2 * ga * shard * 4
         grads = ga * train * 4
         d2h = fetch + grads

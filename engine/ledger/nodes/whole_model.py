@@ -11,14 +11,14 @@ from functools import lru_cache
 from engine.ledger.held import HeldTensor
 from engine.ledger.placement import place_stage
 from engine.ledger.precision import resolve_formats
-from engine.ledger.row import Row
-from engine.ledger.sharding import RULES
+from engine.ledger.row import CheckpointPart, Row
 from engine.ledger.states.methods import held_tensors
 from engine.ledger.states.quantized import quantized_rows
 from engine.ledger.states.rows import ShardContext, persistent_rows
 from engine.models.spec import ArchitectureSpec
 from engine.sections.method import MethodSection
 from engine.sections.parallel import ParallelismSection
+from engine.stacks.families import rule_of
 
 _SINGLE = ParallelismSection(dp=1, strategy="ddp")
 
@@ -35,16 +35,18 @@ def whole_model_held(arch: ArchitectureSpec, method: MethodSection) -> tuple[Hel
 def whole_model_rows(arch: ArchitectureSpec, method: MethodSection) -> tuple[Row, ...]:
     """Weights, master, gradient and optimizer rows of the whole model, exact bytes."""
     held = list(whole_model_held(arch, method))
-    ctx = ShardContext(RULES["ddp"], "1 (whole model)", 1)
+    ctx = ShardContext(rule_of(_SINGLE.strategy), "1 (whole model)", 1)
     rows = persistent_rows(held, resolve_formats(method.precision), method.optimizer, ctx)
     if method.kind == "qlora":
         rows[:0] = quantized_rows(held, method.qlora, 1)
     return tuple(rows)
 
 
-def whole_bytes(arch: ArchitectureSpec, method: MethodSection, prefix: str) -> int:
-    """Sum of the whole-model rows whose id starts with ``prefix``."""
-    return sum(r.high for r in whole_model_rows(arch, method) if r.id.startswith(prefix))
+def whole_bytes(
+    arch: ArchitectureSpec, method: MethodSection, parts: frozenset[CheckpointPart]
+) -> int:
+    """Sum of the whole-model rows that are these parts of a checkpoint."""
+    return sum(r.high for r in whole_model_rows(arch, method) if r.checkpoint in parts)
 
 
 @lru_cache(maxsize=256)

@@ -10,8 +10,8 @@ RAM (memory-model §7). The host side of the same event is in the node's host le
 
 from __future__ import annotations
 
-from engine.ledger.nodes.checkpoint_storage import CHECKPOINT_PHASE, checkpoint_size
-from engine.ledger.row import Row
+from engine.ledger.nodes.checkpoint_storage import checkpoint_size
+from engine.ledger.row import CHECKPOINT, Row, make_row
 from engine.plan import Plan
 from engine.units import fmt_count
 
@@ -32,9 +32,10 @@ def checkpoint_rows(plan: Plan, largest_unit_bytes: int) -> list[Row]:
             "RAM unit by unit (offload_to_cpu)"
         )
     return [
-        Row(
+        make_row(
             id="hbm.checkpoint.gathered",
             label=label,
+            state="checkpoint",
             location="hbm",
             kind="peak",
             group="checkpoint",
@@ -42,6 +43,6 @@ def checkpoint_rows(plan: Plan, largest_unit_bytes: int) -> list[Row]:
             high=n,
             formula=formula,
             source="torch-dcp",
-            phases=CHECKPOINT_PHASE,
+            phases=CHECKPOINT,
         )
     ]

@@ -3,20 +3,20 @@
 CUDA context, NCCL buffers per communicator and cuBLAS workspaces are not in
 ``torch.cuda.memory_allocated``; the caching allocator's reserve is the gap between
 reserved and allocated. These rows carry group ``runtime`` / ``allocator`` so totals can
-be reported both as allocated (tensors only) and as reserved / device.
+be reported both as allocated (tensors only) and as reserved / device; their states
+(``runtime``, ``allocator``) keep them out of the allocated timeline.
 """
 
 from __future__ import annotations
 
-from engine.ledger.row import ALL_PHASES, Row
+from engine.ledger.row import Row, make_row
 from engine.ledger.sharding import shard_group_size
 from engine.plan import Plan
-from engine.sections.parallel import HYBRID_STRATEGIES
+from engine.stacks.families import rule_of
 from engine.units import fmt_count
 
 RUNTIME_GROUP = "runtime"
 ALLOCATOR_GROUP = "allocator"
-NOT_ALLOCATED = frozenset({RUNTIME_GROUP, ALLOCATOR_GROUP})
 
 
 def communicators(plan: Plan, stage: int) -> list[str]:
@@ -39,7 +39,7 @@ def communicators(plan: Plan, stage: int) -> list[str]:
     if dense > 1:
         rpn = par.ranks_per_node or plan.hardware.gpus_per_node
         shard = shard_group_size(par, dense, rpn)
-        if par.strategy in HYBRID_STRATEGIES and 1 < shard < dense:
+        if rule_of(par.strategy).hybrid and 1 < shard < dense:
             out += [f"DP shard ({shard})", f"DP replicate ({dense // shard})"]
         else:
             out.append(f"DP ({dense})")
@@ -49,9 +49,11 @@ def communicators(plan: Plan, stage: int) -> list[str]:
 def runtime_rows(plan: Plan, stage: int) -> list[Row]:
     rt = plan.runtime
     rows = [
-        Row(
+        make_row(
             id="hbm.runtime.cuda_context",
             label="CUDA context",
+            state="runtime",
+            role="cuda_context",
             location="hbm",
             kind="persistent",
             group=RUNTIME_GROUP,
@@ -59,11 +61,12 @@ def runtime_rows(plan: Plan, stage: int) -> list[Row]:
             high=rt.cuda_context_bytes.high,
             formula="per process, lazy vs eager module loading (runtime.cuda_context_bytes)",
             source="cuda-context",
-            phases=ALL_PHASES,
         ),
-        Row(
+        make_row(
             id="hbm.runtime.cublas",
             label="cuBLAS workspace",
+            state="runtime",
+            role="cublas_workspace",
             location="hbm",
             kind="persistent",
             group=RUNTIME_GROUP,
@@ -71,7 +74,6 @@ def runtime_rows(plan: Plan, stage: int) -> list[Row]:
             high=rt.cublas_workspace_bytes.high,
             formula="one handle on the compute stream (8 MiB; 32 MiB on Hopper)",
             source="cublas-workspace",
-            phases=ALL_PHASES,
         ),
     ]
     comms = communicators(plan, stage)
@@ -79,9 +81,11 @@ def runtime_rows(plan: Plan, stage: int) -> list[Row]:
         n = len(comms)
         per = rt.nccl_bytes_per_communicator
         rows.append(
-            Row(
+            make_row(
                 id="hbm.runtime.nccl",
                 label=f"NCCL buffers, {n} communicator(s)",
+                state="runtime",
+                role="nccl_buffers",
                 location="hbm",
                 kind="persistent",
                 group=RUNTIME_GROUP,
@@ -89,7 +93,6 @@ def runtime_rows(plan: Plan, stage: int) -> list[Row]:
                 high=n * per.high,
                 formula=f"{n} × {fmt_count(per.low)}–{fmt_count(per.high)} B: " + ", ".join(comms),
                 source="nccl-buffers",
-                phases=ALL_PHASES,
             )
         )
     return rows
@@ -104,9 +107,10 @@ def reserve_row(plan: Plan, peak_low: int, peak_high: int) -> Row:
         if plan.runtime.expandable_segments
         else ""
     )
-    return Row(
+    return make_row(
         id="hbm.runtime.allocator_reserve",
         label="Caching allocator reserve (reserved − allocated)",
+        state="allocator",
         location="hbm",
         kind="peak",
         group=ALLOCATOR_GROUP,
@@ -115,5 +119,11 @@ def reserve_row(plan: Plan, peak_low: int, peak_high: int) -> Row:
         formula=f"allocated peak {fmt_count(peak_low)}–{fmt_count(peak_high)} B × "
         f"{band.low:.2f}–{band.high:.2f}{seg}",
         source="cuda-caching-allocator",
-        phases=ALL_PHASES,
     )
+
+
+def outside_capacity(plan: Plan, row: Row) -> bool:
+    """Whether ``row`` is already outside the capacity the verdict compares with: when the
+    capacity is what the framework can allocate (``framework_visible``), the CUDA context
+    has been taken from it."""
+    return plan.hardware.usable_policy == "framework_visible" and row.role == "cuda_context"

@@ -12,7 +12,6 @@ from engine.ledger.held import HeldTensor
 from engine.ledger.placement import LocalTensor, place_stage
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
-from engine.ledger.sharding import RULES
 from engine.ledger.states.methods import held_tensors
 from engine.ledger.states.offload import split_offload
 from engine.ledger.states.quantized import quantized_rows
@@ -21,6 +20,7 @@ from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 from engine.sections.method import MethodSection
 from engine.sections.parallel import ParallelismSection
+from engine.stacks.families import rule_of
 
 
 @lru_cache(maxsize=1024)
@@ -35,7 +35,7 @@ def _held(
     formats = resolve_formats(method.precision)
     placed = _placed(arch, par, stage)
     held, words = held_tensors(method, par, ranks_per_node, placed, formats)
-    return tuple(held), ShardContext(RULES[par.strategy], words, granularity)
+    return tuple(held), ShardContext(rule_of(par.strategy), words, granularity)
 
 
 def _key(

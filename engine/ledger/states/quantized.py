@@ -8,7 +8,7 @@ second-level absmax per 256 blocks and an fp32 offset. Each is its own allocatio
 from __future__ import annotations
 
 from engine.ledger.held import HeldTensor
-from engine.ledger.row import Row
+from engine.ledger.row import Row, make_row
 from engine.sections.method import QloraSection
 from engine.units import ceil_div, fmt_count, round_up
 
@@ -41,9 +41,11 @@ def quantized_rows(held: list[HeldTensor], q: QloraSection, granularity: int) ->
     else:
         words = f"per tensor: ceil(n/{q.block_size}) × 4 B fp32 absmax"
     return [
-        Row(
+        make_row(
             id="hbm.weights.nf4",
             label="Quantized base weights (NF4)",
+            state="weights",
+            checkpoint="weights",
             location="hbm",
             kind="persistent",
             group="weights",
@@ -56,9 +58,11 @@ def quantized_rows(held: list[HeldTensor], q: QloraSection, granularity: int) ->
             ),
             source="qlora-paper",
         ),
-        Row(
+        make_row(
             id="hbm.weights.nf4_constants",
             label="NF4 quantization constants",
+            state="weights",
+            checkpoint="weights",
             location="hbm",
             kind="persistent",
             group="weights",

@@ -14,10 +14,16 @@ from math import prod
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
-from engine.ledger.row import Row
-from engine.ledger.sharding import StrategyRule
+from engine.ledger.row import (
+    ACCUMULATED_MOMENTS,
+    GRADIENT_MOMENTS,
+    CheckpointPart,
+    Row,
+    make_row,
+)
 from engine.ledger.states.optimizers import OPTIMIZER_LABELS, OPTIMIZER_SOURCES, state_allocs
 from engine.sections.method import OptimizerSection
+from engine.stacks.families import StrategyRule
 from engine.units import ceil_div, fmt_count, round_up
 
 
@@ -123,57 +129,45 @@ def _formula(allocs: list[Alloc], sharded: bool, ctx: ShardContext, total: int) 
     )
 
 
-def _row(
-    rid: str,
-    label: str,
-    group: str,
-    allocs: list[Alloc],
-    sharded: bool,
-    ctx: ShardContext,
-    source: str,
-) -> Row:
+def _sized(allocs: list[Alloc], sharded: bool, ctx: ShardContext) -> tuple[int, str, str]:
+    """(bytes, formula, dtypes) of a state held as these allocations."""
     n = _bytes(allocs, ctx.granularity)
-    dtypes = sorted({a.dtype for a in allocs})
-    return Row(
-        id=rid,
-        label=label,
-        location="hbm",
-        kind="persistent",
-        group=group,
-        low=n,
-        high=n,
-        formula=_formula(allocs, sharded, ctx, n),
-        source=source,
-        dtype="/".join(dtypes),
-    )
+    dtypes = "/".join(sorted({a.dtype for a in allocs}))
+    return n, _formula(allocs, sharded, ctx, n), dtypes
 
 
-_WEIGHT_IDS = {
-    "model": ("hbm.weights", "Weights"),
-    "frozen": ("hbm.weights.frozen", "Frozen weights"),
-    "adapters": ("hbm.weights.adapters", "LoRA adapter weights"),
+_WEIGHTS: dict[str, tuple[str, str, CheckpointPart]] = {
+    "model": ("hbm.weights", "Weights", "weights"),
+    "frozen": ("hbm.weights.frozen", "Frozen weights", "weights"),
+    "adapters": ("hbm.weights.adapters", "LoRA adapter weights", "adapters"),
 }
+"""Weight category → row id, label, and its part of a checkpoint."""
 
 
 def weight_rows(held: list[HeldTensor], ctx: ShardContext) -> list[Row]:
     """One weights row per category (trained, frozen, adapters)."""
     rows = []
-    for category, (rid, label) in _WEIGHT_IDS.items():
+    for category, (rid, label, part) in _WEIGHTS.items():
         ts = [t for t in held if t.category == category]
         if ts:
             allocs = shard_allocs(
                 ts, ctx.rule.params, ctx.rule, "param_dtype", whole_if_persistent=True
             )
-            dtypes = "/".join(sorted({a.dtype for a in allocs}))
+            n, formula, dtypes = _sized(allocs, ctx.rule.params, ctx)
             rows.append(
-                _row(
-                    rid,
-                    f"{label} ({dtypes})",
-                    "weights",
-                    allocs,
-                    ctx.rule.params,
-                    ctx,
-                    ctx.rule.source,
+                make_row(
+                    id=rid,
+                    label=f"{label} ({dtypes})",
+                    state="weights",
+                    location="hbm",
+                    kind="persistent",
+                    group="weights",
+                    low=n,
+                    high=n,
+                    formula=formula,
+                    source=ctx.rule.source,
+                    dtype=dtypes,
+                    checkpoint=part,
                 )
             )
     return rows
@@ -185,46 +179,64 @@ def master_row(trainable: list[HeldTensor], formats: StateFormats, ctx: ShardCon
         Alloc(a.shape, a.count_full, "fp32", a.count)
         for a in shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "param_dtype")
     ]
-    return _row(
-        "hbm.master_weights",
-        "Master weights (fp32)",
-        "optimizer",
-        allocs,
-        ctx.rule.optimizer,
-        ctx,
-        "mixed-precision-master",
+    n, formula, dtypes = _sized(allocs, ctx.rule.optimizer, ctx)
+    return make_row(
+        id="hbm.master_weights",
+        label="Master weights (fp32)",
+        state="master",
+        location="hbm",
+        kind="persistent",
+        group="optimizer",
+        low=n,
+        high=n,
+        formula=formula,
+        source="mixed-precision-master",
+        dtype=dtypes,
+        checkpoint="optimizer",
     )
 
 
 def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
+    """The rank's gradients: produced during backward, summed across micro-batches."""
     allocs = shard_allocs(trainable, ctx.rule.grads, ctx.rule, "grad_dtype")
-    dtypes = "/".join(sorted({a.dtype for a in allocs}))
-    return _row(
-        "hbm.grads",
-        f"Gradients ({dtypes})",
-        "gradients",
-        allocs,
-        ctx.rule.grads,
-        ctx,
-        ctx.rule.source,
+    n, formula, dtypes = _sized(allocs, ctx.rule.grads, ctx)
+    return make_row(
+        id="hbm.grads",
+        label=f"Gradients ({dtypes})",
+        state="grads",
+        location="hbm",
+        kind="persistent",
+        group="gradients",
+        low=n,
+        high=n,
+        formula=formula,
+        source=ctx.rule.source,
+        moments=GRADIENT_MOMENTS,
+        accumulated_moments=ACCUMULATED_MOMENTS,
+        dtype=dtypes,
     )
 
 
 def main_grad_shard_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
     """Megatron's distributed optimizer with 16-bit grads keeps a sharded fp32 copy of
-    the main grads for the step (the 20 → 4 + 16/d row of its table)."""
+    the main grads for the step (the 20 → 4 + 16/d row of its table). Not checkpointed."""
     allocs = [
         Alloc(a.shape, a.count_full, "fp32", a.count)
         for a in shard_allocs(trainable, True, ctx.rule, "grad_dtype")
     ]
-    return _row(
-        "hbm.optimizer.fp32_grad_shard",
-        "Optimizer: fp32 main-grad shard",
-        "optimizer",
-        allocs,
-        True,
-        ctx,
-        "megatron-distopt",
+    n, formula, dtypes = _sized(allocs, True, ctx)
+    return make_row(
+        id="hbm.optimizer.fp32_grad_shard",
+        label="Optimizer: fp32 main-grad shard",
+        state="optimizer",
+        location="hbm",
+        kind="persistent",
+        group="optimizer",
+        low=n,
+        high=n,
+        formula=formula,
+        source="megatron-distopt",
+        dtype=dtypes,
     )
 
 
@@ -245,9 +257,10 @@ def optimizer_rows(
         raw = sum(b * c for b, c in sizes)
         allocations = sum(c for _, c in sizes)
         rows.append(
-            Row(
+            make_row(
                 id=f"hbm.optimizer.{name}",
                 label=f"Optimizer: {OPTIMIZER_LABELS.get(name, name)}",
+                state="optimizer",
                 location="hbm",
                 kind="persistent",
                 group="optimizer",
@@ -260,6 +273,7 @@ def optimizer_rows(
                     f"{fmt_count(n)} B"
                 ),
                 source=OPTIMIZER_SOURCES.get(opt.name, "user-input"),
+                checkpoint="optimizer",
             )
         )
     return rows
@@ -280,7 +294,7 @@ def persistent_rows(
         rows.append(master_row(trainable, formats, ctx))
     rows.append(grad_row(trainable, ctx))
     if (
-        ctx.rule.source == "megatron-distopt"
+        ctx.rule.family == "megatron"
         and formats.master is not None
         and any(DTYPE_BYTES[t.grad_dtype] < 4 for t in trainable)
     ):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.layout.lattice import Layout, LayoutRules, divisors, enumerate_layouts
+from engine.layout.lattice import Layout, LayoutPreferences, enumerate_layouts
+from engine.legality.rules import divisors
 from engine.plan import Plan, default_plan, with_values
 
 TINY = {
@@ -58,17 +59,23 @@ def test_world_4_every_layout_listed_by_hand() -> None:
         for r in lat.rejected
     }
     assert len(reasons) == 6
-    assert reasons[(1, 4, 1, 1, 1)] == ("PP 4 exceeds the 2 layers",)
-    assert reasons[(1, 1, 1, 4, 1)] == ("EP 4 needs a mixture-of-experts model",)
-    assert sum("EP 2 needs" in r[0] for r in reasons.values()) == 4
+    assert reasons[(1, 4, 1, 1, 1)] == (
+        "parallelism.pp (4) exceeds the model's 2 layers (model.architecture.layers)",
+    )
+    assert reasons[(1, 1, 1, 4, 1)] == (
+        "parallelism.ep (4) > 1 needs a mixture-of-experts model "
+        "(model.architecture.moe is not set)",
+    )
+    assert sum("parallelism.ep (2) > 1 needs" in r[0] for r in reasons.values()) == 4
     # preference: least model parallelism first
     assert (lat.legal[0].tp, lat.legal[0].dp) == (1, 4)
 
 
-def test_rules_reject_with_reasons() -> None:
-    """Without KV replication TP 4 fails the 2 KV heads; with 2 GPUs per node TP 4 leaves
-    the node; TP 3 (world 3) divides neither 4 heads nor is a power of two."""
-    lat = enumerate_layouts(tiny(), 4, LayoutRules(kv_replication=False))
+def test_rules_and_preferences_reject_with_reasons() -> None:
+    """Without KV replication TP 4 is not preferred for the 2 KV heads; with 2 GPUs per
+    node TP 4 leaves the node; TP 3 (world 3) divides neither 4 heads nor is a power of
+    two. Relaxing the preferences leaves only the hard rule (legality's wording)."""
+    lat = enumerate_layouts(tiny(), 4, LayoutPreferences(kv_replication=False))
     r = next(x for x in lat.rejected if x.layout.tp == 4)
     assert "KV heads" in r.reasons[0]
     lat = enumerate_layouts(tiny(**{"hardware.gpus_per_node": 2}), 4)
@@ -76,13 +83,14 @@ def test_rules_reject_with_reasons() -> None:
     assert r.reasons == ("TP 4 does not fit evenly inside one node of 2 GPUs",)
     lat = enumerate_layouts(tiny(**{"parallelism.dp": 3}), 3)
     r = next(x for x in lat.rejected if x.layout.tp == 3)
-    assert "TP 3 does not divide the 4 attention heads" in r.reasons
+    heads = "parallelism.tp (3) must divide the 4 attention heads (model.architecture.heads)"
+    assert heads in r.reasons
     assert "TP 3 is not a power of two" in r.reasons
     assert "TP 3 does not fit evenly inside one node of 4 GPUs" in r.reasons
     # relaxed rules (arithmetic minimum) drop only the topology reasons
-    lat = enumerate_layouts(tiny(**{"parallelism.dp": 3}), 3, LayoutRules().relaxed())
+    lat = enumerate_layouts(tiny(**{"parallelism.dp": 3}), 3, LayoutPreferences().relaxed())
     r = next(x for x in lat.rejected if x.layout.tp == 3)
-    assert r.reasons == ("TP 3 does not divide the 4 attention heads",)
+    assert r.reasons == (heads,)
 
 
 def test_global_batch_held_fixed() -> None:
@@ -97,7 +105,7 @@ def test_global_batch_held_fixed() -> None:
     assert by[(4, 1, 1, 1)].grad_accum == 2
     assert all(x.global_batch == 2 for x in lat.legal)
     r = next(x for x in lat.rejected if x.layout.dp == 4 and x.layout.ep == 1)
-    assert "global batch 2 (held fixed) is not a multiple" in r.reasons[0]
+    assert r.reasons[0].startswith("the global batch 2 (batch.global_batch) is not a multiple")
     # micro-batch held: the global batch follows DP
     lat = enumerate_layouts(tiny(), 4)
     assert {x.global_batch for x in lat.legal} == {1, 2, 4}
@@ -108,7 +116,7 @@ def test_cp_must_divide_sequence_and_pp_layers() -> None:
     plan = tiny(**{"batch.seq_len": 6, "model.architecture": {**TINY, "layers": 3}})
     lat = enumerate_layouts(plan, 4)
     texts = {s for r in lat.rejected for s in r.reasons}
-    assert "CP 4 does not divide the sequence length 6" in texts
+    assert "parallelism.cp (4) must divide the sequence length 6 (batch.seq_len)" in texts
     assert "PP 2 does not divide the 3 layers (no explicit split given)" in texts
 
 

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from ledger_plans import hbm_persistent, make_plan
 
 from engine.ledger.held import HeldTensor
-from engine.ledger.sharding import RULES
 from engine.ledger.states.rows import shard_allocs
+from engine.stacks.families import STRATEGIES
 
 
 @st.composite
@@ -91,7 +91,7 @@ def test_more_shards_never_raise_a_row(arch: dict[str, Any], n: int, strategy: s
 @given(
     shape=st.lists(st.integers(1, 3000), min_size=1, max_size=3).map(tuple),
     n=st.integers(1, 512),
-    strategy=st.sampled_from(sorted(RULES)),
+    strategy=st.sampled_from(sorted(STRATEGIES)),
 )
 def test_shards_over_the_group_cover_the_whole_tensor(
     shape: tuple[int, ...], n: int, strategy: str
@@ -100,7 +100,7 @@ def test_shards_over_the_group_cover_the_whole_tensor(
     less than one row per rank: N·chunk − numel < N·row, a row being the elements
     after dim 0 for dim-0 chunking and a single element for flat buffers."""
     t = HeldTensor("w", shape, "layer.0", "model", True, "fp32", "fp32", "fp32", n)
-    rule = RULES[strategy]  # type: ignore[index]
+    rule = STRATEGIES[strategy]  # type: ignore[index]
     (alloc,) = shard_allocs([t], True, rule, "param_dtype")
     row = t.numel // shape[0] if rule.chunking == "dim0" else 1
     assert alloc.numel * n >= t.numel

@@ -40,9 +40,9 @@ STAGE = StubStage(
     rows=(
         row("hbm.weights", "weights", 4 * GiB, 4 * GiB),
         row("hbm.act", "activations", 2 * GiB, 5 * GiB // 2),
-        row("hbm.runtime.cuda_context", "runtime", 256 * MiB, 768 * MiB),
-        row("hbm.runtime.nccl", "runtime", 512 * MiB, 1024 * MiB),
-        row("hbm.runtime.cublas", "runtime", 8 * MiB, 32 * MiB),
+        row("hbm.runtime.cuda_context", "runtime", 256 * MiB, 768 * MiB, role="cuda_context"),
+        row("hbm.runtime.nccl", "runtime", 512 * MiB, 1024 * MiB, role="nccl_buffers"),
+        row("hbm.runtime.cublas", "runtime", 8 * MiB, 32 * MiB, role="cublas_workspace"),
     ),
     peak=Range(6 * GiB, 13 * GiB // 2),
 )

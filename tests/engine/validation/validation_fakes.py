@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.estimate import Range
-from engine.ledger.row import PHASES, Location, Phase, Row
+from engine.ledger.row import PHASES, Location, Phase, Role, Row, State, make_row
 from engine.units import GiB
 
 
@@ -74,6 +74,17 @@ def make_fake_torch(state: FakeCudaState, steps: Callable[[], int]) -> types.Mod
     return torch
 
 
+_STATE_OF_GROUP: dict[str, State] = {
+    "weights": "weights",
+    "gradients": "grads",
+    "optimizer": "optimizer",
+    "activations": "activations",
+    "temporaries": "optimizer_step",
+    "runtime": "runtime",
+    "allocator": "allocator",
+}
+
+
 def row(
     rid: str,
     group: str,
@@ -81,9 +92,23 @@ def row(
     high: int,
     phases: tuple[Phase, ...] = PHASES,
     location: Location = "hbm",
+    role: Role | None = None,
 ) -> Row:
-    return Row(
-        rid, rid, location, "persistent", group, low, high, "test", "test", frozenset(phases)
+    """A test row; its state follows its chart group (runtime rows are outside the
+    allocator, as in the engine)."""
+    return make_row(
+        id=rid,
+        label=rid,
+        state=_STATE_OF_GROUP[group],
+        location=location,
+        kind="persistent",
+        group=group,
+        low=low,
+        high=high,
+        formula="test",
+        source="test",
+        phases=frozenset(phases),
+        role=role,
     )
 
 

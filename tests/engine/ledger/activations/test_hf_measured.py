@@ -17,8 +17,9 @@ import pytest
 
 from engine.estimate import estimate
 from engine.ledger.activations.geometry import geometry
-from engine.ledger.activations.logits import logits_rows
-from engine.ledger.activations.rows import activation_rows, in_flight
+from engine.ledger.activations.loss import logits_rows
+from engine.ledger.activations.rows import activation_rows
+from engine.ledger.activations.schedule import in_flight
 from engine.plan import Plan, with_value
 from tests.measured_cases import Case, load_cases, plan_for_case
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from engine.ledger.activations.geometry import Geometry, terms_bytes
 from engine.ledger.activations.megatron import checkpoint_input_terms, layer_terms
-from engine.ledger.activations.rows import in_flight
+from engine.ledger.activations.schedule import in_flight
 from engine.plan import default_plan, with_values
 
 

@@ -1,28 +1,27 @@
-"""Report sections from the estimate itself: title page, inputs, ledger, phases, nodes.
+"""The memory sections: the per-rank ledger, the charts and step timeline, the pipeline
+stages, and host RAM, NVMe and checkpoint storage per node.
 
-Every number is formatted from an engine object; the exact integers are always printed
-next to the rounded sizes so a reader can audit a figure against ``memplan estimate``.
+Exact low and high bytes stand next to every rounded size, with the formula and the
+source of each row, so a figure can be audited against ``memplan estimate --formulas``.
 """
 
 from __future__ import annotations
 
-from engine.estimate import VERDICT_WORDS, Estimate, Range
+from engine.estimate import Estimate
 from engine.ledger.row import LOCATIONS, PHASES, Row
-from engine.units import UnitChoice, fmt_bytes
+from engine.units import UnitChoice
 from gui.report.content import ReportContent
 from gui.report.html import (
-    VERDICT_COLORS,
+    CHART_WIDTH,
     chart,
     esc,
     figures_table,
     gb_range,
     gib_range,
     heading,
-    kv_table,
     size,
     table,
 )
-from gui.report.inputs import all_inputs
 from gui.report.sources import Citations
 from gui.views.chart import legend_html, panel_groups
 from gui.views.chart_data import panels
@@ -33,149 +32,6 @@ LOCATION_TITLES = {
     "nvme": "NVMe attributed to the rank",
     "checkpoint": "Checkpoint storage attributed to the rank",
 }
-CHART_WIDTH = 640
-"""Chart placeholders are laid out at this width (96-dpi px), about the text width."""
-
-
-def peak_line(label: str, r: Range, units: UnitChoice) -> str:
-    """A peak with its rounded sizes and the exact low and high bytes."""
-    return (
-        f"<b>{esc(label)}:</b> {size(r.low, r.high, units)} "
-        f'<span class="mono">(low {r.low:,} B, high {r.high:,} B)</span>'
-    )
-
-
-def counts_html(c: ReportContent) -> str:
-    """The three GPU counts with their reasons (also on the layouts page)."""
-    k = c.counts
-
-    def gpus(n: int | None) -> str:
-        return "none found" if n is None else f"{n} GPUs"
-
-    nodes = f" ({k.nodes} node(s) of {k.gpus_per_node})" if k.nodes else ""
-    items = [
-        ("1. Arithmetic minimum", gpus(k.arithmetic_min.gpus), k.arithmetic_min.reason),
-        (
-            "2. First legal layout (procurement)",
-            gpus(k.first_layout.gpus) + nodes,
-            k.first_layout.reason,
-        ),
-        (
-            "3. Validation range",
-            f"{k.validation_low.gpus}–{k.validation_high.gpus} GPUs",
-            k.validation_reason,
-        ),
-    ]
-    return "".join(
-        f'<p><b>{esc(t)}: {esc(v)}</b><br><span style="font-size: 8pt">{esc(why)}</span></p>'
-        for t, v, why in items
-    )
-
-
-def key_figures(c: ReportContent) -> list[tuple[str, int, int]]:
-    """The figures a buyer compares: peaks per rank and per node, capacity and limit."""
-    est = c.est
-    h, n = est.heaviest, est.nodes
-    headroom = c.pf.plan.policy.headroom_percent
-    return [
-        ("HBM per rank, compared with capacity", h.fit_peak.low, h.fit_peak.high),
-        ("HBM allocated (max_memory_allocated)", h.peak.low, h.peak.high),
-        ("HBM reserved (max_memory_reserved)", h.reserved_peak.low, h.reserved_peak.high),
-        ("HBM on the device (nvidia-smi)", h.device_peak.low, h.device_peak.high),
-        ("Usable HBM capacity", est.capacity_bytes, est.capacity_bytes),
-        (f"Limit (capacity less {headroom:g} % headroom)", est.limit_bytes, est.limit_bytes),
-        ("Host RAM per node (busiest)", *n.host_peak),
-        ("NVMe per node (busiest)", *n.nvme_peak),
-        ("Checkpoint storage, whole job", *n.checkpoint_peak),
-    ]
-
-
-def title_page(c: ReportContent) -> str:
-    est, pf, plan = c.est, c.pf, c.pf.plan
-    par, hw = plan.parallelism, plan.hardware
-    color = VERDICT_COLORS[est.verdict]
-    meta = [
-        ("Generated", esc(c.generated)),
-        ("Plan created / modified", esc(f"{pf.created or '—'} / {pf.modified or '—'}")),
-        ("MemPlan version", esc(c.app_version)),
-        ("Plan schema version", esc(c.schema_version)),
-        ("Config hash (SHA-256)", f'<span class="mono">{esc(est.config_hash)}</span>'),
-        (
-            "Model",
-            esc(
-                f"{plan.model.name} — {plan.method.kind} training, "
-                f"{plan.method.optimizer.name}, precision {plan.method.precision.policy}"
-            ),
-        ),
-        (
-            "Layout",
-            esc(
-                f"TP {par.tp} × PP {par.pp} × CP {par.cp} × EP {par.ep} × DP {par.dp}"
-                f" = {est.world_size} ranks, {par.strategy}"
-            ),
-        ),
-        (
-            "Hardware",
-            esc(
-                f"{hw.accelerator}, {hw.gpus_per_node} per node; usable "
-                f"{fmt_bytes(est.capacity_bytes)} ({hw.usable_policy})"
-            ),
-        ),
-        (
-            "Batch",
-            esc(
-                f"sequence {plan.batch.seq_len:,}, micro-batch {plan.batch.micro_batch}, "
-                f"gradient accumulation {plan.batch.grad_accum}"
-            ),
-        ),
-    ]
-    h = est.heaviest
-    notes = f"<p>{esc(pf.notes)}</p>" if pf.notes else '<p class="muted">No notes in this plan.</p>'
-    problems = "".join(f'<p class="muted">Not shown: {esc(p)}</p>' for p in c.problems)
-    return (
-        '<p class="muted" style="font-size: 9pt">MemPlan — GPU memory procurement report</p>'
-        f"<h1>{esc(c.plan_name)}</h1>{notes}{kv_table(meta)}"
-        f'<h2>Verdict: <span style="color: {color}">{VERDICT_WORDS[est.verdict]}</span></h2>'
-        f'<p style="font-size: 8.5pt">{esc(est.verdict_reason)}</p>'
-        f"<p>{peak_line('Per-rank HBM peak', h.fit_peak, c.units)}<br>"
-        '<span class="small">what must fit the capacity: the allocator\'s reserved peak plus '
-        f"the memory outside it, on the heaviest rank (stage {est.heaviest_stage})</span></p>"
-        f"{figures_table(key_figures(c), c.units)}"
-        f"<h2>GPU counts</h2>{counts_html(c)}{problems}"
-    )
-
-
-def inputs_section(c: ReportContent) -> str:
-    out = [heading(1, "Inputs", "inputs", new_page=True)]
-    out.append(
-        '<p class="small">Every input of the plan, by section. <i>default</i> marks a value '
-        "equal to the field's built-in default (what the plan relied on without saying); "
-        "values set in the plan are in bold with the default beside them.</p>"
-    )
-    for section, lines in all_inputs(c.pf.plan).items():
-        changed = sum(1 for ln in lines if not ln.is_default)
-        rows = []
-        for ln in lines:
-            field = ln.path.split(".", 1)[1]
-            value = (
-                f'{esc(ln.value_text)} <span class="default">default</span>'
-                if ln.is_default
-                else f'<span class="set">{esc(ln.value_text)}</span>'
-            )
-            rows.append(
-                [
-                    f'<span class="mono">{esc(field)}</span>',
-                    value,
-                    "" if ln.is_default else esc(ln.default_text),
-                    f'<span class="small">{esc(ln.description)}</span>',
-                ]
-            )
-        out.append(
-            f"<h2>{esc(section.capitalize())} <span class='small'>({len(lines)} inputs, "
-            f"{changed} set, {len(lines) - changed} default)</span></h2>"
-        )
-        out.append(table(["Field", "Value", "Default", "Meaning"], rows, [26, 28, 16, 30]))
-    return "".join(out)
 
 
 def _ledger_rows(rows: tuple[Row, ...], cites: Citations) -> list[list[str]]:

@@ -1,7 +1,6 @@
-"""Report sections that act on the estimate: layouts, what to change, what to measure.
-
-The validation plan turns the estimate's ranges into thresholds a measured run either
-meets or breaks; the appendix prints the framework configs generated from the plan.
+"""What to measure: the assumption inputs and every row with a range, the validation plan
+(what a measured run must meet to confirm the estimate, and what breaks it), and the
+measured results when the plan holds records.
 """
 
 from __future__ import annotations
@@ -12,9 +11,8 @@ from engine.plan import get_value
 from engine.units import fmt_bytes, fmt_gb
 from engine.validation.reconcile import Figure, runtime_range
 from gui.report.content import ReportContent
-from gui.report.html import chart, esc, heading, size, table
+from gui.report.html import esc, heading, size, table
 from gui.report.inputs import section_inputs, show
-from gui.report.sections_main import CHART_WIDTH, counts_html
 
 ASSUMPTION_INPUTS: tuple[str, ...] = (
     "runtime.allocator_reserve",
@@ -30,151 +28,6 @@ ASSUMPTION_INPUTS: tuple[str, ...] = (
     "policy.headroom_percent",
 )
 """Inputs that are assumptions about the software stack, not facts of the model."""
-
-REJECTED_SHOWN = 12
-
-
-def layouts_section(c: ReportContent) -> str:
-    k = c.counts
-    out = [heading(1, "GPU counts and layouts", "layouts", new_page=True)]
-    out.append(
-        f'<p class="small">Searched up to {k.max_gpus:,} GPUs, {k.gpus_per_node} per node, '
-        f"rounding to whole {k.rounding}s, {k.estimates} estimates; limit "
-        f"{esc(fmt_bytes(k.limit_bytes))} per rank.</p>"
-    )
-    out.append(counts_html(c))
-    chosen = k.first_layout.outcome
-    if chosen is not None and k.first_layout.layout is not None:
-        out.append("<h2>Chosen layout</h2>")
-        out.append(
-            table(
-                ["Layout", "Peak per rank (low–high)", "Headroom at high"],
-                [
-                    [
-                        esc(k.first_layout.layout.label()),
-                        size(chosen.low, chosen.high, "both"),
-                        esc(fmt_bytes(chosen.headroom)),
-                    ]
-                ],
-                [40, 38, 22],
-            )
-        )
-    out.append("<h2>Alternatives at the procurement size, by headroom</h2>")
-    if k.alternatives:
-        rows = [
-            [str(i), esc(o.layout.label()), size(o.low, o.high, "both"), esc(fmt_bytes(o.headroom))]
-            for i, o in enumerate(k.alternatives, start=1)
-        ]
-        out.append(
-            table(["#", "Layout", "Peak per rank (low–high)", "Headroom"], rows, [5, 37, 38, 20])
-        )
-    else:
-        out.append('<p class="muted">No other layout of that size fits.</p>')
-    if k.rejected:
-        shown = min(REJECTED_SHOWN, len(k.rejected))
-        out.append(f"<h3>Rejected layouts ({len(k.rejected)}; the first {shown} shown)</h3>")
-        rows = [
-            [esc(r.layout.label()), esc("; ".join(r.reasons))] for r in k.rejected[:REJECTED_SHOWN]
-        ]
-        out.append(table(["Layout", "Why not"], rows, [35, 65]))
-    out += [f'<p class="small">Note: {esc(n)}</p>' for n in k.notes]
-    return "".join(out)
-
-
-def diagnostics_section(c: ReportContent) -> str:
-    d = c.diagnosis
-    out = [heading(1, "Diagnostics and sensitivity", "diagnostics", new_page=True)]
-    out.append(
-        f"<p>Peak (high) {esc(fmt_bytes(d.peak_high))} against the limit "
-        f"{esc(fmt_bytes(d.limit))}.</p>"
-    )
-    out.append("<h2>Rows that dominate the peak</h2>")
-    out.append(
-        table(
-            ["Row", "High", "Share of peak"],
-            [
-                [
-                    f"{esc(x.row.label)}<br><span class='small mono'>{esc(x.row.id)}</span>",
-                    esc(fmt_bytes(x.row.high)),
-                    f"{100 * x.share:.1f} %",
-                ]
-                for x in d.dominant
-            ],
-            [56, 28, 16],
-            numeric={2},
-        )
-    )
-    out.append("<h2>Suggestions — one change each, re-estimated</h2>")
-    if d.suggestions:
-        rows = [
-            [
-                esc(s.label),
-                f"{s.saves:,} B<br>{esc(fmt_gb(s.saves or 0))}",
-                esc(fmt_bytes(s.peak_high or 0)),
-                "fits" if s.fits else "does not fit",
-            ]
-            for s in d.suggestions
-        ]
-        out.append(
-            table(
-                ["Change", "Saves (peak high)", "New peak (high)", "Then"],
-                rows,
-                [40, 22, 26, 12],
-                numeric={1},
-            )
-        )
-    else:
-        out.append('<p class="muted">No single change lowers the peak.</p>')
-    if d.not_applicable:
-        out.append("<h3>Changes that do not help or cannot be estimated</h3>")
-        out.append(
-            table(
-                ["Change", "Why"],
-                [[esc(s.label), esc(s.error or "")] for s in d.not_applicable],
-                [40, 60],
-                font_pt=7,
-            )
-        )
-    out.append("<h2>Sensitivity (tornado data)</h2>")
-    out.append(
-        '<p class="small">The plan re-estimated at each end of one uncertain input; '
-        "the peak is the high fit peak per rank. Widest swing first.</p>"
-    )
-    if any(b.swing for b in c.tornado):
-        out.append(chart("tornado", CHART_WIDTH, 26 * len(c.tornado) + 40))
-    rows = []
-    for b in c.tornado:
-        if b.error:
-            rows.append(
-                [
-                    esc(b.label),
-                    esc(show(b.input, b.low_value)),
-                    esc(show(b.input, b.high_value)),
-                    "—",
-                    "—",
-                    esc(b.error),
-                ]
-            )
-            continue
-        rows.append(
-            [
-                esc(b.label),
-                esc(show(b.input, b.low_value)),
-                esc(show(b.input, b.high_value)),
-                esc(fmt_gb(b.peak_at_low or 0)),
-                esc(fmt_gb(b.peak_at_high or 0)),
-                esc(fmt_gb(b.swing)),
-            ]
-        )
-    out.append(
-        table(
-            ["Input", "Low end", "High end", "Peak at low", "Peak at high", "Swing"],
-            rows,
-            [24, 15, 15, 15, 15, 16],
-            numeric={3, 4, 5},
-        )
-    )
-    return "".join(out)
 
 
 def _uncertain_rows(c: ReportContent) -> list[Row]:
@@ -350,34 +203,4 @@ def measured_section(c: ReportContent) -> str:
                 numeric={1, 2, 3},
             )
         )
-    return "".join(out)
-
-
-CODE_COLUMNS = 118
-"""Characters per line of a config listing at 7 pt mono on the text width."""
-
-
-def code_block(text: str) -> str:
-    """A listing as one table cell of ``<br>``-separated lines, long lines wrapped with
-    a ↪ continuation mark (one block, so the page layout handles it like any table)."""
-    lines: list[str] = []
-    for line in text.rstrip().splitlines():
-        indent = len(line) - len(line.lstrip(" "))
-        while len(line) > CODE_COLUMNS:
-            lines.append(line[:CODE_COLUMNS])
-            line = " " * indent + "↪ " + line[CODE_COLUMNS:]
-        lines.append(line)
-    body = "<br>".join(esc(ln).replace(" ", "&nbsp;") for ln in lines)
-    return (
-        '<table width="100%" cellspacing="0" cellpadding="4" style="background-color: #f4f6f8">'
-        f'<tr><td class="mono" style="font-size: 7pt">{body}</td></tr></table>'
-    )
-
-
-def appendix_section(c: ReportContent) -> str:
-    out = [heading(1, "Appendix — generated framework configuration", "appendix", new_page=True)]
-    for exp in c.exports:
-        out.append(f"<h2>{esc(exp.format)} — <span class='mono'>{esc(exp.filename)}</span></h2>")
-        out += [f'<p class="small">Note: {esc(n)}</p>' for n in exp.notes]
-        out.append(code_block(exp.text))
     return "".join(out)

@@ -1,4 +1,4 @@
-"""Logits and the cross-entropy loss on the last pipeline stage.
+"""Logits and the cross-entropy loss on the last pipeline stage (``hbm.loss.*``).
 
 With a large vocabulary this is often the single largest activation (memory-model §4;
 transformers #30860). Hugging Face's causal-LM loss upcasts the logits to fp32 and
@@ -13,28 +13,11 @@ the gradient of the lm_head input and weight instead of any logits.
 
 from __future__ import annotations
 
-from engine.ledger.activations.geometry import Geometry, trainability
-from engine.ledger.activations.rows import InFlight
-from engine.ledger.row import Phase, Row
+from engine.ledger.activations.geometry import FP32, INT64, Geometry, trainability
+from engine.ledger.activations.schedule import InFlight
+from engine.ledger.row import AT_LOSS, BACKWARD, FORWARD, FORWARD_BACKWARD, Row, make_row
 from engine.plan import Plan
 from engine.units import ceil_div, fmt_count, round_up
-
-FP32 = 4
-
-
-def _row(id_: str, label: str, n: int, formula: str, source: str, phases: set[Phase]) -> Row:
-    return Row(
-        id=id_,
-        label=label,
-        location="hbm",
-        kind="peak",
-        group="logits",
-        low=n,
-        high=n,
-        formula=formula,
-        source=source,
-        phases=frozenset(phases),
-    )
 
 
 def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
@@ -67,7 +50,7 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
             fwd_parts.append((f"last hidden state held by the output {t}·{g.hidden}·{c}", hid))
 
         if g.micro_batch > 1 and not megatron:
-            pad = round_up(g.micro_batch * (g.seq + 1) * 8, gran)
+            pad = round_up(g.micro_batch * (g.seq + 1) * INT64, gran)
             fwd_parts.append((f"padded labels {g.micro_batch}·{g.seq + 1}·8", pad))
         n_bwd = 1 if megatron else 2
         bwd = n_bwd * alloc(t, lp_bytes)
@@ -77,13 +60,20 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
             else f"softmax grad computed in place; the 16-bit cast {tv}·{lp_bytes}"
         )
         rows = [
-            _row(
-                "hbm.loss.saved",
-                f"Loss: {'fp32 ' if lp_bytes == FP32 else ''}log-probs kept for backward",
-                saved,
-                f"{tv}·{lp_bytes} = {fmt_count(alloc(t, lp_bytes))} B × {fly.whole} in flight",
-                src,
-                {"forward", "backward"},
+            make_row(
+                id="hbm.loss.saved",
+                label=f"Loss: {'fp32 ' if lp_bytes == FP32 else ''}log-probs kept for backward",
+                state="loss",
+                location="hbm",
+                kind="peak",
+                group="logits",
+                low=saved,
+                high=saved,
+                formula=f"{tv}·{lp_bytes} = {fmt_count(alloc(t, lp_bytes))} B "
+                f"× {fly.whole} in flight",
+                source=src,
+                phases=FORWARD_BACKWARD,
+                backward=AT_LOSS,
             )
         ]
     else:
@@ -93,13 +83,19 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
         if rt.loss == "fused":
             kept = round_up(t * g.hidden * c, gran) + round_up(v * g.hidden * FP32, gran)
             rows = [
-                _row(
-                    "hbm.loss.saved",
-                    "Fused loss: grads of lm_head input and weight computed in forward",
-                    fly.whole * kept,
-                    f"{t}·{g.hidden}·{c} + fp32 {v}·{g.hidden}·4 = {fmt_count(kept)} B",
-                    "liger-fused-linear-ce",
-                    {"forward", "backward"},
+                make_row(
+                    id="hbm.loss.saved",
+                    label="Fused loss: grads of lm_head input and weight computed in forward",
+                    state="loss",
+                    location="hbm",
+                    kind="peak",
+                    group="logits",
+                    low=fly.whole * kept,
+                    high=fly.whole * kept,
+                    formula=f"{t}·{g.hidden}·{c} + fp32 {v}·{g.hidden}·4 = {fmt_count(kept)} B",
+                    source="liger-fused-linear-ce",
+                    phases=FORWARD_BACKWARD,
+                    backward=AT_LOSS,
                 )
             ]
             bwd, bwd_formula = 0, "fused: the gradients already exist"
@@ -109,24 +105,64 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
             bwd_formula = f"one chunk recomputed plus its fp32 grad = {fmt_count(bwd)} B"
     fwd = sum(n for _, n in fwd_parts)
     rows.append(
-        _row(
-            "hbm.loss.forward_transient",
-            "Loss: logits while the loss is computed",
-            fwd,
-            " + ".join(f"{k} {fmt_count(n)}" for k, n in fwd_parts) + f" = {fmt_count(fwd)} B",
-            src,
-            {"forward"},
+        make_row(
+            id="hbm.loss.forward_transient",
+            label="Loss: logits while the loss is computed",
+            state="loss",
+            location="hbm",
+            kind="peak",
+            group="logits",
+            low=fwd,
+            high=fwd,
+            formula=" + ".join(f"{k} {fmt_count(n)}" for k, n in fwd_parts)
+            + f" = {fmt_count(fwd)} B",
+            source=src,
+            phases=FORWARD,
         )
     )
     if bwd:
         rows.append(
-            _row(
-                "hbm.loss.backward_transient",
-                "Loss backward: gradient of the logits",
-                bwd,
-                bwd_formula,
-                src,
-                {"backward"},
+            make_row(
+                id="hbm.loss.backward_transient",
+                label="Loss backward: gradient of the logits",
+                state="loss",
+                location="hbm",
+                kind="peak",
+                group="logits",
+                low=bwd,
+                high=bwd,
+                formula=bwd_formula,
+                source=src,
+                phases=BACKWARD,
+                backward=AT_LOSS,
             )
         )
     return rows
+
+
+def labels_rows(plan: Plan, g: Geometry, last: bool, fly: InFlight) -> list[Row]:
+    """The shifted labels nll_loss keeps (Hugging Face's causal-LM loss, last stage).
+
+    HF pads labels by one and slices; for b = 1 the slice is already contiguous and stays
+    a view of the padded (1, s + 1) tensor. Freed once nll_loss's backward ran, so it is
+    gone at the loss-backward peak.
+    """
+    if not last or plan.runtime.activation_profile != "hf-transformers":
+        return []
+    n = g.seq + 1 if g.micro_batch == 1 else g.tokens
+    lab = fly.whole * round_up(n * INT64, g.granularity)
+    return [
+        make_row(
+            id="hbm.loss.labels",
+            label="Shifted labels kept by nll_loss",
+            state="loss",
+            location="hbm",
+            kind="peak",
+            group="activations",
+            low=lab,
+            high=lab,
+            formula=f"int64 {n}·8 = {fmt_count(lab)} B × {fly.whole} in flight",
+            source="hf-causal-lm-loss",
+            phases=FORWARD,
+        )
+    ]

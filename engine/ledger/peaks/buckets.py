@@ -1,0 +1,220 @@
+"""Gradient communication buffers (``hbm.buckets.*``) and unsharded gradients held across
+micro-batches (``hbm.grads_unsharded.accumulation``) (memory-model §1, §3).
+
+Sizes come from the rank's own trainable tensors; DeepSpeed's bucket knobs are a bound
+rather than a count, so ZeRO buckets give a low–high range.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from engine.ledger.held import HeldTensor
+from engine.ledger.precision import DTYPE_BYTES, StateFormats
+from engine.ledger.row import (
+    ALL_PHASES,
+    BACKWARD,
+    FORWARD_BACKWARD,
+    IN_LAYERS,
+    OPTIMIZER,
+    Row,
+    make_row,
+)
+from engine.plan import Plan
+from engine.stacks.families import StrategyRule
+from engine.units import ceil_div, fmt_count, round_up
+
+MIB = 2**20
+HF_OVERLAP_FACTOR = 4.5
+"""HF's DeepSpeed guide: with overlap_comm the buckets cost ≈ 4.5 × their size."""
+
+
+def bucket_rows(
+    plan: Plan, held: list[HeldTensor], formats: StateFormats, rule: StrategyRule, shard: int
+) -> list[Row]:
+    """Gradient communication buffers: DDP buckets, ZeRO buckets, FSDP reduce-scatter."""
+    trainable = [t for t in held if t.trainable]
+    if not trainable:
+        return []
+    replicas = max((t.group for t in trainable), default=1)
+    if rule.shards_nothing and replicas > 1:
+        return [_ddp_row(plan, trainable, formats)]
+    if rule.family == "deepspeed":
+        return [
+            _zero3_row(plan, trainable, formats)
+            if rule.params
+            else _zero_row(plan, trainable, formats)
+        ]
+    if rule.fsdp and rule.grads and shard > 1:
+        return _reduce_scatter_rows(plan, trainable, formats)
+    return []
+
+
+def _ddp_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> Row:
+    k, gran, gbytes = (
+        plan.parallelism.knobs,
+        plan.runtime.allocation_granularity_bytes,
+        formats.grad_bytes,
+    )
+    numel = sum(t.numel * t.count for t in trainable)
+    total = numel * gbytes
+    cap = max(1, int(k.ddp_bucket_cap_mb * MIB))
+    n_buckets = ceil_div(total, cap)
+    n = round_up(total, gran) + (n_buckets - 1) * gran
+    return make_row(
+        id="hbm.buckets.ddp",
+        label="DDP gradient buckets (gradient_as_bucket_view=False)",
+        state="buckets",
+        location="hbm",
+        kind="peak",
+        group="buckets",
+        low=round_up(total, gran),
+        high=n,
+        formula=f"a flat copy of every gradient: {fmt_count(numel)} × {gbytes} B in {n_buckets} "
+        f"buckets of {k.ddp_bucket_cap_mb} MiB = {fmt_count(total)} B",
+        source="pytorch-ddp",
+        phases=ALL_PHASES,
+    )
+
+
+def _zero_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> Row:
+    """ZeRO-1/2: the reduce and all-gather buckets."""
+    k, gran, gbytes = (
+        plan.parallelism.knobs,
+        plan.runtime.allocation_granularity_bytes,
+        formats.grad_bytes,
+    )
+    numel = sum(t.numel * t.count for t in trainable)
+    overlap = bool(k.ds_overlap_comm)
+    el = k.ds_reduce_bucket_elements + k.ds_allgather_bucket_elements
+    base = round_up(min(el, 2 * numel) * gbytes, gran)
+    high = int(base * HF_OVERLAP_FACTOR) if overlap else base
+    return make_row(
+        id="hbm.buckets.zero",
+        label="ZeRO reduce / all-gather buckets",
+        state="buckets",
+        location="hbm",
+        kind="peak",
+        group="buckets",
+        low=base,
+        high=high,
+        formula=f"(reduce {fmt_count(k.ds_reduce_bucket_elements)} + all-gather "
+        f"{fmt_count(k.ds_allgather_bucket_elements)}) el. × {gbytes} B"
+        + (f", up to {HF_OVERLAP_FACTOR}× with overlap_comm" if overlap else ""),
+        source="deepspeed-zero3-config",
+        phases=BACKWARD | OPTIMIZER,
+    )
+
+
+def _zero3_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> Row:
+    """ZeRO-3: the reduce bucket, double-buffered with overlap_comm (its default)."""
+    k, gran, gbytes = (
+        plan.parallelism.knobs,
+        plan.runtime.allocation_granularity_bytes,
+        formats.grad_bytes,
+    )
+    numel = sum(t.numel * t.count for t in trainable)
+    overlap = True if k.ds_overlap_comm is None else k.ds_overlap_comm
+    el = min(k.ds_reduce_bucket_elements, numel)
+    low = el * gbytes
+    high = low * (2 if overlap else 1)
+    return make_row(
+        id="hbm.buckets.zero",
+        label="ZeRO-3 reduce bucket",
+        state="buckets",
+        location="hbm",
+        kind="peak",
+        group="buckets",
+        low=round_up(low, gran),
+        high=round_up(high, gran),
+        formula=f"reduce bucket {fmt_count(el)} el. × {gbytes} B"
+        + (" × 2 (overlap_comm double buffer)" if overlap else ""),
+        source="deepspeed-zero3-config",
+        phases=BACKWARD,
+    )
+
+
+def _reduce_scatter_rows(
+    plan: Plan, trainable: list[HeldTensor], formats: StateFormats
+) -> list[Row]:
+    """FSDP: one unit's unsharded gradients and its reduce-scatter input; the root unit's
+    gradients wait until the end of backward."""
+    gran, gbytes = plan.runtime.allocation_granularity_bytes, formats.grad_bytes
+    units: dict[str, int] = defaultdict(int)
+    tied = plan.model.architecture.tied_embeddings
+    for t in trainable:
+        if t.unit == "root" and not tied and t.name == "model.embed_tokens.weight":
+            continue  # the embedding's grad appears only at the very end of backward
+        units[t.unit] += t.numel
+    layer_units = {u: n for u, n in units.items() if u != "root"}
+    one = max(layer_units.values(), default=0)
+    c = DTYPE_BYTES[plan.method.precision.compute_dtype]
+    low = round_up(one * c, gran) + (round_up(one * gbytes, gran) if gbytes != c else 0)
+    high = low + round_up(one * gbytes, gran)
+    rows = [
+        make_row(
+            id="hbm.buckets.reduce_scatter",
+            label="Unsharded grads of one unit and its reduce-scatter input",
+            state="buckets",
+            location="hbm",
+            kind="peak",
+            group="buckets",
+            low=low,
+            high=high,
+            formula=f"{fmt_count(one)} el. × {c} B"
+            + (f" + {gbytes} B reduce-dtype copy" if gbytes != c else "")
+            + f" = {fmt_count(low)} B; up to one more reduce-scatter input in flight "
+            f"(+{fmt_count(round_up(one * gbytes, gran))} B)",
+            source="fsdp2-prefetch",
+            phases=BACKWARD,
+            backward=IN_LAYERS,
+        )
+    ]
+    root = units.get("root", 0)
+    if root:
+        rb = round_up(root * c, gran)
+        rows.append(
+            make_row(
+                id="hbm.buckets.root_grads",
+                label="Root unit's unsharded grads (reduced after backward)",
+                state="buckets",
+                location="hbm",
+                kind="peak",
+                group="buckets",
+                low=rb,
+                high=rb,
+                formula=f"{fmt_count(root)} el. × {c} B = {fmt_count(rb)} B",
+                source="fsdp2-prefetch",
+                phases=BACKWARD,
+                backward=IN_LAYERS,
+            )
+        )
+    return rows
+
+
+def accumulation_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) -> list[Row]:
+    """Unsharded gradients held across micro-batches when accumulating without sync."""
+    k = plan.parallelism.knobs
+    if plan.batch.grad_accum <= 1 or not k.accumulate_without_sync or not rule.grads:
+        return []
+    gran = plan.runtime.allocation_granularity_bytes
+    c = DTYPE_BYTES[plan.method.precision.compute_dtype]
+    trainable = [t for t in held if t.trainable]
+    n = sum(round_up(t.numel * c, gran) * t.count for t in trainable)
+    return [
+        make_row(
+            id="hbm.grads_unsharded.accumulation",
+            label="Unsharded grads accumulated without sync",
+            state="grad_accumulation",
+            location="hbm",
+            kind="peak",
+            group="gradients",
+            low=n,
+            high=n,
+            formula=f"{sum(t.count for t in trainable)} trainable tensors unsharded × {c} B "
+            f"over {plan.batch.grad_accum} "
+            f"micro-batches (no_sync / set_requires_gradient_sync(False)) = {fmt_count(n)} B",
+            source="fsdp2-prefetch",
+            phases=FORWARD_BACKWARD,
+        )
+    ]

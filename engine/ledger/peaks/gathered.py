@@ -1,0 +1,227 @@
+"""Gathered parameter units (``hbm.gathered.*``): the unsharded parameters and prefetch
+of ZeRO-3 and FSDP (memory-model §3).
+
+Sizes come from the rank's own tensors, so they follow TP / PP placement and the
+strategy's chunking exactly; DeepSpeed's live-parameter caps are a bound rather than a
+count, so ZeRO-3 gives a low–high range. Which backward moments each unit is live at
+is decided here, with the strategy (see :mod:`engine.ledger.phases`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from engine.ledger.placement import LocalTensor
+from engine.ledger.precision import DTYPE_BYTES, StateFormats
+from engine.ledger.row import (
+    BACKWARD,
+    FORWARD_BACKWARD,
+    IN_LAYERS,
+    NO_MOMENTS,
+    Row,
+    make_row,
+)
+from engine.plan import Plan
+from engine.stacks.families import StrategyRule, keeps_all_gathered
+from engine.units import ceil_div, fmt_count, round_up
+
+
+def gather_bytes(plan: Plan, formats: StateFormats) -> int:
+    """Element size of gathered parameters: FSDP MixedPrecision / DeepSpeed cast the
+    gathered copy to the compute dtype; otherwise parameters gather as stored."""
+    if plan.method.precision.policy in ("autocast", "amp_master", "pure_16bit"):
+        return DTYPE_BYTES[plan.method.precision.compute_dtype]
+    return formats.param_bytes
+
+
+def _units(
+    placed: tuple[LocalTensor, ...],
+) -> tuple[list[LocalTensor], dict[int, list[LocalTensor]]]:
+    root: list[LocalTensor] = []
+    layers: dict[int, list[LocalTensor]] = defaultdict(list)
+    for t in placed:
+        if t.tensor.layer is None:
+            root.append(t)
+        else:
+            layers[t.tensor.layer].append(t)
+    return root, layers
+
+
+def _per_tensor(ts: list[LocalTensor], bpe: int, gran: int) -> int:
+    return sum(round_up(t.numel * bpe, gran) for t in ts)
+
+
+def _padded_flat(ts: list[LocalTensor], n: int, bpe: int, gran: int) -> int:
+    """One all-gather output: every tensor padded to N chunks of ceil(d0/N) rows."""
+    numel = 0
+    for t in ts:
+        rest = t.numel // t.shape[0] if t.shape and t.shape[0] else 0
+        numel += ceil_div(t.shape[0], n) * n * rest if t.shape else 0
+    return round_up(numel * bpe, gran)
+
+
+def gathered_rows(
+    plan: Plan,
+    placed: tuple[LocalTensor, ...],
+    formats: StateFormats,
+    shard: int,
+    rule: StrategyRule,
+) -> list[Row]:
+    """Unsharded parameter units and prefetch of ZeRO-3 / FSDP strategies."""
+    if not rule.params or shard <= 1:
+        return []
+    if rule.fsdp:
+        return _fsdp_rows(plan, placed, formats, shard, rule)
+    return _zero3_rows(plan, placed, formats)
+
+
+def _fsdp_rows(
+    plan: Plan,
+    placed: tuple[LocalTensor, ...],
+    formats: StateFormats,
+    shard: int,
+    rule: StrategyRule,
+) -> list[Row]:
+    """FSDP1 / FSDP2: the root unit, the all-gather buffer (FSDP2) and the layer units."""
+    k = plan.parallelism.knobs
+    gran = plan.runtime.allocation_granularity_bytes
+    gb = gather_bytes(plan, formats)
+    root, layers = _units(placed)
+    unit = max((_per_tensor(ts, gb, gran) for ts in layers.values()), default=0)
+    n_layers = sum(ts[0].count for ts in layers.values())  # folded layers counted out
+    fsdp2 = rule.family == "fsdp2"
+    src = "fsdp2-prefetch" if fsdp2 else "fsdp1"
+    keep_all = keeps_all_gathered(plan.parallelism)
+    rows: list[Row] = []
+    root_b = _per_tensor(root, gb, gran)
+    if root_b:
+        rows.append(
+            make_row(
+                id="hbm.gathered.root",
+                label="Root unit unsharded (embedding, final norm, lm_head)",
+                state="gathered",
+                location="hbm",
+                kind="peak",
+                group="gathered",
+                low=root_b,
+                high=root_b,
+                formula=f"{len(root)} tensors × {gb} B, kept from forward through backward "
+                f"(the root is not resharded after forward) = {fmt_count(root_b)} B",
+                source=src,
+                phases=FORWARD_BACKWARD,
+                role="root_unit",
+            )
+        )
+    if fsdp2:
+        buf = max((_padded_flat(ts, shard, gb, gran) for ts in layers.values()), default=0)
+        nbuf = max(1, k.fsdp_prefetch_units)
+        rows.append(
+            make_row(
+                id="hbm.gathered.all_gather_buffer",
+                label=f"All-gather output buffer of {nbuf} unit(s) (prefetch)",
+                state="gathered",
+                location="hbm",
+                kind="peak",
+                group="gathered",
+                low=nbuf * buf,
+                high=nbuf * buf,
+                formula=f"{nbuf} × one decoder-layer unit gathered flat, {gb} B/element = "
+                f"{fmt_count(nbuf * buf)} B (kept until the next all-gather)",
+                source=src,
+                phases=FORWARD_BACKWARD,
+                # every unit stayed gathered: backward issues no all-gather
+                backward=NO_MOMENTS if keep_all else None,
+            )
+        )
+    if keep_all:
+        n = n_layers * unit
+        rows.append(
+            make_row(
+                id="hbm.gathered.layers",
+                label="All layer units unsharded between forward and backward",
+                state="gathered",
+                location="hbm",
+                kind="peak",
+                group="gathered",
+                low=n,
+                high=n,
+                formula=f"{n_layers} units × {fmt_count(unit)} B (reshard_after_forward=False / "
+                f"SHARD_GRAD_OP) = {fmt_count(n)} B",
+                source=src,
+                phases=FORWARD_BACKWARD,
+            )
+        )
+        return rows
+    if fsdp2:
+        live, why = 1, "current unit (the prefetched one is the all-gather buffer)"
+    else:
+        two = k.fsdp1_limit_all_gathers or k.fsdp1_backward_prefetch == "backward_pre"
+        live = 2 if two else 1
+        why = "current + next (limit_all_gathers / BACKWARD_PRE)" if two else "current"
+    n = live * unit
+    rows.append(
+        make_row(
+            id="hbm.gathered.layers",
+            label="Layer units unsharded during backward",
+            state="gathered",
+            location="hbm",
+            kind="peak",
+            group="gathered",
+            low=n,
+            high=n,
+            formula=f"{why}: {live} × {fmt_count(unit)} B = {fmt_count(n)} B",
+            source=src,
+            phases=BACKWARD,
+            backward=IN_LAYERS,
+        )
+    )
+    rs = k.fsdp_reshard_after_forward
+    if fsdp2 and isinstance(rs, int) and not isinstance(rs, bool) and rs > 1:
+        kept = n_layers * ceil_div(unit, rs)
+        rows.append(
+            make_row(
+                id="hbm.gathered.resharded",
+                label=f"Layer units kept 1/{rs} gathered after forward",
+                state="gathered",
+                location="hbm",
+                kind="peak",
+                group="gathered",
+                low=kept,
+                high=kept,
+                formula=f"{n_layers} × {fmt_count(unit)} B ÷ {rs} = {fmt_count(kept)} B",
+                source=src,
+                phases=FORWARD_BACKWARD,
+            )
+        )
+    return rows
+
+
+def _zero3_rows(plan: Plan, placed: tuple[LocalTensor, ...], formats: StateFormats) -> list[Row]:
+    """ZeRO-3: one layer gathered, up to the live-parameter cap with prefetch."""
+    k = plan.parallelism.knobs
+    gran = plan.runtime.allocation_granularity_bytes
+    gb = gather_bytes(plan, formats)
+    _root, layers = _units(placed)
+    elems = [sum(t.numel for t in ts) for ts in layers.values()]
+    one = max(elems, default=0)
+    hi_el = min(k.ds_max_live_parameters, one + k.ds_prefetch_bucket_elements)
+    hi_el = max(hi_el, one)
+    low, high = round_up(one * gb, gran), round_up(hi_el * gb, gran)
+    return [
+        make_row(
+            id="hbm.gathered.layers",
+            label="ZeRO-3 gathered parameters and prefetch",
+            state="gathered",
+            location="hbm",
+            kind="peak",
+            group="gathered",
+            low=low,
+            high=high,
+            formula=f"one layer {fmt_count(one)} el. up to min(max_live "
+            f"{fmt_count(k.ds_max_live_parameters)}, "
+            f"layer + prefetch bucket {fmt_count(k.ds_prefetch_bucket_elements)}) el. × {gb} B",
+            source="deepspeed-zero3-config",
+            phases=FORWARD_BACKWARD,
+            backward=IN_LAYERS,
+        )
+    ]

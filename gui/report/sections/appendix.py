@@ -1,0 +1,71 @@
+"""The reference pages at the back: every input of the plan by section (defaults marked),
+and the framework configurations generated from it."""
+
+from __future__ import annotations
+
+from gui.report.content import ReportContent
+from gui.report.html import esc, heading, table
+from gui.report.inputs import all_inputs
+
+
+def inputs_section(c: ReportContent) -> str:
+    out = [heading(1, "Inputs", "inputs", new_page=True)]
+    out.append(
+        '<p class="small">Every input of the plan, by section. <i>default</i> marks a value '
+        "equal to the field's built-in default (what the plan relied on without saying); "
+        "values set in the plan are in bold with the default beside them.</p>"
+    )
+    for section, lines in all_inputs(c.pf.plan).items():
+        changed = sum(1 for ln in lines if not ln.is_default)
+        rows = []
+        for ln in lines:
+            field = ln.path.split(".", 1)[1]
+            value = (
+                f'{esc(ln.value_text)} <span class="default">default</span>'
+                if ln.is_default
+                else f'<span class="set">{esc(ln.value_text)}</span>'
+            )
+            rows.append(
+                [
+                    f'<span class="mono">{esc(field)}</span>',
+                    value,
+                    "" if ln.is_default else esc(ln.default_text),
+                    f'<span class="small">{esc(ln.description)}</span>',
+                ]
+            )
+        out.append(
+            f"<h2>{esc(section.capitalize())} <span class='small'>({len(lines)} inputs, "
+            f"{changed} set, {len(lines) - changed} default)</span></h2>"
+        )
+        out.append(table(["Field", "Value", "Default", "Meaning"], rows, [26, 28, 16, 30]))
+    return "".join(out)
+
+
+CODE_COLUMNS = 118
+"""Characters per line of a config listing at 7 pt mono on the text width."""
+
+
+def code_block(text: str) -> str:
+    """A listing as one table cell of ``<br>``-separated lines, long lines wrapped with
+    a ↪ continuation mark (one block, so the page layout handles it like any table)."""
+    lines: list[str] = []
+    for line in text.rstrip().splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        while len(line) > CODE_COLUMNS:
+            lines.append(line[:CODE_COLUMNS])
+            line = " " * indent + "↪ " + line[CODE_COLUMNS:]
+        lines.append(line)
+    body = "<br>".join(esc(ln).replace(" ", "&nbsp;") for ln in lines)
+    return (
+        '<table width="100%" cellspacing="0" cellpadding="4" style="background-color: #f4f6f8">'
+        f'<tr><td class="mono" style="font-size: 7pt">{body}</td></tr></table>'
+    )
+
+
+def appendix_section(c: ReportContent) -> str:
+    out = [heading(1, "Appendix — generated framework configuration", "appendix", new_page=True)]
+    for exp in c.exports:
+        out.append(f"<h2>{esc(exp.format)} — <span class='mono'>{esc(exp.filename)}</span></h2>")
+        out += [f'<p class="small">Note: {esc(n)}</p>' for n in exp.notes]
+        out.append(code_block(exp.text))
+    return "".join(out)

@@ -1,0 +1,106 @@
+"""The GPU counts and layouts section: the three counts with their reasons, the chosen
+layout, the ranked alternatives at the procurement size, the rejected layouts, and the
+largest micro-batch and longest sequence that fit the plan's own layout."""
+
+from __future__ import annotations
+
+from engine.units import fmt_bytes
+from gui.report.content import ReportContent
+from gui.report.html import esc, heading, size, table
+
+REJECTED_SHOWN = 12
+
+
+def counts_html(c: ReportContent) -> str:
+    """The three GPU counts with their reasons (also on the layouts page)."""
+    k = c.counts
+
+    def gpus(n: int | None) -> str:
+        return "none found" if n is None else f"{n} GPUs"
+
+    nodes = f" ({k.nodes} node(s) of {k.gpus_per_node})" if k.nodes else ""
+    items = [
+        ("1. Arithmetic minimum", gpus(k.arithmetic_min.gpus), k.arithmetic_min.reason),
+        (
+            "2. First legal layout (procurement)",
+            gpus(k.first_layout.gpus) + nodes,
+            k.first_layout.reason,
+        ),
+        (
+            "3. Validation range",
+            f"{k.validation_low.gpus}–{k.validation_high.gpus} GPUs",
+            k.validation_reason,
+        ),
+    ]
+    return "".join(
+        f'<p><b>{esc(t)}: {esc(v)}</b><br><span style="font-size: 8pt">{esc(why)}</span></p>'
+        for t, v, why in items
+    )
+
+
+def layouts_section(c: ReportContent) -> str:
+    k = c.counts
+    out = [heading(1, "GPU counts and layouts", "layouts", new_page=True)]
+    out.append(
+        f'<p class="small">Searched up to {k.max_gpus:,} GPUs, {k.gpus_per_node} per node, '
+        f"rounding to whole {k.rounding}s, {k.estimates} estimates; limit "
+        f"{esc(fmt_bytes(k.limit_bytes))} per rank.</p>"
+    )
+    out.append(counts_html(c))
+    chosen = k.first_layout.outcome
+    if chosen is not None and k.first_layout.layout is not None:
+        out.append("<h2>Chosen layout</h2>")
+        out.append(
+            table(
+                ["Layout", "Peak per rank (low–high)", "Headroom at high"],
+                [
+                    [
+                        esc(k.first_layout.layout.label()),
+                        size(chosen.low, chosen.high, "both"),
+                        esc(fmt_bytes(chosen.headroom)),
+                    ]
+                ],
+                [40, 38, 22],
+            )
+        )
+    out.append("<h2>Alternatives at the procurement size, by headroom</h2>")
+    if k.alternatives:
+        rows = [
+            [str(i), esc(o.layout.label()), size(o.low, o.high, "both"), esc(fmt_bytes(o.headroom))]
+            for i, o in enumerate(k.alternatives, start=1)
+        ]
+        out.append(
+            table(["#", "Layout", "Peak per rank (low–high)", "Headroom"], rows, [5, 37, 38, 20])
+        )
+    else:
+        out.append('<p class="muted">No other layout of that size fits.</p>')
+    if k.rejected:
+        shown = min(REJECTED_SHOWN, len(k.rejected))
+        out.append(f"<h3>Rejected layouts ({len(k.rejected)}; the first {shown} shown)</h3>")
+        rows = [
+            [esc(r.layout.label()), esc("; ".join(r.reasons))] for r in k.rejected[:REJECTED_SHOWN]
+        ]
+        out.append(table(["Layout", "Why not"], rows, [35, 65]))
+    out.append(fit_html(c))
+    out += [f'<p class="small">Note: {esc(n)}</p>' for n in k.notes]
+    return "".join(out)
+
+
+def fit_html(c: ReportContent) -> str:
+    """What still fits the plan's own layout when the micro-batch or the sequence grows
+    (the fit searches of ``engine.analysis``), each with its reason."""
+    f = c.fit
+    lines = "".join(
+        f"<br><b>{esc(title)}: {esc(r.answer)}</b> — "
+        f'<span style="font-size: 8pt">{esc(r.reason)}; searched {esc(r.searched)}</span>'
+        for title, r in (
+            ("Largest micro-batch", f.micro_batch),
+            ("Longest sequence", f.sequence),
+        )
+    )
+    return (
+        "<h2>What fits the plan's own layout</h2>"
+        f'<p><span class="small">{esc(f.layout.label())} on {f.layout.world_size} ranks, '
+        "one input grown at a time, by the high estimate against the limit.</span>"
+        f"{lines}</p>"
+    )

@@ -1,0 +1,150 @@
+"""The layout lattice and search admit exactly what engine.legality admits.
+
+On small random models, batches, offloads and world sizes: a layout the lattice calls
+legal (hard rules only) is one whose derived plan has no problem, and a rejected one
+carries exactly the derived plan's messages; the shapes and DP values the search
+enumerates are exactly those passing the rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from legality_plans import NO_PREFERENCES, tiny_changes
+
+from engine.layout.lattice import LayoutPreferences, enumerate_layouts, legal_shapes, with_layout
+from engine.legality import rules
+from engine.legality.checks import plan_problems
+from engine.plan import Plan, default_plan, with_values
+
+OFFLOADS = [
+    ("fsdp2", "none", "none"),
+    ("zero3", "cpu", "cpu"),
+    ("ddp", "none", "cpu"),
+    ("zero2", "cpu", "none"),
+]
+"""Legal and illegal offloads: a refused one must reject every layout alike."""
+
+
+@st.composite
+def small_plans(draw: st.DrawFn, hold_micro_only: bool = False) -> Plan:
+    """A loadable plan of a tiny model; whatever estimate() thinks of it.
+
+    When the global batch is held it is given explicitly: the lattice then holds that
+    number, and the plans it derives carry it (an implied one they would drop).
+    """
+    kv = draw(st.sampled_from([1, 2, 3]))
+    layers = draw(st.integers(1, 6))
+    arch: dict[str, Any] = {
+        "heads": kv * draw(st.integers(1, 4)),
+        "kv_heads": kv,
+        "head_dim": 8,
+        "layers": layers,
+    }
+    experts = draw(st.sampled_from([None, 2, 3, 4, 6]))
+    if experts:
+        moe = {"num_experts": experts, "top_k": 1, "expert_intermediate": 32}
+        arch.update(family="mixtral", moe=moe)
+    pp = draw(st.integers(1, layers))
+    v = draw(st.sampled_from([1, 2]))
+    dp = draw(st.integers(1, 6))
+    hold = (
+        "micro_batch" if hold_micro_only else draw(st.sampled_from(["micro_batch", "global_batch"]))
+    )
+    strategy, params, optimizer = draw(st.sampled_from(OFFLOADS))
+    changes = {
+        "parallelism.pp": pp,
+        "parallelism.virtual_stages": v,
+        "parallelism.pp_schedule": "interleaved_1f1b" if v > 1 else "1f1b",
+        "parallelism.dp": dp,
+        "parallelism.strategy": strategy,
+        "offload.params": params,
+        "offload.optimizer": optimizer,
+        "batch.seq_len": draw(st.integers(1, 12)),
+        "batch.micro_batch": draw(st.integers(1, 3)),
+        "batch.hold_fixed": hold,
+    }
+    if not hold_micro_only:
+        sg = draw(st.none() | st.sampled_from(rules.divisors(dp)))
+        gb = draw(st.integers(1, 24))
+        changes["parallelism.shard_group_size"] = sg
+        changes["batch.global_batch"] = (
+            gb if hold == "global_batch" else draw(st.none() | st.just(gb))
+        )
+    if draw(st.booleans()):
+        base, extra = divmod(layers, pp)
+        changes["parallelism.pp_layer_split"] = [base + (i < extra) for i in range(pp)]
+    full = tiny_changes(arch, **{k.replace(".", "__"): v for k, v in changes.items()})
+    return with_values(default_plan(), full)
+
+
+@settings(max_examples=150, deadline=None)
+@given(small_plans(), st.integers(1, 24))
+def test_lattice_legal_exactly_when_legality_reports_nothing(plan: Plan, world: int) -> None:
+    lattice = enumerate_layouts(plan, world, NO_PREFERENCES)
+    for layout in lattice.legal:
+        assert plan_problems(with_layout(plan, layout)) == []
+    for rejected in lattice.rejected:
+        derived = plan_problems(with_layout(plan, rejected.layout))
+        assert rejected.reasons == tuple(p.message for p in derived)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    small_plans(hold_micro_only=True),
+    st.integers(1, 12),
+    st.sampled_from([NO_PREFERENCES, LayoutPreferences(), LayoutPreferences().relaxed()]),
+)
+def test_search_shapes_are_the_legal_shapes_of_the_lattice(
+    plan: Plan, max_ranks: int, prefs: LayoutPreferences
+) -> None:
+    """With no shard group and the micro-batch held, DP constrains nothing, so the
+    shapes the search starts from are those of the legal DP-1 layouts of every world
+    size up to the bound (under the same preferences), in preference order."""
+    shapes = legal_shapes(plan, max_ranks, prefs)
+    expected = {
+        layout.shape
+        for world in range(1, max_ranks + 1)
+        for layout in enumerate_layouts(plan, world, prefs).legal
+        if layout.dp == 1
+    }
+    assert set(shapes) == expected and len(shapes) == len(expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 40),
+    st.none() | st.integers(1, 6),
+    st.none() | st.integers(1, 48),
+    st.integers(1, 4),
+    st.integers(1, 4),
+)
+def test_dp_values_are_exactly_the_dp_passing_the_rules(
+    max_dp: int, sg: int | None, held: int | None, micro: int, ep: int
+) -> None:
+    """The search's DP enumeration (from the rules' structure) against the rules."""
+    expected = [
+        d
+        for d in range(1, max_dp + 1)
+        if not rules.dp_problems(d, sg)
+        and (held is None or rules.global_batch_reachable(held, micro, d * ep) is None)
+    ]
+    assert list(rules.dp_values(max_dp, sg, held, micro, ep)) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(small_plans())
+def test_dimension_values_miss_no_legal_value(plan: Plan) -> None:
+    """What the search enumerates per dimension is a superset of what passes: every
+    value left out breaks a rule of its dimension."""
+    arch, seq = plan.model.architecture, plan.batch.seq_len
+    for tp in set(range(1, 2 * arch.heads + 2)) - set(rules.tp_values(arch)):
+        assert rules.tp_problems(tp, arch)
+    for pp in set(range(1, arch.layers + 4)) - set(rules.pp_values(arch.layers)):
+        assert rules.pp_problems(pp, arch.layers, 1, None, "1f1b")
+    for cp in set(range(1, 2 * seq + 2)) - set(rules.cp_values(seq)):
+        assert rules.cp_problems(cp, seq)
+    for ep in set(range(1, 14)) - set(rules.ep_values(arch)):
+        assert rules.ep_problems(ep, arch)
