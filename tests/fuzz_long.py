@@ -29,6 +29,7 @@ def _arguments() -> argparse.Namespace:
     p.add_argument("--recovery", type=int, default=10, help="two-instance crash rounds")
     p.add_argument("--gui-edits", type=int, default=1_000, help="random edits in the window")
     p.add_argument("--reports", type=int, default=10, help="PDF reports of random plans")
+    p.add_argument("--first-plan", type=int, default=1, help="view plans from this one on")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--watchdog", type=float, default=600.0, help="seconds before a hang")
     return p.parse_args()

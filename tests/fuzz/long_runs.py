@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import time
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -11,20 +12,22 @@ from hypothesis import seed as hypothesis_seed
 
 from engine.errors import MAX_MESSAGE_CHARS
 from engine.plan import Plan
+from engine.planfile import PlanFile, save
 from gui import app
 from tests.fuzz.plans import plans, random_plan
 from tests.fuzz.run_cli import run_cli
 from tests.fuzz.run_files import cli_views, plan_views, run_files
 from tests.fuzz.run_gui import report_case, run_gui_edits
 from tests.fuzz.run_processes import run_kills, run_recovery
-from tests.fuzz.tally import Tally
+from tests.fuzz.tally import HANG_S, Tally
 
 CLI_VIEW_EVERY = 10
 """One plan in this many also goes through the terminal's text and JSON forms."""
 
 
-def run_views(count: int, seed: int, folder: Path) -> Tally:
-    """``count`` hypothesis plans through every engine view."""
+def run_views(count: int, seed: int, folder: Path, first: int = 1) -> Tally:
+    """``count`` hypothesis plans through every engine view (from the ``first``-th: the
+    plans before it are drawn, not viewed, so one stretch of a long run can be rerun)."""
     tally = Tally("plans through views")
     folder.mkdir(parents=True, exist_ok=True)
     seen = [0]
@@ -40,9 +43,14 @@ def run_views(count: int, seed: int, folder: Path) -> Tally:
     @given(plan=plans())
     def one(plan: Plan) -> None:
         seen[0] += 1
+        if seen[0] < first:
+            return
+        start = time.perf_counter()
         plan_views(plan, f"plan {seen[0]}", tally)
         if seen[0] % CLI_VIEW_EVERY == 0:
             cli_views(plan, folder, f"plan {seen[0]}", tally)
+        if time.perf_counter() - start > HANG_S:  # keep it, to time each view alone
+            save(PlanFile(plan=plan, name=f"plan {seen[0]}"), folder / f"slow-{seen[0]}.memplan")
 
     one()
     return tally
@@ -69,7 +77,7 @@ def run_window(edits: int, reports: int, seed: int, folder: Path) -> list[Tally]
 def run_all(args: argparse.Namespace, work: Path) -> list[Tally]:
     steps = [
         lambda: [run_files(args.files, args.seed, work / "files")],
-        lambda: [run_views(args.plans, args.seed, work / "views")],
+        lambda: [run_views(args.plans, args.seed, work / "views", args.first_plan)],
         lambda: [run_cli(args.cli, args.seed, work / "cli")],
         lambda: [run_kills(args.kills, args.seed, work / "kills")],
         lambda: [run_recovery(args.recovery, args.seed, work / "recovery")],

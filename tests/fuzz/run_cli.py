@@ -12,10 +12,11 @@ from pathlib import Path
 
 from engine import planfile
 from engine.plan import default_plan
-from tests.fuzz.corpus import seed_files
+from tests.fuzz.corpus import seed_files, seed_plans
 from tests.fuzz.memplan_cli import run_memplan
 from tests.fuzz.mutate import mutate
 from tests.fuzz.tally import Tally
+from tests.golden.cases import NO_SEARCH
 
 USAGE_ERRORS: tuple[tuple[str, ...], ...] = (
     ("layouts", "--gpus", "-1"),
@@ -60,8 +61,11 @@ such plans is the search's own budget, not this suite's)."""
 
 
 def _files(rng: random.Random, folder: Path, count: int) -> list[str]:
-    """Bad plan files of every kind: mutated, missing, a folder, empty, a device."""
-    seeds = seed_files()
+    """Bad plan files of every kind: mutated, missing, a folder, empty, a device. The
+    golden plans whose GPU-count search takes minutes (``NO_SEARCH``: bounding it is the
+    search's own budget) are left out, since ``estimate`` searches."""
+    slow = [p for n, p in seed_plans().items() if n in NO_SEARCH]
+    seeds = [(text, plan) for text, plan in seed_files() if plan is None or plan not in slow]
     paths = [str(folder / "missing.memplan"), str(folder), "/dev/null"]
     for i in range(count):
         text, plan = rng.choice(seeds)
