@@ -109,7 +109,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     plan_args(p)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--gpus", type=gpu_count, metavar="N", help="list every layout of N GPUs")
-    g.add_argument("--max-gpus", type=gpu_count, metavar="N", help="search the counts up to N GPUs")
+    g.add_argument("--max-gpus", type=int, metavar="N", help="search the counts up to N GPUs")
     p.add_argument("--hide-rejected", action="store_true", help="with --gpus: legal ones only")
     p.add_argument(
         "--fit",
