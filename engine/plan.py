@@ -70,9 +70,7 @@ class Plan(Section):
 
     def to_canonical_json(self) -> str:
         """Canonical JSON of the inputs: sorted keys, no whitespace, ASCII only."""
-        return json.dumps(
-            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=True
-        )
+        return canonical_json(self.model_dump(mode="json"))
 
     @property
     def hbm_limit_bytes(self) -> int:
@@ -88,7 +86,19 @@ class Plan(Section):
 @lru_cache(maxsize=512)
 def _config_hash(plan: Plan) -> str:
     """Cached: every estimate carries its plan's hash, and equal plans hash equally."""
-    return hashlib.sha256(plan.to_canonical_json().encode("ascii")).hexdigest()
+    return canonical_hash(plan.model_dump(mode="json"))
+
+
+def canonical_json(tree: Any) -> str:
+    """The canonical JSON of a plan tree: sorted keys, no whitespace, ASCII only."""
+    return json.dumps(tree, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def canonical_hash(tree: Any) -> str:
+    """SHA-256 of a plan tree's canonical JSON. A file's stored hash is this hash of the
+    plan *as it was written*, which later MemPlan versions can check even after new inputs
+    (with defaults) were added to the Plan."""
+    return hashlib.sha256(canonical_json(tree).encode("ascii")).hexdigest()
 
 
 def default_plan() -> Plan:

@@ -31,7 +31,7 @@ from engine import FORMULA_VERSION, __version__
 from engine.errors import PlanFileError, field_path, quote
 from engine.fileio import strict_json
 from engine.fileio.atomic import write_atomic
-from engine.plan import Plan, describe_validation_error
+from engine.plan import Plan, canonical_hash, describe_validation_error
 
 __all__ = ["PlanFile", "PlanFileError", "dumps", "load", "parse", "save"]
 
@@ -149,7 +149,11 @@ def parse(text: str) -> PlanFile:
         raise PlanFileError(problems[0] + more, problems) from exc
     stored = doc.get("config_hash")
     messages = []
-    if isinstance(stored, str) and stored != plan.config_hash() and upgraded_from is None:
+    if (
+        isinstance(stored, str)
+        and upgraded_from is None
+        and stored not in (plan.config_hash(), canonical_hash(doc["plan"]))
+    ):
         messages.append(
             "the stored config_hash does not match the plan's content (edited by hand?); "
             "it will be rewritten on save"

@@ -11,7 +11,7 @@ import pytest
 
 from engine import planfile
 from engine.fileio import atomic
-from engine.plan import default_plan, with_value
+from engine.plan import canonical_hash, default_plan, with_value
 from engine.planfile import SCHEMA_VERSION, PlanFile, PlanFileError, load, save
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -146,6 +146,20 @@ def test_hand_edited_hash_is_reported(tmp_path: Path) -> None:
     doc = {**_doc(), "config_hash": "0" * 64}
     pf = load(_write(tmp_path, doc))
     assert any("does not match" in m for m in pf.extra_messages)
+
+
+def test_a_file_from_before_a_new_input_opens_without_a_hash_warning(tmp_path: Path) -> None:
+    """A file written before ``model.architecture.residual`` existed lacks the key; the
+    default fills it, which changes the plan's hash, but the stored hash still equals
+    the hash of the plan *as written*, so the file is not called hand-edited. Editing a
+    value of such a file by hand is still caught."""
+    doc = _doc()
+    del doc["plan"]["model"]["architecture"]["residual"]
+    doc["config_hash"] = canonical_hash(doc["plan"])
+    pf = load(_write(tmp_path, doc))
+    assert not pf.extra_messages and pf.plan == default_plan()
+    doc["plan"]["batch"]["seq_len"] = 1024
+    assert any("does not match" in m for m in load(_write(tmp_path, doc)).extra_messages)
 
 
 def test_every_migration_step_exists() -> None:
