@@ -27,6 +27,7 @@ from engine.ledger.row import LOCATIONS, MOMENTS, PHASES, Location, Moment, Phas
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
 from engine.legality.checks import check
 from engine.plan import Plan
+from engine.stacks.defaults import resolved
 from engine.stacks.families import keeps_all_gathered, rule_of
 
 Verdict = Literal["fits", "straddles", "does_not_fit"]
@@ -213,11 +214,14 @@ def decisive_stages(plan: Plan) -> tuple[int, ...]:
 def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
     """The per-rank memory estimate of a plan.
 
+    Every field left at ``auto`` takes the training stack's default first
+    (:func:`engine.stacks.defaults.resolved`); the estimate carries the plan's own hash.
     ``decisive_only`` computes only the stages that can be the heaviest (see
     :func:`decisive_stages`): the same verdict and peaks for a fraction of the work, for
     the layout search; views use the default, every stage.
     Raises :class:`PlanError` when the plan cannot run as laid out.
     """
+    original, plan = plan, resolved(plan)
     check(plan)
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
@@ -236,7 +240,7 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
         verdict = "does_not_fit"
         reason = "; ".join([*node_problems, f"HBM: {reason}"])
     return Estimate(
-        config_hash=plan.config_hash(),
+        config_hash=original.config_hash(),
         world_size=plan.parallelism.world_size,
         stages=stages,
         heaviest_stage=heaviest,

@@ -60,6 +60,11 @@ def resolve_formats(p: PrecisionSection) -> StateFormats:
       (FSDP2 MixedPrecisionPolicy or torch.autocast); grads match the fp32 param.
     - pure_16bit: params, grads and moments in ``compute_dtype`` / ``optimizer_state_dtype``.
     """
+    if p.policy == "auto" or p.grad_dtype == "auto":
+        raise ValueError(
+            "precision left at auto reached the ledger: resolve the plan first "
+            "(engine.stacks.defaults.resolved)"
+        )
     if p.policy == "fp32":
         return StateFormats("fp32", None, "fp32", p.optimizer_state_dtype, "all fp32")
     if p.policy == "amp_master":

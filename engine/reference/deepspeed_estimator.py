@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from engine.models.inventory import build_inventory
 from engine.plan import Plan
+from engine.stacks.defaults import resolved
 from engine.units import ceil_div
 
 BUFFER_FACTOR = 1.5
@@ -100,6 +101,7 @@ def zero3(
 
 def deepspeed_reference(plan: Plan) -> DeepSpeedReference | None:
     """DeepSpeed's estimate for this plan's ZeRO stage, or None for other strategies."""
+    plan = resolved(plan)  # the model-load path may be left to the stack
     strategy = plan.parallelism.strategy
     if strategy not in ("zero2", "zero3"):
         return None

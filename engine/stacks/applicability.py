@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.plan import Plan
+from engine.stacks.defaults import resolved
 from engine.stacks.families import FAMILIES, rule_of
 
 
@@ -36,7 +37,9 @@ class NoEffect:
 
 
 def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
-    """Every field prefix that has no effect on this plan, with what idles it and why."""
+    """Every field prefix that has no effect on this plan, with what idles it and why
+    (judged on the plan as computed: fields left to the stack take its defaults)."""
+    plan = resolved(plan)
     m, par, off, hw = plan.method, plan.parallelism, plan.offload, plan.hardware
     out: list[NoEffect] = []
 
@@ -98,6 +101,7 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         "applies to the interleaved_1f1b schedule only",
     )
     off_if(par.tp == 1, "parallelism.sequence_parallel", "tp 1", "applies when TP > 1")
+    off_if(par.tp == 1, "parallelism.tp_style", "tp 1", "applies when TP > 1")
     no_moe = plan.model.architecture.moe is None
     off_if(
         no_moe and par.ep == 1,

@@ -80,6 +80,8 @@ def runtime_rows(plan: Plan, stage: int) -> list[Row]:
     if comms:
         n = len(comms)
         per = rt.nccl_bytes_per_communicator
+        if per is None:  # left to the accelerator generation: resolve the plan first
+            raise ValueError("runtime.nccl_bytes_per_communicator left at auto: resolve the plan")
         rows.append(
             make_row(
                 id="hbm.runtime.nccl",

@@ -9,8 +9,11 @@ from ledger_plans import SMOL, make_plan
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.ledger.nodes.ledgers import node_ledgers
+from engine.ledger.nodes.ledgers import NodeLedgers
+from engine.ledger.nodes.ledgers import node_ledgers as _node_ledgers
+from engine.plan import Plan
 from engine.reference.deepspeed_estimator import zero2, zero3
+from engine.stacks.defaults import resolved
 from engine.units import GiB
 
 P8B = 8_030_261_248
@@ -21,6 +24,11 @@ ZERO3_BF16 = {
     "parallelism__knobs__ds_param_persistence_threshold": 0,
     "runtime__allocation_granularity_bytes": 1,
 }
+
+
+def node_ledgers(plan: Plan) -> NodeLedgers:
+    """The node ledgers of a plan as the engine computes it (stack defaults resolved)."""
+    return _node_ledgers(resolved(plan))
 
 
 @pytest.mark.parametrize(
