@@ -60,6 +60,21 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         kind,
         f"QLoRA settings apply to method.kind qlora (now {m.kind})",
     )
+    master = m.precision.policy == "amp_master"
+    off_if(
+        master and m.kind in ("lora", "qlora"),
+        "method.lora.adapter_dtype",
+        "precision amp_master",
+        "a master-weights engine (DeepSpeed bf16.enabled) casts the adapters to the working "
+        "dtype and keeps their fp32 master in the optimizer",
+    )
+    off_if(
+        master and m.kind == "qlora",
+        "method.qlora.upcast_non_quantized",
+        "precision amp_master",
+        "a master-weights engine (DeepSpeed bf16.enabled) casts peft's fp32 upcasts back "
+        "to the working dtype",
+    )
     off_if(
         m.kind != "custom",
         "method.custom",

@@ -77,6 +77,12 @@ Choice = tuple[Any, str, str]
 
 
 def _policy(c: Context) -> Choice:
+    if c.rule.family == "deepspeed":
+        return (
+            "amp_master",
+            "bf16.enabled casts the module to bf16; the ZeRO optimizer keeps the fp32 master",
+            "deepspeed-bf16",
+        )
     return "autocast", "fp32 parameters, compute cast to the compute dtype", "stack-pytorch"
 
 

@@ -152,7 +152,12 @@ def trainability(plan: Plan) -> Trainability:
         linear_roles=frozenset(),
         adapter_roles=frozenset(adapters),
         rank=m.lora.rank,
-        adapter_bytes=DTYPE_BYTES[m.lora.adapter_dtype],
+        # a master-weights engine (DeepSpeed) casts the adapters to the working dtype
+        adapter_bytes=DTYPE_BYTES[
+            m.precision.compute_dtype
+            if m.precision.policy == "amp_master"
+            else m.lora.adapter_dtype
+        ],
         adapter_dropout=m.lora.dropout > 0,
     )
 

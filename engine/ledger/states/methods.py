@@ -112,13 +112,17 @@ def held_tensors(
         lora = method.lora
         qlora = method.kind == "qlora"
         q = method.qlora
+        # A master-weights engine (DeepSpeed bf16.enabled) casts every floating parameter
+        # to its working dtype after peft built the model, adapters and peft's fp32
+        # upcasts included (runtime/engine.py _cast_module_mixed_precision).
+        cast_all = formats.master is not None
+        upcast = "fp32" if q.upcast_non_quantized else q.compute_dtype
+        adapter_dtype = base if cast_all else lora.adapter_dtype
         for t in placed:
             if qlora and _is_quantized(t.tensor):
                 b.add_local(t, "quantized", False, "nf4")
             elif qlora:
-                b.add_local(
-                    t, "frozen", False, "fp32" if q.upcast_non_quantized else q.compute_dtype
-                )
+                b.add_local(t, "frozen", False, base if cast_all else upcast)
             else:
                 b.add_local(t, "frozen", False, base)
             if is_target(t.tensor, lora):
@@ -129,7 +133,7 @@ def held_tensors(
                         _unit(t.tensor),
                         "adapters",
                         True,
-                        lora.adapter_dtype,
+                        adapter_dtype,
                         t.expert,
                         count=t.count,
                     )

@@ -1,0 +1,45 @@
+"""Rows true to the frameworks' code (issue 15, fixes A–L), each derived by hand from the
+code path it follows. Reference: Llama-3.1-8B (P = 8,030,261,248), 8 × H100, s 4096."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.estimate import Estimate, estimate
+from engine.plan import Plan, default_plan, with_values
+
+P = 8_030_261_248
+"""Llama-3.1-8B parameters (its safetensors metadata)."""
+SHARD = P // 8  # 1,003,782,656: the flat partition of 8 ranks (P is a multiple of 16)
+
+
+def _plan(**changes: Any) -> Plan:
+    return with_values(default_plan(), {k.replace("__", "."): v for k, v in changes.items()})
+
+
+def _rows(est: Estimate) -> dict[str, int]:
+    return {r.id: r.high for r in est.rows}
+
+
+def test_a_deepspeed_bf16_casts_the_module_and_keeps_the_fp32_master() -> None:
+    """A. DeepSpeed 0.19.6 runtime/engine.py ``_configure_distributed_model``: with
+    ``bf16.enabled`` every floating parameter is cast to bf16
+    (``_cast_module_mixed_precision``); zero/stage_1_and_2.py ``__init__`` keeps
+    ``single_partition_of_fp32_groups``, the fp32 master of this rank's partition.
+
+    ZeRO-2, 8 ranks: weights 2·P = 16,060,522,496 B (bf16, whole on every rank); master
+    4·P/8 = 4,015,130,624 B. The module is bf16, so no autocast copies of the weights
+    are saved for backward (no ``weight_casts`` row)."""
+    rows = _rows(estimate(_plan(parallelism__strategy="zero2")))
+    assert rows["hbm.weights"] == 2 * P == 16_060_522_496
+    assert rows["hbm.master_weights"] == 4 * SHARD == 4_015_130_624
+    assert "hbm.activations.saved.weight_casts" not in rows
+
+
+def test_a_deepspeed_casts_peft_adapters_too() -> None:
+    """A with peft on top: ``_cast_module_mixed_precision`` casts the fp32 LoRA adapters
+    to bf16 as well; their fp32 copy is the ZeRO master. LoRA r 16 on q, k, v, o of
+    8B: 32 layers × 16·((4096+4096)·2 + (4096+1024)·2) = 13,631,488 adapter
+    parameters, bf16 whole under ZeRO-2 = 27,262,976 B."""
+    rows = _rows(estimate(_plan(parallelism__strategy="zero2", method__kind="lora")))
+    assert rows["hbm.weights.adapters"] == 2 * 13_631_488 == 27_262_976
