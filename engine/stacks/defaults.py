@@ -87,6 +87,12 @@ def _policy(c: Context) -> Choice:
 
 
 def _grad_dtype(c: Context) -> Choice:
+    if c.rule.family == "deepspeed":
+        return (
+            c.compute,
+            "gradients take the model dtype unless data_types.grad_accum_dtype is set",
+            "deepspeed-bf16",
+        )
     return "fp32", "FSDP reduce_dtype fp32", "stack-pytorch"
 
 

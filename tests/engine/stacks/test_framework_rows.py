@@ -43,3 +43,21 @@ def test_a_deepspeed_casts_peft_adapters_too() -> None:
     parameters, bf16 whole under ZeRO-2 = 27,262,976 B."""
     rows = _rows(estimate(_plan(parallelism__strategy="zero2", method__kind="lora")))
     assert rows["hbm.weights.adapters"] == 2 * 13_631_488 == 27_262_976
+
+
+def test_b_deepspeed_gradients_follow_the_model_dtype() -> None:
+    """B. DeepSpeed 0.19.6 runtime/engine.py ``get_data_types``: ``grad_accum_dtype``
+    is the model dtype (bf16) unless ``data_types.grad_accum_dtype`` is set, and
+    ``_do_optimizer_sanity_check`` then picks the ZeRO optimizer (not BF16_Optimizer).
+
+    ZeRO-1 keeps every rank's full 16-bit gradients until the boundary's reduce:
+    2·P = 16,060,522,496 B (was 4·P in fp32). ZeRO-2 keeps its bf16 partition
+    (stage_1_and_2.py ``copy_grads_in_partition``): 2·P/8 = 2,007,565,312 B."""
+    zero1 = _rows(estimate(_plan(parallelism__strategy="zero1")))
+    assert zero1["hbm.grads"] == 2 * P == 16_060_522_496
+    zero2 = _rows(estimate(_plan(parallelism__strategy="zero2")))
+    assert zero2["hbm.grads"] == 2 * SHARD == 2_007_565_312
+    fp32 = _rows(
+        estimate(_plan(parallelism__strategy="zero1", method__precision__grad_dtype="fp32"))
+    )
+    assert fp32["hbm.grads"] == 4 * P  # data_types.grad_accum_dtype fp32, as set
