@@ -18,7 +18,7 @@ from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
 from engine.ledger.peaks.gathered import gathered_rows
-from engine.ledger.peaks.optimizer_step import optimizer_temp_rows
+from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
 from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
 from engine.ledger.phases import timeline
 from engine.ledger.placement import stage_layer_ranges
@@ -140,6 +140,7 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
     rows += bucket_rows(plan, held, formats, rule, shard)
     rows += accumulation_rows(plan, held, rule)
     rows += optimizer_temp_rows(plan, held, rule)
+    rows += deepspeed_step_rows(plan, held, rule)
     unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)
     rows += checkpoint_rows(plan, unit)
     rows += runtime_rows(plan, stage)

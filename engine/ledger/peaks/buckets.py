@@ -1,8 +1,8 @@
 """Gradient communication buffers (``hbm.buckets.*``) and unsharded gradients held across
 micro-batches (``hbm.grads_unsharded.accumulation``) (memory-model §1, §3).
 
-Sizes come from the rank's own trainable tensors; DeepSpeed's bucket knobs are a bound
-rather than a count, so ZeRO buckets give a low–high range.
+Sizes come from the rank's own trainable tensors, except DeepSpeed's IPG buckets, which
+are allocated at their configured size whatever the model.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from engine.ledger.row import (
     BACKWARD,
     FORWARD_BACKWARD,
     IN_LAYERS,
-    OPTIMIZER,
     Row,
     make_row,
 )
@@ -25,8 +24,6 @@ from engine.stacks.families import StrategyRule
 from engine.units import ceil_div, fmt_count, round_up
 
 MIB = 2**20
-HF_OVERLAP_FACTOR = 4.5
-"""HF's DeepSpeed guide: with overlap_comm the buckets cost ≈ 4.5 × their size."""
 
 
 def bucket_rows(
@@ -78,31 +75,40 @@ def _ddp_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> 
 
 
 def _zero_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> Row:
-    """ZeRO-1/2: the reduce and all-gather buckets."""
+    """ZeRO-1/2: the IPG reduce buckets of ``setup_buckets``.
+
+    DeepSpeed 0.19.6 stage_1_and_2.py ``setup_buckets`` allocates one
+    ``reduce_bucket_size`` buffer in the model dtype when backward starts (with
+    ``contiguous_gradients``, the default), and a second only with ``overlap_comm``;
+    ``_release_ipg_buffers`` frees them at the end of backward. The post-step all-gather
+    writes into the flat 16-bit buffer itself (runtime/utils.py
+    ``all_gather_into_tensor_dp_groups``), so ``allgather_bucket_size`` allocates nothing.
+    """
     k, gran, gbytes = (
         plan.parallelism.knobs,
         plan.runtime.allocation_granularity_bytes,
         formats.grad_bytes,
     )
-    numel = sum(t.numel * t.count for t in trainable)
     overlap = bool(k.ds_overlap_comm)
-    el = k.ds_reduce_bucket_elements + k.ds_allgather_bucket_elements
-    base = round_up(min(el, 2 * numel) * gbytes, gran)
-    high = int(base * HF_OVERLAP_FACTOR) if overlap else base
+    n_buf = 2 if overlap else 1
+    one = round_up(k.ds_reduce_bucket_elements * gbytes, gran)
+    n = n_buf * one
     return make_row(
         id="hbm.buckets.zero",
-        label="ZeRO reduce / all-gather buckets",
+        label="ZeRO IPG reduce bucket" + ("s (overlap_comm)" if overlap else ""),
         state="buckets",
         location="hbm",
         kind="peak",
         group="buckets",
-        low=base,
-        high=high,
-        formula=f"(reduce {fmt_count(k.ds_reduce_bucket_elements)} + all-gather "
-        f"{fmt_count(k.ds_allgather_bucket_elements)}) el. × {gbytes} B"
-        + (f", up to {HF_OVERLAP_FACTOR}× with overlap_comm" if overlap else ""),
-        source="deepspeed-zero3-config",
-        phases=BACKWARD | OPTIMIZER,
+        low=n,
+        high=n,
+        formula=f"{n_buf} × reduce_bucket_size {fmt_count(k.ds_reduce_bucket_elements)} el. × "
+        f"{gbytes} B"
+        + (" (a second buffer with overlap_comm)" if overlap else "")
+        + f" = {fmt_count(n)} B, freed at the end of backward; the all-gather allocates "
+        "nothing",
+        source="deepspeed-zero12-buckets",
+        phases=BACKWARD,
     )
 
 

@@ -1,5 +1,6 @@
-"""The optimizer step's temporaries on the GPU (``hbm.optimizer_step.*``), measured for
-PyTorch's AdamW (torch 2.13): live only in the optimizer phase."""
+"""The optimizer step's temporaries on the GPU (``hbm.optimizer_step.*``): the torch
+optimizers' own (measured for PyTorch's AdamW, torch 2.13) and the fp32 gradient
+partition DeepSpeed builds for the step. Live only in the optimizer phase."""
 
 from __future__ import annotations
 
@@ -56,6 +57,46 @@ def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
             high=n,
             formula=formula + ("" if opt.name == "adamw" else " (measured for AdamW only: low 0)"),
             source="torch-adamw",
+            phases=OPTIMIZER,
+        )
+    ]
+
+
+def deepspeed_step_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) -> list[Row]:
+    """The fp32 gradient partition a ZeRO-1/2 step builds on the GPU.
+
+    DeepSpeed 0.19.6 stage_1_and_2.py ``step``: ``flat_grad_partition =
+    self.flatten(self.averaged_gradients[i])`` copies the 16-bit gradients of the
+    partition into one buffer, ``.to(fp32)`` makes ``single_grad_partition`` from it
+    (while both exist), then the 16-bit gradients are freed and the optimizer steps with
+    the fp32 one. With ZeRO-Offload the fp32 partition is on the host instead.
+    """
+    if rule.family != "deepspeed" or rule.params or plan.offload.optimizer != "none":
+        return []
+    trainable = [t for t in held if t.trainable]
+    if not trainable:
+        return []
+    gran = plan.runtime.allocation_granularity_bytes
+    allocs = shard_allocs(trainable, rule.optimizer, rule, "grad_dtype")
+    numel = sum(a.numel * a.count for a in allocs)
+    gbytes = max(DTYPE_BYTES[a.dtype] for a in allocs)
+    flat = round_up(numel * gbytes, gran)
+    fp32 = round_up(numel * 4, gran) if gbytes != 4 else 0
+    n = flat + fp32
+    return [
+        make_row(
+            id="hbm.optimizer_step.fp32_grad_partition",
+            label="ZeRO step: flattened and fp32 gradient partition",
+            state="optimizer_step",
+            location="hbm",
+            kind="peak",
+            group="temporaries",
+            low=n,
+            high=n,
+            formula=f"flatten(averaged_gradients) {fmt_count(numel)} el. × {gbytes} B"
+            + (" + its fp32 copy × 4 B" if fp32 else " (already fp32: no copy)")
+            + f" = {fmt_count(n)} B",
+            source="deepspeed-zero12-step",
             phases=OPTIMIZER,
         )
     ]

@@ -61,3 +61,30 @@ def test_b_deepspeed_gradients_follow_the_model_dtype() -> None:
         estimate(_plan(parallelism__strategy="zero1", method__precision__grad_dtype="fp32"))
     )
     assert fp32["hbm.grads"] == 4 * P  # data_types.grad_accum_dtype fp32, as set
+
+
+def test_c_zero12_buckets_follow_setup_buckets() -> None:
+    """C. DeepSpeed 0.19.6 stage_1_and_2.py ``setup_buckets``: one
+    ``reduce_bucket_size`` buffer (5e8 elements, runtime/zero/config.py) in the model
+    dtype, a second only with ``overlap_comm`` (False for stages 1–2); the all-gather
+    writes into the flat buffer; ``_release_ipg_buffers`` frees them at the end of
+    backward. ZeRO-2: 5e8 × 2 B = 1,000,000,000 B in backward only; with overlap_comm
+    2,000,000,000 B. (Before: (reduce + all-gather) × dtype, up to ×4.5.)"""
+    est = estimate(_plan(parallelism__strategy="zero2"))
+    bucket = next(r for r in est.rows if r.id == "hbm.buckets.zero")
+    assert (bucket.low, bucket.high) == (1_000_000_000, 1_000_000_000)
+    assert bucket.phases == frozenset({"backward"})
+    overlap = estimate(
+        _plan(parallelism__strategy="zero1", parallelism__knobs__ds_overlap_comm=True)
+    )
+    assert _rows(overlap)["hbm.buckets.zero"] == 2_000_000_000
+
+
+def test_c_zero12_step_builds_the_fp32_gradient_partition() -> None:
+    """C (the step's side). stage_1_and_2.py ``step``: ``flatten(averaged_gradients)``
+    (bf16, P/8 elements) and its ``.to(fp32)`` copy exist together before the bf16
+    gradients are freed: 2·P/8 + 4·P/8 = 6,022,695,936 B in the optimizer phase."""
+    est = estimate(_plan(parallelism__strategy="zero2"))
+    row = next(r for r in est.rows if r.id == "hbm.optimizer_step.fp32_grad_partition")
+    assert row.high == row.low == 6 * SHARD == 6_022_695_936
+    assert row.phases == frozenset({"optimizer"})
