@@ -135,7 +135,7 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
     if stage == par.pp - 1:
         rows += logits_rows(plan, geometry(plan), in_flight(plan, stage))
     shard = max((t.group for t in held), default=1)
-    gathered = gathered_rows(plan, placed, formats, shard, rule)
+    gathered = gathered_rows(plan, placed, formats, shard, rule, stage)
     rows += gathered
     rows += bucket_rows(plan, held, formats, rule, shard)
     rows += accumulation_rows(plan, held, rule)

@@ -113,30 +113,32 @@ def _zero_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) ->
 
 
 def _zero3_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> Row:
-    """ZeRO-3: the reduce bucket, double-buffered with overlap_comm (its default)."""
+    """ZeRO-3: the IPG reduce bucket, allocated once and kept.
+
+    DeepSpeed 0.19.6 stage3.py ``_setup_for_real_optimizer`` allocates one
+    ``reduce_bucket_size`` buffer per communication dtype (with ``contiguous_gradients``)
+    when the optimizer is built and never frees it; ``overlap_comm`` gives the reduction
+    its own stream, not a second buffer.
+    """
     k, gran, gbytes = (
         plan.parallelism.knobs,
         plan.runtime.allocation_granularity_bytes,
         formats.grad_bytes,
     )
-    numel = sum(t.numel * t.count for t in trainable)
-    overlap = True if k.ds_overlap_comm is None else k.ds_overlap_comm
-    el = min(k.ds_reduce_bucket_elements, numel)
-    low = el * gbytes
-    high = low * (2 if overlap else 1)
+    n = round_up(k.ds_reduce_bucket_elements * gbytes, gran)
     return make_row(
         id="hbm.buckets.zero",
-        label="ZeRO-3 reduce bucket",
+        label="ZeRO-3 IPG reduce bucket (allocated at init)",
         state="buckets",
         location="hbm",
-        kind="peak",
+        kind="persistent",
         group="buckets",
-        low=round_up(low, gran),
-        high=round_up(high, gran),
-        formula=f"reduce bucket {fmt_count(el)} el. × {gbytes} B"
-        + (" × 2 (overlap_comm double buffer)" if overlap else ""),
-        source="deepspeed-zero3-config",
-        phases=BACKWARD,
+        low=n,
+        high=n,
+        formula=f"reduce_bucket_size {fmt_count(k.ds_reduce_bucket_elements)} el. × {gbytes} B "
+        f"= {fmt_count(n)} B, allocated when the optimizer is built and never freed",
+        source="deepspeed-zero3-buffers",
+        phases=ALL_PHASES,
     )
 
 

@@ -88,3 +88,70 @@ def test_c_zero12_step_builds_the_fp32_gradient_partition() -> None:
     row = next(r for r in est.rows if r.id == "hbm.optimizer_step.fp32_grad_partition")
     assert row.high == row.low == 6 * SHARD == 6_022_695_936
     assert row.phases == frozenset({"optimizer"})
+
+
+SMOL = {
+    "family": "llama",
+    "hidden": 576,
+    "layers": 30,
+    "heads": 9,
+    "kv_heads": 3,
+    "intermediate": 1536,
+    "vocab": 49152,
+    "tied_embeddings": True,
+}
+"""SmolLM-135M (134,515,008 parameters, tied embeddings)."""
+
+
+def test_d_zero3_buffers_live_from_init() -> None:
+    """D. DeepSpeed 0.19.6 stage3.py ``_setup_for_real_optimizer``: the IPG bucket
+    (one ``reduce_bucket_size`` buffer, 5e8 × 2 B = 1,000,000,000 B; ``overlap_comm``
+    adds a stream, not a buffer) and ``grad_partitions_flat_buffer`` (Σ ceil(n/8) over
+    every parameter = P/8 elements × 2 B = 2,007,565,312 B) are allocated at init and
+    never freed: both are live at every moment, the loss's backward included."""
+    est = estimate(_plan(parallelism__strategy="zero3"))
+    rows = {r.id: r for r in est.rows}
+    grads, bucket = rows["hbm.grads"], rows["hbm.buckets.zero"]
+    assert grads.high == 2 * SHARD == 2_007_565_312
+    assert bucket.high == bucket.low == 1_000_000_000
+    for r in (grads, bucket):
+        assert {"steady", "forward", "backward.start", "optimizer"} <= r.moments
+
+
+def test_d_zero3_keeps_the_lm_head_gathered_through_the_loss() -> None:
+    """D. partitioned_param_coordinator.py ``__params_to_release``: after lm_head's
+    forward the next module in the trace is lm_head's own backward (0 elements
+    traversed < 1e9), so it is not released; the final norm (4,096 < 1e5) is
+    persistent; layer 31's down_proj is next used after norm + lm_head fwd + lm_head bwd
+    = 1,050,681,344 ≥ 1e9 elements, so it is released. Kept: 128,256 · 4,096 · 2 B =
+    1,050,673,152 B at the loss's backward, freed before the layers'."""
+    rows = {r.id: r for r in estimate(_plan(parallelism__strategy="zero3")).rows}
+    root = rows["hbm.gathered.reused.root"]
+    assert root.low == root.high == 1_050_673_152
+    assert "backward.start" in root.moments and "backward.layers" not in root.moments
+    assert "hbm.gathered.reused.layers" not in rows
+
+
+def test_d_small_models_stay_gathered_whole() -> None:
+    """D on a small model: SmolLM-135M has 134.5M < 1e9 parameters, so every module
+    recurs within the reuse distance and nothing non-persistent is released between
+    forward and backward. Persistent (< 1e5): the 61 norms of 576. Kept: the tied
+    embedding (through the head) 49,152 · 576 = 28,311,552 el. and the layers'
+    134,515,008 − 28,311,552 − 61 · 576 = 106,168,320 el., × 2 B (bf16)."""
+    plan = _plan(parallelism__strategy="zero3", model__architecture=SMOL)
+    rows = {r.id: r for r in estimate(plan).rows}
+    assert rows["hbm.gathered.reused.root"].high == 28_311_552 * 2
+    layers = rows["hbm.gathered.reused.layers"]
+    assert layers.low == layers.high == 106_168_320 * 2
+    assert "backward.layers" in layers.moments
+
+
+def test_d_zero3_step_casts_one_sub_group_to_fp32() -> None:
+    """D (the step). stage3.py ``_prepare_fp32_grad_for_sub_group``: a sub-group's bf16
+    gradients are flattened and cast to fp32 (2 + 4 B per element, together). Groups
+    grow until they reach sub_group_size 1e9 elements (``_create_fp16_sub_groups``), so
+    the first holds 1e9 to 1e9 + one partition — here the whole P/8 = 1,003,782,656
+    shard: 6e9 to 6,022,695,936 B."""
+    rows = {r.id: r for r in estimate(_plan(parallelism__strategy="zero3")).rows}
+    step = rows["hbm.optimizer_step.fp32_grad_partition"]
+    assert (step.low, step.high) == (6_000_000_000, 6 * SHARD)
