@@ -4,8 +4,8 @@ field in the window, and as a note when ``memplan … --set`` sets one.
 Fields that do not apply are disabled, never hidden: an analyst comparing two plans
 should see the same form, with the reason a knob has no effect right beside it. Strategy
 knobs follow the strategy table (:mod:`engine.stacks.families`): a knob applies to the
-strategies that read it, so FSDP1 NO_SHARD — which communicates like DDP — reads DDP's
-bucket knob and no FSDP1 gather knob.
+strategies that read it, so FSDP1 NO_SHARD — which all-reduces each unit's gradient in
+place and gathers nothing — reads neither DDP's bucket knob nor an FSDP1 gather knob.
 """
 
 from __future__ import annotations

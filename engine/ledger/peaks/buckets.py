@@ -34,7 +34,9 @@ def bucket_rows(
     if not trainable:
         return []
     replicas = max((t.group for t in trainable), default=1)
-    if rule.shards_nothing and replicas > 1:
+    if rule.shards_nothing and rule.family != "fsdp1" and replicas > 1:
+        # FSDP1 NO_SHARD has no DDP reducer: its post-backward hook all-reduces each
+        # unit's flat_param.grad in place (torch/distributed/fsdp/_runtime_utils.py)
         return [_ddp_row(plan, trainable, formats)]
     if rule.family == "deepspeed":
         return [

@@ -198,6 +198,14 @@ def master_row(trainable: list[HeldTensor], formats: StateFormats, ctx: ShardCon
     )
 
 
+def _grad_source(rule: StrategyRule, at_init: bool) -> str:
+    if at_init:
+        return "deepspeed-zero3-buffers"
+    if rule.family == "fsdp1" and rule.shards_nothing:
+        return "fsdp1-no-shard"  # all-reduced in place, no bucket copy
+    return rule.source
+
+
 def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
     """The rank's gradients: produced during backward, summed across micro-batches.
 
@@ -219,7 +227,7 @@ def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
         low=n,
         high=n,
         formula=formula,
-        source="deepspeed-zero3-buffers" if at_init else ctx.rule.source,
+        source=_grad_source(ctx.rule, at_init),
         moments=moments_in(ALL_PHASES) if at_init else GRADIENT_MOMENTS,
         accumulated_moments=ACCUMULATED_MOMENTS,
         dtype=dtypes,

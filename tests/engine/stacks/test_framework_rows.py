@@ -155,3 +155,13 @@ def test_d_zero3_step_casts_one_sub_group_to_fp32() -> None:
     rows = {r.id: r for r in estimate(_plan(parallelism__strategy="zero3")).rows}
     step = rows["hbm.optimizer_step.fp32_grad_partition"]
     assert (step.low, step.high) == (6_000_000_000, 6 * SHARD)
+
+
+def test_e_fsdp1_no_shard_reduces_gradients_in_place() -> None:
+    """E. PyTorch 2.13 torch/distributed/fsdp/_runtime_utils.py ``_post_backward_hook``:
+    under NO_SHARD the communication hook all-reduces ``flat_param.grad`` itself; there
+    is no DDP reducer and no bucket copy. 8B fp32 gradients, whole: 4·P =
+    32,121,044,992 B, and no bucket row (was + the same again as DDP buckets)."""
+    rows = _rows(estimate(_plan(parallelism__strategy="fsdp1_no_shard")))
+    assert rows["hbm.grads"] == 4 * P == 32_121_044_992
+    assert not [r for r in rows if r.startswith("hbm.buckets.")]
