@@ -101,6 +101,13 @@ def _implementation(c: Context) -> Choice:
 
 
 def _recompute(c: Context) -> Choice:
+    if c.kind == "qlora" and stack_info(c.stack).peft:
+        return (
+            "full",
+            "prepare_model_for_kbit_training(use_gradient_checkpointing=True) checkpoints "
+            "every decoder layer",
+            "peft-kbit",
+        )
     return "none", "no activation checkpointing by default", "stack-pytorch"
 
 

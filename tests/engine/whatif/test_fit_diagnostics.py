@@ -66,7 +66,8 @@ def test_diagnose_default_plan() -> None:
     """FSDP2 on 8 ranks, s = 4096: saved activations (≈27.6 GB) dominate; the model-state
     rows are 4,015,130,624 B each (fp32 weights, grads, exp_avg, exp_avg_sq) and those
     that make the top rows share the peak equally; dominant rows come largest first.
-    Full recompute saves more than anything else. LoRA (r16 on q, k, v, o)
+    Full recompute saves more than anything but QLoRA, whose stack default checkpoints
+    every layer as well (peft prepare_model_for_kbit_training). LoRA (r16 on q, k, v, o)
     freezes the fp32 base: it keeps the 4.02 GB weight shard, and its grads and AdamW
     state cover only 13,631,488 adapter params, so it saves part of the other three
     (less than all: its adapters save fp32 copies of their inputs for backward)."""
@@ -78,7 +79,8 @@ def test_diagnose_default_plan() -> None:
     assert set(states) >= {"hbm.weights", "hbm.grads"}
     shares = {round(x.share, 6) for x in states.values()}
     assert len(shares) == 1
-    assert d.suggestions[0].changes == {"method.recompute.policy": "full"}
+    top = [s.changes for s in d.suggestions[:2]]
+    assert top == [{"method.kind": "qlora"}, {"method.recompute.policy": "full"}]
 
     lora = [s for s in d.suggestions if s.changes == {"method.kind": "lora"}]
     assert lora and lora[0].saves is not None
