@@ -17,6 +17,7 @@ from engine.ledger.activations.schedule import in_flight
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
+from engine.ledger.peaks.dequantize import dequantize_rows
 from engine.ledger.peaks.gathered import gathered_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
 from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
@@ -139,6 +140,8 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
     rows += gathered
     rows += bucket_rows(plan, held, formats, rule, shard)
     rows += accumulation_rows(plan, held, rule)
+    if plan.method.kind == "qlora":
+        rows += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)
     rows += optimizer_temp_rows(plan, held, rule)
     rows += deepspeed_step_rows(plan, held, rule)
     unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)

@@ -15,6 +15,7 @@ row id                                              built in ``engine.ledger.``
 ``hbm.gathered.*``                                  ``peaks.gathered``
 ``hbm.buckets.*``, ``hbm.grads_unsharded.*``        ``peaks.buckets``
 ``hbm.optimizer_step.*``                            ``peaks.optimizer_step``
+``hbm.dequantized.*``                               ``peaks.dequantize``
 ``hbm.runtime.*``                                   ``peaks.runtime``
 ``hbm.checkpoint.*``                                ``peaks.checkpoint_event``
 ``host.*`` (the rest)                               ``nodes.host``

@@ -189,3 +189,17 @@ def test_f_qlora_checkpoints_and_saves_no_copy_of_the_4bit_weights() -> None:
     assert est.peak.high < 20 * 2**30
     explicit = estimate(_qlora_plan(method__recompute__policy="none"))
     assert explicit.peak.high > 30 * 2**30  # the user's own choice still holds
+
+
+def test_g_qlora_dequantizes_one_weight_for_its_backward() -> None:
+    """G. bitsandbytes autograd/_functions.py ``MatMul4Bit.backward``:
+    ``grad_output @ dequantize_4bit(B, state).to(grad_output.dtype)`` materialises one
+    whole weight, in the dtype it was quantized from (functional.py
+    ``quantize_4bit``: ``dtype=A.dtype``). The largest 4-bit weight of 8B is a
+    14,336 × 4,096 MLP projection = 58,720,256 el.: 2 B each when loaded in bf16
+    (117,440,512 B) up to 4 B (loaded in fp32) + the 2 B cast = 352,321,536 B, live
+    while the layers' backward runs."""
+    rows = {r.id: r for r in estimate(_qlora_plan()).rows}
+    deq = rows["hbm.dequantized.nf4"]
+    assert (deq.low, deq.high) == (117_440_512, 352_321_536)
+    assert "backward.layers" in deq.moments and "forward" not in deq.moments
