@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.estimate import Estimate, estimate
 from engine.plan import Plan, default_plan, with_values
+from engine.reference.deepspeed_estimator import deepspeed_reference
 
 P = 8_030_261_248
 """Llama-3.1-8B parameters (its safetensors metadata)."""
@@ -203,3 +204,45 @@ def test_g_qlora_dequantizes_one_weight_for_its_backward() -> None:
     deq = rows["hbm.dequantized.nf4"]
     assert (deq.low, deq.high) == (117_440_512, 352_321_536)
     assert "backward.layers" in deq.moments and "forward" not in deq.moments
+
+
+LARGEST = 128_256 * 4_096  # 525,336,576: embed_tokens (or lm_head), the largest module
+
+
+def _reference(**changes: Any) -> tuple[int, int]:
+    ref = deepspeed_reference(_plan(**changes))
+    assert ref is not None
+    return ref.cpu_bytes_per_node, ref.gpu_bytes_per_gpu
+
+
+def test_h_reference_zero2_is_the_estimators_own_arithmetic() -> None:
+    """H. DeepSpeed 0.19.6 runtime/zero/stage_1_and_2.py
+    ``estimate_zero2_model_states_mem_needs(P, 8, 1, cpu_offload)``:
+    - no offload: GPU 2·P + int(18·P/8) = 16,060,522,496 + 18,068,087,808 =
+      34,128,610,304 B (was 4·P + 16·P/N, +14.05 GB); CPU P·4·8·1.5 = 385,452,539,904;
+    - offload: GPU 2·P = 16,060,522,496; CPU P·max(4·8, 16)·1.5 = 385,452,539,904."""
+    assert _reference(parallelism__strategy="zero2") == (385_452_539_904, 34_128_610_304)
+    assert 2 * P + int(18 * P / 8) == 34_128_610_304
+    offload = _reference(parallelism__strategy="zero2", offload__optimizer="cpu")
+    assert offload == (385_452_539_904, 16_060_522_496)
+
+
+def test_h_reference_zero3_is_the_estimators_own_arithmetic() -> None:
+    """DeepSpeed 0.19.6 runtime/zero/stage3.py ``estimate_zero3_model_states_mem_needs``
+    with largest_layer_params = 525,336,576 (``model_to_params``: the most parameters
+    one module holds directly), 1 node × 8, zero_init (DeepSpeed and the HF Trainer
+    build a ZeRO-3 model under zero.Init):
+    - no offload: GPU 4·largest + int(18·P/8) = 2,101,346,304 + 18,068,087,808 =
+      20,169,434,112; CPU largest·4·8·1.5 = 25,216,155,648;
+    - offload optimizer: GPU 4·largest + int(2·P/8) = 4,108,911,616; CPU P·16·1·1.5 =
+      192,726,269,952;
+    - offload optimizer and params: GPU 4·largest = 2,101,346,304; CPU P·18·1·1.5 =
+      216,817,053,696."""
+    assert _reference(parallelism__strategy="zero3") == (25_216_155_648, 20_169_434_112)
+    opt = _reference(parallelism__strategy="zero3", offload__optimizer="cpu")
+    assert opt == (192_726_269_952, 4_108_911_616)
+    both = _reference(
+        parallelism__strategy="zero3", offload__optimizer="cpu", offload__params="cpu"
+    )
+    assert both == (216_817_053_696, 2_101_346_304)
+    assert 4 * LARGEST == 2_101_346_304
