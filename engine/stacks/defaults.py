@@ -97,6 +97,19 @@ def _grad_dtype(c: Context) -> Choice:
 
 
 def _implementation(c: Context) -> Choice:
+    adam = c.plan.method.optimizer.name == "adamw"
+    if c.stack == "megatron_core":
+        return "fused", "TE / Apex FusedAdam (and FusedSGD) update in place", "megatron-fused-adam"
+    if c.stack == "torchtitan":
+        return "fused", "optimizer implementation 'fused' by default", "stack-torchtitan"
+    if adam and c.rule.family == "deepspeed":
+        return (
+            "fused",
+            "FusedAdam (DeepSpeedCPUAdam with ZeRO-Offload), or the HF Trainer's fused AdamW",
+            "stack-deepspeed",
+        )
+    if adam and c.stack == "hf_trainer":
+        return "fused", "optim defaults to adamw_torch_fused (torch ≥ 2.8)", "stack-hf-trainer"
     return "foreach", "torch.optim's default for CUDA tensors", "torch-adamw"
 
 

@@ -246,3 +246,22 @@ def test_h_reference_zero3_is_the_estimators_own_arithmetic() -> None:
     )
     assert both == (216_817_053_696, 2_101_346_304)
     assert 4 * LARGEST == 2_101_346_304
+
+
+def test_i_megatron_and_the_other_stacks_step_fused() -> None:
+    """I. Megatron-Core megatron/core/optimizer/__init__.py: ``Adam`` is TE's (else
+    Apex's) FusedAdam, a multi-tensor kernel that updates the fp32 main parameters in
+    place from the main grads: no per-parameter temporaries (torch.optim's foreach
+    AdamW makes one state-dtype copy, 4,015,130,624 B for the 8B/8 fp32 shard). So do
+    DeepSpeed (FusedAdam, runtime/engine.py ``_configure_basic_optimizer``), the HF
+    Trainer (optim adamw_torch_fused) and torchtitan (implementation 'fused'); a plain
+    script keeps torch.optim's foreach."""
+    for changes in (
+        {"parallelism__strategy": "megatron_distopt"},
+        {"parallelism__strategy": "zero2"},
+        {"stack__name": "hf_trainer"},
+        {"stack__name": "torchtitan"},
+    ):
+        assert "hbm.optimizer_step.temporaries" not in _rows(estimate(_plan(**changes)))
+    plain = _rows(estimate(_plan()))
+    assert plain["hbm.optimizer_step.temporaries"] == 4 * SHARD == 4_015_130_624
