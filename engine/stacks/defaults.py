@@ -77,6 +77,8 @@ Choice = tuple[Any, str, str]
 
 
 def _policy(c: Context) -> Choice:
+    if c.stack == "megatron_core":
+        return "amp_master", "--bf16: bf16 params, fp32 master in the optimizer", "megatron-bf16"
     if c.rule.family == "deepspeed":
         return (
             "amp_master",
@@ -87,6 +89,12 @@ def _policy(c: Context) -> Choice:
 
 
 def _grad_dtype(c: Context) -> Choice:
+    if c.stack == "megatron_core":
+        return (
+            "fp32",
+            "--bf16 forces fp32 main grads (accumulate_allreduce_grads_in_fp32)",
+            "megatron-bf16",
+        )
     if c.rule.family == "deepspeed":
         return (
             c.compute,
@@ -129,7 +137,9 @@ def _model_init(c: Context) -> Choice:
 
 
 def _profile(c: Context) -> Choice:
-    return "hf-transformers", "HF transformers modelling code", "stack-pytorch"
+    if c.stack == "megatron_core":
+        return "megatron", "Megatron-Core's own GPT model", "stack-megatron-core"
+    return "hf-transformers", "HF transformers modelling code", "hf-transformers-llama"
 
 
 def _tp_style(c: Context) -> Choice:

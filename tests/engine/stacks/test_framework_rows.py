@@ -265,3 +265,24 @@ def test_i_megatron_and_the_other_stacks_step_fused() -> None:
         assert "hbm.optimizer_step.temporaries" not in _rows(estimate(_plan(**changes)))
     plain = _rows(estimate(_plan()))
     assert plain["hbm.optimizer_step.temporaries"] == 4 * SHARD == 4_015_130_624
+
+
+def test_megatron_core_bf16_keeps_fp32_main_grads_and_a_sharded_master() -> None:
+    """Megatron-LM megatron/training/arguments.py ``validate_args``: ``--bf16`` sets
+    params_dtype bf16 and forces ``accumulate_allreduce_grads_in_fp32`` (fp32 main
+    grads, whole on each DP rank); the distributed optimizer shards the fp32 master and
+    the two moments over DP: 2 + 4 + 12/d bytes per local parameter (its
+    dist_optimizer.md table: 18 → 6 + 12/d). With N local parameters and d = 2:
+    weights 2N, grads 4N, master and each moment 4N/2 = 2N. Megatron-Core's own GPT
+    model is the activation profile."""
+    plan = _plan(
+        parallelism__strategy="megatron_distopt",
+        parallelism__tp=4,
+        parallelism__dp=2,
+    )
+    est = estimate(plan)
+    rows = _rows(est)
+    n2 = rows["hbm.weights"]
+    assert rows["hbm.grads"] == 2 * n2
+    assert rows["hbm.master_weights"] == rows["hbm.optimizer.exp_avg"] == n2
+    assert "megatron" in next(r for r in est.rows if r.id == "hbm.activations.saved.layers").label
