@@ -22,6 +22,7 @@ class StateFormats:
     grad: Dtype  # the resident (possibly sharded) gradient
     optimizer: Dtype  # optimizer moments
     policy_note: str
+    reduce: Dtype = "fp32"  # the dtype gradients are communicated in (FSDP reduce_dtype)
 
     def grad_dtype_for(self, param_dtype: str) -> str:
         """Gradients follow the parameter's dtype, except that a master-weights policy
@@ -44,6 +45,10 @@ class StateFormats:
     @property
     def grad_bytes(self) -> int:
         return DTYPE_BYTES[self.grad]
+
+    @property
+    def reduce_bytes(self) -> int:
+        return DTYPE_BYTES[self.reduce]
 
     @property
     def optimizer_bytes(self) -> int:
@@ -74,6 +79,7 @@ def resolve_formats(p: PrecisionSection) -> StateFormats:
             p.grad_dtype,
             p.optimizer_state_dtype,
             f"{p.compute_dtype} working weights + fp32 master",
+            p.grad_dtype,
         )
     if p.policy == "autocast":
         return StateFormats(
@@ -82,6 +88,7 @@ def resolve_formats(p: PrecisionSection) -> StateFormats:
             "fp32",
             p.optimizer_state_dtype,
             f"fp32 parameters are the master; compute in {p.compute_dtype}",
+            p.grad_dtype,
         )
     return StateFormats(
         p.compute_dtype,
@@ -89,4 +96,5 @@ def resolve_formats(p: PrecisionSection) -> StateFormats:
         p.compute_dtype,
         p.optimizer_state_dtype,
         f"pure {p.compute_dtype}",
+        p.compute_dtype,
     )

@@ -85,7 +85,45 @@ def _policy(c: Context) -> Choice:
             "bf16.enabled casts the module to bf16; the ZeRO optimizer keeps the fp32 master",
             "deepspeed-bf16",
         )
+    if c.stack == "hf_trainer":
+        return _hf_policy(c)
+    if c.stack == "torchtitan":
+        return (
+            "autocast",
+            "fp32 parameters; FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16) or autocast",
+            "stack-torchtitan",
+        )
     return "autocast", "fp32 parameters, compute cast to the compute dtype", "stack-pytorch"
+
+
+def _hf_policy(c: Context) -> Choice:
+    """The HF Trainer trains in the dtype from_pretrained loaded (transformers 5:
+    ``dtype="auto"``, bf16 for Llama) unless accelerate's FSDP path upcasts the trainable
+    parameters to fp32, or peft's kbit preparation upcasts the non-4-bit ones."""
+    if c.kind == "qlora":
+        return (
+            "autocast",
+            "prepare_model_for_kbit_training upcasts non-4-bit parameters to fp32; "
+            "the Trainer's bf16 runs torch.autocast",
+            "peft-kbit",
+        )
+    if c.kind == "lora":
+        return (
+            "pure_16bit",
+            "the base stays in the bf16 it was loaded in; peft keeps the adapters fp32",
+            "stack-hf-trainer",
+        )
+    if c.rule.fsdp:
+        return (
+            "autocast",
+            "accelerate upcasts trainable parameters to fp32 under mixed precision",
+            "stack-hf-trainer",
+        )
+    return (
+        "pure_16bit",
+        "from_pretrained loads bf16 (dtype='auto'); outside FSDP nothing upcasts it",
+        "stack-hf-trainer",
+    )
 
 
 def _grad_dtype(c: Context) -> Choice:
@@ -101,6 +139,14 @@ def _grad_dtype(c: Context) -> Choice:
             "gradients take the model dtype unless data_types.grad_accum_dtype is set",
             "deepspeed-bf16",
         )
+    if c.stack == "hf_trainer":
+        return (
+            c.compute,
+            "accelerate's MixedPrecisionPolicy reduces in the mixed-precision dtype",
+            "stack-hf-trainer",
+        )
+    if c.stack == "torchtitan":
+        return "fp32", "mixed_precision_reduce float32", "stack-torchtitan"
     return "fp32", "FSDP reduce_dtype fp32", "stack-pytorch"
 
 
@@ -128,6 +174,13 @@ def _recompute(c: Context) -> Choice:
             "prepare_model_for_kbit_training(use_gradient_checkpointing=True) checkpoints "
             "every decoder layer",
             "peft-kbit",
+        )
+    if c.stack == "torchtitan":
+        return (
+            "selective",
+            "SelectiveAC (per-op: SDPA outputs and every second matmul kept), modelled by "
+            "the nearest policy, selective",
+            "stack-torchtitan",
         )
     return "none", "no activation checkpointing by default", "stack-pytorch"
 

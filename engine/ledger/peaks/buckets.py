@@ -147,9 +147,9 @@ def _zero3_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -
 def _reduce_scatter_rows(
     plan: Plan, trainable: list[HeldTensor], formats: StateFormats
 ) -> list[Row]:
-    """FSDP: one unit's unsharded gradients and its reduce-scatter input; the root unit's
-    gradients wait until the end of backward."""
-    gran, gbytes = plan.runtime.allocation_granularity_bytes, formats.grad_bytes
+    """FSDP: one unit's unsharded gradients and its reduce-scatter input (in the reduce
+    dtype); the root unit's gradients wait until the end of backward."""
+    gran, gbytes = plan.runtime.allocation_granularity_bytes, formats.reduce_bytes
     units: dict[str, int] = defaultdict(int)
     tied = plan.model.architecture.tied_embeddings
     for t in trainable:

@@ -286,3 +286,36 @@ def test_megatron_core_bf16_keeps_fp32_main_grads_and_a_sharded_master() -> None
     assert rows["hbm.grads"] == 2 * n2
     assert rows["hbm.master_weights"] == rows["hbm.optimizer.exp_avg"] == n2
     assert "megatron" in next(r for r in est.rows if r.id == "hbm.activations.saved.layers").label
+
+
+def test_hf_trainer_peft_lora_keeps_the_bf16_base_and_fp32_adapters() -> None:
+    """HF Trainer + peft (auto for LoRA): transformers 5 from_pretrained loads
+    ``dtype="auto"`` (bf16 for Llama) and nothing upcasts a frozen base; peft keeps the
+    adapters fp32 (autocast_adapter_dtype); AdamW is adamw_torch_fused. One GPU: the
+    whole frozen base 2·P = 16,060,522,496 B; adapters 13,631,488 × 4 B = 54,525,952 B,
+    their fp32 grads the same, each fp32 moment the same; no step temporaries."""
+    rows = _rows(
+        estimate(_plan(method__kind="lora", parallelism__strategy="ddp", parallelism__dp=1))
+    )
+    assert rows["hbm.weights.frozen"] == 2 * P
+    adapters = 4 * 13_631_488
+    assert rows["hbm.weights.adapters"] == rows["hbm.grads"] == adapters == 54_525_952
+    assert rows["hbm.optimizer.exp_avg"] == rows["hbm.optimizer.exp_avg_sq"] == adapters
+    assert "hbm.optimizer_step.temporaries" not in rows
+
+
+def test_hf_trainer_fsdp_reduces_in_bf16() -> None:
+    """accelerate utils/dataclasses.py ``set_mixed_precision``: MixedPrecisionPolicy
+    (param_dtype=bf16, reduce_dtype=bf16), while the upcast parameters and their sharded
+    gradients stay fp32 (fsdp_utils.py ``fsdp2_prepare_model``). One decoder layer's
+    unsharded gradients (218,112,000 el.) are then the reduce-scatter input themselves:
+    × 2 B = 436,224,000 B, where the plain script's fp32 reduce adds an fp32 copy
+    (× 4 B more: 1,308,672,000 B)."""
+    hf = next(
+        r
+        for r in estimate(_plan(stack__name="hf_trainer")).rows
+        if r.id == "hbm.buckets.reduce_scatter"
+    )
+    plain = next(r for r in estimate(_plan()).rows if r.id == "hbm.buckets.reduce_scatter")
+    assert hf.low == 218_112_000 * 2 == 436_224_000
+    assert plain.low == 218_112_000 * 6 == 1_308_672_000
