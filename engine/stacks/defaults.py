@@ -152,6 +152,13 @@ def _grad_dtype(c: Context) -> Choice:
 
 def _implementation(c: Context) -> Choice:
     adam = c.plan.method.optimizer.name == "adamw"
+    if c.stack == "pytorch" and c.rule.fsdp and c.plan.offload.params != "none":
+        return (
+            "for_loop",
+            "the offloaded step runs on the CPU, where torch.optim's default is the for-loop "
+            "(foreach only when every tensor is on CUDA)",
+            "torch-adamw",
+        )
     if c.stack == "megatron_core":
         return "fused", "TE / Apex FusedAdam (and FusedSGD) update in place", "megatron-fused-adam"
     if c.stack == "torchtitan":

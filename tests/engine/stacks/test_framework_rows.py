@@ -319,3 +319,27 @@ def test_hf_trainer_fsdp_reduces_in_bf16() -> None:
     plain = next(r for r in estimate(_plan()).rows if r.id == "hbm.buckets.reduce_scatter")
     assert hf.low == 218_112_000 * 2 == 436_224_000
     assert plain.low == 218_112_000 * 6 == 1_308_672_000
+
+
+def test_j_zero2_offload_pins_what_stage_1_and_2_pins() -> None:
+    """J. DeepSpeed 0.19.6 stage_1_and_2.py with offload_optimizer cpu, pin_memory:
+    pinned per rank — the fp32 master partition 4·P/8, its fp32 gradient 4·P/8
+    (initialize_optimizer_states), the bf16 partition copy 2·P/8
+    (param_buffer_of_bit16_for_cpu_offload_groups) and temp_grad_buffer_for_cpu_offload
+    2·largest (the 525,336,576-element embedding): per node of 8,
+    10·P + 16·525,336,576 = 88,707,997,696 B (82.62 GiB; was ≈30 GiB). The moments are
+    pageable. temp_grad_buffer_for_gpu_offload stays in HBM: 2·525,336,576 =
+    1,050,673,152 B. With grad_accum 4, accumulated_grads_in_cpu (pinned) holds the
+    whole gradient of each parameter in the partition: 2·P/8 = 2,007,565,312 B up to
+    + two boundary parameters 2·2·525,336,576 → 4,108,911,616 B per rank."""
+    est = estimate(_plan(parallelism__strategy="zero2", offload__optimizer="cpu"))
+    assert est.nodes.pinned == 10 * P + 16 * LARGEST == 88_707_997_696
+    assert _rows(est)["hbm.offload.grad_staging"] == 2 * LARGEST == 1_050_673_152
+    assert "hbm.grads" not in _rows(est)
+    moments = [r for r in est.nodes.host if r.id.startswith("host.offload.optimizer.exp")]
+    assert moments and not any(r.pinned for r in moments)
+    ga = estimate(
+        _plan(parallelism__strategy="zero2", offload__optimizer="cpu", batch__grad_accum=4)
+    )
+    acc = next(r for r in ga.nodes.host if r.id == "host.offload.accumulated_grads")
+    assert (acc.low, acc.high) == (8 * 2 * SHARD, 8 * 4_108_911_616)
