@@ -193,6 +193,38 @@ def _recompute(c: Context) -> Choice:
 
 
 def _model_init(c: Context) -> Choice:
+    if c.rule.family == "deepspeed" and c.rule.zero_stage == 3:
+        return (
+            "zero_init",
+            "ZeRO-3 builds the model under deepspeed.zero.Init (accelerate zero3_init_flag, "
+            "HfDeepSpeedConfig in from_pretrained)",
+            "deepspeed-model-load",
+        )
+    if c.rule.family == "deepspeed" or (c.stack == "hf_trainer" and c.kind != "qlora"):
+        return (
+            "full_copy_per_rank",
+            "from_pretrained materialises the whole model on every rank's host "
+            "(no zero.Init below ZeRO-3; accelerate cpu_ram_efficient_loading False)",
+            "deepspeed-model-load",
+        )
+    if c.kind == "qlora":
+        return (
+            "meta",
+            "a quantized from_pretrained loads tensor by tensor onto its device",
+            "peft-kbit",
+        )
+    if c.stack == "torchtitan":
+        return (
+            "meta",
+            "the model is built on the meta device, then loaded sharded",
+            ("stack-torchtitan"),
+        )
+    if c.stack == "megatron_core":
+        return (
+            "meta",
+            "each rank builds its own TP / PP shard and loads it",
+            ("stack-megatron-core"),
+        )
     return "meta", "meta-device construction, sharded load", "stack-pytorch"
 
 

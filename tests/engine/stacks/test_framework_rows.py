@@ -343,3 +343,16 @@ def test_j_zero2_offload_pins_what_stage_1_and_2_pins() -> None:
     )
     acc = next(r for r in ga.nodes.host if r.id == "host.offload.accumulated_grads")
     assert (acc.low, acc.high) == (8 * 2 * SHARD, 8 * 4_108_911_616)
+
+
+def test_k_zero12_loads_a_full_copy_on_every_rank() -> None:
+    """K. Below ZeRO-3 there is no zero.Init: from_pretrained materialises the whole
+    model on each rank's host before deepspeed.initialize (as DeepSpeed's own host
+    estimator assumes). 8 ranks × 8B × 2 B (the bf16 checkpoint) = 128,484,179,968 B
+    per node at load; ZeRO-3 builds under zero.Init: 8/8 of 2·P = 16,060,522,496 B."""
+    zero2 = estimate(_plan(parallelism__strategy="zero2"))
+    load = next(r for r in zero2.nodes.host if r.id == "host.checkpoint_event")
+    assert load.low == 8 * 2 * P == 128_484_179_968
+    zero3 = estimate(_plan(parallelism__strategy="zero3"))
+    load3 = next(r for r in zero3.nodes.host if r.id == "host.checkpoint_event")
+    assert "zero.Init" in load3.formula
