@@ -49,9 +49,10 @@ class RuntimeSection(Section):
         description="cuBLAS workspace per handle (8 MiB; 32 MiB on Hopper).",
     )
     allocator_reserve: FractionRange = Field(
-        default=FractionRange(low=0.05, high=0.20),
-        description="Reserved minus allocated, as a fraction of allocated (torchtitan #165 "
-        "1.20–1.36; pytorch #40989 11 %); expandable_segments narrows it.",
+        default=FractionRange(low=0.11, high=0.36),
+        description="Reserved minus allocated, as a fraction of allocated: 11 % (pytorch "
+        "#40989) to 36 % (torchtitan #165: reserved 1.20–1.36 × allocated); "
+        "expandable_segments narrows it.",
     )
     expandable_segments: bool = Field(default=False)
     allocation_granularity_bytes: int = Field(

@@ -249,7 +249,7 @@ def _tp_style(c: Context) -> Choice:
 
 
 def _nccl(c: Context) -> Choice:
-    band = nccl_band("a100")
+    band = nccl_band(c.plan.hardware.accelerator)
     return {"low": band.low, "high": band.high}, band.why, band.source
 
 
