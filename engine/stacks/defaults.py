@@ -189,7 +189,7 @@ def _recompute(c: Context) -> Choice:
             "the nearest policy, selective",
             "stack-torchtitan",
         )
-    return "none", "no activation checkpointing by default", "stack-pytorch"
+    return "none", "no activation checkpointing by default", stack_info(c.stack).source
 
 
 def _model_init(c: Context) -> Choice:

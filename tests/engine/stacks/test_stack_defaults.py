@@ -3,10 +3,12 @@ value, re-derived when the stack changes, refused where the stack cannot run the
 
 from __future__ import annotations
 
+import json
 from typing import Any, get_args
 
 import pytest
 
+from engine.cli import main
 from engine.errors import PlanError
 from engine.estimate import estimate
 from engine.ledger.nodes.ledgers import node_ledgers
@@ -141,3 +143,22 @@ def test_peft_needs_a_stack_that_builds_hf_models(stack: str) -> None:
     with pytest.raises(PlanError) as err:
         estimate(plan)
     assert err.value.problems[0].fields[0] == "method.kind"
+
+
+def test_the_cli_names_the_stack_and_lists_its_defaults(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``memplan estimate`` prints the stack and counts the inputs it decided; with
+    ``--formulas`` each with its reason and source; ``--json`` carries them."""
+    assert main(["estimate", "--no-counts", "--set", "parallelism.strategy=zero2"]) == 0
+    out = capsys.readouterr().out
+    assert "Training stack: DeepSpeed — stack.name deepspeed (auto); 9 input(s)" in out
+    assert (
+        main(["estimate", "--no-counts", "--formulas", "--set", "parallelism.strategy=zero2"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "  method.precision.policy = amp_master  — bf16.enabled casts" in out
+    assert main(["estimate", "--json", "--no-counts", "--set", "stack.name=hf_trainer"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["stack"]["name"] == "hf_trainer" and doc["stack"]["requested"] == "hf_trainer"
+    assert doc["stack"]["derived"]["method.optimizer.implementation"]["value"] == "fused"
