@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -287,13 +288,6 @@ class ResolvedPlan:
     derived: Mapping[str, Derived]
 
 
-def _get(plan: Plan, path: str) -> Any:
-    node: Any = plan
-    for key in path.split("."):
-        node = getattr(node, key)
-    return node
-
-
 def _replace(node: Section, path: list[str], value: Any) -> Section:
     """``node`` with the field at ``path`` replaced, without re-validation: the values the
     rules give are valid by construction (a test validates every combination)."""
@@ -314,8 +308,8 @@ def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
     ctx = Context(stack, rule_of(plan.parallelism.strategy), plan)
     out: Plan = plan
     derived: dict[str, Derived] = {}
-    for path, auto, rule in RULES:
-        if _get(plan, path) != auto:
+    for (path, auto, rule), (_, _, get) in zip(RULES, _GETTERS, strict=True):
+        if get(plan) != auto:
             continue
         value, why, source = rule(ctx)
         derived[path] = Derived(value, stack, why, source)
@@ -337,9 +331,14 @@ def stack_label(plan: Plan) -> str:
     return f"{stack_info(r.stack).label}{peft}"
 
 
+_GETTERS: tuple[tuple[str, Any, Callable[[Plan], Any]], ...] = tuple(
+    (path, auto, attrgetter(path)) for path, auto, _ in RULES
+)
+
+
 def unresolved_fields(plan: Plan) -> list[str]:
     """The stack-decided fields this plan still leaves at ``auto``."""
-    return [path for path, auto, _ in RULES if _get(plan, path) == auto]
+    return [path for path, auto, get in _GETTERS if get(plan) == auto]
 
 
 def require_resolved(plan: Plan) -> None:

@@ -79,8 +79,11 @@ def all_state_rows(plan: Plan, stage: int) -> list[Row]:
 
 
 def _split(plan: Plan, stage: int) -> tuple[list[Row], list[Row]]:
-    held = list(stage_held(plan, stage)[0])
-    return split_offload(all_state_rows(plan, stage), plan, held)
+    rows = all_state_rows(plan, stage)
+    off = plan.offload
+    if off.optimizer == "none" and off.params == "none":
+        return rows, []  # the common case, without looking the held tensors up again
+    return split_offload(rows, plan, list(stage_held(plan, stage)[0]))
 
 
 def persistent_stage_rows(plan: Plan, stage: int) -> list[Row]:
