@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from engine.errors import PlanError, Problem, require
+from engine.errors import PlanError, Problem, clip, field_path, quote, require
 from engine.legality import rules
 from engine.sections.base import Section
 from engine.sections.hardware import HardwareSection
@@ -142,14 +142,15 @@ def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]
     act on: a legality rule's own fields and wording, else the error's location."""
     problems = []
     for item in err.errors():
-        loc = ".".join(str(p) for p in item["loc"] if not str(p).startswith("function-"))
+        parts = [p for p in item["loc"] if not str(p).startswith("function-")]
+        loc = ".".join(str(p) for p in parts)  # the field to mark, as the plan spells it
         cause = item.get("ctx", {}).get("error")
         if isinstance(cause, PlanError):
             lead = f"{prefix}: " if prefix else ""
             problems += [Problem(p.fields, f"{lead}{p.message}") for p in cause.problems]
             continue
-        where = ".".join(p for p in (prefix, loc) if p)
-        msg = item["msg"].removeprefix("Value error, ")
+        where = ".".join(p for p in (prefix, field_path(parts)) if p)  # short, escaped
+        msg = clip(item["msg"].removeprefix("Value error, "), 200)
         if item["type"] == "extra_forbidden":
             msg = "unknown field"
         elif item["type"] == "missing":
@@ -158,7 +159,7 @@ def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]
         shown = (
             ""
             if item["type"] in ("missing", "extra_forbidden") or isinstance(got, dict)
-            else f" (got {got!r})"
+            else f" (got {quote(got)})"
         )
         problems.append(
             Problem((loc,) if loc else (), f"{where or prefix or 'plan'}: {msg}{shown}")

@@ -17,6 +17,7 @@ from typing import Any
 from engine.estimate import estimate
 from engine.plan import Plan, default_plan, with_values
 from engine.plan_migrations import V1_DEFAULTS, migrate_plan_1_to_2
+from engine.planfile import SCHEMA_VERSION, dumps, load
 from engine.stacks.defaults import resolved
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -92,3 +93,16 @@ def test_the_migration_never_overrides_a_stored_value() -> None:
     assert out["method"]["precision"]["grad_dtype"] == "fp32"
     assert out["stack"] == {"name": "auto"}
     assert v1 == {"method": {"precision": {"policy": "amp_master"}}, "runtime": {}}
+
+
+def test_opening_a_v1_file_upgrades_it_and_says_so() -> None:
+    """Through the loader: a schema-1 file opens as schema 2, says it was upgraded, and
+    estimates to schema 1's bytes; saved again it is a schema-2 file with a stack."""
+    pf = load(DATA / "plan_v1_default.memplan")
+    assert pf.upgraded_from == 1
+    assert any("upgraded" in m for m in pf.extra_messages)
+    assert _figures(pf.plan) == V1["default"]
+    doc = json.loads(dumps(pf))
+    assert doc["schema_version"] == SCHEMA_VERSION == 2
+    assert doc["plan"]["stack"] == {"name": "auto"}
+    assert "framework" not in doc["plan"]["runtime"]
