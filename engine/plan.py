@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from engine.errors import PlanError, Problem, require
 from engine.legality import rules
-from engine.sections.base import Section
+from engine.sections.base import CANONICAL_CONTEXT, Section
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
 from engine.sections.model import ModelSection
@@ -71,7 +71,10 @@ class Plan(Section):
     def to_canonical_json(self) -> str:
         """Canonical JSON of the inputs: sorted keys, no whitespace, ASCII only."""
         return json.dumps(
-            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+            self.model_dump(mode="json", context=CANONICAL_CONTEXT),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=True,
         )
 
     @property

@@ -112,6 +112,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="emit the trace and its record as JSON")
     p.add_argument("-o", "--output", metavar="RECORD", help="write the trace record to this file")
     p.add_argument("--save", action="store_true", help="store the trace record in PLAN")
-    p.add_argument("--hf-config", metavar="CONFIG_JSON", help="build from this config.json instead")
+    p.add_argument(
+        "--hf-config", metavar="CONFIG_JSON", help="build from this config.json, not the plan's"
+    )
     p.add_argument("--units", choices=["gb", "gib", "both"], default="both")
     p.set_defaults(handler=cmd_trace)

@@ -44,7 +44,8 @@ STEP_COUNTER_NOTE = (
 
 @dataclass(frozen=True, slots=True)
 class TraceOptions:
-    """How to trace: steps (≥ 2; the last is reported), the rank, an imported config."""
+    """How to trace: steps (≥ 2; the last is reported), the rank, and a config.json to
+    build from instead of the plan's own (``model.hf_config``) or its fields."""
 
     steps: int = 2
     rank: int | None = None
