@@ -24,6 +24,7 @@ from engine.planfile import save
 from engine.trace.compare import compare
 from engine.trace.errors import TraceError
 from engine.trace.extra import require_trace_extra
+from engine.trace.progress import format_line
 from engine.trace.record import trace_record
 from engine.trace.text import render
 from engine.validation.store import attach
@@ -33,7 +34,7 @@ EXIT_INTERRUPTED = 130
 
 def _progress(started: float) -> Any:
     def say(message: str) -> None:
-        print(f"[{time.perf_counter() - started:6.1f} s] {message}", file=sys.stderr, flush=True)
+        print(format_line(time.perf_counter() - started, message), file=sys.stderr, flush=True)
 
     return say
 
