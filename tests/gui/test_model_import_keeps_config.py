@@ -32,3 +32,14 @@ def test_folder_import_keeps_the_config(qtbot: Any, window: Any, tmp_path: Path)
     assert window.tabs["model"].import_path(str(tmp_path), folder=True)
     qtbot.waitUntil(lambda: not window.doc.pending)
     assert window.doc.plan.model.hf_config == SMOL_CONFIG
+
+
+def test_the_report_lists_the_kept_config_as_one_input() -> None:
+    from engine.plan import Plan, with_values
+    from gui.report.inputs import section_inputs
+
+    plan = with_values(Plan(), {"model.hf_config": SMOL_CONFIG})
+    lines = [ln for ln in section_inputs(plan, "model") if ln.path.startswith("model.hf_config")]
+    assert [ln.path for ln in lines] == ["model.hf_config"]
+    assert lines[0].value_text == f"JSON object of {len(SMOL_CONFIG)} keys (llama)"
+    assert not lines[0].is_default

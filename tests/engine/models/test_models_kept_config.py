@@ -107,3 +107,16 @@ def test_model_section_by_model_id_keeps_the_config(
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     section = model_section_for_cached("org/tiny").section
     assert section.hf_config == TINY and section.preset is None
+
+
+def test_the_kept_config_is_one_input_where_inputs_are_listed() -> None:
+    """Comparisons and the report list inputs leaf by leaf; the config.json is one of
+    them, not one input per key of the file."""
+    from engine.plan import free_json_paths
+    from engine.whatif.compare import input_differences
+
+    assert free_json_paths() == {"model.hf_config"}
+    plan = with_values(Plan(), {"model.hf_config": TINY})
+    diffs = input_differences([Plan(), plan])
+    assert [d.path for d in diffs] == ["model.hf_config"]
+    assert diffs[0].values == (None, TINY)
