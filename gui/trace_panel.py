@@ -64,6 +64,7 @@ class TracePanel(QWidget):
         row.addWidget(self.status, 1)
         self._outcome = ""  # the last trace's outcome, kept until the next one starts
         self.units: UnitChoice = "both"
+        self._replaced = False  # the document was replaced while the trace ran
 
     @property
     def running(self) -> bool:
@@ -83,6 +84,8 @@ class TracePanel(QWidget):
 
     def refresh(self, doc: PlanDocument, units: UnitChoice = "both") -> None:
         """Follow the document: enable the button only for a plan that can be traced."""
+        if doc is not self.doc:
+            doc.pathChanged.connect(self._path_changed)
         self.doc, self.units = doc, units
         if self.running:
             return
@@ -96,6 +99,7 @@ class TracePanel(QWidget):
         if self.doc is None or self.running or self.unavailable() is not None:
             return False
         self.process.start(self.doc.to_planfile())
+        self._replaced = False
         self.button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.bar.setRange(0, 0)  # busy until the first progress line
@@ -115,9 +119,18 @@ class TracePanel(QWidget):
         self.bar.setValue(done)
         self.status.setText(message)
 
+    def _path_changed(self) -> None:
+        """Another file (or a new plan) replaced the document: its undo history is gone.
+        (A Save As keeps the history, so it does not count.)"""
+        if self.running and self.doc is not None and self.doc.undo_stack.count() == 0:
+            self._replaced = True
+
     def _finished(self, record: MeasuredRecord) -> None:
         doc = self.doc
         if doc is None:
+            return
+        if self._replaced and record.config_hash != doc.plan.config_hash():
+            self._ended("The trace finished after another plan was opened: its record was dropped.")
             return
         doc.set_measurements((*doc.measurements, record.to_json()), UNDO_TEXT)
         seconds = record.window.seconds or 0.0

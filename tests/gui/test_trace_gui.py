@@ -98,6 +98,34 @@ def test_cancel_kills_the_trace_process(qtbot: Any, window: Any) -> None:
         os.kill(pid, 0)
 
 
+def test_closing_the_window_kills_a_running_trace(qtbot: Any, window: Any) -> None:
+    use_fake(window, "hang")
+    p = panel(window)
+    assert p.start()
+    qtbot.waitUntil(lambda: "step 1 of 2" in p.status.text(), timeout=WAIT_MS)
+    pid = p.process._proc.processId()
+    window.close()
+    assert not p.running
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_a_trace_outlived_by_its_plan_is_dropped(qtbot: Any, window: Any, tmp_path: Path) -> None:
+    """Another file opened while the trace ran: the record is not the new plan's."""
+    gate = tmp_path / "go"
+    use_fake(window, "gate", gate)
+    p = panel(window)
+    assert p.start()
+    qtbot.waitUntil(lambda: "step 1 of 2" in p.status.text(), timeout=WAIT_MS)
+    other = tmp_path / "other.memplan"
+    save(PlanFile(plan=Case("llama", {"strategy": "fsdp4"}).plan(), name="other"), other)
+    window.doc.open(other)
+    gate.write_text("go")
+    qtbot.waitUntil(lambda: not p.running, timeout=WAIT_MS)
+    assert window.doc.measurements == ()
+    assert "another plan was opened: its record was dropped" in p.status.text()
+
+
 def test_a_refusal_from_the_process_is_reported(qtbot: Any, window: Any) -> None:
     use_fake(window, "refuse")
     p = panel(window)
