@@ -31,8 +31,9 @@ TINY = {
     "tie_word_embeddings": True,
 }
 
-DEFAULT_PLAN_HASH = "cbc6739ceb3c58c674f3fa7f6a08aed9f942980cf389bedc90472d484a18fdff"
-"""The default plan's config hash before ``model.hf_config`` existed (main at eee960c)."""
+DEFAULT_PLAN_HASH = "11a7548736793348a4b1ead047124880800274cc438a8f95e15dcaa55eea56e1"
+"""The default plan's config hash before ``model.hf_config`` existed (main at 3bff41e, schema 2
+with the training stack as an input)."""
 
 
 def test_a_plan_without_an_import_keeps_its_hash() -> None:
