@@ -23,6 +23,7 @@ from engine.sections.model import ModelSection
 from engine.sections.offload import CheckpointSection, HostSection, OffloadSection
 from engine.sections.parallel import ParallelismSection
 from engine.sections.runtime import PolicySection, RuntimeSection
+from engine.sections.workload import AcceptanceSection, WorkloadSection
 
 SECTION_ORDER: tuple[str, ...] = (
     "model",
@@ -35,6 +36,8 @@ SECTION_ORDER: tuple[str, ...] = (
     "checkpoint",
     "runtime",
     "policy",
+    "workload",
+    "acceptance",
 )
 
 
@@ -56,6 +59,8 @@ class Plan(Section):
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
     runtime: RuntimeSection = Field(default_factory=RuntimeSection)
     policy: PolicySection = Field(default_factory=PolicySection)
+    workload: WorkloadSection = Field(default_factory=WorkloadSection)
+    acceptance: AcceptanceSection = Field(default_factory=AcceptanceSection)
 
     @model_validator(mode="after")
     def _cross_section(self) -> Plan:
