@@ -7,6 +7,7 @@ Thin adapters from the engine's catalogue (``engine.models.presets``) and import
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,27 @@ IMPORT_ERRORS = (ConfigImportError, SafetensorsError, OSError, ValueError)
 """Errors an import raises with a one-sentence message for the user."""
 
 
-def list_presets() -> list[tuple[str, str]]:
-    """(key, display name with its exact parameter count) of every model preset."""
-    return [(p.name, f"{p.display_name} — {p.total:,} params") for p in presets.list_presets()]
+def preset_titles() -> list[tuple[str, str]]:
+    """(key, display name) of every model preset, at once (no inventory is built)."""
+    return [(name, display) for name, display, _ in presets.preset_titles()]
+
+
+def titled(display: str, total: int) -> str:
+    """A preset's chooser text once its exact parameter count is known."""
+    return f"{display} — {total:,} params"
+
+
+def exact_totals(
+    keys: list[str], progress: Callable[[int, int], bool] | None = None
+) -> dict[str, int]:
+    """The exact parameter count of each preset (slow: run it off the GUI thread);
+    ``progress(done, total)`` returning False stops early."""
+    out: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if progress is not None and not progress(i, len(keys)):
+            break
+        out[key] = presets.exact_total(key)
+    return out
 
 
 def load_preset(key: str) -> tuple[str, ArchitectureSpec]:

@@ -135,7 +135,10 @@ class Task(QRunnable):
             result: object = self.fn(self._progress)
         except Exception as exc:  # a failed task reports, it never kills the pool thread
             result = exc
-        self.relay.done.emit(self, result)
+        try:
+            self.relay.done.emit(self, result)
+        except RuntimeError:  # its receiver is gone (the application is closing)
+            pass
 
 
 class TaskRunner(QObject):

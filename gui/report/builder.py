@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QBuffer, QIODevice, QSizeF
 from PySide6.QtGui import QFont, QPdfWriter, QTextDocument
 
-from gui.report.charts import ChartObject, embed_charts, register_placeholders
+from gui.report.charts import ChartObject, Recorded, embed_charts, register_placeholders
 from gui.report.content import ReportContent
 from gui.report.html import HEADING_PT, STYLE
 from gui.report.sections import DRAWINGS, SECTIONS
@@ -44,8 +44,12 @@ class ReportDocument:
         return self.doc.pageCount()
 
 
-def build_document(c: ReportContent, text_size: QSizeF) -> ReportDocument:
-    """Lay out the report for a text area of ``text_size`` (96-dpi px)."""
+def build_document(
+    c: ReportContent, text_size: QSizeF, recorded: dict[str, Recorded] | None = None
+) -> ReportDocument:
+    """Lay out the report for a text area of ``text_size`` (96-dpi px). With the
+    pyqtgraph charts ``recorded`` beforehand (:func:`record_screen_charts`), this runs
+    on any thread."""
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
     device = QPdfWriter(buffer)  # never painted: it only fixes the layout at 96 dpi
@@ -64,7 +68,7 @@ def build_document(c: ReportContent, text_size: QSizeF) -> ReportDocument:
     doc.setPageSize(text_size)
     register_placeholders(doc, ["ledger", "stages", "tornado", *DRAWINGS])
     doc.setHtml(report_html(c))
-    charts = embed_charts(doc, c)
+    charts = embed_charts(doc, c, recorded)
     # Swapping in the charts relaid the document piecemeal: lay it all out again, now
     # (a large document is otherwise laid out lazily, and some blocks never were).
     doc.markContentsDirty(0, doc.characterCount())

@@ -11,13 +11,14 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from pydantic import BaseModel
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
     QGroupBox,
     QLabel,
     QScrollArea,
+    QStyle,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -54,7 +55,12 @@ class Collapsible(QWidget):
 
 
 class TabPage(QScrollArea):
-    """A tab of generated fields bound to the document."""
+    """A tab of generated fields bound to the document.
+
+    It scrolls vertically and is never narrower than its fields need
+    (:meth:`minimumSizeHint`), so the splitter cannot squeeze a field or a button out of
+    sight; a horizontal scroll bar appears only if the window itself is narrower still.
+    """
 
     def __init__(self, doc: PlanDocument, units: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -62,7 +68,7 @@ class TabPage(QScrollArea):
         self.bindings: dict[str, FieldBinding] = {}
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         inner = QWidget(self)
         self.column = QVBoxLayout(inner)
         self.column.setContentsMargins(8, 8, 8, 8)
@@ -74,6 +80,12 @@ class TabPage(QScrollArea):
         doc.fieldOk.connect(self._field_ok)
         doc.estimateFailed.connect(self._estimate_failed)
         doc.estimateChanged.connect(self._estimate_ok)
+
+    def minimumSizeHint(self) -> QSize:
+        widget = self.widget()
+        inner = widget.minimumSizeHint() if widget is not None else QSize(0, 0)
+        bar = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent, None, self)
+        return QSize(inner.width() + bar + 2 * self.frameWidth() + 2, 120)
 
     def finish(self) -> None:
         """Call after the sections are added: pushes remaining space to the bottom."""
@@ -157,6 +169,9 @@ class TabPage(QScrollArea):
         for path, binding in self.bindings.items():
             binding.refresh()
             binding.set_disabled_reason(reason_for(path, reasons))
+
+    def shutdown(self) -> None:
+        """Stop the page's background work (the window is closing)."""
 
     def set_units(self, units: str) -> None:
         self.units = units

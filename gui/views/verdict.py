@@ -16,12 +16,37 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QVBoxLay
 
 from engine.estimate import VERDICT_WORDS, Estimate
 from engine.layout import GpuCounts
+from engine.layout.lattice import Layout
 from engine.plan import Plan
 from engine.units import fmt_bytes, fmt_range
 
 VERDICT_COLORS = {"fits": "#1E8E3E", "straddles": "#C77C02", "does_not_fit": "#C5221F"}
 COUNTS_PENDING = "no layout of this model fits within the search bound"
 COUNTS_UPDATING = "searching layouts…"
+
+
+def compact_shape(layout: Layout) -> str:
+    """A layout by its parallel sizes above 1 ("TP2 DP16"; "DP1" for a single GPU)."""
+    sizes = (("TP", layout.tp), ("PP", layout.pp), ("CP", layout.cp), ("EP", layout.ep))
+    parts = [f"{name}{n}" for name, n in sizes if n > 1]
+    return " ".join([*parts, f"DP{layout.dp}"])
+
+
+def validation_text(c: GpuCounts) -> str:
+    """The validation range as the ranks its layouts use ("1–2 GPUs"), with the
+    node-rounded count beside it when rounding made it larger ("8–8 by node"):
+    a QLoRA plan that fits on 2 GPUs never reads "validate on 8–8" alone.
+
+    (The engine rounds the range to nodes, ``engine.layout.counts``; the ranks behind
+    it are its layouts' world sizes.)"""
+    lo, hi = c.validation_low, c.validation_high
+    rounded = f"{lo.gpus}–{hi.gpus}"
+    if lo.layout is not None and hi.layout is not None:
+        ranks = f"{lo.layout.world_size}–{hi.layout.world_size}"
+        text = ranks if ranks == rounded else f"{ranks} ({rounded} by node)"
+    else:
+        text = rounded
+    return text + (" (straddles)" if c.straddles else "")
 
 
 def layout_counts(c: GpuCounts) -> tuple[dict[str, str], str] | None:
@@ -32,12 +57,15 @@ def layout_counts(c: GpuCounts) -> tuple[dict[str, str], str] | None:
     """
     if c.first_layout.gpus is None:
         return None
-    rng = f"{c.validation_low.gpus}–{c.validation_high.gpus}" + (
-        " (straddles)" if c.straddles else ""
-    )
+    rng = validation_text(c)
+    nodes = c.nodes
+    where = f"{nodes} node" + ("s" if nodes != 1 else "") if nodes else ""
+    layout = c.first_layout.layout
+    exact = layout is not None and layout.world_size == c.first_layout.gpus
+    shape = f": {compact_shape(layout)}" if exact and layout is not None else ""
     texts = {
         "arithmetic minimum": f"{c.arithmetic_min.gpus}",
-        "procure": f"{c.first_layout.gpus}" + (f" ({c.nodes} node(s))" if c.nodes else ""),
+        "procure": f"{c.first_layout.gpus}" + (f" ({where}{shape})" if where else ""),
         "validation range": rng,
     }
     reasons = "\n\n".join(
@@ -64,7 +92,7 @@ class VerdictPanel(QFrame):
         self.badge = QLabel("…", self)
         self.badge.setObjectName("verdictBadge")
         self.badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.badge.setMinimumWidth(150)
+        self.badge.setMinimumWidth(130)
         self.stale = QLabel("", self)
         self.stale.setObjectName("staleNote")
         self.stale.setWordWrap(True)
@@ -98,7 +126,7 @@ class VerdictPanel(QFrame):
             self.values[key] = value
             self.names[key] = name
         grid.setColumnStretch(1, 3)
-        grid.setColumnStretch(3, 2)
+        grid.setColumnStretch(3, 3)
         row.addLayout(grid, 1)
         self.counts = self.values["counts"]
         self.counts.setObjectName("gpuCounts")
