@@ -21,6 +21,7 @@ from engine.cli import (
     plan_commands,
     run_commands,
     sweep_commands,
+    trace_command,
 )
 from engine.cli.common import EXIT_OK, EXIT_USAGE, CliError, Handler, quiet_broken_pipe
 
@@ -32,6 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run_commands.register(sub)
     compare_commands.register(sub)
     sweep_commands.register(sub)
+    trace_command.register(sub)
 
 
 def build_parser(prog: str = "memplan") -> argparse.ArgumentParser:
