@@ -42,6 +42,7 @@ from gui.analysis_parts import AnalysisParts
 from gui.autosave import Autosaver
 from gui.document import PlanDocument
 from gui.file_actions import FileActions
+from gui.framework_actions import FrameworkActions
 from gui.history_actions import history_actions
 from gui.measured import MeasuredView
 from gui.navigation import tab_actions
@@ -201,6 +202,10 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         self.properties_action = properties_action(self, self.doc)
         file_menu.addAction(self.properties_action)
+        file_menu.addSeparator()
+        self.framework = FrameworkActions(self, self.doc)
+        file_menu.addAction(self.framework.import_action)
+        file_menu.addMenu(self.framework.export_menu)
         file_menu.addSeparator()
         self.report_actions = ReportActions(self, self.doc)
         file_menu.addAction(self.report_actions.export)

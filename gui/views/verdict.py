@@ -19,6 +19,7 @@ from engine.layout import GpuCounts
 from engine.layout.lattice import Layout
 from engine.plan import Plan
 from engine.units import fmt_bytes, fmt_range
+from gui.views.layout_choice import validation_text
 
 VERDICT_COLORS = {"fits": "#1E8E3E", "straddles": "#C77C02", "does_not_fit": "#C5221F"}
 COUNTS_PENDING = "no layout of this model fits within the search bound"
@@ -30,23 +31,6 @@ def compact_shape(layout: Layout) -> str:
     sizes = (("TP", layout.tp), ("PP", layout.pp), ("CP", layout.cp), ("EP", layout.ep))
     parts = [f"{name}{n}" for name, n in sizes if n > 1]
     return " ".join([*parts, f"DP{layout.dp}"])
-
-
-def validation_text(c: GpuCounts) -> str:
-    """The validation range as the ranks its layouts use ("1–2 GPUs"), with the
-    node-rounded count beside it when rounding made it larger ("8–8 by node"):
-    a QLoRA plan that fits on 2 GPUs never reads "validate on 8–8" alone.
-
-    (The engine rounds the range to nodes, ``engine.layout.counts``; the ranks behind
-    it are its layouts' world sizes.)"""
-    lo, hi = c.validation_low, c.validation_high
-    rounded = f"{lo.gpus}–{hi.gpus}"
-    if lo.layout is not None and hi.layout is not None:
-        ranks = f"{lo.layout.world_size}–{hi.layout.world_size}"
-        text = ranks if ranks == rounded else f"{ranks} ({rounded} by node)"
-    else:
-        text = rounded
-    return text + (" (straddles)" if c.straddles else "")
 
 
 def layout_counts(c: GpuCounts) -> tuple[dict[str, str], str] | None:

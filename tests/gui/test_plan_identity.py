@@ -59,3 +59,39 @@ def test_name_and_notes_reach_the_file_and_the_report(
     page = title_page(gather(window.doc.to_planfile(), "gb"))
     assert "Llama 8B baseline, 8×H100" in page and "Budget line 4.2" in page
     assert report_file_name(window.doc.name) == "Llama-8B-baseline-8-H100-report.pdf"
+
+
+def test_framework_config_export_and_import_from_the_window(
+    qtbot: Any, window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """File → Export Framework Config writes the engine's DeepSpeed export; File → Import
+    Framework Config… applies a ds_config.json as one undo step: ZeRO stage 3 with
+    micro-batch 2 × accumulation 4 and train_batch_size 64 = 2 × 4 × DP 8."""
+    import json
+
+    from engine.exports import EXPORTERS
+
+    shown: list[str] = []
+    monkeypatch.setattr(dialogs, "show_info", lambda _p, _t, text: shown.append(text))
+    out = tmp_path / "ds_config.json"
+    assert window.framework.export_to("deepspeed", str(out))
+    assert out.read_text(encoding="utf-8") == EXPORTERS["deepspeed"](window.doc.plan).text
+    cfg = tmp_path / "theirs.json"
+    cfg.write_text(
+        json.dumps(
+            {
+                "train_micro_batch_size_per_gpu": 2,
+                "gradient_accumulation_steps": 4,
+                "train_batch_size": 64,
+                "zero_optimization": {"stage": 3},
+                "bf16": {"enabled": True},
+            }
+        ),
+        encoding="utf-8",
+    )
+    assert window.framework.import_path(str(cfg))
+    plan = window.doc.plan
+    assert plan.parallelism.strategy == "zero3" and plan.parallelism.dp == 8
+    assert (plan.batch.micro_batch, plan.batch.grad_accum) == (2, 4)
+    assert window.doc.undo_stack.count() == 1
+    assert window.doc.undo_stack.undoText() == "Import theirs.json"

@@ -120,11 +120,15 @@ def phases_section(c: ReportContent) -> str:
     for ph in PHASES:
         a = h.phases[ph]
         r = h.reserved_phases.get(ph, a)
-        mark = "▲ peak" if ph == h.peak_phase else ""
+        mark = "▲ the peak" if ph == h.peak_phase else ""
         rows.append([esc(ph), size(a.low, a.high, units), size(r.low, r.high, units), mark])
     out.append("<h2>HBM per phase</h2>")
     out.append(
-        table(["Phase", "Allocated (tensors)", "Reserved (allocator)", ""], rows, [16, 36, 36, 12])
+        table(
+            ["Phase", "Allocated (tensors)", "Reserved (allocator)", "Peak phase"],
+            rows,
+            [16, 35, 35, 14],
+        )
     )
     if h.moments:
         mrows = [
