@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.plan import default_plan, get_value
+from engine.plan import default_plan
 from engine.units import GB, GiB
 from gui.document import PlanDocument
 from gui.fieldspec import (
@@ -44,7 +44,20 @@ from gui.fieldspec import (
     parse_number,
 )
 
-_DEFAULT_PLAN = default_plan()
+_DEFAULT_VALUES: dict[str, Any] = default_plan().model_dump(mode="json")
+_UNSET: Any = object()
+
+
+def default_value(path: str) -> Any:
+    """The built-in default plan's value at ``path`` (KeyError: no such leaf)."""
+    node: Any = _DEFAULT_VALUES
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            raise KeyError(path)
+        node = node[key]
+    return node
+
+
 CAPTION_STYLE = "color: palette(placeholder-text); font-size: 8pt;"
 ERROR_STYLE = "border: 1px solid #d0302f; background: rgba(208, 48, 47, 0.10);"
 ERROR_INK = {"light": "#B3261E", "dark": "#FF8A80"}
@@ -143,8 +156,7 @@ class FieldBinding(QObject):
         one_line = self.label.fontMetrics().horizontalAdvance(spec.label) + 4
         self.label.setMinimumWidth(min(one_line, LABEL_MAX_WIDTH))
         self.caption = QLabel(parent)
-        self.caption.setObjectName("fieldCaption")
-        self.caption.setStyleSheet(CAPTION_STYLE)
+        self.caption.setObjectName("fieldCaption")  # styled by its page (CAPTION_STYLE)
         self.caption.setMaximumWidth(150)
         self.message = QLabel(parent)
         self.message.setObjectName("fieldMessage")
@@ -155,12 +167,13 @@ class FieldBinding(QObject):
         self._pause.setSingleShot(True)
         self._pause.setInterval(COMMIT_PAUSE_MS)
         self._pause.timeout.connect(self._commit_text)
+        self._caption_for: Any = _UNSET
         self.editor = self._make_editor(parent)
         self.editor.setObjectName(f"field:{spec.path}")
         self.editor.setProperty("plan_path", spec.path)
-        self.refresh()
-        self._update_caption()
-        self._update_tooltip()
+        if spec.kind != "bytes":  # a size's caption follows its value (refresh)
+            self._update_caption()
+        self._update_tooltip()  # the value comes with the page's first refresh
 
     # construction ----------------------------------------------------------------
     def _make_editor(self, parent: QWidget) -> QWidget:
@@ -254,9 +267,11 @@ class FieldBinding(QObject):
     def _commit(self, value: Any, merge: bool) -> None:
         self.doc.set(self.spec.path, value, merge=merge)
 
-    def refresh(self, force: bool = False) -> None:
-        """Show the plan's value, unless the user is typing an equivalent one."""
-        value = self.doc.value(self.spec.path)
+    def refresh(self, force: bool = False, value: Any = _UNSET) -> None:
+        """Show the plan's value (``value`` when the caller has it), unless the user is
+        typing: typed text stays until it is committed or abandoned."""
+        if value is _UNSET:
+            value = self.doc.value(self.spec.path)
         editor = self.editor
         if isinstance(editor, QCheckBox):
             editor.blockSignals(True)
@@ -282,8 +297,9 @@ class FieldBinding(QObject):
             editor.setModified(False)
             if self.error is not None:
                 self.set_error(None)
-        if self.spec.kind == "bytes":
-            self._update_caption()
+        if self.spec.kind == "bytes" and value != self._caption_for:
+            self._caption_for = value
+            self._update_caption(value)
 
     def set_units(self, units: str) -> None:
         self.units = units
@@ -291,16 +307,17 @@ class FieldBinding(QObject):
         self._update_caption()
 
     # state display -------------------------------------------------------------------
-    def _update_caption(self) -> None:
+    def _update_caption(self, value: Any = _UNSET) -> None:
         spec = self.spec
         if spec.kind == "bytes":
-            value = self.doc.value(spec.path)
+            if value is _UNSET:
+                value = self.doc.value(spec.path)
             if isinstance(value, int):
                 other = value / GiB if self.units != "gib" else value / GB
                 name = "GiB" if self.units != "gib" else "GB"
                 self.caption.setText(
                     f"= {other:,.2f} {name}<br>def. "
-                    f"{format_bytes_field(get_value(_DEFAULT_PLAN, spec.path), self.units)}"
+                    f"{format_bytes_field(default_value(spec.path), self.units)}"
                 )
             return
         default = format_default(self.default_spec())
@@ -312,7 +329,7 @@ class FieldBinding(QObject):
     def default_spec(self) -> FieldSpec:
         """The spec with the default plan's value (nested models have no own default)."""
         try:
-            value = get_value(_DEFAULT_PLAN, self.spec.path)
+            value = default_value(self.spec.path)
         except KeyError:
             return self.spec
         return replace(self.spec, default=value)

@@ -142,7 +142,7 @@ class MainWindow(QMainWindow):
         self.legend.setObjectName("chartLegend")
         self.legend.setWordWrap(True)
         self.table = LedgerTable(self)
-        self.stage_chart = StageChart(self)
+        self.stage_chart: StageChart | None = None  # made when a plan first has stages
         self.stage_note = QLabel(
             "Single pipeline stage (PP = 1): every rank holds the same "
             "layers. Set PP > 1 on the Parallelism tab to compare stages."
@@ -151,7 +151,6 @@ class MainWindow(QMainWindow):
         self.stage_note.setWordWrap(True)
         self.stages = QStackedWidget(self)
         self.stages.addWidget(self.stage_note)
-        self.stages.addWidget(self.stage_chart)
         self.diagnostics = DiagnosticsList(self)
         self.diagnostics.itemDoubleClicked.connect(self.apply_suggestion)
         self.results = QTabWidget(self)
@@ -269,6 +268,9 @@ class MainWindow(QMainWindow):
         self.table.set_units(self.units)
         self.traffic.show_estimate(plan, est, self.units)
         if len(est.stages) > 1:
+            if self.stage_chart is None:
+                self.stage_chart = StageChart(self)
+                self.stages.addWidget(self.stage_chart)
             self.stage_chart.show_estimate(plan, est, self.units)
             self.stages.setCurrentWidget(self.stage_chart)
         else:
@@ -357,7 +359,8 @@ class MainWindow(QMainWindow):
     def changeEvent(self, event: QEvent) -> None:
         """Follow a light/dark switch of the system palette in the charts too."""
         if event.type() == QEvent.Type.PaletteChange:
-            for plot in (*self.chart.plots.values(), self.stage_chart.plot):
+            stage_plots = [self.stage_chart.plot] if self.stage_chart is not None else []
+            for plot in (*self.chart.plots.values(), *stage_plots):
                 style_plot(plot)
             self.redraw()
         super().changeEvent(event)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from PySide6.QtCore import QLocale, QObject
 from PySide6.QtGui import QAction, QKeySequence
@@ -20,13 +20,15 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow
 from gui import dialogs
 from gui.document import PlanDocument
 from gui.job_status import JobStatus
-from gui.report.export_job import ReportExport
-from gui.report.pdf import PageName
+
+if TYPE_CHECKING:
+    from gui.report.export_job import ReportExport
+    from gui.report.pdf import PageName
 
 EXPORT_SHORTCUT = "Ctrl+E"
 
 
-def default_page() -> PageName:
+def default_page() -> Literal["a4", "letter"]:
     """US Letter where the locale measures in US units, A4 elsewhere."""
     us = QLocale().measurementSystem() == QLocale.MeasurementSystem.ImperialUSSystem
     return "letter" if us else "a4"
@@ -51,18 +53,28 @@ class ReportActions(QObject):
         self.print = QAction("&Print…", window)
         self.print.setShortcut(QKeySequence(QKeySequence.StandardKey.Print))
         self.print.triggered.connect(lambda _c=False: self.print_dialog())
-        self.job = ReportExport(self)
+        self._job: ReportExport | None = None  # made (and its modules loaded) on first use
         self.status = JobStatus(window)
         window.statusBar().addWidget(self.status)
-        self.job.progress.connect(self.status.step)
-        self.job.written.connect(self._written)
-        self.job.failed.connect(self._failed)
-        self.job.cancelled.connect(self._cancelled)
         self.last_written: tuple[str, int] | None = None  # path, pages of the last export
 
     @property
+    def job(self) -> ReportExport:
+        """The export job; the report's modules (layout, charts, sections) are imported
+        here, at the first export, not when the window starts."""
+        if self._job is None:
+            from gui.report.export_job import ReportExport
+
+            self._job = ReportExport(self)
+            self._job.progress.connect(self.status.step)
+            self._job.written.connect(self._written)
+            self._job.failed.connect(self._failed)
+            self._job.cancelled.connect(self._cancelled)
+        return self._job
+
+    @property
     def busy(self) -> bool:
-        return self.job.busy
+        return self._job is not None and self._job.busy
 
     def _units(self) -> str:
         return str(getattr(self.window, "units", "both"))
@@ -142,5 +154,6 @@ class ReportActions(QObject):
         self.window.statusBar().showMessage("Report cancelled: nothing was written", 5_000)
 
     def shutdown(self) -> None:
-        self.job.cancel()
-        self.job.shutdown()
+        if self._job is not None:
+            self._job.cancel()
+            self._job.shutdown()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import replace
+from functools import lru_cache
+from typing import Any
 
 from pydantic import BaseModel
 from PySide6.QtCore import QSize, Qt
@@ -24,10 +26,41 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.plan import Plan
 from engine.stacks.applicability import inapplicable, reason_for
 from gui.document import PlanDocument, messages_by_field
-from gui.fields import FieldBinding, add_to_grid
+from gui.fields import CAPTION_STYLE, FieldBinding, add_to_grid
 from gui.fieldspec import field_specs
+
+PAGE_STYLE = f"QLabel#fieldCaption {{ {CAPTION_STYLE} }}"
+"""One style sheet per page for every caption (one per label cost a style pass each)."""
+
+
+class PlanView:
+    """One plan as the tabs show it: its values as JSON, and why a field does not
+    apply — computed once per plan for every tab, not once per field."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.values: dict[str, Any] = plan.model_dump(mode="json")
+        self._reasons = inapplicable(plan)
+        self._memo: dict[str, str | None] = {}
+
+    def reason(self, path: str) -> str | None:
+        if path not in self._memo:
+            self._memo[path] = reason_for(path, self._reasons) if self._reasons else None
+        return self._memo[path]
+
+
+@lru_cache(maxsize=4)
+def plan_view(plan: Plan) -> PlanView:
+    return PlanView(plan)
+
+
+def lookup(values: dict[str, Any], path: str) -> Any:
+    node: Any = values
+    for key in path.split("."):
+        node = node[key]
+    return node
 
 
 class Collapsible(QWidget):
@@ -75,6 +108,8 @@ class TabPage(QScrollArea):
         self.column.setSpacing(10)
         self.setWidget(inner)
         self._estimate_marked: set[str] = set()
+        self._min_hint: QSize | None = None
+        inner.setStyleSheet(PAGE_STYLE)
         doc.planChanged.connect(self.refresh)
         doc.fieldError.connect(self._field_error)
         doc.fieldOk.connect(self._field_ok)
@@ -82,14 +117,19 @@ class TabPage(QScrollArea):
         doc.estimateChanged.connect(self._estimate_ok)
 
     def minimumSizeHint(self) -> QSize:
-        widget = self.widget()
-        inner = widget.minimumSizeHint() if widget is not None else QSize(0, 0)
-        bar = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent, None, self)
-        return QSize(inner.width() + bar + 2 * self.frameWidth() + 2, 120)
+        """The fields' width plus the scroll bar (measured once the page is built: Qt
+        asks for it on every layout pass, and the fields' minimum never changes)."""
+        if self._min_hint is None:
+            widget = self.widget()
+            inner = widget.minimumSizeHint() if widget is not None else QSize(0, 0)
+            bar = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent, None, self)
+            self._min_hint = QSize(inner.width() + bar + 2 * self.frameWidth() + 2, 120)
+        return self._min_hint
 
     def finish(self) -> None:
         """Call after the sections are added: pushes remaining space to the bottom."""
         self.column.addStretch(1)
+        self._min_hint = None
         self.refresh()
 
     # building --------------------------------------------------------------------
@@ -165,10 +205,12 @@ class TabPage(QScrollArea):
 
     # reacting ----------------------------------------------------------------------
     def refresh(self) -> None:
-        reasons = inapplicable(self.doc.plan)
+        """Show the plan: each field's value and whether it applies (the plan's values
+        and reasons are computed once per plan for every tab, not once per field)."""
+        view = plan_view(self.doc.plan)
         for path, binding in self.bindings.items():
-            binding.refresh()
-            binding.set_disabled_reason(reason_for(path, reasons))
+            binding.refresh(value=lookup(view.values, path))
+            binding.set_disabled_reason(view.reason(path))
 
     def shutdown(self) -> None:
         """Stop the page's background work (the window is closing)."""

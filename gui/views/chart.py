@@ -129,7 +129,7 @@ class LedgerChart(pg.GraphicsLayoutWidget):
         self.plots: dict[str, pg.PlotItem] = {}
         self.ci.layout.setHorizontalSpacing(PANEL_SPACING)
         for col, (key, width) in enumerate((("hbm", None), ("host", 230), ("nvme", 175))):
-            plot = self.addPlot(row=0, col=col)
+            plot = self.addPlot(row=0, col=col, enableMenu=False)
             style_plot(plot)
             if width is not None:
                 plot.setMaximumWidth(width)
@@ -149,7 +149,7 @@ class StageChart(pg.GraphicsLayoutWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setBackground(None)
-        self.plot = self.addPlot()
+        self.plot = self.addPlot(enableMenu=False)
         style_plot(self.plot)
         self.panel: Panel | None = None
 

@@ -36,6 +36,15 @@ def items_with_role(plot: pg.PlotItem, role: str) -> list[object]:
     return [i for i in plot.items if getattr(i, "memplan_role", None) == role]
 
 
+def _changed(item: object, data: object) -> bool:
+    """Whether ``data`` differs from what ``item`` last drew (and remember it): a
+    redraw skips the items whose figures did not move."""
+    if getattr(item, "memplan_drawn", None) == data:
+        return False
+    item.memplan_drawn = data  # type: ignore[attr-defined]
+    return True
+
+
 def _pairs(xs: Iterable[int], ys: Iterable[float]) -> tuple[list[float], list[float]]:
     """Segment end points for a ``connect="pairs"`` line: one segment over each bar."""
     px: list[float] = []
@@ -62,6 +71,7 @@ class PanelItems:
         self._ticks: list[tuple[float, str]] | None = None
         self._title: tuple[str, str, str] | None = None
         self._texts: list[tuple[str, str]] = []  # (full, compact) label of each bar
+        self._ranges: tuple[int, float] | None = None
         plot.getViewBox().sigResized.connect(lambda *_: self._fit_labels())
 
     @staticmethod
@@ -98,21 +108,23 @@ class PanelItems:
             item = self.groups.get(group)
             if item is None:
                 item = self.groups[group] = self._bars(f"group:{group}")
-            item.setOpts(
-                x=xs, height=heights, y0=list(base), width=BAR_WIDTH, brush=group_color(group),
-                pen=pen,
-            )  # fmt: skip
+            if _changed(item, (xs, heights, base, ink.name())):
+                item.setOpts(
+                    x=xs, height=heights, y0=list(base), width=BAR_WIDTH,
+                    brush=group_color(group), pen=pen,
+                )  # fmt: skip
             self._show(item, True)
             base = [b + h for b, h in zip(base, heights, strict=True)]
         for group, item in self.groups.items():
             if group not in order:
                 self._show(item, False)
         spread = [(bar.high - bar.low) / scale for bar in bars]
-        self.spread.setOpts(
-            x=xs, height=spread, y0=list(base), width=BAR_WIDTH,
-            brush=QBrush(ink, Qt.BrushStyle.BDiagPattern),
-            pen=pg.mkPen(ink, width=0.8, style=Qt.PenStyle.DashLine),
-        )  # fmt: skip
+        if _changed(self.spread, (xs, spread, base, ink.name())):
+            self.spread.setOpts(
+                x=xs, height=spread, y0=list(base), width=BAR_WIDTH,
+                brush=QBrush(ink, Qt.BrushStyle.BDiagPattern),
+                pen=pg.mkPen(ink, width=0.8, style=Qt.PenStyle.DashLine),
+            )  # fmt: skip
         self._show(self.spread, any(spread))
         self._lines(panel, scale)
         self._labels(panel, units, ink, scale)
@@ -125,20 +137,21 @@ class PanelItems:
     def _lines(self, panel: Panel, scale: int) -> None:
         both = [(x, b) for x, b in enumerate(panel.bars) if b.capacity and b.limit is not None]
         caps = [(x, b.capacity / scale) for x, b in enumerate(panel.bars) if b.capacity]
-        self.band.setOpts(
-            x=[x for x, _ in both],
-            y0=[(b.limit or 0) / scale for _, b in both],
-            height=[((b.capacity or 0) - (b.limit or 0)) / scale for _, b in both],
-            width=2 * LINE_HALF, brush=pg.mkBrush(HEADROOM_FILL), pen=pg.mkPen(None),
-        )  # fmt: skip
+        lims = [(x, (b.limit or 0) / scale, (b.capacity or 0) / scale) for x, b in both]
+        if _changed(self.band, lims):
+            self.band.setOpts(
+                x=[x for x, _, _ in lims], y0=[lo for _, lo, _ in lims],
+                height=[cap - lo for _, lo, cap in lims], width=2 * LINE_HALF,
+                brush=pg.mkBrush(HEADROOM_FILL), pen=pg.mkPen(None),
+            )  # fmt: skip
+            if lims:
+                self.limit.setData(
+                    *_pairs([x for x, _, _ in lims], [lo for _, lo, _ in lims]),
+                    pen=pg.mkPen(LIMIT_COLOR, width=1.5, style=Qt.PenStyle.DashLine),
+                )
         self._show(self.band, bool(both))
-        if both:
-            self.limit.setData(
-                *_pairs([x for x, _ in both], [(b.limit or 0) / scale for _, b in both]),
-                pen=pg.mkPen(LIMIT_COLOR, width=1.5, style=Qt.PenStyle.DashLine),
-            )
         self._show(self.limit, bool(both))
-        if caps:
+        if caps and _changed(self.capacity, caps):
             self.capacity.setData(
                 *_pairs([x for x, _ in caps], [y for _, y in caps]),
                 pen=pg.mkPen(CAPACITY_COLOR, width=2),
@@ -153,11 +166,14 @@ class PanelItems:
                 self._show(label, False)
                 continue
             bar = panel.bars[i]
-            label.setColor(ink)
-            font = QFont(label.textItem.font())
-            font.setBold(bar.highlight)
-            label.setFont(font)
-            label.setPos(i, bar.high / scale)
+            if _changed(label, (ink.name(), bar.highlight)):
+                label.setColor(ink)
+                font = QFont(label.textItem.font())
+                font.setBold(bar.highlight)
+                label.setFont(font)
+            y = bar.high / scale
+            if label.pos().x() != i or label.pos().y() != y:
+                label.setPos(i, y)
             self._show(label, True)
         self._texts = [(bar_label(b, units), bar_label(b, units, compact=True)) for b in panel.bars]
         self._fit_labels()
@@ -188,8 +204,11 @@ class PanelItems:
         axis = self.plot.getAxis("left")
         if axis.labelText != unit_name:
             self.plot.setLabel("left", unit_name)
-        self.plot.setXRange(-0.6, len(panel.bars) - 0.4, padding=0)
-        self.plot.setYRange(0, max(top, 1e-9), padding=0)
+        ranges = (len(panel.bars), max(top, 1e-9))
+        if ranges != self._ranges:
+            self._ranges = ranges
+            self.plot.setXRange(-0.6, len(panel.bars) - 0.4, padding=0)
+            self.plot.setYRange(0, ranges[1], padding=0)
 
     def _set_title(self, title: str, note: str, ink: QColor) -> None:
         key = (title, note, ink.name())

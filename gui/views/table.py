@@ -24,6 +24,18 @@ _NUMERIC = {"Bytes": 1, "GB": GB, "GiB": GiB}
 _ROOT = QModelIndex()
 ROW_MIN_WIDTH = 260
 """Narrowest the Row column gets: room for a row's name ("Optimizer: first moment")."""
+WIDTH_SAMPLES = (
+    "Location",
+    "offload (pinned)",
+    "per rank · peak",
+    "Phases",
+    "25,798,010,470 – 27,640,725,504",
+    "25.798 – 27.641",
+    "24.026 – 25.742",
+)
+"""The widest text each column after Row holds in practice: the columns are sized from
+these once (sizing them to their contents re-measured every cell on every edit)."""
+CELL_PADDING = 16
 _PHASE_SHORT = {"steady": "S", "forward": "F", "backward": "B", "optimizer": "O", "checkpoint": "C"}
 
 
@@ -119,9 +131,11 @@ class LedgerTable(QTableView):
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(22)
         head = self.horizontalHeader()
-        head.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
-        for col in range(1, len(COLUMNS)):
-            head.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        for col in range(len(COLUMNS)):
+            head.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
+        metrics = self.fontMetrics()
+        for col, sample in enumerate(WIDTH_SAMPLES, start=1):
+            head.resizeSection(col, metrics.horizontalAdvance(sample) + CELL_PADDING)
         head.sectionResized.connect(self._section_resized)
 
     def show_rows(self, rows: tuple[Row, ...]) -> None:
