@@ -21,6 +21,7 @@ from engine import planfile
 from engine.errors import PlanError, Problem
 from engine.estimate import Estimate, estimate
 from engine.plan import Plan, default_plan, get_value, validation_problems, with_values
+from gui import gc_policy
 from gui.undo_text import edit_text
 
 MERGE_ID = 0x6D70  # QUndoCommand.id() shared by mergeable field edits
@@ -130,6 +131,7 @@ class PlanDocument(QObject):
         self.invalid: dict[str, str] = {}  # every field showing an invalid value: message
         self.typing: set[str] = set()  # fields holding typed text not yet committed
         self._merge_session = 0
+        self._estimated_arch: object = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(0)
@@ -278,6 +280,10 @@ class PlanDocument(QObject):
             self.estimateFailed.emit(self.estimate_error)
             return
         self.estimate, self.estimate_error, self.estimate_problems = result, None, ()
+        arch = self._plan.model.architecture
+        if arch != self._estimated_arch:  # a new model's tensor inventory is now cached
+            self._estimated_arch = arch
+            gc_policy.settle()
         self.estimateChanged.emit()
 
     @property

@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import PlanError
 from engine.layout import GpuCounts
-from gui import measured
+from gui import gc_policy, measured
 from gui.analysis_parts import AnalysisParts
 from gui.autosave import Autosaver
 from gui.document import PlanDocument
@@ -112,6 +112,7 @@ class MainWindow(QMainWindow):
             self.splitter.restoreState(QByteArray(split))
         else:
             self._open_splitter()
+        gc_policy.install()
 
     # layout ----------------------------------------------------------------------
     def _build(self) -> None:

@@ -9,12 +9,15 @@ architecture came from elsewhere.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QGroupBox,
     QHBoxLayout,
+    QLabel,
     QMessageBox,
     QPushButton,
     QVBoxLayout,
@@ -23,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from engine.models.spec import ArchitectureSpec
 from engine.sections.model import ModelSection
-from gui import model_sources
+from gui import gc_policy, model_sources
 from gui.document import PlanDocument
 from gui.fields import compact
 from gui.tabs.base import TabPage
@@ -56,11 +59,20 @@ class ModelTab(TabPage):
         self._counts = TaskRunner(self)
         self._counts.finished.connect(self._show_totals)
         QTimer.singleShot(COUNTS_DELAY_MS, self._count_presets)
+        self._prepare = TaskRunner(self)
+        self._prepare.finished.connect(self._prepared)
+        self._then: Callable[[], object] | None = None
+        self._ready: set[ArchitectureSpec] = set()
         apply_btn = QPushButton("&Apply preset", box)
         apply_btn.clicked.connect(self.apply_preset)
         row.addWidget(self.preset, 1)
         row.addWidget(apply_btn)
         lay.addLayout(row)
+        self.preparing = QLabel("", box)
+        self.preparing.setObjectName("modelPreparing")
+        self.preparing.setWordWrap(True)
+        self.preparing.hide()
+        lay.addWidget(self.preparing)
         row2 = QHBoxLayout()
         self.hf_button = QPushButton("Import c&onfig.json…", box)
         self.hf_button.setToolTip("Read a Hugging Face config.json into the fields below.")
@@ -102,20 +114,49 @@ class ModelTab(TabPage):
         """Add each preset's exact parameter count to its name in the chooser."""
         if not isinstance(totals, dict):
             return
+        gc_policy.settle()  # every preset's inventory is cached now: scan them no more
         for i in range(self.preset.count()):
-            total = totals.get(self.preset.itemData(i))
+            key = self.preset.itemData(i)
+            total = totals.get(key)
             if isinstance(total, int):
                 self.preset.setItemText(i, model_sources.titled(self.preset.itemText(i), total))
+                self._ready.add(model_sources.load_preset(key)[1])
 
     def shutdown(self) -> None:
         self._counts.shutdown()
+        self._prepare.shutdown()
 
     def apply_preset(self) -> None:
         key = self.preset.currentData()
         if key is None:  # the chooser shows the imported model: nothing to apply
             return
         name, spec = model_sources.load_preset(key)
-        self.doc.set_many(model_sources.model_changes(key, name, spec), f"Model preset {name}")
+        self._when_ready(
+            name,
+            spec,
+            lambda: self.doc.set_many(
+                model_sources.model_changes(key, name, spec), f"Model preset {name}"
+            ),
+        )
+
+    def _when_ready(self, name: str, spec: ArchitectureSpec, apply: Callable[[], object]) -> None:
+        """Apply now, or — for a model whose tensor inventory takes seconds to build —
+        build it on a worker first and apply when it is ready (the window never waits)."""
+        if spec in self._ready or not model_sources.heavy(spec):
+            apply()
+            return
+        self._then = apply
+        self.preparing.setText(f"Building {name}'s tensor inventory (a large model)…")
+        self.preparing.show()
+        self._prepare.start(lambda _p: (spec, model_sources.prepare(spec)))
+
+    def _prepared(self, result: object) -> None:
+        self.preparing.hide()
+        if isinstance(result, tuple):
+            self._ready.add(result[0])
+        then, self._then = self._then, None
+        if then is not None:
+            then()
 
     def _import(self, folder: bool) -> None:
         if folder:
@@ -141,7 +182,13 @@ class ModelTab(TabPage):
         except model_sources.IMPORT_ERRORS as exc:
             QMessageBox.warning(self, "Import failed", str(exc))
             return False
-        self.doc.set_many(model_sources.model_changes(None, name, spec), f"Import {name}")
+        self._when_ready(
+            name,
+            spec,
+            lambda: self.doc.set_many(
+                model_sources.model_changes(None, name, spec), f"Import {name}"
+            ),
+        )
         if messages:
             QMessageBox.information(
                 self,
