@@ -112,6 +112,7 @@ class PlanDocument(QObject):
     propertiesChanged = Signal()  # the plan's name or notes
     invalidChanged = Signal()  # the set of fields showing an invalid value
     abandonEdits = Signal()  # undo/redo came first: drop typed, uncommitted text
+    commitTyping = Signal()  # a save or a report is next: commit typed text now
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -219,6 +220,13 @@ class PlanDocument(QObject):
             self.typing.add(path)
         else:
             self.typing.discard(path)
+
+    def commit_typing(self) -> None:
+        """Commit the text typed in any field now (what a save or a report must see),
+        then recompute: a value typed and saved with Ctrl+S at once is in the file."""
+        if self.typing:
+            self.commitTyping.emit()
+        self.flush()
 
     def undo(self) -> None:
         """Edit → Undo, whatever has the focus: the document's history, never a line

@@ -200,6 +200,7 @@ class FieldBinding(QObject):
         edit.historyKey.connect(lambda undo: self.doc.undo() if undo else self.doc.redo())
         edit.escaped.connect(self._abandon)
         self.doc.abandonEdits.connect(self._abandon)
+        self.doc.commitTyping.connect(self._commit_text)
         return edit
 
     # reading and writing -------------------------------------------------------------

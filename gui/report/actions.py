@@ -81,7 +81,7 @@ class ReportActions(QObject):
 
     def _inputs(self) -> tuple[Any, dict[str, Any]] | None:
         """The plan file and the extras to report, or None (said in a dialog)."""
-        self.doc.flush()
+        self.doc.commit_typing()
         if self.doc.estimate is None or self.doc.estimate_error:
             dialogs.show_error(
                 self.window,
