@@ -21,6 +21,9 @@ from engine.plan import Plan
 from engine.units import fmt_bytes, fmt_range
 from gui.views.layout_choice import validation_text
 
+NBSP = "\u00a0"
+"""Keeps a figure and its unit together ("59.13 GB"): a narrow panel wraps at " / "."""
+
 VERDICT_COLORS = {"fits": "#1E8E3E", "straddles": "#C77C02", "does_not_fit": "#C5221F"}
 COUNTS_PENDING = "no layout of this model fits within the search bound"
 COUNTS_UPDATING = "searching layouts…"
@@ -129,8 +132,11 @@ class VerdictPanel(QFrame):
         peak = est.fit_peak
         st = est.heaviest
         phase = st.peak_phase
-        where = f" — {phase}" + (f", stage {est.heaviest_stage}" if len(est.stages) > 1 else "")
-        self.values["peak"].setText(f"<b>{fmt_range(peak.low, peak.high, u)}</b>{where}")
+        figure = fmt_range(peak.low, peak.high, u).replace(" G", NBSP + "G")  # wraps at "/"
+        self.values["peak"].setText(
+            f"<b>{figure}</b><br>at the {phase} peak"
+            + (f", stage {est.heaviest_stage}" if len(est.stages) > 1 else "")
+        )
         self.values["peak"].setToolTip(
             f"allocated (tensors): {fmt_range(st.peak.low, st.peak.high, u)}\n"
             f"reserved (allocator): {fmt_range(st.reserved_peak.low, st.reserved_peak.high, u)}"

@@ -96,7 +96,7 @@ def test_default_plan_on_screen(qtbot: Any, window: Any) -> None:
     assert max(hbm_bar_tops(window)) == pytest.approx(window.doc.estimate.fit_peak.high / GB)
     assert table_bytes(window)["Weights (fp32)"] == "4,015,130,624"
     peak_gb = f"{window.doc.estimate.fit_peak.high / GB:.2f} GB"
-    assert peak_gb in window.verdict.values["peak"].text()
+    assert peak_gb in window.verdict.values["peak"].text().replace("\u00a0", " ")
     # The layout search runs once edits settle, so typing stays cheap.
     qtbot.waitUntil(lambda: "arithmetic minimum" in window.verdict.counts.text())
 
