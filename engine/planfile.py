@@ -2,7 +2,7 @@
 
 A file is UTF-8 JSON::
 
-    {"format": "memplan", "schema_version": 1, "app_version": "0.1.0",
+    {"format": "memplan", "schema_version": 2, "app_version": "0.1.0",
      "created": "...", "modified": "...", "name": "...", "notes": "...",
      "config_hash": "<sha256 of the canonical plan>", "plan": {...},
      "measurements": []}
@@ -32,11 +32,12 @@ from engine.errors import PlanFileError, field_path, quote
 from engine.fileio import strict_json
 from engine.fileio.atomic import write_atomic
 from engine.plan import Plan, canonical_hash, describe_validation_error
+from engine.plan_migrations import migrate_plan_1_to_2
 
 __all__ = ["PlanFile", "PlanFileError", "dumps", "load", "parse", "save"]
 
 FORMAT_NAME = "memplan"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SUFFIX = ".memplan"
 
 
@@ -78,7 +79,20 @@ def _migrate_0_to_1(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1}
+def _migrate_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
+    """Schema 2 made the training stack an input; the plan keeps schema 1's meaning
+    (:func:`engine.plan_migrations.migrate_plan_1_to_2`)."""
+    out = dict(doc)
+    if isinstance(out.get("plan"), dict):
+        out["plan"] = migrate_plan_1_to_2(out["plan"])
+    out["schema_version"] = 2
+    return out
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    0: _migrate_0_to_1,
+    1: _migrate_1_to_2,
+}
 """MIGRATIONS[n] turns a schema-n document into a schema-(n+1) document."""
 
 

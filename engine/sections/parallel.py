@@ -113,6 +113,13 @@ class ParallelismSection(Section):
     sequence_parallel: bool = Field(
         default=False, description="Megatron sequence parallelism (splits norms/dropout by TP)."
     )
+    tp_style: Literal["auto", "vocab_parallel", "replicated_embedding"] = Field(
+        default="auto",
+        description="How TP treats the vocabulary: vocab_parallel (Megatron-Core "
+        "VocabParallelEmbedding and vocab-parallel cross-entropy, torchtitan loss_parallel) "
+        "or replicated_embedding (transformers' tp_plan: lm_head colwise_rep gathers the "
+        "logits, the embedding stays whole). auto = the stack's.",
+    )
     strategy: Strategy = Field(default="fsdp2", description="Data-parallel sharding strategy.")
     shard_group_size: int | None = Field(
         default=None,

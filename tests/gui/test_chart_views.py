@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.ledger.states.offload import GROUP_PAGEABLE, GROUP_PINNED
+from engine.ledger.states.moved import GROUP_PAGEABLE, GROUP_PINNED
 from engine.units import GB
 from gui.views.chart_data import GROUP_ORDER, Bar, Panel, Segment
 from gui.views.chart_scale import bar_label, capacity_note, panel_scale
