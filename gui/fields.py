@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent, QKeySequence, QPalette
+from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.plan import default_plan
+from engine.stacks.defaults import Derived
 from engine.units import GB, GiB
 from gui.document import PlanDocument
 from gui.fieldspec import (
@@ -43,6 +44,8 @@ from gui.fieldspec import (
     parse_list,
     parse_number,
 )
+from gui.plan_line_edit import PlanLineEdit
+from gui.stack_badge import badge_caption, badge_tooltip
 
 _DEFAULT_VALUES: dict[str, Any] = default_plan().model_dump(mode="json")
 _UNSET: Any = object()
@@ -59,6 +62,8 @@ def default_value(path: str) -> Any:
 
 
 CAPTION_STYLE = "color: palette(placeholder-text); font-size: 8pt;"
+STACK_CAPTION_STYLE = "color: palette(link); font-size: 8pt;"
+"""A caption naming the stack a field's value comes from (the "from stack" badge)."""
 ERROR_STYLE = "border: 1px solid #d0302f; background: rgba(208, 48, 47, 0.10);"
 ERROR_INK = {"light": "#B3261E", "dark": "#FF8A80"}
 """The message under an invalid field: dark red on a light window, light red on a dark
@@ -79,47 +84,6 @@ def dark_palette() -> bool:
     if not isinstance(app, QApplication):
         return False
     return app.palette().color(QPalette.ColorRole.Window).lightnessF() < 0.5
-
-
-def history_key(event: QKeyEvent) -> bool | None:
-    """True for the Undo key, False for Redo, None for any other key."""
-    if event.matches(QKeySequence.StandardKey.Undo):
-        return True
-    if event.matches(QKeySequence.StandardKey.Redo):
-        return False
-    return None
-
-
-class PlanLineEdit(QLineEdit):
-    """A line edit that hands Undo and Redo to the document instead of keeping its own
-    history: it declines the shortcut override (so Edit → Undo's shortcut fires) and
-    forwards the key when no action takes it (nothing to undo). Escape abandons the
-    typed text."""
-
-    historyKey = Signal(bool)  # True: undo, False: redo
-    escaped = Signal()
-
-    def event(self, event: QEvent) -> bool:
-        if (
-            event.type() == QEvent.Type.ShortcutOverride
-            and isinstance(event, QKeyEvent)
-            and history_key(event) is not None
-        ):
-            event.ignore()
-            return True
-        return super().event(event)
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:
-        which = history_key(event)
-        if which is not None:
-            event.accept()
-            self.historyKey.emit(which)
-            return
-        if event.key() == Qt.Key.Key_Escape and self.isModified():
-            event.accept()
-            self.escaped.emit()
-            return
-        super().keyPressEvent(event)
 
 
 def _display(value: Any) -> str:
@@ -150,6 +114,7 @@ class FieldBinding(QObject):
         self.doc, self.spec, self.units = doc, spec, units
         self.error: str | None = None
         self.disabled_reason: str | None = None
+        self.derived: Derived | None = None  # the stack's value while the field is auto
         self.label = QLabel(spec.label, parent)
         self.label.setWordWrap(True)  # "DeepSpeed param persistence threshold" on two lines
         self.label.setMaximumWidth(LABEL_MAX_WIDTH)
@@ -272,9 +237,11 @@ class FieldBinding(QObject):
         """Show the plan's value (``value`` when the caller has it), unless the user is
         typing: typed text stays until it is committed or abandoned."""
         if value is _UNSET:
-            value = self.doc.value(self.spec.path)
+            value = self.current_value()
         editor = self.editor
         if isinstance(editor, QCheckBox):
+            if value is None and self.derived is not None:
+                value = self.derived.value  # an auto switch shows what the stack does
             editor.blockSignals(True)
             editor.setChecked(bool(value))
             editor.blockSignals(False)
@@ -302,6 +269,10 @@ class FieldBinding(QObject):
             self._caption_for = value
             self._update_caption(value)
 
+    def current_value(self) -> Any:
+        """The value the field shows: the plan's."""
+        return self.doc.value(self.spec.path)
+
     def set_units(self, units: str) -> None:
         self.units = units
         self.refresh(force=True)
@@ -312,14 +283,22 @@ class FieldBinding(QObject):
         spec = self.spec
         if spec.kind == "bytes":
             if value is _UNSET:
-                value = self.doc.value(spec.path)
+                value = self.current_value()
             if isinstance(value, int):
                 other = value / GiB if self.units != "gib" else value / GB
                 name = "GiB" if self.units != "gib" else "GB"
-                self.caption.setText(
-                    f"= {other:,.2f} {name}<br>def. "
-                    f"{format_bytes_field(default_value(spec.path), self.units)}"
-                )
+                if self.derived is not None:
+                    shown = f"{other:,.2f} {name}"
+                    self.caption.setText(badge_caption(spec.path, self.derived, shown))
+                    return
+                try:
+                    default = format_bytes_field(default_value(spec.path), self.units)
+                except (KeyError, TypeError):  # inside a band that defaults to auto
+                    default = "auto"
+                self.caption.setText(f"= {other:,.2f} {name}<br>def. {default}")
+            return
+        if self.derived is not None:
+            self.caption.setText(badge_caption(spec.path, self.derived))
             return
         default = format_default(self.default_spec())
         if len(default) > 14:
@@ -337,6 +316,8 @@ class FieldBinding(QObject):
 
     def _update_tooltip(self) -> None:
         tip = self.default_spec().tooltip()
+        if self.derived is not None:
+            tip = f"{badge_tooltip(self.derived)}<br><br>{tip}"
         if self.disabled_reason:
             tip = f"<b>Does not apply:</b> {self.disabled_reason}<br><br>{tip}"
         if self.error:
@@ -357,6 +338,16 @@ class FieldBinding(QObject):
         self.doc.note_invalid(self.spec.path, message)
         self._update_tooltip()
 
+    def set_derived(self, derived: Derived | None) -> None:
+        """Show (or stop showing) that the field's value comes from the stack."""
+        if derived == self.derived:
+            return
+        self.derived = derived
+        mark_from_stack(self.caption, derived is not None)
+        self._caption_for = _UNSET
+        self._update_caption()
+        self._update_tooltip()
+
     def set_disabled_reason(self, reason: str | None) -> None:
         if reason == self.disabled_reason:
             return
@@ -364,6 +355,15 @@ class FieldBinding(QObject):
         for w in (self.label, self.editor, self.caption):
             w.setEnabled(reason is None)
         self._update_tooltip()
+
+
+def mark_from_stack(caption: QLabel, on: bool) -> None:
+    """Style a caption as a "from stack" badge (the page's style sheet reads the flag)."""
+    if bool(caption.property("fromStack")) == on:
+        return
+    caption.setProperty("fromStack", on)
+    caption.style().unpolish(caption)
+    caption.style().polish(caption)
 
 
 def add_to_grid(grid: QGridLayout, binding: FieldBinding) -> None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import replace
-from functools import lru_cache
-from typing import Any
 
 from pydantic import BaseModel
 from PySide6.QtCore import QSize, Qt
@@ -26,41 +24,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.plan import Plan
-from engine.stacks.applicability import inapplicable, reason_for
+from engine.sections.base import ByteRange
+from gui.band_field import BandFieldBinding, BandModeBinding
 from gui.document import PlanDocument, messages_by_field
-from gui.fields import CAPTION_STYLE, FieldBinding, add_to_grid
-from gui.fieldspec import field_specs
+from gui.fields import CAPTION_STYLE, STACK_CAPTION_STYLE, FieldBinding, add_to_grid
+from gui.fieldspec import FieldSpec, field_specs
+from gui.plan_view import plan_view
+from gui.stack_badge import derived_for
 
-PAGE_STYLE = f"QLabel#fieldCaption {{ {CAPTION_STYLE} }}"
+PAGE_STYLE = (
+    f"QLabel#fieldCaption {{ {CAPTION_STYLE} }} "
+    f'QLabel#fieldCaption[fromStack="true"] {{ {STACK_CAPTION_STYLE} }}'
+)
 """One style sheet per page for every caption (one per label cost a style pass each)."""
-
-
-class PlanView:
-    """One plan as the tabs show it: its values as JSON, and why a field does not
-    apply — computed once per plan for every tab, not once per field."""
-
-    def __init__(self, plan: Plan) -> None:
-        self.values: dict[str, Any] = plan.model_dump(mode="json")
-        self._reasons = inapplicable(plan)
-        self._memo: dict[str, str | None] = {}
-
-    def reason(self, path: str) -> str | None:
-        if path not in self._memo:
-            self._memo[path] = reason_for(path, self._reasons) if self._reasons else None
-        return self._memo[path]
-
-
-@lru_cache(maxsize=4)
-def plan_view(plan: Plan) -> PlanView:
-    return PlanView(plan)
-
-
-def lookup(values: dict[str, Any], path: str) -> Any:
-    node: Any = values
-    for key in path.split("."):
-        node = node[key]
-    return node
 
 
 class Collapsible(QWidget):
@@ -99,6 +75,7 @@ class TabPage(QScrollArea):
         super().__init__(parent)
         self.doc, self.units = doc, units
         self.bindings: dict[str, FieldBinding] = {}
+        self.bands: list[BandModeBinding] = []
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
@@ -172,6 +149,9 @@ class TabPage(QScrollArea):
             if (include is not None and spec.name not in include) or spec.name in exclude:
                 continue
             if spec.kind == "section" and spec.model is not None:
+                if spec.optional and spec.model is ByteRange:
+                    self._band(grid, spec)
+                    continue
                 if spec.optional:
                     self._optional_summary(grid, spec.path, spec.label)
                     continue
@@ -182,6 +162,18 @@ class TabPage(QScrollArea):
                 continue
             binding = FieldBinding(self.doc, spec, self.units, grid.parentWidget() or self)
             self.bindings[spec.path] = binding
+            add_to_grid(grid, binding)
+
+    def _band(self, grid: QGridLayout, spec: FieldSpec) -> None:
+        """An optional byte band: auto / custom over its low and high fields."""
+        parent = grid.parentWidget() or self
+        mode = BandModeBinding(self.doc, spec, parent)
+        mode.place(grid)
+        self.bands.append(mode)
+        for sub in field_specs(ByteRange, spec.path):
+            sub = replace(sub, kind="bytes", unit="bytes")
+            binding = BandFieldBinding(self.doc, sub, self.units, parent)
+            self.bindings[sub.path] = binding
             add_to_grid(grid, binding)
 
     def _optional_summary(self, grid: QGridLayout, path: str, label: str) -> None:
@@ -209,8 +201,11 @@ class TabPage(QScrollArea):
         and reasons are computed once per plan for every tab, not once per field)."""
         view = plan_view(self.doc.plan)
         for path, binding in self.bindings.items():
-            binding.refresh(value=lookup(view.values, path))
+            binding.set_derived(derived_for(view.derived, path))
+            binding.refresh(value=view.value(path))
             binding.set_disabled_reason(view.reason(path))
+        for band in self.bands:
+            band.refresh(view)
 
     def shutdown(self) -> None:
         """Stop the page's background work (the window is closing)."""
