@@ -148,6 +148,11 @@ def layout_changes(plan: Plan, layout: Layout) -> dict[str, Any]:
     return changes
 
 
+def span(low: int, high: int) -> str:
+    """A count range, once when both ends agree ("8", not "8–8")."""
+    return str(low) if low == high else f"{low}–{high}"
+
+
 def validation_text(c: GpuCounts) -> str:
     """The validation range as the ranks its layouts use ("1–2 GPUs"), with the
     node-rounded count beside it when rounding made it larger ("8–8 by node"):
@@ -156,9 +161,9 @@ def validation_text(c: GpuCounts) -> str:
     (The engine rounds the range to nodes, ``engine.layout.counts``; the ranks behind
     it are its layouts' world sizes.)"""
     lo, hi = c.validation_low, c.validation_high
-    rounded = f"{lo.gpus}–{hi.gpus}"
+    rounded = span(lo.gpus, hi.gpus)
     if lo.layout is not None and hi.layout is not None:
-        ranks = f"{lo.layout.world_size}–{hi.layout.world_size}"
+        ranks = span(lo.layout.world_size, hi.layout.world_size)
         text = ranks if ranks == rounded else f"{ranks} ({rounded} by node)"
     else:
         text = rounded
