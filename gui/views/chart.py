@@ -69,8 +69,10 @@ def draw_panel(plot: pg.PlotItem, panel: Panel, units: str, lines: int = 0) -> N
 
 
 def _entry(swatch: str, text: str) -> str:
-    """One legend entry that never breaks inside (non-breaking spaces within it)."""
-    return f"{swatch}&nbsp;{text.replace(' ', '&nbsp;')}"
+    """One legend entry that never breaks inside: non-breaking spaces, and a word joiner
+    each side of a dash (Qt's layout breaks after one: "low–" | "high range")."""
+    text = text.replace(" ", "&nbsp;").replace("–", "\u2060–\u2060")
+    return f"{swatch}&nbsp;{text}"
 
 
 def legend_html(groups: list[str], spread: bool) -> str:

@@ -113,3 +113,14 @@ def test_cancelled_export_writes_nothing(qtbot: Any, window: Any, tmp_path: Path
     assert actions.export_to(str(out), "a4")
     qtbot.waitUntil(lambda: actions.last_written is not None, timeout=60_000)
     assert out.read_bytes()[:4] == b"%PDF"
+
+
+def test_legend_entries_never_break_inside() -> None:
+    """Qt's line breaking breaks after an en dash ("low–" | "high range" at 1920 px):
+    every entry joins its words with non-breaking spaces and its dashes with word
+    joiners, so the legend wraps only between entries."""
+    from gui.views.chart import legend_html
+
+    html = legend_html(["weights", "activations"], spread=True)
+    assert "low\u2060–\u2060high&nbsp;range" in html
+    assert "limit&nbsp;=&nbsp;capacity&nbsp;−&nbsp;headroom" in html
