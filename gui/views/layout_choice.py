@@ -148,15 +148,15 @@ def layout_changes(plan: Plan, layout: Layout) -> dict[str, Any]:
     return changes
 
 
-def span(low: int, high: int) -> str:
+def span(low: int | None, high: int | None) -> str:
     """A count range, once when both ends agree ("8", not "8–8")."""
     return str(low) if low == high else f"{low}–{high}"
 
 
 def validation_text(c: GpuCounts) -> str:
     """The validation range as the ranks its layouts use ("1–2 GPUs"), with the
-    node-rounded count beside it when rounding made it larger ("8–8 by node"):
-    a QLoRA plan that fits on 2 GPUs never reads "validate on 8–8" alone.
+    node-rounded count beside it when rounding made it larger ("2 (8 by node)"):
+    a QLoRA plan that fits on 2 GPUs never reads "validate on 8" alone.
 
     (The engine rounds the range to nodes, ``engine.layout.counts``; the ranks behind
     it are its layouts' world sizes.)"""
