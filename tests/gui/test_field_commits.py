@@ -26,7 +26,7 @@ def _binding(win: Any, path: str) -> Any:
     return next(p.bindings[path] for p in win.tabs.values() if path in p.bindings)
 
 
-def _retype(qtbot: Any, win: Any, path: str, text: str) -> QLineEdit:
+def retype(qtbot: Any, win: Any, path: str, text: str) -> QLineEdit:
     """Clear the field and type ``text`` key by key (as fast as a user can)."""
     edit = _editor(win, path)
     win.go_to_field(path)
@@ -43,7 +43,7 @@ def test_typing_never_commits_a_prefix(qtbot: Any, window: Any) -> None:
     seen: list[int] = []
     window.doc.planChanged.connect(lambda: seen.append(window.doc.plan.model.architecture.layers))
     before = window.doc.estimate
-    edit = _retype(qtbot, window, LAYERS, "1e15")
+    edit = retype(qtbot, window, LAYERS, "1e15")
     assert seen == [] and window.doc.undo_stack.count() == 0
     qtbot.keyClick(edit, Qt.Key.Key_Return)
     assert 1 not in seen
@@ -59,7 +59,7 @@ def test_typing_never_commits_a_prefix(qtbot: Any, window: Any) -> None:
 
 def test_a_pause_commits_the_whole_value(qtbot: Any, window: Any) -> None:
     """A value typed and left alone commits after the pause, as one undo step in words."""
-    _retype(qtbot, window, "parallelism.dp", "16")
+    retype(qtbot, window, "parallelism.dp", "16")
     qtbot.waitUntil(lambda: window.doc.plan.parallelism.dp == 16, timeout=3000)
     assert window.doc.undo_stack.count() == 1
     assert window.doc.undo_stack.undoText() == "Set data-parallel size to 16"
@@ -68,10 +68,10 @@ def test_a_pause_commits_the_whole_value(qtbot: Any, window: Any) -> None:
 
 
 def test_fixing_the_field_clears_the_banner(qtbot: Any, window: Any) -> None:
-    edit = _retype(qtbot, window, LAYERS, "abc")
+    edit = retype(qtbot, window, LAYERS, "abc")
     qtbot.keyClick(edit, Qt.Key.Key_Tab)
     assert "not a whole number" in window.banner.text()
-    edit = _retype(qtbot, window, LAYERS, "16")
+    edit = retype(qtbot, window, LAYERS, "16")
     qtbot.keyClick(edit, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: not window.doc.pending)
     assert window.doc.plan.model.architecture.layers == 16
@@ -82,7 +82,7 @@ def test_fixing_the_field_clears_the_banner(qtbot: Any, window: Any) -> None:
 def test_ctrl_z_in_a_focused_field_undoes_the_document_edit(qtbot: Any, window: Any) -> None:
     """DP 16 committed with Enter, focus still in the field: Ctrl+Z undoes that edit (the
     field shows 8 again), pushes nothing, and keeps Redo; Ctrl+Shift+Z redoes it."""
-    edit = _retype(qtbot, window, "parallelism.dp", "16")
+    edit = retype(qtbot, window, "parallelism.dp", "16")
     qtbot.keyClick(edit, Qt.Key.Key_Return)
     assert window.doc.plan.parallelism.dp == 16 and edit.hasFocus()
     qtbot.keyClick(edit, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
@@ -102,14 +102,14 @@ def test_ctrl_z_in_a_focused_field_undoes_the_document_edit(qtbot: Any, window: 
 def test_ctrl_z_drops_typed_text_before_undoing(qtbot: Any, window: Any) -> None:
     """Text typed but not committed is dropped by the first Ctrl+Z (the field shows the
     plan's value); nothing was pushed, so nothing is undone or lost."""
-    edit = _retype(qtbot, window, "batch.seq_len", "81")
+    edit = retype(qtbot, window, "batch.seq_len", "81")
     qtbot.keyClick(edit, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
     assert edit.text() == "4096" and window.doc.undo_stack.count() == 0
     assert window.doc.plan == default_plan()
 
 
 def test_escape_abandons_typed_text(qtbot: Any, window: Any) -> None:
-    edit = _retype(qtbot, window, "batch.seq_len", "-5")
+    edit = retype(qtbot, window, "batch.seq_len", "-5")
     qtbot.keyClick(edit, Qt.Key.Key_Escape)
     assert edit.text() == "4096" and not window.doc.invalid
 

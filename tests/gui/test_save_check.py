@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 
 from engine import planfile
 from gui import dialogs
-from tests.gui.test_field_commits import _retype
+from tests.gui.test_field_commits import retype
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_an_uncomputable_plan_asks_and_says_why(qtbot: Any, window: Any, asked: 
 
 
 def test_a_refused_value_in_a_field_is_named(qtbot: Any, window: Any, asked: Any) -> None:
-    edit = _retype(qtbot, window, "model.architecture.layers", "1e15")
+    edit = retype(qtbot, window, "model.architecture.layers", "1e15")
     qtbot.keyClick(edit, Qt.Key.Key_Return)
     asked["answer"] = True
     assert window.files.save_plan()
@@ -55,7 +55,7 @@ def test_a_refused_value_in_a_field_is_named(qtbot: Any, window: Any, asked: Any
 def test_typed_text_is_committed_before_saving(qtbot: Any, window: Any, asked: Any) -> None:
     """A value typed and saved at once (Ctrl+S before leaving the field) is in the file,
     with no question asked."""
-    _retype(qtbot, window, "parallelism.dp", "4")
+    retype(qtbot, window, "parallelism.dp", "4")
     assert window.doc.plan.parallelism.dp == 8  # not committed yet: no pause, no Enter
     assert window.files.save_plan()
     assert asked["problems"] is None
