@@ -27,7 +27,6 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMainWindow,
     QSplitter,
-    QStackedWidget,
     QTabBar,
     QTabWidget,
     QToolBar,
@@ -57,8 +56,9 @@ from gui.tabs.model import ModelTab
 from gui.tabs.offload import OffloadTab
 from gui.tabs.parallelism import ParallelismTab
 from gui.views.banner import InvalidBanner
-from gui.views.chart import LedgerChart, StageChart, legend_html, panel_groups, style_plot
+from gui.views.chart import LedgerChart, legend_html, panel_groups, style_plot
 from gui.views.diagnostics import DiagnosticsList, suggestion_of
+from gui.views.stages import StagesView
 from gui.views.table import LedgerTable
 from gui.views.traffic import TrafficView
 from gui.views.verdict import VerdictPanel
@@ -143,15 +143,7 @@ class MainWindow(QMainWindow):
         self.legend.setObjectName("chartLegend")
         self.legend.setWordWrap(True)
         self.table = LedgerTable(self)
-        self.stage_chart: StageChart | None = None  # made when a plan first has stages
-        self.stage_note = QLabel(
-            "Single pipeline stage (PP = 1): every rank holds the same "
-            "layers. Set PP > 1 on the Parallelism tab to compare stages."
-        )
-        self.stage_note.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.stage_note.setWordWrap(True)
-        self.stages = QStackedWidget(self)
-        self.stages.addWidget(self.stage_note)
+        self.stages = StagesView(self)
         self.diagnostics = DiagnosticsList(self)
         self.diagnostics.itemDoubleClicked.connect(self.apply_suggestion)
         self.results = QTabWidget(self)
@@ -268,14 +260,7 @@ class MainWindow(QMainWindow):
         self.table.show_rows(est.rows)
         self.table.set_units(self.units)
         self.traffic.show_estimate(plan, est, self.units)
-        if len(est.stages) > 1:
-            if self.stage_chart is None:
-                self.stage_chart = StageChart(self)
-                self.stages.addWidget(self.stage_chart)
-            self.stage_chart.show_estimate(plan, est, self.units)
-            self.stages.setCurrentWidget(self.stage_chart)
-        else:
-            self.stages.setCurrentWidget(self.stage_note)
+        self.stages.show_estimate(plan, est, self.units)
         self._show_measured()
         self.status.setText(f"config {est.config_hash[:12]} · {len(est.rows)} ledger rows")
         self.analysis.follow(est.config_hash)  # counts and suggestions: after typing
@@ -360,7 +345,8 @@ class MainWindow(QMainWindow):
     def changeEvent(self, event: QEvent) -> None:
         """Follow a light/dark switch of the system palette in the charts too."""
         if event.type() == QEvent.Type.PaletteChange:
-            stage_plots = [self.stage_chart.plot] if self.stage_chart is not None else []
+            chart = self.stages.chart
+            stage_plots = [chart.plot] if chart is not None else []
             for plot in (*self.chart.plots.values(), *stage_plots):
                 style_plot(plot)
             self.redraw()
