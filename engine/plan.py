@@ -25,6 +25,7 @@ from engine.sections.offload import CheckpointSection, HostSection, OffloadSecti
 from engine.sections.parallel import ParallelismSection
 from engine.sections.runtime import PolicySection, RuntimeSection
 from engine.sections.stack import StackSection
+from engine.sections.workload import AcceptanceSection, WorkloadSection
 
 SECTION_ORDER: tuple[str, ...] = (
     "model",
@@ -38,6 +39,8 @@ SECTION_ORDER: tuple[str, ...] = (
     "checkpoint",
     "runtime",
     "policy",
+    "workload",
+    "acceptance",
 )
 
 
@@ -60,6 +63,8 @@ class Plan(Section):
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
     runtime: RuntimeSection = Field(default_factory=RuntimeSection)
     policy: PolicySection = Field(default_factory=PolicySection)
+    workload: WorkloadSection = Field(default_factory=WorkloadSection)
+    acceptance: AcceptanceSection = Field(default_factory=AcceptanceSection)
 
     @model_validator(mode="after")
     def _cross_section(self) -> Plan:

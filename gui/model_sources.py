@@ -9,6 +9,7 @@ trace builds from); a preset clears it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,14 +19,33 @@ from engine.models.hf_config import ConfigImportError, read_hf_config
 from engine.models.importer import import_model_folder
 from engine.models.safetensors_index import SafetensorsError
 from engine.models.spec import ArchitectureSpec
+from engine.models.summary import summarize
 
 IMPORT_ERRORS = (ConfigImportError, SafetensorsError, OSError, ValueError)
 """Errors an import raises with a one-sentence message for the user."""
 
 
-def list_presets() -> list[tuple[str, str]]:
-    """(key, display name with its exact parameter count) of every model preset."""
-    return [(p.name, f"{p.display_name} — {p.total:,} params") for p in presets.list_presets()]
+def preset_titles() -> list[tuple[str, str]]:
+    """(key, display name) of every model preset, at once (no inventory is built)."""
+    return [(name, display) for name, display, _ in presets.preset_titles()]
+
+
+def titled(display: str, total: int) -> str:
+    """A preset's chooser text once its exact parameter count is known."""
+    return f"{display} — {total:,} params"
+
+
+def exact_totals(
+    keys: list[str], progress: Callable[[int, int], bool] | None = None
+) -> dict[str, int]:
+    """The exact parameter count of each preset (slow: run it off the GUI thread);
+    ``progress(done, total)`` returning False stops early."""
+    out: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if progress is not None and not progress(i, len(keys)):
+            break
+        out[key] = presets.exact_total(key)
+    return out
 
 
 def load_preset(key: str) -> tuple[str, ArchitectureSpec]:
@@ -69,6 +89,23 @@ def import_folder(path: str) -> ModelImport:
         )
     messages = tuple(result.check.messages()) if result.check is not None else ()
     return ModelImport(Path(path).name, result.spec, result.config, messages)
+
+
+HEAVY_TENSOR_GROUPS = 2_000
+"""Layers × experts above which building a model's tensor inventory takes long enough
+(DeepSeek-V3: 61 × 256, about two seconds) to be done off the GUI thread first."""
+
+
+def heavy(spec: ArchitectureSpec) -> bool:
+    """Whether the first estimate of ``spec`` would stall the window (see above)."""
+    experts = spec.moe.num_experts if spec.moe is not None else 1
+    return spec.layers * max(1, experts) > HEAVY_TENSOR_GROUPS
+
+
+def prepare(spec: ArchitectureSpec) -> int:
+    """Build (and cache) the model's tensor inventory; returns its parameter count.
+    Slow for a heavy model: run it off the GUI thread."""
+    return summarize(spec).total
 
 
 def model_changes(

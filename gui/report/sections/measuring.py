@@ -11,6 +11,7 @@ from engine.ledger.row import Row
 from engine.plan import get_value
 from engine.units import fmt_bytes, fmt_gb
 from engine.validation.reconcile import Figure, runtime_range
+from engine.workload import compile_note, step_tokens
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table
 from gui.report.inputs import section_inputs, show
@@ -28,8 +29,23 @@ ASSUMPTION_INPUTS: tuple[str, ...] = (
     "host.os_reserve_bytes",
     "hardware.usable_hbm_bytes",
     "policy.headroom_percent",
+    "workload.packing",
+    "workload.mean_sample_tokens",
+    "workload.torch_compile",
 )
 """Inputs that are assumptions about the software stack, not facts of the model."""
+
+
+def _workload_note(c: ReportContent) -> str:
+    """Tokens per step (real and computed) and, when compiled, what is not modelled."""
+    t = step_tokens(c.pf.plan)
+    padding = f", {t.padding_share:.0%} of them padding" if t.padding_share > 0 else ""
+    text = (
+        f"<p class='small'>Tokens per optimizer step: {t.samples:,} samples, "
+        f"<b>{t.real:,} real tokens</b>; {t.positions:,} token positions computed{padding}.</p>"
+    )
+    note = compile_note(c.pf.plan)
+    return text + (f"<p class='small'><b>Not modelled:</b> {esc(note)}</p>" if note else "")
 
 
 def _uncertain_rows(c: ReportContent) -> list[Row]:
@@ -66,6 +82,7 @@ def assumptions_section(c: ReportContent) -> str:
             ]
         )
     out.append(table(["Input", "Value", "", "Why it is uncertain"], rows, [27, 27, 8, 38]))
+    out.append(_workload_note(c))
     unc = _uncertain_rows(c)
     out.append(f"<h2>Rows with a range (low ≠ high): {len(unc)}</h2>")
     if unc:
@@ -102,11 +119,24 @@ def validation_plan(c: ReportContent) -> str:
         lo, hi = (r.low, r.high) if isinstance(r, Range) else r
         return f"{size(lo, hi, u)}<br><span class='small'>low {lo:,} B<br>high {hi:,} B</span>"
 
+    acc = c.pf.plan.acceptance
+    tol = acc.peak_tolerance_percent
+    inside = "inside [low, high]" if not tol else f"inside [low − {tol:g} %, high + {tol:g} %]"
+    growth = (
+        "equals the measured one"
+        if not acc.max_peak_growth_percent
+        else f"exceeds the measured one by at most {acc.max_peak_growth_percent:g} %"
+    )
+    window = (
+        f"{acc.warmup_steps} warm-up + {acc.measured_steps} measured steps, "
+        f"then {acc.steady_window_steps}"
+    )
+
     rows = [
         [
             "Peak allocated — torch.cuda.max_memory_allocated()",
             rng(h.peak),
-            "inside [low, high]",
+            inside,
             "above high: the ledger misses tensors; below low: it over-counts (calibrate)",
         ],
         [
@@ -130,9 +160,9 @@ def validation_plan(c: ReportContent) -> str:
             "above capacity: the plan does not fit",
         ],
         [
-            "Steady-state window — 2 warm-up + 3 measured steps, then 6",
+            f"Steady-state window — {window}",
             "same peaks",
-            "the peak of the 6-step window equals the 3-step one",
+            f"the peak of the {acc.steady_window_steps}-step window {growth}",
             "a rising peak: a leak or fragmentation; the estimate is not a steady state",
         ],
         [
@@ -155,15 +185,16 @@ def validation_plan(c: ReportContent) -> str:
         ],
     ]
     return (
-        "<h2>Validation plan</h2>"
-        "<p style='font-size: 8pt'>Measure one representative micro-batch on the pinned "
+        heading(2, "Validation plan")
+        + "<p style='font-size: 8pt'>Measure one representative micro-batch on the pinned "
         "software stack, on the ranks of the heaviest stage "
         f"(stage {est.heaviest_stage}), with the plan's batch geometry. Generate the probe "
         "with <span class='mono'>memplan probe PLAN.memplan -o memplan_probe.py</span>, "
         "call <span class='mono'>probe.step()</span> after every optimizer step, then "
         "compare with <span class='mono'>memplan validate-run PLAN.memplan "
         "memplan_records/</span>. The estimate is <b>confirmed</b> when every figure meets "
-        "its threshold and <b>refuted</b> when one breaks it.</p>"
+        "its threshold and <b>refuted</b> when one breaks it. The thresholds are the "
+        "plan's acceptance inputs (Hardware tab → Acceptance thresholds).</p>"
         + table(
             ["What to measure", "Estimate", "Confirms", "Refutes / action"],
             rows,
