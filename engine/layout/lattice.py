@@ -1,4 +1,5 @@
-"""The TP × PP × CP × EP × DP lattice: every layout of a world size, legal or not, and why.
+"""The TP × PP × CP × DP lattice (EP folded over it): every layout of a world size, legal
+or not, and why.
 
 A layout is legal when it passes every hard rule of :mod:`engine.legality` (the model
 can be cut that way, the batch can still be formed, the offload can run) and the
@@ -60,20 +61,22 @@ class Layout:
     dp: int
     micro_batch: int = 1
     grad_accum: int = 1
+    etp: int = 1  # expert TP (MoE models), folded with EP over TP × CP × DP
 
     @property
     def world_size(self) -> int:
-        return self.tp * self.pp * self.cp * self.ep * self.dp
+        """TP × PP × CP × DP: EP and expert TP fold over the same ranks."""
+        return self.tp * self.pp * self.cp * self.dp
 
     @property
     def model_parallel(self) -> int:
-        """Ranks one model replica spans besides DP: TP × PP × CP × EP."""
-        return self.tp * self.pp * self.cp * self.ep
+        """Ranks one model replica spans besides DP: TP × PP × CP."""
+        return self.tp * self.pp * self.cp
 
     @property
     def replicas(self) -> int:
-        """Ranks that each consume their own micro-batches (DP × EP, as the engine counts)."""
-        return self.dp * self.ep
+        """Ranks groups that each consume their own micro-batches: DP."""
+        return self.dp
 
     @property
     def global_batch(self) -> int:
@@ -91,8 +94,9 @@ class Layout:
 
     def preference(self) -> tuple[int, int, int, int, int]:
         """Sort key: least model parallelism first (it costs throughput), then TP
-        before CP before PP before EP (TP stays on NVLink; PP adds bubbles)."""
-        return (self.model_parallel, self.pp, self.ep, self.cp, -self.tp)
+        before CP before PP (TP stays on NVLink; PP adds bubbles), then the least EP
+        (fewest all-to-all peers)."""
+        return (self.model_parallel, self.pp, self.cp, -self.tp, self.ep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +125,7 @@ def target_global_batch(plan: Plan) -> int:
     b, par = plan.batch, plan.parallelism
     if b.global_batch is not None:
         return b.global_batch
-    return b.micro_batch * b.grad_accum * par.dp * par.ep
+    return b.micro_batch * b.grad_accum * par.dp
 
 
 def held_batch(plan: Plan) -> int | None:
@@ -140,8 +144,8 @@ def candidate_pipeline(par: ParallelismSection, pp: int) -> tuple[int, rules.Spl
     return v, (par.pp_layer_split if pp == par.pp else None)
 
 
-def batch_for(plan: Plan, ep: int, dp: int) -> tuple[int, int] | Problem:
-    """(micro-batch, accumulation) for DP × EP replicas, or why the batch is unreachable.
+def batch_for(plan: Plan, dp: int) -> tuple[int, int] | Problem:
+    """(micro-batch, accumulation) for DP replicas, or why the batch is unreachable.
 
     With ``hold_fixed = global_batch`` the global batch stays and accumulation absorbs
     the change; with ``micro_batch`` the micro-batch and accumulation stay and the
@@ -151,10 +155,10 @@ def batch_for(plan: Plan, ep: int, dp: int) -> tuple[int, int] | Problem:
     held = held_batch(plan)
     if held is None:
         return b.micro_batch, b.grad_accum
-    unreachable = rules.global_batch_reachable(held, b.micro_batch, dp * ep)
+    unreachable = rules.global_batch_reachable(held, b.micro_batch, dp)
     if unreachable:
         return unreachable
-    return b.micro_batch, held // (b.micro_batch * dp * ep)
+    return b.micro_batch, held // (b.micro_batch * dp)
 
 
 def _messages(problems: list[Problem]) -> tuple[str, ...]:
@@ -170,15 +174,17 @@ def every_layout_refused(plan: Plan) -> tuple[str, ...]:
 class _Judge:
     """One plan's hard rules and preferences, judged once per value of a dimension.
 
-    Every rule depends on a single dimension, so a layout's reasons are the
+    Every rule but one depends on a single dimension, so a layout's reasons are the
     concatenation of its dimensions' reasons; memoised per value (``tp``, ``pp``, ``cp``,
-    ``ep``), a lattice of thousands of layouts costs a few dozen rule evaluations.
+    ``ep``), a lattice of thousands of layouts costs a few dozen rule evaluations. The
+    exception, EP × expert TP folding over TP × CP × DP, is one modulo per layout.
     """
 
     def __init__(self, plan: Plan, prefs: LayoutPreferences) -> None:
         self.plan, self.prefs = plan, prefs
         self.arch = plan.model.architecture
         self.fixed = every_layout_refused(plan)
+        self.etp = plan.parallelism.expert_tp if self.arch.moe is not None else 1
         self.tp = cache(self._judge_tp)
         self.pp = cache(self._judge_pp)
         self.cp = cache(self._judge_cp)
@@ -188,14 +194,17 @@ class _Judge:
         """One layout, its reasons in the order :func:`engine.legality.checks.plan_problems`
         gives them (preferences beside the rules of their dimension)."""
         plan = self.plan
+        etp = self.etp
         reasons = self.tp(tp) + self.pp(pp) + self.cp(cp) + self.ep(ep)
         reasons += _messages(rules.dp_problems(dp, plan.parallelism.shard_group_size))
-        batch = batch_for(plan, ep, dp)
+        reasons += _messages(rules.fold_problems(ep, etp, tp * cp * dp, self.arch))
+        batch = batch_for(plan, dp)
         if isinstance(batch, Problem):
-            layout = Layout(tp, pp, cp, ep, dp, plan.batch.micro_batch, plan.batch.grad_accum)
+            b = plan.batch
+            layout = Layout(tp, pp, cp, ep, dp, b.micro_batch, b.grad_accum, etp)
             return Rejected(layout, (*reasons, batch.message, *self.fixed))
         reasons += self.fixed
-        layout = Layout(tp, pp, cp, ep, dp, *batch)
+        layout = Layout(tp, pp, cp, ep, dp, *batch, etp)
         return Rejected(layout, reasons) if reasons else layout
 
     def _judge_tp(self, tp: int) -> tuple[str, ...]:
@@ -239,13 +248,16 @@ def check(
 def enumerate_layouts(
     plan: Plan, world_size: int, prefs: LayoutPreferences | None = None
 ) -> Lattice:
-    """Every TP × PP × CP × EP × DP factorisation of ``world_size``, judged.
+    """Every TP × PP × CP × DP factorisation of ``world_size``, with each EP the model
+    allows folded over it, judged.
 
-    Legal layouts come in preference order (:meth:`Layout.preference`).
+    Legal layouts come in preference order (:meth:`Layout.preference`). A dense model
+    has EP 1 only, so its lattice holds no expert-parallel layouts to reject.
     """
     if world_size < 1:
         raise ValueError(f"world size must be at least 1, got {world_size}")
     judge = _Judge(plan, prefs or LayoutPreferences())
+    eps = rules.ep_values(plan.model.architecture)
     legal: list[Layout] = []
     rejected: list[Rejected] = []
     for tp in rules.divisors(world_size):
@@ -253,9 +265,8 @@ def enumerate_layouts(
         for pp in rules.divisors(r1):
             r2 = r1 // pp
             for cp in rules.divisors(r2):
-                r3 = r2 // cp
-                for ep in rules.divisors(r3):
-                    got = judge.check(tp, pp, cp, ep, r3 // ep)
+                for ep in eps:
+                    got = judge.check(tp, pp, cp, ep, r2 // cp)
                     if isinstance(got, Layout):
                         legal.append(got)
                     elif len(rejected) < MAX_LISTED_REJECTIONS:
@@ -268,7 +279,8 @@ def legal_shapes(
     plan: Plan, max_ranks: int, prefs: LayoutPreferences
 ) -> list[tuple[int, int, int, int]]:
     """Model-parallel shapes (TP, PP, CP, EP) that pass every rule and preference
-    within ``max_ranks``, in preference order. DP is searched separately.
+    within ``max_ranks`` (TP × PP × CP of them: EP adds none), in preference order. DP is
+    searched separately, with the EP folding rule.
 
     Each dimension's values are judged on their own (every rule concerns one
     dimension), so the shapes are the product of the passing values.
@@ -287,7 +299,7 @@ def legal_shapes(
         for pp in pps
         for cp in cps
         for ep in eps
-        if tp * pp * cp * ep <= max_ranks
+        if tp * pp * cp <= max_ranks
     ]
     shapes.sort(key=lambda s: Layout(s[0], s[1], s[2], s[3], 1).preference())
     return shapes
@@ -310,7 +322,7 @@ def with_layout(plan: Plan, layout: Layout) -> Plan:
             "dp": layout.dp,
             "virtual_stages": v,
             "pp_layer_split": pp_split,
-            "expert_tp": min(par.expert_tp, layout.tp) if layout.ep > 1 else par.expert_tp,
+            "expert_tp": layout.etp if plan.model.architecture.moe is not None else par.expert_tp,
         }
     )
     b = plan.batch
@@ -328,4 +340,5 @@ def with_layout(plan: Plan, layout: Layout) -> Plan:
 def layout_of(plan: Plan) -> Layout:
     """The plan's own layout."""
     par, b = plan.parallelism, plan.batch
-    return Layout(par.tp, par.pp, par.cp, par.ep, par.dp, b.micro_batch, b.grad_accum)
+    etp = par.expert_tp if plan.model.architecture.moe is not None else 1
+    return Layout(par.tp, par.pp, par.cp, par.ep, par.dp, b.micro_batch, b.grad_accum, etp)

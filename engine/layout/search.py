@@ -39,11 +39,14 @@ def procurement(world_size: int, gpus_per_node: int, rounding: str) -> int:
     return -(-world_size // gpus_per_node) * gpus_per_node
 
 
-def dp_candidates(plan: Plan, ep: int, max_dp: int) -> Sequence[int]:
-    """DP values the shard-group and batch rules allow, ascending, up to ``max_dp``."""
-    b = plan.batch
-    sg = plan.parallelism.shard_group_size
-    return rules.dp_values(max_dp, sg, held_batch(plan), b.micro_batch, ep)
+def dp_candidates(plan: Plan, shape: tuple[int, int, int, int], max_dp: int) -> Sequence[int]:
+    """DP values the shard-group, EP-folding and batch rules allow for ``shape``,
+    ascending, up to ``max_dp``."""
+    b, par = plan.batch, plan.parallelism
+    tp, _, cp, ep = shape
+    etp = par.expert_tp
+    step = rules.fold_step(ep, etp, tp, cp, plan.model.architecture)
+    return rules.dp_values(max_dp, par.shard_group_size, held_batch(plan), b.micro_batch, step)
 
 
 def _truncate(values: Sequence[int], max_value: int) -> Sequence[int]:
@@ -53,10 +56,11 @@ def _truncate(values: Sequence[int], max_value: int) -> Sequence[int]:
 
 
 def _layout(plan: Plan, shape: tuple[int, int, int, int], dp: int) -> Layout:
-    batch = batch_for(plan, shape[3], dp)
+    batch = batch_for(plan, dp)
     if isinstance(batch, Problem):  # dp_candidates only yields reachable batches
         raise AssertionError(batch.message)
-    return Layout(*shape, dp, *batch)
+    etp = plan.parallelism.expert_tp if plan.model.architecture.moe is not None else 1
+    return Layout(*shape, dp, *batch, etp)
 
 
 def _first_fitting(
@@ -134,10 +138,10 @@ def search_min(
         return passed
 
     for shape in shapes:
-        m = shape[0] * shape[1] * shape[2] * shape[3]
+        m = shape[0] * shape[1] * shape[2]
         if m > max_gpus:
             continue
-        dps = dp_candidates(plan, shape[3], max_gpus // m)
+        dps = dp_candidates(plan, shape, max_gpus // m)
         if best is not None:
             dps = _truncate(dps, _max_dp_below(best.cost, m, cost))
         got = _first_fitting(ok, plan, shape, dps)

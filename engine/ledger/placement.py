@@ -1,7 +1,9 @@
 """Parallel placement: which slice of which tensor a rank of a pipeline stage holds.
 
 Placement happens before data-parallel sharding: TP splits the tensors its plan splits,
-PP assigns layers to stages, EP divides routed experts. CP holds no state of its own.
+PP assigns layers to stages, EP divides routed experts and expert TP splits each of them
+(folded over the stage's TP × CP × DP ranks, as Megatron-Core does). CP holds no state
+of its own.
 The result is the *local* tensor a rank owns, which the sharding strategy then divides
 by the size of the group that really shards it.
 """
@@ -155,15 +157,20 @@ def place_stage(
 
 
 def dense_dp_group(par: ParallelismSection) -> int:
-    """Ranks holding replicas of the same dense tensor slice: DP × CP × EP.
+    """Ranks holding replicas of the same dense tensor slice: DP × CP.
 
-    CP ranks see different tokens but the same weights, and EP ranks hold the same
-    dense (non-expert) layers, so all of them form the dense data-parallel group
-    (Megatron's data-parallel-with-context group; torchtitan's dp_shard × cp).
+    CP ranks see different tokens but the same weights, so they join the dense
+    data-parallel group (Megatron's data-parallel-with-context group,
+    ``parallel_state.get_data_parallel_group(with_context_parallel=True)``; torchtitan's
+    dp_shard × cp). EP no longer appears: it folds over these same ranks.
     """
-    return par.dp * par.cp * par.ep
+    return par.dp * par.cp
 
 
 def expert_dp_group(par: ParallelismSection) -> int:
-    """Ranks holding replicas of the same routed expert: DP × CP."""
-    return par.dp * par.cp
+    """Ranks holding replicas of the same routed-expert slice: Megatron-Core's expert data
+    parallelism, TP × CP × DP ÷ (EP × expert TP) (``parallel_state.py``
+    ``initialize_model_parallel``: ``expert_data_parallel_size = world_size //
+    (expert_tensor_parallel_size × expert_model_parallel_size × pipeline_model_parallel_size)``;
+    ``theoretical_memory_usage.py`` shards the experts' optimizer over it)."""
+    return par.expert_dp

@@ -25,7 +25,8 @@ def plan_problems(plan: Plan) -> list[Problem]:
         *rules.cp_problems(par.cp, b.seq_len),
         *rules.ep_problems(par.ep, arch),
         *rules.dp_problems(par.dp, par.shard_group_size),
-        *rules.batch_problems(b.global_batch, b.micro_batch, b.grad_accum, par.dp * par.ep),
+        *rules.fold_problems(par.ep, par.expert_tp, par.stage_ranks, arch),
+        *rules.batch_problems(b.global_batch, b.micro_batch, b.grad_accum, par.dp),
         *offload_problems(par.strategy, plan.offload.params, plan.offload.optimizer),
     ]
 

@@ -1,4 +1,5 @@
-"""The Parallelism section: the TP × PP × CP × EP × DP matrix and the sharding strategy."""
+"""The Parallelism section: the TP × PP × CP × DP grid, expert parallelism folded over it,
+and the sharding strategy."""
 
 from __future__ import annotations
 
@@ -89,7 +90,14 @@ class StrategyKnobs(Section):
 
 
 class ParallelismSection(Section):
-    """How ranks are arranged: world size = TP × PP × CP × EP × DP."""
+    """How ranks are arranged, as Megatron-Core arranges them: world = TP × PP × CP × DP.
+
+    The expert layers of a mixture-of-experts model reuse the same ranks ("MoE parallel
+    folding", ``megatron/core/parallel_state.py`` ``initialize_model_parallel``): within a
+    pipeline stage the TP × CP × DP ranks are regrouped as expert TP × EP × expert DP, so
+    EP × expert TP must divide TP × CP × DP and expert DP = TP × CP × DP ÷ (EP × expert TP).
+    EP therefore never adds ranks; DP counts the model replicas that draw micro-batches.
+    """
 
     tp: int = Field(default=1, ge=1, le=1024, description="Tensor-parallel size (ranks).")
     pp: int = Field(default=1, ge=1, le=1024, description="Pipeline-parallel stages (ranks).")
@@ -97,9 +105,26 @@ class ParallelismSection(Section):
         default=1, ge=1, le=128, description="Interleaved virtual stages per rank v (count)."
     )
     cp: int = Field(default=1, ge=1, le=1024, description="Context-parallel size (ranks).")
-    ep: int = Field(default=1, ge=1, le=4096, description="Expert-parallel size (ranks).")
-    expert_tp: int = Field(default=1, ge=1, le=1024, description="TP inside each expert.")
-    dp: int = Field(default=8, ge=1, le=1_000_000, description="Data-parallel size (ranks).")
+    ep: int = Field(
+        default=1,
+        ge=1,
+        le=4096,
+        description="Expert-parallel size (ranks), folded over TP × CP × DP: adds no ranks.",
+    )
+    expert_tp: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="Tensor parallelism inside each routed expert (Megatron "
+        "--expert-tensor-parallel-size), folded like EP.",
+    )
+    dp: int = Field(
+        default=8,
+        ge=1,
+        le=1_000_000,
+        description="Data-parallel size (ranks): model replicas, each drawing its own "
+        "micro-batches (EP folds into these ranks).",
+    )
     sequence_parallel: bool = Field(
         default=False, description="Megatron sequence parallelism (splits norms/dropout by TP)."
     )
@@ -124,7 +149,19 @@ class ParallelismSection(Section):
 
     @property
     def world_size(self) -> int:
-        return self.tp * self.pp * self.cp * self.ep * self.dp
+        """Ranks of the job: TP × PP × CP × DP (EP folds into them)."""
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def stage_ranks(self) -> int:
+        """Ranks of one pipeline stage: TP × CP × DP, regrouped for the expert layers."""
+        return self.tp * self.cp * self.dp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data parallelism: the stage's ranks ÷ (EP × expert TP), at least 1
+        (``legality.rules.ep_folds`` refuses a layout where the division is not exact)."""
+        return max(1, self.stage_ranks // (self.ep * self.expert_tp))
 
     @model_validator(mode="after")
     def _consistent(self) -> ParallelismSection:

@@ -91,4 +91,5 @@ def test_default_plan_counts() -> None:
     assert o is not None and o.high <= c.limit_bytes
 
     assert c.alternatives and all(o.layout.world_size == 8 for o in c.alternatives)
-    assert any("mixture-of-experts" in r.reasons[0] for r in c.rejected)
+    # a dense model's lattice has no expert-parallel layouts to reject
+    assert not any("mixture-of-experts" in r for x in c.rejected for r in x.reasons)
