@@ -21,7 +21,7 @@ from engine.ledger.peaks.gathered import gathered_rows
 from engine.ledger.peaks.optimizer_step import optimizer_temp_rows
 from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
 from engine.ledger.phases import timeline
-from engine.ledger.placement import stage_layer_ranges
+from engine.ledger.placement import layer_classes, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import LOCATIONS, MOMENTS, PHASES, Location, Moment, Phase, Row
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
@@ -196,18 +196,33 @@ def _verdict(peak: Range, limit: int, capacity: int) -> tuple[Verdict, str]:
 
 
 def decisive_stages(plan: Plan) -> tuple[int, ...]:
-    """The pipeline stages that can be the heaviest.
+    """The pipeline stages that can be the heaviest: the first (embedding, the most
+    micro-batches in flight), the last (output layer, logits, loss), and every middle
+    stage that no earlier middle stage dominates.
 
-    With the balanced default split, a middle stage never holds more than stage 0: it has
-    no more layers (the remainder goes to the earliest stages), no embedding, and no more
-    micro-batches in flight (1F1B: p − s; interleaved: fewer; GPipe: the same). So only the
-    first and the last stage (lm_head, logits, loss) can decide fit. An explicit uneven
-    split can make any stage the heaviest, so then every stage is decisive.
+    A middle stage holds only decoder layers and joins the same groups as every other
+    middle stage (two pipeline neighbours), and no schedule keeps more micro-batches in
+    flight on a later stage (1F1B: min(p − s, m); interleaved: fewer; GPipe: the same).
+    So an earlier middle stage with at least as many layers of every layer class (MoE
+    models' dense and MoE layers are classes of their own) holds at least as much of
+    every row, and the later one cannot decide fit. With a balanced or weighted split
+    the first middle stage dominates all the others; an explicit uneven split can leave
+    several undominated.
     """
-    pp = plan.parallelism.pp
-    if pp <= 2 or plan.parallelism.pp_layer_split is not None:
+    arch, par = plan.model.architecture, plan.parallelism
+    pp = par.pp
+    if pp <= 3:
         return tuple(range(pp))
-    return (0, pp - 1)
+    ranges = stage_layer_ranges(arch, par)
+    classes = layer_classes(arch)[1]
+    counts = [tuple(sum(1 for i in cls.layers if i in r) for cls in classes) for r in ranges]
+    keep = [0]
+    for s in range(1, pp - 1):
+        if not any(
+            all(a >= b for a, b in zip(counts[e], counts[s], strict=True)) for e in keep if e > 0
+        ):
+            keep.append(s)
+    return (*keep, pp - 1)
 
 
 def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:

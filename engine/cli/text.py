@@ -51,8 +51,7 @@ def render(
     heavy = est.heaviest
     out = [
         f"MemPlan estimate — config {est.config_hash[:12]}, {est.world_size} ranks, "
-        f"heaviest pipeline stage {est.heaviest_stage} (layers {heavy.layers.start}–"
-        f"{heavy.layers.stop - 1})",
+        f"heaviest pipeline stage {est.heaviest_stage} ({_layer_words(heavy.layers)})",
         "",
         "Per-rank ledger (heaviest stage):",
         stage_table(heavy, units, formulas),
@@ -81,14 +80,9 @@ def render(
             out.append("  moments (allocated):")
             for m, r in heavy.moments.items():
                 out.append(f"    {m:<16} {fmt_range(r.low, r.high, units)}")
+    if len(est.stages) > 1:
+        out += ["", render_stage_summary(est, units)]
     if stages and len(est.stages) > 1:
-        out += ["", "Per stage (HBM peak per rank):"]
-        for s in est.stages:
-            mark = "  ← heaviest" if s.stage == est.heaviest_stage else ""
-            out.append(
-                f"  stage {s.stage:<3} layers {s.layers.start}–{s.layers.stop - 1}: "
-                f"{fmt_range(s.peak.low, s.peak.high, units)}{mark}"
-            )
         for s in est.stages:
             out += ["", f"Stage {s.stage} ledger:", stage_table(s, units, formulas)]
     out += ["", render_nodes(est.nodes, units)]
@@ -105,6 +99,28 @@ def render(
         f"Verdict: {VERDICT_WORDS[est.verdict]} — {est.verdict_reason}",
     ]
     out += [f"Note: {n}" for n in est.notes]
+    return "\n".join(out)
+
+
+def _layer_words(layers: range, count: bool = False) -> str:
+    n = len(layers)
+    if n == 0:
+        return "no decoder layers"
+    span = f"layers {layers.start}–{layers.stop - 1}"
+    return f"{n:>3} {span}" if count else span
+
+
+def render_stage_summary(est: Estimate, units: UnitChoice) -> str:
+    """Every pipeline stage on one line each: its layers, its allocated peak and what
+    must fit; the heaviest (by what must fit) decides the verdict."""
+    out = ["Per stage (HBM per rank; the heaviest decides):"]
+    for s in est.stages:
+        mark = "  ← heaviest" if s.stage == est.heaviest_stage else ""
+        out.append(
+            f"  stage {s.stage:<3} {_layer_words(s.layers, count=True)}: allocated "
+            f"{fmt_range(s.peak.low, s.peak.high, units)}, must fit "
+            f"{fmt_range(s.fit_peak.low, s.fit_peak.high, units)}{mark}"
+        )
     return "\n".join(out)
 
 

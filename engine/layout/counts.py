@@ -129,9 +129,9 @@ def gpu_counts(
     strict = legal_shapes(plan, max_gpus, prefs)
     relaxed = legal_shapes(plan, max_gpus, prefs.relaxed())
     notes: list[str] = []
-    if len({s[2] for s in strict}) > 1 and not _cp_matters(ev):
-        strict = [s for s in strict if s[2] == 1]
-        relaxed = [s for s in relaxed if s[2] == 1]
+    if len({s.cp for s in strict}) > 1 and not _cp_matters(ev):
+        strict = [s for s in strict if s.cp == 1]
+        relaxed = [s for s in relaxed if s.cp == 1]
         notes.append(
             "CP > 1 was not searched: trading a factor 2 of DP for CP left the estimate "
             "byte-identical, so CP cannot beat the same ranks spent on DP in this ledger"

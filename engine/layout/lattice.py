@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 
 from engine.errors import Problem
-from engine.legality import rules
+from engine.ledger.placement import policy_split
+from engine.legality import pipeline_layout, rules
 from engine.legality.offload import offload_problems
 from engine.plan import Plan
-from engine.sections.parallel import ParallelismSection
 
 MAX_LISTED_REJECTIONS = 100_000
 """Safety cap on rejected layouts kept for one world size (lists are for display)."""
@@ -37,13 +37,14 @@ class LayoutPreferences:
     ``tp_power_of_two``: kernels and head splits are tuned for powers of two.
     ``kv_replication``: allow TP larger than the KV heads (each KV head replicated on
     TP ÷ KV ranks, as Megatron-LM and torchtitan do); False asks for whole KV heads.
-    ``even_pp``: PP divides the layers unless the plan gives an explicit split.
+    No PP is refused for splitting the layers unevenly: a PP that does not divide them
+    gets the plan's split policy (by default the weighted split, first and last stages
+    one layer lighter), as torchtitan and Megatron run it.
     """
 
     tp_within_node: bool = True
     tp_power_of_two: bool = True
     kv_replication: bool = True
-    even_pp: bool = True
 
     def relaxed(self) -> LayoutPreferences:
         """The preferences without the topology ones (for the arithmetic minimum)."""
@@ -62,6 +63,7 @@ class Layout:
     micro_batch: int = 1
     grad_accum: int = 1
     etp: int = 1  # expert TP (MoE models), folded with EP over TP × CP × DP
+    pp_split: tuple[int, ...] | None = None  # decoder layers per stage; None = equal
 
     @property
     def world_size(self) -> int:
@@ -87,8 +89,9 @@ class Layout:
         return (self.tp, self.pp, self.cp, self.ep)
 
     def label(self) -> str:
+        split = f" [{split_words(self.pp_split)}]" if self.pp_split else ""
         return (
-            f"TP{self.tp} PP{self.pp} CP{self.cp} EP{self.ep} DP{self.dp} "
+            f"TP{self.tp} PP{self.pp}{split} CP{self.cp} EP{self.ep} DP{self.dp} "
             f"(mb {self.micro_batch} × ga {self.grad_accum})"
         )
 
@@ -137,11 +140,32 @@ def ranks_per_node(plan: Plan) -> int:
     return plan.parallelism.ranks_per_node or plan.hardware.gpus_per_node
 
 
-def candidate_pipeline(par: ParallelismSection, pp: int) -> tuple[int, rules.Split]:
-    """Virtual stages and explicit split a layout of ``pp`` stages keeps: the plan's
-    split only at the plan's own PP, interleaving only with more than one stage."""
+def split_words(split: tuple[int, ...]) -> str:
+    """A split in few characters, runs folded: (3, 4, 4, 4, 2) → "3,4×3,2"."""
+    out: list[str] = []
+    i = 0
+    while i < len(split):
+        j = i
+        while j + 1 < len(split) and split[j + 1] == split[i]:
+            j += 1
+        out.append(f"{split[i]}×{j - i + 1}" if j > i else f"{split[i]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def candidate_pipeline(plan: Plan, pp: int) -> tuple[int, rules.Split]:
+    """Virtual stages and split a layout of ``pp`` stages runs with: interleaving only
+    with more than one stage; the plan's explicit split (or Megatron layout) at the
+    plan's own PP; otherwise, without interleaving, the plan's split policy
+    (:func:`policy_split`), given as an explicit split unless its stages are equal."""
+    par, layers = plan.parallelism, plan.model.architecture.layers
     v = par.virtual_stages if pp > 1 else 1
-    return v, (par.pp_layer_split if pp == par.pp else None)
+    if pp == par.pp and par.layer_split is not None:
+        return v, par.layer_split
+    if pp > layers or v > 1:  # interleaving keeps equal chunks (legality's chunk rule)
+        return v, None
+    split = policy_split(layers, pp, par.pp_split_policy)
+    return v, (None if len(set(split)) == 1 else split)
 
 
 def batch_for(plan: Plan, dp: int) -> tuple[int, int] | Problem:
@@ -189,6 +213,7 @@ class _Judge:
         self.pp = cache(self._judge_pp)
         self.cp = cache(self._judge_cp)
         self.ep = cache(self._judge_ep)
+        self.split = cache(lambda pp: candidate_pipeline(plan, pp)[1])
 
     def check(self, tp: int, pp: int, cp: int, ep: int, dp: int) -> Layout | Rejected:
         """One layout, its reasons in the order :func:`engine.legality.checks.plan_problems`
@@ -199,13 +224,20 @@ class _Judge:
         reasons += _messages(rules.dp_problems(dp, plan.parallelism.shard_group_size))
         reasons += _messages(rules.fold_problems(ep, etp, tp * cp * dp, self.arch))
         batch = batch_for(plan, dp)
+        split = self.split(pp)
         if isinstance(batch, Problem):
             b = plan.batch
-            layout = Layout(tp, pp, cp, ep, dp, b.micro_batch, b.grad_accum, etp)
+            layout = Layout(tp, pp, cp, ep, dp, b.micro_batch, b.grad_accum, etp, split)
             return Rejected(layout, (*reasons, batch.message, *self.fixed))
         reasons += self.fixed
-        layout = Layout(tp, pp, cp, ep, dp, *batch, etp)
+        layout = Layout(tp, pp, cp, ep, dp, *batch, etp, split)
         return Rejected(layout, reasons) if reasons else layout
+
+    def template(self, tp: int, pp: int, cp: int, ep: int) -> Layout:
+        """The layout of one shape at DP 1, with the shape's expert TP and split (the
+        search fills in DP and the batch)."""
+        b = self.plan.batch
+        return Layout(tp, pp, cp, ep, 1, b.micro_batch, b.grad_accum, self.etp, self.split(pp))
 
     def _judge_tp(self, tp: int) -> tuple[str, ...]:
         arch, prefs = self.arch, self.prefs
@@ -231,11 +263,14 @@ class _Judge:
 
     def _judge_pp(self, pp: int) -> tuple[str, ...]:
         par, layers = self.plan.parallelism, self.arch.layers
-        v, split = candidate_pipeline(par, pp)
-        hard = _messages(rules.pp_problems(pp, layers, v, split, par.pp_schedule))
-        if self.prefs.even_pp and split is None and pp <= layers and layers % pp:
-            return (*hard, f"PP {pp} does not divide the {layers} layers (no explicit split given)")
-        return hard
+        v, split = candidate_pipeline(self.plan, pp)
+        if pp == par.pp and par.pp_layout is not None:
+            layout = pipeline_layout.layout_problems(
+                par.pp_layout, pp, v, layers, self.arch.mtp_layers
+            )
+            if layout:
+                return _messages(layout)
+        return _messages(rules.pp_problems(pp, layers, v, split, par.pp_schedule))
 
 
 def check(
@@ -275,12 +310,11 @@ def enumerate_layouts(
     return Lattice(world_size, tuple(legal), tuple(rejected))
 
 
-def legal_shapes(
-    plan: Plan, max_ranks: int, prefs: LayoutPreferences
-) -> list[tuple[int, int, int, int]]:
+def legal_shapes(plan: Plan, max_ranks: int, prefs: LayoutPreferences) -> list[Layout]:
     """Model-parallel shapes (TP, PP, CP, EP) that pass every rule and preference
-    within ``max_ranks`` (TP × PP × CP of them: EP adds none), in preference order. DP is
-    searched separately, with the EP folding rule.
+    within ``max_ranks`` (TP × PP × CP of them: EP adds none), in preference order, as
+    DP-1 layout templates (:meth:`_Judge.template`). DP is searched separately, with the
+    EP folding rule.
 
     Each dimension's values are judged on their own (every rule concerns one
     dimension), so the shapes are the product of the passing values.
@@ -294,14 +328,14 @@ def legal_shapes(
     cps = [c for c in rules.cp_values(plan.batch.seq_len) if c <= max_ranks and not judge.cp(c)]
     eps = [e for e in rules.ep_values(arch) if e <= max_ranks and not judge.ep(e)]
     shapes = [
-        (tp, pp, cp, ep)
+        judge.template(tp, pp, cp, ep)
         for tp in tps
         for pp in pps
         for cp in cps
         for ep in eps
         if tp * pp * cp <= max_ranks
     ]
-    shapes.sort(key=lambda s: Layout(s[0], s[1], s[2], s[3], 1).preference())
+    shapes.sort(key=Layout.preference)
     return shapes
 
 
@@ -312,7 +346,9 @@ def with_layout(plan: Plan, layout: Layout) -> Plan:
     judged the layout by every rule of :mod:`engine.legality`, load-time ones included.
     """
     par = plan.parallelism
-    v, pp_split = candidate_pipeline(par, layout.pp)
+    v = par.virtual_stages if layout.pp > 1 else 1
+    own = layout.pp == par.pp and layout.pp_split == par.layer_split
+    pp_split = None if own and par.pp_layout is not None else layout.pp_split
     new_par = par.model_copy(
         update={
             "tp": layout.tp,
@@ -322,6 +358,7 @@ def with_layout(plan: Plan, layout: Layout) -> Plan:
             "dp": layout.dp,
             "virtual_stages": v,
             "pp_layer_split": pp_split,
+            "pp_layout": par.pp_layout if own else None,
             "expert_tp": layout.etp if plan.model.architecture.moe is not None else par.expert_tp,
         }
     )
@@ -341,4 +378,5 @@ def layout_of(plan: Plan) -> Layout:
     """The plan's own layout."""
     par, b = plan.parallelism, plan.batch
     etp = par.expert_tp if plan.model.architecture.moe is not None else 1
-    return Layout(par.tp, par.pp, par.cp, par.ep, par.dp, b.micro_batch, b.grad_accum, etp)
+    split = candidate_pipeline(plan, par.pp)[1]
+    return Layout(par.tp, par.pp, par.cp, par.ep, par.dp, b.micro_batch, b.grad_accum, etp, split)

@@ -12,7 +12,7 @@ largest improving DP (if that does not fit, nothing smaller of that shape does).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.errors import Problem
 from engine.layout.evaluate import Evaluator, Outcome
@@ -39,13 +39,11 @@ def procurement(world_size: int, gpus_per_node: int, rounding: str) -> int:
     return -(-world_size // gpus_per_node) * gpus_per_node
 
 
-def dp_candidates(plan: Plan, shape: tuple[int, int, int, int], max_dp: int) -> Sequence[int]:
+def dp_candidates(plan: Plan, shape: Layout, max_dp: int) -> Sequence[int]:
     """DP values the shard-group, EP-folding and batch rules allow for ``shape``,
     ascending, up to ``max_dp``."""
     b, par = plan.batch, plan.parallelism
-    tp, _, cp, ep = shape
-    etp = par.expert_tp
-    step = rules.fold_step(ep, etp, tp, cp, plan.model.architecture)
+    step = rules.fold_step(shape.ep, shape.etp, shape.tp, shape.cp, plan.model.architecture)
     return rules.dp_values(max_dp, par.shard_group_size, held_batch(plan), b.micro_batch, step)
 
 
@@ -55,18 +53,17 @@ def _truncate(values: Sequence[int], max_value: int) -> Sequence[int]:
     return [v for v in values if v <= max_value]
 
 
-def _layout(plan: Plan, shape: tuple[int, int, int, int], dp: int) -> Layout:
+def _layout(plan: Plan, shape: Layout, dp: int) -> Layout:
     batch = batch_for(plan, dp)
     if isinstance(batch, Problem):  # dp_candidates only yields reachable batches
         raise AssertionError(batch.message)
-    etp = plan.parallelism.expert_tp if plan.model.architecture.moe is not None else 1
-    return Layout(*shape, dp, *batch, etp)
+    return replace(shape, dp=dp, micro_batch=batch[0], grad_accum=batch[1])
 
 
 def _first_fitting(
     ok: Callable[[Layout], bool],
     plan: Plan,
-    shape: tuple[int, int, int, int],
+    shape: Layout,
     dps: Sequence[int],
 ) -> Layout | None:
     """The layout of the smallest DP in ``dps`` that ``ok`` accepts (monotone in DP).
@@ -107,7 +104,7 @@ def _le(a: Layout, b: Layout) -> bool:
 
 def search_min(
     ev: Evaluator,
-    shapes: list[tuple[int, int, int, int]],
+    shapes: list[Layout],
     max_gpus: int,
     cost: Cost,
     accept: Accept,
@@ -138,7 +135,7 @@ def search_min(
         return passed
 
     for shape in shapes:
-        m = shape[0] * shape[1] * shape[2]
+        m = shape.model_parallel
         if m > max_gpus:
             continue
         dps = dp_candidates(plan, shape, max_gpus // m)

@@ -41,20 +41,49 @@ class LocalTensor:
         return prod(self.shape)
 
 
-def stage_layer_ranges(arch: ArchitectureSpec, par: ParallelismSection) -> list[range]:
-    """Decoder layers held by each pipeline stage.
+def even_split(layers: int, pp: int) -> tuple[int, ...]:
+    """Equal stages, any remainder to the earliest: Megatron's default split (which
+    asserts that PP divides the layers, ``transformer_block.py``
+    ``get_num_layers_to_build``) extended to any PP."""
+    base, extra = divmod(layers, pp)
+    return tuple(base + (1 if s < extra else 0) for s in range(pp))
 
-    Explicit ``pp_layer_split`` wins; otherwise layers are balanced with the remainder
-    going to the earliest stages (the first stage also holds the embedding, but is the
-    one that keeps most micro-batches in flight, so it is the one to check).
-    """
-    if par.pp_layer_split is not None:
-        counts = list(par.pp_layer_split)
-    else:
-        base, extra = divmod(arch.layers, par.pp)
-        counts = [base + (1 if s < extra else 0) for s in range(par.pp)]
+
+def weighted_split(layers: int, pp: int) -> tuple[int, ...]:
+    """The embedding and the output layer + loss each count as one layer: L + 2 units
+    over ``pp`` stages, the remainder to the earliest, and the first and last stages
+    give one unit to the embedding and the output. torchtitan's default
+    (``distributed/pipeline_parallel.py`` ``_generate_llm_fqn_per_model_part`` with
+    ``pipeline_parallel_first/last_stage_less_layers = 1``); Megatron's
+    ``--account-for-embedding-in-pipeline-split`` and ``--account-for-loss-in-pipeline-
+    split`` do the same when PP divides L + 2. DeepSeek-V3's 61 layers on 16 stages:
+    63 units → 4 × 15 + 3 → 3, 4 × 14, 2."""
+    if pp == 1:
+        return (layers,)
+    counts = list(even_split(layers + 2, pp))
+    counts[0] -= 1
+    counts[-1] -= 1
+    return tuple(counts)
+
+
+def policy_split(layers: int, pp: int, policy: str) -> tuple[int, ...]:
+    """Layers per stage under ``parallelism.pp_split_policy`` (no explicit split)."""
+    if policy == "even" or (policy == "auto" and layers % pp == 0):
+        return even_split(layers, pp)
+    return weighted_split(layers, pp)
+
+
+def stage_split(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[int, ...]:
+    """Decoder layers of each pipeline stage: the explicit split or Megatron layout if
+    given (:attr:`ParallelismSection.layer_split`), else the split policy's."""
+    return par.layer_split or policy_split(arch.layers, par.pp, par.pp_split_policy)
+
+
+def stage_layer_ranges(arch: ArchitectureSpec, par: ParallelismSection) -> list[range]:
+    """Decoder layers held by each pipeline stage, as index ranges (see
+    :func:`stage_split`)."""
     ranges, start = [], 0
-    for n in counts:
+    for n in stage_split(arch, par):
         ranges.append(range(start, start + n))
         start += n
     return ranges

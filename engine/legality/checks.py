@@ -9,7 +9,7 @@ layout search derives are built without re-validation.
 from __future__ import annotations
 
 from engine.errors import PlanError, Problem
-from engine.legality import rules
+from engine.legality import pipeline_layout, rules
 from engine.legality.offload import offload_problems
 from engine.plan import Plan
 
@@ -17,11 +17,15 @@ from engine.plan import Plan
 def plan_problems(plan: Plan) -> list[Problem]:
     """Every reason this plan cannot run as laid out; empty when it can."""
     par, arch, b = plan.parallelism, plan.model.architecture, plan.batch
+    layout = pipeline_layout.layout_problems(
+        par.pp_layout, par.pp, par.virtual_stages, arch.layers, arch.mtp_layers
+    )
+    pipeline = layout or rules.pp_problems(
+        par.pp, arch.layers, par.virtual_stages, par.layer_split, par.pp_schedule
+    )
     return [
         *rules.tp_problems(par.tp, arch),
-        *rules.pp_problems(
-            par.pp, arch.layers, par.virtual_stages, par.pp_layer_split, par.pp_schedule
-        ),
+        *pipeline,
         *rules.cp_problems(par.cp, b.seq_len),
         *rules.ep_problems(par.ep, arch),
         *rules.dp_problems(par.dp, par.shard_group_size),

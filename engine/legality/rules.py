@@ -45,6 +45,15 @@ def split_non_negative(split: Split) -> Problem | None:
     )
 
 
+def one_explicit_split(split: Split, layout: str | None) -> Problem | None:
+    if split is None or layout is None:
+        return None
+    return Problem(
+        ("parallelism.pp_layer_split", "parallelism.pp_layout"),
+        "give parallelism.pp_layer_split or parallelism.pp_layout, not both",
+    )
+
+
 def virtual_needs_interleaving(virtual_stages: int, schedule: str) -> Problem | None:
     if virtual_stages == 1 or schedule == "interleaved_1f1b":
         return None

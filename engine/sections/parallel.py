@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from engine.errors import require
-from engine.legality import rules
+from engine.legality import pipeline_layout, rules
 from engine.sections.base import Section
 
 Strategy = Literal[
@@ -137,7 +137,25 @@ class ParallelismSection(Section):
     )
     pp_schedule: Literal["1f1b", "interleaved_1f1b", "gpipe"] = Field(default="1f1b")
     pp_layer_split: tuple[int, ...] | None = Field(
-        default=None, description="Explicit decoder layers per stage; None = balanced."
+        default=None,
+        description="Explicit decoder layers per stage; None = pp_layout or pp_split_policy.",
+    )
+    pp_layout: str | None = Field(
+        default=None,
+        max_length=10_000,
+        description="A Megatron --pipeline-model-parallel-layout string, e.g. "
+        '"Et*3|(tttt|)*14,ttL" (E embedding, t decoder layer, m MTP layer, L loss; pp × '
+        "virtual_stages stages separated by |); None = pp_layer_split or pp_split_policy.",
+    )
+    pp_split_policy: Literal["auto", "even", "weighted"] = Field(
+        default="auto",
+        description="Layers per stage when neither pp_layer_split nor pp_layout is given: "
+        "even = equal stages, any remainder to the earliest (Megatron's default split); "
+        "weighted = the embedding and the output layer + loss each count as one layer, so "
+        "the first and last stages hold one layer less (torchtitan's default "
+        "pipeline_parallel_first/last_stage_less_layers = 1; Megatron's "
+        "--account-for-embedding/loss-in-pipeline-split); auto = even when PP divides the "
+        "layers, weighted otherwise.",
     )
     ranks_per_node: int | None = Field(
         default=None,
@@ -151,6 +169,16 @@ class ParallelismSection(Section):
     def world_size(self) -> int:
         """Ranks of the job: TP × PP × CP × DP (EP folds into them)."""
         return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def layer_split(self) -> tuple[int, ...] | None:
+        """The explicit decoder layers per stage: ``pp_layer_split``, or those of
+        ``pp_layout`` (its virtual stages summed per pipeline rank); None = the policy."""
+        if self.pp_layer_split is not None:
+            return self.pp_layer_split
+        if self.pp_layout is not None:
+            return pipeline_layout.stage_layers(self.pp_layout, self.pp)
+        return None
 
     @property
     def stage_ranks(self) -> int:
@@ -171,5 +199,6 @@ class ParallelismSection(Section):
             rules.split_non_negative(self.pp_layer_split),
             rules.virtual_needs_interleaving(self.virtual_stages, self.pp_schedule),
             rules.shard_group_divides_dp(self.shard_group_size, self.dp),
+            rules.one_explicit_split(self.pp_layer_split, self.pp_layout),
         )
         return self

@@ -59,8 +59,9 @@ def test_rows_are_unique_sourced_and_sum_up(strategy: str, variant: dict[str, An
 @pytest.mark.parametrize("schedule", ["1f1b", "interleaved_1f1b", "gpipe"])
 @pytest.mark.parametrize("pp", [3, 4, 8])
 def test_decisive_stages_decide_like_all_stages(schedule: str, pp: int) -> None:
-    """Computing only the first and last stage gives the same heaviest stage, fit peak
-    and verdict as computing every stage (balanced split, any schedule)."""
+    """Computing only the first, the first middle and the last stage gives the same
+    heaviest stage, fit peak and verdict as computing every stage (balanced split, any
+    schedule): the first middle stage dominates the later ones."""
     changes: dict[str, Any] = {
         "parallelism.pp": pp,
         "parallelism.dp": 1,
@@ -73,7 +74,7 @@ def test_decisive_stages_decide_like_all_stages(schedule: str, pp: int) -> None:
 
     plan = with_values(default_plan(), changes)
     full, fast = estimate(plan), estimate(plan, decisive_only=True)
-    assert [s.stage for s in fast.stages] == [0, pp - 1]
+    assert [s.stage for s in fast.stages] == sorted({0, 1, pp - 1})
     assert fast.heaviest_stage == full.heaviest_stage
     assert fast.fit_peak == full.fit_peak and fast.verdict == full.verdict
     assert max(s.fit_peak.high for s in full.stages) == full.fit_peak.high

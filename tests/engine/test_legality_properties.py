@@ -104,7 +104,7 @@ def test_search_shapes_are_the_legal_shapes_of_the_lattice(
     folding, so the shapes the search starts from are those of the legal DP-1 layouts of
     every world size up to the bound (under the same preferences) — with every EP up to
     the bound that passes the EP rules, since the folding rule is judged with DP later."""
-    shapes = legal_shapes(plan, max_ranks, prefs)
+    shapes = [s.shape for s in legal_shapes(plan, max_ranks, prefs)]
     arch = plan.model.architecture
     eps = [e for e in rules.ep_values(arch) if e <= max_ranks and not rules.ep_problems(e, arch)]
     expected = {

@@ -7,6 +7,7 @@ from layout_fakes import fake_estimator, shards
 
 from engine.estimate import estimate
 from engine.layout.counts import gpu_counts
+from engine.layout.lattice import Layout, LayoutPreferences, enumerate_layouts, with_layout
 from engine.plan import Plan, default_plan, with_values
 
 
@@ -71,20 +72,24 @@ def test_nothing_fits_says_why() -> None:
 def test_default_plan_counts() -> None:
     """Llama-3.1-8B, FSDP2, AdamW, s = 4096: model states alone are 8,030,261,248 × 16 B
     = 128.5 GB, so one rank cannot fit the 76.44 GB limit (84,932,558,848 × 0.9); with
-    activations, loss and runtime on top, the arithmetic minimum N is the first DP whose
-    high estimate fits: the estimate at N fits and at N − 1 does not (checked directly
-    with estimate()). It is at least 2 (states ÷ 2 = 64.2 GB) and the procurement count
-    rounds it up to whole nodes of 8."""
+    activations, loss and runtime on top, the arithmetic minimum N is the smallest world
+    where some layout's high estimate fits: its own layout fits, and no legal layout of
+    N − 1 ranks does (every one estimated, topology preferences relaxed as the count
+    relaxes them). It is at least 2 (states ÷ 2 = 64.2 GB) and the procurement count
+    rounds the practical minimum up to whole nodes of 8."""
     c = gpu_counts(default_plan(), max_gpus=4096)
     n = c.arithmetic_min.gpus
     assert n is not None and n >= 2
+    arith = c.arithmetic_min.outcome
+    assert arith is not None and arith.fits_high
 
-    def fits(dp: int) -> bool:
-        e = estimate(with_values(default_plan(), {"parallelism.dp": dp}))
+    def fits(layout: Layout) -> bool:
+        e = estimate(with_layout(default_plan(), layout))
         return e.heaviest.fit_peak.high <= e.limit_bytes
 
-    assert fits(n) and not fits(n - 1)
-    assert c.first_layout.gpus == 8 * -(-n // 8)
+    smaller = enumerate_layouts(default_plan(), n - 1, LayoutPreferences().relaxed()).legal
+    assert not any(fits(lay) for lay in smaller)
+    assert c.first_layout.gpus is not None and c.first_layout.gpus % 8 == 0
     assert c.validation_low.gpus is not None and c.validation_high.gpus is not None
     assert c.validation_low.gpus <= c.validation_high.gpus
     o = c.first_layout.outcome

@@ -107,13 +107,17 @@ def test_global_batch_held_fixed() -> None:
     assert {x.global_batch for x in lat.legal} == {1, 2, 4}
 
 
-def test_cp_must_divide_sequence_and_pp_layers() -> None:
-    """Sequence 6 on 4 GPUs: CP 4 does not divide 6; 3 layers: PP 2 does not divide 3."""
+def test_cp_must_divide_sequence_and_pp_gets_the_weighted_split() -> None:
+    """Sequence 6 on 4 GPUs: CP 4 does not divide 6. 3 layers on PP 2 are no longer
+    refused: the default split policy counts the embedding and the output layer as one
+    layer each (torchtitan's default), 3 + 2 = 5 units → 3 and 2 → 2 and 1 layers."""
     plan = tiny(**{"batch.seq_len": 6, "model.architecture": {**TINY, "layers": 3}})
     lat = enumerate_layouts(plan, 4)
     texts = {s for r in lat.rejected for s in r.reasons}
     assert "parallelism.cp (4) must divide the sequence length 6 (batch.seq_len)" in texts
-    assert "PP 2 does not divide the 3 layers (no explicit split given)" in texts
+    pp2 = [x for x in lat.legal if x.pp == 2]
+    assert pp2 and all(x.pp_split == (2, 1) for x in pp2)
+    assert "PP2 [2,1]" in pp2[0].label()
 
 
 @settings(max_examples=40, deadline=None)
