@@ -111,6 +111,14 @@ class ParallelismSection(Section):
         le=4096,
         description="Expert-parallel size (ranks), folded over TP × CP × DP: adds no ranks.",
     )
+    cp_comm: Literal["auto", "p2p", "all_gather"] = Field(
+        default="auto",
+        description="How context parallelism exchanges K/V: p2p = ring attention passing "
+        "K/V chunks to the next rank (Megatron --cp-comm-type default, TransformerEngine "
+        "AttnFuncWithCPAndKVP2P); all_gather = every rank gathers the whole sequence's "
+        "K/V (PyTorch context_parallel's default rotate method, what torchtitan runs); "
+        "auto = p2p for Megatron, all_gather otherwise.",
+    )
     expert_tp: int = Field(
         default=1,
         ge=1,
