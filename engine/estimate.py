@@ -50,6 +50,33 @@ class Range:
 
 
 @dataclass(frozen=True, slots=True)
+class StepBatch:
+    """What one optimizer step consumes: micro-batch × accumulation × DP = the global
+    batch, in sequences, and its tokens."""
+
+    micro_batch: int
+    grad_accum: int
+    dp: int
+    seq_len: int
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch * self.grad_accum * self.dp
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+    def identity(self) -> str:
+        """The global-batch identity in words, with the numbers."""
+        return (
+            f"micro-batch {self.micro_batch} × grad_accum {self.grad_accum} × DP {self.dp} = "
+            f"global batch {self.global_batch:,} sequences × {self.seq_len:,} tokens = "
+            f"{self.tokens_per_step:,} tokens per step"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class StageEstimate:
     """One pipeline stage as seen by its heaviest rank."""
 
@@ -98,6 +125,7 @@ class Estimate:
     verdict: Verdict
     verdict_reason: str
     nodes: NodeLedgers
+    batch: StepBatch
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -245,7 +273,7 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
     verdict, reason = _verdict(
         next(s for s in stages if s.stage == heaviest).fit_peak, limit, capacity
     )
-    nodes = node_ledgers(plan)
+    nodes = node_ledgers(plan, communication=not decisive_only)
     node_problems = nodes.problems()
     if node_problems:
         verdict = "does_not_fit"
@@ -260,4 +288,10 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
         verdict=verdict,
         verdict_reason=reason,
         nodes=nodes,
+        batch=StepBatch(
+            plan.batch.micro_batch,
+            plan.batch.grad_accum,
+            plan.parallelism.dp,
+            plan.batch.seq_len,
+        ),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from engine.analysis import FitLimits
 from engine.estimate import VERDICT_WORDS, Estimate, StageEstimate
 from engine.layout.counts import Count, GpuCounts
+from engine.ledger.nodes.communication import Communication
 from engine.ledger.nodes.ledgers import NodeLedgers
 from engine.ledger.row import LOCATIONS, PHASES, Row
 from engine.units import UnitChoice, fmt_bytes, fmt_range
@@ -86,6 +87,9 @@ def render(
         for s in est.stages:
             out += ["", f"Stage {s.stage} ledger:", stage_table(s, units, formulas)]
     out += ["", render_nodes(est.nodes, units)]
+    if est.nodes.communication is not None:
+        out += ["", render_communication(est.nodes.communication, units)]
+    out += ["", f"Batch per step: {est.batch.identity()}"]
     out += [
         "",
         f"HBM peak per rank: allocated {fmt_range(heavy.peak.low, heavy.peak.high, units)} "
@@ -164,6 +168,28 @@ def render_nodes(n: NodeLedgers, units: UnitChoice) -> str:
         out.append(f"  device↔host lower bound {t.device_host_seconds:.3f} s per step")
     if t.host_nvme_seconds is not None:
         out.append(f"  host↔NVMe lower bound {t.host_nvme_seconds:.3f} s per step")
+    return "\n".join(out)
+
+
+def render_communication(c: Communication, units: UnitChoice) -> str:
+    """The step's collectives for one rank of the busiest stage, and the time floor."""
+    out = [f"Communication per step (one rank of stage {c.stage}; bytes it sends, not HBM):"]
+    if not c.transfers:
+        out.append("  (none: a single rank with no parallel group)")
+    for t in c.transfers:
+        out.append(
+            f"  {t.what}: {t.times} × {t.collective} over {t.group} — node links "
+            f"{fmt_bytes(t.intra, units)}, network {fmt_bytes(t.inter, units)}"
+        )
+    out.append(
+        f"  total: node links {fmt_bytes(c.intra_bytes, units)} at {c.intra_gbps:g} GB/s "
+        f"≥ {c.intra_seconds:.3f} s; network {fmt_bytes(c.inter_bytes, units)} at "
+        f"{c.inter_gbps:g} GB/s ≥ {c.inter_seconds:.3f} s"
+    )
+    out.append(
+        f"  floor {c.floor_seconds:.3f} s per step: bytes ÷ peak link bandwidth, both links "
+        "busy at once, no latency — a lower bound, never a throughput promise"
+    )
     return "\n".join(out)
 
 

@@ -84,10 +84,15 @@ def stage_groups(plan: Plan, stage: int) -> list[Group]:
             )
         else:
             out.append(Group("dp", f"DP ({dense})", dense, tp))
-    if plan.model.architecture.moe is not None and par.ep > 1:
-        etp, edp = par.expert_tp, par.expert_dp
+    etp, edp = par.expert_tp, par.expert_dp
+    if plan.model.architecture.moe is not None and (par.ep > 1 or etp != tp):
         if etp > 1 and etp != tp:
             out.append(Group("expert_tp", f"expert TP ({etp})", etp, 1))
-        if edp > 1:
+        if edp > 1 and edp != dense:
             out.append(Group("expert_dp", f"expert DP ({edp})", edp, etp * par.ep))
     return out
+
+
+def group_of(groups: list[Group], *kinds: GroupKind) -> Group | None:
+    """The first group of one of these kinds, if the rank joins one."""
+    return next((g for g in groups if g.kind in kinds), None)
