@@ -9,14 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from engine.analysis import analysis
-from engine.cli.common import EXIT_BAD_PLAN, EXIT_OK, CliError, load_plan, plan_args
+from engine.cli.common import EXIT_BAD_PLAN, EXIT_OK, CliError, apply_sets, load_plan, plan_args
 from engine.cli.json_form import estimate_json
 from engine.cli.text import render, render_counts
 from engine.errors import PlanError
 from engine.estimate import estimate
+from engine.models.hf_cache import ModelNotCachedError
+from engine.models.hf_config import ConfigImportError
 from engine.models.presets import format_models_table
-from engine.plan import Plan
+from engine.models.safetensors_index import SafetensorsError
+from engine.models.summary import summarize
+from engine.plan import Plan, default_plan
 from engine.planfile import PlanFile, PlanFileError, load, save
+from engine.presets import CachedModelSection, model_section_for_cached, plan_for_cached_model
 from engine.reference.deepspeed_estimator import deepspeed_reference
 from engine.units import fmt_bytes
 
@@ -68,8 +73,25 @@ def _reference_text(plan: Plan) -> str:
     )
 
 
+def _cached(args: argparse.Namespace) -> CachedModelSection:
+    """The ``--model ORG/NAME`` of the local Hugging Face cache, notes printed to stderr."""
+    try:
+        found = model_section_for_cached(args.model, args.revision, mtp=args.mtp)
+    except (ModelNotCachedError, ConfigImportError, SafetensorsError) as exc:
+        raise CliError(str(exc)) from exc
+    for msg in found.messages:
+        print(f"memplan: note: {args.model}: {msg}", file=sys.stderr)
+    return found
+
+
 def cmd_new(args: argparse.Namespace) -> int:
-    plan, _ = load_plan(args)
+    if args.model and args.preset:
+        raise CliError("--model and --preset both name the model; give one")
+    if args.model:
+        plan = plan_for_cached_model(default_plan(), _cached(args).section)
+        plan = apply_sets(plan, args.set)
+    else:
+        plan, _ = load_plan(args)
     out = Path(args.output)
     if out.exists() and not args.force:
         raise CliError(f"{out} exists; pass --force to overwrite it")
@@ -100,8 +122,33 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    print(format_models_table())
+    if not args.model:
+        print(format_models_table())
+        return EXIT_OK
+    found = _cached(args)
+    spec = found.section.architecture
+    s = summarize(spec)
+    print(
+        f"{args.model} ({spec.family}, {found.found.commit[:12]}): {s.total:,} parameters, "
+        f"{s.active_per_token:,} active per token, {s.embedding:,} embedding\n"
+        f"  from {found.found.snapshot}"
+    )
     return EXIT_OK
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    """``--model ORG/NAME`` (local Hugging Face cache, offline), ``--revision``, ``--mtp``."""
+    p.add_argument(
+        "--model",
+        metavar="ORG/NAME",
+        help="read the model's config.json from the local Hugging Face cache (no network)",
+    )
+    p.add_argument("--revision", default="main", help="branch, tag or commit (default: main)")
+    p.add_argument(
+        "--mtp",
+        action="store_true",
+        help="also train DeepSeek-V3's multi-token-prediction modules",
+    )
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -126,6 +173,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--name", help="plan name (default: the file name)")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
     p.add_argument("--preset", metavar="NAME", help="use this model preset")
+    _model_args(p)
     p.add_argument("--set", metavar="SECTION.FIELD=VALUE", action="append", default=[])
     p.set_defaults(handler=cmd_new, plan=None)
 
@@ -134,4 +182,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=cmd_validate)
 
     p = sub.add_parser("models", help="list the model presets with their parameter counts")
+    _model_args(p)
     p.set_defaults(handler=cmd_models)

@@ -1,8 +1,11 @@
 """Feed-forward blocks: dense MLPs (gated or plain) and mixture-of-experts layers.
 
-Routed experts are emitted one tensor per expert per projection, named as the Hugging
-Face checkpoints name them, so expert parallelism can divide them by index and a
-safetensors cross-check can match them by name.
+Routed experts are emitted one tensor per expert per projection, so expert parallelism
+can divide them by index. Names follow the families' per-expert Hugging Face checkpoints
+(Mixtral, Phi-MoE, Qwen-MoE, DeepSeek); transformers 5 itself stores each projection of
+all experts as one 3-D parameter (``experts.gate_up_proj`` ``(E, 2I, h)``,
+``experts.down_proj`` ``(E, h, I)``), which holds exactly the same elements, and the
+Llama-4 and Granite-MoE checkpoints store them fused too.
 """
 
 from __future__ import annotations
@@ -12,25 +15,34 @@ from collections.abc import Iterator
 from engine.models.spec import ArchitectureSpec, MoESpec
 from engine.models.tensor import Role, Tensor, linear
 
-# Mixtral names its expert projections w1 (gate), w3 (up), w2 (down); newer MoE
-# checkpoints (Qwen3-MoE, DeepSeek-V3) reuse the dense MLP's names.
-_EXPERT_NAMES: dict[str, tuple[str, str, str]] = {
-    "mixtral": ("w1", "w3", "w2"),
-}
-_DEFAULT_EXPERT_NAMES = ("gate_proj", "up_proj", "down_proj")
+# Mixtral and Phi-MoE name their expert projections w1 (gate), w3 (up), w2 (down); the
+# other MoE checkpoints reuse the dense MLP's names.
+_W_NAMES = ("w1", "w3", "w2")
+_DEFAULT_NAMES = ("gate_proj", "up_proj", "down_proj")
+_EXPERT_NAMES: dict[str, tuple[str, str, str]] = {"mixtral": _W_NAMES, "phimoe": _W_NAMES}
+_BLOCK_SPARSE_FAMILIES = frozenset({"mixtral", "phimoe", "granitemoe"})
+_ROUTER_NAMES: dict[str, str] = {"llama4": "router.weight", "granitemoe": "router.layer.weight"}
+_SHARED_NAMES: dict[str, str] = {"qwen2_moe": "shared_expert", "llama4": "shared_expert"}
 
 
 def moe_block_name(spec: ArchitectureSpec) -> str:
     """The module name of a layer's feed-forward block (``block_sparse_moe`` for Mixtral)."""
-    return "block_sparse_moe" if spec.family == "mixtral" and spec.moe is not None else "mlp"
+    if spec.family == "llama4":
+        return "feed_forward"  # Llama4TextDecoderLayer names dense and MoE blocks alike
+    if spec.family in _BLOCK_SPARSE_FAMILIES and spec.moe is not None:
+        return "block_sparse_moe"
+    return "mlp"
 
 
 def dense_mlp(spec: ArchitectureSpec, p: str, i: int | None, inter: int) -> Iterator[Tensor]:
     """A dense MLP: gate/up/down (or fused gate_up) when gated, up/down when plain."""
     h, b = spec.hidden, spec.mlp_bias
     if spec.mlp == "gelu":
-        yield from linear(f"{p}.up_proj", inter, h, "up", b, i)
-    elif spec.fused_gate_up:
+        up, down = ("c_fc", "c_proj") if spec.family == "starcoder2" else ("up_proj", "down_proj")
+        yield from linear(f"{p}.{up}", inter, h, "up", b, i)
+        yield from linear(f"{p}.{down}", h, inter, "down", b, i)
+        return
+    if spec.fused_gate_up:
         yield from linear(f"{p}.gate_up_proj", 2 * inter, h, "gate_up", b, i)
     else:
         yield from linear(f"{p}.gate_proj", inter, h, "gate", b, i)
@@ -53,9 +65,9 @@ def _gated(
     yield from linear(f"{p}.{names[2]}", h, inter, roles[2], b, i, expert=expert)
 
 
-def moe_mlp(spec: ArchitectureSpec, moe: MoESpec, p: str, i: int | None) -> Iterator[Tensor]:
-    """Router, routed experts and (DeepSeek) shared experts of one MoE layer."""
-    yield Tensor(f"{p}.gate.weight", (moe.num_experts, spec.hidden), "router", "weight", i)
+def _router(spec: ArchitectureSpec, moe: MoESpec, p: str, i: int | None) -> Iterator[Tensor]:
+    name = _ROUTER_NAMES.get(spec.family, "gate.weight")
+    yield Tensor(f"{p}.{name}", (moe.num_experts, spec.hidden), "router", "weight", i)
     if moe.router_bias:
         # DeepSeek-V3's aux-loss-free balancing bias, kept in fp32 in the checkpoint.
         yield Tensor(
@@ -66,40 +78,56 @@ def moe_mlp(spec: ArchitectureSpec, moe: MoESpec, p: str, i: int | None) -> Iter
             i,
             dtype="fp32",
         )
-    names = _EXPERT_NAMES.get(spec.family, _DEFAULT_EXPERT_NAMES)
+
+
+def _shared(spec: ArchitectureSpec, moe: MoESpec, p: str, i: int | None) -> Iterator[Tensor]:
+    """The always-active shared expert(s) inside the MoE block."""
+    width = moe.shared_experts * (moe.shared_intermediate or moe.expert_intermediate)
+    name = _SHARED_NAMES.get(spec.family, "shared_experts")
+    roles: tuple[Role, Role, Role] = ("shared_gate", "shared_up", "shared_down")
+    yield from _gated(spec, f"{p}.{name}", i, width, _DEFAULT_NAMES, roles)
+
+
+def _granite_shared(
+    spec: ArchitectureSpec, moe: MoESpec, p: str, i: int | None
+) -> Iterator[Tensor]:
+    """Granite-MoE-Shared's ``shared_mlp`` beside the experts: fused input, then output."""
+    width = moe.shared_experts * (moe.shared_intermediate or moe.expert_intermediate)
+    yield from linear(
+        f"{p}.shared_mlp.input_linear", 2 * width, spec.hidden, "shared_gate_up", False, i
+    )
+    yield from linear(f"{p}.shared_mlp.output_linear", spec.hidden, width, "shared_down", False, i)
+
+
+def moe_mlp(spec: ArchitectureSpec, moe: MoESpec, p: str, i: int | None) -> Iterator[Tensor]:
+    """Router, routed experts and shared experts of one MoE block at prefix ``p``."""
+    yield from _router(spec, moe, p, i)
+    names = _EXPERT_NAMES.get(spec.family, _DEFAULT_NAMES)
+    roles: tuple[Role, Role, Role] = ("expert_gate", "expert_up", "expert_down")
     for e in range(moe.num_experts):
         yield from _gated(
-            spec,
-            f"{p}.experts.{e}",
-            i,
-            moe.expert_intermediate,
-            names,
-            ("expert_gate", "expert_up", "expert_down"),
-            expert=e,
+            spec, f"{p}.experts.{e}", i, moe.expert_intermediate, names, roles, expert=e
         )
-    if moe.shared_experts:
-        width = moe.shared_experts * (moe.shared_intermediate or moe.expert_intermediate)
-        yield from _gated(
-            spec,
-            f"{p}.shared_experts",
-            i,
-            width,
-            _DEFAULT_EXPERT_NAMES,
-            ("shared_gate", "shared_up", "shared_down"),
-        )
+    if moe.shared_experts and spec.family != "granitemoe":
+        yield from _shared(spec, moe, p, i)
+    if moe.shared_expert_gate:
+        # Qwen2-MoE builds the gate even when shared_expert_intermediate_size is 0.
+        yield Tensor(f"{p}.shared_expert_gate.weight", (1, spec.hidden), "router", "weight", i)
 
 
 def feed_forward(spec: ArchitectureSpec, p: str, index: int, layer: int | None) -> Iterator[Tensor]:
-    """The feed-forward block of the layer at position ``index``: MoE, or dense if leading.
+    """The feed-forward block of the layer at position ``index``: MoE, or dense.
 
     ``p`` is the layer prefix; the block's own name comes from :func:`moe_block_name`.
     ``layer`` is the tag stored on the tensors (None for the MTP module's block).
     """
     moe = spec.moe
+    dense = f"{p}.feed_forward" if spec.family == "llama4" else f"{p}.mlp"
     if moe is None:
-        yield from dense_mlp(spec, f"{p}.mlp", layer, spec.intermediate)
-    elif index < moe.first_dense_layers:
-        inter = moe.dense_intermediate or spec.intermediate
-        yield from dense_mlp(spec, f"{p}.mlp", layer, inter)
+        yield from dense_mlp(spec, dense, layer, spec.intermediate)
+    elif not moe.is_moe_layer(index):
+        yield from dense_mlp(spec, dense, layer, moe.dense_intermediate or spec.intermediate)
     else:
         yield from moe_mlp(spec, moe, f"{p}.{moe_block_name(spec)}", layer)
+        if moe.shared_experts and spec.family == "granitemoe":
+            yield from _granite_shared(spec, moe, p, layer)

@@ -1,268 +1,160 @@
-"""Hugging Face ``config.json`` → :class:`ArchitectureSpec`.
+"""Hugging Face ``config.json`` → :class:`ArchitectureSpec`, as transformers builds it.
 
 Only keys that change the parameter inventory are read; everything else (rope scaling,
-dropout, sliding windows) is ignored on purpose. A key the inventory needs that is
-absent, of the wrong type, or set to a value the inventory cannot represent raises
-:class:`ConfigImportError` with one sentence naming the key, so a user knows what to fix.
+dropout, sliding windows) is ignored on purpose. Absent keys take transformers' default
+for the family (``hf_dense`` / ``hf_moe`` hold the tables); a value MemPlan cannot
+express raises :class:`ConfigImportError` naming the key, never an approximation.
+
+Multimodal wrappers (Gemma-3, Mistral-3, Qwen2.5-VL, Llama-4) are imported through their
+``text_config``: the language model is counted and a note says the vision tower is not.
+A note is also returned for every choice a user may want to revisit (DeepSeek-V3's MTP).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from engine.models.spec import ArchitectureSpec, Family, MLASpec, MoESpec, StoredDtype
+from engine.models import hf_dense as d
+from engine.models import hf_moe as m
+from engine.models.hf_reader import ConfigImportError, Reader
+from engine.models.spec import ArchitectureSpec
 
+__all__ = [
+    "SUPPORTED_MODEL_TYPES",
+    "ConfigImport",
+    "ConfigImportError",
+    "import_hf_config",
+    "load_hf_config",
+    "read_hf_config",
+    "spec_from_hf_config",
+]
 
-class ConfigImportError(ValueError):
-    """A config.json that cannot become an architecture spec; the message names the key."""
+Builder = Callable[[Reader], d.Fields]
 
-
-_DTYPES: dict[str, StoredDtype] = {
-    "float32": "fp32",
-    "bfloat16": "bf16",
-    "float16": "fp16",
+_FAMILIES: dict[str, tuple[Mapping[str, Any], Builder]] = {
+    "llama": (d.LLAMA_DEFAULTS, lambda r: d.llama_like(r, "llama")),
+    "granite": (d.GRANITE_DEFAULTS, lambda r: d.llama_like(r, "granite")),
+    "olmo2": (d.OLMO2_DEFAULTS, lambda r: d.llama_like(r, "olmo2")),
+    "qwen3": (d.QWEN3_DEFAULTS, lambda r: d.llama_like(r, "qwen3")),
+    "mistral": (d.MISTRAL_DEFAULTS, lambda r: d.unbiased(r, "mistral")),
+    "phi3": (d.PHI3_DEFAULTS, lambda r: d.unbiased(r, "phi3")),
+    "qwen2": (d.QWEN2_DEFAULTS, d.qwen2),
+    "qwen2_5_vl_text": (d.QWEN25_VL_TEXT_DEFAULTS, lambda r: d.qwen2(r, "derived")),
+    "gemma2": (d.GEMMA2_DEFAULTS, lambda r: d.gemma(r, "gemma2")),
+    "gemma3_text": (d.GEMMA3_TEXT_DEFAULTS, lambda r: d.gemma(r, "gemma3")),
+    "cohere": (d.COHERE_DEFAULTS, lambda r: d.cohere(r, "cohere")),
+    "cohere2": (d.COHERE2_DEFAULTS, lambda r: d.cohere(r, "cohere2")),
+    "starcoder2": (d.STARCODER2_DEFAULTS, d.starcoder2),
+    "stablelm": (d.STABLELM_DEFAULTS, d.stablelm),
+    "falcon": (d.FALCON_DEFAULTS, d.falcon),
+    "gpt2": (d.GPT2_DEFAULTS, d.gpt2),
+    "gpt_neox": (d.GPT_NEOX_DEFAULTS, d.gpt_neox),
+    "mixtral": (m.MIXTRAL_DEFAULTS, m.mixtral),
+    "phimoe": (m.PHIMOE_DEFAULTS, m.phimoe),
+    "qwen2_moe": (m.QWEN2_MOE_DEFAULTS, m.qwen2_moe),
+    "qwen3_moe": (m.QWEN3_MOE_DEFAULTS, m.qwen3_moe),
+    "granitemoe": (m.GRANITEMOE_DEFAULTS, m.granitemoe),
+    "granitemoeshared": (m.GRANITEMOE_DEFAULTS, m.granitemoe),
+    "llama4_text": (m.LLAMA4_TEXT_DEFAULTS, m.llama4_text),
+    "deepseek_v2": (m.DEEPSEEK_V2_DEFAULTS, m.deepseek_v2),
 }
+"""model_type → (transformers' defaults, builder). DeepSeek-V3 takes the MTP switch."""
 
 
-class _Reader:
-    """Typed access to one config dict, with errors that name the key."""
+@dataclass(frozen=True, slots=True)
+class _Wrapper:
+    """A multimodal wrapper: its text model's type and its own ``tie_word_embeddings``."""
 
-    def __init__(self, cfg: Mapping[str, Any], model_type: str) -> None:
-        self.cfg = cfg
-        self.model_type = model_type
-
-    def get_int(self, key: str, default: int | None = None) -> int:
-        value = self.cfg.get(key, default)
-        if value is None:
-            if key in self.cfg and default is not None:
-                return default
-            raise ConfigImportError(
-                f"config.json is missing the key '{key}', which model_type "
-                f"'{self.model_type}' needs"
-            )
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigImportError(f"config.json key '{key}' must be an integer, not {value!r}")
-        return value
-
-    def opt_int(self, key: str) -> int | None:
-        if self.cfg.get(key) is None:
-            return None
-        return self.get_int(key)
-
-    def get_bool(self, key: str, default: bool) -> bool:
-        value = self.cfg.get(key, default)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise ConfigImportError(f"config.json key '{key}' must be true or false, not {value!r}")
-        return value
-
-    def require(self, key: str, ok: Callable[[Any], bool], why: str, default: Any = None) -> None:
-        value = self.cfg.get(key, default)
-        if not ok(value):
-            raise ConfigImportError(f"config.json key '{key}' = {value!r} is not supported: {why}")
+    text_type: str
+    tie_default: bool
+    tie_from_text: bool  # transformers forwards text_config's true (Qwen2.5-VL BC rule)
+    auto_class: str  # what transformers builds, for the note
+    absent_text: Mapping[str, Any] | None = None  # text_config when the file has none
 
 
-def _stored_dtype(cfg: Mapping[str, Any]) -> StoredDtype:
-    quant = cfg.get("quantization_config")
-    if isinstance(quant, Mapping):
-        if quant.get("quant_method") == "fp8" and quant.get("fmt", "e4m3") == "e4m3":
-            return "fp8_e4m3"
-        raise ConfigImportError(
-            f"config.json key 'quantization_config' (quant_method "
-            f"{quant.get('quant_method')!r}) is not supported; import the unquantised model"
-        )
-    raw = cfg.get("torch_dtype", cfg.get("dtype"))
-    if raw is None:
-        return "fp32"  # transformers saves float32 unless told otherwise
-    if not isinstance(raw, str) or raw not in _DTYPES:
-        raise ConfigImportError(f"config.json key 'torch_dtype' = {raw!r} is not a known dtype")
-    return _DTYPES[raw]
-
-
-def _common(r: _Reader, family: Family, tied_default: bool) -> dict[str, Any]:
-    heads = r.get_int("num_attention_heads")
-    return {
-        "family": family,
-        "hidden": r.get_int("hidden_size"),
-        "layers": r.get_int("num_hidden_layers"),
-        "heads": heads,
-        "kv_heads": r.get_int("num_key_value_heads", heads),
-        "head_dim": r.opt_int("head_dim"),
-        "intermediate": r.get_int("intermediate_size"),
-        "vocab": r.get_int("vocab_size"),
-        "max_position": r.get_int("max_position_embeddings", 4096),
-        "tied_embeddings": r.get_bool("tie_word_embeddings", tied_default),
-        "stored_dtype": _stored_dtype(r.cfg),
-    }
-
-
-def _llama_like(r: _Reader, family: Family) -> dict[str, Any]:
-    out = _common(r, family, tied_default=False)
-    bias = r.get_bool("attention_bias", False)
-    out.update(qkv_bias=bias, o_bias=bias, mlp_bias=r.get_bool("mlp_bias", False))
-    if family == "qwen2":
-        out.update(qkv_bias=True, o_bias=False)  # Qwen2 always biases q, k, v and never o
-    if family == "qwen3":
-        out["qk_norm"] = True
-    return out
-
-
-def _gemma(r: _Reader, family: Family) -> dict[str, Any]:
-    out = _common(r, family, tied_default=True)
-    bias = r.get_bool("attention_bias", False)
-    out.update(
-        head_dim=r.get_int("head_dim", 256),
-        mlp="geglu",
-        sandwich_norm=True,
-        qkv_bias=bias,
-        o_bias=bias,
-        qk_norm=family == "gemma3",
-    )
-    return out
-
-
-def _phi3(r: _Reader) -> dict[str, Any]:
-    out = _common(r, "phi3", tied_default=False)
-    out.update(fused_qkv=True, fused_gate_up=True)
-    return out
-
-
-def _mixtral(r: _Reader) -> dict[str, Any]:
-    out = _common(r, "mixtral", tied_default=False)
-    out["moe"] = MoESpec(
-        num_experts=r.get_int("num_local_experts"),
-        top_k=r.get_int("num_experts_per_tok"),
-        expert_intermediate=out["intermediate"],
-    )
-    return out
-
-
-def _qwen3_moe(r: _Reader) -> dict[str, Any]:
-    out = _llama_like(r, "qwen3")
-    out["family"] = "qwen3_moe"
-    r.require("decoder_sparse_step", lambda v: v in (None, 1), "every layer must be MoE", 1)
-    r.require("mlp_only_layers", lambda v: not v, "every layer must be MoE", None)
-    out["moe"] = MoESpec(
-        num_experts=r.get_int("num_experts"),
-        top_k=r.get_int("num_experts_per_tok"),
-        expert_intermediate=r.get_int("moe_intermediate_size"),
-    )
-    return out
-
-
-def _deepseek_v3(r: _Reader) -> dict[str, Any]:
-    out = _common(r, "deepseek_v3", tied_default=False)
-    out["qkv_bias"] = r.get_bool("attention_bias", False)
-    r.require(
-        "moe_layer_freq",
-        lambda v: v in (None, 1),
-        "every layer after the dense ones must be MoE",
-        1,
-    )
-    out["head_dim"] = None
-    moe_inter = r.get_int("moe_intermediate_size")
-    out["moe"] = MoESpec(
-        num_experts=r.get_int("n_routed_experts"),
-        top_k=r.get_int("num_experts_per_tok"),
-        expert_intermediate=moe_inter,
-        shared_experts=r.get_int("n_shared_experts", 0),
-        shared_intermediate=moe_inter,
-        first_dense_layers=r.get_int("first_k_dense_replace", 0),
-        router_bias=r.cfg.get("topk_method") == "noaux_tc",
-    )
-    out["mla"] = MLASpec(
-        q_lora_rank=r.opt_int("q_lora_rank"),
-        kv_lora_rank=r.get_int("kv_lora_rank"),
-        qk_nope_head_dim=r.get_int("qk_nope_head_dim"),
-        qk_rope_head_dim=r.get_int("qk_rope_head_dim"),
-        v_head_dim=r.get_int("v_head_dim"),
-    )
-    out["mtp_layers"] = r.get_int("num_nextn_predict_layers", 0)
-    return out
-
-
-def _gpt2(r: _Reader) -> dict[str, Any]:
-    hidden = r.get_int("n_embd")
-    return {
-        "family": "gpt2",
-        "hidden": hidden,
-        "layers": r.get_int("n_layer"),
-        "heads": r.get_int("n_head"),
-        "kv_heads": r.get_int("n_head"),
-        "intermediate": r.get_int("n_inner", 4 * hidden),
-        "vocab": r.get_int("vocab_size"),
-        "max_position": r.get_int("n_positions"),
-        "tied_embeddings": r.get_bool("tie_word_embeddings", True),
-        "mlp": "gelu",
-        "norm": "layernorm",
-        "norm_bias": True,
-        "qkv_bias": True,
-        "o_bias": True,
-        "mlp_bias": True,
-        "fused_qkv": True,
-        "position": "learned",
-        "stored_dtype": _stored_dtype(r.cfg),
-    }
-
-
-def _gpt_neox(r: _Reader) -> dict[str, Any]:
-    out = _common(r, "gpt_neox", tied_default=False)
-    bias = r.get_bool("attention_bias", True)
-    out.update(
-        mlp="gelu",
-        norm="layernorm",
-        norm_bias=True,
-        qkv_bias=bias,
-        o_bias=bias,
-        mlp_bias=True,
-        fused_qkv=True,
-    )
-    return out
-
-
-_BUILDERS: dict[str, Callable[[_Reader], dict[str, Any]]] = {
-    "llama": lambda r: _llama_like(r, "llama"),
-    "mistral": lambda r: _llama_like(r, "mistral"),
-    "qwen2": lambda r: _llama_like(r, "qwen2"),
-    "qwen3": lambda r: _llama_like(r, "qwen3"),
-    "gemma2": lambda r: _gemma(r, "gemma2"),
-    "gemma3_text": lambda r: _gemma(r, "gemma3"),
-    "phi3": _phi3,
-    "mixtral": _mixtral,
-    "qwen3_moe": _qwen3_moe,
-    "deepseek_v3": _deepseek_v3,
-    "gpt2": _gpt2,
-    "gpt_neox": _gpt_neox,
+_MISTRAL3_TEXT = {
+    "head_dim": 128,
+    "hidden_size": 5120,
+    "intermediate_size": 32768,
+    "max_position_embeddings": 131072,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 40,
+    "num_key_value_heads": 8,
+    "vocab_size": 131072,
 }
+"""``Mistral3Config.sub_configs_defaults['text_config']``: used only when the file gives
+no text_config at all (a given dict starts from MistralConfig's own defaults)."""
 
-SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_BUILDERS))
+_WRAPPERS: dict[str, _Wrapper] = {
+    "gemma3": _Wrapper("gemma3_text", True, False, "Gemma3ForConditionalGeneration"),
+    "mistral3": _Wrapper(
+        "mistral", True, False, "Mistral3ForConditionalGeneration", _MISTRAL3_TEXT
+    ),
+    "qwen2_5_vl": _Wrapper("qwen2_5_vl_text", False, True, "Qwen2_5_VLForConditionalGeneration"),
+    "llama4": _Wrapper("llama4_text", False, True, "Llama4ForCausalLM"),
+}
+"""Tying follows the wrapper's config in transformers 5 (``PreTrainedModel.
+get_expanded_tied_weights_keys`` reads ``self.config``); Llama-4's causal LM is built
+from ``text_config`` alone, whose own default (false) applies."""
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted([*_FAMILIES, "deepseek_v3", *_WRAPPERS]))
 
 
-def spec_from_hf_config(cfg: Mapping[str, Any]) -> ArchitectureSpec:
-    """The architecture a parsed ``config.json`` describes."""
-    if not isinstance(cfg, Mapping):
-        raise ConfigImportError("config.json must hold a JSON object at the top level")
-    model_type = cfg.get("model_type")
-    if model_type is None:
-        raise ConfigImportError("config.json is missing the key 'model_type'")
-    if "text_config" in cfg or "vision_config" in cfg:
+@dataclass(frozen=True, slots=True)
+class ConfigImport:
+    """The architecture a config describes, and the notes a user should read with it."""
+
+    spec: ArchitectureSpec
+    notes: tuple[str, ...] = ()
+
+
+def _text_config(cfg: Mapping[str, Any], mt: str, w: _Wrapper) -> tuple[dict[str, Any], str]:
+    """The language model's config dict, with the wrapper's dtype and tying applied."""
+    raw = cfg.get("text_config")
+    if raw is None and mt == "qwen2_5_vl":  # hub files keep the text keys at the top level
+        raw = {k: v for k, v in cfg.items() if k not in ("model_type", "vision_config")}
+    elif raw is None:
+        raw = w.absent_text or {}
+    if not isinstance(raw, Mapping):
         raise ConfigImportError(
-            f"config.json key 'text_config' / 'vision_config' (model_type {model_type!r}) "
-            "describes a multimodal model; import its text-only language model instead"
+            f"config.json key 'text_config' (model_type {mt!r}) must be an object"
         )
-    builder = _BUILDERS.get(str(model_type))
-    if builder is None:
+    text = dict(raw)
+    text_type = str(text.get("model_type") or w.text_type)
+    text.setdefault("torch_dtype", cfg.get("torch_dtype", cfg.get("dtype")))
+    tie = cfg.get("tie_word_embeddings")
+    if mt == "llama4":
+        tie = text.get("tie_word_embeddings")
+    if tie is None:
+        tie = w.tie_default
+    if w.tie_from_text and text.get("tie_word_embeddings") is True:
+        tie = True
+    text["tie_word_embeddings"] = tie
+    if text_type == "qwen2_5_vl":  # old checkpoints mislabel the text model
+        text_type = "qwen2_5_vl_text"
+    return text, text_type
+
+
+def _build(cfg: Mapping[str, Any], model_type: str, mtp: bool) -> dict[str, Any]:
+    if model_type == "deepseek_v3":
+        return m.deepseek_v3(Reader(cfg, model_type, m.DEEPSEEK_V3_DEFAULTS), mtp)
+    family = _FAMILIES.get(model_type)
+    if family is None:
         raise ConfigImportError(
             f"config.json key 'model_type' = {model_type!r} is not supported; supported: "
             + ", ".join(SUPPORTED_MODEL_TYPES)
         )
-    fields = builder(_Reader(cfg, str(model_type)))
+    defaults, builder = family
+    return builder(Reader(cfg, model_type, defaults))
+
+
+def _validated(fields: dict[str, Any]) -> ArchitectureSpec:
     try:
         return ArchitectureSpec(**fields)
     except ValidationError as exc:
@@ -273,8 +165,59 @@ def spec_from_hf_config(cfg: Mapping[str, Any]) -> ArchitectureSpec:
         ) from None
 
 
-def load_hf_config(path: str | Path) -> ArchitectureSpec:
-    """Read ``config.json`` (or a folder holding it) and convert it."""
+def import_hf_config(cfg: Mapping[str, Any], *, mtp: bool = False) -> ConfigImport:
+    """The architecture a parsed ``config.json`` describes, with notes.
+
+    ``mtp``: also train DeepSeek-V3's multi-token-prediction modules (off by default,
+    as transformers builds the model).
+    """
+    if not isinstance(cfg, Mapping):
+        raise ConfigImportError("config.json must hold a JSON object at the top level")
+    model_type = cfg.get("model_type")
+    if model_type is None:
+        raise ConfigImportError("config.json is missing the key 'model_type'")
+    mt = str(model_type)
+    notes: list[str] = []
+    wrapper = _WRAPPERS.get(mt)
+    if wrapper is not None:
+        text, text_type = _text_config(cfg, mt, wrapper)
+        spec = _validated(_build(text, text_type, mtp))
+        built = (
+            "which transformers' AutoModelForCausalLM builds with its vision tower"
+            if mt == "gemma3"
+            else "which transformers builds for image-text training"
+        )
+        if mt == "llama4":
+            built = "while AutoModelForCausalLM builds Llama4ForCausalLM, text only"
+        notes.append(
+            f"{mt} is a multimodal model ({wrapper.auto_class}, {built}): its language "
+            f"model ({text_type}) is counted; the vision tower and projector are not"
+        )
+        return ConfigImport(spec, tuple(notes))
+    if "text_config" in cfg or "vision_config" in cfg:
+        raise ConfigImportError(
+            f"config.json key 'text_config' / 'vision_config' (model_type {mt!r}) "
+            "describes a multimodal model MemPlan does not import; import its language "
+            "model's config instead"
+        )
+    spec = _validated(_build(cfg, mt, mtp))
+    declared = cfg.get("num_nextn_predict_layers", 1 if mt == "deepseek_v3" else 0)
+    if mt == "deepseek_v3" and not mtp and isinstance(declared, int) and declared > 0:
+        notes.append(
+            f"the config declares {declared} multi-token-prediction module(s) "
+            "(num_nextn_predict_layers); transformers does not build them, so they are not "
+            "counted: set model.architecture.mtp_layers (or --mtp) to train them"
+        )
+    return ConfigImport(spec, tuple(notes))
+
+
+def spec_from_hf_config(cfg: Mapping[str, Any], *, mtp: bool = False) -> ArchitectureSpec:
+    """The architecture a parsed ``config.json`` describes (see :func:`import_hf_config`)."""
+    return import_hf_config(cfg, mtp=mtp).spec
+
+
+def read_hf_config(path: str | Path, *, mtp: bool = False) -> ConfigImport:
+    """Read ``config.json`` (or a folder holding it) and convert it, with notes."""
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
@@ -286,4 +229,9 @@ def load_hf_config(path: str | Path) -> ArchitectureSpec:
         cfg = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigImportError(f"{p} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    return spec_from_hf_config(cfg)
+    return import_hf_config(cfg, mtp=mtp)
+
+
+def load_hf_config(path: str | Path, *, mtp: bool = False) -> ArchitectureSpec:
+    """Read ``config.json`` (or a folder holding it) and convert it."""
+    return read_hf_config(path, mtp=mtp).spec

@@ -3,6 +3,11 @@
 Either file alone is useful (a config gives the architecture, the headers give exact
 stored counts); when both are present the user learns at once whether the config
 describes the weights they hold, which catches wrong revisions and edited configs.
+
+One rule of transformers' loader is applied here because it changes the count: a config
+that ties the output head to the embedding, over a checkpoint that stores a separate
+``lm_head.weight``, is loaded untied (``PreTrainedModel.tie_weights`` does not tie two
+tensors that are both present and differ), so the spec is untied too, with a note.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.models.hf_config import load_hf_config
+from engine.models.hf_config import read_hf_config
 from engine.models.safetensors_index import (
     CrossCheck,
     SafetensorsError,
@@ -20,6 +25,8 @@ from engine.models.safetensors_index import (
 )
 from engine.models.spec import ArchitectureSpec
 
+_HEAD_NAMES = ("lm_head.weight", "embed_out.weight")
+
 
 @dataclass(frozen=True, slots=True)
 class FolderImport:
@@ -28,25 +35,59 @@ class FolderImport:
     spec: ArchitectureSpec | None
     stored: StoredInventory | None
     check: CrossCheck | None
+    notes: tuple[str, ...] = ()
 
 
-def import_model_folder(folder: str | Path) -> FolderImport:
+def _has_weights(root: Path) -> bool:
+    return (root / "model.safetensors").is_file() or (
+        root / "model.safetensors.index.json"
+    ).is_file()
+
+
+def _untied_if_stored(
+    spec: ArchitectureSpec, stored: StoredInventory
+) -> tuple[ArchitectureSpec, str | None]:
+    if not spec.tied_embeddings or not any(t.name.endswith(_HEAD_NAMES) for t in stored.tensors):
+        return spec, None
+    note = (
+        "the config ties the output head to the embedding but the checkpoint stores its own "
+        "lm_head.weight, which transformers then loads untied: counted untied"
+    )
+    return spec.model_copy(update={"tied_embeddings": False}), note
+
+
+def import_model_folder(folder: str | Path, *, mtp: bool = False) -> FolderImport:
     """Read ``config.json`` and/or the safetensors headers of ``folder`` and compare them.
 
-    Raises ``ConfigImportError`` or ``SafetensorsError`` for a malformed file, and
-    ``SafetensorsError`` when the folder holds neither.
+    Shards named by an index but not downloaded (a cache holding only the config and the
+    index) skip the cross-check with a note. Raises ``ConfigImportError`` or
+    ``SafetensorsError`` for a malformed file, and ``SafetensorsError`` when the folder
+    holds neither.
     """
     root = Path(folder)
     if not root.is_dir():
         raise SafetensorsError(f"{root} is not a folder")
-    spec = load_hf_config(root) if (root / "config.json").is_file() else None
-    has_weights = (root / "model.safetensors").is_file() or (
-        root / "model.safetensors.index.json"
-    ).is_file()
-    stored = read_checkpoint(root) if has_weights else None
+    notes: list[str] = []
+    spec: ArchitectureSpec | None = None
+    if (root / "config.json").is_file():
+        imported = read_hf_config(root, mtp=mtp)
+        spec, notes = imported.spec, list(imported.notes)
+    stored: StoredInventory | None = None
+    if _has_weights(root):
+        try:
+            stored = read_checkpoint(root)
+        except SafetensorsError as exc:
+            if spec is None or "which is missing" not in str(exc):
+                raise
+            notes.append(f"no checkpoint cross-check: {exc}")
     if spec is None and stored is None:
         raise SafetensorsError(
             f"{root} holds no config.json, model.safetensors or model.safetensors.index.json"
         )
-    check = cross_check(spec, stored) if spec is not None and stored is not None else None
-    return FolderImport(spec, stored, check)
+    check = None
+    if spec is not None and stored is not None:
+        spec, note = _untied_if_stored(spec, stored)
+        if note:
+            notes.append(note)
+        check = cross_check(spec, stored)
+    return FolderImport(spec, stored, check, tuple(notes))

@@ -38,6 +38,7 @@ _COLUMN = frozenset(
         "expert_up",
         "shared_gate",
         "shared_up",
+        "shared_gate_up",
         "q_b",
         "kv_b",
     }
@@ -66,6 +67,7 @@ _LORA = frozenset(
         "expert_down",
         "shared_gate",
         "shared_up",
+        "shared_gate_up",
         "shared_down",
     }
 )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.models.inventory import build_inventory
+from engine.models.mtp import unbuilt_stored_names
 from engine.models.spec import ArchitectureSpec
 
 # The format caps the header at 100 MB; a bigger length means a corrupt or foreign file.
@@ -235,8 +236,9 @@ class CrossCheck:
     """Computed inventory versus stored checkpoint."""
 
     computed_total: int
-    stored_parameters: int  # auxiliary tensors excluded
+    stored_parameters: int  # auxiliary tensors and unbuilt copies excluded
     stored_auxiliary: int
+    stored_unbuilt: int  # stored by design but not parameters (MTP copies, untrained MTP)
     computed_by_dtype: dict[str, int]  # safetensors dtype spelling
     stored_by_dtype: dict[str, int]  # auxiliary tensors excluded
     missing: tuple[str, ...]  # computed names the checkpoint lacks
@@ -296,6 +298,9 @@ def cross_check(spec: ArchitectureSpec, stored: StoredInventory) -> CrossCheck:
     computed = {t.name: t for t in inv}
     params = {t.name: t for t in stored.tensors if not t.auxiliary}
     params = _strip_prefix(set(computed), params)
+    unbuilt = set(unbuilt_stored_names(spec, params))
+    unbuilt_total = sum(params[n].numel for n in unbuilt)
+    params = {n: t for n, t in params.items() if n not in unbuilt}
     c_dtype: dict[str, int] = defaultdict(int)
     for t in inv:
         c_dtype[ST_DTYPE[t.dtype]] += t.numel
@@ -311,6 +316,7 @@ def cross_check(spec: ArchitectureSpec, stored: StoredInventory) -> CrossCheck:
         computed_total=sum(t.numel for t in inv),
         stored_parameters=sum(t.numel for t in params.values()),
         stored_auxiliary=sum(t.numel for t in stored.tensors if t.auxiliary),
+        stored_unbuilt=unbuilt_total,
         computed_by_dtype=dict(c_dtype),
         stored_by_dtype=dict(s_dtype),
         missing=tuple(n for n in computed if n not in params),

@@ -25,11 +25,46 @@ Family = Literal[
     "mixtral",
     "qwen3_moe",
     "deepseek_v3",
+    "olmo2",
+    "qwen2_moe",
+    "deepseek_v2",
+    "cohere",
+    "cohere2",
+    "starcoder2",
+    "stablelm",
+    "falcon",
+    "granite",
+    "granitemoe",
+    "phimoe",
+    "llama4",
 ]
+"""One value per Hugging Face ``model_type`` whose checkpoint layout differs (names, norm
+placement, q/k-norm shape); multimodal wrappers map to their language model's family."""
+
+Residual = Literal["sequential", "parallel", "parallel_two_norms"]
+"""How a layer's attention and MLP combine: ``sequential`` (x + attn(norm(x)), then
++ mlp(norm(.)): Llama and most decoders); ``parallel`` (both branches read one norm's
+output and add to the same residual: GPT-J, Falcon-7B/11B, Cohere, StableLM-2-12B);
+``parallel_two_norms`` (each branch has its own norm of the same input: GPT-NeoX/Pythia,
+Falcon-40B/180B)."""
 
 StoredDtype = Literal["fp32", "bf16", "fp16", "fp8_e4m3"]
 """``fp8_e4m3``: block-quantised checkpoints (DeepSeek-V3) whose linear weights are FP8
 while norms, router, embeddings and head stay bf16."""
+
+
+_FUSED_GELU_FAMILIES = frozenset({"gpt2", "gpt_neox", "falcon"})
+"""Families whose checkpoints hold one fused qkv tensor and a plain GELU MLP."""
+
+_RESIDUALS: dict[str, tuple[Residual, ...]] = {
+    "gpt2": ("sequential",),
+    "gpt_neox": ("sequential", "parallel_two_norms"),
+    "falcon": ("sequential", "parallel", "parallel_two_norms"),
+    "cohere": ("parallel",),
+    "cohere2": ("parallel",),
+    "olmo2": ("sequential",),
+}
+"""Residual layouts each family's modeling code can build (others: sequential or parallel)."""
 
 
 class _Frozen(BaseModel):
@@ -69,6 +104,21 @@ class MoESpec(_Frozen):
     capacity_factor: float = Field(
         default=1.0, ge=0.1, le=16.0, description="Token capacity per expert relative to uniform."
     )
+    layer_step: int = Field(
+        default=1,
+        ge=1,
+        le=1000,
+        description="A layer i past the dense ones is MoE when (i + 1) % layer_step == 0 "
+        "(Qwen-MoE decoder_sparse_step, Llama-4 interleave_moe_layer_step; 1 = every layer).",
+    )
+    shared_expert_gate: bool = Field(
+        default=False,
+        description="A sigmoid gate Linear(h, 1) scales the shared expert (Qwen2-MoE).",
+    )
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether decoder layer ``index`` holds experts (else a dense MLP)."""
+        return index >= self.first_dense_layers and (index + 1) % self.layer_step == 0
 
 
 class MLASpec(_Frozen):
@@ -125,10 +175,19 @@ class ArchitectureSpec(_Frozen):
     fused_qkv: bool = Field(default=False, description="One qkv projection tensor (Phi-3, NeoX).")
     fused_gate_up: bool = Field(default=False, description="One gate_up tensor (Phi-3).")
     position: Literal["rotary", "learned"] = Field(default="rotary")
+    residual: Residual = Field(
+        default="sequential",
+        description="How attention and MLP combine: sequential, parallel (one shared norm) "
+        "or parallel_two_norms.",
+    )
     moe: MoESpec | None = None
     mla: MLASpec | None = None
     mtp_layers: int = Field(
-        default=0, ge=0, le=16, description="Multi-token-prediction modules (DeepSeek-V3)."
+        default=0,
+        ge=0,
+        le=16,
+        description="Multi-token-prediction modules trained with the model (DeepSeek-V3; "
+        "0 = none, as transformers builds it). Each shares the main embedding and head.",
     )
     stored_dtype: StoredDtype = Field(
         default="bf16", description="Dtype of the published checkpoint's weights."
@@ -155,13 +214,21 @@ class ArchitectureSpec(_Frozen):
                 f"moe.first_dense_layers ({self.moe.first_dense_layers}) exceeds layers "
                 f"({self.layers})"
             )
-        if self.family in ("gpt2", "gpt_neox") and (self.mlp != "gelu" or not self.fused_qkv):
+        if self.family in _FUSED_GELU_FAMILIES and (self.mlp != "gelu" or not self.fused_qkv):
             raise ValueError(
                 f"the {self.family} layout has a fused qkv and a plain GELU MLP: set "
                 "fused_qkv=true and mlp='gelu'"
             )
         if self.mtp_layers and self.family != "deepseek_v3":
             raise ValueError("mtp_layers is only modelled for the deepseek_v3 family")
+        allowed = _RESIDUALS.get(self.family, ("sequential", "parallel"))
+        if self.residual not in allowed:
+            raise ValueError(
+                f"residual {self.residual!r} is not a layout of the {self.family} family "
+                f"(choose {' or '.join(allowed)})"
+            )
+        if self.residual != "sequential" and self.sandwich_norm:
+            raise ValueError("sandwich_norm needs residual='sequential'")
         return self
 
     @property

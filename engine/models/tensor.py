@@ -35,6 +35,7 @@ Role = Literal[
     "expert_up",
     "expert_down",
     "shared_gate",
+    "shared_gate_up",
     "shared_up",
     "shared_down",
     "final_norm",

@@ -144,8 +144,9 @@ def test_tiny_deepseek_layers() -> None:
     Dense layer: 247 + 32 + 3·16·20 = 1,239.
     MoE layer: 247 + 32 + router 4·16 + bias 4 + (4 routed + 1 shared)·3·16·3 = 1,067.
     Main: embed 160 + 1,239 + 2·1,067 + norm 16 + head 160 = 3,709.
-    MTP: embed 160 + enorm 16 + hnorm 16 + eh_proj 16·32=512 + 1,067 + norm 16 + head 160
-    = 1,947. Total 5,656. Active: each MoE layer uses 2 of 4 routed experts (−2·144).
+    MTP (its embedding and head are the main model's, not counted again): enorm 16
+    + hnorm 16 + eh_proj 16·32=512 + 1,067 + head norm 16 = 1,627. Total 5,336.
+    Active: each MoE layer uses 2 of 4 routed experts (−2·144).
     """
     inv = build_inventory(TINY_DSV3)
     by = {t.name: t for t in inv}
@@ -163,13 +164,17 @@ def test_tiny_deepseek_layers() -> None:
     mtp = by["model.layers.3.eh_proj.weight"]
     assert (mtp.shape, mtp.module, mtp.layer, mtp.dtype) == ((16, 32), "mtp", None, "bf16")
     assert by["model.layers.3.mlp.experts.0.gate_proj.weight"].module == "mtp"
+    assert "model.layers.3.embed_tokens.weight" not in by
+    assert "model.layers.3.shared_head.head.weight" not in by
     s = summarize(TINY_DSV3)
-    assert s.main_model == 3_709 and s.mtp == 1_947 and s.total == 5_656
-    assert s.active_per_token == 5_656 - 3 * 2 * 144
+    assert s.main_model == 3_709 and s.mtp == 1_627 and s.total == 5_336
+    assert s.active_per_token == 5_336 - 3 * 2 * 144
     assert s.main_active_per_token == 3_709 - 2 * 2 * 144
-    assert s.embedding == 4 * 160
+    assert s.embedding == 2 * 160
     assert [r.kind for r in s.rows] == ["dense", "moe", "moe", "mtp", "root"]
     assert s.largest_layer.unit == "layer 0" and s.largest_layer.params == 1_239
+    off = summarize(TINY_DSV3.model_copy(update={"mtp_layers": 0}))
+    assert off.total == off.main_model == 3_709 and off.mtp == 0
 
 
 def test_mixtral_names_experts_w1_w3_w2() -> None:

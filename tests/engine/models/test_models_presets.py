@@ -32,9 +32,11 @@ DSV3_MOE = 257 * 3 * 7168 * 2048 + 256 * 7168 + 256
 DSV3_MAIN = (
     2 * 129280 * 7168 + 7168 + 61 * (DSV3_ATTN + 2 * 7168) + 3 * (3 * 7168 * 18432) + 58 * DSV3_MOE
 )
-# MTP module: own embedding + head copies, enorm, hnorm, head norm, eh_proj 7168·14336,
-# and one full MoE decoder layer.
-DSV3_MTP = 2 * 129280 * 7168 + 3 * 7168 + 7168 * 14336 + DSV3_ATTN + 2 * 7168 + DSV3_MOE
+# MTP module's unique parameters: enorm, hnorm, head norm, eh_proj 7168·14336, and one full
+# MoE decoder layer; its embedding and head are the main model's (DeepSeek's
+# README_WEIGHTS.md), although the checkpoint stores copies of both (2·129280·7168).
+DSV3_MTP = 3 * 7168 + 7168 * 14336 + DSV3_ATTN + 2 * 7168 + DSV3_MOE
+DSV3_MTP_COPIES = 2 * 129280 * 7168
 
 CASES: list[tuple[str, int, int, str]] = [
     # name, published exact total, derivation from config.json, source
@@ -257,17 +259,17 @@ CASES: list[tuple[str, int, int, str]] = [
     ),
     (
         "deepseek-v3",
-        684_489_845_504,
-        DSV3_MAIN + DSV3_MTP,
-        "derived: safetensors total 684,531,386,000 minus 41,540,496 fp32 FP8 block scales",
+        671_026_419_200,
+        DSV3_MAIN,
+        "derived: safetensors total 684,531,386,000 minus 41,540,496 fp32 FP8 block scales "
+        "minus the MTP layer transformers does not build",
     ),
 ]
 
 
-def test_every_preset_has_a_case() -> None:
-    """The catalogue holds at least 20 models and each is pinned below."""
-    assert len(preset_names()) >= 20
-    assert sorted(c[0] for c in CASES) == preset_names()
+def test_cases_are_presets() -> None:
+    """Each case below is a preset (every preset is also in test_models_configs' table)."""
+    assert {c[0] for c in CASES} <= set(preset_names())
 
 
 @pytest.mark.parametrize(
@@ -283,23 +285,28 @@ def test_preset_total_is_exact(name: str, published: int, derived: int, source: 
 
 
 def test_deepseek_v3_main_model_and_fp8_scales() -> None:
-    """DeepSeek-V3: main model 671,026,419,200 (the paper's "671B"), MTP 13,463,426,304.
+    """DeepSeek-V3: main model 671,026,419,200 (the paper's "671B"); MTP off by default.
 
-    The hub's 684,531,386,000 stored elements = parameters + one fp32 scale per
-    128×128 block of every FP8 weight. Per layer: q_a 12·56 + q_b 192·12 + kv_a 5·56
-    + kv_b 256·4 + o 56·128 = 11,448; dense MLP 3·(144·56) = 24,192; MoE 257·3·(16·56)
-    = 690,816. 61·11,448 + 3·24,192 + 58·690,816 + MTP (11,448 + 690,816) = 41,540,496.
+    The hub's 684,531,386,000 stored elements = main model + MTP layer 61 as stored
+    (11,610,068,224 unique + 1,853,358,080 embedding/head copies = 13,463,426,304) + one
+    fp32 scale per 128×128 block of every FP8 weight. Per layer: q_a 12·56 + q_b 192·12
+    + kv_a 5·56 + kv_b 256·4 + o 56·128 = 11,448; dense MLP 3·(144·56) = 24,192; MoE
+    257·3·(16·56) = 690,816. 61·11,448 + 3·24,192 + 58·690,816 + MTP (11,448 + 690,816)
+    = 41,540,496. With ``mtp_layers=1`` the total is 671,026,419,200 + 11,610,068,224.
     """
     _, spec = load_preset("deepseek-v3")
     s = summarize(spec)
-    assert DSV3_MAIN == 671_026_419_200 == s.main_model
-    assert DSV3_MTP == 13_463_426_304 == s.mtp
-    inv = build_inventory(spec)
+    assert DSV3_MAIN == 671_026_419_200 == s.total == s.main_model
+    assert spec.mtp_layers == 0 and s.mtp == 0
+    on = summarize(spec.model_copy(update={"mtp_layers": 1}))
+    assert DSV3_MTP == 11_610_068_224 == on.mtp
+    assert on.total == 682_636_487_424 and on.main_model == DSV3_MAIN
+    inv = build_inventory(spec.model_copy(update={"mtp_layers": 1}))
     scales = sum(
         -(-t.shape[0] // 128) * -(-t.shape[1] // 128) for t in inv if t.dtype == "fp8_e4m3"
     )
     assert scales == 41_540_496
-    assert s.total + scales == 684_531_386_000
+    assert on.total + DSV3_MTP_COPIES + scales == 684_531_386_000
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from engine.models.safetensors_index import (
     read_header,
 )
 from engine.models.spec import ArchitectureSpec
+from tests.engine.models.test_models_inventory import TINY_DSV3
 
 _BYTES = {"BF16": 2, "F32": 4, "F16": 2}
 
@@ -197,3 +198,18 @@ def test_huge_shard_reads_header_only(tmp_path: Path) -> None:
         fh.write(struct.pack("<Q", len(raw)) + raw)
         fh.truncate(8 + len(raw) + 2 * n)
     assert read_checkpoint(tmp_path).by_dtype == {"BF16": n}
+
+
+def test_mtp_copies_and_untrained_mtp_are_not_parameters(tmp_path: Path) -> None:
+    """DeepSeek-V3 checkpoints store layer L (the MTP module) with copies of the embedding
+    and head: without MTP the whole layer is set apart, with MTP only the two copies."""
+    on = build_inventory(TINY_DSV3)
+    stored = {t.name: ("BF16", t.shape) for t in on}
+    stored["model.layers.3.embed_tokens.weight"] = ("BF16", (10, 16))
+    stored["model.layers.3.shared_head.head.weight"] = ("BF16", (10, 16))
+    write_safetensors(tmp_path / "model.safetensors", stored)
+    inv = read_checkpoint(tmp_path)
+    with_mtp = cross_check(TINY_DSV3, inv)
+    assert with_mtp.ok and with_mtp.stored_unbuilt == 2 * 160
+    without = cross_check(TINY_DSV3.model_copy(update={"mtp_layers": 0}), inv)
+    assert without.ok and without.stored_unbuilt == 2 * 160 + 1_627
