@@ -6,6 +6,7 @@ from __future__ import annotations
 from engine.analysis import FitLimits
 from engine.estimate import VERDICT_WORDS, Estimate, StageEstimate
 from engine.layout.counts import Count, GpuCounts
+from engine.layout.levers import Lever
 from engine.ledger.nodes.communication import Communication
 from engine.ledger.nodes.ledgers import NodeLedgers
 from engine.ledger.row import LOCATIONS, PHASES, Row
@@ -198,11 +199,28 @@ def _count_line(title: str, c: Count) -> str:
     return f"  {title}: {head}\n    {c.reason}"
 
 
+def _own_line(counts: GpuCounts) -> list[str]:
+    own = counts.plan_layout
+    if own is None:
+        return []
+    lay = own.layout
+    if not own.ok:
+        return [f"  The plan's own layout {lay.label()}: cannot be estimated: {own.error}"]
+    verdict = "fits" if own.fits_high else "does not fit"
+    nodes = "".join(f"; {p}" for p in own.node_problems)
+    chosen = " — the chosen layout" if own.fits_high else ""
+    return [
+        f"  The plan's own layout {lay.label()} on {lay.world_size} ranks {verdict}: high "
+        f"{fmt_bytes(own.high)} per rank, limit {fmt_bytes(own.limit)}{nodes}{chosen}"
+    ]
+
+
 def render_counts(counts: GpuCounts) -> str:
-    """The three counts, alternatives and the rejected tally, in words."""
+    """The three counts, the plan's own layout, alternatives and the rejections."""
     out = [
         f"GPU counts (searched up to {counts.max_gpus} GPUs, {counts.gpus_per_node} per node, "
         f"rounding to {counts.rounding}s; {counts.estimates} estimates):",
+        *_own_line(counts),
         _count_line("1. arithmetic minimum", counts.arithmetic_min),
         _count_line("2. first legal layout (procurement)", counts.first_layout),
         f"  3. validation range: {counts.validation_low.gpus}–{counts.validation_high.gpus} "
@@ -215,11 +233,40 @@ def render_counts(counts: GpuCounts) -> str:
             for o in counts.alternatives
         ]
     if counts.rejected:
+        top = "; ".join(f"{why} (×{n})" for why, n in counts.rejection_summary())
         out.append(
-            f"  {len(counts.rejected)} layouts of that size rejected (memplan layouts "
-            f"--gpus N lists them with reasons)"
+            f"  {len(counts.rejected)} layout(s) of that size rejected (memplan layouts "
+            f"--gpus N lists them with reasons); most often: {top}"
         )
     out += [f"  Note: {n}" for n in counts.notes]
+    return "\n".join(out)
+
+
+def render_levers(levers: tuple[Lever, ...], base: GpuCounts) -> str:
+    """Each fit lever with the count it would give and its cost in words."""
+    if not levers:
+        return "Fit levers: none left to pull (the plan already uses them)"
+    was = base.first_layout.gpus
+    out = [
+        f"Fit levers (alternatives, not applied; the plan's procurement count: "
+        f"{was if was is not None else 'none found'}):"
+    ]
+    for lv in levers:
+        if lv.error is not None:
+            got = f"cannot run: {lv.error}"
+        elif lv.counts is None or lv.gpus is None:
+            got = "still nothing fits within the search bound"
+        else:
+            c = lv.counts
+            lay = c.first_layout.layout
+            got = (
+                f"procure {lv.gpus} GPUs"
+                + (f" ({lay.label()})" if lay else "")
+                + f", arithmetic minimum {c.arithmetic_min.gpus}"
+            )
+        changes = ", ".join(f"{k}={v}" for k, v in lv.changes)
+        out.append(f"  {lv.name} ({changes}): {got}")
+        out.append(f"    cost: {lv.cost}")
     return "\n".join(out)
 
 

@@ -17,6 +17,10 @@ from engine.plan import Plan
 
 Estimator = Callable[[Plan], Estimate]
 
+PADDED_STATES = frozenset({"gathered", "buckets"})
+"""Row states whose size includes FSDP's dim-0 padding to the shard group (gathered
+units, reduce-scatter inputs): what can shrink when DP does (see layout.search.slack)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
@@ -28,6 +32,8 @@ class Outcome:
     limit: int
     capacity: int
     error: str | None = None
+    node_problems: tuple[str, ...] = ()  # host RAM / NVMe per node that does not fit
+    padded: int = 0  # bytes of the heaviest stage's rows sized with FSDP padding
 
     @property
     def ok(self) -> bool:
@@ -35,13 +41,14 @@ class Outcome:
 
     @property
     def fits_high(self) -> bool:
-        """The high estimate is within the limit (usable HBM less headroom)."""
-        return self.ok and self.high <= self.limit
+        """The high estimate is within the limit (usable HBM less headroom) and the
+        node ledgers fit."""
+        return self.ok and self.high <= self.limit and not self.node_problems
 
     @property
     def fits_low(self) -> bool:
-        """Even the optimistic estimate is within the limit."""
-        return self.ok and self.low <= self.limit
+        """Even the optimistic estimate is within the limit (node ledgers fitting)."""
+        return self.ok and self.low <= self.limit and not self.node_problems
 
     @property
     def headroom(self) -> int:
@@ -80,7 +87,13 @@ class Evaluator:
                 layout, 0, 0, plan.hbm_limit_bytes, plan.hardware.capacity_bytes, error=str(exc)
             )
         return Outcome(
-            layout, est.fit_peak.low, est.fit_peak.high, est.limit_bytes, est.capacity_bytes
+            layout,
+            est.fit_peak.low,
+            est.fit_peak.high,
+            est.limit_bytes,
+            est.capacity_bytes,
+            node_problems=tuple(est.nodes.problems()),
+            padded=sum(r.high for r in est.heaviest.rows if r.state in PADDED_STATES),
         )
 
     @property

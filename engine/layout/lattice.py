@@ -2,112 +2,52 @@
 or not, and why.
 
 A layout is legal when it passes every hard rule of :mod:`engine.legality` (the model
-can be cut that way, the batch can still be formed, the offload can run) and the
-*preferences* asked for here (:class:`LayoutPreferences`: TP inside a node,
-power-of-two TP, …), which a view can relax to compute the arithmetic minimum. Every
-rejected layout keeps the reasons a user can act on. Nothing here estimates memory.
+can be cut that way, the stack can run it, the batch can still be formed, the offload
+can run) and the *preferences* asked for (:class:`LayoutPreferences`: TP inside a node,
+power-of-two TP, a full pipeline, …), which a view can relax to compute the arithmetic
+minimum. Every rejected layout keeps the reasons a user can act on. Nothing here
+estimates memory.
 
 The rules each depend on one dimension, so they are judged once per value of that
 dimension (:class:`_Judge`) and a layout's reasons are the concatenation: the search
-enumerates tens of thousands of shapes.
+enumerates thousands of shapes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 
 from engine.errors import Problem
+from engine.layout.batch import batch_for, held_batch, target_global_batch
+from engine.layout.point import Layout, LayoutPreferences, Rejected, is_pow2, split_words
+from engine.ledger.groups import ranks_per_node
 from engine.ledger.placement import policy_split
 from engine.legality import pipeline_layout, rules
 from engine.legality.offload import offload_problems
+from engine.legality.stack import stack_problems
 from engine.plan import Plan
+
+__all__ = [
+    "Lattice",
+    "Layout",
+    "LayoutPreferences",
+    "Rejected",
+    "batch_for",
+    "candidate_pipeline",
+    "check",
+    "enumerate_layouts",
+    "every_layout_refused",
+    "held_batch",
+    "layout_of",
+    "legal_shapes",
+    "split_words",
+    "target_global_batch",
+    "with_layout",
+]
 
 MAX_LISTED_REJECTIONS = 100_000
 """Safety cap on rejected layouts kept for one world size (lists are for display)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LayoutPreferences:
-    """Which legal layouts count as practical. Defaults are the ones the counts use.
-
-    None of these is a hard rule (those are :mod:`engine.legality`'s): each only ranks a
-    layout out of the practical search, and :meth:`relaxed` drops the topology ones.
-    ``tp_within_node``: TP all-reduces every layer, so it stays on NVLink (one node).
-    ``tp_power_of_two``: kernels and head splits are tuned for powers of two.
-    ``kv_replication``: allow TP larger than the KV heads (each KV head replicated on
-    TP ÷ KV ranks, as Megatron-LM and torchtitan do); False asks for whole KV heads.
-    No PP is refused for splitting the layers unevenly: a PP that does not divide them
-    gets the plan's split policy (by default the weighted split, first and last stages
-    one layer lighter), as torchtitan and Megatron run it.
-    """
-
-    tp_within_node: bool = True
-    tp_power_of_two: bool = True
-    kv_replication: bool = True
-
-    def relaxed(self) -> LayoutPreferences:
-        """The preferences without the topology ones (for the arithmetic minimum)."""
-        return replace(self, tp_within_node=False, tp_power_of_two=False)
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Layout:
-    """One point of the lattice with the batch geometry it implies."""
-
-    tp: int
-    pp: int
-    cp: int
-    ep: int
-    dp: int
-    micro_batch: int = 1
-    grad_accum: int = 1
-    etp: int = 1  # expert TP (MoE models), folded with EP over TP × CP × DP
-    pp_split: tuple[int, ...] | None = None  # decoder layers per stage; None = equal
-
-    @property
-    def world_size(self) -> int:
-        """TP × PP × CP × DP: EP and expert TP fold over the same ranks."""
-        return self.tp * self.pp * self.cp * self.dp
-
-    @property
-    def model_parallel(self) -> int:
-        """Ranks one model replica spans besides DP: TP × PP × CP."""
-        return self.tp * self.pp * self.cp
-
-    @property
-    def replicas(self) -> int:
-        """Ranks groups that each consume their own micro-batches: DP."""
-        return self.dp
-
-    @property
-    def global_batch(self) -> int:
-        return self.micro_batch * self.grad_accum * self.replicas
-
-    @property
-    def shape(self) -> tuple[int, int, int, int]:
-        return (self.tp, self.pp, self.cp, self.ep)
-
-    def label(self) -> str:
-        split = f" [{split_words(self.pp_split)}]" if self.pp_split else ""
-        return (
-            f"TP{self.tp} PP{self.pp}{split} CP{self.cp} EP{self.ep} DP{self.dp} "
-            f"(mb {self.micro_batch} × ga {self.grad_accum})"
-        )
-
-    def preference(self) -> tuple[int, int, int, int, int]:
-        """Sort key: least model parallelism first (it costs throughput), then TP
-        before CP before PP (TP stays on NVLink; PP adds bubbles), then the least EP
-        (fewest all-to-all peers)."""
-        return (self.model_parallel, self.pp, self.cp, -self.tp, self.ep)
-
-
-@dataclass(frozen=True, slots=True)
-class Rejected:
-    """A layout that cannot run (or is not practical), with every reason."""
-
-    layout: Layout
-    reasons: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,40 +57,6 @@ class Lattice:
     world_size: int
     legal: tuple[Layout, ...]
     rejected: tuple[Rejected, ...] = field(default=())
-
-
-def _is_pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
-def target_global_batch(plan: Plan) -> int:
-    """The global batch the plan asks for: explicit, or micro × accumulation × replicas."""
-    b, par = plan.batch, plan.parallelism
-    if b.global_batch is not None:
-        return b.global_batch
-    return b.micro_batch * b.grad_accum * par.dp
-
-
-def held_batch(plan: Plan) -> int | None:
-    """The global batch every layout must keep, or None when the micro-batch is held."""
-    return target_global_batch(plan) if plan.batch.hold_fixed == "global_batch" else None
-
-
-def ranks_per_node(plan: Plan) -> int:
-    return plan.parallelism.ranks_per_node or plan.hardware.gpus_per_node
-
-
-def split_words(split: tuple[int, ...]) -> str:
-    """A split in few characters, runs folded: (3, 4, 4, 4, 2) → "3,4×3,2"."""
-    out: list[str] = []
-    i = 0
-    while i < len(split):
-        j = i
-        while j + 1 < len(split) and split[j + 1] == split[i]:
-            j += 1
-        out.append(f"{split[i]}×{j - i + 1}" if j > i else f"{split[i]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def candidate_pipeline(plan: Plan, pp: int) -> tuple[int, rules.Split]:
@@ -168,23 +74,6 @@ def candidate_pipeline(plan: Plan, pp: int) -> tuple[int, rules.Split]:
     return v, (None if len(set(split)) == 1 else split)
 
 
-def batch_for(plan: Plan, dp: int) -> tuple[int, int] | Problem:
-    """(micro-batch, accumulation) for DP replicas, or why the batch is unreachable.
-
-    With ``hold_fixed = global_batch`` the global batch stays and accumulation absorbs
-    the change; with ``micro_batch`` the micro-batch and accumulation stay and the
-    global batch follows the replica count.
-    """
-    b = plan.batch
-    held = held_batch(plan)
-    if held is None:
-        return b.micro_batch, b.grad_accum
-    unreachable = rules.global_batch_reachable(held, b.micro_batch, dp)
-    if unreachable:
-        return unreachable
-    return b.micro_batch, held // (b.micro_batch * dp)
-
-
 def _messages(problems: list[Problem]) -> tuple[str, ...]:
     return tuple(p.message for p in problems)
 
@@ -193,6 +82,10 @@ def every_layout_refused(plan: Plan) -> tuple[str, ...]:
     """Why every layout of the plan fails, whatever its shape (its offload placements)."""
     off, strategy = plan.offload, plan.parallelism.strategy
     return _messages(offload_problems(strategy, off.params, off.optimizer))
+
+
+def _regular_pp(pp: int, layers: int) -> bool:
+    return is_pow2(pp) or layers % pp == 0 or (layers + 2) % pp == 0
 
 
 class _Judge:
@@ -223,12 +116,17 @@ class _Judge:
         reasons = self.tp(tp) + self.pp(pp) + self.cp(cp) + self.ep(ep)
         reasons += _messages(rules.dp_problems(dp, plan.parallelism.shard_group_size))
         reasons += _messages(rules.fold_problems(ep, etp, tp * cp * dp, self.arch))
-        batch = batch_for(plan, dp)
+        batch = batch_for(plan, dp, pp)
         split = self.split(pp)
         if isinstance(batch, Problem):
             b = plan.batch
             layout = Layout(tp, pp, cp, ep, dp, b.micro_batch, b.grad_accum, etp, split)
             return Rejected(layout, (*reasons, batch.message, *self.fixed))
+        if self.prefs.pipeline_full and pp > 1 and batch[1] < pp:
+            reasons += (
+                f"PP {pp} holds only {batch[1]} micro-batch(es) per step (the held global "
+                f"batch over DP {dp}); the pipeline needs m ≥ p = {pp} to stay full",
+            )
         reasons += self.fixed
         layout = Layout(tp, pp, cp, ep, dp, *batch, etp, split)
         return Rejected(layout, reasons) if reasons else layout
@@ -241,25 +139,41 @@ class _Judge:
 
     def _judge_tp(self, tp: int) -> tuple[str, ...]:
         arch, prefs = self.arch, self.prefs
-        hard = _messages(rules.tp_problems(tp, arch))
+        hard = _messages(rules.tp_problems(tp, arch) + self.stack("tp", tp))
         soft = []
         if not hard and not prefs.kv_replication and arch.kv_heads % tp:
             soft.append(
                 f"TP {tp} replicates each of the {arch.kv_heads} KV heads "
                 f"(whole KV heads per rank preferred)"
             )
-        if prefs.tp_power_of_two and not _is_pow2(tp):
+        if prefs.tp_power_of_two and not is_pow2(tp):
             soft.append(f"TP {tp} is not a power of two")
         rpn = ranks_per_node(self.plan)
         if prefs.tp_within_node and (tp > rpn or rpn % tp):
             soft.append(f"TP {tp} does not fit evenly inside one node of {rpn} GPUs")
         return (*hard, *soft)
 
+    def stack(self, dim: str, size: int) -> list[Problem]:
+        return stack_problems(self.plan.parallelism.strategy, dim, size)
+
     def _judge_cp(self, cp: int) -> tuple[str, ...]:
-        return _messages(rules.cp_problems(cp, self.plan.batch.seq_len))
+        seq, prefs = self.plan.batch.seq_len, self.prefs
+        hard = _messages(rules.cp_problems(cp, seq) + self.stack("cp", cp))
+        soft = []
+        if hard:
+            return hard
+        if cp > 1 and prefs.cp_power_of_two and not is_pow2(cp):
+            soft.append(f"CP {cp} is not a power of two")
+        if cp > 1 and seq // cp < prefs.cp_min_tokens:
+            soft.append(
+                f"CP {cp} leaves {seq // cp} tokens per rank, fewer than "
+                f"{prefs.cp_min_tokens:,} (the ring's attention no longer hides its K/V "
+                f"transfer)"
+            )
+        return (*hard, *soft)
 
     def _judge_ep(self, ep: int) -> tuple[str, ...]:
-        return _messages(rules.ep_problems(ep, self.arch))
+        return _messages(rules.ep_problems(ep, self.arch) + self.stack("ep", ep))
 
     def _judge_pp(self, pp: int) -> tuple[str, ...]:
         par, layers = self.plan.parallelism, self.arch.layers
@@ -270,7 +184,14 @@ class _Judge:
             )
             if layout:
                 return _messages(layout)
-        return _messages(rules.pp_problems(pp, layers, v, split, par.pp_schedule))
+        hard = _messages(rules.pp_problems(pp, layers, v, split, par.pp_schedule))
+        hard += _messages(self.stack("pp", pp))
+        if self.prefs.pp_regular and pp <= layers and not _regular_pp(pp, layers):
+            hard += (
+                f"PP {pp} is neither a power of two nor an even split of the {layers} "
+                f"layers (with or without the embedding and output counted as layers)",
+            )
+        return hard
 
 
 def check(
@@ -375,7 +296,7 @@ def with_layout(plan: Plan, layout: Layout) -> Plan:
 
 
 def layout_of(plan: Plan) -> Layout:
-    """The plan's own layout."""
+    """The plan's own layout, with the batch the plan sets."""
     par, b = plan.parallelism, plan.batch
     etp = par.expert_tp if plan.model.architecture.moe is not None else 1
     split = candidate_pipeline(plan, par.pp)[1]

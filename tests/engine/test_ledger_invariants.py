@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from engine.errors import PlanError
 from engine.estimate import estimate
+from engine.legality.stack import stack_problems
 from engine.plan import default_plan, with_values
 from engine.sections.parallel import Strategy
 from engine.sources import all_sources
@@ -39,6 +41,11 @@ VARIANTS: list[dict[str, Any]] = [
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: ",".join(v) or "default")
 def test_rows_are_unique_sourced_and_sum_up(strategy: str, variant: dict[str, Any]) -> None:
     plan = with_values(default_plan(), {"parallelism.strategy": strategy, **variant})
+    refused = stack_problems(plan.parallelism.strategy, "pp", plan.parallelism.pp)
+    if refused:  # the stack cannot run a pipeline (engine.legality.stack)
+        with pytest.raises(PlanError, match="cannot run under parallelism.strategy"):
+            estimate(plan)
+        return
     est = estimate(plan)
     sources = all_sources()
     for st in est.stages:

@@ -17,6 +17,7 @@ from legality_plans import MOE, NO_PREFERENCES, tiny, tiny_changes
 from engine.layout.lattice import LayoutPreferences, enumerate_layouts, legal_shapes, with_layout
 from engine.legality import rules
 from engine.legality.checks import plan_problems
+from engine.legality.stack import stack_problems
 from engine.plan import Plan, default_plan, with_values
 
 OFFLOADS = [
@@ -106,7 +107,14 @@ def test_search_shapes_are_the_legal_shapes_of_the_lattice(
     the bound that passes the EP rules, since the folding rule is judged with DP later."""
     shapes = [s.shape for s in legal_shapes(plan, max_ranks, prefs)]
     arch = plan.model.architecture
-    eps = [e for e in rules.ep_values(arch) if e <= max_ranks and not rules.ep_problems(e, arch)]
+    strategy = plan.parallelism.strategy
+    eps = [
+        e
+        for e in rules.ep_values(arch)
+        if e <= max_ranks
+        and not rules.ep_problems(e, arch)
+        and not stack_problems(strategy, "ep", e)
+    ]
     expected = {
         (*layout.shape[:3], ep)
         for world in range(1, max_ranks + 1)

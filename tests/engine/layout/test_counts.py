@@ -98,3 +98,40 @@ def test_default_plan_counts() -> None:
     assert c.alternatives and all(o.layout.world_size == 8 for o in c.alternatives)
     # a dense model's lattice has no expert-parallel layouts to reject
     assert not any("mixture-of-experts" in r for x in c.rejected for r in x.reasons)
+
+
+def test_the_plans_own_layout_wins_when_it_fits() -> None:
+    """The default plan (DP 8 on one node of 8) fits; DP 4–7 would fit too and cost the
+    same node, so the procurement count's layout is the plan's own DP 8, and it is the
+    chosen layout — screen, counts and report agree."""
+    c = gpu_counts(default_plan(), max_gpus=64)
+    assert c.plan_layout is not None and c.plan_layout.fits_high
+    assert c.first_layout.layout == c.plan_layout.layout and c.first_layout.gpus == 8
+    assert c.chosen == c.plan_layout
+    assert c.first_layout.reason.startswith("the plan's own layout TP1 PP1 CP1 EP1 DP8")
+
+
+def test_a_plan_that_does_not_fit_names_the_layout_to_use() -> None:
+    """DP 2 of the default plan does not fit (states ÷ 2 alone are 64 GB); the counts
+    procure another layout, and the reason says the plan's own one does not fit."""
+    plan = with_values(default_plan(), {"parallelism.dp": 2})
+    c = gpu_counts(plan, max_gpus=64)
+    assert c.plan_layout is not None and not c.plan_layout.fits_high
+    assert c.chosen == c.first_layout.outcome
+    assert "the plan's own layout TP1 PP1 CP1 EP1 DP2 (mb 1 × ga 1) does not fit" in (
+        c.first_layout.reason
+    )
+
+
+def test_the_search_stops_at_its_time_budget() -> None:
+    """A clock that advances one second per reading and a 3-second budget: the search
+    stops after a few estimates and says how far it got (issue 21's bounded search)."""
+    ticks = iter(range(10_000))
+    c = gpu_counts(
+        with_values(default_plan(), {"batch.seq_len": 8192}),
+        budget_s=3.0,
+        clock=lambda: float(next(ticks)),
+    )
+    assert c.stopped
+    assert any("stopped at the budget (3 s)" in n for n in c.notes)
+    assert c.notes[0].startswith("searched ")

@@ -39,9 +39,10 @@ def test_world_4_every_layout_listed_by_hand() -> None:
     C(2+3, 3) = 10. A dense model has EP 1 only (nothing to reject for it).
     PP 4 exceeds 2 layers: 1 rejected (tp=cp=dp=1). TP 4 is legal: it divides the 4
     heads and is a multiple of the 2 KV heads (replicated), and fits a 4-GPU node.
-    Legal: 10 − 1 = 9, listed below as (tp, pp, cp, dp).
+    Legal: 10 − 1 = 9, listed below as (tp, pp, cp, dp). (CP's chunk-size preference
+    is lowered to 1 token: a 4-token sequence has no 1,024-token chunks.)
     """
-    lat = enumerate_layouts(tiny(), 4)
+    lat = enumerate_layouts(tiny(), 4, LayoutPreferences(cp_min_tokens=1))
     legal = {(x.tp, x.pp, x.cp, x.dp) for x in lat.legal}
     assert legal == {
         (1, 1, 1, 4),
