@@ -184,16 +184,16 @@ def gpu_counts(
         arith = Found(own, own_layout.world_size)
     elif own is not None and own.fits_low:
         low = Found(own, node_cost(own_layout.world_size))
-    full = prefs.pipeline_full
+    full, pad = prefs.pipeline_full, prefs.max_padding_share
     try:
         strict = legal_shapes(plan, max_gpus, prefs)
-        first = search_min(ev, strict, max_gpus, node_cost, HIGH, budget, first, full)
-        low = search_min(ev, strict, max_gpus, node_cost, LOW, budget, low or first, full)
+        first = search_min(ev, strict, max_gpus, node_cost, HIGH, budget, first, full, pad)
+        low = search_min(ev, strict, max_gpus, node_cost, LOW, budget, low or first, full, pad)
         start = Found(first.outcome, first.outcome.layout.world_size) if first else None
         if arith is not None and (start is None or arith.cost <= start.cost):
             start = arith
         relaxed = legal_shapes(plan, max_gpus, prefs.relaxed())
-        arith = search_min(ev, relaxed, max_gpus, exact, HIGH, budget, start, full)
+        arith = search_min(ev, relaxed, max_gpus, exact, HIGH, budget, start, full, pad)
     except BudgetSpent:
         pass
     stopped = budget.spent

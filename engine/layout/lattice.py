@@ -20,6 +20,7 @@ from functools import cache
 
 from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch, target_global_batch
+from engine.layout.padding import padding_problems
 from engine.layout.point import Layout, LayoutPreferences, Rejected, is_pow2, split_words
 from engine.ledger.groups import ranks_per_node
 from engine.ledger.placement import policy_split
@@ -127,8 +128,9 @@ class _Judge:
                 f"PP {pp} holds only {batch[1]} micro-batch(es) per step (the held global "
                 f"batch over DP {dp}); the pipeline needs m ≥ p = {pp} to stay full",
             )
-        reasons += self.fixed
         layout = Layout(tp, pp, cp, ep, dp, *batch, etp, split)
+        reasons += padding_problems(plan, layout, self.prefs.max_padding_share)
+        reasons += self.fixed
         return Rejected(layout, reasons) if reasons else layout
 
     def template(self, tp: int, pp: int, cp: int, ep: int) -> Layout:

@@ -28,6 +28,11 @@ class LayoutPreferences:
     - ``cp_power_of_two`` and ``cp_min_tokens``: context parallelism splits a sequence
       into power-of-two chunks of at least this many tokens (a ring step's attention
       must hide the next chunk's K/V transfer; default 1,024).
+    - ``max_padding_share``: FSDP shards dim 0 into N equal chunks; once N outgrows a
+      tensor's rows the gathered copies are mostly padding and grow with every rank
+      added (a shard group of 16,384 over a 1,024-row K projection gathers 16×). Layouts
+      whose FSDP units are padded by more than this share (default 5 %) are not
+      practical: HSDP or fewer ranks are.
     """
 
     tp_within_node: bool = True
@@ -37,6 +42,7 @@ class LayoutPreferences:
     pipeline_full: bool = True
     cp_power_of_two: bool = True
     cp_min_tokens: int = 1024
+    max_padding_share: float = 0.05
 
     def relaxed(self) -> LayoutPreferences:
         """The preferences without the topology ones (for the arithmetic minimum)."""
@@ -53,6 +59,7 @@ class LayoutPreferences:
             pipeline_full=False,
             cp_power_of_two=False,
             cp_min_tokens=1,
+            max_padding_share=1.0,
         )
 
 

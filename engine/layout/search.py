@@ -28,19 +28,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch
 from engine.layout.evaluate import Evaluator, Outcome
+from engine.layout.padding import padding_problems, padding_share
 from engine.layout.point import Layout
 from engine.ledger.groups import ranks_per_node
-from engine.ledger.placement import layer_classes
 from engine.ledger.sharding import shard_group_size
 from engine.legality import rules
-from engine.models.inventory import Tensor
-from engine.models.roles import tp_split_dim
-from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 from engine.stacks.families import rule_of
 
@@ -124,55 +120,6 @@ def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
         shard = shard_group_size(laid, dense, rpn)
         key += [shard, dense > shard]
     return tuple(key)
-
-
-Rows = tuple[tuple[int, int, int | None], ...]
-"""Tensors as (dim 0, elements per dim-0 row, TP-split dim)."""
-
-
-@lru_cache(maxsize=64)
-def _units(arch: ArchitectureSpec) -> tuple[Rows, tuple[Rows, ...]]:
-    """The root unit's tensors and each class of decoder layer's tensors (FSDP wraps
-    one unit per layer), as row shapes."""
-    root, classes = layer_classes(arch)
-
-    def rows(ts: tuple[Tensor, ...]) -> Rows:
-        return tuple(
-            (t.shape[0], t.numel // t.shape[0], tp_split_dim(t))
-            for t in ts
-            if t.shape and t.shape[0]
-        )
-
-    return rows(root), tuple(rows(c.tensors) for c in classes)
-
-
-def _padding(rows: Rows, n: int, tp: int) -> tuple[int, int]:
-    """(padding, unpadded) elements of these tensors' dim 0 padded to a multiple of n."""
-    pad = total = 0
-    for d0, rest, split in rows:
-        local = -(-d0 // tp) if split == 0 else d0
-        width = -(-rest // tp) if split == 1 else rest
-        pad += (-(-local // n) * n - local) * width
-        total += local * width
-    return pad, total
-
-
-def padding_share(plan: Plan, layout: Layout) -> tuple[int, int]:
-    """The largest share of padding in any FSDP unit at this layout, as (pad, padded):
-    FSDP pads every tensor's dim 0 to a multiple of its shard group N (``ceil(d0 / N) ·
-    N`` rows in an all-gather output and a reduce-scatter input). (0, 1) when parameters
-    are not gathered."""
-    rule = rule_of(plan.parallelism.strategy)
-    if not (rule.params and rule.fsdp):
-        return 0, 1
-    n, tp = layout.tp * layout.cp * layout.dp, layout.tp
-    root, classes = _units(plan.model.architecture)
-    best = (0, 1)
-    for unit in (root, *classes):
-        pad, total = _padding(unit, n, tp)
-        if pad * best[1] > best[0] * (pad + total):
-            best = (pad, pad + total)
-    return best
 
 
 def slack(plan: Plan, outcome: Outcome) -> int:
@@ -262,9 +209,12 @@ def search_min(
     budget: Budget,
     start: Found | None = None,
     full: bool = True,
+    padding: float = 1.0,
 ) -> Found | None:
     """The accepted layout of least cost up to ``max_gpus``; among equal costs the
-    earlier shape in preference order, then the smaller DP."""
+    earlier shape in preference order, then the smaller DP. ``full`` and ``padding``
+    are the ``pipeline_full`` and ``max_padding_share`` preferences (they depend on DP,
+    so they are applied here rather than to the shapes)."""
     best = start
     plan = ev.plan
     searcher = _Shape(ev, criterion, budget)
@@ -276,6 +226,8 @@ def search_min(
             max_gpus // m if best is None else min(max_gpus // m, _max_dp_below(best.cost, m, cost))
         )
         layouts = [layout_at(plan, shape, d) for d in dp_candidates(plan, shape, top, full)]
+        if padding < 1:
+            layouts = [lay for lay in layouts if not padding_problems(plan, lay, padding)]
         regimes: dict[tuple[object, ...], list[Layout]] = {}
         for lay in layouts:
             regimes.setdefault(regime(plan, lay), []).append(lay)
