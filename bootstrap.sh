@@ -34,5 +34,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test,dev]"
+# The trace extra (memplan[trace]): torch first, pinned, so no resolver ever picks a CUDA
+# build of it; here the CPU wheel is on local disk (README, "Tracing a plan").
+.venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test,dev,trace]"
 echo "bootstrap: ready (.venv/bin/memplan)"

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from engine.errors import PlanError, Problem, require
+from engine.errors import PlanError, Problem, clip, field_path, quote, require
 from engine.legality import pipeline_layout, rules
 from engine.sections.base import Section
 from engine.sections.hardware import HardwareSection
@@ -74,9 +74,7 @@ class Plan(Section):
 
     def to_canonical_json(self) -> str:
         """Canonical JSON of the inputs: sorted keys, no whitespace, ASCII only."""
-        return json.dumps(
-            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=True
-        )
+        return canonical_json(self.model_dump(mode="json"))
 
     @property
     def hbm_limit_bytes(self) -> int:
@@ -92,7 +90,19 @@ class Plan(Section):
 @lru_cache(maxsize=512)
 def _config_hash(plan: Plan) -> str:
     """Cached: every estimate carries its plan's hash, and equal plans hash equally."""
-    return hashlib.sha256(plan.to_canonical_json().encode("ascii")).hexdigest()
+    return canonical_hash(plan.model_dump(mode="json"))
+
+
+def canonical_json(tree: Any) -> str:
+    """The canonical JSON of a plan tree: sorted keys, no whitespace, ASCII only."""
+    return json.dumps(tree, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def canonical_hash(tree: Any) -> str:
+    """SHA-256 of a plan tree's canonical JSON. A file's stored hash is this hash of the
+    plan *as it was written*, which later MemPlan versions can check even after new inputs
+    (with defaults) were added to the Plan."""
+    return hashlib.sha256(canonical_json(tree).encode("ascii")).hexdigest()
 
 
 def default_plan() -> Plan:
@@ -143,14 +153,15 @@ def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]
     act on: a legality rule's own fields and wording, else the error's location."""
     problems = []
     for item in err.errors():
-        loc = ".".join(str(p) for p in item["loc"] if not str(p).startswith("function-"))
+        parts = [p for p in item["loc"] if not str(p).startswith("function-")]
+        loc = ".".join(str(p) for p in parts)  # the field to mark, as the plan spells it
         cause = item.get("ctx", {}).get("error")
         if isinstance(cause, PlanError):
             lead = f"{prefix}: " if prefix else ""
             problems += [Problem(p.fields, f"{lead}{p.message}") for p in cause.problems]
             continue
-        where = ".".join(p for p in (prefix, loc) if p)
-        msg = item["msg"].removeprefix("Value error, ")
+        where = ".".join(p for p in (prefix, field_path(parts)) if p)  # short, escaped
+        msg = clip(item["msg"].removeprefix("Value error, "), 200)
         if item["type"] == "extra_forbidden":
             msg = "unknown field"
         elif item["type"] == "missing":
@@ -159,7 +170,7 @@ def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]
         shown = (
             ""
             if item["type"] in ("missing", "extra_forbidden") or isinstance(got, dict)
-            else f" (got {got!r})"
+            else f" (got {quote(got)})"
         )
         problems.append(
             Problem((loc,) if loc else (), f"{where or prefix or 'plan'}: {msg}{shown}")

@@ -36,6 +36,7 @@ def file_schema() -> dict[str, Any]:
             "format": {"const": FORMAT_NAME},
             "schema_version": {"const": SCHEMA_VERSION},
             "app_version": {"type": "string"},
+            "formula_version": {"type": "integer", "minimum": 1},
             "created": {"type": "string"},
             "modified": {"type": "string"},
             "name": {"type": "string"},

@@ -53,6 +53,7 @@ from gui.views.chart import LedgerChart, StageChart, legend_html, panel_groups, 
 from gui.views.diagnostics import DiagnosticsList, suggestion_of
 from gui.views.table import LedgerTable
 from gui.views.verdict import VerdictPanel
+from gui.workbench import Workbench
 from gui.workers import AnalysisWorker
 
 UNIT_LABELS = {"gb": "GB (10⁹ B)", "gib": "GiB (2³⁰ B)", "both": "GB and GiB"}
@@ -225,6 +226,7 @@ class MainWindow(QMainWindow):
         self.unit_combo.activated.connect(lambda i: self.set_units(self.unit_combo.itemData(i)))
         bar.addWidget(self.unit_combo)
         self.addToolBar(bar)
+        self.workbench = Workbench(self, self.doc, self.results, file_menu, quit_action, self.units)
 
     # views -------------------------------------------------------------------------
     def redraw(self) -> None:
@@ -276,6 +278,7 @@ class MainWindow(QMainWindow):
 
     def _show_counts(self) -> None:
         counts = self._parts.get("counts")
+        self.workbench.show_counts(counts)
         if isinstance(counts, GpuCounts):
             self.verdict.show_counts(counts)
         elif isinstance(counts, PlanError):
@@ -307,6 +310,7 @@ class MainWindow(QMainWindow):
         self.unit_actions[units].setChecked(True)
         for page in self.tabs.values():
             page.set_units(units)
+        self.workbench.set_units(units)
         self.redraw()
 
     def _title(self) -> None:
@@ -342,6 +346,7 @@ class MainWindow(QMainWindow):
         self.settings.set_blob("splitter", bytes(self.splitter.saveState().data()))
         self.autosaver.clear()
         self.worker.shutdown()
+        self.workbench.shutdown()
         event.accept()
 
     def open_initial(self, path: str | None) -> None:

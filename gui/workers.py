@@ -10,12 +10,14 @@ result never reaches a view.
 One job runs at a time. Asking for a newer plan drops the queued job and tells the
 running one to stop before its next part; the part in progress finishes (its result is
 kept by :func:`engine.analysis.analysis`, so going back to that plan costs nothing).
-Cancel and progress for long searches build on the same job (see the GUI issue).
+:class:`TaskRunner` runs the slow things a user starts by hand (a sweep, a comparison)
+the same way: off the GUI thread, with progress, Cancel, and only the latest result kept.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
@@ -102,5 +104,104 @@ class AnalysisWorker(QObject):
 
     def shutdown(self, wait_ms: int = SHUTDOWN_WAIT_MS) -> bool:
         """Stop, and wait for the part in progress (True when nothing runs any more)."""
+        self.cancel()
+        return bool(self.pool.waitForDone(wait_ms))
+
+
+TaskFn = Callable[[Callable[[int, int], bool]], object]
+"""A task: given a progress callback (done, total) → keep going?, returns its result."""
+
+
+class _TaskRelay(QObject):
+    progress = Signal(int, int)
+    done = Signal(object, object)  # the task, its result (or the exception it raised)
+
+
+class Task(QRunnable):
+    """One slow computation on the pool, with progress and a cancel flag it polls."""
+
+    def __init__(self, fn: TaskFn) -> None:
+        super().__init__()
+        self.fn = fn
+        self.relay = _TaskRelay()
+        self.cancelled = threading.Event()
+
+    def _progress(self, done: int, total: int) -> bool:
+        self.relay.progress.emit(done, total)
+        return not self.cancelled.is_set()
+
+    def run(self) -> None:
+        try:
+            result: object = self.fn(self._progress)
+        except Exception as exc:  # a failed task reports, it never kills the pool thread
+            result = exc
+        self.relay.done.emit(self, result)
+
+
+class TaskRunner(QObject):
+    """Runs one user-started task at a time (a sweep, a comparison) off the GUI thread.
+
+    ``progress`` and ``finished`` arrive on the GUI thread; a task started while another
+    runs cancels the older one, whose result is then dropped (only the latest task's
+    result is ever emitted). ``failed`` carries the message of an exception.
+    """
+
+    progress = Signal(int, int)
+    finished = Signal(object)
+    failed = Signal(str)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.pool = QThreadPool()
+        self.pool.setMaxThreadCount(1)
+        self._current: Task | None = None
+        self._tasks: set[Task] = set()
+
+    def start(self, fn: TaskFn) -> Task:
+        """Run ``fn`` on the pool; an older task still running is cancelled and its
+        result dropped."""
+        self.cancel()
+        self._current = None
+        task = Task(fn)
+        task.setAutoDelete(False)
+        task.relay.progress.connect(self._progress)
+        task.relay.done.connect(self._done)
+        self._tasks.add(task)
+        self._current = task
+        self.pool.start(task)
+        return task
+
+    def cancel(self) -> None:
+        """Ask the running task to stop at its next progress report; what it computed
+        so far still arrives by ``finished`` (a sweep keeps its points, marked
+        cancelled). A task that never started is dropped."""
+        for task in list(self._tasks):
+            if self.pool.tryTake(task):
+                self._tasks.discard(task)
+                if task is self._current:
+                    self._current = None
+            else:
+                task.cancelled.set()
+
+    @property
+    def busy(self) -> bool:
+        return self._current is not None
+
+    def _progress(self, done: int, total: int) -> None:
+        task = self.sender()
+        if self._current is not None and task is self._current.relay:
+            self.progress.emit(done, total)
+
+    def _done(self, task: Task, result: object) -> None:
+        self._tasks.discard(task)
+        if task is not self._current:
+            return  # superseded or cancelled: nobody waits for it
+        self._current = None
+        if isinstance(result, Exception):
+            self.failed.emit(f"{type(result).__name__}: {result}")
+        else:
+            self.finished.emit(result)
+
+    def shutdown(self, wait_ms: int = SHUTDOWN_WAIT_MS) -> bool:
         self.cancel()
         return bool(self.pool.waitForDone(wait_ms))

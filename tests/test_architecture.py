@@ -257,13 +257,21 @@ def test_engine_root_stays_small() -> None:
     )
 
 
+def _own_module(node: ast.ImportFrom) -> bool:
+    """Whether an import names one of MemPlan's own modules (or is relative)."""
+    top = (node.module or "").split(".")[0]
+    return node.level > 0 or top in (*PACKAGES, "tests")
+
+
 def test_no_private_name_imported_from_another_module() -> None:
     """``from x import _name`` reaches into another module's internals: make the name
-    public (and documented) or move the code that needs it."""
+    public (and documented) or move the code that needs it. Only MemPlan's own modules
+    count: the tracer must use PyTorch's private memory-tracker types, which is the
+    documented cost of building on ``torch.distributed._tools``."""
     bad = []
     for path in sorted(p for d in (*PACKAGES, "tests") for p in (REPO / d).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom):
+            if isinstance(node, ast.ImportFrom) and _own_module(node):
                 names = [a.name for a in node.names if a.name.startswith("_")]
                 names = [n for n in names if not (n.startswith("__") and n.endswith("__"))]
                 if names:

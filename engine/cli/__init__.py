@@ -3,7 +3,8 @@
 The ``memplan`` console script (``gui/__main__.py``) mounts it and adds the GUI and
 ``report``, so the engine never depends on Qt. Subcommands live by theme:
 ``plan_commands`` (estimate, new, validate, models), ``layout_commands`` (layouts,
-export), ``run_commands`` (probe, validate-run, calibrate); ``common`` holds what they
+export), ``run_commands`` (probe, validate-run, calibrate), ``compare_commands``
+(compare) and ``sweep_commands`` (sweep); ``common`` holds what they
 share, ``text`` and ``json_form`` the two output forms. Exit codes: 0 success, 1 a bad
 plan or file (the message names the field path), 2 wrong usage.
 """
@@ -14,7 +15,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from engine.cli import layout_commands, plan_commands, run_commands
+from engine.cli import (
+    compare_commands,
+    layout_commands,
+    plan_commands,
+    run_commands,
+    sweep_commands,
+    trace_command,
+)
 from engine.cli.common import EXIT_OK, EXIT_USAGE, CliError, Handler, quiet_broken_pipe
 
 
@@ -23,6 +31,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     plan_commands.register(sub)
     layout_commands.register(sub)
     run_commands.register(sub)
+    compare_commands.register(sub)
+    sweep_commands.register(sub)
+    trace_command.register(sub)
 
 
 def build_parser(prog: str = "memplan") -> argparse.ArgumentParser:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import __version__
+from engine import FORMULA_VERSION, __version__
 from engine.estimate import Estimate, Range, StageEstimate
 from engine.ledger.nodes.communication import Communication
 from engine.ledger.nodes.ledgers import NodeLedgers
@@ -62,6 +62,7 @@ def estimate_json(est: Estimate, include_stages: bool = False) -> dict[str, Any]
         "json_version": JSON_VERSION,
         "memplan_version": __version__,
         "schema_version": SCHEMA_VERSION,
+        "formula_version": FORMULA_VERSION,
         "config_hash": est.config_hash,
         "world_size": est.world_size,
         "heaviest_stage": est.heaviest_stage,

@@ -13,7 +13,8 @@ from engine.ledger.row import LOCATIONS, PHASES, Row
 from engine.units import UnitChoice, fmt_bytes, fmt_range
 
 
-def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> str:
+def table(headers: list[str], rows: list[list[str]], right: set[int]) -> str:
+    """Columns padded to their widest cell; the ``right`` columns (numbers) right-aligned."""
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
     ]
@@ -39,7 +40,7 @@ def stage_table(stage: StageEstimate, units: UnitChoice, with_formulas: bool = F
         if with_formulas:
             body.append([f"  = {r.formula}", "", "", "", "", ""])
             body.append([f"  source: {r.source}", "", "", "", "", ""])
-    return _table(headers, body, {3, 4})
+    return table(headers, body, {3, 4})
 
 
 def render(

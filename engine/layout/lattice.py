@@ -42,6 +42,7 @@ __all__ = [
     "held_batch",
     "layout_of",
     "legal_shapes",
+    "ranks_per_node",
     "split_words",
     "target_global_batch",
     "with_layout",

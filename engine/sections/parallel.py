@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from engine.errors import require
 from engine.legality import pipeline_layout, rules
@@ -87,6 +87,16 @@ class StrategyKnobs(Section):
     ddp_bucket_cap_mb: float = Field(
         default=25.0, ge=0.0, le=100_000.0, description="DDP bucket_cap_mb (MiB); default 25."
     )
+
+    @field_validator("fsdp_reshard_after_forward")
+    @classmethod
+    def _reshard_group_size(cls, value: bool | int) -> bool | int:
+        """An int is the group size to reshard to after forward; torch's fully_shard
+        (``_get_post_forward_mesh_info``, torch 2.5+) refuses one below 1 (1 = keep
+        the whole unsharded unit, as False does)."""
+        if not isinstance(value, bool) and not 1 <= value <= 1_000_000:
+            raise ValueError("as a number it is the group size to reshard to: 1 to 1,000,000")
+        return value
 
 
 class ParallelismSection(Section):

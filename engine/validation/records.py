@@ -13,6 +13,13 @@ shapes are read:
 Records are frozen pydantic models with ``extra="forbid"``, so a typo in a hand-edited
 record is reported, not ignored; they are stored as plain JSON in the ``.memplan`` file's
 ``measurements`` list.
+
+A record's ``kind`` says what measured it: ``"gpu"`` (a real run: the probe, a hand
+entry, a reference case) or ``"trace"`` (``memplan trace``: PyTorch's trackers on fake
+tensors, a *simulated* measurement of the allocated peak only). Records written before
+``kind`` existed have none and are GPU runs; a GPU record is stored without the key, so
+its JSON is what older versions wrote and re-importing it is still recognised as a
+duplicate.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from engine.plan import describe_validation_error
 
 RECORD_FORMAT: Final = "memplan-measurement"
+RecordKind = Literal["gpu", "trace"]
 RECORD_VERSION: Final = 1
 
 Bytes = int
@@ -37,6 +45,7 @@ REFERENCE_CATEGORY_GROUP: dict[str, str] = {
     "grads": "gradients",
     "grads_unsharded": "buckets",
     "reduce_scatter": "buckets",
+    "grad_buckets": "buckets",
     "optimizer": "optimizer",
     "optimizer_state": "optimizer",
     "optimizer_temp": "temporaries",
@@ -86,7 +95,8 @@ class MeasuredRecord(_Frozen):
 
     format: Literal["memplan-measurement"] = RECORD_FORMAT
     record_version: Literal[1] = RECORD_VERSION
-    source: Literal["probe", "reference-case", "manual"] = "probe"
+    source: Literal["probe", "reference-case", "manual", "trace"] = "probe"
+    kind: RecordKind = "gpu"
     label: str = Field(default="", max_length=500)
     config_hash: str | None = Field(default=None, max_length=128)
     workload_hash: str | None = Field(default=None, max_length=128)
@@ -117,7 +127,14 @@ class MeasuredRecord(_Frozen):
             raise ValueError(f"rank {self.rank} is not below world_size {self.world_size}")
         if self.breakdown is not None and any(v < 0 for v in self.breakdown.values()):
             raise ValueError("breakdown: byte counts must be non-negative")
+        if (self.source == "trace") != (self.kind == "trace"):
+            raise ValueError('kind "trace" goes with source "trace" (and only with it)')
         return self
+
+    @property
+    def simulated(self) -> bool:
+        """A trace (fake tensors, no GPU), not a measurement on a device."""
+        return self.kind == "trace"
 
     @property
     def measured(self) -> bool:
@@ -131,8 +148,12 @@ class MeasuredRecord(_Frozen):
         return f"{who} rank {self.rank}"
 
     def to_json(self) -> dict[str, Any]:
-        """The plain JSON object stored in a ``.memplan`` file."""
-        return self.model_dump(mode="json")
+        """The plain JSON object stored in a ``.memplan`` file (a GPU record without
+        ``kind``, as records were stored before traces existed)."""
+        doc = self.model_dump(mode="json")
+        if self.kind == "gpu":
+            doc.pop("kind")
+        return doc
 
 
 def map_reference_breakdown(raw: dict[str, Any], where: str = "peak_breakdown") -> dict[str, int]:

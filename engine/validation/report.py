@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.units import UnitChoice, fmt_bytes, fmt_range
 from engine.validation.reconcile import Figure, RankResult, Reconciliation
+from engine.validation.records import MeasuredRecord
 
 
 def _pct(value: float | None) -> str:
@@ -23,13 +24,26 @@ def _figure_line(f: Figure, units: UnitChoice, width: int = 12) -> str:
     return f"    {f.name:<{width}} {measured:>26}   {estimate:>34}   {error:>8}  {f.verdict}"
 
 
+SIMULATED = "simulated (trace)"
+"""How every view names a trace record: a simulated measurement, not a GPU run."""
+
+
+def kind_words(record: MeasuredRecord) -> str:
+    """``simulated (trace)`` for a trace record, ``GPU run`` otherwise."""
+    return SIMULATED if record.simulated else "GPU run"
+
+
 def rank_lines(result: RankResult, units: UnitChoice = "both") -> list[str]:
     """The lines of one rank: its figures, then its categories when it has a breakdown."""
     rec = result.record
     head = f"{rec.title} (stage {result.stage}): {result.verdict}"
-    if rec.device and rec.device.name:
+    if rec.simulated:
+        torch_version = rec.versions.get("torch")
+        head += f" — {SIMULATED}" + (f", torch {torch_version}" if torch_version else "")
+    elif rec.device and rec.device.name:
         head += f" — {rec.device.name}"
-    header = f"    {'figure':<12} {'measured':>26}   {'estimate low–high':>34}   {'error':>8}"
+    measured = "traced" if rec.simulated else "measured"
+    header = f"    {'figure':<12} {measured:>26}   {'estimate low–high':>34}   {'error':>8}"
     lines = [head, header + "  verdict"]
     lines += [_figure_line(f, units) for f in result.figures]
     if result.categories:
@@ -42,9 +56,11 @@ def rank_lines(result: RankResult, units: UnitChoice = "both") -> list[str]:
 def render(rec: Reconciliation, units: UnitChoice = "both") -> str:
     """The reconciliation as a plain-text table: warnings first, so they are seen."""
     inside = sum(1 for r in rec.ranks if r.verdict == "inside")
+    traces = sum(1 for r in rec.ranks if r.record.simulated)
+    kinds = f" ({traces} {SIMULATED})" if traces else ""
     lines = [
         f"Estimate vs measured — plan config {rec.config_hash[:12]}, {len(rec.ranks)} "
-        f"record(s), {inside} inside the range (error = measured − estimate mid)"
+        f"record(s){kinds}, {inside} inside the range (error = measured − estimate mid)"
     ]
     lines += [f"WARNING: {w}" for w in rec.warnings]
     lines += [f"note: {n}" for n in rec.notes]
@@ -76,6 +92,8 @@ def reconciliation_json(rec: Reconciliation) -> dict[str, Any]:
         "ranks": [
             {
                 "label": r.record.label,
+                "kind": r.record.kind,
+                "simulated": r.record.simulated,
                 "hostname": r.record.hostname,
                 "rank": r.record.rank,
                 "record_config_hash": r.record.config_hash,

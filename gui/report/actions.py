@@ -61,8 +61,10 @@ class ReportActions(QObject):
                 f"This plan cannot be computed: {self.doc.estimate_error or 'no estimate'}",
             )
             return None
+        bench = getattr(self.window, "workbench", None)  # a sweep or comparison asked for
+        extras = bench.report_extras() if bench is not None else {}
         try:
-            return gather(self.doc.to_planfile(), self._units())  # type: ignore[arg-type]
+            return gather(self.doc.to_planfile(), self._units(), **extras)  # type: ignore[arg-type]
         except PlanError as exc:
             dialogs.show_error(self.window, "Cannot write the report", str(exc))
             return None

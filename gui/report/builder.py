@@ -15,7 +15,7 @@ from PySide6.QtGui import QFont, QPdfWriter, QTextDocument
 from gui.report.charts import ChartObject, embed_charts, register_placeholders
 from gui.report.content import ReportContent
 from gui.report.html import HEADING_PT, STYLE
-from gui.report.sections import SECTIONS
+from gui.report.sections import DRAWINGS, SECTIONS
 
 BODY_FONT_PT = 8.5
 FONT_FAMILIES = ["DejaVu Sans", "Helvetica", "Arial"]
@@ -62,7 +62,7 @@ def build_document(c: ReportContent, text_size: QSizeF) -> ReportDocument:
     doc.setDocumentMargin(0)
     doc.setDefaultStyleSheet(STYLE)
     doc.setPageSize(text_size)
-    register_placeholders(doc, ["ledger", "stages", "tornado"])
+    register_placeholders(doc, ["ledger", "stages", "tornado", *DRAWINGS])
     doc.setHtml(report_html(c))
     charts = embed_charts(doc, c)
     # Swapping in the charts relaid the document piecemeal: lay it all out again, now

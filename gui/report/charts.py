@@ -31,6 +31,7 @@ from engine.units import fmt_gb
 from engine.whatif.sensitivity import Bar as TornadoBar
 from gui.report.content import ReportContent
 from gui.report.html import CHART_SCHEME, INK, MUTED, RULE
+from gui.report.sections import DRAWINGS
 from gui.views.chart import render_estimate, render_stages
 
 CHART_OBJECT = int(QTextFormat.ObjectTypes.UserObject.value) + 1
@@ -66,6 +67,8 @@ def record_chart(key: str, c: ReportContent, width: int, height: int) -> Recorde
         return _record(w, h, lambda p, r: render_stages(plan, est, units, p, r, w, h, ink))
     if key == "tornado":
         return _record(width, height, lambda p, r: draw_tornado(p, r, c.tornado))
+    if key in DRAWINGS:
+        return _record(width, height, lambda p, r: DRAWINGS[key](c, p, r))
     raise KeyError(f"unknown chart {key!r}")
 
 

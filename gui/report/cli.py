@@ -11,12 +11,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from engine.cli import common as engine_cli
-from engine.cli.common import EXIT_BAD_PLAN, EXIT_OK, CliError
+from engine.cli.common import EXIT_BAD_PLAN, EXIT_OK, EXIT_USAGE, CliError
 from engine.errors import PlanError
-from engine.planfile import PlanFile
+from engine.planfile import PlanFile, PlanFileError, load
 from gui.display import has_display
+from gui.report.content import WIDE_RANGE_PERCENT
 
 
 def _ensure_app() -> object:
@@ -41,11 +43,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         pf = dataclasses.replace(pf, plan=plan)
     out = Path(args.output)
+    extras = appendices(args, pf)
     _app = _ensure_app()
     from gui.report import gather, write_pdf
 
     try:
-        content = gather(pf, args.units)
+        content = gather(pf, args.units, wide_percent=args.wide_range, **extras)
     except PlanError as exc:
         raise CliError(f"plan cannot be computed: {exc}") from exc
     try:
@@ -56,6 +59,29 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise CliError(f"cannot write {out}")
     print(f"wrote {out} ({pages} pages, config {content.est.config_hash[:12]})")
     return EXIT_OK
+
+
+def appendices(args: argparse.Namespace, pf: PlanFile) -> dict[str, Any]:
+    """The comparison (``--compare``) and sweep (``--sweep``) the report should include,
+    computed here (they need no Qt)."""
+    from engine.whatif.compare import compare
+    from engine.whatif.sweep import SweepSpecError, parse_vary, sweep
+
+    out: dict[str, Any] = {}
+    if args.compare:
+        named = [(pf.name or "this plan", pf.plan)]
+        for path in args.compare:
+            try:
+                named.append((Path(path).name, load(path).plan))
+            except PlanFileError as exc:
+                raise CliError(f"--compare {path}: {exc}") from exc
+        out["comparison"] = compare(named)
+    if args.sweep:
+        try:
+            out["sweep"] = sweep(pf.plan, parse_vary(args.sweep, pf.plan))
+        except SweepSpecError as exc:
+            raise CliError(f"--sweep: {exc}", EXIT_USAGE) from exc
+    return out
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,5 +95,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=["gb", "gib", "both"],
         default="both",
         help="units of the sizes in the text and charts",
+    )
+    p.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="OTHER.memplan",
+        help="add an appendix comparing the plan with this one (repeatable)",
+    )
+    p.add_argument(
+        "--sweep", metavar="FIELD=VALUES", help="add a sweep, e.g. batch.seq_len=1024:32768:x2"
+    )
+    p.add_argument(
+        "--wide-range",
+        type=float,
+        default=WIDE_RANGE_PERCENT,
+        metavar="PERCENT",
+        help="rows whose range is at least this share of their location's peak are listed "
+        f"as wide (default {WIDE_RANGE_PERCENT:g})",
     )
     p.set_defaults(handler=cmd_report)

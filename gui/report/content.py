@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from engine import __version__
+from engine import FORMULA_VERSION, __version__
 from engine.analysis import FitLimits, analysis
 from engine.errors import PlanError
 from engine.estimate import Estimate
@@ -24,11 +24,21 @@ from engine.planfile import SCHEMA_VERSION, PlanFile
 from engine.units import UnitChoice
 from engine.validation import Reconciliation, RecordError, reconcile, records_of
 from engine.validation.identity import workload_hash
+from engine.whatif.compare import Comparison
 from engine.whatif.diagnostics import Diagnosis
 from engine.whatif.sensitivity import Bar
+from engine.whatif.sweep import Sweep
+from gui.report.html import without_bidi_controls
 
 APPENDIX_FORMATS: tuple[str, ...] = ("deepspeed", "fsdp2")
 """The framework configs printed in the appendix (the issue asks for these two)."""
+
+WIDE_RANGE_PERCENT = 2.0
+"""Default of the report input ``wide_percent`` (``memplan report --wide-range``): a row's
+range is *wide* when its high minus its low is at least this share of its location's
+peak (HBM per rank, host RAM or NVMe per node, checkpoint storage of the job) — wide
+enough to move the verdict, so the exception list names it. 2 % of an 80 GB rank is
+1.6 GB: the size of one allocator-reserve or activation-band swing worth measuring."""
 
 
 @dataclass(frozen=True)
@@ -48,10 +58,14 @@ class ReportContent:
     app_version: str = __version__
     schema_version: int = SCHEMA_VERSION
     problems: tuple[str, ...] = field(default=())  # parts that could not be computed
+    formula_version: int = FORMULA_VERSION
+    comparison: Comparison | None = None  # the comparison appendix, when asked for
+    sweep: Sweep | None = None  # the sweep section, when asked for
+    wide_percent: float = WIDE_RANGE_PERCENT
 
     @property
     def plan_name(self) -> str:
-        return self.pf.name or "Untitled plan"
+        return without_bidi_controls(self.pf.name) or "Untitled plan"
 
 
 def _reconciliation(pf: PlanFile, est: Estimate) -> tuple[Reconciliation | None, str | None]:
@@ -64,9 +78,20 @@ def _reconciliation(pf: PlanFile, est: Estimate) -> tuple[Reconciliation | None,
     return reconcile(est, records, workload_hash(pf.plan)), None
 
 
-def gather(pf: PlanFile, units: UnitChoice = "both", now: datetime | None = None) -> ReportContent:
+def gather(
+    pf: PlanFile,
+    units: UnitChoice = "both",
+    now: datetime | None = None,
+    comparison: Comparison | None = None,
+    sweep: Sweep | None = None,
+    wide_percent: float = WIDE_RANGE_PERCENT,
+) -> ReportContent:
     """Compute everything the report shows. Raises :class:`PlanError` when the plan
-    itself cannot be estimated (a report of nothing would mislead)."""
+    itself cannot be estimated (a report of nothing would mislead).
+
+    ``comparison`` and ``sweep`` (computed by the caller: the window has them already)
+    add their sections; one of another plan is left out, with a note, since the report
+    would print it as this plan's."""
     plan = pf.plan
     a = analysis(plan)
     est = a.estimate
@@ -80,6 +105,13 @@ def gather(pf: PlanFile, units: UnitChoice = "both", now: datetime | None = None
             exports.append(EXPORTERS[fmt](plan))
         except (PlanError, ValueError) as exc:  # an exporter that cannot say it, says why
             problems.append(f"{fmt} export: {exc}")
+    key = plan.config_hash()
+    if comparison is not None and key not in comparison.hashes:
+        problems.append("the comparison: none of its plans is this plan")
+        comparison = None
+    if sweep is not None and sweep.base_hash != key:
+        problems.append("the sweep: it was computed for another plan")
+        sweep = None
     stamp = (now or datetime.now(UTC)).replace(microsecond=0)
     return ReportContent(
         pf=pf,
@@ -93,4 +125,7 @@ def gather(pf: PlanFile, units: UnitChoice = "both", now: datetime | None = None
         units=units,
         generated=stamp.isoformat(),
         problems=tuple(problems),
+        comparison=comparison,
+        sweep=sweep,
+        wide_percent=wide_percent,
     )

@@ -47,6 +47,7 @@ def title_page(c: ReportContent) -> str:
         ("Generated", esc(c.generated)),
         ("Plan created / modified", esc(f"{pf.created or '—'} / {pf.modified or '—'}")),
         ("MemPlan version", esc(c.app_version)),
+        ("Formula version", esc(f"{c.formula_version} (the engine's rules for every row)")),
         ("Plan schema version", esc(c.schema_version)),
         ("Config hash (SHA-256)", f'<span class="mono">{esc(est.config_hash)}</span>'),
         (

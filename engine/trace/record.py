@@ -1,0 +1,60 @@
+"""A trace as a measured record (``kind: "trace"``), to keep in the plan file.
+
+It carries what ``validate-run`` compares — the allocated peak and its breakdown by
+category — plus what a reader needs to trust it: the config hash it was traced for,
+the library versions, world size and rank, wall time, the phases and model states.
+Reserved, external and device memory are not measured by a trace (there is no
+allocator, context or NCCL), so they stay empty and are reported as *not measured*.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from engine.plan import Plan
+from engine.trace.result import TraceResult
+from engine.validation.identity import workload_hash
+from engine.validation.records import DeviceInfo, MeasuredRecord, Window
+
+TRACE_NOTE = (
+    "simulated measurement: PyTorch's memory trackers on fake tensors (no GPU); the "
+    "allocated peak only — no allocator reserve, CUDA context or NCCL buffers"
+)
+
+
+def trace_record(plan: Plan, result: TraceResult, plan_name: str = "") -> MeasuredRecord:
+    """The record of one trace of ``plan``."""
+    s = result.setup
+    peak = result.peak_phase
+    breakdown = {k: v for k, v in peak.peak.by_category.items() if v}
+    return MeasuredRecord(
+        source="trace",
+        kind="trace",
+        label=f"trace {s.strategy}",
+        config_hash=plan.config_hash(),
+        workload_hash=workload_hash(plan),
+        plan_name=plan_name or plan.model.name,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        rank=s.rank,
+        world_size=s.world_size,
+        device=DeviceInfo(name=f"fake cpu (FakeTensorMode), {s.tracker}"),
+        window=Window(
+            warmup_steps=s.steps - 1,
+            window_steps=1,
+            steps_seen=s.steps,
+            seconds=round(result.wall_seconds, 3),
+        ),
+        max_allocated_bytes=result.peak_bytes,
+        versions=dict(result.versions),
+        breakdown=breakdown,
+        extra={
+            "peak_phase": peak.phase,
+            "peak_moment": peak.moment,
+            "saved_activations_after_forward": result.saved_activations,
+            "model_states": dict(result.model_states),
+            "phases": [p.to_json() for p in result.phases],
+            "setup": result.to_json()["setup"],
+            "wall_seconds": round(result.wall_seconds, 3),
+        },
+        notes=(TRACE_NOTE, *result.notes),
+    )

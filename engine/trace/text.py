@@ -1,0 +1,81 @@
+"""A trace beside the ledger as plain text (``memplan trace``), one number per line.
+
+Pure formatting of :mod:`engine.trace.compare`; bytes in GB and GiB like the rest of
+MemPlan. Every view that shows a trace (terminal, window, report) formats the same
+:class:`~engine.trace.compare.Comparison`.
+"""
+
+from __future__ import annotations
+
+from engine.trace.compare import Comparison, Line
+from engine.trace.result import CATEGORY_LABELS, TraceResult
+from engine.units import UnitChoice, fmt_bytes, fmt_range
+
+
+def _verdict(line: Line) -> str:
+    if line.inside is None:
+        return "no ledger row"
+    return "inside" if line.inside else ("ledger high" if line.traced < line.low else "ABOVE")  # type: ignore[operator]
+
+
+def _error(line: Line) -> str:
+    err = line.error_percent
+    return "—" if err is None else f"{err:+.1f} %"
+
+
+def _row(line: Line, units: UnitChoice, width: int) -> str:
+    ledger = "—" if line.low is None or line.high is None else fmt_range(line.low, line.high, units)
+    return (
+        f"  {line.name:<{width}} {fmt_bytes(line.traced, units):>24}   {ledger:>34}  "
+        f"{_error(line):>8}  {_verdict(line)}"
+    )
+
+
+def header(result: TraceResult) -> list[str]:
+    s, v = result.setup, result.versions
+    return [
+        f"Trace: {s.model_type} — {s.strategy}, rank {s.rank} of {s.world_size} "
+        f"({s.tracker}, fake cpu tensors, {s.rounding_bytes}-B rounding)",
+        f"  torch {v.get('torch')} · transformers {v.get('transformers')} · peft "
+        f"{v.get('peft')} · {s.steps} steps in {result.wall_seconds:.1f} s, step {s.steps} "
+        "reported",
+        f"  {s.n_params:,} parameters ({s.n_trainable:,} trainable), {s.param_dtype} "
+        f"parameters, {s.compute_dtype} compute, attention {s.attention}, recompute "
+        f"{s.recompute}, {s.optimizer}, {s.micro_batches} micro-batch(es) per step",
+    ]
+
+
+def render(result: TraceResult, cmp: Comparison, units: UnitChoice = "both") -> str:
+    """The trace and the ledger side by side (error = ledger mid − traced)."""
+    peak = cmp.peak
+    lines = header(result)
+    lines += [
+        "",
+        f"Traced peak allocated: {fmt_bytes(peak.traced, units)} in "
+        f"{result.peak_phase.phase} ({result.peak_phase.moment})",
+        f"Ledger estimate:       {fmt_range(peak.low or 0, peak.high or 0, units)} — "
+        f"{_verdict(peak)}, error {_error(peak)} (ledger mid − traced)",
+        "",
+        "At the peak, by ledger group (trace categories summed in):",
+    ]
+    width = max(12, *(len(g.name) for g in cmp.groups))
+    head = f"  {'group':<{width}} {'traced':>24}   {'ledger low–high':>34}  {'error':>8}"
+    lines.append(head)
+    for line in cmp.groups:
+        lines.append(_row(line, units, width))
+        lines += [
+            f"  {'':<{width}}   {fmt_bytes(v, units):>22}   {CATEGORY_LABELS.get(c, c)}"
+            for c, v in line.parts
+            if len(line.parts) > 1 or c != line.name
+        ]
+    lines += ["", "Each phase's peak (steady: what stays live after zero_grad):", head]
+    lines += [_row(line, units, width) for line in cmp.phases]
+    ms = result.model_states
+    lines += [
+        "",
+        f"Saved activations after forward: {fmt_bytes(result.saved_activations, units)}",
+        "Model states on this rank: "
+        + ", ".join(f"{k.replace('_', ' ')} {fmt_bytes(v, units)}" for k, v in ms.items()),
+    ]
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)

@@ -1,0 +1,225 @@
+"""The Layouts tab: the three GPU counts with their reasons, the chosen layout, the
+ranked alternatives with Apply, the rejected layouts that apply to this model, and the
+topology of the chosen layout.
+
+A view like the others: it formats the counts the window's worker computed through
+``engine.analysis`` (the tab never searches) and the estimate on screen, with the
+choice rule of :mod:`gui.views.layout_choice` — when the plan's own layout fits it is
+the chosen one, so the tab never contradicts the plan. Apply sets a layout's parallel
+sizes and batch geometry as one undoable edit (``PlanDocument.set_many``).
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from PySide6.QtCore import QRectF, QSize
+from PySide6.QtGui import QPainter, QPaintEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QListWidget,
+    QPushButton,
+    QScrollArea,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.errors import PlanError
+from engine.layout.counts import GpuCounts
+from engine.layout.lattice import Layout, ranks_per_node
+from engine.units import UnitChoice, fmt_bytes, fmt_range
+from gui.document import PlanDocument
+from gui.views.chart import foreground
+from gui.views.layout_choice import ROLE_WORDS, LayoutChoice, LayoutRow, choose, layout_changes
+from gui.views.topology import Topology, draw_topology, topology, topology_height
+
+COLUMNS = ("", "Layout", "Ranks", "GPUs to buy", "Peak per rank (low–high)", "Headroom", "Role")
+PENDING = "Searching layouts… (the counts arrive from a background search)"
+
+
+class TopologyView(QWidget):
+    """The topology diagram of one layout (empty until one is shown)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("topologyView")
+        self.topo: Topology | None = None
+
+    def show_topology(self, t: Topology | None) -> None:
+        self.topo = t
+        self.setMinimumHeight(int(topology_height(t)) if t else 0)
+        self.updateGeometry()
+        self.update()
+
+    def sizeHint(self) -> QSize:
+        return QSize(600, int(topology_height(self.topo)) if self.topo else 0)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        if self.topo is None:
+            return
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        draw_topology(painter, QRectF(self.rect()).adjusted(4, 2, -4, -2), self.topo, foreground())
+        painter.end()
+
+
+class LayoutsView(QScrollArea):
+    """Counts, chosen layout, alternatives (Apply), relevant rejections, topology."""
+
+    def __init__(self, doc: PlanDocument, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("layoutsView")
+        self.doc = doc
+        self.units = "both"
+        self.choice: LayoutChoice | None = None
+        self.setWidgetResizable(True)
+        body = QWidget(self)
+        col = QVBoxLayout(body)
+        col.setContentsMargins(6, 6, 6, 6)
+        self.counts = QLabel(PENDING, body)
+        self.counts.setObjectName("layoutCounts")
+        self.counts.setWordWrap(True)
+        self.note = QLabel("", body)
+        self.note.setObjectName("layoutNote")
+        self.note.setWordWrap(True)
+        self.table = QTableWidget(0, len(COLUMNS), body)
+        self.table.setObjectName("layoutTable")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.rejected_title = QLabel("", body)
+        self.rejected_title.setWordWrap(True)
+        self.rejected = QListWidget(body)
+        self.rejected.setObjectName("layoutRejected")
+        self.rejected.setMaximumHeight(140)
+        self.topology = TopologyView(body)
+        for w in (self.counts, self.note, self.table, self.rejected_title, self.rejected):
+            col.addWidget(w)
+        col.addWidget(QLabel("<b>Topology of the chosen layout</b>", body))
+        col.addWidget(self.topology)
+        col.addStretch(1)
+        self.setWidget(body)
+        self.apply_buttons: list[QPushButton] = []
+
+    def show_counts(self, counts: object, units: str) -> None:
+        """Redraw from the counts part (GpuCounts, a PlanError, or None while pending)."""
+        self.units = units
+        est = self.doc.estimate
+        if isinstance(counts, PlanError):
+            self._clear(f"The layout search is unavailable: {escape(str(counts))}")
+        elif not isinstance(counts, GpuCounts) or est is None or self.doc.stale:
+            self._clear(PENDING)
+        else:
+            self.choice = choose(self.doc.plan, est, counts)
+            self._show(counts, self.choice)
+
+    def _clear(self, text: str) -> None:
+        self.choice = None
+        self.counts.setText(text)
+        self.note.setText("")
+        self.table.setRowCount(0)
+        self.apply_buttons = []
+        self.rejected_title.setText("")
+        self.rejected.clear()
+        self.topology.show_topology(None)
+
+    def _show(self, k: GpuCounts, choice: LayoutChoice) -> None:
+        def gpus(n: int | None) -> str:
+            return "none found" if n is None else f"{n:,} GPUs"
+
+        nodes = f" ({k.nodes} node(s) of {k.gpus_per_node})" if k.nodes else ""
+        items = (
+            ("1. Arithmetic minimum", gpus(k.arithmetic_min.gpus), k.arithmetic_min.reason),
+            (
+                "2. Procure (first legal layout)",
+                gpus(k.first_layout.gpus) + nodes,
+                k.first_layout.reason,
+            ),
+            (
+                "3. Validation range",
+                f"{k.validation_low.gpus}–{k.validation_high.gpus} GPUs",
+                k.validation_reason,
+            ),
+        )
+        self.counts.setText(
+            "".join(
+                f"<p><b>{escape(t)}: {escape(v)}</b><br><small>{escape(why)}</small></p>"
+                for t, v, why in items
+            )
+        )
+        chosen = choice.chosen
+        head = f"<b>Chosen layout: {escape(chosen.layout.label())}</b> — " if chosen else ""
+        self.note.setText(head + escape(choice.note))
+        self._rows(choice.rows)
+        shown = len(choice.rejected)
+        hidden = f"; {choice.why_hidden}" if choice.hidden_rejections else ""
+        self.rejected_title.setText(
+            f"<b>Rejected layouts at the procurement size: {shown}</b>{escape(hidden)}"
+        )
+        self.rejected.clear()
+        for r in choice.rejected:
+            self.rejected.addItem(f"{r.layout.label()}: {'; '.join(r.reasons)}")
+        self.rejected.setVisible(shown > 0)
+        plan = self.doc.plan
+        self.topology.show_topology(
+            topology(chosen.layout, ranks_per_node(plan), plan.parallelism.strategy)
+            if chosen
+            else None
+        )
+
+    def _rows(self, rows: tuple[LayoutRow, ...]) -> None:
+        u: UnitChoice = "gib" if self.units == "gib" else "gb"
+        self.table.setRowCount(len(rows))
+        self.apply_buttons = []
+        own = next((r for r in rows if r.role == "plan"), None)
+        for i, r in enumerate(rows):
+            button = QPushButton("Current" if r.role == "plan" else "Apply", self.table)
+            button.setEnabled(r.role != "plan")
+            button.setToolTip(
+                "The plan has this layout"
+                if r.role == "plan"
+                else f"Set the plan to {r.layout.label()} (one undoable edit)"
+            )
+            button.clicked.connect(lambda _c=False, lay=r.layout: self.apply(lay))
+            self.table.setCellWidget(i, 0, button)
+            self.apply_buttons.append(button)
+            headroom = (
+                fmt_bytes(r.headroom, u) if r.fits else f"over by {fmt_bytes(-r.headroom, u)}"
+            )
+            role = ROLE_WORDS[r.role] + (f" #{r.rank}" if r.rank else "")
+            if own is not None and r is not own and r.gpus != own.gpus:
+                role += f" ({r.gpus - own.gpus:+,} GPUs)"
+            cells = [
+                r.layout.label(),
+                f"{r.layout.world_size:,}",
+                f"{r.gpus:,}",
+                fmt_range(r.low, r.high, u),
+                headroom,
+                role,
+            ]
+            for c, text in enumerate(cells, start=1):
+                item = QTableWidgetItem(text)
+                item.setToolTip(text)
+                self.table.setItem(i, c, item)
+        self._fit_height(self.table, len(rows))
+
+    @staticmethod
+    def _fit_height(table: QTableWidget, rows: int) -> None:
+        """Tall enough for every row: the tab scrolls as a whole, not a table inside it."""
+        body = sum(table.rowHeight(i) for i in range(rows))
+        header = table.horizontalHeader().sizeHint().height()
+        scroll = table.horizontalScrollBar().sizeHint().height()
+        table.setFixedHeight(body + header + scroll + 2 * table.frameWidth() + 2)
+
+    def apply(self, layout: Layout) -> bool:
+        """Set the plan to ``layout`` as one undo step (True when the plan changed)."""
+        changes = layout_changes(self.doc.plan, layout)
+        if not changes:
+            return False
+        return self.doc.set_many(changes, f"Apply layout {layout.label()}")

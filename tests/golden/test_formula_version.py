@@ -1,0 +1,59 @@
+"""The formula version moves with the numbers: a re-recorded golden ledger whose bytes
+changed while ``engine.FORMULA_VERSION`` stayed the same fails here.
+
+The fingerprint is the SHA-256 of every golden case's rows (id, low and high bytes of
+every stage) — the figures a rule decides, not the labels or the formula wording. A
+change that is meant to move numbers re-records the golden outputs, bumps
+``FORMULA_VERSION`` and adds the new fingerprint below (the test prints it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from engine import FORMULA_VERSION
+from tests.golden.capture import OUT, wanted
+
+FINGERPRINTS: dict[int, str] = {
+    1: "a392ffd7711a09776624a1d315e70731b10c89bbba349ec0a5f15ebc060c2a63",
+    # 2: DeepSeek-V3's MTP module off by default (as transformers builds it)
+    2: "ce241d19a99178040605517207687ed3836f1b6921e2493c485153223240a0fd",
+}
+"""FORMULA_VERSION → fingerprint of the golden rows recorded under it."""
+
+
+def golden_fingerprint() -> str:
+    """SHA-256 over (case, stage, row id, low, high) of every golden estimate."""
+    digest = hashlib.sha256()
+    for name, command in wanted():
+        if command != "estimate.json":
+            continue
+        text = (OUT / f"{name}.{command}").read_text(encoding="utf-8")
+        body = text.split("\n", 1)[1]
+        if not text.startswith("exit 0"):
+            digest.update(f"{name}:{text.splitlines()[0]}\n".encode())
+            continue
+        doc = json.loads(body)
+        for stage in doc.get("stages", []):
+            for row in stage["rows"]:
+                line = f"{name}:{stage['stage']}:{row['id']}:{row['low_bytes']}:{row['high_bytes']}"
+                digest.update(line.encode() + b"\n")
+    return digest.hexdigest()
+
+
+def test_golden_numbers_carry_the_formula_version_they_were_recorded_under() -> None:
+    got = golden_fingerprint()
+    assert FORMULA_VERSION in FINGERPRINTS, (
+        f"FORMULA_VERSION {FORMULA_VERSION} has no fingerprint: add {got!r}"
+    )
+    assert got == FINGERPRINTS[FORMULA_VERSION], (
+        "the golden rows' bytes changed but FORMULA_VERSION did not: bump "
+        f"engine.FORMULA_VERSION and add {{{FORMULA_VERSION + 1}: {got!r}}} to FINGERPRINTS"
+    )
+
+
+def test_recorded_json_says_the_formula_version() -> None:
+    """Every recorded estimate JSON names the formula version it was recorded under."""
+    text = (OUT / "default.estimate.json").read_text(encoding="utf-8")
+    assert json.loads(text.split("\n", 1)[1])["formula_version"] == FORMULA_VERSION
