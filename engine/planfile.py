@@ -32,11 +32,12 @@ from engine.errors import PlanFileError, field_path, quote
 from engine.fileio import strict_json
 from engine.fileio.atomic import write_atomic
 from engine.plan import Plan, canonical_hash, describe_validation_error
+from engine.sections.parallel import fold_ep_into_dp
 
 __all__ = ["PlanFile", "PlanFileError", "dumps", "load", "parse", "save"]
 
 FORMAT_NAME = "memplan"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SUFFIX = ".memplan"
 
 
@@ -78,7 +79,21 @@ def _migrate_0_to_1(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1}
+def _migrate_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
+    """Schema 2 folds EP over TP × CP × DP (Megatron-Core): DP is multiplied by EP so a
+    schema-1 file keeps its world size and replicas (``sections.parallel.fold_ep_into_dp``)."""
+    out = dict(doc)
+    plan = out.get("plan")
+    if isinstance(plan, dict) and isinstance(plan.get("parallelism"), dict):
+        out["plan"] = {**plan, "parallelism": fold_ep_into_dp(plan["parallelism"])}
+    out["schema_version"] = 2
+    return out
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    0: _migrate_0_to_1,
+    1: _migrate_1_to_2,
+}
 """MIGRATIONS[n] turns a schema-n document into a schema-(n+1) document."""
 
 

@@ -3,7 +3,7 @@ and the sharding strategy."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -220,3 +220,17 @@ class ParallelismSection(Section):
             rules.one_explicit_split(self.pp_layer_split, self.pp_layout),
         )
         return self
+
+
+def fold_ep_into_dp(parallelism: dict[str, Any]) -> dict[str, Any]:
+    """A saved ``parallelism`` section of schema 1 with its meaning kept under MoE
+    folding: schema 1 counted world = TP × PP × CP × EP × DP with DP × EP replicas, so
+    DP becomes DP × EP (same world size, same replicas, same global batch; EP then folds
+    over TP × CP × DP). Such files split the layers of a PP that does not divide them
+    with the remainder on the earliest stages, which is the ``even`` split policy."""
+    out = dict(parallelism)
+    ep, dp = out.get("ep", 1), out.get("dp", 8)
+    if isinstance(ep, int) and isinstance(dp, int) and not isinstance(ep, bool):
+        out["dp"] = dp * ep
+    out.setdefault("pp_split_policy", "even")
+    return out
