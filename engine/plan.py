@@ -23,9 +23,11 @@ from engine.sections.model import ModelSection
 from engine.sections.offload import CheckpointSection, HostSection, OffloadSection
 from engine.sections.parallel import ParallelismSection
 from engine.sections.runtime import PolicySection, RuntimeSection
+from engine.sections.stack import StackSection
 
 SECTION_ORDER: tuple[str, ...] = (
     "model",
+    "stack",
     "method",
     "batch",
     "parallelism",
@@ -47,6 +49,7 @@ class Plan(Section):
     """
 
     model: ModelSection = Field(default_factory=ModelSection)
+    stack: StackSection = Field(default_factory=StackSection)
     method: MethodSection = Field(default_factory=MethodSection)
     batch: BatchSection = Field(default_factory=BatchSection)
     parallelism: ParallelismSection = Field(default_factory=ParallelismSection)

@@ -2,7 +2,7 @@
 
 A file is UTF-8 JSON::
 
-    {"format": "memplan", "schema_version": 1, "app_version": "0.1.0",
+    {"format": "memplan", "schema_version": 2, "app_version": "0.1.0",
      "created": "...", "modified": "...", "name": "...", "notes": "...",
      "config_hash": "<sha256 of the canonical plan>", "plan": {...},
      "measurements": []}
@@ -32,7 +32,7 @@ from engine.errors import PlanFileError, field_path, quote
 from engine.fileio import strict_json
 from engine.fileio.atomic import write_atomic
 from engine.plan import Plan, canonical_hash, describe_validation_error
-from engine.sections.parallel import fold_ep_into_dp
+from engine.plan_migrations import migrate_plan_1_to_2
 
 __all__ = ["PlanFile", "PlanFileError", "dumps", "load", "parse", "save"]
 
@@ -80,12 +80,11 @@ def _migrate_0_to_1(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _migrate_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
-    """Schema 2 folds EP over TP × CP × DP (Megatron-Core): DP is multiplied by EP so a
-    schema-1 file keeps its world size and replicas (``sections.parallel.fold_ep_into_dp``)."""
+    """Schema 2 made the training stack an input and folds EP over TP × CP × DP; the
+    plan keeps schema 1's meaning (:func:`engine.plan_migrations.migrate_plan_1_to_2`)."""
     out = dict(doc)
-    plan = out.get("plan")
-    if isinstance(plan, dict) and isinstance(plan.get("parallelism"), dict):
-        out["plan"] = {**plan, "parallelism": fold_ep_into_dp(plan["parallelism"])}
+    if isinstance(out.get("plan"), dict):
+        out["plan"] = migrate_plan_1_to_2(out["plan"])
     out["schema_version"] = 2
     return out
 

@@ -26,8 +26,9 @@ from engine.ledger.groups import ranks_per_node
 from engine.ledger.placement import policy_split
 from engine.legality import pipeline_layout, rules
 from engine.legality.offload import offload_problems
-from engine.legality.stack import stack_problems
+from engine.legality.stack import dimension_problems, stack_problems
 from engine.plan import Plan
+from engine.stacks.catalog import concrete_stack
 
 __all__ = [
     "Lattice",
@@ -81,9 +82,13 @@ def _messages(problems: list[Problem]) -> tuple[str, ...]:
 
 
 def every_layout_refused(plan: Plan) -> tuple[str, ...]:
-    """Why every layout of the plan fails, whatever its shape (its offload placements)."""
+    """Why every layout of the plan fails, whatever its shape (its offload placements,
+    and the strategy or method its training stack cannot run)."""
     off, strategy = plan.offload, plan.parallelism.strategy
-    return _messages(offload_problems(strategy, off.params, off.optimizer))
+    return _messages(
+        offload_problems(strategy, off.params, off.optimizer)
+        + stack_problems(plan.stack.name, strategy, plan.method.kind)
+    )
 
 
 def _regular_pp(pp: int, layers: int) -> bool:
@@ -103,6 +108,8 @@ class _Judge:
         self.plan, self.prefs = plan, prefs
         self.arch = plan.model.architecture
         self.fixed = every_layout_refused(plan)
+        par = plan.parallelism
+        self.stack_name = concrete_stack(plan.stack.name, par.strategy, plan.method.kind)
         self.etp = plan.parallelism.expert_tp if self.arch.moe is not None else 1
         self.tp = cache(self._judge_tp)
         self.pp = cache(self._judge_pp)
@@ -157,7 +164,7 @@ class _Judge:
         return (*hard, *soft)
 
     def stack(self, dim: str, size: int) -> list[Problem]:
-        return stack_problems(self.plan.parallelism.strategy, dim, size)
+        return dimension_problems(self.stack_name, self.plan.parallelism.strategy, dim, size)
 
     def _judge_cp(self, cp: int) -> tuple[str, ...]:
         seq, prefs = self.plan.batch.seq_len, self.prefs

@@ -89,14 +89,29 @@ def stage_layer_ranges(arch: ArchitectureSpec, par: ParallelismSection) -> list[
     return ranges
 
 
-def _tp_shape(t: Tensor, arch: ArchitectureSpec, tp: int) -> tuple[int, ...]:
-    """The local shape under TP (roles table: column, row, vocab-parallel or replicated).
+EMBEDDING_ROLES = frozenset({"embedding", "mtp_embedding"})
+HEAD_ROLES = frozenset({"lm_head", "mtp_head"})
+
+
+def tp_keeps_whole(t: Tensor, style: str) -> bool:
+    """Whether ``parallelism.tp_style`` leaves this vocabulary tensor unsplit: the
+    embedding unless vocab_parallel (transformers' tp_plan has no entry for
+    ``embed_tokens``), the output layer only when replicated (a DTensor plan on the
+    decoder layers alone)."""
+    if style == "vocab_parallel":
+        return False
+    return t.role in EMBEDDING_ROLES or (style == "replicated" and t.role in HEAD_ROLES)
+
+
+def _tp_shape(t: Tensor, arch: ArchitectureSpec, tp: int, style: str) -> tuple[int, ...]:
+    """The local shape under TP (roles table: column, row, vocab-parallel or replicated;
+    the TP style for the embedding and output layer).
 
     KV heads that TP cannot split (kv_heads < tp) are replicated: each rank keeps
     ceil(kv_heads / tp) heads, as Megatron and vLLM-style layouts do.
     """
     dim = tp_split_dim(t)
-    if tp == 1 or dim is None:
+    if tp == 1 or dim is None or tp_keeps_whole(t, style):
         return t.shape
     shape = list(t.shape)
     if t.role in KV_ROLES:
@@ -150,7 +165,7 @@ def _place(
         if t.expert >= ceil_div(n_experts, par.ep):
             return None  # rank 0 of the EP group holds experts [0, E/ep)
     tp = par.expert_tp if expert else par.tp
-    return LocalTensor(t, _tp_shape(t, arch, tp), expert, count)
+    return LocalTensor(t, _tp_shape(t, arch, tp, par.tp_style), expert, count)
 
 
 def place_stage(

@@ -11,8 +11,9 @@ from __future__ import annotations
 from engine.errors import PlanError, Problem
 from engine.legality import pipeline_layout, rules
 from engine.legality.offload import offload_problems
-from engine.legality.stack import stack_problems
+from engine.legality.stack import dimension_problems, stack_problems
 from engine.plan import Plan
+from engine.stacks.catalog import concrete_stack
 
 
 def plan_problems(plan: Plan) -> list[Problem]:
@@ -25,19 +26,21 @@ def plan_problems(plan: Plan) -> list[Problem]:
         par.pp, arch.layers, par.virtual_stages, par.layer_split, par.pp_schedule
     )
     st = par.strategy
+    stack = concrete_stack(plan.stack.name, st, plan.method.kind)
     return [
         *rules.tp_problems(par.tp, arch),
-        *stack_problems(st, "tp", par.tp),
+        *dimension_problems(stack, st, "tp", par.tp),
         *pipeline,
-        *stack_problems(st, "pp", par.pp),
+        *dimension_problems(stack, st, "pp", par.pp),
         *rules.cp_problems(par.cp, b.seq_len),
-        *stack_problems(st, "cp", par.cp),
+        *dimension_problems(stack, st, "cp", par.cp),
         *rules.ep_problems(par.ep, arch),
-        *stack_problems(st, "ep", par.ep),
+        *dimension_problems(stack, st, "ep", par.ep),
         *rules.dp_problems(par.dp, par.shard_group_size),
         *rules.fold_problems(par.ep, par.expert_tp, par.stage_ranks, arch),
         *rules.batch_problems(b.global_batch, b.micro_batch, b.grad_accum, par.dp),
         *offload_problems(par.strategy, plan.offload.params, plan.offload.optimizer),
+        *stack_problems(plan.stack.name, par.strategy, plan.method.kind),
     ]
 
 

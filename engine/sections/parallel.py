@@ -3,7 +3,7 @@ and the sharding strategy."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -146,6 +146,16 @@ class ParallelismSection(Section):
     sequence_parallel: bool = Field(
         default=False, description="Megatron sequence parallelism (splits norms/dropout by TP)."
     )
+    tp_style: Literal["auto", "vocab_parallel", "replicated_embedding", "replicated"] = Field(
+        default="auto",
+        description="How TP treats the embedding and the output layer: vocab_parallel = "
+        "both split by vocabulary and the logits stay split (Megatron-Core "
+        "VocabParallelEmbedding and vocab-parallel cross-entropy, torchtitan loss_parallel); "
+        "replicated_embedding = the embedding whole, the output layer split by vocabulary "
+        "and its logits gathered to every rank (transformers' tp_plan: embed_tokens outside "
+        "base_model_tp_plan, lm_head colwise_rep); replicated = both whole on every rank "
+        "(DTensor parallelize_module on the decoder layers only). auto = the stack's.",
+    )
     strategy: Strategy = Field(default="fsdp2", description="Data-parallel sharding strategy.")
     shard_group_size: int | None = Field(
         default=None,
@@ -220,17 +230,3 @@ class ParallelismSection(Section):
             rules.one_explicit_split(self.pp_layer_split, self.pp_layout),
         )
         return self
-
-
-def fold_ep_into_dp(parallelism: dict[str, Any]) -> dict[str, Any]:
-    """A saved ``parallelism`` section of schema 1 with its meaning kept under MoE
-    folding: schema 1 counted world = TP × PP × CP × EP × DP with DP × EP replicas, so
-    DP becomes DP × EP (same world size, same replicas, same global batch; EP then folds
-    over TP × CP × DP). Such files split the layers of a PP that does not divide them
-    with the remainder on the earliest stages, which is the ``even`` split policy."""
-    out = dict(parallelism)
-    ep, dp = out.get("ep", 1), out.get("dp", 8)
-    if isinstance(ep, int) and isinstance(dp, int) and not isinstance(ep, bool):
-        out["dp"] = dp * ep
-    out.setdefault("pp_split_policy", "even")
-    return out

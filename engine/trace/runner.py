@@ -22,6 +22,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from engine.models.inventory import build_inventory, total_params
 from engine.plan import Plan
+from engine.stacks.defaults import resolved
 from engine.trace.build import build_meta_model, retie
 from engine.trace.dtypes import casts_compute, compute_dtype, dtype_name, param_dtype
 from engine.trace.errors import TraceError, TraceFailed, TraceRefused
@@ -125,7 +126,9 @@ def trace_plan(
     progress: Progress | None = None,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> TraceResult:
-    """Trace the plan's training step; raises a :class:`TraceError` with one reason."""
+    """Trace the plan's training step; raises a :class:`TraceError` with one reason.
+    Fields left to the training stack are traced as its defaults."""
+    plan = resolved(plan)
     rank = _check(plan, options)
     say = progress or (lambda _msg: None)
     started = time.perf_counter()

@@ -34,6 +34,7 @@ from typing import Any
 from engine.estimate import estimate
 from engine.ledger.row import Role
 from engine.plan import Plan, get_value
+from engine.stacks.defaults import resolved
 from engine.units import MiB
 from engine.validation.identity import workload_hash
 from engine.validation.reconcile import (
@@ -145,7 +146,7 @@ def _external(
     for path, role in RUNTIME_FIELDS.items():
         if role not in present:
             continue
-        before = get_value(plan, path)
+        before = get_value(resolved(plan), path)  # a band left to the stack: its default
         width = before["high"] - before["low"]
         after = _byte_band(before["low"] + t_lo * width, before["low"] + t_hi * width)
         shown = ", ".join(f"{t:.2f}" for t in positions)

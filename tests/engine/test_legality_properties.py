@@ -18,8 +18,9 @@ from legality_plans import MOE, NO_PREFERENCES, tiny, tiny_changes
 from engine.layout.lattice import LayoutPreferences, enumerate_layouts, legal_shapes, with_layout
 from engine.legality import rules
 from engine.legality.checks import plan_problems
-from engine.legality.stack import stack_problems
+from engine.legality.stack import dimension_problems
 from engine.plan import Plan, default_plan, with_values
+from engine.stacks.catalog import concrete_stack
 
 OFFLOADS = [
     ("fsdp2", "none", "none"),
@@ -112,12 +113,13 @@ def test_search_shapes_are_the_legal_shapes_of_the_lattice(
     shapes = [s.shape for s in legal_shapes(plan, max_ranks, prefs)]
     arch = plan.model.architecture
     strategy = plan.parallelism.strategy
+    stack = concrete_stack(plan.stack.name, strategy, plan.method.kind)
     eps = [
         e
         for e in rules.ep_values(arch)
         if e <= max_ranks
         and not rules.ep_problems(e, arch)
-        and not stack_problems(strategy, "ep", e)
+        and not dimension_problems(stack, strategy, "ep", e)
     ]
     expected = {
         (*layout.shape[:3], ep)

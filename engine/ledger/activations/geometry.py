@@ -14,6 +14,7 @@ from typing import Literal
 
 from engine.ledger.precision import DTYPE_BYTES
 from engine.plan import Plan
+from engine.stacks.defaults import require_resolved
 from engine.stacks.families import rule_of
 from engine.units import ceil_div, round_up
 
@@ -68,8 +69,15 @@ class Geometry:
     autocast: bool  # fp32 parameters with a 16-bit compute cast at each matmul
     granularity: int
     v_head_dim: int = 0  # value head dim when it differs from q/k (MLA); 0 = head_dim
+    gathered_logits: bool = False  # TP style: every rank holds the full-vocabulary logits
     moe: MoeGeometry | None = None
     mla: MlaGeometry | None = None
+
+    @property
+    def logits_vocab(self) -> int:
+        """Vocabulary entries of the logits one rank holds: V ÷ TP when the output layer
+        stays vocab-parallel, the whole V when TP gathers (or never splits) it."""
+        return self.vocab if self.gathered_logits else ceil_div(self.vocab, self.tp)
 
     @property
     def tokens(self) -> int:
@@ -151,13 +159,20 @@ def trainability(plan: Plan) -> Trainability:
         linear_roles=frozenset(),
         adapter_roles=frozenset(adapters),
         rank=m.lora.rank,
-        adapter_bytes=DTYPE_BYTES[m.lora.adapter_dtype],
+        # a master-weights engine (DeepSpeed) casts the adapters to the working dtype
+        adapter_bytes=DTYPE_BYTES[
+            m.precision.compute_dtype
+            if m.precision.policy == "amp_master"
+            else m.lora.adapter_dtype
+        ],
         adapter_dropout=m.lora.dropout > 0,
     )
 
 
 def geometry(plan: Plan) -> Geometry:
-    """The local shapes of one micro-batch under the plan's TP / SP / CP."""
+    """The local shapes of one micro-batch under the plan's TP / SP / CP (of a plan whose
+    stack defaults are resolved)."""
+    require_resolved(plan)
     arch, par, prec = plan.model.architecture, plan.parallelism, plan.method.precision
     compute = DTYPE_BYTES[prec.compute_dtype]
     # FSDP's mixed-precision policy casts the *parameters* to the compute dtype once per
@@ -197,6 +212,7 @@ def geometry(plan: Plan) -> Geometry:
         autocast=autocast,
         granularity=plan.runtime.allocation_granularity_bytes,
         v_head_dim=v_head,
+        gathered_logits=par.tp > 1 and par.tp_style != "vocab_parallel",
         moe=moe,
         mla=mla,
     )

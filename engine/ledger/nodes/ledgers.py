@@ -17,6 +17,7 @@ from engine.ledger.nodes.nvme import nvme_rows
 from engine.ledger.nodes.transfers import Transfers, step_transfers
 from engine.ledger.row import PHASES, Row
 from engine.plan import Plan
+from engine.stacks.defaults import require_resolved
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +71,11 @@ class NodeLedgers:
 
 
 def node_ledgers(plan: Plan, communication: bool = True) -> NodeLedgers:
-    """The node ledgers; ``communication`` adds the step's communication section (views
-    show it; the layout search, which only needs the verdict, skips it)."""
+    """Host, NVMe and checkpoint ledgers of a plan whose stack defaults are resolved
+    (``estimate()`` passes one; see :func:`engine.stacks.defaults.resolved`);
+    ``communication`` adds the step's communication section (views show it; the layout
+    search, which only needs the verdict, skips it)."""
+    require_resolved(plan)
     v = node_view(plan)
     return NodeLedgers(
         view=v,

@@ -1,8 +1,8 @@
 """Gradient communication buffers (``hbm.buckets.*``) and unsharded gradients held across
 micro-batches (``hbm.grads_unsharded.accumulation``) (memory-model §1, §3).
 
-Sizes come from the rank's own trainable tensors; DeepSpeed's bucket knobs are a bound
-rather than a count, so ZeRO buckets give a low–high range.
+Sizes come from the rank's own trainable tensors, except DeepSpeed's IPG buckets, which
+are allocated at their configured size whatever the model.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from engine.ledger.row import (
     BACKWARD,
     FORWARD_BACKWARD,
     IN_LAYERS,
-    OPTIMIZER,
     Row,
     make_row,
 )
@@ -25,8 +24,6 @@ from engine.stacks.families import StrategyRule
 from engine.units import ceil_div, fmt_count, round_up
 
 MIB = 2**20
-HF_OVERLAP_FACTOR = 4.5
-"""HF's DeepSpeed guide: with overlap_comm the buckets cost ≈ 4.5 × their size."""
 
 
 def bucket_rows(
@@ -37,7 +34,9 @@ def bucket_rows(
     if not trainable:
         return []
     replicas = max((t.group for t in trainable), default=1)
-    if rule.shards_nothing and replicas > 1:
+    if rule.shards_nothing and rule.family != "fsdp1" and replicas > 1:
+        # FSDP1 NO_SHARD has no DDP reducer: its post-backward hook all-reduces each
+        # unit's flat_param.grad in place (torch/distributed/fsdp/_runtime_utils.py)
         return [_ddp_row(plan, trainable, formats)]
     if rule.family == "deepspeed":
         return [
@@ -78,68 +77,79 @@ def _ddp_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> 
 
 
 def _zero_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> Row:
-    """ZeRO-1/2: the reduce and all-gather buckets."""
+    """ZeRO-1/2: the IPG reduce buckets of ``setup_buckets``.
+
+    DeepSpeed 0.19.6 stage_1_and_2.py ``setup_buckets`` allocates one
+    ``reduce_bucket_size`` buffer in the model dtype when backward starts (with
+    ``contiguous_gradients``, the default), and a second only with ``overlap_comm``;
+    ``_release_ipg_buffers`` frees them at the end of backward. The post-step all-gather
+    writes into the flat 16-bit buffer itself (runtime/utils.py
+    ``all_gather_into_tensor_dp_groups``), so ``allgather_bucket_size`` allocates nothing.
+    """
     k, gran, gbytes = (
         plan.parallelism.knobs,
         plan.runtime.allocation_granularity_bytes,
         formats.grad_bytes,
     )
-    numel = sum(t.numel * t.count for t in trainable)
     overlap = bool(k.ds_overlap_comm)
-    el = k.ds_reduce_bucket_elements + k.ds_allgather_bucket_elements
-    base = round_up(min(el, 2 * numel) * gbytes, gran)
-    high = int(base * HF_OVERLAP_FACTOR) if overlap else base
+    n_buf = 2 if overlap else 1
+    one = round_up(k.ds_reduce_bucket_elements * gbytes, gran)
+    n = n_buf * one
     return make_row(
         id="hbm.buckets.zero",
-        label="ZeRO reduce / all-gather buckets",
+        label="ZeRO IPG reduce bucket" + ("s (overlap_comm)" if overlap else ""),
         state="buckets",
         location="hbm",
         kind="peak",
         group="buckets",
-        low=base,
-        high=high,
-        formula=f"(reduce {fmt_count(k.ds_reduce_bucket_elements)} + all-gather "
-        f"{fmt_count(k.ds_allgather_bucket_elements)}) el. × {gbytes} B"
-        + (f", up to {HF_OVERLAP_FACTOR}× with overlap_comm" if overlap else ""),
-        source="deepspeed-zero3-config",
-        phases=BACKWARD | OPTIMIZER,
+        low=n,
+        high=n,
+        formula=f"{n_buf} × reduce_bucket_size {fmt_count(k.ds_reduce_bucket_elements)} el. × "
+        f"{gbytes} B"
+        + (" (a second buffer with overlap_comm)" if overlap else "")
+        + f" = {fmt_count(n)} B, freed at the end of backward; the all-gather allocates "
+        "nothing",
+        source="deepspeed-zero12-buckets",
+        phases=BACKWARD,
     )
 
 
 def _zero3_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> Row:
-    """ZeRO-3: the reduce bucket, double-buffered with overlap_comm (its default)."""
+    """ZeRO-3: the IPG reduce bucket, allocated once and kept.
+
+    DeepSpeed 0.19.6 stage3.py ``_setup_for_real_optimizer`` allocates one
+    ``reduce_bucket_size`` buffer per communication dtype (with ``contiguous_gradients``)
+    when the optimizer is built and never frees it; ``overlap_comm`` gives the reduction
+    its own stream, not a second buffer.
+    """
     k, gran, gbytes = (
         plan.parallelism.knobs,
         plan.runtime.allocation_granularity_bytes,
         formats.grad_bytes,
     )
-    numel = sum(t.numel * t.count for t in trainable)
-    overlap = True if k.ds_overlap_comm is None else k.ds_overlap_comm
-    el = min(k.ds_reduce_bucket_elements, numel)
-    low = el * gbytes
-    high = low * (2 if overlap else 1)
+    n = round_up(k.ds_reduce_bucket_elements * gbytes, gran)
     return make_row(
         id="hbm.buckets.zero",
-        label="ZeRO-3 reduce bucket",
+        label="ZeRO-3 IPG reduce bucket (allocated at init)",
         state="buckets",
         location="hbm",
-        kind="peak",
+        kind="persistent",
         group="buckets",
-        low=round_up(low, gran),
-        high=round_up(high, gran),
-        formula=f"reduce bucket {fmt_count(el)} el. × {gbytes} B"
-        + (" × 2 (overlap_comm double buffer)" if overlap else ""),
-        source="deepspeed-zero3-config",
-        phases=BACKWARD,
+        low=n,
+        high=n,
+        formula=f"reduce_bucket_size {fmt_count(k.ds_reduce_bucket_elements)} el. × {gbytes} B "
+        f"= {fmt_count(n)} B, allocated when the optimizer is built and never freed",
+        source="deepspeed-zero3-buffers",
+        phases=ALL_PHASES,
     )
 
 
 def _reduce_scatter_rows(
     plan: Plan, trainable: list[HeldTensor], formats: StateFormats
 ) -> list[Row]:
-    """FSDP: one unit's unsharded gradients and its reduce-scatter input; the root unit's
-    gradients wait until the end of backward."""
-    gran, gbytes = plan.runtime.allocation_granularity_bytes, formats.grad_bytes
+    """FSDP: one unit's unsharded gradients and its reduce-scatter input (in the reduce
+    dtype); the root unit's gradients wait until the end of backward."""
+    gran, gbytes = plan.runtime.allocation_granularity_bytes, formats.reduce_bytes
     units: dict[str, int] = defaultdict(int)
     tied = plan.model.architecture.tied_embeddings
     for t in trainable:

@@ -14,13 +14,14 @@ from typing import Any
 from engine.estimate import estimate
 from engine.ledger.nodes.communication import Communication, step_communication
 from engine.plan import default_plan, with_values
+from engine.stacks.defaults import resolved
 
 P = 8_030_261_248
 S_W, S_G = 2 * P, 4 * P
 
 
 def _comm(**changes: Any) -> Communication:
-    return step_communication(with_values(default_plan(), changes))
+    return step_communication(resolved(with_values(default_plan(), changes)))
 
 
 def _by_what(c: Communication) -> dict[str, tuple[int, int, int]]:

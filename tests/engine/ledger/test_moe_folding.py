@@ -15,6 +15,7 @@ from engine.estimate import estimate
 from engine.ledger.states.persistent import stage_held
 from engine.plan import default_plan, with_values
 from engine.presets import plan_for_model_preset
+from engine.stacks.defaults import resolved
 
 TINY_MOE = {
     "family": "mixtral",
@@ -50,7 +51,7 @@ def test_expert_groups_follow_megatron_folding() -> None:
         },
     )
     assert plan.parallelism.world_size == 64 and plan.parallelism.expert_dp == 4
-    held, _ = stage_held(plan, 1)
+    held, _ = stage_held(resolved(plan), 1)
     experts = [t for t in held if ".experts." in t.name]
     assert sum(t.numel for t in experts) == 192
     assert {t.group for t in experts} == {4}
@@ -76,7 +77,7 @@ def test_mixtral_tp2_ep8_expert_states_halve() -> None:
             "runtime.allocation_granularity_bytes": 1,
         },
     )
-    held, _ = stage_held(plan, 0)
+    held, _ = stage_held(resolved(plan), 0)
     expert_elems = sum(t.numel * t.count for t in held if t.group == 2)
     dense_elems = sum(t.numel * t.count for t in held if t.group == 8)
     assert expert_elems == 3 * 4096 * 14336 * 32 == 5_637_144_576

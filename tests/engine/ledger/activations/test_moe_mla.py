@@ -5,10 +5,11 @@ from __future__ import annotations
 from engine.ledger.activations.geometry import geometry, trainability
 from engine.ledger.activations.hf import layer_terms
 from engine.presets import plan_for_model_preset
+from engine.stacks.defaults import resolved
 
 
 def _widths(preset: str) -> dict[str, tuple[int, int, int]]:
-    plan = plan_for_model_preset(preset)
+    plan = resolved(plan_for_model_preset(preset))
     g, tr = geometry(plan), trainability(plan)
     terms = layer_terms(
         g, tr, mlp="swiglu", attention="sdpa_flash", selective=False, input_needs_grad=True
