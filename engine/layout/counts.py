@@ -41,7 +41,7 @@ from engine.layout.search import (
     Criterion,
     Found,
     procurement,
-    search_min,
+    search_growing,
 )
 from engine.plan import Plan
 from engine.units import fmt_bytes
@@ -187,13 +187,15 @@ def gpu_counts(
     full, pad = prefs.pipeline_full, prefs.max_padding_share
     try:
         strict = legal_shapes(plan, max_gpus, prefs)
-        first = search_min(ev, strict, max_gpus, node_cost, HIGH, budget, first, full, pad)
-        low = search_min(ev, strict, max_gpus, node_cost, LOW, budget, low or first, full, pad)
+        first = search_growing(ev, strict, max_gpus, node_cost, HIGH, budget, first, full, pad, g)
+        low = search_growing(
+            ev, strict, max_gpus, node_cost, LOW, budget, low or first, full, pad, g
+        )
         start = Found(first.outcome, first.outcome.layout.world_size) if first else None
         if arith is not None and (start is None or arith.cost <= start.cost):
             start = arith
         relaxed = legal_shapes(plan, max_gpus, prefs.relaxed())
-        arith = search_min(ev, relaxed, max_gpus, exact, HIGH, budget, start, full, pad)
+        arith = search_growing(ev, relaxed, max_gpus, exact, HIGH, budget, start, full, pad, 1)
     except BudgetSpent:
         pass
     stopped = budget.spent

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from engine.errors import PlanError
 from engine.estimate import Estimate, estimate
+from engine.layout.floor import fewest_ranks
 from engine.layout.lattice import Layout, with_layout
 from engine.plan import Plan
 
@@ -69,6 +70,13 @@ class Evaluator:
         self._estimate: Estimator = estimator or _decisive_estimate
         self._cache: dict[Layout, Outcome] = {}
         self.calls = 0
+        self._ledger = estimator is None
+
+    @property
+    def fewest_ranks(self) -> int:
+        """The world size below which no layout can fit (:mod:`engine.layout.floor`);
+        1 under a caller's estimator, whose rows the floor knows nothing of."""
+        return fewest_ranks(self.plan) if self._ledger else 1
 
     def __call__(self, layout: Layout) -> Outcome:
         got = self._cache.get(layout)

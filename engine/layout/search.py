@@ -19,7 +19,9 @@ fails by more than its slack, no smaller DP of that regime fits (one estimate fo
 dead regime); otherwise the smallest fitting DP is bisected, and a probe that fails
 within its slack is resolved by estimating the values below it one by one. No
 monotonicity across shapes is assumed: shapes are pruned only by cost (a shape whose
-fewest ranks cost as much as the best found cannot beat it). The hypothesis test
+fewest ranks cost as much as the best found cannot beat it), and worlds below the floor
+of :func:`engine.layout.floor.fewest_ranks` (too few ranks to hold the model states at
+all) are never estimated. The hypothesis test
 ``tests/engine/layout/test_search_exact.py`` checks the answers against brute force.
 """
 
@@ -217,6 +219,9 @@ def search_min(
     so they are applied here rather than to the shapes)."""
     best = start
     plan = ev.plan
+    floor = ev.fewest_ranks
+    if floor > max_gpus:
+        return best
     searcher = _Shape(ev, criterion, budget)
     for shape in shapes:
         m = shape.model_parallel
@@ -225,7 +230,12 @@ def search_min(
         top = (
             max_gpus // m if best is None else min(max_gpus // m, _max_dp_below(best.cost, m, cost))
         )
-        layouts = [layout_at(plan, shape, d) for d in dp_candidates(plan, shape, top, full)]
+        fewest_dp = -(-floor // m)
+        layouts = [
+            layout_at(plan, shape, d)
+            for d in dp_candidates(plan, shape, top, full)
+            if d >= fewest_dp
+        ]
         if padding < 1:
             layouts = [lay for lay in layouts if not padding_problems(plan, lay, padding)]
         regimes: dict[tuple[object, ...], list[Layout]] = {}
@@ -243,6 +253,35 @@ def search_min(
             if best is None or c < best.cost:
                 best = Found(ev(got), c)
     return best
+
+
+def search_growing(
+    ev: Evaluator,
+    shapes: list[Layout],
+    max_gpus: int,
+    cost: Cost,
+    criterion: Criterion,
+    budget: Budget,
+    start: Found | None = None,
+    full: bool = True,
+    padding: float = 1.0,
+    first_bound: int = 8,
+) -> Found | None:
+    """:func:`search_min`'s answer, searched within a bound that doubles from
+    ``first_bound`` up to ``max_gpus``: a big model's many shapes cost one estimate per
+    regime each at 16,384 GPUs, while most of them cannot even be laid out on the few
+    hundred GPUs the answer needs. Exact, not a heuristic: the best layout of at most
+    ``b`` ranks costs at most ``cost(b)``, and every layout of more ranks costs at least
+    ``cost(b + 1)``; once the best found costs less than that, no larger layout can beat
+    it or tie with it (ties keep the preference order of :func:`search_min`). Earlier
+    rounds' estimates are memoised by the evaluator."""
+    bound = max(1, first_bound)
+    while True:
+        b = min(bound, max_gpus)
+        found = search_min(ev, shapes, b, cost, criterion, budget, start, full, padding)
+        if b >= max_gpus or (found is not None and found.cost < cost(b + 1)):
+            return found
+        bound *= 2
 
 
 def _max_dp_below(bound: int, m: int, cost: Cost) -> int:

@@ -190,14 +190,63 @@ def place_stage(
         placed = _place(t, arch, par, 1)
         if placed is not None:
             out.append(placed)
+    n_experts = arch.moe.num_experts if arch.moe else 1
     for cls in classes:
         count = sum(1 for layer in cls.layers if layer in layers)
         if count:
-            for t in cls.tensors:
-                placed = _place(t, arch, par, count)
+            for t, kept in _experts_folded(cls.tensors, n_experts, par.ep):
+                placed = _place(t, arch, par, count * kept)
                 if placed is not None:
                     out.append(placed)
     return tuple(out)
+
+
+@lru_cache(maxsize=256)
+def _experts_folded(
+    tensors: tuple[Tensor, ...], n_experts: int, ep: int
+) -> tuple[tuple[Tensor, int], ...]:
+    """A layer's tensors with its identical routed experts folded like identical layers:
+    one representative (the lowest expert index) per expert tensor kind, and how many
+    experts of rank 0's EP slice [0, E/ep) it stands for. DeepSeek-V3's 256 experts × 3
+    matrices become 3 tensors; every sum multiplies by the count, so bytes and
+    allocation counts stay exact."""
+    local = ceil_div(n_experts, ep) if ep > 1 else n_experts
+    out: list[tuple[Tensor, int]] = []
+    kinds: dict[tuple[object, ...], int] = {}
+    for t in tensors:
+        if t.expert is None or not is_expert_parallel(t):
+            out.append((t, 1))
+            continue
+        key = (t.name.replace(f"experts.{t.expert}.", "experts.*.", 1), t.shape, t.role, t.kind)
+        if key in kinds:
+            if t.expert < local:
+                i = kinds[key]
+                rep, n = out[i]
+                out[i] = (rep if rep.expert is not None and rep.expert < local else t, n + 1)
+            continue
+        kinds[key] = len(out)
+        out.append((t, 1 if t.expert < local else 0))
+    return tuple((t, n) for t, n in out if n)
+
+
+def stage_signature(
+    arch: ArchitectureSpec, par: ParallelismSection, stage: int
+) -> tuple[bool, bool, tuple[int, ...]]:
+    """Everything :func:`place_stage` reads of a stage: whether it is the first or the
+    last, and how many of its layers fall in each layer class."""
+    layers = stage_layer_ranges(arch, par)[stage]
+    _, classes = layer_classes(arch)
+    counts = tuple(sum(1 for layer in cls.layers if layer in layers) for cls in classes)
+    return stage == 0, stage == par.pp - 1, counts
+
+
+@lru_cache(maxsize=1024)
+def representative_stages(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[int, ...]:
+    """For each stage, the first stage that places exactly the same tensors (same
+    signature): DeepSeek-V3 on 16 stages has 3 kinds (first, 14 identical middle
+    stages, last), so the persistent rows are computed 3 times, not 16."""
+    first: dict[tuple[bool, bool, tuple[int, ...]], int] = {}
+    return tuple(first.setdefault(stage_signature(arch, par, s), s) for s in range(par.pp))
 
 
 def dense_dp_group(par: ParallelismSection) -> int:

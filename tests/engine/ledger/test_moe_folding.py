@@ -53,7 +53,7 @@ def test_expert_groups_follow_megatron_folding() -> None:
     assert plan.parallelism.world_size == 64 and plan.parallelism.expert_dp == 4
     held, _ = stage_held(resolved(plan), 1)
     experts = [t for t in held if ".experts." in t.name]
-    assert sum(t.numel for t in experts) == 192
+    assert sum(t.numel * t.count for t in experts) == 192
     assert {t.group for t in experts} == {4}
     assert {t.group for t in held if t not in experts} == {16}
 
