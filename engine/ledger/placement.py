@@ -230,14 +230,12 @@ def _experts_folded(
 
 
 def stage_signature(
-    arch: ArchitectureSpec, par: ParallelismSection, stage: int
+    layers: range, classes: tuple[LayerClass, ...], stage: int, pp: int
 ) -> tuple[bool, bool, tuple[int, ...]]:
     """Everything :func:`place_stage` reads of a stage: whether it is the first or the
-    last, and how many of its layers fall in each layer class."""
-    layers = stage_layer_ranges(arch, par)[stage]
-    _, classes = layer_classes(arch)
+    last, and how many of its ``layers`` fall in each layer class."""
     counts = tuple(sum(1 for layer in cls.layers if layer in layers) for cls in classes)
-    return stage == 0, stage == par.pp - 1, counts
+    return stage == 0, stage == pp - 1, counts
 
 
 @lru_cache(maxsize=1024)
@@ -246,7 +244,11 @@ def representative_stages(arch: ArchitectureSpec, par: ParallelismSection) -> tu
     signature): DeepSeek-V3 on 16 stages has 3 kinds (first, 14 identical middle
     stages, last), so the persistent rows are computed 3 times, not 16."""
     first: dict[tuple[bool, bool, tuple[int, ...]], int] = {}
-    return tuple(first.setdefault(stage_signature(arch, par, s), s) for s in range(par.pp))
+    _, classes = layer_classes(arch)
+    ranges = stage_layer_ranges(arch, par)
+    return tuple(
+        first.setdefault(stage_signature(ranges[s], classes, s, par.pp), s) for s in range(par.pp)
+    )
 
 
 def dense_dp_group(par: ParallelismSection) -> int:
