@@ -32,14 +32,15 @@ from engine.errors import PlanError
 from engine.estimate import Estimate, estimate
 from engine.layout.counts import GpuCounts, gpu_counts
 from engine.layout.lattice import Layout, layout_of
+from engine.layout.levers import Lever, fit_levers
 from engine.plan import Plan
 from engine.whatif.diagnostics import Diagnosis, diagnose
 from engine.whatif.fit import FitResult, largest_micro_batch, longest_sequence
 from engine.whatif.sensitivity import Bar, sensitivity
 
-Part = Literal["estimate", "counts", "diagnosis", "sensitivity", "fit"]
-PARTS: tuple[Part, ...] = ("estimate", "counts", "diagnosis", "sensitivity", "fit")
-SLOW_PARTS: tuple[Part, ...] = ("counts", "diagnosis", "fit", "sensitivity")
+Part = Literal["estimate", "counts", "diagnosis", "sensitivity", "fit", "levers"]
+PARTS: tuple[Part, ...] = ("estimate", "counts", "diagnosis", "sensitivity", "fit", "levers")
+SLOW_PARTS: tuple[Part, ...] = ("counts", "diagnosis", "fit", "sensitivity", "levers")
 """The parts that search or re-estimate other plans, in the order the window shows them
 (the counts first: the verdict panel waits for them)."""
 
@@ -127,6 +128,12 @@ class Analysis:
                 longest_sequence(self.plan, estimator=self._estimator),
             ),
         )
+
+    @property
+    def levers(self) -> tuple[Lever, ...]:
+        """Fit levers (recompute, offload, LoRA, QLoRA, micro-batch 1), each searched like
+        the plan, never applied to it."""
+        return self._part("levers", lambda: fit_levers(self.plan))
 
     def get(self, name: Part) -> object:
         """A part by name (what a background job asks for, one part at a time)."""

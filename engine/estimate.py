@@ -22,7 +22,7 @@ from engine.ledger.peaks.gathered import gathered_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
 from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
 from engine.ledger.phases import timeline
-from engine.ledger.placement import stage_layer_ranges
+from engine.ledger.placement import layer_classes, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import LOCATIONS, MOMENTS, PHASES, Location, Moment, Phase, Row
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
@@ -49,6 +49,33 @@ class Range:
     @property
     def mid(self) -> int:
         return (self.low + self.high) // 2
+
+
+@dataclass(frozen=True, slots=True)
+class StepBatch:
+    """What one optimizer step consumes: micro-batch × accumulation × DP = the global
+    batch, in sequences, and its tokens."""
+
+    micro_batch: int
+    grad_accum: int
+    dp: int
+    seq_len: int
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch * self.grad_accum * self.dp
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+    def identity(self) -> str:
+        """The global-batch identity in words, with the numbers."""
+        return (
+            f"micro-batch {self.micro_batch} × grad_accum {self.grad_accum} × DP {self.dp} = "
+            f"global batch {self.global_batch:,} sequences × {self.seq_len:,} tokens = "
+            f"{self.tokens_per_step:,} tokens per step"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +127,7 @@ class Estimate:
     verdict: Verdict
     verdict_reason: str
     nodes: NodeLedgers
+    batch: StepBatch
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -201,18 +229,33 @@ def _verdict(peak: Range, limit: int, capacity: int) -> tuple[Verdict, str]:
 
 
 def decisive_stages(plan: Plan) -> tuple[int, ...]:
-    """The pipeline stages that can be the heaviest.
+    """The pipeline stages that can be the heaviest: the first (embedding, the most
+    micro-batches in flight), the last (output layer, logits, loss), and every middle
+    stage that no earlier middle stage dominates.
 
-    With the balanced default split, a middle stage never holds more than stage 0: it has
-    no more layers (the remainder goes to the earliest stages), no embedding, and no more
-    micro-batches in flight (1F1B: p − s; interleaved: fewer; GPipe: the same). So only the
-    first and the last stage (lm_head, logits, loss) can decide fit. An explicit uneven
-    split can make any stage the heaviest, so then every stage is decisive.
+    A middle stage holds only decoder layers and joins the same groups as every other
+    middle stage (two pipeline neighbours), and no schedule keeps more micro-batches in
+    flight on a later stage (1F1B: min(p − s, m); interleaved: fewer; GPipe: the same).
+    So an earlier middle stage with at least as many layers of every layer class (MoE
+    models' dense and MoE layers are classes of their own) holds at least as much of
+    every row, and the later one cannot decide fit. With a balanced or weighted split
+    the first middle stage dominates all the others; an explicit uneven split can leave
+    several undominated.
     """
-    pp = plan.parallelism.pp
-    if pp <= 2 or plan.parallelism.pp_layer_split is not None:
+    arch, par = plan.model.architecture, plan.parallelism
+    pp = par.pp
+    if pp <= 3:
         return tuple(range(pp))
-    return (0, pp - 1)
+    ranges = stage_layer_ranges(arch, par)
+    classes = layer_classes(arch)[1]
+    counts = [tuple(sum(1 for i in cls.layers if i in r) for cls in classes) for r in ranges]
+    keep = [0]
+    for s in range(1, pp - 1):
+        if not any(
+            all(a >= b for a, b in zip(counts[e], counts[s], strict=True)) for e in keep if e > 0
+        ):
+            keep.append(s)
+    return (*keep, pp - 1)
 
 
 def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
@@ -238,7 +281,7 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
     verdict, reason = _verdict(
         next(s for s in stages if s.stage == heaviest).fit_peak, limit, capacity
     )
-    nodes = node_ledgers(plan)
+    nodes = node_ledgers(plan, communication=not decisive_only)
     node_problems = nodes.problems()
     if node_problems:
         verdict = "does_not_fit"
@@ -253,4 +296,10 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
         verdict=verdict,
         verdict_reason=reason,
         nodes=nodes,
+        batch=StepBatch(
+            plan.batch.micro_batch,
+            plan.batch.grad_accum,
+            plan.parallelism.dp,
+            plan.batch.seq_len,
+        ),
     )

@@ -16,7 +16,7 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from engine.errors import PlanError, Problem, clip, field_path, quote, require
-from engine.legality import rules
+from engine.legality import pipeline_layout, rules
 from engine.sections.base import CANONICAL_CONTEXT, Section
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
@@ -70,10 +70,14 @@ class Plan(Section):
     def _cross_section(self) -> Plan:
         """Stage rules that need the model refuse a file at load time; the rest of
         legality (:mod:`engine.legality.checks`) refuses only ``estimate()``."""
-        par, layers = self.parallelism, self.model.architecture.layers
+        par, arch = self.parallelism, self.model.architecture
+        layout = pipeline_layout.layout_problems(
+            par.pp_layout, par.pp, par.virtual_stages, arch.layers, arch.mtp_layers
+        )
         require(
-            rules.split_sums_to_layers(par.pp_layer_split, layers),
-            rules.pp_within_layers(par.pp, layers),
+            *layout,
+            rules.split_sums_to_layers(par.pp_layer_split, arch.layers),
+            rules.pp_within_layers(par.pp, arch.layers),
         )
         return self
 

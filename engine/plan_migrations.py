@@ -8,6 +8,10 @@ meant the schema-1 default, so the migration writes that value in explicitly —
 plan keeps its meaning (and its bytes) instead of silently taking a stack's default.
 ``runtime.framework`` was informational and is dropped; the stack becomes ``auto``,
 which with every stack-decided field explicit decides nothing.
+
+Schema 2 also folds EP over TP × CP × DP (Megatron-Core's MoE parallel folding): schema 1
+counted world = TP × PP × CP × EP × DP with DP × EP replicas, so the migration writes DP
+as DP × EP (same world size, replicas and global batch).
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ V1_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("runtime.nccl_bytes_per_communicator", {"low": 500_000_000, "high": 700_000_000}),
     ("runtime.allocator_reserve", {"low": 0.05, "high": 0.2}),
     ("parallelism.tp_style", "vocab_parallel"),
+    ("parallelism.pp_split_policy", "even"),
 )
 """Schema-1 defaults of every field whose default schema 2 changed. ``tp_style`` did not
 exist: schema-1 estimates split the vocabulary across TP (the roles table), which is
-``vocab_parallel``."""
+``vocab_parallel``; neither did ``pp_split_policy``: schema 1 put a PP's remainder layers
+on the earliest stages, which is ``even``."""
 
 
 LATE_SECTIONS: tuple[str, ...] = ("workload", "acceptance")
@@ -57,9 +63,21 @@ def _fill(tree: dict[str, Any], path: str, value: Any) -> None:
     node.setdefault(leaf, copy.deepcopy(value))
 
 
+def _fold_ep_into_dp(parallelism: dict[str, Any]) -> None:
+    """A schema-1 ``parallelism`` object rewritten in place for MoE folding: DP becomes
+    DP × EP (schema 1's defaults: ep 1, dp 8). A value of the wrong type is left for
+    validation to report."""
+    ep, dp = parallelism.get("ep", 1), parallelism.get("dp", 8)
+    if type(ep) is int and type(dp) is int and ep > 1:
+        parallelism["dp"] = dp * ep
+
+
 def migrate_plan_1_to_2(plan: dict[str, Any]) -> dict[str, Any]:
     """A schema-1 ``plan`` object as schema 2 means the same thing."""
     out = copy.deepcopy(plan)
+    parallelism = out.get("parallelism")
+    if isinstance(parallelism, dict):
+        _fold_ep_into_dp(parallelism)
     runtime = out.get("runtime")
     if isinstance(runtime, dict):
         runtime.pop("framework", None)

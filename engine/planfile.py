@@ -80,8 +80,8 @@ def _migrate_0_to_1(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _migrate_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
-    """Schema 2 made the training stack an input; the plan keeps schema 1's meaning
-    (:func:`engine.plan_migrations.migrate_plan_1_to_2`)."""
+    """Schema 2 made the training stack an input and folds EP over TP × CP × DP; the
+    plan keeps schema 1's meaning (:func:`engine.plan_migrations.migrate_plan_1_to_2`)."""
     out = dict(doc)
     if isinstance(out.get("plan"), dict):
         out["plan"] = migrate_plan_1_to_2(out["plan"])

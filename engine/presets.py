@@ -31,6 +31,8 @@ class Accelerator:
     usable_hbm_bytes: int
     usable_source: str
     source: str
+    intra_node_gbps: float
+    intra_node_source: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,8 @@ class Node:
     host_ram_bytes_per_node: int | None
     nvme_bytes_per_node: int | None
     source: str
+    inter_node_gbps: float | None
+    inter_node_source: str
 
 
 def _document() -> dict[str, Any]:
@@ -91,6 +95,7 @@ def accelerator_changes(key: str) -> dict[str, Any]:
         "hardware.accelerator": acc.key,
         "hardware.hbm_bytes": acc.hbm_bytes,
         "hardware.usable_hbm_bytes": acc.usable_hbm_bytes,
+        "hardware.intra_node_gbps": acc.intra_node_gbps,
     }
 
 
@@ -104,6 +109,8 @@ def node_changes(key: str) -> dict[str, Any]:
         changes["hardware.host_ram_bytes_per_node"] = item.host_ram_bytes_per_node
     if item.nvme_bytes_per_node is not None:
         changes["hardware.nvme_bytes_per_node"] = item.nvme_bytes_per_node
+    if item.inter_node_gbps is not None:
+        changes["hardware.inter_node_gbps"] = item.inter_node_gbps
     return changes
 
 

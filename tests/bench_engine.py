@@ -1,35 +1,48 @@
 """Benchmark of the engine's hot paths — run by hand, prints medians (not a test).
 
-    PYTHONPATH=. python tests/bench_engine.py [--repeat N]
+    PYTHONPATH=. python tests/bench_engine.py [--repeat N] [--presets a,b,...] [--budget S]
 
-Measures estimate() for one plan, the lattice's legality judgements (every layout of
-4,096 GPUs; the strict and relaxed shapes the search starts from), the full three-count
-search up to 4,096 GPUs, and the same search for a 405B-class model (126 layers), with
-the number of estimates each search needed (the search's cost is estimates × the time
-of one estimate).
+Prints the figures issue 17 asks for: ``estimate()`` medians for a dense PP1 plan
+(Llama-3.1-8B FSDP2, target ≤ 0.1 ms), a PP16 interleaved plan (Llama-3.1-70B
+Megatron TP4 PP16 v5, target ≤ 0.5 ms) and DeepSeek-V3 (Megatron, PP16 uneven split,
+EP64, full recompute; target ≤ 0.5 ms), each warm (caches primed by one call, as the
+window re-estimates) and cold (caches cleared); then the full three-count GPU search to
+16,384 GPUs for every model preset (its default plan, FSDP2 on H100 nodes; target
+≤ 200 ms each), with the estimates it needed and whether it stopped at its budget.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from collections.abc import Callable
+from functools import _lru_cache_wrapper
 
 from engine.estimate import estimate
 from engine.layout.counts import gpu_counts
-from engine.layout.lattice import LayoutPreferences, enumerate_layouts, legal_shapes
+from engine.models.presets import preset_names
 from engine.plan import Plan, default_plan, with_values
+from engine.presets import plan_for_model_preset
 
-BIG = {
-    "family": "llama",
-    "hidden": 16384,
-    "layers": 126,
-    "heads": 128,
-    "kv_heads": 8,
-    "intermediate": 53248,
-    "vocab": 128256,
-    "max_position": 131072,
+PP16_INTERLEAVED = {
+    "parallelism.strategy": "megatron_distopt",
+    "parallelism.tp": 4,
+    "parallelism.pp": 16,
+    "parallelism.dp": 2,
+    "parallelism.pp_schedule": "interleaved_1f1b",
+    "parallelism.virtual_stages": 5,
+    "batch.grad_accum": 16,
+}
+DEEPSEEK = {
+    "parallelism.strategy": "megatron_distopt",
+    "parallelism.pp": 16,
+    "parallelism.ep": 64,
+    "parallelism.dp": 64,
+    "method.recompute.policy": "full",
+    "batch.grad_accum": 16,
+    "parallelism.pp_layer_split": [3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 2],
 }
 
 
@@ -43,32 +56,55 @@ def median_s(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
+def clear_caches() -> None:
+    """Empty every functools cache in the engine (a cold estimate)."""
+    for obj in gc.get_objects():
+        if isinstance(obj, _lru_cache_wrapper) and obj.__module__.startswith("engine"):
+            obj.cache_clear()
+
+
+def cold_s(plan: Plan) -> float:
+    clear_caches()
+    t = time.perf_counter()
+    estimate(plan)
+    return time.perf_counter() - t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=5)
-    n = ap.parse_args().repeat
-    small = default_plan()
-    big: Plan = with_values(small, {"model.architecture": BIG})
-    for name, plan in (("llama-3.1-8b fsdp2", small), ("405b-class fsdp2", big)):
-        t = median_s(lambda p=plan: estimate(p), n * 10)
-        print(f"estimate()            {name:<22} median {t * 1e3:8.2f} ms")
-    prefs = LayoutPreferences()
-    for name, plan in (("llama-3.1-8b fsdp2", small), ("405b-class fsdp2", big)):
-        t = median_s(lambda p=plan: enumerate_layouts(p, 4096), n * 4)
-        print(f"enumerate_layouts(4096) {name:<21} median {t * 1e3:8.2f} ms")
-        t = median_s(
-            lambda p=plan: (legal_shapes(p, 4096, prefs), legal_shapes(p, 4096, prefs.relaxed())),
-            n * 4,
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--presets", default="", help="comma-separated (default: every preset)")
+    ap.add_argument("--budget", type=float, default=20.0, help="search budget per preset, s")
+    args = ap.parse_args()
+    plans = (
+        ("dense PP1 (llama-3.1-8b fsdp2)", default_plan()),
+        (
+            "PP16 interleaved (70b tp4 v5)",
+            with_values(plan_for_model_preset("llama-3.1-70b"), PP16_INTERLEAVED),
+        ),
+        (
+            "deepseek-v3 (pp16 uneven, ep64)",
+            with_values(plan_for_model_preset("deepseek-v3"), DEEPSEEK),
+        ),
+    )
+    for name, plan in plans:
+        warm = median_s(lambda p=plan: estimate(p), args.repeat)
+        cold = cold_s(plan)
+        print(f"estimate() {name:<34} warm median {warm * 1e3:8.2f} ms   cold {cold * 1e3:8.1f} ms")
+    names = [n for n in args.presets.split(",") if n] or preset_names()
+    worst = 0.0
+    for name in names:
+        plan = plan_for_model_preset(name)
+        t = time.perf_counter()
+        c = gpu_counts(plan, max_gpus=16384, budget_s=args.budget)
+        t = time.perf_counter() - t
+        worst = max(worst, t)
+        stop = "  STOPPED AT BUDGET" if c.stopped else ""
+        print(
+            f"gpu_counts(≤16384) {name:<24} {t * 1e3:9.1f} ms  {c.estimates:6d} estimates  "
+            f"procure {c.first_layout.gpus}{stop}"
         )
-        print(f"legal_shapes ×2 (4096) {name:<22} median {t * 1e3:8.2f} ms")
-    for name, plan in (
-        ("llama-3.1-8b fsdp2", small),
-        ("405b-class fsdp2", big),
-        ("405b-class ddp", with_values(big, {"parallelism.strategy": "ddp"})),
-    ):
-        calls = gpu_counts(plan, max_gpus=4096).estimates
-        t = median_s(lambda p=plan: gpu_counts(p, max_gpus=4096), n)
-        print(f"gpu_counts(≤4096 GPUs) {name:<22} median {t * 1e3:8.1f} ms  ({calls} estimates)")
+    print(f"slowest full search: {worst * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine import FORMULA_VERSION, __version__
 from engine.estimate import Estimate, Range, StageEstimate
+from engine.ledger.nodes.communication import Communication
 from engine.ledger.nodes.ledgers import NodeLedgers
 from engine.ledger.row import LOCATIONS, PHASES, Row
 from engine.planfile import SCHEMA_VERSION
@@ -83,6 +84,19 @@ def estimate_json(est: Estimate, include_stages: bool = False) -> dict[str, Any]
         "notes": list(est.notes),
     }
     out["nodes"] = nodes_json(est.nodes)
+    b = est.batch
+    out["tokens_per_step"] = b.tokens_per_step
+    out["batch"] = {
+        "micro_batch": b.micro_batch,
+        "grad_accum": b.grad_accum,
+        "dp": b.dp,
+        "global_batch": b.global_batch,
+        "seq_len": b.seq_len,
+        "tokens_per_step": b.tokens_per_step,
+        "identity": b.identity(),
+    }
+    if est.nodes.communication is not None:
+        out["communication"] = communication_json(est.nodes.communication)
     if include_stages:
         out["stages"] = [stage_json(s) for s in est.stages]
     return out
@@ -118,4 +132,34 @@ def nodes_json(n: NodeLedgers) -> dict[str, Any]:
             "host_nvme_seconds": t.host_nvme_seconds,
             "verdict": t.verdict,
         },
+    }
+
+
+def communication_json(c: Communication) -> dict[str, Any]:
+    """The step's collectives for one rank of the busiest stage; seconds are floors."""
+    return {
+        "stage": c.stage,
+        "transfers": [
+            {
+                "what": t.what,
+                "collective": t.collective,
+                "group": t.group,
+                "size_bytes": t.size,
+                "times": t.times,
+                "intra_node_bytes": t.intra,
+                "inter_node_bytes": t.inter,
+                "formula": t.formula,
+                "source": t.source,
+            }
+            for t in c.transfers
+        ],
+        "intra_node_bytes": c.intra_bytes,
+        "inter_node_bytes": c.inter_bytes,
+        "intra_node_gbps": c.intra_gbps,
+        "inter_node_gbps": c.inter_gbps,
+        "intra_node_seconds": c.intra_seconds,
+        "inter_node_seconds": c.inter_seconds,
+        "floor_seconds": c.floor_seconds,
+        "note": "a lower bound: bytes over peak link bandwidth, links overlapping, no "
+        "latency — never a throughput promise",
     }

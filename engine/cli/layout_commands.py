@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from engine.analysis import analysis
 from engine.cli.arg_types import gpu_count
 from engine.cli.common import EXIT_OK, CliError, load_plan, plan_args
-from engine.cli.layout_json import counts_json, fit_json, lattice_json
-from engine.cli.text import render_counts, render_fit
+from engine.cli.layout_json import counts_json, fit_json, lattice_json, levers_json
+from engine.cli.text import render_counts, render_fit, render_levers
 from engine.errors import PlanError
 from engine.estimate import VERDICT_WORDS
 from engine.exports import EXPORTERS
@@ -73,6 +73,8 @@ def cmd_layouts(args: argparse.Namespace) -> int:
                 doc = lattice_json(a.config_hash, *_lattice(plan, args.gpus))
             else:
                 doc = counts_json(a.config_hash, a.counts)
+                if not args.no_levers:
+                    doc["levers"] = levers_json(a.levers)
             if args.fit:
                 doc["fit"] = fit_json(a.fit)
             print(json.dumps(doc, indent=2))
@@ -81,6 +83,8 @@ def cmd_layouts(args: argparse.Namespace) -> int:
             print(_lattice_text(*_lattice(plan, args.gpus), not args.hide_rejected))
         else:
             print(render_counts(a.counts))
+            if not args.no_levers:
+                print("\n" + render_levers(a.levers, a.counts))
         if args.fit:
             print("\n" + render_fit(a.fit))
     except PlanError as exc:
@@ -115,6 +119,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--fit",
         action="store_true",
         help="also the largest micro-batch and longest sequence that fit the plan's layout",
+    )
+    p.add_argument(
+        "--no-levers",
+        action="store_true",
+        help="skip the fit levers (recompute, offload, LoRA, QLoRA, micro-batch 1)",
     )
     p.add_argument("--json", action="store_true", help="emit the documented JSON object")
     p.set_defaults(handler=cmd_layouts)

@@ -14,6 +14,7 @@ from engine.cli.json_form import JSON_VERSION
 from engine.layout.counts import Count, GpuCounts
 from engine.layout.evaluate import Outcome
 from engine.layout.lattice import Lattice, Layout, Rejected
+from engine.layout.levers import Lever
 from engine.whatif.fit import FitResult
 
 
@@ -28,6 +29,9 @@ def layout_json(lay: Layout) -> dict[str, Any]:
         "world_size": lay.world_size,
         "micro_batch": lay.micro_batch,
         "grad_accum": lay.grad_accum,
+        "expert_tp": lay.etp,
+        "pp_split": list(lay.pp_split) if lay.pp_split else None,
+        "global_batch": lay.global_batch,
     }
 
 
@@ -42,6 +46,7 @@ def outcome_json(o: Outcome) -> dict[str, Any]:
         "headroom_bytes": o.headroom,
         "fits_high": o.fits_high,
         "fits_low": o.fits_low,
+        "node_problems": list(o.node_problems),
     }
 
 
@@ -60,7 +65,7 @@ def _count_json(c: Count) -> dict[str, Any]:
 def counts_json(config_hash: str, k: GpuCounts) -> dict[str, Any]:
     """The three counts with their reasons, the chosen layout, the ranked alternatives at
     the procurement size and every rejected layout with its reasons."""
-    chosen = k.first_layout.outcome if k.first_layout.layout is not None else None
+    chosen = k.chosen
     return {
         "json_version": JSON_VERSION,
         "memplan_version": __version__,
@@ -72,7 +77,9 @@ def counts_json(config_hash: str, k: GpuCounts) -> dict[str, Any]:
             "limit_bytes": k.limit_bytes,
             "capacity_bytes": k.capacity_bytes,
             "estimates": k.estimates,
+            "stopped_at_budget": k.stopped,
         },
+        "plan_layout": outcome_json(k.plan_layout) if k.plan_layout else None,
         "arithmetic_min": _count_json(k.arithmetic_min),
         "first_layout": {**_count_json(k.first_layout), "nodes": k.nodes},
         "validation": {
@@ -84,6 +91,9 @@ def counts_json(config_hash: str, k: GpuCounts) -> dict[str, Any]:
         "chosen": outcome_json(chosen) if chosen else None,
         "alternatives": [outcome_json(o) for o in k.alternatives],
         "rejected": [rejected_json(r) for r in k.rejected],
+        "rejection_summary": [
+            {"reason": why, "layouts": n} for why, n in k.rejection_summary(top=10)
+        ],
         "notes": list(k.notes),
     }
 
@@ -119,3 +129,21 @@ def fit_json(fit: FitLimits) -> dict[str, Any]:
         "micro_batch": _fit_result_json(fit.micro_batch),
         "seq_len": _fit_result_json(fit.sequence),
     }
+
+
+def levers_json(levers: tuple[Lever, ...]) -> list[dict[str, Any]]:
+    """The fit levers (never applied): the change, its cost in words, and the counts."""
+    out = []
+    for lv in levers:
+        c = lv.counts
+        out.append(
+            {
+                "name": lv.name,
+                "changes": {k: v for k, v in lv.changes},
+                "cost": lv.cost,
+                "error": lv.error,
+                "first_layout": {**_count_json(c.first_layout), "nodes": c.nodes} if c else None,
+                "arithmetic_min": _count_json(c.arithmetic_min) if c else None,
+            }
+        )
+    return out

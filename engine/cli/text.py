@@ -6,6 +6,8 @@ from __future__ import annotations
 from engine.analysis import FitLimits
 from engine.estimate import VERDICT_WORDS, Estimate, StageEstimate
 from engine.layout.counts import Count, GpuCounts
+from engine.layout.levers import Lever
+from engine.ledger.nodes.communication import Communication
 from engine.ledger.nodes.ledgers import NodeLedgers
 from engine.ledger.row import LOCATIONS, PHASES, Row
 from engine.units import UnitChoice, fmt_bytes, fmt_range
@@ -52,8 +54,7 @@ def render(
     heavy = est.heaviest
     out = [
         f"MemPlan estimate — config {est.config_hash[:12]}, {est.world_size} ranks, "
-        f"heaviest pipeline stage {est.heaviest_stage} (layers {heavy.layers.start}–"
-        f"{heavy.layers.stop - 1})",
+        f"heaviest pipeline stage {est.heaviest_stage} ({_layer_words(heavy.layers)})",
         "",
         "Per-rank ledger (heaviest stage):",
         stage_table(heavy, units, formulas),
@@ -82,17 +83,15 @@ def render(
             out.append("  moments (allocated):")
             for m, r in heavy.moments.items():
                 out.append(f"    {m:<16} {fmt_range(r.low, r.high, units)}")
+    if len(est.stages) > 1:
+        out += ["", render_stage_summary(est, units)]
     if stages and len(est.stages) > 1:
-        out += ["", "Per stage (HBM peak per rank):"]
-        for s in est.stages:
-            mark = "  ← heaviest" if s.stage == est.heaviest_stage else ""
-            out.append(
-                f"  stage {s.stage:<3} layers {s.layers.start}–{s.layers.stop - 1}: "
-                f"{fmt_range(s.peak.low, s.peak.high, units)}{mark}"
-            )
         for s in est.stages:
             out += ["", f"Stage {s.stage} ledger:", stage_table(s, units, formulas)]
     out += ["", render_nodes(est.nodes, units)]
+    if est.nodes.communication is not None:
+        out += ["", render_communication(est.nodes.communication, units)]
+    out += ["", f"Batch per step: {est.batch.identity()}"]
     out += [
         "",
         f"HBM peak per rank: allocated {fmt_range(heavy.peak.low, heavy.peak.high, units)} "
@@ -106,6 +105,28 @@ def render(
         f"Verdict: {VERDICT_WORDS[est.verdict]} — {est.verdict_reason}",
     ]
     out += [f"Note: {n}" for n in est.notes]
+    return "\n".join(out)
+
+
+def _layer_words(layers: range, count: bool = False) -> str:
+    n = len(layers)
+    if n == 0:
+        return "no decoder layers"
+    span = f"layers {layers.start}–{layers.stop - 1}"
+    return f"{n:>3} {span}" if count else span
+
+
+def render_stage_summary(est: Estimate, units: UnitChoice) -> str:
+    """Every pipeline stage on one line each: its layers, its allocated peak and what
+    must fit; the heaviest (by what must fit) decides the verdict."""
+    out = ["Per stage (HBM per rank; the heaviest decides):"]
+    for s in est.stages:
+        mark = "  ← heaviest" if s.stage == est.heaviest_stage else ""
+        out.append(
+            f"  stage {s.stage:<3} {_layer_words(s.layers, count=True)}: allocated "
+            f"{fmt_range(s.peak.low, s.peak.high, units)}, must fit "
+            f"{fmt_range(s.fit_peak.low, s.fit_peak.high, units)}{mark}"
+        )
     return "\n".join(out)
 
 
@@ -152,16 +173,55 @@ def render_nodes(n: NodeLedgers, units: UnitChoice) -> str:
     return "\n".join(out)
 
 
+def render_communication(c: Communication, units: UnitChoice) -> str:
+    """The step's collectives for one rank of the busiest stage, and the time floor."""
+    out = [f"Communication per step (one rank of stage {c.stage}; bytes it sends, not HBM):"]
+    if not c.transfers:
+        out.append("  (none: a single rank with no parallel group)")
+    for t in c.transfers:
+        out.append(
+            f"  {t.what}: {t.times} × {t.collective} over {t.group} — node links "
+            f"{fmt_bytes(t.intra, units)}, network {fmt_bytes(t.inter, units)}"
+        )
+    out.append(
+        f"  total: node links {fmt_bytes(c.intra_bytes, units)} at {c.intra_gbps:g} GB/s "
+        f"≥ {c.intra_seconds:.3f} s; network {fmt_bytes(c.inter_bytes, units)} at "
+        f"{c.inter_gbps:g} GB/s ≥ {c.inter_seconds:.3f} s"
+    )
+    out.append(
+        f"  floor {c.floor_seconds:.3f} s per step: bytes ÷ peak link bandwidth, both links "
+        "busy at once, no latency — a lower bound, never a throughput promise"
+    )
+    return "\n".join(out)
+
+
 def _count_line(title: str, c: Count) -> str:
     head = f"{c.gpus} GPUs" if c.gpus is not None else "none found"
     return f"  {title}: {head}\n    {c.reason}"
 
 
+def _own_line(counts: GpuCounts) -> list[str]:
+    own = counts.plan_layout
+    if own is None:
+        return []
+    lay = own.layout
+    if not own.ok:
+        return [f"  The plan's own layout {lay.label()}: cannot be estimated: {own.error}"]
+    verdict = "fits" if own.fits_high else "does not fit"
+    nodes = "".join(f"; {p}" for p in own.node_problems)
+    chosen = " — the chosen layout" if own.fits_high else ""
+    return [
+        f"  The plan's own layout {lay.label()} on {lay.world_size} ranks {verdict}: high "
+        f"{fmt_bytes(own.high)} per rank, limit {fmt_bytes(own.limit)}{nodes}{chosen}"
+    ]
+
+
 def render_counts(counts: GpuCounts) -> str:
-    """The three counts, alternatives and the rejected tally, in words."""
+    """The three counts, the plan's own layout, alternatives and the rejections."""
     out = [
         f"GPU counts (searched up to {counts.max_gpus} GPUs, {counts.gpus_per_node} per node, "
         f"rounding to {counts.rounding}s; {counts.estimates} estimates):",
+        *_own_line(counts),
         _count_line("1. arithmetic minimum", counts.arithmetic_min),
         _count_line("2. first legal layout (procurement)", counts.first_layout),
         f"  3. validation range: {counts.validation_low.gpus}–{counts.validation_high.gpus} "
@@ -174,11 +234,40 @@ def render_counts(counts: GpuCounts) -> str:
             for o in counts.alternatives
         ]
     if counts.rejected:
+        top = "; ".join(f"{why} (×{n})" for why, n in counts.rejection_summary())
         out.append(
-            f"  {len(counts.rejected)} layouts of that size rejected (memplan layouts "
-            f"--gpus N lists them with reasons)"
+            f"  {len(counts.rejected)} layout(s) of that size rejected (memplan layouts "
+            f"--gpus N lists them with reasons); most often: {top}"
         )
     out += [f"  Note: {n}" for n in counts.notes]
+    return "\n".join(out)
+
+
+def render_levers(levers: tuple[Lever, ...], base: GpuCounts) -> str:
+    """Each fit lever with the count it would give and its cost in words."""
+    if not levers:
+        return "Fit levers: none left to pull (the plan already uses them)"
+    was = base.first_layout.gpus
+    out = [
+        f"Fit levers (alternatives, not applied; the plan's procurement count: "
+        f"{was if was is not None else 'none found'}):"
+    ]
+    for lv in levers:
+        if lv.error is not None:
+            got = f"cannot run: {lv.error}"
+        elif lv.counts is None or lv.gpus is None:
+            got = "still nothing fits within the search bound"
+        else:
+            c = lv.counts
+            lay = c.first_layout.layout
+            got = (
+                f"procure {lv.gpus} GPUs"
+                + (f" ({lay.label()})" if lay else "")
+                + f", arithmetic minimum {c.arithmetic_min.gpus}"
+            )
+        changes = ", ".join(f"{k}={v}" for k, v in lv.changes)
+        out.append(f"  {lv.name} ({changes}): {got}")
+        out.append(f"    cost: {lv.cost}")
     return "\n".join(out)
 
 

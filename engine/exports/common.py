@@ -22,8 +22,8 @@ class Export:
 
 
 def replicas(plan: Plan) -> int:
-    """Data-parallel replicas that each draw micro-batches (DP × EP, as the engine counts)."""
-    return plan.parallelism.dp * plan.parallelism.ep
+    """Data-parallel replicas that each draw micro-batches: DP (EP folds into them)."""
+    return plan.parallelism.dp
 
 
 def global_batch(plan: Plan) -> int:

@@ -72,7 +72,7 @@ def ds_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
         notes.append(
             f"TP {par.tp} / PP {par.pp} / CP {par.cp} / EP {par.ep} are set by the training "
             f"script (e.g. Megatron-DeepSpeed), not ds_config; DP replicas = "
-            f"{par.dp * par.ep}"
+            f"{par.dp}"
         )
     notes.append("optimizer and scheduler are left to the training script")
     return cfg, notes

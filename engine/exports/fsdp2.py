@@ -2,8 +2,8 @@
 
 Keys follow torchtitan's ``JobConfig`` (``[training]``, ``[parallelism]``,
 ``[activation_checkpoint]``). torchtitan's world is replicate × shard × CP × TP × PP
-and EP is carved out of the data-parallel ranks, so its DP degrees multiply to the
-plan's DP × EP.
+and EP is carved out of the data-parallel ranks (as in the plan, which folds EP over
+TP × CP × DP), so its DP degrees multiply to the plan's DP.
 """
 
 from __future__ import annotations

@@ -35,11 +35,10 @@ def deepspeed_changes(cfg: dict[str, Any], plan: Plan) -> tuple[dict[str, Any], 
     ch["batch.micro_batch"], ch["batch.grad_accum"] = mb, ga
     tbs = _int(cfg.get("train_batch_size"))
     if tbs is not None:
-        ep = plan.parallelism.ep
-        if tbs % (mb * ga * ep):
+        if tbs % (mb * ga):
             notes.append(f"train_batch_size {tbs} is not a multiple of micro × accumulation")
         else:
-            ch["parallelism.dp"] = tbs // (mb * ga * ep)
+            ch["parallelism.dp"] = tbs // (mb * ga)
             ch["parallelism.shard_group_size"] = None
             ch["batch.global_batch"] = None
     for name in ("bf16", "fp16"):
@@ -145,9 +144,9 @@ def accelerate_changes(cfg: dict[str, Any], plan: Plan) -> tuple[dict[str, Any],
     n = _int(cfg.get("num_processes"))
     if n is not None and n > 0:
         par = plan.parallelism
-        mpar = par.tp * par.pp * par.cp * par.ep
+        mpar = par.tp * par.pp * par.cp
         if n % mpar:
-            notes.append(f"num_processes {n} is not a multiple of TP×PP×CP×EP {mpar}")
+            notes.append(f"num_processes {n} is not a multiple of TP×PP×CP {mpar}")
         else:
             ch["parallelism.dp"] = n // mpar
             ch["parallelism.shard_group_size"] = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.exports.common import Export, global_batch
+from engine.ledger.placement import stage_split
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
 from engine.stacks.families import family_of
@@ -50,10 +51,12 @@ def megatron_args(plan: Plan) -> tuple[dict[str, Any], list[str]]:
         a["--position-embedding-type"] = "rope"
     if not arch.tied_embeddings:
         a["--untie-embeddings-and-output-weights"] = True
-    if par.virtual_stages > 1:
+    if par.virtual_stages > 1 and par.pp_layout is None:
         a["--num-layers-per-virtual-pipeline-stage"] = arch.layers // (par.pp * par.virtual_stages)
-    if par.pp_layer_split is not None and len(set(par.pp_layer_split)) > 1:
-        split = par.pp_layer_split
+    split = stage_split(arch, par)
+    if par.pp_layout is not None:
+        a["--pipeline-model-parallel-layout"] = par.pp_layout
+    elif par.pp > 1 and len(set(split)) > 1:
         a["--decoder-first-pipeline-num-layers"] = split[0]
         a["--decoder-last-pipeline-num-layers"] = split[-1]
         if len(set(split[1:-1])) > 1:

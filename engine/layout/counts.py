@@ -9,26 +9,40 @@
    practical layout by the *high* one; when they differ the range straddles the
    limit and a measurement on the smaller count decides.
 
-Plus the top alternatives at the procurement size ranked by headroom, and the rejected
-layouts with their reasons. ``gpu_counts`` is pure: the GUI, the report and the CLI
-call it with the same plan and get the same answer.
+The plan's own layout is estimated first and takes part in every count: when it fits,
+it wins every tie, so the procurement count, its layout and the plan on screen agree
+(the plan's DP 8 is not traded for a DP 7 that costs the same node). Alongside: the
+fitting alternatives at the procurement size ranked by headroom, and the rejected
+layouts with their reasons. A time budget bounds the search; a search stopped by it
+says how far it got. ``gpu_counts`` is pure: the GUI, the report and the CLI call it
+with the same plan and get the same answer.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
+from engine.layout.batch import accumulation_words
 from engine.layout.evaluate import Estimator, Evaluator, Outcome
 from engine.layout.lattice import (
     Layout,
     LayoutPreferences,
     Rejected,
-    check,
     enumerate_layouts,
     every_layout_refused,
+    layout_of,
     legal_shapes,
 )
-from engine.layout.search import Found, procurement, search_min
+from engine.layout.search import (
+    Budget,
+    BudgetSpent,
+    Clock,
+    Criterion,
+    Found,
+    procurement,
+    search_growing,
+)
 from engine.plan import Plan
 from engine.units import fmt_bytes
 
@@ -36,6 +50,12 @@ ALTERNATIVES_SHOWN = 5
 ALTERNATIVES_EVALUATED = 16
 """Legal layouts of the procurement size estimated for the alternatives, in preference
 order (the lattice of a large world can hold hundreds)."""
+SEARCH_BUDGET_S = 20.0
+"""Wall-clock seconds one search may take before it stops and says so (every preset
+searches to 16,384 GPUs in well under one; extreme plans — thousands of layers — stop
+here instead of running for minutes)."""
+
+HIGH, LOW = Criterion("high"), Criterion("low")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +74,8 @@ class Count:
 
 @dataclass(frozen=True, slots=True)
 class GpuCounts:
-    """The three counts with reasons, ranked alternatives and rejected layouts."""
+    """The three counts with reasons, the plan's own layout, ranked alternatives and
+    rejected layouts."""
 
     arithmetic_min: Count
     first_layout: Count
@@ -71,11 +92,27 @@ class GpuCounts:
     capacity_bytes: int
     estimates: int = 0
     notes: tuple[str, ...] = field(default=())
+    plan_layout: Outcome | None = None  # the plan's own layout, estimated
+    stopped: bool = False  # the time budget ran out before the search finished
 
     @property
     def nodes(self) -> int | None:
         g = self.first_layout.gpus
         return None if g is None else -(-g // self.gpus_per_node)
+
+    @property
+    def chosen(self) -> Outcome | None:
+        """The layout the plan runs with: its own when it fits, else the procurement
+        count's layout."""
+        own = self.plan_layout
+        if own is not None and own.fits_high:
+            return own
+        return self.first_layout.outcome if self.first_layout.layout is not None else None
+
+    def rejection_summary(self, top: int = 3) -> list[tuple[str, int]]:
+        """The most frequent rejection reasons at the procurement size, with counts."""
+        counter = Counter(r for x in self.rejected for r in x.reasons)
+        return counter.most_common(top)
 
 
 def _words(o: Outcome) -> str:
@@ -85,22 +122,28 @@ def _words(o: Outcome) -> str:
     )
 
 
-def _none_fits(ev: Evaluator, max_gpus: int, what: str) -> Count:
-    tried = [o for o in ev.outcomes if o.ok]
+def _none_fits(ev: Evaluator, max_gpus: int, criterion: Criterion, stopped: bool) -> Count:
+    what = criterion.figure
+    tried = [o for o in ev.outcomes if o.ok and not criterion.accept(o)]
+    bound = f"up to {max_gpus} GPUs" + (
+        " (the search stopped at its time budget)" if stopped else ""
+    )
     if not tried:
         errors = sorted({o.error or "" for o in ev.outcomes})
         refused = "; ".join(every_layout_refused(ev.plan))
         why = f"; estimates failed: {errors[0]}" if errors else ""
         why = f"; every layout is refused: {refused}" if refused else why
-        return Count(None, None, None, f"no legal layout up to {max_gpus} GPUs{why}")
-    best = max(tried, key=lambda o: o.headroom)
+        return Count(None, None, None, f"no legal layout {bound}{why}")
+    best = max(tried, key=lambda o: (not o.node_problems, o.headroom))
+    need = best.high if what == "high" else best.low
+    nodes = "".join(f"; {p}" for p in best.node_problems)
     return Count(
         None,
         None,
         best,
-        f"no layout up to {max_gpus} GPUs fits by the {what} estimate; the closest, "
-        f"{best.layout.label()}, needs {fmt_bytes(best.high if what == 'high' else best.low)} "
-        f"per rank against a limit of {fmt_bytes(best.limit)}",
+        f"no layout {bound} fits by the {what} estimate; the closest, "
+        f"{best.layout.label()}, needs {fmt_bytes(need)} per rank against a limit of "
+        f"{fmt_bytes(best.limit)}{nodes}",
     )
 
 
@@ -109,8 +152,11 @@ def gpu_counts(
     max_gpus: int | None = None,
     prefs: LayoutPreferences | None = None,
     estimator: Estimator | None = None,
+    budget_s: float | None = SEARCH_BUDGET_S,
+    clock: Clock | None = None,
 ) -> GpuCounts:
-    """The three counts of a plan, searched up to ``max_gpus`` (default: the policy's).
+    """The three counts of a plan, searched up to ``max_gpus`` (default: the policy's)
+    within ``budget_s`` seconds (None: unbounded; ``clock`` replaces the wall clock).
 
     ``estimator`` defaults to :func:`engine.estimate.estimate`; it is a parameter so
     the search stays a black box over whatever the ledger counts.
@@ -119,6 +165,7 @@ def gpu_counts(
     max_gpus = max_gpus or plan.policy.max_gpus
     g, rounding = plan.hardware.gpus_per_node, plan.policy.rounding
     ev = Evaluator(plan, estimator)
+    budget = Budget(budget_s) if clock is None else Budget(budget_s, clock)
 
     def node_cost(w: int) -> int:
         return procurement(w, g, rounding)
@@ -126,29 +173,44 @@ def gpu_counts(
     def exact(w: int) -> int:
         return w
 
-    strict = legal_shapes(plan, max_gpus, prefs)
-    relaxed = legal_shapes(plan, max_gpus, prefs.relaxed())
-    notes: list[str] = []
-    if len({s[2] for s in strict}) > 1 and not _cp_matters(ev):
-        strict = [s for s in strict if s[2] == 1]
-        relaxed = [s for s in relaxed if s[2] == 1]
-        notes.append(
-            "CP > 1 was not searched: trading a factor 2 of DP for CP left the estimate "
-            "byte-identical, so CP cannot beat the same ranks spent on DP in this ledger"
+    own_layout = layout_of(plan)
+    refused = bool(every_layout_refused(plan)) or own_layout.world_size > max_gpus
+    own = None if refused else ev(own_layout)
+    own_fits = own is not None and own.fits_high
+    first = low = arith = None
+    if own_fits and own is not None:
+        first = Found(own, node_cost(own_layout.world_size))
+        low = first
+        arith = Found(own, own_layout.world_size)
+    elif own is not None and own.fits_low:
+        low = Found(own, node_cost(own_layout.world_size))
+    full, pad = prefs.pipeline_full, prefs.max_padding_share
+    try:
+        strict = legal_shapes(plan, max_gpus, prefs)
+        first = search_growing(ev, strict, max_gpus, node_cost, HIGH, budget, first, full, pad, g)
+        low = search_growing(
+            ev, strict, max_gpus, node_cost, LOW, budget, low or first, full, pad, g
         )
-    first = search_min(ev, strict, max_gpus, node_cost, lambda o: o.fits_high)
-    low = search_min(ev, strict, max_gpus, node_cost, lambda o: o.fits_low, start=first)
-    start = Found(first.outcome, first.outcome.layout.world_size) if first else None
-    arith = search_min(
-        ev,
-        relaxed,
-        max_gpus,
-        exact,
-        lambda o: o.fits_high,
-        start=start,
+        start = Found(first.outcome, first.outcome.layout.world_size) if first else None
+        if arith is not None and (start is None or arith.cost <= start.cost):
+            start = arith
+        relaxed = legal_shapes(plan, max_gpus, prefs.relaxed())
+        arith = search_growing(ev, relaxed, max_gpus, exact, HIGH, budget, start, full, pad, 1)
+    except BudgetSpent:
+        pass
+    stopped = budget.spent
+    notes = []
+    if stopped:
+        notes.append(
+            f"searched {len(ev.outcomes):,} layouts in {budget.elapsed():.1f} s; stopped at "
+            f"the budget ({budget.seconds:g} s): the counts are the best found so far"
+        )
+    arith_c = _arith_count(plan, arith, g) if arith else _none_fits(ev, max_gpus, HIGH, stopped)
+    first_c = (
+        _first_count(plan, first, g, rounding, own)
+        if first
+        else _none_fits(ev, max_gpus, HIGH, stopped)
     )
-    arith_c = _arith_count(arith, g) if arith else _none_fits(ev, max_gpus, "high")
-    first_c = _first_count(first, g, rounding) if first else _none_fits(ev, max_gpus, "high")
     low_c = (
         Count(
             low.cost,
@@ -158,10 +220,10 @@ def gpu_counts(
             f"{fmt_bytes(low.outcome.low)} on {low.cost} GPUs",
         )
         if low
-        else _none_fits(ev, max_gpus, "low")
+        else _none_fits(ev, max_gpus, LOW, stopped)
     )
     straddles = bool(low and first and low.cost < first.cost)
-    alternatives, rejected = _alternatives(ev, first, max_gpus, prefs)
+    alternatives, rejected = ((), ()) if stopped else _alternatives(ev, first, max_gpus, prefs)
     return GpuCounts(
         arithmetic_min=arith_c,
         first_layout=first_c,
@@ -178,43 +240,32 @@ def gpu_counts(
         capacity_bytes=plan.hardware.capacity_bytes,
         estimates=ev.calls,
         notes=tuple(notes),
+        plan_layout=own,
+        stopped=stopped,
     )
 
 
-def _cp_matters(ev: Evaluator) -> bool:
-    """Whether CP changes the estimate differently from DP, observed at one point.
-
-    Compares TP1 PP1 CP1 EP1 DP2 with TP1 PP1 CP2 EP1 DP1: both shard the dense states
-    over 2 ranks; they differ only in what CP splits (the sequence's activations). If
-    the ledger counts nothing that CP splits, the two estimates are byte-identical and
-    every CP > 1 layout is matched by the same ranks spent on DP.
-    """
-    plan = ev.plan
-    a, b = (
-        check(plan, 1, 1, 1, 1, 2, LayoutPreferences()),
-        check(plan, 1, 1, 2, 1, 1, LayoutPreferences()),
-    )
-    if not (isinstance(a, Layout) and isinstance(b, Layout)):
-        return True
-    oa, ob = ev(a), ev(b)
-    return not (oa.ok and ob.ok and (oa.low, oa.high) == (ob.low, ob.high))
+def _batch_words(plan: Plan, lay: Layout) -> str:
+    return accumulation_words(plan, lay.pp, lay.grad_accum)
 
 
-def _arith_count(found: Found, g: int) -> Count:
+def _arith_count(plan: Plan, found: Found, g: int) -> Count:
     o = found.outcome
     w = o.layout.world_size
     nodes = -(-w // g)
+    own = " (the plan's own layout)" if o.layout == layout_of(plan) else ""
     return Count(
         w,
         o.layout,
         o,
-        f"{w} ranks ({o.layout.label()}) is the smallest rank count whose {_words(o)}, "
-        f"ignoring node boundaries and TP topology (rounded up: {nodes} node(s) of {g}); "
-        f"every smaller count's high estimate exceeds the limit or cannot be laid out",
+        f"{w} ranks ({o.layout.label()}{own}; {_batch_words(plan, o.layout)}) is the smallest "
+        f"rank count whose {_words(o)}, ignoring node boundaries and TP topology (rounded "
+        f"up: {nodes} node(s) of {g}); every smaller count's high estimate exceeds the "
+        f"limit or cannot be laid out",
     )
 
 
-def _first_count(found: Found, g: int, rounding: str) -> Count:
+def _first_count(plan: Plan, found: Found, g: int, rounding: str, own: Outcome | None) -> Count:
     o = found.outcome
     w = o.layout.world_size
     paid = (
@@ -223,13 +274,32 @@ def _first_count(found: Found, g: int, rounding: str) -> Count:
         else f"{found.cost} GPUs (policy rounds to GPUs)"
     )
     idle = f", {found.cost - w} of them idle unless DP grows" if found.cost > w else ""
+    if own is not None and o.layout == own.layout:
+        head = f"the plan's own layout {o.layout.label()} on {w} ranks fits"
+    else:
+        head = (
+            f"{o.layout.label()} on {w} ranks is the first legal layout (TP inside a node, "
+            f"power-of-two TP, whole heads, layers, sequence and experts, a full pipeline, "
+            f"reachable batch) that fits"
+        )
+    mine = ""
+    if own is not None and o.layout != own.layout:
+        if own.fits_high:
+            mine = (
+                f"; the plan's own layout {own.layout.label()} also fits, on "
+                f"{own.layout.world_size} ranks"
+            )
+        elif own.ok:
+            extra = "".join(f"; {p}" for p in own.node_problems)
+            mine = (
+                f"; the plan's own layout {own.layout.label()} does not fit "
+                f"({fmt_bytes(own.high)} per rank{extra}): lay the plan out as above"
+            )
     return Count(
         found.cost,
         o.layout,
         o,
-        f"{o.layout.label()} on {w} ranks is the first legal layout (TP inside a node, "
-        f"power-of-two TP, whole heads, layers, sequence and experts, reachable batch) "
-        f"whose {_words(o)}; procure {paid}{idle}",
+        f"{head}: its {_words(o)}; {_batch_words(plan, o.layout)}; procure {paid}{idle}{mine}",
     )
 
 

@@ -12,10 +12,15 @@ from dataclasses import dataclass
 
 from engine.errors import PlanError
 from engine.estimate import Estimate, estimate
+from engine.layout.floor import fewest_ranks
 from engine.layout.lattice import Layout, with_layout
 from engine.plan import Plan
 
 Estimator = Callable[[Plan], Estimate]
+
+PADDED_STATES = frozenset({"gathered", "buckets"})
+"""Row states whose size includes FSDP's dim-0 padding to the shard group (gathered
+units, reduce-scatter inputs): what can shrink when DP does (see layout.search.slack)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +33,8 @@ class Outcome:
     limit: int
     capacity: int
     error: str | None = None
+    node_problems: tuple[str, ...] = ()  # host RAM / NVMe per node that does not fit
+    padded: int = 0  # bytes of the heaviest stage's rows sized with FSDP padding
 
     @property
     def ok(self) -> bool:
@@ -35,13 +42,14 @@ class Outcome:
 
     @property
     def fits_high(self) -> bool:
-        """The high estimate is within the limit (usable HBM less headroom)."""
-        return self.ok and self.high <= self.limit
+        """The high estimate is within the limit (usable HBM less headroom) and the
+        node ledgers fit."""
+        return self.ok and self.high <= self.limit and not self.node_problems
 
     @property
     def fits_low(self) -> bool:
-        """Even the optimistic estimate is within the limit."""
-        return self.ok and self.low <= self.limit
+        """Even the optimistic estimate is within the limit (node ledgers fitting)."""
+        return self.ok and self.low <= self.limit and not self.node_problems
 
     @property
     def headroom(self) -> int:
@@ -62,6 +70,13 @@ class Evaluator:
         self._estimate: Estimator = estimator or _decisive_estimate
         self._cache: dict[Layout, Outcome] = {}
         self.calls = 0
+        self._ledger = estimator is None
+
+    @property
+    def fewest_ranks(self) -> int:
+        """The world size below which no layout can fit (:mod:`engine.layout.floor`);
+        1 under a caller's estimator, whose rows the floor knows nothing of."""
+        return fewest_ranks(self.plan) if self._ledger else 1
 
     def __call__(self, layout: Layout) -> Outcome:
         got = self._cache.get(layout)
@@ -80,7 +95,13 @@ class Evaluator:
                 layout, 0, 0, plan.hbm_limit_bytes, plan.hardware.capacity_bytes, error=str(exc)
             )
         return Outcome(
-            layout, est.fit_peak.low, est.fit_peak.high, est.limit_bytes, est.capacity_bytes
+            layout,
+            est.fit_peak.low,
+            est.fit_peak.high,
+            est.limit_bytes,
+            est.capacity_bytes,
+            node_problems=tuple(est.nodes.problems()),
+            padded=sum(r.high for r in est.heaviest.rows if r.state in PADDED_STATES),
         )
 
     @property

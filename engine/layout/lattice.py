@@ -1,107 +1,56 @@
-"""The TP × PP × CP × EP × DP lattice: every layout of a world size, legal or not, and why.
+"""The TP × PP × CP × DP lattice (EP folded over it): every layout of a world size, legal
+or not, and why.
 
 A layout is legal when it passes every hard rule of :mod:`engine.legality` (the model
-can be cut that way, the batch can still be formed, the offload can run) and the
-*preferences* asked for here (:class:`LayoutPreferences`: TP inside a node,
-power-of-two TP, …), which a view can relax to compute the arithmetic minimum. Every
-rejected layout keeps the reasons a user can act on. Nothing here estimates memory.
+can be cut that way, the stack can run it, the batch can still be formed, the offload
+can run) and the *preferences* asked for (:class:`LayoutPreferences`: TP inside a node,
+power-of-two TP, a full pipeline, …), which a view can relax to compute the arithmetic
+minimum. Every rejected layout keeps the reasons a user can act on. Nothing here
+estimates memory.
 
 The rules each depend on one dimension, so they are judged once per value of that
 dimension (:class:`_Judge`) and a layout's reasons are the concatenation: the search
-enumerates tens of thousands of shapes.
+enumerates thousands of shapes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 
 from engine.errors import Problem
-from engine.legality import rules
+from engine.layout.batch import batch_for, held_batch, target_global_batch
+from engine.layout.padding import padding_problems
+from engine.layout.point import Layout, LayoutPreferences, Rejected, is_pow2, split_words
+from engine.ledger.groups import ranks_per_node
+from engine.ledger.placement import policy_split
+from engine.legality import pipeline_layout, rules
 from engine.legality.offload import offload_problems
-from engine.legality.stack import stack_problems
+from engine.legality.stack import dimension_problems, stack_problems
 from engine.plan import Plan
-from engine.sections.parallel import ParallelismSection
+from engine.stacks.catalog import concrete_stack
+
+__all__ = [
+    "Lattice",
+    "Layout",
+    "LayoutPreferences",
+    "Rejected",
+    "batch_for",
+    "candidate_pipeline",
+    "check",
+    "enumerate_layouts",
+    "every_layout_refused",
+    "held_batch",
+    "layout_of",
+    "legal_shapes",
+    "ranks_per_node",
+    "split_words",
+    "target_global_batch",
+    "with_layout",
+]
 
 MAX_LISTED_REJECTIONS = 100_000
 """Safety cap on rejected layouts kept for one world size (lists are for display)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LayoutPreferences:
-    """Which legal layouts count as practical. Defaults are the ones the counts use.
-
-    None of these is a hard rule (those are :mod:`engine.legality`'s): each only ranks a
-    layout out of the practical search, and :meth:`relaxed` drops the topology ones.
-    ``tp_within_node``: TP all-reduces every layer, so it stays on NVLink (one node).
-    ``tp_power_of_two``: kernels and head splits are tuned for powers of two.
-    ``kv_replication``: allow TP larger than the KV heads (each KV head replicated on
-    TP ÷ KV ranks, as Megatron-LM and torchtitan do); False asks for whole KV heads.
-    ``even_pp``: PP divides the layers unless the plan gives an explicit split.
-    """
-
-    tp_within_node: bool = True
-    tp_power_of_two: bool = True
-    kv_replication: bool = True
-    even_pp: bool = True
-
-    def relaxed(self) -> LayoutPreferences:
-        """The preferences without the topology ones (for the arithmetic minimum)."""
-        return replace(self, tp_within_node=False, tp_power_of_two=False)
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Layout:
-    """One point of the lattice with the batch geometry it implies."""
-
-    tp: int
-    pp: int
-    cp: int
-    ep: int
-    dp: int
-    micro_batch: int = 1
-    grad_accum: int = 1
-
-    @property
-    def world_size(self) -> int:
-        return self.tp * self.pp * self.cp * self.ep * self.dp
-
-    @property
-    def model_parallel(self) -> int:
-        """Ranks one model replica spans besides DP: TP × PP × CP × EP."""
-        return self.tp * self.pp * self.cp * self.ep
-
-    @property
-    def replicas(self) -> int:
-        """Ranks that each consume their own micro-batches (DP × EP, as the engine counts)."""
-        return self.dp * self.ep
-
-    @property
-    def global_batch(self) -> int:
-        return self.micro_batch * self.grad_accum * self.replicas
-
-    @property
-    def shape(self) -> tuple[int, int, int, int]:
-        return (self.tp, self.pp, self.cp, self.ep)
-
-    def label(self) -> str:
-        return (
-            f"TP{self.tp} PP{self.pp} CP{self.cp} EP{self.ep} DP{self.dp} "
-            f"(mb {self.micro_batch} × ga {self.grad_accum})"
-        )
-
-    def preference(self) -> tuple[int, int, int, int, int]:
-        """Sort key: least model parallelism first (it costs throughput), then TP
-        before CP before PP before EP (TP stays on NVLink; PP adds bubbles)."""
-        return (self.model_parallel, self.pp, self.ep, self.cp, -self.tp)
-
-
-@dataclass(frozen=True, slots=True)
-class Rejected:
-    """A layout that cannot run (or is not practical), with every reason."""
-
-    layout: Layout
-    reasons: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,49 +62,19 @@ class Lattice:
     rejected: tuple[Rejected, ...] = field(default=())
 
 
-def _is_pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
-def target_global_batch(plan: Plan) -> int:
-    """The global batch the plan asks for: explicit, or micro × accumulation × replicas."""
-    b, par = plan.batch, plan.parallelism
-    if b.global_batch is not None:
-        return b.global_batch
-    return b.micro_batch * b.grad_accum * par.dp * par.ep
-
-
-def held_batch(plan: Plan) -> int | None:
-    """The global batch every layout must keep, or None when the micro-batch is held."""
-    return target_global_batch(plan) if plan.batch.hold_fixed == "global_batch" else None
-
-
-def ranks_per_node(plan: Plan) -> int:
-    return plan.parallelism.ranks_per_node or plan.hardware.gpus_per_node
-
-
-def candidate_pipeline(par: ParallelismSection, pp: int) -> tuple[int, rules.Split]:
-    """Virtual stages and explicit split a layout of ``pp`` stages keeps: the plan's
-    split only at the plan's own PP, interleaving only with more than one stage."""
+def candidate_pipeline(plan: Plan, pp: int) -> tuple[int, rules.Split]:
+    """Virtual stages and split a layout of ``pp`` stages runs with: interleaving only
+    with more than one stage; the plan's explicit split (or Megatron layout) at the
+    plan's own PP; otherwise, without interleaving, the plan's split policy
+    (:func:`policy_split`), given as an explicit split unless its stages are equal."""
+    par, layers = plan.parallelism, plan.model.architecture.layers
     v = par.virtual_stages if pp > 1 else 1
-    return v, (par.pp_layer_split if pp == par.pp else None)
-
-
-def batch_for(plan: Plan, ep: int, dp: int) -> tuple[int, int] | Problem:
-    """(micro-batch, accumulation) for DP × EP replicas, or why the batch is unreachable.
-
-    With ``hold_fixed = global_batch`` the global batch stays and accumulation absorbs
-    the change; with ``micro_batch`` the micro-batch and accumulation stay and the
-    global batch follows the replica count.
-    """
-    b = plan.batch
-    held = held_batch(plan)
-    if held is None:
-        return b.micro_batch, b.grad_accum
-    unreachable = rules.global_batch_reachable(held, b.micro_batch, dp * ep)
-    if unreachable:
-        return unreachable
-    return b.micro_batch, held // (b.micro_batch * dp * ep)
+    if pp == par.pp and par.layer_split is not None:
+        return v, par.layer_split
+    if pp > layers or v > 1:  # interleaving keeps equal chunks (legality's chunk rule)
+        return v, None
+    split = policy_split(layers, pp, par.pp_split_policy)
+    return v, (None if len(set(split)) == 1 else split)
 
 
 def _messages(problems: list[Problem]) -> tuple[str, ...]:
@@ -172,65 +91,116 @@ def every_layout_refused(plan: Plan) -> tuple[str, ...]:
     )
 
 
+def _regular_pp(pp: int, layers: int) -> bool:
+    return is_pow2(pp) or layers % pp == 0 or (layers + 2) % pp == 0
+
+
 class _Judge:
     """One plan's hard rules and preferences, judged once per value of a dimension.
 
-    Every rule depends on a single dimension, so a layout's reasons are the
+    Every rule but one depends on a single dimension, so a layout's reasons are the
     concatenation of its dimensions' reasons; memoised per value (``tp``, ``pp``, ``cp``,
-    ``ep``), a lattice of thousands of layouts costs a few dozen rule evaluations.
+    ``ep``), a lattice of thousands of layouts costs a few dozen rule evaluations. The
+    exception, EP × expert TP folding over TP × CP × DP, is one modulo per layout.
     """
 
     def __init__(self, plan: Plan, prefs: LayoutPreferences) -> None:
         self.plan, self.prefs = plan, prefs
         self.arch = plan.model.architecture
         self.fixed = every_layout_refused(plan)
+        par = plan.parallelism
+        self.stack_name = concrete_stack(plan.stack.name, par.strategy, plan.method.kind)
+        self.etp = plan.parallelism.expert_tp if self.arch.moe is not None else 1
         self.tp = cache(self._judge_tp)
         self.pp = cache(self._judge_pp)
         self.cp = cache(self._judge_cp)
         self.ep = cache(self._judge_ep)
+        self.split = cache(lambda pp: candidate_pipeline(plan, pp)[1])
 
     def check(self, tp: int, pp: int, cp: int, ep: int, dp: int) -> Layout | Rejected:
         """One layout, its reasons in the order :func:`engine.legality.checks.plan_problems`
         gives them (preferences beside the rules of their dimension)."""
         plan = self.plan
+        etp = self.etp
         reasons = self.tp(tp) + self.pp(pp) + self.cp(cp) + self.ep(ep)
         reasons += _messages(rules.dp_problems(dp, plan.parallelism.shard_group_size))
-        batch = batch_for(plan, ep, dp)
+        reasons += _messages(rules.fold_problems(ep, etp, tp * cp * dp, self.arch))
+        batch = batch_for(plan, dp, pp)
+        split = self.split(pp)
         if isinstance(batch, Problem):
-            layout = Layout(tp, pp, cp, ep, dp, plan.batch.micro_batch, plan.batch.grad_accum)
+            b = plan.batch
+            layout = Layout(tp, pp, cp, ep, dp, b.micro_batch, b.grad_accum, etp, split)
             return Rejected(layout, (*reasons, batch.message, *self.fixed))
+        if self.prefs.pipeline_full and pp > 1 and batch[1] < pp:
+            reasons += (
+                f"PP {pp} holds only {batch[1]} micro-batch(es) per step (the held global "
+                f"batch over DP {dp}); the pipeline needs m ≥ p = {pp} to stay full",
+            )
+        layout = Layout(tp, pp, cp, ep, dp, *batch, etp, split)
+        reasons += padding_problems(plan, layout, self.prefs.max_padding_share)
         reasons += self.fixed
-        layout = Layout(tp, pp, cp, ep, dp, *batch)
         return Rejected(layout, reasons) if reasons else layout
+
+    def template(self, tp: int, pp: int, cp: int, ep: int) -> Layout:
+        """The layout of one shape at DP 1, with the shape's expert TP and split (the
+        search fills in DP and the batch)."""
+        b = self.plan.batch
+        return Layout(tp, pp, cp, ep, 1, b.micro_batch, b.grad_accum, self.etp, self.split(pp))
 
     def _judge_tp(self, tp: int) -> tuple[str, ...]:
         arch, prefs = self.arch, self.prefs
-        hard = _messages(rules.tp_problems(tp, arch))
+        hard = _messages(rules.tp_problems(tp, arch) + self.stack("tp", tp))
         soft = []
         if not hard and not prefs.kv_replication and arch.kv_heads % tp:
             soft.append(
                 f"TP {tp} replicates each of the {arch.kv_heads} KV heads "
                 f"(whole KV heads per rank preferred)"
             )
-        if prefs.tp_power_of_two and not _is_pow2(tp):
+        if prefs.tp_power_of_two and not is_pow2(tp):
             soft.append(f"TP {tp} is not a power of two")
         rpn = ranks_per_node(self.plan)
         if prefs.tp_within_node and (tp > rpn or rpn % tp):
             soft.append(f"TP {tp} does not fit evenly inside one node of {rpn} GPUs")
         return (*hard, *soft)
 
+    def stack(self, dim: str, size: int) -> list[Problem]:
+        return dimension_problems(self.stack_name, self.plan.parallelism.strategy, dim, size)
+
     def _judge_cp(self, cp: int) -> tuple[str, ...]:
-        return _messages(rules.cp_problems(cp, self.plan.batch.seq_len))
+        seq, prefs = self.plan.batch.seq_len, self.prefs
+        hard = _messages(rules.cp_problems(cp, seq) + self.stack("cp", cp))
+        soft = []
+        if hard:
+            return hard
+        if cp > 1 and prefs.cp_power_of_two and not is_pow2(cp):
+            soft.append(f"CP {cp} is not a power of two")
+        if cp > 1 and seq // cp < prefs.cp_min_tokens:
+            soft.append(
+                f"CP {cp} leaves {seq // cp} tokens per rank, fewer than "
+                f"{prefs.cp_min_tokens:,} (the ring's attention no longer hides its K/V "
+                f"transfer)"
+            )
+        return (*hard, *soft)
 
     def _judge_ep(self, ep: int) -> tuple[str, ...]:
-        return _messages(rules.ep_problems(ep, self.arch))
+        return _messages(rules.ep_problems(ep, self.arch) + self.stack("ep", ep))
 
     def _judge_pp(self, pp: int) -> tuple[str, ...]:
         par, layers = self.plan.parallelism, self.arch.layers
-        v, split = candidate_pipeline(par, pp)
+        v, split = candidate_pipeline(self.plan, pp)
+        if pp == par.pp and par.pp_layout is not None:
+            layout = pipeline_layout.layout_problems(
+                par.pp_layout, pp, v, layers, self.arch.mtp_layers
+            )
+            if layout:
+                return _messages(layout)
         hard = _messages(rules.pp_problems(pp, layers, v, split, par.pp_schedule))
-        if self.prefs.even_pp and split is None and pp <= layers and layers % pp:
-            return (*hard, f"PP {pp} does not divide the {layers} layers (no explicit split given)")
+        hard += _messages(self.stack("pp", pp))
+        if self.prefs.pp_regular and pp <= layers and not _regular_pp(pp, layers):
+            hard += (
+                f"PP {pp} is neither a power of two nor an even split of the {layers} "
+                f"layers (with or without the embedding and output counted as layers)",
+            )
         return hard
 
 
@@ -244,13 +214,16 @@ def check(
 def enumerate_layouts(
     plan: Plan, world_size: int, prefs: LayoutPreferences | None = None
 ) -> Lattice:
-    """Every TP × PP × CP × EP × DP factorisation of ``world_size``, judged.
+    """Every TP × PP × CP × DP factorisation of ``world_size``, with each EP the model
+    allows folded over it, judged.
 
-    Legal layouts come in preference order (:meth:`Layout.preference`).
+    Legal layouts come in preference order (:meth:`Layout.preference`). A dense model
+    has EP 1 only, so its lattice holds no expert-parallel layouts to reject.
     """
     if world_size < 1:
         raise ValueError(f"world size must be at least 1, got {world_size}")
     judge = _Judge(plan, prefs or LayoutPreferences())
+    eps = rules.ep_values(plan.model.architecture)
     legal: list[Layout] = []
     rejected: list[Rejected] = []
     for tp in rules.divisors(world_size):
@@ -258,9 +231,8 @@ def enumerate_layouts(
         for pp in rules.divisors(r1):
             r2 = r1 // pp
             for cp in rules.divisors(r2):
-                r3 = r2 // cp
-                for ep in rules.divisors(r3):
-                    got = judge.check(tp, pp, cp, ep, r3 // ep)
+                for ep in eps:
+                    got = judge.check(tp, pp, cp, ep, r2 // cp)
                     if isinstance(got, Layout):
                         legal.append(got)
                     elif len(rejected) < MAX_LISTED_REJECTIONS:
@@ -269,11 +241,11 @@ def enumerate_layouts(
     return Lattice(world_size, tuple(legal), tuple(rejected))
 
 
-def legal_shapes(
-    plan: Plan, max_ranks: int, prefs: LayoutPreferences
-) -> list[tuple[int, int, int, int]]:
+def legal_shapes(plan: Plan, max_ranks: int, prefs: LayoutPreferences) -> list[Layout]:
     """Model-parallel shapes (TP, PP, CP, EP) that pass every rule and preference
-    within ``max_ranks``, in preference order. DP is searched separately.
+    within ``max_ranks`` (TP × PP × CP of them: EP adds none), in preference order, as
+    DP-1 layout templates (:meth:`_Judge.template`). DP is searched separately, with the
+    EP folding rule.
 
     Each dimension's values are judged on their own (every rule concerns one
     dimension), so the shapes are the product of the passing values.
@@ -287,14 +259,14 @@ def legal_shapes(
     cps = [c for c in rules.cp_values(plan.batch.seq_len) if c <= max_ranks and not judge.cp(c)]
     eps = [e for e in rules.ep_values(arch) if e <= max_ranks and not judge.ep(e)]
     shapes = [
-        (tp, pp, cp, ep)
+        judge.template(tp, pp, cp, ep)
         for tp in tps
         for pp in pps
         for cp in cps
         for ep in eps
-        if tp * pp * cp * ep <= max_ranks
+        if tp * pp * cp <= max_ranks
     ]
-    shapes.sort(key=lambda s: Layout(s[0], s[1], s[2], s[3], 1).preference())
+    shapes.sort(key=Layout.preference)
     return shapes
 
 
@@ -305,7 +277,9 @@ def with_layout(plan: Plan, layout: Layout) -> Plan:
     judged the layout by every rule of :mod:`engine.legality`, load-time ones included.
     """
     par = plan.parallelism
-    v, pp_split = candidate_pipeline(par, layout.pp)
+    v = par.virtual_stages if layout.pp > 1 else 1
+    own = layout.pp == par.pp and layout.pp_split == par.layer_split
+    pp_split = None if own and par.pp_layout is not None else layout.pp_split
     new_par = par.model_copy(
         update={
             "tp": layout.tp,
@@ -315,7 +289,8 @@ def with_layout(plan: Plan, layout: Layout) -> Plan:
             "dp": layout.dp,
             "virtual_stages": v,
             "pp_layer_split": pp_split,
-            "expert_tp": min(par.expert_tp, layout.tp) if layout.ep > 1 else par.expert_tp,
+            "pp_layout": par.pp_layout if own else None,
+            "expert_tp": layout.etp if plan.model.architecture.moe is not None else par.expert_tp,
         }
     )
     b = plan.batch
@@ -331,6 +306,8 @@ def with_layout(plan: Plan, layout: Layout) -> Plan:
 
 
 def layout_of(plan: Plan) -> Layout:
-    """The plan's own layout."""
+    """The plan's own layout, with the batch the plan sets."""
     par, b = plan.parallelism, plan.batch
-    return Layout(par.tp, par.pp, par.cp, par.ep, par.dp, b.micro_batch, b.grad_accum)
+    etp = par.expert_tp if plan.model.architecture.moe is not None else 1
+    split = candidate_pipeline(plan, par.pp)[1]
+    return Layout(par.tp, par.pp, par.cp, par.ep, par.dp, b.micro_batch, b.grad_accum, etp, split)

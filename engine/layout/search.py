@@ -1,27 +1,74 @@
-"""The minimum-rank search over the lattice, with the fewest estimates that are sound.
+"""The minimum-cost search over the lattice, pruned only where it is sound.
 
-Assumption (stated, and true of every row whose size depends on DP): for a fixed
-model-parallel shape (TP, PP, CP, EP), adding data-parallel ranks never raises a rank's
-peak — sharded states only shrink with more shards and nothing per rank grows with DP.
-So per shape the fitting DP values form an upper interval, found by galloping up from
-the smallest candidate then bisecting. Shapes are visited in preference order; once a
-layout is found, a shape is probed only if it could beat it, with one estimate at its
-largest improving DP (if that does not fit, nothing smaller of that shape does).
+For one model-parallel shape (TP, PP, CP, EP, with its split), adding data-parallel
+ranks shards the states further and, with the global batch held, lowers the
+accumulation; nothing a rank holds grows — except at known steps, which split the DP
+values into *regimes* (:func:`regime`) within which the peak never rises:
+
+- DP (× CP) 1 → 2 adds the data-parallel NCCL communicator and DDP's bucket;
+- the expert DP group appears (folded EP) when it first exceeds one rank;
+- under HSDP the shard group is the largest divisor of the DP ranks within a node,
+  which moves non-monotonically, and the replicate group appears when a node is full;
+- while the job does not fill a node, each DP value puts more ranks on it, and host
+  RAM per node grows.
+
+Within a regime the peak can still rise by the padding of all-gather outputs and
+reduce-scatter inputs (FSDP pads each tensor to N equal chunks), which :func:`slack`
+bounds from above. So per regime: the largest affordable DP is estimated first; if it
+fails by more than its slack, no smaller DP of that regime fits (one estimate for a
+dead regime); otherwise the smallest fitting DP is bisected, and a probe that fails
+within its slack is resolved by estimating the values below it one by one. No
+monotonicity across shapes is assumed: shapes are pruned only by cost (a shape whose
+fewest ranks cost as much as the best found cannot beat it), and worlds below the floor
+of :func:`engine.layout.floor.fewest_ranks` (too few ranks to hold the model states at
+all) are never estimated. The hypothesis test
+``tests/engine/layout/test_search_exact.py`` checks the answers against brute force.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from engine.errors import Problem
+from engine.layout.batch import batch_for, held_batch
 from engine.layout.evaluate import Evaluator, Outcome
-from engine.layout.lattice import Layout, batch_for, held_batch
+from engine.layout.padding import padding_problems, padding_share
+from engine.layout.point import Layout
+from engine.ledger.groups import ranks_per_node
+from engine.ledger.sharding import shard_group_size
 from engine.legality import rules
 from engine.plan import Plan
+from engine.stacks.families import rule_of
 
-Accept = Callable[[Outcome], bool]
 Cost = Callable[[int], int]
+Clock = Callable[[], float]
+
+
+class BudgetSpent(Exception):
+    """The search's time budget ran out before the next estimate."""
+
+
+@dataclass
+class Budget:
+    """A wall-clock budget for one search (``seconds`` None: unbounded)."""
+
+    seconds: float | None
+    clock: Clock = time.monotonic
+    started: float = field(default=0.0)
+    spent: bool = False
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def check(self) -> None:
+        if self.seconds is not None and self.elapsed() > self.seconds:
+            self.spent = True
+            raise BudgetSpent
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,114 +86,202 @@ def procurement(world_size: int, gpus_per_node: int, rounding: str) -> int:
     return -(-world_size // gpus_per_node) * gpus_per_node
 
 
-def dp_candidates(plan: Plan, ep: int, max_dp: int) -> Sequence[int]:
-    """DP values the shard-group and batch rules allow, ascending, up to ``max_dp``."""
-    b = plan.batch
-    sg = plan.parallelism.shard_group_size
-    return rules.dp_values(max_dp, sg, held_batch(plan), b.micro_batch, ep)
+def dp_candidates(plan: Plan, shape: Layout, max_dp: int, full: bool) -> Sequence[int]:
+    """DP values the shard-group, EP-folding and batch rules allow for ``shape``,
+    ascending, up to ``max_dp``; with ``full`` (the ``pipeline_full`` preference) a
+    held global batch must still give a pipeline at least p micro-batches."""
+    b, par = plan.batch, plan.parallelism
+    step = rules.fold_step(shape.ep, shape.etp, shape.tp, shape.cp, plan.model.architecture)
+    held = held_batch(plan)
+    if full and held is not None and shape.pp > 1:
+        max_dp = min(max_dp, held // (b.micro_batch * shape.pp))
+    return rules.dp_values(max_dp, par.shard_group_size, held, b.micro_batch, step)
 
 
-def _truncate(values: Sequence[int], max_value: int) -> Sequence[int]:
-    if isinstance(values, range):
-        return range(values.start, min(values.stop, max_value + 1), values.step)
-    return [v for v in values if v <= max_value]
-
-
-def _layout(plan: Plan, shape: tuple[int, int, int, int], dp: int) -> Layout:
-    batch = batch_for(plan, shape[3], dp)
+def layout_at(plan: Plan, shape: Layout, dp: int) -> Layout:
+    """``shape`` at ``dp`` data-parallel ranks, with the batch it runs."""
+    batch = batch_for(plan, dp, shape.pp)
     if isinstance(batch, Problem):  # dp_candidates only yields reachable batches
         raise AssertionError(batch.message)
-    return Layout(*shape, dp, *batch)
+    return replace(shape, dp=dp, micro_batch=batch[0], grad_accum=batch[1])
 
 
-def _first_fitting(
-    ok: Callable[[Layout], bool],
-    plan: Plan,
-    shape: tuple[int, int, int, int],
-    dps: Sequence[int],
-) -> Layout | None:
-    """The layout of the smallest DP in ``dps`` that ``ok`` accepts (monotone in DP).
+def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
+    """What may make a rank's peak rise between two DP values of one shape: layouts of
+    one shape with equal regimes never hold more with more DP (see the module's
+    docstring), up to :func:`slack`."""
+    par = plan.parallelism
+    rpn = ranks_per_node(plan)
+    dense = layout.dp * layout.cp
+    key: list[object] = [dense > 1, layout.dp if layout.world_size < rpn else 0]
+    if plan.model.architecture.moe is not None:
+        edp = layout.tp * layout.cp * layout.dp // (layout.ep * layout.etp)
+        key.append(edp > 1 and edp != dense)
+    if rule_of(par.strategy).hybrid:
+        laid = par.model_copy(update={"tp": layout.tp, "cp": layout.cp, "dp": layout.dp})
+        shard = shard_group_size(laid, dense, rpn)
+        key += [shard, dense > shard]
+    return tuple(key)
 
-    The largest DP is tried first: if it fails, no smaller DP can pass (one estimate
-    for a shape that cannot work). Otherwise gallop up from the smallest (answers are
-    usually small) and bisect.
-    """
-    n = len(dps)
-    if n == 0 or not ok(_layout(plan, shape, dps[-1])):
-        return None
-    hi, lo, i, step = n - 1, -1, 0, 1
-    while i < hi:  # gallop: indices 0, 1, 3, 7, ... (lo never passes, hi passes)
-        if ok(_layout(plan, shape, dps[i])):
-            hi = i
-            break
-        lo, i, step = i, i + step, step * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(_layout(plan, shape, dps[mid])):
-            hi = mid
-        else:
+
+def slack(plan: Plan, outcome: Outcome) -> int:
+    """An upper bound on how much a rank's peak can exceed that at a larger DP of the
+    same regime: only the padding FSDP adds to its gathered units and reduce-scatter
+    inputs can shrink away with fewer ranks (sharded states only grow). It is at most
+    the estimate's padded rows (``Outcome.padded``) times the largest padding share of
+    any unit at that layout; 0 when parameters are not gathered."""
+    pad, padded = padding_share(plan, outcome.layout)
+    return -(-outcome.padded * pad // padded) if pad else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Criterion:
+    """What a search accepts: the high (or low) estimate within the limit, and the node
+    ledgers fitting."""
+
+    figure: str  # "high" or "low"
+
+    def accept(self, o: Outcome) -> bool:
+        return o.fits_high if self.figure == "high" else o.fits_low
+
+    def all_below_fail(self, o: Outcome, margin: int) -> bool:
+        """Whether every smaller DP of the same regime fails too: the figure exceeds
+        the limit by more than ``margin``, or host RAM / NVMe per node does not fit
+        (they only grow with fewer ranks once a node is full)."""
+        if not o.ok:
+            return False
+        if o.node_problems:
+            return True
+        value = o.high if self.figure == "high" else o.low
+        return value - margin > o.limit
+
+
+@dataclass
+class _Shape:
+    """One shape's search over its regimes' DP values, with the estimates it needs."""
+
+    ev: Evaluator
+    criterion: Criterion
+    budget: Budget
+
+    def probe(self, layout: Layout) -> tuple[bool, bool]:
+        """(accepted, every smaller DP of the regime fails)."""
+        self.budget.check()
+        o = self.ev(layout)
+        if self.criterion.accept(o):
+            return True, False
+        return False, self.criterion.all_below_fail(o, slack(self.ev.plan, o))
+
+    def smallest(self, layouts: list[Layout]) -> Layout | None:
+        """The smallest accepted layout of one regime (ascending DP), soundly: a probe
+        that fails within its slack proves nothing about the values below it, which are
+        then estimated one by one."""
+        if not layouts:
+            return None
+        ok, dead = self.probe(layouts[-1])
+        if not ok:
+            return None if dead else self._scan(layouts[:-1])
+        lo, hi = -1, len(layouts) - 1  # everything ≤ lo fails, hi passes
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            ok, dead = self.probe(layouts[mid])
+            if ok:
+                hi = mid
+                continue
+            if not dead:
+                found = self._scan(layouts[lo + 1 : mid])
+                if found is not None:
+                    return found
             lo = mid
-    return _layout(plan, shape, dps[hi])
+        return layouts[hi]
 
-
-def _le(a: Layout, b: Layout) -> bool:
-    """``a`` uses no more of any parallel dimension than ``b`` (same micro-batch)."""
-    return (
-        a.micro_batch == b.micro_batch
-        and a.tp <= b.tp
-        and a.pp <= b.pp
-        and a.cp <= b.cp
-        and a.ep <= b.ep
-        and a.dp <= b.dp
-    )
+    def _scan(self, layouts: list[Layout]) -> Layout | None:
+        for lay in layouts:
+            if self.probe(lay)[0]:
+                return lay
+        return None
 
 
 def search_min(
     ev: Evaluator,
-    shapes: list[tuple[int, int, int, int]],
+    shapes: list[Layout],
     max_gpus: int,
     cost: Cost,
-    accept: Accept,
+    criterion: Criterion,
+    budget: Budget,
     start: Found | None = None,
-    monotone: bool = True,
+    full: bool = True,
+    padding: float = 1.0,
 ) -> Found | None:
-    """The accepted layout of least cost (ties: the earlier shape) up to ``max_gpus``.
-
-    With ``monotone`` (the default) a layout that uses no more of every parallel
-    dimension than a rejected one is rejected without an estimate, and one that uses
-    at least as much of each as an accepted one is accepted: more ranks in any
-    dimension divide the model or the tokens further and never raise a rank's peak.
-    """
+    """The accepted layout of least cost up to ``max_gpus``; among equal costs the
+    earlier shape in preference order, then the smaller DP. ``full`` and ``padding``
+    are the ``pipeline_full`` and ``max_padding_share`` preferences (they depend on DP,
+    so they are applied here rather than to the shapes)."""
     best = start
     plan = ev.plan
-    # Seed the dominance lists with every layout already estimated in this search.
-    fails = [o.layout for o in ev.outcomes if o.ok and not accept(o)]
-    fits = [o.layout for o in ev.outcomes if accept(o)]
-
-    def ok(layout: Layout) -> bool:
-        if monotone:
-            if any(_le(layout, f) for f in fails):
-                return False
-            if any(_le(f, layout) for f in fits):
-                return True
-        passed = accept(ev(layout))
-        (fits if passed else fails).append(layout)
-        return passed
-
+    floor = ev.fewest_ranks
+    if floor > max_gpus:
+        return best
+    searcher = _Shape(ev, criterion, budget)
     for shape in shapes:
-        m = shape[0] * shape[1] * shape[2] * shape[3]
-        if m > max_gpus:
+        m = shape.model_parallel
+        if m > max_gpus or (best is not None and cost(m) >= best.cost):
             continue
-        dps = dp_candidates(plan, shape[3], max_gpus // m)
-        if best is not None:
-            dps = _truncate(dps, _max_dp_below(best.cost, m, cost))
-        got = _first_fitting(ok, plan, shape, dps)
+        top = (
+            max_gpus // m if best is None else min(max_gpus // m, _max_dp_below(best.cost, m, cost))
+        )
+        fewest_dp = -(-floor // m)
+        layouts = [
+            layout_at(plan, shape, d)
+            for d in dp_candidates(plan, shape, top, full)
+            if d >= fewest_dp
+        ]
+        if padding < 1:
+            layouts = [lay for lay in layouts if not padding_problems(plan, lay, padding)]
+        regimes: dict[tuple[object, ...], list[Layout]] = {}
+        for lay in layouts:
+            regimes.setdefault(regime(plan, lay), []).append(lay)
+        got: Layout | None = None
+        for group in regimes.values():
+            if got is not None:
+                group = [g for g in group if g.dp < got.dp]
+            found = searcher.smallest(group)
+            if found is not None:
+                got = found
         if got is not None:
-            outcome = ev(got)
             c = cost(got.world_size)
-            if accept(outcome) and (best is None or c < best.cost):
-                best = Found(outcome, c)
+            if best is None or c < best.cost:
+                best = Found(ev(got), c)
     return best
+
+
+def search_growing(
+    ev: Evaluator,
+    shapes: list[Layout],
+    max_gpus: int,
+    cost: Cost,
+    criterion: Criterion,
+    budget: Budget,
+    start: Found | None = None,
+    full: bool = True,
+    padding: float = 1.0,
+    first_bound: int = 8,
+) -> Found | None:
+    """:func:`search_min`'s answer, searched within a bound that doubles from
+    ``first_bound`` up to ``max_gpus``: a big model's many shapes cost one estimate per
+    regime each at 16,384 GPUs, while most of them cannot even be laid out on the few
+    hundred GPUs the answer needs. Exact, not a heuristic: the best layout of at most
+    ``b`` ranks costs at most ``cost(b)``, and every layout of more ranks costs at least
+    ``cost(b + 1)``; once the best found costs less than that, no larger layout can beat
+    it or tie with it (ties keep the preference order of :func:`search_min`). Earlier
+    rounds' estimates are memoised by the evaluator."""
+    bound = max(1, first_bound)
+    while True:
+        b = min(bound, max_gpus)
+        found = search_min(ev, shapes, b, cost, criterion, budget, start, full, padding)
+        if b >= max_gpus or (found is not None and found.cost < cost(b + 1)):
+            return found
+        bound *= 2
 
 
 def _max_dp_below(bound: int, m: int, cost: Cost) -> int:

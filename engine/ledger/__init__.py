@@ -13,6 +13,7 @@ row id                                              built in ``engine.ledger.``
 ``hbm.activations.*``, ``host.activations.*``       ``activations.rows``
 ``hbm.inputs.*``, ``hbm.buffers.*``                 ``activations.inputs``
 ``hbm.loss.*``                                      ``activations.loss``
+``hbm.comm.*`` (CP K/V, EP all-to-all buffers)      ``activations.exchange``
 ``hbm.gathered.*``                                  ``peaks.gathered``
 ``hbm.buckets.*``, ``hbm.grads_unsharded.*``        ``peaks.buckets``
 ``hbm.optimizer_step.*``                            ``peaks.optimizer_step``

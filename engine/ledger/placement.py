@@ -1,7 +1,9 @@
 """Parallel placement: which slice of which tensor a rank of a pipeline stage holds.
 
 Placement happens before data-parallel sharding: TP splits the tensors its plan splits,
-PP assigns layers to stages, EP divides routed experts. CP holds no state of its own.
+PP assigns layers to stages, EP divides routed experts and expert TP splits each of them
+(folded over the stage's TP × CP × DP ranks, as Megatron-Core does). CP holds no state
+of its own.
 The result is the *local* tensor a rank owns, which the sharding strategy then divides
 by the size of the group that really shards it.
 """
@@ -39,33 +41,77 @@ class LocalTensor:
         return prod(self.shape)
 
 
-def stage_layer_ranges(arch: ArchitectureSpec, par: ParallelismSection) -> list[range]:
-    """Decoder layers held by each pipeline stage.
+def even_split(layers: int, pp: int) -> tuple[int, ...]:
+    """Equal stages, any remainder to the earliest: Megatron's default split (which
+    asserts that PP divides the layers, ``transformer_block.py``
+    ``get_num_layers_to_build``) extended to any PP."""
+    base, extra = divmod(layers, pp)
+    return tuple(base + (1 if s < extra else 0) for s in range(pp))
 
-    Explicit ``pp_layer_split`` wins; otherwise layers are balanced with the remainder
-    going to the earliest stages (the first stage also holds the embedding, but is the
-    one that keeps most micro-batches in flight, so it is the one to check).
-    """
-    if par.pp_layer_split is not None:
-        counts = list(par.pp_layer_split)
-    else:
-        base, extra = divmod(arch.layers, par.pp)
-        counts = [base + (1 if s < extra else 0) for s in range(par.pp)]
+
+def weighted_split(layers: int, pp: int) -> tuple[int, ...]:
+    """The embedding and the output layer + loss each count as one layer: L + 2 units
+    over ``pp`` stages, the remainder to the earliest, and the first and last stages
+    give one unit to the embedding and the output. torchtitan's default
+    (``distributed/pipeline_parallel.py`` ``_generate_llm_fqn_per_model_part`` with
+    ``pipeline_parallel_first/last_stage_less_layers = 1``); Megatron's
+    ``--account-for-embedding-in-pipeline-split`` and ``--account-for-loss-in-pipeline-
+    split`` do the same when PP divides L + 2. DeepSeek-V3's 61 layers on 16 stages:
+    63 units → 4 × 15 + 3 → 3, 4 × 14, 2."""
+    if pp == 1:
+        return (layers,)
+    counts = list(even_split(layers + 2, pp))
+    counts[0] -= 1
+    counts[-1] -= 1
+    return tuple(counts)
+
+
+def policy_split(layers: int, pp: int, policy: str) -> tuple[int, ...]:
+    """Layers per stage under ``parallelism.pp_split_policy`` (no explicit split)."""
+    if policy == "even" or (policy == "auto" and layers % pp == 0):
+        return even_split(layers, pp)
+    return weighted_split(layers, pp)
+
+
+def stage_split(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[int, ...]:
+    """Decoder layers of each pipeline stage: the explicit split or Megatron layout if
+    given (:attr:`ParallelismSection.layer_split`), else the split policy's."""
+    return par.layer_split or policy_split(arch.layers, par.pp, par.pp_split_policy)
+
+
+def stage_layer_ranges(arch: ArchitectureSpec, par: ParallelismSection) -> list[range]:
+    """Decoder layers held by each pipeline stage, as index ranges (see
+    :func:`stage_split`)."""
     ranges, start = [], 0
-    for n in counts:
+    for n in stage_split(arch, par):
         ranges.append(range(start, start + n))
         start += n
     return ranges
 
 
-def _tp_shape(t: Tensor, arch: ArchitectureSpec, tp: int) -> tuple[int, ...]:
-    """The local shape under TP (roles table: column, row, vocab-parallel or replicated).
+EMBEDDING_ROLES = frozenset({"embedding", "mtp_embedding"})
+HEAD_ROLES = frozenset({"lm_head", "mtp_head"})
+
+
+def tp_keeps_whole(t: Tensor, style: str) -> bool:
+    """Whether ``parallelism.tp_style`` leaves this vocabulary tensor unsplit: the
+    embedding unless vocab_parallel (transformers' tp_plan has no entry for
+    ``embed_tokens``), the output layer only when replicated (a DTensor plan on the
+    decoder layers alone)."""
+    if style == "vocab_parallel":
+        return False
+    return t.role in EMBEDDING_ROLES or (style == "replicated" and t.role in HEAD_ROLES)
+
+
+def _tp_shape(t: Tensor, arch: ArchitectureSpec, tp: int, style: str) -> tuple[int, ...]:
+    """The local shape under TP (roles table: column, row, vocab-parallel or replicated;
+    the TP style for the embedding and output layer).
 
     KV heads that TP cannot split (kv_heads < tp) are replicated: each rank keeps
     ceil(kv_heads / tp) heads, as Megatron and vLLM-style layouts do.
     """
     dim = tp_split_dim(t)
-    if tp == 1 or dim is None:
+    if tp == 1 or dim is None or tp_keeps_whole(t, style):
         return t.shape
     shape = list(t.shape)
     if t.role in KV_ROLES:
@@ -119,7 +165,7 @@ def _place(
         if t.expert >= ceil_div(n_experts, par.ep):
             return None  # rank 0 of the EP group holds experts [0, E/ep)
     tp = par.expert_tp if expert else par.tp
-    return LocalTensor(t, _tp_shape(t, arch, tp), expert, count)
+    return LocalTensor(t, _tp_shape(t, arch, tp, par.tp_style), expert, count)
 
 
 def place_stage(
@@ -144,26 +190,82 @@ def place_stage(
         placed = _place(t, arch, par, 1)
         if placed is not None:
             out.append(placed)
+    n_experts = arch.moe.num_experts if arch.moe else 1
     for cls in classes:
         count = sum(1 for layer in cls.layers if layer in layers)
         if count:
-            for t in cls.tensors:
-                placed = _place(t, arch, par, count)
+            for t, kept in _experts_folded(cls.tensors, n_experts, par.ep):
+                placed = _place(t, arch, par, count * kept)
                 if placed is not None:
                     out.append(placed)
     return tuple(out)
 
 
-def dense_dp_group(par: ParallelismSection) -> int:
-    """Ranks holding replicas of the same dense tensor slice: DP × CP × EP.
+@lru_cache(maxsize=256)
+def _experts_folded(
+    tensors: tuple[Tensor, ...], n_experts: int, ep: int
+) -> tuple[tuple[Tensor, int], ...]:
+    """A layer's tensors with its identical routed experts folded like identical layers:
+    one representative (the lowest expert index) per expert tensor kind, and how many
+    experts of rank 0's EP slice [0, E/ep) it stands for. DeepSeek-V3's 256 experts × 3
+    matrices become 3 tensors; every sum multiplies by the count, so bytes and
+    allocation counts stay exact."""
+    local = ceil_div(n_experts, ep) if ep > 1 else n_experts
+    out: list[tuple[Tensor, int]] = []
+    kinds: dict[tuple[object, ...], int] = {}
+    for t in tensors:
+        if t.expert is None or not is_expert_parallel(t):
+            out.append((t, 1))
+            continue
+        key = (t.name.replace(f"experts.{t.expert}.", "experts.*.", 1), t.shape, t.role, t.kind)
+        if key in kinds:
+            if t.expert < local:
+                i = kinds[key]
+                rep, n = out[i]
+                out[i] = (rep if rep.expert is not None and rep.expert < local else t, n + 1)
+            continue
+        kinds[key] = len(out)
+        out.append((t, 1 if t.expert < local else 0))
+    return tuple((t, n) for t, n in out if n)
 
-    CP ranks see different tokens but the same weights, and EP ranks hold the same
-    dense (non-expert) layers, so all of them form the dense data-parallel group
-    (Megatron's data-parallel-with-context group; torchtitan's dp_shard × cp).
+
+def stage_signature(
+    layers: range, classes: tuple[LayerClass, ...], stage: int, pp: int
+) -> tuple[bool, bool, tuple[int, ...]]:
+    """Everything :func:`place_stage` reads of a stage: whether it is the first or the
+    last, and how many of its ``layers`` fall in each layer class."""
+    counts = tuple(sum(1 for layer in cls.layers if layer in layers) for cls in classes)
+    return stage == 0, stage == pp - 1, counts
+
+
+@lru_cache(maxsize=1024)
+def representative_stages(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[int, ...]:
+    """For each stage, the first stage that places exactly the same tensors (same
+    signature): DeepSeek-V3 on 16 stages has 3 kinds (first, 14 identical middle
+    stages, last), so the persistent rows are computed 3 times, not 16."""
+    first: dict[tuple[bool, bool, tuple[int, ...]], int] = {}
+    _, classes = layer_classes(arch)
+    ranges = stage_layer_ranges(arch, par)
+    return tuple(
+        first.setdefault(stage_signature(ranges[s], classes, s, par.pp), s) for s in range(par.pp)
+    )
+
+
+def dense_dp_group(par: ParallelismSection) -> int:
+    """Ranks holding replicas of the same dense tensor slice: DP × CP.
+
+    CP ranks see different tokens but the same weights, so they join the dense
+    data-parallel group (Megatron's data-parallel-with-context group,
+    ``parallel_state.get_data_parallel_group(with_context_parallel=True)``; torchtitan's
+    dp_shard × cp). EP no longer appears: it folds over these same ranks.
     """
-    return par.dp * par.cp * par.ep
+    return par.dp * par.cp
 
 
 def expert_dp_group(par: ParallelismSection) -> int:
-    """Ranks holding replicas of the same routed expert: DP × CP."""
-    return par.dp * par.cp
+    """Ranks holding replicas of the same routed-expert slice: Megatron-Core's expert data
+    parallelism, TP × CP × DP ÷ (EP × expert TP) (``parallel_state.py``
+    ``initialize_model_parallel``: ``expert_data_parallel_size = world_size //
+    (expert_tensor_parallel_size × expert_model_parallel_size × pipeline_model_parallel_size)``;
+    ``theoretical_memory_usage.py`` shards the experts' optimizer over it)."""
+    return par.expert_dp

@@ -9,24 +9,36 @@ layout search derives are built without re-validation.
 from __future__ import annotations
 
 from engine.errors import PlanError, Problem
-from engine.legality import rules
+from engine.legality import pipeline_layout, rules
 from engine.legality.offload import offload_problems
-from engine.legality.stack import stack_problems
+from engine.legality.stack import dimension_problems, stack_problems
 from engine.plan import Plan
+from engine.stacks.catalog import concrete_stack
 
 
 def plan_problems(plan: Plan) -> list[Problem]:
     """Every reason this plan cannot run as laid out; empty when it can."""
     par, arch, b = plan.parallelism, plan.model.architecture, plan.batch
+    layout = pipeline_layout.layout_problems(
+        par.pp_layout, par.pp, par.virtual_stages, arch.layers, arch.mtp_layers
+    )
+    pipeline = layout or rules.pp_problems(
+        par.pp, arch.layers, par.virtual_stages, par.layer_split, par.pp_schedule
+    )
+    st = par.strategy
+    stack = concrete_stack(plan.stack.name, st, plan.method.kind)
     return [
         *rules.tp_problems(par.tp, arch),
-        *rules.pp_problems(
-            par.pp, arch.layers, par.virtual_stages, par.pp_layer_split, par.pp_schedule
-        ),
+        *dimension_problems(stack, st, "tp", par.tp),
+        *pipeline,
+        *dimension_problems(stack, st, "pp", par.pp),
         *rules.cp_problems(par.cp, b.seq_len),
+        *dimension_problems(stack, st, "cp", par.cp),
         *rules.ep_problems(par.ep, arch),
+        *dimension_problems(stack, st, "ep", par.ep),
         *rules.dp_problems(par.dp, par.shard_group_size),
-        *rules.batch_problems(b.global_batch, b.micro_batch, b.grad_accum, par.dp * par.ep),
+        *rules.fold_problems(par.ep, par.expert_tp, par.stage_ranks, arch),
+        *rules.batch_problems(b.global_batch, b.micro_batch, b.grad_accum, par.dp),
         *offload_problems(par.strategy, plan.offload.params, plan.offload.optimizer),
         *stack_problems(plan.stack.name, par.strategy, plan.method.kind),
     ]

@@ -15,6 +15,7 @@ unchanged from before the rules were gathered here: see each group's heading.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import gcd, lcm
 
 from engine.errors import Problem
 from engine.models.spec import ArchitectureSpec
@@ -41,6 +42,15 @@ def split_non_negative(split: Split) -> Problem | None:
     return Problem(
         ("parallelism.pp_layer_split",),
         "parallelism.pp_layer_split entries must be non-negative layer counts",
+    )
+
+
+def one_explicit_split(split: Split, layout: str | None) -> Problem | None:
+    if split is None or layout is None:
+        return None
+    return Problem(
+        ("parallelism.pp_layer_split", "parallelism.pp_layout"),
+        "give parallelism.pp_layer_split or parallelism.pp_layout, not both",
     )
 
 
@@ -153,16 +163,36 @@ def ep_divides_experts(ep: int, arch: ArchitectureSpec) -> Problem | None:
     )
 
 
+def ep_folds(ep: int, expert_tp: int, stage_ranks: int, arch: ArchitectureSpec) -> Problem | None:
+    """Megatron-Core regroups a pipeline stage's TP × CP × DP ranks as expert TP × EP ×
+    expert DP (``parallel_state.py`` ``initialize_model_parallel`` raises unless the world
+    divides by expert TP × EP × PP): EP × expert TP must divide TP × CP × DP."""
+    if arch.moe is None or stage_ranks % (ep * expert_tp) == 0:
+        return None
+    return Problem(
+        (
+            "parallelism.ep",
+            "parallelism.expert_tp",
+            "parallelism.tp",
+            "parallelism.cp",
+            "parallelism.dp",
+        ),
+        f"parallelism.ep × parallelism.expert_tp = {ep} × {expert_tp} = {ep * expert_tp} must "
+        f"divide the {stage_ranks} ranks of a pipeline stage (parallelism.tp × parallelism.cp "
+        f"× parallelism.dp): expert parallelism folds over those ranks",
+    )
+
+
 def global_batch_reachable(global_batch: int, micro_batch: int, replicas: int) -> Problem | None:
     """Every replica takes whole micro-batches: the global batch must be a multiple of
-    micro-batch × replicas (DP × EP, as the engine counts them)."""
+    micro-batch × replicas (DP)."""
     per_step = micro_batch * replicas
     if global_batch % per_step == 0:
         return None
     return Problem(
-        ("batch.global_batch", "batch.micro_batch", "parallelism.dp", "parallelism.ep"),
+        ("batch.global_batch", "batch.micro_batch", "parallelism.dp"),
         f"the global batch {global_batch} (batch.global_batch) is not a multiple of "
-        f"batch.micro_batch × data-parallel replicas (parallelism.dp × parallelism.ep) = "
+        f"batch.micro_batch × data-parallel replicas (parallelism.dp) = "
         f"{micro_batch} × {replicas} = {per_step}",
     )
 
@@ -215,6 +245,13 @@ def cp_problems(cp: int, seq_len: int) -> list[Problem]:
 
 def ep_problems(ep: int, arch: ArchitectureSpec) -> list[Problem]:
     return _found(ep_needs_experts(ep, arch), ep_divides_experts(ep, arch))
+
+
+def fold_problems(
+    ep: int, expert_tp: int, stage_ranks: int, arch: ArchitectureSpec
+) -> list[Problem]:
+    """The one rule that couples dimensions: EP × expert TP folds over TP × CP × DP."""
+    return _found(ep_folds(ep, expert_tp, stage_ranks, arch))
 
 
 def dp_problems(dp: int, shard_group_size: int | None) -> list[Problem]:
@@ -274,21 +311,30 @@ def dp_values(
     shard_group_size: int | None,
     held_batch: int | None,
     micro_batch: int,
-    ep: int,
+    step: int = 1,
 ) -> Sequence[int]:
-    """Every DP ≤ ``max_dp``, ascending, that passes :func:`dp_problems` and, when a
-    global batch is held, :func:`global_batch_reachable` with DP × EP replicas.
+    """Every DP ≤ ``max_dp``, ascending, that passes :func:`dp_problems`, is a multiple
+    of ``step`` (what :func:`ep_folds` needs of DP for a given TP × CP and EP) and, when a
+    global batch is held, passes :func:`global_batch_reachable` with DP replicas.
 
-    Enumerated from the rules' structure (multiples of the shard group; DP dividing
-    held ÷ (micro × EP)) rather than by testing each value: the search asks this once
+    Enumerated from the rules' structure (multiples of the shard group and the step; DP
+    dividing held ÷ micro) rather than by testing each value: the search asks this once
     per model-parallel shape, and the shapes number in the hundreds.
     """
     if max_dp < 1:
         return range(0)
-    sg = shard_group_size or 1
+    sg = lcm(shard_group_size or 1, step)
     if held_batch is None:
         return range(sg, max_dp + 1, sg)
-    per = micro_batch * ep
-    if held_batch % per:
+    if held_batch % micro_batch:
         return range(0)
-    return [d for d in divisors(held_batch // per) if d <= max_dp and d % sg == 0]
+    return [d for d in divisors(held_batch // micro_batch) if d <= max_dp and d % sg == 0]
+
+
+def fold_step(ep: int, expert_tp: int, tp: int, cp: int, arch: ArchitectureSpec) -> int:
+    """The smallest DP step that keeps :func:`ep_folds` true: DP must be a multiple of
+    (EP × expert TP) ÷ gcd(EP × expert TP, TP × CP)."""
+    if arch.moe is None:
+        return 1
+    need = ep * expert_tp
+    return need // gcd(need, tp * cp)

@@ -1,12 +1,39 @@
-"""Which strategies and methods each training stack runs, with reasons a user can act on.
+"""What each training stack runs, with reasons a user can act on: which strategies and
+methods (:func:`stack_problems`), and which parallel dimensions (:func:`dimension_problems`).
 
-Facts (the stacks' code): DeepSpeed runs its ZeRO stages only; Megatron-Core runs its
-own DDP and distributed optimizer; torchtitan shards with FSDP2 (or replicates with
-DDP); a plain PyTorch script calls DDP / FSDP directly; the HF Trainer runs all of
-those but Megatron. peft (LoRA, QLoRA) wraps HF transformers models, which torchtitan
-and Megatron-Core do not build. ``stack.name auto`` picks a stack that runs the plan,
-so only an explicit stack can refuse — except that auto maps the Megatron distributed
-optimizer to Megatron-Core, which runs no peft.
+Strategies and methods (the stacks' code): DeepSpeed runs its ZeRO stages only;
+Megatron-Core runs its own DDP and distributed optimizer; torchtitan shards with FSDP2 (or
+replicates with DDP); a plain PyTorch script calls DDP / FSDP directly; the HF Trainer runs
+all of those but Megatron. peft (LoRA, QLoRA) wraps HF transformers models, which
+torchtitan and Megatron-Core do not build. ``stack.name auto`` picks a stack that runs the
+plan, so only an explicit stack can refuse — except that auto maps the Megatron
+distributed optimizer to Megatron-Core, which runs no peft.
+
+Parallel dimensions, by stack first, then by the strategy's family
+(:data:`engine.stacks.families.STRATEGIES`):
+
+- Megatron-Core runs TP, PP, CP and EP with its DDP and its distributed optimizer
+  (``megatron/core/parallel_state.py``).
+- The HF Trainer runs no pipeline schedule and no expert parallelism; its context
+  parallelism is accelerate's ``ParallelismConfig(cp_size=…)``, which needs FSDP2.
+- torchtitan's DDP refuses any second dimension (``parallelize_llama``: "DDP has not
+  supported > 1D parallelism").
+- FSDP2 (torchtitan, a plain script): TP (DTensor), PP (``torch.distributed.pipelining``),
+  CP (``context_parallel``) and EP all compose with ``fully_shard``
+  (``torchtitan/distributed/parallel_dims.py``).
+- FSDP1 composes with DTensor TP over a device mesh, but not with pipelining, context
+  parallelism or expert parallelism (``FullyShardedDataParallel`` takes a 2-D mesh for
+  HSDP / TP only).
+- DDP (a plain script) has no context or expert parallelism; TP runs through DTensor,
+  PP through ``torch.distributed.pipelining``.
+- DeepSpeed ZeRO: AutoTP training combines TP with ZeRO stages 0–2 only (DeepSpeed
+  "Automatic Tensor Parallelism (Training)"), the pipeline engine with ZeRO-1 only
+  (``deepspeed/runtime/pipe/engine.py`` asserts ZeRO stage < 2), DeepSpeed-MoE's expert
+  parallelism with ZeRO-1/2, and its sequence parallelism is Ulysses (all-to-all over
+  heads), not the ring/all-gather context parallelism MemPlan models.
+
+Every dimension rule depends on one parallel dimension (and the plan's stack, strategy
+and method, which a layout search never changes), so the lattice judges it once per value.
 """
 
 from __future__ import annotations
@@ -14,13 +41,20 @@ from __future__ import annotations
 from engine.errors import Problem
 from engine.sections.method import MethodKind
 from engine.sections.parallel import Strategy
-from engine.sections.stack import StackName
+from engine.sections.stack import ConcreteStack, StackName
 from engine.stacks.catalog import PEFT_METHODS, STACKS, concrete_stack, stack_info
-from engine.stacks.families import FAMILIES, family_of
+from engine.stacks.families import FAMILIES, family_of, rule_of
 
 _STACK = "stack.name"
 _STRATEGY = "parallelism.strategy"
 _KIND = "method.kind"
+
+_NAMES = {
+    "tp": "tensor parallelism",
+    "pp": "pipeline parallelism",
+    "cp": "context parallelism",
+    "ep": "expert parallelism",
+}
 
 
 def _runs(strategy: Strategy) -> str:
@@ -53,3 +87,75 @@ def stack_problems(name: StackName, strategy: Strategy, kind: MethodKind) -> lis
             )
         )
     return out
+
+
+def _stack_why_not(stack: ConcreteStack, strategy: Strategy, dim: str) -> str | None:
+    """What the stack itself refuses, whatever the strategy's family allows."""
+    family = family_of(strategy)
+    if stack == "hf_trainer":
+        if dim == "pp":
+            return "the HF Trainer runs no pipeline schedule"
+        if dim == "ep":
+            return "the HF Trainer has no expert parallelism"
+        if dim == "cp" and family != "fsdp2":
+            return (
+                "the HF Trainer's context parallelism (accelerate ParallelismConfig "
+                "cp_size) runs with FSDP2 only"
+            )
+    if stack == "torchtitan" and family == "ddp":
+        return "torchtitan's DDP runs no second parallel dimension (use FSDP2)"
+    return None
+
+
+def _family_why_not(strategy: Strategy, dim: str) -> str | None:
+    """What the strategy's family cannot run, on a stack that runs the family natively."""
+    family, stage = family_of(strategy), rule_of(strategy).zero_stage
+    label = rule_of(strategy).label
+    if family in ("megatron", "fsdp2"):
+        return None
+    if family == "fsdp1":
+        if dim == "tp":
+            return None
+        return f"{label} has no {_NAMES[dim]} (FSDP2 or Megatron have)"
+    if family == "ddp":
+        if dim in ("tp", "pp"):
+            return None
+        return f"DDP has no {_NAMES[dim]} outside Megatron-Core"
+    # DeepSpeed ZeRO
+    if dim == "tp" and stage >= 3:
+        return "DeepSpeed's AutoTP training combines TP with ZeRO stages 0–2 only"
+    if dim == "pp" and stage >= 2:
+        return "DeepSpeed's pipeline engine runs with ZeRO-1 only"
+    if dim == "ep" and stage >= 3:
+        return "DeepSpeed-MoE's expert parallelism runs with ZeRO-1/2 only"
+    if dim == "cp":
+        return (
+            "DeepSpeed's sequence parallelism is Ulysses (all-to-all over heads), not the "
+            "ring or all-gather context parallelism counted here"
+        )
+    return None
+
+
+def dimension_why_not(stack: ConcreteStack, strategy: Strategy, dim: str) -> str | None:
+    """Why ``stack`` running ``strategy`` cannot run ``dim`` > 1, or None when it can."""
+    if stack == "megatron_core":
+        return None
+    return _stack_why_not(stack, strategy, dim) or _family_why_not(strategy, dim)
+
+
+def dimension_problems(
+    stack: ConcreteStack, strategy: Strategy, dim: str, size: int
+) -> list[Problem]:
+    """The reason ``stack`` with ``strategy`` cannot run ``dim`` of ``size`` (empty when
+    it can)."""
+    if size <= 1:
+        return []
+    why = dimension_why_not(stack, strategy, dim)
+    if why is None:
+        return []
+    return [
+        Problem(
+            (f"parallelism.{dim}", _STRATEGY, _STACK),
+            f"parallelism.{dim} ({size}) cannot run: {why}",
+        )
+    ]

@@ -54,6 +54,20 @@ class HardwareSection(Section):
         le=10**17,
         description="Local NVMe per node (bytes); DGX H100: 8 × 3.84 TB.",
     )
+    intra_node_gbps: float = Field(
+        default=450.0,
+        gt=0,
+        le=100_000,
+        description="GPU-to-GPU bandwidth inside a node, per GPU and direction (GB/s): "
+        "H100 SXM NVLink 4 carries 900 GB/s in both directions together, 450 each way.",
+    )
+    inter_node_gbps: float = Field(
+        default=50.0,
+        gt=0,
+        le=100_000,
+        description="Network bandwidth between nodes, per GPU and direction (GB/s): DGX "
+        "H100 has one 400 Gb/s ConnectX-7 NIC per GPU = 50 GB/s.",
+    )
     host_link_gbps: float | None = Field(
         default=None, gt=0, le=100_000, description="Device↔host bandwidth per GPU (GB/s)."
     )

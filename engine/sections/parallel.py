@@ -1,4 +1,5 @@
-"""The Parallelism section: the TP × PP × CP × EP × DP matrix and the sharding strategy."""
+"""The Parallelism section: the TP × PP × CP × DP grid, expert parallelism folded over it,
+and the sharding strategy."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from engine.errors import require
-from engine.legality import rules
+from engine.legality import pipeline_layout, rules
 from engine.sections.base import Section
 
 Strategy = Literal[
@@ -99,7 +100,14 @@ class StrategyKnobs(Section):
 
 
 class ParallelismSection(Section):
-    """How ranks are arranged: world size = TP × PP × CP × EP × DP."""
+    """How ranks are arranged, as Megatron-Core arranges them: world = TP × PP × CP × DP.
+
+    The expert layers of a mixture-of-experts model reuse the same ranks ("MoE parallel
+    folding", ``megatron/core/parallel_state.py`` ``initialize_model_parallel``): within a
+    pipeline stage the TP × CP × DP ranks are regrouped as expert TP × EP × expert DP, so
+    EP × expert TP must divide TP × CP × DP and expert DP = TP × CP × DP ÷ (EP × expert TP).
+    EP therefore never adds ranks; DP counts the model replicas that draw micro-batches.
+    """
 
     tp: int = Field(default=1, ge=1, le=1024, description="Tensor-parallel size (ranks).")
     pp: int = Field(default=1, ge=1, le=1024, description="Pipeline-parallel stages (ranks).")
@@ -107,18 +115,46 @@ class ParallelismSection(Section):
         default=1, ge=1, le=128, description="Interleaved virtual stages per rank v (count)."
     )
     cp: int = Field(default=1, ge=1, le=1024, description="Context-parallel size (ranks).")
-    ep: int = Field(default=1, ge=1, le=4096, description="Expert-parallel size (ranks).")
-    expert_tp: int = Field(default=1, ge=1, le=1024, description="TP inside each expert.")
-    dp: int = Field(default=8, ge=1, le=1_000_000, description="Data-parallel size (ranks).")
+    ep: int = Field(
+        default=1,
+        ge=1,
+        le=4096,
+        description="Expert-parallel size (ranks), folded over TP × CP × DP: adds no ranks.",
+    )
+    cp_comm: Literal["auto", "p2p", "all_gather"] = Field(
+        default="auto",
+        description="How context parallelism exchanges K/V: p2p = ring attention passing "
+        "K/V chunks to the next rank (Megatron --cp-comm-type default, TransformerEngine "
+        "AttnFuncWithCPAndKVP2P); all_gather = every rank gathers the whole sequence's "
+        "K/V (PyTorch context_parallel's default rotate method, what torchtitan runs); "
+        "auto = p2p for Megatron, all_gather otherwise.",
+    )
+    expert_tp: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="Tensor parallelism inside each routed expert (Megatron "
+        "--expert-tensor-parallel-size), folded like EP.",
+    )
+    dp: int = Field(
+        default=8,
+        ge=1,
+        le=1_000_000,
+        description="Data-parallel size (ranks): model replicas, each drawing its own "
+        "micro-batches (EP folds into these ranks).",
+    )
     sequence_parallel: bool = Field(
         default=False, description="Megatron sequence parallelism (splits norms/dropout by TP)."
     )
-    tp_style: Literal["auto", "vocab_parallel", "replicated_embedding"] = Field(
+    tp_style: Literal["auto", "vocab_parallel", "replicated_embedding", "replicated"] = Field(
         default="auto",
-        description="How TP treats the vocabulary: vocab_parallel (Megatron-Core "
-        "VocabParallelEmbedding and vocab-parallel cross-entropy, torchtitan loss_parallel) "
-        "or replicated_embedding (transformers' tp_plan: lm_head colwise_rep gathers the "
-        "logits, the embedding stays whole). auto = the stack's.",
+        description="How TP treats the embedding and the output layer: vocab_parallel = "
+        "both split by vocabulary and the logits stay split (Megatron-Core "
+        "VocabParallelEmbedding and vocab-parallel cross-entropy, torchtitan loss_parallel); "
+        "replicated_embedding = the embedding whole, the output layer split by vocabulary "
+        "and its logits gathered to every rank (transformers' tp_plan: embed_tokens outside "
+        "base_model_tp_plan, lm_head colwise_rep); replicated = both whole on every rank "
+        "(DTensor parallelize_module on the decoder layers only). auto = the stack's.",
     )
     strategy: Strategy = Field(default="fsdp2", description="Data-parallel sharding strategy.")
     shard_group_size: int | None = Field(
@@ -129,7 +165,25 @@ class ParallelismSection(Section):
     )
     pp_schedule: Literal["1f1b", "interleaved_1f1b", "gpipe"] = Field(default="1f1b")
     pp_layer_split: tuple[int, ...] | None = Field(
-        default=None, description="Explicit decoder layers per stage; None = balanced."
+        default=None,
+        description="Explicit decoder layers per stage; None = pp_layout or pp_split_policy.",
+    )
+    pp_layout: str | None = Field(
+        default=None,
+        max_length=10_000,
+        description="A Megatron --pipeline-model-parallel-layout string, e.g. "
+        '"Et*3|(tttt|)*14,ttL" (E embedding, t decoder layer, m MTP layer, L loss; pp × '
+        "virtual_stages stages separated by |); None = pp_layer_split or pp_split_policy.",
+    )
+    pp_split_policy: Literal["auto", "even", "weighted"] = Field(
+        default="auto",
+        description="Layers per stage when neither pp_layer_split nor pp_layout is given: "
+        "even = equal stages, any remainder to the earliest (Megatron's default split); "
+        "weighted = the embedding and the output layer + loss each count as one layer, so "
+        "the first and last stages hold one layer less (torchtitan's default "
+        "pipeline_parallel_first/last_stage_less_layers = 1; Megatron's "
+        "--account-for-embedding/loss-in-pipeline-split); auto = even when PP divides the "
+        "layers, weighted otherwise.",
     )
     ranks_per_node: int | None = Field(
         default=None,
@@ -141,7 +195,29 @@ class ParallelismSection(Section):
 
     @property
     def world_size(self) -> int:
-        return self.tp * self.pp * self.cp * self.ep * self.dp
+        """Ranks of the job: TP × PP × CP × DP (EP folds into them)."""
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def layer_split(self) -> tuple[int, ...] | None:
+        """The explicit decoder layers per stage: ``pp_layer_split``, or those of
+        ``pp_layout`` (its virtual stages summed per pipeline rank); None = the policy."""
+        if self.pp_layer_split is not None:
+            return self.pp_layer_split
+        if self.pp_layout is not None:
+            return pipeline_layout.stage_layers(self.pp_layout, self.pp)
+        return None
+
+    @property
+    def stage_ranks(self) -> int:
+        """Ranks of one pipeline stage: TP × CP × DP, regrouped for the expert layers."""
+        return self.tp * self.cp * self.dp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data parallelism: the stage's ranks ÷ (EP × expert TP), at least 1
+        (``legality.rules.ep_folds`` refuses a layout where the division is not exact)."""
+        return max(1, self.stage_ranks // (self.ep * self.expert_tp))
 
     @model_validator(mode="after")
     def _consistent(self) -> ParallelismSection:
@@ -151,5 +227,6 @@ class ParallelismSection(Section):
             rules.split_non_negative(self.pp_layer_split),
             rules.virtual_needs_interleaving(self.virtual_stages, self.pp_schedule),
             rules.shard_group_divides_dp(self.shard_group_size, self.dp),
+            rules.one_explicit_split(self.pp_layer_split, self.pp_layout),
         )
         return self

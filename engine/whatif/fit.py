@@ -86,7 +86,7 @@ def largest_micro_batch(
     """
     est = estimator or estimate
     b, par = plan.batch, plan.parallelism
-    replicas = par.dp * par.ep
+    replicas = par.dp
     if b.hold_fixed == "global_batch":
         target = b.global_batch or b.micro_batch * b.grad_accum * replicas
         per_replica = target // replicas if target % replicas == 0 else 0

@@ -1,4 +1,4 @@
-"""Parallelism tab: the TP × PP × CP × EP × DP matrix, strategy and its knobs."""
+"""Parallelism tab: the TP × PP × CP × DP grid (EP folded over it), strategy and its knobs."""
 
 from __future__ import annotations
 
@@ -44,5 +44,6 @@ class ParallelismTab(TabPage):
         par = self.doc.plan.parallelism
         self.world.setText(
             f"World size: <b>{par.world_size:,}</b> ranks = TP {par.tp} × PP {par.pp} × "
-            f"CP {par.cp} × EP {par.ep} × DP {par.dp}"
+            f"CP {par.cp} × DP {par.dp}"
+            + (f"; EP {par.ep} × expert TP {par.expert_tp} folded over them" if par.ep > 1 else "")
         )

@@ -6,8 +6,8 @@ The rule that keeps the counts, the chosen layout and the plan on screen in agre
 when the plan's own layout fits, it is the chosen one — the search's first legal layout
 (the fewest ranks that fit) is then offered as an alternative, not presented as a
 contradiction of a plan that works. When the plan does not fit, the first legal layout
-is the chosen one. (``engine.layout.counts`` does not apply this rule itself yet; it
-is applied here, in presentation only.)
+is the chosen one. (``engine.layout.counts`` applies the same rule: the plan's own
+layout wins every tie, and ``GpuCounts.chosen`` names it.)
 
 Rejected layouts are listed only when their reason can apply to this model: a dense
 model is never told, layout after layout, that EP needs a mixture-of-experts model.

@@ -19,9 +19,7 @@ TINY = {
     "vocab": 100,
 }
 MOE = {"num_experts": 4, "top_k": 2, "expert_intermediate": 32}
-NO_PREFERENCES = LayoutPreferences(
-    tp_within_node=False, tp_power_of_two=False, kv_replication=True, even_pp=False
-)
+NO_PREFERENCES = LayoutPreferences.hard_rules_only()
 """Only the hard rules: what legality alone admits."""
 
 

@@ -194,7 +194,7 @@ ESTIMATE_TIME = [
     ),
     pytest.param(
         {"family": "mixtral", "moe": MOE},
-        {"parallelism.ep": 3},
+        {"parallelism.ep": 3, "parallelism.dp": 3},
         Problem(
             ("parallelism.ep", "model.architecture.moe.num_experts"),
             "parallelism.ep (3) must divide the 4 experts (model.architecture.moe.num_experts)",
@@ -202,12 +202,29 @@ ESTIMATE_TIME = [
         id="ep-divides-experts",
     ),
     pytest.param(
+        {"family": "mixtral", "moe": MOE},
+        {"parallelism.ep": 4, "parallelism.dp": 2},
+        Problem(
+            (
+                "parallelism.ep",
+                "parallelism.expert_tp",
+                "parallelism.tp",
+                "parallelism.cp",
+                "parallelism.dp",
+            ),
+            "parallelism.ep × parallelism.expert_tp = 4 × 1 = 4 must divide the 2 ranks of a "
+            "pipeline stage (parallelism.tp × parallelism.cp × parallelism.dp): expert "
+            "parallelism folds over those ranks",
+        ),
+        id="ep-folds",
+    ),
+    pytest.param(
         {},
         {"batch.hold_fixed": "global_batch", "batch.global_batch": 3, "parallelism.dp": 2},
         Problem(
-            ("batch.global_batch", "batch.micro_batch", "parallelism.dp", "parallelism.ep"),
+            ("batch.global_batch", "batch.micro_batch", "parallelism.dp"),
             "the global batch 3 (batch.global_batch) is not a multiple of batch.micro_batch "
-            "× data-parallel replicas (parallelism.dp × parallelism.ep) = 1 × 2 = 2",
+            "× data-parallel replicas (parallelism.dp) = 1 × 2 = 2",
         ),
         id="global-batch-reachable",
     ),

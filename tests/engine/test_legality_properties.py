@@ -8,16 +8,19 @@ enumerates are exactly those passing the rules.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from legality_plans import NO_PREFERENCES, tiny_changes
+from legality_plans import MOE, NO_PREFERENCES, tiny, tiny_changes
 
 from engine.layout.lattice import LayoutPreferences, enumerate_layouts, legal_shapes, with_layout
 from engine.legality import rules
 from engine.legality.checks import plan_problems
+from engine.legality.stack import dimension_problems
 from engine.plan import Plan, default_plan, with_values
+from engine.stacks.catalog import concrete_stack
 
 OFFLOADS = [
     ("fsdp2", "none", "none"),
@@ -100,15 +103,30 @@ def test_lattice_legal_exactly_when_legality_reports_nothing(plan: Plan, world: 
 def test_search_shapes_are_the_legal_shapes_of_the_lattice(
     plan: Plan, max_ranks: int, prefs: LayoutPreferences
 ) -> None:
-    """With no shard group and the micro-batch held, DP constrains nothing, so the
-    shapes the search starts from are those of the legal DP-1 layouts of every world
-    size up to the bound (under the same preferences), in preference order."""
-    shapes = legal_shapes(plan, max_ranks, prefs)
+    """With no shard group and the micro-batch held, DP constrains nothing but the EP
+    folding, so the shapes the search starts from are those of the legal DP-1 layouts of
+    every world size up to the bound (under the same preferences) — with every EP up to
+    the bound that passes the EP rules, since the folding rule is judged with DP later.
+    (The preferences that depend on DP — FSDP padding — are judged with DP by the search
+    too, so they are left out of the comparison.)"""
+    prefs = replace(prefs, max_padding_share=1.0)
+    shapes = [s.shape for s in legal_shapes(plan, max_ranks, prefs)]
+    arch = plan.model.architecture
+    strategy = plan.parallelism.strategy
+    stack = concrete_stack(plan.stack.name, strategy, plan.method.kind)
+    eps = [
+        e
+        for e in rules.ep_values(arch)
+        if e <= max_ranks
+        and not rules.ep_problems(e, arch)
+        and not dimension_problems(stack, strategy, "ep", e)
+    ]
     expected = {
-        layout.shape
+        (*layout.shape[:3], ep)
         for world in range(1, max_ranks + 1)
         for layout in enumerate_layouts(plan, world, prefs).legal
-        if layout.dp == 1
+        if layout.dp == 1 and layout.ep == 1
+        for ep in eps
     }
     assert set(shapes) == expected and len(shapes) == len(expected)
 
@@ -119,19 +137,26 @@ def test_search_shapes_are_the_legal_shapes_of_the_lattice(
     st.none() | st.integers(1, 6),
     st.none() | st.integers(1, 48),
     st.integers(1, 4),
-    st.integers(1, 4),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2]),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([1, 2]),
 )
 def test_dp_values_are_exactly_the_dp_passing_the_rules(
-    max_dp: int, sg: int | None, held: int | None, micro: int, ep: int
+    max_dp: int, sg: int | None, held: int | None, micro: int, ep: int, etp: int, tp: int, cp: int
 ) -> None:
-    """The search's DP enumeration (from the rules' structure) against the rules."""
+    """The search's DP enumeration (from the rules' structure) against the rules, the
+    EP folding rule included (EP × expert TP must divide TP × CP × DP)."""
+    arch = tiny(dict(family="mixtral", moe=MOE)).model.architecture
     expected = [
         d
         for d in range(1, max_dp + 1)
         if not rules.dp_problems(d, sg)
-        and (held is None or rules.global_batch_reachable(held, micro, d * ep) is None)
+        and not rules.fold_problems(ep, etp, tp * cp * d, arch)
+        and (held is None or rules.global_batch_reachable(held, micro, d) is None)
     ]
-    assert list(rules.dp_values(max_dp, sg, held, micro, ep)) == expected
+    step = rules.fold_step(ep, etp, tp, cp, arch)
+    assert list(rules.dp_values(max_dp, sg, held, micro, step)) == expected
 
 
 @settings(max_examples=100, deadline=None)

@@ -120,3 +120,23 @@ def test_a_schema_2_file_from_before_workload_and_acceptance_opens_with_their_de
     path = tmp_path / "early-v2.memplan"
     path.write_text(json.dumps(doc), encoding="utf-8")
     assert load(path).plan == default_plan()
+
+
+def test_one_migration_keeps_both_schema_2_changes_meaning() -> None:
+    """Schema 2 made the stack an input *and* folded EP over TP × CP × DP; the single
+    1 → 2 migration keeps both meanings at once. A schema-1 MoE section with EP 8 × DP 2
+    (16 ranks, 16 replicas: schema 1 counted world = TP·PP·CP·EP·DP) becomes DP 16 with
+    EP 8, still 16 ranks; the fields schema 2 added or made ``auto`` hold schema 1's values
+    (vocab-parallel TP, the even split, autocast); the stack is ``auto``."""
+    v1: dict[str, Any] = {
+        "model": {"preset": "mixtral-8x7b"},
+        "parallelism": {"ep": 8, "dp": 2, "tp": 2},
+        "method": {},
+    }
+    out = migrate_plan_1_to_2(v1)
+    par = out["parallelism"]
+    assert (par["ep"], par["dp"], par["tp"]) == (8, 16, 2)
+    assert par["tp_style"] == "vocab_parallel" and par["pp_split_policy"] == "even"
+    assert out["method"]["precision"]["policy"] == "autocast"
+    assert out["stack"] == {"name": "auto"}
+    assert v1["parallelism"] == {"ep": 8, "dp": 2, "tp": 2}

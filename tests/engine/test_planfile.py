@@ -11,8 +11,9 @@ import pytest
 
 from engine import planfile
 from engine.fileio import atomic
-from engine.plan import canonical_hash, default_plan, with_value
+from engine.plan import canonical_hash, default_plan, with_value, with_values
 from engine.planfile import SCHEMA_VERSION, PlanFile, PlanFileError, load, save
+from engine.presets import plan_for_model_preset
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -233,3 +234,25 @@ def test_save_returns_the_file_written(tmp_path: Path) -> None:
     link.symlink_to(real)
     assert save(PlanFile(plan=default_plan(), name="via link"), link) == real
     assert link.is_symlink() and load(real).name == "via link"
+
+
+def test_schema_1_files_keep_their_meaning_under_ep_folding(tmp_path: Path) -> None:
+    """Schema 1 counted world = TP × PP × CP × EP × DP and DP × EP replicas; schema 2
+    folds EP over TP × CP × DP. A schema-1 Mixtral plan with EP 8 × DP 2 (16 ranks, 16
+    replicas) opens as DP 16 with EP 8 — the same 16 ranks and 16 replicas — says it was
+    upgraded, and keeps the even split it was computed with."""
+    plan = with_values(
+        plan_for_model_preset("mixtral-8x7b"), {"parallelism.ep": 8, "parallelism.dp": 16}
+    )
+    path = tmp_path / "old.memplan"
+    save(PlanFile(plan), path)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["schema_version"] = 1
+    doc["plan"]["parallelism"]["dp"] = 2  # as schema 1 wrote this 16-rank layout
+    del doc["plan"]["parallelism"]["pp_split_policy"]
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    pf = load(path)
+    par = pf.plan.parallelism
+    assert pf.upgraded_from == 1
+    assert (par.ep, par.dp, par.world_size) == (8, 16, 16)
+    assert par.pp_split_policy == "even"

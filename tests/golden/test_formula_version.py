@@ -21,6 +21,10 @@ FINGERPRINTS: dict[int, str] = {
     2: "ce241d19a99178040605517207687ed3836f1b6921e2493c485153223240a0fd",
     # 3: rows true to the training stacks' code (issue 15, fixes A-L)
     3: "f7fdff2ecee30acea084f702dfcb3f686b4199cbdaeaf859492506499b66a066",
+    # 4: MoE parallel folding (expert DP = TP·CP·DP ÷ (EP·ETP)), the expert DP NCCL
+    #    communicator, CP K/V and EP all-to-all buffer rows, weighted PP splits, the TP
+    #    style per stack (replicated embedding + gathered logits outside Megatron/torchtitan)
+    4: "3a89e2a10aee1fe276d8731cda0ef7b27e2e91ae0b13b9c389531ca2b307098f",
 }
 """FORMULA_VERSION → fingerprint of the golden rows recorded under it."""
 

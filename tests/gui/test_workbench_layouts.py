@@ -21,17 +21,16 @@ def _counts_shown(qtbot: Any, window: Any) -> Any:
 
 
 def test_the_plans_own_layout_is_chosen_when_it_fits(qtbot: Any, window: Any) -> None:
-    """The default plan (DP 8 on one node of 8) fits: it is the chosen layout, although the
-    search's first legal layout is DP 4 (4 ranks, still one node to buy). That layout is
-    offered as an alternative, and both cost 8 GPUs, as the verdict panel says."""
+    """The default plan (DP 8 on one node of 8) fits: it is the chosen layout and, since
+    DP 4 would cost the same node, the counts' procurement layout too (the plan's own
+    layout wins ties in engine.layout.counts) — both 8 GPUs, as the verdict panel says."""
     view = _counts_shown(qtbot, window)
     choice = view.choice
     plan = window.doc.plan
     counts = an.analysis(plan).counts
     assert choice.chosen.role == "plan" and choice.chosen.layout == layout_of(plan)
-    assert counts.first_layout.layout != layout_of(plan)  # the case the rule is for
-    first = next(r for r in choice.rows if r.role == "first")
-    assert first.layout == counts.first_layout.layout and first.gpus == counts.first_layout.gpus
+    assert counts.first_layout.layout == layout_of(plan) == counts.chosen.layout
+    assert not any(r.role == "first" for r in choice.rows)  # it is the plan's own row
     assert choice.chosen.gpus == counts.first_layout.gpus == 8
     assert "TP1 PP1 CP1 EP1 DP8" in view.note.text()
     assert view.table.rowCount() == len(choice.rows)
@@ -40,19 +39,17 @@ def test_the_plans_own_layout_is_chosen_when_it_fits(qtbot: Any, window: Any) ->
 
 
 def test_apply_sets_the_layout_as_one_undoable_edit(qtbot: Any, window: Any) -> None:
-    """Apply on the first legal layout sets it in one undo step; Undo brings DP 8 back,
-    and the tab follows the plan on screen."""
+    """Apply on the first alternative sets its layout in one undo step; Undo brings DP 8
+    back, and the tab follows the plan on screen."""
     view = _counts_shown(qtbot, window)
-    row = next(i for i, r in enumerate(view.choice.rows) if r.role == "first")
+    row = next(i for i, r in enumerate(view.choice.rows) if r.role == "alternative")
     target = view.choice.rows[row].layout
     steps = window.doc.undo_stack.count()
     qtbot.mouseClick(view.apply_buttons[row], Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not window.doc.pending)
     assert layout_of(window.doc.plan) == target
     assert window.doc.undo_stack.count() == steps + 1
-    t = target
-    words = f"Apply layout TP{t.tp} PP{t.pp} CP{t.cp} EP{t.ep} DP{t.dp}"
-    assert window.doc.undo_stack.undoText().startswith(words)
+    assert window.doc.undo_stack.undoText().startswith(f"Apply layout {target.label()[:12]}")
     qtbot.waitUntil(lambda: view.choice is not None and view.choice.chosen.layout == target)
     window.undo_action.trigger()
     qtbot.waitUntil(lambda: not window.doc.pending)
@@ -75,13 +72,14 @@ def test_when_the_plan_does_not_fit_the_first_legal_layout_is_chosen() -> None:
 
 
 def test_rejections_that_cannot_apply_to_a_dense_model_are_hidden() -> None:
-    """A dense model never runs EP > 1: those rejections are counted, not listed; every
-    other rejection stays (here: TP 3 on 32 heads, which does not divide)."""
+    """A dense model never runs EP > 1: the engine's lattice has none to reject (EP folds
+    over TP × CP × DP, and a dense model has EP 1 only), and the view would hide any such
+    rejection; every other rejection stays (here: TP 3 on 32 heads, which does not
+    divide)."""
     plan = default_plan()
     counts = an.analysis(plan).counts
     kept = relevant_rejections(plan, counts.rejected)
-    assert all(r.layout.ep == 1 for r in kept)
-    assert len(counts.rejected) - len(kept) == sum(r.layout.ep > 1 for r in counts.rejected) > 0
+    assert kept == counts.rejected and all(r.layout.ep == 1 for r in kept)
     from engine.layout.lattice import Rejected
 
     tp3 = Rejected(Layout(3, 1, 1, 1, 1), ("TP 3 does not divide the 32 attention heads",))

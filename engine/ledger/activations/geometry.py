@@ -69,8 +69,15 @@ class Geometry:
     autocast: bool  # fp32 parameters with a 16-bit compute cast at each matmul
     granularity: int
     v_head_dim: int = 0  # value head dim when it differs from q/k (MLA); 0 = head_dim
+    gathered_logits: bool = False  # TP style: every rank holds the full-vocabulary logits
     moe: MoeGeometry | None = None
     mla: MlaGeometry | None = None
+
+    @property
+    def logits_vocab(self) -> int:
+        """Vocabulary entries of the logits one rank holds: V ÷ TP when the output layer
+        stays vocab-parallel, the whole V when TP gathers (or never splits) it."""
+        return self.vocab if self.gathered_logits else ceil_div(self.vocab, self.tp)
 
     @property
     def tokens(self) -> int:
@@ -205,6 +212,7 @@ def geometry(plan: Plan) -> Geometry:
         autocast=autocast,
         granularity=plan.runtime.allocation_granularity_bytes,
         v_head_dim=v_head,
+        gathered_logits=par.tp > 1 and par.tp_style != "vocab_parallel",
         moe=moe,
         mla=mla,
     )

@@ -5,8 +5,10 @@ transformers #30860). Hugging Face's causal-LM loss upcasts the logits to fp32 a
 ``log_softmax`` keeps its fp32 output for backward; during the loss's backward the
 gradient of the log-probabilities and of the logits (both fp32) are live at once —
 measured as 2·T·V·4 B of temporaries in every reference case. Under TP the logits are
-vocab-parallel (÷ t). ``chunked`` runs the loss over chunks of tokens, recomputing each
-chunk's logits in backward, so only one chunk's logits exist at a time; ``fused``
+vocab-parallel (÷ t) unless ``parallelism.tp_style`` gathers them to every rank
+(transformers' ``lm_head: colwise_rep``) or never splits them (``replicated``).
+``chunked`` runs the loss over chunks of tokens, recomputing each chunk's logits in
+backward, so only one chunk's logits exist at a time; ``fused``
 (a fused linear + cross-entropy kernel) computes the gradients during forward and keeps
 the gradient of the lm_head input and weight instead of any logits.
 """
@@ -17,14 +19,14 @@ from engine.ledger.activations.geometry import FP32, INT64, Geometry, trainabili
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.row import AT_LOSS, BACKWARD, FORWARD, FORWARD_BACKWARD, Row, make_row
 from engine.plan import Plan
-from engine.units import ceil_div, fmt_count, round_up
+from engine.units import fmt_count, round_up
 
 
 def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
     """Saved log-probs, the forward transient and the loss-backward temporaries."""
     rt = plan.runtime
     c, gran = g.compute_bytes, g.granularity
-    v = ceil_div(g.vocab, g.tp)
+    v = g.logits_vocab
     t = g.tokens
     tv = f"{t}·{v}"
     up = rt.logits_fp32_upcast or c == FP32

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from engine.ledger.activations import hf
 from engine.ledger.activations import megatron as mg
+from engine.ledger.activations.exchange import exchange_rows
 from engine.ledger.activations.geometry import (
     INT64,
     Geometry,
@@ -279,6 +280,8 @@ def activation_rows(
             backward=IN_LAYERS,
         )
     )
+    if n_layers:
+        rows += exchange_rows(plan, g, placed)
     rows += input_rows(plan, g, last)
     rows += labels_rows(plan, g, last, fly)
     if plan.runtime.attention == "eager":

@@ -1,4 +1,5 @@
-"""The per-node ledgers — host RAM, NVMe — and the job's checkpoint storage, with fit.
+"""The per-node ledgers — host RAM, NVMe — the job's checkpoint storage, with fit, and the
+step's communication (a section of its own: bytes and a time floor, never HBM).
 
 A plan that fits HBM but not host RAM does not fit: each ledger gets its own verdict
 against its own capacity, and the plan's verdict is the worst of them.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.ledger.nodes.checkpoint_storage import checkpoint_rows
+from engine.ledger.nodes.communication import Communication, step_communication
 from engine.ledger.nodes.host import host_rows, pinned_bytes
 from engine.ledger.nodes.node_view import NodeView, node_view
 from engine.ledger.nodes.nvme import nvme_rows
@@ -29,6 +31,7 @@ class NodeLedgers:
     transfers: Transfers
     host_capacity: int
     nvme_capacity: int
+    communication: Communication | None = None  # None: not asked for (the layout search)
 
     @staticmethod
     def _peak(rows: tuple[Row, ...]) -> tuple[int, int]:
@@ -67,9 +70,11 @@ class NodeLedgers:
         return out
 
 
-def node_ledgers(plan: Plan) -> NodeLedgers:
+def node_ledgers(plan: Plan, communication: bool = True) -> NodeLedgers:
     """Host, NVMe and checkpoint ledgers of a plan whose stack defaults are resolved
-    (``estimate()`` passes one; see :func:`engine.stacks.defaults.resolved`)."""
+    (``estimate()`` passes one; see :func:`engine.stacks.defaults.resolved`);
+    ``communication`` adds the step's communication section (views show it; the layout
+    search, which only needs the verdict, skips it)."""
     require_resolved(plan)
     v = node_view(plan)
     return NodeLedgers(
@@ -80,4 +85,5 @@ def node_ledgers(plan: Plan) -> NodeLedgers:
         transfers=step_transfers(plan, v),
         host_capacity=plan.hardware.host_ram_bytes_per_node,
         nvme_capacity=plan.hardware.nvme_bytes_per_node,
+        communication=step_communication(plan) if communication else None,
     )

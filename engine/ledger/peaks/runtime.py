@@ -9,11 +9,10 @@ be reported both as allocated (tensors only) and as reserved / device; their sta
 
 from __future__ import annotations
 
+from engine.ledger.groups import stage_groups
 from engine.ledger.row import Row, make_row
-from engine.ledger.sharding import shard_group_size
 from engine.plan import Plan
 from engine.stacks.accelerators import nccl_band
-from engine.stacks.families import rule_of
 from engine.units import fmt_count
 
 RUNTIME_GROUP = "runtime"
@@ -21,30 +20,9 @@ ALLOCATOR_GROUP = "allocator"
 
 
 def communicators(plan: Plan, stage: int) -> list[str]:
-    """The NCCL communicators one rank of ``stage`` joins, from its parallel groups."""
-    par = plan.parallelism
-    out: list[str] = []
-    if par.tp > 1:
-        out.append(f"TP ({par.tp})")
-    if par.cp > 1:
-        out.append(f"CP ({par.cp})")
-    if par.ep > 1:
-        out.append(f"EP all-to-all ({par.ep})")
-    if par.pp > 1:
-        out += [
-            f"PP p2p ({'prev' if s < stage else 'next'})"
-            for s in (stage - 1, stage + 1)
-            if 0 <= s < par.pp
-        ]
-    dense = par.dp * par.cp * par.ep
-    if dense > 1:
-        rpn = par.ranks_per_node or plan.hardware.gpus_per_node
-        shard = shard_group_size(par, dense, rpn)
-        if rule_of(par.strategy).hybrid and 1 < shard < dense:
-            out += [f"DP shard ({shard})", f"DP replicate ({dense // shard})"]
-        else:
-            out.append(f"DP ({dense})")
-    return out
+    """The NCCL communicators one rank of ``stage`` joins, from its parallel groups
+    (:func:`engine.ledger.groups.stage_groups`)."""
+    return [g.label for g in stage_groups(plan, stage)]
 
 
 def runtime_rows(plan: Plan, stage: int) -> list[Row]:

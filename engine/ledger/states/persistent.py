@@ -1,7 +1,9 @@
 """A pipeline stage's persistent rows: placement → method → states.
 
 Cached on exactly the sections that decide them (frozen, hashable), because the layout
-search and the GUI re-estimate plans that differ only in batch, runtime or policy.
+search and the GUI re-estimate plans that differ only in batch, runtime or policy; and
+per *kind* of stage (:func:`engine.ledger.placement.representative_stages`): stages
+placing the same tensors share one computation.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from engine.ledger.held import HeldTensor
-from engine.ledger.placement import LocalTensor, place_stage
+from engine.ledger.placement import LocalTensor, place_stage, representative_stages
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
 from engine.ledger.states.methods import held_tensors
@@ -41,14 +43,14 @@ def _held(
 def _key(
     plan: Plan, stage: int
 ) -> tuple[ArchitectureSpec, MethodSection, ParallelismSection, int, int, int]:
-    par = plan.parallelism
+    par, arch = plan.parallelism, plan.model.architecture
     return (
-        plan.model.architecture,
+        arch,
         plan.method,
         par,
         par.ranks_per_node or plan.hardware.gpus_per_node,
         plan.runtime.allocation_granularity_bytes,
-        stage,
+        representative_stages(arch, par)[stage],
     )
 
 
@@ -132,4 +134,5 @@ def _placed(arch: ArchitectureSpec, par: ParallelismSection, stage: int) -> tupl
 
 def stage_placed(plan: Plan, stage: int) -> tuple[LocalTensor, ...]:
     """The local (TP / EP placed) tensors one rank of ``stage`` holds, cached."""
-    return _placed(plan.model.architecture, plan.parallelism, stage)
+    arch, par = plan.model.architecture, plan.parallelism
+    return _placed(arch, par, representative_stages(arch, par)[stage])

@@ -74,8 +74,10 @@ def title_page(c: ReportContent) -> str:
         (
             "Layout",
             esc(
-                f"TP {par.tp} × PP {par.pp} × CP {par.cp} × EP {par.ep} × DP {par.dp}"
-                f" = {est.world_size} ranks, {par.strategy}"
+                f"TP {par.tp} × PP {par.pp} × CP {par.cp} × DP {par.dp}"
+                f" = {est.world_size} ranks"
+                + (f" (EP {par.ep} folded over them)" if par.ep > 1 else "")
+                + f", {par.strategy}"
             ),
         ),
         (

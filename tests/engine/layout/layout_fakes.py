@@ -20,8 +20,14 @@ def fake_estimator(high: Callable[[Plan], int], low: Callable[[Plan], int] | Non
         lo = low(plan) if low else h
         peak = Range(lo, h)
         stage = SimpleNamespace(rows=(), peak_phase="steady", peak=peak, fit_peak=peak)
+        nodes = SimpleNamespace(problems=list)
         return SimpleNamespace(
-            peak=peak, fit_peak=peak, limit_bytes=limit, capacity_bytes=cap, heaviest=stage
+            peak=peak,
+            fit_peak=peak,
+            limit_bytes=limit,
+            capacity_bytes=cap,
+            heaviest=stage,
+            nodes=nodes,
         )
 
     return est

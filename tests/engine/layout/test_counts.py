@@ -7,6 +7,7 @@ from layout_fakes import fake_estimator, shards
 
 from engine.estimate import estimate
 from engine.layout.counts import gpu_counts
+from engine.layout.lattice import Layout, LayoutPreferences, enumerate_layouts, with_layout
 from engine.plan import Plan, default_plan, with_values
 
 
@@ -71,26 +72,66 @@ def test_nothing_fits_says_why() -> None:
 def test_default_plan_counts() -> None:
     """Llama-3.1-8B, FSDP2, AdamW, s = 4096: model states alone are 8,030,261,248 × 16 B
     = 128.5 GB, so one rank cannot fit the 76.44 GB limit (84,932,558,848 × 0.9); with
-    activations, loss and runtime on top, the arithmetic minimum N is the smallest rank
-    count with a layout whose high estimate fits: its own estimate fits, and a plain DP
-    layout of N − 1 ranks does not (checked directly with estimate()). It is at least 2
-    (states ÷ 2 = 64.2 GB) and the procurement count rounds it up to whole nodes of 8."""
+    activations, loss and runtime on top, the arithmetic minimum N is the smallest world
+    where some layout's high estimate fits: its own layout fits, and no legal layout of
+    N − 1 ranks does (every one estimated, topology preferences relaxed as the count
+    relaxes them). It is at least 2 (states ÷ 2 = 64.2 GB) and the procurement count
+    rounds the practical minimum up to whole nodes of 8."""
     c = gpu_counts(default_plan(), max_gpus=4096)
     n = c.arithmetic_min.gpus
     assert n is not None and n >= 2
+    arith = c.arithmetic_min.outcome
+    assert arith is not None and arith.fits_high
 
-    def fits(dp: int) -> bool:
-        e = estimate(with_values(default_plan(), {"parallelism.dp": dp}))
+    def fits(layout: Layout) -> bool:
+        e = estimate(with_layout(default_plan(), layout))
         return e.heaviest.fit_peak.high <= e.limit_bytes
 
-    found = c.arithmetic_min.outcome
-    assert found is not None and found.high <= c.limit_bytes
-    assert not fits(n - 1)
-    assert c.first_layout.gpus == 8 * -(-n // 8)
+    smaller = enumerate_layouts(default_plan(), n - 1, LayoutPreferences().relaxed()).legal
+    assert not any(fits(lay) for lay in smaller)
+    assert c.first_layout.gpus is not None and c.first_layout.gpus % 8 == 0
     assert c.validation_low.gpus is not None and c.validation_high.gpus is not None
     assert c.validation_low.gpus <= c.validation_high.gpus
     o = c.first_layout.outcome
     assert o is not None and o.high <= c.limit_bytes
 
     assert c.alternatives and all(o.layout.world_size == 8 for o in c.alternatives)
-    assert any("mixture-of-experts" in r.reasons[0] for r in c.rejected)
+    # a dense model's lattice has no expert-parallel layouts to reject
+    assert not any("mixture-of-experts" in r for x in c.rejected for r in x.reasons)
+
+
+def test_the_plans_own_layout_wins_when_it_fits() -> None:
+    """The default plan (DP 8 on one node of 8) fits; DP 4–7 would fit too and cost the
+    same node, so the procurement count's layout is the plan's own DP 8, and it is the
+    chosen layout — screen, counts and report agree."""
+    c = gpu_counts(default_plan(), max_gpus=64)
+    assert c.plan_layout is not None and c.plan_layout.fits_high
+    assert c.first_layout.layout == c.plan_layout.layout and c.first_layout.gpus == 8
+    assert c.chosen == c.plan_layout
+    assert c.first_layout.reason.startswith("the plan's own layout TP1 PP1 CP1 EP1 DP8")
+
+
+def test_a_plan_that_does_not_fit_names_the_layout_to_use() -> None:
+    """DP 2 of the default plan does not fit (states ÷ 2 alone are 64 GB); the counts
+    procure another layout, and the reason says the plan's own one does not fit."""
+    plan = with_values(default_plan(), {"parallelism.dp": 2})
+    c = gpu_counts(plan, max_gpus=64)
+    assert c.plan_layout is not None and not c.plan_layout.fits_high
+    assert c.chosen == c.first_layout.outcome
+    assert "the plan's own layout TP1 PP1 CP1 EP1 DP2 (mb 1 × ga 1) does not fit" in (
+        c.first_layout.reason
+    )
+
+
+def test_the_search_stops_at_its_time_budget() -> None:
+    """A clock that advances one second per reading and a 3-second budget: the search
+    stops after a few estimates and says how far it got (issue 21's bounded search)."""
+    ticks = iter(range(10_000))
+    c = gpu_counts(
+        with_values(default_plan(), {"batch.seq_len": 8192}),
+        budget_s=3.0,
+        clock=lambda: float(next(ticks)),
+    )
+    assert c.stopped
+    assert any("stopped at the budget (3 s)" in n for n in c.notes)
+    assert c.notes[0].startswith("searched ")

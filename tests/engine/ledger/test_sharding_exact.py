@@ -73,13 +73,15 @@ def test_tensor_parallel_splits_and_replicates_kv() -> None:
     split 9 ways, so each rank keeps ceil(3/9) = 1 KV head (64 × 576). Per layer per
     rank: norms 576·2 (replicated); q 64·576; k 64·576; v 64·576; o 576·64;
     gate/up ceil(1536/9) = 171 × 576 each; down 576 × 171. Embedding (vocab-parallel)
-    ceil(49152/9) = 5462 rows × 576; final norm 576. DDP, fp32, no rounding."""
+    ceil(49152/9) = 5462 rows × 576 (tp_style vocab_parallel, as Megatron splits it);
+    final norm 576. DDP, fp32, no rounding."""
     per_layer = 576 * 2 + 4 * 64 * 576 + 3 * 171 * 576
     total = 5462 * 576 + 30 * per_layer + 576
     rows = rows_of(
         make_plan(
             model__architecture=SMOL,
             parallelism__tp=9,
+            parallelism__tp_style="vocab_parallel",
             parallelism__dp=1,
             parallelism__strategy="ddp",
             method__precision__policy="fp32",

@@ -1,0 +1,138 @@
+"""Fit levers: changes an engineer would weigh before buying more GPUs — each shown as an
+alternative with its cost in words, never applied to the plan.
+
+For every lever the plan does not already pull (full activation recompute, optimizer
+offload to host RAM, LoRA, QLoRA, a smaller micro-batch), the plan with that one change
+is searched like the plan itself, so the answer reads "with full recompute: 256 GPUs
+instead of 512 — ≈ +33 % compute". A lever the stack cannot run says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from engine.errors import PlanError
+from engine.layout.counts import SEARCH_BUDGET_S, GpuCounts, gpu_counts
+from engine.legality.offload import offload_problems
+from engine.plan import Plan, describe_validation_error, with_values
+
+
+@dataclass(frozen=True, slots=True)
+class Lever:
+    """One change to the plan, what it costs, and the counts it would give."""
+
+    name: str
+    changes: tuple[tuple[str, Any], ...]
+    cost: str
+    counts: GpuCounts | None = None
+    error: str | None = None
+
+    @property
+    def gpus(self) -> int | None:
+        """GPUs to procure with the lever pulled (None: nothing fits, or it cannot run)."""
+        return self.counts.first_layout.gpus if self.counts else None
+
+
+def _recompute(plan: Plan) -> tuple[str, dict[str, Any], str] | None:
+    if plan.method.recompute.policy == "full":
+        return None
+    return (
+        "full activation recompute",
+        {"method.recompute.policy": "full"},
+        "every layer's forward runs again in backward: ≈ +33 % compute per step "
+        "(Korthikanti et al. 2022 §5)",
+    )
+
+
+_OFFLOADS: tuple[tuple[dict[str, Any], str], ...] = (
+    ({"offload.optimizer": "cpu"}, "optimizer state"),
+    ({"offload.optimizer": "cpu", "offload.params": "cpu"}, "parameters and optimizer state"),
+)
+"""Optimizer-only offload (ZeRO-Offload, Megatron), else everything (FSDP's CPU offload)."""
+
+
+def _offload(plan: Plan) -> tuple[str, dict[str, Any], str] | None:
+    off, strategy = plan.offload, plan.parallelism.strategy
+    if off.optimizer != "none":
+        return None
+    for changes, moved in _OFFLOADS:
+        if not offload_problems(strategy, changes.get("offload.params", off.params), "cpu"):
+            return (
+                "offload to host RAM",
+                changes,
+                f"{moved} in pinned host memory: every step waits on device↔host copies "
+                f"over PCIe and a CPU optimizer, and host RAM per node grows",
+            )
+    return None
+
+
+def _lora(plan: Plan) -> tuple[str, dict[str, Any], str] | None:
+    if plan.method.kind != "full":
+        return None
+    return (
+        "LoRA",
+        {"method.kind": "lora"},
+        "trains low-rank adapters instead of every weight — a different training method "
+        "whose quality can differ; gradients and optimizer state only for the adapters",
+    )
+
+
+def _qlora(plan: Plan) -> tuple[str, dict[str, Any], str] | None:
+    if plan.method.kind == "qlora":
+        return None
+    return (
+        "QLoRA",
+        {"method.kind": "qlora"},
+        "a 4-bit frozen base dequantized at every matmul (slower steps) under LoRA "
+        "adapters — a different training method whose quality can differ",
+    )
+
+
+def _micro_batch(plan: Plan) -> tuple[str, dict[str, Any], str] | None:
+    b = plan.batch
+    if b.micro_batch == 1:
+        return None
+    changes: dict[str, Any] = {"batch.micro_batch": 1}
+    if b.hold_fixed != "global_batch":
+        changes["batch.grad_accum"] = b.grad_accum * b.micro_batch
+    return (
+        "micro-batch 1",
+        changes,
+        f"the same global batch in {b.micro_batch}× more, smaller micro-batches: lower "
+        f"GPU efficiency per step",
+    )
+
+
+LEVERS: tuple[Callable[[Plan], tuple[str, dict[str, Any], str] | None], ...] = (
+    _recompute,
+    _offload,
+    _lora,
+    _qlora,
+    _micro_batch,
+)
+"""Each lever: the change it makes to a plan that does not pull it yet, or None."""
+
+
+def fit_levers(
+    plan: Plan, max_gpus: int | None = None, budget_s: float | None = SEARCH_BUDGET_S
+) -> tuple[Lever, ...]:
+    """Every lever the plan does not pull yet, with the GPU counts it would give."""
+    out: list[Lever] = []
+    for lever in LEVERS:
+        got = lever(plan)
+        if got is None:
+            continue
+        name, changes, cost = got
+        items = tuple(changes.items())
+        try:
+            variant = with_values(plan, changes)
+            out.append(Lever(name, items, cost, gpu_counts(variant, max_gpus, budget_s=budget_s)))
+        except ValidationError as exc:
+            out.append(Lever(name, items, cost, error="; ".join(describe_validation_error(exc))))
+        except PlanError as exc:
+            out.append(Lever(name, items, cost, error=str(exc)))
+    return tuple(out)

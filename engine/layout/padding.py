@@ -1,0 +1,92 @@
+"""FSDP's dim-0 padding at a layout: how much of a unit's gathered copy is padding.
+
+FSDP2 chunks every tensor on dim 0 into N equal chunks (rank r holds rows
+``r·ceil(d0/N)`` onward, the last ranks padded), so an all-gather output and a
+reduce-scatter input are ``ceil(d0/N) · N`` rows (``torch/distributed/fsdp/
+_fully_shard/_fsdp_param.py``, ``FSDPParam._init_sharded_param``); FSDP1 pads its flat
+parameter the same way. The padding is the one part of a rank's peak that can shrink
+when N does, so the layout search bounds it (:func:`engine.layout.search.slack`) and
+prefers layouts where it stays small (``LayoutPreferences.max_padding_share``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from engine.layout.point import Layout
+from engine.ledger.groups import ranks_per_node
+from engine.ledger.placement import layer_classes
+from engine.ledger.sharding import shard_group_size
+from engine.models.inventory import Tensor
+from engine.models.roles import is_expert_parallel, tp_split_dim
+from engine.models.spec import ArchitectureSpec
+from engine.plan import Plan
+from engine.stacks.families import rule_of
+
+Rows = tuple[tuple[int, int, int | None, bool, int], ...]
+"""Tensors as (dim 0, elements per dim-0 row, TP-split dim, routed expert, how many
+alike) — identical tensors (a layer's experts) folded into one entry."""
+
+
+@lru_cache(maxsize=64)
+def _units(arch: ArchitectureSpec) -> tuple[Rows, ...]:
+    """The root unit's tensors and each class of decoder layer's (FSDP wraps one unit
+    per layer), as row shapes."""
+    root, classes = layer_classes(arch)
+
+    def rows(ts: tuple[Tensor, ...]) -> Rows:
+        alike: dict[tuple[int, int, int | None, bool], int] = {}
+        for t in ts:
+            if t.shape and t.shape[0]:
+                key = (t.shape[0], t.numel // t.shape[0], tp_split_dim(t), is_expert_parallel(t))
+                alike[key] = alike.get(key, 0) + 1
+        return tuple((*key, n) for key, n in alike.items())
+
+    return (rows(root), *(rows(c.tensors) for c in classes))
+
+
+def _padding(rows: Rows, groups: tuple[int, int], tps: tuple[int, int]) -> tuple[int, int]:
+    """(padding, unpadded) elements: each tensor split by its TP, padded to its group."""
+    pad = total = 0
+    for d0, rest, split, expert, alike in rows:
+        n, tp = groups[expert], tps[expert]
+        local = -(-d0 // tp) if split == 0 else d0
+        width = -(-rest // tp) if split == 1 else rest
+        pad += (-(-local // n) * n - local) * width * alike
+        total += local * width * alike
+    return pad, total
+
+
+def padding_share(plan: Plan, layout: Layout) -> tuple[int, int]:
+    """The largest share of padding in any FSDP unit at this layout, as (padding,
+    padded size) in elements; (0, 1) when the strategy gathers no parameters."""
+    par = plan.parallelism
+    rule = rule_of(par.strategy)
+    if not (rule.params and rule.fsdp):
+        return 0, 1
+    rpn = ranks_per_node(plan)
+    laid = par.model_copy(update={"tp": layout.tp, "cp": layout.cp, "dp": layout.dp})
+    dense = shard_group_size(laid, layout.dp * layout.cp, rpn)
+    edp = max(1, layout.tp * layout.cp * layout.dp // (layout.ep * layout.etp))
+    groups = (dense, shard_group_size(laid, edp, rpn))
+    best = (0, 1)
+    for unit in _units(plan.model.architecture):
+        pad, total = _padding(unit, groups, (layout.tp, layout.etp))
+        if pad * best[1] > best[0] * (pad + total):
+            best = (pad, pad + total)
+    return best
+
+
+def padding_problems(plan: Plan, layout: Layout, max_share: float) -> tuple[str, ...]:
+    """The preference against FSDP shard groups that pad a unit by more than
+    ``max_share`` (see :class:`engine.layout.point.LayoutPreferences`)."""
+    if max_share >= 1:
+        return ()
+    pad, padded = padding_share(plan, layout)
+    if pad <= max_share * padded:
+        return ()
+    return (
+        f"FSDP over DP {layout.dp} pads a unit's gathered copy by {pad / padded:.0%} "
+        f"(tensors with fewer rows than ranks; more than {max_share:.0%}): use HSDP or "
+        f"fewer ranks",
+    )

@@ -1,0 +1,263 @@
+"""Communication per training step: bytes by collective and group, per rank, per link
+class, and the least time they can take — a section of its own, not HBM.
+
+What each strategy moves (per optimizer step, ``m`` micro-batches):
+
+- DDP / FSDP1 NO_SHARD: gradients all-reduced over the data-parallel group once per
+  micro-batch, once per step under ``no_sync`` (``knobs.accumulate_without_sync``)
+  (``torch/nn/parallel/distributed.py`` reducer).
+- ZeRO-1, Megatron's distributed optimizer: gradients reduce-scattered once per step,
+  updated parameters all-gathered once (``megatron/core/distributed/
+  param_and_grad_buffer.py``; DeepSpeed ``stage_1_and_2.py`` at the accumulation
+  boundary); ZeRO-2 reduce-scatters every micro-batch.
+- ZeRO-3 / FSDP: parameters all-gathered for every micro-batch's forward and again for
+  its backward (once when units stay gathered), gradients reduce-scattered per
+  micro-batch (once under no_sync); HSDP adds an all-reduce of the reduced shard over
+  the replicate group (FSDP2 ``_fsdp_collectives.py``).
+- TP (Megatron layers): two all-reduces of the layer's activations in forward and two
+  in backward (all-gather + reduce-scatter pairs of the same volume under sequence
+  parallelism), two more for each recomputed forward (Shoeybi et al. 2019 §3).
+- PP: each micro-batch's activations to the next stage and their gradients back, split
+  over the TP ranks (Megatron ``p2p_communication.py``, scatter-gather).
+- CP: the K/V chunk passes the ring cp − 1 times in forward, K/V and dK/dV twice that in
+  backward (TransformerEngine ``AttnFuncWithCPAndKVP2P``; the all-gather variant moves
+  the same volume).
+- EP: dispatch and combine all-to-alls of the routed tokens in forward and backward
+  (Megatron ``MoEAlltoAllTokenDispatcher``).
+
+The time is a floor: each link class's bytes over its bandwidth
+(``hardware.intra_node_gbps``, ``hardware.inter_node_gbps``), the two classes
+overlapping perfectly, at peak bandwidth, with no latency and no contention — never a
+throughput promise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.ledger.activations.geometry import geometry
+from engine.ledger.groups import Group, GroupKind, group_of, ranks_per_node, stage_groups
+from engine.ledger.nodes.collectives import Collective, split_by_link
+from engine.ledger.peaks.gathered import gather_bytes
+from engine.ledger.placement import dense_dp_group, expert_dp_group, stage_layer_ranges
+from engine.ledger.precision import DTYPE_BYTES, resolve_formats
+from engine.ledger.sharding import shard_group_size
+from engine.ledger.states.persistent import stage_held, stage_placed
+from engine.plan import Plan
+from engine.stacks.families import keeps_all_gathered, rule_of
+from engine.units import GB, fmt_count
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """One kind of collective a rank runs in a step, and what it moves."""
+
+    what: str
+    collective: Collective
+    group: str  # the group's label, e.g. "DP (16)"
+    size: int  # bytes of one collective's full tensor (S)
+    times: int  # collectives per step
+    intra: int  # bytes this rank sends per step over the node's links
+    inter: int  # … and over the network
+    formula: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Communication:
+    """A step's communication for one rank of the busiest stage, with its floor."""
+
+    stage: int
+    transfers: tuple[Transfer, ...]
+    intra_gbps: float
+    inter_gbps: float
+
+    @property
+    def intra_bytes(self) -> int:
+        return sum(t.intra for t in self.transfers)
+
+    @property
+    def inter_bytes(self) -> int:
+        return sum(t.inter for t in self.transfers)
+
+    @property
+    def intra_seconds(self) -> float:
+        return self.intra_bytes / (self.intra_gbps * GB)
+
+    @property
+    def inter_seconds(self) -> float:
+        return self.inter_bytes / (self.inter_gbps * GB)
+
+    @property
+    def floor_seconds(self) -> float:
+        """The least time the step's communication can take (both links at once)."""
+        return max(self.intra_seconds, self.inter_seconds)
+
+
+class _Builder:
+    """Collects one stage's transfers, splitting each over the link classes."""
+
+    def __init__(self, plan: Plan, stage: int) -> None:
+        self.rpn = ranks_per_node(plan)
+        self.groups = stage_groups(plan, stage)
+        self.out: list[Transfer] = []
+
+    def add(
+        self,
+        what: str,
+        collective: Collective,
+        group: Group | None,
+        size: int,
+        times: int,
+        source: str,
+    ) -> None:
+        if group is None or size <= 0 or times <= 0:
+            return
+        one = split_by_link(collective, group, size, self.rpn)
+        where = "inside the node" if group.inside_node(self.rpn) else "across nodes"
+        self.out.append(
+            Transfer(
+                what,
+                collective,
+                group.label,
+                size,
+                times,
+                one.intra * times,
+                one.inter * times,
+                f"{times} × {collective} of {fmt_count(size)} B over {group.label} "
+                f"{where}: {fmt_count(one.intra)} B on the node's links + "
+                f"{fmt_count(one.inter)} B on the network per collective",
+                source,
+            )
+        )
+
+    def kind(self, *kinds: GroupKind) -> Group | None:
+        return group_of(self.groups, *kinds)
+
+
+def _state_bytes(plan: Plan, stage: int) -> dict[str, tuple[int, int, int]]:
+    """Per DP class ("dense", "expert"): (gathered parameter bytes, parameter bytes,
+    gradient bytes) of the tensors one rank of ``stage`` holds before sharding. A
+    tensor is an expert one when its shard group is the expert group's size and that
+    differs from the dense group's (equal groups move alike)."""
+    par = plan.parallelism
+    rpn = ranks_per_node(plan)
+    dense = shard_group_size(par, dense_dp_group(par), rpn)
+    expert = shard_group_size(par, expert_dp_group(par), rpn)
+    gbpe = gather_bytes(plan, resolve_formats(plan.method.precision))
+    out = {"dense": [0, 0, 0], "expert": [0, 0, 0]}
+    for t in stage_held(plan, stage)[0]:
+        if t.category == "virtual":
+            continue
+        cls = out["expert" if t.group == expert and expert != dense else "dense"]
+        n = t.numel * t.count
+        if t.category == "quantized":  # packed NF4: two weights per byte, gathered so
+            cls[0] += n // 2
+            cls[1] += n // 2
+        else:
+            cls[0] += n * gbpe
+            cls[1] += n * DTYPE_BYTES[t.param_dtype]
+        if t.trainable:
+            cls[2] += n * DTYPE_BYTES[t.grad_dtype]
+    return {k: (v[0], v[1], v[2]) for k, v in out.items()}
+
+
+def _data_parallel(b: _Builder, plan: Plan, stage: int) -> None:
+    par, m = plan.parallelism, plan.batch.grad_accum
+    rule = rule_of(par.strategy)
+    no_sync = par.knobs.accumulate_without_sync
+    src = rule.source
+    for cls, (gathered, params, grads) in _state_bytes(plan, stage).items():
+        if cls == "expert":
+            shard = replicate = b.kind("expert_dp")
+        else:
+            shard = b.kind("dp_shard", "dp")
+            replicate = b.kind("dp_replicate")
+        tag = "expert " if cls == "expert" else ""
+        if rule.shards_nothing:
+            b.add(f"{tag}gradients", "all-reduce", shard, grads, 1 if no_sync else m, src)
+        elif not rule.params:
+            times = m if rule.grads and not no_sync else 1
+            b.add(f"{tag}gradients", "reduce-scatter", shard, grads, times, src)
+            b.add(f"{tag}updated parameters", "all-gather", shard, params, 1, src)
+        else:
+            b.add(f"{tag}parameters for forward", "all-gather", shard, gathered, m, src)
+            if not keeps_all_gathered(par):
+                b.add(f"{tag}parameters for backward", "all-gather", shard, gathered, m, src)
+            times = 1 if no_sync else m
+            b.add(f"{tag}gradients", "reduce-scatter", shard, grads, times, src)
+            if cls == "dense" and replicate is not None and shard is not None:
+                part = grads // shard.size
+                b.add("gradient shards", "all-reduce", replicate, part, times, src)
+
+
+def _recomputed(plan: Plan, n: int) -> int:
+    rec = plan.method.recompute
+    return {"full": n, "every_k": n // rec.every_k}.get(rec.policy, 0)
+
+
+def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
+    par, m = plan.parallelism, plan.batch.grad_accum
+    g = geometry(plan)
+    layers = stage_layer_ranges(plan.model.architecture, par)[stage]
+    n = len(layers)
+    rec = _recomputed(plan, n)
+    act = g.tokens * g.hidden * g.compute_bytes  # one micro-batch's hidden states
+    b.add(
+        "layer activations (TP)",
+        "all-reduce",
+        b.kind("tp"),
+        act,
+        m * (4 * n + 2 * rec),
+        "megatron-tp",
+    )
+    sends = int(stage < par.pp - 1) + int(stage > 0)
+    pp_group = b.kind("pp_next", "pp_prev")
+    b.add(
+        "stage activations and their gradients (PP)",
+        "p2p",
+        pp_group,
+        act // par.tp,
+        m * par.virtual_stages * sends,
+        "megatron-pp-p2p",
+    )
+    chunk = g.tokens * g.kv_local * (g.head_dim + g.v_dim) * g.compute_bytes
+    b.add(
+        "K/V chunks and their gradients (CP ring)",
+        "p2p",
+        b.kind("cp"),
+        chunk,
+        m * (par.cp - 1) * (3 * n + rec),
+        "te-context-parallel",
+    )
+    moe = plan.model.architecture.moe
+    if moe is not None and any(t.expert for t in stage_placed(plan, stage)):
+        n_moe = sum(1 for i in layers if i >= moe.first_dense_layers)
+        rec_moe = rec * n_moe // max(n, 1)
+        tokens = g.seq_tokens * moe.top_k * g.hidden * g.compute_bytes
+        b.add(
+            "routed tokens, dispatch and combine (EP)",
+            "all-to-all",
+            b.kind("ep"),
+            tokens,
+            m * (4 * n_moe + 2 * rec_moe),
+            "megatron-moe-alltoall",
+        )
+
+
+def stage_communication(plan: Plan, stage: int) -> tuple[Transfer, ...]:
+    """Every collective one rank of ``stage`` runs in a step."""
+    b = _Builder(plan, stage)
+    _data_parallel(b, plan, stage)
+    _model_parallel(b, plan, stage)
+    return tuple(b.out)
+
+
+def step_communication(plan: Plan) -> Communication:
+    """The busiest stage's communication per step (most bytes per rank) and its floor."""
+    per_stage = [stage_communication(plan, s) for s in range(plan.parallelism.pp)]
+    stage = max(
+        range(len(per_stage)), key=lambda s: (sum(t.intra + t.inter for t in per_stage[s]), -s)
+    )
+    hw = plan.hardware
+    return Communication(stage, per_stage[stage], hw.intra_node_gbps, hw.inter_node_gbps)
