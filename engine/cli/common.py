@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from engine.cli.arg_types import non_negative_float
+from engine.layout.counts import SEARCH_BUDGET_S
 from engine.plan import Plan, default_plan, describe_validation_error, with_values
 from engine.planfile import PlanFile, PlanFileError, load
 from engine.presets import model_section_for
@@ -119,6 +121,26 @@ def plan_args(p: argparse.ArgumentParser, plan_required: bool = False) -> None:
         default=[],
         help="override one input (repeatable); values are JSON, else strings",
     )
+
+
+def search_budget_arg(p: argparse.ArgumentParser) -> None:
+    """Add ``--search-budget SECONDS``: how long a GPU-count search may run."""
+    p.add_argument(
+        "--search-budget",
+        type=non_negative_float,
+        default=SEARCH_BUDGET_S,
+        metavar="SECONDS",
+        help=(
+            f"wall-clock budget of each GPU-count search (default {SEARCH_BUDGET_S:g}; "
+            "0: unbounded, so the answer never depends on the machine's speed)"
+        ),
+    )
+
+
+def search_budget(args: argparse.Namespace) -> float | None:
+    """The search budget ``--search-budget`` asked for (None: unbounded)."""
+    seconds: float = args.search_budget
+    return seconds or None
 
 
 def quiet_broken_pipe() -> None:

@@ -24,7 +24,7 @@ def _counting_search(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Record the thread each layout search runs on (and search as usual)."""
     threads: list[int] = []
 
-    def search(plan: Any) -> Any:
+    def search(plan: Any, **_: Any) -> Any:
         threads.append(threading.get_ident())
         return gpu_counts(plan)
 
@@ -59,7 +59,7 @@ def test_a_newer_plan_supersedes_the_queued_one(
 
     release = threading.Event()
 
-    def held_search(plan: Any) -> Any:
+    def held_search(plan: Any, **_: Any) -> Any:
         release.wait(30)
         return gpu_counts(plan)
 
