@@ -76,7 +76,7 @@ CASES: dict[str, list[str]] = {
         "--set",
         "parallelism.strategy=ddp",
         "--set",
-        "hardware.accelerator=rtx-4090",
+        "hardware.accelerator=rtx-4090-24gb",
     ],
     "70b-tp8-pp4-megatron": [
         "--preset",
