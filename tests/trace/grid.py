@@ -38,6 +38,19 @@ FAMILY_PRESET: dict[str, str] = {
     "mixtral": "mixtral-8x7b",
     "qwen3_moe": "qwen3-30b-a3b",
     "deepseek_v3": "deepseek-v3",
+    "olmo2": "olmo-2-7b",
+    "granite": "granite-3.1-2b",
+    "cohere": "command-r-plus-104b",
+    "cohere2": "command-r7b",
+    "starcoder2": "starcoder2-3b",
+    "stablelm": "stablelm-2-1.6b",
+    "stablelm_parallel": "stablelm-2-12b",
+    "falcon": "falcon-7b",
+    "falcon_new": "falcon-40b",
+    "qwen2_moe": "qwen1.5-moe-a2.7b",
+    "granitemoe": "granite-3.1-1b-a400m",
+    "phimoe": "phi-3.5-moe",
+    "deepseek_v2": "deepseek-v2-lite",
 }
 """Family key → the preset whose quirks its tiny model keeps."""
 
@@ -80,7 +93,10 @@ def tiny_arch(
                 "kv_lora_rank": 32,
                 "qk_nope_head_dim": 32,
                 "qk_rope_head_dim": 16,
-                "v_head_dim": 32,
+                # = the q/k head dim, so CPU SDPA takes its flash kernel: with unequal
+                # dims it falls back to the fp32 math path (CUDA to memory-efficient,
+                # which keeps the same tensors as flash)
+                "v_head_dim": 48,
             }
         )
         update["kv_heads"] = heads
