@@ -31,7 +31,7 @@ from engine.ledger.activations.inputs import input_rows
 from engine.ledger.activations.loss import labels_rows
 from engine.ledger.activations.schedule import in_flight
 from engine.ledger.activations.stage_layers import context, stage_layers
-from engine.ledger.activations.traits import traits_of
+from engine.ledger.activations.traits import source_of, traits_of
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import (
     AT_LOSS,
@@ -222,7 +222,7 @@ def activation_rows(
 def _profile_source(plan: Plan) -> str:
     if plan.runtime.activation_profile == "megatron":
         return "korthikanti-2022"
-    return "hf-transformers-llama"
+    return source_of(plan.model.architecture)
 
 
 def _working_terms(g: Geometry) -> list[Term]:

@@ -64,10 +64,16 @@ class FamilyTraits:
     routing_dtype_compute: bool = False  # routing weights cast to the compute dtype
     rotary_fraction: float = 1.0  # of head_dim rotated (config's partial_rotary_factor)
     explicit_mask: bool = False  # a (b, 1, s, s) mask is always passed to SDPA
+    embed_scale: bool = False  # the embedding holds a 0-d embed_scale buffer (Gemma)
 
     @property
     def source(self) -> str:
         return f"{self.module} ({TRANSFORMERS})"
+
+    @property
+    def source_key(self) -> str:
+        """The family's key in ``resources/sources.json`` (``hf-transformers-<dir>``)."""
+        return "hf-transformers-" + self.module.split("/")[0]
 
 
 _LLAMA = FamilyTraits("llama/modeling_llama.py")
@@ -86,6 +92,7 @@ _TRAITS: dict[str, FamilyTraits] = {
         post_norms=True,
         attn_softcap=True,
         final_softcap=True,
+        embed_scale=True,
     ),
     "gemma3": FamilyTraits(
         "gemma3/modeling_gemma3.py",
@@ -93,6 +100,7 @@ _TRAITS: dict[str, FamilyTraits] = {
         qk_norm="rms_gemma",
         activation="gelu_tanh",
         post_norms=True,
+        embed_scale=True,
     ),
     "olmo2": FamilyTraits(
         "olmo2/modeling_olmo2.py",
@@ -140,3 +148,8 @@ _TRAITS: dict[str, FamilyTraits] = {
 def traits_of(arch: ArchitectureSpec) -> FamilyTraits:
     """The implementation facts of the architecture's family."""
     return _TRAITS[arch.family]
+
+
+def source_of(arch: ArchitectureSpec) -> str:
+    """The sources.json key of the family's modeling code."""
+    return traits_of(arch).source_key
