@@ -108,6 +108,7 @@ AXES: dict[str, dict[str, dict[str, Any]]] = {
         "plain": {"parallelism.strategy": "ddp", "parallelism.dp": 1},
         "ddp2": {"parallelism.strategy": "ddp", "parallelism.dp": 2},
         "fsdp4": {"parallelism.strategy": "fsdp2", "parallelism.dp": 4},
+        "fsdp8": {"parallelism.strategy": "fsdp2", "parallelism.dp": 8},
         "fsdp4_noreshard": {
             "parallelism.strategy": "fsdp2",
             "parallelism.dp": 4,

@@ -245,8 +245,9 @@ def _once_row(
         "other": "Saved once per forward (rotary cos / sin, positions)",
         "head": "Saved once per forward by the head (final norm, lm_head input, loss)",
     }[which]
+    row_id = {"other": "hbm.activations.saved.other", "head": "hbm.activations.saved.head"}
     return make_row(
-        id=f"hbm.activations.saved.{which}",
+        id=row_id[which],
         state="activations",
         label=label,
         location="hbm",

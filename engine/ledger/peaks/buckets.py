@@ -12,6 +12,7 @@ from collections import defaultdict
 from engine.ledger.held import HeldTensor
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import (
+    AFTER_LAST_LAYER,
     ALL_PHASES,
     BACKWARD,
     FORWARD_BACKWARD,
@@ -19,6 +20,7 @@ from engine.ledger.row import (
     OPTIMIZER,
     Row,
     make_row,
+    with_middle,
 )
 from engine.plan import Plan
 from engine.stacks.families import StrategyRule
@@ -46,7 +48,7 @@ def bucket_rows(
             else _zero_row(plan, trainable, formats)
         ]
     if rule.fsdp and rule.grads and shard > 1:
-        return _reduce_scatter_rows(plan, trainable, formats)
+        return _reduce_scatter_rows(plan, trainable, formats, rule.family == "fsdp2", shard)
     return []
 
 
@@ -134,10 +136,51 @@ def _zero3_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -
     )
 
 
+def _fsdp2_reduce_scatter_row(
+    plan: Plan, trainable: list[HeldTensor], grad_bytes: int, shard: int
+) -> Row:
+    """FSDP2's reduce-scatter input, one at a time, from the end of the last layer's
+    backward on.
+
+    ``foreach_reduce`` (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py) copies
+    a unit's unsharded gradients into one flat input in the reduce dtype, every tensor
+    padded to ``shard`` chunks of ceil(d0 / shard) rows, after the unit's parameters were
+    resharded; the input is kept until the next unit's reduce-scatter replaces it. So
+    while a layer runs backward the previous layer's input is live — none during the
+    last layer's (nothing was reduced yet) — and the layer's own unsharded gradients are
+    part of its working set."""
+    gran = plan.runtime.allocation_granularity_bytes
+    per_unit: dict[str, int] = defaultdict(int)
+    for t in trainable:
+        if t.unit != "root" and t.shape:
+            rest = t.numel // t.shape[0] if t.shape[0] else 0
+            per_unit[t.unit] += ceil_div(t.shape[0], shard) * shard * rest
+    numel = max(per_unit.values(), default=0)
+    n = round_up(numel * grad_bytes, gran)
+    n_layers = sum(max(t.count for t in trainable if t.unit == u) for u in per_unit)
+    return make_row(
+        id="hbm.buckets.reduce_scatter",
+        label="Reduce-scatter input of the previous layer (one at a time)",
+        state="buckets",
+        location="hbm",
+        kind="peak",
+        group="buckets",
+        low=n,
+        high=n,
+        formula=f"one decoder-layer unit flat and padded to {shard} chunks, "
+        f"{fmt_count(numel)} el. × {grad_bytes} B (reduce dtype) = {fmt_count(n)} B; live "
+        "from the second layer's backward on",
+        source="fsdp2-prefetch",
+        phases=BACKWARD,
+        backward=with_middle(AFTER_LAST_LAYER, n_layers),
+    )
+
+
 def _reduce_scatter_rows(
-    plan: Plan, trainable: list[HeldTensor], formats: StateFormats
+    plan: Plan, trainable: list[HeldTensor], formats: StateFormats, fsdp2: bool, shard: int
 ) -> list[Row]:
-    """FSDP: one unit's unsharded gradients and its reduce-scatter input; the root unit's
+    """FSDP: the reduce-scatter buffers (FSDP2: one input at a time; FSDP1: one unit's
+    unsharded gradients and its input, up to one more in flight); the root unit's
     gradients wait until the end of backward."""
     gran, gbytes = plan.runtime.allocation_granularity_bytes, formats.grad_bytes
     units: dict[str, int] = defaultdict(int)
@@ -152,7 +195,9 @@ def _reduce_scatter_rows(
     low = round_up(one * c, gran) + (round_up(one * gbytes, gran) if gbytes != c else 0)
     high = low + round_up(one * gbytes, gran)
     rows = [
-        make_row(
+        _fsdp2_reduce_scatter_row(plan, trainable, gbytes, shard)
+        if fsdp2
+        else make_row(
             id="hbm.buckets.reduce_scatter",
             label="Unsharded grads of one unit and its reduce-scatter input",
             state="buckets",
@@ -165,7 +210,7 @@ def _reduce_scatter_rows(
             + (f" + {gbytes} B reduce-dtype copy" if gbytes != c else "")
             + f" = {fmt_count(low)} B; up to one more reduce-scatter input in flight "
             f"(+{fmt_count(round_up(one * gbytes, gran))} B)",
-            source="fsdp2-prefetch",
+            source="fsdp1",
             phases=BACKWARD,
             backward=IN_LAYERS,
         )

@@ -15,11 +15,13 @@ from engine.ledger.placement import LocalTensor
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import (
     BACKWARD,
+    BEFORE_FIRST_LAYER,
     FORWARD_BACKWARD,
     IN_LAYERS,
     NO_MOMENTS,
     Row,
     make_row,
+    with_middle,
 )
 from engine.plan import Plan
 from engine.stacks.families import StrategyRule, keeps_all_gathered
@@ -129,8 +131,9 @@ def _fsdp_rows(
                 f"{fmt_count(nbuf * buf)} B (kept until the next all-gather)",
                 source=src,
                 phases=FORWARD_BACKWARD,
-                # every unit stayed gathered: backward issues no all-gather
-                backward=NO_MOMENTS if keep_all else None,
+                # every unit stayed gathered: backward issues no all-gather; otherwise
+                # the prefetched unit waits in it until the first layer's backward
+                backward=NO_MOMENTS if keep_all else with_middle(BEFORE_FIRST_LAYER, n_layers),
             )
         )
     if keep_all:
