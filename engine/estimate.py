@@ -17,8 +17,9 @@ from engine.ledger.activations.schedule import in_flight
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
+from engine.ledger.peaks.dequantize import dequantize_rows
 from engine.ledger.peaks.gathered import gathered_rows
-from engine.ledger.peaks.optimizer_step import optimizer_temp_rows
+from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
 from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
 from engine.ledger.phases import timeline
 from engine.ledger.placement import stage_layer_ranges
@@ -27,6 +28,7 @@ from engine.ledger.row import LOCATIONS, MOMENTS, PHASES, Location, Moment, Phas
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
 from engine.legality.checks import check
 from engine.plan import Plan
+from engine.stacks.defaults import resolved
 from engine.stacks.families import keeps_all_gathered, rule_of
 
 Verdict = Literal["fits", "straddles", "does_not_fit"]
@@ -134,11 +136,14 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
     if stage == par.pp - 1:
         rows += logits_rows(plan, geometry(plan), in_flight(plan, stage))
     shard = max((t.group for t in held), default=1)
-    gathered = gathered_rows(plan, placed, formats, shard, rule)
+    gathered = gathered_rows(plan, placed, formats, shard, rule, stage)
     rows += gathered
     rows += bucket_rows(plan, held, formats, rule, shard)
     rows += accumulation_rows(plan, held, rule)
+    if plan.method.kind == "qlora":
+        rows += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)
     rows += optimizer_temp_rows(plan, held, rule)
+    rows += deepspeed_step_rows(plan, held, rule)
     unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)
     rows += checkpoint_rows(plan, unit)
     rows += runtime_rows(plan, stage)
@@ -213,11 +218,14 @@ def decisive_stages(plan: Plan) -> tuple[int, ...]:
 def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
     """The per-rank memory estimate of a plan.
 
+    Every field left at ``auto`` takes the training stack's default first
+    (:func:`engine.stacks.defaults.resolved`); the estimate carries the plan's own hash.
     ``decisive_only`` computes only the stages that can be the heaviest (see
     :func:`decisive_stages`): the same verdict and peaks for a fraction of the work, for
     the layout search; views use the default, every stage.
     Raises :class:`PlanError` when the plan cannot run as laid out.
     """
+    original, plan = plan, resolved(plan)
     check(plan)
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
@@ -236,7 +244,7 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
         verdict = "does_not_fit"
         reason = "; ".join([*node_problems, f"HBM: {reason}"])
     return Estimate(
-        config_hash=plan.config_hash(),
+        config_hash=original.config_hash(),
         world_size=plan.parallelism.world_size,
         stages=stages,
         heaviest_stage=heaviest,

@@ -9,23 +9,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-from functools import lru_cache
-from typing import Any
+from functools import cache, lru_cache
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from engine.errors import PlanError, Problem, require
+from engine.errors import PlanError, Problem, clip, field_path, quote, require
 from engine.legality import rules
-from engine.sections.base import Section
+from engine.sections.base import CANONICAL_CONTEXT, Section
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
 from engine.sections.model import ModelSection
 from engine.sections.offload import CheckpointSection, HostSection, OffloadSection
 from engine.sections.parallel import ParallelismSection
 from engine.sections.runtime import PolicySection, RuntimeSection
+from engine.sections.stack import StackSection
 
 SECTION_ORDER: tuple[str, ...] = (
     "model",
+    "stack",
     "method",
     "batch",
     "parallelism",
@@ -47,6 +50,7 @@ class Plan(Section):
     """
 
     model: ModelSection = Field(default_factory=ModelSection)
+    stack: StackSection = Field(default_factory=StackSection)
     method: MethodSection = Field(default_factory=MethodSection)
     batch: BatchSection = Field(default_factory=BatchSection)
     parallelism: ParallelismSection = Field(default_factory=ParallelismSection)
@@ -70,9 +74,13 @@ class Plan(Section):
 
     def to_canonical_json(self) -> str:
         """Canonical JSON of the inputs: sorted keys, no whitespace, ASCII only."""
-        return json.dumps(
-            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=True
-        )
+        return canonical_json(self.canonical_tree())
+
+    def canonical_tree(self) -> dict[str, Any]:
+        """The inputs as hashed: the JSON dump in its canonical form, where an optional
+        input still at its default ``None`` may be left out (``CANONICAL_CONTEXT``)."""
+        tree: dict[str, Any] = self.model_dump(mode="json", context=CANONICAL_CONTEXT)
+        return tree
 
     @property
     def hbm_limit_bytes(self) -> int:
@@ -88,7 +96,41 @@ class Plan(Section):
 @lru_cache(maxsize=512)
 def _config_hash(plan: Plan) -> str:
     """Cached: every estimate carries its plan's hash, and equal plans hash equally."""
-    return hashlib.sha256(plan.to_canonical_json().encode("ascii")).hexdigest()
+    return canonical_hash(plan.canonical_tree())
+
+
+def canonical_json(tree: Any) -> str:
+    """The canonical JSON of a plan tree: sorted keys, no whitespace, ASCII only."""
+    return json.dumps(tree, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def canonical_hash(tree: Any) -> str:
+    """SHA-256 of a plan tree's canonical JSON. A file's stored hash is this hash of the
+    plan *as it was written*, which later MemPlan versions can check even after new inputs
+    (with defaults) were added to the Plan."""
+    return hashlib.sha256(canonical_json(tree).encode("ascii")).hexdigest()
+
+
+def _free_json_paths(model: type[BaseModel], prefix: str) -> list[str]:
+    out = []
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        ann = info.annotation
+        arms = get_args(ann) if get_origin(ann) in (Union, UnionType) else (ann,)
+        if any(get_origin(a) is dict for a in arms):
+            out.append(path)
+        for arm in arms:
+            if isinstance(arm, type) and issubclass(arm, BaseModel):
+                out += _free_json_paths(arm, f"{path}.")
+    return out
+
+
+@cache
+def free_json_paths() -> frozenset[str]:
+    """Dotted paths of the inputs that hold any JSON object (``model.hf_config``, an
+    imported config.json): each is one input, so views that list inputs leaf by leaf
+    stop there instead of listing the object's keys as inputs."""
+    return frozenset(_free_json_paths(Plan, ""))
 
 
 def default_plan() -> Plan:
@@ -139,14 +181,15 @@ def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]
     act on: a legality rule's own fields and wording, else the error's location."""
     problems = []
     for item in err.errors():
-        loc = ".".join(str(p) for p in item["loc"] if not str(p).startswith("function-"))
+        parts = [p for p in item["loc"] if not str(p).startswith("function-")]
+        loc = ".".join(str(p) for p in parts)  # the field to mark, as the plan spells it
         cause = item.get("ctx", {}).get("error")
         if isinstance(cause, PlanError):
             lead = f"{prefix}: " if prefix else ""
             problems += [Problem(p.fields, f"{lead}{p.message}") for p in cause.problems]
             continue
-        where = ".".join(p for p in (prefix, loc) if p)
-        msg = item["msg"].removeprefix("Value error, ")
+        where = ".".join(p for p in (prefix, field_path(parts)) if p)  # short, escaped
+        msg = clip(item["msg"].removeprefix("Value error, "), 200)
         if item["type"] == "extra_forbidden":
             msg = "unknown field"
         elif item["type"] == "missing":
@@ -155,7 +198,7 @@ def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]
         shown = (
             ""
             if item["type"] in ("missing", "extra_forbidden") or isinstance(got, dict)
-            else f" (got {got!r})"
+            else f" (got {quote(got)})"
         )
         problems.append(
             Problem((loc,) if loc else (), f"{where or prefix or 'plan'}: {msg}{shown}")

@@ -2,22 +2,23 @@
 
 A file is UTF-8 JSON::
 
-    {"format": "memplan", "schema_version": 1, "app_version": "0.1.0",
+    {"format": "memplan", "schema_version": 2, "app_version": "0.1.0",
      "created": "...", "modified": "...", "name": "...", "notes": "...",
      "config_hash": "<sha256 of the canonical plan>", "plan": {...},
      "measurements": []}
 
 Older schema versions are upgraded through a chain of migrations; a newer version is
-refused without touching the file. Saving writes a temp file in the same directory,
-fsyncs it and renames it over the target, so a crash never damages the previous file.
+refused without touching the file. Reading goes through ``fileio.strict_json``, so a
+hostile file (huge, deeply nested, duplicate keys, half a character) is refused with one
+sentence naming the field; saving goes through ``fileio.atomic``: a crash never damages
+the previous file, and the file's mode and symlink survive a save.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,19 +28,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine import FORMULA_VERSION, __version__
-from engine.plan import Plan, describe_validation_error
+from engine.errors import PlanFileError, field_path, quote
+from engine.fileio import strict_json
+from engine.fileio.atomic import write_atomic
+from engine.plan import Plan, canonical_hash, describe_validation_error
+from engine.plan_migrations import migrate_plan_1_to_2
+
+__all__ = ["PlanFile", "PlanFileError", "dumps", "load", "parse", "save"]
 
 FORMAT_NAME = "memplan"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SUFFIX = ".memplan"
-
-
-class PlanFileError(ValueError):
-    """A file that cannot be opened as a plan; ``str()`` is one sentence for the user."""
-
-    def __init__(self, message: str, problems: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.problems = problems or [message]
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,20 @@ def _migrate_0_to_1(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1}
+def _migrate_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
+    """Schema 2 made the training stack an input; the plan keeps schema 1's meaning
+    (:func:`engine.plan_migrations.migrate_plan_1_to_2`)."""
+    out = dict(doc)
+    if isinstance(out.get("plan"), dict):
+        out["plan"] = migrate_plan_1_to_2(out["plan"])
+    out["schema_version"] = 2
+    return out
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    0: _migrate_0_to_1,
+    1: _migrate_1_to_2,
+}
 """MIGRATIONS[n] turns a schema-n document into a schema-(n+1) document."""
 
 
@@ -88,7 +100,7 @@ def migrate(doc: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
     """Upgrade a document to the current schema; returns it and the version it had."""
     version = doc.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise PlanFileError(f"schema_version must be a non-negative integer, got {version!r}")
+        raise PlanFileError(f"schema_version must be a non-negative integer, got {quote(version)}")
     if version > SCHEMA_VERSION:
         raise PlanFileError(
             f"this file has schema_version {version}, newer than this MemPlan understands "
@@ -118,13 +130,7 @@ _TOP_KEYS = {
 
 def parse(text: str) -> PlanFile:
     """Parse file text into a PlanFile, or raise PlanFileError naming the problem."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlanFileError(
-            f"not a MemPlan file: it is not valid JSON (line {exc.lineno}, column {exc.colno}: "
-            f"{exc.msg})"
-        ) from exc
+    doc = strict_json.loads(text.removeprefix(strict_json.BOM))
     if not isinstance(doc, dict):
         raise PlanFileError("not a MemPlan file: the top level must be a JSON object")
     if "schema_version" not in doc:
@@ -134,7 +140,8 @@ def parse(text: str) -> PlanFile:
     doc, upgraded_from = migrate(doc)
     unknown = sorted(set(doc) - _TOP_KEYS)
     if unknown:
-        raise PlanFileError(f"{unknown[0]}: unknown field at the top level of the file")
+        where = field_path((unknown[0],))
+        raise PlanFileError(f"{where}: unknown field at the top level of the file")
     if "plan" not in doc:
         raise PlanFileError("plan: required section is missing")
     if not isinstance(doc["plan"], dict):
@@ -156,7 +163,11 @@ def parse(text: str) -> PlanFile:
         raise PlanFileError(problems[0] + more, problems) from exc
     stored = doc.get("config_hash")
     messages = []
-    if isinstance(stored, str) and stored != plan.config_hash() and upgraded_from is None:
+    if (
+        isinstance(stored, str)
+        and upgraded_from is None
+        and stored not in (plan.config_hash(), canonical_hash(doc["plan"]))
+    ):
         messages.append(
             "the stored config_hash does not match the plan's content (edited by hand?); "
             "it will be rewritten on save"
@@ -181,18 +192,28 @@ def parse(text: str) -> PlanFile:
     )
 
 
-def load(path: str | os.PathLike[str]) -> PlanFile:
-    """Read a .memplan file. Raises PlanFileError (also for unreadable files)."""
-    p = Path(path)
+def _read(p: Path) -> bytes:
+    """The file's bytes, refusing what is not a plan-sized regular file before reading it
+    (a FIFO would block, a device or a huge file would fill memory)."""
     try:
-        raw = p.read_bytes()
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except OSError as exc:
         raise PlanFileError(f"cannot read {p}: {exc.strerror or exc}") from exc
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise PlanFileError(f"not a MemPlan file: {p.name} is not UTF-8 text") from exc
-    return parse(text)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PlanFileError(f"not a MemPlan file: {p.name} is not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read(strict_json.MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise PlanFileError(f"cannot read {p}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+
+
+def load(path: str | os.PathLike[str]) -> PlanFile:
+    """Read a .memplan file. Raises PlanFileError (also for unreadable files)."""
+    p = Path(path)
+    return parse(strict_json.decode(_read(p), p.name))
 
 
 def to_document(pf: PlanFile) -> dict[str, Any]:
@@ -214,36 +235,13 @@ def to_document(pf: PlanFile) -> dict[str, Any]:
 
 
 def dumps(pf: PlanFile) -> str:
-    return json.dumps(to_document(pf), indent=2, ensure_ascii=False) + "\n"
+    """The file's text. A lone surrogate (half a character, which no file holds but a
+    pasted name can) is written as U+FFFD, so saving never fails and the file reopens."""
+    text = json.dumps(to_document(pf), indent=2, ensure_ascii=False) + "\n"
+    return strict_json.without_lone_surrogates(text)
 
 
-def _replace(src: str, dst: Path) -> None:
-    """Atomically move the finished temp file over the target (a seam for tests)."""
-    os.replace(src, dst)
-
-
-def save(pf: PlanFile, path: str | os.PathLike[str]) -> None:
-    """Write atomically: temp file in the same directory, fsync, rename over ``path``."""
-    target = Path(path)
-    data = dumps(pf).encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    try:
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+def save(pf: PlanFile, path: str | os.PathLike[str]) -> Path:
+    """Write atomically (see ``fileio.atomic``); returns the file written, which is a
+    symlink's target when ``path`` is a link. Raises SaveError (an OSError) in words."""
+    return write_atomic(dumps(pf).encode("utf-8"), path)

@@ -13,10 +13,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 
-from engine import planfile
-from gui import autosave, dialogs
+from engine.fileio.atomic import clean_stale_temps
+from gui import autosave, recovery
 from gui.main_window import MainWindow
-from gui.settings import Settings
+from gui.settings import Settings, autosave_dir
 
 APP_NAME = "MemPlan"
 
@@ -37,30 +37,44 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     return app
 
 
+_windows: list[MainWindow] = []
+"""Every window this instance opened (recovery may open several); kept so none is
+garbage-collected while shown."""
+
+
+def new_window(settings: Settings | None = None) -> MainWindow:
+    """A shown main window whose autosave failures appear in its status bar."""
+    window = MainWindow(settings or Settings())
+    window.autosaver.failed.connect(
+        lambda message: window.statusBar().showMessage(f"Autosave failed: {message}")
+    )
+    _windows.append(window)
+    window.show()
+    return window
+
+
 def offer_recovery(window: MainWindow) -> bool:
-    """Offer the newest autosave a crashed session left; True if it was recovered."""
-    orphans = autosave.find_orphans()
-    if not orphans:
-        return False
-    newest, *older = orphans
-    for orphan in older:
-        autosave.discard(orphan)
-    recovered = False
-    if dialogs.ask_recover(window, newest.original, newest.saved_at):
-        try:
-            window.doc.recover(newest.plan_path, newest.original)
-            recovered = True
-        except planfile.PlanFileError as exc:
-            dialogs.show_error(window, "Cannot recover", str(exc))
-    autosave.discard(newest)
-    return recovered
+    """Offer every crashed instance's autosaves (see :mod:`gui.recovery`)."""
+    return recovery.offer_recovery(window, new_window)
+
+
+def start(path: str | None = None) -> MainWindow:
+    """Everything ``main`` does before the event loop: a window, recovery, then the file
+    from the command line (in a window of its own if recovery filled the first). A bad
+    file shows its error in a dialog over the window; the app keeps running."""
+    make_app()
+    clean_stale_temps(autosave_dir())
+    window = new_window()
+    recovered = offer_recovery(window)
+    if path:
+        target = new_window() if recovered and not recovery.is_pristine(window) else window
+        target.open_initial(path)
+    return window
 
 
 def main(path: str | None = None) -> int:
     """Open the main window on ``path`` (or the default plan) and run the event loop."""
     app = make_app()
-    window = MainWindow(Settings())
-    window.show()
-    if not offer_recovery(window):
-        window.open_initial(path)
+    start(path)
+    app.aboutToQuit.connect(autosave.release_instances)
     return app.exec()

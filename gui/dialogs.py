@@ -5,7 +5,12 @@ Tests replace these functions (monkeypatch) instead of clicking real dialogs.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+
+from gui.autosave import Orphan
+from gui.recovery_dialog import Choice, RecoveryDialog
 
 FILE_FILTER = "MemPlan plans (*.memplan);;All files (*)"
 
@@ -30,17 +35,10 @@ def ask_unsaved(parent: QWidget, name: str) -> str:
     return "cancel"
 
 
-def ask_recover(parent: QWidget | None, original: str | None, when: str) -> bool:
-    """Offer to restore an autosave left by a session that did not close cleanly."""
-    what = original or "an unsaved plan"
-    answer = QMessageBox.question(
-        parent,
-        "Recover unsaved changes",
-        f"MemPlan did not close cleanly. Unsaved changes to {what} were autosaved at "
-        f"{when}. Recover them?",
-        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-    )
-    return answer == QMessageBox.StandardButton.Yes
+def ask_recovery(parent: QWidget | None, orphans: list[Orphan]) -> dict[Path, Choice]:
+    """What to do with each autosave crashed instances left (empty: decide later)."""
+    dialog = RecoveryDialog(parent, orphans)
+    return dialog.choices() if dialog.exec() == RecoveryDialog.DialogCode.Accepted else {}
 
 
 def show_error(parent: QWidget | None, title: str, text: str) -> None:

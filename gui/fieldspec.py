@@ -8,6 +8,7 @@ can be tested on its own.
 
 from __future__ import annotations
 
+import math
 import re
 import types
 import typing
@@ -18,6 +19,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from engine.errors import quote
 from engine.units import GB, GiB, MiB
 
 Kind = Literal["bool", "choice", "int", "float", "bytes", "text", "list", "json", "section"]
@@ -220,16 +222,18 @@ def parse_bytes(text: str, default_unit: str = "gb") -> int:
     cleaned = text.strip().replace(",", "").replace("_", "")
     match = re.fullmatch(r"([0-9.eE+-]+)\s*([A-Za-z]*)", cleaned)
     if not match:
-        raise ValueError(f"enter a size such as 80 GB or 79.1 GiB (got {text!r})")
+        raise ValueError(f"enter a size such as 80 GB or 79.1 GiB (got {quote(text)})")
     number, unit = match.group(1), match.group(2).lower()
     try:
         value = float(number)
     except ValueError:
-        raise ValueError(f"not a number: {number!r}") from None
+        raise ValueError(f"not a number: {quote(number)}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"too large a size: {quote(text)}")
     if not unit:
         unit = "b" if value >= 1e6 and float(value).is_integer() else default_unit
     if unit not in _BYTE_UNITS:
-        raise ValueError(f"unknown unit {unit!r}: use B, GB, GiB, TB, TiB, MB or MiB")
+        raise ValueError(f"unknown unit {quote(unit)}: use B, GB, GiB, TB, TiB, MB or MiB")
     return round(value * _BYTE_UNITS[unit])
 
 
@@ -274,7 +278,7 @@ def parse_number(text: str, kind: Kind, optional: bool) -> int | float | None:
         return float(cleaned)
     except ValueError:
         what = "whole number" if kind == "int" else "number"
-        raise ValueError(f"not a {what}: {text!r}") from None
+        raise ValueError(f"not a {what}: {quote(text)}") from None
 
 
 def parse_list(text: str) -> list[Any]:

@@ -347,6 +347,7 @@ class MainWindow(QMainWindow):
         self.autosaver.clear()
         self.worker.shutdown()
         self.workbench.shutdown()
+        self.measured.shutdown()
         event.accept()
 
     def open_initial(self, path: str | None) -> None:

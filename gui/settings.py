@@ -1,8 +1,10 @@
 """Per-user settings and state: recent files, window geometry, units, autosave folder.
 
-Stored as small JSON files in the platform's config and state directories
-(platformdirs), so nothing depends on Qt's registry/ini backends and tests can point
-both at a temporary folder through ``MEMPLAN_CONFIG_DIR`` / ``MEMPLAN_STATE_DIR``.
+Settings are a small JSON file in the platform's config directory and autosaves live in
+its user data directory (platformdirs), so nothing depends on Qt's registry/ini backends
+and tests can point both at a temporary folder through ``MEMPLAN_CONFIG_DIR`` /
+``MEMPLAN_STATE_DIR``. Several app instances may run at once: each write re-reads the
+file and replaces it atomically, so none loses another's recent files.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 import platformdirs
 
+from engine.fileio.atomic import write_atomic
+
 APP = "memplan"
 MAX_RECENT = 10
 UNIT_CHOICES = ("gb", "gib", "both")
@@ -26,10 +30,11 @@ def config_dir() -> Path:
     return Path(override) if override else Path(platformdirs.user_config_dir(APP))
 
 
-def state_dir() -> Path:
-    """Where autosaves live (``MEMPLAN_STATE_DIR`` overrides, for tests)."""
+def autosave_dir() -> Path:
+    """Where autosaves live: the user data folder, which survives reboots and is never
+    cleaned as a cache would be (``MEMPLAN_STATE_DIR`` overrides, for tests)."""
     override = os.environ.get("MEMPLAN_STATE_DIR")
-    return Path(override) if override else Path(platformdirs.user_state_dir(APP))
+    return Path(override) if override else Path(platformdirs.user_data_dir(APP)) / "autosave"
 
 
 class Settings:
@@ -42,17 +47,21 @@ class Settings:
     def __init__(self, directory: Path | None = None) -> None:
         self.path = (directory or config_dir()) / "settings.json"
         self._data: dict[str, Any] = {}
-        with contextlib.suppress(OSError, ValueError):
+        self._reload()
+
+    def _reload(self) -> None:
+        """Pick up what another instance wrote (a damaged file counts as empty)."""
+        with contextlib.suppress(OSError, ValueError, RecursionError):
             loaded = json.loads(self.path.read_text(encoding="utf-8"))
             if isinstance(loaded, dict):
                 self._data = loaded
 
-    def _write(self) -> None:
+    def _update(self, key: str, value: Any) -> None:
+        self._reload()
+        self._data[key] = value
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self._data, indent=2), encoding="utf-8")
-            os.replace(tmp, self.path)
+            write_atomic(json.dumps(self._data, indent=2).encode("utf-8"), self.path)
 
     # recent files -------------------------------------------------------------
     def recent_files(self) -> list[str]:
@@ -61,13 +70,12 @@ class Settings:
 
     def add_recent(self, path: str) -> None:
         full = str(Path(path).resolve())
+        self._reload()
         items = [p for p in self.recent_files() if p != full]
-        self._data["recent_files"] = [full, *items][:MAX_RECENT]
-        self._write()
+        self._update("recent_files", [full, *items][:MAX_RECENT])
 
     def clear_recent(self) -> None:
-        self._data["recent_files"] = []
-        self._write()
+        self._update("recent_files", [])
 
     # units --------------------------------------------------------------------
     def units(self) -> str:
@@ -77,8 +85,7 @@ class Settings:
     def set_units(self, units: str) -> None:
         if units not in UNIT_CHOICES:
             raise ValueError(f"units must be one of {UNIT_CHOICES}, got {units!r}")
-        self._data["units"] = units
-        self._write()
+        self._update("units", units)
 
     # window state (opaque Qt byte strings, stored as hex) ---------------------
     def blob(self, key: str) -> bytes | None:
@@ -91,5 +98,4 @@ class Settings:
             return None
 
     def set_blob(self, key: str, data: bytes) -> None:
-        self._data[key] = data.hex()
-        self._write()
+        self._update(key, data.hex())

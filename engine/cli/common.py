@@ -44,7 +44,7 @@ def parse_set(item: str) -> tuple[str, Any]:
         )
     try:
         value: Any = json.loads(raw)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or a number past Python's int-digit limit
         value = raw
     return path, value
 

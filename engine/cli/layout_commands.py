@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.analysis import analysis
+from engine.cli.arg_types import gpu_count
 from engine.cli.common import EXIT_OK, CliError, load_plan, plan_args
 from engine.cli.layout_json import counts_json, fit_json, lattice_json
 from engine.cli.text import render_counts, render_fit
@@ -107,7 +108,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("layouts", help="GPU counts and layouts of a plan")
     plan_args(p)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--gpus", type=int, metavar="N", help="list every layout of N GPUs")
+    g.add_argument("--gpus", type=gpu_count, metavar="N", help="list every layout of N GPUs")
     g.add_argument("--max-gpus", type=int, metavar="N", help="search the counts up to N GPUs")
     p.add_argument("--hide-rejected", action="store_true", help="with --gpus: legal ones only")
     p.add_argument(

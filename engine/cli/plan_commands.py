@@ -23,6 +23,7 @@ from engine.plan import Plan, default_plan
 from engine.planfile import PlanFile, PlanFileError, load, save
 from engine.presets import CachedModelSection, model_section_for_cached, plan_for_cached_model
 from engine.reference.deepspeed_estimator import deepspeed_reference
+from engine.stacks.defaults import resolve_stack_defaults, stack_label
 from engine.units import fmt_bytes
 
 
@@ -35,6 +36,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         raise CliError(f"plan cannot be computed: {exc}") from exc
     if args.json:
         doc = estimate_json(est, include_stages=args.stages)
+        doc["stack"] = _stack_json(plan)
         if args.reference:
             doc["reference"] = _reference_json(plan)
         print(json.dumps(doc, indent=2))
@@ -42,11 +44,42 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print(
             render(est, args.units, stages=args.stages, phases=args.phases, formulas=args.formulas)
         )
+        print(_stack_text(plan, args.formulas))
         if args.reference:
             print(_reference_text(plan))
         if not args.no_counts:
             print("\n" + render_counts(a.counts))
     return EXIT_OK
+
+
+def _stack_json(plan: Plan) -> dict[str, Any]:
+    """The stack the plan runs on and every input it left to the stack's default."""
+    r = resolve_stack_defaults(plan)
+    return {
+        "name": r.stack,
+        "requested": plan.stack.name,
+        "label": stack_label(plan),
+        "derived": {
+            path: {"value": d.value, "why": d.why, "source": d.source}
+            for path, d in sorted(r.derived.items())
+        },
+    }
+
+
+def _stack_text(plan: Plan, formulas: bool) -> str:
+    r = resolve_stack_defaults(plan)
+    how = " (auto)" if plan.stack.name == "auto" else ""
+    head = (
+        f"\nTraining stack: {stack_label(plan)} — stack.name {r.stack}{how}; "
+        f"{len(r.derived)} input(s) left to its defaults"
+    )
+    if not formulas:
+        return head + " (--formulas lists them)"
+    lines = [head + ":"]
+    for path, d in sorted(r.derived.items()):
+        value = json.dumps(d.value) if isinstance(d.value, dict) else d.value
+        lines.append(f"  {path} = {value}  — {d.why} [{d.source}]")
+    return "\n".join(lines)
 
 
 def _reference_json(plan: Plan) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.exports.common import Export, mixed_precision
 from engine.plan import Plan
+from engine.stacks.defaults import resolved
 from engine.stacks.families import rule_of
 
 FSDP1_STRATEGY = {
@@ -23,6 +24,7 @@ FSDP1_STRATEGY = {
 
 
 def accelerate_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
+    plan = resolved(plan)  # fields left to the training stack take its defaults
     par, off = plan.parallelism, plan.offload
     notes: list[str] = []
     world = par.world_size

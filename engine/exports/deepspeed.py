@@ -12,11 +12,13 @@ from typing import Any
 
 from engine.exports.common import Export, global_batch, mixed_precision
 from engine.plan import Plan
+from engine.stacks.defaults import resolved
 from engine.stacks.families import rule_of
 
 
 def ds_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
     """The config dict and notes on what the plan implies but the config cannot carry."""
+    plan = resolved(plan)  # fields left to the training stack take its defaults
     par, b, knobs, off = plan.parallelism, plan.batch, plan.parallelism.knobs, plan.offload
     notes: list[str] = []
     rule = rule_of(par.strategy)

@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.exports.common import Export, global_batch, replicas
 from engine.plan import Plan
+from engine.stacks.defaults import resolved
 from engine.stacks.families import rule_of
 
 TITAN_SCHEDULE = {"1f1b": "1F1B", "interleaved_1f1b": "Interleaved1F1B", "gpipe": "GPipe"}
@@ -19,6 +20,7 @@ TITAN_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
 def titan_config(plan: Plan) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    plan = resolved(plan)  # fields left to the training stack take its defaults
     par, b, prec = plan.parallelism, plan.batch, plan.method.precision
     notes: list[str] = []
     n = replicas(plan)

@@ -21,7 +21,7 @@ def _int(v: Any) -> int | None:
 
 def deepspeed_changes(cfg: dict[str, Any], plan: Plan) -> tuple[dict[str, Any], list[str]]:
     """Field-path changes a ds_config implies for ``plan``, and notes."""
-    ch: dict[str, Any] = {"runtime.framework": "deepspeed"}
+    ch: dict[str, Any] = {"stack.name": "deepspeed"}
     notes: list[str] = []
     for key in (
         "train_micro_batch_size_per_gpu",

@@ -10,11 +10,13 @@ from typing import Any
 
 from engine.exports.common import Export, global_batch
 from engine.plan import Plan
+from engine.stacks.defaults import resolved
 from engine.stacks.families import family_of
 
 
 def megatron_args(plan: Plan) -> tuple[dict[str, Any], list[str]]:
     """Flag → value (True for a bare flag), and notes."""
+    plan = resolved(plan)  # fields left to the training stack take its defaults
     par, b, arch, prec = (
         plan.parallelism,
         plan.batch,

@@ -19,6 +19,7 @@ from functools import cache
 from engine.errors import Problem
 from engine.legality import rules
 from engine.legality.offload import offload_problems
+from engine.legality.stack import stack_problems
 from engine.plan import Plan
 from engine.sections.parallel import ParallelismSection
 
@@ -162,9 +163,13 @@ def _messages(problems: list[Problem]) -> tuple[str, ...]:
 
 
 def every_layout_refused(plan: Plan) -> tuple[str, ...]:
-    """Why every layout of the plan fails, whatever its shape (its offload placements)."""
+    """Why every layout of the plan fails, whatever its shape (its offload placements,
+    and the strategy or method its training stack cannot run)."""
     off, strategy = plan.offload, plan.parallelism.strategy
-    return _messages(offload_problems(strategy, off.params, off.optimizer))
+    return _messages(
+        offload_problems(strategy, off.params, off.optimizer)
+        + stack_problems(plan.stack.name, strategy, plan.method.kind)
+    )
 
 
 class _Judge:

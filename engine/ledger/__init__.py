@@ -8,13 +8,15 @@ row id                                              built in ``engine.ledger.``
 ==================================================  =======================================
 ``hbm.weights*``, ``hbm.grads``, ``hbm.master_*``    ``states.rows`` (NF4: ``states.quantized``)
 ``hbm.optimizer.*``                                 ``states.rows``
-``host.offload.*``, ``nvme.offload.*`` (moved)      ``states.offload``
+``host.offload.*``, ``nvme.offload.*`` (moved)      ``states.moved`` (via ``states.offload``)
+``hbm.offload.*``, ``*.offload.*`` (ZeRO buffers)   ``states.offload_deepspeed``
 ``hbm.activations.*``, ``host.activations.*``       ``activations.rows``
 ``hbm.inputs.*``, ``hbm.buffers.*``                 ``activations.inputs``
 ``hbm.loss.*``                                      ``activations.loss``
 ``hbm.gathered.*``                                  ``peaks.gathered``
 ``hbm.buckets.*``, ``hbm.grads_unsharded.*``        ``peaks.buckets``
 ``hbm.optimizer_step.*``                            ``peaks.optimizer_step``
+``hbm.dequantized.*``                               ``peaks.dequantize``
 ``hbm.runtime.*``                                   ``peaks.runtime``
 ``hbm.checkpoint.*``                                ``peaks.checkpoint_event``
 ``host.*`` (the rest)                               ``nodes.host``
@@ -27,7 +29,7 @@ Ids built from data rather than written out are listed in :data:`DYNAMIC_IDS`.
 
 DYNAMIC_IDS: tuple[tuple[str, str], ...] = (
     ("hbm.optimizer.{state}", "engine.ledger.states.rows"),
-    ("{location}.offload.{hbm_id}", "engine.ledger.states.offload"),
+    ("{location}.offload.{hbm_id}", "engine.ledger.states.moved"),
 )
 """Row ids built by f-string: (pattern, the module that builds it). ``{state}`` is an
 optimizer state's name (``exp_avg``, ``exp_avg_sq``, ``step``, … from

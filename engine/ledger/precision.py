@@ -22,6 +22,7 @@ class StateFormats:
     grad: Dtype  # the resident (possibly sharded) gradient
     optimizer: Dtype  # optimizer moments
     policy_note: str
+    reduce: Dtype = "fp32"  # the dtype gradients are communicated in (FSDP reduce_dtype)
 
     def grad_dtype_for(self, param_dtype: str) -> str:
         """Gradients follow the parameter's dtype, except that a master-weights policy
@@ -46,6 +47,10 @@ class StateFormats:
         return DTYPE_BYTES[self.grad]
 
     @property
+    def reduce_bytes(self) -> int:
+        return DTYPE_BYTES[self.reduce]
+
+    @property
     def optimizer_bytes(self) -> int:
         return DTYPE_BYTES[self.optimizer]
 
@@ -60,6 +65,11 @@ def resolve_formats(p: PrecisionSection) -> StateFormats:
       (FSDP2 MixedPrecisionPolicy or torch.autocast); grads match the fp32 param.
     - pure_16bit: params, grads and moments in ``compute_dtype`` / ``optimizer_state_dtype``.
     """
+    if p.policy == "auto" or p.grad_dtype == "auto":
+        raise ValueError(
+            "precision left at auto reached the ledger: resolve the plan first "
+            "(engine.stacks.defaults.resolved)"
+        )
     if p.policy == "fp32":
         return StateFormats("fp32", None, "fp32", p.optimizer_state_dtype, "all fp32")
     if p.policy == "amp_master":
@@ -69,6 +79,7 @@ def resolve_formats(p: PrecisionSection) -> StateFormats:
             p.grad_dtype,
             p.optimizer_state_dtype,
             f"{p.compute_dtype} working weights + fp32 master",
+            p.grad_dtype,
         )
     if p.policy == "autocast":
         return StateFormats(
@@ -77,6 +88,7 @@ def resolve_formats(p: PrecisionSection) -> StateFormats:
             "fp32",
             p.optimizer_state_dtype,
             f"fp32 parameters are the master; compute in {p.compute_dtype}",
+            p.grad_dtype,
         )
     return StateFormats(
         p.compute_dtype,
@@ -84,4 +96,5 @@ def resolve_formats(p: PrecisionSection) -> StateFormats:
         p.compute_dtype,
         p.optimizer_state_dtype,
         f"pure {p.compute_dtype}",
+        p.compute_dtype,
     )

@@ -4,6 +4,7 @@
   values, grouped by the parallel dimension they constrain, and the values each
   dimension can take without breaking them (what the layout search enumerates).
 - :mod:`engine.legality.offload`: which offload placements each strategy supports.
+- :mod:`engine.legality.stack`: which strategies and methods each training stack runs.
 - :mod:`engine.legality.checks`: a whole plan's problems, and ``check(plan)``, which
   ``estimate()`` calls.
 

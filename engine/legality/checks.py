@@ -11,6 +11,7 @@ from __future__ import annotations
 from engine.errors import PlanError, Problem
 from engine.legality import rules
 from engine.legality.offload import offload_problems
+from engine.legality.stack import stack_problems
 from engine.plan import Plan
 
 
@@ -27,6 +28,7 @@ def plan_problems(plan: Plan) -> list[Problem]:
         *rules.dp_problems(par.dp, par.shard_group_size),
         *rules.batch_problems(b.global_batch, b.micro_batch, b.grad_accum, par.dp * par.ep),
         *offload_problems(par.strategy, plan.offload.params, plan.offload.optimizer),
+        *stack_problems(plan.stack.name, par.strategy, plan.method.kind),
     ]
 
 

@@ -8,6 +8,7 @@ the catalogue works from an installed wheel or a desktop bundle, not only a chec
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -16,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from engine.errors import quote
 from engine.models.spec import ArchitectureSpec
 from engine.models.summary import summarize
 
@@ -99,9 +101,9 @@ def load_preset(name: str) -> tuple[str, ArchitectureSpec]:
     presets = _catalogue()
     preset = presets.get(name) or presets.get(name.lower())
     if preset is None:
-        raise PresetError(
-            f"unknown model preset {name!r}; choose one of: {', '.join(sorted(presets))}"
-        )
+        close = difflib.get_close_matches(name.lower()[:100], sorted(presets), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise PresetError(f"unknown model preset {quote(name)}{hint}")
     return preset.display_name, preset.spec
 
 

@@ -1,11 +1,11 @@
 """DeepSpeed's cold model-state estimators, as a reference mode.
 
 DeepSpeed ships ``estimate_zero2_model_states_mem_needs`` and
-``estimate_zero3_model_states_mem_needs`` (deepspeed/runtime/zero/stage_1_and_2.py,
-stage3.py). They count model states only and pad host RAM with an
-``additional_buffer_factor`` of 1.5. MemPlan reproduces their arithmetic here (formulas
-restated, not their code) so users can see both numbers side by side; MemPlan's own
-ledger remains the estimate.
+``estimate_zero3_model_states_mem_needs`` (DeepSpeed 0.19.6
+deepspeed/runtime/zero/stage_1_and_2.py, stage3.py). They count model states only and
+pad host RAM with an ``additional_buffer_factor`` of 1.5. MemPlan reproduces their
+arithmetic here (formulas restated, not their code) so users can see both numbers side
+by side; MemPlan's own ledger remains the estimate.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from engine.models.inventory import build_inventory
 from engine.plan import Plan
+from engine.stacks.defaults import resolved
 from engine.units import ceil_div
 
 BUFFER_FACTOR = 1.5
@@ -43,16 +44,19 @@ def largest_module_params(plan: Plan) -> int:
 def zero2(
     total: int, gpus_per_node: int, nodes: int, offload: bool, factor: float = BUFFER_FACTOR
 ) -> tuple[int, int, str]:
-    """(cpu per node, gpu per GPU, words) by estimate_zero2_model_states_mem_needs."""
+    """(cpu per node, gpu per GPU, words) by estimate_zero2_model_states_mem_needs
+    (DeepSpeed 0.19.6 runtime/zero/stage_1_and_2.py; 2·P + 18·P/N without offload
+    since mid-2024, 4·P + 16·P/N before)."""
     gpus = gpus_per_node * nodes
     if offload:
         cpu = total * max(4 * gpus, 16) * factor
         return int(cpu), 2 * total, (f"GPU 2·P; host P·max(4·{gpus} GPUs, 16)·{factor}")
+    # 2 = params_16bit; 18 = 2 grads_16bit + 4 grads_32bit + 4 params_32bit + 8 moments
     cpu = total * 4 * gpus_per_node * factor
     return (
         int(cpu),
-        4 * total + int(16 * total / gpus),
-        (f"GPU 4·P + 16·P/{gpus}; host P·4·{gpus_per_node} GPUs per node·{factor}"),
+        2 * total + int(18 * total / gpus),
+        (f"GPU 2·P + 18·P/{gpus}; host P·4·{gpus_per_node} GPUs per node·{factor}"),
     )
 
 
@@ -100,6 +104,7 @@ def zero3(
 
 def deepspeed_reference(plan: Plan) -> DeepSpeedReference | None:
     """DeepSpeed's estimate for this plan's ZeRO stage, or None for other strategies."""
+    plan = resolved(plan)  # the model-load path may be left to the stack
     strategy = plan.parallelism.strategy
     if strategy not in ("zero2", "zero3"):
         return None

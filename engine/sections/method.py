@@ -9,6 +9,9 @@ from pydantic import Field, model_validator
 from engine.sections.base import Section
 
 Dtype = Literal["fp32", "bf16", "fp16"]
+AUTO = "auto"
+"""A field left at ``auto`` takes the training stack's default (``stack.name``), resolved
+in one place, :func:`engine.stacks.defaults.resolve_stack_defaults`."""
 
 LoraTarget = Literal["q", "k", "v", "o", "qkv", "gate", "up", "gate_up", "down", "lm_head"]
 
@@ -64,10 +67,12 @@ class OptimizerSection(Section):
     """The optimizer and how its step is implemented."""
 
     name: OptimizerName = Field(default="adamw", description="Optimizer algorithm.")
-    implementation: Literal["foreach", "fused", "for_loop"] = Field(
-        default="foreach",
-        description="PyTorch step implementation; foreach is torch's default (it "
-        "materialises one extra state-dtype copy of the parameters).",
+    implementation: Literal["auto", "foreach", "fused", "for_loop"] = Field(
+        default="auto",
+        description="Step implementation; auto = the stack's: foreach for a plain PyTorch "
+        "script (torch.optim's default; one extra state-dtype copy of the parameters), fused "
+        "for HF Trainer (adamw_torch_fused), DeepSpeed (FusedAdam), torchtitan and "
+        "Megatron-Core (TE/Apex FusedAdam).",
     )
     custom_bytes_per_param: float = Field(
         default=8.0,
@@ -77,7 +82,8 @@ class OptimizerSection(Section):
     )
 
 
-PrecisionPolicy = Literal["fp32", "amp_master", "autocast", "pure_16bit"]
+ConcretePolicy = Literal["fp32", "amp_master", "autocast", "pure_16bit"]
+PrecisionPolicy = Literal["auto", "fp32", "amp_master", "autocast", "pure_16bit"]
 
 
 class PrecisionSection(Section):
@@ -86,16 +92,23 @@ class PrecisionSection(Section):
     ``amp_master``: 16-bit working weights plus an fp32 master copy (DeepSpeed, Megatron).
     ``autocast``: fp32 parameters are the master (FSDP2 MixedPrecisionPolicy — the sharded
     fp32 parameter *is* the master — or torch.autocast); compute casts to
-    ``compute_dtype``. ``pure_16bit``: all 16-bit.
+    ``compute_dtype``. ``pure_16bit``: all 16-bit. ``auto``: the training stack's
+    (DeepSpeed and Megatron-Core amp_master, FSDP autocast, …; see ``stack.name``).
     """
 
-    policy: PrecisionPolicy = Field(default="autocast")
+    policy: PrecisionPolicy = Field(
+        default="auto",
+        description="Which copies exist in which format; auto = the stack's default "
+        "(DeepSpeed bf16.enabled and Megatron --bf16: amp_master; FSDP MixedPrecision: "
+        "autocast; HF Trainer without FSDP: the dtype the model was loaded in).",
+    )
     compute_dtype: Dtype = Field(default="bf16", description="Forward/backward dtype.")
-    grad_dtype: Dtype = Field(
-        default="fp32",
-        description="Gradient dtype under amp_master: fp32 main grads (Megatron) or 16-bit "
-        "(DeepSpeed). Other policies keep gradients in each parameter's dtype; FSDP2 "
-        "reduces in this dtype.",
+    grad_dtype: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        default="auto",
+        description="Gradient dtype under amp_master (fp32 main grads in Megatron, the model "
+        "dtype in DeepSpeed unless data_types.grad_accum_dtype says otherwise); under the "
+        "other policies gradients keep each parameter's dtype and this is the dtype FSDP "
+        "reduces in (reduce_dtype). auto = the stack's default.",
     )
     optimizer_state_dtype: Dtype = Field(
         default="fp32",
@@ -105,13 +118,19 @@ class PrecisionSection(Section):
     loss_scaling: bool = Field(default=False, description="fp16 dynamic loss scaling.")
 
 
-RecomputePolicy = Literal["none", "selective", "full", "every_k", "offload"]
+ConcreteRecompute = Literal["none", "selective", "full", "every_k", "offload"]
+RecomputePolicy = Literal["auto", "none", "selective", "full", "every_k", "offload"]
 
 
 class RecomputeSection(Section):
     """Activation checkpointing (recomputation) policy."""
 
-    policy: RecomputePolicy = Field(default="none")
+    policy: RecomputePolicy = Field(
+        default="auto",
+        description="auto = the stack's default: full for QLoRA (peft "
+        "prepare_model_for_kbit_training turns gradient checkpointing on), selective for "
+        "torchtitan (SelectiveAC), none otherwise.",
+    )
     every_k: int = Field(
         default=2, ge=1, le=10_000, description="With every_k: checkpoint one layer in k."
     )

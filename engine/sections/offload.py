@@ -51,10 +51,12 @@ class OffloadSection(Section):
 class HostSection(Section):
     """Host-side consumers of RAM besides offloaded state."""
 
-    model_init: Literal["meta", "zero_init", "full_copy_per_rank"] = Field(
-        default="meta",
+    model_init: Literal["auto", "meta", "zero_init", "full_copy_per_rank"] = Field(
+        default="auto",
         description="How the model is materialised: on the meta device / zero.Init (no "
-        "full copy) or a full copy loaded by every rank (a real host peak).",
+        "full copy) or a full copy loaded by every rank (a real host peak). auto = the "
+        "stack's: zero.Init under DeepSpeed ZeRO-3, a full copy per rank under DeepSpeed "
+        "ZeRO-1/2 and HF Trainer (from_pretrained on every rank), meta otherwise.",
     )
     dataloader_workers_per_rank: int = Field(default=2, ge=0, le=256)
     dataloader_worker_bytes: ByteRange = Field(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from engine.errors import require
 from engine.legality import rules
@@ -87,6 +87,16 @@ class StrategyKnobs(Section):
         default=25.0, ge=0.0, le=100_000.0, description="DDP bucket_cap_mb (MiB); default 25."
     )
 
+    @field_validator("fsdp_reshard_after_forward")
+    @classmethod
+    def _reshard_group_size(cls, value: bool | int) -> bool | int:
+        """An int is the group size to reshard to after forward; torch's fully_shard
+        (``_get_post_forward_mesh_info``, torch 2.5+) refuses one below 1 (1 = keep
+        the whole unsharded unit, as False does)."""
+        if not isinstance(value, bool) and not 1 <= value <= 1_000_000:
+            raise ValueError("as a number it is the group size to reshard to: 1 to 1,000,000")
+        return value
+
 
 class ParallelismSection(Section):
     """How ranks are arranged: world size = TP × PP × CP × EP × DP."""
@@ -102,6 +112,13 @@ class ParallelismSection(Section):
     dp: int = Field(default=8, ge=1, le=1_000_000, description="Data-parallel size (ranks).")
     sequence_parallel: bool = Field(
         default=False, description="Megatron sequence parallelism (splits norms/dropout by TP)."
+    )
+    tp_style: Literal["auto", "vocab_parallel", "replicated_embedding"] = Field(
+        default="auto",
+        description="How TP treats the vocabulary: vocab_parallel (Megatron-Core "
+        "VocabParallelEmbedding and vocab-parallel cross-entropy, torchtitan loss_parallel) "
+        "or replicated_embedding (transformers' tp_plan: lm_head colwise_rep gathers the "
+        "logits, the embedding stays whole). auto = the stack's.",
     )
     strategy: Strategy = Field(default="fsdp2", description="Data-parallel sharding strategy.")
     shard_group_size: int | None = Field(

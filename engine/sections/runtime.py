@@ -7,17 +7,17 @@ from typing import Literal
 from pydantic import Field
 
 from engine.sections.base import ByteRange, FractionRange, Section
-from engine.units import GB, GiB, MiB
+from engine.units import GiB, MiB
 
 
 class RuntimeSection(Section):
     """What the software stack adds beyond the model's own tensors."""
 
-    framework: Literal["pytorch", "deepspeed", "megatron"] = Field(default="pytorch")
     framework_version: str = Field(default="torch 2.13", max_length=100)
-    activation_profile: Literal["hf-transformers", "megatron"] = Field(
-        default="hf-transformers",
-        description="Which implementation's saved tensors the activation model counts.",
+    activation_profile: Literal["auto", "hf-transformers", "megatron"] = Field(
+        default="auto",
+        description="Which implementation's saved tensors the activation model counts; "
+        "auto = the stack's (megatron under Megatron-Core, hf-transformers otherwise).",
     )
     attention: Literal["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "eager"] = Field(
         default="sdpa_flash"
@@ -38,18 +38,21 @@ class RuntimeSection(Section):
         default=ByteRange(low=int(0.3 * GiB), high=int(0.65 * GiB)),
         description="CUDA context per process (pytorch PR #86509: 0.3–0.65 GiB).",
     )
-    nccl_bytes_per_communicator: ByteRange = Field(
-        default=ByteRange(low=GB // 2, high=7 * GB // 10),
-        description="NCCL buffers per communicator (NVIDIA/nccl #964: ≈0.5–0.7 GB).",
+    nccl_bytes_per_communicator: ByteRange | None = Field(
+        default=None,
+        description="NCCL buffers per communicator (bytes); None = by accelerator "
+        "generation: 0.5–0.7 GB on Ampere (NVIDIA/nccl #964), 0.5–2 GB on Hopper and later, "
+        "whose extra channels and NVLS buffers raise it (NVIDIA/nccl #864, #986).",
     )
     cublas_workspace_bytes: ByteRange = Field(
         default=ByteRange(low=8 * MiB, high=32 * MiB),
         description="cuBLAS workspace per handle (8 MiB; 32 MiB on Hopper).",
     )
     allocator_reserve: FractionRange = Field(
-        default=FractionRange(low=0.05, high=0.20),
-        description="Reserved minus allocated, as a fraction of allocated (torchtitan #165 "
-        "1.20–1.36; pytorch #40989 11 %); expandable_segments narrows it.",
+        default=FractionRange(low=0.11, high=0.36),
+        description="Reserved minus allocated, as a fraction of allocated: 11 % (pytorch "
+        "#40989) to 36 % (torchtitan #165: reserved 1.20–1.36 × allocated); "
+        "expandable_segments narrows it.",
     )
     expandable_segments: bool = Field(default=False)
     allocation_granularity_bytes: int = Field(

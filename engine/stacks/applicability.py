@@ -4,8 +4,8 @@ field in the window, and as a note when ``memplan … --set`` sets one.
 Fields that do not apply are disabled, never hidden: an analyst comparing two plans
 should see the same form, with the reason a knob has no effect right beside it. Strategy
 knobs follow the strategy table (:mod:`engine.stacks.families`): a knob applies to the
-strategies that read it, so FSDP1 NO_SHARD — which communicates like DDP — reads DDP's
-bucket knob and no FSDP1 gather knob.
+strategies that read it, so FSDP1 NO_SHARD — which all-reduces each unit's gradient in
+place and gathers nothing — reads neither DDP's bucket knob nor an FSDP1 gather knob.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.plan import Plan
+from engine.stacks.defaults import resolved
 from engine.stacks.families import FAMILIES, rule_of
 
 
@@ -36,7 +37,9 @@ class NoEffect:
 
 
 def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
-    """Every field prefix that has no effect on this plan, with what idles it and why."""
+    """Every field prefix that has no effect on this plan, with what idles it and why
+    (judged on the plan as computed: fields left to the stack take its defaults)."""
+    plan = resolved(plan)
     m, par, off, hw = plan.method, plan.parallelism, plan.offload, plan.hardware
     out: list[NoEffect] = []
 
@@ -56,6 +59,21 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         "method.qlora",
         kind,
         f"QLoRA settings apply to method.kind qlora (now {m.kind})",
+    )
+    master = m.precision.policy == "amp_master"
+    off_if(
+        master and m.kind in ("lora", "qlora"),
+        "method.lora.adapter_dtype",
+        "precision amp_master",
+        "a master-weights engine (DeepSpeed bf16.enabled) casts the adapters to the working "
+        "dtype and keeps their fp32 master in the optimizer",
+    )
+    off_if(
+        master and m.kind == "qlora",
+        "method.qlora.upcast_non_quantized",
+        "precision amp_master",
+        "a master-weights engine (DeepSpeed bf16.enabled) casts peft's fp32 upcasts back "
+        "to the working dtype",
     )
     off_if(
         m.kind != "custom",
@@ -98,6 +116,7 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         "applies to the interleaved_1f1b schedule only",
     )
     off_if(par.tp == 1, "parallelism.sequence_parallel", "tp 1", "applies when TP > 1")
+    off_if(par.tp == 1, "parallelism.tp_style", "tp 1", "applies when TP > 1")
     no_moe = plan.model.architecture.moe is None
     off_if(
         no_moe and par.ep == 1,

@@ -48,7 +48,7 @@ class StrategyRule:
     """What one strategy shards. ``optimizer`` covers moments and any fp32 master.
 
     ``knobs`` are the ``parallelism.knobs`` prefixes that change this strategy's rows
-    (FSDP1 NO_SHARD communicates like DDP, so DDP's bucket knob is the one it reads).
+    (FSDP1 NO_SHARD reads none: it all-reduces each unit's gradient in place).
     """
 
     label: str
@@ -105,8 +105,9 @@ STRATEGIES: dict[Strategy, StrategyRule] = {
         _FSDP1,
         params_live_unsharded_fwd_bwd=True,
     ),
+    # NO_SHARD all-reduces each flat_param.grad in place (no DDP reducer, no gather)
     "fsdp1_no_shard": StrategyRule(
-        "FSDP1 NO_SHARD", "fsdp1", False, False, False, "per_unit", "fsdp1", _DDP
+        "FSDP1 NO_SHARD", "fsdp1", False, False, False, "per_unit", "fsdp1", ()
     ),
     "fsdp1_hybrid_shard": StrategyRule(
         "FSDP1 HYBRID_SHARD", "fsdp1", True, True, True, "per_unit", "fsdp1", _FSDP1, hybrid=True

@@ -10,6 +10,7 @@ first such input with one sentence, and the trace exits without a number.
 from __future__ import annotations
 
 from engine.plan import Plan
+from engine.stacks.defaults import resolve_stack_defaults, resolved
 
 TRACEABLE_STRATEGIES: frozenset[str] = frozenset({"ddp", "fsdp2", "fsdp2_hsdp"})
 MOE_FAMILIES: frozenset[str] = frozenset(
@@ -21,13 +22,13 @@ names the per-layer DTensor TP plan shards (transformers' own base_model_tp_plan
 
 
 def _strategy_refusal(plan: Plan) -> str | None:
-    par, rt = plan.parallelism, plan.runtime
-    if rt.framework == "deepspeed" or par.strategy in ("zero1", "zero2", "zero3"):
+    par, stack = plan.parallelism, resolve_stack_defaults(plan).stack
+    if stack == "deepspeed" or par.strategy in ("zero1", "zero2", "zero3"):
         return (
             "DeepSpeed (ZeRO) cannot be traced: its engine needs a CUDA device and its own "
             "partitioned-parameter machinery, which do not run on fake CPU tensors"
         )
-    if rt.framework == "megatron" or par.strategy == "megatron_distopt":
+    if stack == "megatron_core" or par.strategy == "megatron_distopt":
         return (
             "Megatron-Core cannot be traced: its layers and distributed optimizer need CUDA "
             "and are not transformers models"
@@ -154,7 +155,9 @@ def _runtime_refusal(plan: Plan) -> str | None:
 
 
 def refusal(plan: Plan) -> str | None:
-    """Why this plan cannot be traced (one sentence), or None when it can."""
+    """Why this plan cannot be traced (one sentence), or None when it can (judged on the
+    plan as computed: fields left to the training stack take its defaults)."""
+    plan = resolved(plan)
     for check in (_strategy_refusal, _tp_refusal, _method_refusal, _runtime_refusal):
         reason = check(plan)
         if reason is not None:
@@ -164,6 +167,7 @@ def refusal(plan: Plan) -> str | None:
 
 def adjustments(plan: Plan) -> list[str]:
     """Inputs the trace runs in an equivalent form, each said once in the result."""
+    plan = resolved(plan)
     notes = []
     if plan.method.recompute.policy == "selective":
         notes.append(

@@ -17,6 +17,7 @@ from engine.estimate import estimate
 from engine.layout.evaluate import Estimator
 from engine.ledger.row import Row
 from engine.plan import Plan, with_values
+from engine.stacks.defaults import resolved
 
 DOMINANT_ROWS = 5
 
@@ -60,8 +61,9 @@ def candidate_changes(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     ):
         if par.strategy != s:
             out.append((f"use {label}", {"parallelism.strategy": s}))
+    current = resolved(plan).method.recompute.policy  # auto: the stack's policy
     for r in ("selective", "full"):
-        if m.recompute.policy != r:
+        if current != r:
             out.append((f"{r} activation recompute", {"method.recompute.policy": r}))
     for loss in ("chunked", "fused"):
         if plan.runtime.loss != loss:

@@ -16,6 +16,7 @@ from engine.errors import PlanError
 from engine.estimate import estimate
 from engine.layout.evaluate import Estimator
 from engine.plan import Plan, with_values
+from engine.stacks.defaults import resolved
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,7 @@ def _band_ends(
 
 
 def _ends(plan: Plan) -> list[tuple[str, str, dict[str, Any], dict[str, Any], Any, Any]]:
-    rt, b = plan.runtime, plan.batch
+    rt, b = resolved(plan).runtime, plan.batch  # a band left to the stack is its default
     band, res, nccl = rt.activation_band, rt.allocator_reserve, rt.nccl_bytes_per_communicator
     s_lo, s_hi = max(plan.parallelism.cp, b.seq_len // 2), b.seq_len * 2
     m_lo, m_hi = max(1, b.micro_batch // 2), b.micro_batch * 2

@@ -28,6 +28,7 @@ from engine.whatif.compare import Comparison
 from engine.whatif.diagnostics import Diagnosis
 from engine.whatif.sensitivity import Bar
 from engine.whatif.sweep import Sweep
+from gui.report.html import without_bidi_controls
 
 APPENDIX_FORMATS: tuple[str, ...] = ("deepspeed", "fsdp2")
 """The framework configs printed in the appendix (the issue asks for these two)."""
@@ -64,7 +65,7 @@ class ReportContent:
 
     @property
     def plan_name(self) -> str:
-        return self.pf.name or "Untitled plan"
+        return without_bidi_controls(self.pf.name) or "Untitled plan"
 
 
 def _reconciliation(pf: PlanFile, est: Estimate) -> tuple[Reconciliation | None, str | None]:

@@ -44,8 +44,18 @@ pre {{ font-family: 'DejaVu Sans Mono', monospace; font-size: 7pt; }}
 """
 
 
+_BIDI_CONTROLS = dict.fromkeys(range(0x202A, 0x202F)) | dict.fromkeys(range(0x2066, 0x206A))
+"""Unicode's explicit embeddings, overrides and isolates (LRE…RLO, LRI…PDI): one in a
+plan name would reverse the text after it on paper, so the report drops them."""
+
+
+def without_bidi_controls(text: str) -> str:
+    """``text`` as plain characters, for the page header and PDF title too."""
+    return text.translate(_BIDI_CONTROLS)
+
+
 def esc(text: object) -> str:
-    return escape(str(text), quote=True)
+    return escape(without_bidi_controls(str(text)), quote=True)
 
 
 def table(

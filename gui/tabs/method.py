@@ -1,4 +1,5 @@
-"""Method tab: full / LoRA / QLoRA / custom, optimizer, precision, recompute, batch."""
+"""Method tab: the training stack, full / LoRA / QLoRA / custom, optimizer, precision,
+recompute, batch."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from engine.sections.method import (
     RecomputeSection,
 )
 from engine.sections.runtime import RuntimeSection
+from engine.sections.stack import StackSection
 from gui.document import PlanDocument
 from gui.tabs.base import TabPage
 
@@ -22,6 +24,7 @@ from gui.tabs.base import TabPage
 class MethodTab(TabPage):
     def __init__(self, doc: PlanDocument, units: str, parent: QWidget | None = None) -> None:
         super().__init__(doc, units, parent)
+        self.add_section("Training stack", StackSection, "stack")
         self.add_section("Training method", MethodSection, "method", include=("kind",))
         self.add_section("Batch", BatchSection, "batch")
         self.add_section("Optimizer", OptimizerSection, "method.optimizer")

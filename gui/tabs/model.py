@@ -91,14 +91,12 @@ class ModelTab(TabPage):
         import: the config decides the architecture, the user decides what to trust.
         """
         try:
-            if folder:
-                name, spec, messages = model_sources.import_folder(path)
-            else:
-                (name, spec), messages = model_sources.import_config(path), []
+            got = (model_sources.import_folder if folder else model_sources.import_config)(path)
         except model_sources.IMPORT_ERRORS as exc:
             QMessageBox.warning(self, "Import failed", str(exc))
             return False
-        self.doc.set_many(model_sources.model_changes(None, name, spec), f"Import {name}")
+        self.doc.set_many(got.changes, f"Import {got.name}")
+        messages = got.messages
         if messages:
             QMessageBox.information(
                 self,

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engine import planfile
-from engine.plan import default_plan, with_value
+from engine.fileio import atomic
+from engine.plan import canonical_hash, default_plan, with_value
 from engine.planfile import SCHEMA_VERSION, PlanFile, PlanFileError, load, save
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -114,9 +116,9 @@ def test_interrupted_save_leaves_old_file_intact(
     def crash(src: str, dst: Path) -> None:
         raise OSError("power cut between write and rename")
 
-    monkeypatch.setattr(planfile, "_replace", crash)
+    monkeypatch.setattr(atomic, "_replace", crash)
     changed = with_value(default_plan(), "batch.seq_len", 1234)
-    with pytest.raises(OSError, match="power cut"):
+    with pytest.raises(OSError, match="power cut"):  # a SaveError, still an OSError
         save(PlanFile(plan=changed, name="new"), path)
     assert path.read_bytes() == before
     assert load(path).name == "old"
@@ -146,5 +148,88 @@ def test_hand_edited_hash_is_reported(tmp_path: Path) -> None:
     assert any("does not match" in m for m in pf.extra_messages)
 
 
+def test_a_file_from_before_a_new_input_opens_without_a_hash_warning(tmp_path: Path) -> None:
+    """A file written before ``model.architecture.residual`` existed lacks the key; the
+    default fills it, which changes the plan's hash, but the stored hash still equals
+    the hash of the plan *as written*, so the file is not called hand-edited. Editing a
+    value of such a file by hand is still caught."""
+    doc = _doc()
+    del doc["plan"]["model"]["architecture"]["residual"]
+    doc["config_hash"] = canonical_hash(doc["plan"])
+    pf = load(_write(tmp_path, doc))
+    assert not pf.extra_messages and pf.plan == default_plan()
+    doc["plan"]["batch"]["seq_len"] = 1024
+    assert any("does not match" in m for m in load(_write(tmp_path, doc)).extra_messages)
+
+
 def test_every_migration_step_exists() -> None:
     assert set(planfile.MIGRATIONS) == set(range(SCHEMA_VERSION))
+
+
+def test_a_lone_surrogate_in_the_name_is_refused_at_load_with_the_field(tmp_path: Path) -> None:
+    text = json.dumps({**_doc(), "name": "x\ud83d"})  # json writes it as the escape \ud83d
+    with pytest.raises(PlanFileError, match=r"^name: holds half of a character"):
+        load(_write(tmp_path, text))
+
+
+def test_save_never_fails_on_text_that_did_not_come_from_a_file(tmp_path: Path) -> None:
+    """A name typed or pasted in the window can hold half an emoji; it is written as
+    U+FFFD and the file reopens."""
+    path = tmp_path / "s.memplan"
+    save(PlanFile(plan=default_plan(), name="half \ud83d emoji", notes="\udc00"), path)
+    back = load(path)
+    assert (back.name, back.notes) == ("half \ufffd emoji", "\ufffd")
+
+
+def test_a_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "bom.memplan"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(_doc()).encode("utf-8"))
+    assert load(path).plan == default_plan()
+
+
+def test_a_1mb_bad_value_gives_a_short_message(tmp_path: Path) -> None:
+    doc = _doc()
+    doc["plan"]["batch"]["seq_len"] = "9" * 1_000_000 + "x"
+    with pytest.raises(PlanFileError) as info:
+        load(_write(tmp_path, doc))
+    message = str(info.value)
+    assert message.startswith("plan.batch.seq_len: ")
+    assert len(message) < 300 and "..." in message
+
+
+@pytest.mark.parametrize("value", [0, -1, -(10**9), 10**7])
+def test_reshard_after_forward_refuses_out_of_range_group_sizes(tmp_path: Path, value: int) -> None:
+    """torch's fully_shard takes an int as the group size to reshard to (at least 1)."""
+    doc = _doc()
+    doc["plan"]["parallelism"]["knobs"]["fsdp_reshard_after_forward"] = value
+    with pytest.raises(PlanFileError, match="fsdp_reshard_after_forward: as a number it is"):
+        load(_write(tmp_path, doc))
+
+
+@pytest.mark.parametrize("value", [True, False, 1, 2, 8])
+def test_reshard_after_forward_keeps_booleans_and_group_sizes(value: bool | int) -> None:
+    plan = with_value(default_plan(), "parallelism.knobs.fsdp_reshard_after_forward", value)
+    assert plan.parallelism.knobs.fsdp_reshard_after_forward is value or (
+        plan.parallelism.knobs.fsdp_reshard_after_forward == value
+        and type(plan.parallelism.knobs.fsdp_reshard_after_forward) is type(value)
+    )
+
+
+def test_what_is_not_a_regular_file_is_refused_without_reading(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.memplan"
+    os.mkfifo(fifo)
+    with pytest.raises(PlanFileError, match="pipe.memplan is not a regular file"):
+        load(fifo)  # opening a FIFO for reading would block forever
+    with pytest.raises(PlanFileError, match="is not a regular file"):
+        load("/dev/zero")
+    with pytest.raises(PlanFileError, match="cannot read|not a regular file"):
+        load(tmp_path)
+
+
+def test_save_returns_the_file_written(tmp_path: Path) -> None:
+    real = tmp_path / "real.memplan"
+    save(PlanFile(plan=default_plan()), real)
+    link = tmp_path / "link.memplan"
+    link.symlink_to(real)
+    assert save(PlanFile(plan=default_plan(), name="via link"), link) == real
+    assert link.is_symlink() and load(real).name == "via link"

@@ -19,6 +19,10 @@ FINGERPRINTS: dict[int, str] = {
     1: "a392ffd7711a09776624a1d315e70731b10c89bbba349ec0a5f15ebc060c2a63",
     # 2: DeepSeek-V3's MTP module off by default (as transformers builds it)
     2: "ce241d19a99178040605517207687ed3836f1b6921e2493c485153223240a0fd",
+    # 3: rows true to the training stacks' code (issue 15, fixes A-L)
+    3: "f7fdff2ecee30acea084f702dfcb3f686b4199cbdaeaf859492506499b66a066",
+    # 4: implementation-true activation rows per family; FSDP2's end of backward in order
+    4: "f8b95ff6500a8e8dce0042dae03ca643ff83cf1443740647fc03e28387f0ee86",
 }
 """FORMULA_VERSION → fingerprint of the golden rows recorded under it."""
 

@@ -292,7 +292,9 @@ def test_recovery_offer_on_start(
     crashed.with_suffix(".memplan").write_bytes(saver.plan_path.read_bytes())
     expected = window.doc.plan.config_hash()
     window.doc.new()
-    monkeypatch.setattr(dialogs, "ask_recover", lambda *_a: True)
+    monkeypatch.setattr(
+        dialogs, "ask_recovery", lambda _w, os: {o.plan_path: "restore" for o in os}
+    )
     assert app.offer_recovery(window)
     assert window.doc.plan.config_hash() == expected and window.doc.dirty
     assert not crashed.with_suffix(".memplan").exists()  # offered once, then removed

@@ -40,8 +40,8 @@ def test_the_plans_own_layout_is_chosen_when_it_fits(qtbot: Any, window: Any) ->
 
 
 def test_apply_sets_the_layout_as_one_undoable_edit(qtbot: Any, window: Any) -> None:
-    """Apply on the first legal layout (DP 4) sets DP 4 in one undo step; Undo brings DP 8
-    back, and the tab follows the plan on screen."""
+    """Apply on the first legal layout sets it in one undo step; Undo brings DP 8 back,
+    and the tab follows the plan on screen."""
     view = _counts_shown(qtbot, window)
     row = next(i for i, r in enumerate(view.choice.rows) if r.role == "first")
     target = view.choice.rows[row].layout
@@ -50,7 +50,9 @@ def test_apply_sets_the_layout_as_one_undoable_edit(qtbot: Any, window: Any) -> 
     qtbot.waitUntil(lambda: not window.doc.pending)
     assert layout_of(window.doc.plan) == target
     assert window.doc.undo_stack.count() == steps + 1
-    assert window.doc.undo_stack.undoText().startswith("Apply layout TP1 PP1 CP1 EP1 DP4")
+    t = target
+    words = f"Apply layout TP{t.tp} PP{t.pp} CP{t.cp} EP{t.ep} DP{t.dp}"
+    assert window.doc.undo_stack.undoText().startswith(words)
     qtbot.waitUntil(lambda: view.choice is not None and view.choice.chosen.layout == target)
     window.undo_action.trigger()
     qtbot.waitUntil(lambda: not window.doc.pending)

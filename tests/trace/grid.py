@@ -61,7 +61,8 @@ def tiny_arch(
     family: str, hidden: int = 256, layers: int = 2, vocab: int = 2048
 ) -> ArchitectureSpec:
     """The family's preset at a tiny shape: 4 heads of 64, 2 KV heads (MHA families
-    keep all 4), intermediate 2 × hidden, experts 4 of width 128 (top-2)."""
+    keep all 4), intermediate 2 × hidden, experts 8 of width 128 (top-2: 8 so that
+    FSDP2 over 8 ranks splits whole experts, as at published sizes)."""
     _, arch = load_preset(FAMILY_PRESET[family])
     heads = 4
     update: dict[str, Any] = {
@@ -78,7 +79,7 @@ def tiny_arch(
     if arch.moe is not None:
         update["moe"] = arch.moe.model_copy(
             update={
-                "num_experts": 4,
+                "num_experts": 8,
                 "top_k": 2,
                 "expert_intermediate": 128,
                 "shared_intermediate": None if arch.moe.shared_intermediate is None else 128,

@@ -23,7 +23,7 @@ def _plan(**changes: Any) -> Plan:
     ("changes", "words"),
     [
         ({"parallelism.strategy": "zero3"}, "DeepSpeed"),
-        ({"runtime.framework": "megatron"}, "Megatron"),
+        ({"stack.name": "megatron_core"}, "Megatron"),
         ({"parallelism.strategy": "fsdp1_full_shard"}, "FSDP1"),
         ({"offload.optimizer": "cpu"}, "offload"),
         ({"method.kind": "qlora"}, "CUDA-only"),

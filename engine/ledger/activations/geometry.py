@@ -14,6 +14,7 @@ from typing import Literal
 
 from engine.ledger.precision import DTYPE_BYTES
 from engine.plan import Plan
+from engine.stacks.defaults import require_resolved
 from engine.stacks.families import rule_of
 from engine.units import ceil_div, round_up
 
@@ -160,13 +161,20 @@ def trainability(plan: Plan) -> Trainability:
         linear_roles=frozenset(),
         adapter_roles=frozenset(adapters),
         rank=m.lora.rank,
-        adapter_bytes=DTYPE_BYTES[m.lora.adapter_dtype],
+        # a master-weights engine (DeepSpeed) casts the adapters to the working dtype
+        adapter_bytes=DTYPE_BYTES[
+            m.precision.compute_dtype
+            if m.precision.policy == "amp_master"
+            else m.lora.adapter_dtype
+        ],
         adapter_dropout=m.lora.dropout > 0,
     )
 
 
 def geometry(plan: Plan) -> Geometry:
-    """The local shapes of one micro-batch under the plan's TP / SP / CP."""
+    """The local shapes of one micro-batch under the plan's TP / SP / CP (of a plan whose
+    stack defaults are resolved)."""
+    require_resolved(plan)
     arch, par, prec = plan.model.architecture, plan.parallelism, plan.method.precision
     compute = DTYPE_BYTES[prec.compute_dtype]
     # FSDP's mixed-precision policy casts the *parameters* to the compute dtype once per

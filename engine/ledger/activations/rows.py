@@ -44,6 +44,7 @@ from engine.ledger.row import (
     Row,
     make_row,
 )
+from engine.ledger.states.quantized import is_quantized
 from engine.plan import Plan
 from engine.units import ceil_div, fmt_count, round_up
 
@@ -58,25 +59,26 @@ def _band(plan: Plan, n: int) -> tuple[int, int]:
     return int(n * b.low), int(n * b.high)
 
 
-def _weight_casts(placed: Iterable[LocalTensor], c: int, gran: int) -> tuple[int, int]:
+def _weight_casts(
+    placed: Iterable[LocalTensor], c: int, gran: int, qlora: bool, tied: bool
+) -> tuple[int, int]:
     """Autocast's 16-bit copies of linear weights, each kept by its matmul for backward.
 
-    Returns (bytes per decoder layer summed over the stage, lm_head bytes).
+    A 4-bit (QLoRA) linear has none: bitsandbytes' ``MatMul4Bit`` saves only the packed
+    weight, which is resident anyway, and dequantizes it again in backward
+    (bitsandbytes/autograd/_functions.py). Returns (bytes per decoder layer summed over
+    the stage, lm_head bytes).
     """
     layers, head = 0, 0
     for t in placed:
-        if t.tensor.kind != "weight":
+        if t.tensor.kind != "weight" or (qlora and is_quantized(t.tensor)):
             continue
         n = round_up(t.numel * c, gran) * t.count
         if t.tensor.role in LINEAR_ROLES and t.tensor.layer is not None:
             layers += n
-        elif t.tensor.role == "lm_head" or (t.tensor.role == "embedding" and _tied_head(t)):
-            head += n
+        elif t.tensor.role == "lm_head" or (tied and t.tensor.role == "embedding"):
+            head += n  # the lookup itself casts nothing; a tied head multiplies by it
     return layers, head
-
-
-def _tied_head(t: LocalTensor) -> bool:
-    return t.tensor.name == "model.embed_tokens.weight"
 
 
 def activation_rows(
@@ -143,8 +145,14 @@ def activation_rows(
             dtype=plan.method.precision.compute_dtype,
         )
     )
-    if g.autocast and n_plain:
-        per_layers, head = _weight_casts(placed, g.compute_bytes, gran)
+    if g.autocast and (n_plain or last):  # the head is outside every checkpoint
+        per_layers, head = _weight_casts(
+            placed,
+            g.compute_bytes,
+            gran,
+            plan.method.kind == "qlora",
+            plan.model.architecture.tied_embeddings,
+        )
         per_layer = per_layers // max(n_layers, 1)
         casts = fly.times(per_layer * n_plain + (head if last else 0))
         rows.append(
@@ -275,6 +283,16 @@ def _other_terms(plan: Plan, g: Geometry, ckpt: bool) -> list[tuple[str, int]]:
         out.append((f"rotary cos, sin 2 × 1·{g.seq}·{d}·{g.embed_bytes}", 2 * cs))
     if ckpt:
         out.append((f"position_ids kept by checkpoint 1·{g.seq}·8", round_up(g.seq * INT64, gran)))
+        if traits_of(arch).explicit_mask:
+            # FalconModel.forward builds one (b, 1, s, s) bool mask for every layer;
+            # each checkpointed layer keeps it as an input to recompute from
+            m = g.micro_batch * g.seq * g.seq
+            out.append(
+                (
+                    f"bool mask kept by checkpoint {g.micro_batch}·1·{g.seq}·{g.seq}",
+                    round_up(m, gran),
+                )
+            )
     return out
 
 

@@ -10,7 +10,7 @@ from engine.ledger.nodes.checkpoint_storage import checkpoint_size
 from engine.ledger.nodes.node_view import NodeView
 from engine.ledger.nodes.whole_model import base_param_count
 from engine.ledger.row import CHECKPOINT, OPTIMIZER, Row, make_row
-from engine.ledger.states.offload import offload_group
+from engine.ledger.states.moved import offload_group
 from engine.plan import Plan
 from engine.stacks.families import rule_of
 from engine.units import fmt_count
@@ -69,25 +69,6 @@ def _buffers(plan: Plan, v: NodeView) -> list[Row]:
                 f"{fmt_count(off.param_buffer_elements)} elements × 2 B (16-bit) = "
                 f"{fmt_count(n)} B",
                 source="deepspeed-offload",
-                scope="node",
-                pinned=pin,
-            )
-        )
-    if off.params != "none" and plan.parallelism.strategy == "zero3" and plan.batch.grad_accum > 1:
-        n = v.param_shard_elems * 2 * r
-        rows.append(
-            make_row(
-                id="host.offload.grad_accumulation",
-                label="Gradient accumulation buffer (16-bit)",
-                state="grad_accumulation",
-                location="host",
-                kind="persistent",
-                group=offload_group(pin),
-                low=n,
-                high=n,
-                formula=f"{r} ranks × {fmt_count(v.param_shard_elems)} partition elements "
-                f"× 2 B, kept because grad_accum = {plan.batch.grad_accum} > 1 = {fmt_count(n)} B",
-                source="deepspeed-pinned",
                 scope="node",
                 pinned=pin,
             )

@@ -15,6 +15,7 @@ from engine.ledger.nodes.nvme import nvme_rows
 from engine.ledger.nodes.transfers import Transfers, step_transfers
 from engine.ledger.row import PHASES, Row
 from engine.plan import Plan
+from engine.stacks.defaults import require_resolved
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,9 @@ class NodeLedgers:
 
 
 def node_ledgers(plan: Plan) -> NodeLedgers:
+    """Host, NVMe and checkpoint ledgers of a plan whose stack defaults are resolved
+    (``estimate()`` passes one; see :func:`engine.stacks.defaults.resolved`)."""
+    require_resolved(plan)
     v = node_view(plan)
     return NodeLedgers(
         view=v,

@@ -1,8 +1,8 @@
 """Gradient communication buffers (``hbm.buckets.*``) and unsharded gradients held across
 micro-batches (``hbm.grads_unsharded.accumulation``) (memory-model §1, §3).
 
-Sizes come from the rank's own trainable tensors; DeepSpeed's bucket knobs are a bound
-rather than a count, so ZeRO buckets give a low–high range.
+Sizes come from the rank's own trainable tensors, except DeepSpeed's IPG buckets, which
+are allocated at their configured size whatever the model.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from engine.ledger.row import (
     BACKWARD,
     FORWARD_BACKWARD,
     IN_LAYERS,
-    OPTIMIZER,
     Row,
     make_row,
     with_middle,
@@ -27,8 +26,6 @@ from engine.stacks.families import StrategyRule
 from engine.units import ceil_div, fmt_count, round_up
 
 MIB = 2**20
-HF_OVERLAP_FACTOR = 4.5
-"""HF's DeepSpeed guide: with overlap_comm the buckets cost ≈ 4.5 × their size."""
 
 
 def bucket_rows(
@@ -39,7 +36,9 @@ def bucket_rows(
     if not trainable:
         return []
     replicas = max((t.group for t in trainable), default=1)
-    if rule.shards_nothing and replicas > 1:
+    if rule.shards_nothing and rule.family != "fsdp1" and replicas > 1:
+        # FSDP1 NO_SHARD has no DDP reducer: its post-backward hook all-reduces each
+        # unit's flat_param.grad in place (torch/distributed/fsdp/_runtime_utils.py)
         return [_ddp_row(plan, trainable, formats)]
     if rule.family == "deepspeed":
         return [
@@ -80,109 +79,141 @@ def _ddp_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> 
 
 
 def _zero_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> Row:
-    """ZeRO-1/2: the reduce and all-gather buckets."""
+    """ZeRO-1/2: the IPG reduce buckets of ``setup_buckets``.
+
+    DeepSpeed 0.19.6 stage_1_and_2.py ``setup_buckets`` allocates one
+    ``reduce_bucket_size`` buffer in the model dtype when backward starts (with
+    ``contiguous_gradients``, the default), and a second only with ``overlap_comm``;
+    ``_release_ipg_buffers`` frees them at the end of backward. The post-step all-gather
+    writes into the flat 16-bit buffer itself (runtime/utils.py
+    ``all_gather_into_tensor_dp_groups``), so ``allgather_bucket_size`` allocates nothing.
+    """
     k, gran, gbytes = (
         plan.parallelism.knobs,
         plan.runtime.allocation_granularity_bytes,
         formats.grad_bytes,
     )
-    numel = sum(t.numel * t.count for t in trainable)
     overlap = bool(k.ds_overlap_comm)
-    el = k.ds_reduce_bucket_elements + k.ds_allgather_bucket_elements
-    base = round_up(min(el, 2 * numel) * gbytes, gran)
-    high = int(base * HF_OVERLAP_FACTOR) if overlap else base
+    n_buf = 2 if overlap else 1
+    one = round_up(k.ds_reduce_bucket_elements * gbytes, gran)
+    n = n_buf * one
     return make_row(
         id="hbm.buckets.zero",
-        label="ZeRO reduce / all-gather buckets",
-        state="buckets",
-        location="hbm",
-        kind="peak",
-        group="buckets",
-        low=base,
-        high=high,
-        formula=f"(reduce {fmt_count(k.ds_reduce_bucket_elements)} + all-gather "
-        f"{fmt_count(k.ds_allgather_bucket_elements)}) el. × {gbytes} B"
-        + (f", up to {HF_OVERLAP_FACTOR}× with overlap_comm" if overlap else ""),
-        source="deepspeed-zero3-config",
-        phases=BACKWARD | OPTIMIZER,
-    )
-
-
-def _zero3_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> Row:
-    """ZeRO-3: the reduce bucket, double-buffered with overlap_comm (its default)."""
-    k, gran, gbytes = (
-        plan.parallelism.knobs,
-        plan.runtime.allocation_granularity_bytes,
-        formats.grad_bytes,
-    )
-    numel = sum(t.numel * t.count for t in trainable)
-    overlap = True if k.ds_overlap_comm is None else k.ds_overlap_comm
-    el = min(k.ds_reduce_bucket_elements, numel)
-    low = el * gbytes
-    high = low * (2 if overlap else 1)
-    return make_row(
-        id="hbm.buckets.zero",
-        label="ZeRO-3 reduce bucket",
-        state="buckets",
-        location="hbm",
-        kind="peak",
-        group="buckets",
-        low=round_up(low, gran),
-        high=round_up(high, gran),
-        formula=f"reduce bucket {fmt_count(el)} el. × {gbytes} B"
-        + (" × 2 (overlap_comm double buffer)" if overlap else ""),
-        source="deepspeed-zero3-config",
-        phases=BACKWARD,
-    )
-
-
-def _fsdp2_reduce_scatter_row(
-    plan: Plan, trainable: list[HeldTensor], grad_bytes: int, shard: int
-) -> Row:
-    """FSDP2's reduce-scatter input, one at a time, from the end of the last layer's
-    backward on.
-
-    ``foreach_reduce`` (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py) copies
-    a unit's unsharded gradients into one flat input in the reduce dtype, every tensor
-    padded to ``shard`` chunks of ceil(d0 / shard) rows, after the unit's parameters were
-    resharded; the input is kept until the next unit's reduce-scatter replaces it. So
-    while a layer runs backward the previous layer's input is live — none during the
-    last layer's (nothing was reduced yet) — and the layer's own unsharded gradients are
-    part of its working set."""
-    gran = plan.runtime.allocation_granularity_bytes
-    per_unit: dict[str, int] = defaultdict(int)
-    for t in trainable:
-        if t.unit != "root" and t.shape:
-            rest = t.numel // t.shape[0] if t.shape[0] else 0
-            per_unit[t.unit] += ceil_div(t.shape[0], shard) * shard * rest
-    numel = max(per_unit.values(), default=0)
-    n = round_up(numel * grad_bytes, gran)
-    n_layers = sum(max(t.count for t in trainable if t.unit == u) for u in per_unit)
-    return make_row(
-        id="hbm.buckets.reduce_scatter",
-        label="Reduce-scatter input of the previous layer (one at a time)",
+        label="ZeRO IPG reduce bucket" + ("s (overlap_comm)" if overlap else ""),
         state="buckets",
         location="hbm",
         kind="peak",
         group="buckets",
         low=n,
         high=n,
-        formula=f"one decoder-layer unit flat and padded to {shard} chunks, "
-        f"{fmt_count(numel)} el. × {grad_bytes} B (reduce dtype) = {fmt_count(n)} B; live "
-        "from the second layer's backward on",
-        source="fsdp2-prefetch",
+        formula=f"{n_buf} × reduce_bucket_size {fmt_count(k.ds_reduce_bucket_elements)} el. × "
+        f"{gbytes} B"
+        + (" (a second buffer with overlap_comm)" if overlap else "")
+        + f" = {fmt_count(n)} B, freed at the end of backward; the all-gather allocates "
+        "nothing",
+        source="deepspeed-zero12-buckets",
         phases=BACKWARD,
-        backward=with_middle(AFTER_LAST_LAYER, n_layers),
     )
+
+
+def _zero3_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> Row:
+    """ZeRO-3: the IPG reduce bucket, allocated once and kept.
+
+    DeepSpeed 0.19.6 stage3.py ``_setup_for_real_optimizer`` allocates one
+    ``reduce_bucket_size`` buffer per communication dtype (with ``contiguous_gradients``)
+    when the optimizer is built and never frees it; ``overlap_comm`` gives the reduction
+    its own stream, not a second buffer.
+    """
+    k, gran, gbytes = (
+        plan.parallelism.knobs,
+        plan.runtime.allocation_granularity_bytes,
+        formats.grad_bytes,
+    )
+    n = round_up(k.ds_reduce_bucket_elements * gbytes, gran)
+    return make_row(
+        id="hbm.buckets.zero",
+        label="ZeRO-3 IPG reduce bucket (allocated at init)",
+        state="buckets",
+        location="hbm",
+        kind="persistent",
+        group="buckets",
+        low=n,
+        high=n,
+        formula=f"reduce_bucket_size {fmt_count(k.ds_reduce_bucket_elements)} el. × {gbytes} B "
+        f"= {fmt_count(n)} B, allocated when the optimizer is built and never freed",
+        source="deepspeed-zero3-buffers",
+        phases=ALL_PHASES,
+    )
+
+
+def _fsdp2_reduce_scatter_rows(
+    plan: Plan, trainable: list[HeldTensor], reduce_bytes: int, compute_bytes: int, shard: int
+) -> list[Row]:
+    """FSDP2's reduce-scatter input, one at a time, and a unit's gradients at its copy-in.
+
+    ``foreach_reduce`` (torch 2.13 torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)
+    copies a unit's unsharded gradients into one flat input in the reduce dtype, every
+    tensor padded to ``shard`` chunks of ceil(d0 / shard) rows, after the unit's
+    parameters were resharded, then frees the gradients; the input is kept until the next
+    unit's post-backward waits on it and drops it. So while a layer runs backward the
+    previous layer's input is live — none during the last layer's (nothing was reduced
+    yet). The layer's own unsharded gradients (compute dtype) grow during its backward
+    and are all live at the copy-in: the high end of the second row (0 at the layer's
+    first ops, where the traced peaks sit)."""
+    gran = plan.runtime.allocation_granularity_bytes
+    per_unit: dict[str, int] = defaultdict(int)
+    grads: dict[str, int] = defaultdict(int)
+    for t in trainable:
+        if t.unit != "root" and t.shape:
+            rest = t.numel // t.shape[0] if t.shape[0] else 0
+            per_unit[t.unit] += ceil_div(t.shape[0], shard) * shard * rest
+            grads[t.unit] += round_up(t.numel * compute_bytes, gran)
+    numel = max(per_unit.values(), default=0)
+    n = round_up(numel * reduce_bytes, gran)
+    m = max(grads.values(), default=0)
+    n_layers = sum(max(t.count for t in trainable if t.unit == u) for u in per_unit)
+    return [
+        make_row(
+            id="hbm.buckets.reduce_scatter",
+            label="Reduce-scatter input of the previous layer (one at a time)",
+            state="buckets",
+            location="hbm",
+            kind="peak",
+            group="buckets",
+            low=n,
+            high=n,
+            formula=f"one decoder-layer unit flat and padded to {shard} chunks, "
+            f"{fmt_count(numel)} el. × {reduce_bytes} B (reduce dtype) = {fmt_count(n)} B; "
+            "live from the second layer's backward on",
+            source="fsdp2-prefetch",
+            phases=BACKWARD,
+            backward=with_middle(AFTER_LAST_LAYER, n_layers),
+        ),
+        make_row(
+            id="hbm.buckets.unsharded_grads",
+            label="A layer's unsharded gradients, up to its reduce-scatter copy-in",
+            state="buckets",
+            location="hbm",
+            kind="peak",
+            group="buckets",
+            low=0,
+            high=m,
+            formula=f"0 at the layer's first backward ops, up to one unit's gradients "
+            f"× {compute_bytes} B = {fmt_count(m)} B at its copy-in",
+            source="fsdp2-prefetch",
+            phases=BACKWARD,
+            backward=IN_LAYERS,
+        ),
+    ]
 
 
 def _reduce_scatter_rows(
     plan: Plan, trainable: list[HeldTensor], formats: StateFormats, fsdp2: bool, shard: int
 ) -> list[Row]:
-    """FSDP: the reduce-scatter buffers (FSDP2: one input at a time; FSDP1: one unit's
-    unsharded gradients and its input, up to one more in flight); the root unit's
-    gradients wait until the end of backward."""
-    gran, gbytes = plan.runtime.allocation_granularity_bytes, formats.grad_bytes
+    """FSDP: the reduce-scatter buffers, in the reduce dtype (FSDP2: one input at a time;
+    FSDP1: one unit's unsharded gradients and its input, up to one more in flight); the
+    root unit's gradients wait until the end of backward."""
+    gran, gbytes = plan.runtime.allocation_granularity_bytes, formats.reduce_bytes
     units: dict[str, int] = defaultdict(int)
     tied = plan.model.architecture.tied_embeddings
     for t in trainable:
@@ -194,27 +225,29 @@ def _reduce_scatter_rows(
     c = DTYPE_BYTES[plan.method.precision.compute_dtype]
     low = round_up(one * c, gran) + (round_up(one * gbytes, gran) if gbytes != c else 0)
     high = low + round_up(one * gbytes, gran)
-    rows = [
-        _fsdp2_reduce_scatter_row(plan, trainable, gbytes, shard)
+    rows = (
+        _fsdp2_reduce_scatter_rows(plan, trainable, gbytes, c, shard)
         if fsdp2
-        else make_row(
-            id="hbm.buckets.reduce_scatter",
-            label="Unsharded grads of one unit and its reduce-scatter input",
-            state="buckets",
-            location="hbm",
-            kind="peak",
-            group="buckets",
-            low=low,
-            high=high,
-            formula=f"{fmt_count(one)} el. × {c} B"
-            + (f" + {gbytes} B reduce-dtype copy" if gbytes != c else "")
-            + f" = {fmt_count(low)} B; up to one more reduce-scatter input in flight "
-            f"(+{fmt_count(round_up(one * gbytes, gran))} B)",
-            source="fsdp1",
-            phases=BACKWARD,
-            backward=IN_LAYERS,
-        )
-    ]
+        else [
+            make_row(
+                id="hbm.buckets.reduce_scatter",
+                label="Unsharded grads of one unit and its reduce-scatter input",
+                state="buckets",
+                location="hbm",
+                kind="peak",
+                group="buckets",
+                low=low,
+                high=high,
+                formula=f"{fmt_count(one)} el. × {c} B"
+                + (f" + {gbytes} B reduce-dtype copy" if gbytes != c else "")
+                + f" = {fmt_count(low)} B; up to one more reduce-scatter input in flight "
+                f"(+{fmt_count(round_up(one * gbytes, gran))} B)",
+                source="fsdp1",
+                phases=BACKWARD,
+                backward=IN_LAYERS,
+            )
+        ]
+    )
     root = units.get("root", 0)
     if root:
         rb = round_up(root * c, gran)

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from engine.ledger.placement import LocalTensor
+from engine.ledger.peaks.reuse import reused_at_loss
+from engine.ledger.placement import LocalTensor, stage_layer_ranges
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import (
+    AT_LOSS,
     BACKWARD,
     BEFORE_FIRST_LAYER,
     FORWARD_BACKWARD,
     IN_LAYERS,
     NO_MOMENTS,
+    UNTIL_LAYERS_FREE,
     Row,
     make_row,
     with_middle,
@@ -68,13 +71,76 @@ def gathered_rows(
     formats: StateFormats,
     shard: int,
     rule: StrategyRule,
+    stage: int = 0,
 ) -> list[Row]:
     """Unsharded parameter units and prefetch of ZeRO-3 / FSDP strategies."""
     if not rule.params or shard <= 1:
         return []
     if rule.fsdp:
         return _fsdp_rows(plan, placed, formats, shard, rule)
-    return _zero3_rows(plan, placed, formats)
+    return _zero3_rows(plan, placed, formats) + _reused_rows(plan, formats, stage)
+
+
+def _reused_rows(plan: Plan, formats: StateFormats, stage: int) -> list[Row]:
+    """ZeRO-3 parameters the reuse distance keeps gathered across the loss
+    (:mod:`engine.ledger.peaks.reuse`)."""
+    par, k = plan.parallelism, plan.parallelism.knobs
+    arch = plan.model.architecture
+    layers = stage_layer_ranges(arch, par)[stage]
+    kept = reused_at_loss(
+        arch,
+        layers,
+        stage == 0,
+        stage == par.pp - 1,
+        k.ds_max_reuse_distance,
+        k.ds_param_persistence_threshold,
+    )
+    gb, gran = gather_bytes(plan, formats), plan.runtime.allocation_granularity_bytes
+    limit = fmt_count(k.ds_max_reuse_distance)
+    rows = []
+    parts = (
+        (
+            "hbm.gathered.reused.root",
+            kept.root,
+            "Output head kept gathered through the loss (reuse distance)",
+            AT_LOSS,
+        ),
+        (
+            "hbm.gathered.reused.layers",
+            kept.layers,
+            "Last layers kept gathered into backward (reuse distance)",
+            UNTIL_LAYERS_FREE,
+        ),
+    )
+    for row_id, (low_el, high_el), label, backward in parts:
+        if not high_el:
+            continue
+        low, high = round_up(low_el * gb, gran), round_up(high_el * gb, gran)
+        why = (
+            ""
+            if low_el == high_el
+            else "; the high end adds modules whose reuse lands within one sibling module of "
+            "the limit (autograd orders siblings such as gate/up)"
+        )
+        rows.append(
+            make_row(
+                id=row_id,
+                label=label,
+                state="gathered",
+                location="hbm",
+                kind="peak",
+                group="gathered",
+                low=low,
+                high=high,
+                formula=f"parameters used again within stage3_max_reuse_distance {limit} "
+                f"elements are not released: {fmt_count(low_el)}–{fmt_count(high_el)} el. × "
+                f"{gb} B{why}",
+                source="deepspeed-reuse-distance",
+                phases=FORWARD_BACKWARD,
+                backward=backward,
+            )
+        )
+    return rows
 
 
 def _fsdp_rows(

@@ -1,5 +1,6 @@
-"""The optimizer step's temporaries on the GPU (``hbm.optimizer_step.*``), measured for
-PyTorch's AdamW (torch 2.13): live only in the optimizer phase."""
+"""The optimizer step's temporaries on the GPU (``hbm.optimizer_step.*``): the torch
+optimizers' own (measured for PyTorch's AdamW, torch 2.13) and the fp32 gradient
+partition DeepSpeed builds for the step. Live only in the optimizer phase."""
 
 from __future__ import annotations
 
@@ -56,6 +57,56 @@ def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
             high=n,
             formula=formula + ("" if opt.name == "adamw" else " (measured for AdamW only: low 0)"),
             source="torch-adamw",
+            phases=OPTIMIZER,
+        )
+    ]
+
+
+def deepspeed_step_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) -> list[Row]:
+    """The fp32 gradient partition a ZeRO step builds on the GPU.
+
+    DeepSpeed 0.19.6 stage_1_and_2.py ``step``: ``flat_grad_partition =
+    self.flatten(self.averaged_gradients[i])`` copies the 16-bit gradients of the
+    partition into one buffer, ``.to(fp32)`` makes ``single_grad_partition`` from it
+    (while both exist), then the 16-bit gradients are freed and the optimizer steps with
+    the fp32 one. ZeRO-3 (stage3.py ``_prepare_fp32_grad_for_sub_group``) does the same
+    one sub-group at a time: parameters' partitions are grouped until a group reaches
+    ``sub_group_size`` elements (``_create_fp16_sub_groups``), so a group holds up to
+    one partition more. With ZeRO-Offload the fp32 gradient is on the host instead.
+    """
+    if rule.family != "deepspeed" or plan.offload.optimizer != "none":
+        return []
+    trainable = [t for t in held if t.trainable]
+    if not trainable:
+        return []
+    gran = plan.runtime.allocation_granularity_bytes
+    allocs = shard_allocs(trainable, rule.optimizer, rule, "grad_dtype")
+    numel = sum(a.numel * a.count for a in allocs)
+    gbytes = max(DTYPE_BYTES[a.dtype] for a in allocs)
+    low_el = high_el = numel
+    group = ""
+    if rule.params:
+        sub = plan.offload.sub_group_size
+        largest = max(-(-t.numel // t.group) for t in trainable)
+        low_el, high_el = min(numel, sub), min(numel, sub + largest)
+        group = f" of one sub-group (sub_group_size {fmt_count(sub)}, + up to one partition)"
+    per = gbytes + (4 if gbytes != 4 else 0)
+    low, high = round_up(low_el * per, gran), round_up(high_el * per, gran)
+    copy = " + its fp32 copy × 4 B" if gbytes != 4 else " (already fp32: no copy)"
+    return [
+        make_row(
+            id="hbm.optimizer_step.fp32_grad_partition",
+            label="ZeRO step: flattened and fp32 gradient partition",
+            state="optimizer_step",
+            location="hbm",
+            kind="peak",
+            group="temporaries",
+            low=low,
+            high=high,
+            formula=f"flatten(averaged_gradients){group}: {fmt_count(low_el)}–"
+            f"{fmt_count(high_el)} el. × {gbytes} B{copy} = {fmt_count(low)}–"
+            f"{fmt_count(high)} B",
+            source="deepspeed-zero3-buffers" if rule.params else "deepspeed-zero12-step",
             phases=OPTIMIZER,
         )
     ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from engine.ledger.row import Row, make_row
 from engine.ledger.sharding import shard_group_size
 from engine.plan import Plan
+from engine.stacks.accelerators import nccl_band
 from engine.stacks.families import rule_of
 from engine.units import fmt_count
 
@@ -80,6 +81,15 @@ def runtime_rows(plan: Plan, stage: int) -> list[Row]:
     if comms:
         n = len(comms)
         per = rt.nccl_bytes_per_communicator
+        if per is None:  # left to the accelerator generation: resolve the plan first
+            raise ValueError("runtime.nccl_bytes_per_communicator left at auto: resolve the plan")
+        band = nccl_band(plan.hardware.accelerator)
+        why = (
+            band.why
+            if (per.low, per.high) == (band.low, band.high)
+            else "runtime.nccl_bytes_per_communicator as set"
+        )
+        source = band.source if why == band.why else "nccl-buffers"
         rows.append(
             make_row(
                 id="hbm.runtime.nccl",
@@ -91,8 +101,10 @@ def runtime_rows(plan: Plan, stage: int) -> list[Row]:
                 group=RUNTIME_GROUP,
                 low=n * per.low,
                 high=n * per.high,
-                formula=f"{n} × {fmt_count(per.low)}–{fmt_count(per.high)} B: " + ", ".join(comms),
-                source="nccl-buffers",
+                formula=f"{n} × {fmt_count(per.low)}–{fmt_count(per.high)} B ({why}; "
+                "multi-node and all-to-all communicators can need more, NVIDIA/nccl #986): "
+                + ", ".join(comms),
+                source=source,
             )
         )
     return rows
@@ -117,7 +129,8 @@ def reserve_row(plan: Plan, peak_low: int, peak_high: int) -> Row:
         low=low,
         high=high,
         formula=f"allocated peak {fmt_count(peak_low)}–{fmt_count(peak_high)} B × "
-        f"{band.low:.2f}–{band.high:.2f}{seg}",
+        f"{band.low:.2f}–{band.high:.2f} (runtime.allocator_reserve; 0.11 pytorch #40989 to "
+        f"0.36 torchtitan #165 by default){seg}",
         source="cuda-caching-allocator",
     )
 

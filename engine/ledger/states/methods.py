@@ -13,21 +13,14 @@ from engine.ledger.placement import LocalTensor, dense_dp_group, expert_dp_group
 from engine.ledger.precision import StateFormats
 from engine.ledger.sharding import shard_group_size
 from engine.ledger.states.lora import adapter_shapes, is_target
+from engine.ledger.states.quantized import is_quantized
 from engine.models.inventory import Tensor
-from engine.models.roles import role_info
 from engine.sections.method import MethodSection
 from engine.sections.parallel import ParallelismSection
 
 
 def _unit(t: Tensor) -> str:
     return f"layer.{t.layer}" if t.layer is not None else "root"
-
-
-def _is_quantized(t: Tensor) -> bool:
-    """Linear layers bitsandbytes replaces with 4-bit ones — the projections the roles
-    table marks as adapter targets; embeddings, lm_head, norms and routers stay
-    unquantized (transformers keeps the output embedding in full precision)."""
-    return t.kind == "weight" and len(t.shape) == 2 and role_info(t.role).lora_target
 
 
 class _Builder:
@@ -112,13 +105,17 @@ def held_tensors(
         lora = method.lora
         qlora = method.kind == "qlora"
         q = method.qlora
+        # A master-weights engine (DeepSpeed bf16.enabled) casts every floating parameter
+        # to its working dtype after peft built the model, adapters and peft's fp32
+        # upcasts included (runtime/engine.py _cast_module_mixed_precision).
+        cast_all = formats.master is not None
+        upcast = "fp32" if q.upcast_non_quantized else q.compute_dtype
+        adapter_dtype = base if cast_all else lora.adapter_dtype
         for t in placed:
-            if qlora and _is_quantized(t.tensor):
+            if qlora and is_quantized(t.tensor):
                 b.add_local(t, "quantized", False, "nf4")
             elif qlora:
-                b.add_local(
-                    t, "frozen", False, "fp32" if q.upcast_non_quantized else q.compute_dtype
-                )
+                b.add_local(t, "frozen", False, base if cast_all else upcast)
             else:
                 b.add_local(t, "frozen", False, base)
             if is_target(t.tensor, lora):
@@ -129,7 +126,7 @@ def held_tensors(
                         _unit(t.tensor),
                         "adapters",
                         True,
-                        lora.adapter_dtype,
+                        adapter_dtype,
                         t.expert,
                         count=t.count,
                     )

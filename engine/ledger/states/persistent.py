@@ -78,14 +78,24 @@ def all_state_rows(plan: Plan, stage: int) -> list[Row]:
     return list(_rows(*_key(plan, stage)))
 
 
+def _split(plan: Plan, stage: int) -> tuple[list[Row], list[Row]]:
+    rows = all_state_rows(plan, stage)
+    off = plan.offload
+    if off.optimizer == "none" and off.params == "none":
+        return rows, []  # the common case, without looking the held tensors up again
+    return split_offload(rows, plan, list(stage_held(plan, stage)[0]))
+
+
 def persistent_stage_rows(plan: Plan, stage: int) -> list[Row]:
-    """Weights, master copy, gradients and optimizer state that stay in HBM."""
-    return split_offload(all_state_rows(plan, stage), plan)[0]
+    """Weights, master copy, gradients and optimizer state that stay in HBM (with the
+    GPU buffers an offload path keeps)."""
+    return _split(plan, stage)[0]
 
 
 def offloaded_stage_rows(plan: Plan, stage: int) -> list[Row]:
-    """The same states moved to host RAM or NVMe by the offload settings (per rank)."""
-    return split_offload(all_state_rows(plan, stage), plan)[1]
+    """The same states moved to host RAM or NVMe by the offload settings, and the
+    buffers the offload path adds there (per rank)."""
+    return _split(plan, stage)[1]
 
 
 @lru_cache(maxsize=1024)

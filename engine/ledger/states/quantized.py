@@ -9,11 +9,20 @@ from __future__ import annotations
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.row import Row, make_row
+from engine.models.inventory import Tensor
+from engine.models.roles import role_info
 from engine.sections.method import QloraSection
 from engine.units import ceil_div, fmt_count, round_up
 
 SECOND_LEVEL_BLOCK = 256
 """Double quantization groups 256 first-level absmax constants (QLoRA paper §3)."""
+
+
+def is_quantized(t: Tensor) -> bool:
+    """Linear layers bitsandbytes replaces with 4-bit ones — the projections the roles
+    table marks as adapter targets; embeddings, lm_head, norms and routers stay
+    unquantized (transformers keeps the output embedding in full precision)."""
+    return t.kind == "weight" and len(t.shape) == 2 and role_info(t.role).lora_target
 
 
 def _constants_bytes(numel: int, q: QloraSection) -> list[int]:

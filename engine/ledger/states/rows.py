@@ -16,10 +16,12 @@ from engine.ledger.held import HeldTensor
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import (
     ACCUMULATED_MOMENTS,
+    ALL_PHASES,
     GRADIENT_MOMENTS,
     CheckpointPart,
     Row,
     make_row,
+    moments_in,
 )
 from engine.ledger.states.optimizers import OPTIMIZER_LABELS, OPTIMIZER_SOURCES, state_allocs
 from engine.sections.method import OptimizerSection
@@ -196,10 +198,25 @@ def master_row(trainable: list[HeldTensor], formats: StateFormats, ctx: ShardCon
     )
 
 
+def _grad_source(rule: StrategyRule, at_init: bool) -> str:
+    if at_init:
+        return "deepspeed-zero3-buffers"
+    if rule.family == "fsdp1" and rule.shards_nothing:
+        return "fsdp1-no-shard"  # all-reduced in place, no bucket copy
+    return rule.source
+
+
 def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
-    """The rank's gradients: produced during backward, summed across micro-batches."""
+    """The rank's gradients: produced during backward, summed across micro-batches.
+
+    ZeRO-3 is the exception: DeepSpeed 0.19.6 stage3.py ``_setup_for_real_optimizer``
+    allocates ``grad_partitions_flat_buffer`` (every partition's gradient) at init and
+    never frees it, so it is live at every moment of the step."""
     allocs = shard_allocs(trainable, ctx.rule.grads, ctx.rule, "grad_dtype")
     n, formula, dtypes = _sized(allocs, ctx.rule.grads, ctx)
+    at_init = ctx.rule.family == "deepspeed" and ctx.rule.params
+    if at_init:
+        formula += " (grad_partitions_flat_buffer, allocated at init)"
     return make_row(
         id="hbm.grads",
         label=f"Gradients ({dtypes})",
@@ -210,8 +227,8 @@ def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
         low=n,
         high=n,
         formula=formula,
-        source=ctx.rule.source,
-        moments=GRADIENT_MOMENTS,
+        source=_grad_source(ctx.rule, at_init),
+        moments=moments_in(ALL_PHASES) if at_init else GRADIENT_MOMENTS,
         accumulated_moments=ACCUMULATED_MOMENTS,
         dtype=dtypes,
     )

@@ -1,6 +1,7 @@
 """What to measure: the assumption inputs and every row with a range, the validation plan
 (what a measured run must meet to confirm the estimate, and what breaks it), and the
-measured results when the plan holds records.
+measured results when the plan holds records — GPU runs as measured, traces as
+simulated measurements (``trace_results``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from engine.validation.reconcile import Figure, runtime_range
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table
 from gui.report.inputs import section_inputs, show
+from gui.report.sections.trace_results import newest_trace_result, trace_block
 
 ASSUMPTION_INPUTS: tuple[str, ...] = (
     "runtime.allocator_reserve",
@@ -187,14 +189,24 @@ def measured_section(c: ReportContent) -> str:
         out.append('<p class="muted">This plan holds no measured runs yet.</p>')
         return "".join(out)
     inside = sum(1 for r in rec.ranks if r.verdict == "inside")
+    traces = sum(1 for r in rec.ranks if r.record.simulated)
+    kinds = (
+        f" — {traces} of them a simulated measurement (trace), shown apart from GPU runs"
+        if traces
+        else ""
+    )
     out.append(
-        f"<p>{len(rec.ranks)} record(s), {inside} inside the estimated range "
+        f"<p>{len(rec.ranks)} record(s), {inside} inside the estimated range{kinds} "
         "(error = measured − estimate mid, in % of measured).</p>"
     )
     out += [f"<p><b>Warning:</b> {esc(w)}</p>" for w in rec.warnings]
     out += [f'<p class="small">Note: {esc(n)}</p>' for n in rec.notes]
+    newest = newest_trace_result(c)
     for r in rec.ranks:
-        out.append(f"<h3>{esc(r.record.title)} — stage {r.stage}: {esc(r.verdict)}</h3>")
+        if r.record.simulated:
+            out.append(trace_block(c, r, newest=r is newest))
+            continue
+        out.append(f"<h3>{esc(r.record.title)} — stage {r.stage}: {esc(r.verdict)} — GPU run</h3>")
         out.append(
             table(
                 ["Figure", "Measured (B)", "Estimate low–high (B)", "Error", "Verdict"],

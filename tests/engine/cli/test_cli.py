@@ -53,7 +53,7 @@ def test_estimate_json_is_the_documented_object(capsys: pytest.CaptureFixture[st
     assert main(["estimate", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["config_hash"] == default_plan().config_hash()
-    assert doc["schema_version"] == 1 and doc["world_size"] == 8
+    assert doc["schema_version"] == 2 and doc["world_size"] == 8
     row = next(r for r in doc["rows"] if r["id"] == "hbm.grads")
     assert set(row) >= {
         "id",

@@ -35,6 +35,7 @@ def test_an_idle_set_is_noted_on_stderr(capsys: pytest.CaptureFixture[str]) -> N
     with_set, without = json.loads(out), json.loads(plain)
     for doc in (with_set, without):
         doc.pop("config_hash", None)
+        doc.pop("stack", None)  # lists the inputs left to the stack: the set one is not
     assert with_set == without
 
 
@@ -73,12 +74,15 @@ def test_notes_follow_the_final_plan_and_name_what_idles_the_field() -> None:
     ]
 
 
-def test_fsdp1_no_shard_reads_ddp_buckets_and_no_fsdp1_gather_knob() -> None:
-    """The ledger counts NO_SHARD's gradient all-reduce as DDP buckets
-    (``peaks/buckets.py``: a strategy that shards nothing) and NO_SHARD gathers no unit,
-    so DDP's bucket_cap_mb changes its rows and FSDP1's limit_all_gathers does not."""
+def test_fsdp1_no_shard_reads_no_bucket_and_no_gather_knob() -> None:
+    """NO_SHARD all-reduces each unit's ``flat_param.grad`` in place from its
+    post-backward hook (torch/distributed/fsdp/_runtime_utils.py): no DDP reducer, so
+    DDP's bucket_cap_mb has no effect, and it gathers no unit, so neither has FSDP1's
+    limit_all_gathers."""
     reasons = inapplicable(with_values(default_plan(), {"parallelism.strategy": "fsdp1_no_shard"}))
-    assert reason_for("parallelism.knobs.ddp_bucket_cap_mb", reasons) is None
+    assert reason_for("parallelism.knobs.ddp_bucket_cap_mb", reasons) == (
+        "DDP knob; the strategy is fsdp1_no_shard"
+    )
     assert reason_for("parallelism.knobs.fsdp1_limit_all_gathers", reasons) == (
         "FSDP1 knob; FSDP1 NO_SHARD does not read it"
     )

@@ -71,10 +71,10 @@ def test_nothing_fits_says_why() -> None:
 def test_default_plan_counts() -> None:
     """Llama-3.1-8B, FSDP2, AdamW, s = 4096: model states alone are 8,030,261,248 × 16 B
     = 128.5 GB, so one rank cannot fit the 76.44 GB limit (84,932,558,848 × 0.9); with
-    activations, loss and runtime on top, the arithmetic minimum N is the first DP whose
-    high estimate fits: the estimate at N fits and at N − 1 does not (checked directly
-    with estimate()). It is at least 2 (states ÷ 2 = 64.2 GB) and the procurement count
-    rounds it up to whole nodes of 8."""
+    activations, loss and runtime on top, the arithmetic minimum N is the smallest rank
+    count with a layout whose high estimate fits: its own estimate fits, and a plain DP
+    layout of N − 1 ranks does not (checked directly with estimate()). It is at least 2
+    (states ÷ 2 = 64.2 GB) and the procurement count rounds it up to whole nodes of 8."""
     c = gpu_counts(default_plan(), max_gpus=4096)
     n = c.arithmetic_min.gpus
     assert n is not None and n >= 2
@@ -83,7 +83,9 @@ def test_default_plan_counts() -> None:
         e = estimate(with_values(default_plan(), {"parallelism.dp": dp}))
         return e.heaviest.fit_peak.high <= e.limit_bytes
 
-    assert fits(n) and not fits(n - 1)
+    found = c.arithmetic_min.outcome
+    assert found is not None and found.high <= c.limit_bytes
+    assert not fits(n - 1)
     assert c.first_layout.gpus == 8 * -(-n // 8)
     assert c.validation_low.gpus is not None and c.validation_high.gpus is not None
     assert c.validation_low.gpus <= c.validation_high.gpus

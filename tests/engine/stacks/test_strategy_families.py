@@ -92,8 +92,7 @@ def test_every_knob_has_alternatives_listed() -> None:
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_a_knob_said_to_have_no_effect_has_none(strategy: str) -> None:
     """For every strategy, each knob the applicability table calls idle leaves every row
-    unchanged whatever its value (FSDP1 NO_SHARD reads DDP's bucket cap, so that one is
-    not idle there)."""
+    unchanged whatever its value."""
     dp = 16 if STRATEGIES[strategy].hybrid else 8  # type: ignore[index]
     plan = with_values(default_plan(), {"parallelism.strategy": strategy, "parallelism.dp": dp})
     idle = no_effect(plan)

@@ -87,7 +87,7 @@ def test_proposals_by_hand_without_margin() -> None:
         "runtime.cublas_workspace_bytes": _band(20 * MiB, 20 * MiB),
         "runtime.activation_band": {"low": 1.0625, "high": 1.125},
     }
-    assert cal.inverse["runtime.allocator_reserve"] == {"low": 0.05, "high": 0.2}
+    assert cal.inverse["runtime.allocator_reserve"] == {"low": 0.11, "high": 0.36}
     assert cal.warnings == () and cal.notes == ()
     assert all(p.evidence for p in cal.proposals)
 

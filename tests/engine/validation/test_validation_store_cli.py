@@ -107,14 +107,14 @@ def test_calibrate_prints_before_after_and_writes_a_new_file(
     plan_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Reserved 22 GiB over allocated 20 GiB on both ranks: f = 2/20 = 0.1; widened
-    5 %: 0.095 … 0.105. The default band is 0.05–0.2."""
+    5 %: 0.095 … 0.105. The default band is 0.11–0.36."""
     records = _write_records(tmp_path / "r.json", [rec(0), rec(1)])
     out = tmp_path / "cal.memplan"
     before = plan_path.read_bytes()
     assert main(["calibrate", str(plan_path), str(records), "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert (
-        'runtime.allocator_reserve: {"high": 0.2, "low": 0.05} → {"high": 0.105, "low": 0.095}'
+        'runtime.allocator_reserve: {"high": 0.36, "low": 0.11} → {"high": 0.105, "low": 0.095}'
     ) in text
     assert plan_path.read_bytes() == before
     calibrated = load(out)

@@ -21,13 +21,15 @@ from engine.ledger.activations.loss import logits_rows
 from engine.ledger.activations.rows import activation_rows
 from engine.ledger.activations.schedule import in_flight
 from engine.plan import Plan, with_value
+from engine.stacks.defaults import resolved
 from tests.measured_cases import Case, load_cases, plan_for_case
 
 SAVED = ("hbm.activations.saved.", "hbm.loss.saved", "hbm.loss.labels")
 
 
 def _exact(case: Case) -> Plan:
-    return with_value(plan_for_case(case), "runtime.activation_band", {"low": 1.0, "high": 1.0})
+    exact = with_value(plan_for_case(case), "runtime.activation_band", {"low": 1.0, "high": 1.0})
+    return resolved(exact)
 
 
 def _cases() -> list[Case]:

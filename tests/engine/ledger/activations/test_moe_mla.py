@@ -6,10 +6,11 @@ from engine.ledger.activations import hf
 from engine.ledger.activations.geometry import geometry, trainability
 from engine.ledger.activations.stage_layers import context, stage_layers
 from engine.presets import plan_for_model_preset
+from engine.stacks.defaults import resolved
 
 
 def _widths(preset: str, moe_layer: bool = True) -> dict[str, tuple[int, int, int]]:
-    plan = plan_for_model_preset(preset)
+    plan = resolved(plan_for_model_preset(preset))
     g, tr = geometry(plan), trainability(plan)
     arch = plan.model.architecture
     terms = hf.layer_terms(
@@ -64,7 +65,7 @@ def test_deepseek_v3_mla_heads_and_latents() -> None:
 def test_deepseek_v3_dense_first_layers_use_the_dense_width() -> None:
     """DeepSeek-V3's first 3 layers are dense MLPs of I = 18,432, the other 58 MoE:
     the stage counts two kinds, with the dense layers' own width."""
-    plan = plan_for_model_preset("deepseek-v3")
+    plan = resolved(plan_for_model_preset("deepseek-v3"))
     g, tr = geometry(plan), trainability(plan)
     sl = stage_layers(plan, 0, g, tr)
     saved = {k.name: k.saved for k in sl.kinds}

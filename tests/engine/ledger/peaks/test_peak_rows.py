@@ -73,14 +73,15 @@ def test_zero3_gathered_range_follows_knobs() -> None:
 
 
 def test_runtime_rows_are_outside_allocated() -> None:
-    """One DP communicator (8 ranks); reserved = allocated × (1 + 0.05…0.20); the device
+    """One DP communicator (8 ranks) on H100: 0.5–2.0 GB (Hopper band, NVIDIA/nccl #864,
+    #986); reserved = allocated × (1 + 0.11…0.36); the device
     peak adds CUDA context, NCCL and cuBLAS."""
     est = estimate(default_plan())
     nccl = _row(default_plan(), "hbm.runtime.nccl")
-    assert (nccl.low, nccl.high) == (500_000_000, 700_000_000)
+    assert (nccl.low, nccl.high) == (500_000_000, 2_000_000_000)
     h = est.heaviest
-    assert h.reserved_peak.low == h.peak.low + int(h.peak.low * 0.05)
-    assert h.reserved_peak.high == h.peak.high + int(h.peak.high * 0.20)
+    assert h.reserved_peak.low == h.peak.low + int(h.peak.low * 0.11)
+    assert h.reserved_peak.high == h.peak.high + int(h.peak.high * 0.36)
     assert h.device_peak.low > h.reserved_peak.low
     tp = with_values(default_plan(), {"parallelism.tp": 2, "parallelism.dp": 4})
     assert "TP (2)" in _row(tp, "hbm.runtime.nccl").formula

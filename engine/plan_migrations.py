@@ -1,0 +1,58 @@
+""".memplan schema migrations that change the plan itself (``engine.planfile`` chains
+them; this module only rewrites plain JSON).
+
+Schema 2 made the training stack an input (``plan.stack``): fields whose default now
+follows the stack became ``auto`` (``None`` for the NCCL band), and two runtime bands
+were widened to what their sources report. A schema-1 file that left such a field out
+meant the schema-1 default, so the migration writes that value in explicitly — the
+plan keeps its meaning (and its bytes) instead of silently taking a stack's default.
+``runtime.framework`` was informational and is dropped; the stack becomes ``auto``,
+which with every stack-decided field explicit decides nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+V1_DEFAULTS: tuple[tuple[str, Any], ...] = (
+    ("method.precision.policy", "autocast"),
+    ("method.precision.grad_dtype", "fp32"),
+    ("method.optimizer.implementation", "foreach"),
+    ("method.recompute.policy", "none"),
+    ("host.model_init", "meta"),
+    ("runtime.activation_profile", "hf-transformers"),
+    ("runtime.nccl_bytes_per_communicator", {"low": 500_000_000, "high": 700_000_000}),
+    ("runtime.allocator_reserve", {"low": 0.05, "high": 0.2}),
+    ("parallelism.tp_style", "vocab_parallel"),
+)
+"""Schema-1 defaults of every field whose default schema 2 changed. ``tp_style`` did not
+exist: schema-1 estimates split the vocabulary across TP (the roles table), which is
+``vocab_parallel``."""
+
+
+def _fill(tree: dict[str, Any], path: str, value: Any) -> None:
+    *parents, leaf = path.split(".")
+    node = tree
+    for key in parents:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            if key in node:  # not an object: leave it for validation to report
+                return
+            child = node[key] = {}
+        node = child
+    node.setdefault(leaf, copy.deepcopy(value))
+
+
+def migrate_plan_1_to_2(plan: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 ``plan`` object as schema 2 means the same thing."""
+    out = copy.deepcopy(plan)
+    runtime = out.get("runtime")
+    if isinstance(runtime, dict):
+        runtime.pop("framework", None)
+    for path, value in V1_DEFAULTS:
+        section = path.split(".", 1)[0]
+        if isinstance(out.get(section), dict):
+            _fill(out, path, value)
+    out.setdefault("stack", {"name": "auto"})
+    return out

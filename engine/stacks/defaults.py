@@ -1,0 +1,352 @@
+"""The training stack's defaults: every ``auto`` field resolved in one place.
+
+A field left at ``auto`` (``None`` for a byte range) means "what the stack's code does":
+:func:`resolve_stack_defaults` replaces each with the stack's value, and records where it
+came from, so the engine computes with concrete values and the window can badge each
+one "from stack X". Changing the stack re-derives every field still at ``auto``; a value
+the user set is never touched. Every consumer of a plan's numbers — ``estimate()``,
+exports, applicability, what-if — asks this function, so none of them can disagree.
+
+The rules follow the frameworks' code (file + function in each source key):
+
+- precision: DeepSpeed ``bf16.enabled`` casts the module to bf16 and keeps the fp32
+  master in the ZeRO optimizer; Megatron-Core ``--bf16`` the same with fp32 main grads;
+  FSDP's MixedPrecision keeps fp32 parameters (accelerate upcasts trainable ones); the
+  HF Trainer without FSDP trains in the dtype the model was loaded in (transformers 5
+  loads ``dtype="auto"``: bf16 for Llama), and peft keeps adapters fp32.
+- gradients: DeepSpeed's follow the model dtype (``get_data_types``), Megatron's main
+  grads are fp32, FSDP reduces in ``reduce_dtype`` (fp32 in torchtitan and the measured
+  script, the mixed-precision dtype in accelerate).
+- optimizer step: fused everywhere but a plain script (torch.optim's foreach default).
+- recomputation: peft's ``prepare_model_for_kbit_training`` turns checkpointing on;
+  torchtitan's default is SelectiveAC.
+- model load: zero.Init under ZeRO-3, a full copy per rank under ZeRO-1/2 and the HF
+  Trainer (``from_pretrained`` on every rank), meta-device construction otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from operator import attrgetter
+from types import MappingProxyType
+from typing import Any
+
+from engine.plan import Plan
+from engine.sections.base import ByteRange, Section
+from engine.sections.stack import ConcreteStack
+from engine.stacks.accelerators import nccl_band
+from engine.stacks.catalog import concrete_stack, stack_info
+from engine.stacks.families import StrategyRule, rule_of
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """A value a field took from the stack: the value, and why (words and source key)."""
+
+    value: Any
+    stack: ConcreteStack
+    why: str
+    source: str
+
+    @property
+    def badge(self) -> str:
+        """What the window shows beside the field."""
+        return f"from stack {self.stack}: {self.why}"
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a default may depend on: the stack, the strategy and the method."""
+
+    stack: ConcreteStack
+    rule: StrategyRule
+    plan: Plan
+
+    @property
+    def kind(self) -> str:
+        return self.plan.method.kind
+
+    @property
+    def compute(self) -> str:
+        return self.plan.method.precision.compute_dtype
+
+
+Choice = tuple[Any, str, str]
+"""(value, why, source key)."""
+
+
+def _policy(c: Context) -> Choice:
+    if c.stack == "megatron_core":
+        return "amp_master", "--bf16: bf16 params, fp32 master in the optimizer", "megatron-bf16"
+    if c.rule.family == "deepspeed":
+        return (
+            "amp_master",
+            "bf16.enabled casts the module to bf16; the ZeRO optimizer keeps the fp32 master",
+            "deepspeed-bf16",
+        )
+    if c.stack == "hf_trainer":
+        return _hf_policy(c)
+    if c.stack == "torchtitan":
+        return (
+            "autocast",
+            "fp32 parameters; FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16) or autocast",
+            "stack-torchtitan",
+        )
+    return "autocast", "fp32 parameters, compute cast to the compute dtype", "stack-pytorch"
+
+
+def _hf_policy(c: Context) -> Choice:
+    """The HF Trainer trains in the dtype from_pretrained loaded (transformers 5:
+    ``dtype="auto"``, bf16 for Llama) unless accelerate's FSDP path upcasts the trainable
+    parameters to fp32, or peft's kbit preparation upcasts the non-4-bit ones."""
+    if c.kind == "qlora":
+        return (
+            "autocast",
+            "prepare_model_for_kbit_training upcasts non-4-bit parameters to fp32; "
+            "the Trainer's bf16 runs torch.autocast",
+            "peft-kbit",
+        )
+    if c.kind == "lora":
+        return (
+            "pure_16bit",
+            "the base stays in the bf16 it was loaded in; peft keeps the adapters fp32",
+            "stack-hf-trainer",
+        )
+    if c.rule.fsdp:
+        return (
+            "autocast",
+            "accelerate upcasts trainable parameters to fp32 under mixed precision",
+            "stack-hf-trainer",
+        )
+    return (
+        "pure_16bit",
+        "from_pretrained loads bf16 (dtype='auto'); outside FSDP nothing upcasts it",
+        "stack-hf-trainer",
+    )
+
+
+def _grad_dtype(c: Context) -> Choice:
+    if c.stack == "megatron_core":
+        return (
+            "fp32",
+            "--bf16 forces fp32 main grads (accumulate_allreduce_grads_in_fp32)",
+            "megatron-bf16",
+        )
+    if c.rule.family == "deepspeed":
+        return (
+            c.compute,
+            "gradients take the model dtype unless data_types.grad_accum_dtype is set",
+            "deepspeed-bf16",
+        )
+    if c.stack == "hf_trainer":
+        return (
+            c.compute,
+            "accelerate's MixedPrecisionPolicy reduces in the mixed-precision dtype",
+            "stack-hf-trainer",
+        )
+    if c.stack == "torchtitan":
+        return "fp32", "mixed_precision_reduce float32", "stack-torchtitan"
+    return "fp32", "FSDP reduce_dtype fp32", "stack-pytorch"
+
+
+def _implementation(c: Context) -> Choice:
+    adam = c.plan.method.optimizer.name == "adamw"
+    if c.stack == "pytorch" and c.rule.fsdp and c.plan.offload.params != "none":
+        return (
+            "for_loop",
+            "the offloaded step runs on the CPU, where torch.optim's default is the for-loop "
+            "(foreach only when every tensor is on CUDA)",
+            "torch-adamw",
+        )
+    if c.stack == "megatron_core":
+        return "fused", "TE / Apex FusedAdam (and FusedSGD) update in place", "megatron-fused-adam"
+    if c.stack == "torchtitan":
+        return "fused", "optimizer implementation 'fused' by default", "stack-torchtitan"
+    if adam and c.rule.family == "deepspeed":
+        return (
+            "fused",
+            "FusedAdam (DeepSpeedCPUAdam with ZeRO-Offload), or the HF Trainer's fused AdamW",
+            "stack-deepspeed",
+        )
+    if adam and c.stack == "hf_trainer":
+        return "fused", "optim defaults to adamw_torch_fused (torch ≥ 2.8)", "stack-hf-trainer"
+    return "foreach", "torch.optim's default for CUDA tensors", "torch-adamw"
+
+
+def _recompute(c: Context) -> Choice:
+    if c.kind == "qlora" and stack_info(c.stack).peft:
+        return (
+            "full",
+            "prepare_model_for_kbit_training(use_gradient_checkpointing=True) checkpoints "
+            "every decoder layer",
+            "peft-kbit",
+        )
+    if c.stack == "torchtitan":
+        return (
+            "selective",
+            "SelectiveAC (per-op: SDPA outputs and every second matmul kept), modelled by "
+            "the nearest policy, selective",
+            "stack-torchtitan",
+        )
+    return "none", "no activation checkpointing by default", stack_info(c.stack).source
+
+
+def _model_init(c: Context) -> Choice:
+    if c.rule.family == "deepspeed" and c.rule.zero_stage == 3:
+        return (
+            "zero_init",
+            "ZeRO-3 builds the model under deepspeed.zero.Init (accelerate zero3_init_flag, "
+            "HfDeepSpeedConfig in from_pretrained)",
+            "deepspeed-model-load",
+        )
+    if c.rule.family == "deepspeed" or (c.stack == "hf_trainer" and c.kind != "qlora"):
+        return (
+            "full_copy_per_rank",
+            "from_pretrained materialises the whole model on every rank's host "
+            "(no zero.Init below ZeRO-3; accelerate cpu_ram_efficient_loading False)",
+            "deepspeed-model-load",
+        )
+    if c.kind == "qlora":
+        return (
+            "meta",
+            "a quantized from_pretrained loads tensor by tensor onto its device",
+            "peft-kbit",
+        )
+    if c.stack == "torchtitan":
+        return (
+            "meta",
+            "the model is built on the meta device, then loaded sharded",
+            ("stack-torchtitan"),
+        )
+    if c.stack == "megatron_core":
+        return (
+            "meta",
+            "each rank builds its own TP / PP shard and loads it",
+            ("stack-megatron-core"),
+        )
+    return "meta", "meta-device construction, sharded load", "stack-pytorch"
+
+
+def _profile(c: Context) -> Choice:
+    if c.stack == "megatron_core":
+        return "megatron", "Megatron-Core's own GPT model", "stack-megatron-core"
+    return "hf-transformers", "HF transformers modelling code", "hf-transformers-llama"
+
+
+def _tp_style(c: Context) -> Choice:
+    if c.stack in ("megatron_core", "torchtitan"):
+        return (
+            "vocab_parallel",
+            "VocabParallelEmbedding and vocab-parallel cross-entropy (loss_parallel)",
+            "megatron-vocab-parallel" if c.stack == "megatron_core" else "stack-torchtitan",
+        )
+    return (
+        "replicated_embedding",
+        "transformers tp_plan: lm_head colwise_rep (gathered logits), embedding whole",
+        "hf-tp-plan",
+    )
+
+
+def _nccl(c: Context) -> Choice:
+    band = nccl_band(c.plan.hardware.accelerator)
+    return {"low": band.low, "high": band.high}, band.why, band.source
+
+
+def _overlap_comm(c: Context) -> Choice:
+    stage3 = c.rule.zero_stage == 3 and c.rule.family == "deepspeed"
+    return stage3, "overlap_comm defaults to True for stage 3 only", "deepspeed-zero-config"
+
+
+Rule = tuple[str, Any, Callable[[Context], Choice]]
+"""(field path, the value that means "the stack's", the rule giving the stack's value)."""
+
+RULES: tuple[Rule, ...] = (
+    ("method.precision.policy", "auto", _policy),
+    ("method.precision.grad_dtype", "auto", _grad_dtype),
+    ("method.optimizer.implementation", "auto", _implementation),
+    ("method.recompute.policy", "auto", _recompute),
+    ("host.model_init", "auto", _model_init),
+    ("runtime.activation_profile", "auto", _profile),
+    ("parallelism.tp_style", "auto", _tp_style),
+    ("runtime.nccl_bytes_per_communicator", None, _nccl),
+    ("parallelism.knobs.ds_overlap_comm", None, _overlap_comm),
+)
+"""Every field a stack decides. A field is resolved only while it holds its ``auto``
+value, so what the user set always wins."""
+
+STACK_FIELDS: frozenset[str] = frozenset(path for path, _, _ in RULES)
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedPlan:
+    """A plan with every stack-decided field concrete, and where each value came from."""
+
+    plan: Plan
+    stack: ConcreteStack
+    derived: Mapping[str, Derived]
+
+
+def _replace(node: Section, path: list[str], value: Any) -> Section:
+    """``node`` with the field at ``path`` replaced, without re-validation: the values the
+    rules give are valid by construction (a test validates every combination)."""
+    head = path[0]
+    if len(path) == 1:
+        if isinstance(value, dict):
+            value = ByteRange(**value)
+        return node.model_copy(update={head: value})
+    child = getattr(node, head)
+    return node.model_copy(update={head: _replace(child, path[1:], value)})
+
+
+@lru_cache(maxsize=1024)
+def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
+    """The plan with every ``auto`` field replaced by its stack's default (cached: views
+    and the layout search resolve the same plans again and again)."""
+    stack = concrete_stack(plan.stack.name, plan.parallelism.strategy, plan.method.kind)
+    ctx = Context(stack, rule_of(plan.parallelism.strategy), plan)
+    out: Plan = plan
+    derived: dict[str, Derived] = {}
+    for (path, auto, rule), (_, _, get) in zip(RULES, _GETTERS, strict=True):
+        if get(plan) != auto:
+            continue
+        value, why, source = rule(ctx)
+        derived[path] = Derived(value, stack, why, source)
+        replaced = _replace(out, path.split("."), value)
+        assert isinstance(replaced, Plan)
+        out = replaced
+    return ResolvedPlan(out, stack, MappingProxyType(derived))
+
+
+def resolved(plan: Plan) -> Plan:
+    """The plan as the engine computes it: every stack-decided field concrete."""
+    return resolve_stack_defaults(plan).plan
+
+
+def stack_label(plan: Plan) -> str:
+    """The stack in prose, with peft when the method is LoRA / QLoRA."""
+    r = resolve_stack_defaults(plan)
+    peft = " + peft" if plan.method.kind in ("lora", "qlora") else ""
+    return f"{stack_info(r.stack).label}{peft}"
+
+
+_GETTERS: tuple[tuple[str, Any, Callable[[Plan], Any]], ...] = tuple(
+    (path, auto, attrgetter(path)) for path, auto, _ in RULES
+)
+
+
+def unresolved_fields(plan: Plan) -> list[str]:
+    """The stack-decided fields this plan still leaves at ``auto``."""
+    return [path for path, auto, get in _GETTERS if get(plan) == auto]
+
+
+def require_resolved(plan: Plan) -> None:
+    """Refuse a plan whose stack-decided fields were not resolved: a ledger function
+    reading ``auto`` would silently compute some other stack's numbers."""
+    left = unresolved_fields(plan)
+    if left:
+        raise ValueError(
+            f"{', '.join(left)} left at auto reached the ledger: pass "
+            "engine.stacks.defaults.resolved(plan)"
+        )

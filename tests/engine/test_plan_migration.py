@@ -1,0 +1,136 @@
+"""Schema 1 → 2: a plan saved before the training stack was an input keeps its meaning.
+
+``tests/data/plan_v1_default.memplan`` and ``plan_v1_zero2.memplan`` were written by the
+schema-1 MemPlan (main at 094e918), and ``plan_v1_estimates.json`` holds that
+version's estimate of each, row by row. A schema-1 file holds every field, so the
+migration only drops the informational ``runtime.framework`` and pins what schema 1
+meant for fields that did not exist (``parallelism.tp_style``); sections written as
+``{}`` get the schema-1 defaults of every field whose default schema 2 changed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.estimate import estimate
+from engine.plan import Plan, default_plan, with_values
+from engine.plan_migrations import V1_DEFAULTS, migrate_plan_1_to_2
+from engine.planfile import SCHEMA_VERSION, dumps, load
+from engine.stacks.defaults import resolved
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+V1 = json.loads((DATA / "plan_v1_estimates.json").read_text(encoding="utf-8"))
+
+
+def _migrated(name: str) -> Plan:
+    doc = json.loads((DATA / f"plan_v1_{name}.memplan").read_text(encoding="utf-8"))
+    assert doc["schema_version"] == 1 and doc["plan"]["runtime"]["framework"] == "pytorch"
+    return Plan.model_validate(migrate_plan_1_to_2(doc["plan"]))
+
+
+def _figures(plan: Plan) -> dict[str, Any]:
+    e = estimate(plan)
+    return {
+        "rows": {r.id: [r.low, r.high] for r in e.rows},
+        "peak": [e.peak.low, e.peak.high],
+        "fit_peak": [e.fit_peak.low, e.fit_peak.high],
+        "host": {r.id: [r.low, r.high] for r in e.nodes.host},
+    }
+
+
+REORDERED_SINCE_V1 = (
+    "hbm.activations.saved.other",
+    "hbm.activations.saved.head",
+    "hbm.buckets.reduce_scatter",
+    "hbm.buckets.unsharded_grads",
+)
+"""Rows the FSDP2 end-of-backward rule re-split after schema 1 (same peaks): the head's
+saved tensors left ``saved.other`` for ``saved.head`` (freed by backward's first ops);
+FSDP2's reduce-scatter row became one fp32 input at a time (218,112,000 el. × 4 B)
+plus the layer's bf16 gradients up to its copy-in (0 – 218,112,000 × 2 B)."""
+
+
+def _assert_v1_bytes(figures: dict[str, Any]) -> None:
+    """Schema 1's default-plan figures, but for the re-split rows, whose sums are
+    checked: saved.other + saved.head = schema 1's saved.other."""
+    v1 = V1["default"]
+    assert {k: figures[k] for k in ("peak", "fit_peak", "host")} == {
+        k: v1[k] for k in ("peak", "fit_peak", "host")
+    }
+    rows, old = figures["rows"], v1["rows"]
+    kept = {r: b for r, b in rows.items() if r not in REORDERED_SINCE_V1}
+    assert kept == {r: b for r, b in old.items() if r not in REORDERED_SINCE_V1}
+    other, head = rows["hbm.activations.saved.other"], rows["hbm.activations.saved.head"]
+    assert [other[0] + head[0], other[1] + head[1]] == old["hbm.activations.saved.other"]
+    assert rows["hbm.buckets.reduce_scatter"] == [218_112_000 * 4] * 2
+    assert rows["hbm.buckets.unsharded_grads"] == [0, 218_112_000 * 2]
+
+
+def test_a_v1_default_plan_estimates_to_the_same_bytes() -> None:
+    """The default plan (FSDP2): every row but the re-split ones, the allocated and the
+    fit peaks and the host ledger are byte-identical to schema 1's estimate, because the
+    migration pins the schema-1 NCCL band and allocator reserve it relied on."""
+    _assert_v1_bytes(_figures(_migrated("default")))
+
+
+def test_a_v1_zero2_plan_keeps_its_inputs() -> None:
+    """A schema-1 ZeRO-2 plan keeps schema 1's autocast policy, fp32 gradients, foreach
+    step, meta-device load and runtime bands (it does not silently become a bf16
+    DeepSpeed plan); rows the fixes did not touch keep their bytes (weights, gradients,
+    moments, saved activations, loss; the autocast copies lost the untied embedding's
+    phantom cast in fix F, and the buckets and step rows follow fixes C and I)."""
+    plan = _migrated("zero2")
+    p = plan.method.precision
+    assert (p.policy, p.grad_dtype) == ("autocast", "fp32")
+    assert plan.method.optimizer.implementation == "foreach"
+    assert plan.host.model_init == "meta"
+    assert (
+        resolved(plan).runtime.nccl_bytes_per_communicator
+        == plan.runtime.nccl_bytes_per_communicator
+    )
+    rows = _figures(plan)["rows"]
+    for rid in (
+        "hbm.weights",
+        "hbm.grads",
+        "hbm.optimizer.exp_avg",
+        "hbm.optimizer.exp_avg_sq",
+        "hbm.activations.saved.layers",
+        "hbm.loss.saved",
+    ):
+        assert rows[rid] == V1["zero2"]["rows"][rid], rid
+
+
+def test_sections_written_empty_take_the_schema_1_defaults() -> None:
+    """``{}`` meant every default: after migration the fields schema 2 made ``auto`` (or
+    widened) hold their schema-1 values, so the plan equals the default plan with those
+    values spelled out."""
+    v1 = {s: {} for s in ("model", "method", "batch", "parallelism", "hardware")}
+    v1 |= {s: {} for s in ("offload", "host", "checkpoint", "runtime", "policy")}
+    plan = Plan.model_validate(migrate_plan_1_to_2(v1))
+    spelled = with_values(default_plan(), dict(V1_DEFAULTS))
+    assert plan == spelled
+    _assert_v1_bytes(_figures(plan))
+
+
+def test_the_migration_never_overrides_a_stored_value() -> None:
+    v1: dict[str, Any] = {"method": {"precision": {"policy": "amp_master"}}, "runtime": {}}
+    out = migrate_plan_1_to_2(v1)
+    assert out["method"]["precision"]["policy"] == "amp_master"
+    assert out["method"]["precision"]["grad_dtype"] == "fp32"
+    assert out["stack"] == {"name": "auto"}
+    assert v1 == {"method": {"precision": {"policy": "amp_master"}}, "runtime": {}}
+
+
+def test_opening_a_v1_file_upgrades_it_and_says_so() -> None:
+    """Through the loader: a schema-1 file opens as schema 2, says it was upgraded, and
+    estimates to schema 1's bytes; saved again it is a schema-2 file with a stack."""
+    pf = load(DATA / "plan_v1_default.memplan")
+    assert pf.upgraded_from == 1
+    assert any("upgraded" in m for m in pf.extra_messages)
+    _assert_v1_bytes(_figures(pf.plan))
+    doc = json.loads(dumps(pf))
+    assert doc["schema_version"] == SCHEMA_VERSION == 2
+    assert doc["plan"]["stack"] == {"name": "auto"}
+    assert "framework" not in doc["plan"]["runtime"]
