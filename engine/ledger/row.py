@@ -104,12 +104,18 @@ def with_middle(moments: frozenset[Moment], n_layers: int) -> frozenset[Moment]:
     return moments if n_layers >= 3 else moments - {"backward.middle"}
 
 
-GRADIENT_MOMENTS: frozenset[Moment] = frozenset({"backward.end", "optimizer"})
-"""A gradient exists once backward has produced it, until the optimizer step."""
 ACCUMULATED_MOMENTS: frozenset[Moment] = frozenset(
     {"forward", "backward.start", "backward.layers", "backward.middle"}
 )
 """Under gradient accumulation, earlier micro-batches' gradient sums are live here too."""
+GRADIENT_MOMENTS: frozenset[Moment] = frozenset({"backward.end", "optimizer"})
+"""A gradient exists once backward has produced it, until the optimizer step."""
+STEP_GRADIENT_MOMENTS: frozenset[Moment] = frozenset({"optimizer"})
+"""Gradients allocated one by one as backward reaches each parameter: all of them exist
+only after the first layer's backward (``backward.end`` counts those made before it in
+a row of its own, :mod:`engine.ledger.peaks.backward_grads`)."""
+STEP_ACCUMULATED_MOMENTS: frozenset[Moment] = ACCUMULATED_MOMENTS | {"backward.end"}
+"""Under gradient accumulation every gradient's earlier sums are live at backward.end."""
 
 NOT_ALLOCATED: frozenset[State] = frozenset({"runtime", "allocator"})
 """States outside ``torch.cuda.memory_allocated``: the timeline does not sum them."""

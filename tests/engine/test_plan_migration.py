@@ -44,12 +44,13 @@ REORDERED_SINCE_V1 = (
     "hbm.activations.saved.other",
     "hbm.activations.saved.head",
     "hbm.buckets.reduce_scatter",
-    "hbm.buckets.unsharded_grads",
+    "hbm.grads.before_first_layer",
 )
 """Rows the FSDP2 end-of-backward rule re-split after schema 1 (same peaks): the head's
 saved tensors left ``saved.other`` for ``saved.head`` (freed by backward's first ops);
-FSDP2's reduce-scatter row became one fp32 input at a time (218,112,000 el. × 4 B)
-plus the layer's bf16 gradients up to its copy-in (0 – 218,112,000 × 2 B)."""
+FSDP2's reduce-scatter row became one fp32 input at a time (218,112,000 el. × 4 B;
+schema 1 added the layer's bf16 gradients and one more input in flight); the gradients
+live at backward.end became a row of their own, all but the first layer's."""
 
 
 def _assert_v1_bytes(figures: dict[str, Any]) -> None:
@@ -65,7 +66,8 @@ def _assert_v1_bytes(figures: dict[str, Any]) -> None:
     other, head = rows["hbm.activations.saved.other"], rows["hbm.activations.saved.head"]
     assert [other[0] + head[0], other[1] + head[1]] == old["hbm.activations.saved.other"]
     assert rows["hbm.buckets.reduce_scatter"] == [218_112_000 * 4] * 2
-    assert rows["hbm.buckets.unsharded_grads"] == [0, 218_112_000 * 2]
+    before = rows["hbm.grads.before_first_layer"][0]
+    assert before < rows["hbm.grads"][0] == old["hbm.grads"][0]
 
 
 def test_a_v1_default_plan_estimates_to_the_same_bytes() -> None:

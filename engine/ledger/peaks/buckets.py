@@ -146,65 +146,46 @@ def _zero3_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -
     )
 
 
-def _fsdp2_reduce_scatter_rows(
-    plan: Plan, trainable: list[HeldTensor], reduce_bytes: int, compute_bytes: int, shard: int
-) -> list[Row]:
-    """FSDP2's reduce-scatter input, one at a time, and a unit's gradients at its copy-in.
+def _fsdp2_reduce_scatter_row(
+    plan: Plan, trainable: list[HeldTensor], reduce_bytes: int, shard: int
+) -> Row:
+    """FSDP2's reduce-scatter input, one at a time, from the second layer's backward on.
 
-    ``foreach_reduce`` (torch 2.13 torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)
-    copies a unit's unsharded gradients into one flat input in the reduce dtype, every
-    tensor padded to ``shard`` chunks of ceil(d0 / shard) rows, after the unit's
-    parameters were resharded, then frees the gradients; the input is kept until the next
-    unit's post-backward waits on it and drops it. So while a layer runs backward the
-    previous layer's input is live — none during the last layer's (nothing was reduced
-    yet). The layer's own unsharded gradients (compute dtype) grow during its backward
-    and are all live at the copy-in: the high end of the second row (0 at the layer's
-    first ops, where the traced peaks sit)."""
+    ``FSDPParamGroup.post_backward`` (torch 2.13 torch/distributed/fsdp/_fully_shard/
+    _fsdp_param_group.py) reshards the unit's parameters, then ``foreach_reduce``
+    (_fsdp_collectives.py) copies its unsharded gradients into one flat input in the
+    reduce dtype, every tensor padded to ``shard`` chunks of ceil(d0 / shard) rows, and
+    frees them; the input is kept until the next unit's post-backward waits on it and
+    drops it. So while a layer runs backward the previous layer's input is live — none
+    during the last layer's (nothing was reduced yet). The layer's own unsharded
+    gradients need no row: they grow while its saved (or recomputed) tensors are freed,
+    and at the copy-in they stand where its gathered parameters stood, so that moment
+    never exceeds the layer's first backward ops, which the rows sum."""
     gran = plan.runtime.allocation_granularity_bytes
     per_unit: dict[str, int] = defaultdict(int)
-    grads: dict[str, int] = defaultdict(int)
     for t in trainable:
         if t.unit != "root" and t.shape:
             rest = t.numel // t.shape[0] if t.shape[0] else 0
             per_unit[t.unit] += ceil_div(t.shape[0], shard) * shard * rest
-            grads[t.unit] += round_up(t.numel * compute_bytes, gran)
     numel = max(per_unit.values(), default=0)
     n = round_up(numel * reduce_bytes, gran)
-    m = max(grads.values(), default=0)
     n_layers = sum(max(t.count for t in trainable if t.unit == u) for u in per_unit)
-    return [
-        make_row(
-            id="hbm.buckets.reduce_scatter",
-            label="Reduce-scatter input of the previous layer (one at a time)",
-            state="buckets",
-            location="hbm",
-            kind="peak",
-            group="buckets",
-            low=n,
-            high=n,
-            formula=f"one decoder-layer unit flat and padded to {shard} chunks, "
-            f"{fmt_count(numel)} el. × {reduce_bytes} B (reduce dtype) = {fmt_count(n)} B; "
-            "live from the second layer's backward on",
-            source="fsdp2-prefetch",
-            phases=BACKWARD,
-            backward=with_middle(AFTER_LAST_LAYER, n_layers),
-        ),
-        make_row(
-            id="hbm.buckets.unsharded_grads",
-            label="A layer's unsharded gradients, up to its reduce-scatter copy-in",
-            state="buckets",
-            location="hbm",
-            kind="peak",
-            group="buckets",
-            low=0,
-            high=m,
-            formula=f"0 at the layer's first backward ops, up to one unit's gradients "
-            f"× {compute_bytes} B = {fmt_count(m)} B at its copy-in",
-            source="fsdp2-prefetch",
-            phases=BACKWARD,
-            backward=IN_LAYERS,
-        ),
-    ]
+    return make_row(
+        id="hbm.buckets.reduce_scatter",
+        label="Reduce-scatter input of the previous layer (one at a time)",
+        state="buckets",
+        location="hbm",
+        kind="peak",
+        group="buckets",
+        low=n,
+        high=n,
+        formula=f"one decoder-layer unit flat and padded to {shard} chunks, "
+        f"{fmt_count(numel)} el. × {reduce_bytes} B (reduce dtype) = {fmt_count(n)} B; "
+        "live from the second layer's backward on",
+        source="fsdp2-prefetch",
+        phases=BACKWARD,
+        backward=with_middle(AFTER_LAST_LAYER, n_layers),
+    )
 
 
 def _reduce_scatter_rows(
@@ -226,7 +207,7 @@ def _reduce_scatter_rows(
     low = round_up(one * c, gran) + (round_up(one * gbytes, gran) if gbytes != c else 0)
     high = low + round_up(one * gbytes, gran)
     rows = (
-        _fsdp2_reduce_scatter_rows(plan, trainable, gbytes, c, shard)
+        [_fsdp2_reduce_scatter_row(plan, trainable, gbytes, shard)]
         if fsdp2
         else [
             make_row(

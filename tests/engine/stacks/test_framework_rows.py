@@ -309,11 +309,10 @@ def test_hf_trainer_fsdp_reduces_in_bf16() -> None:
     """accelerate utils/dataclasses.py ``set_mixed_precision``: MixedPrecisionPolicy
     (param_dtype=bf16, reduce_dtype=bf16), while the upcast parameters and their sharded
     gradients stay fp32 (fsdp_utils.py ``fsdp2_prepare_model``). FSDP2's
-    ``foreach_reduce`` copies one decoder layer's unsharded gradients (218,112,000 el.,
-    bf16) into a flat reduce-scatter input in the reduce dtype and keeps one such input
-    at a time: × 2 B = 436,224,000 B, where the plain script's fp32 reduce makes it
-    × 4 B = 872,448,000 B. The layer's own bf16 gradients, up to its copy-in, are the
-    high end of a second row: 218,112,000 × 2 = 436,224,000 B in both stacks."""
+    ``foreach_reduce`` copies one decoder layer's unsharded gradients (218,112,000 el.)
+    into a flat reduce-scatter input in the reduce dtype and keeps one such input at a
+    time: × 2 B = 436,224,000 B, where the plain script's fp32 reduce makes it
+    × 4 B = 872,448,000 B."""
 
     def rows(**kw: str) -> dict[str, Row]:
         return {r.id: r for r in estimate(_plan(**kw)).rows}
@@ -321,11 +320,6 @@ def test_hf_trainer_fsdp_reduces_in_bf16() -> None:
     hf, plain = rows(stack__name="hf_trainer"), rows()
     assert hf["hbm.buckets.reduce_scatter"].low == 218_112_000 * 2 == 436_224_000
     assert plain["hbm.buckets.reduce_scatter"].low == 218_112_000 * 4 == 872_448_000
-    for r in (hf, plain):
-        assert (r["hbm.buckets.unsharded_grads"].low, r["hbm.buckets.unsharded_grads"].high) == (
-            0,
-            436_224_000,
-        )
 
 
 def test_j_zero2_offload_pins_what_stage_1_and_2_pins() -> None:
