@@ -206,7 +206,8 @@ class _Reader:
         self.offload(z)
         for key, why in _ZERO_PLUS.items():
             v = z.get(key)
-            if v not in (None, False, 1, -1, {}):
+            default = v is None or v is False or v == {} or (type(v) is int and v in (1, -1))
+            if not default:
                 self.warn.append(f"zero_optimization.{key} = {v}: {why}; not modelled")
         known = set(_KNOBS) | set(_ZERO_PLUS) | _HARMLESS_ZERO
         known |= {"stage", "overlap_comm", "sub_group_size", "offload_optimizer", "offload_param"}
