@@ -40,6 +40,7 @@ from gui import measured
 from gui.autosave import Autosaver
 from gui.document import PlanDocument
 from gui.file_actions import FileActions
+from gui.framework_actions import FrameworkActions
 from gui.measured import MeasuredView
 from gui.report.actions import ReportActions
 from gui.settings import Settings
@@ -183,6 +184,11 @@ class MainWindow(QMainWindow):
         self.report_actions = ReportActions(self, self.doc)
         file_menu.addAction(self.report_actions.export)
         file_menu.addAction(self.report_actions.print)
+        file_menu.addSeparator()
+        self.framework = FrameworkActions(self, self.doc)
+        file_menu.addAction(self.framework.import_action)
+        file_menu.addAction(self.framework.import_folder_action)
+        file_menu.addMenu(self.framework.export_menu)
         file_menu.addSeparator()
         quit_action = file_menu.addAction("&Quit", self.close)
         quit_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Quit))

@@ -11,6 +11,7 @@ with the same estimate to the byte.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.ledger.placement import stage_layer_ranges
 from engine.ledger.sharding import shard_group_size
@@ -106,6 +107,22 @@ def comment_block(gaps: tuple[Unexpressed, ...], prefix: str = "# ") -> str:
     lines = ["MemPlan: plan inputs this file cannot express:"]
     lines += [f"  - {g}" for g in gaps]
     return "".join(f"{prefix}{ln}\n" for ln in lines)
+
+
+def changed_fields(old: Plan, new: Plan) -> dict[str, Any]:
+    """The dotted-path changes that turn ``old`` into ``new`` (whole values where a
+    section appears or disappears, e.g. a MoE block): an import as one undo step."""
+    out: dict[str, Any] = {}
+
+    def walk(a: Any, b: Any, prefix: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+            for k in a:
+                walk(a[k], b[k], f"{prefix}{k}.")
+        elif a != b:
+            out[prefix[:-1]] = b
+
+    walk(old.model_dump(mode="json"), new.model_dump(mode="json"), "")
+    return out
 
 
 def replicas(plan: Plan) -> int:
