@@ -24,6 +24,22 @@ _INV_FSDP1 = {v: k for k, v in FSDP1_STRATEGY.items()}
 _INV_PREFETCH = {v: k for k, v in PREFETCH.items()}
 _INV_STATE = {v: k for k, v in STATE_DICT.items()}
 _PC = "parallelism_config_"
+_FSDP_READ = {
+    "fsdp_version",
+    "fsdp_reshard_after_forward",
+    "fsdp_sharding_strategy",
+    "fsdp_backward_prefetch",
+    "fsdp_offload_params",
+    "fsdp_activation_checkpointing",
+    "fsdp_state_dict_type",
+    "fsdp_cpu_ram_efficient_loading",
+    "fsdp_auto_wrap_policy",
+    "fsdp_transformer_layer_cls_to_wrap",
+    "fsdp_use_orig_params",
+    "fsdp_sync_module_states",
+    "fsdp_min_num_params",
+}
+"""fsdp_config keys read, or that change no memory (wrapping names the same units)."""
 
 
 class _Reader:
@@ -139,8 +155,9 @@ class _Reader:
         ch["checkpoint.format"] = _INV_STATE.get(sd, "sharded")
         efficient = f.get("fsdp_cpu_ram_efficient_loading", True)
         ch["host.model_init"] = "meta" if efficient is True else "full_copy_per_rank"
-        if f.get("fsdp_activation_checkpointing_offload"):
-            self.warn.append("fsdp_activation_checkpointing_offload is not modelled")
+        for key in sorted(set(f) - _FSDP_READ):
+            if f[key] not in (None, False):
+                self.warn.append(f"fsdp_config.{key} is not modelled")
         self.precision(fsdp=True)
 
 

@@ -135,6 +135,10 @@ class CheckResult:
 
 
 def _run(fmt: str, script: str, args: list[str], timeout: float) -> CheckResult:
+    if getattr(sys, "frozen", False):  # the desktop bundle has no interpreter to run
+        return CheckResult(
+            fmt, False, False, f"run `memplan export --check` where {fmt} is installed"
+        )
     try:
         done = subprocess.run(
             [sys.executable, "-c", script, *args],

@@ -19,8 +19,11 @@ from engine.plan import Plan, with_values
 _UNMODELLED = (
     "--fp8-format",
     "--fp8",
-    "--num-layers-per-virtual-pipeline-stage",
+    "--recompute-modules",
+    "--moe-layer-recompute",
     "--overlap-param-gather",
+    "--overlap-grad-reduce",
+    "--use-custom-fsdp",
     "--cpu-offloading",
     "--fine-grained-activation-offloading",
     "--use-torch-fsdp2",
@@ -206,9 +209,11 @@ def import_megatron(text: str, base: Plan) -> Imported:
         "parallelism.strategy": "megatron_distopt" if "--use-distributed-optimizer" in a else "ddp",
         "parallelism.shard_group_size": None,
     }
-    ch["parallelism.pp_schedule"] = (
-        "interleaved_1f1b" if ch["parallelism.virtual_stages"] > 1 else "1f1b"
-    )
+    per_chunk = as_int(a.get("--num-layers-per-virtual-pipeline-stage"))
+    if per_chunk and pp > 1:
+        ch["parallelism.virtual_stages"] = max(1, arch["layers"] // (pp * per_chunk))
+    interleaved = ch["parallelism.virtual_stages"] > 1
+    ch["parallelism.pp_schedule"] = "interleaved_1f1b" if interleaved else "1f1b"
     world = (as_int(launcher.get("--nproc_per_node")) or 0) * (
         as_int(launcher.get("--nnodes")) or 1
     )

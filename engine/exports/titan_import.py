@@ -24,6 +24,48 @@ _INV_SCHEDULE = {v.lower(): k for k, v in SCHEDULE.items()}
 _INV_IMPL = {v: k for k, v in IMPLEMENTATION.items()}
 _AC = {"FullAC": "full", "SelectiveAC": "selective", "None": "none"}
 _PRESET_OF = {fn: preset for preset, (_, fn) in BASE_CONFIGS.items()}
+_READ = {
+    "training": {
+        "num_tokens_per_microbatch_per_dp_rank",
+        "max_context_length",
+        "num_tokens_per_train_step",
+        "seq_len",
+        "local_batch_size",
+        "global_batch_size",
+        "dtype",
+        "mixed_precision_param",
+        "mixed_precision_reduce",
+        "enable_cpu_offload",
+    },
+    "parallelism": {
+        "data_parallel_replicate_degree",
+        "data_parallel_shard_degree",
+        "fsdp_reshard_after_forward",
+        "tensor_parallel_degree",
+        "enable_sequence_parallel",
+        "context_parallel_degree",
+        "expert_parallel_degree",
+        "expert_tensor_parallel_degree",
+        "pipeline_parallel_degree",
+        "pipeline_parallel_schedule",
+        "module_fqns_per_model_part",
+        "num_pp_microbatches",
+    },
+}
+_HARMLESS = {
+    "steps",
+    "max_norm",
+    "gc_freq",
+    "gc_debug",
+    "disable_cuda_graphs",
+    "spmd_backend",
+    "context_parallel_load_balancer",
+    "context_parallel_ptrr_mask_key",
+    "pipeline_parallel_schedule_csv",
+    "dataset",
+    "dataset_path",
+}
+"""Keys that change no memory MemPlan counts (schedule, logging, data)."""
 
 
 def _recipe(text: str) -> tuple[Tree, str | None, str | None]:
@@ -171,6 +213,9 @@ def import_torchtitan(text: str, base: Plan) -> Imported:
     ch["method.recompute.policy"] = ac
     if as_int(p.get("expert_tensor_parallel_degree")) not in (None, 1):
         warn.append("expert_tensor_parallel_degree is gone from torchtitan main; not read")
+    for sec, body in (("training", t), ("parallelism", p)):
+        for key in sorted(set(body) - _READ[sec] - _HARMLESS):
+            warn.append(f"{sec}.{key} is not modelled")
     return Imported(with_values(base, ch), tuple(res), tuple(warn))
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from engine.cli import main
 from engine.estimate import estimate
+from engine.models.hf_config import import_hf_config
 from engine.models.inventory import build_inventory
 from engine.planfile import load
 from engine.presets import model_section_for
@@ -135,8 +136,6 @@ def test_import_hf_config_with_dtype_auto(tmp_path: Path) -> None:
 def _safetensors(folder: Path, spec_json: dict[str, object]) -> None:
     """A model folder whose safetensors header lists every tensor of the config (bf16,
     zero data): the importer reads headers only."""
-    from engine.models.hf_config import import_hf_config
-
     spec = import_hf_config({**spec_json, "torch_dtype": "bfloat16"}).spec
     header: dict[str, object] = {}
     offset = 0

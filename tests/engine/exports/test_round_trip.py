@@ -18,6 +18,7 @@ from engine.plan import Plan, default_plan, with_values
 from engine.presets import model_section_for
 
 MODELS = ("llama-3.1-8b", "mixtral-8x7b", "qwen2.5-7b", "gemma-2-9b", "deepseek-v2-lite")
+EXTRA_MODELS = ("llama-3.1-70b",)
 
 
 def _with_model(preset: str) -> Plan:
@@ -26,7 +27,7 @@ def _with_model(preset: str) -> Plan:
     return Plan.model_validate(tree)
 
 
-BASES = {m: _with_model(m) for m in MODELS}
+BASES = {m: _with_model(m) for m in MODELS + EXTRA_MODELS}
 
 
 @st.composite
@@ -126,6 +127,17 @@ WHOLE_JOBS: list[tuple[str, str, dict[str, Any]]] = [
             "parallelism.knobs.ds_prefetch_bucket_elements": 12_345_678,
             "method.precision.grad_dtype": "fp32",
             "method.recompute.policy": "full",
+        },
+    ),
+    (  # issue 16: 70B, ZeRO-3, CPU offload, fp32 weights + autocast
+        "deepspeed",
+        "llama-3.1-70b",
+        {
+            "stack.name": "deepspeed",
+            "parallelism.strategy": "zero3",
+            "offload.optimizer": "cpu",
+            "offload.params": "cpu",
+            "method.precision.policy": "autocast",
         },
     ),
     (
