@@ -5,7 +5,9 @@ side effects — CUDA probing, logging setup, argparse on ``sys.argv`` — never
 caller (the CLI, or the window's worker thread). What runs:
 
 - DeepSpeed: ``deepspeed.runtime.config.DeepSpeedConfig(cfg, mpu)`` with an ``mpu`` that
-  reports the plan's DP replicas (so the batch-size equation is checked for this world).
+  reports the plan's DP replicas (so the batch-size equation is checked for this world;
+  without a process group ``DeepSpeedConfig`` falls back to a world of 1, so ``get_rank``
+  is answered).
 - accelerate: ``load_config_from_file`` (``ClusterConfig`` refuses unknown keys), the
   ``accelerate launch`` merge (``_validate_launch_command``) and the environment it
   builds, then ``FullyShardedDataParallelPlugin()`` / ``ParallelismConfig()`` from it;
@@ -42,8 +44,10 @@ _DEEPSPEED = r"""
 import json, sys
 try:
     from deepspeed.runtime.config import DeepSpeedConfig
+    import deepspeed.comm as dist
 except ImportError:
     print("MISSING"); sys.exit(0)
+dist.get_rank = lambda *a, **k: 0  # no process group: the mpu below gives the DP size
 cfg = json.load(open(sys.argv[1])); world = int(sys.argv[2])
 class MPU:
     def get_data_parallel_world_size(self): return world
@@ -95,6 +99,7 @@ except Exception as e:
 _MEGATRON = r"""
 import json, os, sys
 argv = json.loads(sys.argv[1])
+os.environ.update(json.loads(sys.argv[3]))
 os.environ.setdefault("WORLD_SIZE", sys.argv[2]); os.environ.setdefault("RANK", "0")
 try:
     from megatron.training.arguments import parse_args, validate_args
@@ -183,7 +188,14 @@ def check_export(exp: Export, plan: Plan, timeout: float = 180.0) -> list[CheckR
                 for k, v in parse_args(exp.text)[0].items()
                 for tok in ([k] if v is True else [k, str(v)])
             ]
-            out.append(_run("megatron", _MEGATRON, [json.dumps(argv), world], timeout))
+            env = dict(
+                ln.removeprefix("export ").split("=", 1)
+                for ln in exp.text.splitlines()
+                if ln.startswith("export ") and "=" in ln
+            )
+            out.append(
+                _run("megatron", _MEGATRON, [json.dumps(argv), world, json.dumps(env)], timeout)
+            )
         elif exp.format == "torchtitan":
             out.append(_run("torchtitan", _TORCHTITAN, [str(root)], timeout))
         return out

@@ -334,6 +334,8 @@ def export_megatron(plan: Plan) -> Export:
         "# Data, tokenizer, schedule and learning rate flags are placeholders.",
     ]
     text = "\n".join(head) + "\n" + comment_block(gaps())
+    if p.parallelism.tp > 1 or p.parallelism.cp > 1:  # validate_args asserts it
+        text += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
     text += f"torchrun --nproc_per_node {per_node} --nnodes {nodes} pretrain_gpt.py \\\n"
     text += to_text(args)
     return Export("megatron", "megatron_train.sh", text, gaps(), TARGET)

@@ -185,3 +185,21 @@ def test_lora_plans_get_a_peft_snippet() -> None:
         (snippet,) = [e for e in FORMATS[fmt].export(plan).extras if e.filename == "peft_config.py"]
         assert "LoraConfig(" in snippet.text and "BitsAndBytesConfig(" in snippet.text
         assert "'q_proj', 'k_proj', 'v_proj', 'o_proj'" in snippet.text
+
+
+@pytest.mark.parametrize(
+    ("fmt", "module"), [("megatron", "megatron"), ("torchtitan", "torchtitan")]
+)
+def test_check_names_the_missing_package(fmt: str, module: str) -> None:
+    """Where the framework is not installed the check says what to install, and does not
+    count as a refusal."""
+    import importlib.util
+
+    from engine.exports.check import PACKAGES, check_export
+
+    if importlib.util.find_spec(module) is not None:  # pragma: no cover - installed here
+        pytest.skip(f"{module} is installed")
+    plan = _plan()
+    (result,) = check_export(FORMATS[fmt].export(plan), plan)
+    assert not result.available and not result.ok
+    assert result.message == f"install {PACKAGES[fmt]} to check this file"
