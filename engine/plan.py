@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from functools import lru_cache
-from typing import Any
+from functools import cache, lru_cache
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from engine.errors import PlanError, Problem, clip, field_path, quote, require
 from engine.legality import rules
-from engine.sections.base import Section
+from engine.sections.base import CANONICAL_CONTEXT, Section
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
 from engine.sections.model import ModelSection
@@ -24,6 +25,7 @@ from engine.sections.offload import CheckpointSection, HostSection, OffloadSecti
 from engine.sections.parallel import ParallelismSection
 from engine.sections.runtime import PolicySection, RuntimeSection
 from engine.sections.stack import StackSection
+from engine.sections.workload import AcceptanceSection, WorkloadSection
 
 SECTION_ORDER: tuple[str, ...] = (
     "model",
@@ -37,6 +39,8 @@ SECTION_ORDER: tuple[str, ...] = (
     "checkpoint",
     "runtime",
     "policy",
+    "workload",
+    "acceptance",
 )
 
 
@@ -59,6 +63,8 @@ class Plan(Section):
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
     runtime: RuntimeSection = Field(default_factory=RuntimeSection)
     policy: PolicySection = Field(default_factory=PolicySection)
+    workload: WorkloadSection = Field(default_factory=WorkloadSection)
+    acceptance: AcceptanceSection = Field(default_factory=AcceptanceSection)
 
     @model_validator(mode="after")
     def _cross_section(self) -> Plan:
@@ -73,7 +79,13 @@ class Plan(Section):
 
     def to_canonical_json(self) -> str:
         """Canonical JSON of the inputs: sorted keys, no whitespace, ASCII only."""
-        return canonical_json(self.model_dump(mode="json"))
+        return canonical_json(self.canonical_tree())
+
+    def canonical_tree(self) -> dict[str, Any]:
+        """The inputs as hashed: the JSON dump in its canonical form, where an optional
+        input still at its default ``None`` may be left out (``CANONICAL_CONTEXT``)."""
+        tree: dict[str, Any] = self.model_dump(mode="json", context=CANONICAL_CONTEXT)
+        return tree
 
     @property
     def hbm_limit_bytes(self) -> int:
@@ -89,7 +101,7 @@ class Plan(Section):
 @lru_cache(maxsize=512)
 def _config_hash(plan: Plan) -> str:
     """Cached: every estimate carries its plan's hash, and equal plans hash equally."""
-    return canonical_hash(plan.model_dump(mode="json"))
+    return canonical_hash(plan.canonical_tree())
 
 
 def canonical_json(tree: Any) -> str:
@@ -102,6 +114,28 @@ def canonical_hash(tree: Any) -> str:
     plan *as it was written*, which later MemPlan versions can check even after new inputs
     (with defaults) were added to the Plan."""
     return hashlib.sha256(canonical_json(tree).encode("ascii")).hexdigest()
+
+
+def _free_json_paths(model: type[BaseModel], prefix: str) -> list[str]:
+    out = []
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        ann = info.annotation
+        arms = get_args(ann) if get_origin(ann) in (Union, UnionType) else (ann,)
+        if any(get_origin(a) is dict for a in arms):
+            out.append(path)
+        for arm in arms:
+            if isinstance(arm, type) and issubclass(arm, BaseModel):
+                out += _free_json_paths(arm, f"{path}.")
+    return out
+
+
+@cache
+def free_json_paths() -> frozenset[str]:
+    """Dotted paths of the inputs that hold any JSON object (``model.hf_config``, an
+    imported config.json): each is one input, so views that list inputs leaf by leaf
+    stop there instead of listing the object's keys as inputs."""
+    return frozenset(_free_json_paths(Plan, ""))
 
 
 def default_plan() -> Plan:

@@ -31,6 +31,19 @@ exist: schema-1 estimates split the vocabulary across TP (the roles table), whic
 ``vocab_parallel``."""
 
 
+LATE_SECTIONS: tuple[str, ...] = ("workload", "acceptance")
+"""Plan sections that joined schema 2 after its first files were written (the stack came
+first). A file without one predates it and meant its defaults — every sample padded to
+the sequence length, eager mode, the strictest acceptance thresholds — which is what its
+estimates computed, so an empty section (all defaults) keeps the plan's meaning."""
+
+
+def fill_late_sections(plan: dict[str, Any]) -> None:
+    """Give a schema-1 or early schema-2 ``plan`` object the sections it predates."""
+    for section in LATE_SECTIONS:
+        plan.setdefault(section, {})
+
+
 def _fill(tree: dict[str, Any], path: str, value: Any) -> None:
     *parents, leaf = path.split(".")
     node = tree
@@ -55,4 +68,5 @@ def migrate_plan_1_to_2(plan: dict[str, Any]) -> dict[str, Any]:
         if isinstance(out.get(section), dict):
             _fill(out, path, value)
     out.setdefault("stack", {"name": "auto"})
+    fill_late_sections(out)
     return out

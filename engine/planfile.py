@@ -32,7 +32,7 @@ from engine.errors import PlanFileError, field_path, quote
 from engine.fileio import strict_json
 from engine.fileio.atomic import write_atomic
 from engine.plan import Plan, canonical_hash, describe_validation_error
-from engine.plan_migrations import migrate_plan_1_to_2
+from engine.plan_migrations import fill_late_sections, migrate_plan_1_to_2
 
 __all__ = ["PlanFile", "PlanFileError", "dumps", "load", "parse", "save"]
 
@@ -152,6 +152,7 @@ def parse(text: str) -> PlanFile:
     measurements = doc.get("measurements", [])
     if not isinstance(measurements, list) or not all(isinstance(m, dict) for m in measurements):
         raise PlanFileError("measurements: must be a list of JSON objects")
+    fill_late_sections(doc["plan"])
     missing = [s for s in Plan.model_fields if s not in doc["plan"]]
     if missing:
         raise PlanFileError(f"plan.{missing[0]}: required section is missing")

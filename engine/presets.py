@@ -148,9 +148,10 @@ def model_section_for_cached(
     check = found.imported.check
     messages = (*found.imported.notes, *(check.messages() if check is not None else ()))
     name = model_id.rsplit("/", 1)[-1]
-    return CachedModelSection(
-        ModelSection(name=name, preset=None, architecture=spec), found, messages
+    section = ModelSection(
+        name=name, preset=None, architecture=spec, hf_config=found.imported.config
     )
+    return CachedModelSection(section, found, messages)
 
 
 def plan_for_cached_model(plan: Plan, section: ModelSection) -> Plan:

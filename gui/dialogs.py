@@ -35,6 +35,20 @@ def ask_unsaved(parent: QWidget, name: str) -> str:
     return "cancel"
 
 
+def ask_save_anyway(parent: QWidget, name: str, problems: list[str]) -> bool:
+    """Whether to save ``name`` although ``problems`` (sentences) say it is not sound."""
+    box = QMessageBox(
+        QMessageBox.Icon.Warning,
+        "Save this plan?",
+        f"“{name}” can be saved, but:\n\n" + "\n\n".join(f"• {p}" for p in problems),
+        QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Cancel,
+        parent,
+    )
+    box.button(QMessageBox.StandardButton.Save).setText("Save Anyway")
+    box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+    return box.exec() == QMessageBox.StandardButton.Save
+
+
 def ask_recovery(parent: QWidget | None, orphans: list[Orphan]) -> dict[Path, Choice]:
     """What to do with each autosave crashed instances left (empty: decide later)."""
     dialog = RecoveryDialog(parent, orphans)

@@ -21,6 +21,8 @@ from engine import planfile
 from engine.errors import PlanError, Problem
 from engine.estimate import Estimate, estimate
 from engine.plan import Plan, default_plan, get_value, validation_problems, with_values
+from gui import gc_policy
+from gui.undo_text import edit_text
 
 MERGE_ID = 0x6D70  # QUndoCommand.id() shared by mergeable field edits
 
@@ -82,6 +84,20 @@ class _MeasurementsCommand(QUndoCommand):
         self._doc._replace_measurements(self.before)
 
 
+class _PropertiesCommand(QUndoCommand):
+    """Rename the plan or edit its notes (metadata: outside the config hash, but saved)."""
+
+    def __init__(self, doc: PlanDocument, before: tuple[str, str], after: tuple[str, str]) -> None:
+        super().__init__("Edit plan name and notes" if before[0] == after[0] else "Rename plan")
+        self._doc, self.before, self.after = doc, before, after
+
+    def redo(self) -> None:
+        self._doc._replace_properties(*self.after)
+
+    def undo(self) -> None:
+        self._doc._replace_properties(*self.before)
+
+
 class PlanDocument(QObject):
     """A plan with its file, undo history and latest valid estimate."""
 
@@ -93,6 +109,10 @@ class PlanDocument(QObject):
     pathChanged = Signal()
     dirtyChanged = Signal(bool)
     measurementsChanged = Signal()
+    propertiesChanged = Signal()  # the plan's name or notes
+    invalidChanged = Signal()  # the set of fields showing an invalid value
+    abandonEdits = Signal()  # undo/redo came first: drop typed, uncommitted text
+    commitTyping = Signal()  # a save or a report is next: commit typed text now
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -109,7 +129,10 @@ class PlanDocument(QObject):
         self.estimate_error: str | None = None
         self.estimate_problems: tuple[Problem, ...] = ()  # why estimate_error, by field
         self._invalid_fields: set[str] = set()  # marked by the last refused edit
+        self.invalid: dict[str, str] = {}  # every field showing an invalid value: message
+        self.typing: set[str] = set()  # fields holding typed text not yet committed
         self._merge_session = 0
+        self._estimated_arch: object = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(0)
@@ -134,15 +157,23 @@ class PlanDocument(QObject):
     def display_name(self) -> str:
         return self.path.name if self.path else self.name
 
+    def title(self) -> str:
+        """The plan as the window title names it: its name, and its file when the file
+        is called something else ("Llama 8B baseline — base.memplan")."""
+        if self.path is None or self.path.stem == self.name:
+            return self.display_name()
+        return f"{self.name} — {self.path.name}"
+
     # editing -------------------------------------------------------------------
     def end_merge(self) -> None:
         """Close the current typing run so the next edit starts a new undo step."""
         self._merge_session += 1
 
-    def set(self, path: str, value: Any, merge: bool = True) -> bool:
-        """Set one field; False (and ``fieldError``) when the engine rejects the value."""
+    def set(self, path: str, value: Any, merge: bool = True, text: str | None = None) -> bool:
+        """Set one field; False (and ``fieldError``) when the engine rejects the value.
+        The undo text is in words ("Set data-parallel size to 16") unless given."""
         key = f"{path}#{self._merge_session}" if merge else None
-        return self._push({path: value}, f"Set {path}", key, focus=path)
+        return self._push({path: value}, text or edit_text(path, value), key, focus=path)
 
     def set_many(self, changes: dict[str, Any], text: str) -> bool:
         """Set several fields as one undo step (a preset, an import)."""
@@ -172,6 +203,58 @@ class PlanDocument(QObject):
         for path, message in marks.items():
             self.fieldError.emit(path, message)
         self._invalid_fields |= marks.keys()
+
+    def note_invalid(self, path: str, message: str | None) -> None:
+        """A field shows (or no longer shows) an invalid value: what the banner counts."""
+        had = self.invalid.get(path)
+        if message:
+            self.invalid[path] = message
+        else:
+            self.invalid.pop(path, None)
+        if had != self.invalid.get(path):
+            self.invalidChanged.emit()
+
+    def note_typing(self, path: str, typing: bool) -> None:
+        """A field holds typed text it has not committed yet (or no longer does)."""
+        if typing:
+            self.typing.add(path)
+        else:
+            self.typing.discard(path)
+
+    def commit_typing(self) -> None:
+        """Commit the text typed in any field now (what a save or a report must see),
+        then recompute: a value typed and saved with Ctrl+S at once is in the file."""
+        if self.typing:
+            self.commitTyping.emit()
+        self.flush()
+
+    def undo(self) -> None:
+        """Edit → Undo, whatever has the focus: the document's history, never a line
+        edit's own. Typed text not yet committed is dropped first (one step: the field
+        goes back to the plan's value), so an undo never pushes an edit or clears Redo."""
+        self.end_merge()
+        if self.typing:
+            self.abandonEdits.emit()
+            self.typing.clear()
+            return
+        self.undo_stack.undo()
+
+    def redo(self) -> None:
+        self.end_merge()
+        if self.typing:
+            self.abandonEdits.emit()
+            self.typing.clear()
+        self.undo_stack.redo()
+
+    def set_properties(self, name: str, notes: str) -> None:
+        """Rename the plan or change its notes, as one undo step."""
+        name = name.strip() or self.name
+        if (name, notes) != (self.name, self.notes):
+            self.undo_stack.push(_PropertiesCommand(self, (self.name, self.notes), (name, notes)))
+
+    def _replace_properties(self, name: str, notes: str) -> None:
+        self.name, self.notes = name, notes
+        self.propertiesChanged.emit()
 
     def set_measurements(self, records: tuple[dict[str, Any], ...], text: str) -> None:
         """Replace the attached measured records as one undo step."""
@@ -205,6 +288,10 @@ class PlanDocument(QObject):
             self.estimateFailed.emit(self.estimate_error)
             return
         self.estimate, self.estimate_error, self.estimate_problems = result, None, ()
+        arch = self._plan.model.architecture
+        if arch != self._estimated_arch:  # a new model's tensor inventory is now cached
+            self._estimated_arch = arch
+            gc_policy.settle()
         self.estimateChanged.emit()
 
     @property
@@ -218,7 +305,10 @@ class PlanDocument(QObject):
         self.path = path
         self.name, self.notes, self.created = pf.name, pf.notes, pf.created
         self.measurements, self.messages = pf.measurements, pf.extra_messages
+        self.typing.clear()
+        self.abandonEdits.emit()
         self.measurementsChanged.emit()
+        self.propertiesChanged.emit()
         self._plan = pf.plan
         self.planChanged.emit()
         self.flush()

@@ -1,9 +1,17 @@
 """Field widgets bound to one plan path each, generated from a :class:`FieldSpec`.
 
-A binding writes through ``PlanDocument.set`` on every keystroke or click (typing in one
-field merges into one undo step), and reads back from the plan on ``planChanged``. When
-the engine rejects a value the field turns red with the engine's message as its tooltip
-and the plan, hence the estimate on screen, stays as it was.
+A binding commits a whole value, never a prefix: a click or a choice at once, typed
+text when the user finishes (Enter, Tab, leaving the field) or pauses for
+:data:`COMMIT_PAUSE_MS`. Typing ``1e15`` in Layers therefore never commits ``1``: the
+whole text is parsed and validated when it commits. Commits of one typing run merge into
+one undo step. The binding reads back from the plan on ``planChanged``, leaving typed
+text alone until it is committed or abandoned.
+
+When the text or the engine rejects a value the field turns red and shows the message in
+a line under it (readable in light and dark themes, not only in a tooltip), the document
+counts it for the window's banner, and the plan — hence the estimate on screen — stays
+as it was. Ctrl+Z and Ctrl+Shift+Z in a field go to the document's history (the line
+edit's own undo would push a new edit and clear Redo).
 """
 
 from __future__ import annotations
@@ -11,8 +19,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
+    QApplication,
     QCheckBox,
     QComboBox,
     QGridLayout,
@@ -21,7 +31,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.plan import default_plan, get_value
+from engine.plan import default_plan
+from engine.stacks.defaults import Derived
 from engine.units import GB, GiB
 from gui.document import PlanDocument
 from gui.fieldspec import (
@@ -33,10 +44,46 @@ from gui.fieldspec import (
     parse_list,
     parse_number,
 )
+from gui.plan_line_edit import PlanLineEdit
+from gui.stack_badge import badge_caption, badge_tooltip
 
-_DEFAULT_PLAN = default_plan()
+_DEFAULT_VALUES: dict[str, Any] = default_plan().model_dump(mode="json")
+_UNSET: Any = object()
+
+
+def default_value(path: str) -> Any:
+    """The built-in default plan's value at ``path`` (KeyError: no such leaf)."""
+    node: Any = _DEFAULT_VALUES
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            raise KeyError(path)
+        node = node[key]
+    return node
+
+
 CAPTION_STYLE = "color: palette(placeholder-text); font-size: 8pt;"
+STACK_CAPTION_STYLE = "color: palette(link); font-size: 8pt;"
+"""A caption naming the stack a field's value comes from (the "from stack" badge)."""
 ERROR_STYLE = "border: 1px solid #d0302f; background: rgba(208, 48, 47, 0.10);"
+ERROR_INK = {"light": "#B3261E", "dark": "#FF8A80"}
+"""The message under an invalid field: dark red on a light window, light red on a dark
+one (both above 4.5:1 contrast against Fusion's window colours)."""
+
+LABEL_MAX_WIDTH = 150
+"""Widest a field's label gets; a longer one wraps (the panel stays narrow enough for a
+1366-px laptop screen)."""
+
+COMMIT_PAUSE_MS = 600
+"""A pause in typing this long commits the whole text: longer than the gap between
+keystrokes of a word, short enough that the chart follows a value typed and left."""
+
+
+def dark_palette() -> bool:
+    """Whether the application's window colour is dark (the system's dark scheme)."""
+    app = QApplication.instance()
+    if not isinstance(app, QApplication):
+        return False
+    return app.palette().color(QPalette.ColorRole.Window).lightnessF() < 0.5
 
 
 def _display(value: Any) -> str:
@@ -67,17 +114,31 @@ class FieldBinding(QObject):
         self.doc, self.spec, self.units = doc, spec, units
         self.error: str | None = None
         self.disabled_reason: str | None = None
+        self.derived: Derived | None = None  # the stack's value while the field is auto
         self.label = QLabel(spec.label, parent)
+        self.label.setWordWrap(True)  # "DeepSpeed param persistence threshold" on two lines
+        self.label.setMaximumWidth(LABEL_MAX_WIDTH)
+        one_line = self.label.fontMetrics().horizontalAdvance(spec.label) + 4
+        self.label.setMinimumWidth(min(one_line, LABEL_MAX_WIDTH))
         self.caption = QLabel(parent)
-        self.caption.setObjectName("fieldCaption")
-        self.caption.setStyleSheet(CAPTION_STYLE)
+        self.caption.setObjectName("fieldCaption")  # styled by its page (CAPTION_STYLE)
         self.caption.setMaximumWidth(150)
+        self.message = QLabel(parent)
+        self.message.setObjectName("fieldMessage")
+        self.message.setWordWrap(True)
+        self.message.setTextFormat(Qt.TextFormat.PlainText)
+        self.message.hide()
+        self._pause = QTimer(self)
+        self._pause.setSingleShot(True)
+        self._pause.setInterval(COMMIT_PAUSE_MS)
+        self._pause.timeout.connect(self._commit_text)
+        self._caption_for: Any = _UNSET
         self.editor = self._make_editor(parent)
         self.editor.setObjectName(f"field:{spec.path}")
         self.editor.setProperty("plan_path", spec.path)
-        self.refresh()
-        self._update_caption()
-        self._update_tooltip()
+        if spec.kind != "bytes":  # a size's caption follows its value (refresh)
+            self._update_caption()
+        self._update_tooltip()  # the value comes with the page's first refresh
 
     # construction ----------------------------------------------------------------
     def _make_editor(self, parent: QWidget) -> QWidget:
@@ -93,13 +154,18 @@ class FieldBinding(QObject):
                 combo.addItem(str(choice), choice)
             combo.activated.connect(lambda i: self._commit(combo.itemData(i), merge=False))
             return combo
-        edit = QLineEdit(parent)
+        edit = PlanLineEdit(parent)
+        edit.setMinimumWidth(70)
         if spec.optional:
             edit.setPlaceholderText("auto")
         elif spec.kind == "list" and spec.choices:
             edit.setPlaceholderText(", ".join(str(c) for c in spec.choices))
         edit.textEdited.connect(self._text_edited)
         edit.editingFinished.connect(self._finish_typing)
+        edit.historyKey.connect(lambda undo: self.doc.undo() if undo else self.doc.redo())
+        edit.escaped.connect(self._abandon)
+        self.doc.abandonEdits.connect(self._abandon)
+        self.doc.commitTyping.connect(self._commit_text)
         return edit
 
     # reading and writing -------------------------------------------------------------
@@ -126,27 +192,56 @@ class FieldBinding(QObject):
             return format_bytes_field(value, self.units)
         return _display(value)
 
-    def _text_edited(self, text: str) -> None:
+    @property
+    def typing(self) -> bool:
+        """Whether the editor holds typed text not committed yet (nor abandoned)."""
+        return self.spec.path in self.doc.typing
+
+    def _text_edited(self, _text: str) -> None:
+        self.doc.note_typing(self.spec.path, True)
+        self._pause.start()
+
+    def _commit_text(self) -> None:
+        """Parse and validate the whole text; commit it when both accept it."""
+        self._pause.stop()
+        editor = self.editor
+        if not isinstance(editor, QLineEdit) or not self.typing:
+            return
         try:
-            value = self.parse(text)
+            value = self.parse(editor.text())
         except ValueError as exc:
             self.set_error(str(exc))
             return
-        self._commit(value, merge=True)
+        if self.doc.set(self.spec.path, value, merge=True):
+            self.doc.note_typing(self.spec.path, False)
 
     def _finish_typing(self) -> None:
+        self._commit_text()
         self.doc.end_merge()
-        if self.error is None:
+        if self.error is None and not self.typing:
             self.refresh(force=True)
+
+    def _abandon(self) -> None:
+        """Drop typed text (Escape, or an undo that came first): show the plan's value."""
+        if not self.typing:
+            return
+        self._pause.stop()
+        self.doc.note_typing(self.spec.path, False)
+        self.set_error(None)
+        self.refresh(force=True)
 
     def _commit(self, value: Any, merge: bool) -> None:
         self.doc.set(self.spec.path, value, merge=merge)
 
-    def refresh(self, force: bool = False) -> None:
-        """Show the plan's value, unless the user is typing an equivalent one."""
-        value = self.doc.value(self.spec.path)
+    def refresh(self, force: bool = False, value: Any = _UNSET) -> None:
+        """Show the plan's value (``value`` when the caller has it), unless the user is
+        typing: typed text stays until it is committed or abandoned."""
+        if value is _UNSET:
+            value = self.current_value()
         editor = self.editor
         if isinstance(editor, QCheckBox):
+            if value is None and self.derived is not None:
+                value = self.derived.value  # an auto switch shows what the stack does
             editor.blockSignals(True)
             editor.setChecked(bool(value))
             editor.blockSignals(False)
@@ -155,6 +250,8 @@ class FieldBinding(QObject):
             editor.setCurrentIndex(max(0, editor.findData(value)))
             editor.blockSignals(False)
         elif isinstance(editor, QLineEdit):
+            if not force and self.typing:
+                return  # the user's text stays until it is committed or abandoned
             if not force and editor.hasFocus() and self.error is None:
                 try:
                     if self.parse(editor.text()) == value:
@@ -165,10 +262,16 @@ class FieldBinding(QObject):
             if editor.text() != text:
                 editor.setText(text)
                 editor.setCursorPosition(0)
+            editor.setModified(False)
             if self.error is not None:
                 self.set_error(None)
-        if self.spec.kind == "bytes":
-            self._update_caption()
+        if self.spec.kind == "bytes" and value != self._caption_for:
+            self._caption_for = value
+            self._update_caption(value)
+
+    def current_value(self) -> Any:
+        """The value the field shows: the plan's."""
+        return self.doc.value(self.spec.path)
 
     def set_units(self, units: str) -> None:
         self.units = units
@@ -176,17 +279,26 @@ class FieldBinding(QObject):
         self._update_caption()
 
     # state display -------------------------------------------------------------------
-    def _update_caption(self) -> None:
+    def _update_caption(self, value: Any = _UNSET) -> None:
         spec = self.spec
         if spec.kind == "bytes":
-            value = self.doc.value(spec.path)
+            if value is _UNSET:
+                value = self.current_value()
             if isinstance(value, int):
                 other = value / GiB if self.units != "gib" else value / GB
                 name = "GiB" if self.units != "gib" else "GB"
-                self.caption.setText(
-                    f"= {other:,.2f} {name}<br>def. "
-                    f"{format_bytes_field(get_value(_DEFAULT_PLAN, spec.path), self.units)}"
-                )
+                if self.derived is not None:
+                    shown = f"{other:,.2f} {name}"
+                    self.caption.setText(badge_caption(spec.path, self.derived, shown))
+                    return
+                try:
+                    default = format_bytes_field(default_value(spec.path), self.units)
+                except (KeyError, TypeError):  # inside a band that defaults to auto
+                    default = "auto"
+                self.caption.setText(f"= {other:,.2f} {name}<br>def. {default}")
+            return
+        if self.derived is not None:
+            self.caption.setText(badge_caption(spec.path, self.derived))
             return
         default = format_default(self.default_spec())
         if len(default) > 14:
@@ -197,13 +309,15 @@ class FieldBinding(QObject):
     def default_spec(self) -> FieldSpec:
         """The spec with the default plan's value (nested models have no own default)."""
         try:
-            value = get_value(_DEFAULT_PLAN, self.spec.path)
+            value = default_value(self.spec.path)
         except KeyError:
             return self.spec
         return replace(self.spec, default=value)
 
     def _update_tooltip(self) -> None:
         tip = self.default_spec().tooltip()
+        if self.derived is not None:
+            tip = f"{badge_tooltip(self.derived)}<br><br>{tip}"
         if self.disabled_reason:
             tip = f"<b>Does not apply:</b> {self.disabled_reason}<br><br>{tip}"
         if self.error:
@@ -212,9 +326,26 @@ class FieldBinding(QObject):
             w.setToolTip(tip)
 
     def set_error(self, message: str | None) -> None:
+        """Mark the field invalid with ``message`` under it (None: valid again)."""
         self.error = message
         self.editor.setStyleSheet(ERROR_STYLE if message else "")
         self.editor.setProperty("error_message", message or "")
+        if message:
+            ink = ERROR_INK["dark" if dark_palette() else "light"]
+            self.message.setStyleSheet(f"color: {ink}; font-size: 8pt;")
+            self.message.setText(message)
+        self.message.setVisible(bool(message))
+        self.doc.note_invalid(self.spec.path, message)
+        self._update_tooltip()
+
+    def set_derived(self, derived: Derived | None) -> None:
+        """Show (or stop showing) that the field's value comes from the stack."""
+        if derived == self.derived:
+            return
+        self.derived = derived
+        mark_from_stack(self.caption, derived is not None)
+        self._caption_for = _UNSET
+        self._update_caption()
         self._update_tooltip()
 
     def set_disabled_reason(self, reason: str | None) -> None:
@@ -226,9 +357,21 @@ class FieldBinding(QObject):
         self._update_tooltip()
 
 
+def mark_from_stack(caption: QLabel, on: bool) -> None:
+    """Style a caption as a "from stack" badge (the page's style sheet reads the flag)."""
+    if bool(caption.property("fromStack")) == on:
+        return
+    caption.setProperty("fromStack", on)
+    caption.style().unpolish(caption)
+    caption.style().polish(caption)
+
+
 def add_to_grid(grid: QGridLayout, binding: FieldBinding) -> None:
-    """Place label | editor | caption on the next row of a three-column grid."""
+    """Place label | editor | caption on the next row of a three-column grid, and the
+    field's message (shown only while it is invalid) under the editor and caption."""
     row = grid.rowCount()
     grid.addWidget(binding.label, row, 0, Qt.AlignmentFlag.AlignVCenter)
     grid.addWidget(binding.editor, row, 1)
     grid.addWidget(binding.caption, row, 2)
+    grid.addWidget(binding.message, row + 1, 1, 1, 2)
+    binding.label.setBuddy(binding.editor)

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QMenu, QWidget
 from engine.planfile import PlanFileError
 from gui import dialogs
 from gui.document import PlanDocument
+from gui.save_check import save_problems
 from gui.settings import Settings
 
 
@@ -97,6 +98,10 @@ class FileActions(QObject):
         return bool(path) and self._write(path)
 
     def _write(self, path: str) -> bool:
+        self.doc.commit_typing()
+        problems = save_problems(self.doc)
+        if problems and not dialogs.ask_save_anyway(self.window, Path(path).name, problems):
+            return False
         try:
             self.doc.save(path)
         except OSError as exc:

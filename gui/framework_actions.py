@@ -191,7 +191,8 @@ class FrameworkActions:
             return False
         changes = changed_fields(self.doc.plan, got.plan)
         if changes and not self.doc.set_many(changes, f"Import {p.name}"):
-            dialogs.show_error(self.window, "Cannot import", f"{p.name}: the plan refuses it")
+            why = "; ".join(self.doc.invalid.values()) or "the plan refuses these values"
+            dialogs.show_error(self.window, "Cannot import", f"{p.name}: {why}")
             return False
         lines = [f"Resolved: {r}" for r in got.resolutions]
         lines += [f"Not modelled: {w}" for w in got.warnings]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QEvent, Qt, QTimer
+from PySide6.QtCore import QByteArray, QEvent, Qt
 from PySide6.QtGui import (
     QAction,
     QActionGroup,
@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMainWindow,
     QSplitter,
-    QStackedWidget,
+    QTabBar,
     QTabWidget,
     QToolBar,
     QVBoxLayout,
@@ -36,13 +36,18 @@ from PySide6.QtWidgets import (
 
 from engine.errors import PlanError
 from engine.layout import GpuCounts
-from gui import measured
+from gui import gc_policy, measured
+from gui.analysis_parts import AnalysisParts
 from gui.autosave import Autosaver
 from gui.document import PlanDocument
 from gui.file_actions import FileActions
 from gui.framework_actions import FrameworkActions
+from gui.history_actions import history_actions
 from gui.measured import MeasuredView
+from gui.navigation import tab_actions
+from gui.plan_properties import properties_action
 from gui.report.actions import ReportActions
+from gui.screen_fit import clamp_to_screen, fit_window
 from gui.settings import Settings
 from gui.tabs.base import TabPage
 from gui.tabs.hardware import HardwareTab
@@ -50,18 +55,21 @@ from gui.tabs.method import MethodTab
 from gui.tabs.model import ModelTab
 from gui.tabs.offload import OffloadTab
 from gui.tabs.parallelism import ParallelismTab
-from gui.views.chart import LedgerChart, StageChart, legend_html, panel_groups, style_plot
+from gui.views.banner import InvalidBanner
+from gui.views.chart import LedgerChart, legend_html, panel_groups, style_plot
 from gui.views.diagnostics import DiagnosticsList, suggestion_of
+from gui.views.stages import StagesView
 from gui.views.table import LedgerTable
+from gui.views.traffic import TrafficView
 from gui.views.verdict import VerdictPanel
 from gui.workbench import Workbench
-from gui.workers import AnalysisWorker
 
 UNIT_LABELS = {"gb": "GB (10⁹ B)", "gib": "GiB (2³⁰ B)", "both": "GB and GiB"}
 
-
-SLOW_VIEWS_DELAY_MS = 150
-"""Idle time after the last edit before the layout search and suggestions rerun."""
+INPUT_SHARE = 0.36
+"""Share of the window's width the input panel opens with (the user can drag it)."""
+INPUT_MAX_OPEN_WIDTH = 600
+"""Widest the input panel opens (wider is the user's choice, by the splitter)."""
 
 
 class MainWindow(QMainWindow):
@@ -73,36 +81,38 @@ class MainWindow(QMainWindow):
         self.doc = doc or PlanDocument(self)
         self.units = settings.units()
         self.setAcceptDrops(True)
-        self.resize(1280, 800)
+        fit_window(self)
         self.files = FileActions(self, self.doc, settings)
         self.autosaver = (
             Autosaver(self.doc)
             if autosave_ms is None
             else Autosaver(self.doc, interval_ms=autosave_ms)
         )
-        self._slow = QTimer(self)
-        self._slow.setSingleShot(True)
-        self._slow.setInterval(SLOW_VIEWS_DELAY_MS)
-        self._slow.timeout.connect(self._slow_views)
-        self.worker = AnalysisWorker(self)
-        self.worker.partReady.connect(self._part_ready)
-        self._parts_key = ""  # config hash the parts below were computed for
-        self._parts: dict[str, object] = {}
+        self.analysis = AnalysisParts(self.doc, self)
+        self.analysis.arrived.connect(self._part_arrived)
+        self.analysis.searching.connect(lambda: self.results.setTabText(2, "Diagnostics"))
+        self.worker = self.analysis.worker
         self._build()
         self._menus()
         self.doc.estimateChanged.connect(self.redraw)
         self.doc.measurementsChanged.connect(self._show_measured)
         self.doc.estimateFailed.connect(self._estimate_failed)
         self.doc.pathChanged.connect(self._title)
+        self.doc.propertiesChanged.connect(self._title)
         self.doc.dirtyChanged.connect(lambda _d: self._title())
+        self.doc.invalidChanged.connect(self._invalid_changed)
         self.redraw()
         self._title()
         geometry = settings.blob("geometry")
         if geometry:
             self.restoreGeometry(QByteArray(geometry))
+            clamp_to_screen(self)
         split = settings.blob("splitter")
         if split:
             self.splitter.restoreState(QByteArray(split))
+        else:
+            self._open_splitter()
+        gc_policy.install()
 
     # layout ----------------------------------------------------------------------
     def _build(self) -> None:
@@ -119,6 +129,13 @@ class MainWindow(QMainWindow):
             page = cls(self.doc, self.units, self.inputs)
             self.tabs[key] = page
             self.inputs.addTab(page, title)
+        bar: QTabBar = self.inputs.tabBar()
+        bar.setElideMode(Qt.TextElideMode.ElideNone)  # "Parallelism", never "Para…"
+        bar.setUsesScrollButtons(False)
+        bar.setExpanding(False)
+        pages = max(page.minimumSizeHint().width() for page in self.tabs.values())
+        self.inputs.setMinimumWidth(max(bar.sizeHint().width(), pages) + 4)
+        self.banner = InvalidBanner(self.doc, self.go_to_field, self)
         self.verdict = VerdictPanel(self)
         self.chart = LedgerChart(self)
         self.chart.setMinimumHeight(250)
@@ -126,16 +143,7 @@ class MainWindow(QMainWindow):
         self.legend.setObjectName("chartLegend")
         self.legend.setWordWrap(True)
         self.table = LedgerTable(self)
-        self.stage_chart = StageChart(self)
-        self.stage_note = QLabel(
-            "Single pipeline stage (PP = 1): every rank holds the same "
-            "layers. Set PP > 1 on the Parallelism tab to compare stages."
-        )
-        self.stage_note.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.stage_note.setWordWrap(True)
-        self.stages = QStackedWidget(self)
-        self.stages.addWidget(self.stage_note)
-        self.stages.addWidget(self.stage_chart)
+        self.stages = StagesView(self)
         self.diagnostics = DiagnosticsList(self)
         self.diagnostics.itemDoubleClicked.connect(self.apply_suggestion)
         self.results = QTabWidget(self)
@@ -145,6 +153,8 @@ class MainWindow(QMainWindow):
         self.results.addTab(self.diagnostics, "Diagnostics")
         self.measured = MeasuredView(self)
         self.results.addTab(self.measured, "Measured")
+        self.traffic = TrafficView(self)
+        self.results.addTab(self.traffic, "Per step")
         chart_box = QWidget(self)
         col = QVBoxLayout(chart_box)
         col.setContentsMargins(0, 0, 0, 0)
@@ -159,6 +169,7 @@ class MainWindow(QMainWindow):
         right = QWidget(self)
         rcol = QVBoxLayout(right)
         rcol.setContentsMargins(0, 0, 0, 0)
+        rcol.addWidget(self.banner)
         rcol.addWidget(self.verdict)
         rcol.addWidget(right_split, 1)
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
@@ -166,7 +177,7 @@ class MainWindow(QMainWindow):
         self.splitter.addWidget(right)
         self.splitter.setStretchFactor(0, 0)
         self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([440, 840])
+        self.splitter.setChildrenCollapsible(False)
         self.setCentralWidget(self.splitter)
         self.status = QLabel(self)
         self.statusBar().addPermanentWidget(self.status)
@@ -181,22 +192,22 @@ class MainWindow(QMainWindow):
         for action in (f.save, f.save_as, f.revert):
             file_menu.addAction(action)
         file_menu.addSeparator()
-        self.report_actions = ReportActions(self, self.doc)
-        file_menu.addAction(self.report_actions.export)
-        file_menu.addAction(self.report_actions.print)
+        self.properties_action = properties_action(self, self.doc)
+        file_menu.addAction(self.properties_action)
         file_menu.addSeparator()
         self.framework = FrameworkActions(self, self.doc)
         file_menu.addAction(self.framework.import_action)
         file_menu.addAction(self.framework.import_folder_action)
         file_menu.addMenu(self.framework.export_menu)
         file_menu.addSeparator()
+        self.report_actions = ReportActions(self, self.doc)
+        file_menu.addAction(self.report_actions.export)
+        file_menu.addAction(self.report_actions.print)
+        file_menu.addSeparator()
         quit_action = file_menu.addAction("&Quit", self.close)
         quit_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Quit))
         edit = self.menuBar().addMenu("&Edit")
-        self.undo_action = self.doc.undo_stack.createUndoAction(self, "&Undo")
-        self.undo_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Undo))
-        self.redo_action = self.doc.undo_stack.createRedoAction(self, "&Redo")
-        self.redo_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Redo))
+        self.undo_action, self.redo_action = history_actions(self.doc, self)
         edit.addAction(self.undo_action)
         edit.addAction(self.redo_action)
         runs = self.menuBar().addMenu("&Measured runs")
@@ -216,6 +227,9 @@ class MainWindow(QMainWindow):
             action.triggered.connect(lambda _c=False, k=key: self.set_units(k))
             group.addAction(action)
             self.unit_actions[key] = action
+        view.addSeparator()
+        tab_actions(view.addMenu("&Inputs"), self.inputs, "Alt", self)
+        self._view_menu = view
         bar = QToolBar("Main", self)
         bar.setObjectName("mainToolbar")
         bar.setMovable(False)
@@ -233,6 +247,7 @@ class MainWindow(QMainWindow):
         bar.addWidget(self.unit_combo)
         self.addToolBar(bar)
         self.workbench = Workbench(self, self.doc, self.results, file_menu, quit_action, self.units)
+        tab_actions(view.addMenu("&Results"), self.results, "Ctrl", self)
 
     # views -------------------------------------------------------------------------
     def redraw(self) -> None:
@@ -245,45 +260,22 @@ class MainWindow(QMainWindow):
         self.legend.setText(legend_html(groups, spread))
         self.table.show_rows(est.rows)
         self.table.set_units(self.units)
-        if len(est.stages) > 1:
-            self.stage_chart.show_estimate(plan, est, self.units)
-            self.stages.setCurrentWidget(self.stage_chart)
-        else:
-            self.stages.setCurrentWidget(self.stage_note)
+        self.traffic.show_estimate(plan, est, self.units)
+        self.stages.show_estimate(plan, est, self.units)
         self._show_measured()
         self.status.setText(f"config {est.config_hash[:12]} · {len(est.rows)} ledger rows")
-        if self._parts_key != est.config_hash:
-            self._parts_key, self._parts = est.config_hash, {}
+        self.analysis.follow(est.config_hash)  # counts and suggestions: after typing
         self._show_counts()
         self._diagnostics()
-        self._slow.start()  # counts and suggestions re-estimate many plans: after typing
 
-    def _slow_views(self) -> None:
-        """Ask the worker for the parts that search or re-estimate (GPU counts,
-        diagnostics, fit, sensitivity) once the edits settle, so a keystroke only costs
-        the cheap redraw and the GUI thread never searches."""
-        est = self.doc.estimate
-        if est is None or self.doc.pending or self.doc.stale:
-            return
-        self.results.setTabText(2, "Diagnostics")
-        if all(p in self._parts for p in ("counts", "diagnosis", "fit")):
-            return  # a redraw of the same plan (units, palette): nothing to search
-        self.worker.submit(self.doc.plan)
-
-    def _part_ready(self, key: str, part: str, value: object) -> None:
-        """One part of the analysis, for the plan of hash ``key``: dropped unless that
-        plan's estimate is the one on screen."""
-        est = self.doc.estimate
-        if est is None or self.doc.stale or key != est.config_hash or key != self._parts_key:
-            return
-        self._parts[part] = value
+    def _part_arrived(self, part: str) -> None:
         if part == "counts":
             self._show_counts()
         elif part in ("diagnosis", "fit"):
             self._diagnostics()
 
     def _show_counts(self) -> None:
-        counts = self._parts.get("counts")
+        counts = self.analysis.parts.get("counts")
         self.workbench.show_counts(counts)
         if isinstance(counts, GpuCounts):
             self.verdict.show_counts(counts)
@@ -296,7 +288,7 @@ class MainWindow(QMainWindow):
         self.results.setTabText(3, f"Measured ({n})" if n else "Measured")
 
     def _diagnostics(self) -> None:
-        self.diagnostics.show_document(self.doc, self._parts, self.units)
+        self.diagnostics.show_document(self.doc, self.analysis.parts, self.units)
 
     def apply_suggestion(self, item: QListWidgetItem) -> None:
         """Apply a double-clicked suggestion as one undo step."""
@@ -309,6 +301,33 @@ class MainWindow(QMainWindow):
         self._diagnostics()
         self.results.setTabText(2, "Diagnostics (1 error)")
 
+    def _invalid_changed(self) -> None:
+        """While a field holds a refused value the figures are the last valid plan's:
+        the badge goes grey like a plan the engine cannot compute."""
+        if self.doc.invalid:
+            self.verdict.set_stale(next(iter(self.doc.invalid.values())))
+        elif self.doc.estimate_error:
+            self.verdict.set_stale(self.doc.estimate_error)
+        elif self.doc.estimate is not None:
+            self.verdict.show_estimate(self.doc.plan, self.doc.estimate, self.units)
+            self._show_counts()
+
+    def go_to_field(self, path: str) -> None:
+        """Show the tab holding ``path``'s field, scroll to it and focus it."""
+        for i, page in enumerate(self.tabs.values()):
+            binding = page.bindings.get(path)
+            if binding is not None:
+                self.inputs.setCurrentIndex(i)
+                page.ensureWidgetVisible(binding.editor)
+                binding.editor.setFocus(Qt.FocusReason.OtherFocusReason)
+                return
+
+    def _open_splitter(self) -> None:
+        """The input panel's opening width: a share of the window, within bounds."""
+        total = max(self.width(), 1)
+        left = max(self.inputs.minimumWidth(), min(INPUT_MAX_OPEN_WIDTH, int(total * INPUT_SHARE)))
+        self.splitter.setSizes([left, max(total - left, 1)])
+
     def set_units(self, units: str) -> None:
         self.units = units
         self.settings.set_units(units)
@@ -320,14 +339,16 @@ class MainWindow(QMainWindow):
         self.redraw()
 
     def _title(self) -> None:
-        self.setWindowTitle(f"{self.doc.display_name()}[*] — MemPlan")
+        self.setWindowTitle(f"{self.doc.title()}[*] — MemPlan")
         self.setWindowModified(self.doc.dirty)
 
     # window events -----------------------------------------------------------------
     def changeEvent(self, event: QEvent) -> None:
         """Follow a light/dark switch of the system palette in the charts too."""
         if event.type() == QEvent.Type.PaletteChange:
-            for plot in (*self.chart.plots.values(), self.stage_chart.plot):
+            chart = self.stages.chart
+            stage_plots = [chart.plot] if chart is not None else []
+            for plot in (*self.chart.plots.values(), *stage_plots):
                 style_plot(plot)
             self.redraw()
         super().changeEvent(event)
@@ -351,8 +372,12 @@ class MainWindow(QMainWindow):
         self.settings.set_blob("geometry", bytes(self.saveGeometry().data()))
         self.settings.set_blob("splitter", bytes(self.splitter.saveState().data()))
         self.autosaver.clear()
-        self.worker.shutdown()
+        self.analysis.shutdown()
+        self.report_actions.shutdown()
         self.workbench.shutdown()
+        self.measured.shutdown()
+        for page in self.tabs.values():
+            page.shutdown()
         event.accept()
 
     def open_initial(self, path: str | None) -> None:

@@ -3,26 +3,49 @@
 Thin adapters from the engine's catalogue (``engine.models.presets``) and importers
 (``engine.models.hf_config``, ``engine.models.importer``) to what the Model tab needs:
 (display name, architecture) pairs, plan changes, and the folder cross-check messages.
+An import keeps the config.json it read in the plan (``model.hf_config``, which the
+trace builds from); a preset clears it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.models import presets
-from engine.models.hf_config import ConfigImportError, load_hf_config
+from engine.models.hf_config import ConfigImportError, read_hf_config
 from engine.models.importer import import_model_folder
 from engine.models.safetensors_index import SafetensorsError
 from engine.models.spec import ArchitectureSpec
+from engine.models.summary import summarize
 
 IMPORT_ERRORS = (ConfigImportError, SafetensorsError, OSError, ValueError)
 """Errors an import raises with a one-sentence message for the user."""
 
 
-def list_presets() -> list[tuple[str, str]]:
-    """(key, display name with its exact parameter count) of every model preset."""
-    return [(p.name, f"{p.display_name} — {p.total:,} params") for p in presets.list_presets()]
+def preset_titles() -> list[tuple[str, str]]:
+    """(key, display name) of every model preset, at once (no inventory is built)."""
+    return [(name, display) for name, display, _ in presets.preset_titles()]
+
+
+def titled(display: str, total: int) -> str:
+    """A preset's chooser text once its exact parameter count is known."""
+    return f"{display} — {total:,} params"
+
+
+def exact_totals(
+    keys: list[str], progress: Callable[[int, int], bool] | None = None
+) -> dict[str, int]:
+    """The exact parameter count of each preset (slow: run it off the GUI thread);
+    ``progress(done, total)`` returning False stops early."""
+    out: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if progress is not None and not progress(i, len(keys)):
+            break
+        out[key] = presets.exact_total(key)
+    return out
 
 
 def load_preset(key: str) -> tuple[str, ArchitectureSpec]:
@@ -30,15 +53,30 @@ def load_preset(key: str) -> tuple[str, ArchitectureSpec]:
     return presets.load_preset(key)
 
 
-def import_config(path: str) -> tuple[str, ArchitectureSpec]:
-    """A Hugging Face ``config.json`` (or the folder holding it) → (name, architecture)."""
+@dataclass(frozen=True, slots=True)
+class ModelImport:
+    """What an import puts into the plan, and what to tell the user about it."""
+
+    name: str
+    spec: ArchitectureSpec
+    config: dict[str, Any] | None
+    messages: tuple[str, ...] = ()
+
+    @property
+    def changes(self) -> dict[str, Any]:
+        return model_changes(None, self.name, self.spec, self.config)
+
+
+def import_config(path: str) -> ModelImport:
+    """A Hugging Face ``config.json`` (or the folder holding it) → the architecture."""
     p = Path(path)
     name = (p.parent if p.is_file() else p).name or p.stem
-    return name, load_hf_config(p)
+    imported = read_hf_config(p)
+    return ModelImport(name, imported.spec, imported.config)
 
 
-def import_folder(path: str) -> tuple[str, ArchitectureSpec, list[str]]:
-    """A model folder → (name, architecture, cross-check messages).
+def import_folder(path: str) -> ModelImport:
+    """A model folder → the architecture, with the cross-check messages.
 
     The architecture comes from its ``config.json``; the safetensors headers (read without
     the weights) are compared with it, and every mismatch is returned as a sentence.
@@ -49,14 +87,35 @@ def import_folder(path: str) -> tuple[str, ArchitectureSpec, list[str]]:
             f"{path} has safetensors weights but no config.json: the architecture cannot be "
             "derived from tensor names alone; import its config.json or enter it by hand"
         )
-    messages = list(result.check.messages()) if result.check is not None else []
-    return Path(path).name, result.spec, messages
+    messages = tuple(result.check.messages()) if result.check is not None else ()
+    return ModelImport(Path(path).name, result.spec, result.config, messages)
 
 
-def model_changes(key: str | None, name: str, spec: ArchitectureSpec) -> dict[str, Any]:
-    """The plan changes that put an architecture into the Model section, as one step."""
+HEAVY_TENSOR_GROUPS = 2_000
+"""Layers × experts above which building a model's tensor inventory takes long enough
+(DeepSeek-V3: 61 × 256, about two seconds) to be done off the GUI thread first."""
+
+
+def heavy(spec: ArchitectureSpec) -> bool:
+    """Whether the first estimate of ``spec`` would stall the window (see above)."""
+    experts = spec.moe.num_experts if spec.moe is not None else 1
+    return spec.layers * max(1, experts) > HEAVY_TENSOR_GROUPS
+
+
+def prepare(spec: ArchitectureSpec) -> int:
+    """Build (and cache) the model's tensor inventory; returns its parameter count.
+    Slow for a heavy model: run it off the GUI thread."""
+    return summarize(spec).total
+
+
+def model_changes(
+    key: str | None, name: str, spec: ArchitectureSpec, config: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The plan changes that put an architecture into the Model section, as one step
+    (with the config.json it came from, or none: a preset leaves no stale import)."""
     return {
         "model.name": name,
         "model.preset": key,
         "model.architecture": spec.model_dump(mode="json"),
+        "model.hf_config": config,
     }

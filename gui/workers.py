@@ -16,6 +16,7 @@ the same way: off the GUI thread, with progress, Cancel, and only the latest res
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 
@@ -135,7 +136,8 @@ class Task(QRunnable):
             result: object = self.fn(self._progress)
         except Exception as exc:  # a failed task reports, it never kills the pool thread
             result = exc
-        self.relay.done.emit(self, result)
+        with contextlib.suppress(RuntimeError):  # the relay is gone (the app is closing)
+            self.relay.done.emit(self, result)
 
 
 class TaskRunner(QObject):

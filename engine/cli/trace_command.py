@@ -24,6 +24,7 @@ from engine.planfile import save
 from engine.trace.compare import compare
 from engine.trace.errors import TraceError
 from engine.trace.extra import require_trace_extra
+from engine.trace.progress import format_line
 from engine.trace.record import trace_record
 from engine.trace.text import render
 from engine.validation.store import attach
@@ -33,7 +34,7 @@ EXIT_INTERRUPTED = 130
 
 def _progress(started: float) -> Any:
     def say(message: str) -> None:
-        print(f"[{time.perf_counter() - started:6.1f} s] {message}", file=sys.stderr, flush=True)
+        print(format_line(time.perf_counter() - started, message), file=sys.stderr, flush=True)
 
     return say
 
@@ -112,6 +113,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="emit the trace and its record as JSON")
     p.add_argument("-o", "--output", metavar="RECORD", help="write the trace record to this file")
     p.add_argument("--save", action="store_true", help="store the trace record in PLAN")
-    p.add_argument("--hf-config", metavar="CONFIG_JSON", help="build from this config.json instead")
+    p.add_argument(
+        "--hf-config", metavar="CONFIG_JSON", help="build from this config.json, not the plan's"
+    )
     p.add_argument("--units", choices=["gb", "gib", "both"], default="both")
     p.set_defaults(handler=cmd_trace)

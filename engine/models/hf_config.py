@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -108,10 +108,17 @@ SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted([*_FAMILIES, "deepseek_v3"
 
 @dataclass(frozen=True, slots=True)
 class ConfigImport:
-    """The architecture a config describes, and the notes a user should read with it."""
+    """The architecture a config describes, and the notes a user should read with it.
+
+    ``config`` is the config the architecture was read from, as a plan keeps it
+    (``model.hf_config``, which the trace builds from): the file itself, or for a
+    multimodal wrapper its language model's config with that model's ``model_type`` —
+    the part the architecture describes and the ledger counts.
+    """
 
     spec: ArchitectureSpec
     notes: tuple[str, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)
 
 
 def _text_config(cfg: Mapping[str, Any], mt: str, w: _Wrapper) -> tuple[dict[str, Any], str]:
@@ -193,7 +200,7 @@ def import_hf_config(cfg: Mapping[str, Any], *, mtp: bool = False) -> ConfigImpo
             f"{mt} is a multimodal model ({wrapper.auto_class}, {built}): its language "
             f"model ({text_type}) is counted; the vision tower and projector are not"
         )
-        return ConfigImport(spec, tuple(notes))
+        return ConfigImport(spec, tuple(notes), {**text, "model_type": text_type})
     if "text_config" in cfg or "vision_config" in cfg:
         raise ConfigImportError(
             f"config.json key 'text_config' / 'vision_config' (model_type {mt!r}) "
@@ -208,7 +215,7 @@ def import_hf_config(cfg: Mapping[str, Any], *, mtp: bool = False) -> ConfigImpo
             "(num_nextn_predict_layers); transformers does not build them, so they are not "
             "counted: set model.architecture.mtp_layers (or --mtp) to train them"
         )
-    return ConfigImport(spec, tuple(notes))
+    return ConfigImport(spec, tuple(notes), dict(cfg))
 
 
 def spec_from_hf_config(cfg: Mapping[str, Any], *, mtp: bool = False) -> ArchitectureSpec:

@@ -7,13 +7,16 @@ describes the weights they hold, which catches wrong revisions and edited config
 One rule of transformers' loader is applied here because it changes the count: a config
 that ties the output head to the embedding, over a checkpoint that stores a separate
 ``lm_head.weight``, is loaded untied (``PreTrainedModel.tie_weights`` does not tie two
-tensors that are both present and differ), so the spec is untied too, with a note.
+tensors that are both present and differ), so the spec is untied too, with a note —
+and so is the config kept for the plan (``FolderImport.config``), which the trace builds
+from without the weights, so it must say what the loader would build.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.models.hf_config import read_hf_config
 from engine.models.safetensors_index import (
@@ -30,12 +33,17 @@ _HEAD_NAMES = ("lm_head.weight", "embed_out.weight")
 
 @dataclass(frozen=True, slots=True)
 class FolderImport:
-    """What a model folder yielded; ``check`` is set only when both parts were present."""
+    """What a model folder yielded; ``check`` is set only when both parts were present.
+
+    ``config`` is the config.json the spec describes (``ConfigImport.config``, untied
+    like the spec when the checkpoint stores its own head), for ``model.hf_config``.
+    """
 
     spec: ArchitectureSpec | None
     stored: StoredInventory | None
     check: CrossCheck | None
     notes: tuple[str, ...] = ()
+    config: dict[str, Any] | None = None
 
 
 def _has_weights(root: Path) -> bool:
@@ -69,9 +77,10 @@ def import_model_folder(folder: str | Path, *, mtp: bool = False) -> FolderImpor
         raise SafetensorsError(f"{root} is not a folder")
     notes: list[str] = []
     spec: ArchitectureSpec | None = None
+    config: dict[str, Any] | None = None
     if (root / "config.json").is_file():
         imported = read_hf_config(root, mtp=mtp)
-        spec, notes = imported.spec, list(imported.notes)
+        spec, notes, config = imported.spec, list(imported.notes), dict(imported.config)
     stored: StoredInventory | None = None
     if _has_weights(root):
         try:
@@ -89,5 +98,6 @@ def import_model_folder(folder: str | Path, *, mtp: bool = False) -> FolderImpor
         spec, note = _untied_if_stored(spec, stored)
         if note:
             notes.append(note)
+            config = {**(config or {}), "tie_word_embeddings": False}
         check = cross_check(spec, stored)
-    return FolderImport(spec, stored, check, tuple(notes))
+    return FolderImport(spec, stored, check, tuple(notes), config)

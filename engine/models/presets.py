@@ -107,6 +107,20 @@ def load_preset(name: str) -> tuple[str, ArchitectureSpec]:
     return preset.display_name, preset.spec
 
 
+def preset_titles() -> list[tuple[str, str, int]]:
+    """``(name, display name, published total)`` of every preset, smallest published
+    total first: what a chooser lists before the exact counts (which build each model's
+    whole tensor inventory, about 10 ms a preset) are computed."""
+    titles = [(p.name, p.display_name, p.published_total) for p in _catalogue().values()]
+    return sorted(titles, key=lambda t: (t[2], t[0]))
+
+
+def exact_total(name: str) -> int:
+    """The exact parameter count of one preset (from its tensor inventory)."""
+    _, spec = load_preset(name)
+    return summarize(spec).total
+
+
 def list_presets() -> list[PresetInfo]:
     """Every preset with its computed totals, smallest first."""
     infos: list[PresetInfo] = []

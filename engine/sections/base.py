@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any, Final
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+CANONICAL_CONTEXT: Final[dict[str, Any]] = {"canonical": True}
+"""Serialization context of a plan's canonical form (what its config hash is taken of).
+A section may leave out, in that form only, an optional input that holds its default
+``None`` — so adding such an input to the schema changes the hash of no existing plan
+(``ModelSection.hf_config``). Every other dump (files, field paths) keeps every key."""
 
 
 class Section(BaseModel):

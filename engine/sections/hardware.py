@@ -24,7 +24,11 @@ class HardwareSection(Section):
         description="Accelerator preset name (informational; capacities below are computed).",
     )
     hbm_bytes: int = Field(
-        default=80 * GB, ge=1, le=10**14, description="Marketed HBM capacity (bytes)."
+        default=80 * GiB,
+        ge=1,
+        le=10**14,
+        description='Physical HBM capacity (bytes): a vendor\'s "80 GB" of HBM is binary, '
+        "80 GiB (memory-model §5: an H100 80 GB shows 79.65 GiB in nvidia-smi).",
     )
     usable_policy: Literal["framework_visible", "marketed", "custom"] = Field(
         default="framework_visible",

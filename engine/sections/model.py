@@ -1,8 +1,17 @@
-"""The Model section: which network, stored inline so a saved plan never drifts."""
+"""The Model section: which network, stored inline so a saved plan never drifts.
+
+Besides the architecture the engine computes from, the section keeps the Hugging Face
+``config.json`` it was imported from (when it was): ``memplan trace`` builds the model
+from that file with ``AutoConfig``, so the traced model is the checkpoint's own, down to
+the settings the architecture fields do not model.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+import json
+from typing import Any
+
+from pydantic import Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 from engine.models.spec import ArchitectureSpec
 from engine.sections.base import Section
@@ -38,3 +47,26 @@ class ModelSection(Section):
         "architecture is what is computed, so presets may change without changing plans).",
     )
     architecture: ArchitectureSpec = Field(default=LLAMA_31_8B)
+    hf_config: dict[str, Any] | None = Field(
+        default=None,
+        description="The Hugging Face config.json the architecture was imported from (for "
+        "a multimodal checkpoint, its language model's config); none for a preset or an "
+        "architecture entered by hand. The trace builds the model from it while it still "
+        "describes the architecture fields.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _canonical(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        """Leave ``hf_config`` out of the canonical form while it is None, so every plan
+        saved before the field existed keeps its config hash (``CANONICAL_CONTEXT``)."""
+        data: dict[str, Any] = handler(self)
+        if self.hf_config is None and (info.context or {}).get("canonical"):
+            data.pop("hf_config", None)
+        return data
+
+    def __hash__(self) -> int:
+        """Hashable although ``hf_config`` is a dict (plans key caches): by its JSON."""
+        config = None if self.hf_config is None else json.dumps(self.hf_config, sort_keys=True)
+        return hash((self.name, self.preset, self.architecture, config))

@@ -1,7 +1,9 @@
 """Build the plan's model with transformers on the meta device: no weights, no network.
 
-The config comes from the plan's imported ``config.json`` when one is given, else from
-the architecture fields (``hf_arch.py``). The model is created on ``meta`` and only
+The config comes from a given ``config.json``, else the plan's imported one while it
+still describes the architecture fields, else the fields themselves (``config_source``);
+an imported config whose model transformers cannot build as a causal LM (e.g. Qwen2.5-VL's
+text model) is set aside for the fields, with a note. The model is created on ``meta`` and only
 materialised later, under the fake mode (``runner.py``): building under FakeTensorMode
 breaks ``Module.to()`` / ``swap_tensors``, which PEFT's adapters call (tracing.md).
 """
@@ -16,6 +18,7 @@ import torch
 
 from engine.models.inventory import build_inventory, total_params
 from engine.plan import Plan
+from engine.trace.config_source import config_source, ledger_overrides
 from engine.trace.dtypes import param_dtype
 from engine.trace.errors import TraceFailed, TraceRefused
 from engine.trace.hf_arch import hf_config_kwargs
@@ -51,7 +54,8 @@ def decoder_layers(model: Any) -> list[Any]:
 
 
 def hf_config(plan: Plan, imported: Mapping[str, Any] | None = None) -> tuple[str, Any]:
-    """``(model_type, config)`` for the plan, with the attention implementation set."""
+    """``(model_type, config)`` for the plan: from ``imported`` (with the changes that
+    make it the ledger's model, :func:`ledger_overrides`) or the architecture fields."""
     from transformers import AutoConfig
 
     if imported is not None:
@@ -63,14 +67,29 @@ def hf_config(plan: Plan, imported: Mapping[str, Any] | None = None) -> tuple[st
         model_type, raw = hf_config_kwargs(plan.model.architecture)
     try:
         config = AutoConfig.for_model(model_type, **raw)
+        if imported is not None and (changes := ledger_overrides(config)):
+            config = AutoConfig.for_model(model_type, **{**raw, **changes})
     except (ValueError, KeyError, TypeError) as exc:
         raise TraceRefused(f"transformers cannot build a {model_type} config: {exc}") from exc
     config.use_cache = False
     return model_type, config
 
 
-def build_meta_model(plan: Plan, imported: Mapping[str, Any] | None = None) -> MetaModel:
-    """The plan's causal LM on meta, in training mode, in the plan's parameter dtype."""
+def build_meta_model(plan: Plan, override: Mapping[str, Any] | None = None) -> MetaModel:
+    """The plan's causal LM on meta, in training mode, in the plan's parameter dtype;
+    ``override`` is a config.json given for this trace (see the module doc)."""
+    source = config_source(plan, override)
+    notes = list(source.notes)
+    if source.origin == "plan":
+        try:
+            return _build(plan, source.config, notes)
+        except TraceRefused as exc:
+            why = str(exc).splitlines()[0][:160]
+            notes = [f"{why}: the imported config.json is set aside, built from the fields"]
+    return _build(plan, source.config if source.origin == "override" else None, notes)
+
+
+def _build(plan: Plan, imported: Mapping[str, Any] | None, notes: list[str]) -> MetaModel:
     from transformers import AutoModelForCausalLM
 
     model_type, config = hf_config(plan, imported)
@@ -83,7 +102,7 @@ def build_meta_model(plan: Plan, imported: Mapping[str, Any] | None = None) -> M
     except (ValueError, NotImplementedError, RuntimeError) as exc:
         raise TraceRefused(f"transformers cannot build the {model_type} model: {exc}") from exc
     model.train()
-    built = MetaModel(model, config, model_type)
+    built = MetaModel(model, config, model_type, list(notes))
     n_hf = sum(p.numel() for p in model.parameters())
     n_plan = total_params(build_inventory(plan.model.architecture))
     if n_hf != n_plan:

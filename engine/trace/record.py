@@ -5,16 +5,19 @@ category — plus what a reader needs to trust it: the config hash it was traced
 the library versions, world size and rank, wall time, the phases and model states.
 Reserved, external and device memory are not measured by a trace (there is no
 allocator, context or NCCL), so they stay empty and are reported as *not measured*.
+:func:`result_from_record` reads the trace back from a stored record, so the window and
+the report compare it with the ledger per group and phase without running it again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from engine.plan import Plan
 from engine.trace.result import TraceResult
 from engine.validation.identity import workload_hash
-from engine.validation.records import DeviceInfo, MeasuredRecord, Window
+from engine.validation.records import DeviceInfo, MeasuredRecord, RecordError, Window
 
 TRACE_NOTE = (
     "simulated measurement: PyTorch's memory trackers on fake tensors (no GPU); the "
@@ -58,3 +61,32 @@ def trace_record(plan: Plan, result: TraceResult, plan_name: str = "") -> Measur
         },
         notes=(TRACE_NOTE, *result.notes),
     )
+
+
+def result_from_record(record: MeasuredRecord) -> TraceResult:
+    """The trace a record of :func:`trace_record` holds; ``RecordError`` when it is not a
+    trace record or its ``extra`` has been damaged."""
+    if not record.simulated:
+        raise RecordError(f"{record.title}: not a trace record")
+    extra = record.extra
+    doc = {
+        "setup": extra.get("setup"),
+        "phases": extra.get("phases"),
+        "model_states": extra.get("model_states"),
+        "wall_seconds": extra.get("wall_seconds", record.window.seconds),
+        "versions": {k: v for k, v in record.versions.items() if v is not None},
+        "notes": [n for n in record.notes if n != TRACE_NOTE],
+    }
+    try:
+        return TraceResult.from_json(doc)
+    except ValueError as exc:
+        raise RecordError(f"{record.title}: the stored trace cannot be read back ({exc})") from exc
+
+
+def latest_trace(records: Sequence[MeasuredRecord], config_hash: str) -> MeasuredRecord | None:
+    """The trace to show beside a plan: the newest traced for its config hash, else the
+    newest trace of any (shown with a warning that the plan changed since)."""
+    traces = [(r.created, i, r) for i, r in enumerate(records) if r.simulated]
+    same = [t for t in traces if t[2].config_hash == config_hash]
+    pool = same or traces
+    return max(pool, key=lambda t: (t[0], t[1]))[2] if pool else None

@@ -71,6 +71,11 @@ class Snapshot:
     def to_json(self) -> dict[str, int]:
         return {**{c: v for c, v in self.by_category.items() if v}, "total": self.total}
 
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Snapshot:
+        """The inverse of :meth:`to_json` (``total`` is recomputed, not read)."""
+        return cls({str(k): int(v) for k, v in doc.items() if k != "total"})
+
 
 @dataclass(frozen=True, slots=True)
 class PhaseRecord:
@@ -82,6 +87,12 @@ class PhaseRecord:
     peak: Snapshot
     end: Snapshot
     moment: str
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> PhaseRecord:
+        peak, end = Snapshot.from_json(doc["peak"]), Snapshot.from_json(doc["end"])
+        step, micro = int(doc["step"]), int(doc["micro_batch"])
+        return cls(step, micro, str(doc["phase"]), peak, end, str(doc["moment"]))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -180,3 +191,22 @@ class TraceResult:
             "wall_seconds": round(self.wall_seconds, 3),
             "notes": list(self.notes),
         }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> TraceResult:
+        """A result from :meth:`to_json` (the headline figures are recomputed from the
+        phases). Raises ``ValueError`` naming what is missing or malformed."""
+        try:
+            raw_setup = dict(doc["setup"])
+            setup = TraceSetup(**{**raw_setup, "mesh": tuple(raw_setup["mesh"])})
+            phases = tuple(PhaseRecord.from_json(p) for p in doc["phases"])
+            return cls(
+                setup=setup,
+                phases=phases,
+                model_states={str(k): int(v) for k, v in doc["model_states"].items()},
+                versions={str(k): str(v) for k, v in doc.get("versions", {}).items()},
+                wall_seconds=float(doc["wall_seconds"]),
+                notes=tuple(str(n) for n in doc.get("notes", ())),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"not a trace result: {type(exc).__name__}: {exc}") from exc

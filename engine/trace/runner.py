@@ -29,6 +29,7 @@ from engine.trace.errors import TraceError, TraceFailed, TraceRefused
 from engine.trace.method import apply_lora, apply_recompute
 from engine.trace.optim import make_optimizer, state_tensors
 from engine.trace.patches import trace_patches
+from engine.trace.progress import step_message
 from engine.trace.result import PhaseRecord, TraceResult, TraceSetup
 from engine.trace.shard import Layout, fake_world, lay_out, wrap_ddp
 from engine.trace.steps import StepContext, run_step
@@ -45,7 +46,8 @@ STEP_COUNTER_NOTE = (
 
 @dataclass(frozen=True, slots=True)
 class TraceOptions:
-    """How to trace: steps (≥ 2; the last is reported), the rank, an imported config."""
+    """How to trace: steps (≥ 2; the last is reported), the rank, and a config.json to
+    build from instead of the plan's own (``model.hf_config``) or its fields."""
 
     steps: int = 2
     rank: int | None = None
@@ -188,7 +190,7 @@ def _trace(
         )
         with tracker:
             for step in range(options.steps):
-                say(f"step {step + 1} of {options.steps}")
+                say(step_message(step + 1, options.steps))
                 run_step(ctx, step, collector, should_stop)
                 for bucket in buckets:
                     tracker.mark_other(bucket)

@@ -79,3 +79,74 @@ def render(result: TraceResult, cmp: Comparison, units: UnitChoice = "both") -> 
     ]
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
+
+
+def _gap(line: Line) -> int:
+    """How far the traced figure lies outside the ledger's range (all of it when the
+    ledger has no row)."""
+    if line.low is None or line.high is None:
+        return line.traced
+    return max(line.traced - line.high, line.low - line.traced, 0)
+
+
+def differences(cmp: Comparison, units: UnitChoice = "both") -> list[str]:
+    """Where the trace and the ledger differ, one sentence each, the largest gap first:
+    every figure (peak, ledger group, phase) outside the ledger's range or without a
+    ledger row. The window and the report say this above their tables."""
+    lines = [
+        (kind, line)
+        for kind, group in (("", (cmp.peak,)), ("group ", cmp.groups), ("phase ", cmp.phases))
+        for line in group
+        if _gap(line) > 0
+    ]
+    if not lines:
+        return ["every traced figure lies inside the ledger's range"]
+    out = []
+    for kind, line in sorted(lines, key=lambda item: -_gap(item[1])):
+        traced = fmt_bytes(line.traced, units)
+        if line.low is None or line.high is None:
+            text = f"{kind}{line.name}: traced {traced}, which no ledger row counts"
+        else:
+            side = "above the ledger's high" if line.traced > line.high else "below its low"
+            error = "" if line.error_percent is None else f"; error {_error(line)}"
+            text = (
+                f"{kind}{line.name}: traced {traced}, {fmt_bytes(_gap(line), units)} {side} "
+                f"({fmt_range(line.low, line.high, units)}{error})"
+            )
+        out.append(text + (f" — {line.detail}" if line.detail and kind == "group " else ""))
+    return out
+
+
+def stale_warning(traced_hash: str | None, plan_hash: str) -> str | None:
+    """The warning line when a trace was taken of another version of the plan."""
+    if traced_hash == plan_hash:
+        return None
+    traced = (traced_hash or "unknown")[:12]
+    return (
+        f"WARNING: traced for config {traced}, but this plan is {plan_hash[:12]}: the plan "
+        "changed since the trace (trace it again to compare like with like)"
+    )
+
+
+def summary(
+    result: TraceResult,
+    cmp: Comparison,
+    traced_hash: str | None,
+    plan_hash: str,
+    units: UnitChoice = "both",
+) -> str:
+    """A stored trace in a few lines (the window's Measured tab): the peak against the
+    ledger's range and where the two differ first, then what was traced."""
+    peak = cmp.peak
+    lines = [
+        f"Traced peak {fmt_bytes(peak.traced, units)} in {result.peak_phase.phase} "
+        f"({result.peak_phase.moment}); ledger {fmt_range(peak.low or 0, peak.high or 0, units)}"
+        f" — {_verdict(peak)}, error {_error(peak)} (ledger mid − traced)"
+    ]
+    warning = stale_warning(traced_hash, plan_hash)
+    lines += [warning] if warning else []
+    lines.append("Where the trace and the ledger differ:")
+    lines += [f"  • {d}" for d in differences(cmp, units)]
+    lines += header(result)
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)

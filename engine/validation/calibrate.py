@@ -21,6 +21,14 @@ is the measured spread widened by ``margin`` (a fraction, 5 % by default) each s
   activation rows being ``counted × band``, ``counted = high ÷ band.high`` and the
   measured ratio is ``r = measured ÷ counted``; band ``[min r·(1−m), max r·(1+m)]``.
 
+Trace records (``memplan trace``: a *simulated* measurement on fake tensors) hold an
+allocated peak and its breakdown, but no allocator and no CUDA context or NCCL, so they
+are never used for the allocator reserve or the external-memory inputs — even a
+hand-edited one that carries such a figure — and are used for the activation band,
+which the output says. The tracker counts the fp32 logits saved for the loss's backward
+as activations, the ledger in its ``logits`` group, so a trace's activations are taken
+as its activations + logits less the ledger's logits.
+
 Fractions are rounded outwards to 4 decimals, bytes outwards to whole MiB.
 """
 
@@ -163,12 +171,26 @@ def _external(
     return out
 
 
+TRACE_ACTIVATIONS = "a trace's activations + logits less the ledger's logits"
+"""How a trace record's activations are measured (the module doc says why)."""
+
+TRACE_USE_NOTE = (
+    "{n} trace record(s) (simulated, no GPU): used for runtime.activation_band only — a "
+    "trace measures no allocator reserve and no external memory (CUDA context, NCCL)"
+)
+
+
 def _measured_activations(record: MeasuredRecord, stage: Any) -> tuple[int, str] | None:
     if record.breakdown is not None:
-        total = sum(
-            v for k, v in record.breakdown.items() if normalise_category(k) == "activations"
-        )
-        return total, "the record's breakdown"
+        groups: dict[str, int] = {}
+        for key, value in record.breakdown.items():
+            group = normalise_category(key)
+            groups[group] = groups.get(group, 0) + value
+        ledger_logits = estimate_by_category(stage).get("logits")
+        if record.simulated and ledger_logits is not None:
+            traced = groups.get("activations", 0) + groups.get("logits", 0)
+            return traced - sum(ledger_logits) // 2, TRACE_ACTIVATIONS
+        return groups.get("activations", 0), "the record's breakdown"
     if record.max_allocated_bytes is None:
         return None
     others = sum(
@@ -239,9 +261,13 @@ def propose(
     notes: list[str] = []
     if len(used) < len(records):
         notes.append(f"{len(records) - len(used)} record(s) hold no measurement and were skipped")
+    traces = sum(1 for r in used if r.simulated)
+    if traces:
+        notes.append(TRACE_USE_NOTE.format(n=traces))
+    on_gpu = [(r, st) for r, st in stages if not r.simulated]
     candidates = [
-        _allocator(plan, used, margin),
-        *_external(plan, stages, margin, notes),
+        _allocator(plan, [r for r, _ in on_gpu], margin),
+        *_external(plan, on_gpu, margin, notes),
         _activation_band(plan, stages, margin, notes),
     ]
     proposals = tuple(p for p in candidates if p is not None and p.after != p.before)

@@ -21,7 +21,7 @@ from engine.errors import PlanError
 from engine.estimate import VERDICT_WORDS, Estimate
 from engine.layout.counts import GpuCounts
 from engine.ledger.row import Row
-from engine.plan import Plan
+from engine.plan import Plan, free_json_paths
 from engine.units import UnitChoice, fmt_bytes, fmt_range
 
 Progress = Callable[[int, int], bool]
@@ -105,7 +105,7 @@ def ledger_rows(est: Estimate) -> tuple[Row, ...]:
 
 
 def _leaves(tree: Any, prefix: str, out: dict[str, Any]) -> None:
-    if isinstance(tree, dict) and tree:
+    if isinstance(tree, dict) and tree and prefix not in free_json_paths():
         for key, value in tree.items():
             _leaves(value, f"{prefix}.{key}" if prefix else key, out)
     else:

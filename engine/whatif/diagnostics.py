@@ -19,6 +19,10 @@ from engine.ledger.row import Row
 from engine.plan import Plan, with_values
 from engine.stacks.defaults import resolved
 
+MIN_SAVING_BYTES = 10**7
+"""The least a suggestion must save to be offered: 0.01 GB, the finest figure the
+window and the report print (a smaller saving would read "saves 0.00 GB")."""
+
 DOMINANT_ROWS = 5
 
 
@@ -128,22 +132,22 @@ def diagnose(plan: Plan, estimator: Estimator | None = None) -> Diagnosis:
             continue
         saves = base.fit_peak.high - e.fit_peak.high
         s = Suggestion(label, changes, e.fit_peak.high, saves, e.fit_peak.high <= e.limit_bytes)
-        (good if saves > 0 else bad).append(
+        (good if saves >= MIN_SAVING_BYTES else bad).append(
             s
-            if saves > 0
-            else Suggestion(
-                label,
-                changes,
-                e.fit_peak.high,
-                saves,
-                s.fits,
-                "saves nothing in this ledger"
-                if saves == 0
-                else f"raises the peak by {-saves:,} B",
-            )
+            if saves >= MIN_SAVING_BYTES
+            else Suggestion(label, changes, e.fit_peak.high, saves, s.fits, _no_saving(saves))
         )
     good.sort(key=lambda s: -(s.saves or 0))
     return Diagnosis(base.fit_peak.high, base.limit_bytes, dominant, tuple(good), tuple(bad))
+
+
+def _no_saving(saves: int) -> str:
+    """Why a change is not offered: it saves nothing, too little to show, or costs."""
+    if saves == 0:
+        return "saves nothing in this ledger"
+    if saves > 0:
+        return f"saves only {saves:,} B (under {MIN_SAVING_BYTES:,} B)"
+    return f"raises the peak by {-saves:,} B"
 
 
 def _reason(exc: Exception) -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QBuffer, QIODevice, QSizeF
-from PySide6.QtGui import QFont, QPdfWriter, QTextDocument
+from PySide6.QtGui import QFont, QPdfWriter, QTextCursor, QTextDocument, QTextFormat
 
-from gui.report.charts import ChartObject, embed_charts, register_placeholders
+from gui.report.charts import ChartObject, Recorded, embed_charts, register_placeholders
 from gui.report.content import ReportContent
 from gui.report.html import HEADING_PT, STYLE
 from gui.report.sections import DRAWINGS, SECTIONS
@@ -44,8 +44,12 @@ class ReportDocument:
         return self.doc.pageCount()
 
 
-def build_document(c: ReportContent, text_size: QSizeF) -> ReportDocument:
-    """Lay out the report for a text area of ``text_size`` (96-dpi px)."""
+def build_document(
+    c: ReportContent, text_size: QSizeF, recorded: dict[str, Recorded] | None = None
+) -> ReportDocument:
+    """Lay out the report for a text area of ``text_size`` (96-dpi px). With the
+    pyqtgraph charts ``recorded`` beforehand (:func:`record_screen_charts`), this runs
+    on any thread."""
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
     device = QPdfWriter(buffer)  # never painted: it only fixes the layout at 96 dpi
@@ -64,9 +68,41 @@ def build_document(c: ReportContent, text_size: QSizeF) -> ReportDocument:
     doc.setPageSize(text_size)
     register_placeholders(doc, ["ledger", "stages", "tornado", *DRAWINGS])
     doc.setHtml(report_html(c))
-    charts = embed_charts(doc, c)
+    charts = embed_charts(doc, c, recorded)
     # Swapping in the charts relaid the document piecemeal: lay it all out again, now
     # (a large document is otherwise laid out lazily, and some blocks never were).
     doc.markContentsDirty(0, doc.characterCount())
     doc.idealWidth()
+    keep_headings_with_next(doc)
     return ReportDocument(doc, charts, device, buffer)
+
+
+HEADING_ROOM = 70.0
+"""A heading needs this much page below it (96-dpi px: a paragraph's first lines or a
+table's header and two rows); with less it would end its page alone, so it starts the
+next one instead."""
+
+
+def keep_headings_with_next(doc: QTextDocument, rounds: int = 8) -> int:
+    """Move each heading that would end a page alone to the top of the next page
+    (``QTextDocument`` has no keep-with-next); returns how many were moved."""
+    page = doc.pageSize().height()
+    layout = doc.documentLayout()
+    moved = 0
+    for _ in range(rounds):
+        block, again = doc.begin(), False
+        while block.isValid():
+            fmt = block.blockFormat()
+            if fmt.headingLevel() > 0 and not fmt.pageBreakPolicy():
+                rect = layout.blockBoundingRect(block)
+                room = page - (rect.bottom() % page)
+                if room < HEADING_ROOM and block.next().isValid():
+                    fmt.setPageBreakPolicy(QTextFormat.PageBreakFlag.PageBreak_AlwaysBefore)
+                    QTextCursor(block).setBlockFormat(fmt)
+                    moved, again = moved + 1, True
+                    break  # the layout below has moved: measure again from the start
+            block = block.next()
+        if not again:
+            break
+        doc.idealWidth()
+    return moved

@@ -30,8 +30,9 @@ from PySide6.QtGui import (
 from engine.units import fmt_gb
 from engine.whatif.sensitivity import Bar as TornadoBar
 from gui.report.content import ReportContent
-from gui.report.html import CHART_SCHEME, INK, MUTED, RULE
+from gui.report.html import CHART_SCHEME, CHART_WIDTH, INK, MUTED, RULE
 from gui.report.sections import DRAWINGS
+from gui.report.sections.memory import LEDGER_CHART_HEIGHT, STAGES_CHART_HEIGHT
 from gui.views.chart import render_estimate, render_stages
 
 CHART_OBJECT = int(QTextFormat.ObjectTypes.UserObject.value) + 1
@@ -186,12 +187,30 @@ def register_placeholders(doc: QTextDocument, keys: list[str]) -> None:
         )
 
 
-def embed_charts(doc: QTextDocument, c: ReportContent) -> ChartObject:
-    """Replace every placeholder by its vector chart; returns the handler (keep it)."""
+SCREEN_CHARTS: dict[str, int] = {"ledger": LEDGER_CHART_HEIGHT, "stages": STAGES_CHART_HEIGHT}
+"""The charts drawn by the window's pyqtgraph code, by slot height: pyqtgraph draws
+with widgets, so these are recorded on the GUI thread (:func:`record_screen_charts`);
+every other drawing is a bare QPainter function, safe on a worker thread."""
+
+
+def record_screen_charts(c: ReportContent) -> dict[str, Recorded]:
+    """The pyqtgraph charts of the report, recorded now (call on the GUI thread)."""
+    keys = ["ledger", *(["stages"] if len(c.est.stages) > 1 else [])]
+    return {k: record_chart(k, c, CHART_WIDTH, SCREEN_CHARTS[k]) for k in keys}
+
+
+def embed_charts(
+    doc: QTextDocument, c: ReportContent, recorded: dict[str, Recorded] | None = None
+) -> ChartObject:
+    """Replace every placeholder by its vector chart; returns the handler (keep it).
+    ``recorded`` charts (of the same slot size) are used as they are."""
     found = placeholders(doc)
     sizes = {key: sz for _, key, sz in found}
+    done = recorded or {}
     charts = {
-        key: record_chart(key, c, round(sz.width()), round(sz.height()))
+        key: done[key]
+        if key in done
+        else record_chart(key, c, round(sz.width()), round(sz.height()))
         for key, sz in sizes.items()
     }
     handler = ChartObject(charts, sizes, doc)

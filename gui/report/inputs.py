@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.plan import SECTION_ORDER, Plan
+from engine.plan import SECTION_ORDER, Plan, free_json_paths
 from engine.units import fmt_gb, fmt_gib, fmt_range
 
 _MISSING = object()
@@ -42,6 +42,10 @@ class InputLine:
         return show(self.path, self.value)
 
 
+SHOWN_JSON_CHARS = 80
+"""A free JSON object longer than this (an imported config.json) is named, not printed."""
+
+
 def show(path: str, value: Any) -> str:
     """A value as a reader wants it: thousands separators, sizes for byte fields."""
     if value is None:
@@ -60,6 +64,9 @@ def show(path: str, value: Any) -> str:
         if "bytes" in path:
             return f"{lo:,}–{hi:,} B ({fmt_range(lo, hi, 'both')})"
         return f"{lo:g}–{hi:g}"
+    if isinstance(value, dict) and len(json.dumps(value)) > SHOWN_JSON_CHARS:
+        kind = value.get("model_type")
+        return f"JSON object of {len(value)} keys" + (f" ({kind})" if isinstance(kind, str) else "")
     if isinstance(value, list | tuple | dict):
         return json.dumps(value)
     return str(value)
@@ -75,7 +82,8 @@ def _descriptions(model: type[BaseModel], prefix: str, out: dict[str, str]) -> N
 
 
 def _flatten(tree: Any, prefix: str, out: dict[str, Any]) -> None:
-    if isinstance(tree, dict) and tree:
+    """Leaf inputs by path; a free JSON input (``free_json_paths``) is one leaf."""
+    if isinstance(tree, dict) and tree and prefix not in free_json_paths():
         for key, value in tree.items():
             _flatten(value, f"{prefix}.{key}", out)
     else:

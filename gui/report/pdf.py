@@ -8,6 +8,7 @@ page coordinates and scaled to the device, so a 600-dpi printer gets the same pa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -26,10 +27,19 @@ from PySide6.QtGui import (
 )
 
 from gui.report.builder import FONT_FAMILIES, ReportDocument, build_document
+from gui.report.charts import Recorded
 from gui.report.content import ReportContent
 from gui.report.html import INK, MUTED, RULE
 
 PageName = Literal["a4", "letter"]
+Progress = Callable[[int, int], bool]
+"""Told (page done, pages) after each page; returning False stops the painting."""
+
+
+class ReportCancelled(Exception):
+    """The user cancelled the report while it was painted."""
+
+
 PAGE_SIZES: dict[str, QPageSize.PageSizeId] = {
     "a4": QPageSize.PageSizeId.A4,
     "letter": QPageSize.PageSizeId.Letter,
@@ -92,8 +102,15 @@ def _furniture(painter: QPainter, c: ReportContent, full: QSizeF, page: int, pag
     painter.drawText(foot, right, f"Page {page} of {pages}")
 
 
-def paint(report: ReportDocument, c: ReportContent, device: QPagedPaintDevice, full: QSizeF) -> int:
-    """Paint every page of ``report`` onto ``device``; returns the page count."""
+def paint(
+    report: ReportDocument,
+    c: ReportContent,
+    device: QPagedPaintDevice,
+    full: QSizeF,
+    progress: Progress | None = None,
+) -> int:
+    """Paint every page of ``report`` onto ``device``; returns the page count.
+    ``progress`` returning False raises :class:`ReportCancelled` after that page."""
     doc = report.doc
     area = text_rect(full)
     pages = doc.pageCount()
@@ -124,15 +141,24 @@ def paint(report: ReportDocument, c: ReportContent, device: QPagedPaintDevice, f
             painter.restore()
             _furniture(painter, c, full, i + 1, pages)
             painter.restore()
+            if progress is not None and not progress(i + 1, pages):
+                raise ReportCancelled(f"cancelled after page {i + 1} of {pages}")
     finally:
         painter.end()
     return pages
 
 
-def write_pdf(c: ReportContent, path: str | Path, page: PageName = "a4") -> int:
-    """Write the report to ``path`` as a PDF; returns the number of pages."""
+def write_pdf(
+    c: ReportContent,
+    path: str | Path,
+    page: PageName = "a4",
+    recorded: dict[str, Recorded] | None = None,
+    progress: Progress | None = None,
+) -> int:
+    """Write the report to ``path`` as a PDF; returns the number of pages. With its
+    pyqtgraph charts ``recorded`` beforehand it runs on any thread (see builder)."""
     full = page_px(page)
-    report = build_document(c, text_rect(full).size())
+    report = build_document(c, text_rect(full).size(), recorded)
     writer = QPdfWriter(str(path))
     writer.setResolution(int(DPI))
     writer.setPageSize(QPageSize(PAGE_SIZES[page]))

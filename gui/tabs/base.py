@@ -11,22 +11,32 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from pydantic import BaseModel
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
     QGroupBox,
     QLabel,
     QScrollArea,
+    QStyle,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from engine.stacks.applicability import inapplicable, reason_for
+from engine.sections.base import ByteRange
+from gui.band_field import BandFieldBinding, BandModeBinding
 from gui.document import PlanDocument, messages_by_field
-from gui.fields import FieldBinding, add_to_grid
-from gui.fieldspec import field_specs
+from gui.fields import CAPTION_STYLE, STACK_CAPTION_STYLE, FieldBinding, add_to_grid
+from gui.fieldspec import FieldSpec, field_specs
+from gui.plan_view import plan_view
+from gui.stack_badge import derived_for
+
+PAGE_STYLE = (
+    f"QLabel#fieldCaption {{ {CAPTION_STYLE} }} "
+    f'QLabel#fieldCaption[fromStack="true"] {{ {STACK_CAPTION_STYLE} }}'
+)
+"""One style sheet per page for every caption (one per label cost a style pass each)."""
 
 
 class Collapsible(QWidget):
@@ -54,30 +64,49 @@ class Collapsible(QWidget):
 
 
 class TabPage(QScrollArea):
-    """A tab of generated fields bound to the document."""
+    """A tab of generated fields bound to the document.
+
+    It scrolls vertically and is never narrower than its fields need
+    (:meth:`minimumSizeHint`), so the splitter cannot squeeze a field or a button out of
+    sight; a horizontal scroll bar appears only if the window itself is narrower still.
+    """
 
     def __init__(self, doc: PlanDocument, units: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.doc, self.units = doc, units
         self.bindings: dict[str, FieldBinding] = {}
+        self.bands: list[BandModeBinding] = []
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         inner = QWidget(self)
         self.column = QVBoxLayout(inner)
         self.column.setContentsMargins(8, 8, 8, 8)
         self.column.setSpacing(10)
         self.setWidget(inner)
         self._estimate_marked: set[str] = set()
+        self._min_hint: QSize | None = None
+        inner.setStyleSheet(PAGE_STYLE)
         doc.planChanged.connect(self.refresh)
         doc.fieldError.connect(self._field_error)
         doc.fieldOk.connect(self._field_ok)
         doc.estimateFailed.connect(self._estimate_failed)
         doc.estimateChanged.connect(self._estimate_ok)
 
+    def minimumSizeHint(self) -> QSize:
+        """The fields' width plus the scroll bar (measured once the page is built: Qt
+        asks for it on every layout pass, and the fields' minimum never changes)."""
+        if self._min_hint is None:
+            widget = self.widget()
+            inner = widget.minimumSizeHint() if widget is not None else QSize(0, 0)
+            bar = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent, None, self)
+            self._min_hint = QSize(inner.width() + bar + 2 * self.frameWidth() + 2, 120)
+        return self._min_hint
+
     def finish(self) -> None:
         """Call after the sections are added: pushes remaining space to the bottom."""
         self.column.addStretch(1)
+        self._min_hint = None
         self.refresh()
 
     # building --------------------------------------------------------------------
@@ -120,6 +149,9 @@ class TabPage(QScrollArea):
             if (include is not None and spec.name not in include) or spec.name in exclude:
                 continue
             if spec.kind == "section" and spec.model is not None:
+                if spec.optional and spec.model is ByteRange:
+                    self._band(grid, spec)
+                    continue
                 if spec.optional:
                     self._optional_summary(grid, spec.path, spec.label)
                     continue
@@ -130,6 +162,18 @@ class TabPage(QScrollArea):
                 continue
             binding = FieldBinding(self.doc, spec, self.units, grid.parentWidget() or self)
             self.bindings[spec.path] = binding
+            add_to_grid(grid, binding)
+
+    def _band(self, grid: QGridLayout, spec: FieldSpec) -> None:
+        """An optional byte band: auto / custom over its low and high fields."""
+        parent = grid.parentWidget() or self
+        mode = BandModeBinding(self.doc, spec, parent)
+        mode.place(grid)
+        self.bands.append(mode)
+        for sub in field_specs(ByteRange, spec.path):
+            sub = replace(sub, kind="bytes", unit="bytes")
+            binding = BandFieldBinding(self.doc, sub, self.units, parent)
+            self.bindings[sub.path] = binding
             add_to_grid(grid, binding)
 
     def _optional_summary(self, grid: QGridLayout, path: str, label: str) -> None:
@@ -153,10 +197,18 @@ class TabPage(QScrollArea):
 
     # reacting ----------------------------------------------------------------------
     def refresh(self) -> None:
-        reasons = inapplicable(self.doc.plan)
+        """Show the plan: each field's value and whether it applies (the plan's values
+        and reasons are computed once per plan for every tab, not once per field)."""
+        view = plan_view(self.doc.plan)
         for path, binding in self.bindings.items():
-            binding.refresh()
-            binding.set_disabled_reason(reason_for(path, reasons))
+            binding.set_derived(derived_for(view.derived, path))
+            binding.refresh(value=view.value(path))
+            binding.set_disabled_reason(view.reason(path))
+        for band in self.bands:
+            band.refresh(view)
+
+    def shutdown(self) -> None:
+        """Stop the page's background work (the window is closing)."""
 
     def set_units(self, units: str) -> None:
         self.units = units

@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushBu
 from engine import presets as hardware_presets
 from engine.sections.hardware import HardwareSection
 from engine.sections.runtime import PolicySection
+from engine.sections.workload import AcceptanceSection
 from gui.document import PlanDocument
 from gui.fields import compact
 from gui.tabs.base import TabPage
@@ -32,9 +33,9 @@ class HardwareTab(TabPage):
         for item in hardware_presets.nodes():
             self.node.addItem(item.name, item.key)
             self.node.setItemData(self.node.count() - 1, item.source, 3)
-        apply_acc = QPushButton("Apply", box)
+        apply_acc = QPushButton("Apply acce&lerator", box)
         apply_acc.clicked.connect(self.apply_accelerator)
-        apply_node = QPushButton("Apply", box)
+        apply_node = QPushButton("Apply &node", box)
         apply_node.clicked.connect(self.apply_node)
         grid.addWidget(QLabel("Accelerator", box), 0, 0)
         grid.addWidget(self.accel, 0, 1)
@@ -50,22 +51,54 @@ class HardwareTab(TabPage):
             "policy",
             include=("headroom_percent", "rounding", "max_gpus"),
         )
+        self.add_section(
+            "Acceptance thresholds (validation plan)",
+            AcceptanceSection,
+            "acceptance",
+            collapsed=True,
+        )
         doc.planChanged.connect(self._follow_plan)
         self._follow_plan()
         self.finish()
 
     def _follow_plan(self) -> None:
-        """Show the plan's accelerator in the preset box when it is a known preset."""
-        index = self.accel.findData(self.doc.plan.hardware.accelerator)
+        """Show the plan's accelerator and node in the preset boxes: the preset whose
+        figures the plan holds, else "Custom" (never a stale preset)."""
+        hw = self.doc.plan.hardware
+        index = self.accel.findData(hw.accelerator)
         if index >= 0:
-            self.accel.setCurrentIndex(index)
+            acc = hardware_presets.accelerator(hw.accelerator)
+            if (acc.hbm_bytes, acc.usable_hbm_bytes) != (hw.hbm_bytes, hw.usable_hbm_bytes):
+                index = -1
+        self.accel.setPlaceholderText(f"Custom ({hw.accelerator})")
+        self.accel.setCurrentIndex(index)
+        self.node.setPlaceholderText("Custom node")
+        self.node.setCurrentIndex(self._node_index())
+
+    def _node_index(self) -> int:
+        """The node preset whose every stated figure the plan holds (−1: none)."""
+        hw = self.doc.plan.hardware
+        for i, item in enumerate(hardware_presets.nodes()):
+            figures = (
+                (item.gpus_per_node, hw.gpus_per_node),
+                (item.host_ram_bytes_per_node, hw.host_ram_bytes_per_node),
+                (item.nvme_bytes_per_node, hw.nvme_bytes_per_node),
+                (item.accelerator, hw.accelerator),
+            )
+            if all(want is None or want == have for want, have in figures):
+                return i
+        return -1
 
     def apply_accelerator(self) -> None:
         key = self.accel.currentData()
+        if key is None:
+            return
         self.doc.set_many(
             hardware_presets.accelerator_changes(key), f"Accelerator {self.accel.currentText()}"
         )
 
     def apply_node(self) -> None:
         key = self.node.currentData()
+        if key is None:
+            return
         self.doc.set_many(hardware_presets.node_changes(key), f"Node {self.node.currentText()}")

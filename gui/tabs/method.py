@@ -17,6 +17,7 @@ from engine.sections.method import (
 )
 from engine.sections.runtime import RuntimeSection
 from engine.sections.stack import StackSection
+from engine.sections.workload import WorkloadSection
 from gui.document import PlanDocument
 from gui.tabs.base import TabPage
 
@@ -27,6 +28,7 @@ class MethodTab(TabPage):
         self.add_section("Training stack", StackSection, "stack")
         self.add_section("Training method", MethodSection, "method", include=("kind",))
         self.add_section("Batch", BatchSection, "batch")
+        self.add_section("Samples, packing and compiler", WorkloadSection, "workload")
         self.add_section("Optimizer", OptimizerSection, "method.optimizer")
         self.add_section("Precision", PrecisionSection, "method.precision")
         self.add_section("Activation recomputation", RecomputeSection, "method.recompute")

@@ -1,12 +1,23 @@
-"""Model tab: a preset or an imported Hugging Face config, or every field by hand."""
+"""Model tab: a preset or an imported Hugging Face config, or every field by hand.
+
+The preset chooser lists the presets at once by name; their exact parameter counts
+(each builds the model's whole tensor inventory) are filled in by a background task
+after the window is up, so starting the app never waits for them. The chooser follows
+the plan: the plan's preset, or "Imported: NAME" / "Edited by hand" when the
+architecture came from elsewhere.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QGroupBox,
     QHBoxLayout,
+    QLabel,
     QMessageBox,
     QPushButton,
     QVBoxLayout,
@@ -15,10 +26,15 @@ from PySide6.QtWidgets import (
 
 from engine.models.spec import ArchitectureSpec
 from engine.sections.model import ModelSection
-from gui import model_sources
+from gui import gc_policy, model_sources
 from gui.document import PlanDocument
 from gui.fields import compact
 from gui.tabs.base import TabPage
+from gui.workers import TaskRunner
+
+COUNTS_DELAY_MS = 400
+"""The exact parameter counts are computed this long after the tab is built: after the
+window's first paint, not competing with it."""
 
 
 class ModelTab(TabPage):
@@ -32,7 +48,7 @@ class ModelTab(TabPage):
         self.preset = QComboBox(box)
         self.preset.setObjectName("modelPreset")
         compact(self.preset)
-        for key, name in model_sources.list_presets():
+        for key, name in model_sources.preset_titles():
             self.preset.addItem(name, key)
         self.preset.setToolTip(
             "Model presets fill every architecture field below; the plan "
@@ -40,15 +56,27 @@ class ModelTab(TabPage):
         )
         self._select_current_preset()
         doc.planChanged.connect(self._select_current_preset)
-        apply_btn = QPushButton("Apply preset", box)
+        self._counts = TaskRunner(self)
+        self._counts.finished.connect(self._show_totals)
+        QTimer.singleShot(COUNTS_DELAY_MS, self._count_presets)
+        self._prepare = TaskRunner(self)
+        self._prepare.finished.connect(self._prepared)
+        self._then: Callable[[], object] | None = None
+        self._ready: set[ArchitectureSpec] = set()
+        apply_btn = QPushButton("&Apply preset", box)
         apply_btn.clicked.connect(self.apply_preset)
         row.addWidget(self.preset, 1)
         row.addWidget(apply_btn)
         lay.addLayout(row)
+        self.preparing = QLabel("", box)
+        self.preparing.setObjectName("modelPreparing")
+        self.preparing.setWordWrap(True)
+        self.preparing.hide()
+        lay.addWidget(self.preparing)
         row2 = QHBoxLayout()
-        self.hf_button = QPushButton("Import config.json…", box)
+        self.hf_button = QPushButton("Import c&onfig.json…", box)
         self.hf_button.setToolTip("Read a Hugging Face config.json into the fields below.")
-        self.st_button = QPushButton("Import model folder…", box)
+        self.st_button = QPushButton("Import model fol&der…", box)
         self.st_button.setToolTip(
             "Read config.json and cross-check it against the "
             "safetensors headers (the weights are never read)."
@@ -64,15 +92,71 @@ class ModelTab(TabPage):
         self.finish()
 
     def _select_current_preset(self) -> None:
-        """Show the preset the plan came from (the combo is a chooser, not the plan)."""
-        index = self.preset.findData(self.doc.plan.model.preset)
-        if index >= 0 and index != self.preset.currentIndex():
+        """Show the preset the plan came from (the combo is a chooser, not the plan); an
+        imported or hand-edited architecture shows as such, never as the old preset."""
+        model = self.doc.plan.model
+        index = self.preset.findData(model.preset) if model.preset else -1
+        if index >= 0:
+            _, spec = model_sources.load_preset(model.preset or "")
+            if spec != model.architecture:
+                index = -1  # a preset's fields edited by hand
+                self.preset.setPlaceholderText(f"Edited by hand (from {model.name})")
+        else:
+            self.preset.setPlaceholderText(f"Imported: {model.name}")
+        if index != self.preset.currentIndex():
             self.preset.setCurrentIndex(index)
+
+    def _count_presets(self) -> None:
+        keys = [str(self.preset.itemData(i)) for i in range(self.preset.count())]
+        self._counts.start(lambda progress: model_sources.exact_totals(keys, progress))
+
+    def _show_totals(self, totals: object) -> None:
+        """Add each preset's exact parameter count to its name in the chooser."""
+        if not isinstance(totals, dict):
+            return
+        gc_policy.settle()  # every preset's inventory is cached now: scan them no more
+        for i in range(self.preset.count()):
+            key = self.preset.itemData(i)
+            total = totals.get(key)
+            if isinstance(total, int):
+                self.preset.setItemText(i, model_sources.titled(self.preset.itemText(i), total))
+                self._ready.add(model_sources.load_preset(key)[1])
+
+    def shutdown(self) -> None:
+        self._counts.shutdown()
+        self._prepare.shutdown()
 
     def apply_preset(self) -> None:
         key = self.preset.currentData()
+        if key is None:  # the chooser shows the imported model: nothing to apply
+            return
         name, spec = model_sources.load_preset(key)
-        self.doc.set_many(model_sources.model_changes(key, name, spec), f"Model preset {name}")
+        self._when_ready(
+            name,
+            spec,
+            lambda: self.doc.set_many(
+                model_sources.model_changes(key, name, spec), f"Model preset {name}"
+            ),
+        )
+
+    def _when_ready(self, name: str, spec: ArchitectureSpec, apply: Callable[[], object]) -> None:
+        """Apply now, or — for a model whose tensor inventory takes seconds to build —
+        build it on a worker first and apply when it is ready (the window never waits)."""
+        if spec in self._ready or not model_sources.heavy(spec):
+            apply()
+            return
+        self._then = apply
+        self.preparing.setText(f"Building {name}'s tensor inventory (a large model)…")
+        self.preparing.show()
+        self._prepare.start(lambda _p: (spec, model_sources.prepare(spec)))
+
+    def _prepared(self, result: object) -> None:
+        self.preparing.hide()
+        if isinstance(result, tuple):
+            self._ready.add(result[0])
+        then, self._then = self._then, None
+        if then is not None:
+            then()
 
     def _import(self, folder: bool) -> None:
         if folder:
@@ -91,14 +175,16 @@ class ModelTab(TabPage):
         import: the config decides the architecture, the user decides what to trust.
         """
         try:
-            if folder:
-                name, spec, messages = model_sources.import_folder(path)
-            else:
-                (name, spec), messages = model_sources.import_config(path), []
+            got = (model_sources.import_folder if folder else model_sources.import_config)(path)
         except model_sources.IMPORT_ERRORS as exc:
             QMessageBox.warning(self, "Import failed", str(exc))
             return False
-        self.doc.set_many(model_sources.model_changes(None, name, spec), f"Import {name}")
+        self._when_ready(
+            got.name,
+            got.spec,
+            lambda: self.doc.set_many(got.changes, f"Import {got.name}"),
+        )
+        messages = got.messages
         if messages:
             QMessageBox.information(
                 self,

@@ -2,61 +2,49 @@
 
 :func:`draw_panel` draws a :class:`Panel` (bars stacked by ledger group, the low–high
 spread hatched on top, the usable capacity and the headroom limit) onto any pyqtgraph
-``PlotItem``; :func:`render_estimate` draws the whole chart with a ``QPainter`` for the
-PDF report, so screen and paper use the same code.
+``PlotItem``, updating the items it drew there before; :func:`render_estimate` draws the
+whole chart with a ``QPainter`` for the PDF report, so screen and paper use the same
+code. The report keeps one hidden chart per kind for the application's life (building
+three plots costs more than drawing them), deleted when the application quits.
 """
 
 from __future__ import annotations
 
-import zlib
+import atexit
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QPainter, QPalette
+from PySide6.QtCore import QRectF
+from PySide6.QtGui import QColor, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
 from shiboken6 import delete
 
 from engine.estimate import Estimate
 from engine.plan import Plan
 from engine.units import GB, GiB
-from gui.views.chart_data import Bar, Panel, panels, stage_bars
+from gui.views.chart_data import Panel, panels, stage_bars
+from gui.views.chart_items import BAR_WIDTH, items_with_role, note_lines, panel_items
+from gui.views.colors import CAPACITY_COLOR, GROUP_COLORS, LIMIT_COLOR, group_color
 
 _INK: list[QColor] = []
 """A forced foreground (innermost last) while a chart is drawn for paper."""
 
-GROUP_COLORS = {
-    "weights": "#4C78A8",
-    "gradients": "#F58518",
-    "optimizer": "#54A24B",
-    "activations": "#B279A2",
-    "gathered": "#72B7B2",
-    "buckets": "#EECA3B",
-    "temporaries": "#FF9DA6",
-    "runtime": "#9D755D",
-    "allocator": "#BAB0AC",
-    "offload": "#E45756",
-    "checkpoint": "#79706E",
-}
-_FALLBACK = ("#1F77B4", "#AEC7E8", "#98DF8A", "#C5B0D5", "#C49C94", "#F7B6D2", "#DBDB8D")
-CAPACITY_COLOR = "#D0302F"
-LIMIT_COLOR = "#E08E0B"
-BAR_WIDTH = 0.62
-
-
-def _tag(item: object, role: str) -> None:
-    """Name a drawn item's role (tests and the report find bars by it)."""
-    item.memplan_role = role  # type: ignore[attr-defined]
-
-
-def items_with_role(plot: pg.PlotItem, role: str) -> list[object]:
-    return [i for i in plot.items if getattr(i, "memplan_role", None) == role]
-
-
-def group_color(group: str) -> QColor:
-    """A stable colour per ledger group; unknown groups get a fixed fallback colour."""
-    if group in GROUP_COLORS:
-        return QColor(GROUP_COLORS[group])
-    return QColor(_FALLBACK[zlib.crc32(group.encode()) % len(_FALLBACK)])
+__all__ = [
+    "BAR_WIDTH",
+    "CAPACITY_COLOR",
+    "GROUP_COLORS",
+    "LIMIT_COLOR",
+    "LedgerChart",
+    "StageChart",
+    "draw_panel",
+    "foreground",
+    "group_color",
+    "items_with_role",
+    "legend_html",
+    "panel_groups",
+    "render_estimate",
+    "render_stages",
+    "style_plot",
+]
 
 
 def unit_scale(units: str) -> tuple[int, str]:
@@ -72,123 +60,33 @@ def foreground() -> QColor:
     return QColor("#202020")
 
 
-def draw_panel(plot: pg.PlotItem, panel: Panel, units: str, legend: bool = False) -> None:
-    """Draw one panel's stacked bars, spread, capacity and limit onto ``plot``."""
+def draw_panel(plot: pg.PlotItem, panel: Panel, units: str, lines: int = 0) -> None:
+    """Draw one panel's stacked bars, spread, capacity and limit onto ``plot``, updating
+    the items drawn there before (:mod:`gui.views.chart_items`); ``lines`` pads the note
+    under its title."""
     scale, unit = unit_scale(units)
-    fg = foreground()
-    if plot.legend is not None:
-        plot.legend.clear()
-    plot.clear()
-    if legend and plot.legend is None:
-        plot.addLegend(offset=(8, 8), labelTextColor=fg, brush=pg.mkBrush(None))
-    bars = panel.bars
-    xs = list(range(len(bars)))
-    groups: list[str] = []
-    for bar in bars:
-        for seg in bar.segments:
-            if seg.group not in groups:
-                groups.append(seg.group)
-    base = [0.0] * len(bars)
-    for group in groups:
-        heights = []
-        for bar in bars:
-            found = next((s for s in bar.segments if s.group == group), None)
-            heights.append(found.low / scale if found else 0.0)
-        item = pg.BarGraphItem(
-            x=xs,
-            height=heights,
-            y0=list(base),
-            width=BAR_WIDTH,
-            brush=group_color(group),
-            pen=pg.mkPen(fg, width=0.5),
-            name=group if legend else None,
-        )
-        _tag(item, f"group:{group}")
-        plot.addItem(item)
-        base = [b + h for b, h in zip(base, heights, strict=True)]
-    spread = [(bar.high - bar.low) / scale for bar in bars]
-    if any(spread):
-        hatch = QBrush(fg, Qt.BrushStyle.BDiagPattern)
-        item = pg.BarGraphItem(
-            x=xs,
-            height=spread,
-            y0=list(base),
-            width=BAR_WIDTH,
-            brush=hatch,
-            pen=pg.mkPen(fg, width=0.8, style=Qt.PenStyle.DashLine),
-            name="low–high range" if legend else None,
-        )
-        _tag(item, "range")
-        plot.addItem(item)
-    top = 0.0
-    for x, bar in enumerate(bars):
-        _limits(plot, x, bar, scale, unit)
-        total = bar.high / scale
-        label = f"{bar.low / scale:,.1f}–{total:,.1f}" if bar.low != bar.high else f"{total:,.1f}"
-        text = pg.TextItem(f"{label} {unit}", color=fg, anchor=(0.5, 1.0))
-        font = text.textItem.font()
-        font.setBold(bar.highlight)
-        text.setFont(font)
-        text.setPos(x, total)
-        plot.addItem(text)
-        top = max(top, total, (bar.capacity or 0) / scale)
-    axis = plot.getAxis("bottom")
-    ticks = [(x, ("▲ " if b.highlight else "") + b.label) for x, b in enumerate(bars)]
-    axis.setTicks([ticks])
-    plot.setLabel("left", unit)
-    plot.setTitle(
-        panel.title
-        + (f"<br><span style='font-size:8pt'>{panel.note}</span>" if panel.note else ""),
-        color=fg,
-    )
-    plot.setXRange(-0.6, len(bars) - 0.4, padding=0)
-    plot.setYRange(0, max(top, 1e-9) * 1.12, padding=0)
+    panel_items(plot).draw(panel, units, foreground(), unit, scale, lines)
 
 
-def _limits(plot: pg.PlotItem, x: int, bar: Bar, scale: int, unit: str) -> None:
-    """Usable capacity (solid) and headroom limit (dashed) over one bar, band between."""
-    half = 0.48
-    if bar.limit is not None and bar.capacity is not None:
-        band = pg.FillBetweenItem(
-            pg.PlotDataItem([x - half, x + half], [bar.limit / scale] * 2),
-            pg.PlotDataItem([x - half, x + half], [bar.capacity / scale] * 2),
-            brush=pg.mkBrush(QColor(224, 142, 11, 50)),
-        )
-        _tag(band, "headroom")
-        plot.addItem(band)
-        limit = pg.PlotDataItem(
-            [x - half, x + half],
-            [bar.limit / scale] * 2,
-            pen=pg.mkPen(LIMIT_COLOR, width=1.5, style=Qt.PenStyle.DashLine),
-        )
-        _tag(limit, "limit")
-        plot.addItem(limit)
-    if bar.capacity is not None:
-        cap = pg.PlotDataItem(
-            [x - half, x + half], [bar.capacity / scale] * 2, pen=pg.mkPen(CAPACITY_COLOR, width=2)
-        )
-        _tag(cap, "capacity")
-        plot.addItem(cap)
-        if x == 0:
-            amount = bar.capacity / scale
-            scale_unit = f"{amount:,.0f} {unit}" if amount >= 100 else f"{amount:,.1f} {unit}"
-            word = "usable " if bar.limit is not None else ""
-            tag = pg.TextItem(f"{word}{scale_unit}", color=CAPACITY_COLOR, anchor=(0, 1))
-            tag.setPos(x - half, bar.capacity / scale)
-            plot.addItem(tag)
+def _entry(swatch: str, text: str) -> str:
+    """One legend entry that never breaks inside: non-breaking spaces, and a word joiner
+    each side of a dash (Qt's layout breaks after one: "low–" | "high range")."""
+    text = text.replace(" ", "&nbsp;").replace("–", "\u2060–\u2060")
+    return f"{swatch}&nbsp;{text}"
 
 
 def legend_html(groups: list[str], spread: bool) -> str:
-    """A one-line HTML legend of the ledger groups (shown under the chart)."""
-    parts = [f"<span style='color:{group_color(g).name()}'>■</span>&nbsp;{g}" for g in groups]
+    """The legend of the ledger groups under the chart: it wraps between entries only,
+    never inside one ("limit = capacity − headroom" stays on one line)."""
+    parts = [_entry(f"<span style='color:{group_color(g).name()}'>■</span>", g) for g in groups]
     if spread:
-        parts.append("▨&nbsp;low–high range")
-    parts.append(f"<span style='color:{CAPACITY_COLOR}'>━</span>&nbsp;usable capacity")
+        parts.append(_entry("▨", "low–high range"))
+    parts.append(_entry(f"<span style='color:{CAPACITY_COLOR}'>━</span>", "usable capacity"))
     parts.append(
-        f"<span style='color:{LIMIT_COLOR}'>╍</span>&nbsp;limit (capacity less "
-        "headroom; shaded band = headroom)"
+        _entry(f"<span style='color:{LIMIT_COLOR}'>╍</span>", "limit = capacity − headroom")
     )
-    return "&nbsp;&nbsp;&nbsp;".join(parts)
+    parts.append(_entry("<span style='color:#E08E0B'>▇</span>", "headroom band"))
+    return "&nbsp;&nbsp; ".join(parts)
 
 
 def panel_groups(panels_: tuple[Panel, ...]) -> tuple[list[str], bool]:
@@ -219,6 +117,11 @@ def style_plot(plot: pg.PlotItem) -> None:
     plot.setMenuEnabled(False)
 
 
+PANEL_SPACING = 18
+"""Pixels between the HBM, host and NVMe panels (a tick label never meets the next
+panel's axis title)."""
+
+
 class LedgerChart(pg.GraphicsLayoutWidget):
     """HBM phase timeline, host RAM and NVMe panels side by side."""
 
@@ -226,8 +129,9 @@ class LedgerChart(pg.GraphicsLayoutWidget):
         super().__init__(parent)
         self.setBackground(None)
         self.plots: dict[str, pg.PlotItem] = {}
-        for col, (key, width) in enumerate((("hbm", None), ("host", 210), ("nvme", 150))):
-            plot = self.addPlot(row=0, col=col)
+        self.ci.layout.setHorizontalSpacing(PANEL_SPACING)
+        for col, (key, width) in enumerate((("hbm", None), ("host", 230), ("nvme", 175))):
+            plot = self.addPlot(row=0, col=col, enableMenu=False)
             style_plot(plot)
             if width is not None:
                 plot.setMaximumWidth(width)
@@ -236,8 +140,9 @@ class LedgerChart(pg.GraphicsLayoutWidget):
 
     def show_estimate(self, plan: Plan, est: Estimate, units: str) -> None:
         self.panels = panels(plan, est)
+        lines = max(len(note_lines(p, units)) for p in self.panels)
         for panel in self.panels:
-            draw_panel(self.plots[panel.key], panel, units)
+            draw_panel(self.plots[panel.key], panel, units, lines)
 
 
 class StageChart(pg.GraphicsLayoutWidget):
@@ -246,7 +151,7 @@ class StageChart(pg.GraphicsLayoutWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setBackground(None)
-        self.plot = self.addPlot()
+        self.plot = self.addPlot(enableMenu=False)
         style_plot(self.plot)
         self.panel: Panel | None = None
 
@@ -288,11 +193,38 @@ def _render(
 ) -> None:
     _INK.append(ink or foreground())
     try:
+        for plot in chart_plots(chart):
+            style_plot(plot)  # the forced ink: axes and ticks as on paper
         chart.show_estimate(plan, est, units)
         render_chart(chart, painter, target, width, height)
-        delete(chart)  # now, not at exit: a view outliving QApplication crashes
     finally:
         _INK.pop()
+
+
+def chart_plots(chart: LedgerChart | StageChart) -> list[pg.PlotItem]:
+    return list(chart.plots.values()) if isinstance(chart, LedgerChart) else [chart.plot]
+
+
+_PAPER: dict[str, LedgerChart | StageChart] = {}
+"""The hidden charts the report draws with, made once (see the module docstring)."""
+
+
+def paper_chart(kind: str) -> LedgerChart | StageChart:
+    """The report's hidden chart of ``kind`` ("ledger" or "stages")."""
+    chart = _PAPER.get(kind)
+    if chart is None:
+        chart = _PAPER[kind] = LedgerChart() if kind == "ledger" else StageChart()
+        app = QApplication.instance()
+        if app is not None:  # a view outliving QApplication crashes: delete it first
+            app.aboutToQuit.connect(lambda k=kind: _drop_paper(k))
+            atexit.register(_drop_paper, kind)  # an application that never quits (tests)
+    return chart
+
+
+def _drop_paper(kind: str) -> None:
+    chart = _PAPER.pop(kind, None)
+    if chart is not None:
+        delete(chart)
 
 
 def render_estimate(
@@ -307,7 +239,7 @@ def render_estimate(
 ) -> None:
     """Draw the ledger chart with ``painter`` into ``target`` (for the PDF report);
     ``ink`` forces the text and axis colour (dark on paper whatever the screen theme)."""
-    _render(LedgerChart(), plan, est, units, painter, target, width, height, ink)
+    _render(paper_chart("ledger"), plan, est, units, painter, target, width, height, ink)
 
 
 def render_stages(
@@ -321,4 +253,4 @@ def render_stages(
     ink: QColor | None = None,
 ) -> None:
     """Draw the per-stage chart (PP > 1) like :func:`render_estimate`."""
-    _render(StageChart(), plan, est, units, painter, target, width, height, ink)
+    _render(paper_chart("stages"), plan, est, units, painter, target, width, height, ink)

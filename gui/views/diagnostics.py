@@ -18,6 +18,7 @@ from engine.analysis import FitLimits
 from engine.errors import PlanError
 from engine.units import fmt_bytes, fmt_range
 from engine.whatif.diagnostics import Diagnosis
+from engine.workload import compile_note
 from gui.document import PlanDocument
 
 DIAGNOSIS_PENDING = "Re-estimating one-change suggestions…"
@@ -42,6 +43,9 @@ class DiagnosticsList(QListWidget):
         self.addItem(f"Verdict: {doc.estimate.verdict_reason}")
         for note in doc.estimate.notes:
             self.addItem(f"Note — {note}")
+        compiled = compile_note(doc.plan)
+        if compiled:
+            self.addItem(f"Note — {compiled}")
         fit = parts.get("fit")
         if isinstance(fit, FitLimits):
             for title, r in (

@@ -146,3 +146,25 @@ def layout_changes(plan: Plan, layout: Layout) -> dict[str, Any]:
             if before.get(key) != value and key != "knobs":
                 changes[f"{section}.{key}"] = value
     return changes
+
+
+def span(low: int | None, high: int | None) -> str:
+    """A count range, once when both ends agree ("8", not "8–8")."""
+    return str(low) if low == high else f"{low}–{high}"
+
+
+def validation_text(c: GpuCounts) -> str:
+    """The validation range as the ranks its layouts use ("1–2 GPUs"), with the
+    node-rounded count beside it when rounding made it larger ("2 (8 by node)"):
+    a QLoRA plan that fits on 2 GPUs never reads "validate on 8" alone.
+
+    (The engine rounds the range to nodes, ``engine.layout.counts``; the ranks behind
+    it are its layouts' world sizes.)"""
+    lo, hi = c.validation_low, c.validation_high
+    rounded = span(lo.gpus, hi.gpus)
+    if lo.layout is not None and hi.layout is not None:
+        ranks = span(lo.layout.world_size, hi.layout.world_size)
+        text = ranks if ranks == rounded else f"{ranks} ({rounded} by node)"
+    else:
+        text = rounded
+    return text + (" (straddles)" if c.straddles else "")

@@ -34,7 +34,14 @@ from engine.layout.lattice import Layout, ranks_per_node
 from engine.units import UnitChoice, fmt_bytes, fmt_range
 from gui.document import PlanDocument
 from gui.views.chart import foreground
-from gui.views.layout_choice import ROLE_WORDS, LayoutChoice, LayoutRow, choose, layout_changes
+from gui.views.layout_choice import (
+    ROLE_WORDS,
+    LayoutChoice,
+    LayoutRow,
+    choose,
+    layout_changes,
+    validation_text,
+)
 from gui.views.topology import Topology, draw_topology, topology, topology_height
 
 COLUMNS = ("", "Layout", "Ranks", "GPUs to buy", "Peak per rank (low–high)", "Headroom", "Role")
@@ -91,7 +98,9 @@ class LayoutsView(QScrollArea):
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # sized once per fill (resizeColumnsToContents), not on every cell set: a
+        # ResizeToContents header re-measures the table for each of its cell widgets
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.rejected_title = QLabel("", body)
         self.rejected_title.setWordWrap(True)
@@ -141,11 +150,7 @@ class LayoutsView(QScrollArea):
                 gpus(k.first_layout.gpus) + nodes,
                 k.first_layout.reason,
             ),
-            (
-                "3. Validation range",
-                f"{k.validation_low.gpus}–{k.validation_high.gpus} GPUs",
-                k.validation_reason,
-            ),
+            ("3. Validation range", f"{validation_text(k)} GPUs", k.validation_reason),
         )
         self.counts.setText(
             "".join(
@@ -207,6 +212,7 @@ class LayoutsView(QScrollArea):
                 item = QTableWidgetItem(text)
                 item.setToolTip(text)
                 self.table.setItem(i, c, item)
+        self.table.resizeColumnsToContents()
         self._fit_height(self.table, len(rows))
 
     @staticmethod

@@ -11,6 +11,7 @@ from PySide6.QtCore import (
     QSortFilterProxyModel,
     Qt,
 )
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
 from engine.ledger.row import ALL_PHASES, Row
@@ -21,6 +22,20 @@ COLUMNS = ("Row", "Location", "Group", "Scope", "Phases", "Bytes", "GB", "GiB")
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 _NUMERIC = {"Bytes": 1, "GB": GB, "GiB": GiB}
 _ROOT = QModelIndex()
+ROW_MIN_WIDTH = 260
+"""Narrowest the Row column gets: room for a row's name ("Optimizer: first moment")."""
+WIDTH_SAMPLES = (
+    "Location",
+    "offload (pinned)",
+    "per rank · peak",
+    "Phases",
+    "25,798,010,470 – 27,640,725,504",
+    "25.798 – 27.641",
+    "24.026 – 25.742",
+)
+"""The widest text each column after Row holds in practice: the columns are sized from
+these once (sizing them to their contents re-measured every cell on every edit)."""
+CELL_PADDING = 16
 _PHASE_SHORT = {"steady": "S", "forward": "F", "backward": "B", "optimizer": "O", "checkpoint": "C"}
 
 
@@ -116,13 +131,36 @@ class LedgerTable(QTableView):
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(22)
         head = self.horizontalHeader()
-        head.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for col in range(1, len(COLUMNS)):
-            head.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        for col in range(len(COLUMNS)):
+            head.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
+        metrics = self.fontMetrics()
+        for col, sample in enumerate(WIDTH_SAMPLES, start=1):
+            head.resizeSection(col, metrics.horizontalAdvance(sample) + CELL_PADDING)
+        head.sectionResized.connect(self._section_resized)
 
     def show_rows(self, rows: tuple[Row, ...]) -> None:
         self.ledger.set_rows(rows)
+        self._fit_row_column()
+
+    def _section_resized(self, index: int, _old: int, _new: int) -> None:
+        if index:
+            self._fit_row_column()
+
+    def _fit_row_column(self) -> None:
+        """The Row column takes the width the others leave, but never less than
+        :data:`ROW_MIN_WIDTH` (a narrow window scrolls sideways instead of eliding every
+        row's name to "Wei…")."""
+        head = self.horizontalHeader()
+        others = sum(
+            head.sectionSize(c) for c in range(1, len(COLUMNS)) if not head.isSectionHidden(c)
+        )
+        head.resizeSection(0, max(ROW_MIN_WIDTH, self.viewport().width() - others))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_row_column()
 
     def set_units(self, units: str) -> None:
         self.setColumnHidden(COLUMNS.index("GB"), units == "gib")
         self.setColumnHidden(COLUMNS.index("GiB"), units == "gb")
+        self._fit_row_column()

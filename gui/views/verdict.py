@@ -16,12 +16,24 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QVBoxLay
 
 from engine.estimate import VERDICT_WORDS, Estimate
 from engine.layout import GpuCounts
+from engine.layout.lattice import Layout
 from engine.plan import Plan
 from engine.units import fmt_bytes, fmt_range
+from gui.views.layout_choice import validation_text
+
+NBSP = "\u00a0"
+"""Keeps a figure and its unit together ("59.13 GB"): a narrow panel wraps at " / "."""
 
 VERDICT_COLORS = {"fits": "#1E8E3E", "straddles": "#C77C02", "does_not_fit": "#C5221F"}
 COUNTS_PENDING = "no layout of this model fits within the search bound"
 COUNTS_UPDATING = "searching layouts…"
+
+
+def compact_shape(layout: Layout) -> str:
+    """A layout by its parallel sizes above 1 ("TP2 DP16"; "DP1" for a single GPU)."""
+    sizes = (("TP", layout.tp), ("PP", layout.pp), ("CP", layout.cp), ("EP", layout.ep))
+    parts = [f"{name}{n}" for name, n in sizes if n > 1]
+    return " ".join([*parts, f"DP{layout.dp}"])
 
 
 def layout_counts(c: GpuCounts) -> tuple[dict[str, str], str] | None:
@@ -32,12 +44,15 @@ def layout_counts(c: GpuCounts) -> tuple[dict[str, str], str] | None:
     """
     if c.first_layout.gpus is None:
         return None
-    rng = f"{c.validation_low.gpus}–{c.validation_high.gpus}" + (
-        " (straddles)" if c.straddles else ""
-    )
+    rng = validation_text(c)
+    nodes = c.nodes
+    where = f"{nodes} node" + ("s" if nodes != 1 else "") if nodes else ""
+    layout = c.first_layout.layout
+    exact = layout is not None and layout.world_size == c.first_layout.gpus
+    shape = f": {compact_shape(layout)}" if exact and layout is not None else ""
     texts = {
         "arithmetic minimum": f"{c.arithmetic_min.gpus}",
-        "procure": f"{c.first_layout.gpus}" + (f" ({c.nodes} node(s))" if c.nodes else ""),
+        "procure": f"{c.first_layout.gpus}" + (f" ({where}{shape})" if where else ""),
         "validation range": rng,
     }
     reasons = "\n\n".join(
@@ -64,7 +79,7 @@ class VerdictPanel(QFrame):
         self.badge = QLabel("…", self)
         self.badge.setObjectName("verdictBadge")
         self.badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.badge.setMinimumWidth(150)
+        self.badge.setMinimumWidth(130)
         self.stale = QLabel("", self)
         self.stale.setObjectName("staleNote")
         self.stale.setWordWrap(True)
@@ -98,7 +113,7 @@ class VerdictPanel(QFrame):
             self.values[key] = value
             self.names[key] = name
         grid.setColumnStretch(1, 3)
-        grid.setColumnStretch(3, 2)
+        grid.setColumnStretch(3, 3)
         row.addLayout(grid, 1)
         self.counts = self.values["counts"]
         self.counts.setObjectName("gpuCounts")
@@ -117,8 +132,11 @@ class VerdictPanel(QFrame):
         peak = est.fit_peak
         st = est.heaviest
         phase = st.peak_phase
-        where = f" — {phase}" + (f", stage {est.heaviest_stage}" if len(est.stages) > 1 else "")
-        self.values["peak"].setText(f"<b>{fmt_range(peak.low, peak.high, u)}</b>{where}")
+        figure = fmt_range(peak.low, peak.high, u).replace(" G", NBSP + "G")  # wraps at "/"
+        self.values["peak"].setText(
+            f"<b>{figure}</b><br>at the {phase} peak"
+            + (f", stage {est.heaviest_stage}" if len(est.stages) > 1 else "")
+        )
         self.values["peak"].setToolTip(
             f"allocated (tensors): {fmt_range(st.peak.low, st.peak.high, u)}\n"
             f"reserved (allocator): {fmt_range(st.reserved_peak.low, st.reserved_peak.high, u)}"

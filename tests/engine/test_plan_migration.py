@@ -17,7 +17,7 @@ from typing import Any
 from engine.estimate import estimate
 from engine.plan import Plan, default_plan, with_values
 from engine.plan_migrations import V1_DEFAULTS, migrate_plan_1_to_2
-from engine.planfile import SCHEMA_VERSION, dumps, load
+from engine.planfile import SCHEMA_VERSION, PlanFile, dumps, load
 from engine.stacks.defaults import resolved
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -106,3 +106,17 @@ def test_opening_a_v1_file_upgrades_it_and_says_so() -> None:
     assert doc["schema_version"] == SCHEMA_VERSION == 2
     assert doc["plan"]["stack"] == {"name": "auto"}
     assert "framework" not in doc["plan"]["runtime"]
+
+
+def test_a_schema_2_file_from_before_workload_and_acceptance_opens_with_their_defaults(
+    tmp_path: Path,
+) -> None:
+    """Files written by schema 2 before the workload and acceptance sections existed have
+    neither: they meant padded samples, eager mode and the default thresholds, so they
+    open as the same plan with those sections at their defaults (not 'required section
+    is missing')."""
+    doc = json.loads(dumps(PlanFile(default_plan())))
+    del doc["plan"]["workload"], doc["plan"]["acceptance"]
+    path = tmp_path / "early-v2.memplan"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    assert load(path).plan == default_plan()

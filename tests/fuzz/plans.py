@@ -108,6 +108,9 @@ def random_value(rng: random.Random, annotation: Any, meta: list[Any]) -> Any:
         low, high = (int(b) for b in _bounds_len(meta))
         text = rng.choice(ODD_TEXT)[:high]
         return text if len(text) >= low else "x" * low
+    if origin is dict:  # free JSON (model.hf_config): a few keys of any JSON value
+        keys = rng.sample(ODD_TEXT, k=rng.randint(0, 3))
+        return {k: rng.choice([None, 1, -0.5, k, [k], {k: k}]) for k in keys}
     if _model_of(annotation) is not None:
         return None  # absent optional model: turning it on is the seeds' job
     raise TypeError(f"no generator for {annotation!r}")

@@ -96,7 +96,7 @@ def test_default_plan_on_screen(qtbot: Any, window: Any) -> None:
     assert max(hbm_bar_tops(window)) == pytest.approx(window.doc.estimate.fit_peak.high / GB)
     assert table_bytes(window)["Weights (fp32)"] == "4,015,130,624"
     peak_gb = f"{window.doc.estimate.fit_peak.high / GB:.2f} GB"
-    assert peak_gb in window.verdict.values["peak"].text()
+    assert peak_gb in window.verdict.values["peak"].text().replace("\u00a0", " ")
     # The layout search runs once edits settle, so typing stays cheap.
     qtbot.waitUntil(lambda: "arithmetic minimum" in window.verdict.counts.text())
 
@@ -129,9 +129,13 @@ def test_parallelism_tab_dp_and_stages(qtbot: Any, window: Any) -> None:
     assert "32 ranks" not in window.verdict.values["world"].text()
     assert window.verdict.values["world"].text().startswith("4")
     type_into(qtbot, window, "parallelism.pp", "2")
-    assert window.stages.currentWidget() is window.stage_chart
-    bars = window.stage_chart.panel.bars
+    chart = window.stages.chart
+    assert window.stages.currentWidget() is chart and chart.panel is None  # tab not shown
+    window.results.setCurrentWidget(window.stages)
+    bars = chart.panel.bars
     assert len(bars) == 2 and sum(b.highlight for b in bars) == 1
+    type_into(qtbot, window, "parallelism.pp", "4")  # on screen: drawn at once
+    assert len(chart.panel.bars) == 4
 
 
 def test_parallelism_tab_illegal_tp_keeps_last_estimate(qtbot: Any, window: Any) -> None:

@@ -22,6 +22,7 @@ from engine.layout import GpuCounts, gpu_counts
 from engine.planfile import PlanFile
 from engine.validation import attach
 from engine.validation.records import MeasuredRecord
+from gui.views.layout_choice import validation_text
 
 pytestmark = pytest.mark.skipif(not have_poppler(), reason="poppler-utils (pdftotext) missing")
 
@@ -74,7 +75,9 @@ def reports(qapp: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Wr
 def test_key_figures_are_the_engines(reports: dict[str, Written], key: str) -> None:
     """The title page prints the per-rank peak compared with capacity as
     ``(low L B, high H B)`` with L, H = Estimate.fit_peak, and the three counts as
-    ``1. Arithmetic minimum: N GPUs`` etc. with N from gpu_counts(plan)."""
+    ``1. Arithmetic minimum: N GPUs`` etc. with N from gpu_counts(plan); the validation
+    range as the ranks of its layouts, with the node-rounded count beside it when
+    rounding raised it (validation_text)."""
     w = reports[key]
     fit = w.est.fit_peak
     assert "Per-rank HBM peak: " in w.text
@@ -82,7 +85,9 @@ def test_key_figures_are_the_engines(reports: dict[str, Written], key: str) -> N
     c = w.counts
     assert f"1. Arithmetic minimum: {c.arithmetic_min.gpus} GPUs" in w.text
     assert f"2. First legal layout (procurement): {c.first_layout.gpus} GPUs" in w.text
-    assert f"3. Validation range: {c.validation_low.gpus}–{c.validation_high.gpus} GPUs" in w.text
+    assert f"3. Validation range: {validation_text(c)} GPUs" in w.text
+    lo, hi = c.validation_low.gpus, c.validation_high.gpus
+    assert (str(lo) if lo == hi else f"{lo}–{hi}") in validation_text(c)
     assert w.est.config_hash in w.text  # the full SHA-256 on the title page
     assert f"Report test {key}" in w.text and f"notes of the {key} plan" in w.text
 

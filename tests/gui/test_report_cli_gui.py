@@ -119,7 +119,7 @@ def test_cli_letter_report(qapp: Any, tmp_path: Path, capsys: pytest.CaptureFixt
     assert f"({info['Pages']} pages" in said
 
 
-def test_file_menu_exports_report(window: Any, tmp_path: Path) -> None:
+def test_file_menu_exports_report(qtbot: Any, window: Any, tmp_path: Path) -> None:
     """File → Export Report… (Ctrl+E) and Print… (the platform's Print key) are in the
     File menu; exporting writes a PDF and says so in the status bar."""
     from PySide6.QtGui import QKeySequence
@@ -131,6 +131,7 @@ def test_file_menu_exports_report(window: Any, tmp_path: Path) -> None:
     assert actions.print.shortcut() == QKeySequence(QKeySequence.StandardKey.Print)
     out = tmp_path / "from-gui.pdf"
     assert actions.export_to(str(out), "a4")
+    qtbot.waitUntil(lambda: actions.last_written is not None, timeout=60_000)
     assert out.read_bytes()[:4] == b"%PDF"
     assert str(out) in window.statusBar().currentMessage()
 

@@ -127,8 +127,10 @@ def test_window_export_includes_what_was_asked(qtbot: Any, window: Any, tmp_path
     qtbot.waitUntil(lambda: panel.result is not None and not panel.runner.busy, timeout=60_000)
     plain = tmp_path / "plain.pdf"
     assert window.report_actions.export_to(str(plain), "a4")
+    qtbot.waitUntil(lambda: window.report_actions.last_written is not None, timeout=60_000)
     assert "Sweep — peak HBM" not in pdf_text(plain)
     panel.include.setChecked(True)
     swept = tmp_path / "swept.pdf"
     assert window.report_actions.export_to(str(swept), "a4")
+    qtbot.waitUntil(lambda: window.report_actions.last_written is not None, timeout=60_000)
     assert "Sweep — peak HBM against batch.micro_batch" in pdf_text(swept)

@@ -29,6 +29,7 @@ from engine.ledger.activations.geometry import (
 )
 from engine.ledger.activations.inputs import input_rows
 from engine.ledger.activations.loss import labels_rows
+from engine.ledger.activations.packing import packing_formula, real_token_share
 from engine.ledger.activations.schedule import in_flight
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import (
@@ -89,8 +90,9 @@ def _ckpt_terms(plan: Plan, g: Geometry) -> list[Term]:
 
 
 def _band(plan: Plan, n: int) -> tuple[int, int]:
+    """The activation band's low–high of ``n`` bytes; packing lowers the low end."""
     b = plan.runtime.activation_band
-    return int(n * b.low), int(n * b.high)
+    return int(n * b.low * real_token_share(plan)), int(n * b.high)
 
 
 def _weight_casts(
@@ -182,7 +184,7 @@ def activation_rows(
                 else ""
             )
             + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
-            f"{fmt_count(total)} B; × activation band" + _moe_note(plan)
+            f"{fmt_count(total)} B; × activation band" + packing_formula(plan) + _moe_note(plan)
         )
     rows.append(
         make_row(
@@ -271,7 +273,7 @@ def activation_rows(
             formula=f"max(0, {terms_formula(work, g)} = {fmt_count(work_b)}"
             + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
             + f" − the layer's own saved {fmt_count(own)}) = {fmt_count(net)} B; "
-            "× activation band",
+            "× activation band" + packing_formula(plan),
             source="memory-model",
             phases=BACKWARD,
             backward=IN_LAYERS,

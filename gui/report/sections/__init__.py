@@ -28,6 +28,7 @@ from gui.report.sections.memory import ledger_section, nodes_section, phases_sec
 from gui.report.sections.sweep import draw_sweep_chart, sweep_section
 from gui.report.sections.title import title_page
 from gui.report.sections.topology import draw_topology_chart, topology_section
+from gui.report.sections.trace_results import draw_trace_chart
 
 Section = Callable[[ReportContent], str]
 Drawing = Callable[[ReportContent, QPainter, QRectF], None]
@@ -54,6 +55,7 @@ DRAWINGS: dict[str, Drawing] = {
     "topology": draw_topology_chart,
     "sweep": draw_sweep_chart,
     "comparison": draw_comparison_chart,
+    "trace": draw_trace_chart,
 }
 """Vector drawings by placeholder key (``html.chart(key, …)``), recorded at the slot's
 size like the charts (gui.report.charts)."""

@@ -3,9 +3,20 @@ and the framework configurations generated from it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from engine.stacks.defaults import Derived, resolve_stack_defaults
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, table
-from gui.report.inputs import all_inputs
+from gui.report.inputs import InputLine, all_inputs, show
+
+
+def value_text(ln: InputLine, derived: Mapping[str, Derived]) -> str:
+    """The value as set, and for an input left at auto what the stack made of it."""
+    d = derived.get(ln.path)
+    if d is None:
+        return ln.value_text
+    return f"auto → {show(ln.path, d.value)} (stack {d.stack})"
 
 
 def inputs_section(c: ReportContent) -> str:
@@ -13,17 +24,19 @@ def inputs_section(c: ReportContent) -> str:
     out.append(
         '<p class="small">Every input of the plan, by section. <i>default</i> marks a value '
         "equal to the field's built-in default (what the plan relied on without saying); "
-        "values set in the plan are in bold with the default beside them.</p>"
+        "values set in the plan are in bold with the default beside them; <i>auto → x</i> is "
+        "an input left to the training stack, and the value the stack gave it.</p>"
     )
+    derived = resolve_stack_defaults(c.pf.plan).derived
     for section, lines in all_inputs(c.pf.plan).items():
         changed = sum(1 for ln in lines if not ln.is_default)
         rows = []
         for ln in lines:
             field = ln.path.split(".", 1)[1]
             value = (
-                f'{esc(ln.value_text)} <span class="default">default</span>'
+                f'{esc(value_text(ln, derived))} <span class="default">default</span>'
                 if ln.is_default
-                else f'<span class="set">{esc(ln.value_text)}</span>'
+                else f'<span class="set">{esc(value_text(ln, derived))}</span>'
             )
             rows.append(
                 [

@@ -11,7 +11,7 @@ from gui.report.inputs import show
 
 def diagnostics_section(c: ReportContent) -> str:
     d = c.diagnosis
-    out = [heading(1, "Diagnostics and sensitivity", "diagnostics", new_page=True)]
+    out = [heading(1, "Diagnostics and sensitivity", "diagnostics")]
     out.append(
         f"<p>Peak (high) {esc(fmt_bytes(d.peak_high))} against the limit "
         f"{esc(fmt_bytes(d.limit))}.</p>"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from engine.units import fmt_bytes
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table
+from gui.views.layout_choice import choose, validation_text
 
 REJECTED_SHOWN = 12
 
@@ -26,11 +27,7 @@ def counts_html(c: ReportContent) -> str:
             gpus(k.first_layout.gpus) + nodes,
             k.first_layout.reason,
         ),
-        (
-            "3. Validation range",
-            f"{k.validation_low.gpus}–{k.validation_high.gpus} GPUs",
-            k.validation_reason,
-        ),
+        ("3. Validation range", validation_text(k) + " GPUs", k.validation_reason),
     ]
     return "".join(
         f'<p><b>{esc(t)}: {esc(v)}</b><br><span style="font-size: 8pt">{esc(why)}</span></p>'
@@ -47,20 +44,23 @@ def layouts_section(c: ReportContent) -> str:
         f"{esc(fmt_bytes(k.limit_bytes))} per rank.</p>"
     )
     out.append(counts_html(c))
-    chosen = k.first_layout.outcome
-    if chosen is not None and k.first_layout.layout is not None:
+    choice = choose(c.pf.plan, c.est, k)  # the rule the window's Layouts tab follows
+    chosen = choice.chosen
+    if chosen is not None:
         out.append("<h2>Chosen layout</h2>")
+        out.append(f'<p class="small">{esc(choice.note)}</p>')
         out.append(
             table(
-                ["Layout", "Peak per rank (low–high)", "Headroom at high"],
+                ["Layout", "GPUs to buy", "Peak per rank (low–high)", "Headroom at high"],
                 [
                     [
-                        esc(k.first_layout.layout.label()),
+                        esc(chosen.layout.label()),
+                        str(chosen.gpus),
                         size(chosen.low, chosen.high, "both"),
                         esc(fmt_bytes(chosen.headroom)),
                     ]
                 ],
-                [40, 38, 22],
+                [36, 12, 32, 20],
             )
         )
     out.append("<h2>Alternatives at the procurement size, by headroom</h2>")
@@ -74,13 +74,16 @@ def layouts_section(c: ReportContent) -> str:
         )
     else:
         out.append('<p class="muted">No other layout of that size fits.</p>')
-    if k.rejected:
-        shown = min(REJECTED_SHOWN, len(k.rejected))
-        out.append(f"<h3>Rejected layouts ({len(k.rejected)}; the first {shown} shown)</h3>")
+    rejected = choice.rejected  # only the rejections that can apply to this model
+    if rejected:
+        shown = min(REJECTED_SHOWN, len(rejected))
+        out.append(f"<h3>Rejected layouts ({len(rejected)}; the first {shown} shown)</h3>")
         rows = [
-            [esc(r.layout.label()), esc("; ".join(r.reasons))] for r in k.rejected[:REJECTED_SHOWN]
+            [esc(r.layout.label()), esc("; ".join(r.reasons))] for r in rejected[:REJECTED_SHOWN]
         ]
         out.append(table(["Layout", "Why not"], rows, [35, 65]))
+    if choice.why_hidden:
+        out.append(f'<p class="small">{esc(choice.why_hidden)}.</p>')
     out.append(fit_html(c))
     out += [f'<p class="small">Note: {esc(n)}</p>' for n in k.notes]
     return "".join(out)

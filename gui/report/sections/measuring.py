@@ -1,6 +1,7 @@
 """What to measure: the assumption inputs and every row with a range, the validation plan
 (what a measured run must meet to confirm the estimate, and what breaks it), and the
-measured results when the plan holds records.
+measured results when the plan holds records — GPU runs as measured, traces as
+simulated measurements (``trace_results``).
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from engine.ledger.row import Row
 from engine.plan import get_value
 from engine.units import fmt_bytes, fmt_gb
 from engine.validation.reconcile import Figure, runtime_range
+from engine.workload import compile_note, step_tokens
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table
 from gui.report.inputs import section_inputs, show
+from gui.report.sections.trace_results import newest_trace_result, trace_block
 
 ASSUMPTION_INPUTS: tuple[str, ...] = (
     "runtime.allocator_reserve",
@@ -26,8 +29,23 @@ ASSUMPTION_INPUTS: tuple[str, ...] = (
     "host.os_reserve_bytes",
     "hardware.usable_hbm_bytes",
     "policy.headroom_percent",
+    "workload.packing",
+    "workload.mean_sample_tokens",
+    "workload.torch_compile",
 )
 """Inputs that are assumptions about the software stack, not facts of the model."""
+
+
+def _workload_note(c: ReportContent) -> str:
+    """Tokens per step (real and computed) and, when compiled, what is not modelled."""
+    t = step_tokens(c.pf.plan)
+    padding = f", {t.padding_share:.0%} of them padding" if t.padding_share > 0 else ""
+    text = (
+        f"<p class='small'>Tokens per optimizer step: {t.samples:,} samples, "
+        f"<b>{t.real:,} real tokens</b>; {t.positions:,} token positions computed{padding}.</p>"
+    )
+    note = compile_note(c.pf.plan)
+    return text + (f"<p class='small'><b>Not modelled:</b> {esc(note)}</p>" if note else "")
 
 
 def _uncertain_rows(c: ReportContent) -> list[Row]:
@@ -64,6 +82,7 @@ def assumptions_section(c: ReportContent) -> str:
             ]
         )
     out.append(table(["Input", "Value", "", "Why it is uncertain"], rows, [27, 27, 8, 38]))
+    out.append(_workload_note(c))
     unc = _uncertain_rows(c)
     out.append(f"<h2>Rows with a range (low ≠ high): {len(unc)}</h2>")
     if unc:
@@ -100,11 +119,24 @@ def validation_plan(c: ReportContent) -> str:
         lo, hi = (r.low, r.high) if isinstance(r, Range) else r
         return f"{size(lo, hi, u)}<br><span class='small'>low {lo:,} B<br>high {hi:,} B</span>"
 
+    acc = c.pf.plan.acceptance
+    tol = acc.peak_tolerance_percent
+    inside = "inside [low, high]" if not tol else f"inside [low − {tol:g} %, high + {tol:g} %]"
+    growth = (
+        "equals the measured one"
+        if not acc.max_peak_growth_percent
+        else f"exceeds the measured one by at most {acc.max_peak_growth_percent:g} %"
+    )
+    window = (
+        f"{acc.warmup_steps} warm-up + {acc.measured_steps} measured steps, "
+        f"then {acc.steady_window_steps}"
+    )
+
     rows = [
         [
             "Peak allocated — torch.cuda.max_memory_allocated()",
             rng(h.peak),
-            "inside [low, high]",
+            inside,
             "above high: the ledger misses tensors; below low: it over-counts (calibrate)",
         ],
         [
@@ -128,9 +160,9 @@ def validation_plan(c: ReportContent) -> str:
             "above capacity: the plan does not fit",
         ],
         [
-            "Steady-state window — 2 warm-up + 3 measured steps, then 6",
+            f"Steady-state window — {window}",
             "same peaks",
-            "the peak of the 6-step window equals the 3-step one",
+            f"the peak of the {acc.steady_window_steps}-step window {growth}",
             "a rising peak: a leak or fragmentation; the estimate is not a steady state",
         ],
         [
@@ -153,15 +185,16 @@ def validation_plan(c: ReportContent) -> str:
         ],
     ]
     return (
-        "<h2>Validation plan</h2>"
-        "<p style='font-size: 8pt'>Measure one representative micro-batch on the pinned "
+        heading(2, "Validation plan")
+        + "<p style='font-size: 8pt'>Measure one representative micro-batch on the pinned "
         "software stack, on the ranks of the heaviest stage "
         f"(stage {est.heaviest_stage}), with the plan's batch geometry. Generate the probe "
         "with <span class='mono'>memplan probe PLAN.memplan -o memplan_probe.py</span>, "
         "call <span class='mono'>probe.step()</span> after every optimizer step, then "
         "compare with <span class='mono'>memplan validate-run PLAN.memplan "
         "memplan_records/</span>. The estimate is <b>confirmed</b> when every figure meets "
-        "its threshold and <b>refuted</b> when one breaks it.</p>"
+        "its threshold and <b>refuted</b> when one breaks it. The thresholds are the "
+        "plan's acceptance inputs (Hardware tab → Acceptance thresholds).</p>"
         + table(
             ["What to measure", "Estimate", "Confirms", "Refutes / action"],
             rows,
@@ -187,14 +220,24 @@ def measured_section(c: ReportContent) -> str:
         out.append('<p class="muted">This plan holds no measured runs yet.</p>')
         return "".join(out)
     inside = sum(1 for r in rec.ranks if r.verdict == "inside")
+    traces = sum(1 for r in rec.ranks if r.record.simulated)
+    kinds = (
+        f" — {traces} of them a simulated measurement (trace), shown apart from GPU runs"
+        if traces
+        else ""
+    )
     out.append(
-        f"<p>{len(rec.ranks)} record(s), {inside} inside the estimated range "
+        f"<p>{len(rec.ranks)} record(s), {inside} inside the estimated range{kinds} "
         "(error = measured − estimate mid, in % of measured).</p>"
     )
     out += [f"<p><b>Warning:</b> {esc(w)}</p>" for w in rec.warnings]
     out += [f'<p class="small">Note: {esc(n)}</p>' for n in rec.notes]
+    newest = newest_trace_result(c)
     for r in rec.ranks:
-        out.append(f"<h3>{esc(r.record.title)} — stage {r.stage}: {esc(r.verdict)}</h3>")
+        if r.record.simulated:
+            out.append(trace_block(c, r, newest=r is newest))
+            continue
+        out.append(f"<h3>{esc(r.record.title)} — stage {r.stage}: {esc(r.verdict)} — GPU run</h3>")
         out.append(
             table(
                 ["Figure", "Measured (B)", "Estimate low–high (B)", "Error", "Verdict"],

@@ -26,6 +26,11 @@ from gui.report.sources import Citations
 from gui.views.chart import legend_html, panel_groups
 from gui.views.chart_data import panels
 
+LEDGER_CHART_HEIGHT = 270
+STAGES_CHART_HEIGHT = 230
+"""Heights of the two charts drawn by the window's chart code (gui.report.charts
+records them on the GUI thread before the rest of the report is laid out elsewhere)."""
+
 LOCATION_TITLES = {
     "hbm": "HBM (GPU memory) per rank",
     "host": "Host RAM attributed to the rank",
@@ -102,9 +107,9 @@ def phases_section(c: ReportContent) -> str:
     est, units = c.est, c.units
     h = est.heaviest
     out = [heading(1, "Charts and the step timeline", "charts", new_page=True)]
-    out.append(chart("ledger", CHART_WIDTH, 270))
+    out.append(chart("ledger", CHART_WIDTH, LEDGER_CHART_HEIGHT))
     groups, spread = panel_groups(panels(c.pf.plan, est))
-    legend = legend_html(groups, spread).replace("&nbsp;&nbsp;&nbsp;", " &nbsp; ")
+    legend = legend_html(groups, spread)
     out.append(f"<p class='small' align='center'>{legend}</p>")
     out.append(
         '<p class="small">HBM per rank of the heaviest stage at each phase\'s peak moment '
@@ -115,11 +120,15 @@ def phases_section(c: ReportContent) -> str:
     for ph in PHASES:
         a = h.phases[ph]
         r = h.reserved_phases.get(ph, a)
-        mark = "▲ peak" if ph == h.peak_phase else ""
+        mark = "▲ the peak" if ph == h.peak_phase else ""
         rows.append([esc(ph), size(a.low, a.high, units), size(r.low, r.high, units), mark])
     out.append("<h2>HBM per phase</h2>")
     out.append(
-        table(["Phase", "Allocated (tensors)", "Reserved (allocator)", ""], rows, [16, 36, 36, 12])
+        table(
+            ["Phase", "Allocated (tensors)", "Reserved (allocator)", "Peak phase"],
+            rows,
+            [16, 35, 35, 14],
+        )
     )
     if h.moments:
         mrows = [
@@ -165,7 +174,7 @@ def stages_html(est: Estimate, units: UnitChoice) -> str:
     ]
     return (
         heading(2, "Pipeline stages", new_page=True)
-        + chart("stages", CHART_WIDTH, 230)
+        + chart("stages", CHART_WIDTH, STAGES_CHART_HEIGHT)
         + table(
             ["Stage", "Layers", "Peak phase", "Allocated peak", "Fit peak"],
             rows,

@@ -7,6 +7,8 @@ next to the rounded sizes so a reader can audit a figure against ``memplan estim
 from __future__ import annotations
 
 from engine.estimate import VERDICT_WORDS, Range
+from engine.plan import Plan
+from engine.stacks.defaults import resolve_stack_defaults, resolved, stack_label
 from engine.units import UnitChoice, fmt_bytes
 from gui.report.content import ReportContent
 from gui.report.html import VERDICT_COLORS, esc, figures_table, kv_table, size
@@ -19,6 +21,23 @@ def peak_line(label: str, r: Range, units: UnitChoice) -> str:
         f"<b>{esc(label)}:</b> {size(r.low, r.high, units)} "
         f'<span class="mono">(low {r.low:,} B, high {r.high:,} B)</span>'
     )
+
+
+def model_line(plan: Plan) -> str:
+    """The model and method, with the precision the engine computed with: the stack's
+    policy when the plan leaves it at auto (a reader signs amp_master, not "auto")."""
+    p = resolved(plan).method.precision
+    return (
+        f"{plan.model.name} — {plan.method.kind} training, {plan.method.optimizer.name}, "
+        f"precision {p.policy} ({p.compute_dtype} compute, {p.grad_dtype} gradients)"
+    )
+
+
+def stack_line(plan: Plan) -> str:
+    """The stack that decides every auto input, and how many inputs it decided."""
+    r = resolve_stack_defaults(plan)
+    how = "auto: from the strategy and method" if plan.stack.name == "auto" else "chosen"
+    return f"{stack_label(plan)} ({how}); {len(r.derived)} inputs left at auto take its defaults"
 
 
 def key_figures(c: ReportContent) -> list[tuple[str, int, int]]:
@@ -50,13 +69,8 @@ def title_page(c: ReportContent) -> str:
         ("Formula version", esc(f"{c.formula_version} (the engine's rules for every row)")),
         ("Plan schema version", esc(c.schema_version)),
         ("Config hash (SHA-256)", f'<span class="mono">{esc(est.config_hash)}</span>'),
-        (
-            "Model",
-            esc(
-                f"{plan.model.name} — {plan.method.kind} training, "
-                f"{plan.method.optimizer.name}, precision {plan.method.precision.policy}"
-            ),
-        ),
+        ("Model", esc(model_line(plan))),
+        ("Training stack", esc(stack_line(plan))),
         (
             "Layout",
             esc(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from engine.estimate import estimate
 from engine.plan import Plan, default_plan, with_values
-from engine.whatif.diagnostics import diagnose
+from engine.units import GB
+from engine.whatif.diagnostics import MIN_SAVING_BYTES, diagnose
 from engine.whatif.fit import largest_micro_batch, longest_sequence
 from engine.whatif.sensitivity import sensitivity
 from tests.engine.layout.layout_fakes import fake_estimator
@@ -93,16 +94,32 @@ def test_diagnose_default_plan() -> None:
 
 
 def test_diagnose_savings_are_re_estimated() -> None:
-    """Peak 1000 B under FSDP2, 600 under ZeRO-2, 400 under ZeRO-3, else 1000: the
-    suggestions list ZeRO-3 (saves 600) before ZeRO-2 (saves 400) and nothing else."""
-    table = {"zero2": 600, "zero3": 400}
-    est = fake_estimator(lambda p: table.get(p.parallelism.strategy, 1000))
+    """Peak 1000 GB under FSDP2, 600 under ZeRO-2, 400 under ZeRO-3, else 1000: the
+    suggestions list ZeRO-3 (saves 600 GB) before ZeRO-2 (saves 400 GB) and nothing
+    else."""
+    table = {"zero2": 600 * GB, "zero3": 400 * GB}
+    est = fake_estimator(lambda p: table.get(p.parallelism.strategy, 1000 * GB))
     d = diagnose(_cap100(), estimator=est)
     assert [(s.label, s.saves) for s in d.suggestions] == [
-        ("use ZeRO-3", 600),
-        ("ZeRO-3 with parameters offloaded to CPU", 600),
-        ("use ZeRO-2", 400),
+        ("use ZeRO-3", 600 * GB),
+        ("ZeRO-3 with parameters offloaded to CPU", 600 * GB),
+        ("use ZeRO-2", 400 * GB),
     ]
+
+
+def test_diagnose_offers_no_saving_too_small_to_show() -> None:
+    """ZeRO-2 saves 9,999,999 B (0.0099… GB: "saves 0.00 GB" on screen), ZeRO-3
+    10,000,000 B (0.01 GB, the finest figure printed): only ZeRO-3 (and its variants) is
+    offered; ZeRO-2 is listed as not applicable with the reason."""
+    base = 1000 * GB
+    table = {"zero2": base - (MIN_SAVING_BYTES - 1), "zero3": base - MIN_SAVING_BYTES}
+    est = fake_estimator(lambda p: table.get(p.parallelism.strategy, base))
+    d = diagnose(_cap100(), estimator=est)
+    assert MIN_SAVING_BYTES == 10_000_000
+    assert "use ZeRO-2" not in [s.label for s in d.suggestions]
+    assert all(s.saves is not None and s.saves >= MIN_SAVING_BYTES for s in d.suggestions)
+    skipped = next(s for s in d.not_applicable if s.label == "use ZeRO-2")
+    assert "saves only 9,999,999 B" in (skipped.error or "")
 
 
 def test_sensitivity_tornado() -> None:

@@ -1,0 +1,58 @@
+"""Tokens per optimizer step, and what the workload inputs change that the ledger cannot.
+
+A padded micro-batch computes every position of ``micro_batch × seq_len`` whether a
+sample fills it or not; a packed (padding-free) one computes only its samples' tokens.
+So the step's *real* tokens — what the job trains on, what its throughput is quoted in —
+differ from its token positions by the padding. :func:`step_tokens` gives both (the
+micro-batches of every data-parallel replica, as the exporters count the global batch).
+
+``torch.compile`` is recorded but not modelled: AOT Autograd's min-cut partitioner
+recomputes cheap forward ops in backward instead of saving them (fewer saved bytes than
+eager), and ``mode="reduce-overhead"`` keeps CUDA-graph memory pools (more), by amounts
+that depend on the graph; :func:`compile_note` says so wherever the estimate is shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.exports.common import global_batch
+from engine.plan import Plan
+
+COMPILE_SOURCE = "torch-compile-partitioner"
+
+
+@dataclass(frozen=True, slots=True)
+class StepTokens:
+    """One optimizer step's samples and tokens, over the whole job."""
+
+    samples: int
+    positions: int  # token positions computed (padding included)
+    real: int  # real tokens trained on
+
+    @property
+    def padding_share(self) -> float:
+        """Share of the computed positions that are padding."""
+        return 1 - self.real / self.positions if self.positions else 0.0
+
+
+def step_tokens(plan: Plan) -> StepTokens:
+    """The step's samples, computed positions and real tokens (see the module doc)."""
+    samples = global_batch(plan)
+    seq = plan.batch.seq_len
+    mean = min(plan.workload.mean_sample_tokens or seq, seq)
+    real = samples * mean
+    positions = real if plan.workload.packing == "packed" else samples * seq
+    return StepTokens(samples, positions, real)
+
+
+def compile_note(plan: Plan) -> str | None:
+    """The note a view shows when the plan runs under torch.compile (None otherwise)."""
+    if not plan.workload.torch_compile:
+        return None
+    return (
+        "torch.compile is on and not modelled: the ledger shows eager figures. The "
+        "compiled backward may save fewer activations (AOT Autograd's min-cut partitioner "
+        "recomputes cheap ops) and mode='reduce-overhead' adds CUDA-graph pools; measure "
+        f"the compiled step before buying [{COMPILE_SOURCE}]."
+    )
