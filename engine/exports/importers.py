@@ -112,6 +112,7 @@ def import_model(path: Path, base: Plan) -> Imported:
     res: list[str] = []
     warn: list[str] = []
     spec: ArchitectureSpec | None = None
+    kept: dict[str, Any] | None = None  # the config.json the plan keeps (model.hf_config)
     if cfg_path.is_file():
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
         if not isinstance(cfg, dict):
@@ -121,20 +122,20 @@ def import_model(path: Path, base: Plan) -> Imported:
             res.append(resolution)
         if resolution is None and folder is not None:
             found = import_model_folder(folder)
-            spec, notes = found.spec, list(found.notes)
+            spec, notes, kept = found.spec, list(found.notes), found.config
             if found.check is not None and not found.check.ok:
                 notes.append("the config does not describe the checkpoint it sits beside")
         else:
             got = import_hf_config(cfg)
-            spec, notes = got.spec, list(got.notes)
+            spec, notes, kept = got.spec, list(got.notes), got.config
         warn += notes
     elif folder is not None:
         found = import_model_folder(folder)
-        spec, warn = found.spec, list(found.notes)
+        spec, warn, kept = found.spec, list(found.notes), found.config
     if spec is None:
         raise ValueError(f"{path} holds no config.json to build the architecture from")
     name = (path.name if folder else path.parent.name) or "imported model"
-    model = ModelSection(name=name, preset=None, architecture=spec)
+    model = ModelSection(name=name, preset=None, architecture=spec, hf_config=kept)
     tree = base.model_dump(mode="json")
     tree["model"] = model.model_dump(mode="json")
     return Imported(Plan.model_validate(tree), tuple(res), tuple(warn))

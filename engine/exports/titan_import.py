@@ -207,6 +207,7 @@ def import_torchtitan(text: str, base: Plan) -> Imported:
         ch["method.optimizer.implementation"] = _INV_IMPL[impl]
     elif impl:
         warn.append(f"optimizer.implementation {impl!r} is not modelled")
+    ch["workload.torch_compile"] = tree.get("compile", {}).get("enable") is True
     if ac is None:
         ac = "selective"
         res.append("activation_checkpoint not set: torchtitan's default SelectiveAC")

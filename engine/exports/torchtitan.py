@@ -181,7 +181,13 @@ def titan_config(plan: Plan) -> tuple[str, str, dict[str, dict[str, Any]], str, 
     impl = {"implementation": IMPLEMENTATION[plan.method.optimizer.implementation]}
     if plan.method.optimizer.name != "adamw":
         gaps.add("method.optimizer.name", "the recipe keeps the registry's AdamW")
-    sections = {"training": training, "parallelism": parallelism, "optimizer": impl}
+    compile_ = {"enable": plan.workload.torch_compile}
+    sections = {
+        "training": training,
+        "parallelism": parallelism,
+        "optimizer": impl,
+        "compile": compile_,
+    }
     return module, fn, sections, AC.get(rc, "FullAC.Config()"), gaps
 
 
@@ -215,6 +221,7 @@ def expressed(plan: Plan) -> frozenset[str]:
         "method.recompute.policy",
         "offload.optimizer",
         "offload.params",
+        "workload.torch_compile",
     }
     if p.parallelism.pp > 1:
         out.add("parallelism.virtual_stages")
