@@ -14,7 +14,7 @@ import pytest
 from engine.models.hf_cache import import_cached_model
 from engine.models.hf_config import import_hf_config, spec_from_hf_config
 from engine.models.importer import import_model_folder
-from engine.plan import Plan, with_values
+from engine.plan import Plan, canonical_hash, with_values
 from engine.planfile import PlanFile, dumps, load, parse, save
 from engine.presets import model_section_for_cached
 from tests.engine.models.config_formulas import NAMES, config
@@ -31,9 +31,17 @@ TINY = {
     "tie_word_embeddings": True,
 }
 
-DEFAULT_PLAN_HASH = "11a7548736793348a4b1ead047124880800274cc438a8f95e15dcaa55eea56e1"
-"""The default plan's config hash before ``model.hf_config`` existed (main at 3bff41e, schema 2
-with the training stack as an input)."""
+
+def hash_as_before_the_field(plan: Plan) -> str:
+    """The hash a MemPlan without ``model.hf_config`` gave this plan: its full JSON dump
+    (every other input, ``None`` ones included) with the field's key removed. Derived, not
+    pinned, so that inputs added later (with their own defaults) do not break this test."""
+    tree = plan.model_dump(mode="json")
+    del tree["model"]["hf_config"]
+    return canonical_hash(tree)
+
+
+DEFAULT_PLAN_HASH = hash_as_before_the_field(Plan())
 
 
 def test_a_plan_without_an_import_keeps_its_hash() -> None:
