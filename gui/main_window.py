@@ -197,6 +197,7 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         self.framework = FrameworkActions(self, self.doc)
         file_menu.addAction(self.framework.import_action)
+        file_menu.addAction(self.framework.import_folder_action)
         file_menu.addMenu(self.framework.export_menu)
         file_menu.addSeparator()
         self.report_actions = ReportActions(self, self.doc)
