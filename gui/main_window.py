@@ -3,8 +3,8 @@
 Every view redraws from the document's latest Estimate; the document coalesces the
 edits of one event-loop turn into one recompute, so the chart, table and verdict move
 together on each keystroke. The slow parts of the plan's analysis (GPU counts,
-diagnostics, what fits the layout, sensitivity) come from ``engine.analysis`` on a worker
-thread once the edits settle; each arrives tagged with its plan's config hash and is
+diagnostics, what fits the layout, sensitivity) come from ``engine.analysis`` in a worker
+process once the edits settle; each arrives tagged with its plan's config hash and is
 shown only if that plan's estimate is still the one on screen.
 """
 
@@ -91,6 +91,7 @@ class MainWindow(QMainWindow):
         self.analysis = AnalysisParts(self.doc, self)
         self.analysis.arrived.connect(self._part_arrived)
         self.analysis.searching.connect(lambda: self.results.setTabText(2, "Diagnostics"))
+        self.analysis.failed.connect(self._analysis_failed)
         self.worker = self.analysis.worker
         self._build()
         self._menus()
@@ -280,6 +281,13 @@ class MainWindow(QMainWindow):
             self.verdict.show_counts(counts)
         elif isinstance(counts, PlanError):
             self.verdict.show_counts_unavailable(str(counts))
+
+    def _analysis_failed(self, reason: str) -> None:
+        """The worker process died: say so where the counts would be; the estimate on
+        screen stays, and the next edit searches again in a new process."""
+        message = f"Layout search stopped ({reason}); edit the plan to search again."
+        self.verdict.show_counts_unavailable(message)
+        self.statusBar().showMessage(message)
 
     def _show_measured(self) -> None:
         self.measured.show_document(self.doc, self.units)
