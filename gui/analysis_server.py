@@ -31,6 +31,10 @@ from engine.analysis import Part, analysis
 from engine.errors import PlanError
 from engine.plan import Plan
 
+NICENESS = 10
+"""How much lower than the window's the server's CPU priority is (POSIX): on a machine
+with few cores the window's redraws come before a search's next plan."""
+
 HEADER = struct.Struct("!Q")
 """Each frame's length, before its pickle."""
 
@@ -120,6 +124,8 @@ def main(compute: Compute = compute_part) -> int:
     """Serve on this process's stdin/stdout; stray prints go to stderr, not the pipe."""
     out = sys.stdout.buffer
     sys.stdout = sys.stderr
+    if hasattr(os, "nice"):
+        os.nice(NICENESS)
     raw = cast(BinaryIO, getattr(sys.stdin.buffer, "raw", sys.stdin.buffer))
     return serve(raw, out, compute)
 

@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import PlanError
 from engine.layout import GpuCounts
-from gui import gc_policy, measured
+from gui import gc_policy, gil_policy, measured
 from gui.analysis_parts import AnalysisParts
 from gui.autosave import Autosaver
 from gui.document import PlanDocument
@@ -114,6 +114,7 @@ class MainWindow(QMainWindow):
         else:
             self._open_splitter()
         gc_policy.install()
+        gil_policy.install()
 
     # layout ----------------------------------------------------------------------
     def _build(self) -> None:
