@@ -48,8 +48,16 @@ Command = Callable[[], list[str]]
 """The argument vector of the worker process (program first)."""
 
 
+SERVER_ENV = "MEMPLAN_ANALYSIS_SERVER"
+"""Set (to 1) for the worker process: a frozen bundle's executable, which has no ``-m``,
+runs the server instead of the app when it sees it (``packaging/memplan_entry.py``)."""
+
+
 def server_command() -> list[str]:
-    """``python -m gui.analysis_server`` in this interpreter (the window's environment)."""
+    """``python -m gui.analysis_server`` in this interpreter (the window's environment);
+    in a frozen bundle its own executable, told by :data:`SERVER_ENV`."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable]
     return [sys.executable, "-m", "gui.analysis_server"]
 
 
@@ -60,6 +68,7 @@ def _environment() -> QProcessEnvironment:
     root = str(Path(__file__).resolve().parent.parent)
     path = env.value("PYTHONPATH", "")
     env.insert("PYTHONPATH", root + (os.pathsep + path if path else ""))
+    env.insert(SERVER_ENV, "1")
     return env
 
 
