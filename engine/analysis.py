@@ -93,6 +93,14 @@ class Analysis:
         """Whether ``name`` is ready (an access then costs nothing)."""
         return name in self._done
 
+    def provide(self, name: Part, value: object) -> None:
+        """Keep a part computed elsewhere (the window's worker process) unless it is
+        already here, so a report written afterwards finds it ready. A PlanError value
+        is kept as that part's failure."""
+        with self._locks[name]:
+            if name not in self._done:
+                self._done[name] = _Failed(value) if isinstance(value, PlanError) else value
+
     def _estimator(self, plan: Plan) -> Estimate:
         """The estimator the what-if parts share: this plan's own estimate is reused."""
         return self.estimate if plan == self.plan else estimate(plan)

@@ -15,6 +15,7 @@ from engine.ledger.activations.loss import logits_rows
 from engine.ledger.activations.rows import activation_rows
 from engine.ledger.activations.schedule import in_flight
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers
+from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
 from engine.ledger.peaks.dequantize import dequantize_rows
@@ -167,6 +168,8 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
     gathered = gathered_rows(plan, placed, formats, shard, rule, stage)
     rows += gathered
     rows += bucket_rows(plan, held, formats, rule, shard)
+    in_hbm = any(r.state == "grads" and r.location == "hbm" for r in rows)
+    rows += backward_grad_rows(plan, held, stage_held(plan, stage)[1], in_hbm)
     rows += accumulation_rows(plan, held, rule)
     if plan.method.kind == "qlora":
         rows += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)

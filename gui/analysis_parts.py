@@ -1,6 +1,6 @@
 """The slow parts of the plan on screen (GPU counts, diagnostics, fit, sensitivity).
 
-They come from ``engine.analysis`` on a worker thread once the edits settle
+They come from ``engine.analysis`` in a worker process once the edits settle
 (:data:`SLOW_VIEWS_DELAY_MS` after the last redraw), each tagged with the config hash of
 the plan it was computed for; a part is kept only if that plan's estimate is still the
 one on screen. The window asks :class:`AnalysisParts` for what has arrived and is told by
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from gui.analysis_worker import AnalysisWorker
 from gui.document import PlanDocument
-from gui.workers import AnalysisWorker
 
 SLOW_VIEWS_DELAY_MS = 150
 """Idle time after the last edit before the layout search and suggestions rerun."""
@@ -27,6 +27,7 @@ class AnalysisParts(QObject):
 
     arrived = Signal(str)  # the part's name
     searching = Signal()  # a search for the plan on screen has started
+    failed = Signal(str)  # the worker process stopped: why (the next edit starts anew)
 
     def __init__(self, doc: PlanDocument, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -35,6 +36,7 @@ class AnalysisParts(QObject):
         self.parts: dict[str, object] = {}
         self.worker = AnalysisWorker(self)
         self.worker.partReady.connect(self._part_ready)
+        self.worker.failed.connect(self.failed)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(SLOW_VIEWS_DELAY_MS)

@@ -1,54 +1,120 @@
-"""File → Export Framework Config and File → Import Framework Config…
+"""File → Import Framework Config… / Import Model Folder… and Export Framework Config.
 
-The engine writes the plan as a DeepSpeed ``ds_config.json``, an FSDP2 setup, an
-``accelerate`` config or Megatron arguments (``engine.exports``), and reads a
-``ds_config.json`` or an ``accelerate`` YAML back into plan changes
-(``engine.exports.importers``: only what the file really states; ``"auto"`` values and
-keys MemPlan does not model are reported, never guessed). These actions put both in the
-window (they were on the command line only): an export goes to a file the user names,
-with what the format could not say shown afterwards; an import is one undo step, with
-its notes shown.
+The window's face of ``engine.exports``: an export refuses a plan that does not validate
+(the validator's words), writes the config and its companions (the ds_config an
+accelerate YAML points at, the PEFT snippet of a LoRA plan) where the user says, and
+shows what the file could not express, with a Check button that loads the file with the
+framework's own classes on a worker thread (``engine.exports.check``; it runs a child
+Python, never on the GUI thread). An import reads any of the five kinds
+(``engine.exports.importers``) over the current plan and applies the difference as one
+undo step, listing each ``auto`` it resolved and each key it did not understand.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
+from pydantic import ValidationError
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QLabel,
+    QMenu,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
-from engine.errors import PlanError
-from engine.exports import EXPORTERS
-from engine.exports.importers import accelerate_changes, deepspeed_changes, read_flat_yaml
+from engine.exports import FORMATS, Export
+from engine.exports.check import CheckResult, check_export
+from engine.exports.common import changed_fields
+from engine.exports.importers import import_file
+from engine.legality.checks import plan_problems
+from engine.models.hf_reader import ConfigImportError
+from engine.models.safetensors_index import SafetensorsError
+from engine.plan import Plan
 from gui import dialogs
 from gui.document import PlanDocument
+from gui.workers import TaskRunner
 
 FORMAT_NAMES = {
     "deepspeed": "&DeepSpeed ds_config.json…",
-    "fsdp2": "&FSDP2 (torch.distributed) settings…",
-    "accelerate": "&Accelerate config…",
-    "megatron": "&Megatron-Core arguments…",
+    "accelerate": "&accelerate config…",
+    "torchtitan": "&torchtitan recipe…",
+    "megatron": "&Megatron-LM launch script…",
 }
+IMPORT_FILTER = (
+    "Framework configs and model configs (*.json *.yaml *.yml *.toml *.py *.sh *.txt);;"
+    "All files (*)"
+)
+IMPORT_ERRORS = (ValueError, KeyError, OSError, ConfigImportError, SafetensorsError)
 
 
-def import_changes(path: Path, text: str, doc: PlanDocument) -> tuple[dict[str, Any], list[str]]:
-    """The plan changes a framework config states: a ``.json`` is read as a DeepSpeed
-    config, anything else as an accelerate YAML. Raises ValueError for unreadable text."""
-    if path.suffix.lower() == ".json":
-        try:
-            cfg = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path.name} is not valid JSON: {exc.msg}") from None
-        if not isinstance(cfg, dict):
-            raise ValueError(f"{path.name}: a ds_config.json holds one JSON object")
-        return deepspeed_changes(cfg, doc.plan)
-    return accelerate_changes(read_flat_yaml(text), doc.plan)
+def export_summary(exp: Export, written: list[Path]) -> str:
+    """What the export dialog says: the files, the target version, what is missing."""
+    lines = [f"Wrote {', '.join(p.name for p in written)} for {exp.target}."]
+    if exp.unexpressed:
+        lines += ["", "Plan inputs this file cannot express:"]
+        lines += [f"• {u}" for u in exp.unexpressed]
+    else:
+        lines += ["", "Every plan input is expressed."]
+    if exp.advice:
+        lines += ["", *(f"• {a}" for a in exp.advice)]
+    return "\n".join(lines)
+
+
+def check_summary(results: list[CheckResult]) -> str:
+    words = {True: "accepted", False: "REFUSED"}
+    return "\n".join(
+        f"{r.format}: {words[r.ok] if r.available else 'not checked'} — {r.message}"
+        for r in results
+    )
+
+
+class ExportResult(QDialog):
+    """The written export: what it cannot express, and a Check button (off-thread)."""
+
+    def __init__(self, parent: QWidget, exp: Export, plan: Plan, written: list[Path]) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(f"Exported {exp.filename}")
+        self.exp, self.plan = exp, plan
+        layout = QVBoxLayout(self)
+        text = QPlainTextEdit(export_summary(exp, written))
+        text.setReadOnly(True)
+        layout.addWidget(text)
+        self.check_label = QLabel("")
+        self.check_label.setWordWrap(True)
+        layout.addWidget(self.check_label)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        self.check_button = QPushButton("&Check with the framework")
+        self.check_button.setToolTip("Load the file with the framework's own config classes")
+        buttons.addButton(self.check_button, QDialogButtonBox.ButtonRole.ActionRole)
+        buttons.rejected.connect(self.close)
+        self.check_button.clicked.connect(self.start_check)
+        layout.addWidget(buttons)
+        self.runner = TaskRunner(self)
+        self.runner.finished.connect(self._checked)
+        self.runner.failed.connect(lambda msg: self.check_label.setText(f"Check failed: {msg}"))
+        self.results: list[CheckResult] | None = None
+
+    def start_check(self) -> None:
+        self.check_button.setEnabled(False)
+        self.check_label.setText("Checking…")
+        exp, plan = self.exp, self.plan
+        self.runner.start(lambda _progress: check_export(exp, plan))
+
+    def _checked(self, results: object) -> None:
+        assert isinstance(results, list)
+        self.results = results
+        self.check_label.setText(check_summary(results))
+        self.check_button.setEnabled(True)
 
 
 class FrameworkActions:
-    """The export submenu and the import action for one window."""
+    """The export submenu and the import actions of one window."""
 
     def __init__(self, window: QWidget, doc: PlanDocument) -> None:
         self.window, self.doc = window, doc
@@ -59,59 +125,80 @@ class FrameworkActions:
             action.triggered.connect(lambda _c=False, k=key: self.export_dialog(k))
             self.exports[key] = action
         self.import_action = QAction("&Import Framework Config…", window)
-        self.import_action.setStatusTip("Read a ds_config.json or an accelerate YAML into the plan")
+        self.import_action.setStatusTip(
+            "Read a ds_config, accelerate YAML, torchtitan config, Megatron arguments or "
+            "a config.json into the plan"
+        )
         self.import_action.triggered.connect(lambda _c=False: self.import_dialog())
+        self.import_folder_action = QAction("Import &Model Folder…", window)
+        self.import_folder_action.setStatusTip("A folder with config.json and/or safetensors")
+        self.import_folder_action.triggered.connect(lambda _c=False: self.import_folder_dialog())
+        self.result: ExportResult | None = None
+
+    def _start_dir(self) -> str:
+        return str(self.doc.path.parent if self.doc.path else Path.home())
 
     def export_dialog(self, key: str) -> bool:
-        try:
-            export = EXPORTERS[key](self.doc.plan)
-        except (PlanError, ValueError) as exc:
-            dialogs.show_error(self.window, "Cannot export", str(exc))
-            return False
-        start = self.doc.path.parent if self.doc.path else Path.home()
+        filename = FORMATS[key].write(self.doc.plan).filename
         path, _ = QFileDialog.getSaveFileName(
-            self.window, "Export framework config", str(start / export.filename)
+            self.window, "Export framework config", str(Path(self._start_dir()) / filename)
         )
         return bool(path) and self.export_to(key, path)
 
     def export_to(self, key: str, path: str) -> bool:
-        """Write the ``key`` export of the plan to ``path``; its notes are shown."""
-        try:
-            export = EXPORTERS[key](self.doc.plan)
-            Path(path).write_text(export.text, encoding="utf-8")
-        except (PlanError, ValueError, OSError) as exc:
-            dialogs.show_error(self.window, "Cannot export", f"{path}: {exc}")
+        """Write the ``key`` export (and companions beside it); show what it lacks."""
+        plan = self.doc.plan
+        problems = plan_problems(plan)
+        if problems:
+            msg = "\n".join(f"• {p.message}" for p in problems)
+            dialogs.show_error(self.window, "Cannot export: the plan does not validate", msg)
             return False
-        if export.notes:
-            dialogs.show_info(
-                self.window,
-                "Exported — what the config cannot say",
-                "\n".join(f"• {n}" for n in export.notes),
-            )
+        exp = FORMATS[key].export(plan)
+        target = Path(path)
+        files = [(target, exp.text)] + [(target.parent / e.filename, e.text) for e in exp.extras]
+        try:
+            for p, text in files:
+                p.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            dialogs.show_error(self.window, "Cannot export", f"{path}: {exc.strerror or exc}")
+            return False
+        self.result = ExportResult(self.window, exp, plan, [p for p, _ in files])
+        self.result.show()
         return True
 
     def import_dialog(self) -> bool:
-        start = str(self.doc.path.parent if self.doc.path else Path.home())
         path, _ = QFileDialog.getOpenFileName(
-            self.window,
-            "Import framework config",
-            start,
-            "Framework configs (*.json *.yaml *.yml);;All files (*)",
+            self.window, "Import framework config", self._start_dir(), IMPORT_FILTER
+        )
+        return bool(path) and self.import_path(path)
+
+    def import_folder_dialog(self) -> bool:
+        path = QFileDialog.getExistingDirectory(
+            self.window, "Import model folder", self._start_dir()
         )
         return bool(path) and self.import_path(path)
 
     def import_path(self, path: str) -> bool:
-        """Apply a framework config to the plan as one undo step; notes are shown."""
+        """Apply a framework config or model to the plan as one undo step."""
         p = Path(path)
         try:
-            changes, notes = import_changes(p, p.read_text(encoding="utf-8"), self.doc)
-        except (ValueError, OSError) as exc:
-            dialogs.show_error(self.window, "Cannot import", str(exc))
+            got = import_file(p, self.doc.plan)
+        except IMPORT_ERRORS as exc:
+            dialogs.show_error(self.window, "Cannot import", f"{p.name}: {exc}")
             return False
-        if not self.doc.set_many(changes, f"Import {p.name}"):
-            problems = "; ".join(self.doc.invalid.values()) or "the plan refuses these values"
-            dialogs.show_error(self.window, "Cannot import", f"{p.name}: {problems}")
+        except ValidationError as exc:
+            dialogs.show_error(self.window, "Cannot import", f"{p.name}: {exc.errors()[0]['msg']}")
             return False
-        if notes:
-            dialogs.show_info(self.window, f"Imported {p.name}", "\n".join(f"• {n}" for n in notes))
+        changes = changed_fields(self.doc.plan, got.plan)
+        if changes and not self.doc.set_many(changes, f"Import {p.name}"):
+            why = "; ".join(self.doc.invalid.values()) or "the plan refuses these values"
+            dialogs.show_error(self.window, "Cannot import", f"{p.name}: {why}")
+            return False
+        lines = [f"Resolved: {r}" for r in got.resolutions]
+        lines += [f"Not modelled: {w}" for w in got.warnings]
+        lines += [f"Does not validate: {q.message}" for q in plan_problems(self.doc.plan)]
+        if not changes:
+            lines.insert(0, "The file states nothing that differs from the plan.")
+        if lines:
+            dialogs.show_info(self.window, f"Imported {p.name}", "\n".join(f"• {x}" for x in lines))
         return True

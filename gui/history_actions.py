@@ -20,6 +20,18 @@ def _follow(action: QAction, word: str, text: str) -> None:
     action.setText(f"&{word} {text}".rstrip())
 
 
+def toolbar_twin(action: QAction, parent: QWidget) -> QAction:
+    """A toolbar button's action for ``action``: its short word and enabled state, never
+    its changing text. A tool button whose action's text changes lays the toolbar out,
+    and with it the whole window, again (a full repaint after every edit)."""
+    twin = QAction(action.iconText(), parent)
+    twin.setToolTip(action.iconText())
+    twin.setEnabled(action.isEnabled())
+    twin.triggered.connect(lambda _c=False: action.trigger())
+    action.enabledChanged.connect(twin.setEnabled)
+    return twin
+
+
 def history_actions(doc: PlanDocument, parent: QWidget) -> tuple[QAction, QAction]:
     """(undo, redo) actions with the standard shortcuts, active in the whole window."""
     stack = doc.undo_stack

@@ -3,8 +3,8 @@
 Every view redraws from the document's latest Estimate; the document coalesces the
 edits of one event-loop turn into one recompute, so the chart, table and verdict move
 together on each keystroke. The slow parts of the plan's analysis (GPU counts,
-diagnostics, what fits the layout, sensitivity) come from ``engine.analysis`` on a worker
-thread once the edits settle; each arrives tagged with its plan's config hash and is
+diagnostics, what fits the layout, sensitivity) come from ``engine.analysis`` in a worker
+process once the edits settle; each arrives tagged with its plan's config hash and is
 shown only if that plan's estimate is still the one on screen.
 """
 
@@ -22,27 +22,26 @@ from PySide6.QtGui import (
     QKeySequence,
 )
 from PySide6.QtWidgets import (
-    QComboBox,
     QLabel,
     QListWidgetItem,
     QMainWindow,
     QSplitter,
     QTabBar,
     QTabWidget,
-    QToolBar,
     QVBoxLayout,
     QWidget,
 )
 
 from engine.errors import PlanError
 from engine.layout import GpuCounts
-from gui import gc_policy, measured
+from gui import gc_policy, gil_policy, measured
 from gui.analysis_parts import AnalysisParts
 from gui.autosave import Autosaver
 from gui.document import PlanDocument
 from gui.file_actions import FileActions
 from gui.framework_actions import FrameworkActions
 from gui.history_actions import history_actions
+from gui.main_toolbar import main_toolbar
 from gui.measured import MeasuredView
 from gui.navigation import tab_actions
 from gui.plan_properties import properties_action
@@ -65,6 +64,9 @@ from gui.views.verdict import VerdictPanel
 from gui.workbench import Workbench
 
 UNIT_LABELS = {"gb": "GB (10⁹ B)", "gib": "GiB (2³⁰ B)", "both": "GB and GiB"}
+
+STATUS_SAMPLE = "config 0123456789ab · 00000 ledger rows"
+"""The widest status line the window writes (its label is sized for it)."""
 
 INPUT_SHARE = 0.36
 """Share of the window's width the input panel opens with (the user can drag it)."""
@@ -90,7 +92,8 @@ class MainWindow(QMainWindow):
         )
         self.analysis = AnalysisParts(self.doc, self)
         self.analysis.arrived.connect(self._part_arrived)
-        self.analysis.searching.connect(lambda: self.results.setTabText(2, "Diagnostics"))
+        self.analysis.searching.connect(lambda: self._result_tab(2, "Diagnostics"))
+        self.analysis.failed.connect(self._analysis_failed)
         self.worker = self.analysis.worker
         self._build()
         self._menus()
@@ -113,6 +116,7 @@ class MainWindow(QMainWindow):
         else:
             self._open_splitter()
         gc_policy.install()
+        gil_policy.install()
 
     # layout ----------------------------------------------------------------------
     def _build(self) -> None:
@@ -180,6 +184,10 @@ class MainWindow(QMainWindow):
         self.splitter.setChildrenCollapsible(False)
         self.setCentralWidget(self.splitter)
         self.status = QLabel(self)
+        # A fixed size: its text changes on every edit, and a label that may grow would
+        # lay the whole window out (and repaint it) each time.
+        sample = self.status.fontMetrics().horizontalAdvance(STATUS_SAMPLE)
+        self.status.setFixedSize(sample, self.status.sizeHint().height())
         self.statusBar().addPermanentWidget(self.status)
 
     def _menus(self) -> None:
@@ -197,6 +205,7 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         self.framework = FrameworkActions(self, self.doc)
         file_menu.addAction(self.framework.import_action)
+        file_menu.addAction(self.framework.import_folder_action)
         file_menu.addMenu(self.framework.export_menu)
         file_menu.addSeparator()
         self.report_actions = ReportActions(self, self.doc)
@@ -229,22 +238,14 @@ class MainWindow(QMainWindow):
         view.addSeparator()
         tab_actions(view.addMenu("&Inputs"), self.inputs, "Alt", self)
         self._view_menu = view
-        bar = QToolBar("Main", self)
-        bar.setObjectName("mainToolbar")
-        bar.setMovable(False)
-        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        for action in (f.new, f.open, f.save, self.undo_action, self.redo_action):
-            bar.addAction(action)
-        bar.addSeparator()
-        bar.addWidget(QLabel(" Units ", bar))
-        self.unit_combo = QComboBox(bar)
-        self.unit_combo.setObjectName("unitCombo")
-        for key, text in UNIT_LABELS.items():
-            self.unit_combo.addItem(text, key)
-        self.unit_combo.setCurrentIndex(self.unit_combo.findData(self.units))
-        self.unit_combo.activated.connect(lambda i: self.set_units(self.unit_combo.itemData(i)))
-        bar.addWidget(self.unit_combo)
-        self.addToolBar(bar)
+        self.unit_combo = main_toolbar(
+            self,
+            (f.new, f.open, f.save),
+            (self.undo_action, self.redo_action),
+            UNIT_LABELS,
+            self.units,
+            self.set_units,
+        )
         self.workbench = Workbench(self, self.doc, self.results, file_menu, quit_action, self.units)
         tab_actions(view.addMenu("&Results"), self.results, "Ctrl", self)
 
@@ -281,10 +282,23 @@ class MainWindow(QMainWindow):
         elif isinstance(counts, PlanError):
             self.verdict.show_counts_unavailable(str(counts))
 
+    def _analysis_failed(self, reason: str) -> None:
+        """The worker process died: say so where the counts would be; the estimate on
+        screen stays, and the next edit searches again in a new process."""
+        message = f"Layout search stopped ({reason}); edit the plan to search again."
+        self.verdict.show_counts_unavailable(message)
+        self.statusBar().showMessage(message)
+
+    def _result_tab(self, index: int, text: str) -> None:
+        """Rename a result tab only when its text changes (a rename lays the tab bar,
+        and with it the window, out again)."""
+        if self.results.tabText(index) != text:
+            self.results.setTabText(index, text)
+
     def _show_measured(self) -> None:
         self.measured.show_document(self.doc, self.units)
         n = len(self.doc.measurements)
-        self.results.setTabText(3, f"Measured ({n})" if n else "Measured")
+        self._result_tab(3, f"Measured ({n})" if n else "Measured")
 
     def _diagnostics(self) -> None:
         self.diagnostics.show_document(self.doc, self.analysis.parts, self.units)
@@ -298,7 +312,7 @@ class MainWindow(QMainWindow):
     def _estimate_failed(self, message: str) -> None:
         self.verdict.set_stale(message)
         self._diagnostics()
-        self.results.setTabText(2, "Diagnostics (1 error)")
+        self._result_tab(2, "Diagnostics (1 error)")
 
     def _invalid_changed(self) -> None:
         """While a field holds a refused value the figures are the last valid plan's:

@@ -1,17 +1,8 @@
-"""Background jobs: the slow parts of a plan's analysis, computed off the GUI thread.
+"""Background tasks a user starts by hand (a sweep, a comparison), off the GUI thread.
 
-The estimate is sub-millisecond and stays on the GUI thread; the layout search, the
-diagnostics, the fit searches and the sensitivity re-estimate tens to thousands of plans,
-so they run here and arrive one part at a time by :attr:`AnalysisWorker.partReady`,
-tagged with the config hash of the plan they were computed for. The receiver drops a
-result whose hash is not the plan on screen (the user typed on meanwhile): a stale
-result never reaches a view.
-
-One job runs at a time. Asking for a newer plan drops the queued job and tells the
-running one to stop before its next part; the part in progress finishes (its result is
-kept by :func:`engine.analysis.analysis`, so going back to that plan costs nothing).
-:class:`TaskRunner` runs the slow things a user starts by hand (a sweep, a comparison)
-the same way: off the GUI thread, with progress, Cancel, and only the latest result kept.
+:class:`TaskRunner` runs one at a time on a pool thread, with progress, Cancel, and only
+the latest task's result kept. (The window's own analysis after each edit runs in a
+child process instead: :mod:`gui.analysis_worker`.)
 """
 
 from __future__ import annotations
@@ -22,91 +13,9 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
-from engine.analysis import SLOW_PARTS, Part, analysis
-from engine.errors import PlanError
-from engine.plan import Plan
-
 SHUTDOWN_WAIT_MS = 30_000
-"""How long closing the window waits for the part in progress (a large model's search
-takes seconds); the job's result then goes nowhere."""
-
-
-class _Relay(QObject):
-    """Carries one job's results from the pool thread to the GUI thread.
-
-    Created on the GUI thread and owned by its job, so a signal emitted from the pool
-    thread is queued to the worker; if the worker is gone, the connection is too.
-    """
-
-    part = Signal(str, str, object)  # config hash, part name, value or PlanError
-    done = Signal(object)  # the job
-
-
-class AnalysisJob(QRunnable):
-    """Compute the slow parts of one plan's analysis, in order, unless cancelled."""
-
-    def __init__(self, plan: Plan, parts: tuple[Part, ...] = SLOW_PARTS) -> None:
-        super().__init__()
-        self.plan, self.parts = plan, parts
-        self.relay = _Relay()
-        self.cancelled = threading.Event()
-
-    def run(self) -> None:
-        a = analysis(self.plan)
-        try:
-            for name in self.parts:
-                if self.cancelled.is_set():
-                    return
-                try:
-                    value: object = a.get(name)
-                except PlanError as exc:
-                    value = exc
-                self.relay.part.emit(a.config_hash, name, value)
-        finally:
-            self.relay.done.emit(self)
-
-
-class AnalysisWorker(QObject):
-    """Runs :class:`AnalysisJob` s one at a time; re-emits their parts on the GUI thread."""
-
-    partReady = Signal(str, str, object)  # config hash, part name, value or PlanError
-
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.pool = QThreadPool()
-        self.pool.setMaxThreadCount(1)
-        self._jobs: set[AnalysisJob] = set()  # alive until their `done` reaches us
-
-    def submit(self, plan: Plan) -> AnalysisJob:
-        """Compute ``plan``'s slow parts; jobs for earlier plans are dropped or stopped."""
-        self.cancel()
-        job = AnalysisJob(plan)
-        job.setAutoDelete(False)  # Python owns it: it outlives run() until `done` arrives
-        job.relay.part.connect(self.partReady)
-        job.relay.done.connect(self._finished)
-        self._jobs.add(job)
-        self.pool.start(job)
-        return job
-
-    def cancel(self) -> None:
-        """Drop the queued job and stop the running one before its next part."""
-        for job in list(self._jobs):
-            if self.pool.tryTake(job):  # never started: it will send no `done`
-                self._jobs.discard(job)
-            else:
-                job.cancelled.set()
-
-    @property
-    def busy(self) -> bool:
-        return self.pool.activeThreadCount() > 0
-
-    def _finished(self, job: AnalysisJob) -> None:
-        self._jobs.discard(job)
-
-    def shutdown(self, wait_ms: int = SHUTDOWN_WAIT_MS) -> bool:
-        """Stop, and wait for the part in progress (True when nothing runs any more)."""
-        self.cancel()
-        return bool(self.pool.waitForDone(wait_ms))
+"""How long closing the window waits for the task in progress (a large model's search
+takes seconds); the task's result then goes nowhere."""
 
 
 TaskFn = Callable[[Callable[[int, int], bool]], object]

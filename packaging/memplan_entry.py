@@ -4,7 +4,9 @@ It is the ``memplan`` console script (``gui.__main__:main``) and nothing more, s
 bundle behaves exactly like a pip install: engine subcommands without Qt, the desktop
 app with no subcommand. One addition for whoever builds the bundle: with
 ``MEMPLAN_BUNDLE_SELFTEST`` set it runs ``bundle_selftest`` instead, which checks from
-inside the frozen program that resources and the Qt stack were bundled.
+inside the frozen program that resources and the Qt stack were bundled. And one for the
+window: with ``MEMPLAN_ANALYSIS_SERVER`` set (by ``gui.analysis_worker``) it is the
+window's analysis worker process (a frozen program has no ``python -m``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ import os
 
 
 def main() -> int:
+    if os.environ.get("MEMPLAN_ANALYSIS_SERVER"):  # the window's worker process
+        from gui.analysis_server import main as serve
+
+        return serve()
     mode = os.environ.get("MEMPLAN_BUNDLE_SELFTEST")
     if mode:
         import bundle_selftest

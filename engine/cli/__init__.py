@@ -2,11 +2,11 @@
 
 The ``memplan`` console script (``gui/__main__.py``) mounts it and adds the GUI and
 ``report``, so the engine never depends on Qt. Subcommands live by theme:
-``plan_commands`` (estimate, new, validate, models), ``layout_commands`` (layouts,
-export), ``run_commands`` (probe, validate-run, calibrate), ``compare_commands``
-(compare) and ``sweep_commands`` (sweep); ``common`` holds what they
-share, ``text`` and ``json_form`` the two output forms. Exit codes: 0 success, 1 a bad
-plan or file (the message names the field path), 2 wrong usage.
+``plan_commands`` (estimate, new, validate, models), ``layout_commands`` (layouts),
+``export_commands`` (export, import), ``run_commands`` (probe, validate-run,
+calibrate), ``compare_commands`` (compare) and ``sweep_commands`` (sweep); ``common``
+holds what they share, ``text`` and ``json_form`` the two output forms. Exit codes:
+0 success, 1 a bad plan or file (the message names the field path), 2 wrong usage.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from engine.cli import (
     compare_commands,
+    export_commands,
     layout_commands,
     plan_commands,
     run_commands,
@@ -30,6 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the engine's subcommands to a front end's parser."""
     plan_commands.register(sub)
     layout_commands.register(sub)
+    export_commands.register(sub)
     run_commands.register(sub)
     compare_commands.register(sub)
     sweep_commands.register(sub)

@@ -1,11 +1,9 @@
-"""The ``layouts`` and ``export`` subcommands."""
+"""The ``layouts`` subcommand."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,7 +22,6 @@ from engine.cli.layout_json import counts_json, fit_json, lattice_json, levers_j
 from engine.cli.text import render_counts, render_fit, render_levers
 from engine.errors import PlanError
 from engine.estimate import VERDICT_WORDS
-from engine.exports import EXPORTERS
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.lattice import Lattice, enumerate_layouts
 from engine.plan import Plan, describe_validation_error, with_value
@@ -99,22 +96,6 @@ def cmd_layouts(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_export(args: argparse.Namespace) -> int:
-    plan, _ = load_plan(args)
-    exp = EXPORTERS[args.format](plan)
-    if args.output:
-        try:
-            Path(args.output).write_text(exp.text, encoding="utf-8")
-        except OSError as exc:
-            raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from exc
-        print(f"wrote {args.output} ({exp.format})")
-    else:
-        sys.stdout.write(exp.text)
-    for note in exp.notes:
-        print(f"memplan: note: {note}", file=sys.stderr)
-    return EXIT_OK
-
-
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("layouts", help="GPU counts and layouts of a plan")
     plan_args(p)
@@ -135,9 +116,3 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     search_budget_arg(p)
     p.add_argument("--json", action="store_true", help="emit the documented JSON object")
     p.set_defaults(handler=cmd_layouts)
-
-    p = sub.add_parser("export", help="write a framework config from a plan")
-    plan_args(p)
-    p.add_argument("--format", required=True, choices=sorted(EXPORTERS))
-    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    p.set_defaults(handler=cmd_export)

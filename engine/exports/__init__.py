@@ -1,21 +1,19 @@
-"""Framework configs generated from a plan, and importers that prefill a plan."""
+"""Framework configs generated from a plan, and importers that read them back.
+
+:mod:`engine.exports.formats` is the table of formats; each exporter returns an
+:class:`~engine.exports.common.Export` (text + the plan inputs it cannot express) and
+each importer an :class:`~engine.exports.common.Imported` (plan + resolutions +
+warnings).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.exports.accelerate import export_accelerate
-from engine.exports.common import Export
-from engine.exports.deepspeed import export_deepspeed
-from engine.exports.fsdp2 import export_fsdp2
-from engine.exports.megatron import export_megatron
+from engine.exports.common import Export, Imported, Unexpressed
+from engine.exports.formats import FORMATS, Format, import_export
 from engine.plan import Plan
 
-EXPORTERS: dict[str, Callable[[Plan], Export]] = {
-    "deepspeed": export_deepspeed,
-    "fsdp2": export_fsdp2,
-    "accelerate": export_accelerate,
-    "megatron": export_megatron,
-}
+EXPORTERS: dict[str, Callable[[Plan], Export]] = {n: f.export for n, f in FORMATS.items()}
 
-__all__ = ["EXPORTERS", "Export"]
+__all__ = ["EXPORTERS", "FORMATS", "Export", "Format", "Imported", "Unexpressed", "import_export"]

@@ -1,115 +1,346 @@
-"""Megatron-LM command-line arguments from a plan (``megatron/training/arguments.py``).
+"""A Megatron-LM launch script (``torchrun … pretrain_gpt.py --flags``) from a plan.
 
-One ``--flag value`` per line so the block pastes into a launch script; boolean flags
-stand alone. :func:`parse_args` reads the block back (for round trips and checks).
+Targets Megatron-LM main after core_v0.19.0 (commit d98e8a6, 2026-08-22): every flag is
+one of ``megatron/training/arguments.py``'s options (incl. those generated from
+``TransformerConfig``). The model is stated in full, because Megatron's defaults build
+another one: ``add_bias_linear`` is on unless ``--disable-bias-linear``, dropout is 0.1
+unless set, the MLP is GeLU unless ``--swiglu``, head dim = hidden / heads unless
+``--kv-channels``. MoE, MLA, uneven pipeline splits (``--decoder-first/last-pipeline-
+num-layers`` or ``--pipeline-model-parallel-layout``), recomputation, the distributed
+optimizer and its precision flags follow. Data and schedule flags are placeholders.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine.exports.common import Export, global_batch
-from engine.ledger.placement import stage_split
+from engine.exports.common import (
+    Export,
+    Gaps,
+    comment_block,
+    global_batch,
+    ranks_per_node,
+    stage_split,
+)
+from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
-from engine.stacks.defaults import resolved
+from engine.stacks.defaults import resolve_stack_defaults, resolved
 from engine.stacks.families import family_of
 
+TARGET = "Megatron-LM main @ d98e8a6 (2026-08-22, after core_v0.19.0)"
+PLACEHOLDERS: dict[str, Any] = {
+    "--mock-data": True,
+    "--tokenizer-type": "NullTokenizer",
+    "--train-iters": 1000,
+    "--lr": 0.0001,
+}
+"""Data and schedule flags a runnable command needs; they change no memory."""
 
-def megatron_args(plan: Plan) -> tuple[dict[str, Any], list[str]]:
-    """Flag → value (True for a bare flag), and notes."""
-    plan = resolved(plan)  # fields left to the training stack take its defaults
-    par, b, arch, prec = (
-        plan.parallelism,
-        plan.batch,
-        plan.model.architecture,
-        plan.method.precision,
+
+def _model(arch: ArchitectureSpec, a: dict[str, Any], gaps: Gaps) -> None:
+    m = "model.architecture"
+    a.update(
+        {
+            "--num-layers": arch.layers,
+            "--hidden-size": arch.hidden,
+            "--ffn-hidden-size": arch.intermediate,
+            "--num-attention-heads": arch.heads,
+            "--vocab-size": arch.vocab,
+            "--make-vocab-size-divisible-by": 1,
+            "--attention-dropout": 0.0,
+            "--hidden-dropout": 0.0,
+        }
     )
-    notes: list[str] = []
-    a: dict[str, Any] = {
-        "--num-layers": arch.layers,
-        "--hidden-size": arch.hidden,
-        "--ffn-hidden-size": arch.intermediate,
-        "--num-attention-heads": arch.heads,
-        "--seq-length": b.seq_len,
-        "--max-position-embeddings": max(arch.max_position, b.seq_len),
-        "--micro-batch-size": b.micro_batch,
-        "--global-batch-size": global_batch(plan),
-        "--tensor-model-parallel-size": par.tp,
-        "--pipeline-model-parallel-size": par.pp,
-        "--context-parallel-size": par.cp,
-        "--expert-model-parallel-size": par.ep,
-        "--expert-tensor-parallel-size": par.expert_tp,
-    }
     if arch.kv_heads != arch.heads:
         a["--group-query-attention"] = True
         a["--num-query-groups"] = arch.kv_heads
+    if arch.head_dim is not None and arch.mla is None:
+        a["--kv-channels"] = arch.head_dim
+    linear = (arch.o_bias, arch.mlp_bias)
+    if not any(linear):
+        a["--disable-bias-linear"] = True
+        if arch.qkv_bias:
+            a["--add-qkv-bias"] = True
+    elif not all(linear) or not arch.qkv_bias:
+        gaps.add(f"{m}.o_bias", "Megatron's add_bias_linear puts a bias on every linear")
+    if arch.lm_head_bias:
+        gaps.add(f"{m}.lm_head_bias", "Megatron's output layer has no bias")
     if arch.mlp == "swiglu":
         a["--swiglu"] = True
-    if arch.norm == "rmsnorm":
-        a["--normalization"] = "RMSNorm"
-    if arch.position == "rotary":
-        a["--position-embedding-type"] = "rope"
+    elif arch.mlp == "geglu":
+        gaps.add(f"{m}.mlp", "GeGLU has no flag (gated_linear_unit + gelu in a model provider)")
+    a["--normalization"] = "RMSNorm" if arch.norm == "rmsnorm" else "LayerNorm"
+    if (arch.norm == "layernorm") != arch.norm_bias:
+        gaps.add(f"{m}.norm_bias", "Megatron's LayerNorm has a bias, its RMSNorm none")
+    if arch.qk_norm:
+        a["--qk-layernorm"] = True
+    if arch.sandwich_norm:
+        gaps.add(f"{m}.sandwich_norm", "no post-attention / post-MLP norms in Megatron's GPT")
+    if arch.residual != "sequential":
+        gaps.add(f"{m}.residual", "Megatron's GPT layer is sequential")
+    a["--position-embedding-type"] = "rope" if arch.position == "rotary" else "learned_absolute"
+    a["--max-position-embeddings"] = arch.max_position
     if not arch.tied_embeddings:
         a["--untie-embeddings-and-output-weights"] = True
-    if par.virtual_stages > 1 and par.pp_layout is None:
-        a["--num-layers-per-virtual-pipeline-stage"] = arch.layers // (par.pp * par.virtual_stages)
-    split = stage_split(arch, par)
-    if par.pp_layout is not None:
+    if arch.mtp_layers:
+        a["--mtp-num-layers"] = arch.mtp_layers
+    _moe(arch, a, gaps)
+    _mla(arch, a)
+
+
+def _moe(arch: ArchitectureSpec, a: dict[str, Any], gaps: Gaps) -> None:
+    moe = arch.moe
+    if moe is None:
+        return
+    a["--num-experts"] = moe.num_experts
+    a["--moe-router-topk"] = moe.top_k
+    a["--moe-ffn-hidden-size"] = moe.expert_intermediate
+    if moe.shared_experts:
+        width = moe.shared_intermediate or moe.expert_intermediate
+        a["--moe-shared-expert-intermediate-size"] = moe.shared_experts * width
+        if moe.shared_experts > 1:
+            why = "Megatron builds one shared expert of the summed width (same count)"
+            gaps.add("model.architecture.moe.shared_experts", why)
+            gaps.add("model.architecture.moe.shared_intermediate", why)
+        if moe.shared_expert_gate:
+            a["--moe-shared-expert-gate"] = True
+    elif moe.shared_expert_gate:
+        gaps.add("model.architecture.moe.shared_expert_gate", "needs a shared expert")
+    if moe.first_dense_layers or moe.layer_step > 1:
+        pattern = [1 if moe.is_moe_layer(i) else 0 for i in range(arch.layers)]
+        a["--moe-layer-freq"] = "[" + ",".join(map(str, pattern)) + "]"
+    if moe.dense_intermediate not in (None, arch.intermediate):
+        a["--ffn-hidden-size"] = moe.dense_intermediate
+        gaps.add("model.architecture.intermediate", "Megatron has one dense FFN width")
+    if moe.router_bias:
+        a["--moe-router-enable-expert-bias"] = True
+        a["--moe-router-score-function"] = "sigmoid"
+    if moe.capacity_factor != 1.0:
+        a["--moe-expert-capacity-factor"] = moe.capacity_factor
+    a["--moe-grouped-gemm"] = True
+
+
+def _mla(arch: ArchitectureSpec, a: dict[str, Any]) -> None:
+    mla = arch.mla
+    if mla is None:
+        return
+    a["--multi-latent-attention"] = True
+    if mla.q_lora_rank is not None:
+        a["--q-lora-rank"] = mla.q_lora_rank
+    a["--kv-lora-rank"] = mla.kv_lora_rank
+    a["--qk-head-dim"] = mla.qk_nope_head_dim
+    a["--qk-pos-emb-head-dim"] = mla.qk_rope_head_dim
+    a["--v-head-dim"] = mla.v_head_dim
+
+
+def _pipeline(plan: Plan, a: dict[str, Any], gaps: Gaps) -> None:
+    par = plan.parallelism
+    if par.virtual_stages > 1:
+        a["--num-virtual-stages-per-pipeline-rank"] = par.virtual_stages
+    if par.pp_schedule == "gpipe":
+        gaps.add("parallelism.pp_schedule", "Megatron runs 1F1B (interleaved with virtual stages)")
+    if par.pp == 1:
+        return
+    if par.pp_layout is not None:  # the user's own layout string, as Megatron reads it
         a["--pipeline-model-parallel-layout"] = par.pp_layout
-    elif par.pp > 1 and len(set(split)) > 1:
+        return
+    split = stage_split(plan)
+    if len(set(split)) == 1:  # even: Megatron's default split
+        return
+    if par.virtual_stages > 1:
+        gaps.add("parallelism.pp_layer_split", "an uneven split with virtual stages")
+        return
+    middle = split[1:-1]
+    if (len(set(middle)) <= 1 and par.pp > 2) or par.pp == 2:
         a["--decoder-first-pipeline-num-layers"] = split[0]
         a["--decoder-last-pipeline-num-layers"] = split[-1]
-        if len(set(split[1:-1])) > 1:
-            notes.append(f"uneven middle stages {split[1:-1]} need a custom layout")
+    else:
+        stages = ["t" * n for n in split]
+        stages[0], stages[-1] = "E" + stages[0], stages[-1] + "L"
+        a["--pipeline-model-parallel-layout"] = "|".join(stages)
+
+
+def _precision(plan: Plan, a: dict[str, Any], gaps: Gaps) -> None:
+    prec = plan.method.precision
+    c = prec.compute_dtype
+    if prec.policy == "fp32" or c == "fp32":
+        if prec.policy != "fp32":
+            gaps.add("method.precision.policy", "Megatron without --bf16/--fp16 is fp32")
+        return
+    if prec.policy != "amp_master":
+        gaps.add("method.precision.policy", f"Megatron keeps an fp32 master; {prec.policy} no")
+    a[f"--{c}"] = True
+    aware = prec.grad_dtype != "fp32" or prec.optimizer_state_dtype != "fp32"
+    if prec.grad_dtype != "fp32":
+        a["--main-grads-dtype"] = prec.grad_dtype
+    if prec.optimizer_state_dtype != "fp32":
+        a["--exp-avg-dtype"] = a["--exp-avg-sq-dtype"] = prec.optimizer_state_dtype
+    if aware:
+        a["--use-precision-aware-optimizer"] = True
+    if c == "fp16" and not prec.loss_scaling:
+        a["--loss-scale"] = 1.0
+    if c != "fp16" and prec.loss_scaling:
+        gaps.add("method.precision.loss_scaling", "only with --fp16")
+
+
+def _recompute(plan: Plan, a: dict[str, Any], gaps: Gaps) -> None:
+    rc = plan.method.recompute.policy
+    if rc == "full":
+        a["--recompute-granularity"] = "full"
+        a["--recompute-method"] = "uniform"
+        a["--recompute-num-layers"] = 1
+    elif rc == "selective":
+        a["--recompute-granularity"] = "selective"
+    elif rc != "none":
+        gaps.add("method.recompute.policy", f"{rc} has no Megatron recompute flags")
+
+
+def _optimizer(plan: Plan, a: dict[str, Any], gaps: Gaps) -> None:
+    opt, off = plan.method.optimizer, plan.offload
+    if opt.name in ("adamw", "sgd"):
+        a["--optimizer"] = "adam" if opt.name == "adamw" else "sgd"
+    else:
+        gaps.add("method.optimizer.name", f"{opt.name} is not a Megatron optimizer")
+    if opt.implementation != "fused":
+        gaps.add("method.optimizer.implementation", "Megatron's Adam is TE / Apex FusedAdam")
+    if off.optimizer == "cpu":
+        a["--optimizer-cpu-offload"] = True
+        a["--optimizer-offload-fraction"] = 1.0
+        a["--use-precision-aware-optimizer"] = True
+    elif off.optimizer == "nvme":
+        gaps.add("offload.optimizer", "Megatron offloads the optimizer to the CPU only")
+    if off.params != "none":
+        gaps.add("offload.params", "Megatron does not offload parameters")
+
+
+def megatron_args(plan: Plan) -> tuple[dict[str, Any], Gaps]:
+    """Flag → value (True for a bare flag), and what they cannot say."""
+    plan = resolved(plan)  # fields left to the training stack take its defaults
+    par, b = plan.parallelism, plan.batch
+    gaps = Gaps()
+    stack = resolve_stack_defaults(plan).stack
+    if stack != "megatron_core":
+        gaps.add("stack.name", f"Megatron-LM runs Megatron-Core, not {stack}")
+    if plan.method.kind != "full":
+        gaps.add("method.kind", f"{plan.method.kind}: Megatron-LM trains every parameter")
+    a: dict[str, Any] = {}
+    _model(plan.model.architecture, a, gaps)
+    a.update(
+        {
+            "--seq-length": b.seq_len,
+            "--micro-batch-size": b.micro_batch,
+            "--global-batch-size": global_batch(plan),
+            "--tensor-model-parallel-size": par.tp,
+            "--pipeline-model-parallel-size": par.pp,
+            "--context-parallel-size": par.cp,
+            "--expert-model-parallel-size": par.ep,
+            "--expert-tensor-parallel-size": par.expert_tp,
+        }
+    )
+    if b.seq_len > plan.model.architecture.max_position:
+        a["--max-position-embeddings"] = b.seq_len
+        gaps.add("model.architecture.max_position", "Megatron needs it ≥ the sequence length")
     if par.sequence_parallel:
         a["--sequence-parallel"] = True
+    _pipeline(plan, a, gaps)
     family = family_of(par.strategy)
     if family == "megatron":
         a["--use-distributed-optimizer"] = True
     elif family != "ddp":
-        notes.append(f"strategy {par.strategy} has no Megatron-LM flag; exported as DDP")
-    if prec.compute_dtype in ("bf16", "fp16"):
-        a[f"--{prec.compute_dtype}"] = True
-    rc = plan.method.recompute.policy
-    if rc == "full":
-        a.update(
-            {
-                "--recompute-granularity": "full",
-                "--recompute-method": "uniform",
-                "--recompute-num-layers": 1,
-            }
-        )
-    elif rc == "selective":
-        a["--recompute-granularity"] = "selective"
-    if plan.offload.optimizer != "none":
-        notes.append("optimizer offload: Megatron's --optimizer-cpu-offload (Megatron-Core)")
-    return a, notes
+        gaps.add("parallelism.strategy", f"{par.strategy} has no Megatron-LM flag; written as DDP")
+    _precision(plan, a, gaps)
+    _recompute(plan, a, gaps)
+    _optimizer(plan, a, gaps)
+    a.update(PLACEHOLDERS)
+    return a, gaps
+
+
+ARCH_FIELDS = [
+    "hidden",
+    "layers",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "intermediate",
+    "vocab",
+    "max_position",
+    "tied_embeddings",
+    "mlp",
+    "norm",
+    "norm_bias",
+    "qkv_bias",
+    "o_bias",
+    "mlp_bias",
+    "lm_head_bias",
+    "qk_norm",
+    "sandwich_norm",
+    "position",
+    "residual",
+    "moe",
+    "mla",
+    "mtp_layers",
+]
+"""The architecture fields the flags state (family, fused tensors and the checkpoint
+dtype change no count Megatron builds, and stay the plan's)."""
+
+
+def expressed(plan: Plan) -> frozenset[str]:
+    """The plan fields this plan's Megatron command carries."""
+    p = resolved(plan)
+    out = {
+        "stack.name",
+        "method.kind",
+        *(f"model.architecture.{f}" for f in ARCH_FIELDS),
+        "batch.seq_len",
+        "batch.micro_batch",
+        "batch.grad_accum",
+        "batch.global_batch",
+        "parallelism.strategy",
+        "parallelism.dp",
+        "parallelism.shard_group_size",
+        "parallelism.tp",
+        "parallelism.pp",
+        "parallelism.cp",
+        "parallelism.ep",
+        "parallelism.expert_tp",
+        "parallelism.sequence_parallel",
+        "parallelism.virtual_stages",
+        "parallelism.pp_layer_split",
+        "method.precision.policy",
+        "method.precision.compute_dtype",
+        "method.precision.loss_scaling",
+        "method.recompute.policy",
+        "method.optimizer.name",
+        "method.optimizer.implementation",
+        "offload.optimizer",
+        "offload.params",
+    }
+    if p.method.precision.policy == "amp_master":
+        out |= {"method.precision.grad_dtype", "method.precision.optimizer_state_dtype"}
+    return frozenset(out)
 
 
 def to_text(args: dict[str, Any]) -> str:
     lines = [k if v is True else f"{k} {v}" for k, v in args.items()]
-    return " \\\n".join(lines) + "\n"
-
-
-def parse_args(text: str) -> dict[str, Any]:
-    """Read ``--flag value`` tokens back: ints where they parse, True for bare flags."""
-    tokens = [t for t in text.replace("\\\n", " ").split() if t != "\\"]
-    out: dict[str, Any] = {}
-    i = 0
-    while i < len(tokens):
-        key = tokens[i]
-        if not key.startswith("--"):
-            raise ValueError(f"expected a --flag, got {key!r}")
-        if i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
-            raw = tokens[i + 1]
-            out[key] = int(raw) if raw.lstrip("-").isdigit() else raw
-            i += 2
-        else:
-            out[key] = True
-            i += 1
-    return out
+    return " \\\n".join(f"    {ln}" for ln in lines) + "\n"
 
 
 def export_megatron(plan: Plan) -> Export:
-    args, notes = megatron_args(plan)
-    return Export("megatron", "megatron_args.txt", to_text(args), tuple(notes))
+    args, gaps = megatron_args(plan)
+    p = resolved(plan)
+    world = p.parallelism.world_size
+    per_node = min(ranks_per_node(p), world)
+    nodes = -(-world // per_node)
+    if world % per_node:
+        gaps.add("parallelism.dp", f"torchrun starts whole nodes: {nodes} × {per_node} ranks")
+    head = [
+        "#!/bin/bash",
+        f"# Megatron-LM launch for {plan.model.name}, written by MemPlan ({TARGET}).",
+        "# Data, tokenizer, schedule and learning rate flags are placeholders.",
+    ]
+    text = "\n".join(head) + "\n" + comment_block(gaps())
+    if p.parallelism.tp > 1 or p.parallelism.cp > 1:  # validate_args asserts it
+        text += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+    text += f"torchrun --nproc_per_node {per_node} --nnodes {nodes} pretrain_gpt.py \\\n"
+    text += to_text(args)
+    return Export("megatron", "megatron_train.sh", text, gaps(), TARGET)

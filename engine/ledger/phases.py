@@ -1,15 +1,21 @@
 """The step timeline: which rows are live at which moment, and each phase's total.
 
 A phase's total is the largest of its moments. Forward peaks at the loss (every saved
-tensor plus the logits); backward has three moments, because saved activations shrink
-while gradients grow:
+tensor plus the logits); backward has four moments, in the order they happen, because
+saved activations shrink while gradients grow and FSDP2's buffers come and go:
 
 - ``backward.start`` — the loss's backward: all saved activations and the logits'
   gradient temporaries, no parameter gradients yet (zero_grad(set_to_none=True));
-- ``backward.layers`` — the last layer's backward: the loss tensors are gone, one
-  layer's working set and the gathered units / unsharded gradients are live;
-- ``backward.end`` — the first layer's backward: every gradient exists and the saved
-  activations are (almost) all freed.
+- ``backward.layers`` — the last layer's backward: the loss tensors and the head's
+  saved tensors (final norm, lm_head input) are gone — freed by the first ops of
+  backward —, one layer's working set and the gathered units are live, FSDP2's
+  all-gather buffer holds the prefetched next unit, and no reduce-scatter has run yet;
+- ``backward.middle`` — a middle layer's backward (stages of three layers or more):
+  one layer's saved set fewer, and FSDP2 holds both the prefetch buffer and the
+  previous layer's reduce-scatter input (one reduce-scatter buffer is live at a time);
+- ``backward.end`` — the first layer's backward: only its own saved set is left, every
+  later gradient exists, the previous reduce-scatter input is live and — nothing being
+  left to prefetch — no all-gather buffer.
 
 All reference measurements peak at ``backward.start`` (their phases' breakdowns show
 no gradients and the 2·T·V·4 B loss temporaries). Gradients are live in forward and at

@@ -24,6 +24,7 @@ Moment = Literal[
     "forward",
     "backward.start",
     "backward.layers",
+    "backward.middle",
     "backward.end",
     "optimizer",
     "checkpoint",
@@ -61,6 +62,7 @@ MOMENTS: tuple[tuple[Moment, Phase], ...] = (
     ("forward", "forward"),
     ("backward.start", "backward"),
     ("backward.layers", "backward"),
+    ("backward.middle", "backward"),
     ("backward.end", "backward"),
     ("optimizer", "optimizer"),
     ("checkpoint", "checkpoint"),
@@ -78,14 +80,42 @@ NO_MOMENTS: frozenset[Moment] = frozenset()
 AT_LOSS: frozenset[Moment] = frozenset({"backward.start"})
 """Within backward, live only during the loss's backward (freed before the layers')."""
 UNTIL_LAYERS_FREE: frozenset[Moment] = frozenset({"backward.start", "backward.layers"})
-"""Within backward, live until the layers' backward has freed them (saved activations)."""
-IN_LAYERS: frozenset[Moment] = frozenset({"backward.layers", "backward.end"})
+"""Within backward, live until the layers' backward starts freeing them: every layer's
+saved set (a middle and the first layer's moments count what is left, separately)."""
+THROUGH_LAYERS: frozenset[Moment] = frozenset(
+    {"backward.start", "backward.layers", "backward.middle", "backward.end"}
+)
+"""Within backward, live until the last layer's backward is done (rotary cos / sin)."""
+IN_LAYERS: frozenset[Moment] = frozenset({"backward.layers", "backward.middle", "backward.end"})
 """Within backward, live once the layers' backward runs (working set, gathered units)."""
+BEFORE_FIRST_LAYER: frozenset[Moment] = frozenset(
+    {"backward.start", "backward.layers", "backward.middle"}
+)
+"""Within backward, live until the first layer's backward (FSDP2's prefetch buffer:
+nothing is left to all-gather once the first layer is reached)."""
+AFTER_LAST_LAYER: frozenset[Moment] = frozenset({"backward.middle", "backward.end"})
+"""Within backward, live once a layer's gradients were reduced (FSDP2's reduce-scatter
+buffer: none exists while the last layer's backward runs)."""
 
+
+def with_middle(moments: frozenset[Moment], n_layers: int) -> frozenset[Moment]:
+    """``moments`` for a stage of ``n_layers``: a stage with fewer than three layers has
+    no middle layer, so nothing is live at ``backward.middle``."""
+    return moments if n_layers >= 3 else moments - {"backward.middle"}
+
+
+ACCUMULATED_MOMENTS: frozenset[Moment] = frozenset(
+    {"forward", "backward.start", "backward.layers", "backward.middle"}
+)
+"""Under gradient accumulation, earlier micro-batches' gradient sums are live here too."""
 GRADIENT_MOMENTS: frozenset[Moment] = frozenset({"backward.end", "optimizer"})
 """A gradient exists once backward has produced it, until the optimizer step."""
-ACCUMULATED_MOMENTS: frozenset[Moment] = frozenset({"forward", "backward.start", "backward.layers"})
-"""Under gradient accumulation, earlier micro-batches' gradient sums are live here too."""
+STEP_GRADIENT_MOMENTS: frozenset[Moment] = frozenset({"optimizer"})
+"""Gradients allocated one by one as backward reaches each parameter: all of them exist
+only after the first layer's backward (``backward.end`` counts those made before it in
+a row of its own, :mod:`engine.ledger.peaks.backward_grads`)."""
+STEP_ACCUMULATED_MOMENTS: frozenset[Moment] = ACCUMULATED_MOMENTS | {"backward.end"}
+"""Under gradient accumulation every gradient's earlier sums are live at backward.end."""
 
 NOT_ALLOCATED: frozenset[State] = frozenset({"runtime", "allocator"})
 """States outside ``torch.cuda.memory_allocated``: the timeline does not sum them."""

@@ -3,9 +3,10 @@
 The inverse of ``engine/models/hf_config.py`` (config.json → spec): each family's spec
 fields are written under the names its transformers config class reads. Features the
 spec does not model are switched off so the traced model is the one the ledger counts:
-sliding windows (every layer full attention), and DeepSeek-V3's multi-token-prediction
-modules. A spec a family's config cannot express (e.g. a Llama with a bias on q, k, v
-but not o) raises :class:`TraceRefused` naming the field.
+sliding windows (every layer full attention), GPT-2's dropout, and DeepSeek-V3's
+multi-token-prediction modules. A spec a family's config cannot express (e.g. a Llama
+with a bias on q, k, v but not o) raises :class:`TraceRefused` naming the field. The
+later families are in :mod:`engine.trace.hf_arch_families`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.models.spec import ArchitectureSpec
+from engine.trace import hf_arch_families
 from engine.trace.errors import TraceRefused
 
 MODEL_TYPES: dict[str, str] = {
@@ -103,9 +105,16 @@ def _phi3(a: ArchitectureSpec) -> dict[str, Any]:
     return {**_common(a), "sliding_window": None}
 
 
+NO_DROPOUT: dict[str, float] = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+"""GPT-2's config trains with dropout 0.1; the spec (like its importer) models none, so
+the trace runs without it (a CPU dropout keeps a mask of the input's dtype and sends
+SDPA to its fp32 math path, neither of which a GPU run does)."""
+
+
 def _gpt2(a: ArchitectureSpec) -> dict[str, Any]:
     return {
         **NO_SPECIAL_TOKENS,
+        **NO_DROPOUT,
         "n_embd": a.hidden,
         "n_layer": a.layers,
         "n_head": a.heads,
@@ -191,6 +200,9 @@ _BUILDERS: dict[str, Callable[[ArchitectureSpec], dict[str, Any]]] = {
 
 def hf_config_kwargs(arch: ArchitectureSpec) -> tuple[str, dict[str, Any]]:
     """``(model_type, kwargs)`` for ``AutoConfig.for_model`` of this architecture."""
+    if arch.family in hf_arch_families.BUILDERS:
+        kwargs = hf_arch_families.BUILDERS[arch.family](arch)
+        return hf_arch_families.model_type(arch), kwargs
     builder = _BUILDERS.get(arch.family)
     if builder is None:
         raise TraceRefused(f"transformers has no model for the {arch.family} family")

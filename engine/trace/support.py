@@ -13,7 +13,9 @@ from engine.plan import Plan
 from engine.stacks.defaults import resolve_stack_defaults, resolved
 
 TRACEABLE_STRATEGIES: frozenset[str] = frozenset({"ddp", "fsdp2", "fsdp2_hsdp"})
-MOE_FAMILIES: frozenset[str] = frozenset({"mixtral", "qwen3_moe", "deepseek_v3"})
+MOE_FAMILIES: frozenset[str] = frozenset(
+    {"mixtral", "qwen3_moe", "deepseek_v3", "qwen2_moe", "deepseek_v2", "granitemoe", "phimoe"}
+)
 TP_FAMILIES: frozenset[str] = frozenset({"llama", "mistral", "qwen2", "qwen3"})
 """Families whose decoder layer has separate q/k/v/o and gate/up/down projections, the
 names the per-layer DTensor TP plan shards (transformers' own base_model_tp_plan)."""

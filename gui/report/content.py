@@ -30,7 +30,7 @@ from engine.whatif.sensitivity import Bar
 from engine.whatif.sweep import Sweep
 from gui.report.html import without_bidi_controls
 
-APPENDIX_FORMATS: tuple[str, ...] = ("deepspeed", "fsdp2")
+APPENDIX_FORMATS: tuple[str, ...] = ("deepspeed", "torchtitan")
 """The framework configs printed in the appendix (the issue asks for these two)."""
 
 WIDE_RANGE_PERCENT = 2.0

@@ -65,6 +65,13 @@ def layout_counts(c: GpuCounts) -> tuple[dict[str, str], str] | None:
     return texts, reasons
 
 
+def set_style(label: QLabel, sheet: str) -> None:
+    """Set a style sheet only when it changes: each call re-polishes the widget and
+    lays its parent out again (a full-window repaint on every keystroke)."""
+    if label.styleSheet() != sheet:
+        label.setStyleSheet(sheet)
+
+
 class VerdictPanel(QFrame):
     """Badge, key figures and counts."""
 
@@ -123,9 +130,10 @@ class VerdictPanel(QFrame):
     def show_estimate(self, plan: Plan, est: Estimate, units: str) -> None:
         text, color = VERDICT_WORDS[est.verdict], VERDICT_COLORS[est.verdict]
         self.badge.setText(text)
-        self.badge.setStyleSheet(
+        set_style(
+            self.badge,
             f"background: {color}; color: white; font-weight: 700; font-size: 15pt;"
-            "border-radius: 6px; padding: 10px 14px;"
+            "border-radius: 6px; padding: 10px 14px;",
         )
         self.badge.setToolTip(est.verdict_reason)
         u: Any = units
@@ -180,9 +188,10 @@ class VerdictPanel(QFrame):
         """Say the figures are from the last valid plan, and why the current one fails."""
         if message:
             self.stale.setText("Showing the last valid estimate: " + message)
-            self.badge.setStyleSheet(
+            set_style(
+                self.badge,
                 "background: #7f7f7f; color: white; font-weight: 700; font-size: 15pt;"
-                "border-radius: 6px; padding: 10px 14px;"
+                "border-radius: 6px; padding: 10px 14px;",
             )
         else:
             self.stale.setText("")

@@ -1,9 +1,12 @@
-"""The analysis worker: slow parts off the GUI thread, tagged by plan, stale ones dropped."""
+"""The analysis worker: slow parts in a child process, tagged by plan, stale ones
+dropped, a superseded search killed, a dead process reported (the window keeps working)."""
 
 from __future__ import annotations
 
-import threading
+import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +14,14 @@ import pytest
 import engine.analysis as an
 from engine.layout.counts import gpu_counts
 from engine.plan import default_plan, with_value
+
+FAKE = Path(__file__).with_name("fake_analysis.py")
+sys.path.insert(0, str(FAKE.parent))
+from fake_analysis import CRASH_SEQ_LEN, HANG_SEQ_LEN  # noqa: E402
+
+
+def fake_command() -> list[str]:
+    return [sys.executable, str(FAKE)]
 
 
 @pytest.fixture(autouse=True)
@@ -20,24 +31,17 @@ def fresh_cache() -> Iterator[None]:
     an.forget_analyses()
 
 
-def _counting_search(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Record the thread each layout search runs on (and search as usual)."""
-    threads: list[int] = []
-
-    def search(plan: Any, **_: Any) -> Any:
-        threads.append(threading.get_ident())
-        return gpu_counts(plan)
-
-    monkeypatch.setattr(an, "gpu_counts", search)
-    return threads
+def _collect(worker: Any) -> dict[str, list[str]]:
+    got: dict[str, list[str]] = {}
+    worker.partReady.connect(lambda key, part, _v: got.setdefault(key, []).append(part))
+    return got
 
 
-def test_parts_arrive_in_order_from_another_thread(
-    qtbot: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from gui.workers import AnalysisWorker
+def test_parts_arrive_in_order_from_another_process(qtbot: Any) -> None:
+    """Every slow part arrives, in order, computed by a process that is not this one,
+    and is kept in this process's analysis of the plan (a report finds it ready)."""
+    from gui.analysis_worker import AnalysisWorker
 
-    threads = _counting_search(monkeypatch)
     worker = AnalysisWorker()
     got: list[tuple[str, str]] = []
     worker.partReady.connect(lambda key, part, _v: got.append((key, part)))
@@ -45,47 +49,89 @@ def test_parts_arrive_in_order_from_another_thread(
     worker.submit(plan)
     qtbot.waitUntil(lambda: len(got) == len(an.SLOW_PARTS), timeout=60_000)
     assert got == [(plan.config_hash(), p) for p in an.SLOW_PARTS]
-    assert threads and threading.get_ident() not in threads
+    assert worker.pid not in (0, os.getpid())
+    assert all(an.analysis(plan).computed(p) for p in an.SLOW_PARTS)
+    assert an.analysis(plan).counts == gpu_counts(plan)
+    again: list[str] = []
+    worker.partReady.connect(lambda _k, part, _v: again.append(part))
+    assert worker.submit(plan) == 0  # nothing left to compute: all emitted at once
+    assert again == list(an.SLOW_PARTS)
     assert worker.shutdown()
 
 
-def test_a_newer_plan_supersedes_the_queued_one(
-    qtbot: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Two plans asked for in a row: every part of the second arrives; of the first, at
-    most the part in progress when it was superseded (never the rest). The search is
-    held until both were asked for, so the order does not depend on the machine's speed."""
-    from gui.workers import AnalysisWorker
+def test_a_superseded_search_is_killed_and_its_parts_never_arrive(qtbot: Any) -> None:
+    """A plan whose search hangs, then a newer plan: the hung process is killed after
+    the grace time, a new one computes the newer plan, and nothing of the first arrives."""
+    from gui.analysis_worker import AnalysisWorker
 
-    release = threading.Event()
-
-    def held_search(plan: Any, **_: Any) -> Any:
-        release.wait(30)
-        return gpu_counts(plan)
-
-    monkeypatch.setattr(an, "gpu_counts", held_search)
-    worker = AnalysisWorker()
-    got: dict[str, list[str]] = {}
-    worker.partReady.connect(lambda key, part, _v: got.setdefault(key, []).append(part))
-    first = with_value(default_plan(), "policy.max_gpus", 32)
-    second = with_value(default_plan(), "policy.max_gpus", 48)
+    worker = AnalysisWorker(command=fake_command)
+    got = _collect(worker)
+    first = with_value(default_plan(), "batch.seq_len", HANG_SEQ_LEN)
+    second = with_value(default_plan(), "batch.seq_len", 2048)
     worker.submit(first)
+    qtbot.waitUntil(lambda: worker.pid != 0, timeout=30_000)
+    hung = worker.pid
     worker.submit(second)
-    release.set()
-    qtbot.waitUntil(lambda: len(got.get(second.config_hash(), [])) == len(an.SLOW_PARTS))
+    qtbot.waitUntil(
+        lambda: len(got.get(second.config_hash(), [])) == len(an.SLOW_PARTS), timeout=60_000
+    )
+    assert first.config_hash() not in got
+    assert worker.pid not in (0, hung)
+    qtbot.waitUntil(lambda: not worker.busy, timeout=30_000)  # its last frame: done
     assert worker.shutdown()
-    assert len(got.get(first.config_hash(), [])) <= 1
 
 
-def test_window_searches_off_the_gui_thread_and_drops_stale_parts(
-    qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After an edit the counts are searched on the worker, never on the GUI thread; a
-    result tagged with another plan's hash changes nothing on screen."""
-    threads = _counting_search(monkeypatch)
+def test_cancel_drops_the_running_jobs_parts(qtbot: Any) -> None:
+    from gui.analysis_worker import AnalysisWorker
+
+    worker = AnalysisWorker()
+    got = _collect(worker)
+    worker.submit(with_value(default_plan(), "batch.seq_len", 3072))
+    worker.cancel()
+    qtbot.waitUntil(lambda: not worker.busy, timeout=60_000)
+    assert got == {}
+    assert worker.shutdown()
+
+
+def test_a_dead_process_is_reported_and_the_next_plan_still_computes(qtbot: Any) -> None:
+    from gui.analysis_worker import AnalysisWorker
+
+    worker = AnalysisWorker(command=fake_command)
+    got = _collect(worker)
+    failures: list[str] = []
+    worker.failed.connect(failures.append)
+    worker.submit(with_value(default_plan(), "batch.seq_len", CRASH_SEQ_LEN))
+    qtbot.waitUntil(lambda: bool(failures), timeout=30_000)
+    assert "exited with code 3" in failures[0] and "crashed on purpose" in failures[0]
+    assert not worker.busy
+    plan = with_value(default_plan(), "batch.seq_len", 2048)
+    worker.submit(plan)
+    qtbot.waitUntil(
+        lambda: len(got.get(plan.config_hash(), [])) == len(an.SLOW_PARTS), timeout=60_000
+    )
+    assert len(failures) == 1
+    assert worker.shutdown()
+
+
+def test_window_shows_a_dead_worker_and_keeps_working(qtbot: Any, window: Any) -> None:
+    """The worker dies: the counts line and the status bar say so, the estimate stays on
+    screen, and the next edit searches again in a new process."""
+    window.worker.command = fake_command
+    window.doc.set("batch.seq_len", CRASH_SEQ_LEN)
+    qtbot.waitUntil(lambda: "stopped" in window.statusBar().currentMessage(), timeout=30_000)
+    assert "exited with code 3" in window.verdict.counts.toolTip()
+    assert window.verdict.counts.text() == "layout search unavailable"
+    assert window.doc.estimate is not None and window.doc.plan.batch.seq_len == CRASH_SEQ_LEN
     window.doc.set("batch.seq_len", 2048)
-    qtbot.waitUntil(lambda: "arithmetic minimum" in window.verdict.counts.text())
-    assert threads and threading.get_ident() not in threads
+    qtbot.waitUntil(lambda: "arithmetic minimum" in window.verdict.counts.text(), timeout=60_000)
+
+
+def test_window_searches_in_a_worker_process_and_drops_stale_parts(qtbot: Any, window: Any) -> None:
+    """After an edit the counts come from the worker process; a result tagged with
+    another plan's hash changes nothing on screen."""
+    window.doc.set("batch.seq_len", 2048)
+    qtbot.waitUntil(lambda: "arithmetic minimum" in window.verdict.counts.text(), timeout=60_000)
+    assert window.worker.pid not in (0, os.getpid())
     shown = window.verdict.counts.text()
     other = with_value(window.doc.plan, "hardware.usable_hbm_bytes", 10**9)
     stale = gpu_counts(other)
@@ -97,7 +143,8 @@ def test_window_searches_off_the_gui_thread_and_drops_stale_parts(
         lambda: any(
             window.diagnostics.item(i).text().startswith("Fit — longest sequence")
             for i in range(window.diagnostics.count())
-        )
+        ),
+        timeout=60_000,
     )
     fits = [window.diagnostics.item(i).text() for i in range(window.diagnostics.count())]
     seq = an.analysis(window.doc.plan).fit.sequence

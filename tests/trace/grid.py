@@ -38,6 +38,19 @@ FAMILY_PRESET: dict[str, str] = {
     "mixtral": "mixtral-8x7b",
     "qwen3_moe": "qwen3-30b-a3b",
     "deepseek_v3": "deepseek-v3",
+    "olmo2": "olmo-2-7b",
+    "granite": "granite-3.1-2b",
+    "cohere": "command-r-plus-104b",
+    "cohere2": "command-r7b",
+    "starcoder2": "starcoder2-3b",
+    "stablelm": "stablelm-2-1.6b",
+    "stablelm_parallel": "stablelm-2-12b",
+    "falcon": "falcon-7b",
+    "falcon_new": "falcon-40b",
+    "qwen2_moe": "qwen1.5-moe-a2.7b",
+    "granitemoe": "granite-3.1-1b-a400m",
+    "phimoe": "phi-3.5-moe",
+    "deepseek_v2": "deepseek-v2-lite",
 }
 """Family key → the preset whose quirks its tiny model keeps."""
 
@@ -48,7 +61,8 @@ def tiny_arch(
     family: str, hidden: int = 256, layers: int = 2, vocab: int = 2048
 ) -> ArchitectureSpec:
     """The family's preset at a tiny shape: 4 heads of 64, 2 KV heads (MHA families
-    keep all 4), intermediate 2 × hidden, experts 4 of width 128 (top-2)."""
+    keep all 4), intermediate 2 × hidden, experts 8 of width 128 (top-2: 8 so that
+    FSDP2 over 8 ranks splits whole experts, as at published sizes)."""
     _, arch = load_preset(FAMILY_PRESET[family])
     heads = 4
     update: dict[str, Any] = {
@@ -65,7 +79,7 @@ def tiny_arch(
     if arch.moe is not None:
         update["moe"] = arch.moe.model_copy(
             update={
-                "num_experts": 4,
+                "num_experts": 8,
                 "top_k": 2,
                 "expert_intermediate": 128,
                 "shared_intermediate": None if arch.moe.shared_intermediate is None else 128,
@@ -80,7 +94,10 @@ def tiny_arch(
                 "kv_lora_rank": 32,
                 "qk_nope_head_dim": 32,
                 "qk_rope_head_dim": 16,
-                "v_head_dim": 32,
+                # = the q/k head dim, so CPU SDPA takes its flash kernel: with unequal
+                # dims it falls back to the fp32 math path (CUDA to memory-efficient,
+                # which keeps the same tensors as flash)
+                "v_head_dim": 48,
             }
         )
         update["kv_heads"] = heads
@@ -92,6 +109,7 @@ AXES: dict[str, dict[str, dict[str, Any]]] = {
         "plain": {"parallelism.strategy": "ddp", "parallelism.dp": 1},
         "ddp2": {"parallelism.strategy": "ddp", "parallelism.dp": 2},
         "fsdp4": {"parallelism.strategy": "fsdp2", "parallelism.dp": 4},
+        "fsdp8": {"parallelism.strategy": "fsdp2", "parallelism.dp": 8},
         "fsdp4_noreshard": {
             "parallelism.strategy": "fsdp2",
             "parallelism.dp": 4,

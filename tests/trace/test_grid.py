@@ -45,6 +45,18 @@ INSIDE: tuple[Case, ...] = (
     Case("qwen2", {"strategy": "ddp2"}),
 )
 
+FAMILY_GRID: tuple[Case, ...] = (
+    Case("qwen3", {"strategy": "fsdp8", "recompute": "full"}),
+    Case("gemma3", {"strategy": "fsdp8"}),
+    Case("gpt2", {"strategy": "fsdp8", "recompute": "full"}),
+    Case("cohere", {"recompute": "full"}),
+    Case("falcon", {"recompute": "full"}),
+    Case("stablelm_parallel", {"strategy": "fsdp8"}),
+)
+"""A CI slice of the offline family grid (``tests/fidelity_grid.py``, docs/fidelity-grid.md):
+families with their own norms, activations and residual layouts, single device and
+FSDP2 over 8 ranks, with and without full recompute."""
+
 DENSE_FAMILIES = ("qwen3", "gemma2", "gemma3", "phi3", "gpt2", "gpt_neox")
 
 
@@ -54,6 +66,15 @@ def test_ledger_range_contains_the_traced_peak(case: Case) -> None:
     assert m.low <= m.traced <= m.high, (m.traced, m.low, m.high)
     sharded = case.plan().parallelism.strategy.startswith("fsdp2")
     assert m.states_verdict() in (("ok", "ok*") if sharded else ("ok",))
+
+
+@pytest.mark.parametrize("case", FAMILY_GRID, ids=lambda c: c.name)
+def test_family_grid_is_inside_and_within_one_percent(case: Case) -> None:
+    """Each family's rows follow its transformers 5.24 modeling code: the traced peak
+    is inside the range and the midpoint within 1 % of it."""
+    m = measure(case)
+    assert m.low <= m.traced <= m.high, (m.traced, m.low, m.high)
+    assert abs(m.mid_error_percent) <= 1.0, m.mid_error_percent
 
 
 @pytest.mark.parametrize("family", DENSE_FAMILIES)

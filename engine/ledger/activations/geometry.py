@@ -18,7 +18,10 @@ from engine.stacks.defaults import require_resolved
 from engine.stacks.families import rule_of
 from engine.units import ceil_div, round_up
 
-TokenAxis = Literal["full", "seq"]
+TokenAxis = Literal["full", "seq", "const"]
+"""How a saved tensor scales: with the micro-batch's tokens (``full``), with the tokens
+of the norm / residual region (``seq``: ÷ TP under sequence parallelism), or not at all
+(``const``: e.g. Gemma's fp32 ``1 + w``, one per norm)."""
 
 FP32 = 4
 """Bytes of an fp32 element (upcasts, softmax statistics, log-probs)."""
@@ -48,6 +51,7 @@ class MlaGeometry:
     q_rank: int  # 0 when q is not low-rank
     kv_rank: int
     rope_dim: int
+    kv_b_width: int = 0  # kv_b_proj's output per head: no-rope k dims + v dims
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,11 +131,16 @@ class Trainability:
         return role in self.linear_roles or role in self.adapter_roles
 
 
-ALL_LINEAR_ROLES = frozenset({"q", "k", "v", "o", "gate", "up", "down"})
-_TARGET_ROLES: dict[str, frozenset[str]] = {
-    "qkv": frozenset({"q", "k", "v"}),
-    "gate_up": frozenset({"gate", "up"}),
-}
+ALL_LINEAR_ROLES = frozenset(
+    {
+        *("q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down"),
+        *("q_a", "q_b", "kv_a", "kv_b"),
+        *("router", "expert_gate", "expert_up", "expert_down"),
+        *("shared_gate", "shared_up", "shared_down"),
+    }
+)
+"""Linear roles whose weights full fine-tuning trains (a linear keeps its input for its
+weight's gradient only when that weight is trained)."""
 
 
 def trainability(plan: Plan) -> Trainability:
@@ -149,9 +158,9 @@ def trainability(plan: Plan) -> Trainability:
             roles & ALL_LINEAR_ROLES,
             frozenset(),
         )
-    adapters: set[str] = set()
-    for t in m.lora.targets:
-        adapters |= _TARGET_ROLES.get(t, frozenset({t}))
+    # PEFT wraps the modules whose tensor role is a target, literally: "q" adapts a
+    # separate q_proj, "qkv" a fused one (engine/ledger/states/lora.py is_target)
+    adapters = frozenset(m.lora.targets)
     return Trainability(
         embedding=False,
         norms=False,
@@ -195,7 +204,12 @@ def geometry(plan: Plan) -> Geometry:
         a = arch.mla
         head_dim = a.qk_nope_head_dim + a.qk_rope_head_dim
         kv_heads, v_head = arch.heads, a.v_head_dim  # latents expand to every head
-        mla = MlaGeometry(a.q_lora_rank or 0, a.kv_lora_rank, a.qk_rope_head_dim)
+        mla = MlaGeometry(
+            a.q_lora_rank or 0,
+            a.kv_lora_rank,
+            a.qk_rope_head_dim,
+            a.qk_nope_head_dim + a.v_head_dim,
+        )
     return Geometry(
         micro_batch=plan.batch.micro_batch,
         seq=ceil_div(plan.batch.seq_len, par.cp),
@@ -228,14 +242,17 @@ class Term:
     axis: TokenAxis = "full"
     count: int = 1
 
+    def tokens(self, g: Geometry) -> int:
+        return {"seq": g.seq_tokens, "full": g.tokens}.get(self.axis, 1)
+
     def bytes(self, g: Geometry) -> int:
-        tokens = g.seq_tokens if self.axis == "seq" else g.tokens
-        return self.count * round_up(tokens * self.width * self.bpe, g.granularity)
+        return self.count * round_up(self.tokens(g) * self.width * self.bpe, g.granularity)
 
     def describe(self, g: Geometry) -> str:
-        tokens = g.seq_tokens if self.axis == "seq" else g.tokens
         n = f"{self.count} × " if self.count > 1 else ""
-        return f"{self.name} {n}{tokens}·{self.width}·{self.bpe}"
+        if self.axis == "const":
+            return f"{self.name} {n}{self.width}·{self.bpe}"
+        return f"{self.name} {n}{self.tokens(g)}·{self.width}·{self.bpe}"
 
 
 def terms_bytes(terms: list[Term], g: Geometry) -> int:

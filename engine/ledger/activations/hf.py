@@ -1,181 +1,161 @@
-"""The ``hf-transformers`` profile: what a Llama-family decoder layer saves for backward.
+"""The ``hf-transformers`` profile: what one decoder layer saves for backward, per family.
 
-Counted op by op as Hugging Face transformers runs ``LlamaDecoderLayer`` with PyTorch
-autograd, which saves a tensor only when a required gradient needs it:
+Counted op by op as transformers 5.24 runs each family's ``<Family>DecoderLayer`` with
+PyTorch autograd, which saves a tensor only when a required gradient needs it. The
+family's implementation facts are in :mod:`~engine.ledger.activations.traits`, the
+norms in :mod:`~engine.ledger.activations.hf_norms`, attention in
+:mod:`~engine.ledger.activations.hf_attention`, the MoE block in
+:mod:`~engine.ledger.activations.hf_moe`. Here the MLP and the layer:
 
-- RMSNorm upcasts its input to fp32 (``pow`` and the ``rsqrt`` multiply keep the fp32
-  input and the per-token rsqrt), keeps the normalised tensor only when its weight is
-  trained, and its output is kept by the next linear only when that linear's weight is
-  trained (under autocast each linear keeps its own 16-bit cast instead).
-- Rotary embedding multiplies by cos / sin, which do not need a gradient, so only the
-  shared cos / sin are kept — not q, k or rotate_half(q).
-- SDPA (flash / memory-efficient kernels) keeps q, k, v, its output and an fp32
-  log-sum-exp per head and token; GQA runs without repeating K/V (enable_gqa). Eager
-  attention keeps the repeated K/V, the fp32 softmax and its 16-bit copy (s × s).
-- SwiGLU keeps gate, act(gate), up, and the product (input of down_proj).
+- **MLP**: a gated MLP keeps gate, act(gate), up and the product (down_proj's input);
+  an ungated one the up output and act(up); GPT-2's composite ``gelu_new``
+  (``NewGELUActivation``: pow, tanh, two products) keeps four tensors of the
+  intermediate width (x, tanh, 0.5·x and 1 + tanh);
+- **residual layouts**: sequential (two norms), Gemma's sandwich (four), OLMo-2's
+  post-norms (the projections read the residual itself), parallel (one norm read by
+  attention and MLP: Cohere, Falcon-7B, StableLM-2-12B), parallel with two norms of the
+  same input (GPT-NeoX, Falcon-40B: a LayerNorm input kept once);
 - PEFT LoRA casts the adapter input to the adapter dtype (fp32 by default) per adapter,
   and B keeps A's output.
 
-Measured totals (../shared/reference/measured) are reproduced to the byte; see
-tests/engine/activations/test_hf_measured.py.
+Measured totals (../shared/reference/measured) are reproduced to the byte (tests/engine/
+ledger/activations/test_hf_measured.py), and every family's layer against autograd's
+own saved set (tests/trace/test_saved_tensors.py).
 """
 
 from __future__ import annotations
 
-from engine.ledger.activations.geometry import FP32, Geometry, Term, Trainability
+from engine.ledger.activations import hf_moe as moe
+from engine.ledger.activations.geometry import Geometry, Term
+from engine.ledger.activations.hf_attention import attention_terms
+from engine.ledger.activations.hf_layer import (
+    HfLayer,
+    attention_roles,
+    mlp_roles,
+    moe_roles,
+    needs_grad,
+)
+from engine.ledger.activations.hf_norms import (
+    NormSite,
+    adapter_terms,
+    consumer_terms,
+    input_kept,
+    norm_saved,
+)
+from engine.ledger.activations.traits import traits_of
+from engine.models.spec import ArchitectureSpec
+from engine.units import ceil_div
 
 
-def norm_terms(
-    g: Geometry, tr: Trainability, label: str, input_needs_grad: bool, consumers: tuple[str, ...]
+def hidden_norm(
+    c: HfLayer, label: str, ing: bool, consumers: tuple[str, ...], shared: bool = False
 ) -> list[Term]:
-    """RMSNorm and the saved input of the linears that read its output."""
-    terms: list[Term] = []
-    if input_needs_grad:
-        terms.append(Term(f"{label} fp32 input", g.hidden, FP32, "seq"))
-        terms.append(Term(f"{label} rsqrt", 1, FP32, "seq"))
-    if tr.norms:
-        terms.append(Term(f"{label} normalised", g.hidden, g.residual_bytes, "seq"))
-    out_bytes = FP32 if g.autocast else g.compute_bytes
-    trained_base = [c for c in consumers if c in tr.linear_roles]
-    if g.autocast:
-        if trained_base:
-            terms.append(
-                Term(
-                    f"{label} out, 16-bit cast per linear",
-                    g.hidden,
-                    g.compute_bytes,
-                    count=len(trained_base),
-                )
-            )
-    elif trained_base:
-        terms.append(Term(f"{label} out", g.hidden, out_bytes))
-    terms += adapter_terms(g, tr, label, [(c, g.hidden) for c in consumers], out_bytes)
-    return terms
+    """A norm of the residual stream and its output kept by the linears that read it."""
+    g = c.g
+    site = NormSite(label, c.t.norm, g.hidden, g.residual_bytes, ing, input_shared=shared)
+    terms = norm_saved(g, c.tr, site, c.param_fp32)
+    return terms + consumer_terms(g, c.tr, label, g.hidden, consumers)
 
 
-def adapter_terms(
-    g: Geometry, tr: Trainability, label: str, inputs: list[tuple[str, int]], in_bytes: int
-) -> list[Term]:
-    """LoRA adapters on linears reading an input of ``width`` elements in ``in_bytes``."""
-    terms: list[Term] = []
-    for role, width in inputs:
-        if role not in tr.adapter_roles:
-            continue
-        if g.autocast:
-            terms.append(Term(f"lora {role} input cast", width, g.compute_bytes))
-            a_bytes = g.compute_bytes
+def _post_norm(c: HfLayer, label: str) -> list[Term]:
+    """A norm on a block's output (Gemma's sandwich, OLMo-2): nothing reads it but the
+    residual add, so only the norm's own tensors."""
+    g = c.g
+    site = NormSite(label, c.t.norm, g.hidden, g.compute_bytes)
+    return norm_saved(g, c.tr, site, c.param_fp32)
+
+
+def activation_terms(c: HfLayer, width: int, label: str, down_saved: bool) -> list[Term]:
+    """The MLP's activation on an intermediate of ``width``: gated or not, by the family's
+    ``hidden_act`` (``down_saved``: down_proj keeps its input)."""
+    cb = c.g.compute_bytes
+    if c.arch.mlp == "gelu":
+        if c.t.activation == "gelu_new":
+            terms = [Term(f"{label} gelu_new: x, tanh, 0.5·x, 1 + tanh", width, cb, count=4)]
         else:
-            shared = tr.adapter_bytes == in_bytes and not tr.adapter_dropout
-            if not shared:
-                terms.append(Term(f"lora {role} input ({label})", width, tr.adapter_bytes))
-            a_bytes = tr.adapter_bytes
-        if tr.adapter_dropout:
-            terms.append(Term(f"lora {role} dropout mask", width, 1))
-        terms.append(Term(f"lora {role} A out", tr.rank, a_bytes))
+            terms = [Term(f"{label} up out (act input)", width, cb)]
+        if down_saved:
+            terms.append(Term(f"{label} act out", width, cb))
+        return terms
+    terms = [Term(f"{label} gate out, act(gate), up out", width, cb, count=3)]
+    if down_saved:
+        terms.append(Term(f"{label} gate·up product", width, cb))
     return terms
 
 
-def attention_terms(g: Geometry, tr: Trainability, attention: str, selective: bool) -> list[Term]:
-    """The attention core and o_proj's input."""
-    c, d = g.compute_bytes, g.head_dim
-    q, kv = g.heads_local * d, g.kv_local * d
-    if attention == "eager":
-        terms = [
-            Term("q (roped)", q, c),
-            Term("k, v repeated to all heads", q, c, count=2),
-        ]
-        if not selective:
-            terms += [
-                Term("softmax fp32 (s×s)", g.heads_local * g.seq, FP32),
-                Term("softmax 16-bit copy (s×s)", g.heads_local * g.seq, c),
-            ]
-        if tr.needs_input("o"):
-            terms.append(Term("attn output (contiguous copy, o_proj input)", q, c))
+def dense_mlp_terms(c: HfLayer, width: int, in_grad: bool = True) -> list[Term]:
+    """A dense MLP; nothing before down_proj is kept when no gradient flows through it."""
+    g, tr = c.g, c.tr
+    down = input_kept(g, tr, ("down",), g.compute_bytes)
+    if needs_grad(tr, in_grad, mlp_roles(c)):
+        terms = activation_terms(c, width, "mlp", down)
     else:
-        v = g.kv_local * g.v_dim
-        terms = [
-            Term("q (roped)", q, c),
-            Term("k (roped)", kv, c),
-            Term("v", v, c),
-            Term("attn output", g.heads_local * g.v_dim, c),
-            Term("log-sum-exp fp32", g.heads_local, FP32),
+        terms = [Term("mlp act out (down input)", width, g.compute_bytes)] if down else []
+    return terms + adapter_terms(g, tr, "mlp product", [("down", width)], g.compute_bytes)
+
+
+def moe_mlp_terms(c: HfLayer) -> list[Term]:
+    """Router, dispatch, routed experts and shared experts of one MoE layer."""
+    assert c.arch.moe is not None
+    g, tr, t = c.g, c.tr, c.t
+    m = moe.moe_shapes(c.arch.moe, g.tp)
+    terms = moe.router_terms(g, tr, t, m) + moe.expert_terms(g, tr, t, m)
+    shared = activation_terms(c, m.shared_inter, "shared expert", "shared_down" in tr.linear_roles)
+    return terms + moe.shared_terms(g, tr, m, shared)
+
+
+def layer_terms(c: HfLayer, *, moe_layer: bool, dense_width: int, ing: bool) -> list[Term]:
+    """Everything one decoder layer saves for backward, per micro-batch (``ing``: its
+    input needs a gradient — not the first layer after a frozen embedding)."""
+    a, t, tr = c.arch, c.t, c.tr
+    qkv = attention_roles(c)
+    mlp_in = moe_roles(c) if moe_layer else mlp_roles(c)
+    norm_grad = ing or tr.norms  # a norm's output needs a gradient
+    attn_grad = needs_grad(tr, norm_grad, (*qkv, "o"))  # the attention block's output
+
+    def mlp(in_grad: bool) -> list[Term]:
+        return moe_mlp_terms(c) if moe_layer else dense_mlp_terms(c, dense_width, in_grad)
+
+    if a.residual == "parallel":
+        return [
+            *hidden_norm(c, "input_layernorm", ing, qkv + mlp_in),
+            *attention_terms(c, norm_grad),
+            *mlp(norm_grad),
         ]
-    if g.mla is not None:
-        terms += mla_latent_terms(g)
-    terms += adapter_terms(g, tr, "attn output", [("o", q)], c)
+    if a.residual == "parallel_two_norms":
+        return [
+            *hidden_norm(c, "attention norm", ing, qkv),
+            *hidden_norm(c, "mlp norm", ing, mlp_in, shared=t.norm == "layernorm"),
+            *attention_terms(c, norm_grad),
+            *mlp(norm_grad),
+        ]
+    residual_grad = ing or attn_grad  # the residual after the attention block
+    if not t.pre_norms:  # OLMo-2: the projections read the residual stream itself
+        g = c.g
+        return [
+            *consumer_terms(g, tr, "layer input", g.hidden, qkv),
+            *attention_terms(c, ing),
+            *(_post_norm(c, "post_attention_layernorm") if attn_grad else []),
+            *consumer_terms(g, tr, "residual", g.hidden, mlp_in),
+            *mlp(residual_grad),
+            *_post_norm(c, "post_feedforward_layernorm"),
+        ]
+    terms = [*hidden_norm(c, "input_layernorm", ing, qkv), *attention_terms(c, norm_grad)]
+    if t.post_norms and attn_grad:  # Gemma's sandwich: a norm on each block's output too
+        terms += _post_norm(c, "post_attention_layernorm")
+    mlp_norm = "pre_feedforward_layernorm" if t.post_norms else "post_attention_layernorm"
+    terms += hidden_norm(c, mlp_norm, residual_grad, mlp_in)
+    terms += mlp(residual_grad or tr.norms)
+    if t.post_norms:
+        terms += _post_norm(c, "post_feedforward_layernorm")
     return terms
 
 
-def mla_latent_terms(g: Geometry) -> list[Term]:
-    """MLA's low-rank latents: each RMSNorm keeps its fp32 input and rsqrt, and the
-    up-projections (q_b, kv_b) keep their normalised inputs (DeepSeek-V3 modelling)."""
-    assert g.mla is not None
-    c = g.compute_bytes
-    terms: list[Term] = []
-    for name, width in (("q latent", g.mla.q_rank), ("kv latent", g.mla.kv_rank)):
-        if width:
-            terms += [
-                Term(f"{name} fp32 norm input", width, FP32),
-                Term(f"{name} rsqrt", 1, FP32),
-                Term(f"{name} normalised (up-projection input)", width, c),
-            ]
-    terms.append(Term("k rope part (shared by heads)", g.mla.rope_dim, c))
-    return terms
-
-
-def moe_terms(g: Geometry) -> list[Term]:
-    """Routing of an MoE layer (HF Mixtral / Qwen3-MoE / DeepSeek-V3 style): fp32
-    softmax of the router logits over every expert, the top-k weights, and each routed
-    expert's gathered copy of its tokens' hidden states (its linears' input)."""
-    assert g.moe is not None
-    c, m = g.compute_bytes, g.moe
-    pairs = round(m.top_k * m.capacity)
-    return [
-        Term("router softmax fp32", m.experts, FP32),
-        Term("top-k routing weights fp32", m.top_k, FP32),
-        Term("dispatched token copies (expert inputs)", g.hidden, c, count=pairs),
-    ]
-
-
-def mlp_terms(g: Geometry, tr: Trainability, mlp: str) -> list[Term]:
-    c, i = g.compute_bytes, g.inter_local
-    if mlp == "gelu":
-        terms = [Term("up out (act input)", i, c)]
-        if "down" in tr.linear_roles:
-            terms.append(Term("act out", i, c))
-    else:
-        terms = [Term("gate out, act(gate), up out", i, c, count=3)]
-        if "down" in tr.linear_roles:
-            terms.append(Term("gate·up product", i, c))
-    terms += adapter_terms(g, tr, "mlp product", [("down", i)], c)
-    if g.moe is not None:
-        terms += moe_terms(g)
-    return terms
-
-
-def layer_terms(
-    g: Geometry,
-    tr: Trainability,
-    *,
-    mlp: str,
-    attention: str,
-    selective: bool,
-    input_needs_grad: bool,
-) -> list[Term]:
-    """Everything one decoder layer saves for backward, per micro-batch."""
-    mlp_in = ("up",) if mlp == "gelu" else ("gate", "up")
-    return [
-        *norm_terms(g, tr, "input_layernorm", input_needs_grad, ("q", "k", "v")),
-        *attention_terms(g, tr, attention, selective),
-        *norm_terms(g, tr, "post_attention_layernorm", True, mlp_in),
-        *mlp_terms(g, tr, mlp),
-    ]
-
-
-def final_norm_terms(g: Geometry, tr: Trainability) -> list[Term]:
+def final_norm_terms(c: HfLayer) -> list[Term]:
     """The final norm and lm_head's saved input (on the last pipeline stage)."""
+    tr = c.tr
     roles = frozenset({"lm_head"}) if tr.lm_head else frozenset()
-    head = Trainability(
+    head = tr.__class__(
         tr.embedding,
         tr.norms,
         tr.lm_head,
@@ -185,9 +165,23 @@ def final_norm_terms(g: Geometry, tr: Trainability) -> list[Term]:
         tr.adapter_bytes,
         tr.adapter_dropout,
     )
-    return norm_terms(g, head, "final norm", True, ("lm_head",))
+    return hidden_norm(c.with_trainability(head), "final norm", True, ("lm_head",))
+
+
+def rotary_dim(arch: ArchitectureSpec, g: Geometry) -> int:
+    """Elements of each cos / sin row: the rotated part of a head (MLA: its rope dims)."""
+    if g.mla is not None:
+        return g.mla.rope_dim
+    return int(g.head_dim * traits_of(arch).rotary_fraction)
 
 
 def checkpoint_input_terms(g: Geometry) -> list[Term]:
     """What a checkpointed layer keeps: its input hidden states (residual dtype)."""
     return [Term("layer input (checkpoint)", g.hidden, g.residual_bytes, "seq")]
+
+
+def dense_width(arch: ArchitectureSpec, tp: int) -> int:
+    """The intermediate of the dense layers (an MoE model's own dense width)."""
+    m = arch.moe
+    width = arch.intermediate if m is None else (m.dense_intermediate or arch.intermediate)
+    return ceil_div(width, tp)

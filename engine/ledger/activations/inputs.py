@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry
+from engine.ledger.activations.hf import rotary_dim
+from engine.ledger.activations.traits import source_of, traits_of
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
 from engine.units import fmt_count, round_up
@@ -29,21 +31,30 @@ def input_rows(plan: Plan, g: Geometry, last: bool) -> list[Row]:
         )
     ]
     arch = plan.model.architecture
-    if plan.runtime.activation_profile == "hf-transformers" and arch.position == "rotary":
-        inv = round_up(g.head_dim // 2 * FP32, gran)
+    if plan.runtime.activation_profile != "hf-transformers":
+        return rows
+    parts: list[tuple[str, int]] = []
+    if arch.position == "rotary":
+        half = rotary_dim(arch, g) // 2
+        inv = round_up(half * FP32, gran)
+        parts.append((f"rotary inv_freq and original_inv_freq, 2 × fp32 {half}·4", 2 * inv))
+    if traits_of(arch).embed_scale:
+        parts.append(("the scaled embedding's 0-d embed_scale", gran))
+    if parts:
+        n = sum(b for _, b in parts)
         rows.append(
             make_row(
                 id="hbm.buffers.rotary",
-                label="Rotary inv_freq buffers",
+                label="Module buffers (rotary inv_freq, embedding scale)",
                 state="buffers",
                 location="hbm",
                 kind="persistent",
                 group="buffers",
-                low=2 * inv,
-                high=2 * inv,
-                formula=f"inv_freq and original_inv_freq, 2 × fp32 {g.head_dim // 2}·4 "
-                f"rounded to {gran} = {fmt_count(2 * inv)} B",
-                source="hf-transformers-llama",
+                low=n,
+                high=n,
+                formula=" + ".join(f"{k} {fmt_count(b)}" for k, b in parts)
+                + f", each rounded to {gran} = {fmt_count(n)} B",
+                source=source_of(arch),
             )
         )
     return rows

@@ -32,62 +32,28 @@ from engine.ledger.activations.inputs import input_rows
 from engine.ledger.activations.loss import labels_rows
 from engine.ledger.activations.packing import packing_formula, real_token_share
 from engine.ledger.activations.schedule import in_flight
+from engine.ledger.activations.stage_layers import context, stage_layers
+from engine.ledger.activations.traits import source_of, traits_of
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import (
+    AT_LOSS,
     BACKWARD,
     FORWARD,
     FORWARD_BACKWARD,
     IN_LAYERS,
     UNTIL_LAYERS_FREE,
+    Moment,
     Row,
     make_row,
 )
 from engine.ledger.states.quantized import is_quantized
 from engine.plan import Plan
-from engine.units import fmt_count, round_up
+from engine.units import ceil_div, fmt_count, round_up
 
 SCALAR_ALLOCS = 2
 """The loss and nll_loss's total_weight: two 0-d tensors, one 512-B block each."""
 
 LINEAR_ROLES = frozenset({"q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down", "lm_head"})
-
-
-def _layer_terms(
-    plan: Plan, g: Geometry, tr: Trainability, input_needs_grad: bool, selective: bool
-) -> list[Term]:
-    arch, rt = plan.model.architecture, plan.runtime
-    mlp = "gelu" if arch.mlp == "gelu" else "swiglu"
-    if rt.activation_profile == "megatron":
-        return mg.layer_terms(
-            g,
-            mlp=mlp,
-            attention=rt.attention,
-            selective=selective,
-            dropout=arch.family in mg.DROPOUT_FAMILIES,
-        )
-    return hf.layer_terms(
-        g,
-        tr,
-        mlp=mlp,
-        attention=rt.attention,
-        selective=selective,
-        input_needs_grad=input_needs_grad,
-    )
-
-
-def _moe_note(plan: Plan) -> str:
-    """Say where MoE layers were approximated: dense first layers counted as MoE ones."""
-    moe = plan.model.architecture.moe
-    if moe is None or not moe.first_dense_layers:
-        return ""
-    return f" (the {moe.first_dense_layers} dense first layers are counted like the MoE layers)"
-
-
-def _ckpt_terms(plan: Plan, g: Geometry) -> list[Term]:
-
-    if plan.runtime.activation_profile == "megatron":
-        return mg.checkpoint_input_terms(g)
-    return hf.checkpoint_input_terms(g)
 
 
 def _band(plan: Plan, n: int) -> tuple[int, int]:
@@ -123,28 +89,18 @@ def activation_rows(
 ) -> list[Row]:
     """Saved activations, the backward working set and once-per-forward tensors."""
     g, tr = geometry(plan), trainability(plan)
-    rec = plan.method.recompute
     par = plan.parallelism
-    first, last = stage == 0, stage == par.pp - 1
+    last = stage == par.pp - 1
     fly = in_flight(plan, stage)
-    policy = rec.policy
-    selective = policy == "selective"
-    full = _layer_terms(plan, g, tr, True, selective)
-    full_b = terms_bytes(full, g)
-    first_b = full_b
-    if first and not tr.embedding:
-        first_b = terms_bytes(_layer_terms(plan, g, tr, False, selective), g)
-    ckpt = _ckpt_terms(plan, g)
-    ckpt_b = terms_bytes(ckpt, g)
-    n_ckpt = {"full": n_layers, "every_k": n_layers // rec.every_k}.get(policy, 0)
-    n_plain = n_layers - n_ckpt
+    policy = plan.method.recompute.policy
+    sl = stage_layers(plan, stage, g, tr)
+    full_b, n_ckpt, n_plain, ckpt_b = sl.largest, sl.n_ckpt, sl.n_plain, sl.ckpt_bytes
     gran = g.granularity
 
     rows: list[Row] = []
     if policy == "offload":
         gpu_low, gpu_high = full_b, 2 * full_b
-        saved_one = first_b + (n_layers - 1) * full_b if n_layers else 0
-        host = fly.times(saved_one)
+        host = fly.times(sl.plain_bytes)
         rows.append(
             make_row(
                 id="host.activations.offloaded",
@@ -166,26 +122,13 @@ def activation_rows(
             f"offload: the layer being copied out and the next one, 1–2 × {fmt_count(full_b)} B"
         )
     else:
-        plain_first = first_b if (first and n_plain == n_layers and n_layers) else full_b
-        plain = (plain_first + (n_plain - 1) * full_b) if n_plain else 0
-        one = plain + n_ckpt * ckpt_b
+        one = sl.one_bytes
         total = fly.times(one)
         layer_total_low, layer_total_high = _band(plan, total)
         layer_formula = (
-            f"per layer {terms_formula(full, g)} = {fmt_count(full_b)} B"
-            + (
-                f" (first layer {fmt_count(first_b)} B: frozen embedding)"
-                if first_b != full_b and n_plain == n_layers
-                else ""
-            )
-            + f"; {n_plain} layers saved"
-            + (
-                f" + {n_ckpt} checkpointed × {fmt_count(ckpt_b)} B ({terms_formula(ckpt, g)})"
-                if n_ckpt
-                else ""
-            )
+            sl.describe(g)
             + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
-            f"{fmt_count(total)} B; × activation band" + packing_formula(plan) + _moe_note(plan)
+            f"{fmt_count(total)} B; × activation band" + packing_formula(plan)
         )
     rows.append(
         make_row(
@@ -234,27 +177,12 @@ def activation_rows(
                 dtype=plan.method.precision.compute_dtype,
             )
         )
-    other = _other_terms(plan, g, tr, first, last, n_ckpt > 0)
-    other_b = sum(b for _, b in other)
-    if other_b:
-        n = fly.whole * other_b
-        rows.append(
-            make_row(
-                id="hbm.activations.saved.other",
-                state="activations",
-                label="Saved once per forward (rotary, final norm, labels)",
-                location="hbm",
-                kind="peak",
-                group="activations",
-                low=n,
-                high=n,
-                formula=" + ".join(f"{k} {fmt_count(b)}" for k, b in other)
-                + f" = {fmt_count(other_b)} B × {fly.whole} in flight",
-                source=_profile_source(plan),
-                phases=FORWARD_BACKWARD,
-                backward=UNTIL_LAYERS_FREE,
-            )
-        )
+    other = _other_terms(plan, g, n_ckpt > 0)
+    if other:
+        rows.append(_once_row(plan, fly.whole, other, "other", UNTIL_LAYERS_FREE))
+    head_parts = _head_terms(plan, g, tr) if last else []
+    if head_parts:
+        rows.append(_once_row(plan, fly.whole, head_parts, "head", AT_LOSS))
     work = _working_terms(g)
     work_b = terms_bytes(work, g)
     recomputed = full_b if (n_ckpt or policy == "offload") else 0
@@ -307,7 +235,7 @@ def activation_rows(
 def _profile_source(plan: Plan) -> str:
     if plan.runtime.activation_profile == "megatron":
         return "korthikanti-2022"
-    return "hf-transformers-llama"
+    return source_of(plan.model.architecture)
 
 
 def _working_terms(g: Geometry) -> list[Term]:
@@ -319,20 +247,73 @@ def _working_terms(g: Geometry) -> list[Term]:
     ]
 
 
-def _other_terms(
-    plan: Plan, g: Geometry, tr: Trainability, first: bool, last: bool, ckpt: bool
-) -> list[tuple[str, int]]:
-    """Tensors saved once per micro-batch, outside the decoder layers."""
+def _once_row(
+    plan: Plan, whole: int, parts: list[tuple[str, int]], which: str, moments: frozenset[Moment]
+) -> Row:
+    """Tensors saved once per micro-batch: ``other`` (rotary, checkpoint positions) stay
+    until the layers' backward is done; ``head`` (final norm, lm_head input, soft-capped
+    logits, the loss scalars) are freed by the first ops of backward."""
+    total = sum(b for _, b in parts)
+    label = {
+        "other": "Saved once per forward (rotary cos / sin, positions)",
+        "head": "Saved once per forward by the head (final norm, lm_head input, loss)",
+    }[which]
+    row_id = {"other": "hbm.activations.saved.other", "head": "hbm.activations.saved.head"}
+    return make_row(
+        id=row_id[which],
+        state="activations",
+        label=label,
+        location="hbm",
+        kind="peak",
+        group="activations",
+        low=whole * total,
+        high=whole * total,
+        formula=" + ".join(f"{k} {fmt_count(b)}" for k, b in parts)
+        + f" = {fmt_count(total)} B × {whole} in flight",
+        source=_profile_source(plan),
+        phases=FORWARD_BACKWARD,
+        backward=moments,
+    )
+
+
+def _other_terms(plan: Plan, g: Geometry, ckpt: bool) -> list[tuple[str, int]]:
+    """Tensors every layer's backward reads, saved once per micro-batch."""
     arch, gran = plan.model.architecture, g.granularity
     out: list[tuple[str, int]] = []
-    hf_profile = plan.runtime.activation_profile == "hf-transformers"
-    if hf_profile and arch.position == "rotary":
-        cs = round_up(g.seq * g.head_dim * g.embed_bytes, gran)
-        out.append((f"rotary cos, sin 2 × 1·{g.seq}·{g.head_dim}·{g.embed_bytes}", 2 * cs))
-    if hf_profile and ckpt:
+    if plan.runtime.activation_profile != "hf-transformers":
+        return out
+    if arch.position == "rotary":
+        d = hf.rotary_dim(arch, g)
+        cs = round_up(g.seq * d * g.embed_bytes, gran)
+        out.append((f"rotary cos, sin 2 × 1·{g.seq}·{d}·{g.embed_bytes}", 2 * cs))
+    if ckpt:
         out.append((f"position_ids kept by checkpoint 1·{g.seq}·8", round_up(g.seq * INT64, gran)))
-    if last:
-        fin = hf.final_norm_terms(g, tr) if hf_profile else mg.final_terms(g)
-        out.append((f"final norm ({terms_formula(fin, g)})", terms_bytes(fin, g)))
-        out.append((f"loss scalars {SCALAR_ALLOCS} × {gran}", SCALAR_ALLOCS * gran))
+        if traits_of(arch).explicit_mask:
+            # FalconModel.forward builds one (b, 1, s, s) bool mask for every layer;
+            # each checkpointed layer keeps it as an input to recompute from
+            m = g.micro_batch * g.seq * g.seq
+            out.append(
+                (
+                    f"bool mask kept by checkpoint {g.micro_batch}·1·{g.seq}·{g.seq}",
+                    round_up(m, gran),
+                )
+            )
+    return out
+
+
+def _head_terms(plan: Plan, g: Geometry, tr: Trainability) -> list[tuple[str, int]]:
+    """The last stage's head: final norm and lm_head input, Gemma-2's soft-capped
+    logits (``logits / cap`` → ``tanh`` keeps its output, T × V), the loss scalars."""
+    gran = g.granularity
+    if plan.runtime.activation_profile == "megatron":
+        fin = mg.final_terms(g)
+        out = [(f"final norm ({terms_formula(fin, g)})", terms_bytes(fin, g))]
+    else:
+        fin = hf.final_norm_terms(context(plan, g, tr))
+        out = [(f"final norm ({terms_formula(fin, g)})", terms_bytes(fin, g))]
+        if traits_of(plan.model.architecture).final_softcap:
+            v = ceil_div(g.vocab, g.tp)
+            cap = round_up(g.tokens * v * g.compute_bytes, gran)
+            out.append((f"tanh of the soft-capped logits {g.tokens}·{v}·{g.compute_bytes}", cap))
+    out.append((f"loss scalars {SCALAR_ALLOCS} × {gran}", SCALAR_ALLOCS * gran))
     return out

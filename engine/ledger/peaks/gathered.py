@@ -17,12 +17,14 @@ from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import (
     AT_LOSS,
     BACKWARD,
+    BEFORE_FIRST_LAYER,
     FORWARD_BACKWARD,
     IN_LAYERS,
     NO_MOMENTS,
     UNTIL_LAYERS_FREE,
     Row,
     make_row,
+    with_middle,
 )
 from engine.plan import Plan
 from engine.stacks.families import StrategyRule, keeps_all_gathered
@@ -195,8 +197,9 @@ def _fsdp_rows(
                 f"{fmt_count(nbuf * buf)} B (kept until the next all-gather)",
                 source=src,
                 phases=FORWARD_BACKWARD,
-                # every unit stayed gathered: backward issues no all-gather
-                backward=NO_MOMENTS if keep_all else None,
+                # every unit stayed gathered: backward issues no all-gather; otherwise
+                # the prefetched unit waits in it until the first layer's backward
+                backward=NO_MOMENTS if keep_all else with_middle(BEFORE_FIRST_LAYER, n_layers),
             )
         )
     if keep_all:

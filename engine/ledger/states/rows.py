@@ -18,6 +18,8 @@ from engine.ledger.row import (
     ACCUMULATED_MOMENTS,
     ALL_PHASES,
     GRADIENT_MOMENTS,
+    STEP_ACCUMULATED_MOMENTS,
+    STEP_GRADIENT_MOMENTS,
     CheckpointPart,
     Row,
     make_row,
@@ -206,17 +208,36 @@ def _grad_source(rule: StrategyRule, at_init: bool) -> str:
     return rule.source
 
 
+def grads_per_tensor(rule: StrategyRule) -> bool:
+    """Whether each gradient is its own allocation, made when backward reaches its
+    parameter (unsharded, and FSDP2's per-tensor shards), rather than one flat buffer
+    (ZeRO-1/2, FSDP1, Megatron) or ZeRO-3's buffer allocated at init."""
+    at_init = rule.family == "deepspeed" and rule.params
+    return not at_init and (not rule.grads or rule.chunking == "dim0")
+
+
+def grad_bytes(trainable: list[HeldTensor], ctx: ShardContext) -> tuple[int, str, str]:
+    """(bytes, formula, dtypes) of these tensors' gradients as the rank holds them."""
+    allocs = shard_allocs(trainable, ctx.rule.grads, ctx.rule, "grad_dtype")
+    return _sized(allocs, ctx.rule.grads, ctx)
+
+
 def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
     """The rank's gradients: produced during backward, summed across micro-batches.
 
     ZeRO-3 is the exception: DeepSpeed 0.19.6 stage3.py ``_setup_for_real_optimizer``
     allocates ``grad_partitions_flat_buffer`` (every partition's gradient) at init and
     never frees it, so it is live at every moment of the step."""
-    allocs = shard_allocs(trainable, ctx.rule.grads, ctx.rule, "grad_dtype")
-    n, formula, dtypes = _sized(allocs, ctx.rule.grads, ctx)
+    n, formula, dtypes = grad_bytes(trainable, ctx)
     at_init = ctx.rule.family == "deepspeed" and ctx.rule.params
     if at_init:
         formula += " (grad_partitions_flat_buffer, allocated at init)"
+    if at_init:
+        moments, accumulated = moments_in(ALL_PHASES), ACCUMULATED_MOMENTS
+    elif grads_per_tensor(ctx.rule):
+        moments, accumulated = STEP_GRADIENT_MOMENTS, STEP_ACCUMULATED_MOMENTS
+    else:
+        moments, accumulated = GRADIENT_MOMENTS, ACCUMULATED_MOMENTS
     return make_row(
         id="hbm.grads",
         label=f"Gradients ({dtypes})",
@@ -228,8 +249,8 @@ def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
         high=n,
         formula=formula,
         source=_grad_source(ctx.rule, at_init),
-        moments=moments_in(ALL_PHASES) if at_init else GRADIENT_MOMENTS,
-        accumulated_moments=ACCUMULATED_MOMENTS,
+        moments=moments,
+        accumulated_moments=accumulated,
         dtype=dtypes,
     )
 

@@ -39,7 +39,9 @@ def test_an_idle_set_is_noted_on_stderr(capsys: pytest.CaptureFixture[str]) -> N
     assert with_set == without
 
 
-@pytest.mark.parametrize("command", [["layouts", "--gpus", "8"], ["export", "--format", "fsdp2"]])
+@pytest.mark.parametrize(
+    "command", [["layouts", "--gpus", "8"], ["export", "--format", "torchtitan"]]
+)
 def test_every_plan_command_notes_idle_sets(
     command: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.estimate import Estimate, estimate
+from engine.ledger.row import Row
 from engine.plan import Plan, default_plan, with_values
 from engine.reference.deepspeed_estimator import deepspeed_reference
 
@@ -307,18 +308,18 @@ def test_hf_trainer_peft_lora_keeps_the_bf16_base_and_fp32_adapters() -> None:
 def test_hf_trainer_fsdp_reduces_in_bf16() -> None:
     """accelerate utils/dataclasses.py ``set_mixed_precision``: MixedPrecisionPolicy
     (param_dtype=bf16, reduce_dtype=bf16), while the upcast parameters and their sharded
-    gradients stay fp32 (fsdp_utils.py ``fsdp2_prepare_model``). One decoder layer's
-    unsharded gradients (218,112,000 el.) are then the reduce-scatter input themselves:
-    × 2 B = 436,224,000 B, where the plain script's fp32 reduce adds an fp32 copy
-    (× 4 B more: 1,308,672,000 B)."""
-    hf = next(
-        r
-        for r in estimate(_plan(stack__name="hf_trainer")).rows
-        if r.id == "hbm.buckets.reduce_scatter"
-    )
-    plain = next(r for r in estimate(_plan()).rows if r.id == "hbm.buckets.reduce_scatter")
-    assert hf.low == 218_112_000 * 2 == 436_224_000
-    assert plain.low == 218_112_000 * 6 == 1_308_672_000
+    gradients stay fp32 (fsdp_utils.py ``fsdp2_prepare_model``). FSDP2's
+    ``foreach_reduce`` copies one decoder layer's unsharded gradients (218,112,000 el.)
+    into a flat reduce-scatter input in the reduce dtype and keeps one such input at a
+    time: × 2 B = 436,224,000 B, where the plain script's fp32 reduce makes it
+    × 4 B = 872,448,000 B."""
+
+    def rows(**kw: str) -> dict[str, Row]:
+        return {r.id: r for r in estimate(_plan(**kw)).rows}
+
+    hf, plain = rows(stack__name="hf_trainer"), rows()
+    assert hf["hbm.buckets.reduce_scatter"].low == 218_112_000 * 2 == 436_224_000
+    assert plain["hbm.buckets.reduce_scatter"].low == 218_112_000 * 4 == 872_448_000
 
 
 def test_j_zero2_offload_pins_what_stage_1_and_2_pins() -> None:

@@ -1,0 +1,198 @@
+"""A plan from an accelerate config (YAML, or JSON), over a base plan.
+
+The inverse of :mod:`engine.exports.accelerate`, and what ``accelerate config`` writes by
+hand: the DeepSpeed plugin keys (``zero_stage``, offload devices, ``zero3_init_flag``,
+``gradient_accumulation_steps``) or a ``deepspeed_config_file`` read as a ds_config; the
+FSDP options; ``parallelism_config``. ``fsdp_offload_params`` is FSDP's CPUOffload,
+which moves parameters, gradients and optimizer state: both placements become cpu.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any
+
+from engine.exports.accelerate import FSDP1_STRATEGY, PREFETCH, STATE_DICT
+from engine.exports.common import STAGE_STRATEGY, Imported, as_int
+from engine.exports.ds_import import import_deepspeed
+from engine.exports.flat_yaml import read_flat_yaml
+from engine.plan import Plan, with_values
+
+_INV_FSDP1 = {v: k for k, v in FSDP1_STRATEGY.items()}
+_INV_PREFETCH = {v: k for k, v in PREFETCH.items()}
+_INV_STATE = {v: k for k, v in STATE_DICT.items()}
+_PC = "parallelism_config_"
+_FSDP_READ = {
+    "fsdp_version",
+    "fsdp_reshard_after_forward",
+    "fsdp_sharding_strategy",
+    "fsdp_backward_prefetch",
+    "fsdp_offload_params",
+    "fsdp_activation_checkpointing",
+    "fsdp_state_dict_type",
+    "fsdp_cpu_ram_efficient_loading",
+    "fsdp_auto_wrap_policy",
+    "fsdp_transformer_layer_cls_to_wrap",
+    "fsdp_use_orig_params",
+    "fsdp_sync_module_states",
+    "fsdp_min_num_params",
+}
+"""fsdp_config keys read, or that change no memory (wrapping names the same units)."""
+
+
+class _Reader:
+    def __init__(self, cfg: dict[str, Any], base: Plan) -> None:
+        self.cfg, self.base = cfg, base
+        self.ch: dict[str, Any] = {"stack.name": "hf_trainer"}
+        self.res: list[str] = []
+        self.warn: list[str] = []
+
+    def world(self, tp: int, cp: int) -> None:
+        n = as_int(self.cfg.get("num_processes"))
+        if n is None or n < 1:
+            return
+        rest = tp * cp
+        if n % rest:
+            self.warn.append(f"num_processes {n} is not a multiple of TP×CP {rest}")
+            return
+        self.ch["parallelism.dp"] = n // rest
+        self.ch["batch.global_batch"] = None
+
+    def precision(self, fsdp: bool) -> None:
+        mp = self.cfg.get("mixed_precision", "no")
+        if mp not in ("bf16", "fp16", "no"):
+            self.warn.append(f"mixed_precision {mp!r} is not modelled; read as no")
+            mp = "no"
+        half = None if mp == "no" else mp
+        ch = self.ch
+        ch["method.precision.compute_dtype"] = half or "fp32"
+        ch["method.precision.grad_dtype"] = half or "fp32"
+        ch["method.precision.loss_scaling"] = mp == "fp16"
+        if half is None:
+            ch["method.precision.policy"] = "fp32"
+        else:
+            ch["method.precision.policy"] = "autocast" if fsdp else "pure_16bit"
+
+    def deepspeed(self, companions: Mapping[str, str]) -> Plan | None:
+        ds = self.cfg.get("deepspeed_config") or {}
+        path = ds.get("deepspeed_config_file")
+        plan = None
+        if path:
+            name = PurePath(str(path)).name
+            text = companions.get(str(path), companions.get(name))
+            if text is None:
+                self.warn.append(f"deepspeed_config_file {path} was not found: plugin keys only")
+            else:
+                got = import_deepspeed(text, self.base)
+                self.res += [f"{name}: {r}" for r in got.resolutions]
+                self.warn += [f"{name}: {w}" for w in got.warnings]
+                plan = got.plan
+        if plan is None:
+            stage = as_int(ds.get("zero_stage"))
+            self.ch["parallelism.strategy"] = STAGE_STRATEGY.get(stage or 0, "zero3")
+            ga = as_int(ds.get("gradient_accumulation_steps"))
+            if ga:
+                self.ch["batch.grad_accum"] = ga
+            for key, field in (
+                ("offload_optimizer_device", "optimizer"),
+                ("offload_param_device", "params"),
+            ):
+                dev = ds.get(key, "none")
+                self.ch[f"offload.{field}"] = dev if dev in ("cpu", "nvme") else "none"
+            self.precision(fsdp=False)
+            if self.ch["method.precision.policy"] == "pure_16bit":
+                self.ch["method.precision.policy"] = "amp_master"  # DeepSpeed's bf16 mode
+        stage3 = (plan or self.base).parallelism.strategy == "zero3"
+        if self.ch.get("parallelism.strategy") == "zero3":
+            stage3 = True
+        init = ds.get("zero3_init_flag")
+        if stage3:
+            self.ch["host.model_init"] = "zero_init" if init is True else "full_copy_per_rank"
+        else:
+            self.ch["host.model_init"] = "full_copy_per_rank"
+        return plan
+
+    def fsdp(self) -> None:
+        f = self.cfg.get("fsdp_config") or {}
+        ch = self.ch
+        version = as_int(f.get("fsdp_version")) or 1
+        pc = self.cfg.get("parallelism_config") or {}
+        pc = {k.removeprefix(_PC): v for k, v in pc.items()} if isinstance(pc, dict) else {}
+        replicate = as_int(pc.get("dp_replicate_size")) or 1
+        shard = as_int(pc.get("dp_shard_size"))
+        if version == 2:
+            ch["parallelism.strategy"] = "fsdp2_hsdp" if replicate > 1 else "fsdp2"
+            ch["parallelism.shard_group_size"] = shard if replicate > 1 else None
+            raf = f.get("fsdp_reshard_after_forward", True)
+            ch["parallelism.knobs.fsdp_reshard_after_forward"] = (
+                raf if isinstance(raf, bool) else str(raf).lower() == "true"
+            )
+        else:
+            s = str(f.get("fsdp_sharding_strategy", "FULL_SHARD")).upper()
+            ch["parallelism.strategy"] = _INV_FSDP1.get(s, "fsdp1_full_shard")
+            ch["parallelism.shard_group_size"] = None
+            bp = str(f.get("fsdp_backward_prefetch", "BACKWARD_PRE")).upper()
+            ch["parallelism.knobs.fsdp1_backward_prefetch"] = _INV_PREFETCH.get(bp, "backward_pre")
+        tp, cp = as_int(pc.get("tp_size")) or 1, as_int(pc.get("cp_size")) or 1
+        ch["parallelism.tp"], ch["parallelism.cp"] = tp, cp
+        for key in set(pc) - {"dp_replicate_size", "dp_shard_size", "tp_size", "cp_size"}:
+            if pc[key] not in (None, 1, "none"):
+                self.warn.append(f"parallelism_config {key} is not modelled")
+        self.world(tp, cp)
+        off = f.get("fsdp_offload_params") is True or str(f.get("fsdp_offload_params")) == "true"
+        ch["offload.params"] = ch["offload.optimizer"] = "cpu" if off else "none"
+        if off:
+            self.res.append(
+                "fsdp_offload_params: FSDP's CPUOffload moves parameters, gradients and "
+                "optimizer state: offload.params and offload.optimizer = cpu"
+            )
+        ch["method.recompute.policy"] = (
+            "full" if f.get("fsdp_activation_checkpointing") is True else "none"
+        )
+        sd = str(f.get("fsdp_state_dict_type", "SHARDED_STATE_DICT")).upper()
+        ch["checkpoint.format"] = _INV_STATE.get(sd, "sharded")
+        efficient = f.get("fsdp_cpu_ram_efficient_loading", True)
+        ch["host.model_init"] = "meta" if efficient is True else "full_copy_per_rank"
+        for key in sorted(set(f) - _FSDP_READ):
+            if f[key] not in (None, False):
+                self.warn.append(f"fsdp_config.{key} is not modelled")
+        self.precision(fsdp=True)
+
+
+def import_accelerate(
+    text: str, base: Plan, companions: Mapping[str, str] | None = None
+) -> Imported:
+    """A plan from an accelerate config over ``base``; ``companions`` maps the name of a
+    ``deepspeed_config_file`` to its text."""
+    cfg = json.loads(text) if text.lstrip().startswith("{") else read_flat_yaml(text)
+    if not isinstance(cfg, dict):
+        raise ValueError("an accelerate config must be a mapping")
+    # accelerate has no pipeline or expert parallelism: those are 1
+    flat = {
+        "parallelism.pp": 1,
+        "parallelism.ep": 1,
+        "parallelism.pp_layer_split": None,
+        "parallelism.virtual_stages": 1,
+    }
+    base = with_values(base, flat)
+    r = _Reader(cfg, base)
+    dt = cfg.get("distributed_type", "NO")
+    plan = base
+    if dt == "DEEPSPEED":
+        plan = r.deepspeed(companions or {}) or base
+        r.ch.setdefault("parallelism.tp", 1)
+        r.ch.setdefault("parallelism.cp", 1)
+        if plan is base:
+            r.world(1, 1)
+    elif dt == "FSDP":
+        r.fsdp()
+    elif dt in ("MULTI_GPU", "NO"):
+        r.ch["parallelism.strategy"] = "ddp"
+        r.ch["parallelism.tp"] = r.ch["parallelism.cp"] = 1
+        r.world(1, 1)
+        r.precision(fsdp=False)
+    else:
+        r.warn.append(f"distributed_type {dt} is not modelled; the plan's strategy is kept")
+    return Imported(with_values(plan, r.ch), tuple(r.res), tuple(r.warn))

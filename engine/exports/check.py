@@ -1,0 +1,201 @@
+"""Check an export with the framework's own config classes, when it is installed.
+
+Each check runs in a child Python (the same interpreter) so a framework's import-time
+side effects — CUDA probing, logging setup, argparse on ``sys.argv`` — never touch the
+caller (the CLI, or the window's worker thread). What runs:
+
+- DeepSpeed: ``deepspeed.runtime.config.DeepSpeedConfig(cfg, mpu)`` with an ``mpu`` that
+  reports the plan's DP replicas (so the batch-size equation is checked for this world;
+  without a process group ``DeepSpeedConfig`` falls back to a world of 1, so ``get_rank``
+  is answered).
+- accelerate: ``load_config_from_file`` (``ClusterConfig`` refuses unknown keys), the
+  ``accelerate launch`` merge (``_validate_launch_command``) and the environment it
+  builds, then ``FullyShardedDataParallelPlugin()`` / ``ParallelismConfig()`` from it;
+  the ds_config beside it also with DeepSpeed when installed.
+- Megatron-LM: ``megatron.training.arguments.parse_args`` and ``validate_args`` on the
+  exported flags, with ``WORLD_SIZE`` set to the plan's world.
+- torchtitan: import the recipe module and call its configuration function.
+
+When the framework is not importable the result says which package is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.exports.common import Export, replicas
+from engine.exports.mlm_import import parse_args
+from engine.plan import Plan
+from engine.stacks.defaults import resolved
+
+PACKAGES = {
+    "deepspeed": "deepspeed",
+    "accelerate": "accelerate",
+    "megatron": "megatron-core (or Megatron-LM on PYTHONPATH)",
+    "torchtitan": "torchtitan",
+}
+
+_DEEPSPEED = r"""
+import json, sys
+try:
+    from deepspeed.runtime.config import DeepSpeedConfig
+    import deepspeed.comm as dist
+except ImportError:
+    print("MISSING"); sys.exit(0)
+dist.get_rank = lambda *a, **k: 0  # no process group: the mpu below gives the DP size
+cfg = json.load(open(sys.argv[1])); world = int(sys.argv[2])
+class MPU:
+    def get_data_parallel_world_size(self): return world
+    def get_data_parallel_rank(self): return 0
+    def __getattr__(self, name): return lambda *a, **k: 1 if "size" in name else 0
+try:
+    c = DeepSpeedConfig(cfg, mpu=MPU())
+    stage, tbs = c.zero_optimization_stage, c.train_batch_size
+    print(f"OK DeepSpeedConfig: stage {stage}, train_batch_size {tbs}")
+except Exception as e:
+    print(f"ERROR DeepSpeedConfig: {type(e).__name__}: {e}".replace("\n", " "))
+"""
+
+_ACCELERATE = r"""
+import os, sys
+try:
+    from accelerate.commands.config.config_args import load_config_from_file
+    from accelerate.commands.launch import launch_command_parser, _validate_launch_command
+    from accelerate.utils.launch import prepare_multi_gpu_env, prepare_deepspeed_cmd_env
+except ImportError:
+    print("MISSING"); sys.exit(0)
+path = sys.argv[1]
+try:
+    cfg = load_config_from_file(path)
+    args = launch_command_parser().parse_args(["--config_file", path, "train.py"])
+    args, _, _ = _validate_launch_command(args)
+    if args.use_deepspeed:
+        if not hasattr(args, "deepspeed_fields_from_accelerate_config"):
+            args.deepspeed_fields_from_accelerate_config = []
+        _, env = prepare_deepspeed_cmd_env(args)
+    else:
+        env = prepare_multi_gpu_env(args)
+    os.environ.update(env)
+    done = [f"ClusterConfig {cfg.distributed_type}"]
+    if args.use_fsdp:
+        from accelerate.utils import FullyShardedDataParallelPlugin
+        p = FullyShardedDataParallelPlugin()
+        done.append(f"FSDP{p.fsdp_version} plugin")
+    if os.environ.get("ACCELERATE_USE_PARALLELISM_CONFIG") == "true":
+        from accelerate.parallelism_config import ParallelismConfig
+        pc = ParallelismConfig()
+        sizes = (pc.dp_replicate_size, pc.dp_shard_size, pc.tp_size, pc.cp_size)
+        done.append("ParallelismConfig " + "x".join(map(str, sizes)))
+    print("OK " + ", ".join(done))
+except Exception as e:
+    print(f"ERROR accelerate: {type(e).__name__}: {e}".replace("\n", " "))
+"""
+
+_MEGATRON = r"""
+import json, os, sys
+argv = json.loads(sys.argv[1])
+os.environ.update(json.loads(sys.argv[3]))
+os.environ.setdefault("WORLD_SIZE", sys.argv[2]); os.environ.setdefault("RANK", "0")
+try:
+    from megatron.training.arguments import parse_args, validate_args
+except ImportError:
+    print("MISSING"); sys.exit(0)
+sys.argv = ["pretrain_gpt.py", *argv]
+try:
+    args = parse_args()
+    validate_args(args)
+    print(f"OK Megatron-LM validate_args: DP {args.data_parallel_size}")
+except BaseException as e:
+    print(f"ERROR Megatron-LM: {type(e).__name__}: {e}".replace("\n", " "))
+"""
+
+_TORCHTITAN = r"""
+import importlib, sys
+try:
+    import torchtitan
+except ImportError:
+    print("MISSING"); sys.exit(0)
+sys.path.insert(0, sys.argv[1])
+try:
+    cfg = importlib.import_module("memplan_recipe").memplan_job()
+    print(f"OK torchtitan {type(cfg).__qualname__}")
+except Exception as e:
+    print(f"ERROR torchtitan: {type(e).__name__}: {e}".replace("\n", " "))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """What the framework said: whether it was there, whether it accepted the file."""
+
+    format: str
+    available: bool
+    ok: bool
+    message: str
+
+
+def _run(fmt: str, script: str, args: list[str], timeout: float) -> CheckResult:
+    if getattr(sys, "frozen", False):  # the desktop bundle has no interpreter to run
+        return CheckResult(
+            fmt, False, False, f"run `memplan export --check` where {fmt} is installed"
+        )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return CheckResult(fmt, True, False, f"the {fmt} check ran past {timeout:.0f} s")
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(("OK", "ERROR", "MISSING"))]
+    if not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return CheckResult(fmt, True, False, f"the {fmt} check failed: {tail}")
+    last = lines[-1]
+    if last == "MISSING":
+        return CheckResult(fmt, False, False, f"install {PACKAGES[fmt]} to check this file")
+    return CheckResult(fmt, True, last.startswith("OK"), last.partition(" ")[2])
+
+
+def check_export(exp: Export, plan: Plan, timeout: float = 180.0) -> list[CheckResult]:
+    """Load ``exp`` (and its ds_config companion) with the framework's own classes."""
+    p = resolved(plan)
+    world = str(p.parallelism.world_size)
+    with tempfile.TemporaryDirectory(prefix="memplan-check-") as tmp:
+        root = Path(tmp)
+        main = root / exp.filename
+        main.write_text(exp.text, encoding="utf-8")
+        for extra in exp.extras:
+            (root / extra.filename).write_text(extra.text, encoding="utf-8")
+        out: list[CheckResult] = []
+        if exp.format == "deepspeed":
+            out.append(_run("deepspeed", _DEEPSPEED, [str(main), str(replicas(p))], timeout))
+        elif exp.format == "accelerate":
+            out.append(_run("accelerate", _ACCELERATE, [str(main)], timeout))
+            ds = root / "ds_config.json"
+            if ds.exists():
+                out.append(_run("deepspeed", _DEEPSPEED, [str(ds), str(replicas(p))], timeout))
+        elif exp.format == "megatron":
+            argv = [
+                tok
+                for k, v in parse_args(exp.text)[0].items()
+                for tok in ([k] if v is True else [k, str(v)])
+            ]
+            env = dict(
+                ln.removeprefix("export ").split("=", 1)
+                for ln in exp.text.splitlines()
+                if ln.startswith("export ") and "=" in ln
+            )
+            out.append(
+                _run("megatron", _MEGATRON, [json.dumps(argv), world, json.dumps(env)], timeout)
+            )
+        elif exp.format == "torchtitan":
+            out.append(_run("torchtitan", _TORCHTITAN, [str(root)], timeout))
+        return out

@@ -1,0 +1,83 @@
+"""The two-level YAML subset accelerate writes: ``key: scalar`` and one nesting level.
+
+Written and read here without a YAML dependency (PyYAML is only a test extra); the
+tests check that PyYAML reads what is written the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_RESERVED = ("true", "false", "yes", "no", "on", "off", "null", "none", "~")
+
+
+def _scalar_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    s = str(v)
+    plain = (
+        s
+        and s.replace("_", "").replace("-", "").isalnum()
+        and s.lower() not in _RESERVED
+        and not s[0].isdigit()
+    )
+    return s if plain else "'" + s.replace("'", "''") + "'"
+
+
+def to_yaml(cfg: dict[str, Any], header: str = "") -> str:
+    """Two-level YAML (keys sorted) after ``header`` (comment lines)."""
+    out = []
+    for k in sorted(cfg):
+        v = cfg[k]
+        if isinstance(v, dict):
+            out.append(f"{k}:")
+            out.extend(f"  {kk}: {_scalar_text(v[kk])}" for kk in sorted(v))
+        else:
+            out.append(f"{k}: {_scalar_text(v)}")
+    return header + "\n".join(out) + "\n"
+
+
+def read_flat_yaml(text: str) -> dict[str, Any]:
+    """Parse the subset :func:`to_yaml` writes (and ``accelerate config`` writes)."""
+    out: dict[str, Any] = {}
+    current: dict[str, Any] | None = None
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #")[0].rstrip()
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        indented = line.startswith((" ", "\t"))
+        key, sep, val = line.strip().partition(":")
+        if not sep:
+            raise ValueError(f"line {n}: expected 'key: value'")
+        val = val.strip()
+        if indented:
+            if current is None:
+                raise ValueError(f"line {n}: indented key outside a mapping")
+            current[key] = _scalar(val)
+        elif val == "":
+            current = out.setdefault(key, {})
+        else:
+            current = None
+            out[key] = _scalar(val)
+    return out
+
+
+def _scalar(v: str) -> Any:
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+        return v[1:-1].replace("''", "'") if v[0] == "'" else v[1:-1]
+    low = v.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("null", "~", ""):
+        return None
+    if v == "{}":
+        return {}
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            return float(v)
+        except ValueError:
+            return v

@@ -1,0 +1,272 @@
+"""A torchtitan recipe (a Python configuration function) from a plan.
+
+Targets torchtitan main at commit b5bcd76 (2026-08-21; ``assets/version.txt`` 0.2.2),
+where a run is ``--module M --config F``: a function returning ``Trainer.Config``
+(``torchtitan/config/README.md``); the TOML JobConfig is gone and the ``--section.key``
+flags are frozen. The recipe starts from the registry function for the model and sets
+``training`` (token-based batch: ``num_tokens_per_microbatch_per_dp_rank`` = micro ×
+sequence, ``num_tokens_per_train_step`` = global batch × sequence), ``parallelism`` (its
+DP degrees multiply to the plan's DP × EP: EP is carved out of ``data_parallel_shard``),
+``optimizer.implementation`` and ``activation_checkpoint`` (``FullAC`` / ``SelectiveAC`` /
+None). The equivalent command-line overrides are in the docstring.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.exports.common import (
+    TORCH_DTYPE,
+    Export,
+    Gaps,
+    comment_block,
+    global_batch,
+    shard_group,
+    stage_split,
+)
+from engine.plan import Plan
+from engine.presets import model_section_for
+from engine.stacks.defaults import resolve_stack_defaults, resolved
+from engine.stacks.families import rule_of
+
+TARGET = "torchtitan main @ b5bcd76 (2026-08-21, the --module/--config recipes)"
+SCHEDULE = {"1f1b": "1F1B", "interleaved_1f1b": "Interleaved1F1B", "gpipe": "GPipe"}
+IMPLEMENTATION = {"fused": "fused", "foreach": "foreach", "for_loop": "for-loop"}
+AC = {"none": "None", "full": "FullAC.Config()", "selective": "SelectiveAC.Config()"}
+BASE_CONFIGS = {
+    "llama-3.1-8b": ("torchtitan.models.llama3.config_registry", "llama3_8b"),
+    "llama-3.1-70b": ("torchtitan.models.llama3.config_registry", "llama3_70b"),
+    "llama-3.1-405b": ("torchtitan.models.llama3.config_registry", "llama3_405b"),
+    "qwen3-0.6b": ("torchtitan.models.qwen3.config_registry", "qwen3_0_6b"),
+    "qwen3-1.7b": ("torchtitan.models.qwen3.config_registry", "qwen3_1_7b"),
+    "qwen3-14b": ("torchtitan.models.qwen3.config_registry", "qwen3_14b"),
+    "qwen3-30b-a3b": ("torchtitan.models.qwen3.config_registry", "qwen3_30b_a3b"),
+    "qwen3-32b": ("torchtitan.models.qwen3.config_registry", "qwen3_32b"),
+    "deepseek-v3": ("torchtitan.models.deepseek_v3.config_registry", "deepseek_v3_671b"),
+}
+"""Registry functions whose model spec is the preset's architecture."""
+
+
+def _base(plan: Plan, gaps: Gaps) -> tuple[str, str]:
+    preset = plan.model.preset or ""
+    found = BASE_CONFIGS.get(preset)
+    same = False
+    if found is not None:
+        try:
+            same = model_section_for(preset).architecture == plan.model.architecture
+        except KeyError:
+            same = False
+    if not same:
+        gaps.add(
+            "model.architecture",
+            "torchtitan builds its own model spec from its registry; "
+            f"{plan.model.name} is not one of them (llama3_8b is the placeholder)",
+        )
+        return BASE_CONFIGS["llama-3.1-8b"]
+    assert found is not None
+    return found
+
+
+def _degrees(plan: Plan, gaps: Gaps) -> tuple[int, int]:
+    """(data_parallel_replicate_degree, data_parallel_shard_degree)."""
+    par = plan.parallelism
+    rule = rule_of(par.strategy)
+    if rule.shards_nothing and rule.family == "ddp":
+        # torchtitan's DDP replicates only (a shard degree > 1 turns FSDP on); its DDP runs
+        # no EP (legality says so), so EP is not carried here.
+        return par.dp, 1
+    if par.strategy == "fsdp2_hsdp":
+        sg = shard_group(plan)
+        if sg == 1 or sg == par.dp:
+            gaps.add("parallelism.strategy", "this HSDP is plain DDP or FSDP2 in torchtitan")
+            gaps.add("parallelism.shard_group_size", "follows the strategy")
+        return par.dp // sg, sg
+    if par.strategy != "fsdp2":
+        gaps.add("parallelism.strategy", f"{par.strategy} written as FSDP2 full sharding")
+    elif par.dp == 1:
+        gaps.add("parallelism.strategy", "with one DP rank torchtitan shards nothing")
+    return 1, par.dp
+
+
+def _precision(plan: Plan, gaps: Gaps) -> dict[str, Any]:
+    prec = plan.method.precision
+    c = prec.compute_dtype
+    if c == "fp16":
+        gaps.add("method.precision.compute_dtype", "torchtitan has no float16 mixed precision")
+    if (
+        prec.policy not in ("autocast", "pure_16bit", "fp32")
+        or (prec.policy == "pure_16bit" and c != "bf16")
+        or (prec.policy == "autocast" and c == "fp32")
+    ):
+        gaps.add("method.precision.policy", f"{prec.policy} with {c} has no torchtitan dtype")
+    if prec.grad_dtype != "fp32" and prec.policy != "pure_16bit":
+        gaps.add("method.precision.grad_dtype", "mixed_precision_reduce is float32 only")
+    pure = prec.policy == "pure_16bit"
+    if pure and prec.grad_dtype != "bf16":
+        gaps.add("method.precision.grad_dtype", "training.dtype bfloat16 reduces in bf16")
+    if prec.loss_scaling:
+        gaps.add("method.precision.loss_scaling", "torchtitan has no loss scaling")
+    return {
+        "dtype": "bfloat16" if pure else "float32",
+        "mixed_precision_param": TORCH_DTYPE["fp32" if c == "fp32" or pure else "bf16"],
+        "mixed_precision_reduce": "float32",
+    }
+
+
+def _pipeline(plan: Plan, gaps: Gaps) -> dict[str, Any]:
+    par = plan.parallelism
+    out: dict[str, Any] = {
+        "pipeline_parallel_degree": par.pp,
+        "pipeline_parallel_schedule": SCHEDULE[par.pp_schedule],
+        "num_pp_microbatches": plan.batch.grad_accum if par.pp > 1 else 1,
+    }
+    if par.pp == 1:
+        return out
+    if par.virtual_stages > 1:
+        gaps.add("parallelism.virtual_stages", "set module_fqns_per_model_part per chunk")
+        return out
+    parts, start = [], 0
+    for n in stage_split(plan):
+        names = [f"layers.{i}" for i in range(start, start + n)]
+        start += n
+        parts.append(names)
+    parts[0].insert(0, "tok_embeddings")
+    parts[-1] += ["norm", "output"]
+    out["module_fqns_per_model_part"] = parts
+    return out
+
+
+def titan_config(plan: Plan) -> tuple[str, str, dict[str, dict[str, Any]], str, Gaps]:
+    """(base module, base function, section → field → value, AC expression, gaps)."""
+    plan = resolved(plan)  # fields left to the training stack take its defaults
+    par, b, off = plan.parallelism, plan.batch, plan.offload
+    gaps = Gaps()
+    stack = resolve_stack_defaults(plan).stack
+    if stack != "torchtitan":
+        gaps.add("stack.name", f"a torchtitan recipe runs torchtitan, not {stack}")
+    if plan.method.kind != "full":
+        gaps.add("method.kind", f"{plan.method.kind}: torchtitan's LoRA is a model converter")
+    module, fn = _base(plan, gaps)
+    if "model.architecture" in gaps.items and par.pp > 1:
+        gaps.add("parallelism.pp_layer_split", "written for this model, read for the placeholder")
+    rep, shard = _degrees(plan, gaps)
+    raf = par.knobs.fsdp_reshard_after_forward
+    if not isinstance(raf, bool):
+        gaps.add("parallelism.knobs.fsdp_reshard_after_forward", f"no int form ({raf})")
+    if par.expert_tp > 1:
+        gaps.add("parallelism.expert_tp", "torchtitan has no expert tensor parallelism")
+    if off.optimizer != off.params or off.params == "nvme":
+        gaps.add("offload.optimizer", "enable_cpu_offload moves every state to the CPU")
+        gaps.add("offload.params", "enable_cpu_offload moves every state to the CPU")
+    rc = plan.method.recompute.policy
+    if rc not in AC:
+        gaps.add("method.recompute.policy", f"{rc} is not a torchtitan AC policy")
+    if par.tp == 1 and par.sequence_parallel:
+        gaps.add("parallelism.sequence_parallel", "needs TP")
+    training = {
+        "num_tokens_per_microbatch_per_dp_rank": b.micro_batch * b.seq_len,
+        "max_context_length": b.seq_len,
+        "num_tokens_per_train_step": global_batch(plan) * b.seq_len,
+        **_precision(plan, gaps),
+        "enable_cpu_offload": off.params == "cpu",
+    }
+    parallelism = {
+        "data_parallel_replicate_degree": rep,
+        "data_parallel_shard_degree": shard,
+        "fsdp_reshard_after_forward": "never" if raf is False else "always",
+        "tensor_parallel_degree": par.tp,
+        "enable_sequence_parallel": par.sequence_parallel,
+        "context_parallel_degree": par.cp,
+        "expert_parallel_degree": par.ep,
+        **_pipeline(plan, gaps),
+    }
+    impl = {"implementation": IMPLEMENTATION[plan.method.optimizer.implementation]}
+    if plan.method.optimizer.name != "adamw":
+        gaps.add("method.optimizer.name", "the recipe keeps the registry's AdamW")
+    compile_ = {"enable": plan.workload.torch_compile}
+    sections = {
+        "training": training,
+        "parallelism": parallelism,
+        "optimizer": impl,
+        "compile": compile_,
+    }
+    return module, fn, sections, AC.get(rc, "FullAC.Config()"), gaps
+
+
+def expressed(plan: Plan) -> frozenset[str]:
+    """The plan fields this plan's recipe carries."""
+    p = resolved(plan)
+    out = {
+        "stack.name",
+        "method.kind",
+        "model.architecture",
+        "batch.seq_len",
+        "batch.micro_batch",
+        "batch.grad_accum",
+        "batch.global_batch",
+        "parallelism.strategy",
+        "parallelism.dp",
+        "parallelism.shard_group_size",
+        "parallelism.tp",
+        "parallelism.sequence_parallel",
+        "parallelism.cp",
+        "parallelism.ep",
+        "parallelism.pp",
+        "parallelism.pp_schedule",
+        "parallelism.pp_layer_split",
+        "parallelism.knobs.fsdp_reshard_after_forward",
+        "method.precision.policy",
+        "method.precision.compute_dtype",
+        "method.precision.grad_dtype",
+        "method.precision.loss_scaling",
+        "method.optimizer.implementation",
+        "method.recompute.policy",
+        "offload.optimizer",
+        "offload.params",
+        "workload.torch_compile",
+    }
+    if p.parallelism.pp > 1:
+        out.add("parallelism.virtual_stages")
+    return frozenset(out)
+
+
+def _py(v: Any) -> str:
+    return repr(v)
+
+
+def export_torchtitan(plan: Plan) -> Export:
+    module, fn, sections, ac, gaps = titan_config(plan)
+    world = resolved(plan).parallelism.world_size
+    flags = " ".join(
+        f"--{sec}.{k} {v}"
+        for sec, body in sections.items()
+        for k, v in body.items()
+        if not isinstance(v, list)
+    )
+    lines = [
+        f'"""torchtitan recipe for {plan.model.name}, written by MemPlan ({TARGET}).',
+        "",
+        "Run (this file importable, e.g. on PYTHONPATH):",
+        f"    NGPU={world} MODULE=memplan_recipe CONFIG=memplan_job ./run_train.sh",
+        "(several nodes: torchrun --nnodes N --nproc_per_node G -m torchtitan.train "
+        "--module memplan_recipe --config memplan_job)",
+        "",
+        "The same job through the frozen --section.key overrides (no pipeline split, no AC):",
+        f"    ./run_train.sh --module {module} --config {fn} {flags}",
+        '"""',
+        "",
+    ]
+    lines += comment_block(gaps()).splitlines()
+    lines += [
+        "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC",
+        f"from {module} import {fn}",
+        "from torchtitan.trainer import Trainer",
+        "",
+        "",
+        "def memplan_job() -> Trainer.Config:",
+        f"    config = {fn}()",
+    ]
+    for sec, body in sections.items():
+        lines += [f"    config.{sec}.{k} = {_py(v)}" for k, v in body.items()]
+    lines += [f"    config.activation_checkpoint = {ac}", "    return config", ""]
+    return Export("torchtitan", "memplan_recipe.py", "\n".join(lines), gaps(), TARGET)

@@ -1,0 +1,163 @@
+"""One pipeline stage's decoder layers as the activation rows count them.
+
+A stage's layers come in at most a few kinds — dense or MoE (Qwen-MoE's
+``decoder_sparse_step``, Llama-4's interleaving, DeepSeek's dense first layers), the
+first layer after a frozen embedding (its input needs no gradient), and the layers a
+recompute policy checkpoints — so each kind's saved set is counted once and multiplied
+by how many layers have it. Which layers transformers checkpoints under ``every_k``:
+those whose index is a multiple of k (``modeling_utils._activation_checkpointing_enable``:
+``layer_index % every_n_layers == 0``); the megatron profile keeps its L // k blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.ledger.activations import hf
+from engine.ledger.activations import megatron as mg
+from engine.ledger.activations.geometry import Geometry, Term, Trainability, terms_bytes
+from engine.ledger.activations.geometry import terms_formula as formula
+from engine.ledger.activations.hf_layer import HfLayer
+from engine.ledger.placement import stage_layer_ranges
+from engine.plan import Plan
+from engine.units import fmt_count
+
+
+@dataclass(frozen=True, slots=True)
+class LayerKind:
+    """Layers with one saved set: their terms and how many of the stage's are saved."""
+
+    name: str
+    terms: tuple[Term, ...]
+    bytes: int
+    saved: int  # layers of this kind that keep their whole saved set
+
+
+@dataclass(frozen=True, slots=True)
+class StageLayers:
+    """The stage's layers: each kind's saved set, the checkpointed ones, the largest."""
+
+    kinds: tuple[LayerKind, ...]
+    n_layers: int
+    n_ckpt: int
+    ckpt: tuple[Term, ...]
+    ckpt_bytes: int
+    largest: int  # the largest layer's saved set (recomputed in backward)
+
+    @property
+    def n_plain(self) -> int:
+        return self.n_layers - self.n_ckpt
+
+    @property
+    def plain_bytes(self) -> int:
+        return sum(k.bytes * k.saved for k in self.kinds)
+
+    @property
+    def one_bytes(self) -> int:
+        """One micro-batch's saved layers: the plain ones and the checkpoint inputs."""
+        return self.plain_bytes + self.n_ckpt * self.ckpt_bytes
+
+    def describe(self, g: Geometry) -> str:
+        shown = [k for k in self.kinds if k.saved] or list(self.kinds[:1])
+        parts = [
+            f"per {k.name} layer {formula(list(k.terms), g)} = {fmt_count(k.bytes)} B"
+            for k in shown
+        ]
+        counts = " + ".join(f"{k.saved} × {fmt_count(k.bytes)}" for k in self.kinds if k.saved)
+        out = (
+            "; ".join(parts) + f"; {self.n_plain} layers saved" + (f" ({counts})" if counts else "")
+        )
+        if self.n_ckpt:
+            out += (
+                f" + {self.n_ckpt} checkpointed × {fmt_count(self.ckpt_bytes)} B "
+                f"({formula(list(self.ckpt), g)})"
+            )
+        return out
+
+
+def context(plan: Plan, g: Geometry, tr: Trainability) -> HfLayer:
+    """The hf profile's view of the plan (parameters are fp32 under fp32 or autocast)."""
+    rt = plan.runtime
+    return HfLayer(
+        g,
+        tr,
+        plan.model.architecture,
+        rt.attention,
+        plan.method.recompute.policy == "selective",
+        g.autocast or g.compute_bytes == 4,
+    )
+
+
+def _checkpointed(plan: Plan, index: int, position: int, n: int) -> bool:
+    rec = plan.method.recompute
+    if rec.policy == "full":
+        return True
+    if rec.policy != "every_k":
+        return False
+    if plan.runtime.activation_profile == "megatron":
+        return position < n // rec.every_k
+    return index % rec.every_k == 0
+
+
+def stage_layers(plan: Plan, stage: int, g: Geometry, tr: Trainability) -> StageLayers:
+    """Count the stage's layers by kind (see the module docstring)."""
+    arch, par = plan.model.architecture, plan.parallelism
+    layers = stage_layer_ranges(arch, par)[stage]
+    megatron = plan.runtime.activation_profile == "megatron"
+    frozen_input = stage == 0 and not tr.embedding
+    c = context(plan, g, tr)
+    cache: dict[tuple[bool, bool], LayerKind] = {}
+
+    def kind(is_moe: bool, ing: bool) -> LayerKind:
+        key = (is_moe, ing)
+        if key not in cache:
+            if megatron:
+                terms = _megatron_terms(plan, g, c.selective)
+            else:
+                terms = hf.layer_terms(
+                    c, moe_layer=is_moe, dense_width=hf.dense_width(arch, g.tp), ing=ing
+                )
+            name = ("MoE" if is_moe else "dense" if arch.moe else "") + (
+                "" if ing else " first (frozen embedding)"
+            )
+            cache[key] = LayerKind(
+                name.strip() or "decoder", tuple(terms), terms_bytes(terms, g), 0
+            )
+        return cache[key]
+
+    saved: dict[tuple[bool, bool], int] = {}
+    n_ckpt = 0
+    for pos, i in enumerate(layers):
+        is_moe = not megatron and arch.moe is not None and arch.moe.is_moe_layer(i)
+        if _checkpointed(plan, i, pos, len(layers)):
+            n_ckpt += 1
+            kind(is_moe, True)
+            continue
+        ing = not (frozen_input and pos == 0)
+        kind(is_moe, ing)
+        saved[(is_moe, ing)] = saved.get((is_moe, ing), 0) + 1
+    if not cache:
+        kind(False, True)
+    kinds = tuple(
+        LayerKind(k.name, k.terms, k.bytes, saved.get(key, 0)) for key, k in cache.items()
+    )
+    ckpt = mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g)
+    return StageLayers(
+        kinds=kinds,
+        n_layers=len(layers),
+        n_ckpt=n_ckpt,
+        ckpt=tuple(ckpt),
+        ckpt_bytes=terms_bytes(ckpt, g),
+        largest=max(k.bytes for k in kinds),
+    )
+
+
+def _megatron_terms(plan: Plan, g: Geometry, selective: bool) -> list[Term]:
+    arch, rt = plan.model.architecture, plan.runtime
+    return mg.layer_terms(
+        g,
+        mlp="gelu" if arch.mlp == "gelu" else "swiglu",
+        attention=rt.attention,
+        selective=selective,
+        dropout=arch.family in mg.DROPOUT_FAMILIES,
+    )

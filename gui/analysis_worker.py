@@ -1,0 +1,251 @@
+"""The window's analysis worker: the slow parts of a plan, computed in a child process.
+
+The estimate is sub-millisecond and stays on the GUI thread; the layout search, the
+diagnostics, the fit searches and the sensitivity re-estimate tens to thousands of plans.
+They run in :mod:`gui.analysis_server` under :class:`QProcess` — a thread would hold the
+GIL the GUI thread needs for every call into Qt, and the window stalled half a second
+after an edit (seconds for the largest models). The process's output arrives through the
+event loop, so the window never waits for it.
+
+Parts arrive one at a time by :attr:`AnalysisWorker.partReady`, tagged with the config
+hash of the plan they were computed for; the receiver drops a result whose hash is not
+the plan on screen. Each part is also kept in the window's own
+:func:`engine.analysis.analysis` of that plan (a report written afterwards, or going back
+to that plan by undo, finds it there and asks the process for nothing).
+
+Asking for a newer plan tells the process, which abandons the older job before its next
+part; a part that runs on past :data:`CANCEL_GRACE_MS` (a large model's search) is
+stopped by killing the process, and a fresh one takes the newest job. A process that
+dies on its own is reported by :attr:`AnalysisWorker.failed` with its reason; the window
+keeps working, and the next plan starts a new process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
+
+from engine.analysis import SLOW_PARTS, Part, analysis
+from engine.errors import PlanError
+from engine.plan import Plan
+from gui.analysis_server import decode, encode
+
+CANCEL_GRACE_MS = 300
+"""How long a superseded job may finish its part in progress before the process is
+killed (most parts take tens of milliseconds; a large model's search takes seconds)."""
+
+SHUTDOWN_WAIT_MS = 5_000
+"""How long closing the window waits for a killed process to end."""
+
+STDERR_KEPT = 2_000
+"""Characters of the process's stderr kept for the message when it dies."""
+
+Command = Callable[[], list[str]]
+"""The argument vector of the worker process (program first)."""
+
+
+SERVER_ENV = "MEMPLAN_ANALYSIS_SERVER"
+"""Set (to 1) for the worker process: a frozen bundle's executable, which has no ``-m``,
+runs the server instead of the app when it sees it (``packaging/memplan_entry.py``)."""
+
+
+def server_command() -> list[str]:
+    """``python -m gui.analysis_server`` in this interpreter (the window's environment);
+    in a frozen bundle its own executable, told by :data:`SERVER_ENV`."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable]
+    return [sys.executable, "-m", "gui.analysis_server"]
+
+
+def _environment() -> QProcessEnvironment:
+    """The window's environment, with the folder this package came from first on the
+    path (a checkout run without installing finds the same code)."""
+    env = QProcessEnvironment.systemEnvironment()
+    root = str(Path(__file__).resolve().parent.parent)
+    path = env.value("PYTHONPATH", "")
+    env.insert("PYTHONPATH", root + (os.pathsep + path if path else ""))
+    env.insert(SERVER_ENV, "1")
+    return env
+
+
+def _kept(plan: Plan, name: Part) -> object:
+    """A part the window's analysis of ``plan`` already holds (its PlanError as a value)."""
+    try:
+        return analysis(plan).get(name)
+    except PlanError as exc:
+        return exc
+
+
+class AnalysisWorker(QObject):
+    """One job at a time in one child process; re-emits its parts on the GUI thread."""
+
+    partReady = Signal(str, str, object)  # config hash, part name, value or PlanError
+    failed = Signal(str)  # the process stopped on its own: why, in a sentence
+
+    def __init__(self, parent: QObject | None = None, command: Command = server_command) -> None:
+        super().__init__(parent)
+        self.command = command
+        self._proc: QProcess | None = None
+        self._buffer = bytearray()
+        self._stderr = ""
+        self.pid = 0  # the process's id once it said it is ready
+        self._next_id = 0
+        self._wanted = 0  # the job whose parts are emitted (0: none)
+        self._plans: dict[int, Plan] = {}  # jobs sent and not done
+        self._wanted_parts: tuple[Part, ...] = SLOW_PARTS
+        self._grace = QTimer(self)
+        self._grace.setSingleShot(True)
+        self._grace.setInterval(CANCEL_GRACE_MS)
+        self._grace.timeout.connect(self._stop_stale)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a job is being computed (the wanted one or one being abandoned)."""
+        return bool(self._plans)
+
+    def submit(self, plan: Plan, parts: tuple[Part, ...] = SLOW_PARTS) -> int:
+        """Compute ``plan``'s parts; jobs for earlier plans are abandoned. Parts the
+        window already holds for that plan are emitted at once. Returns the job id."""
+        self.cancel()
+        a = analysis(plan)
+        for name in [p for p in parts if a.computed(p)]:
+            self.partReady.emit(a.config_hash, name, _kept(plan, name))
+        missing = tuple(p for p in parts if not a.computed(p))
+        if not missing:
+            return 0
+        self._next_id += 1
+        self._wanted = self._next_id
+        self._plans[self._wanted] = plan
+        self._wanted_parts = parts
+        self._send(self._wanted, plan, missing)
+        return self._wanted
+
+    def cancel(self) -> None:
+        """No part of the current job is wanted any more; the process abandons it before
+        its next part, or is killed if it is still busy after the grace time."""
+        self._wanted = 0
+        if self._plans and not self._grace.isActive():
+            self._grace.start()
+
+    # the process ---------------------------------------------------------------
+    def _process(self) -> QProcess:
+        if self._proc is None:
+            proc = QProcess(self)
+            proc.setProcessEnvironment(_environment())
+            proc.readyReadStandardOutput.connect(self._read)
+            proc.readyReadStandardError.connect(self._read_stderr)
+            proc.finished.connect(self._finished)
+            proc.errorOccurred.connect(self._error)
+            self._buffer, self._stderr, self.pid = bytearray(), "", 0
+            program, *args = self.command()
+            proc.start(program, args)
+            self._proc = proc
+        return self._proc
+
+    def _send(self, job: int, plan: Plan, parts: tuple[Part, ...]) -> None:
+        self._process().write(encode((job, plan, parts)))
+
+    def _read(self) -> None:
+        if self._proc is None:
+            return
+        self._buffer += bytes(self._proc.readAllStandardOutput().data())
+        for message in decode(self._buffer):
+            self._handle(message)
+
+    def _handle(self, message: object) -> None:
+        if not isinstance(message, tuple):
+            return
+        if message[0] == "ready":
+            self.pid = int(message[1])
+            return
+        job, key, name, value = message
+        if name is None:  # the job is done (or abandoned)
+            self._plans.pop(job, None)
+            if not any(j != self._wanted for j in self._plans):
+                self._grace.stop()
+            return
+        plan = self._plans.get(job)
+        if plan is not None:
+            analysis(plan).provide(name, value)
+        if job == self._wanted:
+            self.partReady.emit(key, name, value)
+
+    def _read_stderr(self) -> None:
+        if self._proc is not None:
+            text = bytes(self._proc.readAllStandardError().data()).decode(errors="replace")
+            self._stderr = (self._stderr + text)[-STDERR_KEPT:]
+
+    def _stop_stale(self) -> None:
+        """A superseded job still runs: kill the process, give the wanted job to a new one."""
+        if not any(j != self._wanted for j in self._plans):
+            return
+        self._discard_process()
+        wanted = self._plans.get(self._wanted)
+        self._plans.clear()
+        a = None if wanted is None else analysis(wanted)
+        missing = tuple(p for p in self._wanted_parts if a is not None and not a.computed(p))
+        if wanted is not None and missing:
+            self._plans[self._wanted] = wanted
+            self._send(self._wanted, wanted, missing)
+
+    def _discard_process(self) -> None:
+        """Kill the process without reporting it (we stopped it)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        for signal in (proc.finished, proc.errorOccurred):
+            signal.disconnect()
+        proc.readyReadStandardOutput.disconnect()
+        proc.readyReadStandardError.disconnect()
+        proc.kill()
+        proc.waitForFinished(SHUTDOWN_WAIT_MS)
+        proc.deleteLater()
+
+    def _finished(self, code: int, status: QProcess.ExitStatus) -> None:
+        if status == QProcess.ExitStatus.CrashExit:
+            self._died("the analysis process crashed")
+        else:
+            self._died(f"the analysis process exited with code {code}")
+
+    def _error(self, error: QProcess.ProcessError) -> None:
+        if error == QProcess.ProcessError.FailedToStart:
+            self._died("the analysis process could not start")
+
+    def _died(self, what: str) -> None:
+        """The process stopped on its own: drop its jobs and say why."""
+        if self._proc is None:
+            return
+        self._read()
+        self._read_stderr()
+        proc, self._proc = self._proc, None
+        proc.deleteLater()
+        lost = bool(self._plans)
+        self._plans.clear()
+        self._grace.stop()
+        if lost or self._wanted:
+            tail = self._stderr.strip().splitlines()
+            reason = f"{what}: {tail[-1]}" if tail else what
+            self._wanted = 0
+            self.failed.emit(reason)
+
+    def shutdown(self, wait_ms: int = SHUTDOWN_WAIT_MS) -> bool:
+        """Stop the process (its results go nowhere); True when it has ended."""
+        self._wanted = 0
+        self._plans.clear()
+        self._grace.stop()
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return True
+        for signal in (proc.finished, proc.errorOccurred):
+            signal.disconnect()
+        proc.closeWriteChannel()  # the server ends at the end of its stdin
+        if not proc.waitForFinished(min(wait_ms, CANCEL_GRACE_MS)):
+            proc.kill()
+            proc.waitForFinished(wait_ms)
+        ended = proc.state() == QProcess.ProcessState.NotRunning
+        proc.deleteLater()
+        return ended
