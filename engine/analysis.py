@@ -30,7 +30,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from engine.errors import PlanError
 from engine.estimate import Estimate, estimate
-from engine.layout.counts import GpuCounts, gpu_counts
+from engine.layout.counts import SEARCH_BUDGET_S, GpuCounts, gpu_counts
 from engine.layout.lattice import Layout, layout_of
 from engine.layout.levers import Lever, fit_levers
 from engine.plan import Plan
@@ -71,6 +71,7 @@ class Analysis:
 
     plan: Plan
     config_hash: str
+    search_budget_s: float | None = SEARCH_BUDGET_S  # the searches' wall-clock budget
     _done: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _locks: dict[str, threading.Lock] = field(
         default_factory=lambda: {p: threading.Lock() for p in PARTS}, repr=False, compare=False
@@ -112,8 +113,8 @@ class Analysis:
     @property
     def counts(self) -> GpuCounts:
         """The three GPU counts, the chosen layout, alternatives and rejected layouts,
-        searched up to the plan's ``policy.max_gpus``."""
-        return self._part("counts", lambda: gpu_counts(self.plan))
+        searched up to the plan's ``policy.max_gpus`` within :attr:`search_budget_s`."""
+        return self._part("counts", lambda: gpu_counts(self.plan, budget_s=self.search_budget_s))
 
     @property
     def diagnosis(self) -> Diagnosis:
@@ -141,7 +142,7 @@ class Analysis:
     def levers(self) -> tuple[Lever, ...]:
         """Fit levers (recompute, offload, LoRA, QLoRA, micro-batch 1), each searched like
         the plan, never applied to it."""
-        return self._part("levers", lambda: fit_levers(self.plan))
+        return self._part("levers", lambda: fit_levers(self.plan, budget_s=self.search_budget_s))
 
     def get(self, name: Part) -> object:
         """A part by name (what a background job asks for, one part at a time)."""
@@ -149,18 +150,22 @@ class Analysis:
         return value
 
 
-_cache: OrderedDict[str, Analysis] = OrderedDict()
+_cache: OrderedDict[tuple[str, float | None], Analysis] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def analysis(plan: Plan) -> Analysis:
+def analysis(plan: Plan, search_budget_s: float | None = SEARCH_BUDGET_S) -> Analysis:
     """The analysis of ``plan``: the same object for every plan with the same config
-    hash, while it is among the last :data:`ANALYSES_KEPT` asked for."""
-    key = plan.config_hash()
+    hash and search budget, while it is among the last :data:`ANALYSES_KEPT` asked for.
+
+    ``search_budget_s`` bounds the GPU-count searches in wall-clock seconds (None:
+    unbounded). It is not part of the plan: it changes how long the answer may take, not
+    the question — but a search stopped by it may answer differently, so it keys the cache."""
+    key = (plan.config_hash(), search_budget_s)
     with _cache_lock:
         got = _cache.get(key)
         if got is None:
-            got = _cache[key] = Analysis(plan, key)
+            got = _cache[key] = Analysis(plan, key[0], search_budget_s)
             while len(_cache) > ANALYSES_KEPT:
                 _cache.popitem(last=False)
         else:

@@ -9,15 +9,14 @@ are not known for a node are ``None`` and leave the user's entry alone.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from engine.models.hf_cache import CachedModel, ModelNotCachedError, import_cached_model
 from engine.models.presets import PresetError, load_preset
 from engine.plan import Plan, default_plan
+from engine.sections.hardware_catalogue import catalogue
 from engine.sections.model import ModelSection
 
 
@@ -50,26 +49,16 @@ class Node:
     inter_node_source: str
 
 
-def _document() -> dict[str, Any]:
-    text = (
-        resources.files("resources")
-        .joinpath("hardware", "accelerators.json")
-        .read_text(encoding="utf-8")
-    )
-    data: dict[str, Any] = json.loads(text)
-    return data
-
-
 @cache
 def accelerators() -> tuple[Accelerator, ...]:
     """Every accelerator preset, in catalogue order."""
-    return tuple(Accelerator(**item) for item in _document()["accelerators"])
+    return tuple(Accelerator(**item) for item in catalogue()["accelerators"])
 
 
 @cache
 def nodes() -> tuple[Node, ...]:
     """Every node preset, in catalogue order."""
-    return tuple(Node(**item) for item in _document()["nodes"])
+    return tuple(Node(**item) for item in catalogue()["nodes"])
 
 
 def accelerator(key: str) -> Accelerator:

@@ -13,9 +13,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from engine.cli.arg_types import non_negative_float
+from engine.layout.counts import SEARCH_BUDGET_S
 from engine.plan import Plan, default_plan, describe_validation_error, with_values
 from engine.planfile import PlanFile, PlanFileError, load
-from engine.presets import model_section_for
+from engine.presets import accelerator_changes, accelerators, model_section_for
 from engine.stacks.applicability import set_notes
 
 EXIT_OK, EXIT_BAD_PLAN, EXIT_USAGE = 0, 1, 2
@@ -57,7 +59,7 @@ def apply_sets(plan: Plan, items: Sequence[str], notes: bool = False) -> Plan:
     """
     if not items:
         return plan
-    changes = dict(parse_set(i) for i in items)
+    changes = with_accelerator_figures(dict(parse_set(i) for i in items), notes)
     try:
         result = with_values(plan, changes)
     except KeyError as exc:
@@ -69,6 +71,20 @@ def apply_sets(plan: Plan, items: Sequence[str], notes: bool = False) -> Plan:
         for line in set_notes(result, list(changes)):
             print(f"memplan: note: {line}", file=sys.stderr)
     return result
+
+
+def with_accelerator_figures(changes: dict[str, Any], notes: bool) -> dict[str, Any]:
+    """``--set hardware.accelerator=KEY`` applies the preset's figures, as choosing it in
+    the window does: the key alone would leave the old accelerator's capacity deciding fit.
+    Figures set explicitly in the same command win over the preset's."""
+    key = changes.get("hardware.accelerator")
+    if not isinstance(key, str) or key not in {a.key for a in accelerators()}:
+        return changes  # "custom", or unknown: the plan's validation names the known keys
+    figures = {k: v for k, v in accelerator_changes(key).items() if k not in changes}
+    if notes and figures:
+        names = ", ".join(k.split(".", 1)[1] for k in figures)
+        print(f"memplan: note: hardware.accelerator={key} also sets {names}", file=sys.stderr)
+    return {**figures, **changes}
 
 
 def load_plan(args: argparse.Namespace) -> tuple[Plan, PlanFile | None]:
@@ -119,6 +135,26 @@ def plan_args(p: argparse.ArgumentParser, plan_required: bool = False) -> None:
         default=[],
         help="override one input (repeatable); values are JSON, else strings",
     )
+
+
+def search_budget_arg(p: argparse.ArgumentParser) -> None:
+    """Add ``--search-budget SECONDS``: how long a GPU-count search may run."""
+    p.add_argument(
+        "--search-budget",
+        type=non_negative_float,
+        default=SEARCH_BUDGET_S,
+        metavar="SECONDS",
+        help=(
+            f"wall-clock budget of each GPU-count search (default {SEARCH_BUDGET_S:g}; "
+            "0: unbounded, so the answer never depends on the machine's speed)"
+        ),
+    )
+
+
+def search_budget(args: argparse.Namespace) -> float | None:
+    """The search budget ``--search-budget`` asked for (None: unbounded)."""
+    seconds: float = args.search_budget
+    return seconds or None
 
 
 def quiet_broken_pipe() -> None:

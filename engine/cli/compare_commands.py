@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from engine import FORMULA_VERSION, __version__
-from engine.cli.common import EXIT_OK, EXIT_USAGE, CliError, apply_sets
+from engine.cli.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    apply_sets,
+    search_budget,
+    search_budget_arg,
+)
 from engine.cli.json_form import JSON_VERSION
 from engine.cli.layout_json import layout_json
 from engine.cli.text import table
@@ -178,7 +185,7 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     named = load_sides(args)
-    c = compare(named, with_counts=not args.no_counts)
+    c = compare(named, with_counts=not args.no_counts, search_budget_s=search_budget(args))
     if args.json:
         print(json.dumps(comparison_json(c), indent=2))
     else:
@@ -200,6 +207,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--json", action="store_true", help="emit the documented JSON object")
     p.add_argument("--no-counts", action="store_true", help="skip the GPU-count searches")
+    search_budget_arg(p)
     p.add_argument("--all-rows", action="store_true", help="list every row, not only changed ones")
     p.add_argument("--units", choices=["gb", "gib", "both"], default="both")
     p.set_defaults(handler=cmd_compare)

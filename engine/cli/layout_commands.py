@@ -10,7 +10,14 @@ from pydantic import ValidationError
 
 from engine.analysis import analysis
 from engine.cli.arg_types import gpu_count
-from engine.cli.common import EXIT_OK, CliError, load_plan, plan_args
+from engine.cli.common import (
+    EXIT_OK,
+    CliError,
+    load_plan,
+    plan_args,
+    search_budget,
+    search_budget_arg,
+)
 from engine.cli.layout_json import counts_json, fit_json, lattice_json, levers_json
 from engine.cli.text import render_counts, render_fit, render_levers
 from engine.errors import PlanError
@@ -62,7 +69,7 @@ def _search_bound(plan: Plan, max_gpus: int | None) -> Plan:
 
 def cmd_layouts(args: argparse.Namespace) -> int:
     plan, _ = load_plan(args)
-    a = analysis(_search_bound(plan, args.max_gpus))
+    a = analysis(_search_bound(plan, args.max_gpus), search_budget(args))
     try:
         if args.json:
             doc: dict[str, Any]
@@ -106,5 +113,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="skip the fit levers (recompute, offload, LoRA, QLoRA, micro-batch 1)",
     )
+    search_budget_arg(p)
     p.add_argument("--json", action="store_true", help="emit the documented JSON object")
     p.set_defaults(handler=cmd_layouts)

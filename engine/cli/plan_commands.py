@@ -9,7 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from engine.analysis import analysis
-from engine.cli.common import EXIT_BAD_PLAN, EXIT_OK, CliError, apply_sets, load_plan, plan_args
+from engine.cli.common import (
+    EXIT_BAD_PLAN,
+    EXIT_OK,
+    CliError,
+    apply_sets,
+    load_plan,
+    plan_args,
+    search_budget,
+    search_budget_arg,
+)
 from engine.cli.json_form import estimate_json
 from engine.cli.text import render, render_counts
 from engine.errors import PlanError
@@ -29,7 +38,7 @@ from engine.units import fmt_bytes
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     plan, _ = load_plan(args)
-    a = analysis(plan)
+    a = analysis(plan, search_budget(args))
     try:
         est = a.estimate
     except PlanError as exc:
@@ -199,6 +208,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="also show another tool's estimate for comparison",
     )
     p.add_argument("--no-counts", action="store_true", help="skip the three GPU counts")
+    search_budget_arg(p)
     p.set_defaults(handler=cmd_estimate)
 
     p = sub.add_parser("new", help="write a new .memplan file")

@@ -261,7 +261,7 @@ def _arith_count(plan: Plan, found: Found, g: int) -> Count:
         f"{w} ranks ({o.layout.label()}{own}; {_batch_words(plan, o.layout)}) is the smallest "
         f"rank count whose {_words(o)}, ignoring node boundaries and TP topology (rounded "
         f"up: {nodes} node(s) of {g}); every smaller count's high estimate exceeds the "
-        f"limit or cannot be laid out",
+        f"limit or cannot be laid out with PP ≤ {plan.policy.max_pp} (policy.max_pp)",
     )
 
 
@@ -279,8 +279,8 @@ def _first_count(plan: Plan, found: Found, g: int, rounding: str, own: Outcome |
     else:
         head = (
             f"{o.layout.label()} on {w} ranks is the first legal layout (TP inside a node, "
-            f"power-of-two TP, whole heads, layers, sequence and experts, a full pipeline, "
-            f"reachable batch) that fits"
+            f"power-of-two TP, whole heads, layers, sequence and experts, a full pipeline "
+            f"of PP ≤ {plan.policy.max_pp} (policy.max_pp), reachable batch) that fits"
         )
     mine = ""
     if own is not None and o.layout != own.layout:

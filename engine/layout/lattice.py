@@ -196,6 +196,12 @@ class _Judge:
                 return _messages(layout)
         hard = _messages(rules.pp_problems(pp, layers, v, split, par.pp_schedule))
         hard += _messages(self.stack("pp", pp))
+        deepest = self.plan.policy.max_pp
+        if self.prefs.pp_depth_capped and pp > deepest and pp != par.pp:
+            hard += (
+                f"PP {pp} is deeper than policy.max_pp = {deepest} (the deepest pipeline the "
+                f"search proposes; raise it to search deeper)",
+            )
         if self.prefs.pp_regular and pp <= layers and not _regular_pp(pp, layers):
             hard += (
                 f"PP {pp} is neither a power of two nor an even split of the {layers} "

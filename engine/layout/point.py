@@ -28,6 +28,8 @@ class LayoutPreferences:
     - ``cp_power_of_two`` and ``cp_min_tokens``: context parallelism splits a sequence
       into power-of-two chunks of at least this many tokens (a ring step's attention
       must hide the next chunk's K/V transfer; default 1,024).
+    - ``pp_depth_capped``: PP is at most the plan's ``policy.max_pp`` (default 16, the
+      depth DeepSeek-V3 and Llama 3 405B train with), the plan's own PP excepted.
     - ``max_padding_share``: FSDP shards dim 0 into N equal chunks; once N outgrows a
       tensor's rows the gathered copies are mostly padding and grow with every rank
       added (a shard group of 16,384 over a 1,024-row K projection gathers 16×). Layouts
@@ -43,6 +45,7 @@ class LayoutPreferences:
     cp_power_of_two: bool = True
     cp_min_tokens: int = 1024
     max_padding_share: float = 0.05
+    pp_depth_capped: bool = True
 
     def relaxed(self) -> LayoutPreferences:
         """The preferences without the topology ones (for the arithmetic minimum)."""
@@ -60,6 +63,7 @@ class LayoutPreferences:
             cp_power_of_two=False,
             cp_min_tokens=1,
             max_padding_share=1.0,
+            pp_depth_capped=False,
         )
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from engine.errors import PlanError, Problem, quote
 from engine.sections.base import Section
+from engine.sections.hardware_catalogue import accelerator_keys
 from engine.units import GB, GiB
 
 H100_USABLE_BYTES = 84_932_558_848
@@ -21,7 +23,9 @@ class HardwareSection(Section):
         default="h100-sxm-80gb",
         min_length=1,
         max_length=100,
-        description="Accelerator preset name (informational; capacities below are computed).",
+        description="Accelerator catalogue key (resources/hardware/accelerators.json), or "
+        "'custom' for hardware not in it. The key picks NCCL's memory band by generation; "
+        "capacities and bandwidths are the fields below (a preset fills them).",
     )
     hbm_bytes: int = Field(
         default=80 * GiB,
@@ -74,6 +78,24 @@ class HardwareSection(Section):
     nvme_gbps: float | None = Field(
         default=None, gt=0, le=100_000, description="Host↔NVMe bandwidth per node (GB/s)."
     )
+
+    @field_validator("accelerator")
+    @classmethod
+    def _known_accelerator(cls, key: str) -> str:
+        """An unknown key used to pass as free text and the plan ran on the H100 figures
+        it kept; a typo (``rtx-4090`` for ``rtx-4090-24gb``) must be said, not absorbed."""
+        keys = accelerator_keys()
+        if key not in keys:  # a PlanError: its message is shown whole, the key list unclipped
+            raise PlanError(
+                [
+                    Problem(
+                        ("hardware.accelerator",),
+                        f"hardware.accelerator {quote(key)} is not a known accelerator key; "
+                        f"the known keys are {', '.join(keys)}",
+                    )
+                ]
+            )
+        return key
 
     @property
     def capacity_bytes(self) -> int:

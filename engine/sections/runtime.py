@@ -77,3 +77,12 @@ class PolicySection(Section):
     )
     units: Literal["gb", "gib", "both"] = Field(default="both")
     max_gpus: int = Field(default=16_384, ge=1, le=10_000_000, description="Layout search bound.")
+    max_pp: int = Field(
+        default=16,
+        ge=1,
+        le=1024,
+        description="Deepest pipeline the layout search proposes (the plan's own PP is never "
+        "refused by it). Default 16: DeepSeek-V3 (technical report §3.2) and Llama 3 405B "
+        "(Llama 3 paper §3.3.2, Table 4) train with 16-way PP; a deeper pipeline adds bubble and "
+        "point-to-point hops for the memory it saves. Raise it to let the search go deeper.",
+    )

@@ -19,7 +19,7 @@ from typing import Any
 from engine.analysis import analysis
 from engine.errors import PlanError
 from engine.estimate import VERDICT_WORDS, Estimate
-from engine.layout.counts import GpuCounts
+from engine.layout.counts import SEARCH_BUDGET_S, GpuCounts
 from engine.ledger.row import Row
 from engine.plan import Plan, free_json_paths
 from engine.units import UnitChoice, fmt_bytes, fmt_range
@@ -159,8 +159,8 @@ def row_differences(estimates: Sequence[Estimate | None]) -> tuple[RowDiff, ...]
     )
 
 
-def _side(name: str, plan: Plan, with_counts: bool) -> Side:
-    a = analysis(plan)
+def _side(name: str, plan: Plan, with_counts: bool, search_budget_s: float | None) -> Side:
+    a = analysis(plan, search_budget_s)
     try:
         est = a.estimate
     except PlanError as exc:
@@ -177,19 +177,21 @@ def compare(
     named: Sequence[tuple[str, Plan]],
     with_counts: bool = True,
     progress: Progress | None = None,
+    search_budget_s: float | None = SEARCH_BUDGET_S,
 ) -> Comparison:
     """Compare two or more (name, plan) pairs; the first is the baseline.
 
     ``with_counts`` adds each plan's three GPU counts (a layout search each: the slow
     part, shared with the window through ``engine.analysis``). ``progress`` is told
     after each plan and may stop early (the plans done so far are compared).
+    ``search_budget_s`` bounds each search in wall-clock seconds (None: unbounded).
     """
     if len(named) < 2:
         raise ValueError(f"a comparison needs at least two plans, got {len(named)}")
     sides: list[Side] = []
     cancelled = False
     for name, plan in named:
-        sides.append(_side(name, plan, with_counts))
+        sides.append(_side(name, plan, with_counts, search_budget_s))
         if progress is not None and not progress(len(sides), len(named)):
             cancelled = len(sides) < len(named)
             break

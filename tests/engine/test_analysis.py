@@ -55,7 +55,7 @@ def test_parts_are_lazy_and_computed_once(monkeypatch: pytest.MonkeyPatch) -> No
     """Asking for the estimate runs no search; asking for the counts twice searches once."""
     calls: list[str] = []
 
-    def counting(plan: Any) -> Any:
+    def counting(plan: Any, **_: Any) -> Any:
         calls.append(plan.config_hash())
         return "counts"
 
@@ -90,7 +90,7 @@ def test_two_threads_asking_for_one_part_compute_it_once(monkeypatch: pytest.Mon
     calls: list[int] = []
     started = threading.Event()
 
-    def slow(plan: Any) -> object:
+    def slow(plan: Any, **_: Any) -> object:
         calls.append(1)
         started.set()
         time.sleep(0.05)

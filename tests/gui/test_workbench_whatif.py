@@ -184,7 +184,7 @@ def test_compare_shows_estimates_first_and_cancel_keeps_them(
     gate = threading.Event()
     real = an.gpu_counts
 
-    def held(plan: Any) -> Any:
+    def held(plan: Any, **_: Any) -> Any:
         gate.wait(30)
         return real(plan)
 

@@ -17,6 +17,11 @@ What each strategy moves (per optimizer step, ``m`` micro-batches):
 - TP (Megatron layers): two all-reduces of the layer's activations in forward and two
   in backward (all-gather + reduce-scatter pairs of the same volume under sequence
   parallelism), two more for each recomputed forward (Shoeybi et al. 2019 §3).
+- Gathered logits (``tp_style`` replicated_embedding, TP > 1): the output layer is split
+  by vocabulary and its logits all-gathered to every TP rank once per micro-batch's
+  forward (transformers' ``lm_head: colwise_rep``, a DTensor redistribute to Replicate;
+  Megatron's ``gather_from_tensor_model_parallel_region`` when ``parallel_output`` is
+  off); the backward only slices the gradient, and no recompute repeats the head.
 - PP: each micro-batch's activations to the next stage and their gradients back, split
   over the TP ranks (Megatron ``p2p_communication.py``, scatter-gather).
 - CP: the K/V chunk passes the ring cp − 1 times in forward, K/V and dK/dV twice that in
@@ -211,6 +216,19 @@ def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
         m * (4 * n + 2 * rec),
         "megatron-tp",
     )
+    if (
+        par.tp > 1
+        and par.tp_style == "replicated_embedding"
+        and any(t.tensor.role == "lm_head" for t in stage_placed(plan, stage))
+    ):
+        b.add(
+            "gathered logits (TP)",
+            "all-gather",
+            b.kind("tp"),
+            g.tokens * g.vocab * g.compute_bytes,
+            m,
+            "hf-tp-plan",
+        )
     sends = int(stage < par.pp - 1) + int(stage > 0)
     pp_group = b.kind("pp_next", "pp_prev")
     b.add(

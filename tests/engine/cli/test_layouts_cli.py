@@ -83,7 +83,7 @@ def test_estimate_without_counts_runs_no_search(
     """--no-counts asks the analysis for the estimate only: a search that would fail the
     command is never started; without the flag it is."""
 
-    def no_search(plan: Any) -> Any:
+    def no_search(plan: Any, **_: Any) -> Any:
         raise AssertionError("the layout search ran")
 
     an.forget_analyses()

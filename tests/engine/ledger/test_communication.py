@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.estimate import estimate
-from engine.ledger.nodes.communication import Communication, step_communication
+from engine.ledger.nodes.communication import Communication, stage_communication, step_communication
 from engine.plan import default_plan, with_values
 from engine.stacks.defaults import resolved
 
@@ -102,3 +102,40 @@ def test_estimate_carries_communication_and_the_batch_identity() -> None:
     assert est.batch.global_batch == 1 * 4 * 8 and est.batch.tokens_per_step == 32 * 4096
     assert "= global batch 32 sequences" in est.batch.identity()
     assert estimate(plan, decisive_only=True).nodes.communication is None
+
+
+def test_gathered_logits_are_all_gathered_once_per_micro_batch() -> None:
+    """replicated_embedding (transformers' ``lm_head: colwise_rep``): each TP rank
+    computes V ÷ 2 of the logits and all-gathers the full 4096 tokens × 128,256 vocab ×
+    2 B (bf16) = 1,050,673,152 B tensor; over 2 ranks one sends 1/2 · S = 525,336,576 B,
+    once per micro-batch (grad_accum 3: 3×), on NVLink. vocab_parallel keeps the logits
+    split (no gather); replicated computes them whole on every rank (no gather either)."""
+    tp = {"parallelism.tp": 2, "parallelism.dp": 4, "batch.grad_accum": 3}
+    got = _by_what(_comm(**tp, **{"parallelism.tp_style": "replicated_embedding"}))
+    assert got["gathered logits (TP)"] == (3, 3 * 525_336_576, 0)
+    for style in ("vocab_parallel", "replicated"):
+        assert "gathered logits (TP)" not in _by_what(
+            _comm(**tp, **{"parallelism.tp_style": style})
+        )
+    assert "gathered logits (TP)" not in _by_what(
+        _comm(**{"parallelism.tp_style": "replicated_embedding"})  # TP 1: no group
+    )
+
+
+def test_only_the_stage_holding_the_head_gathers_logits() -> None:
+    """Under PP 2 the output layer sits on the last stage: stage 0 gathers nothing."""
+    plan = resolved(
+        with_values(
+            default_plan(),
+            {
+                "parallelism.tp": 2,
+                "parallelism.pp": 2,
+                "parallelism.dp": 2,
+                "parallelism.tp_style": "replicated_embedding",
+                "batch.grad_accum": 2,
+            },
+        )
+    )
+    first = {t.what for t in stage_communication(plan, 0)}
+    last = {t.what: t.times for t in stage_communication(plan, 1)}
+    assert "gathered logits (TP)" not in first and last["gathered logits (TP)"] == 2
