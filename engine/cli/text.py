@@ -216,6 +216,13 @@ def _own_line(counts: GpuCounts) -> list[str]:
     ]
 
 
+def _range(low: int | None, high: int | None) -> str:
+    """A GPU-count range; an open end (nothing fits within the search) reads "at least 8"."""
+    if high is None:
+        return "none" if low is None else f"at least {low}"
+    return f"{low}–{high}"
+
+
 def render_counts(counts: GpuCounts) -> str:
     """The three counts, the plan's own layout, alternatives and the rejections."""
     out = [
@@ -224,7 +231,7 @@ def render_counts(counts: GpuCounts) -> str:
         *_own_line(counts),
         _count_line("1. arithmetic minimum", counts.arithmetic_min),
         _count_line("2. first legal layout (procurement)", counts.first_layout),
-        f"  3. validation range: {counts.validation_low.gpus}–{counts.validation_high.gpus} "
+        f"  3. validation range: {_range(counts.validation_low.gpus, counts.validation_high.gpus)} "
         f"GPUs\n    {counts.validation_reason}",
     ]
     if counts.alternatives:

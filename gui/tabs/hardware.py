@@ -49,7 +49,7 @@ class HardwareTab(TabPage):
             "Fit policy",
             PolicySection,
             "policy",
-            include=("headroom_percent", "rounding", "max_gpus"),
+            include=("headroom_percent", "rounding", "max_gpus", "max_pp"),
         )
         self.add_section(
             "Acceptance thresholds (validation plan)",

@@ -149,7 +149,10 @@ def layout_changes(plan: Plan, layout: Layout) -> dict[str, Any]:
 
 
 def span(low: int | None, high: int | None) -> str:
-    """A count range, once when both ends agree ("8", not "8–8")."""
+    """A count range, once when both ends agree ("8", not "8–8"); an open end (no layout
+    fits within the search) reads "at least 8", never "8–None"."""
+    if high is None:
+        return "none" if low is None else f"at least {low}"
     return str(low) if low == high else f"{low}–{high}"
 
 
