@@ -27,6 +27,10 @@ FINGERPRINTS: dict[int, str] = {
     4: "3a89e2a10aee1fe276d8731cda0ef7b27e2e91ae0b13b9c389531ca2b307098f",
     # 5: implementation-true activation rows per family; FSDP2's end of backward in order
     5: "d380db09644184138d9fd0bc7d7e63337b710d221817293a4844ed4de1b4a242",
+    # 6: Gemma's fp32 norm-backward gradient in the recomputed layer's working set, the
+    #    transformers Adafactor step temporaries (no golden plan recomputes a Gemma layer
+    #    past its own saved set or uses Adafactor: the golden bytes are those of 5)
+    6: "d380db09644184138d9fd0bc7d7e63337b710d221817293a4844ed4de1b4a242",
 }
 """FORMULA_VERSION → fingerprint of the golden rows recorded under it."""
 

@@ -48,6 +48,9 @@ INSIDE: tuple[Case, ...] = (
 FAMILY_GRID: tuple[Case, ...] = (
     Case("qwen3", {"strategy": "fsdp8", "recompute": "full"}),
     Case("gemma3", {"strategy": "fsdp8"}),
+    Case("gemma3", {"recompute": "full"}),
+    Case("gemma2", {"strategy": "fsdp8", "recompute": "full"}),
+    Case("llama", {"optimizer": "adafactor", "recompute": "full"}),
     Case("gpt2", {"strategy": "fsdp8", "recompute": "full"}),
     Case("cohere", {"recompute": "full"}),
     Case("falcon", {"recompute": "full"}),

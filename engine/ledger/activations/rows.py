@@ -183,7 +183,7 @@ def activation_rows(
     head_parts = _head_terms(plan, g, tr) if last else []
     if head_parts:
         rows.append(_once_row(plan, fly.whole, head_parts, "head", AT_LOSS))
-    work = _working_terms(g)
+    work = _working_terms(plan, g)
     work_b = terms_bytes(work, g)
     recomputed = full_b if (n_ckpt or policy == "offload") else 0
     own = ckpt_b if n_ckpt else (0 if policy == "offload" else full_b)
@@ -238,13 +238,26 @@ def _profile_source(plan: Plan) -> str:
     return source_of(plan.model.architecture)
 
 
-def _working_terms(g: Geometry) -> list[Term]:
+def _working_terms(plan: Plan, g: Geometry) -> list[Term]:
     """Gradients in flight while one layer runs backward: the MLP intermediates' grads
-    and the residual stream's incoming and outgoing grads (an estimate, banded)."""
-    return [
+    and the residual stream's incoming and outgoing grads (an estimate, banded).
+
+    Gemma's norms (transformers 5.24 ``Gemma2RMSNorm`` / ``Gemma3RMSNorm.forward``:
+    ``self._norm(x.float()) * (1.0 + self.weight.float())``, then ``type_as(x)``) run
+    their backward in fp32: the incoming 16-bit gradient is upcast by the ``type_as``
+    backward and multiplied by ``(1 + w)`` in fp32 while the recomputed layer's saved set
+    is live, one more fp32 hidden-sized tensor than a 16-bit norm's backward holds
+    (traced: tests/fidelity_grid.py, gemma2 / gemma3 full recompute)."""
+    terms = [
         Term("grads of MLP intermediates", g.inter_local, g.compute_bytes, count=3),
         Term("residual grads", g.hidden, g.residual_bytes, "seq", count=2),
     ]
+    if (
+        plan.runtime.activation_profile == "hf-transformers"
+        and traits_of(plan.model.architecture).norm == "rms_gemma"
+    ):
+        terms.append(Term("Gemma fp32 (1 + w) norm backward gradient", g.hidden, 4, "seq"))
+    return terms
 
 
 def _once_row(

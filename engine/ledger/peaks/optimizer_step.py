@@ -5,6 +5,7 @@ partition DeepSpeed builds for the step. Live only in the optimizer phase."""
 from __future__ import annotations
 
 from engine.ledger.held import HeldTensor
+from engine.ledger.peaks.adafactor_step import adafactor_temp_rows
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.row import OPTIMIZER, Row, make_row
 from engine.ledger.states.rows import shard_allocs
@@ -24,6 +25,8 @@ def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
         or opt.name in ("adam8bit", "sgd")
     ):
         return []
+    if opt.name == "adafactor":
+        return adafactor_temp_rows(plan, held, rule)
     trainable = [t for t in held if t.trainable]
     if not trainable:
         return []
