@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from engine.exports import accelerate, deepspeed, megatron, torchtitan
+import engine.exports.accelerate as accelerate
+import engine.exports.deepspeed as deepspeed
+import engine.exports.megatron as megatron
+import engine.exports.torchtitan as torchtitan
 from engine.exports.acc_import import import_accelerate
 from engine.exports.common import Export, Imported
 from engine.exports.ds_import import import_deepspeed
