@@ -47,9 +47,9 @@ class ReportDocument:
 def build_document(
     c: ReportContent, text_size: QSizeF, recorded: dict[str, Recorded] | None = None
 ) -> ReportDocument:
-    """Lay out the report for a text area of ``text_size`` (96-dpi px). With the
-    pyqtgraph charts ``recorded`` beforehand (:func:`record_screen_charts`), this runs
-    on any thread."""
+    """Lay out the report for a text area of ``text_size`` (96-dpi px); charts
+    ``recorded`` beforehand (:func:`record_screen_charts`) are used as they are. Every
+    chart is a bare QPainter drawing, so this runs on any thread."""
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
     device = QPdfWriter(buffer)  # never painted: it only fixes the layout at 96 dpi
