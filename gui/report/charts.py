@@ -204,7 +204,8 @@ def embed_charts(
     doc: QTextDocument, c: ReportContent, recorded: dict[str, Recorded] | None = None
 ) -> ChartObject:
     """Replace every placeholder by its vector chart; returns the handler (keep it).
-    ``recorded`` charts (of the same slot size) are used as they are."""
+    ``recorded`` charts (of the same slot size) are used as they are. Cheapest before
+    anything asked ``doc`` for its layout (it is made then, and relays every edit)."""
     found = placeholders(doc)
     sizes = {key: sz for _, key, sz in found}
     done = recorded or {}
@@ -214,10 +215,8 @@ def embed_charts(
         else record_chart(key, c, round(sz.width()), round(sz.height()))
         for key, sz in sizes.items()
     }
-    handler = ChartObject(charts, sizes, doc)
-    doc.documentLayout().registerHandler(CHART_OBJECT, handler)
     cursor = QTextCursor(doc)
-    cursor.beginEditBlock()  # one relayout for all the swaps, not one per chart
+    cursor.beginEditBlock()
     for pos, key, _ in reversed(found):
         cursor.setPosition(pos)
         cursor.setPosition(pos + 1, QTextCursor.MoveMode.KeepAnchor)
@@ -226,4 +225,8 @@ def embed_charts(
         fmt.setProperty(KEY_PROPERTY, key)
         cursor.insertText("\ufffc", fmt)
     cursor.endEditBlock()
+    # The layout last: a document is laid out by its layout, made on first use, so
+    # swapping first (see builder) lays the document out once, charts in place.
+    handler = ChartObject(charts, sizes, doc)
+    doc.documentLayout().registerHandler(CHART_OBJECT, handler)
     return handler
