@@ -106,5 +106,5 @@ def keep_headings_with_next(doc: QTextDocument, rounds: int = 8) -> int:
             block = block.next()
         if not again:
             break
-        doc.idealWidth()
+        # (the next round measures; blockBoundingRect lays out what it asks for)
     return moved
