@@ -16,7 +16,8 @@ from PySide6.QtWidgets import QWidget
 from engine.estimate import VERDICT_WORDS
 from engine.units import UnitChoice, fmt_gb, fmt_gib
 from engine.whatif.compare import Comparison, signed_size
-from gui.views.chart import CAPACITY_COLOR, LIMIT_COLOR, foreground
+from gui.views.chart_common import foreground
+from gui.views.colors import CAPACITY_COLOR, LIMIT_COLOR
 from gui.views.paint_axes import ValueAxis, set_pixel_font, text_in
 from gui.views.verdict import VERDICT_COLORS
 

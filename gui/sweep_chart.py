@@ -16,7 +16,8 @@ from PySide6.QtGui import QBrush, QColor, QPainter, QPaintEvent, QPen, QPolygonF
 from PySide6.QtWidgets import QWidget
 
 from engine.whatif.sweep import Sweep, show_value
-from gui.views.chart import CAPACITY_COLOR, LIMIT_COLOR, foreground
+from gui.views.chart_common import foreground
+from gui.views.colors import CAPACITY_COLOR, LIMIT_COLOR
 from gui.views.paint_axes import ValueAxis, set_pixel_font, text_in
 from gui.views.verdict import VERDICT_COLORS
 

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QWidget
 
 from engine.trace.compare import SKEWED, Comparison, Line
 from engine.units import UnitChoice, fmt_bytes
-from gui.views.chart import foreground
+from gui.views.chart_common import foreground
 from gui.views.paint_axes import ValueAxis, set_pixel_font, text_in
 
 TRACED_COLOR = "#F58518"

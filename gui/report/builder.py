@@ -47,15 +47,14 @@ class ReportDocument:
 def build_document(
     c: ReportContent, text_size: QSizeF, recorded: dict[str, Recorded] | None = None
 ) -> ReportDocument:
-    """Lay out the report for a text area of ``text_size`` (96-dpi px). With the
-    pyqtgraph charts ``recorded`` beforehand (:func:`record_screen_charts`), this runs
-    on any thread."""
+    """Lay out the report for a text area of ``text_size`` (96-dpi px); charts
+    ``recorded`` beforehand (:func:`record_screen_charts`) are used as they are. Every
+    chart is a bare QPainter drawing, so this runs on any thread."""
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
     device = QPdfWriter(buffer)  # never painted: it only fixes the layout at 96 dpi
     device.setResolution(96)
     doc = QTextDocument()
-    doc.documentLayout().setPaintDevice(device)
     font = QFont()
     font.setFamilies(FONT_FAMILIES)
     font.setStyleHint(QFont.StyleHint.SansSerif)
@@ -65,13 +64,16 @@ def build_document(
     doc.setDefaultFont(font)
     doc.setDocumentMargin(0)
     doc.setDefaultStyleSheet(STYLE)
-    doc.setPageSize(text_size)
     register_placeholders(doc, ["ledger", "stages", "tornado", *DRAWINGS])
     doc.setHtml(report_html(c))
+    # No layout exists yet (one is made on first use): the charts are swapped in, then
+    # the layout made for the 96-dpi device and the page, so the document is laid out
+    # once with charts in place, not once for the HTML and again for the swaps.
     charts = embed_charts(doc, c, recorded)
-    # Swapping in the charts relaid the document piecemeal: lay it all out again, now
-    # (a large document is otherwise laid out lazily, and some blocks never were).
-    doc.markContentsDirty(0, doc.characterCount())
+    doc.documentLayout().setPaintDevice(device)
+    doc.setPageSize(text_size)
+    # All of it now (a large document is otherwise laid out lazily, and some blocks
+    # never were).
     doc.idealWidth()
     keep_headings_with_next(doc)
     return ReportDocument(doc, charts, device, buffer)
@@ -104,5 +106,5 @@ def keep_headings_with_next(doc: QTextDocument, rounds: int = 8) -> int:
             block = block.next()
         if not again:
             break
-        doc.idealWidth()
+        # (the next round measures; blockBoundingRect lays out what it asks for)
     return moved

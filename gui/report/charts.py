@@ -1,7 +1,8 @@
 """Charts in the report as vector graphics inside the text document.
 
-Each chart is drawn once by the window's own chart code (:func:`render_estimate`,
-:func:`render_stages`) into a ``QPicture`` — a recording of painter commands — and
+Each chart is drawn once with a bare ``QPainter`` from the window's chart data
+(:func:`paint_estimate`, :func:`paint_stages`) into a ``QPicture`` — a recording of
+painter commands — and
 placed in the ``QTextDocument`` as a custom inline object. When a page is painted the
 recording is replayed onto the PDF (or printer) painter, so bars, hatching, lines and
 labels stay vectors and the labels stay extractable text. (An SVG detour loses the
@@ -33,7 +34,7 @@ from gui.report.content import ReportContent
 from gui.report.html import CHART_SCHEME, CHART_WIDTH, INK, MUTED, RULE
 from gui.report.sections import DRAWINGS
 from gui.report.sections.memory import LEDGER_CHART_HEIGHT, STAGES_CHART_HEIGHT
-from gui.views.chart import render_estimate, render_stages
+from gui.views.chart_paint import paint_estimate, paint_stages
 
 CHART_OBJECT = int(QTextFormat.ObjectTypes.UserObject.value) + 1
 KEY_PROPERTY = int(QTextFormat.Property.UserProperty.value) + 1
@@ -63,9 +64,9 @@ def record_chart(key: str, c: ReportContent, width: int, height: int) -> Recorde
     w, h = round(width * SCALE), round(height * SCALE)
     ink = QColor(INK)
     if key == "ledger":
-        return _record(w, h, lambda p, r: render_estimate(plan, est, units, p, r, w, h, ink))
+        return _record(w, h, lambda p, r: paint_estimate(p, r, plan, est, units, ink))
     if key == "stages":
-        return _record(w, h, lambda p, r: render_stages(plan, est, units, p, r, w, h, ink))
+        return _record(w, h, lambda p, r: paint_stages(p, r, plan, est, units, ink))
     if key == "tornado":
         return _record(width, height, lambda p, r: draw_tornado(p, r, c.tornado))
     if key in DRAWINGS:
@@ -188,13 +189,13 @@ def register_placeholders(doc: QTextDocument, keys: list[str]) -> None:
 
 
 SCREEN_CHARTS: dict[str, int] = {"ledger": LEDGER_CHART_HEIGHT, "stages": STAGES_CHART_HEIGHT}
-"""The charts drawn by the window's pyqtgraph code, by slot height: pyqtgraph draws
-with widgets, so these are recorded on the GUI thread (:func:`record_screen_charts`);
-every other drawing is a bare QPainter function, safe on a worker thread."""
+"""The ledger and stage charts, by slot height (:func:`record_screen_charts`). They are
+bare QPainter drawings like every other chart, safe on any thread; the export job
+still records them up front, before the layout runs on its worker."""
 
 
 def record_screen_charts(c: ReportContent) -> dict[str, Recorded]:
-    """The pyqtgraph charts of the report, recorded now (call on the GUI thread)."""
+    """The ledger (and stage) charts of the report, recorded now."""
     keys = ["ledger", *(["stages"] if len(c.est.stages) > 1 else [])]
     return {k: record_chart(k, c, CHART_WIDTH, SCREEN_CHARTS[k]) for k in keys}
 
@@ -203,7 +204,8 @@ def embed_charts(
     doc: QTextDocument, c: ReportContent, recorded: dict[str, Recorded] | None = None
 ) -> ChartObject:
     """Replace every placeholder by its vector chart; returns the handler (keep it).
-    ``recorded`` charts (of the same slot size) are used as they are."""
+    ``recorded`` charts (of the same slot size) are used as they are. Cheapest before
+    anything asked ``doc`` for its layout (it is made then, and relays every edit)."""
     found = placeholders(doc)
     sizes = {key: sz for _, key, sz in found}
     done = recorded or {}
@@ -213,14 +215,18 @@ def embed_charts(
         else record_chart(key, c, round(sz.width()), round(sz.height()))
         for key, sz in sizes.items()
     }
-    handler = ChartObject(charts, sizes, doc)
-    doc.documentLayout().registerHandler(CHART_OBJECT, handler)
+    cursor = QTextCursor(doc)
+    cursor.beginEditBlock()
     for pos, key, _ in reversed(found):
-        cursor = QTextCursor(doc)
         cursor.setPosition(pos)
         cursor.setPosition(pos + 1, QTextCursor.MoveMode.KeepAnchor)
         fmt = QTextCharFormat()
         fmt.setObjectType(CHART_OBJECT)
         fmt.setProperty(KEY_PROPERTY, key)
         cursor.insertText("\ufffc", fmt)
+    cursor.endEditBlock()
+    # The layout last: a document is laid out by its layout, made on first use, so
+    # swapping first (see builder) lays the document out once, charts in place.
+    handler = ChartObject(charts, sizes, doc)
+    doc.documentLayout().registerHandler(CHART_OBJECT, handler)
     return handler

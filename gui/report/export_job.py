@@ -6,8 +6,8 @@ diagnostics, sensitivity, what fits), laying out ~20 pages of text and painting 
 
 1. on a worker thread: the analysis parts, one by one (each a progress step), then
    :func:`gather` (cheap once they are computed);
-2. on the GUI thread: the two charts drawn by the window's pyqtgraph code (pyqtgraph
-   draws with widgets, which live on the GUI thread) — about a tenth of a second;
+2. on the GUI thread: the ledger and stage charts recorded (bare QPainter drawings
+   from the window's chart data, a few milliseconds);
 3. on a worker thread again: the text layout and the pages, painted onto a temporary
    file next to the target (a progress step per page) and moved into place when done,
    so a cancelled or failed export leaves no half-written PDF behind.

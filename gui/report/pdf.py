@@ -155,8 +155,8 @@ def write_pdf(
     recorded: dict[str, Recorded] | None = None,
     progress: Progress | None = None,
 ) -> int:
-    """Write the report to ``path`` as a PDF; returns the number of pages. With its
-    pyqtgraph charts ``recorded`` beforehand it runs on any thread (see builder)."""
+    """Write the report to ``path`` as a PDF; returns the number of pages; runs on any
+    thread (see builder). Charts ``recorded`` beforehand are used as they are."""
     full = page_px(page)
     report = build_document(c, text_rect(full).size(), recorded)
     writer = QPdfWriter(str(path))

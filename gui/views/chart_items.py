@@ -16,15 +16,10 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics
 
+from gui.views.chart_common import BAR_WIDTH, LABEL_ROOM, LINE_HALF, bar_order
 from gui.views.chart_data import Panel
-from gui.views.chart_scale import bar_label, capacity_note, panel_scale
+from gui.views.chart_scale import bar_label, note_lines, panel_scale
 from gui.views.colors import CAPACITY_COLOR, HEADROOM_FILL, LIMIT_COLOR, group_color
-
-BAR_WIDTH = 0.62
-LABEL_ROOM = 0.94
-"""Share of the space between bar centres a label may take (a gap stays between)."""
-LINE_HALF = 0.48
-"""Capacity and limit lines span a little more than the bar under them."""
 
 
 def tag(item: object, role: str) -> None:
@@ -96,9 +91,7 @@ class PanelItems:
         plot areas level."""
         bars = panel.bars
         xs = list(range(len(bars)))
-        order: list[str] = []
-        for bar in bars:
-            order += [s.group for s in bar.segments if s.group not in order]
+        order = bar_order(panel)
         base = [0.0] * len(bars)
         pen = pg.mkPen(ink, width=0.5)
         for group in order:
@@ -217,11 +210,6 @@ class PanelItems:
         self._title = key
         small = f"<br><span style='font-size:8pt'>{note}</span>" if note else ""
         self.plot.setTitle(title + small, color=ink)
-
-
-def note_lines(panel: Panel, units: str) -> list[str]:
-    """The lines under a panel's title: its own note, then its capacities."""
-    return [t for t in (panel.note,) if t] + capacity_note(panel, panel_scale(panel), units)
 
 
 def panel_items(plot: pg.PlotItem) -> PanelItems:

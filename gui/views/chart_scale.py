@@ -86,3 +86,8 @@ def bar_label(bar: Bar, units: str, compact: bool = False) -> str:
     if compact or bar.low == bar.high:
         return f"{hi:,.1f}"
     return f"{lo:,.1f}–{hi:,.1f}"
+
+
+def note_lines(panel: Panel, units: str) -> list[str]:
+    """The lines under a panel's title: its own note, then its capacities."""
+    return [t for t in (panel.note,) if t] + capacity_note(panel, panel_scale(panel), units)

@@ -33,7 +33,7 @@ from engine.layout.counts import GpuCounts
 from engine.layout.lattice import Layout, ranks_per_node
 from engine.units import UnitChoice, fmt_bytes, fmt_range
 from gui.document import PlanDocument
-from gui.views.chart import foreground
+from gui.views.chart_common import foreground
 from gui.views.layout_choice import (
     ROLE_WORDS,
     LayoutChoice,

@@ -52,22 +52,20 @@ def test_report_file_name() -> None:
     assert report_file_name("???") == "memplan-report-report.pdf"
 
 
-def test_render_estimate_draws_on_paper_ink(qapp: Any) -> None:
+def test_paint_estimate_draws_on_paper_ink(qapp: Any) -> None:
     """The chart drawn for paper puts dark ink on a white image (the window's palette
     may be dark; the report forces dark text)."""
     from PySide6.QtCore import QRectF
     from PySide6.QtGui import QColor, QImage, QPainter
 
     from engine.estimate import estimate
-    from gui.views.chart import render_estimate
+    from gui.views.chart_paint import paint_estimate
 
     plan = default_plan()
     img = QImage(800, 300, QImage.Format.Format_ARGB32)
     img.fill(QColor("white"))
     painter = QPainter(img)
-    render_estimate(
-        plan, estimate(plan), "gb", painter, QRectF(0, 0, 800, 300), 800, 300, QColor("#000000")
-    )
+    paint_estimate(painter, QRectF(0, 0, 800, 300), plan, estimate(plan), "gb", QColor("#000000"))
     painter.end()
     dark = sum(
         1
@@ -158,3 +156,26 @@ def test_mounting_report_loads_no_qt() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_report_path_imports_no_pyqtgraph(tmp_path: Path) -> None:
+    """`memplan report` draws its charts with a bare QPainter: the CLI path, from the
+    parser to a written PDF, never imports pyqtgraph or numpy (about a second of a run)
+    — checked in a fresh interpreter, which a module imported by another test cannot
+    fool."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.pdf"
+    code = (
+        "import sys; from gui.__main__ import main; "
+        f"code = main(['report', '-o', {str(out)!r}]); "
+        "print(code, 'pyqtgraph' in sys.modules, 'numpy' in sys.modules)"
+    )
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert run.stdout.strip().splitlines()[-1] == "0 False False"
+    assert out.stat().st_size > 0

@@ -23,13 +23,13 @@ from gui.report.html import (
     table,
 )
 from gui.report.sources import Citations
-from gui.views.chart import legend_html, panel_groups
+from gui.views.chart_common import legend_html, panel_groups
 from gui.views.chart_data import panels
 
 LEDGER_CHART_HEIGHT = 270
 STAGES_CHART_HEIGHT = 230
-"""Heights of the two charts drawn by the window's chart code (gui.report.charts
-records them on the GUI thread before the rest of the report is laid out elsewhere)."""
+"""Heights of the ledger and stage charts (drawn from the window's chart data by
+gui.views.chart_paint, recorded by gui.report.charts)."""
 
 LOCATION_TITLES = {
     "hbm": "HBM (GPU memory) per rank",
