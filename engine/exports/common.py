@@ -125,6 +125,22 @@ def changed_fields(old: Plan, new: Plan) -> dict[str, Any]:
     return out
 
 
+JOB_SHAPE_FIELDS: tuple[str, ...] = (
+    "stack.name",
+    "method.kind",
+    "batch.seq_len",
+    "batch.micro_batch",
+    "batch.grad_accum",
+    "batch.global_batch",
+    "parallelism.strategy",
+    "parallelism.dp",
+    "parallelism.shard_group_size",
+    "parallelism.tp",
+)
+"""The plan fields a launch recipe (Megatron script, torchtitan recipe) always carries:
+who runs it, the batch and the data/tensor-parallel shape."""
+
+
 def replicas(plan: Plan) -> int:
     """Data-parallel replicas that each draw micro-batches: DP (EP folds into them)."""
     return plan.parallelism.dp

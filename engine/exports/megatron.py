@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.exports.common import (
+    JOB_SHAPE_FIELDS,
     Export,
     Gaps,
     comment_block,
@@ -288,17 +289,8 @@ def expressed(plan: Plan) -> frozenset[str]:
     """The plan fields this plan's Megatron command carries."""
     p = resolved(plan)
     out = {
-        "stack.name",
-        "method.kind",
+        *JOB_SHAPE_FIELDS,
         *(f"model.architecture.{f}" for f in ARCH_FIELDS),
-        "batch.seq_len",
-        "batch.micro_batch",
-        "batch.grad_accum",
-        "batch.global_batch",
-        "parallelism.strategy",
-        "parallelism.dp",
-        "parallelism.shard_group_size",
-        "parallelism.tp",
         "parallelism.pp",
         "parallelism.cp",
         "parallelism.ep",

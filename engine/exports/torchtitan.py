@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.exports.common import (
+    JOB_SHAPE_FIELDS,
     TORCH_DTYPE,
     Export,
     Gaps,
@@ -197,17 +198,8 @@ def expressed(plan: Plan) -> frozenset[str]:
     """The plan fields this plan's recipe carries."""
     p = resolved(plan)
     out = {
-        "stack.name",
-        "method.kind",
+        *JOB_SHAPE_FIELDS,
         "model.architecture",
-        "batch.seq_len",
-        "batch.micro_batch",
-        "batch.grad_accum",
-        "batch.global_batch",
-        "parallelism.strategy",
-        "parallelism.dp",
-        "parallelism.shard_group_size",
-        "parallelism.tp",
         "parallelism.sequence_parallel",
         "parallelism.cp",
         "parallelism.ep",
