@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engine.analysis import FitLimits
 from engine.estimate import VERDICT_WORDS, Estimate, StageEstimate
-from engine.layout.counts import Count, GpuCounts
+from engine.layout.counts import Count, GpuCounts, count_range
 from engine.layout.levers import Lever
 from engine.ledger.nodes.communication import Communication
 from engine.ledger.nodes.ledgers import NodeLedgers
@@ -216,23 +216,16 @@ def _own_line(counts: GpuCounts) -> list[str]:
     ]
 
 
-def _range(low: int | None, high: int | None) -> str:
-    """A GPU-count range; an open end (nothing fits within the search) reads "at least 8"."""
-    if high is None:
-        return "none" if low is None else f"at least {low}"
-    return f"{low}–{high}"
-
-
 def render_counts(counts: GpuCounts) -> str:
     """The three counts, the plan's own layout, alternatives and the rejections."""
+    validation = count_range(counts.validation_low.gpus, counts.validation_high.gpus)
     out = [
         f"GPU counts (searched up to {counts.max_gpus} GPUs, {counts.gpus_per_node} per node, "
         f"rounding to {counts.rounding}s; {counts.estimates} estimates):",
         *_own_line(counts),
         _count_line("1. arithmetic minimum", counts.arithmetic_min),
         _count_line("2. first legal layout (procurement)", counts.first_layout),
-        f"  3. validation range: {_range(counts.validation_low.gpus, counts.validation_high.gpus)} "
-        f"GPUs\n    {counts.validation_reason}",
+        f"  3. validation range: {validation} GPUs\n    {counts.validation_reason}",
     ]
     if counts.alternatives:
         out.append("  Alternatives at the procurement size, by headroom:")

@@ -115,6 +115,14 @@ class GpuCounts:
         return counter.most_common(top)
 
 
+def count_range(low: int | None, high: int | None, collapse: bool = False) -> str:
+    """A GPU-count range as text. An open end (no layout fits within the search) reads
+    "at least 8", never "8–None"; ``collapse`` writes equal ends once ("8", not "8–8")."""
+    if high is None:
+        return "none" if low is None else f"at least {low}"
+    return str(low) if collapse and low == high else f"{low}–{high}"
+
+
 def _words(o: Outcome) -> str:
     return (
         f"high estimate {fmt_bytes(o.high)} per rank within the limit "

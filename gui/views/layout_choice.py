@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from engine.estimate import Estimate
-from engine.layout.counts import GpuCounts
+from engine.layout.counts import GpuCounts, count_range
 from engine.layout.lattice import Layout, Rejected, layout_of, with_layout
 from engine.layout.search import procurement
 from engine.plan import Plan, get_value
@@ -148,14 +148,6 @@ def layout_changes(plan: Plan, layout: Layout) -> dict[str, Any]:
     return changes
 
 
-def span(low: int | None, high: int | None) -> str:
-    """A count range, once when both ends agree ("8", not "8–8"); an open end (no layout
-    fits within the search) reads "at least 8", never "8–None"."""
-    if high is None:
-        return "none" if low is None else f"at least {low}"
-    return str(low) if low == high else f"{low}–{high}"
-
-
 def validation_text(c: GpuCounts) -> str:
     """The validation range as the ranks its layouts use ("1–2 GPUs"), with the
     node-rounded count beside it when rounding made it larger ("2 (8 by node)"):
@@ -164,9 +156,9 @@ def validation_text(c: GpuCounts) -> str:
     (The engine rounds the range to nodes, ``engine.layout.counts``; the ranks behind
     it are its layouts' world sizes.)"""
     lo, hi = c.validation_low, c.validation_high
-    rounded = span(lo.gpus, hi.gpus)
+    rounded = count_range(lo.gpus, hi.gpus, collapse=True)
     if lo.layout is not None and hi.layout is not None:
-        ranks = span(lo.layout.world_size, hi.layout.world_size)
+        ranks = count_range(lo.layout.world_size, hi.layout.world_size, collapse=True)
         text = ranks if ranks == rounded else f"{ranks} ({rounded} by node)"
     else:
         text = rounded
