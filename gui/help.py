@@ -28,7 +28,7 @@ from engine import FORMULA_VERSION, __version__
 from engine.cli.json_form import JSON_VERSION
 from engine.estimate import VERDICT_WORDS, Verdict
 from engine.planfile import SCHEMA_VERSION
-from gui.views.chart import CAPACITY_COLOR, LIMIT_COLOR, group_color
+from gui.views.colors import CAPACITY_COLOR, LIMIT_COLOR, group_color
 from gui.views.verdict import VERDICT_COLORS
 
 GROUP_MEANINGS: dict[str, str] = {

@@ -55,7 +55,7 @@ from gui.tabs.model import ModelTab
 from gui.tabs.offload import OffloadTab
 from gui.tabs.parallelism import ParallelismTab
 from gui.views.banner import InvalidBanner
-from gui.views.chart import LedgerChart, legend_html, panel_groups, style_plot
+from gui.views.chart import LedgerChart, legend_html, panel_groups
 from gui.views.diagnostics import DiagnosticsList, suggestion_of
 from gui.views.stages import StagesView
 from gui.views.table import LedgerTable
@@ -359,11 +359,9 @@ class MainWindow(QMainWindow):
     def changeEvent(self, event: QEvent) -> None:
         """Follow a light/dark switch of the system palette in the charts too."""
         if event.type() == QEvent.Type.PaletteChange:
-            chart = self.stages.chart
-            stage_plots = [chart.plot] if chart is not None else []
-            for plot in (*self.chart.plots.values(), *stage_plots):
-                style_plot(plot)
-            self.redraw()
+            self.redraw()  # the charts paint with the palette's text colour
+            if self.stages.chart is not None:
+                self.stages.chart.update()
         super().changeEvent(event)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:

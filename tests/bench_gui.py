@@ -184,7 +184,7 @@ def edit_to_paint(
         t0, c0 = time.perf_counter(), time.process_time()
         doc.set("batch.seq_len", value, merge=False)
         doc.flush()
-        win.chart.viewport().repaint()
+        win.chart.repaint()
         t1, c1 = time.perf_counter(), time.process_time()
         if i:  # the first is a warm-up
             out.append(t1 - t0)
