@@ -10,8 +10,8 @@ kept or updated, and the window starts without a plotting library.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, QSize
-from PySide6.QtGui import QPainter, QPaintEvent
+from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtGui import QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from engine.estimate import Estimate
@@ -35,6 +35,9 @@ class PanelChart(QWidget):
         self.units = "gb"
         self.painted: dict[str, Painted] = {}
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        # It fills its own background: a repaint after an edit paints this widget only,
+        # not every ancestor's background under it first.
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
 
     def sizeHint(self) -> QSize:
         return QSize(640, 300)
@@ -45,6 +48,7 @@ class PanelChart(QWidget):
 
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
+        painter.fillRect(event.rect(), self.palette().color(QPalette.ColorRole.Window))
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         rect = QRectF(self.rect()).adjusted(MARGIN, MARGIN, -MARGIN, -MARGIN)
         self.painted = self._paint(painter, rect)
