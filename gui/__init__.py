@@ -1,1 +1,2 @@
-"""MemPlan's desktop front end (PySide6 + pyqtgraph): a view of the engine's Estimate."""
+"""MemPlan's desktop front end (PySide6, charts painted with QPainter): a view of the
+engine's Estimate."""

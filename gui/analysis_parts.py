@@ -41,13 +41,23 @@ class AnalysisParts(QObject):
         self._timer.setSingleShot(True)
         self._timer.setInterval(SLOW_VIEWS_DELAY_MS)
         self._timer.timeout.connect(self._start)
+        self._held = True  # until the window is on screen: see release()
 
     def follow(self, config_hash: str) -> None:
         """The estimate on screen is now ``config_hash``'s: forget other plans' parts and
         search once the edits settle."""
         if self.key != config_hash:
             self.key, self.parts = config_hash, {}
-        self._timer.start()
+        if not self._held:
+            self._timer.start()
+
+    def release(self) -> None:
+        """The window is shown: start searching (the first search starts the worker
+        process, whose start-up would otherwise compete with the window's own for the
+        CPU before the user sees anything). Idempotent."""
+        if self._held:
+            self._held = False
+            self._timer.start()
 
     def _start(self) -> None:
         est = self.doc.estimate

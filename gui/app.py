@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 
-import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
@@ -33,7 +32,6 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     app.setApplicationName(APP_NAME)
     app.setOrganizationName(APP_NAME)
     app.setStyle("Fusion")
-    pg.setConfigOptions(antialias=True)
     return app
 
 

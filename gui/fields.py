@@ -37,6 +37,7 @@ from engine.units import GB, GiB
 from gui.document import PlanDocument
 from gui.fieldspec import (
     FieldSpec,
+    choice_text,
     format_bytes_field,
     format_default,
     parse_bytes,
@@ -45,7 +46,7 @@ from gui.fieldspec import (
     parse_number,
 )
 from gui.plan_line_edit import PlanLineEdit
-from gui.stack_badge import badge_caption, badge_tooltip
+from gui.stack_badge import badge_caption, badge_tooltip, short_value
 
 _DEFAULT_VALUES: dict[str, Any] = default_plan().model_dump(mode="json")
 _UNSET: Any = object()
@@ -106,6 +107,11 @@ def compact(combo: QComboBox) -> None:
     combo.setMinimumContentsLength(8)
 
 
+TRI_STATE: tuple[tuple[str, bool | None], ...] = (("auto", None), ("on", True), ("off", False))
+"""The choices of an optional switch (``bool | None``): auto — the stack's default, said
+beside it — or on or off."""
+
+
 class FieldBinding(QObject):
     """One plan field: its label, editor and unit/default caption."""
 
@@ -143,6 +149,13 @@ class FieldBinding(QObject):
     # construction ----------------------------------------------------------------
     def _make_editor(self, parent: QWidget) -> QWidget:
         spec = self.spec
+        if spec.kind == "bool" and spec.optional:  # a checkbox has no way back to None
+            combo = QComboBox(parent)
+            compact(combo)
+            for text, _value in TRI_STATE:
+                combo.addItem(text)
+            combo.activated.connect(lambda i: self._commit(TRI_STATE[i][1], merge=False))
+            return combo
         if spec.kind == "bool":
             box = QCheckBox(parent)
             box.toggled.connect(lambda on: self._commit(bool(on), merge=False))
@@ -151,7 +164,7 @@ class FieldBinding(QObject):
             combo = QComboBox(parent)
             compact(combo)
             for choice in spec.choices:
-                combo.addItem(str(choice), choice)
+                combo.addItem(choice_text(choice), choice)
             combo.activated.connect(lambda i: self._commit(combo.itemData(i), merge=False))
             return combo
         edit = PlanLineEdit(parent)
@@ -244,6 +257,14 @@ class FieldBinding(QObject):
                 value = self.derived.value  # an auto switch shows what the stack does
             editor.blockSignals(True)
             editor.setChecked(bool(value))
+            editor.blockSignals(False)
+        elif isinstance(editor, QComboBox) and self.spec.kind == "bool":
+            auto = TRI_STATE[0][0]
+            if self.derived is not None:
+                auto += f" ({short_value(self.derived.value)})"  # what the stack does
+            editor.setItemText(0, auto)
+            editor.blockSignals(True)
+            editor.setCurrentIndex(next(i for i, (_t, v) in enumerate(TRI_STATE) if v is value))
             editor.blockSignals(False)
         elif isinstance(editor, QComboBox):
             editor.blockSignals(True)

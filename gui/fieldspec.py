@@ -187,6 +187,16 @@ def field_specs(model: type[BaseModel], prefix: str) -> list[FieldSpec]:
     return specs
 
 
+CHOICE_NAMES: dict[str, str] = {"lora": "LoRA", "qlora": "QLoRA"}
+"""How a choice reads on screen where its value in the file is not the proper name (the
+training methods); the plan keeps the value."""
+
+
+def choice_text(value: Any) -> str:
+    """A choice as the window shows it: "QLoRA" for ``qlora``, other values as they are."""
+    return CHOICE_NAMES.get(str(value), str(value))
+
+
 def format_default(spec: FieldSpec) -> str:
     value = spec.default
     if value is None:

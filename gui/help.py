@@ -25,10 +25,9 @@ from PySide6.QtWidgets import (
 )
 
 from engine import FORMULA_VERSION, __version__
-from engine.cli.json_form import JSON_VERSION
 from engine.estimate import VERDICT_WORDS, Verdict
 from engine.planfile import SCHEMA_VERSION
-from gui.views.chart import CAPACITY_COLOR, LIMIT_COLOR, group_color
+from gui.views.colors import CAPACITY_COLOR, LIMIT_COLOR, group_color
 from gui.views.verdict import VERDICT_COLORS
 
 GROUP_MEANINGS: dict[str, str] = {
@@ -121,6 +120,10 @@ def guide_html() -> str:
 
 
 def about_html() -> str:
+    # Imported when About is opened: the CLI package's import (its every command's
+    # parser and output) is ~0.15 s the window's start does not need for one number.
+    from engine.cli.json_form import JSON_VERSION
+
     return (
         f"<h2>MemPlan {escape(__version__)}</h2>"
         "<p>GPU, host-RAM and NVMe memory of LLM training jobs, row by row.</p>"

@@ -20,6 +20,7 @@ from PySide6.QtGui import (
     QDragEnterEvent,
     QDropEvent,
     QKeySequence,
+    QShowEvent,
 )
 from PySide6.QtWidgets import (
     QLabel,
@@ -48,14 +49,14 @@ from gui.plan_properties import properties_action
 from gui.report.actions import ReportActions
 from gui.screen_fit import clamp_to_screen, fit_window
 from gui.settings import Settings
-from gui.tabs.base import TabPage
 from gui.tabs.hardware import HardwareTab
+from gui.tabs.lazy import LazyTabs
 from gui.tabs.method import MethodTab
 from gui.tabs.model import ModelTab
 from gui.tabs.offload import OffloadTab
 from gui.tabs.parallelism import ParallelismTab
 from gui.views.banner import InvalidBanner
-from gui.views.chart import LedgerChart, legend_html, panel_groups, style_plot
+from gui.views.chart import LedgerChart, legend_html, panel_groups
 from gui.views.diagnostics import DiagnosticsList, suggestion_of
 from gui.views.stages import StagesView
 from gui.views.table import LedgerTable
@@ -122,7 +123,12 @@ class MainWindow(QMainWindow):
     def _build(self) -> None:
         self.inputs = QTabWidget(self)
         self.inputs.setObjectName("inputTabs")
-        self.tabs: dict[str, TabPage] = {}
+        bar: QTabBar = self.inputs.tabBar()
+        bar.setElideMode(Qt.TextElideMode.ElideNone)  # "Parallelism", never "Para…"
+        bar.setUsesScrollButtons(False)
+        bar.setExpanding(False)
+        # each page is built on first show or lookup, with the units of that moment
+        self.tabs = LazyTabs(self.inputs, lambda cls, slot: cls(self.doc, self.units, slot))
         for key, title, cls in (
             ("model", "Model", ModelTab),
             ("method", "Method", MethodTab),
@@ -130,15 +136,7 @@ class MainWindow(QMainWindow):
             ("hardware", "Hardware", HardwareTab),
             ("offload", "Offload", OffloadTab),
         ):
-            page = cls(self.doc, self.units, self.inputs)
-            self.tabs[key] = page
-            self.inputs.addTab(page, title)
-        bar: QTabBar = self.inputs.tabBar()
-        bar.setElideMode(Qt.TextElideMode.ElideNone)  # "Parallelism", never "Para…"
-        bar.setUsesScrollButtons(False)
-        bar.setExpanding(False)
-        pages = max(page.minimumSizeHint().width() for page in self.tabs.values())
-        self.inputs.setMinimumWidth(max(bar.sizeHint().width(), pages) + 4)
+            self.tabs.add(key, title, cls)
         self.banner = InvalidBanner(self.doc, self.go_to_field, self)
         self.verdict = VerdictPanel(self)
         self.chart = LedgerChart(self)
@@ -346,7 +344,7 @@ class MainWindow(QMainWindow):
         self.settings.set_units(units)
         self.unit_combo.setCurrentIndex(self.unit_combo.findData(units))
         self.unit_actions[units].setChecked(True)
-        for page in self.tabs.values():
+        for page in self.tabs.built():  # a page built later takes self.units
             page.set_units(units)
         self.workbench.set_units(units)
         self.redraw()
@@ -356,14 +354,16 @@ class MainWindow(QMainWindow):
         self.setWindowModified(self.doc.dirty)
 
     # window events -----------------------------------------------------------------
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.analysis.release()  # the worker process starts once the window is up
+
     def changeEvent(self, event: QEvent) -> None:
         """Follow a light/dark switch of the system palette in the charts too."""
         if event.type() == QEvent.Type.PaletteChange:
-            chart = self.stages.chart
-            stage_plots = [chart.plot] if chart is not None else []
-            for plot in (*self.chart.plots.values(), *stage_plots):
-                style_plot(plot)
-            self.redraw()
+            self.redraw()  # the charts paint with the palette's text colour
+            if self.stages.chart is not None:
+                self.stages.chart.update()
         super().changeEvent(event)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
@@ -389,7 +389,7 @@ class MainWindow(QMainWindow):
         self.report_actions.shutdown()
         self.workbench.shutdown()
         self.measured.shutdown()
-        for page in self.tabs.values():
+        for page in self.tabs.built():
             page.shutdown()
         event.accept()
 

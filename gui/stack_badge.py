@@ -16,6 +16,7 @@ from typing import Any
 from engine.plan import Plan
 from engine.stacks.catalog import stack_info
 from engine.stacks.defaults import Derived, resolve_stack_defaults
+from gui.fieldspec import choice_text
 
 STACK_PATH = "stack.name"
 """The stack chooser itself: at ``auto`` it is derived from the strategy and method."""
@@ -39,7 +40,7 @@ def derived_inputs(plan: Plan) -> Mapping[str, Derived]:
         r.stack,
         r.stack,
         f"auto picks {stack_info(r.stack).label} for strategy {plan.parallelism.strategy} "
-        f"and method {plan.method.kind}",
+        f"and method {choice_text(plan.method.kind)}",
         stack_info(r.stack).source,
     )
     return MappingProxyType({STACK_PATH: chooser, **r.derived})

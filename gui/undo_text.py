@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.plan import Plan
 from engine.units import GB
-from gui.fieldspec import FieldSpec, field_specs, format_bytes_field
+from gui.fieldspec import FieldSpec, choice_text, field_specs, format_bytes_field
 
 FIELD_NOUNS: dict[str, str] = {
     "model.name": "model name",
@@ -172,7 +172,7 @@ def value_words(path: str, value: Any) -> str:
         return f"{value:,}"
     if isinstance(value, dict):
         return "new values"
-    return str(value)
+    return choice_text(value)
 
 
 def edit_text(path: str, value: Any) -> str:

@@ -34,7 +34,8 @@ def peft_snippet(plan: Plan) -> Snippet | None:
         return None
     lora, q = plan.method.lora, plan.method.qlora
     lines = [
-        f'"""PEFT {kind.upper()} settings for {plan.model.name}, written by MemPlan."""',
+        f'"""PEFT {"QLoRA" if kind == "qlora" else "LoRA"} settings for {plan.model.name}, '
+        'written by MemPlan."""',
         "",
         "from peft import LoraConfig",
     ]

@@ -72,9 +72,9 @@ def candidate_changes(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     for loss in ("chunked", "fused"):
         if plan.runtime.loss != loss:
             out.append((f"{loss} cross-entropy", {"runtime.loss": loss}))
-    for kind in ("lora", "qlora"):
+    for kind, name in (("lora", "LoRA"), ("qlora", "QLoRA")):
         if m.kind != kind:
-            out.append((f"train with {kind.upper()}", {"method.kind": kind}))
+            out.append((f"train with {name}", {"method.kind": kind}))
     if plan.offload.optimizer == "none":
         out.append(("offload the optimizer state to CPU", {"offload.optimizer": "cpu"}))
     if plan.offload.params == "none":

@@ -108,6 +108,8 @@ class TabPage(QScrollArea):
         self.column.addStretch(1)
         self._min_hint = None
         self.refresh()
+        if self.doc.estimate_problems:  # built after the plan failed: mark its fields too
+            self._estimate_failed(self.doc.estimate_error or "")
 
     # building --------------------------------------------------------------------
     def add_section(

@@ -1,9 +1,5 @@
-"""What the window's pyqtgraph chart and the report's painted chart share, free of
-pyqtgraph: the ink, the bar geometry and the legend.
-
-The PDF report draws the ledger chart with a bare ``QPainter``
-(:mod:`gui.views.chart_paint`) so that writing a report never imports pyqtgraph or
-numpy (about a second of a CLI run); both drawings take these from here so they agree.
+"""What the painted ledger chart (:mod:`gui.views.chart_paint`) shares with the
+window around it: the ink, the bar geometry and the legend under the chart.
 """
 
 from __future__ import annotations

@@ -1,15 +1,18 @@
-"""The ledger chart drawn with a bare ``QPainter``: the PDF report's vector chart.
+"""The ledger chart drawn with a bare ``QPainter``: the window's chart and the report's.
 
-The same panels as the window's pyqtgraph chart (:mod:`gui.views.chart_data`), with
-the same bars, colours, labels and capacity notes (:mod:`gui.views.chart_scale`,
-:mod:`gui.views.chart_common`), drawn onto any painter — a ``QPicture`` recording in
-the report. Writing a report this way imports neither pyqtgraph nor numpy and builds
-no widgets, so it runs on any thread.
+The panels of :mod:`gui.views.chart_data` — bars stacked by ledger group, the low–high
+spread hatched, capacity and limit lines, labels and capacity notes
+(:mod:`gui.views.chart_scale`, :mod:`gui.views.chart_common`) — drawn onto any painter:
+the window's chart widgets (:mod:`gui.views.chart`) in their ``paintEvent`` and a
+``QPicture`` recording in the report, so screen and paper are one drawing. It builds no
+plot items (an edit repaints a few dozen rectangles and labels) and imports neither
+pyqtgraph nor numpy, so the window starts without them and a report runs on any thread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPainter, QPen
@@ -28,13 +31,25 @@ PANEL_SPACING = 18.0
 AXIS_ROOM = 62.0
 """Left of a plot: tick labels and the rotated unit (:class:`ValueAxis`)."""
 TITLE_PX, NOTE_PX, LABEL_PX = 14, 11, 11
+MIN_LABEL_PX = 8
 TICK_ROOM = 18.0
 """Under a plot: the bar names."""
 
 
+@dataclass(frozen=True, slots=True)
+class Painted:
+    """What one panel's drawing put on the axis, in bytes: each bar's top (its stacked
+    segments, plus the spread when hatched) and each capacity line drawn (one off the
+    axis is named in the note instead). Tests read the drawing from it."""
+
+    axis: ValueAxis
+    tops: tuple[int, ...]
+    capacities: tuple[int, ...]
+
+
 def paint_panel(
     painter: QPainter, rect: QRectF, panel: Panel, units: str, ink: QColor, lines: int = 0
-) -> None:
+) -> Painted:
     """Draw ``panel`` into ``rect``: title and notes (padded to ``lines`` lines so panels
     side by side keep their plots level), axis, stacked bars, the hatched low–high
     spread, the headroom band, limit and capacity lines, and a label over each bar."""
@@ -63,6 +78,7 @@ def paint_panel(
 
     half = BAR_WIDTH * slot / 2
     painter.setPen(QPen(ink, 0.5))
+    tops: list[int] = []
     for i, bar in enumerate(panel.bars):
         base = 0
         for group in bar_order(panel):
@@ -79,9 +95,11 @@ def paint_panel(
             top = axis.y(bar.high)
             painter.drawRect(QRectF(cx(i) - half, top, 2 * half, axis.y(bar.low) - top))
             painter.setPen(QPen(ink, 0.5))
+        tops.append(base + max(bar.high - bar.low, 0))
     painter.setBrush(Qt.BrushStyle.NoBrush)
-    _lines(painter, panel, axis, cx, slot, view.off_scale)
+    caps = _lines(painter, panel, axis, cx, slot, view.off_scale)
     _labels(painter, panel, units, ink, axis, cx, slot, plot)
+    return Painted(axis, tuple(tops), caps)
 
 
 def _lines(
@@ -91,9 +109,11 @@ def _lines(
     cx: Callable[[int], float],
     slot: float,
     off_scale: frozenset[int],
-) -> None:
+) -> tuple[int, ...]:
     """The headroom band, limit (dashed) and capacity lines over each bar whose
-    capacity is on the axis (one above it is named in the note instead)."""
+    capacity is on the axis (one above it is named in the note instead); the
+    capacities drawn."""
+    drawn: list[int] = []
     for i, bar in enumerate(panel.bars):
         if not bar.capacity or i in off_scale:
             continue
@@ -107,6 +127,8 @@ def _lines(
             painter.drawLine(QPointF(left, lim), QPointF(right, lim))
         painter.setPen(QPen(QColor(CAPACITY_COLOR), 2.0))
         painter.drawLine(QPointF(left, cap), QPointF(right, cap))
+        drawn.append(bar.capacity)
+    return tuple(drawn)
 
 
 def _labels(
@@ -125,38 +147,69 @@ def _labels(
     wide = max((QFontMetricsF(painter.font()).horizontalAdvance(bar_label(b, units))
                 for b in panel.bars), default=0.0)  # fmt: skip
     compact = wide > slot * LABEL_ROOM
+    names = [("▲ " if bar.highlight else "") + bar.label for bar in panel.bars]
+    name_px = _fitting_px(painter, names, slot * LABEL_ROOM)
     for i, bar in enumerate(panel.bars):
         x = cx(i)
         box = QRectF(x - slot / 2, axis.y(bar.high) - LABEL_PX - 4, slot, LABEL_PX + 3)
         text = bar_label(bar, units, compact=compact)
         text_in(painter, box, text, ink, LABEL_PX, bold=bar.highlight)
-        name = ("▲ " if bar.highlight else "") + bar.label
         under = QRectF(x - slot / 2, plot.bottom() + 3, slot, TICK_ROOM - 3)
-        text_in(painter, under, name, ink, LABEL_PX, Qt.AlignmentFlag.AlignHCenter)
+        text_in(painter, under, names[i], ink, name_px, Qt.AlignmentFlag.AlignHCenter)
+
+
+def _fitting_px(painter: QPainter, texts: list[str], room: float) -> int:
+    """The largest label size, down to ``MIN_LABEL_PX``, at which every text fits
+    ``room`` on one line: a narrow window shrinks the bar names rather than wrap
+    "▲ Backward" onto a second line the plot has no room for."""
+    px = LABEL_PX
+    while px > MIN_LABEL_PX:
+        set_pixel_font(painter, px)
+        metrics = QFontMetricsF(painter.font())
+        if all(metrics.horizontalAdvance(t) <= room for t in texts):
+            break
+        px -= 1
+    return px
+
+
+def paint_panels(
+    painter: QPainter, rect: QRectF, found: tuple[Panel, ...], units: str, ink: QColor
+) -> dict[str, Painted]:
+    """Panels side by side (host RAM and NVMe at their widths, HBM the rest), their
+    notes padded alike so the plots stay level; what each drew, by panel key."""
+    if not found:
+        return {}
+    lines = max(len(note_lines(p, units)) for p in found)
+    side = sum(SIDE_WIDTHS.get(p.key, 0.0) for p in found)
+    hbm_w = rect.width() - side - PANEL_SPACING * (len(found) - 1)
+    x = rect.left()
+    out = {}
+    for panel in found:
+        w = SIDE_WIDTHS.get(panel.key, hbm_w)
+        box = QRectF(x, rect.top(), w, rect.height())
+        out[panel.key] = paint_panel(painter, box, panel, units, ink, lines)
+        x += w + PANEL_SPACING
+    return out
 
 
 def paint_estimate(
     painter: QPainter, rect: QRectF, plan: Plan, est: Estimate, units: str, ink: QColor
 ) -> None:
     """The ledger chart: HBM by phase, host RAM and NVMe panels side by side."""
-    found = panels(plan, est)
-    lines = max(len(note_lines(p, units)) for p in found)
-    side = sum(SIDE_WIDTHS.get(p.key, 0.0) for p in found)
-    hbm_w = rect.width() - side - PANEL_SPACING * (len(found) - 1)
-    x = rect.left()
-    for panel in found:
-        w = SIDE_WIDTHS.get(panel.key, hbm_w)
-        paint_panel(painter, QRectF(x, rect.top(), w, rect.height()), panel, units, ink, lines)
-        x += w + PANEL_SPACING
+    paint_panels(painter, rect, panels(plan, est), units, ink)
 
 
 def paint_stages(
     painter: QPainter, rect: QRectF, plan: Plan, est: Estimate, units: str, ink: QColor
 ) -> None:
     """HBM of every pipeline stage at its own peak phase; the heaviest marked ▲."""
-    panel = Panel(
+    paint_panel(painter, rect, stage_panel(plan, est), units, ink)
+
+
+def stage_panel(plan: Plan, est: Estimate) -> Panel:
+    """The Stages chart's one panel: every stage at its own peak phase."""
+    return Panel(
         "stages",
         f"HBM per rank, each stage at its peak phase (▲ heaviest: stage {est.heaviest_stage})",
         stage_bars(plan, est),
     )
-    paint_panel(painter, rect, panel, units, ink)

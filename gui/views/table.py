@@ -55,9 +55,20 @@ class LedgerModel(QAbstractTableModel):
         self.rows: tuple[Row, ...] = ()
 
     def set_rows(self, rows: tuple[Row, ...]) -> None:
-        self.beginResetModel()
+        """Show ``rows``. The same rows (by id, in order) with new figures — what most
+        edits make — update only the cells that moved, so the view keeps its scroll
+        position and selection and repaints little; other rows reset the model."""
+        old = self.rows
+        if [r.id for r in old] != [r.id for r in rows]:
+            self.beginResetModel()
+            self.rows = rows
+            self.endResetModel()
+            return
         self.rows = rows
-        self.endResetModel()
+        moved = [i for i, (a, b) in enumerate(zip(old, rows, strict=True)) if a != b]
+        if moved:
+            last = len(COLUMNS) - 1
+            self.dataChanged.emit(self.index(moved[0], 0), self.index(moved[-1], last))
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = _ROOT) -> int:
         return 0 if parent.isValid() else len(self.rows)
@@ -137,6 +148,7 @@ class LedgerTable(QTableView):
         for col, sample in enumerate(WIDTH_SAMPLES, start=1):
             head.resizeSection(col, metrics.horizontalAdvance(sample) + CELL_PADDING)
         head.sectionResized.connect(self._section_resized)
+        self._units = ""
 
     def show_rows(self, rows: tuple[Row, ...]) -> None:
         self.ledger.set_rows(rows)
@@ -161,6 +173,9 @@ class LedgerTable(QTableView):
         self._fit_row_column()
 
     def set_units(self, units: str) -> None:
+        if units == self._units:
+            return
+        self._units = units
         self.setColumnHidden(COLUMNS.index("GB"), units == "gib")
         self.setColumnHidden(COLUMNS.index("GiB"), units == "gb")
         self._fit_row_column()

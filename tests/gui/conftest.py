@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 pytest.importorskip("PySide6.QtWidgets")
-pytest.importorskip("pyqtgraph")
 
 
 @pytest.fixture

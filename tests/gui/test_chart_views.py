@@ -16,14 +16,16 @@ from gui.views.colors import GROUP_COLORS, RESERVE, group_color
 from tests.gui.test_model_tab import SMOL_CONFIG
 
 
-def test_redraw_updates_the_same_items(qtbot: Any, window: Any) -> None:
-    """An edit that keeps the groups redraws with the very same plot items (no new item
-    per bar, line or label)."""
-    plot = window.chart.plots["hbm"]
-    before = {id(i) for i in plot.items}
+def test_an_edit_repaints_the_chart_with_the_new_estimate(qtbot: Any, window: Any) -> None:
+    """The chart is painted, not built of items: an edit hands it the new panels, and
+    its next paint draws the new peak (the tallest HBM bar is the fit peak's high end)
+    without a child widget being made."""
+    children = len(window.chart.children())
     window.doc.set("batch.seq_len", 8192, merge=False)
     qtbot.waitUntil(lambda: not window.doc.pending)
-    assert {id(i) for i in plot.items} == before
+    window.chart.grab()
+    assert max(window.chart.painted["hbm"].tops) == window.doc.estimate.fit_peak.high
+    assert len(window.chart.children()) == children
 
 
 def test_every_group_has_its_own_colour() -> None:

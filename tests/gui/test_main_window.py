@@ -14,7 +14,6 @@ from engine import planfile
 from engine.plan import default_plan, with_value
 from engine.units import GB
 from gui import dialogs
-from gui.views.chart import items_with_role
 from gui.views.chart_data import panels
 from gui.views.table import COLUMNS
 
@@ -49,16 +48,15 @@ def choose(qtbot: Any, win: Any, path: str, value: str) -> None:
     qtbot.waitUntil(lambda: not win.doc.pending)
 
 
+def painted(win: Any, key: str = "hbm") -> Any:
+    """What the window's chart draws for panel ``key`` now (grab() paints it)."""
+    win.chart.grab()
+    return win.chart.painted[key]
+
+
 def hbm_bar_tops(win: Any) -> list[float]:
-    """Top of each HBM phase bar as drawn: the last stacked segment's y0 + height."""
-    plot = win.chart.plots["hbm"]
-    tops = [0.0] * 5
-    for item in plot.items:
-        role = getattr(item, "memplan_role", "")
-        if role.startswith("group:") or role == "range":
-            for i, (y0, h) in enumerate(zip(item.opts["y0"], item.opts["height"], strict=True)):
-                tops[i] = max(tops[i], float(y0) + float(h))
-    return tops
+    """Top of each HBM phase bar as drawn (its stacked segments and spread), in GB."""
+    return [top / GB for top in painted(win).tops]
 
 
 def expected_tops(win: Any) -> list[float]:
@@ -168,8 +166,7 @@ def test_hardware_tab_accelerator_preset(qtbot: Any, window: Any) -> None:
     tab.apply_accelerator()
     qtbot.waitUntil(lambda: not window.doc.pending)
     assert window.doc.estimate.capacity_bytes == 150_751_674_368
-    caps = items_with_role(window.chart.plots["hbm"], "capacity")
-    assert caps and caps[0].yData[0] == pytest.approx(150.751674368)
+    assert painted(window).capacities[0] == 150_751_674_368
     assert window.doc.undo_stack.count() == 1  # one preset, one undo step
 
 
@@ -208,7 +205,7 @@ def test_units_switch_and_persist(qtbot: Any, window: Any) -> None:
     window.set_units("gib")
     assert window.table.isColumnHidden(COLUMNS.index("GB"))
     assert not window.table.isColumnHidden(COLUMNS.index("GiB"))
-    assert window.chart.plots["hbm"].getAxis("left").labelText == "GiB"
+    assert painted(window).axis.unit == "GiB"
     assert Settings().units() == "gib"
 
 
