@@ -59,14 +59,37 @@ def _mask(
     return tuple(m in moments or (accumulating and m in accumulated) for m, _ in MOMENTS)
 
 
-def timeline(rows: tuple[Row, ...], accumulating: bool) -> Timeline:
-    """Sum the HBM rows PyTorch's allocator counts at every moment of the step."""
-    alloc = [r for r in rows if r.allocated]
-    masks = [_mask(r.moments, r.accumulated_moments, accumulating) for r in alloc]
-    moments: dict[Moment, Span] = {}
-    for i, (m, _ph) in enumerate(MOMENTS):
-        live = [r for r, mask in zip(alloc, masks, strict=True) if mask[i]]
-        moments[m] = Span(sum(r.low for r in live), sum(r.high for r in live))
+Sums = tuple[tuple[int, int], ...]
+"""Allocated (low, high) bytes at each of MOMENTS, in order."""
+
+
+def moment_sums(rows: tuple[Row, ...] | list[Row], accumulating: bool) -> Sums:
+    """Sum the HBM rows PyTorch's allocator counts at every moment of the step.
+
+    Integer sums add: the sums of two row lists added moment by moment equal the sums of
+    the joined list, which lets a pipeline stage add its own activation rows to the
+    sums of the rows it shares with other stages (:mod:`engine.ledger.stage_rows`)."""
+    lows = [0] * len(MOMENTS)
+    highs = [0] * len(MOMENTS)
+    for r in rows:
+        if not r.allocated:
+            continue
+        low, high = r.low, r.high
+        for i, live in enumerate(_mask(r.moments, r.accumulated_moments, accumulating)):
+            if live:
+                lows[i] += low
+                highs[i] += high
+    return tuple(zip(lows, highs, strict=True))
+
+
+def add_sums(a: Sums, b: Sums) -> Sums:
+    """Moment-by-moment sum of two :func:`moment_sums` results."""
+    return tuple((x[0] + y[0], x[1] + y[1]) for x, y in zip(a, b, strict=True))
+
+
+def timeline_of(sums: Sums) -> Timeline:
+    """The timeline of these moment sums: each phase's largest low and largest high."""
+    moments = {m: Span(low, high) for (m, _ph), (low, high) in zip(MOMENTS, sums, strict=True)}
     phases: dict[Phase, Span] = {}
     peak_moment: dict[Phase, Moment] = {}
     for ph in PHASES:
@@ -76,3 +99,8 @@ def timeline(rows: tuple[Row, ...], accumulating: bool) -> Timeline:
         phases[ph] = Span(max(moments[m].low for m in ms), moments[best].high)
         peak_moment[ph] = best
     return Timeline(moments, phases, peak_moment)
+
+
+def timeline(rows: tuple[Row, ...], accumulating: bool) -> Timeline:
+    """Sum the HBM rows PyTorch's allocator counts at every moment of the step."""
+    return timeline_of(moment_sums(rows, accumulating))

@@ -126,7 +126,7 @@ def activation_rows(
         total = fly.times(one)
         layer_total_low, layer_total_high = _band(plan, total)
         layer_formula = (
-            sl.describe(g)
+            sl.description
             + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
             f"{fmt_count(total)} B; × activation band" + packing_formula(plan)
         )

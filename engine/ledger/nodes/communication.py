@@ -44,7 +44,12 @@ from engine.ledger.activations.geometry import geometry
 from engine.ledger.groups import Group, GroupKind, group_of, ranks_per_node, stage_groups
 from engine.ledger.nodes.collectives import Collective, split_by_link
 from engine.ledger.peaks.gathered import gather_bytes
-from engine.ledger.placement import dense_dp_group, expert_dp_group, stage_layer_ranges
+from engine.ledger.placement import (
+    dense_dp_group,
+    expert_dp_group,
+    representative_stages,
+    stage_layer_ranges,
+)
 from engine.ledger.precision import DTYPE_BYTES, resolve_formats
 from engine.ledger.sharding import shard_group_size
 from engine.ledger.states.persistent import stage_held, stage_placed
@@ -271,9 +276,27 @@ def stage_communication(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     return tuple(b.out)
 
 
+def _stage_kind(plan: Plan, stage: int) -> tuple[int, int, int]:
+    """Everything :func:`stage_communication` reads of ``stage``: the tensors it places
+    (its representative stage, which also says first / last), its layer count and its
+    MoE layers."""
+    arch, par = plan.model.architecture, plan.parallelism
+    layers = stage_layer_ranges(arch, par)[stage]
+    first_dense = arch.moe.first_dense_layers if arch.moe is not None else 0
+    n_moe = max(0, layers.stop - max(layers.start, first_dense))
+    return representative_stages(arch, par)[stage], len(layers), n_moe
+
+
 def step_communication(plan: Plan) -> Communication:
-    """The busiest stage's communication per step (most bytes per rank) and its floor."""
-    per_stage = [stage_communication(plan, s) for s in range(plan.parallelism.pp)]
+    """The busiest stage's communication per step (most bytes per rank) and its floor.
+    Stages of one kind (:func:`_stage_kind`) run the same collectives: computed once."""
+    done: dict[tuple[int, int, int], tuple[Transfer, ...]] = {}
+    per_stage = []
+    for s in range(plan.parallelism.pp):
+        kind = _stage_kind(plan, s)
+        if kind not in done:
+            done[kind] = stage_communication(plan, s)
+        per_stage.append(done[kind])
     stage = max(
         range(len(per_stage)), key=lambda s: (sum(t.intra + t.inter for t in per_stage[s]), -s)
     )

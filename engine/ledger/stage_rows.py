@@ -1,0 +1,117 @@
+"""One pipeline stage's rows and allocated timeline, with identical work done once.
+
+A stage's rows are of two kinds. Its *shared* rows — persistent states, gathered
+units, gradient buckets, gradients made in backward, optimizer-step temporaries, the
+checkpoint event, the runtime — depend on the stage only through the tensors it places
+(:func:`engine.ledger.placement.representative_stages`: first / last, and how many of
+its layers fall in each layer class) and, for DeepSpeed ZeRO-3's reuse distance, its
+layer range. Its *activation* rows depend on the micro-batches the schedule keeps in
+flight there, which differ from stage to stage under 1F1B (and say which stage in their
+formula). So the shared rows and their allocated moment sums are built once per kind of
+stage (a :class:`StageMemo` lives for one ``estimate()`` call) and every stage adds its
+own activation rows: PP16 builds the shared rows three times, not sixteen.
+
+The result is the list the unfolded assembly builds, row for row and in the same order
+(``tests/engine/test_stage_folding.py`` compares the two for every preset).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.ledger.activations.geometry import geometry
+from engine.ledger.activations.loss import logits_rows
+from engine.ledger.activations.rows import activation_rows
+from engine.ledger.activations.schedule import in_flight
+from engine.ledger.peaks.backward_grads import backward_grad_rows
+from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
+from engine.ledger.peaks.checkpoint_event import checkpoint_rows
+from engine.ledger.peaks.dequantize import dequantize_rows
+from engine.ledger.peaks.gathered import gathered_rows
+from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
+from engine.ledger.peaks.runtime import runtime_rows
+from engine.ledger.phases import Sums, add_sums, moment_sums
+from engine.ledger.placement import representative_stages, stage_layer_ranges
+from engine.ledger.precision import resolve_formats
+from engine.ledger.row import Row
+from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
+from engine.plan import Plan
+from engine.stacks.families import rule_of
+
+
+@dataclass(frozen=True, slots=True)
+class _Shared:
+    """The rows a kind of stage shares: those before the activation rows (persistent
+    states), those after them, and their allocated moment sums."""
+
+    head: tuple[Row, ...]
+    tail: tuple[Row, ...]
+    sums: Sums
+
+
+@dataclass(slots=True)
+class StageMemo:
+    """Shared rows already built in this estimate, by kind of stage."""
+
+    shared: dict[tuple[object, ...], _Shared] = field(default_factory=dict)
+
+
+def _shared_key(plan: Plan, stage: int) -> tuple[object, ...]:
+    """Everything the shared rows read of ``stage`` (see the module docstring)."""
+    arch, par = plan.model.architecture, plan.parallelism
+    rule = rule_of(par.strategy)
+    reuse = rule.params and not rule.fsdp  # ZeRO-3's reuse distance reads the layer range
+    layers = stage_layer_ranges(arch, par)[stage] if reuse else None
+    return (representative_stages(arch, par)[stage], stage == 0, stage == par.pp - 1, layers)
+
+
+def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
+    par = plan.parallelism
+    rule = rule_of(par.strategy)
+    formats = resolve_formats(plan.method.precision)
+    placed = stage_placed(plan, stage)
+    held_all = stage_held(plan, stage)
+    held = list(held_all[0])
+    head = persistent_stage_rows(plan, stage)
+    shard = max((t.group for t in held), default=1)
+    gathered = gathered_rows(plan, placed, formats, shard, rule, stage)
+    tail: list[Row] = list(gathered)
+    tail += bucket_rows(plan, held, formats, rule, shard)
+    in_hbm = grads_in_hbm or any(r.state == "grads" and r.location == "hbm" for r in head + tail)
+    tail += backward_grad_rows(plan, held, held_all[1], in_hbm)
+    tail += accumulation_rows(plan, held, rule)
+    if plan.method.kind == "qlora":
+        tail += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)
+    tail += optimizer_temp_rows(plan, held, rule)
+    tail += deepspeed_step_rows(plan, held, rule)
+    unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)
+    tail += checkpoint_rows(plan, unit)
+    tail += runtime_rows(plan, stage)
+    accumulating = plan.batch.grad_accum > 1
+    return _Shared(tuple(head), tuple(tail), moment_sums(head + tail, accumulating))
+
+
+def _own_rows(plan: Plan, stage: int) -> list[Row]:
+    """The stage's activation rows (and the last stage's logits)."""
+    par = plan.parallelism
+    layers = stage_layer_ranges(plan.model.architecture, par)[stage]
+    rows = activation_rows(plan, stage, len(layers), stage_placed(plan, stage))
+    if stage == par.pp - 1:
+        rows += logits_rows(plan, geometry(plan), in_flight(plan, stage))
+    return rows
+
+
+def stage_rows(plan: Plan, stage: int, memo: StageMemo | None = None) -> tuple[list[Row], Sums]:
+    """The rows of one rank of ``stage`` (before the allocator reserve) and their
+    allocated moment sums; ``memo`` shares the work between stages of one estimate."""
+    own = _own_rows(plan, stage)
+    # Activation rows never hold gradients; if one ever does, the shared rows must see it.
+    own_grads = any(r.state == "grads" and r.location == "hbm" for r in own)
+    key = (*_shared_key(plan, stage), own_grads)
+    memo = memo or StageMemo()
+    shared = memo.shared.get(key)
+    if shared is None:
+        shared = memo.shared[key] = _shared(plan, stage, own_grads)
+    rows = [*shared.head, *own, *shared.tail]
+    sums = add_sums(shared.sums, moment_sums(own, plan.batch.grad_accum > 1))
+    return rows, sums
