@@ -11,7 +11,7 @@ from typing import Literal
 
 from engine.errors import PlanError
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers
-from engine.ledger.peaks.runtime import outside_capacity, reserve_row
+from engine.ledger.phases import Range as Range
 from engine.ledger.phases import timeline_of
 from engine.ledger.placement import layer_classes, stage_layer_ranges
 from engine.ledger.row import LOCATIONS, MOMENTS, PHASES, Location, Moment, Phase, Row
@@ -31,14 +31,8 @@ VERDICT_WORDS: dict[Verdict, str] = {
 """How every view names a verdict (terminal, window, report): one wording."""
 
 
-@dataclass(frozen=True, slots=True)
-class Range:
-    low: int
-    high: int
-
-    @property
-    def mid(self) -> int:
-        return (self.low + self.high) // 2
+NO_BYTES = Range(0, 0)
+"""An empty range: the default of a StageEstimate's derived peaks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +74,9 @@ class StageEstimate:
     peak: Range  # HBM allocated, the largest phase (what max_memory_allocated reports)
     moments: dict[Moment, Range] = field(default_factory=dict)  # allocated, finer timeline
     reserved_phases: dict[Phase, Range] = field(default_factory=dict)  # + allocator reserve
-    reserved_peak: Range = Range(0, 0)  # what max_memory_reserved reports
-    device_peak: Range = Range(0, 0)  # reserved + CUDA context, NCCL, cuBLAS (nvidia-smi)
-    fit_peak: Range = Range(0, 0)  # what must fit the capacity that decides the verdict
+    reserved_peak: Range = NO_BYTES  # what max_memory_reserved reports
+    device_peak: Range = NO_BYTES  # reserved + CUDA context, NCCL, cuBLAS (nvidia-smi)
+    fit_peak: Range = NO_BYTES  # what must fit the capacity that decides the verdict
     peak_moments: dict[Phase, Moment] = field(default_factory=dict)  # each phase's peak moment
     phase_reserves: dict[Phase, Row] = field(default_factory=dict)  # allocator reserve per phase
     accumulating: bool = False  # gradients live across micro-batches (timeline rule)
@@ -142,25 +136,20 @@ class Estimate:
         return {loc: self.heaviest.location_total(loc) for loc in LOCATIONS}
 
 
-def _stage(plan: Plan, stage: int, memo: StageMemo | None = None) -> StageEstimate:
+def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
     par = plan.parallelism
     layers = stage_layer_ranges(plan.model.architecture, par)[stage]
-    rows, sums = stage_rows(plan, stage, memo)
-    accumulating = plan.batch.grad_accum > 1
+    rows, sums, (rt_low, rt_high), (fit_low, fit_high) = stage_rows(plan, stage, memo)
     tl = timeline_of(sums)
-    phases = {ph: Range(tl.phases[ph].low, tl.phases[ph].high) for ph in PHASES}
+    phases = tl.phases
     peak_phase = max(PHASES, key=lambda ph: (phases[ph].high, phases[ph].low))
     peak = phases[peak_phase]
-    reserves = {ph: reserve_row(plan, phases[ph].low, phases[ph].high) for ph in PHASES}
+    reserves = {ph: memo.reserve(plan, phases[ph].low, phases[ph].high) for ph in PHASES}
     rows.append(reserves[peak_phase])
     reserved = {
         ph: Range(phases[ph].low + reserves[ph].low, phases[ph].high + reserves[ph].high)
         for ph in PHASES
     }
-    runtime = [r for r in rows if r.state == "runtime" and r.location == "hbm"]
-    rt_low, rt_high = sum(r.low for r in runtime), sum(r.high for r in runtime)
-    inside = [r for r in runtime if not outside_capacity(plan, r)]
-    fit_low, fit_high = sum(r.low for r in inside), sum(r.high for r in inside)
     rpeak = reserved[peak_phase]
     return StageEstimate(
         stage=stage,
@@ -169,14 +158,14 @@ def _stage(plan: Plan, stage: int, memo: StageMemo | None = None) -> StageEstima
         phases=phases,
         peak_phase=peak_phase,
         peak=peak,
-        moments={m: Range(tl.moments[m].low, tl.moments[m].high) for m, _ in MOMENTS},
+        moments=tl.moments,
         reserved_phases=reserved,
         reserved_peak=rpeak,
         device_peak=Range(rpeak.low + rt_low, rpeak.high + rt_high),
         fit_peak=Range(rpeak.low + fit_low, rpeak.high + fit_high),
         peak_moments=dict(tl.peak_moment),
         phase_reserves=reserves,
-        accumulating=accumulating,
+        accumulating=plan.batch.grad_accum > 1,
         keep_all_gathered=keeps_all_gathered(par),
     )
 

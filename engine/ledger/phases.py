@@ -35,9 +35,15 @@ from engine.ledger.row import MOMENTS, PHASES, Moment, Phase, Row
 
 
 @dataclass(frozen=True, slots=True)
-class Span:
+class Range:
+    """A low–high byte range (equal ends when exact)."""
+
     low: int
     high: int
+
+    @property
+    def mid(self) -> int:
+        return (self.low + self.high) // 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +51,15 @@ class Timeline:
     """Allocated bytes per moment and per phase (a phase spans its moments' largest low
     and largest high)."""
 
-    moments: dict[Moment, Span]
-    phases: dict[Phase, Span]
+    moments: dict[Moment, Range]
+    phases: dict[Phase, Range]
     peak_moment: dict[Phase, Moment]
+
+
+_PHASE_MOMENTS: tuple[tuple[Phase, tuple[int, ...]], ...] = tuple(
+    (ph, tuple(i for i, (_m, p) in enumerate(MOMENTS) if p == ph)) for ph in PHASES
+)
+"""Each phase and the positions of its moments in MOMENTS."""
 
 
 @lru_cache(maxsize=1024)
@@ -89,15 +101,17 @@ def add_sums(a: Sums, b: Sums) -> Sums:
 
 def timeline_of(sums: Sums) -> Timeline:
     """The timeline of these moment sums: each phase's largest low and largest high."""
-    moments = {m: Span(low, high) for (m, _ph), (low, high) in zip(MOMENTS, sums, strict=True)}
-    phases: dict[Phase, Span] = {}
+    moments = {m: Range(low, high) for (m, _ph), (low, high) in zip(MOMENTS, sums, strict=True)}
+    phases: dict[Phase, Range] = {}
     peak_moment: dict[Phase, Moment] = {}
-    for ph in PHASES:
-        ms = [m for m, p in MOMENTS if p == ph]
-        best = max(ms, key=lambda m: (moments[m].high, moments[m].low))
+    for ph, at in _PHASE_MOMENTS:
+        best = at[0]  # the first moment with the largest (high, low)
+        for i in at[1:]:
+            if (sums[i][1], sums[i][0]) > (sums[best][1], sums[best][0]):
+                best = i
         # The phase's peak is at least its largest low and at most its largest high.
-        phases[ph] = Span(max(moments[m].low for m in ms), moments[best].high)
-        peak_moment[ph] = best
+        phases[ph] = Range(max(sums[i][0] for i in at), sums[best][1])
+        peak_moment[ph] = MOMENTS[best][0]
     return Timeline(moments, phases, peak_moment)
 
 

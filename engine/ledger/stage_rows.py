@@ -17,7 +17,9 @@ The result is the list the unfolded assembly builds, row for row and in the same
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import logits_rows
@@ -29,7 +31,7 @@ from engine.ledger.peaks.checkpoint_event import checkpoint_rows
 from engine.ledger.peaks.dequantize import dequantize_rows
 from engine.ledger.peaks.gathered import gathered_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
-from engine.ledger.peaks.runtime import runtime_rows
+from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
 from engine.ledger.phases import Sums, add_sums, moment_sums
 from engine.ledger.placement import representative_stages, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
@@ -38,22 +40,58 @@ from engine.ledger.states.persistent import persistent_stage_rows, stage_held, s
 from engine.plan import Plan
 from engine.stacks.families import rule_of
 
+Span = tuple[int, int]
+"""A (low, high) byte sum."""
+
+
+class StageRows(NamedTuple):
+    """A stage's rows (before the allocator reserve), their allocated moment sums, and
+    the sums of its runtime rows: all of them (the device peak) and those inside the
+    capacity the verdict compares with (the fit peak)."""
+
+    rows: list[Row]
+    sums: Sums
+    runtime: Span
+    inside: Span
+
 
 @dataclass(frozen=True, slots=True)
 class _Shared:
     """The rows a kind of stage shares: those before the activation rows (persistent
-    states), those after them, and their allocated moment sums."""
+    states), those after them, their allocated moment sums and runtime sums."""
 
     head: tuple[Row, ...]
     tail: tuple[Row, ...]
     sums: Sums
+    runtime: Span
+    inside: Span
 
 
 @dataclass(slots=True)
 class StageMemo:
-    """Shared rows already built in this estimate, by kind of stage."""
+    """Work already done in this estimate: shared rows by kind of stage, allocator
+    reserve rows by the allocated range they reserve over."""
 
     shared: dict[tuple[object, ...], _Shared] = field(default_factory=dict)
+    reserves: dict[tuple[int, int], Row] = field(default_factory=dict)
+
+    def reserve(self, plan: Plan, low: int, high: int) -> Row:
+        """:func:`reserve_row` of this range (stages of one kind repeat the ranges of
+        the phases their activations do not touch: steady, optimizer, checkpoint)."""
+        row = self.reserves.get((low, high))
+        if row is None:
+            row = self.reserves[(low, high)] = reserve_row(plan, low, high)
+        return row
+
+
+def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span]:
+    """(all HBM runtime rows, those inside the verdict's capacity), each (low, high)."""
+    runtime = [r for r in rows if r.state == "runtime" and r.location == "hbm"]
+    inside = [r for r in runtime if not outside_capacity(plan, r)]
+    return (
+        (sum(r.low for r in runtime), sum(r.high for r in runtime)),
+        (sum(r.low for r in inside), sum(r.high for r in inside)),
+    )
 
 
 def _shared_key(plan: Plan, stage: int) -> tuple[object, ...]:
@@ -88,7 +126,10 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
     tail += checkpoint_rows(plan, unit)
     tail += runtime_rows(plan, stage)
     accumulating = plan.batch.grad_accum > 1
-    return _Shared(tuple(head), tuple(tail), moment_sums(head + tail, accumulating))
+    runtime, inside = _runtime(plan, head + tail)
+    return _Shared(
+        tuple(head), tuple(tail), moment_sums(head + tail, accumulating), runtime, inside
+    )
 
 
 def _own_rows(plan: Plan, stage: int) -> list[Row]:
@@ -101,9 +142,10 @@ def _own_rows(plan: Plan, stage: int) -> list[Row]:
     return rows
 
 
-def stage_rows(plan: Plan, stage: int, memo: StageMemo | None = None) -> tuple[list[Row], Sums]:
-    """The rows of one rank of ``stage`` (before the allocator reserve) and their
-    allocated moment sums; ``memo`` shares the work between stages of one estimate."""
+def stage_rows(plan: Plan, stage: int, memo: StageMemo | None = None) -> StageRows:
+    """The rows of one rank of ``stage`` (before the allocator reserve), their
+    allocated moment sums and runtime sums; ``memo`` shares the work between stages
+    of one estimate."""
     own = _own_rows(plan, stage)
     # Activation rows never hold gradients; if one ever does, the shared rows must see it.
     own_grads = any(r.state == "grads" and r.location == "hbm" for r in own)
@@ -112,6 +154,11 @@ def stage_rows(plan: Plan, stage: int, memo: StageMemo | None = None) -> tuple[l
     shared = memo.shared.get(key)
     if shared is None:
         shared = memo.shared[key] = _shared(plan, stage, own_grads)
-    rows = [*shared.head, *own, *shared.tail]
     sums = add_sums(shared.sums, moment_sums(own, plan.batch.grad_accum > 1))
-    return rows, sums
+    (rt_low, rt_high), (in_low, in_high) = _runtime(plan, own)
+    return StageRows(
+        [*shared.head, *own, *shared.tail],
+        sums,
+        (shared.runtime[0] + rt_low, shared.runtime[1] + rt_high),
+        (shared.inside[0] + in_low, shared.inside[1] + in_high),
+    )

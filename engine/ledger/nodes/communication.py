@@ -276,29 +276,30 @@ def stage_communication(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     return tuple(b.out)
 
 
-def _stage_kind(plan: Plan, stage: int) -> tuple[int, int, int]:
-    """Everything :func:`stage_communication` reads of ``stage``: the tensors it places
+def _stage_kinds(plan: Plan) -> list[tuple[int, int, int]]:
+    """Everything :func:`stage_communication` reads of each stage: the tensors it places
     (its representative stage, which also says first / last), its layer count and its
     MoE layers."""
     arch, par = plan.model.architecture, plan.parallelism
-    layers = stage_layer_ranges(arch, par)[stage]
     first_dense = arch.moe.first_dense_layers if arch.moe is not None else 0
-    n_moe = max(0, layers.stop - max(layers.start, first_dense))
-    return representative_stages(arch, par)[stage], len(layers), n_moe
+    return [
+        (rep, len(layers), max(0, layers.stop - max(layers.start, first_dense)))
+        for rep, layers in zip(
+            representative_stages(arch, par), stage_layer_ranges(arch, par), strict=True
+        )
+    ]
 
 
 def step_communication(plan: Plan) -> Communication:
     """The busiest stage's communication per step (most bytes per rank) and its floor.
-    Stages of one kind (:func:`_stage_kind`) run the same collectives: computed once."""
+    Stages of one kind (:func:`_stage_kinds`) run the same collectives: computed once."""
+    kinds = _stage_kinds(plan)
     done: dict[tuple[int, int, int], tuple[Transfer, ...]] = {}
-    per_stage = []
-    for s in range(plan.parallelism.pp):
-        kind = _stage_kind(plan, s)
+    moved: dict[tuple[int, int, int], int] = {}
+    for s, kind in enumerate(kinds):
         if kind not in done:
             done[kind] = stage_communication(plan, s)
-        per_stage.append(done[kind])
-    stage = max(
-        range(len(per_stage)), key=lambda s: (sum(t.intra + t.inter for t in per_stage[s]), -s)
-    )
+            moved[kind] = sum(t.intra + t.inter for t in done[kind])
+    stage = max(range(len(kinds)), key=lambda s: (moved[kinds[s]], -s))
     hw = plan.hardware
-    return Communication(stage, per_stage[stage], hw.intra_node_gbps, hw.inter_node_gbps)
+    return Communication(stage, done[kinds[stage]], hw.intra_node_gbps, hw.inter_node_gbps)
