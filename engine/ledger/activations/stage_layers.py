@@ -16,7 +16,14 @@ from functools import lru_cache
 
 from engine.ledger.activations import hf
 from engine.ledger.activations import megatron as mg
-from engine.ledger.activations.geometry import Geometry, Term, Trainability, terms_bytes
+from engine.ledger.activations.geometry import (
+    Geometry,
+    Term,
+    Trainability,
+    geometry,
+    terms_bytes,
+    trainability,
+)
 from engine.ledger.activations.geometry import terms_formula as formula
 from engine.ledger.activations.hf_layer import HfLayer
 from engine.ledger.placement import stage_layer_ranges
@@ -101,7 +108,7 @@ def _checkpointed(plan: Plan, index: int, position: int, n: int) -> bool:
     return index % rec.every_k == 0
 
 
-def stage_layers(plan: Plan, stage: int, g: Geometry, tr: Trainability) -> StageLayers:
+def stage_layers(plan: Plan, stage: int) -> StageLayers:
     """Count the stage's layers by kind (see the module docstring).
 
     The walk over the stage's layers only says which kinds occur (in order of first
@@ -111,7 +118,7 @@ def stage_layers(plan: Plan, stage: int, g: Geometry, tr: Trainability) -> Stage
     arch, par = plan.model.architecture, plan.parallelism
     layers = stage_layer_ranges(arch, par)[stage]
     megatron = plan.runtime.activation_profile == "megatron"
-    frozen_input = stage == 0 and not tr.embedding
+    frozen_input = stage == 0 and not trainability(plan).embedding
     moe = arch.moe if not megatron else None
     order: dict[tuple[bool, bool], int] = {}  # kinds in order of first appearance: saved
     n_ckpt = 0
@@ -125,14 +132,12 @@ def stage_layers(plan: Plan, stage: int, g: Geometry, tr: Trainability) -> Stage
         order[key] = order.get(key, 0) + 1
     if not order:
         order[(False, True)] = 0
-    return _counted(plan, g, tr, tuple(order.items()), n_ckpt, len(layers))
+    return _counted(plan, tuple(order.items()), n_ckpt, len(layers))
 
 
 @lru_cache(maxsize=1024)
 def _counted(
     plan: Plan,
-    g: Geometry,
-    tr: Trainability,
     saved: tuple[tuple[tuple[bool, bool], int], ...],
     n_ckpt: int,
     n_layers: int,
@@ -140,6 +145,7 @@ def _counted(
     """The stage's :class:`StageLayers` from its kinds ((is_moe, input needs a gradient),
     how many keep their saved set), in order of first appearance."""
     arch = plan.model.architecture
+    g, tr = geometry(plan), trainability(plan)
     megatron = plan.runtime.activation_profile == "megatron"
     c = context(plan, g, tr)
     kinds: list[LayerKind] = []
