@@ -63,12 +63,14 @@ _PHASE_MOMENTS: tuple[tuple[Phase, tuple[int, ...]], ...] = tuple(
 
 
 @lru_cache(maxsize=1024)
-def _mask(
+def _live(
     moments: frozenset[Moment], accumulated: frozenset[Moment], accumulating: bool
-) -> tuple[bool, ...]:
-    """Which of MOMENTS a row with these moments is live at (rows of the same kind recur
-    across estimates, so this is computed once per kind)."""
-    return tuple(m in moments or (accumulating and m in accumulated) for m, _ in MOMENTS)
+) -> tuple[int, ...]:
+    """The positions in MOMENTS of the moments a row with these moments is live at (rows
+    of the same kind recur across estimates, so this is computed once per kind)."""
+    return tuple(
+        i for i, (m, _) in enumerate(MOMENTS) if m in moments or (accumulating and m in accumulated)
+    )
 
 
 Sums = tuple[tuple[int, int], ...]
@@ -87,10 +89,9 @@ def moment_sums(rows: tuple[Row, ...] | list[Row], accumulating: bool) -> Sums:
         if not r.allocated:
             continue
         low, high = r.low, r.high
-        for i, live in enumerate(_mask(r.moments, r.accumulated_moments, accumulating)):
-            if live:
-                lows[i] += low
-                highs[i] += high
+        for i in _live(r.moments, r.accumulated_moments, accumulating):
+            lows[i] += low
+            highs[i] += high
     return tuple(zip(lows, highs, strict=True))
 
 
