@@ -139,7 +139,7 @@ class Estimate:
 def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
     par = plan.parallelism
     layers = stage_layer_ranges(plan.model.architecture, par)[stage]
-    rows, sums, (rt_low, rt_high), (fit_low, fit_high) = stage_rows(plan, stage, memo)
+    rows, sums, (rt_low, rt_high), (fit_low, fit_high) = stage_rows(plan, stage)
     tl = timeline_of(sums)
     phases = tl.phases
     peak_phase = max(PHASES, key=lambda ph: (phases[ph].high, phases[ph].low))

@@ -8,17 +8,27 @@ its layers fall in each layer class) and, for DeepSpeed ZeRO-3's reuse distance,
 layer range. Its *activation* rows depend on the micro-batches the schedule keeps in
 flight there, which differ from stage to stage under 1F1B (and say which stage in their
 formula). So the shared rows and their allocated moment sums are built once per kind of
-stage (a :class:`StageMemo` lives for one ``estimate()`` call) and every stage adds its
-own activation rows: PP16 builds the shared rows three times, not sixteen.
+stage (cached on the plan and the kind's first stage) and every stage adds its own
+activation rows: PP16 builds the shared rows three times, not sixteen.
+
+The shared rows never read the micro-batch's shape (its size, sequence length, the
+global batch and which of them is held; gradient accumulation they do read), so they
+are built from :func:`~engine.ledger.shape_free.shape_free` — the plan with that shape
+at fixed values — and
+cached on it: plans that differ only there (the window's batch edits, a plan estimated
+again) share them. Built from that plan, not merely keyed on it, a shared row that did
+read the shape would be wrong at once, in every golden plan, not only on a cache hit.
 
 The result is the list the unfolded assembly builds, row for row and in the same order
-(``tests/engine/test_stage_folding.py`` compares the two for every preset).
+(``tests/engine/ledger/test_estimate_folding.py`` compares the two on the benchmark's
+plans and on random pipelined ones, and plans differing in the micro-batch's shape).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
 
 from engine.ledger.activations.geometry import geometry
@@ -36,6 +46,7 @@ from engine.ledger.phases import Sums, add_sums, moment_sums
 from engine.ledger.placement import representative_stages, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
+from engine.ledger.shape_free import shape_free
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
 from engine.plan import Plan
 from engine.stacks.families import rule_of
@@ -69,10 +80,9 @@ class _Shared:
 
 @dataclass(slots=True)
 class StageMemo:
-    """Work already done in this estimate: shared rows by kind of stage, allocator
-    reserve rows by the allocated range they reserve over."""
+    """Allocator reserve rows already built in this estimate, by the allocated range
+    they reserve over."""
 
-    shared: dict[tuple[object, ...], _Shared] = field(default_factory=dict)
     reserves: dict[tuple[int, int], Row] = field(default_factory=dict)
 
     def reserve(self, plan: Plan, low: int, high: int) -> Row:
@@ -94,15 +104,18 @@ def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span]:
     )
 
 
-def _shared_key(plan: Plan, stage: int) -> tuple[object, ...]:
-    """Everything the shared rows read of ``stage`` (see the module docstring)."""
+def _shared_stage(plan: Plan, stage: int) -> int:
+    """The stage whose shared rows stand for ``stage``'s (see the module docstring): the
+    first stage placing the same tensors — itself under DeepSpeed ZeRO-3, whose reuse
+    distance reads the layer range."""
     arch, par = plan.model.architecture, plan.parallelism
     rule = rule_of(par.strategy)
-    reuse = rule.params and not rule.fsdp  # ZeRO-3's reuse distance reads the layer range
-    layers = stage_layer_ranges(arch, par)[stage] if reuse else None
-    return (representative_stages(arch, par)[stage], stage == 0, stage == par.pp - 1, layers)
+    if rule.params and not rule.fsdp:
+        return stage
+    return representative_stages(arch, par)[stage]
 
 
+@lru_cache(maxsize=1024)
 def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
     par = plan.parallelism
     rule = rule_of(par.strategy)
@@ -142,18 +155,13 @@ def _own_rows(plan: Plan, stage: int) -> list[Row]:
     return rows
 
 
-def stage_rows(plan: Plan, stage: int, memo: StageMemo | None = None) -> StageRows:
+def stage_rows(plan: Plan, stage: int) -> StageRows:
     """The rows of one rank of ``stage`` (before the allocator reserve), their
-    allocated moment sums and runtime sums; ``memo`` shares the work between stages
-    of one estimate."""
+    allocated moment sums and runtime sums."""
     own = _own_rows(plan, stage)
     # Activation rows never hold gradients; if one ever does, the shared rows must see it.
     own_grads = any(r.state == "grads" and r.location == "hbm" for r in own)
-    key = (*_shared_key(plan, stage), own_grads)
-    memo = memo or StageMemo()
-    shared = memo.shared.get(key)
-    if shared is None:
-        shared = memo.shared[key] = _shared(plan, stage, own_grads)
+    shared = _shared(shape_free(plan), _shared_stage(plan, stage), own_grads)
     sums = add_sums(shared.sums, moment_sums(own, plan.batch.grad_accum > 1))
     (rt_low, rt_high), (in_low, in_high) = _runtime(plan, own)
     return StageRows(

@@ -29,7 +29,9 @@ from engine.ledger.activations.rows import activation_rows
 from engine.ledger.activations.schedule import in_flight
 from engine.ledger.activations.stage_layers import context, stage_layers
 from engine.ledger.nodes.communication import stage_communication, step_communication
+from engine.ledger.nodes.host import host_rows
 from engine.ledger.nodes.node_view import node_view
+from engine.ledger.nodes.transfers import step_transfers
 from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
@@ -204,6 +206,8 @@ def test_benchmark_plans_equal_the_unfolded_assembly() -> None:
     for name, changes in NAMED:
         plan = with_values(plan_for_model_preset(name), changes)
         _assert_unfolded(plan, estimate(plan))
+        longer = with_values(plan, {"batch.seq_len": 2 * plan.batch.seq_len})
+        _assert_unfolded(longer, estimate(longer))
 
 
 TINY = {
@@ -264,11 +268,21 @@ def pipelined(draw: st.DrawFn) -> Plan:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pipelined())
-def test_random_pipelined_plans_equal_the_unfolded_assembly(plan: Plan) -> None:
+@given(pipelined(), st.integers(1, 3), st.integers(1, 9))
+def test_random_pipelined_plans_equal_the_unfolded_assembly(
+    plan: Plan, micro_batch: int, seq_len: int
+) -> None:
+    """Each plan, and then the same plan with another micro-batch shape — whose shared
+    rows and node ledgers come from the cache the first one filled
+    (:mod:`engine.ledger.shape_free`) — equals its from-scratch assembly."""
+    other = with_values(plan, {"batch.micro_batch": micro_batch, "batch.seq_len": seq_len})
     try:
-        est = estimate(plan)
+        ests = [(p, estimate(p)) for p in (plan, other)]
     except PlanError:
         assume(False)
         return
-    _assert_unfolded(plan, est)
+    for p, est in ests:
+        _assert_unfolded(p, est)
+        r = resolved(p)
+        fresh = (node_view(r), host_rows(r, node_view(r)), step_transfers(r, node_view(r)))
+        assert (est.nodes.view, list(est.nodes.host), est.nodes.transfers) == fresh
