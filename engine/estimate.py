@@ -10,27 +10,16 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from engine.errors import PlanError
-from engine.ledger.activations.geometry import geometry
-from engine.ledger.activations.loss import logits_rows
-from engine.ledger.activations.rows import activation_rows
-from engine.ledger.activations.schedule import in_flight
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers
-from engine.ledger.peaks.backward_grads import backward_grad_rows
-from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
-from engine.ledger.peaks.checkpoint_event import checkpoint_rows
-from engine.ledger.peaks.dequantize import dequantize_rows
-from engine.ledger.peaks.gathered import gathered_rows
-from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
-from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
-from engine.ledger.phases import timeline
+from engine.ledger.phases import Range as Range
+from engine.ledger.phases import timeline_of
 from engine.ledger.placement import layer_classes, stage_layer_ranges
-from engine.ledger.precision import resolve_formats
 from engine.ledger.row import LOCATIONS, MOMENTS, PHASES, Location, Moment, Phase, Row
-from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
+from engine.ledger.stage_rows import StageMemo, stage_rows
 from engine.legality.checks import check
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
-from engine.stacks.families import keeps_all_gathered, rule_of
+from engine.stacks.families import keeps_all_gathered
 
 Verdict = Literal["fits", "straddles", "does_not_fit"]
 
@@ -42,14 +31,8 @@ VERDICT_WORDS: dict[Verdict, str] = {
 """How every view names a verdict (terminal, window, report): one wording."""
 
 
-@dataclass(frozen=True, slots=True)
-class Range:
-    low: int
-    high: int
-
-    @property
-    def mid(self) -> int:
-        return (self.low + self.high) // 2
+NO_BYTES = Range(0, 0)
+"""An empty range: the default of a StageEstimate's derived peaks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +74,9 @@ class StageEstimate:
     peak: Range  # HBM allocated, the largest phase (what max_memory_allocated reports)
     moments: dict[Moment, Range] = field(default_factory=dict)  # allocated, finer timeline
     reserved_phases: dict[Phase, Range] = field(default_factory=dict)  # + allocator reserve
-    reserved_peak: Range = Range(0, 0)  # what max_memory_reserved reports
-    device_peak: Range = Range(0, 0)  # reserved + CUDA context, NCCL, cuBLAS (nvidia-smi)
-    fit_peak: Range = Range(0, 0)  # what must fit the capacity that decides the verdict
+    reserved_peak: Range = NO_BYTES  # what max_memory_reserved reports
+    device_peak: Range = NO_BYTES  # reserved + CUDA context, NCCL, cuBLAS (nvidia-smi)
+    fit_peak: Range = NO_BYTES  # what must fit the capacity that decides the verdict
     peak_moments: dict[Phase, Moment] = field(default_factory=dict)  # each phase's peak moment
     phase_reserves: dict[Phase, Row] = field(default_factory=dict)  # allocator reserve per phase
     accumulating: bool = False  # gradients live across micro-batches (timeline rule)
@@ -153,46 +136,20 @@ class Estimate:
         return {loc: self.heaviest.location_total(loc) for loc in LOCATIONS}
 
 
-def _stage(plan: Plan, stage: int) -> StageEstimate:
-    arch, par = plan.model.architecture, plan.parallelism
-    rule = rule_of(par.strategy)
-    formats = resolve_formats(plan.method.precision)
-    placed = stage_placed(plan, stage)
-    held = list(stage_held(plan, stage)[0])
-    layers = stage_layer_ranges(arch, par)[stage]
-    rows: list[Row] = persistent_stage_rows(plan, stage)
-    rows += activation_rows(plan, stage, len(layers), placed)
-    if stage == par.pp - 1:
-        rows += logits_rows(plan, geometry(plan), in_flight(plan, stage))
-    shard = max((t.group for t in held), default=1)
-    gathered = gathered_rows(plan, placed, formats, shard, rule, stage)
-    rows += gathered
-    rows += bucket_rows(plan, held, formats, rule, shard)
-    in_hbm = any(r.state == "grads" and r.location == "hbm" for r in rows)
-    rows += backward_grad_rows(plan, held, stage_held(plan, stage)[1], in_hbm)
-    rows += accumulation_rows(plan, held, rule)
-    if plan.method.kind == "qlora":
-        rows += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)
-    rows += optimizer_temp_rows(plan, held, rule)
-    rows += deepspeed_step_rows(plan, held, rule)
-    unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)
-    rows += checkpoint_rows(plan, unit)
-    rows += runtime_rows(plan, stage)
-    accumulating = plan.batch.grad_accum > 1
-    tl = timeline(tuple(rows), accumulating)
-    phases = {ph: Range(tl.phases[ph].low, tl.phases[ph].high) for ph in PHASES}
+def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
+    par = plan.parallelism
+    layers = stage_layer_ranges(plan.model.architecture, par)[stage]
+    rows, sums, (rt_low, rt_high), (fit_low, fit_high) = stage_rows(plan, stage)
+    tl = timeline_of(sums)
+    phases = tl.phases
     peak_phase = max(PHASES, key=lambda ph: (phases[ph].high, phases[ph].low))
     peak = phases[peak_phase]
-    reserves = {ph: reserve_row(plan, phases[ph].low, phases[ph].high) for ph in PHASES}
+    reserves = {ph: memo.reserve(plan, phases[ph].low, phases[ph].high) for ph in PHASES}
     rows.append(reserves[peak_phase])
     reserved = {
         ph: Range(phases[ph].low + reserves[ph].low, phases[ph].high + reserves[ph].high)
         for ph in PHASES
     }
-    runtime = [r for r in rows if r.state == "runtime" and r.location == "hbm"]
-    rt_low, rt_high = sum(r.low for r in runtime), sum(r.high for r in runtime)
-    inside = [r for r in runtime if not outside_capacity(plan, r)]
-    fit_low, fit_high = sum(r.low for r in inside), sum(r.high for r in inside)
     rpeak = reserved[peak_phase]
     return StageEstimate(
         stage=stage,
@@ -201,14 +158,14 @@ def _stage(plan: Plan, stage: int) -> StageEstimate:
         phases=phases,
         peak_phase=peak_phase,
         peak=peak,
-        moments={m: Range(tl.moments[m].low, tl.moments[m].high) for m, _ in MOMENTS},
+        moments=tl.moments,
         reserved_phases=reserved,
         reserved_peak=rpeak,
         device_peak=Range(rpeak.low + rt_low, rpeak.high + rt_high),
         fit_peak=Range(rpeak.low + fit_low, rpeak.high + fit_high),
         peak_moments=dict(tl.peak_moment),
         phase_reserves=reserves,
-        accumulating=accumulating,
+        accumulating=plan.batch.grad_accum > 1,
         keep_all_gathered=keeps_all_gathered(par),
     )
 
@@ -275,7 +232,8 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
     check(plan)
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
-        stages = tuple(_stage(plan, s) for s in indices)
+        memo = StageMemo()
+        stages = tuple(_stage(plan, s, memo) for s in indices)
     except NotImplementedError as exc:
         raise PlanError(str(exc)) from exc
     heaviest = max(stages, key=lambda st: (st.fit_peak.high, -st.stage)).stage

@@ -1,6 +1,7 @@
 """Benchmark of the engine's hot paths — run by hand, prints medians (not a test).
 
-    PYTHONPATH=. python tests/bench_engine.py [--repeat N] [--presets a,b,...] [--budget S]
+    PYTHONPATH=. python tests/bench_engine.py [--repeat N] [--rounds R] [--presets a,b,...]
+                                              [--budget S] [--no-search]
 
 Prints the figures issue 17 asks for: ``estimate()`` medians for a dense PP1 plan
 (Llama-3.1-8B FSDP2, target ≤ 0.1 ms), a PP16 interleaved plan (Llama-3.1-70B
@@ -56,6 +57,24 @@ def median_s(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
+def fresh_s(plan: Plan, repeat: int) -> float:
+    """Median of estimates of plans not estimated before (micro-batch 1, 2, ... — each
+    a new Plan object, so no whole-plan cache can answer)."""
+    plans = [with_values(plan, {"batch.micro_batch": 1 + i}) for i in range(repeat)]
+    times = []
+    for p in plans:
+        t = time.perf_counter()
+        estimate(p)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def rounds_ms(fn: Callable[[], float], rounds: int) -> str:
+    """``best / median`` of ``rounds`` medians, in ms."""
+    got = [fn() * 1e3 for _ in range(rounds)]
+    return f"{min(got):7.3f} / {statistics.median(got):7.3f}"
+
+
 def clear_caches() -> None:
     """Empty every functools cache in the engine (a cold estimate)."""
     for obj in gc.get_objects():
@@ -75,6 +94,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--presets", default="", help="comma-separated (default: every preset)")
     ap.add_argument("--budget", type=float, default=20.0, help="search budget per preset, s")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of --repeat calls each")
+    ap.add_argument("--no-search", action="store_true", help="estimate() figures only")
     args = ap.parse_args()
     plans = (
         ("dense PP1 (llama-3.1-8b fsdp2)", default_plan()),
@@ -87,10 +108,14 @@ def main() -> None:
             with_values(plan_for_model_preset("deepseek-v3"), DEEPSEEK),
         ),
     )
+    print(f"estimate() medians in ms, best / median of {args.rounds} rounds:")
     for name, plan in plans:
-        warm = median_s(lambda p=plan: estimate(p), args.repeat)
+        warm = rounds_ms(lambda p=plan: median_s(lambda: estimate(p), args.repeat), args.rounds)
+        fresh = rounds_ms(lambda p=plan: fresh_s(p, args.repeat), args.rounds)
         cold = cold_s(plan)
-        print(f"estimate() {name:<34} warm median {warm * 1e3:8.2f} ms   cold {cold * 1e3:8.1f} ms")
+        print(f"  {name:<34} warm {warm}   fresh {fresh}   cold {cold * 1e3:7.1f}")
+    if args.no_search:
+        return
     names = [n for n in args.presets.split(",") if n] or preset_names()
     worst = 0.0
     for name in names:

@@ -35,9 +35,15 @@ from engine.ledger.row import MOMENTS, PHASES, Moment, Phase, Row
 
 
 @dataclass(frozen=True, slots=True)
-class Span:
+class Range:
+    """A low–high byte range (equal ends when exact)."""
+
     low: int
     high: int
+
+    @property
+    def mid(self) -> int:
+        return (self.low + self.high) // 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,34 +51,71 @@ class Timeline:
     """Allocated bytes per moment and per phase (a phase spans its moments' largest low
     and largest high)."""
 
-    moments: dict[Moment, Span]
-    phases: dict[Phase, Span]
+    moments: dict[Moment, Range]
+    phases: dict[Phase, Range]
     peak_moment: dict[Phase, Moment]
 
 
+_PHASE_MOMENTS: tuple[tuple[Phase, tuple[int, ...]], ...] = tuple(
+    (ph, tuple(i for i, (_m, p) in enumerate(MOMENTS) if p == ph)) for ph in PHASES
+)
+"""Each phase and the positions of its moments in MOMENTS."""
+
+
 @lru_cache(maxsize=1024)
-def _mask(
+def _live(
     moments: frozenset[Moment], accumulated: frozenset[Moment], accumulating: bool
-) -> tuple[bool, ...]:
-    """Which of MOMENTS a row with these moments is live at (rows of the same kind recur
-    across estimates, so this is computed once per kind)."""
-    return tuple(m in moments or (accumulating and m in accumulated) for m, _ in MOMENTS)
+) -> tuple[int, ...]:
+    """The positions in MOMENTS of the moments a row with these moments is live at (rows
+    of the same kind recur across estimates, so this is computed once per kind)."""
+    return tuple(
+        i for i, (m, _) in enumerate(MOMENTS) if m in moments or (accumulating and m in accumulated)
+    )
+
+
+Sums = tuple[tuple[int, int], ...]
+"""Allocated (low, high) bytes at each of MOMENTS, in order."""
+
+
+def moment_sums(rows: tuple[Row, ...] | list[Row], accumulating: bool) -> Sums:
+    """Sum the HBM rows PyTorch's allocator counts at every moment of the step.
+
+    Integer sums add: the sums of two row lists added moment by moment equal the sums of
+    the joined list, which lets a pipeline stage add its own activation rows to the
+    sums of the rows it shares with other stages (:mod:`engine.ledger.stage_rows`)."""
+    lows = [0] * len(MOMENTS)
+    highs = [0] * len(MOMENTS)
+    for r in rows:
+        if not r.allocated:
+            continue
+        low, high = r.low, r.high
+        for i in _live(r.moments, r.accumulated_moments, accumulating):
+            lows[i] += low
+            highs[i] += high
+    return tuple(zip(lows, highs, strict=True))
+
+
+def add_sums(a: Sums, b: Sums) -> Sums:
+    """Moment-by-moment sum of two :func:`moment_sums` results."""
+    return tuple((x[0] + y[0], x[1] + y[1]) for x, y in zip(a, b, strict=True))
+
+
+def timeline_of(sums: Sums) -> Timeline:
+    """The timeline of these moment sums: each phase's largest low and largest high."""
+    moments = {m: Range(low, high) for (m, _ph), (low, high) in zip(MOMENTS, sums, strict=True)}
+    phases: dict[Phase, Range] = {}
+    peak_moment: dict[Phase, Moment] = {}
+    for ph, at in _PHASE_MOMENTS:
+        best = at[0]  # the first moment with the largest (high, low)
+        for i in at[1:]:
+            if (sums[i][1], sums[i][0]) > (sums[best][1], sums[best][0]):
+                best = i
+        # The phase's peak is at least its largest low and at most its largest high.
+        phases[ph] = Range(max(sums[i][0] for i in at), sums[best][1])
+        peak_moment[ph] = MOMENTS[best][0]
+    return Timeline(moments, phases, peak_moment)
 
 
 def timeline(rows: tuple[Row, ...], accumulating: bool) -> Timeline:
     """Sum the HBM rows PyTorch's allocator counts at every moment of the step."""
-    alloc = [r for r in rows if r.allocated]
-    masks = [_mask(r.moments, r.accumulated_moments, accumulating) for r in alloc]
-    moments: dict[Moment, Span] = {}
-    for i, (m, _ph) in enumerate(MOMENTS):
-        live = [r for r, mask in zip(alloc, masks, strict=True) if mask[i]]
-        moments[m] = Span(sum(r.low for r in live), sum(r.high for r in live))
-    phases: dict[Phase, Span] = {}
-    peak_moment: dict[Phase, Moment] = {}
-    for ph in PHASES:
-        ms = [m for m, p in MOMENTS if p == ph]
-        best = max(ms, key=lambda m: (moments[m].high, moments[m].low))
-        # The phase's peak is at least its largest low and at most its largest high.
-        phases[ph] = Span(max(moments[m].low for m in ms), moments[best].high)
-        peak_moment[ph] = best
-    return Timeline(moments, phases, peak_moment)
+    return timeline_of(moment_sums(rows, accumulating))

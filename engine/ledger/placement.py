@@ -79,14 +79,15 @@ def stage_split(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[int, .
     return par.layer_split or policy_split(arch.layers, par.pp, par.pp_split_policy)
 
 
-def stage_layer_ranges(arch: ArchitectureSpec, par: ParallelismSection) -> list[range]:
+@lru_cache(maxsize=1024)
+def stage_layer_ranges(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[range, ...]:
     """Decoder layers held by each pipeline stage, as index ranges (see
-    :func:`stage_split`)."""
+    :func:`stage_split`); cached, every stage's rows ask for it."""
     ranges, start = [], 0
     for n in stage_split(arch, par):
         ranges.append(range(start, start + n))
         start += n
-    return ranges
+    return tuple(ranges)
 
 
 EMBEDDING_ROLES = frozenset({"embedding", "mtp_embedding"})

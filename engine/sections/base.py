@@ -28,13 +28,13 @@ class Section(BaseModel):
         """The hash of the section's fields, worked out once per object: the engine's
         ``functools`` caches key on plans and sections, and pydantic's own hash walks
         every nested model on each lookup (≈40 plan lookups per estimate)."""
-        return _memo_hash(self)
+        return memo_hash(self)
 
 
-_hash_memo: dict[int, tuple[weakref.ref[Section], int]] = {}
+_hash_memo: dict[int, tuple[weakref.ref[BaseModel], int]] = {}
 
 
-def _memo_hash(obj: Section) -> int:
+def memo_hash(obj: BaseModel) -> int:
     """``obj``'s field hash, kept while it lives: keyed by ``id`` and checked against a
     weak reference, so a reused id never answers for another object. A frozen model's
     fields never change, and ``model_copy`` makes a new object with its own entry."""
@@ -47,7 +47,7 @@ def _memo_hash(obj: Section) -> int:
     return value
 
 
-def _forget_hash(key: int, _dead: weakref.ref[Section]) -> None:
+def _forget_hash(key: int, _dead: weakref.ref[BaseModel]) -> None:
     """Drop a dead object's entry (unless a newer object holds the id by now)."""
     got = _hash_memo.get(key)
     if got is not None and got[0]() is None:

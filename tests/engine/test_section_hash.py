@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from engine.plan import Plan, default_plan, with_values
 from engine.sections import base
 
+MOE = {"num_experts": 4, "top_k": 2, "expert_intermediate": 32}
+
 
 @given(st.integers(min_value=1, max_value=64), st.integers(min_value=1, max_value=64))
 def test_hash_follows_content(a: int, b: int) -> None:
@@ -36,3 +38,21 @@ def test_dead_objects_leave_the_memo() -> None:
     del plans, p
     gc.collect()
     assert len(base._hash_memo) <= before
+
+
+@given(st.integers(min_value=1, max_value=64), st.integers(min_value=1, max_value=64))
+def test_architecture_hash_follows_content(a: int, b: int) -> None:
+    """The architecture spec (the key of the placement and state caches) keeps its hash
+    per object too: equal specs hash equally, a spec with another field is unequal, and
+    an MoE spec inside is part of the content."""
+    arch = default_plan().model.architecture
+    x = arch.model_copy(update={"layers": a})
+    y = arch.model_copy(update={"layers": b})
+    assert (x == y) == (a == b)
+    if a == b:
+        assert hash(x) == hash(y)
+    moe = with_values(default_plan(), {"model.architecture.moe": MOE}).model.architecture
+    assert moe.moe is not None
+    other = moe.model_copy(update={"moe": moe.moe.model_copy(update={"top_k": 1})})
+    assert moe != other and len({moe, other}) == 2
+    assert hash(other) == hash(other.model_copy())

@@ -10,6 +10,7 @@ which is why the profiles take a :class:`Trainability` besides the shapes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from engine.ledger.precision import DTYPE_BYTES
@@ -143,6 +144,7 @@ ALL_LINEAR_ROLES = frozenset(
 weight's gradient only when that weight is trained)."""
 
 
+@lru_cache(maxsize=256)
 def trainability(plan: Plan) -> Trainability:
     """Trainability of the base model and adapters under the plan's method."""
     m = plan.method
@@ -178,9 +180,11 @@ def trainability(plan: Plan) -> Trainability:
     )
 
 
+@lru_cache(maxsize=256)
 def geometry(plan: Plan) -> Geometry:
     """The local shapes of one micro-batch under the plan's TP / SP / CP (of a plan whose
-    stack defaults are resolved)."""
+    stack defaults are resolved). Cached: every row builder of an estimate asks for it
+    (a plan left at ``auto`` raises, and an exception is never cached)."""
     require_resolved(plan)
     arch, par, prec = plan.model.architecture, plan.parallelism, plan.method.precision
     compute = DTYPE_BYTES[prec.compute_dtype]
@@ -243,7 +247,10 @@ class Term:
     count: int = 1
 
     def tokens(self, g: Geometry) -> int:
-        return {"seq": g.seq_tokens, "full": g.tokens}.get(self.axis, 1)
+        axis = self.axis
+        if axis == "full":
+            return g.micro_batch * g.seq
+        return g.seq_tokens if axis == "seq" else 1
 
     def bytes(self, g: Geometry) -> int:
         return self.count * round_up(self.tokens(g) * self.width * self.bpe, g.granularity)

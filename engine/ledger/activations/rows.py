@@ -14,6 +14,7 @@ multiplied, never looped over tokens or layers. The batch itself is in
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 from engine.ledger.activations import hf
 from engine.ledger.activations import megatron as mg
@@ -93,7 +94,7 @@ def activation_rows(
     last = stage == par.pp - 1
     fly = in_flight(plan, stage)
     policy = plan.method.recompute.policy
-    sl = stage_layers(plan, stage, g, tr)
+    sl = stage_layers(plan, stage)
     full_b, n_ckpt, n_plain, ckpt_b = sl.largest, sl.n_ckpt, sl.n_plain, sl.ckpt_bytes
     gran = g.granularity
 
@@ -126,7 +127,7 @@ def activation_rows(
         total = fly.times(one)
         layer_total_low, layer_total_high = _band(plan, total)
         layer_formula = (
-            sl.describe(g)
+            sl.description
             + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
             f"{fmt_count(total)} B; × activation band" + packing_formula(plan)
         )
@@ -183,8 +184,7 @@ def activation_rows(
     head_parts = _head_terms(plan, g, tr) if last else []
     if head_parts:
         rows.append(_once_row(plan, fly.whole, head_parts, "head", AT_LOSS))
-    work = _working_terms(plan, g)
-    work_b = terms_bytes(work, g)
+    work_b, work_text = _working_set(plan)
     recomputed = full_b if (n_ckpt or policy == "offload") else 0
     own = ckpt_b if n_ckpt else (0 if policy == "offload" else full_b)
     net = max(0, work_b + recomputed - own)
@@ -199,7 +199,7 @@ def activation_rows(
             group="activations",
             low=lo,
             high=hi,
-            formula=f"max(0, {terms_formula(work, g)} = {fmt_count(work_b)}"
+            formula=f"max(0, {work_text} = {fmt_count(work_b)}"
             + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
             + f" − the layer's own saved {fmt_count(own)}) = {fmt_count(net)} B; "
             "× activation band" + packing_formula(plan),
@@ -236,6 +236,15 @@ def _profile_source(plan: Plan) -> str:
     if plan.runtime.activation_profile == "megatron":
         return "korthikanti-2022"
     return source_of(plan.model.architecture)
+
+
+@lru_cache(maxsize=256)
+def _working_set(plan: Plan) -> tuple[int, str]:
+    """The working set's bytes and terms in words: the same for every stage of a plan,
+    so worked out once."""
+    g = geometry(plan)
+    work = _working_terms(plan, g)
+    return terms_bytes(work, g), terms_formula(work, g)
 
 
 def _working_terms(plan: Plan, g: Geometry) -> list[Term]:

@@ -11,11 +11,19 @@ those whose index is a multiple of k (``modeling_utils._activation_checkpointing
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from engine.ledger.activations import hf
 from engine.ledger.activations import megatron as mg
-from engine.ledger.activations.geometry import Geometry, Term, Trainability, terms_bytes
+from engine.ledger.activations.geometry import (
+    Geometry,
+    Term,
+    Trainability,
+    geometry,
+    terms_bytes,
+    trainability,
+)
 from engine.ledger.activations.geometry import terms_formula as formula
 from engine.ledger.activations.hf_layer import HfLayer
 from engine.ledger.placement import stage_layer_ranges
@@ -43,6 +51,7 @@ class StageLayers:
     ckpt: tuple[Term, ...]
     ckpt_bytes: int
     largest: int  # the largest layer's saved set (recomputed in backward)
+    description: str = field(default="", compare=False)  # describe(g), set once built
 
     @property
     def n_plain(self) -> int:
@@ -99,57 +108,68 @@ def _checkpointed(plan: Plan, index: int, position: int, n: int) -> bool:
     return index % rec.every_k == 0
 
 
-def stage_layers(plan: Plan, stage: int, g: Geometry, tr: Trainability) -> StageLayers:
-    """Count the stage's layers by kind (see the module docstring)."""
+def stage_layers(plan: Plan, stage: int) -> StageLayers:
+    """Count the stage's layers by kind (see the module docstring).
+
+    The walk over the stage's layers only says which kinds occur (in order of first
+    appearance), how many of each keep their saved set, and how many are checkpointed;
+    the kinds' terms, bytes and description are built by :func:`_counted`, cached on
+    exactly that, so pipeline stages of the same make-up share them."""
     arch, par = plan.model.architecture, plan.parallelism
     layers = stage_layer_ranges(arch, par)[stage]
     megatron = plan.runtime.activation_profile == "megatron"
-    frozen_input = stage == 0 and not tr.embedding
-    c = context(plan, g, tr)
-    cache: dict[tuple[bool, bool], LayerKind] = {}
-
-    def kind(is_moe: bool, ing: bool) -> LayerKind:
-        key = (is_moe, ing)
-        if key not in cache:
-            if megatron:
-                terms = _megatron_terms(plan, g, c.selective)
-            else:
-                terms = hf.layer_terms(
-                    c, moe_layer=is_moe, dense_width=hf.dense_width(arch, g.tp), ing=ing
-                )
-            name = ("MoE" if is_moe else "dense" if arch.moe else "") + (
-                "" if ing else " first (frozen embedding)"
-            )
-            cache[key] = LayerKind(
-                name.strip() or "decoder", tuple(terms), terms_bytes(terms, g), 0
-            )
-        return cache[key]
-
-    saved: dict[tuple[bool, bool], int] = {}
+    frozen_input = stage == 0 and not trainability(plan).embedding
+    moe = arch.moe if not megatron else None
+    order: dict[tuple[bool, bool], int] = {}  # kinds in order of first appearance: saved
     n_ckpt = 0
     for pos, i in enumerate(layers):
-        is_moe = not megatron and arch.moe is not None and arch.moe.is_moe_layer(i)
+        is_moe = moe is not None and moe.is_moe_layer(i)
         if _checkpointed(plan, i, pos, len(layers)):
             n_ckpt += 1
-            kind(is_moe, True)
+            order.setdefault((is_moe, True), 0)
             continue
-        ing = not (frozen_input and pos == 0)
-        kind(is_moe, ing)
-        saved[(is_moe, ing)] = saved.get((is_moe, ing), 0) + 1
-    if not cache:
-        kind(False, True)
-    kinds = tuple(
-        LayerKind(k.name, k.terms, k.bytes, saved.get(key, 0)) for key, k in cache.items()
-    )
+        key = (is_moe, not (frozen_input and pos == 0))
+        order[key] = order.get(key, 0) + 1
+    if not order:
+        order[(False, True)] = 0
+    return _counted(plan, tuple(order.items()), n_ckpt, len(layers))
+
+
+@lru_cache(maxsize=1024)
+def _counted(
+    plan: Plan,
+    saved: tuple[tuple[tuple[bool, bool], int], ...],
+    n_ckpt: int,
+    n_layers: int,
+) -> StageLayers:
+    """The stage's :class:`StageLayers` from its kinds ((is_moe, input needs a gradient),
+    how many keep their saved set), in order of first appearance."""
+    arch = plan.model.architecture
+    g, tr = geometry(plan), trainability(plan)
+    megatron = plan.runtime.activation_profile == "megatron"
+    c = context(plan, g, tr)
+    kinds: list[LayerKind] = []
+    for (is_moe, ing), n in saved:
+        if megatron:
+            terms = _megatron_terms(plan, g, c.selective)
+        else:
+            terms = hf.layer_terms(
+                c, moe_layer=is_moe, dense_width=hf.dense_width(arch, g.tp), ing=ing
+            )
+        name = ("MoE" if is_moe else "dense" if arch.moe else "") + (
+            "" if ing else " first (frozen embedding)"
+        )
+        kinds.append(LayerKind(name.strip() or "decoder", tuple(terms), terms_bytes(terms, g), n))
     ckpt = mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g)
-    return StageLayers(
-        kinds=kinds,
-        n_layers=len(layers),
+    counted = StageLayers(
+        kinds=tuple(kinds),
+        n_layers=n_layers,
         n_ckpt=n_ckpt,
         ckpt=tuple(ckpt),
         ckpt_bytes=terms_bytes(ckpt, g),
         largest=max(k.bytes for k in kinds),
     )
+    return replace(counted, description=counted.describe(g))
 
 
 def _megatron_terms(plan: Plan, g: Geometry, selective: bool) -> list[Term]:

@@ -44,7 +44,12 @@ from engine.ledger.activations.geometry import geometry
 from engine.ledger.groups import Group, GroupKind, group_of, ranks_per_node, stage_groups
 from engine.ledger.nodes.collectives import Collective, split_by_link
 from engine.ledger.peaks.gathered import gather_bytes
-from engine.ledger.placement import dense_dp_group, expert_dp_group, stage_layer_ranges
+from engine.ledger.placement import (
+    dense_dp_group,
+    expert_dp_group,
+    representative_stages,
+    stage_layer_ranges,
+)
 from engine.ledger.precision import DTYPE_BYTES, resolve_formats
 from engine.ledger.sharding import shard_group_size
 from engine.ledger.states.persistent import stage_held, stage_placed
@@ -271,11 +276,30 @@ def stage_communication(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     return tuple(b.out)
 
 
+def _stage_kinds(plan: Plan) -> list[tuple[int, int, int]]:
+    """Everything :func:`stage_communication` reads of each stage: the tensors it places
+    (its representative stage, which also says first / last), its layer count and its
+    MoE layers."""
+    arch, par = plan.model.architecture, plan.parallelism
+    first_dense = arch.moe.first_dense_layers if arch.moe is not None else 0
+    return [
+        (rep, len(layers), max(0, layers.stop - max(layers.start, first_dense)))
+        for rep, layers in zip(
+            representative_stages(arch, par), stage_layer_ranges(arch, par), strict=True
+        )
+    ]
+
+
 def step_communication(plan: Plan) -> Communication:
-    """The busiest stage's communication per step (most bytes per rank) and its floor."""
-    per_stage = [stage_communication(plan, s) for s in range(plan.parallelism.pp)]
-    stage = max(
-        range(len(per_stage)), key=lambda s: (sum(t.intra + t.inter for t in per_stage[s]), -s)
-    )
+    """The busiest stage's communication per step (most bytes per rank) and its floor.
+    Stages of one kind (:func:`_stage_kinds`) run the same collectives: computed once."""
+    kinds = _stage_kinds(plan)
+    done: dict[tuple[int, int, int], tuple[Transfer, ...]] = {}
+    moved: dict[tuple[int, int, int], int] = {}
+    for s, kind in enumerate(kinds):
+        if kind not in done:
+            done[kind] = stage_communication(plan, s)
+            moved[kind] = sum(t.intra + t.inter for t in done[kind])
+    stage = max(range(len(kinds)), key=lambda s: (moved[kinds[s]], -s))
     hw = plan.hardware
-    return Communication(stage, per_stage[stage], hw.intra_node_gbps, hw.inter_node_gbps)
+    return Communication(stage, done[kinds[stage]], hw.intra_node_gbps, hw.inter_node_gbps)

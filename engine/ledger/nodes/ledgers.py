@@ -7,7 +7,8 @@ against its own capacity, and the plan's verdict is the worst of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from engine.ledger.nodes.checkpoint_storage import checkpoint_rows
 from engine.ledger.nodes.communication import Communication, step_communication
@@ -16,6 +17,7 @@ from engine.ledger.nodes.node_view import NodeView, node_view
 from engine.ledger.nodes.nvme import nvme_rows
 from engine.ledger.nodes.transfers import Transfers, step_transfers
 from engine.ledger.row import PHASES, Row
+from engine.ledger.shape_free import shape_free
 from engine.plan import Plan
 from engine.stacks.defaults import require_resolved
 
@@ -74,8 +76,18 @@ def node_ledgers(plan: Plan, communication: bool = True) -> NodeLedgers:
     """Host, NVMe and checkpoint ledgers of a plan whose stack defaults are resolved
     (``estimate()`` passes one; see :func:`engine.stacks.defaults.resolved`);
     ``communication`` adds the step's communication section (views show it; the layout
-    search, which only needs the verdict, skips it)."""
+    search, which only needs the verdict, skips it). The ledgers never read the
+    micro-batch's shape: they are built once per :func:`~engine.ledger.shape_free.shape_free`
+    plan; the communication, which moves activations, from the plan itself."""
     require_resolved(plan)
+    ledgers = _shape_free_ledgers(shape_free(plan))
+    if not communication:
+        return ledgers
+    return replace(ledgers, communication=step_communication(plan))
+
+
+@lru_cache(maxsize=256)
+def _shape_free_ledgers(plan: Plan) -> NodeLedgers:
     v = node_view(plan)
     return NodeLedgers(
         view=v,
@@ -85,5 +97,4 @@ def node_ledgers(plan: Plan, communication: bool = True) -> NodeLedgers:
         transfers=step_transfers(plan, v),
         host_capacity=plan.hardware.host_ram_bytes_per_node,
         nvme_capacity=plan.hardware.nvme_bytes_per_node,
-        communication=step_communication(plan) if communication else None,
     )

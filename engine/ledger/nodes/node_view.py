@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.ledger.row import Row
+from engine.ledger.states.offload import offloads_nothing
 from engine.ledger.states.persistent import offloaded_stage_rows, stage_shard_elems
 from engine.plan import Plan
 from engine.units import ceil_div
@@ -25,7 +26,8 @@ class NodeView:
 def node_view(plan: Plan) -> NodeView:
     par = plan.parallelism
     per_node = min(par.ranks_per_node or plan.hardware.gpus_per_node, par.world_size)
-    stages = range(par.pp)
+    # Nothing offloaded: every stage moves nothing, and the first stage decides.
+    stages = range(1) if offloads_nothing(plan) else range(par.pp)
     moved = {s: offloaded_stage_rows(plan, s) for s in stages}
     stage = max(stages, key=lambda s: (sum(r.high for r in moved[s]), -s))
     opt, params = stage_shard_elems(plan, stage)

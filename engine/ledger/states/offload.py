@@ -26,6 +26,13 @@ from engine.plan import Plan
 from engine.stacks.families import StrategyRule, rule_of
 
 
+def offloads_nothing(plan: Plan) -> bool:
+    """Neither optimizer state nor parameters are offloaded: every state stays in HBM
+    (the common case, which callers answer without looking at any stage)."""
+    off = plan.offload
+    return off.optimizer == "none" and off.params == "none"
+
+
 def _fsdp(rows: list[Row], plan: Plan, rule: StrategyRule) -> tuple[list[Row], list[Row]]:
     """CPUOffload / CPUOffloadPolicy: every state on the CPU; parameters and gradients
     pinned (always under FSDP1, with ``pin_memory`` under FSDP2), optimizer state not."""
@@ -63,8 +70,8 @@ def split_offload(
     rows: list[Row], plan: Plan, held: list[HeldTensor]
 ) -> tuple[list[Row], list[Row]]:
     """(rows that stay in HBM, per-rank rows moved to or added on host / NVMe)."""
-    off, rule = plan.offload, rule_of(plan.parallelism.strategy)
-    if off.optimizer == "none" and off.params == "none":
+    rule = rule_of(plan.parallelism.strategy)
+    if offloads_nothing(plan):
         return rows, []
     if rule.fsdp:
         return _fsdp(rows, plan, rule)

@@ -15,7 +15,7 @@ from engine.ledger.placement import LocalTensor, place_stage, representative_sta
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
 from engine.ledger.states.methods import held_tensors
-from engine.ledger.states.offload import split_offload
+from engine.ledger.states.offload import offloads_nothing, split_offload
 from engine.ledger.states.quantized import quantized_rows
 from engine.ledger.states.rows import ShardContext, persistent_rows, shard_allocs
 from engine.models.spec import ArchitectureSpec
@@ -82,8 +82,7 @@ def all_state_rows(plan: Plan, stage: int) -> list[Row]:
 
 def _split(plan: Plan, stage: int) -> tuple[list[Row], list[Row]]:
     rows = all_state_rows(plan, stage)
-    off = plan.offload
-    if off.optimizer == "none" and off.params == "none":
+    if offloads_nothing(plan):
         return rows, []  # the common case, without looking the held tensors up again
     return split_offload(rows, plan, list(stage_held(plan, stage)[0]))
 

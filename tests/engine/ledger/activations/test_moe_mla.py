@@ -66,8 +66,7 @@ def test_deepseek_v3_dense_first_layers_use_the_dense_width() -> None:
     """DeepSeek-V3's first 3 layers are dense MLPs of I = 18,432, the other 58 MoE:
     the stage counts two kinds, with the dense layers' own width."""
     plan = resolved(plan_for_model_preset("deepseek-v3"))
-    g, tr = geometry(plan), trainability(plan)
-    sl = stage_layers(plan, 0, g, tr)
+    sl = stage_layers(plan, 0)
     saved = {k.name: k.saved for k in sl.kinds}
     assert saved == {"dense": 3, "MoE": 58}
     dense = _widths("deepseek-v3", moe_layer=False)

@@ -1,0 +1,172 @@
+"""One pipeline stage's rows and allocated timeline, with identical work done once.
+
+A stage's rows are of two kinds. Its *shared* rows — persistent states, gathered
+units, gradient buckets, gradients made in backward, optimizer-step temporaries, the
+checkpoint event, the runtime — depend on the stage only through the tensors it places
+(:func:`engine.ledger.placement.representative_stages`: first / last, and how many of
+its layers fall in each layer class) and, for DeepSpeed ZeRO-3's reuse distance, its
+layer range. Its *activation* rows depend on the micro-batches the schedule keeps in
+flight there, which differ from stage to stage under 1F1B (and say which stage in their
+formula). So the shared rows and their allocated moment sums are built once per kind of
+stage (cached on the plan and the kind's first stage) and every stage adds its own
+activation rows: PP16 builds the shared rows three times, not sixteen.
+
+The shared rows never read the micro-batch's shape (its size, sequence length, the
+global batch and which of them is held; gradient accumulation they do read), so they
+are built from :func:`~engine.ledger.shape_free.shape_free` — the plan with that shape
+at fixed values — and
+cached on it: plans that differ only there (the window's batch edits, a plan estimated
+again) share them. Built from that plan, not merely keyed on it, a shared row that did
+read the shape would be wrong at once, in every golden plan, not only on a cache hit.
+
+The result is the list the unfolded assembly builds, row for row and in the same order
+(``tests/engine/ledger/test_estimate_folding.py`` compares the two on the benchmark's
+plans and on random pipelined ones, and plans differing in the micro-batch's shape).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import NamedTuple
+
+from engine.ledger.activations.geometry import geometry
+from engine.ledger.activations.loss import logits_rows
+from engine.ledger.activations.rows import activation_rows
+from engine.ledger.activations.schedule import in_flight
+from engine.ledger.peaks.backward_grads import backward_grad_rows
+from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
+from engine.ledger.peaks.checkpoint_event import checkpoint_rows
+from engine.ledger.peaks.dequantize import dequantize_rows
+from engine.ledger.peaks.gathered import gathered_rows
+from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
+from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
+from engine.ledger.phases import Sums, add_sums, moment_sums
+from engine.ledger.placement import representative_stages, stage_layer_ranges
+from engine.ledger.precision import resolve_formats
+from engine.ledger.row import Row
+from engine.ledger.shape_free import shape_free
+from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
+from engine.plan import Plan
+from engine.stacks.families import rule_of
+
+Span = tuple[int, int]
+"""A (low, high) byte sum."""
+
+
+class StageRows(NamedTuple):
+    """A stage's rows (before the allocator reserve), their allocated moment sums, and
+    the sums of its runtime rows: all of them (the device peak) and those inside the
+    capacity the verdict compares with (the fit peak)."""
+
+    rows: list[Row]
+    sums: Sums
+    runtime: Span
+    inside: Span
+
+
+@dataclass(frozen=True, slots=True)
+class _Shared:
+    """The rows a kind of stage shares: those before the activation rows (persistent
+    states), those after them, their allocated moment sums and runtime sums."""
+
+    head: tuple[Row, ...]
+    tail: tuple[Row, ...]
+    sums: Sums
+    runtime: Span
+    inside: Span
+
+
+@dataclass(slots=True)
+class StageMemo:
+    """Allocator reserve rows already built in this estimate, by the allocated range
+    they reserve over."""
+
+    reserves: dict[tuple[int, int], Row] = field(default_factory=dict)
+
+    def reserve(self, plan: Plan, low: int, high: int) -> Row:
+        """:func:`reserve_row` of this range (stages of one kind repeat the ranges of
+        the phases their activations do not touch: steady, optimizer, checkpoint)."""
+        row = self.reserves.get((low, high))
+        if row is None:
+            row = self.reserves[(low, high)] = reserve_row(plan, low, high)
+        return row
+
+
+def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span]:
+    """(all HBM runtime rows, those inside the verdict's capacity), each (low, high)."""
+    runtime = [r for r in rows if r.state == "runtime" and r.location == "hbm"]
+    inside = [r for r in runtime if not outside_capacity(plan, r)]
+    return (
+        (sum(r.low for r in runtime), sum(r.high for r in runtime)),
+        (sum(r.low for r in inside), sum(r.high for r in inside)),
+    )
+
+
+def _shared_stage(plan: Plan, stage: int) -> int:
+    """The stage whose shared rows stand for ``stage``'s (see the module docstring): the
+    first stage placing the same tensors — itself under DeepSpeed ZeRO-3, whose reuse
+    distance reads the layer range."""
+    arch, par = plan.model.architecture, plan.parallelism
+    rule = rule_of(par.strategy)
+    if rule.params and not rule.fsdp:
+        return stage
+    return representative_stages(arch, par)[stage]
+
+
+@lru_cache(maxsize=1024)
+def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
+    par = plan.parallelism
+    rule = rule_of(par.strategy)
+    formats = resolve_formats(plan.method.precision)
+    placed = stage_placed(plan, stage)
+    held_all = stage_held(plan, stage)
+    held = list(held_all[0])
+    head = persistent_stage_rows(plan, stage)
+    shard = max((t.group for t in held), default=1)
+    gathered = gathered_rows(plan, placed, formats, shard, rule, stage)
+    tail: list[Row] = list(gathered)
+    tail += bucket_rows(plan, held, formats, rule, shard)
+    in_hbm = grads_in_hbm or any(r.state == "grads" and r.location == "hbm" for r in head + tail)
+    tail += backward_grad_rows(plan, held, held_all[1], in_hbm)
+    tail += accumulation_rows(plan, held, rule)
+    if plan.method.kind == "qlora":
+        tail += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)
+    tail += optimizer_temp_rows(plan, held, rule)
+    tail += deepspeed_step_rows(plan, held, rule)
+    unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)
+    tail += checkpoint_rows(plan, unit)
+    tail += runtime_rows(plan, stage)
+    accumulating = plan.batch.grad_accum > 1
+    runtime, inside = _runtime(plan, head + tail)
+    return _Shared(
+        tuple(head), tuple(tail), moment_sums(head + tail, accumulating), runtime, inside
+    )
+
+
+def _own_rows(plan: Plan, stage: int) -> list[Row]:
+    """The stage's activation rows (and the last stage's logits)."""
+    par = plan.parallelism
+    layers = stage_layer_ranges(plan.model.architecture, par)[stage]
+    rows = activation_rows(plan, stage, len(layers), stage_placed(plan, stage))
+    if stage == par.pp - 1:
+        rows += logits_rows(plan, geometry(plan), in_flight(plan, stage))
+    return rows
+
+
+def stage_rows(plan: Plan, stage: int) -> StageRows:
+    """The rows of one rank of ``stage`` (before the allocator reserve), their
+    allocated moment sums and runtime sums."""
+    own = _own_rows(plan, stage)
+    # Activation rows never hold gradients; if one ever does, the shared rows must see it.
+    own_grads = any(r.state == "grads" and r.location == "hbm" for r in own)
+    shared = _shared(shape_free(plan), _shared_stage(plan, stage), own_grads)
+    sums = add_sums(shared.sums, moment_sums(own, plan.batch.grad_accum > 1))
+    (rt_low, rt_high), (in_low, in_high) = _runtime(plan, own)
+    return StageRows(
+        [*shared.head, *own, *shared.tail],
+        sums,
+        (shared.runtime[0] + rt_low, shared.runtime[1] + rt_high),
+        (shared.inside[0] + in_low, shared.inside[1] + in_high),
+    )
