@@ -23,7 +23,7 @@ def comparison_section(c: ReportContent) -> str:
     if cmp is None:
         return ""
     names = [s.name for s in cmp.sides]
-    out = [heading(1, "Appendix — comparison with other plans", "comparison", new_page=True)]
+    out = [heading(1, "Appendix — comparison with other plans", "comparison")]
     out.append(
         f'<p class="small">{len(names)} plans; every delta is against the first, '
         f"{esc(names[0])}. This report's plan is config "

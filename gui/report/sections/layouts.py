@@ -37,7 +37,7 @@ def counts_html(c: ReportContent) -> str:
 
 def layouts_section(c: ReportContent) -> str:
     k = c.counts
-    out = [heading(1, "GPU counts and layouts", "layouts", new_page=True)]
+    out = [heading(1, "GPU counts and layouts", "layouts")]
     out.append(
         f'<p class="small">Searched up to {k.max_gpus:,} GPUs, {k.gpus_per_node} per node, '
         f"rounding to whole {k.rounding}s, {k.estimates} estimates; limit "
