@@ -153,16 +153,18 @@ class _Flows:
         doc.setDocumentMargin(0)
         doc.setDefaultStyleSheet(STYLE)
         register_placeholders(doc, ["ledger", "stages", "tornado", *DRAWINGS])
+        doc.setPageSize(self.size)
         spaced = self.offset > 0
         doc.setHtml("<html><body>" + (SPACER if spaced else "") + html + "</body></html>")
         if spaced:
             _set_spacer(doc, self.offset)
-        # The charts are swapped in before the layout exists (it is made on first use),
-        # so each flow is laid out with its charts in place, not again for the swaps.
+        # The layout is made here, on first use, for the 96-dpi device and the page
+        # already set: once. (Made first by anything else, it lays the flow out for the
+        # screen and again for the device.) Swapping the charts in afterwards re-lays
+        # out only their lines.
+        doc.documentLayout().setPaintDevice(self.device)
         charts = embed_charts(doc, self.c, self.recorded)
         self.recorded.update(charts.charts)
-        doc.documentLayout().setPaintDevice(self.device)
-        doc.setPageSize(self.size)
         apply_page_rules(doc)  # walks down the flow, laying it out as it goes
         doc.idealWidth()  # and the rest of it (a layout is otherwise lazy)
         self.flows.append(Flow(doc, self.page_no, charts))
