@@ -13,13 +13,15 @@ from PySide6.QtCore import QSizeF
 from PySide6.QtGui import QAbstractTextDocumentLayout, QTextBlock, QTextDocument
 
 from engine.cli.common import with_model
+from engine.layout import Rejected
+from engine.layout.lattice import layout_of
 from engine.plan import default_plan, with_values
 from engine.planfile import PlanFile
 from gui.report.builder import ReportDocument, build_document
 from gui.report.content import gather
 from gui.report.paginate import CHAPTER_ROOM_SHARE, block_rect, lead_bottom
 from gui.report.pdf import page_px, text_rect
-from gui.report.sections.layouts import layouts_section
+from gui.report.sections.layouts import layouts_section, rejection_kinds
 from gui.report.sections.memory import phases_section
 
 
@@ -33,6 +35,22 @@ def test_chosen_layout_is_the_plans_own_when_it_fits(qapp: Any) -> None:
     assert "The plan&#x27;s own layout fits: 8 GPUs to buy." in chosen
     assert "mixture-of-experts" not in html
     assert "EP &gt; 1" not in html and "EP 2" not in html
+
+
+def test_rejections_listed_one_per_kind_of_reason() -> None:
+    """Reasons that differ only in their numbers are one kind, counted; the first layout
+    of each kind is the one listed."""
+    cp3, cp5 = (
+        layout_of(default_plan()),
+        layout_of(with_values(default_plan(), {"parallelism.tp": 2})),
+    )
+    rejected = [
+        Rejected(cp3, ("parallelism.cp (3) must divide the sequence length 4096",)),
+        Rejected(cp5, ("parallelism.cp (5) must divide the sequence length 4096",)),
+        Rejected(cp5, ("PP 3 is neither a power of two nor an even split of the 32 layers",)),
+    ]
+    kinds = rejection_kinds(rejected)
+    assert [(r.layout, n) for r, n in kinds] == [(cp3, 2), (cp5, 1)]
 
 
 def test_phase_table_labels_every_column(qapp: Any) -> None:
