@@ -19,6 +19,12 @@ def value_text(ln: InputLine, derived: Mapping[str, Derived]) -> str:
     return f"auto → {show(ln.path, d.value)} (stack {d.stack})"
 
 
+def default_note(ln: InputLine) -> str:
+    """What a set value replaced: its default, or that the field has none (a leaf of a
+    section that is absent by default, such as a dense model's MoE block)."""
+    return f"default {ln.default_text}" if ln.has_default else "no default"
+
+
 def inputs_section(c: ReportContent) -> str:
     out = [heading(1, "Inputs", "inputs")]
     out.append(
@@ -37,7 +43,7 @@ def inputs_section(c: ReportContent) -> str:
                 f'{esc(value_text(ln, derived))} <span class="default">default</span>'
                 if ln.is_default
                 else f'<span class="set">{esc(value_text(ln, derived))}</span><br>'
-                f'<span class="default">default {esc(ln.default_text)}</span>'
+                f'<span class="default">{esc(default_note(ln))}</span>'
             )
             rows.append(
                 [
