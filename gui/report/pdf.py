@@ -157,7 +157,8 @@ def write_pdf(
     progress: Progress | None = None,
 ) -> int:
     """Write the report to ``path`` as a PDF; returns the number of pages; runs on any
-    thread (see builder). Charts ``recorded`` beforehand are used as they are."""
+    thread (see builder). Charts ``recorded`` beforehand are used as they are;
+    ``progress`` is told each page painted, and stops the painting (see :func:`paint`)."""
     full = page_px(page)
     report = build_document(c, text_rect(full).size(), recorded)
     writer = QPdfWriter(str(path))
@@ -166,7 +167,7 @@ def write_pdf(
     writer.setPageMargins(QMarginsF(0, 0, 0, 0))
     writer.setTitle(f"MemPlan report — {c.plan_name}")
     writer.setCreator(f"MemPlan {c.app_version}")
-    return paint(report, c, writer, full)
+    return paint(report, c, writer, full, progress)
 
 
 def print_report(c: ReportContent, printer: QPagedPaintDevice) -> int:

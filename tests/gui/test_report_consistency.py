@@ -6,6 +6,7 @@ what it heads and no page but the last is nearly empty."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from engine.planfile import PlanFile
 from gui.report.builder import ReportDocument, build_document
 from gui.report.content import gather
 from gui.report.paginate import CHAPTER_ROOM_SHARE, block_rect, lead_bottom
-from gui.report.pdf import page_px, text_rect
+from gui.report.pdf import ReportCancelled, page_px, text_rect, write_pdf
 from gui.report.sections.layouts import layouts_section, rejection_kinds
 from gui.report.sections.memory import phases_section
 
@@ -136,3 +137,14 @@ def test_a_lead_is_the_heading_and_its_tables_first_row(qapp: Any) -> None:
         block = block.next()
     lead = lead_bottom(layout, doc.begin())
     assert lead == blocks["first"].bottom() < blocks["second"].top()
+
+
+def test_write_pdf_reports_progress_and_can_be_cancelled(qapp: Any, tmp_path: Path) -> None:
+    """The export job's progress bar and Cancel: write_pdf tells ``progress`` each page
+    painted, and a False answer stops it after that page."""
+    c = gather(PlanFile(plan=default_plan(), name="t"), "gb")
+    seen: list[tuple[int, int]] = []
+    pages = write_pdf(c, tmp_path / "a.pdf", progress=lambda i, n: seen.append((i, n)) or True)
+    assert seen == [(i + 1, pages) for i in range(pages)]
+    with pytest.raises(ReportCancelled, match="after page 2 of"):
+        write_pdf(c, tmp_path / "b.pdf", progress=lambda i, n: i < 2)
