@@ -204,8 +204,7 @@ def embed_charts(
     doc: QTextDocument, c: ReportContent, recorded: dict[str, Recorded] | None = None
 ) -> ChartObject:
     """Replace every placeholder by its vector chart; returns the handler (keep it).
-    ``recorded`` charts (of the same slot size) are used as they are. Cheapest before
-    anything asked ``doc`` for its layout (it is made then, and relays every edit)."""
+    ``recorded`` charts (of the same slot size) are used as they are."""
     found = placeholders(doc)
     sizes = {key: sz for _, key, sz in found}
     done = recorded or {}
@@ -215,6 +214,8 @@ def embed_charts(
         else record_chart(key, c, round(sz.width()), round(sz.height()))
         for key, sz in sizes.items()
     }
+    handler = ChartObject(charts, sizes, doc)  # first: the swaps below are laid out
+    doc.documentLayout().registerHandler(CHART_OBJECT, handler)
     cursor = QTextCursor(doc)
     cursor.beginEditBlock()
     for pos, key, _ in reversed(found):
@@ -225,8 +226,4 @@ def embed_charts(
         fmt.setProperty(KEY_PROPERTY, key)
         cursor.insertText("\ufffc", fmt)
     cursor.endEditBlock()
-    # The layout last: a document is laid out by its layout, made on first use, so
-    # swapping first (see builder) lays the document out once, charts in place.
-    handler = ChartObject(charts, sizes, doc)
-    doc.documentLayout().registerHandler(CHART_OBJECT, handler)
     return handler

@@ -30,6 +30,10 @@ class InputLine:
     description: str
 
     @property
+    def has_default(self) -> bool:
+        return self.default is not _MISSING
+
+    @property
     def is_default(self) -> bool:
         return self.default is not _MISSING and self.value == self.default
 

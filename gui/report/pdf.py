@@ -111,9 +111,8 @@ def paint(
 ) -> int:
     """Paint every page of ``report`` onto ``device``; returns the page count.
     ``progress`` returning False raises :class:`ReportCancelled` after that page."""
-    doc = report.doc
     area = text_rect(full)
-    pages = doc.pageCount()
+    pages = report.page_count
     painter = QPainter(device)
     if not painter.isActive():
         raise OSError("cannot paint on the output (is the file writable?)")
@@ -130,15 +129,17 @@ def paint(
             painter.save()
             painter.scale(scale, scale)
             painter.translate(-origin.x() * DPI / 72, -origin.y() * DPI / 72)
-            painter.save()
-            painter.translate(area.left(), area.top() - i * area.height())
-            clip = QRectF(0, i * area.height(), area.width(), area.height())
-            painter.setClipRect(clip)
-            # a block starting exactly at the next page's top touches this clip's
-            # edge: keep it off this page (its text would be clipped, yet extractable)
-            ctx.clip = clip.adjusted(0, 0, 0, -0.5)
-            doc.documentLayout().draw(painter, ctx)
-            painter.restore()
+            for flow in report.flows_on(i):
+                local = i - flow.first_page  # the flow's own page number
+                painter.save()
+                painter.translate(area.left(), area.top() - local * area.height())
+                clip = QRectF(0, local * area.height(), area.width(), area.height())
+                painter.setClipRect(clip)
+                # a block starting exactly at the next page's top touches this clip's
+                # edge: keep it off this page (its text would be clipped, yet extractable)
+                ctx.clip = clip.adjusted(0, 0, 0, -0.5)
+                flow.doc.documentLayout().draw(painter, ctx)
+                painter.restore()
             _furniture(painter, c, full, i + 1, pages)
             painter.restore()
             if progress is not None and not progress(i + 1, pages):
@@ -156,7 +157,8 @@ def write_pdf(
     progress: Progress | None = None,
 ) -> int:
     """Write the report to ``path`` as a PDF; returns the number of pages; runs on any
-    thread (see builder). Charts ``recorded`` beforehand are used as they are."""
+    thread (see builder). Charts ``recorded`` beforehand are used as they are;
+    ``progress`` is told each page painted, and stops the painting (see :func:`paint`)."""
     full = page_px(page)
     report = build_document(c, text_rect(full).size(), recorded)
     writer = QPdfWriter(str(path))
@@ -165,7 +167,7 @@ def write_pdf(
     writer.setPageMargins(QMarginsF(0, 0, 0, 0))
     writer.setTitle(f"MemPlan report — {c.plan_name}")
     writer.setCreator(f"MemPlan {c.app_version}")
-    return paint(report, c, writer, full)
+    return paint(report, c, writer, full, progress)
 
 
 def print_report(c: ReportContent, printer: QPagedPaintDevice) -> int:

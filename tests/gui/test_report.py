@@ -183,10 +183,12 @@ def test_measured_results_section(reports: dict[str, Written]) -> None:
 
 def test_defaults_marked_and_validation_plan(reports: dict[str, Written]) -> None:
     """The pipeline plan sets pp = 2 and dp = 4 (defaults 1 and 8): the inputs table shows
-    the default beside them; the validation plan names the probe command and prints the
+    the default under them; the validation plan names the probe command and prints the
     allocated-peak threshold as its exact range."""
     t = reports["pipeline"].rows
-    assert " pp 2 1 " in t and " dp 4 8 " in t  # value, then the default it replaced
+    # the value, then (on the line under it) the default it replaced
+    assert " pp 2 Pipeline-parallel stages (ranks). default 1 " in t
+    assert " dp 4 Data-parallel size (ranks)" in t and " default 8 micro-batches" in t
     assert " tp 1 default " in t
     assert "memplan probe PLAN.memplan -o memplan_probe.py" in t
     peak = reports["pipeline"].est.peak

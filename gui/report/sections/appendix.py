@@ -19,12 +19,18 @@ def value_text(ln: InputLine, derived: Mapping[str, Derived]) -> str:
     return f"auto → {show(ln.path, d.value)} (stack {d.stack})"
 
 
+def default_note(ln: InputLine) -> str:
+    """What a set value replaced: its default, or that the field has none (a leaf of a
+    section that is absent by default, such as a dense model's MoE block)."""
+    return f"default {ln.default_text}" if ln.has_default else "no default"
+
+
 def inputs_section(c: ReportContent) -> str:
-    out = [heading(1, "Inputs", "inputs", new_page=True)]
+    out = [heading(1, "Inputs", "inputs")]
     out.append(
         '<p class="small">Every input of the plan, by section. <i>default</i> marks a value '
         "equal to the field's built-in default (what the plan relied on without saying); "
-        "values set in the plan are in bold with the default beside them; <i>auto → x</i> is "
+        "values set in the plan are in bold with the default under them; <i>auto → x</i> is "
         "an input left to the training stack, and the value the stack gave it.</p>"
     )
     derived = resolve_stack_defaults(c.pf.plan).derived
@@ -36,13 +42,13 @@ def inputs_section(c: ReportContent) -> str:
             value = (
                 f'{esc(value_text(ln, derived))} <span class="default">default</span>'
                 if ln.is_default
-                else f'<span class="set">{esc(value_text(ln, derived))}</span>'
+                else f'<span class="set">{esc(value_text(ln, derived))}</span><br>'
+                f'<span class="default">{esc(default_note(ln))}</span>'
             )
             rows.append(
                 [
                     f'<span class="mono">{esc(field)}</span>',
                     value,
-                    "" if ln.is_default else esc(ln.default_text),
                     f'<span class="small">{esc(ln.description)}</span>',
                 ]
             )
@@ -50,7 +56,7 @@ def inputs_section(c: ReportContent) -> str:
             f"<h2>{esc(section.capitalize())} <span class='small'>({len(lines)} inputs, "
             f"{changed} set, {len(lines) - changed} default)</span></h2>"
         )
-        out.append(table(["Field", "Value", "Default", "Meaning"], rows, [26, 28, 16, 30]))
+        out.append(table(["Field", "Value", "Meaning"], rows, [24, 30, 46]))
     return "".join(out)
 
 
@@ -76,7 +82,7 @@ def code_block(text: str) -> str:
 
 
 def appendix_section(c: ReportContent) -> str:
-    out = [heading(1, "Appendix — generated framework configuration", "appendix", new_page=True)]
+    out = [heading(1, "Appendix — generated framework configuration", "appendix")]
     for exp in c.exports:
         out.append(f"<h2>{esc(exp.format)} — <span class='mono'>{esc(exp.filename)}</span></h2>")
         out += [f'<p class="small">Note: {esc(n)}</p>' for n in exp.notes]

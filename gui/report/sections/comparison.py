@@ -9,7 +9,6 @@ from PySide6.QtGui import QColor, QPainter
 
 from engine.units import UnitChoice, fmt_range
 from engine.whatif.compare import SUMMARY_FIGURES, delta_text, show_input, summary
-from gui.compare_chart import draw_comparison
 from gui.report.content import ReportContent
 from gui.report.html import CHART_WIDTH, INK, chart, esc, heading, table
 
@@ -23,7 +22,7 @@ def comparison_section(c: ReportContent) -> str:
     if cmp is None:
         return ""
     names = [s.name for s in cmp.sides]
-    out = [heading(1, "Appendix — comparison with other plans", "comparison", new_page=True)]
+    out = [heading(1, "Appendix — comparison with other plans", "comparison")]
     out.append(
         f'<p class="small">{len(names)} plans; every delta is against the first, '
         f"{esc(names[0])}. This report's plan is config "
@@ -70,5 +69,9 @@ def comparison_section(c: ReportContent) -> str:
 
 
 def draw_comparison_chart(c: ReportContent, painter: QPainter, rect: QRectF) -> None:
+    """The compare window's chart. Imported here: its module brings the window's widget
+    classes, which a report without a comparison (``memplan report``) never needs."""
     if c.comparison is not None:
+        from gui.compare_chart import draw_comparison
+
         draw_comparison(painter, rect, c.comparison, c.units, QColor(INK))

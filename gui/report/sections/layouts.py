@@ -4,12 +4,28 @@ largest micro-batch and longest sequence that fit the plan's own layout."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
+from engine.layout import Rejected
 from engine.units import fmt_bytes
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table
 from gui.views.layout_choice import choose, validation_text
 
 REJECTED_SHOWN = 12
+"""Kinds of rejection listed (see :func:`rejection_kinds`)."""
+
+
+def rejection_kinds(rejected: Sequence[Rejected]) -> list[tuple[Rejected, int]]:
+    """One rejected layout per kind of reason, with how many share it. Reasons that
+    differ only in their numbers ("CP 3 must divide 4096", "CP 5 …") are one kind: a
+    search rejects hundreds of layouts for a handful of reasons, and twelve rows of the
+    first reason would hide the others."""
+    kinds: dict[str, list[Rejected]] = {}
+    for r in rejected:
+        kinds.setdefault(re.sub(r"\d+", "#", "; ".join(r.reasons)), []).append(r)
+    return [(same[0], len(same)) for same in kinds.values()]
 
 
 def counts_html(c: ReportContent) -> str:
@@ -37,7 +53,7 @@ def counts_html(c: ReportContent) -> str:
 
 def layouts_section(c: ReportContent) -> str:
     k = c.counts
-    out = [heading(1, "GPU counts and layouts", "layouts", new_page=True)]
+    out = [heading(1, "GPU counts and layouts", "layouts")]
     out.append(
         f'<p class="small">Searched up to {k.max_gpus:,} GPUs, {k.gpus_per_node} per node, '
         f"rounding to whole {k.rounding}s, {k.estimates} estimates; limit "
@@ -76,12 +92,20 @@ def layouts_section(c: ReportContent) -> str:
         out.append('<p class="muted">No other layout of that size fits.</p>')
     rejected = choice.rejected  # only the rejections that can apply to this model
     if rejected:
-        shown = min(REJECTED_SHOWN, len(rejected))
-        out.append(f"<h3>Rejected layouts ({len(rejected)}; the first {shown} shown)</h3>")
-        rows = [
-            [esc(r.layout.label()), esc("; ".join(r.reasons))] for r in rejected[:REJECTED_SHOWN]
-        ]
-        out.append(table(["Layout", "Why not"], rows, [35, 65]))
+        kinds = rejection_kinds(rejected)
+        shown = kinds[:REJECTED_SHOWN]
+        more = f", the first {len(shown)} shown" if len(kinds) > len(shown) else ""
+        plural = "s" if len(kinds) > 1 else ""
+        out.append(
+            f"<h3>Rejected layouts ({len(rejected)}, for {len(kinds)} kind{plural} of reason"
+            f"{more})</h3>"
+        )
+        rows = [[esc(r.layout.label()), esc("; ".join(r.reasons)), str(n)] for r, n in shown]
+        out.append(
+            table(
+                ["Layout (the first of its kind)", "Why not", "Layouts alike"], rows, [30, 56, 14]
+            )
+        )
     if choice.why_hidden:
         out.append(f'<p class="small">{esc(choice.why_hidden)}.</p>')
     out.append(fit_html(c))

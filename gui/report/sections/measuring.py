@@ -56,7 +56,7 @@ def _uncertain_rows(c: ReportContent) -> list[Row]:
 
 def assumptions_section(c: ReportContent) -> str:
     plan = c.pf.plan
-    out = [heading(1, "Assumptions and unverified rows", "assumptions", new_page=True)]
+    out = [heading(1, "Assumptions and unverified rows", "assumptions")]
     out.append(
         '<p class="small">Inputs that are assumptions about the software stack. '
         "Each is a range the probe can measure; <i>default</i> means the plan "

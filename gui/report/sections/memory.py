@@ -61,11 +61,7 @@ def ledger_section(c: ReportContent) -> str:
     est = c.est
     h = est.heaviest
     cites = Citations()
-    out = [
-        heading(
-            1, f"Per-rank ledger — heaviest stage {est.heaviest_stage}", "ledger", new_page=True
-        )
-    ]
+    out = [heading(1, f"Per-rank ledger — heaviest stage {est.heaviest_stage}", "ledger")]
     out.append(
         f'<p class="small">Stage {h.stage} holds layers {h.layers.start}–{h.layers.stop - 1}. '
         "Each row: low and high in bytes, GB (10⁹ B) and GiB (2³⁰ B), the formula with its "
@@ -106,7 +102,7 @@ def ledger_section(c: ReportContent) -> str:
 def phases_section(c: ReportContent) -> str:
     est, units = c.est, c.units
     h = est.heaviest
-    out = [heading(1, "Charts and the step timeline", "charts", new_page=True)]
+    out = [heading(1, "Charts and the step timeline", "charts")]
     out.append(chart("ledger", CHART_WIDTH, LEDGER_CHART_HEIGHT))
     groups, spread = panel_groups(panels(c.pf.plan, est))
     legend = legend_html(groups, spread)
@@ -173,7 +169,7 @@ def stages_html(est: Estimate, units: UnitChoice) -> str:
         for s in est.stages
     ]
     return (
-        heading(2, "Pipeline stages", new_page=True)
+        heading(2, "Pipeline stages")
         + chart("stages", CHART_WIDTH, STAGES_CHART_HEIGHT)
         + table(
             ["Stage", "Layers", "Peak phase", "Allocated peak", "Fit peak"],
@@ -200,7 +196,7 @@ def _node_rows(rows: tuple[Row, ...], nodes: int) -> list[list[str]]:
 def nodes_section(c: ReportContent) -> str:
     n, units = c.est.nodes, c.units
     v = n.view
-    out = [heading(1, "Host RAM, NVMe and checkpoint storage", "nodes", new_page=True)]
+    out = [heading(1, "Host RAM, NVMe and checkpoint storage", "nodes")]
     out.append(
         f'<p class="small">Per node: the busiest of {v.nodes} node(s), {v.ranks_per_node} '
         f"ranks on it. The aggregate multiplies by {v.nodes} node(s), i.e. assumes every "

@@ -19,7 +19,7 @@ def sweep_section(c: ReportContent) -> str:
     s = c.sweep
     if s is None:
         return ""
-    out = [heading(1, f"Sweep — peak HBM against {s.path}", "sweep", new_page=True)]
+    out = [heading(1, f"Sweep — peak HBM against {s.path}", "sweep")]
     out.append(
         f"<p>{esc(s.path)} over {esc(s.text or str(len(s.points)) + ' values')}, the rest of "
         f"the plan as it is (the plan's own value: {esc(show_value(s.base_value))}). "

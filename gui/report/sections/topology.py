@@ -28,7 +28,7 @@ def chosen_topology(c: ReportContent) -> Topology | None:
 
 
 def topology_section(c: ReportContent) -> str:
-    out = [heading(1, "Topology", "topology", new_page=True)]
+    out = [heading(1, "Topology", "topology")]
     t = chosen_topology(c)
     if t is None:
         out.append('<p class="muted">No layout fits within the search bound: nothing to draw.</p>')
