@@ -92,11 +92,16 @@ class StrategyKnobs(Section):
     @classmethod
     def _reshard_group_size(cls, value: bool | int) -> bool | int:
         """An int is the group size to reshard to after forward; torch's fully_shard
-        (``_get_post_forward_mesh_info``, torch 2.5+) refuses one below 1 (1 = keep
-        the whole unsharded unit, as False does)."""
-        if not isinstance(value, bool) and not 1 <= value <= 1_000_000:
+        (``torch/distributed/fsdp/_fully_shard/_fsdp_init.py``
+        ``_get_post_forward_mesh_info``, torch 2.5+) refuses one below 1 and turns 1
+        into False (keep the whole unsharded unit), so 1 is stored as False. Storing it
+        as the int would also make the section equal to (and hash like) True, since
+        ``True == 1`` in Python: two different plans would share every cache entry."""
+        if isinstance(value, bool):
+            return value
+        if not 1 <= value <= 1_000_000:
             raise ValueError("as a number it is the group size to reshard to: 1 to 1,000,000")
-        return value
+        return False if value == 1 else value
 
 
 class ParallelismSection(Section):
