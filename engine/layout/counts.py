@@ -40,6 +40,7 @@ from engine.layout.search import (
     Clock,
     Criterion,
     Found,
+    Proofs,
     procurement,
     search_growing,
 )
@@ -193,17 +194,22 @@ def gpu_counts(
     elif own is not None and own.fits_low:
         low = Found(own, node_cost(own_layout.world_size))
     full, pad = prefs.pipeline_full, prefs.max_padding_share
+    proofs: Proofs = {}  # one set of preferences (full, pad) for all three searches
     try:
         strict = legal_shapes(plan, max_gpus, prefs)
-        first = search_growing(ev, strict, max_gpus, node_cost, HIGH, budget, first, full, pad, g)
+        first = search_growing(
+            ev, strict, max_gpus, node_cost, HIGH, budget, first, full, pad, g, proofs
+        )
         low = search_growing(
-            ev, strict, max_gpus, node_cost, LOW, budget, low or first, full, pad, g
+            ev, strict, max_gpus, node_cost, LOW, budget, low or first, full, pad, g, proofs
         )
         start = Found(first.outcome, first.outcome.layout.world_size) if first else None
         if arith is not None and (start is None or arith.cost <= start.cost):
             start = arith
         relaxed = legal_shapes(plan, max_gpus, prefs.relaxed())
-        arith = search_growing(ev, relaxed, max_gpus, exact, HIGH, budget, start, full, pad, 1)
+        arith = search_growing(
+            ev, relaxed, max_gpus, exact, HIGH, budget, start, full, pad, 1, proofs
+        )
     except BudgetSpent:
         pass
     stopped = budget.spent

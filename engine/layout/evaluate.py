@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from engine.errors import PlanError
 from engine.estimate import Estimate, estimate
+from engine.layout.bound import PeakFloors
 from engine.layout.floor import fewest_ranks
 from engine.layout.lattice import Layout, with_layout
 from engine.plan import Plan
@@ -71,6 +72,8 @@ class Evaluator:
         self._cache: dict[Layout, Outcome] = {}
         self.calls = 0
         self._ledger = estimator is None
+        # lower bounds on the peak (engine.layout.bound): the ledger's only, like fewest_ranks
+        self.floors = PeakFloors(plan) if self._ledger else None
 
     @property
     def fewest_ranks(self) -> int:

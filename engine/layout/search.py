@@ -21,7 +21,13 @@ within its slack is resolved by estimating the values below it one by one. No
 monotonicity across shapes is assumed: shapes are pruned only by cost (a shape whose
 fewest ranks cost as much as the best found cannot beat it), and worlds below the floor
 of :func:`engine.layout.floor.fewest_ranks` (too few ranks to hold the model states at
-all) are never estimated. The hypothesis test
+all) are never estimated. Two things spare estimates without changing an answer: a
+layout whose peak floor (:mod:`engine.layout.bound`: activations, resident states,
+reserve, runtime — what no DP or EP takes away) already exceeds the limit fails by the
+high estimate without one, and so does every smaller DP of its regime with a floor as
+high; and what a probe proved (:class:`Known`) is kept across the growing bounds and
+the three counts' searches, so a regime is never probed twice below what it is known
+to fail at. The hypothesis test
 ``tests/engine/layout/test_search_exact.py`` checks the answers against brute force.
 """
 
@@ -33,6 +39,7 @@ from dataclasses import dataclass, field, replace
 
 from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch
+from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.padding import padding_problems, padding_share
 from engine.layout.point import Layout
@@ -157,20 +164,64 @@ class Criterion:
 
 
 @dataclass
+class Known:
+    """What the search has proven about one regime of one shape under one criterion:
+    every candidate DP up to ``dead_upto`` fails, and ``fits_at`` (if known) is
+    accepted. Kept across the growing bounds and the three counts' searches (the
+    arithmetic minimum's relaxed shapes include the practical ones), so a regime a
+    probe proved dead is never probed again below that DP."""
+
+    dead_upto: int = 0
+    fits_at: int | None = None
+
+    def unknown(self, group: list[Layout]) -> list[Layout]:
+        """The part of an ascending regime ``group`` whose answer is not yet known: above
+        the proven failures, and no further than the smallest known fit."""
+        fit = self.fits_at
+        return [g for g in group if g.dp > self.dead_upto and (fit is None or g.dp <= fit)]
+
+    def learn(self, group: list[Layout], found: Layout | None) -> None:
+        """Record :meth:`_Shape.smallest`'s answer over ``group``: every layout before
+        ``found`` (all of them when None) fails."""
+        below = group if found is None else [g for g in group if g.dp < found.dp]
+        if below:
+            self.dead_upto = max(self.dead_upto, below[-1].dp)
+        if found is not None:
+            self.fits_at = found.dp
+
+
+Proofs = dict[tuple[Layout, tuple[object, ...], str], Known]
+"""Per (shape template, regime, criterion figure): what is known (:class:`Known`)."""
+
+
+@dataclass
 class _Shape:
     """One shape's search over its regimes' DP values, with the estimates it needs."""
 
     ev: Evaluator
     criterion: Criterion
     budget: Budget
+    floors: PeakFloors | None = None
 
-    def probe(self, layout: Layout) -> tuple[bool, bool]:
-        """(accepted, every smaller DP of the regime fails)."""
+    def probe(self, layout: Layout, below: list[Layout]) -> tuple[bool, bool]:
+        """(accepted, every DP of ``below`` — the smaller ones of the regime — fails)."""
         self.budget.check()
+        if self._over_floor(layout):
+            # the bound only falls as DP grows with the batch held: check each batch's
+            # largest DP (``below`` ascends, so the dict keeps it)
+            batches = {(lay.micro_batch, lay.grad_accum): lay for lay in below}
+            return False, all(self._over_floor(lay) for lay in batches.values())
         o = self.ev(layout)
         if self.criterion.accept(o):
             return True, False
         return False, self.criterion.all_below_fail(o, slack(self.ev.plan, o))
+
+    def _over_floor(self, layout: Layout) -> bool:
+        """Whether the layout's activations alone exceed the limit (:mod:`.bound`): it
+        fails by the high estimate without one (the low one is not bounded)."""
+        if self.floors is None or self.criterion.figure != "high":
+            return False
+        return self.floors(layout) > self.ev.plan.hbm_limit_bytes
 
     def smallest(self, layouts: list[Layout]) -> Layout | None:
         """The smallest accepted layout of one regime (ascending DP), soundly: a probe
@@ -178,13 +229,13 @@ class _Shape:
         then estimated one by one."""
         if not layouts:
             return None
-        ok, dead = self.probe(layouts[-1])
+        ok, dead = self.probe(layouts[-1], layouts[:-1])
         if not ok:
             return None if dead else self._scan(layouts[:-1])
         lo, hi = -1, len(layouts) - 1  # everything ≤ lo fails, hi passes
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            ok, dead = self.probe(layouts[mid])
+            ok, dead = self.probe(layouts[mid], layouts[lo + 1 : mid])
             if ok:
                 hi = mid
                 continue
@@ -197,7 +248,7 @@ class _Shape:
 
     def _scan(self, layouts: list[Layout]) -> Layout | None:
         for lay in layouts:
-            if self.probe(lay)[0]:
+            if self.probe(lay, [])[0]:
                 return lay
         return None
 
@@ -212,17 +263,20 @@ def search_min(
     start: Found | None = None,
     full: bool = True,
     padding: float = 1.0,
+    proofs: Proofs | None = None,
 ) -> Found | None:
     """The accepted layout of least cost up to ``max_gpus``; among equal costs the
     earlier shape in preference order, then the smaller DP. ``full`` and ``padding``
     are the ``pipeline_full`` and ``max_padding_share`` preferences (they depend on DP,
-    so they are applied here rather than to the shapes)."""
+    so they are applied here rather than to the shapes); ``proofs`` carries what earlier
+    searches with the same preferences proved (:class:`Known`)."""
+    proofs = {} if proofs is None else proofs
     best = start
     plan = ev.plan
     floor = ev.fewest_ranks
     if floor > max_gpus:
         return best
-    searcher = _Shape(ev, criterion, budget)
+    searcher = _Shape(ev, criterion, budget, ev.floors)
     for shape in shapes:
         m = shape.model_parallel
         if m > max_gpus or (best is not None and cost(m) >= best.cost):
@@ -242,10 +296,13 @@ def search_min(
         for lay in layouts:
             regimes.setdefault(regime(plan, lay), []).append(lay)
         got: Layout | None = None
-        for group in regimes.values():
+        for key, group in regimes.items():
             if got is not None:
                 group = [g for g in group if g.dp < got.dp]
+            known = proofs.setdefault((shape, key, criterion.figure), Known())
+            group = known.unknown(group)
             found = searcher.smallest(group)
+            known.learn(group, found)
             if found is not None:
                 got = found
         if got is not None:
@@ -266,6 +323,7 @@ def search_growing(
     full: bool = True,
     padding: float = 1.0,
     first_bound: int = 8,
+    proofs: Proofs | None = None,
 ) -> Found | None:
     """:func:`search_min`'s answer, searched within a bound that doubles from
     ``first_bound`` up to ``max_gpus``: a big model's many shapes cost one estimate per
@@ -274,11 +332,12 @@ def search_growing(
     ``b`` ranks costs at most ``cost(b)``, and every layout of more ranks costs at least
     ``cost(b + 1)``; once the best found costs less than that, no larger layout can beat
     it or tie with it (ties keep the preference order of :func:`search_min`). Earlier
-    rounds' estimates are memoised by the evaluator."""
+    rounds' estimates are memoised by the evaluator, their proofs by ``proofs``."""
+    proofs = {} if proofs is None else proofs
     bound = max(1, first_bound)
     while True:
         b = min(bound, max_gpus)
-        found = search_min(ev, shapes, b, cost, criterion, budget, start, full, padding)
+        found = search_min(ev, shapes, b, cost, criterion, budget, start, full, padding, proofs)
         if b >= max_gpus or (found is not None and found.cost < cost(b + 1)):
             return found
         bound *= 2
