@@ -34,13 +34,13 @@ from engine.layout.lattice import (
     layout_of,
     legal_shapes,
 )
+from engine.layout.regimes import SearchMemo
 from engine.layout.search import (
     Budget,
     BudgetSpent,
     Clock,
     Criterion,
     Found,
-    Proofs,
     procurement,
     search_growing,
 )
@@ -193,23 +193,17 @@ def gpu_counts(
         arith = Found(own, own_layout.world_size)
     elif own is not None and own.fits_low:
         low = Found(own, node_cost(own_layout.world_size))
-    full, pad = prefs.pipeline_full, prefs.max_padding_share
-    proofs: Proofs = {}  # one set of preferences (full, pad) for all three searches
+    # one set of DP-dependent preferences, candidates and proofs for all three searches
+    memo = SearchMemo(plan, prefs.pipeline_full, prefs.max_padding_share)
     try:
         strict = legal_shapes(plan, max_gpus, prefs)
-        first = search_growing(
-            ev, strict, max_gpus, node_cost, HIGH, budget, first, full, pad, g, proofs
-        )
-        low = search_growing(
-            ev, strict, max_gpus, node_cost, LOW, budget, low or first, full, pad, g, proofs
-        )
+        first = search_growing(ev, strict, max_gpus, node_cost, HIGH, budget, first, memo, g)
+        low = search_growing(ev, strict, max_gpus, node_cost, LOW, budget, low or first, memo, g)
         start = Found(first.outcome, first.outcome.layout.world_size) if first else None
         if arith is not None and (start is None or arith.cost <= start.cost):
             start = arith
         relaxed = legal_shapes(plan, max_gpus, prefs.relaxed())
-        arith = search_growing(
-            ev, relaxed, max_gpus, exact, HIGH, budget, start, full, pad, 1, proofs
-        )
+        arith = search_growing(ev, relaxed, max_gpus, exact, HIGH, budget, start, memo, 1)
     except BudgetSpent:
         pass
     stopped = budget.spent

@@ -21,7 +21,7 @@ Estimator = Callable[[Plan], Estimate]
 
 PADDED_STATES = frozenset({"gathered", "buckets"})
 """Row states whose size includes FSDP's dim-0 padding to the shard group (gathered
-units, reduce-scatter inputs): what can shrink when DP does (see layout.search.slack)."""
+units, reduce-scatter inputs): what can shrink when DP does (see layout.regimes.slack)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,20 +34,13 @@ to fail at. The hypothesis test
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from engine.errors import Problem
-from engine.layout.batch import batch_for, held_batch
 from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Evaluator, Outcome
-from engine.layout.padding import padding_problems, padding_share
 from engine.layout.point import Layout
-from engine.ledger.groups import ranks_per_node
-from engine.ledger.sharding import shard_group_size
-from engine.legality import rules
-from engine.plan import Plan
-from engine.stacks.families import rule_of
+from engine.layout.regimes import Known, SearchMemo, slack
 
 Cost = Callable[[int], int]
 Clock = Callable[[], float]
@@ -93,54 +86,6 @@ def procurement(world_size: int, gpus_per_node: int, rounding: str) -> int:
     return -(-world_size // gpus_per_node) * gpus_per_node
 
 
-def dp_candidates(plan: Plan, shape: Layout, max_dp: int, full: bool) -> Sequence[int]:
-    """DP values the shard-group, EP-folding and batch rules allow for ``shape``,
-    ascending, up to ``max_dp``; with ``full`` (the ``pipeline_full`` preference) a
-    held global batch must still give a pipeline at least p micro-batches."""
-    b, par = plan.batch, plan.parallelism
-    step = rules.fold_step(shape.ep, shape.etp, shape.tp, shape.cp, plan.model.architecture)
-    held = held_batch(plan)
-    if full and held is not None and shape.pp > 1:
-        max_dp = min(max_dp, held // (b.micro_batch * shape.pp))
-    return rules.dp_values(max_dp, par.shard_group_size, held, b.micro_batch, step)
-
-
-def layout_at(plan: Plan, shape: Layout, dp: int) -> Layout:
-    """``shape`` at ``dp`` data-parallel ranks, with the batch it runs."""
-    batch = batch_for(plan, dp, shape.pp)
-    if isinstance(batch, Problem):  # dp_candidates only yields reachable batches
-        raise AssertionError(batch.message)
-    return replace(shape, dp=dp, micro_batch=batch[0], grad_accum=batch[1])
-
-
-def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
-    """What may make a rank's peak rise between two DP values of one shape: layouts of
-    one shape with equal regimes never hold more with more DP (see the module's
-    docstring), up to :func:`slack`."""
-    par = plan.parallelism
-    rpn = ranks_per_node(plan)
-    dense = layout.dp * layout.cp
-    key: list[object] = [dense > 1, layout.dp if layout.world_size < rpn else 0]
-    if plan.model.architecture.moe is not None:
-        edp = layout.tp * layout.cp * layout.dp // (layout.ep * layout.etp)
-        key.append(edp > 1 and edp != dense)
-    if rule_of(par.strategy).hybrid:
-        laid = par.model_copy(update={"tp": layout.tp, "cp": layout.cp, "dp": layout.dp})
-        shard = shard_group_size(laid, dense, rpn)
-        key += [shard, dense > shard]
-    return tuple(key)
-
-
-def slack(plan: Plan, outcome: Outcome) -> int:
-    """An upper bound on how much a rank's peak can exceed that at a larger DP of the
-    same regime: only the padding FSDP adds to its gathered units and reduce-scatter
-    inputs can shrink away with fewer ranks (sharded states only grow). It is at most
-    the estimate's padded rows (``Outcome.padded``) times the largest padding share of
-    any unit at that layout; 0 when parameters are not gathered."""
-    pad, padded = padding_share(plan, outcome.layout)
-    return -(-outcome.padded * pad // padded) if pad else 0
-
-
 @dataclass(frozen=True, slots=True)
 class Criterion:
     """What a search accepts: the high (or low) estimate within the limit, and the node
@@ -161,37 +106,6 @@ class Criterion:
             return True
         value = o.high if self.figure == "high" else o.low
         return value - margin > o.limit
-
-
-@dataclass
-class Known:
-    """What the search has proven about one regime of one shape under one criterion:
-    every candidate DP up to ``dead_upto`` fails, and ``fits_at`` (if known) is
-    accepted. Kept across the growing bounds and the three counts' searches (the
-    arithmetic minimum's relaxed shapes include the practical ones), so a regime a
-    probe proved dead is never probed again below that DP."""
-
-    dead_upto: int = 0
-    fits_at: int | None = None
-
-    def unknown(self, group: list[Layout]) -> list[Layout]:
-        """The part of an ascending regime ``group`` whose answer is not yet known: above
-        the proven failures, and no further than the smallest known fit."""
-        fit = self.fits_at
-        return [g for g in group if g.dp > self.dead_upto and (fit is None or g.dp <= fit)]
-
-    def learn(self, group: list[Layout], found: Layout | None) -> None:
-        """Record :meth:`_Shape.smallest`'s answer over ``group``: every layout before
-        ``found`` (all of them when None) fails."""
-        below = group if found is None else [g for g in group if g.dp < found.dp]
-        if below:
-            self.dead_upto = max(self.dead_upto, below[-1].dp)
-        if found is not None:
-            self.fits_at = found.dp
-
-
-Proofs = dict[tuple[Layout, tuple[object, ...], str], Known]
-"""Per (shape template, regime, criterion figure): what is known (:class:`Known`)."""
 
 
 @dataclass
@@ -261,18 +175,15 @@ def search_min(
     criterion: Criterion,
     budget: Budget,
     start: Found | None = None,
-    full: bool = True,
-    padding: float = 1.0,
-    proofs: Proofs | None = None,
+    memo: SearchMemo | None = None,
 ) -> Found | None:
     """The accepted layout of least cost up to ``max_gpus``; among equal costs the
-    earlier shape in preference order, then the smaller DP. ``full`` and ``padding``
-    are the ``pipeline_full`` and ``max_padding_share`` preferences (they depend on DP,
-    so they are applied here rather than to the shapes); ``proofs`` carries what earlier
-    searches with the same preferences proved (:class:`Known`)."""
-    proofs = {} if proofs is None else proofs
+    earlier shape in preference order, then the smaller DP. ``memo`` holds the
+    ``pipeline_full`` and ``max_padding_share`` preferences (they depend on DP, so they
+    are applied here rather than to the shapes: none by default), the candidates and
+    what earlier searches with the same preferences proved (:class:`Known`)."""
+    memo = SearchMemo(ev.plan, full=True, padding=1.0) if memo is None else memo
     best = start
-    plan = ev.plan
     floor = ev.fewest_ranks
     if floor > max_gpus:
         return best
@@ -284,22 +195,11 @@ def search_min(
         top = (
             max_gpus // m if best is None else min(max_gpus // m, _max_dp_below(best.cost, m, cost))
         )
-        fewest_dp = -(-floor // m)
-        layouts = [
-            layout_at(plan, shape, d)
-            for d in dp_candidates(plan, shape, top, full)
-            if d >= fewest_dp
-        ]
-        if padding < 1:
-            layouts = [lay for lay in layouts if not padding_problems(plan, lay, padding)]
-        regimes: dict[tuple[object, ...], list[Layout]] = {}
-        for lay in layouts:
-            regimes.setdefault(regime(plan, lay), []).append(lay)
         got: Layout | None = None
-        for key, group in regimes.items():
+        for key, group in memo.regimes(shape, top, -(-floor // m)).items():
             if got is not None:
                 group = [g for g in group if g.dp < got.dp]
-            known = proofs.setdefault((shape, key, criterion.figure), Known())
+            known = memo.proofs.setdefault((shape, key, criterion.figure), Known())
             group = known.unknown(group)
             found = searcher.smallest(group)
             known.learn(group, found)
@@ -320,10 +220,8 @@ def search_growing(
     criterion: Criterion,
     budget: Budget,
     start: Found | None = None,
-    full: bool = True,
-    padding: float = 1.0,
+    memo: SearchMemo | None = None,
     first_bound: int = 8,
-    proofs: Proofs | None = None,
 ) -> Found | None:
     """:func:`search_min`'s answer, searched within a bound that doubles from
     ``first_bound`` up to ``max_gpus``: a big model's many shapes cost one estimate per
@@ -332,12 +230,13 @@ def search_growing(
     ``b`` ranks costs at most ``cost(b)``, and every layout of more ranks costs at least
     ``cost(b + 1)``; once the best found costs less than that, no larger layout can beat
     it or tie with it (ties keep the preference order of :func:`search_min`). Earlier
-    rounds' estimates are memoised by the evaluator, their proofs by ``proofs``."""
-    proofs = {} if proofs is None else proofs
+    rounds' estimates are memoised by the evaluator, their candidates and proofs by
+    ``memo``."""
+    memo = SearchMemo(ev.plan) if memo is None else memo
     bound = max(1, first_bound)
     while True:
         b = min(bound, max_gpus)
-        found = search_min(ev, shapes, b, cost, criterion, budget, start, full, padding, proofs)
+        found = search_min(ev, shapes, b, cost, criterion, budget, start, memo)
         if b >= max_gpus or (found is not None and found.cost < cost(b + 1)):
             return found
         bound *= 2
