@@ -109,13 +109,25 @@ Proofs = dict[tuple[Layout, RegimeKey, str], Known]
 @dataclass
 class SearchMemo:
     """What one ``gpu_counts`` call's searches share: per shape, each DP's layout and
-    regime (None where the padding preference refuses it), and the regimes' proofs."""
+    regime (None where the padding preference refuses it), and the regimes' proofs.
+
+    ``replay`` searches as before the proofs and the peak floor (every search round
+    proves its regimes afresh, every probe is estimated): the same answers, by more
+    estimates — :func:`engine.layout.counts.gpu_counts` replays a search that found
+    nothing, whose reason names the closest layout it estimated."""
 
     plan: Plan
     full: bool = True
     padding: float = 1.0
+    replay: bool = False
     proofs: Proofs = field(default_factory=dict)
     _points: dict[Layout, dict[int, tuple[Layout, RegimeKey] | None]] = field(default_factory=dict)
+
+    def known(self, shape: Layout, key: RegimeKey, figure: str) -> Known:
+        """What is proven about a regime under a criterion (nothing, when replaying)."""
+        if self.replay:
+            return Known()
+        return self.proofs.setdefault((shape, key, figure), Known())
 
     def regimes(self, shape: Layout, top: int, fewest_dp: int) -> dict[RegimeKey, list[Layout]]:
         """The shape's candidate layouts of DP ``fewest_dp``…``top`` by regime, each

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.point import Layout
-from engine.layout.regimes import Known, SearchMemo, slack
+from engine.layout.regimes import SearchMemo, slack
 
 Cost = Callable[[int], int]
 Clock = Callable[[], float]
@@ -187,7 +187,7 @@ def search_min(
     floor = ev.fewest_ranks
     if floor > max_gpus:
         return best
-    searcher = _Shape(ev, criterion, budget, ev.floors)
+    searcher = _Shape(ev, criterion, budget, None if memo.replay else ev.floors)
     for shape in shapes:
         m = shape.model_parallel
         if m > max_gpus or (best is not None and cost(m) >= best.cost):
@@ -199,7 +199,7 @@ def search_min(
         for key, group in memo.regimes(shape, top, -(-floor // m)).items():
             if got is not None:
                 group = [g for g in group if g.dp < got.dp]
-            known = memo.proofs.setdefault((shape, key, criterion.figure), Known())
+            known = memo.known(shape, key, criterion.figure)
             group = known.unknown(group)
             found = searcher.smallest(group)
             known.learn(group, found)
