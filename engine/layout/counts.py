@@ -34,6 +34,7 @@ from engine.layout.lattice import (
     layout_of,
     legal_shapes,
 )
+from engine.layout.regimes import SearchMemo
 from engine.layout.search import (
     Budget,
     BudgetSpent,
@@ -130,15 +131,17 @@ def _words(o: Outcome) -> str:
     )
 
 
-def _none_fits(ev: Evaluator, max_gpus: int, criterion: Criterion, stopped: bool) -> Count:
+def _none_fits(
+    plan: Plan, outcomes: list[Outcome], max_gpus: int, criterion: Criterion, stopped: bool
+) -> Count:
     what = criterion.figure
-    tried = [o for o in ev.outcomes if o.ok and not criterion.accept(o)]
+    tried = [o for o in outcomes if o.ok and not criterion.accept(o)]
     bound = f"up to {max_gpus} GPUs" + (
         " (the search stopped at its time budget)" if stopped else ""
     )
     if not tried:
-        errors = sorted({o.error or "" for o in ev.outcomes})
-        refused = "; ".join(every_layout_refused(ev.plan))
+        errors = sorted({o.error or "" for o in outcomes})
+        refused = "; ".join(every_layout_refused(plan))
         why = f"; estimates failed: {errors[0]}" if errors else ""
         why = f"; every layout is refused: {refused}" if refused else why
         return Count(None, None, None, f"no legal layout {bound}{why}")
@@ -153,6 +156,77 @@ def _none_fits(ev: Evaluator, max_gpus: int, criterion: Criterion, stopped: bool
         f"{best.layout.label()}, needs {fmt_bytes(need)} per rank against a limit of "
         f"{fmt_bytes(best.limit)}{nodes}",
     )
+
+
+Seeds = tuple[Found | None, Found | None, Found | None]
+"""What the searches start from (first, low, arithmetic minimum): the plan's own layout
+where it fits."""
+
+
+def _seeds(own: Outcome | None, g: int, rounding: str) -> Seeds:
+    if own is None:
+        return None, None, None
+    w = own.layout.world_size
+    if own.fits_high:
+        first = Found(own, procurement(w, g, rounding))
+        return first, first, Found(own, w)
+    return None, (Found(own, procurement(w, g, rounding)) if own.fits_low else None), None
+
+
+def _search(
+    ev: Evaluator,
+    max_gpus: int,
+    prefs: LayoutPreferences,
+    budget: Budget,
+    seeds: Seeds,
+    replay: bool = False,
+) -> Seeds:
+    """The three searches (procurement by the high estimate, validation low, arithmetic
+    minimum), each started from the seeds, sharing one memo (``replay``: see
+    :class:`SearchMemo`); what they found when the budget ran out."""
+    plan = ev.plan
+    g, rounding = plan.hardware.gpus_per_node, plan.policy.rounding
+
+    def node_cost(w: int) -> int:
+        return procurement(w, g, rounding)
+
+    def exact(w: int) -> int:
+        return w
+
+    first, low, arith = seeds
+    memo = SearchMemo(plan, prefs.pipeline_full, prefs.max_padding_share, replay=replay)
+    try:
+        strict = legal_shapes(plan, max_gpus, prefs)
+        first = search_growing(ev, strict, max_gpus, node_cost, HIGH, budget, first, memo, g)
+        low = search_growing(ev, strict, max_gpus, node_cost, LOW, budget, low or first, memo, g)
+        start = Found(first.outcome, first.outcome.layout.world_size) if first else None
+        if arith is not None and (start is None or arith.cost <= start.cost):
+            start = arith
+        relaxed = legal_shapes(plan, max_gpus, prefs.relaxed())
+        arith = search_growing(ev, relaxed, max_gpus, exact, HIGH, budget, start, memo, 1)
+    except BudgetSpent:
+        pass
+    return first, low, arith
+
+
+def _replayed(
+    ev: Evaluator,
+    max_gpus: int,
+    prefs: LayoutPreferences,
+    budget: Budget,
+    seeds: Seeds,
+    own: Outcome | None,
+) -> list[Outcome]:
+    """The layouts the search estimated before it had a peak floor and kept proofs, in
+    order: where a count finds nothing, its reason names the closest of them, and
+    which layouts a search happens to estimate is all that choice rests on. Replayed
+    (most estimates come from the evaluator's memo) so that reason stays what it was."""
+    ev.seen = {}
+    if own is not None:
+        ev(own.layout)
+    _search(ev, max_gpus, prefs, budget, seeds, replay=True)
+    seen, ev.seen = ev.seen, None
+    return [ev(lay) for lay in seen]
 
 
 def gpu_counts(
@@ -174,50 +248,29 @@ def gpu_counts(
     g, rounding = plan.hardware.gpus_per_node, plan.policy.rounding
     ev = Evaluator(plan, estimator)
     budget = Budget(budget_s) if clock is None else Budget(budget_s, clock)
-
-    def node_cost(w: int) -> int:
-        return procurement(w, g, rounding)
-
-    def exact(w: int) -> int:
-        return w
-
     own_layout = layout_of(plan)
     refused = bool(every_layout_refused(plan)) or own_layout.world_size > max_gpus
     own = None if refused else ev(own_layout)
-    own_fits = own is not None and own.fits_high
-    first = low = arith = None
-    if own_fits and own is not None:
-        first = Found(own, node_cost(own_layout.world_size))
-        low = first
-        arith = Found(own, own_layout.world_size)
-    elif own is not None and own.fits_low:
-        low = Found(own, node_cost(own_layout.world_size))
-    full, pad = prefs.pipeline_full, prefs.max_padding_share
-    try:
-        strict = legal_shapes(plan, max_gpus, prefs)
-        first = search_growing(ev, strict, max_gpus, node_cost, HIGH, budget, first, full, pad, g)
-        low = search_growing(
-            ev, strict, max_gpus, node_cost, LOW, budget, low or first, full, pad, g
-        )
-        start = Found(first.outcome, first.outcome.layout.world_size) if first else None
-        if arith is not None and (start is None or arith.cost <= start.cost):
-            start = arith
-        relaxed = legal_shapes(plan, max_gpus, prefs.relaxed())
-        arith = search_growing(ev, relaxed, max_gpus, exact, HIGH, budget, start, full, pad, 1)
-    except BudgetSpent:
-        pass
+    seeded = _seeds(own, g, rounding)
+    first, low, arith = _search(ev, max_gpus, prefs, budget, seeded)
     stopped = budget.spent
+    tried = ev.outcomes
+    if not stopped and None in (first, low, arith):
+        tried = _replayed(ev, max_gpus, prefs, budget, seeded, own)
+        stopped = budget.spent
     notes = []
     if stopped:
         notes.append(
             f"searched {len(ev.outcomes):,} layouts in {budget.elapsed():.1f} s; stopped at "
             f"the budget ({budget.seconds:g} s): the counts are the best found so far"
         )
-    arith_c = _arith_count(plan, arith, g) if arith else _none_fits(ev, max_gpus, HIGH, stopped)
+    arith_c = (
+        _arith_count(plan, arith, g) if arith else _none_fits(plan, tried, max_gpus, HIGH, stopped)
+    )
     first_c = (
         _first_count(plan, first, g, rounding, own)
         if first
-        else _none_fits(ev, max_gpus, HIGH, stopped)
+        else _none_fits(plan, tried, max_gpus, HIGH, stopped)
     )
     low_c = (
         Count(
@@ -228,7 +281,7 @@ def gpu_counts(
             f"{fmt_bytes(low.outcome.low)} on {low.cost} GPUs",
         )
         if low
-        else _none_fits(ev, max_gpus, LOW, stopped)
+        else _none_fits(plan, tried, max_gpus, LOW, stopped)
     )
     straddles = bool(low and first and low.cost < first.cost)
     alternatives, rejected = ((), ()) if stopped else _alternatives(ev, first, max_gpus, prefs)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from engine.errors import PlanError
 from engine.estimate import Estimate, estimate
+from engine.layout.bound import PeakFloors
 from engine.layout.floor import fewest_ranks
 from engine.layout.lattice import Layout, with_layout
 from engine.plan import Plan
@@ -20,7 +21,7 @@ Estimator = Callable[[Plan], Estimate]
 
 PADDED_STATES = frozenset({"gathered", "buckets"})
 """Row states whose size includes FSDP's dim-0 padding to the shard group (gathered
-units, reduce-scatter inputs): what can shrink when DP does (see layout.search.slack)."""
+units, reduce-scatter inputs): what can shrink when DP does (see layout.regimes.slack)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,10 @@ class Evaluator:
         self._cache: dict[Layout, Outcome] = {}
         self.calls = 0
         self._ledger = estimator is None
+        # lower bounds on the peak (engine.layout.bound): the ledger's only, like fewest_ranks
+        self.floors = PeakFloors(plan) if self._ledger else None
+        # the layouts asked for while set, in order (counts' replay of the search)
+        self.seen: dict[Layout, None] | None = None
 
     @property
     def fewest_ranks(self) -> int:
@@ -79,6 +84,8 @@ class Evaluator:
         return fewest_ranks(self.plan) if self._ledger else 1
 
     def __call__(self, layout: Layout) -> Outcome:
+        if self.seen is not None:
+            self.seen.setdefault(layout)
         got = self._cache.get(layout)
         if got is None:
             got = self._run(layout)

@@ -5,7 +5,7 @@ FSDP2 chunks every tensor on dim 0 into N equal chunks (rank r holds rows
 reduce-scatter input are ``ceil(d0/N) · N`` rows (``torch/distributed/fsdp/
 _fully_shard/_fsdp_param.py``, ``FSDPParam._init_sharded_param``); FSDP1 pads its flat
 parameter the same way. The padding is the one part of a rank's peak that can shrink
-when N does, so the layout search bounds it (:func:`engine.layout.search.slack`) and
+when N does, so the layout search bounds it (:func:`engine.layout.regimes.slack`) and
 prefers layouts where it stays small (``LayoutPreferences.max_padding_share``).
 """
 
@@ -21,6 +21,7 @@ from engine.models.inventory import Tensor
 from engine.models.roles import is_expert_parallel, tp_split_dim
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
+from engine.sections.parallel import ParallelismSection
 from engine.stacks.families import rule_of
 
 Rows = tuple[tuple[int, int, int | None, bool, int], ...]
@@ -64,14 +65,29 @@ def padding_share(plan: Plan, layout: Layout) -> tuple[int, int]:
     rule = rule_of(par.strategy)
     if not (rule.params and rule.fsdp):
         return 0, 1
-    rpn = ranks_per_node(plan)
-    laid = par.model_copy(update={"tp": layout.tp, "cp": layout.cp, "dp": layout.dp})
-    dense = shard_group_size(laid, layout.dp * layout.cp, rpn)
-    edp = max(1, layout.tp * layout.cp * layout.dp // (layout.ep * layout.etp))
+    return _share(
+        par,
+        plan.model.architecture,
+        ranks_per_node(plan),
+        (layout.tp, layout.cp, layout.dp, layout.ep, layout.etp),
+    )
+
+
+@lru_cache(maxsize=65536)
+def _share(
+    par: ParallelismSection, arch: ArchitectureSpec, rpn: int, dims: tuple[int, int, int, int, int]
+) -> tuple[int, int]:
+    """:func:`padding_share` by the dimensions it depends on (not PP: FSDP units are
+    layers, and a stage's units are padded like any other's), so the layout search and
+    the lattice judge each (TP, CP, DP, EP, expert TP) once."""
+    tp, cp, dp, ep, etp = dims
+    laid = par.model_copy(update={"tp": tp, "cp": cp, "dp": dp})
+    dense = shard_group_size(laid, dp * cp, rpn)
+    edp = max(1, tp * cp * dp // (ep * etp))
     groups = (dense, shard_group_size(laid, edp, rpn))
     best = (0, 1)
-    for unit in _units(plan.model.architecture):
-        pad, total = _padding(unit, groups, (layout.tp, layout.etp))
+    for unit in _units(arch):
+        pad, total = _padding(unit, groups, (tp, etp))
         if pad * best[1] > best[0] * (pad + total):
             best = (pad, pad + total)
     return best

@@ -21,26 +21,26 @@ within its slack is resolved by estimating the values below it one by one. No
 monotonicity across shapes is assumed: shapes are pruned only by cost (a shape whose
 fewest ranks cost as much as the best found cannot beat it), and worlds below the floor
 of :func:`engine.layout.floor.fewest_ranks` (too few ranks to hold the model states at
-all) are never estimated. The hypothesis test
+all) are never estimated. Two things spare estimates without changing an answer: a
+layout whose peak floor (:mod:`engine.layout.bound`: activations, resident states,
+reserve, runtime — what no DP or EP takes away) already exceeds the limit fails by the
+high estimate without one, and so does every smaller DP of its regime with a floor as
+high; and what a probe proved (:class:`Known`) is kept across the growing bounds and
+the three counts' searches, so a regime is never probed twice below what it is known
+to fail at. The hypothesis test
 ``tests/engine/layout/test_search_exact.py`` checks the answers against brute force.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from engine.errors import Problem
-from engine.layout.batch import batch_for, held_batch
+from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Evaluator, Outcome
-from engine.layout.padding import padding_problems, padding_share
 from engine.layout.point import Layout
-from engine.ledger.groups import ranks_per_node
-from engine.ledger.sharding import shard_group_size
-from engine.legality import rules
-from engine.plan import Plan
-from engine.stacks.families import rule_of
+from engine.layout.regimes import SearchMemo, slack
 
 Cost = Callable[[int], int]
 Clock = Callable[[], float]
@@ -86,54 +86,6 @@ def procurement(world_size: int, gpus_per_node: int, rounding: str) -> int:
     return -(-world_size // gpus_per_node) * gpus_per_node
 
 
-def dp_candidates(plan: Plan, shape: Layout, max_dp: int, full: bool) -> Sequence[int]:
-    """DP values the shard-group, EP-folding and batch rules allow for ``shape``,
-    ascending, up to ``max_dp``; with ``full`` (the ``pipeline_full`` preference) a
-    held global batch must still give a pipeline at least p micro-batches."""
-    b, par = plan.batch, plan.parallelism
-    step = rules.fold_step(shape.ep, shape.etp, shape.tp, shape.cp, plan.model.architecture)
-    held = held_batch(plan)
-    if full and held is not None and shape.pp > 1:
-        max_dp = min(max_dp, held // (b.micro_batch * shape.pp))
-    return rules.dp_values(max_dp, par.shard_group_size, held, b.micro_batch, step)
-
-
-def layout_at(plan: Plan, shape: Layout, dp: int) -> Layout:
-    """``shape`` at ``dp`` data-parallel ranks, with the batch it runs."""
-    batch = batch_for(plan, dp, shape.pp)
-    if isinstance(batch, Problem):  # dp_candidates only yields reachable batches
-        raise AssertionError(batch.message)
-    return replace(shape, dp=dp, micro_batch=batch[0], grad_accum=batch[1])
-
-
-def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
-    """What may make a rank's peak rise between two DP values of one shape: layouts of
-    one shape with equal regimes never hold more with more DP (see the module's
-    docstring), up to :func:`slack`."""
-    par = plan.parallelism
-    rpn = ranks_per_node(plan)
-    dense = layout.dp * layout.cp
-    key: list[object] = [dense > 1, layout.dp if layout.world_size < rpn else 0]
-    if plan.model.architecture.moe is not None:
-        edp = layout.tp * layout.cp * layout.dp // (layout.ep * layout.etp)
-        key.append(edp > 1 and edp != dense)
-    if rule_of(par.strategy).hybrid:
-        laid = par.model_copy(update={"tp": layout.tp, "cp": layout.cp, "dp": layout.dp})
-        shard = shard_group_size(laid, dense, rpn)
-        key += [shard, dense > shard]
-    return tuple(key)
-
-
-def slack(plan: Plan, outcome: Outcome) -> int:
-    """An upper bound on how much a rank's peak can exceed that at a larger DP of the
-    same regime: only the padding FSDP adds to its gathered units and reduce-scatter
-    inputs can shrink away with fewer ranks (sharded states only grow). It is at most
-    the estimate's padded rows (``Outcome.padded``) times the largest padding share of
-    any unit at that layout; 0 when parameters are not gathered."""
-    pad, padded = padding_share(plan, outcome.layout)
-    return -(-outcome.padded * pad // padded) if pad else 0
-
-
 @dataclass(frozen=True, slots=True)
 class Criterion:
     """What a search accepts: the high (or low) estimate within the limit, and the node
@@ -163,14 +115,27 @@ class _Shape:
     ev: Evaluator
     criterion: Criterion
     budget: Budget
+    floors: PeakFloors | None = None
 
-    def probe(self, layout: Layout) -> tuple[bool, bool]:
-        """(accepted, every smaller DP of the regime fails)."""
+    def probe(self, layout: Layout, below: list[Layout]) -> tuple[bool, bool]:
+        """(accepted, every DP of ``below`` — the smaller ones of the regime — fails)."""
         self.budget.check()
+        if self._over_floor(layout):
+            # the bound only falls as DP grows with the batch held: check each batch's
+            # largest DP (``below`` ascends, so the dict keeps it)
+            batches = {(lay.micro_batch, lay.grad_accum): lay for lay in below}
+            return False, all(self._over_floor(lay) for lay in batches.values())
         o = self.ev(layout)
         if self.criterion.accept(o):
             return True, False
         return False, self.criterion.all_below_fail(o, slack(self.ev.plan, o))
+
+    def _over_floor(self, layout: Layout) -> bool:
+        """Whether the layout's activations alone exceed the limit (:mod:`.bound`): it
+        fails by the high estimate without one (the low one is not bounded)."""
+        if self.floors is None or self.criterion.figure != "high":
+            return False
+        return self.floors(layout) > self.ev.plan.hbm_limit_bytes
 
     def smallest(self, layouts: list[Layout]) -> Layout | None:
         """The smallest accepted layout of one regime (ascending DP), soundly: a probe
@@ -178,13 +143,13 @@ class _Shape:
         then estimated one by one."""
         if not layouts:
             return None
-        ok, dead = self.probe(layouts[-1])
+        ok, dead = self.probe(layouts[-1], layouts[:-1])
         if not ok:
             return None if dead else self._scan(layouts[:-1])
         lo, hi = -1, len(layouts) - 1  # everything ≤ lo fails, hi passes
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            ok, dead = self.probe(layouts[mid])
+            ok, dead = self.probe(layouts[mid], layouts[lo + 1 : mid])
             if ok:
                 hi = mid
                 continue
@@ -197,7 +162,7 @@ class _Shape:
 
     def _scan(self, layouts: list[Layout]) -> Layout | None:
         for lay in layouts:
-            if self.probe(lay)[0]:
+            if self.probe(lay, [])[0]:
                 return lay
         return None
 
@@ -210,19 +175,19 @@ def search_min(
     criterion: Criterion,
     budget: Budget,
     start: Found | None = None,
-    full: bool = True,
-    padding: float = 1.0,
+    memo: SearchMemo | None = None,
 ) -> Found | None:
     """The accepted layout of least cost up to ``max_gpus``; among equal costs the
-    earlier shape in preference order, then the smaller DP. ``full`` and ``padding``
-    are the ``pipeline_full`` and ``max_padding_share`` preferences (they depend on DP,
-    so they are applied here rather than to the shapes)."""
+    earlier shape in preference order, then the smaller DP. ``memo`` holds the
+    ``pipeline_full`` and ``max_padding_share`` preferences (they depend on DP, so they
+    are applied here rather than to the shapes: none by default), the candidates and
+    what earlier searches with the same preferences proved (:class:`Known`)."""
+    memo = SearchMemo(ev.plan, full=True, padding=1.0) if memo is None else memo
     best = start
-    plan = ev.plan
     floor = ev.fewest_ranks
     if floor > max_gpus:
         return best
-    searcher = _Shape(ev, criterion, budget)
+    searcher = _Shape(ev, criterion, budget, None if memo.replay else ev.floors)
     for shape in shapes:
         m = shape.model_parallel
         if m > max_gpus or (best is not None and cost(m) >= best.cost):
@@ -230,22 +195,14 @@ def search_min(
         top = (
             max_gpus // m if best is None else min(max_gpus // m, _max_dp_below(best.cost, m, cost))
         )
-        fewest_dp = -(-floor // m)
-        layouts = [
-            layout_at(plan, shape, d)
-            for d in dp_candidates(plan, shape, top, full)
-            if d >= fewest_dp
-        ]
-        if padding < 1:
-            layouts = [lay for lay in layouts if not padding_problems(plan, lay, padding)]
-        regimes: dict[tuple[object, ...], list[Layout]] = {}
-        for lay in layouts:
-            regimes.setdefault(regime(plan, lay), []).append(lay)
         got: Layout | None = None
-        for group in regimes.values():
+        for key, group in memo.regimes(shape, top, -(-floor // m)).items():
             if got is not None:
                 group = [g for g in group if g.dp < got.dp]
+            known = memo.known(shape, key, criterion.figure)
+            group = known.unknown(group)
             found = searcher.smallest(group)
+            known.learn(group, found)
             if found is not None:
                 got = found
         if got is not None:
@@ -263,8 +220,7 @@ def search_growing(
     criterion: Criterion,
     budget: Budget,
     start: Found | None = None,
-    full: bool = True,
-    padding: float = 1.0,
+    memo: SearchMemo | None = None,
     first_bound: int = 8,
 ) -> Found | None:
     """:func:`search_min`'s answer, searched within a bound that doubles from
@@ -274,11 +230,13 @@ def search_growing(
     ``b`` ranks costs at most ``cost(b)``, and every layout of more ranks costs at least
     ``cost(b + 1)``; once the best found costs less than that, no larger layout can beat
     it or tie with it (ties keep the preference order of :func:`search_min`). Earlier
-    rounds' estimates are memoised by the evaluator."""
+    rounds' estimates are memoised by the evaluator, their candidates and proofs by
+    ``memo``."""
+    memo = SearchMemo(ev.plan) if memo is None else memo
     bound = max(1, first_bound)
     while True:
         b = min(bound, max_gpus)
-        found = search_min(ev, shapes, b, cost, criterion, budget, start, full, padding)
+        found = search_min(ev, shapes, b, cost, criterion, budget, start, memo)
         if b >= max_gpus or (found is not None and found.cost < cost(b + 1)):
             return found
         bound *= 2

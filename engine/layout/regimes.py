@@ -1,0 +1,148 @@
+"""What one GPU-count search knows about a shape's DP values: the candidates, their
+regimes (the DP ranges within which a rank's peak never rises, up to the FSDP padding
+slack), and what probes have proven about each regime.
+
+Everything here is keyed by the shape and is the same in every round of the growing
+bound and in all three counts' searches of one :func:`engine.layout.counts.gpu_counts`
+call (one plan, one set of ``pipeline_full`` / ``max_padding_share`` preferences), so
+:class:`SearchMemo` computes a DP's layout, its padding verdict and its regime once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from engine.errors import Problem
+from engine.layout.batch import batch_for, held_batch
+from engine.layout.evaluate import Outcome
+from engine.layout.padding import padding_problems, padding_share
+from engine.layout.point import Layout
+from engine.ledger.groups import ranks_per_node
+from engine.ledger.sharding import shard_group_size
+from engine.legality import rules
+from engine.plan import Plan
+from engine.stacks.families import rule_of
+
+RegimeKey = tuple[object, ...]
+
+
+def dp_candidates(plan: Plan, shape: Layout, max_dp: int, full: bool) -> Sequence[int]:
+    """DP values the shard-group, EP-folding and batch rules allow for ``shape``,
+    ascending, up to ``max_dp``; with ``full`` (the ``pipeline_full`` preference) a
+    held global batch must still give a pipeline at least p micro-batches."""
+    b, par = plan.batch, plan.parallelism
+    step = rules.fold_step(shape.ep, shape.etp, shape.tp, shape.cp, plan.model.architecture)
+    held = held_batch(plan)
+    if full and held is not None and shape.pp > 1:
+        max_dp = min(max_dp, held // (b.micro_batch * shape.pp))
+    return rules.dp_values(max_dp, par.shard_group_size, held, b.micro_batch, step)
+
+
+def layout_at(plan: Plan, shape: Layout, dp: int) -> Layout:
+    """``shape`` at ``dp`` data-parallel ranks, with the batch it runs."""
+    batch = batch_for(plan, dp, shape.pp)
+    if isinstance(batch, Problem):  # dp_candidates only yields reachable batches
+        raise AssertionError(batch.message)
+    return replace(shape, dp=dp, micro_batch=batch[0], grad_accum=batch[1])
+
+
+def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
+    """What may make a rank's peak rise between two DP values of one shape: layouts of
+    one shape with equal regimes never hold more with more DP (see the module's
+    docstring), up to :func:`slack`."""
+    par = plan.parallelism
+    rpn = ranks_per_node(plan)
+    dense = layout.dp * layout.cp
+    key: list[object] = [dense > 1, layout.dp if layout.world_size < rpn else 0]
+    if plan.model.architecture.moe is not None:
+        edp = layout.tp * layout.cp * layout.dp // (layout.ep * layout.etp)
+        key.append(edp > 1 and edp != dense)
+    if rule_of(par.strategy).hybrid:
+        laid = par.model_copy(update={"tp": layout.tp, "cp": layout.cp, "dp": layout.dp})
+        shard = shard_group_size(laid, dense, rpn)
+        key += [shard, dense > shard]
+    return tuple(key)
+
+
+def slack(plan: Plan, outcome: Outcome) -> int:
+    """An upper bound on how much a rank's peak can exceed that at a larger DP of the
+    same regime: only the padding FSDP adds to its gathered units and reduce-scatter
+    inputs can shrink away with fewer ranks (sharded states only grow). It is at most
+    the estimate's padded rows (``Outcome.padded``) times the largest padding share of
+    any unit at that layout; 0 when parameters are not gathered."""
+    pad, padded = padding_share(plan, outcome.layout)
+    return -(-outcome.padded * pad // padded) if pad else 0
+
+
+@dataclass
+class Known:
+    """What the search has proven about one regime of one shape under one criterion:
+    every candidate DP up to ``dead_upto`` fails, and ``fits_at`` (if known) is
+    accepted. Kept across the growing bounds and the three counts' searches (the
+    arithmetic minimum's relaxed shapes include the practical ones), so a regime a
+    probe proved dead is never probed again below that DP."""
+
+    dead_upto: int = 0
+    fits_at: int | None = None
+
+    def unknown(self, group: list[Layout]) -> list[Layout]:
+        """The part of an ascending regime ``group`` whose answer is not yet known: above
+        the proven failures, and no further than the smallest known fit."""
+        fit = self.fits_at
+        return [g for g in group if g.dp > self.dead_upto and (fit is None or g.dp <= fit)]
+
+    def learn(self, group: list[Layout], found: Layout | None) -> None:
+        """Record :meth:`_Shape.smallest`'s answer over ``group``: every layout before
+        ``found`` (all of them when None) fails."""
+        below = group if found is None else [g for g in group if g.dp < found.dp]
+        if below:
+            self.dead_upto = max(self.dead_upto, below[-1].dp)
+        if found is not None:
+            self.fits_at = found.dp
+
+
+Proofs = dict[tuple[Layout, RegimeKey, str], Known]
+"""Per (shape template, regime, criterion figure): what is known (:class:`Known`)."""
+
+
+@dataclass
+class SearchMemo:
+    """What one ``gpu_counts`` call's searches share: per shape, each DP's layout and
+    regime (None where the padding preference refuses it), and the regimes' proofs.
+
+    ``replay`` searches as before the proofs and the peak floor (every search round
+    proves its regimes afresh, every probe is estimated): the same answers, by more
+    estimates — :func:`engine.layout.counts.gpu_counts` replays a search that found
+    nothing, whose reason names the closest layout it estimated."""
+
+    plan: Plan
+    full: bool = True
+    padding: float = 1.0
+    replay: bool = False
+    proofs: Proofs = field(default_factory=dict)
+    _points: dict[Layout, dict[int, tuple[Layout, RegimeKey] | None]] = field(default_factory=dict)
+
+    def known(self, shape: Layout, key: RegimeKey, figure: str) -> Known:
+        """What is proven about a regime under a criterion (nothing, when replaying)."""
+        if self.replay:
+            return Known()
+        return self.proofs.setdefault((shape, key, figure), Known())
+
+    def regimes(self, shape: Layout, top: int, fewest_dp: int) -> dict[RegimeKey, list[Layout]]:
+        """The shape's candidate layouts of DP ``fewest_dp``…``top`` by regime, each
+        regime's ascending."""
+        plan = self.plan
+        points = self._points.setdefault(shape, {})
+        out: dict[RegimeKey, list[Layout]] = {}
+        for d in dp_candidates(plan, shape, top, self.full):
+            if d < fewest_dp:
+                continue
+            if d not in points:
+                lay = layout_at(plan, shape, d)
+                refused = self.padding < 1 and padding_problems(plan, lay, self.padding)
+                points[d] = None if refused else (lay, regime(plan, lay))
+            point = points[d]
+            if point is not None:
+                out.setdefault(point[1], []).append(point[0])
+        return out

@@ -1,0 +1,74 @@
+"""Random small plans for the layout search's property tests (``test_search_exact``,
+``test_bound``): ~0.2–0.5B-parameter models on small HBM capacities, so the runtime
+rows (NCCL buffers per communicator, DDP buckets, HSDP replicate groups) are as large as
+the sharded states and every non-monotone step of the search is in play."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from engine.errors import PlanError
+from engine.estimate import estimate
+from engine.plan import Plan, default_plan, with_values
+
+STRATEGIES = [
+    "ddp",
+    "zero1",
+    "zero2",
+    "zero3",
+    "fsdp1_full_shard",
+    "fsdp2",
+    "fsdp2_hsdp",
+    "megatron_distopt",
+]
+
+
+@st.composite
+def search_plans(draw: st.DrawFn) -> tuple[Plan, int]:
+    moe = draw(st.booleans())
+    arch: dict[str, Any] = {
+        "family": "llama",
+        "hidden": 1024,
+        "layers": draw(st.sampled_from([3, 4, 8])),
+        "heads": 8,
+        "kv_heads": draw(st.sampled_from([2, 8])),
+        "intermediate": 2752,
+        "vocab": draw(st.sampled_from([32000, 32001])),  # odd vocab: FSDP padding
+    }
+    if moe:
+        arch.update(
+            family="mixtral", moe={"num_experts": 4, "top_k": 2, "expert_intermediate": 2048}
+        )
+    hold = draw(st.sampled_from(["micro_batch", "global_batch"]))
+    changes: dict[str, Any] = {
+        "model.architecture": arch,
+        "batch.seq_len": draw(st.sampled_from([1024, 2048])),
+        "batch.micro_batch": draw(st.sampled_from([1, 2])),
+        "batch.hold_fixed": hold,
+        "parallelism.dp": 1,
+        "parallelism.strategy": draw(st.sampled_from(STRATEGIES)),
+        "method.recompute.policy": draw(
+            st.sampled_from(["none", "full", "selective", "auto", "offload"])
+        ),
+        "method.kind": draw(st.sampled_from(["full", "full", "lora"])),
+        "parallelism.pp_schedule": draw(st.sampled_from(["1f1b", "1f1b", "gpipe"])),
+        "runtime.activation_profile": draw(st.sampled_from(["auto", "megatron"])),
+        "hardware.usable_policy": draw(st.sampled_from(["framework_visible", "marketed"])),
+        "hardware.gpus_per_node": draw(st.sampled_from([2, 4, 8])),
+        "hardware.usable_hbm_bytes": draw(st.integers(2_500_000_000, 8_000_000_000)),
+        "policy.headroom_percent": 0.0,
+        "policy.rounding": draw(st.sampled_from(["node", "gpu"])),
+    }
+    if hold == "global_batch":
+        changes["batch.global_batch"] = draw(st.sampled_from([8, 12, 16]))
+        changes["batch.grad_accum"] = changes["batch.global_batch"] // changes["batch.micro_batch"]
+    try:
+        plan = with_values(default_plan(), changes)
+        estimate(plan)  # the plan itself runs (LoRA is refused on Megatron-Core, ...)
+    except (PlanError, ValueError):
+        assume(False)
+        raise
+    return plan, draw(st.integers(2, 16))

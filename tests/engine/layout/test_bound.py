@@ -1,0 +1,97 @@
+"""The search's peak floor (``engine/layout/bound.py``) never exceeds the estimate.
+
+The search skips a layout, and every smaller DP of its regime with the same batch, when
+the floor alone is over the limit; that is sound only if the floor is at most the high
+fit peak of every layout it stands for — at every DP and EP of the shape, every stage,
+every strategy, recompute policy, schedule and activation profile. Checked on random
+small plans (``layout_plans.search_plans``) over every legal layout of a random world
+size, against the full estimate (every stage) and the search's decisive-stage one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from layout_plans import search_plans
+
+from engine.errors import PlanError
+from engine.estimate import estimate
+from engine.layout.bound import PeakFloors
+from engine.layout.lattice import Lattice, LayoutPreferences, enumerate_layouts, with_layout
+from engine.plan import Plan, with_values
+from engine.presets import plan_for_model_preset
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(search_plans(), st.integers(1, 16))
+def test_floor_at_most_the_estimate(case: tuple[Plan, int], world: int) -> None:
+    plan, _ = case
+    _check_layouts(plan, enumerate_layouts(plan, world, LayoutPreferences.hard_rules_only()))
+
+
+def _check_layouts(plan: Plan, lattice: Lattice) -> int:
+    """Assert the floor is at most both estimates on every legal layout; how many."""
+    floors = PeakFloors(plan)
+    compared = 0
+    for lay in lattice.legal:
+        laid = with_layout(plan, lay)
+        try:
+            full = estimate(laid)
+        except PlanError:
+            continue
+        floor = floors(lay)
+        assert floor <= full.fit_peak.high, lay
+        assert floor <= estimate(laid, decisive_only=True).fit_peak.high, lay
+        compared += 1
+    return compared
+
+
+PRESET_CASES = [
+    ("llama-3.1-8b", {}),
+    ("llama-3.1-8b", {"parallelism.strategy": "megatron_distopt", "batch.grad_accum": 8}),
+    ("mixtral-8x7b", {"parallelism.strategy": "megatron_distopt", "batch.grad_accum": 8}),
+    ("deepseek-v2-lite", {"method.recompute.policy": "selective"}),
+    ("gemma-2-9b", {"parallelism.strategy": "zero3", "offload.optimizer": "cpu"}),
+]
+
+
+def test_floor_at_most_the_estimate_on_presets() -> None:
+    """The same on real models, every legal layout of 8 GPUs (PP up to 8, CP, EP)."""
+    for name, changes in PRESET_CASES:
+        plan = with_values(plan_for_model_preset(name), changes)
+        assert _check_layouts(plan, enumerate_layouts(plan, 8, LayoutPreferences.hard_rules_only()))
+
+
+def test_floor_falls_with_dp_and_ignores_ep() -> None:
+    """Non-increasing in DP with the batch held (the search checks each batch's largest
+    DP of a regime), and the same at every EP of a shape."""
+    plan = plan_for_model_preset("mixtral-8x7b")
+    floors = PeakFloors(plan)
+    base = next(iter(enumerate_layouts(plan, 8, LayoutPreferences.hard_rules_only()).legal))
+    values = [floors(replace(base, dp=d)) for d in (1, 2, 4, 8, 64)]
+    assert values == sorted(values, reverse=True)
+    assert values[0] > values[-1]  # the resident states' share does shrink
+    assert floors(replace(base, ep=2)) == floors(replace(base, ep=8))
+
+
+def test_deepseek_v3_tp4_without_cp_is_over_the_limit_by_activations() -> None:
+    """DeepSeek-V3 (FSDP2 preset, H100 80 GB, 4,096 tokens, no recompute) at TP 4, PP 1,
+    CP 1 saves ~124 GB of activations per rank for its 61 layers — over the 76.4 GB limit
+    at any DP and EP, so the search skips the shape without an estimate; the estimate
+    agrees (its high peak is larger still)."""
+    plan = with_values(plan_for_model_preset("deepseek-v3"), {"parallelism.strategy": "fsdp2"})
+    floors = PeakFloors(plan)
+    lay = next(
+        x
+        for x in enumerate_layouts(plan, 2048, LayoutPreferences.hard_rules_only()).legal
+        if (x.tp, x.pp, x.cp, x.ep) == (4, 1, 1, 16)
+    )
+    floor = floors(lay)
+    assert floor > plan.hbm_limit_bytes
+    assert floor <= estimate(with_layout(plan, lay), decisive_only=True).fit_peak.high
