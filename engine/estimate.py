@@ -14,6 +14,7 @@ from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import logits_rows
 from engine.ledger.activations.rows import activation_rows
 from engine.ledger.activations.schedule import in_flight
+from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers
 from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
@@ -305,4 +306,5 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
             plan.parallelism.dp,
             plan.batch.seq_len,
         ),
+        notes=() if decisive_only else tuple(n for n in (expert_padding_note(plan),) if n),
     )
