@@ -26,6 +26,7 @@ _DEFAULT_NAMES = ("gate_proj", "up_proj", "down_proj")
 _EXPERT_NAMES: dict[str, tuple[str, str, str]] = {"mixtral": _W_NAMES, "phimoe": _W_NAMES}
 _BLOCK_SPARSE_FAMILIES = frozenset({"mixtral", "phimoe", "granitemoe"})
 _ROUTER_NAMES: dict[str, str] = {"llama4": "router.weight", "granitemoe": "router.layer.weight"}
+_FP32_ROUTER_FAMILIES = frozenset({"deepseek_v2", "deepseek_v3"})
 _SHARED_NAMES: dict[str, str] = {"qwen2_moe": "shared_expert", "llama4": "shared_expert"}
 
 
@@ -34,6 +35,8 @@ def moe_block_name(spec: ArchitectureSpec) -> str:
     if spec.family == "llama4":
         return "feed_forward"  # Llama4TextDecoderLayer names dense and MoE blocks alike
     if spec.family in _BLOCK_SPARSE_FAMILIES and spec.moe is not None:
+        if spec.moe.expert_storage == "fused_gate_up" and spec.family != "granitemoe":
+            return "mlp"  # transformers 5 MixtralDecoderLayer / PhimoeDecoderLayer.mlp
         return "block_sparse_moe"
     return "mlp"
 
@@ -71,7 +74,12 @@ def _gated(
 
 def _router(spec: ArchitectureSpec, moe: MoESpec, p: str, i: int | None) -> Iterator[Tensor]:
     name = _ROUTER_NAMES.get(spec.family, "gate.weight")
-    yield Tensor(f"{p}.{name}", (moe.num_experts, spec.hidden), "router", "weight", i)
+    # transformers 5 keeps DeepSeek's router in fp32 whatever the load dtype
+    # (DeepseekV3PreTrainedModel._keep_in_fp32_modules_strict = ["e_score_correction_bias",
+    # "gate.weight"], DeepseekV2's ["gate.weight"]); the checkpoint stores it in bf16.
+    fp32 = moe.expert_storage == "fused_gate_up" and spec.family in _FP32_ROUTER_FAMILIES
+    shape = (moe.num_experts, spec.hidden)
+    yield Tensor(f"{p}.{name}", shape, "router", "weight", i, keep_fp32=fp32)
     if moe.router_bias:
         # DeepSeek-V3's aux-loss-free balancing bias, kept in fp32 in the checkpoint.
         yield Tensor(
@@ -81,6 +89,8 @@ def _router(spec: ArchitectureSpec, moe: MoESpec, p: str, i: int | None) -> Iter
             "bias",
             i,
             dtype="fp32",
+            keep_fp32=fp32,
+            buffer=fp32,  # transformers 5: DeepseekV3TopkRouter's nn.Buffer
         )
 
 

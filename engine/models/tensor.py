@@ -75,6 +75,8 @@ class Tensor:
     module: Module = "main"  # "mtp": multi-token-prediction module (placed after the last layer)
     expert: int | None = None  # routed-expert index, for expert parallelism
     stacked: bool = False  # dim 0 indexes the routed experts: all of them in one tensor
+    keep_fp32: bool = False  # the training code holds it in fp32 whatever the model dtype
+    buffer: bool = False  # the training code holds it as a buffer: kept, never trained
 
     @property
     def numel(self) -> int:

@@ -54,7 +54,7 @@ def test_fused_and_stacked_shapes_hold_the_same_elements() -> None:
     """E 4, I 16, h 8, 2 layers. transformers: gate_up (4, 32, 8) + down (4, 8, 16) = 1,536
     per layer; torchtitan: w1 (4, 16, 8), w2 (4, 8, 16), w3 (4, 16, 8) = 1,536; per expert:
     4 × (16·8 + 16·8 + 8·16) = 1,536. Same total, 2 / 3 / 12 tensors a layer."""
-    layer0 = "model.layers.0.block_sparse_moe.experts"
+    layer0 = "model.layers.0.mlp.experts"  # transformers 5 MixtralDecoderLayer.mlp
     fused = _experts("fused_gate_up")
     assert fused[:2] == [
         (f"{layer0}.gate_up_proj", (4, 32, 8)),
@@ -148,3 +148,33 @@ def test_adamw_keeps_one_step_counter_per_stored_tensor() -> None:
         return next(r.high for r in estimate(_plan(storage)).rows if r.id == "hbm.optimizer.step")  # type: ignore[arg-type]
 
     assert step("per_expert") - step("fused_gate_up") == (24 - 4) * 512
+
+
+def test_deepseek_router_stays_fp32_as_transformers_keeps_it() -> None:
+    """transformers 5 builds DeepSeek's router in fp32 whatever the model dtype
+    (``modeling_deepseek_v3.py`` ``DeepseekV3PreTrainedModel._keep_in_fp32_modules_strict``
+    = gate.weight, e_score_correction_bias): a bf16 plan holds gate.weight (E 8 × h 256)
+    as 8 · 256 · 4 = 8,192 B; Megatron-Core (per expert) holds it in bf16, 4,096 B."""
+    from tests.trace.grid import tiny_arch
+
+    arch = tiny_arch("deepseek_v3").model_dump(mode="json")
+    for storage, dtype in (("fused_gate_up", "fp32"), ("per_expert", "bf16")):
+        arch["moe"]["expert_storage"] = storage
+        changes = {"model.architecture": arch, "method.precision.policy": "pure_16bit"}
+        held, _ = stage_held(resolved(with_values(default_plan(), changes)), 0)
+        (gate, *_) = [t for t in held if t.name.endswith("mlp.gate.weight")]
+        assert gate.shape == (8, 256) and gate.param_dtype == dtype
+
+
+def test_deepseek_score_bias_is_a_buffer_in_transformers() -> None:
+    """``DeepseekV3TopkRouter.e_score_correction_bias`` is an ``nn.Buffer`` in transformers
+    5: held (fp32), never trained — no gradient, no moments. The per-expert inventory
+    keeps its earlier rule (a trained parameter): that path is not changed here."""
+    from tests.trace.grid import tiny_arch
+
+    arch = tiny_arch("deepseek_v3").model_dump(mode="json")
+    for storage, trained in (("fused_gate_up", False), ("per_expert", True)):
+        arch["moe"]["expert_storage"] = storage
+        held, _ = stage_held(resolved(with_values(default_plan(), {"model.architecture": arch})), 0)
+        biases = [t for t in held if t.name.endswith("e_score_correction_bias")]
+        assert biases and all(t.trainable is trained for t in biases)
