@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from engine.errors import PlanError
+from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers
 from engine.ledger.phases import Range as Range
 from engine.ledger.phases import timeline_of
@@ -263,4 +264,5 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
             plan.parallelism.dp,
             plan.batch.seq_len,
         ),
+        notes=() if decisive_only else tuple(n for n in (expert_padding_note(plan),) if n),
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.ledger.placement import policy_split, stage_layer_ranges
 from engine.ledger.sharding import shard_group_size
+from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 
 STAGE_STRATEGY: dict[int, str] = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
@@ -191,3 +192,21 @@ def as_int(v: object) -> int | None:
         except ValueError:
             return None
     return None
+
+
+STORAGE_PATH = "model.architecture.moe.expert_storage"
+
+
+def storage_gap(arch: ArchitectureSpec, native: str, gaps: Gaps, why: str) -> None:
+    """Say so when the plan's (resolved) routed-experts storage is not the one the target
+    framework builds (``native``): the file cannot choose it."""
+    if arch.moe is not None and arch.moe.expert_storage not in ("auto", native):
+        gaps.add(STORAGE_PATH, why)
+
+
+def without_storage(arch: ArchitectureSpec) -> ArchitectureSpec:
+    """``arch`` with the experts' storage left to the stack (for comparing models: the
+    storage changes no count)."""
+    if arch.moe is None or arch.moe.expert_storage == "auto":
+        return arch
+    return arch.model_copy(update={"moe": arch.moe.model_copy(update={"expert_storage": "auto"})})

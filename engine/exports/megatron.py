@@ -22,6 +22,7 @@ from engine.exports.common import (
     global_batch,
     ranks_per_node,
     stage_split,
+    storage_gap,
 )
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
@@ -119,6 +120,8 @@ def _moe(arch: ArchitectureSpec, a: dict[str, Any], gaps: Gaps) -> None:
     if moe.capacity_factor != 1.0:
         a["--moe-expert-capacity-factor"] = moe.capacity_factor
     a["--moe-grouped-gemm"] = True
+    why = "Megatron-Core's TEGroupedMLP holds one weight per expert"
+    storage_gap(arch, "per_expert", gaps, why)
 
 
 def _mla(arch: ArchitectureSpec, a: dict[str, Any]) -> None:

@@ -24,6 +24,8 @@ from engine.exports.common import (
     global_batch,
     shard_group,
     stage_split,
+    storage_gap,
+    without_storage,
 )
 from engine.plan import Plan
 from engine.presets import model_section_for
@@ -54,9 +56,12 @@ def _base(plan: Plan, gaps: Gaps) -> tuple[str, str]:
     same = False
     if found is not None:
         try:
-            same = model_section_for(preset).architecture == plan.model.architecture
+            theirs = without_storage(model_section_for(preset).architecture)
+            same = theirs == without_storage(plan.model.architecture)
         except KeyError:
             same = False
+    why = "torchtitan's GroupedExperts holds w1, w2, w3 as (experts, …) parameters"
+    storage_gap(plan.model.architecture, "stacked", gaps, why)
     if not same:
         gaps.add(
             "model.architecture",

@@ -166,7 +166,13 @@ def _place(
         if t.expert >= ceil_div(n_experts, par.ep):
             return None  # rank 0 of the EP group holds experts [0, E/ep)
     tp = par.expert_tp if expert else par.tp
-    return LocalTensor(t, _tp_shape(t, arch, tp, par.tp_style), expert, count)
+    shape = _tp_shape(t, arch, tp, par.tp_style)
+    if t.stacked and par.ep > 1:
+        # Stacked experts: EP keeps rank 0's experts [0, E/ep) of the expert dim, as
+        # torchtitan's ExpertParallel (Shard(0) on the EP mesh) and transformers'
+        # GroupedGemmParallel slice it.
+        shape = (ceil_div(shape[0], par.ep), *shape[1:])
+    return LocalTensor(t, shape, expert, count)
 
 
 def place_stage(

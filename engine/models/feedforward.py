@@ -1,11 +1,15 @@
 """Feed-forward blocks: dense MLPs (gated or plain) and mixture-of-experts layers.
 
-Routed experts are emitted one tensor per expert per projection, so expert parallelism
-can divide them by index. Names follow the families' per-expert Hugging Face checkpoints
-(Mixtral, Phi-MoE, Qwen-MoE, DeepSeek); transformers 5 itself stores each projection of
-all experts as one 3-D parameter (``experts.gate_up_proj`` ``(E, 2I, h)``,
-``experts.down_proj`` ``(E, h, I)``), which holds exactly the same elements, and the
-Llama-4 and Granite-MoE checkpoints store them fused too.
+Routed experts are emitted as the training code stores them (``MoESpec.expert_storage``,
+which the stack decides): ``per_expert`` is one tensor per expert per projection, named
+as the families' per-expert Hugging Face checkpoints (Mixtral, Phi-MoE, Qwen-MoE,
+DeepSeek) and held so by Megatron-Core's TEGroupedMLP; ``fused_gate_up`` is transformers
+5's ``<Family>Experts`` (``experts.gate_up_proj`` ``(E, 2I, h)`` and
+``experts.down_proj`` ``(E, h, I)``, e.g. ``modeling_mixtral.py`` ``MixtralExperts``);
+``stacked`` is torchtitan's ``GroupedExperts`` (``w1``, ``w3`` ``(E, I, h)``, ``w2``
+``(E, h, I)``). All three hold exactly the same elements: only the tensor count and the
+dim FSDP2 chunks (the expert dim) differ. An unresolved ``auto`` lists the per-expert
+checkpoint layout.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ _DEFAULT_NAMES = ("gate_proj", "up_proj", "down_proj")
 _EXPERT_NAMES: dict[str, tuple[str, str, str]] = {"mixtral": _W_NAMES, "phimoe": _W_NAMES}
 _BLOCK_SPARSE_FAMILIES = frozenset({"mixtral", "phimoe", "granitemoe"})
 _ROUTER_NAMES: dict[str, str] = {"llama4": "router.weight", "granitemoe": "router.layer.weight"}
+_FP32_ROUTER_FAMILIES = frozenset({"deepseek_v2", "deepseek_v3"})
 _SHARED_NAMES: dict[str, str] = {"qwen2_moe": "shared_expert", "llama4": "shared_expert"}
 
 
@@ -30,6 +35,8 @@ def moe_block_name(spec: ArchitectureSpec) -> str:
     if spec.family == "llama4":
         return "feed_forward"  # Llama4TextDecoderLayer names dense and MoE blocks alike
     if spec.family in _BLOCK_SPARSE_FAMILIES and spec.moe is not None:
+        if spec.moe.expert_storage == "fused_gate_up" and spec.family != "granitemoe":
+            return "mlp"  # transformers 5 MixtralDecoderLayer / PhimoeDecoderLayer.mlp
         return "block_sparse_moe"
     return "mlp"
 
@@ -67,7 +74,12 @@ def _gated(
 
 def _router(spec: ArchitectureSpec, moe: MoESpec, p: str, i: int | None) -> Iterator[Tensor]:
     name = _ROUTER_NAMES.get(spec.family, "gate.weight")
-    yield Tensor(f"{p}.{name}", (moe.num_experts, spec.hidden), "router", "weight", i)
+    # transformers 5 keeps DeepSeek's router in fp32 whatever the load dtype
+    # (DeepseekV3PreTrainedModel._keep_in_fp32_modules_strict = ["e_score_correction_bias",
+    # "gate.weight"], DeepseekV2's ["gate.weight"]); the checkpoint stores it in bf16.
+    fp32 = moe.expert_storage == "fused_gate_up" and spec.family in _FP32_ROUTER_FAMILIES
+    shape = (moe.num_experts, spec.hidden)
+    yield Tensor(f"{p}.{name}", shape, "router", "weight", i, keep_fp32=fp32)
     if moe.router_bias:
         # DeepSeek-V3's aux-loss-free balancing bias, kept in fp32 in the checkpoint.
         yield Tensor(
@@ -77,6 +89,8 @@ def _router(spec: ArchitectureSpec, moe: MoESpec, p: str, i: int | None) -> Iter
             "bias",
             i,
             dtype="fp32",
+            keep_fp32=fp32,
+            buffer=fp32,  # transformers 5: DeepseekV3TopkRouter's nn.Buffer
         )
 
 
@@ -99,15 +113,38 @@ def _granite_shared(
     yield from linear(f"{p}.shared_mlp.output_linear", spec.hidden, width, "shared_down", False, i)
 
 
+def _stacked(
+    name: str, out_f: int, in_f: int, role: Role, bias: bool, e: int, i: int | None
+) -> Iterator[Tensor]:
+    """One projection of all ``e`` routed experts as one ``(E, out, in)`` parameter (and
+    an ``(E, out)`` bias), as transformers 5 and torchtitan hold them."""
+    yield Tensor(name, (e, out_f, in_f), role, "weight", i, stacked=True)
+    if bias:
+        yield Tensor(f"{name}_bias", (e, out_f), role, "bias", i, stacked=True)
+
+
+def _routed(spec: ArchitectureSpec, moe: MoESpec, p: str, i: int | None) -> Iterator[Tensor]:
+    """The routed experts of one MoE block, in the block's storage."""
+    h, b, e, inter = spec.hidden, spec.mlp_bias, moe.num_experts, moe.expert_intermediate
+    if moe.expert_storage == "fused_gate_up":
+        yield from _stacked(f"{p}.experts.gate_up_proj", 2 * inter, h, "expert_gate_up", b, e, i)
+        yield from _stacked(f"{p}.experts.down_proj", h, inter, "expert_down", b, e, i)
+        return
+    if moe.expert_storage == "stacked":
+        yield from _stacked(f"{p}.experts.w1", inter, h, "expert_gate", b, e, i)
+        yield from _stacked(f"{p}.experts.w2", h, inter, "expert_down", b, e, i)
+        yield from _stacked(f"{p}.experts.w3", inter, h, "expert_up", b, e, i)
+        return
+    names = _EXPERT_NAMES.get(spec.family, _DEFAULT_NAMES)
+    roles: tuple[Role, Role, Role] = ("expert_gate", "expert_up", "expert_down")
+    for x in range(e):
+        yield from _gated(spec, f"{p}.experts.{x}", i, inter, names, roles, expert=x)
+
+
 def moe_mlp(spec: ArchitectureSpec, moe: MoESpec, p: str, i: int | None) -> Iterator[Tensor]:
     """Router, routed experts and shared experts of one MoE block at prefix ``p``."""
     yield from _router(spec, moe, p, i)
-    names = _EXPERT_NAMES.get(spec.family, _DEFAULT_NAMES)
-    roles: tuple[Role, Role, Role] = ("expert_gate", "expert_up", "expert_down")
-    for e in range(moe.num_experts):
-        yield from _gated(
-            spec, f"{p}.experts.{e}", i, moe.expert_intermediate, names, roles, expert=e
-        )
+    yield from _routed(spec, moe, p, i)
     if moe.shared_experts and spec.family != "granitemoe":
         yield from _shared(spec, moe, p, i)
     if moe.shared_expert_gate:

@@ -36,6 +36,7 @@ _COLUMN = frozenset(
         "gate_up",
         "expert_gate",
         "expert_up",
+        "expert_gate_up",
         "shared_gate",
         "shared_up",
         "shared_gate_up",
@@ -45,7 +46,7 @@ _COLUMN = frozenset(
 )
 _ROW = frozenset({"o", "down", "expert_down", "shared_down"})
 _VOCAB = frozenset({"embedding", "lm_head", "mtp_embedding", "mtp_head"})
-_EXPERT = frozenset({"expert_gate", "expert_up", "expert_down"})
+_EXPERT = frozenset({"expert_gate", "expert_up", "expert_gate_up", "expert_down"})
 _EMBEDDING = frozenset({"embedding", "position_embedding", "lm_head", "mtp_embedding", "mtp_head"})
 _LORA = frozenset(
     {
@@ -64,6 +65,7 @@ _LORA = frozenset(
         "down",
         "expert_gate",
         "expert_up",
+        "expert_gate_up",
         "expert_down",
         "shared_gate",
         "shared_up",
@@ -96,9 +98,12 @@ def tp_split_dim(tensor: Tensor) -> int | None:
     """The dim of ``tensor.shape`` TP splits, or None when TP replicates it.
 
     Biases of row-parallel projections are added after the all-reduce, so they are
-    replicated; biases of column-parallel ones split with their output dimension.
+    replicated; biases of column-parallel ones split with their output dimension. A
+    stacked experts tensor ``(E, out, in)`` splits the same dim of the map behind E.
     """
     dim = _TABLE[tensor.role].tp_split_dim
+    if dim is not None and tensor.stacked:
+        dim += 1
     if dim is None or dim >= len(tensor.shape):
         return None
     return dim

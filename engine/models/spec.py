@@ -69,6 +69,10 @@ _RESIDUALS: dict[str, tuple[Residual, ...]] = {
 """Residual layouts each family's modeling code can build (others: sequential or parallel)."""
 
 
+ExpertStorage = Literal["auto", "per_expert", "fused_gate_up", "stacked"]
+"""How routed experts are held as parameters (:attr:`MoESpec.expert_storage`)."""
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -123,6 +127,17 @@ class MoESpec(_Frozen):
     shared_expert_gate: bool = Field(
         default=False,
         description="A sigmoid gate Linear(h, 1) scales the shared expert (Qwen2-MoE).",
+    )
+
+    expert_storage: ExpertStorage = Field(
+        default="auto",
+        description="How the training code stores the routed experts: per_expert (one "
+        "matrix per expert and projection: Megatron-Core TEGroupedMLP, DeepSpeed-MoE, the "
+        "per-expert checkpoints), fused_gate_up (transformers 5: experts.gate_up_proj "
+        "(E, 2I, h) and experts.down_proj (E, h, I)) or stacked (torchtitan GroupedExperts: "
+        "w1, w3 (E, I, h) and w2 (E, h, I)). Same elements; FSDP2 chunks a 3-D tensor on "
+        "the expert dim and the optimizer keeps one step counter per tensor. auto = the "
+        "stack's (per_expert under Megatron-Core, stacked under torchtitan, else fused_gate_up).",
     )
 
     def is_moe_layer(self, index: int) -> bool:

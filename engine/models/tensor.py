@@ -33,6 +33,7 @@ Role = Literal[
     "router",
     "expert_gate",
     "expert_up",
+    "expert_gate_up",
     "expert_down",
     "shared_gate",
     "shared_gate_up",
@@ -59,7 +60,9 @@ class Tensor:
     ``shape`` is always the logical ``(out_features, in_features)`` of a linear map, so the
     role's tensor-parallel split dimension applies to every family alike. GPT-2's
     ``Conv1D`` stores the transpose; ``stored_transposed`` records that and
-    ``stored_shape`` gives the shape found in the checkpoint.
+    ``stored_shape`` gives the shape found in the checkpoint. A ``stacked`` tensor holds
+    every routed expert of a layer: ``(E, out, in)``, the linear map's shape behind the
+    expert dim (transformers 5 and torchtitan store experts so).
     """
 
     name: str
@@ -71,6 +74,9 @@ class Tensor:
     stored_transposed: bool = False
     module: Module = "main"  # "mtp": multi-token-prediction module (placed after the last layer)
     expert: int | None = None  # routed-expert index, for expert parallelism
+    stacked: bool = False  # dim 0 indexes the routed experts: all of them in one tensor
+    keep_fp32: bool = False  # the training code holds it in fp32 whatever the model dtype
+    buffer: bool = False  # the training code holds it as a buffer: kept, never trained
 
     @property
     def numel(self) -> int:

@@ -249,6 +249,26 @@ def _tp_style(c: Context) -> Choice:
     )
 
 
+def _expert_storage(c: Context) -> Choice:
+    if c.stack == "megatron_core":
+        return (
+            "per_expert",
+            "TEGroupedMLP holds one weight per local expert (linear_fc1.weight0, weight1, …)",
+            "megatron-grouped-mlp",
+        )
+    if c.stack == "torchtitan":
+        return (
+            "stacked",
+            "GroupedExperts holds w1, w2, w3 as (experts, …) parameters",
+            "torchtitan-grouped-experts",
+        )
+    return (
+        "fused_gate_up",
+        "transformers 5 <Family>Experts: gate_up_proj (E, 2I, h) and down_proj (E, h, I)",
+        "hf-fused-experts",
+    )
+
+
 def _nccl(c: Context) -> Choice:
     band = nccl_band(c.plan.hardware.accelerator)
     return {"low": band.low, "high": band.high}, band.why, band.source
@@ -270,11 +290,13 @@ RULES: tuple[Rule, ...] = (
     ("host.model_init", "auto", _model_init),
     ("runtime.activation_profile", "auto", _profile),
     ("parallelism.tp_style", "auto", _tp_style),
+    ("model.architecture.moe.expert_storage", "auto", _expert_storage),
     ("runtime.nccl_bytes_per_communicator", None, _nccl),
     ("parallelism.knobs.ds_overlap_comm", None, _overlap_comm),
 )
 """Every field a stack decides. A field is resolved only while it holds its ``auto``
-value, so what the user set always wins."""
+value, so what the user set always wins; one under a section the plan does not have (the
+experts' storage of a dense model) is not resolved."""
 
 STACK_FIELDS: frozenset[str] = frozenset(path for path, _, _ in RULES)
 
@@ -331,8 +353,23 @@ def stack_label(plan: Plan) -> str:
     return f"{stack_info(r.stack).label}{peft}"
 
 
+_ABSENT = object()
+"""What a field under an absent (None) section reads as: never its ``auto``."""
+
+
+def _getter(path: str) -> Callable[[Plan], Any]:
+    """Reads ``path`` of a plan, or :data:`_ABSENT` when a section on the way is None."""
+    parent, leaf = attrgetter(path.rsplit(".", 1)[0]), path.rsplit(".", 1)[1]
+
+    def get(plan: Plan) -> Any:
+        node = parent(plan)
+        return _ABSENT if node is None else getattr(node, leaf)
+
+    return get
+
+
 _GETTERS: tuple[tuple[str, Any, Callable[[Plan], Any]], ...] = tuple(
-    (path, auto, attrgetter(path)) for path, auto, _ in RULES
+    (path, auto, _getter(path)) for path, auto, _ in RULES
 )
 
 

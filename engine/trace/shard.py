@@ -109,6 +109,26 @@ def _mp_policy(plan: Plan) -> Any:
     )
 
 
+def _other_dtype_modules(layer: Any) -> list[Any]:
+    """Submodules of a layer whose own parameters are in another dtype than the rest of
+    the layer (DeepSeek's fp32 router, ``DeepseekV3TopkRouter.weight``): FSDP2 groups
+    refuse mixed dtypes (``FSDPParamGroup._init_mp_dtypes`` "uniform original parameter
+    dtype"), so users shard them as their own unit, as this does."""
+    counts: dict[Any, int] = {}
+    for p in layer.parameters():
+        counts[p.dtype] = counts.get(p.dtype, 0) + p.numel()
+    if len(counts) < 2:
+        return []
+    main = max(counts, key=lambda d: counts[d])
+    return [
+        m
+        for m in layer.modules()
+        if m is not layer
+        and any(True for _ in m.parameters(recurse=False))
+        and all(p.dtype != main for p in m.parameters(recurse=False))
+    ]
+
+
 def _fully_shard(plan: Plan, model: Any, layers: list[Any], mesh: Any) -> None:
     from torch.distributed.fsdp import fully_shard
 
@@ -116,6 +136,8 @@ def _fully_shard(plan: Plan, model: Any, layers: list[Any], mesh: Any) -> None:
     policy = _mp_policy(plan)
     raf = knobs.fsdp_reshard_after_forward
     for layer in layers:
+        for odd in _other_dtype_modules(layer):
+            fully_shard(odd, mesh=mesh, mp_policy=policy, reshard_after_forward=raf)
         fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=raf)
     fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=raf)
     ahead = knobs.fsdp_prefetch_units

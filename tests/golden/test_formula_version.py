@@ -31,6 +31,11 @@ FINGERPRINTS: dict[int, str] = {
     #    transformers Adafactor step temporaries (no golden plan recomputes a Gemma layer
     #    past its own saved set or uses Adafactor: the golden bytes are those of 5)
     6: "d380db09644184138d9fd0bc7d7e63337b710d221817293a4844ed4de1b4a242",
+    # 7: routed experts stored as the stack's code holds them (transformers 5 fused,
+    #    torchtitan stacked, Megatron per expert): FSDP2 pads the expert dim, fewer step
+    #    counters; gathered / reduce-scatter units count every folded expert, each tensor
+    #    padded to its own shard group
+    7: "a6b11a94feeaf5cbe11ae82fc3b38c1bce8c092dfbf9c3903f8a94ec4e3554ab",
 }
 """FORMULA_VERSION → fingerprint of the golden rows recorded under it."""
 

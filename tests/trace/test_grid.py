@@ -55,6 +55,12 @@ FAMILY_GRID: tuple[Case, ...] = (
     Case("cohere", {"recompute": "full"}),
     Case("falcon", {"recompute": "full"}),
     Case("stablelm_parallel", {"strategy": "fsdp8"}),
+    # fused experts as transformers 5 holds them: exact at full recompute (one AdamW
+    # step counter per stored tensor), DeepSeek's fp32 router traced under FSDP2
+    Case("mixtral", {"recompute": "full"}),
+    Case("phimoe", {"strategy": "fsdp8", "recompute": "full"}),
+    Case("deepseek_v3", {"recompute": "full"}),
+    Case("deepseek_v2", {"strategy": "fsdp8"}),
 )
 """A CI slice of the offline family grid (``tests/fidelity_grid.py``, docs/fidelity-grid.md):
 families with their own norms, activations and residual layouts, single device and

@@ -136,7 +136,7 @@ ALL_LINEAR_ROLES = frozenset(
     {
         *("q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down"),
         *("q_a", "q_b", "kv_a", "kv_b"),
-        *("router", "expert_gate", "expert_up", "expert_down"),
+        *("router", "expert_gate", "expert_up", "expert_gate_up", "expert_down"),
         *("shared_gate", "shared_up", "shared_down"),
     }
 )

@@ -108,7 +108,7 @@ def routing_weight_bytes(g: Geometry, t: FamilyTraits) -> int:
 def expert_terms(g: Geometry, tr: Trainability, t: FamilyTraits, m: MoeShapes) -> list[Term]:
     """``grouped_mm_experts_forward``: dispatch bookkeeping and the experts' tensors."""
     c, p, i = g.compute_bytes, m.pairs, m.expert_inter
-    trained = "expert_gate" in tr.linear_roles
+    trained = bool({"expert_gate", "expert_gate_up"} & tr.linear_roles)
     terms = [
         Term("dispatch indices int64 (perm // k, perm, inverse)", p, INT64, count=3),
         Term("expert offsets int32", m.experts, INT32, "const"),

@@ -163,10 +163,15 @@ def _fsdp2_reduce_scatter_row(
     never exceeds the layer's first backward ops, which the rows sum."""
     gran = plan.runtime.allocation_granularity_bytes
     per_unit: dict[str, int] = defaultdict(int)
+    least: dict[str, int] = {}
+    for t in trainable:
+        least[t.unit] = min(least.get(t.unit, t.count), t.count)
     for t in trainable:
         if t.unit != "root" and t.shape:
             rest = t.numel // t.shape[0] if t.shape[0] else 0
-            per_unit[t.unit] += ceil_div(t.shape[0], shard) * shard * rest
+            copies = t.count // least[t.unit]  # a folded expert's copies in the unit
+            g = t.group  # its own shard group: the expert DP group for routed experts
+            per_unit[t.unit] += ceil_div(t.shape[0], g) * g * rest * copies
     numel = max(per_unit.values(), default=0)
     n = round_up(numel * reduce_bytes, gran)
     n_layers = sum(max(t.count for t in trainable if t.unit == u) for u in per_unit)

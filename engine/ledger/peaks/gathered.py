@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from engine.ledger.groups import ranks_per_node
 from engine.ledger.peaks.reuse import reused_at_loss
-from engine.ledger.placement import LocalTensor, stage_layer_ranges
+from engine.ledger.placement import LocalTensor, expert_dp_group, stage_layer_ranges
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import (
     AT_LOSS,
@@ -26,6 +27,7 @@ from engine.ledger.row import (
     make_row,
     with_middle,
 )
+from engine.ledger.sharding import shard_group_size
 from engine.plan import Plan
 from engine.stacks.families import StrategyRule, keeps_all_gathered
 from engine.units import ceil_div, fmt_count, round_up
@@ -52,16 +54,29 @@ def _units(
     return root, layers
 
 
+def copies_in_unit(counts: list[int]) -> list[int]:
+    """How many tensors of one unit each folded tensor stands for: a unit's tensors carry
+    ``count`` = its folded layers (the least count in the unit), and a routed expert's
+    representative that times the experts it stands for (placement ``_experts_folded``),
+    so one unit holds ``count // least`` of it."""
+    least = min(counts, default=1)
+    return [c // least for c in counts]
+
+
 def _per_tensor(ts: list[LocalTensor], bpe: int, gran: int) -> int:
-    return sum(round_up(t.numel * bpe, gran) for t in ts)
+    copies = copies_in_unit([t.count for t in ts])
+    return sum(round_up(t.numel * bpe, gran) * c for t, c in zip(ts, copies, strict=True))
 
 
-def _padded_flat(ts: list[LocalTensor], n: int, bpe: int, gran: int) -> int:
-    """One all-gather output: every tensor padded to N chunks of ceil(d0/N) rows."""
+def _padded_flat(ts: list[LocalTensor], n: int, n_expert: int, bpe: int, gran: int) -> int:
+    """One all-gather output: every tensor padded to N chunks of ceil(d0/N) rows, N the
+    group that shards it (``n_expert`` for routed experts: a stacked ``(E, …)`` tensor
+    pads its expert dim)."""
     numel = 0
-    for t in ts:
+    for t, c in zip(ts, copies_in_unit([t.count for t in ts]), strict=True):
+        g = n_expert if t.expert else n
         rest = t.numel // t.shape[0] if t.shape and t.shape[0] else 0
-        numel += ceil_div(t.shape[0], n) * n * rest if t.shape else 0
+        numel += ceil_div(t.shape[0], g) * g * rest * c if t.shape else 0
     return round_up(numel * bpe, gran)
 
 
@@ -181,7 +196,11 @@ def _fsdp_rows(
             )
         )
     if fsdp2:
-        buf = max((_padded_flat(ts, shard, gb, gran) for ts in layers.values()), default=0)
+        par = plan.parallelism
+        n_expert = shard_group_size(par, expert_dp_group(par), ranks_per_node(plan))
+        buf = max(
+            (_padded_flat(ts, shard, n_expert, gb, gran) for ts in layers.values()), default=0
+        )
         nbuf = max(1, k.fsdp_prefetch_units)
         rows.append(
             make_row(

@@ -78,6 +78,12 @@ class _Builder:
         )
 
 
+def _kept_fp32(t: LocalTensor, base: str, formats: StateFormats) -> str:
+    """A tensor the training code keeps in fp32 (``Tensor.keep_fp32``) stays fp32 over a
+    16-bit model; a master-weights engine casts every parameter to its working dtype."""
+    return "fp32" if t.tensor.keep_fp32 and formats.master is None else base
+
+
 def held_tensors(
     method: MethodSection,
     par: ParallelismSection,
@@ -98,7 +104,8 @@ def held_tensors(
 
     if method.kind == "full":
         for t in placed:
-            b.add_local(t, "model", True, base)
+            kept = _kept_fp32(t, base, formats)
+            b.add_local(t, "frozen" if t.tensor.buffer else "model", not t.tensor.buffer, kept)
     elif method.kind == "custom":
         _custom(method, par, placed, b, base)
     else:
@@ -150,6 +157,9 @@ def _custom(
 ) -> None:
     custom = method.custom
     roles = set(custom.roles)
+    if roles & {"expert_gate", "expert_up"}:
+        # a fused gate_up experts tensor is one parameter: trained with either half
+        roles.add("expert_gate_up")
     if roles:
         for t in placed:
             b.add_local(

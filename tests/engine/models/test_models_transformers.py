@@ -145,3 +145,33 @@ def test_default_tables_are_transformers_defaults(
         if value is None or not hasattr(hf_cfg, key):
             continue
         assert getattr(hf_cfg, key) == value, key
+
+
+@pytest.mark.parametrize(
+    "family",
+    ["mixtral", "qwen3_moe", "qwen2_moe", "granitemoe", "phimoe", "deepseek_v2", "deepseek_v3"],
+)
+def test_fused_experts_are_the_parameters_transformers_builds(family: str) -> None:
+    """With ``expert_storage`` fused_gate_up the routed experts are exactly transformers
+    5's ``<Family>Experts`` parameters (``gate_up_proj`` (E, 2I, h), ``down_proj``
+    (E, h, I), e.g. ``modeling_mixtral.py`` ``MixtralExperts.__init__``), by name and
+    shape, on the grid's tiny shapes built on the meta device."""
+    from engine.trace.hf_arch import hf_config_kwargs
+    from tests.trace.grid import tiny_arch
+
+    arch = tiny_arch(family)
+    assert arch.moe is not None
+    moe = arch.moe.model_copy(update={"expert_storage": "fused_gate_up"})
+    arch = arch.model_copy(update={"moe": moe})
+    model_type, kwargs = hf_config_kwargs(arch)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model(model_type, **kwargs)
+        )
+    theirs = {
+        n: tuple(p.shape)
+        for n, p in model.named_parameters()
+        if ".experts." in n and "shared" not in n
+    }
+    ours = {t.name: t.shape for t in build_inventory(arch) if ".experts." in t.name}
+    assert ours == theirs

@@ -54,10 +54,22 @@ def test_auto_picks_the_stack_the_strategy_and_method_imply(
     assert concrete_stack("auto", strategy, kind) == stack
 
 
+def _moe_default_plan() -> Plan:
+    """The default plan with a mixture-of-experts model: it has every stack-decided
+    field (a dense model has no experts' storage to decide)."""
+    return with_values(
+        default_plan(),
+        {"model.architecture.moe": {"num_experts": 4, "top_k": 1, "expert_intermediate": 64}},
+    )
+
+
 def test_the_default_plan_resolves_every_auto_field_and_records_where_from() -> None:
     """Every stack-decided field of the default plan is ``auto``; resolution leaves
-    none, and each derived value names the stack and a known source key."""
-    plan = default_plan()
+    none, and each derived value names the stack and a known source key. A dense model
+    leaves only the experts' storage undecided (it has none)."""
+    dense = resolve_stack_defaults(default_plan()).derived
+    assert set(dense) == STACK_FIELDS - {"model.architecture.moe.expert_storage"}
+    plan = _moe_default_plan()
     assert set(unresolved_fields(plan)) == STACK_FIELDS
     r = resolve_stack_defaults(plan)
     assert r.stack == "pytorch"
@@ -109,7 +121,7 @@ def test_ledger_functions_refuse_an_unresolved_plan() -> None:
 
 
 def test_every_rule_names_a_field_the_plan_has() -> None:
-    plan = resolved(default_plan())
+    plan = resolved(_moe_default_plan())
     for path, _, _ in RULES:
         node: Any = plan
         for key in path.split("."):
