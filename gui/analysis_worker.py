@@ -18,13 +18,18 @@ part; a part that runs on past :data:`CANCEL_GRACE_MS` (a large model's search) 
 stopped by killing the process, and a fresh one takes the newest job. A process that
 dies on its own is reported by :attr:`AnalysisWorker.failed` with its reason; the window
 keeps working, and the next plan starts a new process.
+
+The same process counts the model presets' parameters for the Model tab's chooser
+(:meth:`AnalysisWorker.request_totals`) when it has no job: each count builds a whole
+tensor inventory, work the window's process no longer does. A count not yet answered
+is asked again of a process that replaces a killed one.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
@@ -32,7 +37,7 @@ from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signa
 from engine.analysis import SLOW_PARTS, Part, analysis
 from engine.errors import PlanError
 from engine.plan import Plan
-from gui.analysis_server import decode, encode
+from gui.analysis_server import TOTALS, decode, encode
 
 CANCEL_GRACE_MS = 300
 """How long a superseded job may finish its part in progress before the process is
@@ -85,6 +90,7 @@ class AnalysisWorker(QObject):
 
     partReady = Signal(str, str, object)  # config hash, part name, value or PlanError
     failed = Signal(str)  # the process stopped on its own: why, in a sentence
+    totalReady = Signal(str, object)  # preset key, its exact parameter count (an int)
 
     def __init__(self, parent: QObject | None = None, command: Command = server_command) -> None:
         super().__init__(parent)
@@ -97,6 +103,8 @@ class AnalysisWorker(QObject):
         self._wanted = 0  # the job whose parts are emitted (0: none)
         self._plans: dict[int, Plan] = {}  # jobs sent and not done
         self._wanted_parts: tuple[Part, ...] = SLOW_PARTS
+        self._totals: dict[str, None] = {}  # preset keys asked and not answered, in order
+        self.totals: dict[str, int] = {}  # preset key → its parameter count, as answered
         self._grace = QTimer(self)
         self._grace.setSingleShot(True)
         self._grace.setInterval(CANCEL_GRACE_MS)
@@ -131,6 +139,19 @@ class AnalysisWorker(QObject):
         if self._plans and not self._grace.isActive():
             self._grace.start()
 
+    def request_totals(self, keys: Iterable[str]) -> None:
+        """Count these presets' parameters in the worker process while it has no job;
+        each count arrives by :attr:`totalReady` (once: a count already answered or
+        asked is not asked again). Starts the process if none runs."""
+        new = [k for k in keys if k not in self._totals and k not in self.totals]
+        self._totals.update(dict.fromkeys(new))
+        if not new:
+            return
+        if self._proc is None:
+            self._process()  # a new process is sent every count still wanted
+        else:
+            self._proc.write(encode((TOTALS, tuple(new))))
+
     # the process ---------------------------------------------------------------
     def _process(self) -> QProcess:
         if self._proc is None:
@@ -144,6 +165,8 @@ class AnalysisWorker(QObject):
             program, *args = self.command()
             proc.start(program, args)
             self._proc = proc
+            if self._totals:
+                proc.write(encode((TOTALS, tuple(self._totals))))
         return self._proc
 
     def _send(self, job: int, plan: Plan, parts: tuple[Part, ...]) -> None:
@@ -161,6 +184,12 @@ class AnalysisWorker(QObject):
             return
         if message[0] == "ready":
             self.pid = int(message[1])
+            return
+        if message[0] == "total":
+            _, key, total = message
+            self._totals.pop(key, None)
+            self.totals[key] = total
+            self.totalReady.emit(key, total)
             return
         job, key, name, value = message
         if name is None:  # the job is done (or abandoned)

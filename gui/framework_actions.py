@@ -1,4 +1,6 @@
-"""File → Import Framework Config… / Import Model Folder… and Export Framework Config.
+"""What File → Import Framework Config… / Import Model Folder… and Export Framework
+Config do (the menu entries are :mod:`gui.framework_menu`'s, which imports this module
+on first use: ``engine.exports`` is tens of milliseconds of a start).
 
 The window's face of ``engine.exports``: an export refuses a plan that does not validate
 (the validator's words), writes the config and its companions (the ds_config an
@@ -15,13 +17,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import ValidationError
-from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFileDialog,
     QLabel,
-    QMenu,
     QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
@@ -40,12 +40,6 @@ from gui import dialogs
 from gui.document import PlanDocument
 from gui.workers import TaskRunner
 
-FORMAT_NAMES = {
-    "deepspeed": "&DeepSpeed ds_config.json…",
-    "accelerate": "&accelerate config…",
-    "torchtitan": "&torchtitan recipe…",
-    "megatron": "&Megatron-LM launch script…",
-}
 IMPORT_FILTER = (
     "Framework configs and model configs (*.json *.yaml *.yml *.toml *.py *.sh *.txt);;"
     "All files (*)"
@@ -114,25 +108,10 @@ class ExportResult(QDialog):
 
 
 class FrameworkActions:
-    """The export submenu and the import actions of one window."""
+    """Exports and imports of one window's document, with their dialogs."""
 
     def __init__(self, window: QWidget, doc: PlanDocument) -> None:
         self.window, self.doc = window, doc
-        self.export_menu = QMenu("Export &Framework Config", window)
-        self.exports: dict[str, QAction] = {}
-        for key, text in FORMAT_NAMES.items():
-            action = self.export_menu.addAction(text)
-            action.triggered.connect(lambda _c=False, k=key: self.export_dialog(k))
-            self.exports[key] = action
-        self.import_action = QAction("&Import Framework Config…", window)
-        self.import_action.setStatusTip(
-            "Read a ds_config, accelerate YAML, torchtitan config, Megatron arguments or "
-            "a config.json into the plan"
-        )
-        self.import_action.triggered.connect(lambda _c=False: self.import_dialog())
-        self.import_folder_action = QAction("Import &Model Folder…", window)
-        self.import_folder_action.setStatusTip("A folder with config.json and/or safetensors")
-        self.import_folder_action.triggered.connect(lambda _c=False: self.import_folder_dialog())
         self.result: ExportResult | None = None
 
     def _start_dir(self) -> str:

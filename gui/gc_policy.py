@@ -1,13 +1,13 @@
 """Garbage collection that never stops the window for hundreds of milliseconds.
 
 A full (generation-2) collection scans every object the process holds — with the tensor
-inventories of the model presets cached (DeepSeek-V3 alone has ~45,000 tensors) that is
+inventories of the models estimated cached (DeepSeek-V3 alone has ~45,000 tensors) that is
 a few hundred milliseconds, and it runs in whichever thread allocates at the wrong
 moment while holding the GIL: a background GPU-count search then freezes the GUI
 thread (measured: 300–600 ms stalls during DeepSeek-V3's search; none with this policy).
 
 So the window (a) freezes what exists when it starts, and again when a model's tensor
-inventory has just been built (a new architecture estimated, the presets counted), into
+inventory has just been built (a new architecture estimated), into
 the permanent generation, which collections skip, and (b) runs full collections a
 hundred times less often (:data:`GEN2_THRESHOLD`); the young generations, where
 short-lived garbage dies, keep their defaults. Cyclic garbage caught by a freeze is

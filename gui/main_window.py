@@ -11,6 +11,7 @@ shown only if that plan's estimate is still the one on screen.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from PySide6.QtCore import QByteArray, QEvent, Qt
 from PySide6.QtGui import (
@@ -35,15 +36,15 @@ from PySide6.QtWidgets import (
 
 from engine.errors import PlanError
 from engine.layout import GpuCounts
-from gui import gc_policy, gil_policy, measured
+from gui import gc_policy, gil_policy
 from gui.analysis_parts import AnalysisParts
 from gui.autosave import Autosaver
 from gui.document import PlanDocument
 from gui.file_actions import FileActions
-from gui.framework_actions import FrameworkActions
+from gui.framework_menu import FrameworkMenu
 from gui.history_actions import history_actions
 from gui.main_toolbar import main_toolbar
-from gui.measured import MeasuredView
+from gui.measured_tab import MeasuredTab, measured_menu
 from gui.navigation import tab_actions
 from gui.plan_properties import properties_action
 from gui.report.actions import ReportActions
@@ -52,7 +53,7 @@ from gui.settings import Settings
 from gui.tabs.hardware import HardwareTab
 from gui.tabs.lazy import LazyTabs
 from gui.tabs.method import MethodTab
-from gui.tabs.model import ModelTab
+from gui.tabs.model import ModelTab, count_presets_soon, follow_totals
 from gui.tabs.offload import OffloadTab
 from gui.tabs.parallelism import ParallelismTab
 from gui.views.banner import InvalidBanner
@@ -129,6 +130,7 @@ class MainWindow(QMainWindow):
         bar.setExpanding(False)
         # each page is built on first show or lookup, with the units of that moment
         self.tabs = LazyTabs(self.inputs, lambda cls, slot: cls(self.doc, self.units, slot))
+        follow_totals(self.worker, lambda: cast(ModelTab, self.tabs["model"]))
         for key, title, cls in (
             ("model", "Model", ModelTab),
             ("method", "Method", MethodTab),
@@ -153,7 +155,7 @@ class MainWindow(QMainWindow):
         self.results.addTab(self.table, "Ledger")
         self.results.addTab(self.stages, "Stages")
         self.results.addTab(self.diagnostics, "Diagnostics")
-        self.measured = MeasuredView(self)
+        self.measured = MeasuredTab(self.doc, self.units, self)
         self.results.addTab(self.measured, "Measured")
         self.traffic = TrafficView(self)
         self.results.addTab(self.traffic, "Per step")
@@ -201,7 +203,7 @@ class MainWindow(QMainWindow):
         self.properties_action = properties_action(self, self.doc)
         file_menu.addAction(self.properties_action)
         file_menu.addSeparator()
-        self.framework = FrameworkActions(self, self.doc)
+        self.framework = FrameworkMenu(self, self.doc)
         file_menu.addAction(self.framework.import_action)
         file_menu.addAction(self.framework.import_folder_action)
         file_menu.addMenu(self.framework.export_menu)
@@ -217,12 +219,7 @@ class MainWindow(QMainWindow):
         edit.addAction(self.undo_action)
         edit.addAction(self.redo_action)
         runs = self.menuBar().addMenu("&Measured runs")
-        self.attach_action = runs.addAction(
-            "&Attach records…", lambda: measured.ask_attach(self, self.doc)
-        )
-        self.calibrate_action = runs.addAction(
-            "&Calibrate from records…", lambda: measured.calibrate(self, self.doc)
-        )
+        self.attach_action, self.calibrate_action = measured_menu(runs, self, self.doc)
         view = self.menuBar().addMenu("&View")
         group = QActionGroup(self)
         self.unit_actions: dict[str, QAction] = {}
@@ -357,6 +354,7 @@ class MainWindow(QMainWindow):
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
         self.analysis.release()  # the worker process starts once the window is up
+        count_presets_soon(self.worker)  # for the Model tab's chooser, by that process
 
     def changeEvent(self, event: QEvent) -> None:
         """Follow a light/dark switch of the system palette in the charts too."""

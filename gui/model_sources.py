@@ -9,7 +9,6 @@ trace builds from); a preset clears it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,22 +29,14 @@ def preset_titles() -> list[tuple[str, str]]:
     return [(name, display) for name, display, _ in presets.preset_titles()]
 
 
+def preset_keys() -> list[str]:
+    """Every model preset's key, in the chooser's order."""
+    return [name for name, _ in preset_titles()]
+
+
 def titled(display: str, total: int) -> str:
     """A preset's chooser text once its exact parameter count is known."""
     return f"{display} — {total:,} params"
-
-
-def exact_totals(
-    keys: list[str], progress: Callable[[int, int], bool] | None = None
-) -> dict[str, int]:
-    """The exact parameter count of each preset (slow: run it off the GUI thread);
-    ``progress(done, total)`` returning False stops early."""
-    out: dict[str, int] = {}
-    for i, key in enumerate(keys):
-        if progress is not None and not progress(i, len(keys)):
-            break
-        out[key] = presets.exact_total(key)
-    return out
 
 
 def load_preset(key: str) -> tuple[str, ArchitectureSpec]:

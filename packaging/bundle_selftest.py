@@ -42,22 +42,25 @@ def check_resources() -> dict[str, Any]:
 
 
 def check_qt() -> dict[str, Any]:
-    """Qt starts offscreen, has fonts, draws a pyqtgraph bar chart, renders the SVG
-    icon and writes a PDF: the pieces the window and the report are built from."""
+    """Qt starts offscreen, has fonts, paints a stacked bar chart with QPainter (as the
+    window's charts are), renders the SVG icon and writes a PDF: the pieces the window
+    and the report are built from."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    import pyqtgraph as pg
     from PySide6 import __version__ as pyside_version
-    from PySide6.QtCore import QByteArray
-    from PySide6.QtGui import QFontDatabase, QGuiApplication, QPainter, QPdfWriter
+    from PySide6.QtCore import QByteArray, Qt
+    from PySide6.QtGui import QColor, QFontDatabase, QGuiApplication, QImage, QPainter, QPdfWriter
     from PySide6.QtSvg import QSvgRenderer
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
-    plot = pg.PlotWidget()
-    plot.addItem(pg.BarGraphItem(x=[0, 1], height=[3, 5], width=0.6, brush="b"))
-    plot.addItem(pg.BarGraphItem(x=[0, 1], y0=[3, 5], height=[2, 1], width=0.6, brush="r"))
-    plot.resize(320, 240)
-    image = plot.grab().toImage()
+    image = QImage(320, 240, QImage.Format.Format_RGB32)
+    image.fill(Qt.GlobalColor.white)
+    bars = QPainter(image)
+    for x, (low, high) in enumerate(((60, 120), (40, 150))):
+        bars.fillRect(60 + 120 * x, 240 - low, 72, low, QColor("blue"))
+        bars.fillRect(60 + 120 * x, 240 - high, 72, high - low, QColor("red"))
+    bars.drawText(10, 20, "MemPlan")
+    bars.end()
     colours = {
         image.pixel(x, y) for x in range(0, image.width(), 8) for y in range(0, image.height(), 8)
     }
@@ -72,7 +75,6 @@ def check_qt() -> dict[str, Any]:
         pdf_bytes = pdf_path.read_bytes()
     result = {
         "qt": pyside_version,
-        "pyqtgraph": pg.__version__,
         "platform": QGuiApplication.platformName(),
         "fonts": len(QFontDatabase.families()),
         "chart_colours": len(colours),

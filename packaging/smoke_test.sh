@@ -137,9 +137,9 @@ else
   skip "memplan report: no such subcommand in this build yet (issue 9)"
 fi
 
-# 9. the Qt stack in the bundle: offscreen platform, fonts, pyqtgraph chart, SVG icon, PDF
+# 9. the Qt stack in the bundle: offscreen platform, fonts, a painted chart, SVG icon, PDF
 if SELFTEST=qt mp > qt.json 2> qt.err && json_check qt.json "d['qt']['ok']"; then
-  ok "Qt self-test: $("$PY" -c 'import json,sys; q=json.load(open(sys.argv[1]))["qt"]; print("PySide6 {qt}, pyqtgraph {pyqtgraph}, {fonts} font families, PDF {pdf_bytes} bytes".format(**q))' qt.json)"
+  ok "Qt self-test: $("$PY" -c 'import json,sys; q=json.load(open(sys.argv[1]))["qt"]; print("PySide6 {qt}, {fonts} font families, PDF {pdf_bytes} bytes".format(**q))' qt.json)"
 else
   bad "Qt self-test"; cat qt.json qt.err
 fi

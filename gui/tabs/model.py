@@ -1,8 +1,9 @@
 """Model tab: a preset or an imported Hugging Face config, or every field by hand.
 
 The preset chooser lists the presets at once by name; their exact parameter counts
-(each builds the model's whole tensor inventory) are filled in by a background task
-after the window is up, so starting the app never waits for them. The chooser follows
+(each builds the model's whole tensor inventory) are computed by the window's analysis
+worker process and added as they arrive (:meth:`ModelTab.show_total`), so neither the
+start nor the GUI thread ever waits for them. The chooser follows
 the plan: the plan's preset, or "Imported: NAME" / "Edited by hand" when the
 architecture came from elsewhere.
 """
@@ -10,6 +11,7 @@ architecture came from elsewhere.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
@@ -26,15 +28,18 @@ from PySide6.QtWidgets import (
 
 from engine.models.spec import ArchitectureSpec
 from engine.sections.model import ModelSection
-from gui import gc_policy, model_sources
+from gui import model_sources
 from gui.document import PlanDocument
 from gui.fields import compact
 from gui.tabs.base import TabPage
 from gui.workers import TaskRunner
 
+if TYPE_CHECKING:
+    from gui.analysis_worker import AnalysisWorker
+
 COUNTS_DELAY_MS = 400
-"""The exact parameter counts are computed this long after the tab is built: after the
-window's first paint, not competing with it."""
+"""The presets' parameter counts are asked for this long after the window is shown:
+after its first paint, so the worker process's start does not compete with it."""
 
 
 class ModelTab(TabPage):
@@ -48,7 +53,8 @@ class ModelTab(TabPage):
         self.preset = QComboBox(box)
         self.preset.setObjectName("modelPreset")
         compact(self.preset)
-        for key, name in model_sources.preset_titles():
+        self._titles = dict(model_sources.preset_titles())  # key → display name
+        for key, name in self._titles.items():
             self.preset.addItem(name, key)
         self.preset.setToolTip(
             "Model presets fill every architecture field below; the plan "
@@ -56,9 +62,6 @@ class ModelTab(TabPage):
         )
         self._select_current_preset()
         doc.planChanged.connect(self._select_current_preset)
-        self._counts = TaskRunner(self)
-        self._counts.finished.connect(self._show_totals)
-        QTimer.singleShot(COUNTS_DELAY_MS, self._count_presets)
         self._prepare = TaskRunner(self)
         self._prepare.finished.connect(self._prepared)
         self._then: Callable[[], object] | None = None
@@ -106,24 +109,13 @@ class ModelTab(TabPage):
         if index != self.preset.currentIndex():
             self.preset.setCurrentIndex(index)
 
-    def _count_presets(self) -> None:
-        keys = [str(self.preset.itemData(i)) for i in range(self.preset.count())]
-        self._counts.start(lambda progress: model_sources.exact_totals(keys, progress))
-
-    def _show_totals(self, totals: object) -> None:
-        """Add each preset's exact parameter count to its name in the chooser."""
-        if not isinstance(totals, dict):
-            return
-        gc_policy.settle()  # every preset's inventory is cached now: scan them no more
-        for i in range(self.preset.count()):
-            key = self.preset.itemData(i)
-            total = totals.get(key)
-            if isinstance(total, int):
-                self.preset.setItemText(i, model_sources.titled(self.preset.itemText(i), total))
-                self._ready.add(model_sources.load_preset(key)[1])
+    def show_total(self, key: str, total: object) -> None:
+        """Add a preset's exact parameter count to its name in the chooser."""
+        index = self.preset.findData(key)
+        if index >= 0 and isinstance(total, int):
+            self.preset.setItemText(index, model_sources.titled(self._titles[key], total))
 
     def shutdown(self) -> None:
-        self._counts.shutdown()
         self._prepare.shutdown()
 
     def apply_preset(self) -> None:
@@ -193,3 +185,16 @@ class ModelTab(TabPage):
                 + "\n".join(f"• {m}" for m in messages),
             )
         return True
+
+
+def follow_totals(worker: AnalysisWorker, tab: Callable[[], ModelTab]) -> None:
+    """Show each preset's parameter count in ``tab()``'s chooser as ``worker`` delivers it."""
+    worker.totalReady.connect(lambda key, total: tab().show_total(key, total))
+
+
+def count_presets_soon(worker: AnalysisWorker) -> None:
+    """Ask ``worker``'s process for every preset's count after :data:`COUNTS_DELAY_MS`
+    (call it once the window is shown; asking again asks for nothing more)."""
+    QTimer.singleShot(
+        COUNTS_DELAY_MS, worker, lambda: worker.request_totals(model_sources.preset_keys())
+    )

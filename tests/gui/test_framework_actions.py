@@ -38,13 +38,13 @@ def test_export_writes_companions_and_lists_what_it_cannot_say(
         "setup",
     )
     out = tmp_path / "acc.yaml"
-    assert window.framework.export_to("accelerate", str(out))
+    assert window.framework.handler.export_to("accelerate", str(out))
     assert out.read_text() == FORMATS["accelerate"].export(window.doc.plan).text
     assert (tmp_path / "ds_config.json").is_file() and (tmp_path / "peft_config.py").is_file()
-    (text,) = window.framework.result.findChildren(QPlainTextEdit)
+    (text,) = window.framework.handler.result.findChildren(QPlainTextEdit)
     assert "ds_config.json" in text.toPlainText() and "accelerate 1.15" in text.toPlainText()
-    assert window.framework.export_to("megatron", str(tmp_path / "train.sh"))
-    (text,) = window.framework.result.findChildren(QPlainTextEdit)
+    assert window.framework.handler.export_to("megatron", str(tmp_path / "train.sh"))
+    (text,) = window.framework.handler.result.findChildren(QPlainTextEdit)
     assert "Plan inputs this file cannot express" in text.toPlainText()
     assert "• stack.name: Megatron-LM runs Megatron-Core" in text.toPlainText()
 
@@ -53,15 +53,15 @@ def test_export_refuses_an_invalid_plan(
     window: Any, tmp_path: Path, shown: dict[str, list[str]]
 ) -> None:
     window.doc.set_many({"batch.global_batch": 60}, "bad batch")
-    assert not window.framework.export_to("deepspeed", str(tmp_path / "ds.json"))
+    assert not window.framework.handler.export_to("deepspeed", str(tmp_path / "ds.json"))
     assert "batch.global_batch" in shown["error"][0] and not (tmp_path / "ds.json").exists()
 
 
 def test_check_runs_off_the_gui_thread(qtbot: Any, window: Any, tmp_path: Path) -> None:
     pytest.importorskip("accelerate")
     window.doc.set_many({"stack.name": "hf_trainer"}, "hf")
-    assert window.framework.export_to("accelerate", str(tmp_path / "a.yaml"))
-    result = window.framework.result
+    assert window.framework.handler.export_to("accelerate", str(tmp_path / "a.yaml"))
+    result = window.framework.handler.result
     result.start_check()
     assert result.check_label.text() == "Checking…"  # returned at once: a worker runs it
     qtbot.waitUntil(lambda: result.results is not None, timeout=120_000)
@@ -85,7 +85,7 @@ def test_import_is_one_undo_step_with_resolutions(
             }
         )
     )
-    assert window.framework.import_path(str(cfg))
+    assert window.framework.handler.import_path(str(cfg))
     plan = window.doc.plan
     assert plan.parallelism.strategy == "zero3" and plan.parallelism.dp == 8
     assert (plan.batch.micro_batch, plan.batch.grad_accum) == (2, 4)
@@ -100,6 +100,6 @@ def test_import_refuses_what_it_cannot_read(
 ) -> None:
     bad = tmp_path / "notes.txt"
     bad.write_text("hello")
-    assert not window.framework.import_path(str(bad))
+    assert not window.framework.handler.import_path(str(bad))
     assert "cannot tell what notes.txt is" in shown["error"][0]
     assert window.doc.undo_stack.count() == 0

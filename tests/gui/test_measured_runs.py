@@ -41,12 +41,12 @@ def test_attach_compare_and_undo(qtbot: Any, window: Any, tmp_path: Path) -> Non
     assert measured.attach_paths(window, window.doc, [str(path)]) == 1
     assert len(window.doc.measurements) == 1
     assert window.results.tabText(3) == "Measured (1)"
-    text = window.measured.toPlainText()
+    text = window.measured.view.toPlainText()
     assert "Estimate vs measured" in text and "inside" in text
     assert measured.attach_paths(window, window.doc, [str(path)]) == 0  # no duplicate
     window.doc.undo_stack.undo()
     assert window.doc.measurements == ()
-    assert "No measured runs" in window.measured.toPlainText()
+    assert "No measured runs" in window.measured.view.toPlainText()
 
 
 def test_calibrate_is_an_undoable_edit(qtbot: Any, window: Any, tmp_path: Path) -> None:

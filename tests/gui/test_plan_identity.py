@@ -74,7 +74,7 @@ def test_framework_config_export_and_import_from_the_window(
     shown: list[str] = []
     monkeypatch.setattr(dialogs, "show_info", lambda _p, _t, text: shown.append(text))
     out = tmp_path / "ds_config.json"
-    assert window.framework.export_to("deepspeed", str(out))
+    assert window.framework.handler.export_to("deepspeed", str(out))
     assert out.read_text(encoding="utf-8") == EXPORTERS["deepspeed"](window.doc.plan).text
     cfg = tmp_path / "theirs.json"
     cfg.write_text(
@@ -89,7 +89,7 @@ def test_framework_config_export_and_import_from_the_window(
         ),
         encoding="utf-8",
     )
-    assert window.framework.import_path(str(cfg))
+    assert window.framework.handler.import_path(str(cfg))
     plan = window.doc.plan
     assert plan.parallelism.strategy == "zero3" and plan.parallelism.dp == 8
     assert (plan.batch.micro_batch, plan.batch.grad_accum) == (2, 4)

@@ -26,7 +26,7 @@ WAIT_MS = 60_000  # generous: a cold interpreter imports the engine on a loaded 
 
 
 def use_fake(window: Any, mode: str, gate: Path | None = None) -> None:
-    window.measured.trace.process.command = lambda plan, steps: [
+    window.measured.view.trace.process.command = lambda plan, steps: [
         sys.executable,
         str(FAKE),
         str(plan),
@@ -39,7 +39,7 @@ def panel(window: Any) -> Any:
     """The trace controls, on the Measured tab brought to the front (where a user
     clicks them)."""
     window.results.setCurrentWidget(window.measured)
-    return window.measured.trace
+    return window.measured.view.trace
 
 
 def test_trace_runs_beside_a_responsive_window_and_is_saved(
@@ -72,12 +72,14 @@ def test_trace_runs_beside_a_responsive_window_and_is_saved(
     assert record["kind"] == "trace" and record["config_hash"] == traced_hash
     assert window.doc.undo_stack.undoText() == UNDO_TEXT
     assert "Traced in" in p.status.text() and "plan changed during the trace" in p.status.text()
-    assert window.measured.chart.isVisible() and window.measured.chart.comparison is not None
-    text = window.measured.toPlainText()
+    assert (
+        window.measured.view.chart.isVisible() and window.measured.view.chart.comparison is not None
+    )
+    text = window.measured.view.toPlainText()
     assert "simulated (trace)" in text and "Where the trace and the ledger differ" in text
     assert "WARNING: traced for config" in text  # the plan was edited since
     window.doc.undo_stack.undo()  # the record
-    assert window.doc.measurements == () and not window.measured.chart.isVisible()
+    assert window.doc.measurements == () and not window.measured.view.chart.isVisible()
     window.doc.undo_stack.redo()
     out = tmp_path / "traced.memplan"
     window.doc.save(out)
@@ -148,7 +150,7 @@ def test_without_the_extra_the_button_names_the_install(
     qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(extra, "missing_packages", lambda: ["torch"])
-    window.measured.show_document(window.doc, window.units)
+    window.measured.view.show_document(window.doc, window.units)
     p = panel(window)
     assert not p.button.isEnabled() and "pip install 'memplan[trace]'" in p.button.toolTip()
     assert not p.start()
@@ -169,6 +171,6 @@ def test_a_real_trace_from_the_window(qtbot: Any, window: Any, tmp_path: Path) -
     assert any("build:" in s for s in steps) and any("done:" in s for s in steps)
     record = window.doc.measurements[-1]
     assert record["config_hash"] == window.doc.plan.config_hash()
-    cmp = window.measured.chart.comparison
+    cmp = window.measured.view.chart.comparison
     assert cmp is not None and cmp.peak.traced == record["max_allocated_bytes"] > 0
     assert json.loads(json.dumps(record))["extra"]["setup"]["world_size"] == 4
