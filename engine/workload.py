@@ -16,10 +16,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.exports.common import global_batch
 from engine.plan import Plan
 
 COMPILE_SOURCE = "torch-compile-partitioner"
+
+
+def replicas(plan: Plan) -> int:
+    """Data-parallel replicas that each draw micro-batches: DP (EP folds into them)."""
+    return plan.parallelism.dp
+
+
+def global_batch(plan: Plan) -> int:
+    """Samples per optimizer step: the plan's explicit global batch, else micro × GA × DP.
+    Here (not with the exporters) so the window can ask for it without importing every
+    framework format."""
+    b = plan.batch
+    return b.global_batch or b.micro_batch * b.grad_accum * replicas(plan)
 
 
 @dataclass(frozen=True, slots=True)

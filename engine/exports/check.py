@@ -28,10 +28,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.exports.common import Export, replicas
+from engine.exports.common import Export
 from engine.exports.mlm_import import parse_args
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
+from engine.workload import replicas
 
 PACKAGES = {
     "deepspeed": "deepspeed",

@@ -142,16 +142,6 @@ JOB_SHAPE_FIELDS: tuple[str, ...] = (
 who runs it, the batch and the data/tensor-parallel shape."""
 
 
-def replicas(plan: Plan) -> int:
-    """Data-parallel replicas that each draw micro-batches: DP (EP folds into them)."""
-    return plan.parallelism.dp
-
-
-def global_batch(plan: Plan) -> int:
-    b = plan.batch
-    return b.global_batch or b.micro_batch * b.grad_accum * replicas(plan)
-
-
 def ranks_per_node(plan: Plan) -> int:
     return plan.parallelism.ranks_per_node or plan.hardware.gpus_per_node
 

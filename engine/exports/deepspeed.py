@@ -22,11 +22,11 @@ from engine.exports.common import (
     Export,
     Gaps,
     Unexpressed,
-    global_batch,
 )
 from engine.plan import Plan
 from engine.stacks.defaults import resolve_stack_defaults, resolved
 from engine.stacks.families import rule_of
+from engine.workload import global_batch
 
 TARGET = "DeepSpeed 0.19 (keys checked against 0.19.6)"
 

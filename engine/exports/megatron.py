@@ -19,7 +19,6 @@ from engine.exports.common import (
     Export,
     Gaps,
     comment_block,
-    global_batch,
     ranks_per_node,
     stage_split,
     storage_gap,
@@ -28,6 +27,7 @@ from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 from engine.stacks.defaults import resolve_stack_defaults, resolved
 from engine.stacks.families import family_of
+from engine.workload import global_batch
 
 TARGET = "Megatron-LM main @ d98e8a6 (2026-08-22, after core_v0.19.0)"
 PLACEHOLDERS: dict[str, Any] = {

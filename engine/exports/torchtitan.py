@@ -21,7 +21,6 @@ from engine.exports.common import (
     Export,
     Gaps,
     comment_block,
-    global_batch,
     shard_group,
     stage_split,
     storage_gap,
@@ -31,6 +30,7 @@ from engine.plan import Plan
 from engine.presets import model_section_for
 from engine.stacks.defaults import resolve_stack_defaults, resolved
 from engine.stacks.families import rule_of
+from engine.workload import global_batch
 
 TARGET = "torchtitan main @ b5bcd76 (2026-08-21, the --module/--config recipes)"
 SCHEDULE = {"1f1b": "1F1B", "interleaved_1f1b": "Interleaved1F1B", "gpipe": "GPipe"}
