@@ -40,7 +40,9 @@ from engine.ledger.activations.geometry import (
     trainability,
 )
 from engine.ledger.activations.geometry import terms_formula as formula
-from engine.ledger.activations.hf_moe import moe_shapes, routing_weight_bytes
+from engine.ledger.activations.hf_moe import MoeShapes, moe_shapes, routing_weight_bytes
+from engine.ledger.activations.hf_moe import expert_terms as moe_expert_terms
+from engine.ledger.activations.hf_moe import router_terms as moe_router_terms
 from engine.ledger.activations.packing import activation_band, packing_formula
 from engine.ledger.activations.stage_layers import LayerKind, StageLayers, context
 from engine.ledger.activations.traits import traits_of
@@ -81,13 +83,21 @@ def _row(
     work_b, work_text = _working_set(plan, kind.moe)
     recomputed = kind.bytes if (sl.n_ckpt or policy == "offload") else 0
     own = sl.ckpt_bytes if sl.n_ckpt else (0 if policy == "offload" else kind.bytes)
-    net = max(0, work_b + recomputed - own)
+    freed = 0  # the saved tensors already freed at the chosen moment (when recomputed)
     if _moe_combine(plan, kind.moe):
+        combine_freed = (
+            _shared_saved(plan) if traits_of(plan.model.architecture).shared_after_routed else 0
+        )
         after_b, after_text = _after_experts(plan)
-        after = max(0, after_b + recomputed - own - (_moe_saved(plan) if recomputed else 0))
-        if after > net:
-            net, work_b, work_text = after, after_b, after_text
-            recomputed -= _moe_saved(plan) if recomputed else 0
+        candidates = [(work_b, work_text, combine_freed), (after_b, after_text, _moe_saved(plan))]
+    else:
+        candidates = [(work_b, work_text, 0)]
+    net = -1
+    for b, text, fr in candidates:
+        fr = fr if recomputed else 0
+        n = max(0, b + recomputed - fr - own)
+        if n > net:
+            net, work_b, work_text, freed = n, b, text, fr
     lo, hi = activation_band(plan, net)
     which = f"the first ({kind.name}) layer" if first else "one layer"
     return make_row(
@@ -101,6 +111,7 @@ def _row(
         high=hi,
         formula=f"max(0, {work_text} = {fmt_count(work_b)}"
         + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
+        + (f" − its MoE tensors already freed {fmt_count(freed)}" if freed else "")
         + f" − the layer's own saved {fmt_count(own)}) = {fmt_count(net)} B; "
         "× activation band" + packing_formula(plan),
         source="hf-transformers-moe-combine" if _moe_combine(plan, kind.moe) else "memory-model",
@@ -136,6 +147,17 @@ def _moe_saved(plan: Plan) -> int:
 
 
 @lru_cache(maxsize=256)
+def _shared_saved(plan: Plan) -> int:
+    """The shared experts' saved tensors (the MoE block's less its router and experts)."""
+    g, tr = geometry(plan), trainability(plan)
+    arch = plan.model.architecture
+    assert arch.moe is not None
+    m, t = moe_shapes(arch.moe, g.tp), traits_of(arch)
+    routed = moe_router_terms(g, tr, t, m) + moe_expert_terms(g, tr, t, m)
+    return _moe_saved(plan) - terms_bytes(routed, g)
+
+
+@lru_cache(maxsize=256)
 def _after_experts(plan: Plan) -> tuple[int, str]:
     g = geometry(plan)
     work = after_experts_terms(plan, g)
@@ -161,7 +183,19 @@ def after_experts_terms(plan: Plan, g: Geometry) -> list[Term]:
         terms.append(
             Term("RMSNorm backward fp32 temporaries", h, FP32, "seq", count=NORM_BACKWARD_FP32)
         )
-    if family_of(plan.parallelism.strategy) == "fsdp2":
+    return terms + _expert_grads(plan, g, m, routed=True)
+
+
+def _expert_grads(plan: Plan, g: Geometry, m: MoeShapes, routed: bool) -> list[Term]:
+    """Under FSDP2, the layer's unsharded weight gradients its MoE backward has made so
+    far (live until ``FSDPParamGroup.post_backward`` reduce-scatters the whole layer):
+    the shared experts' and — once the routed experts' backward is done — theirs and the
+    router's. Elsewhere they are the persistent gradient rows."""
+    if family_of(plan.parallelism.strategy) != "fsdp2":
+        return []
+    h, c = g.hidden, g.compute_bytes
+    terms: list[Term] = []
+    if routed:
         local = ceil_div(m.experts, plan.parallelism.ep)
         terms += [
             Term(
@@ -172,15 +206,15 @@ def after_experts_terms(plan: Plan, g: Geometry) -> list[Term]:
             ),
             Term(f"router unsharded grad {m.experts}·{h}", m.experts * h, c, "const"),
         ]
-        if m.shared_inter:
-            terms.append(
-                Term(
-                    f"shared experts' unsharded grads 3·{m.shared_inter}·{h}",
-                    3 * m.shared_inter * h,
-                    c,
-                    "const",
-                )
+    if m.shared_inter:
+        terms.append(
+            Term(
+                f"shared experts' unsharded grads 3·{m.shared_inter}·{h}",
+                3 * m.shared_inter * h,
+                c,
+                "const",
             )
+        )
     return terms
 
 
@@ -192,13 +226,18 @@ def moe_working_terms(plan: Plan, g: Geometry) -> list[Term]:
     c = g.compute_bytes
     p = max(c, routing_weight_bytes(g, traits_of(arch)))
     pairs_h = m.pairs * g.hidden
+    shared_first = traits_of(arch).shared_after_routed and m.shared_inter > 0
     terms = [Term("layer output (residual) grad", g.hidden, g.residual_bytes, "seq")]
-    if p > c:
+    if p > c and not shared_first:
+        # the combine's backward is the layer's first: the recompute it triggers runs
+        # while it holds the upcast gradient (freed before index_put otherwise)
         terms.append(Term(f"combine .to() backward upcast to {p} B", g.hidden, p))
     terms += [
         Term("combine sum backward, expanded grad made contiguous", pairs_h, p),
         Term("combine index backward: zeros + index_put", pairs_h, p, count=2),
     ]
+    if shared_first:
+        terms += _expert_grads(plan, g, m, routed=False)
     return terms
 
 
