@@ -36,6 +36,11 @@ FINGERPRINTS: dict[int, str] = {
     #    counters; gathered / reduce-scatter units count every folded expert, each tensor
     #    padded to its own shard group
     7: "a6b11a94feeaf5cbe11ae82fc3b38c1bce8c092dfbf9c3903f8a94ec4e3554ab",
+    # 8: a transformers 5 MoE layer's backward working set (the combine's backward; after
+    #    its experts, the norm's backward with FSDP2's unsharded expert grads); each
+    #    backward moment uses the layer live then (first layer's own kind at the end);
+    #    FSDP2's last-layer prefetch buffer holds the unit before the last layer
+    8: "2e5498b78f487f64dccdca66796f14209e69e1a2f63d3b9c82a8e037323a69ab",
 }
 """FORMULA_VERSION → fingerprint of the golden rows recorded under it."""
 

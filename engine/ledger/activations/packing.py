@@ -31,6 +31,12 @@ def real_token_share(plan: Plan) -> float:
     return min(1.0, w.mean_sample_tokens / plan.batch.seq_len)
 
 
+def activation_band(plan: Plan, n: int) -> tuple[int, int]:
+    """The activation band's low–high of ``n`` bytes; packing lowers the low end."""
+    b = plan.runtime.activation_band
+    return int(n * b.low * real_token_share(plan)), int(n * b.high)
+
+
 def packing_formula(plan: Plan) -> str:
     """The packing step of an activation row's formula ("" when it does not apply)."""
     share = real_token_share(plan)

@@ -14,7 +14,6 @@ multiplied, never looped over tokens or layers. The batch itself is in
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import lru_cache
 
 from engine.ledger.activations import hf
 from engine.ledger.activations import megatron as mg
@@ -22,7 +21,6 @@ from engine.ledger.activations.exchange import exchange_rows
 from engine.ledger.activations.geometry import (
     INT64,
     Geometry,
-    Term,
     Trainability,
     geometry,
     terms_bytes,
@@ -31,17 +29,16 @@ from engine.ledger.activations.geometry import (
 )
 from engine.ledger.activations.inputs import input_rows
 from engine.ledger.activations.loss import labels_rows
-from engine.ledger.activations.packing import packing_formula, real_token_share
+from engine.ledger.activations.packing import activation_band, packing_formula
 from engine.ledger.activations.schedule import in_flight
 from engine.ledger.activations.stage_layers import context, stage_layers
 from engine.ledger.activations.traits import source_of, traits_of
+from engine.ledger.activations.working import working_rows
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import (
     AT_LOSS,
-    BACKWARD,
     FORWARD,
     FORWARD_BACKWARD,
-    IN_LAYERS,
     UNTIL_LAYERS_FREE,
     Moment,
     Row,
@@ -55,12 +52,6 @@ SCALAR_ALLOCS = 2
 """The loss and nll_loss's total_weight: two 0-d tensors, one 512-B block each."""
 
 LINEAR_ROLES = frozenset({"q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down", "lm_head"})
-
-
-def _band(plan: Plan, n: int) -> tuple[int, int]:
-    """The activation band's low–high of ``n`` bytes; packing lowers the low end."""
-    b = plan.runtime.activation_band
-    return int(n * b.low * real_token_share(plan)), int(n * b.high)
 
 
 def _weight_casts(
@@ -95,7 +86,7 @@ def activation_rows(
     fly = in_flight(plan, stage)
     policy = plan.method.recompute.policy
     sl = stage_layers(plan, stage)
-    full_b, n_ckpt, n_plain, ckpt_b = sl.largest, sl.n_ckpt, sl.n_plain, sl.ckpt_bytes
+    full_b, n_ckpt, n_plain = sl.largest, sl.n_ckpt, sl.n_plain
     gran = g.granularity
 
     rows: list[Row] = []
@@ -125,7 +116,7 @@ def activation_rows(
     else:
         one = sl.one_bytes
         total = fly.times(one)
-        layer_total_low, layer_total_high = _band(plan, total)
+        layer_total_low, layer_total_high = activation_band(plan, total)
         layer_formula = (
             sl.description
             + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
@@ -184,30 +175,7 @@ def activation_rows(
     head_parts = _head_terms(plan, g, tr) if last else []
     if head_parts:
         rows.append(_once_row(plan, fly.whole, head_parts, "head", AT_LOSS))
-    work_b, work_text = _working_set(plan)
-    recomputed = full_b if (n_ckpt or policy == "offload") else 0
-    own = ckpt_b if n_ckpt else (0 if policy == "offload" else full_b)
-    net = max(0, work_b + recomputed - own)
-    lo, hi = _band(plan, net)
-    rows.append(
-        make_row(
-            id="hbm.activations.working.layer",
-            state="activations",
-            label="Backward working set of one layer, net of its own freed tensors",
-            location="hbm",
-            kind="peak",
-            group="activations",
-            low=lo,
-            high=hi,
-            formula=f"max(0, {work_text} = {fmt_count(work_b)}"
-            + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
-            + f" − the layer's own saved {fmt_count(own)}) = {fmt_count(net)} B; "
-            "× activation band" + packing_formula(plan),
-            source="memory-model",
-            phases=BACKWARD,
-            backward=IN_LAYERS,
-        )
-    )
+    rows += working_rows(plan, sl)
     if n_layers:
         rows += exchange_rows(plan, g, placed)
     rows += input_rows(plan, g, last)
@@ -236,37 +204,6 @@ def _profile_source(plan: Plan) -> str:
     if plan.runtime.activation_profile == "megatron":
         return "korthikanti-2022"
     return source_of(plan.model.architecture)
-
-
-@lru_cache(maxsize=256)
-def _working_set(plan: Plan) -> tuple[int, str]:
-    """The working set's bytes and terms in words: the same for every stage of a plan,
-    so worked out once."""
-    g = geometry(plan)
-    work = _working_terms(plan, g)
-    return terms_bytes(work, g), terms_formula(work, g)
-
-
-def _working_terms(plan: Plan, g: Geometry) -> list[Term]:
-    """Gradients in flight while one layer runs backward: the MLP intermediates' grads
-    and the residual stream's incoming and outgoing grads (an estimate, banded).
-
-    Gemma's norms (transformers 5.24 ``Gemma2RMSNorm`` / ``Gemma3RMSNorm.forward``:
-    ``self._norm(x.float()) * (1.0 + self.weight.float())``, then ``type_as(x)``) run
-    their backward in fp32: the incoming 16-bit gradient is upcast by the ``type_as``
-    backward and multiplied by ``(1 + w)`` in fp32 while the recomputed layer's saved set
-    is live, one more fp32 hidden-sized tensor than a 16-bit norm's backward holds
-    (traced: tests/fidelity_grid.py, gemma2 / gemma3 full recompute)."""
-    terms = [
-        Term("grads of MLP intermediates", g.inter_local, g.compute_bytes, count=3),
-        Term("residual grads", g.hidden, g.residual_bytes, "seq", count=2),
-    ]
-    if (
-        plan.runtime.activation_profile == "hf-transformers"
-        and traits_of(plan.model.architecture).norm == "rms_gemma"
-    ):
-        terms.append(Term("Gemma fp32 (1 + w) norm backward gradient", g.hidden, 4, "seq"))
-    return terms
 
 
 def _once_row(

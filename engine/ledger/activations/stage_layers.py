@@ -39,6 +39,7 @@ class LayerKind:
     terms: tuple[Term, ...]
     bytes: int
     saved: int  # layers of this kind that keep their whole saved set
+    moe: bool = False  # a routed-experts layer (its backward runs the combine's grads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +160,9 @@ def _counted(
         name = ("MoE" if is_moe else "dense" if arch.moe else "") + (
             "" if ing else " first (frozen embedding)"
         )
-        kinds.append(LayerKind(name.strip() or "decoder", tuple(terms), terms_bytes(terms, g), n))
+        kinds.append(
+            LayerKind(name.strip() or "decoder", tuple(terms), terms_bytes(terms, g), n, is_moe)
+        )
     ckpt = mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g)
     counted = StageLayers(
         kinds=tuple(kinds),

@@ -62,6 +62,9 @@ class FamilyTraits:
     router_fp32_input: bool = False  # the router's linear runs on an fp32 copy
     topk_renorm: bool = False  # top-k weights divided by their sum in place
     routing_dtype_compute: bool = False  # routing weights cast to the compute dtype
+    # shared experts run after the routed ones (DeepseekV2Moe / DeepseekV3MoE.forward:
+    # ``hidden_states + self.shared_experts(residuals)``), so their backward runs first
+    shared_after_routed: bool = False
     rotary_fraction: float = 1.0  # of head_dim rotated (config's partial_rotary_factor)
     explicit_mask: bool = False  # a (b, 1, s, s) mask is always passed to SDPA
     embed_scale: bool = False  # the embedding holds a 0-d embed_scale buffer (Gemma)
@@ -136,10 +139,16 @@ _TRAITS: dict[str, FamilyTraits] = {
     "granitemoe": FamilyTraits("granitemoe/modeling_granitemoe.py", router="granite"),
     "phimoe": FamilyTraits("phimoe/modeling_phimoe.py", norm="layernorm", router="sparsemixer"),
     "deepseek_v2": FamilyTraits(
-        "deepseek_v2/modeling_deepseek_v2.py", router="softmax_group", router_fp32_input=True
+        "deepseek_v2/modeling_deepseek_v2.py",
+        router="softmax_group",
+        router_fp32_input=True,
+        shared_after_routed=True,
     ),
     "deepseek_v3": FamilyTraits(
-        "deepseek_v3/modeling_deepseek_v3.py", router="sigmoid_group", router_fp32_input=True
+        "deepseek_v3/modeling_deepseek_v3.py",
+        router="sigmoid_group",
+        router_fp32_input=True,
+        shared_after_routed=True,
     ),
     "llama4": FamilyTraits("llama4/modeling_llama4.py", qk_scope="l2", router="llama4"),
 }

@@ -23,6 +23,7 @@ from engine.ledger.row import (
     IN_LAYERS,
     NO_MOMENTS,
     UNTIL_LAYERS_FREE,
+    Moment,
     Row,
     make_row,
     with_middle,
@@ -78,6 +79,36 @@ def _padded_flat(ts: list[LocalTensor], n: int, n_expert: int, bpe: int, gran: i
         rest = t.numel // t.shape[0] if t.shape and t.shape[0] else 0
         numel += ceil_div(t.shape[0], g) * g * rest * c if t.shape else 0
     return round_up(numel * bpe, gran)
+
+
+def _second_to_last(layers: dict[int, list[LocalTensor]], flat: dict[int, int]) -> int | None:
+    """The unit FSDP2 prefetches while the stage's last layer runs backward: the one
+    before it, in layer order (a folded unit stands for its ``count`` layers)."""
+    order = [flat[i] for i in sorted(layers) for _ in range(min(t.count for t in layers[i]))]
+    return order[-2] if len(order) >= 2 else None
+
+
+def _buffer_row(
+    nbuf: int, buf: int, gb: int, src: str, moments: frozenset[Moment], last: bool = False
+) -> Row:
+    """FSDP2's all-gather output buffer; ``last``: the one the last layer's backward
+    prefetches (the layer before it, smaller when it is dense and the last MoE)."""
+    what = "the unit before the last layer" if last else "one decoder-layer unit"
+    return make_row(
+        id="hbm.gathered.all_gather_buffer" + (".last_layer" if last else ""),
+        label=f"All-gather output buffer of {nbuf} unit(s) (prefetch)",
+        state="gathered",
+        location="hbm",
+        kind="peak",
+        group="gathered",
+        low=nbuf * buf,
+        high=nbuf * buf,
+        formula=f"{nbuf} × {what} gathered flat, {gb} B/element = "
+        f"{fmt_count(nbuf * buf)} B (kept until the next all-gather)",
+        source=src,
+        phases=BACKWARD if last else FORWARD_BACKWARD,
+        backward=moments,
+    )
 
 
 def gathered_rows(
@@ -198,29 +229,19 @@ def _fsdp_rows(
     if fsdp2:
         par = plan.parallelism
         n_expert = shard_group_size(par, expert_dp_group(par), ranks_per_node(plan))
-        buf = max(
-            (_padded_flat(ts, shard, n_expert, gb, gran) for ts in layers.values()), default=0
-        )
+        flat = {i: _padded_flat(ts, shard, n_expert, gb, gran) for i, ts in layers.items()}
+        buf = max(flat.values(), default=0)
         nbuf = max(1, k.fsdp_prefetch_units)
+        # every unit stayed gathered: backward issues no all-gather; otherwise the
+        # prefetched unit waits in it until the first layer's backward
+        moments = NO_MOMENTS if keep_all else with_middle(BEFORE_FIRST_LAYER, n_layers)
+        second_last = _second_to_last(layers, flat)
+        split = nbuf == 1 and second_last is not None and second_last != buf
         rows.append(
-            make_row(
-                id="hbm.gathered.all_gather_buffer",
-                label=f"All-gather output buffer of {nbuf} unit(s) (prefetch)",
-                state="gathered",
-                location="hbm",
-                kind="peak",
-                group="gathered",
-                low=nbuf * buf,
-                high=nbuf * buf,
-                formula=f"{nbuf} × one decoder-layer unit gathered flat, {gb} B/element = "
-                f"{fmt_count(nbuf * buf)} B (kept until the next all-gather)",
-                source=src,
-                phases=FORWARD_BACKWARD,
-                # every unit stayed gathered: backward issues no all-gather; otherwise
-                # the prefetched unit waits in it until the first layer's backward
-                backward=NO_MOMENTS if keep_all else with_middle(BEFORE_FIRST_LAYER, n_layers),
-            )
+            _buffer_row(nbuf, buf, gb, src, moments - {"backward.layers"} if split else moments)
         )
+        if split and "backward.layers" in moments and second_last is not None:
+            rows.append(_buffer_row(1, second_last, gb, src, frozenset({"backward.layers"}), True))
     if keep_all:
         n = n_layers * unit
         rows.append(

@@ -1,0 +1,263 @@
+"""The backward working set of the layer whose backward runs at each moment.
+
+While one decoder layer runs backward, the gradients it computes are live next to the
+saved set it reads (recomputed first when the layer is checkpointed). The row is net of
+the layer's own saved tensors, which the saved-activation rows already count.
+
+Which layer runs backward when: ``backward.layers`` and ``backward.middle`` are the
+stage's last and middle layers (the largest kind of the stage stands for them),
+``backward.end`` its first layer. The two differ when a stage mixes dense and MoE
+layers (DeepSeek's ``first_k_dense_replace`` dense layers come first, Qwen2-MoE's
+``decoder_sparse_step``): the first layer's row then uses the first layer's own saved
+set and working set, not the largest layer's.
+
+A dense layer's working set is an estimate (the MLP intermediates' gradients and the
+residual stream's incoming and outgoing gradients, banded). A transformers 5 MoE
+layer's is the combine's backward, which runs first and is the layer's largest
+(``integrations/moe.py``, ``grouped_mm_experts_forward``, transformers 5.24): the
+forward ends ``weighted_out = proj_out * sample_weights_g.unsqueeze(-1)`` (the routing
+weights' dtype promotes it: fp32 where they are fp32), ``weighted_out[inv_perm]``,
+``.view(T, k, h).sum(dim=1)`` and ``.to(hidden_states.dtype)``. Its backward holds, at
+once: the ``.to`` backward's upcast gradient (T × h, only when the dtype promoted), the
+sum's expanded gradient made contiguous for the view (T·k × h), and the index's
+backward — a zeroed T·k × h tensor and the ``index_put`` result (two more) — while the
+layer's output gradient (one T × h residual gradient) is live and nothing has reached
+the layer's input yet (traced: tests/fidelity_grid.py, mixtral / qwen3_moe / qwen2_moe /
+granitemoe, FSDP2 + full recompute: the peak is "at index_put" in layer 0's experts).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from engine.ledger.activations import hf
+from engine.ledger.activations.geometry import (
+    FP32,
+    Geometry,
+    Term,
+    geometry,
+    terms_bytes,
+    trainability,
+)
+from engine.ledger.activations.geometry import terms_formula as formula
+from engine.ledger.activations.hf_moe import MoeShapes, moe_shapes, routing_weight_bytes
+from engine.ledger.activations.hf_moe import expert_terms as moe_expert_terms
+from engine.ledger.activations.hf_moe import router_terms as moe_router_terms
+from engine.ledger.activations.packing import activation_band, packing_formula
+from engine.ledger.activations.stage_layers import LayerKind, StageLayers, context
+from engine.ledger.activations.traits import traits_of
+from engine.ledger.row import BACKWARD, IN_LAYERS, Moment, Row, make_row
+from engine.plan import Plan
+from engine.stacks.families import family_of
+from engine.units import ceil_div, fmt_count
+
+NORM_BACKWARD_FP32 = 4
+"""fp32 T × h tensors live at once in the composite RMSNorm's backward
+(``<Family>RMSNorm.forward``: ``hidden_states.to(float32)``, ``pow(2).mean(-1)``,
+``hidden_states * torch.rsqrt(variance + eps)``, ``weight * hidden_states.to(dtype)``):
+the upcast gradient, the gradient of the normalised input and the pow / mean branch's
+two (traced: granitemoe / qwen3_moe, FSDP2 + full recompute, at
+``post_attention_layernorm``'s ``mul``)."""
+
+FIRST_LAYER: frozenset[Moment] = frozenset({"backward.end"})
+LATER_LAYERS: frozenset[Moment] = IN_LAYERS - FIRST_LAYER
+
+
+def working_rows(plan: Plan, sl: StageLayers) -> list[Row]:
+    """One row when the stage's first layer is of its largest kind, else two: the
+    largest kind's at the later layers' moments and the first layer's at the end."""
+    largest = max(sl.kinds, key=lambda k: k.bytes)
+    first = sl.kinds[0]
+    if (first.moe, first.bytes) == (largest.moe, largest.bytes):
+        return [_row(plan, sl, largest, IN_LAYERS, first=False)]
+    return [
+        _row(plan, sl, largest, LATER_LAYERS, first=False),
+        _row(plan, sl, first, FIRST_LAYER, first=True),
+    ]
+
+
+def _row(
+    plan: Plan, sl: StageLayers, kind: LayerKind, moments: frozenset[Moment], first: bool
+) -> Row:
+    policy = plan.method.recompute.policy
+    work_b, work_text = _working_set(plan, kind.moe)
+    recomputed = kind.bytes if (sl.n_ckpt or policy == "offload") else 0
+    own = sl.ckpt_bytes if sl.n_ckpt else (0 if policy == "offload" else kind.bytes)
+    freed = 0  # the saved tensors already freed at the chosen moment (when recomputed)
+    if _moe_combine(plan, kind.moe):
+        combine_freed = (
+            _shared_saved(plan) if traits_of(plan.model.architecture).shared_after_routed else 0
+        )
+        after_b, after_text = _after_experts(plan)
+        candidates = [(work_b, work_text, combine_freed), (after_b, after_text, _moe_saved(plan))]
+    else:
+        candidates = [(work_b, work_text, 0)]
+    net = -1
+    for b, text, fr in candidates:
+        fr = fr if recomputed else 0
+        n = max(0, b + recomputed - fr - own)
+        if n > net:
+            net, work_b, work_text, freed = n, b, text, fr
+    lo, hi = activation_band(plan, net)
+    which = f"the first ({kind.name}) layer" if first else "one layer"
+    return make_row(
+        id="hbm.activations.working.first_layer" if first else "hbm.activations.working.layer",
+        state="activations",
+        label=f"Backward working set of {which}, net of its own freed tensors",
+        location="hbm",
+        kind="peak",
+        group="activations",
+        low=lo,
+        high=hi,
+        formula=f"max(0, {work_text} = {fmt_count(work_b)}"
+        + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
+        + (f" − its MoE tensors already freed {fmt_count(freed)}" if freed else "")
+        + f" − the layer's own saved {fmt_count(own)}) = {fmt_count(net)} B; "
+        "× activation band" + packing_formula(plan),
+        source="hf-transformers-moe-combine" if _moe_combine(plan, kind.moe) else "memory-model",
+        phases=BACKWARD,
+        backward=moments,
+    )
+
+
+def _moe_combine(plan: Plan, moe_layer: bool) -> bool:
+    """Whether the layer's backward starts with transformers' grouped-mm combine."""
+    return (
+        moe_layer
+        and plan.runtime.activation_profile == "hf-transformers"
+        and plan.model.architecture.moe is not None
+    )
+
+
+@lru_cache(maxsize=256)
+def _working_set(plan: Plan, moe_layer: bool) -> tuple[int, str]:
+    """The working set's bytes and terms in words: the same for every stage of a plan,
+    so worked out once per layer kind."""
+    g = geometry(plan)
+    work = moe_working_terms(plan, g) if _moe_combine(plan, moe_layer) else _dense_terms(plan, g)
+    return terms_bytes(work, g), formula(work, g)
+
+
+@lru_cache(maxsize=256)
+def _moe_saved(plan: Plan) -> int:
+    """The MoE block's own saved tensors (router, dispatch, experts, shared experts):
+    freed once the block's backward is done."""
+    g = geometry(plan)
+    return terms_bytes(hf.moe_mlp_terms(context(plan, g, trainability(plan))), g)
+
+
+@lru_cache(maxsize=256)
+def _shared_saved(plan: Plan) -> int:
+    """The shared experts' saved tensors (the MoE block's less its router and experts)."""
+    g, tr = geometry(plan), trainability(plan)
+    arch = plan.model.architecture
+    assert arch.moe is not None
+    m, t = moe_shapes(arch.moe, g.tp), traits_of(arch)
+    routed = moe_router_terms(g, tr, t, m) + moe_expert_terms(g, tr, t, m)
+    return _moe_saved(plan) - terms_bytes(routed, g)
+
+
+@lru_cache(maxsize=256)
+def _after_experts(plan: Plan) -> tuple[int, str]:
+    g = geometry(plan)
+    work = after_experts_terms(plan, g)
+    return terms_bytes(work, g), formula(work, g) + " (after the MoE block's backward)"
+
+
+def after_experts_terms(plan: Plan, g: Geometry) -> list[Term]:
+    """The MoE layer's second moment: its block's backward is done (its saved set freed,
+    counted by the caller), the norm before it runs backward. Under FSDP2 the layer's
+    experts' and router's unsharded weight gradients are live until its post-backward
+    reduce-scatter (``FSDPParamGroup.post_backward``), which runs after the whole
+    layer; elsewhere they are the persistent gradient rows."""
+    arch = plan.model.architecture
+    assert arch.moe is not None
+    m = moe_shapes(arch.moe, g.tp)
+    h, c = g.hidden, g.compute_bytes
+    terms = [
+        Term("residual grads", h, g.residual_bytes, "seq", count=2),
+    ]
+    if traits_of(arch).norm == "layernorm":  # one fused native_layer_norm_backward
+        terms.append(Term("LayerNorm backward input grad", h, c, "seq"))
+    else:
+        terms.append(
+            Term("RMSNorm backward fp32 temporaries", h, FP32, "seq", count=NORM_BACKWARD_FP32)
+        )
+    return terms + _expert_grads(plan, g, m, routed=True)
+
+
+def _expert_grads(plan: Plan, g: Geometry, m: MoeShapes, routed: bool) -> list[Term]:
+    """Under FSDP2, the layer's unsharded weight gradients its MoE backward has made so
+    far (live until ``FSDPParamGroup.post_backward`` reduce-scatters the whole layer):
+    the shared experts' and — once the routed experts' backward is done — theirs and the
+    router's. Elsewhere they are the persistent gradient rows."""
+    if family_of(plan.parallelism.strategy) != "fsdp2":
+        return []
+    h, c = g.hidden, g.compute_bytes
+    terms: list[Term] = []
+    if routed:
+        local = ceil_div(m.experts, plan.parallelism.ep)
+        terms += [
+            Term(
+                f"routed experts' unsharded grads {local} × 3·{m.expert_inter}·{h}",
+                local * 3 * m.expert_inter * h,
+                c,
+                "const",
+            ),
+            Term(f"router unsharded grad {m.experts}·{h}", m.experts * h, c, "const"),
+        ]
+    if m.shared_inter:
+        terms.append(
+            Term(
+                f"shared experts' unsharded grads 3·{m.shared_inter}·{h}",
+                3 * m.shared_inter * h,
+                c,
+                "const",
+            )
+        )
+    return terms
+
+
+def moe_working_terms(plan: Plan, g: Geometry) -> list[Term]:
+    """The combine's backward in a transformers 5 MoE layer (module docstring)."""
+    arch = plan.model.architecture
+    assert arch.moe is not None
+    m = moe_shapes(arch.moe, g.tp)
+    c = g.compute_bytes
+    p = max(c, routing_weight_bytes(g, traits_of(arch)))
+    pairs_h = m.pairs * g.hidden
+    shared_first = traits_of(arch).shared_after_routed and m.shared_inter > 0
+    terms = [Term("layer output (residual) grad", g.hidden, g.residual_bytes, "seq")]
+    if p > c and not shared_first:
+        # the combine's backward is the layer's first: the recompute it triggers runs
+        # while it holds the upcast gradient (freed before index_put otherwise)
+        terms.append(Term(f"combine .to() backward upcast to {p} B", g.hidden, p))
+    terms += [
+        Term("combine sum backward, expanded grad made contiguous", pairs_h, p),
+        Term("combine index backward: zeros + index_put", pairs_h, p, count=2),
+    ]
+    if shared_first:
+        terms += _expert_grads(plan, g, m, routed=False)
+    return terms
+
+
+def _dense_terms(plan: Plan, g: Geometry) -> list[Term]:
+    """Gradients in flight while one layer runs backward: the MLP intermediates' grads
+    and the residual stream's incoming and outgoing grads (an estimate, banded).
+
+    Gemma's norms (transformers 5.24 ``Gemma2RMSNorm`` / ``Gemma3RMSNorm.forward``:
+    ``self._norm(x.float()) * (1.0 + self.weight.float())``, then ``type_as(x)``) run
+    their backward in fp32: the incoming 16-bit gradient is upcast by the ``type_as``
+    backward and multiplied by ``(1 + w)`` in fp32 while the recomputed layer's saved set
+    is live, one more fp32 hidden-sized tensor than a 16-bit norm's backward holds
+    (traced: tests/fidelity_grid.py, gemma2 / gemma3 full recompute)."""
+    terms = [
+        Term("grads of MLP intermediates", g.inter_local, g.compute_bytes, count=3),
+        Term("residual grads", g.hidden, g.residual_bytes, "seq", count=2),
+    ]
+    if (
+        plan.runtime.activation_profile == "hf-transformers"
+        and traits_of(plan.model.architecture).norm == "rms_gemma"
+    ):
+        terms.append(Term("Gemma fp32 (1 + w) norm backward gradient", g.hidden, 4, "seq"))
+    return terms
