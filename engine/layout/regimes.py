@@ -101,6 +101,16 @@ class Known:
         if found is not None:
             self.fits_at = found.dp
 
+    def learn_one(self, dp: int, accepted: bool, all_below_fail: bool) -> None:
+        """Record one estimate made by the other criterion's search at ``dp`` of this
+        regime, judged by this criterion: accepted, it bounds the regime's smallest fit
+        from above; failing with every smaller DP of the regime (``all_below_fail``),
+        every candidate up to ``dp`` fails."""
+        if accepted:
+            self.fits_at = dp if self.fits_at is None else min(self.fits_at, dp)
+        elif all_below_fail:
+            self.dead_upto = max(self.dead_upto, dp)
+
 
 Proofs = dict[tuple[Layout, RegimeKey, str], Known]
 """Per (shape template, regime, criterion figure): what is known (:class:`Known`)."""
