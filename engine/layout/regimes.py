@@ -15,7 +15,9 @@ from dataclasses import dataclass, field, replace
 
 from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch
+from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Outcome
+from engine.layout.low_bound import LowFloors
 from engine.layout.padding import padding_problems, padding_share
 from engine.layout.point import Layout
 from engine.ledger.groups import ranks_per_node
@@ -132,6 +134,13 @@ class SearchMemo:
     replay: bool = False
     proofs: Proofs = field(default_factory=dict)
     _points: dict[Layout, dict[int, tuple[Layout, RegimeKey] | None]] = field(default_factory=dict)
+    _low: LowFloors | None = None
+
+    def low_floors(self, floors: PeakFloors) -> LowFloors:
+        """The low bound over ``floors``, one per memo (its values are cached)."""
+        if self._low is None or self._low.floors is not floors:
+            self._low = LowFloors(floors)
+        return self._low
 
     def known(self, shape: Layout, key: RegimeKey, figure: str) -> Known:
         """What is proven about a regime under a criterion (nothing, when replaying)."""

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Evaluator, Outcome
+from engine.layout.low_bound import LowFloors
 from engine.layout.point import Layout
 from engine.layout.regimes import RegimeKey, SearchMemo, slack
 
@@ -110,6 +111,10 @@ class Criterion:
 
 
 HIGH, LOW = Criterion("high"), Criterion("low")
+LOW_FLOOR_BELOW = 16
+"""The most smaller DPs of a regime whose low bounds are computed to prove them all
+failing without an estimate (each costs a fraction of one); beyond, the probe is
+estimated, whose failure proves them by the regime's slack."""
 
 
 @dataclass
@@ -120,6 +125,7 @@ class _Shape:
     criterion: Criterion
     budget: Budget
     floors: PeakFloors | None = None
+    low_floors: LowFloors | None = None
     estimated: list[Outcome] = field(default_factory=list)  # this regime's estimates
 
     def probe(self, layout: Layout, below: list[Layout]) -> tuple[bool, bool]:
@@ -130,6 +136,10 @@ class _Shape:
             # largest DP (``below`` ascends, so the dict keeps it)
             batches = {(lay.micro_batch, lay.grad_accum): lay for lay in below}
             return False, all(self._over_floor(lay) for lay in batches.values())
+        # the low bound is not shown monotone in DP: each smaller DP is checked
+        low_dead = len(below) <= LOW_FLOOR_BELOW and self._over_low_floor(layout)
+        if low_dead and all(self._over_low_floor(lay) for lay in below):
+            return False, True
         o = self.ev(layout)
         self.estimated.append(o)
         if self.criterion.accept(o):
@@ -142,6 +152,13 @@ class _Shape:
         if self.floors is None or self.criterion.figure != "high":
             return False
         return self.floors(layout) > self.ev.plan.hbm_limit_bytes
+
+    def _over_low_floor(self, layout: Layout) -> bool:
+        """Whether the layout's low fit peak is proven over the limit
+        (:mod:`.low_bound`): it fails by the low estimate without one."""
+        if self.low_floors is None or self.criterion.figure != "low":
+            return False
+        return self.low_floors(layout) > self.ev.plan.hbm_limit_bytes
 
     def smallest(self, layouts: list[Layout]) -> Layout | None:
         """The smallest accepted layout of one regime (ascending DP), soundly: a probe
@@ -193,7 +210,9 @@ def search_min(
     floor = ev.fewest_ranks
     if floor > max_gpus:
         return best
-    searcher = _Shape(ev, criterion, budget, None if memo.replay else ev.floors)
+    floors = None if memo.replay else ev.floors
+    low_floors = None if floors is None else memo.low_floors(floors)
+    searcher = _Shape(ev, criterion, budget, floors, low_floors)
     for shape in shapes:
         m = shape.model_parallel
         if m > max_gpus or (best is not None and cost(m) >= best.cost):
