@@ -21,6 +21,10 @@ are exact, and a quiet phase whose high is below an activation phase's lower bou
 not the peak phase; forward and backward always count. Plus the allocator reserve's low on that
 low, and the runtime rows inside the capacity (exact). The heaviest stage (by high) is
 one of the decisive stages, so the bound is the smallest stage's.
+
+It costs nearly an estimate for MoE models (the shared rows are most of one; an
+estimate of the same layout then reuses them), so the search asks for it only where it
+replaces an estimate one for one (:meth:`engine.layout.search._Shape.probe`).
 """
 
 from __future__ import annotations
