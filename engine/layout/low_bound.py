@@ -7,7 +7,7 @@ activations' phases have more low bytes. So this bound, per decisive stage
 (:func:`engine.estimate.decisive_stages`), sums moment by moment
 
 - the stage's shared rows (states, gathered units, buckets, gradients, optimizer-step
-  temporaries, checkpoint event: :func:`engine.ledger.shared_sums.shared_sums`) at the
+  temporaries, checkpoint event: :func:`engine.ledger.stage_rows.shared_sums`) at the
   layout itself, exactly — a small share of an estimate's work;
 - its activation rows at the canonical layout (DP 1, EP 1), which the real ones only
   add to (:mod:`engine.layout.bound`: the autocast weight copies and the all-to-all
@@ -36,7 +36,7 @@ from engine.layout.point import Layout
 from engine.ledger.peaks.runtime import reserve_row
 from engine.ledger.phases import add_sums, timeline_of
 from engine.ledger.row import PHASES, Phase
-from engine.ledger.shared_sums import shared_sums
+from engine.ledger.stage_rows import shared_sums
 from engine.legality.checks import check
 from engine.stacks.defaults import resolved
 

@@ -26,7 +26,7 @@ from engine.layout.lattice import (
 )
 from engine.layout.low_bound import QUIET, LowFloors
 from engine.ledger.row import MOMENTS
-from engine.ledger.shared_sums import shared_sums
+from engine.ledger.stage_rows import shared_sums
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
