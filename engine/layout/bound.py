@@ -42,7 +42,7 @@ from engine.layout.point import Layout
 from engine.ledger.activations.rows import activation_rows
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
-from engine.ledger.phases import timeline
+from engine.ledger.phases import Sums, moment_sums, timeline_of
 from engine.ledger.placement import stage_layer_ranges
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
@@ -53,11 +53,12 @@ FIXED_RUNTIME = frozenset({"cuda_context", "cublas_workspace"})
 
 
 @dataclass(frozen=True, slots=True)
-class _StageFloor:
+class StageFloor:
     stage: int
     activations: int  # the activation rows' peak (high)
     resident: int  # one-rank weights + optimizer bytes of the stage
     runtime: int  # CUDA context, cuBLAS, the kept communicators' NCCL buffers (high)
+    activation_sums: Sums  # the activation rows' allocated moment sums (low, high)
 
 
 def _canonical(layout: Layout) -> Layout:
@@ -73,7 +74,7 @@ def _runtime(plan: Plan, stage: int) -> int:
     return fixed + (kept * per.high if per is not None and kept else 0)
 
 
-def _stage_floors(plan: Plan, laid: Plan) -> tuple[_StageFloor, ...]:
+def _stage_floors(plan: Plan, laid: Plan) -> tuple[StageFloor, ...]:
     """The DP- and EP-free parts of each decisive stage of ``laid`` (canonical)."""
     par = laid.parallelism
     ranges = stage_layer_ranges(laid.model.architecture, par)
@@ -82,9 +83,9 @@ def _stage_floors(plan: Plan, laid: Plan) -> tuple[_StageFloor, ...]:
     out = []
     for s in decisive_stages(laid):
         rows = activation_rows(laid, s, len(ranges[s]), ())
-        tl = timeline(tuple(rows), accumulating)
-        act = max(span.high for span in tl.phases.values())
-        out.append(_StageFloor(s, act, resident[s], _runtime(laid, s)))
+        sums = moment_sums(rows, accumulating)
+        act = max(span.high for span in timeline_of(sums).phases.values())
+        out.append(StageFloor(s, act, resident[s], _runtime(laid, s), sums))
     return tuple(out)
 
 
@@ -94,13 +95,12 @@ class PeakFloors:
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
-        self._cache: dict[Layout, tuple[Plan, tuple[_StageFloor, ...]] | None] = {}
+        self._cache: dict[Layout, tuple[Plan, tuple[StageFloor, ...]] | None] = {}
         self.calls = 0
 
-    def __call__(self, layout: Layout) -> int:
-        """A lower bound on ``layout``'s high fit peak, non-increasing in DP with the
-        batch held; 0 when none is known (the layout cannot be laid out: its estimate
-        says why)."""
+    def canonical(self, layout: Layout) -> tuple[Plan, tuple[StageFloor, ...]] | None:
+        """The canonical (DP 1, EP 1) plan of ``layout`` and its decisive stages' DP- and
+        EP-free parts; None when it cannot be laid out."""
         key = _canonical(layout)
         if key not in self._cache:
             self.calls += 1
@@ -109,7 +109,13 @@ class PeakFloors:
                 self._cache[key] = (laid, _stage_floors(self.plan, laid))
             except (PlanError, NotImplementedError, ValueError):
                 self._cache[key] = None
-        got = self._cache[key]
+        return self._cache[key]
+
+    def __call__(self, layout: Layout) -> int:
+        """A lower bound on ``layout``'s high fit peak, non-increasing in DP with the
+        batch held; 0 when none is known (the layout cannot be laid out: its estimate
+        says why)."""
+        got = self.canonical(layout)
         if got is None:
             return 0
         laid, stages = got

@@ -36,6 +36,8 @@ from engine.layout.lattice import (
 )
 from engine.layout.regimes import SearchMemo
 from engine.layout.search import (
+    HIGH,
+    LOW,
     Budget,
     BudgetSpent,
     Clock,
@@ -55,8 +57,6 @@ SEARCH_BUDGET_S = 20.0
 """Wall-clock seconds one search may take before it stops and says so (every preset
 searches to 16,384 GPUs in well under one; extreme plans — thousands of layers — stop
 here instead of running for minutes)."""
-
-HIGH, LOW = Criterion("high"), Criterion("low")
 
 
 @dataclass(frozen=True, slots=True)

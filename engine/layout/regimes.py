@@ -15,7 +15,9 @@ from dataclasses import dataclass, field, replace
 
 from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch
+from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Outcome
+from engine.layout.low_bound import LowFloors
 from engine.layout.padding import padding_problems, padding_share
 from engine.layout.point import Layout
 from engine.ledger.groups import ranks_per_node
@@ -101,6 +103,16 @@ class Known:
         if found is not None:
             self.fits_at = found.dp
 
+    def learn_one(self, dp: int, accepted: bool, all_below_fail: bool) -> None:
+        """Record one estimate made by the other criterion's search at ``dp`` of this
+        regime, judged by this criterion: accepted, it bounds the regime's smallest fit
+        from above; failing with every smaller DP of the regime (``all_below_fail``),
+        every candidate up to ``dp`` fails."""
+        if accepted:
+            self.fits_at = dp if self.fits_at is None else min(self.fits_at, dp)
+        elif all_below_fail:
+            self.dead_upto = max(self.dead_upto, dp)
+
 
 Proofs = dict[tuple[Layout, RegimeKey, str], Known]
 """Per (shape template, regime, criterion figure): what is known (:class:`Known`)."""
@@ -122,6 +134,13 @@ class SearchMemo:
     replay: bool = False
     proofs: Proofs = field(default_factory=dict)
     _points: dict[Layout, dict[int, tuple[Layout, RegimeKey] | None]] = field(default_factory=dict)
+    _low: LowFloors | None = None
+
+    def low_floors(self, floors: PeakFloors) -> LowFloors:
+        """The low bound over ``floors``, one per memo (its values are cached)."""
+        if self._low is None or self._low.floors is not floors:
+            self._low = LowFloors(floors)
+        return self._low
 
     def known(self, shape: Layout, key: RegimeKey, figure: str) -> Known:
         """What is proven about a regime under a criterion (nothing, when replaying)."""

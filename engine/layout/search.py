@@ -27,7 +27,8 @@ reserve, runtime — what no DP or EP takes away) already exceeds the limit fail
 high estimate without one, and so does every smaller DP of its regime with a floor as
 high; and what a probe proved (:class:`Known`) is kept across the growing bounds and
 the three counts' searches, so a regime is never probed twice below what it is known
-to fail at. The hypothesis test
+to fail at; an estimate made by one criterion's search proves what it can under the
+other (:func:`_teach_other`). The hypothesis test
 ``tests/engine/layout/test_search_exact.py`` checks the answers against brute force.
 """
 
@@ -39,8 +40,9 @@ from dataclasses import dataclass, field
 
 from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Evaluator, Outcome
+from engine.layout.low_bound import LowFloors
 from engine.layout.point import Layout
-from engine.layout.regimes import SearchMemo, slack
+from engine.layout.regimes import RegimeKey, SearchMemo, slack
 
 Cost = Callable[[int], int]
 Clock = Callable[[], float]
@@ -108,6 +110,9 @@ class Criterion:
         return value - margin > o.limit
 
 
+HIGH, LOW = Criterion("high"), Criterion("low")
+
+
 @dataclass
 class _Shape:
     """One shape's search over its regimes' DP values, with the estimates it needs."""
@@ -116,6 +121,8 @@ class _Shape:
     criterion: Criterion
     budget: Budget
     floors: PeakFloors | None = None
+    low_floors: LowFloors | None = None
+    estimated: list[Outcome] = field(default_factory=list)  # this regime's estimates
 
     def probe(self, layout: Layout, below: list[Layout]) -> tuple[bool, bool]:
         """(accepted, every DP of ``below`` — the smaller ones of the regime — fails)."""
@@ -125,7 +132,13 @@ class _Shape:
             # largest DP (``below`` ascends, so the dict keeps it)
             batches = {(lay.micro_batch, lay.grad_accum): lay for lay in below}
             return False, all(self._over_floor(lay) for lay in batches.values())
+        if not below and self._over_low_floor(layout):
+            # the low bound is not shown monotone in DP, and for MoE models it costs
+            # nearly an estimate (the shared rows, which the estimate then reuses): it
+            # stands in for one only where no smaller DP is left to prove failing
+            return False, True
         o = self.ev(layout)
+        self.estimated.append(o)
         if self.criterion.accept(o):
             return True, False
         return False, self.criterion.all_below_fail(o, slack(self.ev.plan, o))
@@ -136,6 +149,13 @@ class _Shape:
         if self.floors is None or self.criterion.figure != "high":
             return False
         return self.floors(layout) > self.ev.plan.hbm_limit_bytes
+
+    def _over_low_floor(self, layout: Layout) -> bool:
+        """Whether the layout's low fit peak is proven over the limit
+        (:mod:`.low_bound`): it fails by the low estimate without one."""
+        if self.low_floors is None or self.criterion.figure != "low":
+            return False
+        return self.low_floors(layout) > self.ev.plan.hbm_limit_bytes
 
     def smallest(self, layouts: list[Layout]) -> Layout | None:
         """The smallest accepted layout of one regime (ascending DP), soundly: a probe
@@ -187,7 +207,9 @@ def search_min(
     floor = ev.fewest_ranks
     if floor > max_gpus:
         return best
-    searcher = _Shape(ev, criterion, budget, None if memo.replay else ev.floors)
+    floors = None if memo.replay else ev.floors
+    low_floors = None if floors is None else memo.low_floors(floors)
+    searcher = _Shape(ev, criterion, budget, floors, low_floors)
     for shape in shapes:
         m = shape.model_parallel
         if m > max_gpus or (best is not None and cost(m) >= best.cost):
@@ -201,8 +223,10 @@ def search_min(
                 group = [g for g in group if g.dp < got.dp]
             known = memo.known(shape, key, criterion.figure)
             group = known.unknown(group)
+            searcher.estimated = []
             found = searcher.smallest(group)
             known.learn(group, found)
+            _teach_other(memo, shape, key, criterion, searcher.estimated)
             if found is not None:
                 got = found
         if got is not None:
@@ -210,6 +234,20 @@ def search_min(
             if best is None or c < best.cost:
                 best = Found(ev(got), c)
     return best
+
+
+def _teach_other(
+    memo: SearchMemo, shape: Layout, key: RegimeKey, criterion: Criterion, outs: list[Outcome]
+) -> None:
+    """What one criterion's estimates of a regime prove under the other criterion (an
+    estimate has both figures): a layout that fits by the high estimate fits by the low
+    one (low ≤ high), and one that fails the other figure by more than its slack fails
+    it at every smaller DP of the regime — so the low search need not re-probe regimes
+    the high search already settled, nor the arithmetic minimum those the low one did."""
+    other = HIGH if criterion.figure == "low" else LOW
+    known = memo.known(shape, key, other.figure)
+    for o in outs:
+        known.learn_one(o.layout.dp, other.accept(o), other.all_below_fail(o, slack(memo.plan, o)))
 
 
 def search_growing(
@@ -231,9 +269,14 @@ def search_growing(
     ``cost(b + 1)``; once the best found costs less than that, no larger layout can beat
     it or tie with it (ties keep the preference order of :func:`search_min`). Earlier
     rounds' estimates are memoised by the evaluator, their candidates and proofs by
-    ``memo``."""
+    ``memo``. With a ``start`` of cost C the first bound is the largest world costing
+    less than C (no better layout is larger): each later round would re-probe every
+    regime at its new top, so one round at that bound usually needs fewer estimates —
+    the same answer either way, since every round's answer is exact."""
     memo = SearchMemo(ev.plan) if memo is None else memo
     bound = max(1, first_bound)
+    if start is not None and not memo.replay:
+        bound = max(bound, _max_dp_below(start.cost, 1, cost))
     while True:
         b = min(bound, max_gpus)
         found = search_min(ev, shapes, b, cost, criterion, budget, start, memo)

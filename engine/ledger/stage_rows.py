@@ -170,3 +170,12 @@ def stage_rows(plan: Plan, stage: int) -> StageRows:
         (shared.runtime[0] + rt_low, shared.runtime[1] + rt_high),
         (shared.inside[0] + in_low, shared.inside[1] + in_high),
     )
+
+
+def shared_sums(plan: Plan, stage: int) -> tuple[Sums, Span]:
+    """(allocated moment sums, runtime inside the verdict's capacity) of ``stage``'s
+    shared rows in the resolved ``plan``, exactly as :func:`stage_rows` adds them: the
+    layout search's low bound (:mod:`engine.layout.low_bound`) needs them exactly and
+    bounds the activation rows from below."""
+    shared = _shared(shape_free(plan), _shared_stage(plan, stage), False)
+    return shared.sums, shared.inside

@@ -1,0 +1,126 @@
+"""The low search's bound (``engine/layout/low_bound.py``) never exceeds the low estimate.
+
+The low search skips a layout when the bound is over the limit, and a regime's smaller
+DPs when each one's bound is; sound only if the bound is at most the low fit peak of
+that very layout — at every DP, EP, stage, strategy, recompute policy, schedule,
+optimizer and activation profile, whichever phase peaks by the high figure. Checked on
+random small plans (``layout_plans.search_plans``) over every legal layout of a random
+world size, against the full estimate and the search's decisive-stage one.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from layout_plans import search_plans
+
+from engine.errors import PlanError
+from engine.estimate import estimate
+from engine.layout.bound import PeakFloors
+from engine.layout.lattice import (
+    Lattice,
+    LayoutPreferences,
+    enumerate_layouts,
+    layout_of,
+    with_layout,
+)
+from engine.layout.low_bound import QUIET, LowFloors
+from engine.ledger.row import MOMENTS
+from engine.ledger.stage_rows import shared_sums
+from engine.plan import Plan, with_values
+from engine.presets import plan_for_model_preset
+from engine.stacks.defaults import resolved
+
+
+def _check_layouts(plan: Plan, lattice: Lattice) -> int:
+    """Assert the bound is at most both low estimates on every legal layout; how many."""
+    floors = LowFloors(PeakFloors(plan))
+    compared = 0
+    for lay in lattice.legal:
+        laid = with_layout(plan, lay)
+        try:
+            full = estimate(laid)
+        except PlanError:
+            continue
+        bound = floors(lay)
+        assert bound <= full.fit_peak.low, lay
+        assert bound <= estimate(laid, decisive_only=True).fit_peak.low, lay
+        compared += 1
+    return compared
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(search_plans(), st.integers(1, 16))
+def test_low_bound_at_most_the_low_estimate(case: tuple[Plan, int], world: int) -> None:
+    plan, _ = case
+    _check_layouts(plan, enumerate_layouts(plan, world, LayoutPreferences.hard_rules_only()))
+
+
+PRESET_CASES = [
+    ("llama-3.1-8b", {}),
+    ("llama-3.1-8b", {"parallelism.strategy": "megatron_distopt", "batch.grad_accum": 8}),
+    ("llama-3.1-8b", {"parallelism.strategy": "ddp"}),
+    ("mixtral-8x7b", {"parallelism.strategy": "megatron_distopt", "batch.grad_accum": 8}),
+    ("deepseek-v2-lite", {"method.recompute.policy": "selective"}),
+    ("gemma-2-9b", {"parallelism.strategy": "zero3", "offload.optimizer": "cpu"}),
+]
+
+
+def test_low_bound_at_most_the_low_estimate_on_presets() -> None:
+    """The same on real models, every legal layout of 8 GPUs (PP up to 8, CP, EP)."""
+    for name, changes in PRESET_CASES:
+        plan = with_values(plan_for_model_preset(name), changes)
+        assert _check_layouts(plan, enumerate_layouts(plan, 8, LayoutPreferences.hard_rules_only()))
+
+
+def test_quiet_phases_are_counted_exactly() -> None:
+    """What the bound's phase exclusion rests on: at the moments of steady, optimizer and
+    checkpoint every stage's allocated sums are exactly its shared rows' plus the
+    canonical activation rows' (the input batch and rotary buffers, live throughout; the
+    rows the canonical layout lacks — autocast weight copies, the all-to-all buffers —
+    are live in forward and backward only), on a pipelined MoE plan with EP, autocast
+    and accumulation, a DDP plan and a ZeRO-3 one; at forward the shared rows alone fall
+    short (the check can fail)."""
+    plans = [
+        with_values(
+            plan_for_model_preset("mixtral-8x7b"),
+            {"parallelism.pp": 4, "parallelism.ep": 2, "batch.grad_accum": 8},
+        ),
+        with_values(plan_for_model_preset("llama-3.1-8b"), {"parallelism.strategy": "ddp"}),
+        with_values(plan_for_model_preset("llama-3.1-8b"), {"parallelism.strategy": "zero3"}),
+    ]
+    for plan in plans:
+        laid = resolved(plan)
+        got = PeakFloors(plan).canonical(layout_of(plan))
+        assert got is not None
+        canonical = {st.stage: st.activation_sums for st in got[1]}
+        for stage in estimate(plan, decisive_only=True).stages:
+            shared = shared_sums(laid, stage.stage)[0]
+            for i, (m, ph) in enumerate(MOMENTS):
+                real = (stage.moments[m].low, stage.moments[m].high)
+                act = canonical[stage.stage][i]
+                bound = (shared[i][0] + act[0], shared[i][1] + act[1])
+                if ph in QUIET:
+                    assert real == bound, (plan.model.name, stage.stage, m)
+                elif m == "forward":
+                    assert real[0] > shared[i][0], (plan.model.name, stage.stage, m)
+
+
+def test_deepseek_v3_tp4_without_cp_is_over_the_limit_by_the_low_bound() -> None:
+    """DeepSeek-V3 (FSDP2, H100 80 GB, 4,096 tokens, no recompute) at TP 4, PP 1, CP 1
+    saves ~124 GB of activations per rank: its low fit peak is over the 76.4 GB limit
+    too, and the bound proves it without an estimate (and stays below the estimate)."""
+    plan = with_values(plan_for_model_preset("deepseek-v3"), {"parallelism.strategy": "fsdp2"})
+    floors = LowFloors(PeakFloors(plan))
+    lay = next(
+        x
+        for x in enumerate_layouts(plan, 2048, LayoutPreferences.hard_rules_only()).legal
+        if (x.tp, x.pp, x.cp, x.ep) == (4, 1, 1, 16)
+    )
+    bound = floors(lay)
+    assert bound > plan.hbm_limit_bytes
+    assert bound <= estimate(with_layout(plan, lay), decisive_only=True).fit_peak.low
