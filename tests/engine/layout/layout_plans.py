@@ -72,3 +72,15 @@ def search_plans(draw: st.DrawFn) -> tuple[Plan, int]:
         assume(False)
         raise
     return plan, draw(st.integers(2, 16))
+
+
+PRESET_CASES: list[tuple[str, dict[str, object]]] = [
+    ("llama-3.1-8b", {}),
+    ("llama-3.1-8b", {"parallelism.strategy": "megatron_distopt", "batch.grad_accum": 8}),
+    ("llama-3.1-8b", {"parallelism.strategy": "ddp"}),
+    ("mixtral-8x7b", {"parallelism.strategy": "megatron_distopt", "batch.grad_accum": 8}),
+    ("deepseek-v2-lite", {"method.recompute.policy": "selective"}),
+    ("gemma-2-9b", {"parallelism.strategy": "zero3", "offload.optimizer": "cpu"}),
+]
+"""Real models the search's bounds are checked on (every legal layout of 8 GPUs): dense
+FSDP2 / Megatron / DDP, a MoE with EP, MLA with selective recompute, ZeRO-3 with offload."""

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from layout_plans import search_plans
+from layout_plans import PRESET_CASES, search_plans
 
 from engine.errors import PlanError
 from engine.estimate import estimate
@@ -50,15 +50,6 @@ def _check_layouts(plan: Plan, lattice: Lattice) -> int:
         assert floor <= estimate(laid, decisive_only=True).fit_peak.high, lay
         compared += 1
     return compared
-
-
-PRESET_CASES = [
-    ("llama-3.1-8b", {}),
-    ("llama-3.1-8b", {"parallelism.strategy": "megatron_distopt", "batch.grad_accum": 8}),
-    ("mixtral-8x7b", {"parallelism.strategy": "megatron_distopt", "batch.grad_accum": 8}),
-    ("deepseek-v2-lite", {"method.recompute.policy": "selective"}),
-    ("gemma-2-9b", {"parallelism.strategy": "zero3", "offload.optimizer": "cpu"}),
-]
 
 
 def test_floor_at_most_the_estimate_on_presets() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from layout_plans import search_plans
+from layout_plans import PRESET_CASES, search_plans
 
 from engine.errors import PlanError
 from engine.estimate import estimate
@@ -58,16 +58,6 @@ def _check_layouts(plan: Plan, lattice: Lattice) -> int:
 def test_low_bound_at_most_the_low_estimate(case: tuple[Plan, int], world: int) -> None:
     plan, _ = case
     _check_layouts(plan, enumerate_layouts(plan, world, LayoutPreferences.hard_rules_only()))
-
-
-PRESET_CASES = [
-    ("llama-3.1-8b", {}),
-    ("llama-3.1-8b", {"parallelism.strategy": "megatron_distopt", "batch.grad_accum": 8}),
-    ("llama-3.1-8b", {"parallelism.strategy": "ddp"}),
-    ("mixtral-8x7b", {"parallelism.strategy": "megatron_distopt", "batch.grad_accum": 8}),
-    ("deepseek-v2-lite", {"method.recompute.policy": "selective"}),
-    ("gemma-2-9b", {"parallelism.strategy": "zero3", "offload.optimizer": "cpu"}),
-]
 
 
 def test_low_bound_at_most_the_low_estimate_on_presets() -> None:

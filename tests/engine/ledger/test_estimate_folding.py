@@ -54,6 +54,7 @@ from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
 from engine.stacks.families import rule_of
+from tests.bench_engine import DEEPSEEK, PP16_INTERLEAVED
 
 
 def _unfolded_rows(plan: Plan, stage: int) -> list[Row]:
@@ -164,24 +165,6 @@ def _assert_unfolded(plan: Plan, est: Estimate) -> None:
     assert (v.trainable_shard_elems, v.param_shard_elems) == stage_shard_elems(r, heavy)
 
 
-PP16_INTERLEAVED = {
-    "parallelism.strategy": "megatron_distopt",
-    "parallelism.tp": 4,
-    "parallelism.pp": 16,
-    "parallelism.dp": 2,
-    "parallelism.pp_schedule": "interleaved_1f1b",
-    "parallelism.virtual_stages": 5,
-    "batch.grad_accum": 16,
-}
-DEEPSEEK = {
-    "parallelism.strategy": "megatron_distopt",
-    "parallelism.pp": 16,
-    "parallelism.ep": 64,
-    "parallelism.dp": 64,
-    "method.recompute.policy": "full",
-    "batch.grad_accum": 16,
-    "parallelism.pp_layer_split": [3, *([4] * 14), 2],
-}
 NAMED: tuple[tuple[str, dict[str, Any]], ...] = (
     ("llama-3.1-70b", PP16_INTERLEAVED),
     ("deepseek-v3", DEEPSEEK),
