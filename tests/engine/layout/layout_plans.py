@@ -5,6 +5,7 @@ the sharded states and every non-monotone step of the search is in play."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import assume
@@ -12,6 +13,9 @@ from hypothesis import strategies as st
 
 from engine.errors import PlanError
 from engine.estimate import estimate
+from engine.layout.lattice import Lattice, with_layout
+from engine.layout.point import Layout
+from engine.ledger.phases import Range
 from engine.plan import Plan, default_plan, with_values
 
 STRATEGIES = [
@@ -84,3 +88,26 @@ PRESET_CASES: list[tuple[str, dict[str, object]]] = [
 ]
 """Real models the search's bounds are checked on (every legal layout of 8 GPUs): dense
 FSDP2 / Megatron / DDP, a MoE with EP, MLA with selective recompute, ZeRO-3 with offload."""
+
+
+def bound_below_estimates(
+    plan: Plan,
+    lattice: Lattice,
+    bound: Callable[[Layout], int],
+    figure: Callable[[Range], int],
+) -> int:
+    """Assert ``bound(layout)`` is at most ``figure`` of the fit peak of both the full
+    and the decisive-only estimate, on every legal layout of ``lattice`` that estimates;
+    how many were compared (the search's bounds are only sound if this never fails)."""
+    compared = 0
+    for lay in lattice.legal:
+        laid = with_layout(plan, lay)
+        try:
+            full = estimate(laid)
+        except PlanError:
+            continue
+        value = bound(lay)
+        assert value <= figure(full.fit_peak), lay
+        assert value <= figure(estimate(laid, decisive_only=True).fit_peak), lay
+        compared += 1
+    return compared
