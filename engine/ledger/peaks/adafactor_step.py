@@ -20,8 +20,9 @@ from __future__ import annotations
 from math import prod
 
 from engine.ledger.held import HeldTensor
+from engine.ledger.peaks.step_temporaries import step_temporaries_row
 from engine.ledger.precision import DTYPE_BYTES
-from engine.ledger.row import OPTIMIZER, Row, make_row
+from engine.ledger.row import Row
 from engine.ledger.states.rows import shard_allocs
 from engine.plan import Plan
 from engine.stacks.families import StrategyRule
@@ -65,18 +66,4 @@ def adafactor_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
         f"(+ approx_sq_grad's product and row / column factors when factored) = "
         f"{fmt_count(best)} B"
     )
-    return [
-        make_row(
-            id="hbm.optimizer_step.temporaries",
-            label="Optimizer step temporaries",
-            state="optimizer_step",
-            location="hbm",
-            kind="peak",
-            group="temporaries",
-            low=best,
-            high=best,
-            formula=formula,
-            source="hf-adafactor",
-            phases=OPTIMIZER,
-        )
-    ]
+    return [step_temporaries_row(best, best, formula, "hf-adafactor")]

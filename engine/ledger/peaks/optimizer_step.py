@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.peaks.adafactor_step import adafactor_temp_rows
+from engine.ledger.peaks.step_temporaries import step_temporaries_row
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.row import OPTIMIZER, Row, make_row
 from engine.ledger.states.rows import shard_allocs
@@ -48,21 +49,8 @@ def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
 
         formula = f"for-loop: max over tensors of 2·size(p_i) + size(p_(i−1)) = {fmt_count(n)} B"
     low = n if opt.name == "adamw" else 0
-    return [
-        make_row(
-            id="hbm.optimizer_step.temporaries",
-            label="Optimizer step temporaries",
-            state="optimizer_step",
-            location="hbm",
-            kind="peak",
-            group="temporaries",
-            low=low,
-            high=n,
-            formula=formula + ("" if opt.name == "adamw" else " (measured for AdamW only: low 0)"),
-            source="torch-adamw",
-            phases=OPTIMIZER,
-        )
-    ]
+    note = "" if opt.name == "adamw" else " (measured for AdamW only: low 0)"
+    return [step_temporaries_row(low, n, formula + note, "torch-adamw")]
 
 
 def deepspeed_step_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) -> list[Row]:
