@@ -197,26 +197,37 @@ def decisive_stages(plan: Plan) -> tuple[int, ...]:
     A middle stage holds only decoder layers and joins the same groups as every other
     middle stage (two pipeline neighbours), and no schedule keeps more micro-batches in
     flight on a later stage (1F1B: min(p − s, m); interleaved: fewer; GPipe: the same).
-    So an earlier middle stage with at least as many layers of every layer class (MoE
-    models' dense and MoE layers are classes of their own) holds at least as much of
-    every row, and the later one cannot decide fit. With a balanced or weighted split
-    the first middle stage dominates all the others; an explicit uneven split can leave
-    several undominated.
+    An earlier middle stage dominates a later one when it holds the same sequence of
+    layer classes (MoE models' dense and MoE layers are classes of their own), or when
+    both hold layers of one class only and the earlier at least as many: it then holds at
+    least as much of every row at every moment. Counts of each class alone do not
+    suffice: a backward moment reads the layer live then (the first layer's MoE working
+    set, the prefetched unit before the last), so a stage of [dense, MoE] does not
+    dominate a later [MoE] whose first layer is routed. With a balanced or weighted
+    split the first middle stage dominates all the others; an explicit uneven split can
+    leave several undominated.
     """
     arch, par = plan.model.architecture, plan.parallelism
     pp = par.pp
     if pp <= 3:
         return tuple(range(pp))
     ranges = stage_layer_ranges(arch, par)
-    classes = layer_classes(arch)[1]
-    counts = [tuple(sum(1 for i in cls.layers if i in r) for cls in classes) for r in ranges]
+    class_of = {i: c for c, cls in enumerate(layer_classes(arch)[1]) for i in cls.layers}
+    sequences = [tuple(class_of[i] for i in r) for r in ranges]
     keep = [0]
     for s in range(1, pp - 1):
-        if not any(
-            all(a >= b for a, b in zip(counts[e], counts[s], strict=True)) for e in keep if e > 0
-        ):
+        if not any(_dominates(sequences[e], sequences[s]) for e in keep if e > 0):
             keep.append(s)
     return (*keep, pp - 1)
+
+
+def _dominates(earlier: tuple[int, ...], later: tuple[int, ...]) -> bool:
+    """Whether a middle stage of layer classes ``earlier`` holds at least as much as a
+    later one of ``later`` at every moment (see :func:`decisive_stages`)."""
+    if earlier == later:
+        return True
+    kinds = set(earlier)
+    return len(kinds) == 1 and set(later) == kinds and len(earlier) >= len(later)
 
 
 def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:

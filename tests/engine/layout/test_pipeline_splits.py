@@ -134,6 +134,41 @@ def test_deepseek_v3_sixteen_stage_split_places_the_dense_layers_first() -> None
 MOE = {"num_experts": 4, "top_k": 1, "expert_intermediate": 32}
 
 
+def test_a_dense_then_routed_stage_does_not_dominate_a_routed_one() -> None:
+    """Found by the property below: Mixtral-like, four layers split (0, 2, 1, 1), the
+    first layer dense. Stage 1 holds [dense, MoE], stage 2 [MoE]: stage 1 has at least
+    as many layers of each class, yet stage 2 is heavier at ``backward.end`` — its first
+    layer's backward runs the MoE working set (transformers 5
+    ``grouped_mm_experts_forward``: fp32 gradient, expanded gradient, index_put result)
+    where stage 1's first layer is dense. So stage 2 must be estimated."""
+    arch: dict[str, Any] = {
+        "family": "mixtral",
+        "hidden": 64,
+        "layers": 4,
+        "heads": 4,
+        "kv_heads": 2,
+        "intermediate": 128,
+        "vocab": 100,
+        "moe": {**MOE, "first_dense_layers": 1},
+    }
+    plan = with_values(
+        default_plan(),
+        {
+            "model.architecture": arch,
+            "batch.seq_len": 64,
+            "parallelism.pp": 4,
+            "parallelism.dp": 64,
+            "parallelism.pp_layer_split": [0, 2, 1, 1],
+            "batch.grad_accum": 2,
+            "method.recompute.policy": "full",
+        },
+    )
+    assert decisive_stages(plan) == (0, 1, 2, 3)
+    full = estimate(plan)
+    assert full.stages[2].fit_peak.high > full.stages[1].fit_peak.high
+    assert estimate(plan, decisive_only=True).fit_peak == full.fit_peak
+
+
 @st.composite
 def split_plans(draw: st.DrawFn) -> Plan:
     """Tiny plans with an explicit uneven split (some stages empty), dense or MoE with
