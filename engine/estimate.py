@@ -103,7 +103,7 @@ class StageEstimate:
 class Estimate:
     """Everything the views show, computed from one Plan."""
 
-    config_hash: str
+    plan: Plan  # as given (before the stack's defaults): what config_hash identifies
     world_size: int
     stages: tuple[StageEstimate, ...]
     heaviest_stage: int
@@ -114,6 +114,12 @@ class Estimate:
     nodes: NodeLedgers
     batch: StepBatch
     notes: tuple[str, ...] = field(default=())
+
+    @property
+    def config_hash(self) -> str:
+        """The plan's hash, worked out when asked: a view shows it, the layout search
+        (hundreds of estimates) never does, and hashing is a JSON dump and a SHA-256."""
+        return self.plan.config_hash()
 
     @property
     def heaviest(self) -> StageEstimate:
@@ -249,7 +255,7 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
         verdict = "does_not_fit"
         reason = "; ".join([*node_problems, f"HBM: {reason}"])
     return Estimate(
-        config_hash=original.config_hash(),
+        plan=original,
         world_size=plan.parallelism.world_size,
         stages=stages,
         heaviest_stage=heaviest,
