@@ -7,6 +7,7 @@ phase, and decides fit by the heaviest rank of the heaviest stage — never the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from engine.errors import PlanError
@@ -234,8 +235,17 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
     :func:`decisive_stages`): the same verdict and peaks for a fraction of the work, for
     the layout search; views use the default, every stage.
     Raises :class:`PlanError` when the plan cannot run as laid out.
+
+    Cached on the plan: the estimate is a pure function of it, and the window, the
+    analysis and the report ask for the same plan's estimate again and again (redraws,
+    undo / redo, each section of a report). A plan that raises is not cached.
     """
-    original, plan = plan, resolved(plan)
+    return _estimate(plan, decisive_only)
+
+
+@lru_cache(maxsize=128)
+def _estimate(original: Plan, decisive_only: bool) -> Estimate:
+    plan = resolved(original)
     check(plan)
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
