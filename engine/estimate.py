@@ -7,6 +7,7 @@ phase, and decides fit by the heaviest rank of the heaviest stage — never the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from engine.errors import PlanError
@@ -103,7 +104,7 @@ class StageEstimate:
 class Estimate:
     """Everything the views show, computed from one Plan."""
 
-    config_hash: str
+    plan: Plan  # as given (before the stack's defaults): what config_hash identifies
     world_size: int
     stages: tuple[StageEstimate, ...]
     heaviest_stage: int
@@ -114,6 +115,12 @@ class Estimate:
     nodes: NodeLedgers
     batch: StepBatch
     notes: tuple[str, ...] = field(default=())
+
+    @property
+    def config_hash(self) -> str:
+        """The plan's hash, worked out when asked: a view shows it, the layout search
+        (hundreds of estimates) never does, and hashing is a JSON dump and a SHA-256."""
+        return self.plan.config_hash()
 
     @property
     def heaviest(self) -> StageEstimate:
@@ -239,8 +246,17 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
     :func:`decisive_stages`): the same verdict and peaks for a fraction of the work, for
     the layout search; views use the default, every stage.
     Raises :class:`PlanError` when the plan cannot run as laid out.
+
+    Cached on the plan: the estimate is a pure function of it, and the window, the
+    analysis and the report ask for the same plan's estimate again and again (redraws,
+    undo / redo, each section of a report). A plan that raises is not cached.
     """
-    original, plan = plan, resolved(plan)
+    return _estimate(plan, decisive_only)
+
+
+@lru_cache(maxsize=128)
+def _estimate(original: Plan, decisive_only: bool) -> Estimate:
+    plan = resolved(original)
     check(plan)
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
@@ -260,7 +276,7 @@ def estimate(plan: Plan, decisive_only: bool = False) -> Estimate:
         verdict = "does_not_fit"
         reason = "; ".join([*node_problems, f"HBM: {reason}"])
     return Estimate(
-        config_hash=original.config_hash(),
+        plan=original,
         world_size=plan.parallelism.world_size,
         stages=stages,
         heaviest_stage=heaviest,

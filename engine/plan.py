@@ -218,3 +218,25 @@ def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]
 def describe_validation_error(err: ValidationError, prefix: str = "") -> list[str]:
     """One sentence per problem, each naming the field path a user can act on."""
     return [p.message for p in validation_problems(err, prefix)]
+
+
+@lru_cache(maxsize=1024)
+def _first_equal(section: Section) -> Section:
+    """The first section seen equal to ``section`` (while it stays in this cache)."""
+    return section
+
+
+def with_shared_sections(plan: Plan) -> Plan:
+    """``plan`` with every section replaced by the first equal one seen: equal plans
+    then hold the very same section objects. The engine's caches key on plans and
+    sections, and every edit or layout makes new, equal sections (a validated copy, a
+    resolved default); with them shared, a cache lookup's comparison is an identity
+    check instead of a walk over every field. Numbers cannot change: the sections are
+    equal."""
+    update: dict[str, Section] = {}
+    for name in SECTION_ORDER:
+        section = getattr(plan, name)
+        first = _first_equal(section)
+        if first is not section:
+            update[name] = first
+    return plan.model_copy(update=update) if update else plan

@@ -29,7 +29,7 @@ def round_up(value: int, multiple: int) -> int:
     """Round ``value`` up to a multiple of ``multiple`` (allocator block rounding)."""
     if multiple <= 1:
         return value
-    return ceil_div(value, multiple) * multiple
+    return -(-value // multiple) * multiple  # ceil_div inlined: estimates call this ~1,000×
 
 
 def to_gb(n_bytes: int | float) -> float:

@@ -6,16 +6,19 @@
 Prints the figures issue 17 asks for: ``estimate()`` medians for a dense PP1 plan
 (Llama-3.1-8B FSDP2, target ≤ 0.1 ms), a PP16 interleaved plan (Llama-3.1-70B
 Megatron TP4 PP16 v5, target ≤ 0.5 ms) and DeepSeek-V3 (Megatron, PP16 uneven split,
-EP64, full recompute; target ≤ 0.5 ms), each warm (caches primed by one call, as the
-window re-estimates) and cold (caches cleared); then the full three-count GPU search to
-16,384 GPUs for every model preset (its default plan, FSDP2 on H100 nodes; target
-≤ 200 ms each), with the estimates it needed and whether it stopped at its budget.
+EP64, full recompute; target ≤ 0.5 ms), each warm (the same plan again, as the window
+re-estimates: ``estimate``'s own cache answers), fresh (plans never estimated before,
+differing in the micro-batch: what an edit costs) and cold (caches cleared); then the
+full three-count GPU search to 16,384 GPUs for every model preset (its default plan,
+FSDP2 on H100 nodes; target ≤ 200 ms each), with the estimates it needed and whether
+it stopped at its budget.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -57,10 +60,14 @@ def median_s(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
+_UNSEEN = itertools.count(1)
+"""Micro-batch sizes never estimated before in this run (every round takes new ones)."""
+
+
 def fresh_s(plan: Plan, repeat: int) -> float:
-    """Median of estimates of plans not estimated before (micro-batch 1, 2, ... — each
-    a new Plan object, so no whole-plan cache can answer)."""
-    plans = [with_values(plan, {"batch.micro_batch": 1 + i}) for i in range(repeat)]
+    """Median of estimates of plans not estimated before (micro-batch sizes this run has
+    not used — each an unseen plan, so no cache keyed on the whole plan can answer)."""
+    plans = [with_values(plan, {"batch.micro_batch": next(_UNSEEN)}) for _ in range(repeat)]
     times = []
     for p in plans:
         t = time.perf_counter()

@@ -8,7 +8,7 @@ parameter's dtype unless a separate fp32 master copy owns the optimizer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 from typing import Literal
 
@@ -33,7 +33,7 @@ class HeldTensor:
     group: int  # size of the data-parallel group that shards it
     persistent_full: bool = False  # ZeRO-3 persistence threshold: never partitioned
     count: int = 1  # identical decoder layers this tensor stands for (placement folding)
+    numel: int = field(init=False, repr=False, compare=False)  # prod(shape), worked out once
 
-    @property
-    def numel(self) -> int:
-        return prod(self.shape)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "numel", prod(self.shape))

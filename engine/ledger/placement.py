@@ -10,7 +10,7 @@ by the size of the group that really shards it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from math import prod
 
@@ -35,10 +35,10 @@ class LocalTensor:
     shape: tuple[int, ...]
     expert: bool  # routed expert: divided by EP and sharded over the expert DP group
     count: int = 1
+    numel: int = field(init=False, repr=False, compare=False)  # prod(shape), worked out once
 
-    @property
-    def numel(self) -> int:
-        return prod(self.shape)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "numel", prod(self.shape))
 
 
 def even_split(layers: int, pp: int) -> tuple[int, ...]:

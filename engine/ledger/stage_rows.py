@@ -155,20 +155,44 @@ def _own_rows(plan: Plan, stage: int) -> list[Row]:
     return rows
 
 
+@dataclass(frozen=True, slots=True)
+class _Own:
+    """A stage's own (activation) rows, whether one holds gradients in HBM, their
+    allocated moment sums and runtime sums."""
+
+    rows: tuple[Row, ...]
+    grads: bool
+    sums: Sums
+    runtime: Span
+    inside: Span
+
+
+@lru_cache(maxsize=1024)
+def _own(plan: Plan, stage: int) -> _Own:
+    """:func:`_own_rows` and their sums, cached on the whole plan: a plan estimated again
+    (the window's redraws, an undo, the analysis asking once more) rebuilds nothing."""
+    own = _own_rows(plan, stage)
+    runtime, inside = _runtime(plan, own)
+    return _Own(
+        tuple(own),
+        any(r.state == "grads" and r.location == "hbm" for r in own),
+        moment_sums(own, plan.batch.grad_accum > 1),
+        runtime,
+        inside,
+    )
+
+
 def stage_rows(plan: Plan, stage: int) -> StageRows:
     """The rows of one rank of ``stage`` (before the allocator reserve), their
     allocated moment sums and runtime sums."""
-    own = _own_rows(plan, stage)
+    own = _own(plan, stage)
     # Activation rows never hold gradients; if one ever does, the shared rows must see it.
-    own_grads = any(r.state == "grads" and r.location == "hbm" for r in own)
-    shared = _shared(shape_free(plan), _shared_stage(plan, stage), own_grads)
-    sums = add_sums(shared.sums, moment_sums(own, plan.batch.grad_accum > 1))
-    (rt_low, rt_high), (in_low, in_high) = _runtime(plan, own)
+    shared = _shared(shape_free(plan), _shared_stage(plan, stage), own.grads)
     return StageRows(
-        [*shared.head, *own, *shared.tail],
-        sums,
-        (shared.runtime[0] + rt_low, shared.runtime[1] + rt_high),
-        (shared.inside[0] + in_low, shared.inside[1] + in_high),
+        [*shared.head, *own.rows, *shared.tail],
+        add_sums(shared.sums, own.sums),
+        (shared.runtime[0] + own.runtime[0], shared.runtime[1] + own.runtime[1]),
+        (shared.inside[0] + own.inside[0], shared.inside[1] + own.inside[1]),
     )
 
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from engine.sections.base import memo_hash
+from engine.sections.base import fields_equal, memo_hash
 
 Family = Literal[
     "llama",
@@ -82,6 +82,9 @@ class _Frozen(BaseModel):
         architecture, and pydantic's own hash walks every field (and the MoE / MLA
         specs) on each lookup — some 5 µs, about 25 lookups per estimate."""
         return memo_hash(self)
+
+    def __eq__(self, other: object) -> bool:
+        return fields_equal(self, other)
 
 
 class MoESpec(_Frozen):

@@ -30,6 +30,22 @@ class Section(BaseModel):
         every nested model on each lookup (≈40 plan lookups per estimate)."""
         return memo_hash(self)
 
+    def __eq__(self, other: object) -> bool:
+        return fields_equal(self, other)
+
+
+def fields_equal(obj: BaseModel, other: object) -> bool:
+    """``obj == other`` for a frozen model without private or extra attributes: the
+    same object, or the same type with equal fields — what pydantic's ``__eq__``
+    decides for such models, without its generic checks. A cache lookup compares its
+    key with an equal plan's (every resolved plan has new, equal sections), so an
+    estimate compares sections hundreds of times."""
+    if obj is other:
+        return True
+    if type(other) is not type(obj):
+        return NotImplemented if not isinstance(other, BaseModel) else False
+    return obj.__dict__ == other.__dict__
+
 
 _hash_memo: dict[int, tuple[weakref.ref[BaseModel], int]] = {}
 

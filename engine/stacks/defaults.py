@@ -33,7 +33,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
-from engine.plan import Plan
+from engine.plan import Plan, with_shared_sections
 from engine.sections.base import ByteRange, Section
 from engine.sections.stack import ConcreteStack
 from engine.stacks.accelerators import nccl_band
@@ -310,16 +310,21 @@ class ResolvedPlan:
     derived: Mapping[str, Derived]
 
 
-def _replace(node: Section, path: list[str], value: Any) -> Section:
-    """``node`` with the field at ``path`` replaced, without re-validation: the values the
-    rules give are valid by construction (a test validates every combination)."""
-    head = path[0]
-    if len(path) == 1:
-        if isinstance(value, dict):
-            value = ByteRange(**value)
-        return node.model_copy(update={head: value})
-    child = getattr(node, head)
-    return node.model_copy(update={head: _replace(child, path[1:], value)})
+def _replace(node: Section, updates: dict[str, Any]) -> Section:
+    """``node`` with the fields at these dotted paths replaced, each node on the way
+    copied once, without re-validation: the values the rules give are valid by
+    construction (a test validates every combination)."""
+    here: dict[str, Any] = {}
+    below: dict[str, dict[str, Any]] = {}
+    for path, value in updates.items():
+        head, _, rest = path.partition(".")
+        if rest:
+            below.setdefault(head, {})[rest] = value
+        else:
+            here[head] = ByteRange(**value) if isinstance(value, dict) else value
+    for head, sub in below.items():
+        here[head] = _replace(getattr(node, head), sub)
+    return node.model_copy(update=here)
 
 
 @lru_cache(maxsize=1024)
@@ -328,17 +333,17 @@ def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
     and the layout search resolve the same plans again and again)."""
     stack = concrete_stack(plan.stack.name, plan.parallelism.strategy, plan.method.kind)
     ctx = Context(stack, rule_of(plan.parallelism.strategy), plan)
-    out: Plan = plan
     derived: dict[str, Derived] = {}
+    values: dict[str, Any] = {}
     for (path, auto, rule), (_, _, get) in zip(RULES, _GETTERS, strict=True):
         if get(plan) != auto:
             continue
         value, why, source = rule(ctx)
         derived[path] = Derived(value, stack, why, source)
-        replaced = _replace(out, path.split("."), value)
-        assert isinstance(replaced, Plan)
-        out = replaced
-    return ResolvedPlan(out, stack, MappingProxyType(derived))
+        values[path] = value
+    out = _replace(plan, values) if values else plan
+    assert isinstance(out, Plan)
+    return ResolvedPlan(with_shared_sections(out), stack, MappingProxyType(derived))
 
 
 def resolved(plan: Plan) -> Plan:

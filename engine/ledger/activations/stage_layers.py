@@ -27,7 +27,9 @@ from engine.ledger.activations.geometry import (
 from engine.ledger.activations.geometry import terms_formula as formula
 from engine.ledger.activations.hf_layer import HfLayer
 from engine.ledger.placement import stage_layer_ranges
+from engine.models.spec import ArchitectureSpec, MoESpec
 from engine.plan import Plan
+from engine.sections.method import RecomputeSection
 from engine.units import fmt_count
 
 
@@ -87,45 +89,77 @@ class StageLayers:
 
 def context(plan: Plan, g: Geometry, tr: Trainability) -> HfLayer:
     """The hf profile's view of the plan (parameters are fp32 under fp32 or autocast)."""
-    rt = plan.runtime
-    return HfLayer(
-        g,
-        tr,
-        plan.model.architecture,
-        rt.attention,
-        plan.method.recompute.policy == "selective",
-        g.autocast or g.compute_bytes == 4,
+    return _layer_context(
+        g, tr, plan.model.architecture, plan.runtime.attention, plan.method.recompute.policy
     )
 
 
-def _checkpointed(plan: Plan, index: int, position: int, n: int) -> bool:
-    rec = plan.method.recompute
+def _layer_context(
+    g: Geometry, tr: Trainability, arch: ArchitectureSpec, attention: str, policy: str
+) -> HfLayer:
+    """:func:`context` from exactly what it reads, so the cached :func:`_counted` can
+    build it without the plan."""
+    return HfLayer(
+        g, tr, arch, attention, policy == "selective", g.autocast or g.compute_bytes == 4
+    )
+
+
+def _checkpointed(rec: RecomputeSection, megatron: bool, index: int, position: int, n: int) -> bool:
     if rec.policy == "full":
         return True
     if rec.policy != "every_k":
         return False
-    if plan.runtime.activation_profile == "megatron":
+    if megatron:
         return position < n // rec.every_k
     return index % rec.every_k == 0
+
+
+Saved = tuple[tuple[tuple[bool, bool], int], ...]
+"""A stage's layer kinds ((is_moe, input needs a gradient), how many keep their saved
+set), in order of first appearance."""
 
 
 def stage_layers(plan: Plan, stage: int) -> StageLayers:
     """Count the stage's layers by kind (see the module docstring).
 
-    The walk over the stage's layers only says which kinds occur (in order of first
-    appearance), how many of each keep their saved set, and how many are checkpointed;
-    the kinds' terms, bytes and description are built by :func:`_counted`, cached on
-    exactly that, so pipeline stages of the same make-up share them."""
+    The walk over the stage's layers (:func:`_walk`) only says which kinds occur (in
+    order of first appearance), how many of each keep their saved set, and how many are
+    checkpointed; the kinds' terms, bytes and description are built by :func:`_counted`.
+    Both are cached on exactly the inputs they are given — never the whole plan — so
+    pipeline stages of the same make-up, and layouts that differ only where a layer's
+    saved set does not look (DP, EP, PP, the strategy), share them."""
     arch, par = plan.model.architecture, plan.parallelism
-    layers = stage_layer_ranges(arch, par)[stage]
     megatron = plan.runtime.activation_profile == "megatron"
-    frozen_input = stage == 0 and not trainability(plan).embedding
-    moe = arch.moe if not megatron else None
+    saved, n_ckpt, n_layers = _walk(
+        arch.moe if not megatron else None,
+        stage_layer_ranges(arch, par)[stage],
+        plan.method.recompute,
+        megatron,
+        stage == 0 and not trainability(plan).embedding,
+    )
+    return _counted(
+        arch,
+        geometry(plan),
+        trainability(plan),
+        megatron,
+        plan.runtime.attention,
+        plan.method.recompute.policy,
+        saved,
+        n_ckpt,
+        n_layers,
+    )
+
+
+@lru_cache(maxsize=1024)
+def _walk(
+    moe: MoESpec | None, layers: range, rec: RecomputeSection, megatron: bool, frozen_input: bool
+) -> tuple[Saved, int, int]:
+    """(the stage's kinds, checkpointed layers, layers) of the layers in ``layers``."""
     order: dict[tuple[bool, bool], int] = {}  # kinds in order of first appearance: saved
     n_ckpt = 0
     for pos, i in enumerate(layers):
         is_moe = moe is not None and moe.is_moe_layer(i)
-        if _checkpointed(plan, i, pos, len(layers)):
+        if _checkpointed(rec, megatron, i, pos, len(layers)):
             n_ckpt += 1
             order.setdefault((is_moe, True), 0)
             continue
@@ -133,26 +167,27 @@ def stage_layers(plan: Plan, stage: int) -> StageLayers:
         order[key] = order.get(key, 0) + 1
     if not order:
         order[(False, True)] = 0
-    return _counted(plan, tuple(order.items()), n_ckpt, len(layers))
+    return tuple(order.items()), n_ckpt, len(layers)
 
 
 @lru_cache(maxsize=1024)
 def _counted(
-    plan: Plan,
-    saved: tuple[tuple[tuple[bool, bool], int], ...],
+    arch: ArchitectureSpec,
+    g: Geometry,
+    tr: Trainability,
+    megatron: bool,
+    attention: str,
+    policy: str,
+    saved: Saved,
     n_ckpt: int,
     n_layers: int,
 ) -> StageLayers:
-    """The stage's :class:`StageLayers` from its kinds ((is_moe, input needs a gradient),
-    how many keep their saved set), in order of first appearance."""
-    arch = plan.model.architecture
-    g, tr = geometry(plan), trainability(plan)
-    megatron = plan.runtime.activation_profile == "megatron"
-    c = context(plan, g, tr)
+    """The stage's :class:`StageLayers` from its kinds (see :data:`Saved`)."""
+    c = _layer_context(g, tr, arch, attention, policy)
     kinds: list[LayerKind] = []
     for (is_moe, ing), n in saved:
         if megatron:
-            terms = _megatron_terms(plan, g, c.selective)
+            terms = _megatron_terms(arch, attention, g, c.selective)
         else:
             terms = hf.layer_terms(
                 c, moe_layer=is_moe, dense_width=hf.dense_width(arch, g.tp), ing=ing
@@ -175,12 +210,13 @@ def _counted(
     return replace(counted, description=counted.describe(g))
 
 
-def _megatron_terms(plan: Plan, g: Geometry, selective: bool) -> list[Term]:
-    arch, rt = plan.model.architecture, plan.runtime
+def _megatron_terms(
+    arch: ArchitectureSpec, attention: str, g: Geometry, selective: bool
+) -> list[Term]:
     return mg.layer_terms(
         g,
         mlp="gelu" if arch.mlp == "gelu" else "swiglu",
-        attention=rt.attention,
+        attention=attention,
         selective=selective,
         dropout=arch.family in mg.DROPOUT_FAMILIES,
     )

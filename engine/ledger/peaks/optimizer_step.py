@@ -33,7 +33,7 @@ def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
         return []
     gran = plan.runtime.allocation_granularity_bytes
     allocs = shard_allocs(trainable, rule.optimizer, rule, "state_dtype")
-    sized = [(round_up(a.numel * DTYPE_BYTES[a.dtype], gran), a.count) for a in allocs]
+    sized = [(round_up(a.numel * DTYPE_BYTES[a.dtype], gran), a.copies) for a in allocs]
     dtypes = "/".join(sorted({a.dtype for a in allocs}))
     if opt.implementation == "foreach":
         n = sum(size * count for size, count in sized)
@@ -72,7 +72,7 @@ def deepspeed_step_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
         return []
     gran = plan.runtime.allocation_granularity_bytes
     allocs = shard_allocs(trainable, rule.optimizer, rule, "grad_dtype")
-    numel = sum(a.numel * a.count for a in allocs)
+    numel = sum(a.numel * a.copies for a in allocs)
     gbytes = max(DTYPE_BYTES[a.dtype] for a in allocs)
     low_el = high_el = numel
     group = ""

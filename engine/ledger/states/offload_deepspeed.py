@@ -72,7 +72,7 @@ def deepspeed_offload(
     trainable = [t for t in held if t.trainable]
     gran = plan.runtime.allocation_granularity_bytes
     allocs = shard_allocs(trainable, rule.optimizer, rule, "grad_dtype")
-    shard = sum(a.numel * a.count for a in allocs)
+    shard = sum(a.numel * a.copies for a in allocs)
     gbytes = max((DTYPE_BYTES[a.dtype] for a in allocs), default=2)
     largest = max((t.numel for t in trainable), default=0)
     opt_loc: Location = "nvme" if off.optimizer == "nvme" else "host"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
+from typing import NamedTuple
 
 from engine.sections.method import OptimizerSection
 
@@ -29,9 +30,9 @@ class StateSpec:
     label: str
 
 
-@dataclass(frozen=True, slots=True)
-class StateAlloc:
-    """Bytes of one optimizer state for one (sharded) tensor, as one allocation."""
+class StateAlloc(NamedTuple):
+    """Bytes of one optimizer state for one (sharded) tensor, as one allocation (a named
+    tuple: an estimate builds one per tensor and state, and it is cheap to build)."""
 
     name: str
     n_bytes: int

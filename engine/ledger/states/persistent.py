@@ -111,11 +111,11 @@ def _shard_elems(
     held, ctx = _held(arch, method, par, ranks_per_node, granularity, stage)
     trainable = [t for t in held if t.trainable]
     opt = sum(
-        a.numel * a.count
+        a.numel * a.copies
         for a in shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "state_dtype")
     )
     params = sum(
-        a.numel * a.count
+        a.numel * a.copies
         for a in shard_allocs(list(held), ctx.rule.params, ctx.rule, "param_dtype")
     )
     return opt, params

@@ -11,6 +11,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from math import prod
+from operator import attrgetter
+from typing import NamedTuple
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
@@ -31,18 +33,22 @@ from engine.stacks.families import StrategyRule
 from engine.units import ceil_div, fmt_count, round_up
 
 
-@dataclass(frozen=True, slots=True)
-class Alloc:
-    """One allocation of a state on the rank."""
+class Alloc(NamedTuple):
+    """One allocation of a state on the rank. Build it with :func:`alloc`.
+
+    A named tuple, not a frozen dataclass: an estimate builds hundreds (one per tensor
+    and state), and a named tuple is several times cheaper to build."""
 
     shape: tuple[int, ...]
     count_full: int  # elements before sharding (for the formula)
     dtype: str
-    count: int = 1  # identical allocations this one stands for (folded decoder layers)
+    copies: int  # identical allocations this one stands for (folded decoder layers)
+    numel: int  # prod(shape)
 
-    @property
-    def numel(self) -> int:
-        return prod(self.shape)
+
+def alloc(shape: tuple[int, ...], count_full: int, dtype: str, copies: int = 1) -> Alloc:
+    """The one way to build an :class:`Alloc` (its ``numel`` follows from ``shape``)."""
+    return Alloc(shape, count_full, dtype, copies, prod(shape))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,17 +79,17 @@ def shard_allocs(
     it applies to the parameters only; their gradients and optimizer state still shard.
     """
     items = list(tensors)
+    dtype_attr = attrgetter(dtype_of)
     if not sharded or rule.chunking == "dim0":
         out = []
         for t in items:
-            dtype = getattr(t, dtype_of)
-            keep = whole_if_persistent and t.persistent_full
-            n = t.group if sharded and not keep else 1
+            dtype = dtype_attr(t)
+            n = t.group if sharded and not (whole_if_persistent and t.persistent_full) else 1
             if n == 1:
-                out.append(Alloc(t.shape, t.numel, dtype, t.count))
+                out.append(Alloc(t.shape, t.numel, dtype, t.count, t.numel))
             else:
-                rows = ceil_div(t.shape[0], n)
-                out.append(Alloc((rows, *t.shape[1:]), t.numel, dtype, t.count))
+                shape = (-(-t.shape[0] // n), *t.shape[1:])  # ceil_div, inlined (hot loop)
+                out.append(Alloc(shape, t.numel, dtype, t.count, prod(shape)))
         return out
     # Flat buffers: one allocation per (unit, group, dtype). ZeRO-3 pads each tensor's
     # partition to ceil(numel/N) before concatenating; the others pad the whole buffer.
@@ -94,7 +100,7 @@ def shard_allocs(
     full: dict[tuple[str, int, str], int] = defaultdict(int)
     copies: dict[tuple[str, int, str], int] = {}
     for t in items:
-        key = (t.unit if per_unit else "all", t.group, getattr(t, dtype_of))
+        key = (t.unit if per_unit else "all", t.group, dtype_attr(t))
         mult = 1 if per_unit else t.count
         copies[key] = t.count if per_unit else 1
         full[key] += t.numel * mult
@@ -102,7 +108,7 @@ def shard_allocs(
             keep = whole_if_persistent and t.persistent_full
             held[key] += (t.numel if keep else ceil_div(t.numel, t.group)) * mult
     return [
-        Alloc(
+        alloc(
             (held[key] if rule.chunking == "per_tensor" else ceil_div(total, key[1]),),
             total,
             key[2],
@@ -113,17 +119,17 @@ def shard_allocs(
 
 
 def _bytes(allocs: list[Alloc], granularity: int) -> int:
-    return sum(round_up(a.numel * DTYPE_BYTES[a.dtype], granularity) * a.count for a in allocs)
+    return sum(round_up(a.numel * DTYPE_BYTES[a.dtype], granularity) * a.copies for a in allocs)
 
 
 def alloc_count(allocs: list[Alloc]) -> int:
     """How many allocations these stand for (folded layers counted out)."""
-    return sum(a.count for a in allocs)
+    return sum(a.copies for a in allocs)
 
 
 def _formula(allocs: list[Alloc], sharded: bool, ctx: ShardContext, total: int) -> str:
-    full = sum(a.count_full * a.count for a in allocs)
-    held = sum(a.numel * a.count for a in allocs)
+    full = sum(a.count_full * a.copies for a in allocs)
+    held = sum(a.numel * a.copies for a in allocs)
     dtypes = sorted({a.dtype for a in allocs})
     per = " + ".join(f"{DTYPE_BYTES[d]} B ({d})" for d in dtypes)
     share = f" ÷ {ctx.group_words} → {fmt_count(held)} held" if sharded else ""
@@ -180,7 +186,7 @@ def weight_rows(held: list[HeldTensor], ctx: ShardContext) -> list[Row]:
 def master_row(trainable: list[HeldTensor], formats: StateFormats, ctx: ShardContext) -> Row:
     """The fp32 master copy that mixed precision keeps of trainable weights."""
     allocs = [
-        Alloc(a.shape, a.count_full, "fp32", a.count)
+        a._replace(dtype="fp32")
         for a in shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "param_dtype")
     ]
     n, formula, dtypes = _sized(allocs, ctx.rule.optimizer, ctx)
@@ -259,8 +265,7 @@ def main_grad_shard_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
     """Megatron's distributed optimizer with 16-bit grads keeps a sharded fp32 copy of
     the main grads for the step (the 20 → 4 + 16/d row of its table). Not checkpointed."""
     allocs = [
-        Alloc(a.shape, a.count_full, "fp32", a.count)
-        for a in shard_allocs(trainable, True, ctx.rule, "grad_dtype")
+        a._replace(dtype="fp32") for a in shard_allocs(trainable, True, ctx.rule, "grad_dtype")
     ]
     n, formula, dtypes = _sized(allocs, True, ctx)
     return make_row(
@@ -283,17 +288,20 @@ def optimizer_rows(
 ) -> list[Row]:
     """One row per optimizer state (moments, step counters, quantization constants)."""
     allocs = shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "state_dtype")
-    per_state: dict[str, list[tuple[int, int]]] = defaultdict(list)  # (bytes, copies)
+    gran = ctx.granularity
+    per_state: dict[str, list[int]] = {}  # name → [rounded bytes, raw bytes, allocations]
     for a in allocs:
         for s in state_allocs(opt, a.shape, DTYPE_BYTES[a.dtype]):
-            per_state[s.name].append((s.n_bytes, a.count))
+            acc = per_state.get(s.name)
+            if acc is None:
+                acc = per_state[s.name] = [0, 0, 0]
+            acc[0] += round_up(s.n_bytes, gran) * a.copies
+            acc[1] += s.n_bytes * a.copies
+            acc[2] += a.copies
     rows = []
     share = f", sharded ÷ {ctx.group_words}" if ctx.rule.optimizer else ""
-    elements = sum(a.count_full * a.count for a in allocs)
-    for name, sizes in per_state.items():
-        n = sum(round_up(b, ctx.granularity) * c for b, c in sizes)
-        raw = sum(b * c for b, c in sizes)
-        allocations = sum(c for _, c in sizes)
+    elements = sum(a.count_full * a.copies for a in allocs)
+    for name, (n, raw, allocations) in per_state.items():
         rows.append(
             make_row(
                 id=f"hbm.optimizer.{name}",
