@@ -19,6 +19,7 @@ heading rule put it (the header is never left alone at a page's foot).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 
 from PySide6.QtGui import QAbstractTextDocumentLayout, QTextDocument, QTextLength, QTextTable
 
@@ -27,6 +28,11 @@ from gui.report.paginate import CHAPTER_ROOM_SHARE, block_rect
 _THEAD = "<thead>"
 _TABLE_OPEN = re.compile(r"<table\b[^>]*>")
 _STYLE = re.compile(r'style="')
+
+
+def _row_top(layout: QAbstractTextDocumentLayout, table: QTextTable, row: int) -> float:
+    """The top of a row's first line (its cells' tops align)."""
+    return block_rect(layout, table.cellAt(row, 0).firstCursorPosition().block()).top()
 
 
 def _row_span(
@@ -73,12 +79,17 @@ def straddling_row(doc: QTextDocument) -> tuple[int, int] | None:
         frame = layout.frameBoundingRect(table)
         if frame.top() // page == (frame.bottom() - 0.5) // page or not fixed_columns(table):
             continue  # on one page (no row of it crosses a boundary), or not to be cut
-        header = table.format().headerRowCount()
-        for row in range(header + 1, table.rows()):  # the first row stays with the header
+        rows = range(table.format().headerRowCount() + 1, table.rows())  # not the first
+        for boundary in range(int(frame.top() // page) + 1, int(frame.bottom() // page) + 1):
+            # the row holding the boundary: the last to start above it (tops only grow)
+            at = bisect_left(rows, boundary * page, key=lambda r: _row_top(layout, table, r))
+            if not at:
+                continue  # the boundary falls in the header or the first row
+            row = rows[at - 1]
             top, bottom = _row_span(layout, table, row)
-            crosses = top // page != (bottom - 0.5) // page
-            left_blank = page - top % page
-            if crosses and bottom - top < page and left_blank <= CHAPTER_ROOM_SHARE * page:
+            crosses = bottom > boundary * page + 0.5
+            movable = bottom - top < page and page - top % page <= CHAPTER_ROOM_SHARE * page
+            if crosses and movable:
                 return ordinal, row
     return None
 
