@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from engine import cli
 from gui.display import has_display
+
+Mount = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+"""A hook that adds a subcommand to the ``memplan`` parser."""
 
 GUI_NOT_READY = "memplan: the desktop GUI is not available in this build; use `memplan estimate`"
 
@@ -34,19 +37,25 @@ def start_gui(path: str | None) -> int:
     return gui_main(path)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``memplan`` parser: every subcommand, or (``command``: the one a command line
+    names) only what that command needs, so ``memplan report`` imports no other command's
+    module (:func:`engine.cli.register`)."""
     parser = argparse.ArgumentParser(
         prog="memplan",
         description="MemPlan: GPU, host-RAM and NVMe memory of LLM training jobs. "
         "Without a command, opens the desktop app (optionally on FILE.memplan).",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    cli.register(sub)
+    whole = command not in {*cli.COMMAND_NAMES, *FRONTEND_COMMANDS, "gui"}
+    if whole or command in cli.COMMAND_NAMES:
+        cli.register(sub, None if whole else command)
     gui_p = sub.add_parser("gui", help="open the desktop app (the default)")
     gui_p.add_argument("plan", nargs="?", metavar="FILE", help="a .memplan file to open")
     gui_p.set_defaults(handler=None)
-    for hook in FRONTEND_COMMANDS:
-        hook(sub)
+    for name, hook in FRONTEND_COMMANDS.items():
+        if whole or command == name:
+            hook(sub)
     return parser
 
 
@@ -56,8 +65,8 @@ def _register_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     register(sub)
 
 
-FRONTEND_COMMANDS: list = [_register_report]  # type: ignore[type-arg]
-"""Registration hooks of Qt-needing subcommands (e.g. ``report``)."""
+FRONTEND_COMMANDS: dict[str, Mount] = {"report": _register_report}
+"""Registration hooks of Qt-needing subcommands, by subcommand name."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return start_gui(None)
     if len(args_list) == 1 and args_list[0].endswith(".memplan"):
         return start_gui(args_list[0])
-    parser = build_parser()
+    parser = build_parser(cli.command_of(args_list))
     args = parser.parse_args(args_list)
     if args.command == "gui":
         return start_gui(args.plan)

@@ -17,9 +17,8 @@ from engine.estimate import VERDICT_WORDS
 from engine.units import UnitChoice, fmt_gb, fmt_gib
 from engine.whatif.compare import Comparison, signed_size
 from gui.views.chart_common import foreground
-from gui.views.colors import CAPACITY_COLOR, LIMIT_COLOR
+from gui.views.colors import CAPACITY_COLOR, LIMIT_COLOR, VERDICT_COLORS
 from gui.views.paint_axes import ValueAxis, set_pixel_font, text_in
-from gui.views.verdict import VERDICT_COLORS
 
 SIDE_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2")
 """One colour per compared plan (the baseline first), repeated past six plans."""

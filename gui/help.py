@@ -27,8 +27,7 @@ from PySide6.QtWidgets import (
 from engine import FORMULA_VERSION, __version__
 from engine.estimate import VERDICT_WORDS, Verdict
 from engine.planfile import SCHEMA_VERSION
-from gui.views.colors import CAPACITY_COLOR, LIMIT_COLOR, group_color
-from gui.views.verdict import VERDICT_COLORS
+from gui.views.colors import CAPACITY_COLOR, LIMIT_COLOR, VERDICT_COLORS, group_color
 
 GROUP_MEANINGS: dict[str, str] = {
     "weights": "the model's parameters held on the GPU (sharded or frozen as the method says)",

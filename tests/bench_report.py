@@ -41,7 +41,7 @@ def cpu():
 def mark(name):
     marks.append((name, time.perf_counter() - t0, cpu()))
 import gui.__main__
-args = gui.__main__.build_parser().parse_args(["report", *sys.argv[2:], "-o", sys.argv[1]])
+args = gui.__main__.build_parser("report").parse_args(["report", *sys.argv[2:], "-o", sys.argv[1]])
 from engine.cli import common
 plan, pf = common.load_plan(args)
 mark("import the command line")

@@ -24,6 +24,7 @@ from gui.report.charts import ChartObject, Recorded, embed_charts, register_plac
 from gui.report.content import ReportContent
 from gui.report.html import HEADING_PT, STYLE
 from gui.report.paginate import apply_page_rules, block_rect
+from gui.report.rows import split_before_row, straddling_row
 from gui.report.sections import DRAWINGS, SECTIONS
 
 BODY_FONT_PT = 8.5
@@ -32,6 +33,9 @@ FONT_FAMILIES = ["DejaVu Sans", "Helvetica", "Arial"]
 SHORT_PIECE_CHARS = 600
 """A piece of HTML between two headings this short, without a table or chart (a heading
 and a note), joins the next piece's flow: it must stay with what follows it."""
+ROW_CUTS = 40
+"""Table rows one flow may move to the next page (a page or so of a long table: a cut
+each page boundary it crosses); past it a row is left split as Qt lays it out."""
 _CUT = re.compile(r"(?=<h[12][ >])")
 FIXED_HEIGHT = QTextBlockFormat.LineHeightTypes.FixedHeight.value
 
@@ -148,6 +152,23 @@ class _Flows:
         self.page_no, self.offset = 0, 0.0  # where the next flow starts
 
     def add(self, html: str) -> None:
+        """Lay ``html`` out as the next flow; a table row it leaves across a page
+        boundary cuts its table there and the flow is laid out again
+        (:mod:`gui.report.rows`), at most :data:`ROW_CUTS` times."""
+        doc, charts = self._lay_out(html)
+        for _ in range(ROW_CUTS):
+            found = straddling_row(doc)
+            if found is None:
+                break
+            html = split_before_row(html, *found)
+            doc, charts = self._lay_out(html)
+        self.flows.append(Flow(doc, self.page_no, charts))
+        end = doc.documentLayout().documentSize().height()
+        pages = int(end // self.page)
+        self.page_no += pages
+        self.offset = end - pages * self.page
+
+    def _lay_out(self, html: str) -> tuple[QTextDocument, ChartObject]:
         doc = QTextDocument()
         doc.setDefaultFont(self.font)
         doc.setDocumentMargin(0)
@@ -167,11 +188,7 @@ class _Flows:
         self.recorded.update(charts.charts)
         apply_page_rules(doc)  # walks down the flow, laying it out as it goes
         doc.idealWidth()  # and the rest of it (a layout is otherwise lazy)
-        self.flows.append(Flow(doc, self.page_no, charts))
-        end = doc.documentLayout().documentSize().height()
-        pages = int(end // self.page)
-        self.page_no += pages
-        self.offset = end - pages * self.page
+        return doc, charts
 
 
 def build_document(

@@ -22,14 +22,16 @@ from gui.report.content import WIDE_RANGE_PERCENT
 
 
 def _ensure_app() -> object:
-    """The running QApplication, or a new offscreen-capable one."""
+    """The running application (the window's, in-process), or a new offscreen-capable
+    one: a ``QGuiApplication``, since the report paints text and vectors, no widgets
+    (QtWidgets would only add its import and style to every command-line report)."""
     if not has_display():
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtGui import QGuiApplication
 
-    app = QApplication.instance()
+    app = QGuiApplication.instance()
     if app is None:
-        app = QApplication([sys.argv[0] if sys.argv else "memplan"])
+        app = QGuiApplication([sys.argv[0] if sys.argv else "memplan"])
     return app
 
 
@@ -44,13 +46,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         pf = dataclasses.replace(pf, plan=plan)
     out = Path(args.output)
     extras = appendices(args, pf)
-    _app = _ensure_app()
     from gui.report import gather, write_pdf
 
     try:
         content = gather(pf, args.units, wide_percent=args.wide_range, **extras)
     except PlanError as exc:
         raise CliError(f"plan cannot be computed: {exc}") from exc
+    _app = _ensure_app()  # after the estimate: a plan that cannot be computed needs no Qt
     try:
         pages = write_pdf(content, out, args.page)
     except OSError as exc:

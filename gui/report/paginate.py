@@ -112,15 +112,20 @@ def must_move(
 
 def apply_page_rules(doc: QTextDocument) -> int:
     """Move each heading of ``doc`` that :func:`must_move` wants on the next page;
-    returns how many moved. A heading set to break before already starts its page."""
+    returns how many moved. A heading set to break before already starts its page.
+
+    Headings are blocks of the document's top level, so the walk steps over each table
+    as one item instead of visiting its cells (most of a report's blocks)."""
     page = doc.pageSize().height()
     layout = doc.documentLayout()
     moved = 0
-    block = doc.begin()
-    while block.isValid():
-        fmt = block.blockFormat()
+    item = doc.rootFrame().begin()
+    while not item.atEnd():
+        block = item.currentBlock()
+        fmt = block.blockFormat() if block.isValid() else None
         if (
-            fmt.headingLevel() > 0
+            fmt is not None
+            and fmt.headingLevel() > 0
             and not fmt.pageBreakPolicy()
             and block.next().isValid()
             and must_move(layout, block, page)
@@ -128,5 +133,5 @@ def apply_page_rules(doc: QTextDocument) -> int:
             fmt.setPageBreakPolicy(QTextFormat.PageBreakFlag.PageBreak_AlwaysBefore)
             QTextCursor(block).setBlockFormat(fmt)  # re-lays out from here down
             moved += 1
-        block = block.next()
+        item += 1
     return moved

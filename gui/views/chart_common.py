@@ -4,8 +4,7 @@ window around it: the ink, the bar geometry and the legend under the chart.
 
 from __future__ import annotations
 
-from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
 
 from gui.views.chart_data import Panel
 from gui.views.colors import CAPACITY_COLOR, LIMIT_COLOR, group_color
@@ -25,9 +24,8 @@ def foreground() -> QColor:
     """The chart's text and axis colour: a forced ink, else the application's text."""
     if _INK:
         return _INK[-1]
-    app = QApplication.instance()
-    if isinstance(app, QApplication):
-        return app.palette().color(QPalette.ColorRole.WindowText)
+    if isinstance(QGuiApplication.instance(), QGuiApplication):
+        return QGuiApplication.palette().color(QPalette.ColorRole.WindowText)
     return QColor("#202020")
 
 

@@ -11,6 +11,9 @@ import zlib
 
 from PySide6.QtGui import QColor
 
+VERDICT_COLORS = {"fits": "#1E8E3E", "straddles": "#C77C02", "does_not_fit": "#C5221F"}
+"""The verdict badge's colours on screen (fits, straddles the limit, does not fit)."""
+
 GROUP_COLORS: dict[str, str] = {
     "weights": "#4C78A8",
     "gradients": "#F58518",

@@ -19,12 +19,12 @@ from engine.layout import GpuCounts
 from engine.layout.lattice import Layout
 from engine.plan import Plan
 from engine.units import fmt_bytes, fmt_range
+from gui.views.colors import VERDICT_COLORS
 from gui.views.layout_choice import validation_text
 
 NBSP = "\u00a0"
 """Keeps a figure and its unit together ("59.13 GB"): a narrow panel wraps at " / "."""
 
-VERDICT_COLORS = {"fits": "#1E8E3E", "straddles": "#C77C02", "does_not_fit": "#C5221F"}
 COUNTS_PENDING = "no layout of this model fits within the search bound"
 COUNTS_UPDATING = "searching layouts…"
 

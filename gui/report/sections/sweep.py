@@ -10,7 +10,7 @@ from engine.estimate import VERDICT_WORDS
 from engine.whatif.sweep import show_value
 from gui.report.content import ReportContent
 from gui.report.html import CHART_WIDTH, INK, chart, esc, heading, size, table
-from gui.sweep_chart import draw_sweep
+from gui.views.sweep_paint import draw_sweep
 
 SWEEP_CHART_HEIGHT = 300
 

@@ -24,7 +24,7 @@ from engine.validation.reconcile import RankResult
 from engine.validation.records import RecordError
 from gui.report.content import ReportContent
 from gui.report.html import CHART_WIDTH, INK, chart, esc, kv_table, size, table
-from gui.trace_chart import draw_trace
+from gui.views.trace_paint import draw_trace
 
 KIND = "simulated measurement (trace)"
 """How the report names a trace record (``validate-run`` says "simulated (trace)")."""
