@@ -6,6 +6,14 @@ immutable Plan, and schedules one recompute. Several edits in one event-loop tur
 (a preset that sets ten fields, fast typing) cost one estimate, because the recompute
 runs from a 0 ms single-shot timer. An invalid value never replaces the plan; a plan
 the engine cannot lay out keeps the last valid estimate on screen, marked stale.
+
+A plan of a large model not estimated before (its tensor inventory takes up to a second
+to build) is not estimated on that turn: the inventory is built on a pool thread
+(:mod:`gui.inventory_warmup`) while the last estimate stays on screen, marked stale with
+``computingStarted``; the estimate follows when it is ready, always of the plan then
+current (a later edit or undo supersedes it, so no result arrives out of order).
+:meth:`PlanDocument.flush` computes at once whatever the model: what a save, a report
+or a test needs.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from engine.errors import PlanError, Problem
 from engine.estimate import Estimate, estimate
 from engine.plan import Plan, default_plan, get_value, validation_problems, with_values
 from gui import gc_policy
+from gui.inventory_warmup import InventoryWarmup
 from gui.undo_text import edit_text
 
 MERGE_ID = 0x6D70  # QUndoCommand.id() shared by mergeable field edits
@@ -104,6 +113,7 @@ class PlanDocument(QObject):
     planChanged = Signal()
     estimateChanged = Signal()
     estimateFailed = Signal(str)  # the plan is valid but cannot be computed
+    computingStarted = Signal(str)  # its large model is being prepared: what to say
     fieldError = Signal(str, str)  # path, the engine's message for that field
     fieldOk = Signal(str)
     pathChanged = Signal()
@@ -133,10 +143,13 @@ class PlanDocument(QObject):
         self.typing: set[str] = set()  # fields holding typed text not yet committed
         self._merge_session = 0
         self._estimated_arch: object = None
+        self.computing = False  # the plan's large model is being prepared (see above)
+        self.warmup = InventoryWarmup(self)
+        self.warmup.warmed.connect(self._warmed)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(0)
-        self._timer.timeout.connect(self.flush)
+        self._timer.timeout.connect(self._settled)
         self._recompute()
 
     def _clean_changed(self, clean: bool) -> None:
@@ -272,23 +285,45 @@ class PlanDocument(QObject):
 
     # computing -----------------------------------------------------------------
     def flush(self) -> None:
-        """Recompute now if an edit is pending (the timer calls this on the next turn)."""
+        """Recompute now, on this thread, even a large model being prepared (a save, a
+        report, a comparison must see the plan's own figures)."""
         self._timer.stop()
         self._recompute()
+
+    def _settled(self) -> None:
+        """The edits of a turn are in: estimate now, or prepare the model first."""
+        self._recompute(wait=False)
+
+    def _warmed(self, spec: object) -> None:
+        """An inventory the plan needed is built: estimate the plan now current."""
+        if self.computing:
+            self._recompute(wait=spec == self._plan.model.architecture)
 
     @property
     def pending(self) -> bool:
         return self._timer.isActive()
 
-    def _recompute(self) -> None:
+    def _recompute(self, wait: bool = True) -> None:
+        """Estimate the plan; unless ``wait``, a large model not yet prepared is prepared
+        off the GUI thread first (``computingStarted``; :meth:`_warmed` comes back)."""
+        arch = self._plan.model.architecture
+        if not wait and not self.warmup.ready(arch):
+            self.computing = True
+            self.warmup.build(arch)
+            self.computingStarted.emit(
+                f"computing the new plan (building {self._plan.model.name}'s tensor inventory)…"
+            )
+            return
+        self.warmup.cancel()
+        self.computing = False
         try:
             result = estimate(self._plan)
         except PlanError as exc:
             self.estimate_error, self.estimate_problems = str(exc), exc.problems
             self.estimateFailed.emit(self.estimate_error)
             return
+        self.warmup.note_built(arch)
         self.estimate, self.estimate_error, self.estimate_problems = result, None, ()
-        arch = self._plan.model.architecture
         if arch != self._estimated_arch:  # a new model's tensor inventory is now cached
             self._estimated_arch = arch
             gc_policy.settle()
@@ -296,8 +331,9 @@ class PlanDocument(QObject):
 
     @property
     def stale(self) -> bool:
-        """True when the estimate on screen is from an earlier plan."""
-        return self.estimate_error is not None
+        """True when the estimate on screen is from an earlier plan (this one cannot be
+        computed, or its large model is still being prepared)."""
+        return self.estimate_error is not None or self.computing
 
     # files ---------------------------------------------------------------------
     def _adopt(self, pf: planfile.PlanFile, path: Path | None) -> None:
@@ -311,7 +347,8 @@ class PlanDocument(QObject):
         self.propertiesChanged.emit()
         self._plan = pf.plan
         self.planChanged.emit()
-        self.flush()
+        self._timer.stop()
+        self._recompute(wait=False)
         self.pathChanged.emit()
         self.dirtyChanged.emit(False)
 

@@ -198,6 +198,16 @@ def edit_to_paint(
     return out, cpu
 
 
+def _shown(win: Any, preset: str) -> bool:
+    """Whether the window shows ``preset``'s plan settled: applied, its estimate on
+    screen (not an older plan's, nor one still being computed)."""
+    doc = win.doc
+    if doc.plan.model.preset != preset or doc.pending or doc.computing:
+        return False
+    est = doc.estimate
+    return doc.stale or (est is not None and est.config_hash == doc.plan.config_hash())
+
+
 def stall_per_preset(
     win: Any, app: Any, names: list[str], seconds: float
 ) -> list[tuple[str, float, float, float, float, float]]:
@@ -214,7 +224,7 @@ def stall_per_preset(
         t0 = time.perf_counter()
         tab.preset.setCurrentIndex(tab.preset.findData(name))
         tab.apply_preset()  # as the Apply button does
-        _settle(app, seconds, until=lambda n=name: win.doc.plan.model.preset == n)
+        _settle(app, seconds, until=lambda n=name: _shown(win, n))
         applied = probe.stop()
         _settle(app, 0.3)
         probe.start()
