@@ -384,7 +384,7 @@ class MainWindow(QMainWindow):
         self.settings.set_blob("geometry", bytes(self.saveGeometry().data()))
         self.settings.set_blob("splitter", bytes(self.splitter.saveState().data()))
         self.autosaver.clear()
-        self.doc.warmup.shutdown()
+        self.doc.cold.shutdown()
         self.analysis.shutdown()
         self.report_actions.shutdown()
         self.workbench.shutdown()

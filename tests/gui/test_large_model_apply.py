@@ -1,10 +1,10 @@
 """A large model's first estimate comes off the GUI thread, and the window stays consistent.
 
-Applying a MoE preset whose tensor inventory is not yet built here changes the plan at
-once (one undo step) but estimates it only when the inventory, built on a pool thread,
-is ready; meanwhile the last plan's figures stay on screen, greyed, with no counts
-offered as the new plan's. These tests hold the build back with an event (never a
-timing) to see that state, a second apply superseding the first, and undo.
+Applying a MoE preset not estimated here before changes the plan at once (one undo
+step) and estimates it on a pool thread (gui/cold_estimate.py); meanwhile the last
+plan's figures stay on screen, greyed, with no counts offered as the new plan's. These
+tests hold the thread's estimate back with an event (never a timing) to see that state,
+a second apply superseding the first, and undo.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
-import gui.inventory_warmup as warmup_module
+import gui.cold_estimate as cold_module
+from engine.estimate import Estimate
 from engine.models.presets import load_preset
 from engine.models.spec import ArchitectureSpec
-from gui.inventory_warmup import heavy
+from engine.plan import Plan
+from gui.cold_estimate import heavy
 from gui.views.verdict import COUNTS_UPDATING, VERDICT_WORDS
 
 FIRST, SECOND = "deepseek-v2-lite", "qwen1.5-moe-a2.7b"
@@ -27,22 +29,23 @@ FIRST, SECOND = "deepseek-v2-lite", "qwen1.5-moe-a2.7b"
 
 @pytest.fixture
 def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], threading.Event]]:
-    """``held(preset)`` → an event: that preset's inventory build waits until it is set."""
+    """``held(preset)`` → an event: the pool thread's estimate of that preset's plans
+    waits until it is set (the GUI thread's own estimates never wait)."""
     gates: dict[ArchitectureSpec, threading.Event] = {}
-    build = warmup_module.build_inventory
+    real = cold_module.estimate
 
-    def slow(spec: ArchitectureSpec) -> Any:
-        gate = gates.get(spec)
+    def slow(plan: Plan) -> Estimate:
+        gate = gates.get(plan.model.architecture)
         if gate is not None:
             gate.wait(30)
-        return build(spec)
+        return real(plan)
 
     def hold(preset: str) -> threading.Event:
         gate = threading.Event()
         gates[load_preset(preset)[1]] = gate
         return gate
 
-    monkeypatch.setattr(warmup_module, "build_inventory", slow)
+    monkeypatch.setattr(cold_module, "estimate", slow)
     yield hold
     for gate in gates.values():  # never leave the pool thread waiting
         gate.set()
