@@ -45,7 +45,7 @@ from gui.framework_menu import FrameworkMenu
 from gui.history_actions import history_actions
 from gui.main_toolbar import main_toolbar
 from gui.measured_tab import MeasuredTab, measured_menu
-from gui.navigation import tab_actions
+from gui.navigation import focus_field, tab_actions
 from gui.plan_properties import properties_action
 from gui.report.actions import ReportActions
 from gui.screen_fit import clamp_to_screen, fit_window
@@ -246,6 +246,8 @@ class MainWindow(QMainWindow):
         if est is None:
             return
         self.verdict.show_estimate(plan, est, self.units)
+        if self.doc.invalid or self.doc.stale:  # not this plan's figures: the badge stays grey
+            self._invalid_changed()
         self.chart.show_estimate(plan, est, self.units)
         groups, spread = panel_groups(self.chart.panels)
         self.legend.setText(legend_html(groups, spread))
@@ -323,13 +325,7 @@ class MainWindow(QMainWindow):
 
     def go_to_field(self, path: str) -> None:
         """Show the tab holding ``path``'s field, scroll to it and focus it."""
-        for i, page in enumerate(self.tabs.values()):
-            binding = page.bindings.get(path)
-            if binding is not None:
-                self.inputs.setCurrentIndex(i)
-                page.ensureWidgetVisible(binding.editor)
-                binding.editor.setFocus(Qt.FocusReason.OtherFocusReason)
-                return
+        focus_field(self.inputs, self.tabs.values(), path)
 
     def _open_splitter(self) -> None:
         """The input panel's opening width: a share of the window, within bounds."""

@@ -87,6 +87,8 @@ def test_apply_shows_computing_then_the_new_plan(qtbot: Any, window: Any, held: 
     assert window.doc.estimate is before  # the last plan's figures stay...
     assert "computing" in window.verdict.stale.text()  # ...greyed, saying why
     assert window.verdict.counts.text() == COUNTS_UPDATING  # no counts of the old plan
+    window.set_units("gib")  # a redraw meanwhile keeps the badge grey
+    assert "computing" in window.verdict.stale.text()
     gate.set()
     qtbot.waitUntil(lambda: _consistent(window), timeout=30_000)
     assert window.doc.estimate is not before
