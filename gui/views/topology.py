@@ -110,7 +110,7 @@ class Topology:
         raise KeyError(dim)
 
 
-def _crossing(world: int, size: int, stride: int, per_node: int) -> int:
+def crossing_groups(world: int, size: int, stride: int, per_node: int) -> int:
     """Groups of ``size`` ranks at ``stride`` whose first and last rank are on different
     nodes (ranks are placed in order, so a group within one node is contiguous in nodes).
 
@@ -147,11 +147,8 @@ def topology(layout: Layout, ranks_per_node: int, strategy: str) -> Topology:
             continue
         stride = base.stride(dim)
         carries = DP_CARRIES[dp_family(strategy)] if dim == "dp" else CARRIES[dim]
-        groups.append(
-            GroupKind(
-                dim, size, world // size, _crossing(world, size, stride, ranks_per_node), carries
-            )
-        )
+        crossing = crossing_groups(world, size, stride, ranks_per_node)
+        groups.append(GroupKind(dim, size, world // size, crossing, carries))
     return Topology(layout, ranks_per_node, tuple(groups))
 
 

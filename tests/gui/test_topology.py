@@ -13,7 +13,7 @@ from PySide6.QtGui import QColor, QImage, QPainter
 from engine.layout.lattice import Layout
 from gui.views.topology import (
     DP_CARRIES,
-    _crossing,
+    crossing_groups,
     dp_family,
     drawn_nodes,
     topology,
@@ -109,6 +109,6 @@ def test_crossing_counted_by_residue_matches_rank_by_rank(
     """Layouts' groups tile the ranks (world = blocks × size × stride): the residue count
     equals the rank-by-rank definition for any node size, even one the groups straddle."""
     world = blocks * size * stride
-    assert _crossing(world, size, stride, per_node) == _crossing_rank_by_rank(
+    assert crossing_groups(world, size, stride, per_node) == _crossing_rank_by_rank(
         world, size, stride, per_node
     )
