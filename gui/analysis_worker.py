@@ -34,10 +34,17 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
-from engine.analysis import SLOW_PARTS, Part, analysis
+from engine.analysis import Part, analysis
 from engine.errors import PlanError
 from engine.plan import Plan
 from gui.analysis_server import TOTALS, decode, encode
+
+WINDOW_PARTS: tuple[Part, ...] = ("counts", "diagnosis", "fit", "sensitivity")
+"""The slow parts the window shows or its report prints, in the order they are wanted:
+not the fit levers (the last of ``engine.analysis.SLOW_PARTS``), which nothing in the
+window reads yet and which cost the most — for DeepSeek-V3 ~23 s of the process's CPU
+(competing with the window for a core) and ~60 ms of the GUI thread to unpickle (a whole
+GpuCounts per lever, 0.7 MB)."""
 
 CANCEL_GRACE_MS = 300
 """How long a superseded job may finish its part in progress before the process is
@@ -102,7 +109,7 @@ class AnalysisWorker(QObject):
         self._next_id = 0
         self._wanted = 0  # the job whose parts are emitted (0: none)
         self._plans: dict[int, Plan] = {}  # jobs sent and not done
-        self._wanted_parts: tuple[Part, ...] = SLOW_PARTS
+        self._wanted_parts: tuple[Part, ...] = WINDOW_PARTS
         self._totals: dict[str, None] = {}  # preset keys asked and not answered, in order
         self.totals: dict[str, int] = {}  # preset key → its parameter count, as answered
         self._grace = QTimer(self)
@@ -115,7 +122,7 @@ class AnalysisWorker(QObject):
         """Whether a job is being computed (the wanted one or one being abandoned)."""
         return bool(self._plans)
 
-    def submit(self, plan: Plan, parts: tuple[Part, ...] = SLOW_PARTS) -> int:
+    def submit(self, plan: Plan, parts: tuple[Part, ...] = WINDOW_PARTS) -> int:
         """Compute ``plan``'s parts; jobs for earlier plans are abandoned. Parts the
         window already holds for that plan are emitted at once. Returns the job id."""
         self.cancel()

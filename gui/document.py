@@ -6,10 +6,19 @@ immutable Plan, and schedules one recompute. Several edits in one event-loop tur
 (a preset that sets ten fields, fast typing) cost one estimate, because the recompute
 runs from a 0 ms single-shot timer. An invalid value never replaces the plan; a plan
 the engine cannot lay out keeps the last valid estimate on screen, marked stale.
+
+A plan of a large model not estimated before (its tensor inventory takes up to a second
+to build) is estimated on a pool thread (:mod:`gui.cold_estimate`) while the last
+estimate stays on screen, marked stale with ``computingStarted``; the result is taken
+only if its plan is still the document's (a later edit or undo supersedes it, so no
+result arrives out of order).
+:meth:`PlanDocument.flush` computes at once whatever the model: what a save, a report
+or a test needs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +31,7 @@ from engine.errors import PlanError, Problem
 from engine.estimate import Estimate, estimate
 from engine.plan import Plan, default_plan, get_value, validation_problems, with_values
 from gui import gc_policy
+from gui.cold_estimate import ColdEstimates
 from gui.undo_text import edit_text
 
 MERGE_ID = 0x6D70  # QUndoCommand.id() shared by mergeable field edits
@@ -64,38 +74,19 @@ class _PlanCommand(QUndoCommand):
         self._doc._replace_plan(self.before)
 
 
-class _MeasurementsCommand(QUndoCommand):
-    """Replace the measured records kept with the plan (attaching is undoable too)."""
+class _SwapCommand(QUndoCommand):
+    """Swap a value kept with the plan — its measured records, its name and notes — so
+    attaching a run or renaming the plan is undoable too."""
 
-    def __init__(
-        self,
-        doc: PlanDocument,
-        before: tuple[dict[str, Any], ...],
-        after: tuple[dict[str, Any], ...],
-        text: str,
-    ) -> None:
+    def __init__(self, text: str, before: Any, after: Any, apply: Callable[[Any], None]) -> None:
         super().__init__(text)
-        self._doc, self.before, self.after = doc, before, after
+        self.before, self.after, self._apply = before, after, apply
 
     def redo(self) -> None:
-        self._doc._replace_measurements(self.after)
+        self._apply(self.after)
 
     def undo(self) -> None:
-        self._doc._replace_measurements(self.before)
-
-
-class _PropertiesCommand(QUndoCommand):
-    """Rename the plan or edit its notes (metadata: outside the config hash, but saved)."""
-
-    def __init__(self, doc: PlanDocument, before: tuple[str, str], after: tuple[str, str]) -> None:
-        super().__init__("Edit plan name and notes" if before[0] == after[0] else "Rename plan")
-        self._doc, self.before, self.after = doc, before, after
-
-    def redo(self) -> None:
-        self._doc._replace_properties(*self.after)
-
-    def undo(self) -> None:
-        self._doc._replace_properties(*self.before)
+        self._apply(self.before)
 
 
 class PlanDocument(QObject):
@@ -104,6 +95,7 @@ class PlanDocument(QObject):
     planChanged = Signal()
     estimateChanged = Signal()
     estimateFailed = Signal(str)  # the plan is valid but cannot be computed
+    computingStarted = Signal(str)  # its large model is being prepared: what to say
     fieldError = Signal(str, str)  # path, the engine's message for that field
     fieldOk = Signal(str)
     pathChanged = Signal()
@@ -133,10 +125,13 @@ class PlanDocument(QObject):
         self.typing: set[str] = set()  # fields holding typed text not yet committed
         self._merge_session = 0
         self._estimated_arch: object = None
+        self.computing = False  # the plan's large model is being prepared (see above)
+        self.cold = ColdEstimates(self)
+        self.cold.done.connect(self._estimated)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(0)
-        self._timer.timeout.connect(self.flush)
+        self._timer.timeout.connect(self._settled)
         self._recompute()
 
     def _clean_changed(self, clean: bool) -> None:
@@ -250,7 +245,11 @@ class PlanDocument(QObject):
         """Rename the plan or change its notes, as one undo step."""
         name = name.strip() or self.name
         if (name, notes) != (self.name, self.notes):
-            self.undo_stack.push(_PropertiesCommand(self, (self.name, self.notes), (name, notes)))
+            text = "Edit plan name and notes" if name == self.name else "Rename plan"
+            before = (self.name, self.notes)
+            self.undo_stack.push(
+                _SwapCommand(text, before, (name, notes), lambda v: self._replace_properties(*v))
+            )
 
     def _replace_properties(self, name: str, notes: str) -> None:
         self.name, self.notes = name, notes
@@ -259,7 +258,9 @@ class PlanDocument(QObject):
     def set_measurements(self, records: tuple[dict[str, Any], ...], text: str) -> None:
         """Replace the attached measured records as one undo step."""
         if records != self.measurements:
-            self.undo_stack.push(_MeasurementsCommand(self, self.measurements, records, text))
+            self.undo_stack.push(
+                _SwapCommand(text, self.measurements, records, self._replace_measurements)
+            )
 
     def _replace_measurements(self, records: tuple[dict[str, Any], ...]) -> None:
         self.measurements = records
@@ -272,23 +273,57 @@ class PlanDocument(QObject):
 
     # computing -----------------------------------------------------------------
     def flush(self) -> None:
-        """Recompute now if an edit is pending (the timer calls this on the next turn)."""
+        """Recompute now, on this thread, even a large model being prepared (a save, a
+        report, a comparison must see the plan's own figures)."""
         self._timer.stop()
         self._recompute()
+
+    def _settled(self) -> None:
+        """The edits of a turn are in: estimate now, or prepare the model first."""
+        self._recompute(wait=False)
+
+    def _estimated(self, plan: Plan, result: Estimate | PlanError | None) -> None:
+        """A plan's estimate from the pool thread: shown if the plan is still this one
+        (else the plan now current is estimated, at once if its model is the same)."""
+        if not self.computing:
+            return
+        if plan is self._plan and result is not None:
+            self.computing = False
+            self._take(result)
+        else:
+            self._recompute(wait=plan is self._plan)
 
     @property
     def pending(self) -> bool:
         return self._timer.isActive()
 
-    def _recompute(self) -> None:
+    def _recompute(self, wait: bool = True) -> None:
+        """Estimate the plan; unless ``wait``, a large model not yet prepared is prepared
+        off the GUI thread first (``computingStarted``; :meth:`_estimated` comes back)."""
+        if not wait and not self.cold.ready(self._plan.model.architecture):
+            self.computing = True
+            self.cold.start(self._plan)
+            self.computingStarted.emit(
+                f"computing the new plan (building {self._plan.model.name}'s tensor inventory)…"
+            )
+            return
+        self.cold.cancel()
+        self.computing = False
         try:
-            result = estimate(self._plan)
+            result: Estimate | PlanError = estimate(self._plan)
         except PlanError as exc:
-            self.estimate_error, self.estimate_problems = str(exc), exc.problems
+            result = exc
+        self.cold.note_built(self._plan.model.architecture)
+        self._take(result)
+
+    def _take(self, result: Estimate | PlanError) -> None:
+        """Show the current plan's estimate, or say why it has none."""
+        if isinstance(result, PlanError):
+            self.estimate_error, self.estimate_problems = str(result), result.problems
             self.estimateFailed.emit(self.estimate_error)
             return
-        self.estimate, self.estimate_error, self.estimate_problems = result, None, ()
         arch = self._plan.model.architecture
+        self.estimate, self.estimate_error, self.estimate_problems = result, None, ()
         if arch != self._estimated_arch:  # a new model's tensor inventory is now cached
             self._estimated_arch = arch
             gc_policy.settle()
@@ -296,8 +331,9 @@ class PlanDocument(QObject):
 
     @property
     def stale(self) -> bool:
-        """True when the estimate on screen is from an earlier plan."""
-        return self.estimate_error is not None
+        """True when the estimate on screen is from an earlier plan (this one cannot be
+        computed, or its large model is still being prepared)."""
+        return self.estimate_error is not None or self.computing
 
     # files ---------------------------------------------------------------------
     def _adopt(self, pf: planfile.PlanFile, path: Path | None) -> None:
@@ -311,7 +347,8 @@ class PlanDocument(QObject):
         self.propertiesChanged.emit()
         self._plan = pf.plan
         self.planChanged.emit()
-        self.flush()
+        self._timer.stop()
+        self._recompute(wait=False)
         self.pathChanged.emit()
         self.dirtyChanged.emit(False)
 

@@ -45,7 +45,7 @@ from gui.framework_menu import FrameworkMenu
 from gui.history_actions import history_actions
 from gui.main_toolbar import main_toolbar
 from gui.measured_tab import MeasuredTab, measured_menu
-from gui.navigation import tab_actions
+from gui.navigation import focus_field, tab_actions
 from gui.plan_properties import properties_action
 from gui.report.actions import ReportActions
 from gui.screen_fit import clamp_to_screen, fit_window
@@ -62,7 +62,7 @@ from gui.views.diagnostics import DiagnosticsList, suggestion_of
 from gui.views.stages import StagesView
 from gui.views.table import LedgerTable
 from gui.views.traffic import TrafficView
-from gui.views.verdict import VerdictPanel
+from gui.views.verdict import COMPUTING, VerdictPanel
 from gui.workbench import Workbench
 
 UNIT_LABELS = {"gb": "GB (10⁹ B)", "gib": "GiB (2³⁰ B)", "both": "GB and GiB"}
@@ -102,6 +102,7 @@ class MainWindow(QMainWindow):
         self.doc.estimateChanged.connect(self.redraw)
         self.doc.measurementsChanged.connect(self._show_measured)
         self.doc.estimateFailed.connect(self._estimate_failed)
+        self.doc.computingStarted.connect(self._computing)
         self.doc.pathChanged.connect(self._title)
         self.doc.propertiesChanged.connect(self._title)
         self.doc.dirtyChanged.connect(lambda _d: self._title())
@@ -193,31 +194,26 @@ class MainWindow(QMainWindow):
     def _menus(self) -> None:
         f = self.files
         file_menu = self.menuBar().addMenu("&File")
-        for action in (f.new, f.open):
-            file_menu.addAction(action)
+        file_menu.addActions([f.new, f.open])
         file_menu.addMenu(f.recent_menu)
         file_menu.addSeparator()
-        for action in (f.save, f.save_as, f.revert):
-            file_menu.addAction(action)
+        file_menu.addActions([f.save, f.save_as, f.revert])
         file_menu.addSeparator()
         self.properties_action = properties_action(self, self.doc)
         file_menu.addAction(self.properties_action)
         file_menu.addSeparator()
         self.framework = FrameworkMenu(self, self.doc)
-        file_menu.addAction(self.framework.import_action)
-        file_menu.addAction(self.framework.import_folder_action)
+        file_menu.addActions([self.framework.import_action, self.framework.import_folder_action])
         file_menu.addMenu(self.framework.export_menu)
         file_menu.addSeparator()
         self.report_actions = ReportActions(self, self.doc)
-        file_menu.addAction(self.report_actions.export)
-        file_menu.addAction(self.report_actions.print)
+        file_menu.addActions([self.report_actions.export, self.report_actions.print])
         file_menu.addSeparator()
         quit_action = file_menu.addAction("&Quit", self.close)
         quit_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Quit))
         edit = self.menuBar().addMenu("&Edit")
         self.undo_action, self.redo_action = history_actions(self.doc, self)
-        edit.addAction(self.undo_action)
-        edit.addAction(self.redo_action)
+        edit.addActions([self.undo_action, self.redo_action])
         runs = self.menuBar().addMenu("&Measured runs")
         self.attach_action, self.calibrate_action = measured_menu(runs, self, self.doc)
         view = self.menuBar().addMenu("&View")
@@ -250,6 +246,8 @@ class MainWindow(QMainWindow):
         if est is None:
             return
         self.verdict.show_estimate(plan, est, self.units)
+        if self.doc.invalid or self.doc.stale:  # not this plan's figures: the badge stays grey
+            self._invalid_changed()
         self.chart.show_estimate(plan, est, self.units)
         groups, spread = panel_groups(self.chart.panels)
         self.legend.setText(legend_html(groups, spread))
@@ -304,6 +302,11 @@ class MainWindow(QMainWindow):
         if got is not None:
             self.doc.set_many(*got)
 
+    def _computing(self, message: str) -> None:
+        """A large model is being prepared: the last plan's figures, greyed, no counts."""
+        self.verdict.show_computing(message)
+        self.workbench.show_counts(None)
+
     def _estimate_failed(self, message: str) -> None:
         self.verdict.set_stale(message)
         self._diagnostics()
@@ -314,21 +317,15 @@ class MainWindow(QMainWindow):
         the badge goes grey like a plan the engine cannot compute."""
         if self.doc.invalid:
             self.verdict.set_stale(next(iter(self.doc.invalid.values())))
-        elif self.doc.estimate_error:
-            self.verdict.set_stale(self.doc.estimate_error)
+        elif self.doc.stale:
+            self.verdict.set_stale(self.doc.estimate_error or COMPUTING)
         elif self.doc.estimate is not None:
             self.verdict.show_estimate(self.doc.plan, self.doc.estimate, self.units)
             self._show_counts()
 
     def go_to_field(self, path: str) -> None:
         """Show the tab holding ``path``'s field, scroll to it and focus it."""
-        for i, page in enumerate(self.tabs.values()):
-            binding = page.bindings.get(path)
-            if binding is not None:
-                self.inputs.setCurrentIndex(i)
-                page.ensureWidgetVisible(binding.editor)
-                binding.editor.setFocus(Qt.FocusReason.OtherFocusReason)
-                return
+        focus_field(self.inputs, self.tabs.values(), path)
 
     def _open_splitter(self) -> None:
         """The input panel's opening width: a share of the window, within bounds."""
@@ -383,6 +380,7 @@ class MainWindow(QMainWindow):
         self.settings.set_blob("geometry", bytes(self.saveGeometry().data()))
         self.settings.set_blob("splitter", bytes(self.splitter.saveState().data()))
         self.autosaver.clear()
+        self.doc.cold.shutdown()
         self.analysis.shutdown()
         self.report_actions.shutdown()
         self.workbench.shutdown()

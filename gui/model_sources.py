@@ -18,7 +18,6 @@ from engine.models.hf_config import ConfigImportError, read_hf_config
 from engine.models.importer import import_model_folder
 from engine.models.safetensors_index import SafetensorsError
 from engine.models.spec import ArchitectureSpec
-from engine.models.summary import summarize
 
 IMPORT_ERRORS = (ConfigImportError, SafetensorsError, OSError, ValueError)
 """Errors an import raises with a one-sentence message for the user."""
@@ -80,23 +79,6 @@ def import_folder(path: str) -> ModelImport:
         )
     messages = tuple(result.check.messages()) if result.check is not None else ()
     return ModelImport(Path(path).name, result.spec, result.config, messages)
-
-
-HEAVY_TENSOR_GROUPS = 2_000
-"""Layers × experts above which building a model's tensor inventory takes long enough
-(DeepSeek-V3: 61 × 256, about two seconds) to be done off the GUI thread first."""
-
-
-def heavy(spec: ArchitectureSpec) -> bool:
-    """Whether the first estimate of ``spec`` would stall the window (see above)."""
-    experts = spec.moe.num_experts if spec.moe is not None else 1
-    return spec.layers * max(1, experts) > HEAVY_TENSOR_GROUPS
-
-
-def prepare(spec: ArchitectureSpec) -> int:
-    """Build (and cache) the model's tensor inventory; returns its parameter count.
-    Slow for a heavy model: run it off the GUI thread."""
-    return summarize(spec).total
 
 
 def model_changes(

@@ -7,9 +7,13 @@ an input tab), so a keyboard user reaches every control without the mouse.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu, QTabWidget, QWidget
+
+from gui.tabs.base import TabPage
 
 
 def _focus_into(tabs: QTabWidget, index: int) -> None:
@@ -27,6 +31,18 @@ def _focus_into(tabs: QTabWidget, index: int) -> None:
             return
         nxt = nxt.nextInFocusChain()
     page.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+
+def focus_field(inputs: QTabWidget, pages: Iterable[TabPage], path: str) -> None:
+    """Show the input tab holding ``path``'s field (``pages`` in tab order), scroll to
+    the field and focus it."""
+    for i, page in enumerate(pages):
+        binding = page.bindings.get(path)
+        if binding is not None:
+            inputs.setCurrentIndex(i)
+            page.ensureWidgetVisible(binding.editor)
+            binding.editor.setFocus(Qt.FocusReason.OtherFocusReason)
+            return
 
 
 def tab_actions(menu: QMenu, tabs: QTabWidget, modifier: str, owner: QWidget) -> list[QAction]:

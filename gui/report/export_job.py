@@ -26,8 +26,9 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QPagedPaintDevice
 
-from engine.analysis import SLOW_PARTS, analysis
+from engine.analysis import analysis
 from engine.planfile import PlanFile
+from gui.analysis_worker import WINDOW_PARTS
 from gui.report.charts import Recorded, record_screen_charts
 from gui.report.content import ReportContent, gather
 from gui.report.pdf import PageName, ReportCancelled, print_report, write_pdf
@@ -42,8 +43,8 @@ ProgressFn = Callable[[int, int], bool]
 def gather_step(pf: PlanFile, units: Any, extras: dict[str, Any], progress: ProgressFn) -> object:
     """Step 1: the analysis parts one at a time, then the report's content."""
     a = analysis(pf.plan)
-    total = len(SLOW_PARTS) + 1
-    for i, part in enumerate(SLOW_PARTS):
+    total = len(WINDOW_PARTS) + 1
+    for i, part in enumerate(WINDOW_PARTS):
         if not progress(i, total):
             return CANCELLED
         try:

@@ -5,7 +5,8 @@ The preset chooser lists the presets at once by name; their exact parameter coun
 worker process and added as they arrive (:meth:`ModelTab.show_total`), so neither the
 start nor the GUI thread ever waits for them. The chooser follows
 the plan: the plan's preset, or "Imported: NAME" / "Edited by hand" when the
-architecture came from elsewhere.
+architecture came from elsewhere. Applying a preset or an import is one document edit at
+once; a large model's first estimate follows off the GUI thread (``gui.document``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QGroupBox,
     QHBoxLayout,
-    QLabel,
     QMessageBox,
     QPushButton,
     QVBoxLayout,
@@ -32,7 +32,6 @@ from gui import model_sources
 from gui.document import PlanDocument
 from gui.fields import compact
 from gui.tabs.base import TabPage
-from gui.workers import TaskRunner
 
 if TYPE_CHECKING:
     from gui.analysis_worker import AnalysisWorker
@@ -62,20 +61,11 @@ class ModelTab(TabPage):
         )
         self._select_current_preset()
         doc.planChanged.connect(self._select_current_preset)
-        self._prepare = TaskRunner(self)
-        self._prepare.finished.connect(self._prepared)
-        self._then: Callable[[], object] | None = None
-        self._ready: set[ArchitectureSpec] = set()
         apply_btn = QPushButton("&Apply preset", box)
         apply_btn.clicked.connect(self.apply_preset)
         row.addWidget(self.preset, 1)
         row.addWidget(apply_btn)
         lay.addLayout(row)
-        self.preparing = QLabel("", box)
-        self.preparing.setObjectName("modelPreparing")
-        self.preparing.setWordWrap(True)
-        self.preparing.hide()
-        lay.addWidget(self.preparing)
         row2 = QHBoxLayout()
         self.hf_button = QPushButton("Import c&onfig.json…", box)
         self.hf_button.setToolTip("Read a Hugging Face config.json into the fields below.")
@@ -115,40 +105,13 @@ class ModelTab(TabPage):
         if index >= 0 and isinstance(total, int):
             self.preset.setItemText(index, model_sources.titled(self._titles[key], total))
 
-    def shutdown(self) -> None:
-        self._prepare.shutdown()
-
     def apply_preset(self) -> None:
         key = self.preset.currentData()
         if key is None:  # the chooser shows the imported model: nothing to apply
             return
         name, spec = model_sources.load_preset(key)
-        self._when_ready(
-            name,
-            spec,
-            lambda: self.doc.set_many(
-                model_sources.model_changes(key, name, spec), f"Model preset {name}"
-            ),
-        )
-
-    def _when_ready(self, name: str, spec: ArchitectureSpec, apply: Callable[[], object]) -> None:
-        """Apply now, or — for a model whose tensor inventory takes seconds to build —
-        build it on a worker first and apply when it is ready (the window never waits)."""
-        if spec in self._ready or not model_sources.heavy(spec):
-            apply()
-            return
-        self._then = apply
-        self.preparing.setText(f"Building {name}'s tensor inventory (a large model)…")
-        self.preparing.show()
-        self._prepare.start(lambda _p: (spec, model_sources.prepare(spec)))
-
-    def _prepared(self, result: object) -> None:
-        self.preparing.hide()
-        if isinstance(result, tuple):
-            self._ready.add(result[0])
-        then, self._then = self._then, None
-        if then is not None:
-            then()
+        # one undo step; a large model's estimate follows off the GUI thread (document)
+        self.doc.set_many(model_sources.model_changes(key, name, spec), f"Model preset {name}")
 
     def _import(self, folder: bool) -> None:
         if folder:
@@ -171,11 +134,7 @@ class ModelTab(TabPage):
         except model_sources.IMPORT_ERRORS as exc:
             QMessageBox.warning(self, "Import failed", str(exc))
             return False
-        self._when_ready(
-            got.name,
-            got.spec,
-            lambda: self.doc.set_many(got.changes, f"Import {got.name}"),
-        )
+        self.doc.set_many(got.changes, f"Import {got.name}")
         messages = got.messages
         if messages:
             QMessageBox.information(

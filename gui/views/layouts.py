@@ -46,6 +46,10 @@ from gui.views.topology import Topology, draw_topology, topology, topology_heigh
 
 COLUMNS = ("", "Layout", "Ranks", "GPUs to buy", "Peak per rank (low–high)", "Headroom", "Role")
 PENDING = "Searching layouts… (the counts arrive from a background search)"
+REJECTIONS_LISTED = 200
+"""Rejected layouts listed one per line; the title counts them all. A large model's
+search rejects thousands (DeepSeek-V3: ~1,500), and listing every one cost the GUI
+thread ~15 ms each time the counts arrived, for a list nobody reads to its end."""
 
 
 class TopologyView(QWidget):
@@ -168,8 +172,10 @@ class LayoutsView(QScrollArea):
             f"<b>Rejected layouts at the procurement size: {shown}</b>{escape(hidden)}"
         )
         self.rejected.clear()
-        for r in choice.rejected:
+        for r in choice.rejected[:REJECTIONS_LISTED]:
             self.rejected.addItem(f"{r.layout.label()}: {'; '.join(r.reasons)}")
+        if shown > REJECTIONS_LISTED:
+            self.rejected.addItem(f"… and {shown - REJECTIONS_LISTED:,} more, not listed")
         self.rejected.setVisible(shown > 0)
         plan = self.doc.plan
         self.topology.show_topology(

@@ -13,6 +13,7 @@ diagram onto any painter (the Layouts tab and the report's vector recording).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import gcd
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen
@@ -109,16 +110,31 @@ class Topology:
         raise KeyError(dim)
 
 
-def _crossing(world: int, size: int, stride: int, per_node: int) -> int:
+def crossing_groups(world: int, size: int, stride: int, per_node: int) -> int:
     """Groups of ``size`` ranks at ``stride`` whose first and last rank are on different
-    nodes (ranks are placed in order, so a group within one node is contiguous in nodes)."""
-    crossing = 0
+    nodes (ranks are placed in order, so a group within one node is contiguous in nodes).
+
+    Counted by residue, not rank by rank (a large model's search lays out thousands of
+    ranks, and this ran on the GUI thread at every redraw of the Layouts tab): a group
+    whose first rank is ``r`` crosses when its span reaches the next node, i.e.
+    ``r mod per_node ≥ per_node − span``, and the groups' first ranks repeat their
+    residues every ``per_node / gcd(block, per_node)`` blocks."""
+    span = (size - 1) * stride  # from a group's first rank to its last
     block = size * stride  # ranks spanned by the groups that share their outer indices
-    for start in range(0, world, block):
-        for first in range(start, start + stride):
-            last = first + (size - 1) * stride
-            crossing += first // per_node != last // per_node
-    return crossing
+    blocks = -(-world // block)
+    if span >= per_node:
+        return blocks * stride  # every group reaches another node
+
+    def crossing_below(n: int) -> int:
+        """First ranks in [0, n) whose group crosses."""
+        return (n // per_node) * span + max(0, n % per_node - (per_node - span))
+
+    def in_block(k: int) -> int:
+        return crossing_below(k * block + stride) - crossing_below(k * block)
+
+    period = per_node // gcd(block, per_node)
+    whole, rest = divmod(blocks, period)
+    return whole * sum(in_block(k) for k in range(period)) + sum(in_block(k) for k in range(rest))
 
 
 def topology(layout: Layout, ranks_per_node: int, strategy: str) -> Topology:
@@ -131,11 +147,8 @@ def topology(layout: Layout, ranks_per_node: int, strategy: str) -> Topology:
             continue
         stride = base.stride(dim)
         carries = DP_CARRIES[dp_family(strategy)] if dim == "dp" else CARRIES[dim]
-        groups.append(
-            GroupKind(
-                dim, size, world // size, _crossing(world, size, stride, ranks_per_node), carries
-            )
-        )
+        crossing = crossing_groups(world, size, stride, ranks_per_node)
+        groups.append(GroupKind(dim, size, world // size, crossing, carries))
     return Topology(layout, ranks_per_node, tuple(groups))
 
 

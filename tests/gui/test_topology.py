@@ -5,11 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QImage, QPainter
 
 from engine.layout.lattice import Layout
-from gui.views.topology import DP_CARRIES, dp_family, drawn_nodes, topology, topology_height
+from gui.views.topology import (
+    DP_CARRIES,
+    crossing_groups,
+    dp_family,
+    drawn_nodes,
+    topology,
+    topology_height,
+)
 
 
 def test_rank_order_is_tp_fastest_then_cp_ep_dp_pp() -> None:
@@ -75,3 +84,31 @@ def test_diagram_draws_within_its_height(qapp: Any) -> None:
     assert dark > 200  # frames, GPUs and labels were drawn
     bottom = [img.pixelColor(x, h - 2).lightness() for x in range(0, 640, 2)]
     assert min(bottom) > 200  # nothing spills below the height it asked for
+
+
+def _crossing_rank_by_rank(world: int, size: int, stride: int, per_node: int) -> int:
+    """The definition, group by group: first rank ``first``, last ``first + (size-1)·stride``."""
+    block = size * stride
+    return sum(
+        first // per_node != (first + (size - 1) * stride) // per_node
+        for start in range(0, world, block)
+        for first in range(start, start + stride)
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 16),
+    st.integers(1, 64),
+    st.integers(1, 24),
+    st.integers(1, 40),
+)
+def test_crossing_counted_by_residue_matches_rank_by_rank(
+    size: int, stride: int, per_node: int, blocks: int
+) -> None:
+    """Layouts' groups tile the ranks (world = blocks × size × stride): the residue count
+    equals the rank-by-rank definition for any node size, even one the groups straddle."""
+    world = blocks * size * stride
+    assert crossing_groups(world, size, stride, per_node) == _crossing_rank_by_rank(
+        world, size, stride, per_node
+    )

@@ -14,6 +14,7 @@ import pytest
 import engine.analysis as an
 from engine.layout.counts import gpu_counts
 from engine.plan import default_plan, with_value
+from gui.analysis_worker import WINDOW_PARTS
 
 FAKE = Path(__file__).with_name("fake_analysis.py")
 sys.path.insert(0, str(FAKE.parent))
@@ -47,15 +48,15 @@ def test_parts_arrive_in_order_from_another_process(qtbot: Any) -> None:
     worker.partReady.connect(lambda key, part, _v: got.append((key, part)))
     plan = with_value(default_plan(), "policy.max_gpus", 64)
     worker.submit(plan)
-    qtbot.waitUntil(lambda: len(got) == len(an.SLOW_PARTS), timeout=60_000)
-    assert got == [(plan.config_hash(), p) for p in an.SLOW_PARTS]
+    qtbot.waitUntil(lambda: len(got) == len(WINDOW_PARTS), timeout=60_000)
+    assert got == [(plan.config_hash(), p) for p in WINDOW_PARTS]
     assert worker.pid not in (0, os.getpid())
-    assert all(an.analysis(plan).computed(p) for p in an.SLOW_PARTS)
+    assert all(an.analysis(plan).computed(p) for p in WINDOW_PARTS)
     assert an.analysis(plan).counts == gpu_counts(plan)
     again: list[str] = []
     worker.partReady.connect(lambda _k, part, _v: again.append(part))
     assert worker.submit(plan) == 0  # nothing left to compute: all emitted at once
-    assert again == list(an.SLOW_PARTS)
+    assert again == list(WINDOW_PARTS)
     assert worker.shutdown()
 
 
@@ -73,7 +74,7 @@ def test_a_superseded_search_is_killed_and_its_parts_never_arrive(qtbot: Any) ->
     hung = worker.pid
     worker.submit(second)
     qtbot.waitUntil(
-        lambda: len(got.get(second.config_hash(), [])) == len(an.SLOW_PARTS), timeout=60_000
+        lambda: len(got.get(second.config_hash(), [])) == len(WINDOW_PARTS), timeout=60_000
     )
     assert first.config_hash() not in got
     assert worker.pid not in (0, hung)
@@ -107,7 +108,7 @@ def test_a_dead_process_is_reported_and_the_next_plan_still_computes(qtbot: Any)
     plan = with_value(default_plan(), "batch.seq_len", 2048)
     worker.submit(plan)
     qtbot.waitUntil(
-        lambda: len(got.get(plan.config_hash(), [])) == len(an.SLOW_PARTS), timeout=60_000
+        lambda: len(got.get(plan.config_hash(), [])) == len(WINDOW_PARTS), timeout=60_000
     )
     assert len(failures) == 1
     assert worker.shutdown()
