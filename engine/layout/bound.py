@@ -59,6 +59,7 @@ class StageFloor:
     resident: int  # one-rank weights + optimizer bytes of the stage
     runtime: int  # CUDA context, cuBLAS, the kept communicators' NCCL buffers (high)
     activation_sums: Sums  # the activation rows' allocated moment sums (low, high)
+    runtime_low: int = 0  # the same runtime rows' low
 
 
 def _canonical(layout: Layout) -> Layout:
@@ -66,12 +67,19 @@ def _canonical(layout: Layout) -> Layout:
     return replace(layout, dp=1, ep=1)
 
 
-def _runtime(plan: Plan, stage: int) -> int:
-    rows = runtime_rows(plan, stage)
-    fixed = sum(r.high for r in rows if r.role in FIXED_RUNTIME and not outside_capacity(plan, r))
+def _runtime(plan: Plan, stage: int) -> tuple[int, int]:
+    """(low, high) of the runtime rows inside the capacity that every DP and EP keeps."""
+    rows = [
+        r
+        for r in runtime_rows(plan, stage)
+        if r.role in FIXED_RUNTIME and not outside_capacity(plan, r)
+    ]
     kept = sum(1 for g in stage_groups(plan, stage) if g.kind in KEPT_GROUPS)
     per = plan.runtime.nccl_bytes_per_communicator
-    return fixed + (kept * per.high if per is not None and kept else 0)
+    low, high = sum(r.low for r in rows), sum(r.high for r in rows)
+    if per is not None and kept:
+        low, high = low + kept * per.low, high + kept * per.high
+    return low, high
 
 
 def _stage_floors(plan: Plan, laid: Plan) -> tuple[StageFloor, ...]:
@@ -85,7 +93,8 @@ def _stage_floors(plan: Plan, laid: Plan) -> tuple[StageFloor, ...]:
         rows = activation_rows(laid, s, len(ranges[s]), ())
         sums = moment_sums(rows, accumulating)
         act = max(span.high for span in timeline_of(sums).phases.values())
-        out.append(StageFloor(s, act, resident[s], _runtime(laid, s), sums))
+        runtime_low, runtime_high = _runtime(laid, s)
+        out.append(StageFloor(s, act, resident[s], runtime_high, sums, runtime_low))
     return tuple(out)
 
 

@@ -20,6 +20,7 @@ from engine.layout.evaluate import Outcome
 from engine.layout.low_bound import LowFloors
 from engine.layout.padding import padding_problems, padding_share
 from engine.layout.point import Layout
+from engine.layout.state_bound import StateFloors
 from engine.ledger.groups import ranks_per_node
 from engine.ledger.sharding import shard_group_size
 from engine.legality import rules
@@ -135,12 +136,19 @@ class SearchMemo:
     proofs: Proofs = field(default_factory=dict)
     _points: dict[Layout, dict[int, tuple[Layout, RegimeKey] | None]] = field(default_factory=dict)
     _low: LowFloors | None = None
+    _states: StateFloors | None = None
 
     def low_floors(self, floors: PeakFloors) -> LowFloors:
         """The low bound over ``floors``, one per memo (its values are cached)."""
         if self._low is None or self._low.floors is not floors:
             self._low = LowFloors(floors)
         return self._low
+
+    def state_floors(self, floors: PeakFloors) -> StateFloors:
+        """The state bound over ``floors``, one per memo (its values are cached)."""
+        if self._states is None or self._states.floors is not floors:
+            self._states = StateFloors(floors)
+        return self._states
 
     def known(self, shape: Layout, key: RegimeKey, figure: str) -> Known:
         """What is proven about a regime under a criterion (nothing, when replaying)."""
