@@ -4,14 +4,17 @@ A DeepSeek-V3 layout search meets ~1,700 shapes (TP × PP × CP × EP) and most 
 fail by the same margin at every DP: a stage's saved activations come near the HBM
 limit on their own (TP 4 without CP saves 124 GB per rank for DeepSeek-V3's 61 layers at
 4,096 tokens). The bound, per stage that can be the heaviest
-(:func:`engine.estimate.decisive_stages`), adds up what no DP or EP can take away:
+(:func:`engine.estimate.decisive_stages`), adds up what no DP can take away:
 
 - the activation rows that need no placed tensors (:func:`activation_rows` given none:
   the autocast weight copies count no weights, the all-to-all row is absent, every
-  other row is the estimate's own). They depend on TP, CP, the stage's layers, the
-  micro-batch and the micro-batches in flight, not on DP or EP
-  (``engine/ledger/activations`` reads neither), so they are computed once per (TP, PP,
-  CP, expert TP, split, micro-batch, accumulation), at DP 1 and EP 1;
+  other row is the estimate's own). They depend on TP, CP, EP, the stage's layers, the
+  micro-batch and the micro-batches in flight, not on DP (``engine/ledger/activations``
+  does not read it), so they are computed once per (TP, PP, CP, EP, expert TP, split,
+  micro-batch, accumulation), at DP 1. Not at EP 1: a MoE layer's backward working set
+  holds the unsharded gradients of its local experts, experts ÷ EP of them
+  (``working.moe_working_terms``) — Llama-4-Maverick's 128 experts at EP 1 put 17 GB
+  there that EP 64 does not (0.3 GB), and a bound taken at EP 1 exceeded the estimate;
 - the weights and optimizer state, live at every moment: the w ÷ pp ranks of a stage
   hold at least the stage's one-rank states between them
   (:func:`engine.layout.floor.resident_states`), and every rank of a stage has the same
@@ -19,7 +22,7 @@ limit on their own (TP 4 without CP saves 124 GB per rank for DeepSeek-V3's 61 l
   share — which only shrinks as DP grows;
 - the allocator reserve, a fixed share of the peak phase's high (:func:`reserve_row`);
 - the CUDA context and cuBLAS workspace (when inside the capacity) and one NCCL
-  communicator per TP, CP and pipeline-neighbour group, which every DP and EP keeps.
+  communicator per TP, CP and pipeline-neighbour group, which every DP keeps.
 
 Why each is a lower bound: a phase's high is the largest sum of the rows live at one of
 its moments (:func:`engine.ledger.phases.timeline`), which only grows with more rows;
@@ -63,8 +66,8 @@ class StageFloor:
 
 
 def _canonical(layout: Layout) -> Layout:
-    """The layout the DP- and EP-free parts are computed at: DP 1, EP 1."""
-    return replace(layout, dp=1, ep=1)
+    """The layout the DP-free parts are computed at: DP 1, the layout's EP."""
+    return replace(layout, dp=1)
 
 
 def _runtime(plan: Plan, stage: int) -> tuple[int, int]:
@@ -83,7 +86,7 @@ def _runtime(plan: Plan, stage: int) -> tuple[int, int]:
 
 
 def _stage_floors(plan: Plan, laid: Plan) -> tuple[StageFloor, ...]:
-    """The DP- and EP-free parts of each decisive stage of ``laid`` (canonical)."""
+    """The DP-free parts of each decisive stage of ``laid`` (canonical)."""
     par = laid.parallelism
     ranges = stage_layer_ranges(laid.model.architecture, par)
     resident = resident_states(plan, par.pp, par.pp_layer_split)
@@ -99,8 +102,8 @@ def _stage_floors(plan: Plan, laid: Plan) -> tuple[StageFloor, ...]:
 
 
 class PeakFloors:
-    """Lower bounds on layouts' high fit peaks (see the module's docstring), the DP- and
-    EP-free parts memoised per canonical layout."""
+    """Lower bounds on layouts' high fit peaks (see the module's docstring), the DP-free
+    parts memoised per canonical layout."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -108,8 +111,8 @@ class PeakFloors:
         self.calls = 0
 
     def canonical(self, layout: Layout) -> tuple[Plan, tuple[StageFloor, ...]] | None:
-        """The canonical (DP 1, EP 1) plan of ``layout`` and its decisive stages' DP- and
-        EP-free parts; None when it cannot be laid out."""
+        """The canonical (DP 1) plan of ``layout`` and its decisive stages' DP-free
+        parts; None when it cannot be laid out."""
         key = _canonical(layout)
         if key not in self._cache:
             self.calls += 1

@@ -58,13 +58,17 @@ def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
     rpn = ranks_per_node(plan)
     dense = layout.dp * layout.cp
     key: list[object] = [dense > 1, layout.dp if layout.world_size < rpn else 0]
-    if plan.model.architecture.moe is not None:
-        edp = layout.tp * layout.cp * layout.dp // (layout.ep * layout.etp)
+    moe = plan.model.architecture.moe is not None
+    edp = layout.tp * layout.cp * layout.dp // (layout.ep * layout.etp)
+    if moe:
         key.append(edp > 1 and edp != dense)
     if rule_of(par.strategy).hybrid:
         laid = par.model_copy(update={"tp": layout.tp, "cp": layout.cp, "dp": layout.dp})
         shard = shard_group_size(laid, dense, rpn)
         key += [shard, dense > shard]
+        if moe:  # the experts' shard group moves too: DP 4, 6, 8 on 2-GPU nodes, EP 2
+            expert_shard = shard_group_size(laid, edp, rpn)  # shard 2, 1, 2 experts
+            key += [expert_shard, edp > expert_shard]
     return tuple(key)
 
 

@@ -8,7 +8,8 @@ values into *regimes* (:func:`regime`) within which the peak never rises:
 - DP (× CP) 1 → 2 adds the data-parallel NCCL communicator and DDP's bucket;
 - the expert DP group appears (folded EP) when it first exceeds one rank;
 - under HSDP the shard group is the largest divisor of the DP ranks within a node,
-  which moves non-monotonically, and the replicate group appears when a node is full;
+  which moves non-monotonically, and the replicate group appears when a node is full —
+  for the experts' shard group (of the expert DP ranks) as for the dense one;
 - while the job does not fill a node, each DP value puts more ranks on it, and host
   RAM per node grows.
 
