@@ -4,17 +4,19 @@ A DeepSeek-V3 layout search meets ~1,700 shapes (TP × PP × CP × EP) and most 
 fail by the same margin at every DP: a stage's saved activations come near the HBM
 limit on their own (TP 4 without CP saves 124 GB per rank for DeepSeek-V3's 61 layers at
 4,096 tokens). The bound, per stage that can be the heaviest
-(:func:`engine.estimate.decisive_stages`), adds up what no DP can take away:
+(:func:`engine.estimate.decisive_stages`), adds up what no DP or EP can take away:
 
 - the activation rows that need no placed tensors (:func:`activation_rows` given none:
   the autocast weight copies count no weights, the all-to-all row is absent, every
-  other row is the estimate's own). They depend on TP, CP, EP, the stage's layers, the
+  other row is the estimate's own). They depend on TP, CP, the stage's layers, the
   micro-batch and the micro-batches in flight, not on DP (``engine/ledger/activations``
-  does not read it), so they are computed once per (TP, PP, CP, EP, expert TP, split,
-  micro-batch, accumulation), at DP 1. Not at EP 1: a MoE layer's backward working set
-  holds the unsharded gradients of its local experts, experts ÷ EP of them
-  (``working.moe_working_terms``) — Llama-4-Maverick's 128 experts at EP 1 put 17 GB
-  there that EP 64 does not (0.3 GB), and a bound taken at EP 1 exceeded the estimate;
+  does not read it), and on EP in one term only: a MoE layer's backward working set
+  holds the unsharded gradients of its local experts, ⌈experts ÷ EP⌉ of them
+  (``working.moe_working_terms``), which only falls as EP grows. So they are computed
+  once per (TP, PP, CP, expert TP, split, micro-batch, accumulation), at DP 1 and the
+  widest EP (one expert per rank), a lower bound at every EP — not at EP 1, where
+  Llama-4-Maverick's 128 experts put 17 GB in the working set that EP 64 does not
+  (0.3 GB): a floor taken there exceeded the estimate;
 - the weights and optimizer state, live at every moment: the w ÷ pp ranks of a stage
   hold at least the stage's one-rank states between them
   (:func:`engine.layout.floor.resident_states`), and every rank of a stage has the same
@@ -22,7 +24,7 @@ limit on their own (TP 4 without CP saves 124 GB per rank for DeepSeek-V3's 61 l
   share — which only shrinks as DP grows;
 - the allocator reserve, a fixed share of the peak phase's high (:func:`reserve_row`);
 - the CUDA context and cuBLAS workspace (when inside the capacity) and one NCCL
-  communicator per TP, CP and pipeline-neighbour group, which every DP keeps.
+  communicator per TP, CP and pipeline-neighbour group, which every DP and EP keeps.
 
 Why each is a lower bound: a phase's high is the largest sum of the rows live at one of
 its moments (:func:`engine.ledger.phases.timeline`), which only grows with more rows;
@@ -47,6 +49,7 @@ from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
 from engine.ledger.phases import Sums, moment_sums, timeline_of
 from engine.ledger.placement import stage_layer_ranges
+from engine.legality import rules
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
 
@@ -65,9 +68,9 @@ class StageFloor:
     runtime_low: int = 0  # the same runtime rows' low
 
 
-def _canonical(layout: Layout) -> Layout:
-    """The layout the DP-free parts are computed at: DP 1, the layout's EP."""
-    return replace(layout, dp=1)
+def _canonical(layout: Layout, widest_ep: int) -> Layout:
+    """The layout the DP- and EP-free parts are computed at: DP 1 and the widest EP."""
+    return replace(layout, dp=1, ep=widest_ep)
 
 
 def _runtime(plan: Plan, stage: int) -> tuple[int, int]:
@@ -86,7 +89,7 @@ def _runtime(plan: Plan, stage: int) -> tuple[int, int]:
 
 
 def _stage_floors(plan: Plan, laid: Plan) -> tuple[StageFloor, ...]:
-    """The DP-free parts of each decisive stage of ``laid`` (canonical)."""
+    """The DP- and EP-free parts of each decisive stage of ``laid`` (canonical)."""
     par = laid.parallelism
     ranges = stage_layer_ranges(laid.model.architecture, par)
     resident = resident_states(plan, par.pp, par.pp_layer_split)
@@ -102,18 +105,19 @@ def _stage_floors(plan: Plan, laid: Plan) -> tuple[StageFloor, ...]:
 
 
 class PeakFloors:
-    """Lower bounds on layouts' high fit peaks (see the module's docstring), the DP-free
-    parts memoised per canonical layout."""
+    """Lower bounds on layouts' high fit peaks (see the module's docstring), the DP- and
+    EP-free parts memoised per canonical layout."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
+        self.widest_ep = max(rules.ep_values(plan.model.architecture))
         self._cache: dict[Layout, tuple[Plan, tuple[StageFloor, ...]] | None] = {}
         self.calls = 0
 
     def canonical(self, layout: Layout) -> tuple[Plan, tuple[StageFloor, ...]] | None:
-        """The canonical (DP 1) plan of ``layout`` and its decisive stages' DP-free
-        parts; None when it cannot be laid out."""
-        key = _canonical(layout)
+        """The canonical (DP 1, widest EP) plan of ``layout`` and its decisive stages'
+        DP- and EP-free parts; None when it cannot be laid out."""
+        key = _canonical(layout, self.widest_ep)
         if key not in self._cache:
             self.calls += 1
             try:

@@ -11,7 +11,7 @@ weights and optimizer state against a 76 GB limit). This bound, per decisive sta
 - the layout's own persistent HBM state rows (weights, master copies, gradients and
   optimizer state that stay in HBM: :func:`engine.ledger.states.persistent.
   persistent_stage_rows`, the rows the estimate itself counts), and
-- the canonical activation rows of :mod:`engine.layout.bound` (DP 1 and the layout's
+- the canonical activation rows of :mod:`engine.layout.bound` (DP 1 and the widest
   EP: a subset of the layout's own, each at most its real size),
 
 so every moment's sums are at most the estimate's. The high fit peak is the largest

@@ -46,34 +46,35 @@ def test_floor_at_most_the_estimate_on_presets() -> None:
         assert _check_layouts(plan, enumerate_layouts(plan, 8, LayoutPreferences.hard_rules_only()))
 
 
-def test_floor_falls_with_dp() -> None:
+def test_floor_falls_with_dp_and_ignores_ep() -> None:
     """Non-increasing in DP with the batch held (the search checks each batch's largest
-    DP of a regime)."""
+    DP of a regime), and the same at every EP of a shape."""
     plan = plan_for_model_preset("mixtral-8x7b")
     floors = PeakFloors(plan)
     base = next(iter(enumerate_layouts(plan, 8, LayoutPreferences.hard_rules_only()).legal))
     values = [floors(replace(base, dp=d)) for d in (1, 2, 4, 8, 64)]
     assert values == sorted(values, reverse=True)
     assert values[0] > values[-1]  # the resident states' share does shrink
+    assert floors(replace(base, ep=2)) == floors(replace(base, ep=8))
 
 
-def test_floor_counts_the_moe_working_set_at_the_layouts_ep() -> None:
+def test_floor_counts_the_moe_working_set_at_the_widest_ep() -> None:
     """Llama-4-Maverick (FSDP2 preset, H100 80 GB) at TP 2, PP 3, CP 4, DP 8: a MoE
     layer's backward working set holds its local experts' unsharded gradients, 128 ÷ EP
     of them (``engine/ledger/activations/working.py``, ``moe_working_terms``): 17 GB at
-    EP 1, 0.3 GB at EP 64. A floor taken at EP 1 put 75.2 GB under an estimate of 73.0
-    GB at EP 64 (and would have refused layouts that fit once it neared the 76.4 GB
-    limit); taken at the layout's EP it stays below the estimate, and falls with EP."""
+    EP 1, 0.3 GB at EP 64. A floor taken at EP 1 put 75.2 GB over an estimate of 73.0 GB
+    at EP 64 (and would have refused layouts that fit once it neared the 76.4 GB limit);
+    taken at the widest EP it stays below the estimate at every EP."""
     plan = plan_for_model_preset("llama-4-maverick")
     floors = PeakFloors(plan)
-    at = {
-        x.ep: x
+    layouts = [
+        x
         for x in enumerate_layouts(plan, 192, LayoutPreferences()).legal
         if (x.tp, x.pp, x.cp, x.dp) == (2, 3, 4, 8)
-    }
-    lay = at[64]
-    assert floors(lay) <= estimate(with_layout(plan, lay), decisive_only=True).fit_peak.high
-    assert floors(at[1]) > floors(lay)
+    ]
+    assert {x.ep for x in layouts} >= {1, 64}
+    for lay in layouts:
+        assert floors(lay) <= estimate(with_layout(plan, lay), decisive_only=True).fit_peak.high
 
 
 def test_deepseek_v3_tp4_without_cp_is_over_the_limit_by_activations() -> None:
