@@ -9,9 +9,14 @@ limit on their own (TP 4 without CP saves 124 GB per rank for DeepSeek-V3's 61 l
 - the activation rows that need no placed tensors (:func:`activation_rows` given none:
   the autocast weight copies count no weights, the all-to-all row is absent, every
   other row is the estimate's own). They depend on TP, CP, the stage's layers, the
-  micro-batch and the micro-batches in flight, not on DP or EP
-  (``engine/ledger/activations`` reads neither), so they are computed once per (TP, PP,
-  CP, expert TP, split, micro-batch, accumulation), at DP 1 and EP 1;
+  micro-batch and the micro-batches in flight, not on DP (``engine/ledger/activations``
+  does not read it), and on EP in one term only: a MoE layer's backward working set
+  holds the unsharded gradients of its local experts, ⌈experts ÷ EP⌉ of them
+  (``working.moe_working_terms``), which only falls as EP grows. So they are computed
+  once per (TP, PP, CP, expert TP, split, micro-batch, accumulation), at DP 1 and the
+  widest EP (one expert per rank), a lower bound at every EP — not at EP 1, where
+  Llama-4-Maverick's 128 experts put 17 GB in the working set that EP 64 does not
+  (0.3 GB): a floor taken there exceeded the estimate;
 - the weights and optimizer state, live at every moment: the w ÷ pp ranks of a stage
   hold at least the stage's one-rank states between them
   (:func:`engine.layout.floor.resident_states`), and every rank of a stage has the same
@@ -44,6 +49,7 @@ from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
 from engine.ledger.phases import Sums, moment_sums, timeline_of
 from engine.ledger.placement import stage_layer_ranges
+from engine.legality import rules
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
 
@@ -59,19 +65,27 @@ class StageFloor:
     resident: int  # one-rank weights + optimizer bytes of the stage
     runtime: int  # CUDA context, cuBLAS, the kept communicators' NCCL buffers (high)
     activation_sums: Sums  # the activation rows' allocated moment sums (low, high)
+    runtime_low: int = 0  # the same runtime rows' low
 
 
-def _canonical(layout: Layout) -> Layout:
-    """The layout the DP- and EP-free parts are computed at: DP 1, EP 1."""
-    return replace(layout, dp=1, ep=1)
+def _canonical(layout: Layout, widest_ep: int) -> Layout:
+    """The layout the DP- and EP-free parts are computed at: DP 1 and the widest EP."""
+    return replace(layout, dp=1, ep=widest_ep)
 
 
-def _runtime(plan: Plan, stage: int) -> int:
-    rows = runtime_rows(plan, stage)
-    fixed = sum(r.high for r in rows if r.role in FIXED_RUNTIME and not outside_capacity(plan, r))
+def _runtime(plan: Plan, stage: int) -> tuple[int, int]:
+    """(low, high) of the runtime rows inside the capacity that every DP and EP keeps."""
+    rows = [
+        r
+        for r in runtime_rows(plan, stage)
+        if r.role in FIXED_RUNTIME and not outside_capacity(plan, r)
+    ]
     kept = sum(1 for g in stage_groups(plan, stage) if g.kind in KEPT_GROUPS)
     per = plan.runtime.nccl_bytes_per_communicator
-    return fixed + (kept * per.high if per is not None and kept else 0)
+    low, high = sum(r.low for r in rows), sum(r.high for r in rows)
+    if per is not None and kept:
+        low, high = low + kept * per.low, high + kept * per.high
+    return low, high
 
 
 def _stage_floors(plan: Plan, laid: Plan) -> tuple[StageFloor, ...]:
@@ -85,7 +99,8 @@ def _stage_floors(plan: Plan, laid: Plan) -> tuple[StageFloor, ...]:
         rows = activation_rows(laid, s, len(ranges[s]), ())
         sums = moment_sums(rows, accumulating)
         act = max(span.high for span in timeline_of(sums).phases.values())
-        out.append(StageFloor(s, act, resident[s], _runtime(laid, s), sums))
+        runtime_low, runtime_high = _runtime(laid, s)
+        out.append(StageFloor(s, act, resident[s], runtime_high, sums, runtime_low))
     return tuple(out)
 
 
@@ -95,13 +110,14 @@ class PeakFloors:
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
+        self.widest_ep = max(rules.ep_values(plan.model.architecture))
         self._cache: dict[Layout, tuple[Plan, tuple[StageFloor, ...]] | None] = {}
         self.calls = 0
 
     def canonical(self, layout: Layout) -> tuple[Plan, tuple[StageFloor, ...]] | None:
-        """The canonical (DP 1, EP 1) plan of ``layout`` and its decisive stages' DP- and
-        EP-free parts; None when it cannot be laid out."""
-        key = _canonical(layout)
+        """The canonical (DP 1, widest EP) plan of ``layout`` and its decisive stages'
+        DP- and EP-free parts; None when it cannot be laid out."""
+        key = _canonical(layout, self.widest_ep)
         if key not in self._cache:
             self.calls += 1
             try:

@@ -9,9 +9,9 @@ activations' phases have more low bytes. So this bound, per decisive stage
 - the stage's shared rows (states, gathered units, buckets, gradients, optimizer-step
   temporaries, checkpoint event: :func:`engine.ledger.stage_rows.shared_sums`) at the
   layout itself, exactly — a small share of an estimate's work;
-- its activation rows at the canonical layout (DP 1, EP 1), which the real ones only
-  add to (:mod:`engine.layout.bound`: the autocast weight copies and the all-to-all
-  buffers are what they lack);
+- its activation rows at the canonical layout (DP 1, the widest EP), which the real
+  ones only add to (:mod:`engine.layout.bound`: the autocast weight copies and the
+  all-to-all buffers are what they lack);
 
 and takes, over the phases that can peak by the high figure, the smallest low. At the
 *quiet* phases (steady, optimizer, checkpoint) the only activation rows live are those

@@ -20,6 +20,7 @@ from engine.layout.evaluate import Outcome
 from engine.layout.low_bound import LowFloors
 from engine.layout.padding import padding_problems, padding_share
 from engine.layout.point import Layout
+from engine.layout.state_bound import StateFloors
 from engine.ledger.groups import ranks_per_node
 from engine.ledger.sharding import shard_group_size
 from engine.legality import rules
@@ -57,13 +58,17 @@ def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
     rpn = ranks_per_node(plan)
     dense = layout.dp * layout.cp
     key: list[object] = [dense > 1, layout.dp if layout.world_size < rpn else 0]
-    if plan.model.architecture.moe is not None:
-        edp = layout.tp * layout.cp * layout.dp // (layout.ep * layout.etp)
+    moe = plan.model.architecture.moe is not None
+    edp = layout.tp * layout.cp * layout.dp // (layout.ep * layout.etp)
+    if moe:
         key.append(edp > 1 and edp != dense)
     if rule_of(par.strategy).hybrid:
         laid = par.model_copy(update={"tp": layout.tp, "cp": layout.cp, "dp": layout.dp})
         shard = shard_group_size(laid, dense, rpn)
         key += [shard, dense > shard]
+        if moe:  # the experts' shard group moves too: DP 4, 6, 8 on 2-GPU nodes, EP 2
+            expert_shard = shard_group_size(laid, edp, rpn)  # shard 2, 1, 2 experts
+            key += [expert_shard, edp > expert_shard]
     return tuple(key)
 
 
@@ -135,12 +140,19 @@ class SearchMemo:
     proofs: Proofs = field(default_factory=dict)
     _points: dict[Layout, dict[int, tuple[Layout, RegimeKey] | None]] = field(default_factory=dict)
     _low: LowFloors | None = None
+    _states: StateFloors | None = None
 
     def low_floors(self, floors: PeakFloors) -> LowFloors:
         """The low bound over ``floors``, one per memo (its values are cached)."""
         if self._low is None or self._low.floors is not floors:
             self._low = LowFloors(floors)
         return self._low
+
+    def state_floors(self, floors: PeakFloors) -> StateFloors:
+        """The state bound over ``floors``, one per memo (its values are cached)."""
+        if self._states is None or self._states.floors is not floors:
+            self._states = StateFloors(floors)
+        return self._states
 
     def known(self, shape: Layout, key: RegimeKey, figure: str) -> Known:
         """What is proven about a regime under a criterion (nothing, when replaying)."""

@@ -8,7 +8,8 @@ values into *regimes* (:func:`regime`) within which the peak never rises:
 - DP (× CP) 1 → 2 adds the data-parallel NCCL communicator and DDP's bucket;
 - the expert DP group appears (folded EP) when it first exceeds one rank;
 - under HSDP the shard group is the largest divisor of the DP ranks within a node,
-  which moves non-monotonically, and the replicate group appears when a node is full;
+  which moves non-monotonically, and the replicate group appears when a node is full —
+  for the experts' shard group (of the expert DP ranks) as for the dense one;
 - while the job does not fill a node, each DP value puts more ranks on it, and host
   RAM per node grows.
 
@@ -43,6 +44,7 @@ from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.low_bound import LowFloors
 from engine.layout.point import Layout
 from engine.layout.regimes import RegimeKey, SearchMemo, slack
+from engine.layout.state_bound import StateFloors
 
 Cost = Callable[[int], int]
 Clock = Callable[[], float]
@@ -122,15 +124,18 @@ class _Shape:
     budget: Budget
     floors: PeakFloors | None = None
     low_floors: LowFloors | None = None
+    state_floors: StateFloors | None = None
     estimated: list[Outcome] = field(default_factory=list)  # this regime's estimates
 
     def probe(self, layout: Layout, below: list[Layout]) -> tuple[bool, bool]:
         """(accepted, every DP of ``below`` — the smaller ones of the regime — fails)."""
         self.budget.check()
         if self._over_floor(layout):
-            # the bound only falls as DP grows with the batch held: check each batch's
-            # largest DP (``below`` ascends, so the dict keeps it)
+            # the bounds only fall as DP grows with the batch held: check each other
+            # batch's largest DP (``below`` ascends, so the dict keeps it); the smaller
+            # DPs of this layout's batch are over as it is
             batches = {(lay.micro_batch, lay.grad_accum): lay for lay in below}
+            batches.pop((layout.micro_batch, layout.grad_accum), None)
             return False, all(self._over_floor(lay) for lay in batches.values())
         if not below and self._over_low_floor(layout):
             # the low bound is not shown monotone in DP, and for MoE models it costs
@@ -144,11 +149,16 @@ class _Shape:
         return False, self.criterion.all_below_fail(o, slack(self.ev.plan, o))
 
     def _over_floor(self, layout: Layout) -> bool:
-        """Whether the layout's activations alone exceed the limit (:mod:`.bound`): it
-        fails by the high estimate without one (the low one is not bounded)."""
-        if self.floors is None or self.criterion.figure != "high":
+        """Whether the layout's activations and resident share exceed the limit
+        (:mod:`.bound`, the high figure only), or its activations and own states do
+        (:mod:`.state_bound`, either figure): it fails without an estimate."""
+        limit = self.ev.plan.hbm_limit_bytes
+        high = self.criterion.figure == "high"
+        if high and self.floors is not None and self.floors(layout) > limit:
+            return True
+        if self.state_floors is None:
             return False
-        return self.floors(layout) > self.ev.plan.hbm_limit_bytes
+        return self.state_floors.over(layout, self.criterion.figure, limit)
 
     def _over_low_floor(self, layout: Layout) -> bool:
         """Whether the layout's low fit peak is proven over the limit
@@ -209,7 +219,8 @@ def search_min(
         return best
     floors = None if memo.replay else ev.floors
     low_floors = None if floors is None else memo.low_floors(floors)
-    searcher = _Shape(ev, criterion, budget, floors, low_floors)
+    state_floors = None if floors is None else memo.state_floors(floors)
+    searcher = _Shape(ev, criterion, budget, floors, low_floors, state_floors)
     for shape in shapes:
         m = shape.model_parallel
         if m > max_gpus or (best is not None and cost(m) >= best.cost):

@@ -58,6 +58,25 @@ def test_floor_falls_with_dp_and_ignores_ep() -> None:
     assert floors(replace(base, ep=2)) == floors(replace(base, ep=8))
 
 
+def test_floor_counts_the_moe_working_set_at_the_widest_ep() -> None:
+    """Llama-4-Maverick (FSDP2 preset, H100 80 GB) at TP 2, PP 3, CP 4, DP 8: a MoE
+    layer's backward working set holds its local experts' unsharded gradients, 128 ÷ EP
+    of them (``engine/ledger/activations/working.py``, ``moe_working_terms``): 17 GB at
+    EP 1, 0.3 GB at EP 64. A floor taken at EP 1 put 75.2 GB over an estimate of 73.0 GB
+    at EP 64 (and would have refused layouts that fit once it neared the 76.4 GB limit);
+    taken at the widest EP it stays below the estimate at every EP."""
+    plan = plan_for_model_preset("llama-4-maverick")
+    floors = PeakFloors(plan)
+    layouts = [
+        x
+        for x in enumerate_layouts(plan, 192, LayoutPreferences()).legal
+        if (x.tp, x.pp, x.cp, x.dp) == (2, 3, 4, 8)
+    ]
+    assert {x.ep for x in layouts} >= {1, 64}
+    for lay in layouts:
+        assert floors(lay) <= estimate(with_layout(plan, lay), decisive_only=True).fit_peak.high
+
+
 def test_deepseek_v3_tp4_without_cp_is_over_the_limit_by_activations() -> None:
     """DeepSeek-V3 (FSDP2 preset, H100 80 GB, 4,096 tokens, no recompute) at TP 4, PP 1,
     CP 1 saves ~124 GB of activations per rank for its 61 layers — over the 76.4 GB limit
