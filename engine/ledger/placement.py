@@ -131,6 +131,19 @@ class LayerClass:
 
 
 @lru_cache(maxsize=256)
+def _within_layer(name: str, layer: int) -> str:
+    """A layer tensor's name after its layer index — ``model.layers.3.mlp.up_proj.weight``
+    → ``mlp.up_proj.weight``, and likewise Falcon's and GPT-2's ``transformer.h.3.…`` /
+    ``h.3.…`` — so that layers of one shape fold into one class whatever the family
+    calls its layer list (the first path segment equal to the index is the layer's)."""
+    parts = name.split(".")
+    index = str(layer)
+    for i, part in enumerate(parts):
+        if part == index:
+            return ".".join(parts[i + 1 :])
+    return name
+
+
 def layer_classes(arch: ArchitectureSpec) -> tuple[tuple[Tensor, ...], tuple[LayerClass, ...]]:
     """The model's non-layer tensors, and its decoder layers folded into classes.
 
@@ -149,9 +162,8 @@ def layer_classes(arch: ArchitectureSpec) -> tuple[tuple[Tensor, ...], tuple[Lay
             by_layer.setdefault(t.layer, []).append(t)
     classes: dict[tuple[object, ...], tuple[list[Tensor], list[int]]] = {}
     for layer, ts in by_layer.items():
-        marker = f"layers.{layer}."
         signature = tuple(
-            (t.name.split(marker, 1)[-1], t.shape, t.role, t.kind, t.expert) for t in ts
+            (_within_layer(t.name, layer), t.shape, t.role, t.kind, t.expert) for t in ts
         )
         classes.setdefault(signature, (ts, []))[1].append(layer)
     return tuple(root), tuple(LayerClass(tuple(ts), tuple(ls)) for ts, ls in classes.values())
