@@ -55,16 +55,15 @@ def _value_color(line: Line, fg: QColor) -> QColor:
     return QColor(OUTSIDE_COLOR) if line.inside is False else fg
 
 
-def _groups(painter: QPainter, rect: QRectF, cmp: Comparison, units: str, fg: QColor) -> None:
+def _title(painter: QPainter, rect: QRectF, title: str, fg: QColor) -> None:
+    """A panel's bold title along the top of its ``rect``."""
     text_in(
-        painter,
-        QRectF(rect.left(), rect.top(), rect.width(), 16),
-        "At the peak, by ledger group",
-        fg,
-        11,
-        _LEFT,
-        bold=True,
+        painter, QRectF(rect.left(), rect.top(), rect.width(), 16), title, fg, 11, _LEFT, bold=True
     )
+
+
+def _groups(painter: QPainter, rect: QRectF, cmp: Comparison, units: str, fg: QColor) -> None:
+    _title(painter, rect, "At the peak, by ledger group", fg)
     lines = charted_groups(cmp)
     if not lines:
         return
@@ -105,15 +104,7 @@ def _groups(painter: QPainter, rect: QRectF, cmp: Comparison, units: str, fg: QC
 
 
 def _phases(painter: QPainter, rect: QRectF, cmp: Comparison, units: str, fg: QColor) -> None:
-    text_in(
-        painter,
-        QRectF(rect.left(), rect.top(), rect.width(), 16),
-        "Each phase's peak (steady: after zero_grad)",
-        fg,
-        11,
-        _LEFT,
-        bold=True,
-    )
+    _title(painter, rect, "Each phase's peak (steady: after zero_grad)", fg)
     lines = list(cmp.phases)
     if not lines:
         return
