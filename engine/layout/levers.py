@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from engine.errors import PlanError
 from engine.layout.counts import SEARCH_BUDGET_S, GpuCounts, gpu_counts
+from engine.layout.point import Layout
 from engine.legality.offload import offload_problems
 from engine.plan import Plan, describe_validation_error, with_values
 
@@ -35,6 +36,45 @@ class Lever:
     def gpus(self) -> int | None:
         """GPUs to procure with the lever pulled (None: nothing fits, or it cannot run)."""
         return self.counts.first_layout.gpus if self.counts else None
+
+
+@dataclass(frozen=True, slots=True)
+class LeverSummary:
+    """What a view prints of a lever: its change, its cost, and the procurement count
+    with the layout behind it (or why it cannot run).
+
+    A :class:`Lever` carries its whole search (every alternative and rejected layout:
+    0.7 MB for DeepSeek-V3's five levers), which the window's worker process would
+    otherwise pickle across to the GUI thread after every settled edit; this is a few
+    hundred bytes per lever, and the window and the report print from the same one."""
+
+    name: str
+    changes: tuple[tuple[str, Any], ...]
+    cost: str
+    gpus: int | None = None  # GPUs to procure with the lever pulled (None: none found)
+    layout: Layout | None = None  # the procurement layout behind ``gpus``
+    nodes: int | None = None
+    arithmetic_min: int | None = None
+    reason: str = ""  # why the procurement count is what it is
+    error: str | None = None  # why the stack cannot run the lever (then no counts)
+
+    @classmethod
+    def of(cls, lever: Lever) -> LeverSummary:
+        c = lever.counts
+        if c is None:
+            return cls(lever.name, lever.changes, lever.cost, error=lever.error)
+        first = c.first_layout
+        return cls(
+            lever.name,
+            lever.changes,
+            lever.cost,
+            gpus=first.gpus,
+            layout=first.layout,
+            nodes=c.nodes,
+            arithmetic_min=c.arithmetic_min.gpus,
+            reason=first.reason,
+            error=lever.error,
+        )
 
 
 def _recompute(plan: Plan) -> tuple[str, dict[str, Any], str] | None:
