@@ -43,10 +43,11 @@ class LeverSummary:
     """What a view prints of a lever: its change, its cost, and the procurement count
     with the layout behind it (or why it cannot run).
 
-    A :class:`Lever` carries its whole search (every alternative and rejected layout:
-    0.7 MB for DeepSeek-V3's five levers), which the window's worker process would
-    otherwise pickle across to the GUI thread after every settled edit; this is a few
-    hundred bytes per lever, and the window and the report print from the same one."""
+    A :class:`Lever` carries its whole search result (a GpuCounts with every count's
+    outcome), which the window's worker process would otherwise pickle across to the
+    GUI thread after every settled edit (0.7 MB for DeepSeek-V3's five while the counts
+    held their alternatives); this is a few hundred bytes per lever, and the window and
+    the report print from the same one."""
 
     name: str
     changes: tuple[tuple[str, Any], ...]
@@ -160,7 +161,8 @@ LEVERS: tuple[Callable[[Plan], tuple[str, dict[str, Any], str] | None], ...] = (
 def fit_levers(
     plan: Plan, max_gpus: int | None = None, budget_s: float | None = SEARCH_BUDGET_S
 ) -> tuple[Lever, ...]:
-    """Every lever the plan does not pull yet, with the GPU counts it would give."""
+    """Every lever the plan does not pull yet, with the GPU counts it would give (the
+    counts only: no lever lists its own alternatives or rejected layouts)."""
     out: list[Lever] = []
     for lever in LEVERS:
         got = lever(plan)
@@ -170,7 +172,8 @@ def fit_levers(
         items = tuple(changes.items())
         try:
             variant = with_values(plan, changes)
-            out.append(Lever(name, items, cost, gpu_counts(variant, max_gpus, budget_s=budget_s)))
+            counts = gpu_counts(variant, max_gpus, budget_s=budget_s, alternatives=False)
+            out.append(Lever(name, items, cost, counts))
         except ValidationError as exc:
             out.append(Lever(name, items, cost, error="; ".join(describe_validation_error(exc))))
         except PlanError as exc:

@@ -22,7 +22,7 @@ PENDING = "Searching fit levers… (each is the plan with one change, searched l
 NONE_LEFT = "None left to pull: the plan already uses every fit lever."
 INTRO = (
     "Each lever is the plan with one change, searched like the plan: an alternative with "
-    "its cost, never applied unless you apply it."
+    "its cost in words, never applied to the plan by itself."
 )
 
 
