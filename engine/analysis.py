@@ -38,9 +38,7 @@ from engine.whatif.diagnostics import Diagnosis, diagnose
 from engine.whatif.fit import FitResult, largest_micro_batch, longest_sequence
 from engine.whatif.sensitivity import Bar, sensitivity
 
-Part = Literal[
-    "estimate", "counts", "diagnosis", "sensitivity", "fit", "levers", "lever_summaries"
-]
+Part = Literal["estimate", "counts", "diagnosis", "sensitivity", "fit", "levers", "lever_summaries"]
 PARTS: tuple[Part, ...] = (
     "estimate",
     "counts",

@@ -240,9 +240,8 @@ def gpu_counts(
 ) -> GpuCounts:
     """The three counts of a plan, searched up to ``max_gpus`` (default: the policy's)
     within ``budget_s`` seconds (None: unbounded; ``clock`` replaces the wall clock).
-    ``alternatives`` False skips ranking the other layouts of the procurement size (and
-    listing the rejected ones): a fit lever shows only its counts, and the ranking
-    estimates every legal layout of that size — most of a small plan's search.
+    ``alternatives`` False ranks no alternatives nor rejections (a fit lever shows only
+    its counts; the ranking estimates every legal layout of the procurement size).
 
     ``estimator`` defaults to :func:`engine.estimate.estimate`; it is a parameter so
     the search stays a black box over whatever the ledger counts.
@@ -288,9 +287,8 @@ def gpu_counts(
         else _none_fits(plan, tried, max_gpus, LOW, stopped)
     )
     straddles = bool(low and first and low.cost < first.cost)
-    ranked, rejected = (
-        _alternatives(ev, first, max_gpus, prefs) if alternatives and not stopped else ((), ())
-    )
+    skip = stopped or not alternatives
+    ranked, rejected = ((), ()) if skip else _alternatives(ev, first, max_gpus, prefs)
     return GpuCounts(
         arithmetic_min=arith_c,
         first_layout=first_c,

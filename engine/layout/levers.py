@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from engine.errors import PlanError
 from engine.layout.counts import SEARCH_BUDGET_S, GpuCounts, gpu_counts
+from engine.layout.lattice import every_layout_refused
 from engine.layout.point import Layout
 from engine.legality.offload import offload_problems
 from engine.plan import Plan, describe_validation_error, with_values
@@ -30,7 +31,8 @@ class Lever:
     changes: tuple[tuple[str, Any], ...]
     cost: str
     counts: GpuCounts | None = None
-    error: str | None = None
+    error: str | None = None  # the changed plan is not a valid plan: why
+    refused: tuple[str, ...] = ()  # why the plan's stack runs no layout of the changed plan
 
     @property
     def gpus(self) -> int | None:
@@ -61,9 +63,12 @@ class LeverSummary:
 
     @classmethod
     def of(cls, lever: Lever) -> LeverSummary:
+        """The summary; a lever whose every layout the stack refuses (LoRA on
+        Megatron-Core) cannot run, and says why rather than "nothing fits"."""
         c = lever.counts
-        if c is None:
-            return cls(lever.name, lever.changes, lever.cost, error=lever.error)
+        error = lever.error or ("; ".join(lever.refused) if lever.refused else None)
+        if c is None or error is not None:
+            return cls(lever.name, lever.changes, lever.cost, error=error)
         first = c.first_layout
         return cls(
             lever.name,
@@ -74,7 +79,6 @@ class LeverSummary:
             nodes=c.nodes,
             arithmetic_min=c.arithmetic_min.gpus,
             reason=first.reason,
-            error=lever.error,
         )
 
 
@@ -173,7 +177,7 @@ def fit_levers(
         try:
             variant = with_values(plan, changes)
             counts = gpu_counts(variant, max_gpus, budget_s=budget_s, alternatives=False)
-            out.append(Lever(name, items, cost, counts))
+            out.append(Lever(name, items, cost, counts, refused=every_layout_refused(variant)))
         except ValidationError as exc:
             out.append(Lever(name, items, cost, error="; ".join(describe_validation_error(exc))))
         except PlanError as exc:

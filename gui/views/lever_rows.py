@@ -68,6 +68,9 @@ def lever_rows(levers: tuple[LeverSummary, ...], base: GpuCounts) -> tuple[Lever
     for lv in levers:
         if lv.error is not None:
             gpus, minimum = f"cannot run: {lv.error}", ""
+        elif lv.gpus is None:
+            gpus = f"none found: {lv.reason}" if lv.reason else with_vs_without(None, None)
+            minimum = with_vs_without(lv.arithmetic_min, base.arithmetic_min.gpus)
         else:
             gpus = with_vs_without(lv.gpus, base.first_layout.gpus)
             minimum = with_vs_without(lv.arithmetic_min, base.arithmetic_min.gpus)
