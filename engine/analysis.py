@@ -32,15 +32,30 @@ from engine.errors import PlanError
 from engine.estimate import Estimate, estimate
 from engine.layout.counts import SEARCH_BUDGET_S, GpuCounts, gpu_counts
 from engine.layout.lattice import Layout, layout_of
-from engine.layout.levers import Lever, fit_levers
+from engine.layout.levers import Lever, LeverSummary, fit_levers
 from engine.plan import Plan
 from engine.whatif.diagnostics import Diagnosis, diagnose
 from engine.whatif.fit import FitResult, largest_micro_batch, longest_sequence
 from engine.whatif.sensitivity import Bar, sensitivity
 
-Part = Literal["estimate", "counts", "diagnosis", "sensitivity", "fit", "levers"]
-PARTS: tuple[Part, ...] = ("estimate", "counts", "diagnosis", "sensitivity", "fit", "levers")
-SLOW_PARTS: tuple[Part, ...] = ("counts", "diagnosis", "fit", "sensitivity", "levers")
+Part = Literal["estimate", "counts", "diagnosis", "sensitivity", "fit", "levers", "lever_summaries"]
+PARTS: tuple[Part, ...] = (
+    "estimate",
+    "counts",
+    "diagnosis",
+    "sensitivity",
+    "fit",
+    "levers",
+    "lever_summaries",
+)
+SLOW_PARTS: tuple[Part, ...] = (
+    "counts",
+    "diagnosis",
+    "fit",
+    "sensitivity",
+    "levers",
+    "lever_summaries",
+)
 """The parts that search or re-estimate other plans, in the order the window shows them
 (the counts first: the verdict panel waits for them)."""
 
@@ -143,6 +158,15 @@ class Analysis:
         """Fit levers (recompute, offload, LoRA, QLoRA, micro-batch 1), each searched like
         the plan, never applied to it."""
         return self._part("levers", lambda: fit_levers(self.plan, budget_s=self.search_budget_s))
+
+    @property
+    def lever_summaries(self) -> tuple[LeverSummary, ...]:
+        """What the window and the report print of the fit levers (a few hundred bytes
+        each, where a lever holds its whole search): the part the window's worker
+        process sends back."""
+        return self._part(
+            "lever_summaries", lambda: tuple(LeverSummary.of(lv) for lv in self.levers)
+        )
 
     def get(self, name: Part) -> object:
         """A part by name (what a background job asks for, one part at a time)."""

@@ -1,4 +1,5 @@
-"""The slow parts of the plan on screen (GPU counts, diagnostics, fit, sensitivity).
+"""The slow parts of the plan on screen (GPU counts, diagnostics, fit, sensitivity, the
+fit levers' summaries).
 
 They come from ``engine.analysis`` in a worker process once the edits settle
 (:data:`SLOW_VIEWS_DELAY_MS` after the last redraw), each tagged with the config hash of
@@ -18,7 +19,7 @@ from gui.document import PlanDocument
 SLOW_VIEWS_DELAY_MS = 150
 """Idle time after the last edit before the layout search and suggestions rerun."""
 
-SHOWN_PARTS = ("counts", "diagnosis", "fit")
+SHOWN_PARTS = ("counts", "diagnosis", "fit", "lever_summaries")
 """The parts the window shows (sensitivity is for the report: computed last)."""
 
 

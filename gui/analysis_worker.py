@@ -39,12 +39,14 @@ from engine.errors import PlanError
 from engine.plan import Plan
 from gui.analysis_server import TOTALS, decode, encode
 
-WINDOW_PARTS: tuple[Part, ...] = ("counts", "diagnosis", "fit", "sensitivity")
-"""The slow parts the window shows or its report prints, in the order they are wanted:
-not the fit levers (the last of ``engine.analysis.SLOW_PARTS``), which nothing in the
-window reads yet and which cost the most — for DeepSeek-V3 ~23 s of the process's CPU
-(competing with the window for a core) and ~60 ms of the GUI thread to unpickle (a whole
-GpuCounts per lever, 0.7 MB)."""
+WINDOW_PARTS: tuple[Part, ...] = ("counts", "diagnosis", "fit", "sensitivity", "lever_summaries")
+"""The slow parts the window shows or its report prints, in the order they are wanted.
+The fit levers come last, and as their summaries (``engine.layout.levers.LeverSummary``),
+not the levers themselves: they cost the most (for DeepSeek-V3 ~23 s of the process's
+CPU, five more searches), so the counts never wait for them and a newer edit abandons
+them like any part (killed after :data:`CANCEL_GRACE_MS`); and a lever holds its whole
+search (0.7 MB for DeepSeek-V3's five, ~60 ms of the GUI thread to unpickle) where its
+summary is a few hundred bytes."""
 
 CANCEL_GRACE_MS = 300
 """How long a superseded job may finish its part in progress before the process is

@@ -91,7 +91,9 @@ that fits by the high estimate. When they differ the range <i>straddles</i>: mea
 peak on the smaller count before buying.</li>
 </ol>
 <p>The <b>Layouts</b> tab lists them with their reasons, the chosen layout (the plan's
-own when it fits), alternatives with <b>Apply</b>, and the topology: which groups run on
+own when it fits), alternatives with <b>Apply</b>, the <b>fit levers</b> (recompute,
+offload, LoRA, QLoRA, micro-batch 1: the GPUs each would need and what it costs; never
+applied unless you press its <b>Apply</b>), and the topology: which groups run on
 NVLink inside a node and which cross the network.</p>
 <h3>What-if</h3>
 <p><b>Sweep</b> varies one input over a range and charts the peak against it with the

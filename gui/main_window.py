@@ -264,12 +264,15 @@ class MainWindow(QMainWindow):
     def _part_arrived(self, part: str) -> None:
         if part == "counts":
             self._show_counts()
+        elif part == "lever_summaries":
+            parts = self.analysis.parts
+            self.workbench.show_levers(parts.get(part), parts.get("counts"))
         elif part in ("diagnosis", "fit"):
             self._diagnostics()
 
     def _show_counts(self) -> None:
         counts = self.analysis.parts.get("counts")
-        self.workbench.show_counts(counts)
+        self.workbench.show_counts(counts, self.analysis.parts.get("lever_summaries"))
         if isinstance(counts, GpuCounts):
             self.verdict.show_counts(counts)
         elif isinstance(counts, PlanError):

@@ -46,9 +46,13 @@ class Workbench:
         file_menu.insertSeparator(before)
         self.help = HelpMenu(window)
 
-    def show_counts(self, counts: object) -> None:
-        """The counts part of the plan on screen (None while the search runs)."""
-        self.layouts.show_counts(counts, self.units)
+    def show_counts(self, counts: object, levers: object = None) -> None:
+        """The counts and fit levers' parts of the plan on screen (None while searched)."""
+        self.layouts.show_counts(counts, self.units, levers)
+
+    def show_levers(self, levers: object, counts: object) -> None:
+        """The fit levers' part arrived (after the counts: they cost the most)."""
+        self.layouts.show_levers(levers, counts)
 
     def set_units(self, units: str) -> None:
         self.units = units

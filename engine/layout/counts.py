@@ -236,9 +236,12 @@ def gpu_counts(
     estimator: Estimator | None = None,
     budget_s: float | None = SEARCH_BUDGET_S,
     clock: Clock | None = None,
+    alternatives: bool = True,
 ) -> GpuCounts:
     """The three counts of a plan, searched up to ``max_gpus`` (default: the policy's)
     within ``budget_s`` seconds (None: unbounded; ``clock`` replaces the wall clock).
+    ``alternatives`` False ranks no alternatives nor rejections (a fit lever shows only
+    its counts; the ranking estimates every legal layout of the procurement size).
 
     ``estimator`` defaults to :func:`engine.estimate.estimate`; it is a parameter so
     the search stays a black box over whatever the ledger counts.
@@ -284,7 +287,8 @@ def gpu_counts(
         else _none_fits(plan, tried, max_gpus, LOW, stopped)
     )
     straddles = bool(low and first and low.cost < first.cost)
-    alternatives, rejected = ((), ()) if stopped else _alternatives(ev, first, max_gpus, prefs)
+    skip = stopped or not alternatives
+    ranked, rejected = ((), ()) if skip else _alternatives(ev, first, max_gpus, prefs)
     return GpuCounts(
         arithmetic_min=arith_c,
         first_layout=first_c,
@@ -292,7 +296,7 @@ def gpu_counts(
         validation_high=first_c,
         straddles=straddles,
         validation_reason=_validation_words(low, first),
-        alternatives=alternatives,
+        alternatives=ranked,
         rejected=rejected,
         gpus_per_node=g,
         rounding=rounding,

@@ -17,6 +17,8 @@ from pydantic import ValidationError
 
 from engine.errors import PlanError
 from engine.layout.counts import SEARCH_BUDGET_S, GpuCounts, gpu_counts
+from engine.layout.lattice import every_layout_refused
+from engine.layout.point import Layout
 from engine.legality.offload import offload_problems
 from engine.plan import Plan, describe_validation_error, with_values
 
@@ -29,12 +31,55 @@ class Lever:
     changes: tuple[tuple[str, Any], ...]
     cost: str
     counts: GpuCounts | None = None
-    error: str | None = None
+    error: str | None = None  # the changed plan is not a valid plan: why
+    refused: tuple[str, ...] = ()  # why the plan's stack runs no layout of the changed plan
 
     @property
     def gpus(self) -> int | None:
         """GPUs to procure with the lever pulled (None: nothing fits, or it cannot run)."""
         return self.counts.first_layout.gpus if self.counts else None
+
+
+@dataclass(frozen=True, slots=True)
+class LeverSummary:
+    """What a view prints of a lever: its change, its cost, and the procurement count
+    with the layout behind it (or why it cannot run).
+
+    A :class:`Lever` carries its whole search result (a GpuCounts with every count's
+    outcome), which the window's worker process would otherwise pickle across to the
+    GUI thread after every settled edit (0.7 MB for DeepSeek-V3's five while the counts
+    held their alternatives); this is a few hundred bytes per lever, and the window and
+    the report print from the same one."""
+
+    name: str
+    changes: tuple[tuple[str, Any], ...]
+    cost: str
+    gpus: int | None = None  # GPUs to procure with the lever pulled (None: none found)
+    layout: Layout | None = None  # the procurement layout behind ``gpus``
+    nodes: int | None = None
+    arithmetic_min: int | None = None
+    reason: str = ""  # why the procurement count is what it is
+    error: str | None = None  # why the stack cannot run the lever (then no counts)
+
+    @classmethod
+    def of(cls, lever: Lever) -> LeverSummary:
+        """The summary; a lever whose every layout the stack refuses (LoRA on
+        Megatron-Core) cannot run, and says why rather than "nothing fits"."""
+        c = lever.counts
+        error = lever.error or ("; ".join(lever.refused) if lever.refused else None)
+        if c is None or error is not None:
+            return cls(lever.name, lever.changes, lever.cost, error=error)
+        first = c.first_layout
+        return cls(
+            lever.name,
+            lever.changes,
+            lever.cost,
+            gpus=first.gpus,
+            layout=first.layout,
+            nodes=c.nodes,
+            arithmetic_min=c.arithmetic_min.gpus,
+            reason=first.reason,
+        )
 
 
 def _recompute(plan: Plan) -> tuple[str, dict[str, Any], str] | None:
@@ -120,7 +165,8 @@ LEVERS: tuple[Callable[[Plan], tuple[str, dict[str, Any], str] | None], ...] = (
 def fit_levers(
     plan: Plan, max_gpus: int | None = None, budget_s: float | None = SEARCH_BUDGET_S
 ) -> tuple[Lever, ...]:
-    """Every lever the plan does not pull yet, with the GPU counts it would give."""
+    """Every lever the plan does not pull yet, with the GPU counts it would give (the
+    counts only: no lever lists its own alternatives or rejected layouts)."""
     out: list[Lever] = []
     for lever in LEVERS:
         got = lever(plan)
@@ -130,7 +176,8 @@ def fit_levers(
         items = tuple(changes.items())
         try:
             variant = with_values(plan, changes)
-            out.append(Lever(name, items, cost, gpu_counts(variant, max_gpus, budget_s=budget_s)))
+            counts = gpu_counts(variant, max_gpus, budget_s=budget_s, alternatives=False)
+            out.append(Lever(name, items, cost, counts, refused=every_layout_refused(variant)))
         except ValidationError as exc:
             out.append(Lever(name, items, cost, error="; ".join(describe_validation_error(exc))))
         except PlanError as exc:

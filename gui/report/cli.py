@@ -49,7 +49,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     from gui.report import gather, write_pdf
 
     try:
-        content = gather(pf, args.units, wide_percent=args.wide_range, **extras)
+        content = gather(
+            pf, args.units, wide_percent=args.wide_range, levers=not args.no_levers, **extras
+        )
     except PlanError as exc:
         raise CliError(f"plan cannot be computed: {exc}") from exc
     _app = _ensure_app()  # after the estimate: a plan that cannot be computed needs no Qt
@@ -115,5 +117,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="PERCENT",
         help="rows whose range is at least this share of their location's peak are listed "
         f"as wide (default {WIDE_RANGE_PERCENT:g})",
+    )
+    p.add_argument(
+        "--no-levers",
+        action="store_true",
+        help="leave out the fit levers (recompute, offload, LoRA, QLoRA, micro-batch 1: "
+        "five more searches)",
     )
     p.set_defaults(handler=cmd_report)

@@ -20,6 +20,7 @@ from engine.errors import PlanError
 from engine.estimate import Estimate
 from engine.exports import EXPORTERS, Export
 from engine.layout import GpuCounts
+from engine.layout.levers import LeverSummary
 from engine.planfile import SCHEMA_VERSION, PlanFile
 from engine.units import UnitChoice
 from engine.validation import Reconciliation, RecordError, reconcile, records_of
@@ -62,6 +63,7 @@ class ReportContent:
     comparison: Comparison | None = None  # the comparison appendix, when asked for
     sweep: Sweep | None = None  # the sweep section, when asked for
     wide_percent: float = WIDE_RANGE_PERCENT
+    levers: tuple[LeverSummary, ...] | None = None  # the fit levers; None: left out
 
     @property
     def plan_name(self) -> str:
@@ -85,13 +87,15 @@ def gather(
     comparison: Comparison | None = None,
     sweep: Sweep | None = None,
     wide_percent: float = WIDE_RANGE_PERCENT,
+    levers: bool = True,
 ) -> ReportContent:
     """Compute everything the report shows. Raises :class:`PlanError` when the plan
     itself cannot be estimated (a report of nothing would mislead).
 
     ``comparison`` and ``sweep`` (computed by the caller: the window has them already)
     add their sections; one of another plan is left out, with a note, since the report
-    would print it as this plan's."""
+    would print it as this plan's. ``levers`` False leaves the fit levers out (five more
+    searches; the window has them already, the command line may skip them)."""
     plan = pf.plan
     a = analysis(plan)
     est = a.estimate
@@ -112,6 +116,12 @@ def gather(
     if sweep is not None and sweep.base_hash != key:
         problems.append("the sweep: it was computed for another plan")
         sweep = None
+    summaries: tuple[LeverSummary, ...] | None = None
+    if levers:
+        try:
+            summaries = a.lever_summaries
+        except PlanError as exc:
+            problems.append(f"the fit levers: {exc}")
     stamp = (now or datetime.now(UTC)).replace(microsecond=0)
     return ReportContent(
         pf=pf,
@@ -128,4 +138,5 @@ def gather(
         comparison=comparison,
         sweep=sweep,
         wide_percent=wide_percent,
+        levers=summaries,
     )

@@ -1,6 +1,6 @@
 """The Layouts tab: the three GPU counts with their reasons, the chosen layout, the
-ranked alternatives with Apply, the rejected layouts that apply to this model, and the
-topology of the chosen layout.
+ranked alternatives with Apply, the fit levers with Apply (:mod:`gui.views.levers_table`),
+the rejected layouts that apply to this model, and the topology of the chosen layout.
 
 A view like the others: it formats the counts the window's worker computed through
 ``engine.analysis`` (the tab never searches) and the estimate on screen, with the
@@ -42,6 +42,7 @@ from gui.views.layout_choice import (
     layout_changes,
     validation_text,
 )
+from gui.views.levers_table import LeversTable, fit_height
 from gui.views.topology import Topology, draw_topology, topology, topology_height
 
 COLUMNS = ("", "Layout", "Ranks", "GPUs to buy", "Peak per rank (low–high)", "Headroom", "Role")
@@ -79,7 +80,8 @@ class TopologyView(QWidget):
 
 
 class LayoutsView(QScrollArea):
-    """Counts, chosen layout, alternatives (Apply), relevant rejections, topology."""
+    """Counts, chosen layout, alternatives (Apply), fit levers (Apply), relevant
+    rejections, topology."""
 
     def __init__(self, doc: PlanDocument, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -106,13 +108,15 @@ class LayoutsView(QScrollArea):
         # ResizeToContents header re-measures the table for each of its cell widgets
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.table.horizontalHeader().setStretchLastSection(True)
+        self.levers = LeversTable(doc, body)
         self.rejected_title = QLabel("", body)
         self.rejected_title.setWordWrap(True)
         self.rejected = QListWidget(body)
         self.rejected.setObjectName("layoutRejected")
         self.rejected.setMaximumHeight(140)
         self.topology = TopologyView(body)
-        for w in (self.counts, self.note, self.table, self.rejected_title, self.rejected):
+        shown: tuple[QWidget, ...] = (self.counts, self.note, self.table, self.levers)
+        for w in (*shown, self.rejected_title, self.rejected):
             col.addWidget(w)
         col.addWidget(QLabel("<b>Topology of the chosen layout</b>", body))
         col.addWidget(self.topology)
@@ -120,8 +124,9 @@ class LayoutsView(QScrollArea):
         self.setWidget(body)
         self.apply_buttons: list[QPushButton] = []
 
-    def show_counts(self, counts: object, units: str) -> None:
-        """Redraw from the counts part (GpuCounts, a PlanError, or None while pending)."""
+    def show_counts(self, counts: object, units: str, levers: object = None) -> None:
+        """Redraw from the counts part (GpuCounts, a PlanError, or None while pending)
+        and the fit levers' part (see :meth:`show_levers`)."""
         self.units = units
         est = self.doc.estimate
         if isinstance(counts, PlanError):
@@ -131,6 +136,14 @@ class LayoutsView(QScrollArea):
         else:
             self.choice = choose(self.doc.plan, est, counts)
             self._show(counts, self.choice)
+        self.show_levers(levers, counts)
+
+    def show_levers(self, levers: object, counts: object) -> None:
+        """Redraw the fit levers from their part (summaries, a PlanError, or None while
+        pending), set against the counts part; pending while the plan on screen is."""
+        if self.doc.estimate is None or self.doc.stale:
+            levers = None
+        self.levers.show_levers(levers, counts)
 
     def _clear(self, text: str) -> None:
         self.choice = None
@@ -219,15 +232,7 @@ class LayoutsView(QScrollArea):
                 item.setToolTip(text)
                 self.table.setItem(i, c, item)
         self.table.resizeColumnsToContents()
-        self._fit_height(self.table, len(rows))
-
-    @staticmethod
-    def _fit_height(table: QTableWidget, rows: int) -> None:
-        """Tall enough for every row: the tab scrolls as a whole, not a table inside it."""
-        body = sum(table.rowHeight(i) for i in range(rows))
-        header = table.horizontalHeader().sizeHint().height()
-        scroll = table.horizontalScrollBar().sizeHint().height()
-        table.setFixedHeight(body + header + scroll + 2 * table.frameWidth() + 2)
+        fit_height(self.table, len(rows))
 
     def apply(self, layout: Layout) -> bool:
         """Set the plan to ``layout`` as one undo step (True when the plan changed)."""

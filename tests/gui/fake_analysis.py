@@ -19,10 +19,14 @@ from gui.analysis_server import compute_part, main
 HANG_SEQ_LEN = 1111
 CRASH_SEQ_LEN = 2222
 HANG_SECONDS = 120
+HANGING = "fake analysis: hanging"
+"""Said on stderr when the hang starts: a test waits for it before sending a newer job
+(sent earlier, the server abandons the hanging job before it starts: nothing to kill)."""
 
 
 def compute(plan: Plan, name: Part) -> object:
     if plan.batch.seq_len == HANG_SEQ_LEN:
+        print(HANGING, file=sys.stderr, flush=True)
         time.sleep(HANG_SECONDS)
     if plan.batch.seq_len == CRASH_SEQ_LEN:
         print("fake analysis: crashed on purpose", file=sys.stderr, flush=True)

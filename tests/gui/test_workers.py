@@ -18,7 +18,7 @@ from gui.analysis_worker import WINDOW_PARTS
 
 FAKE = Path(__file__).with_name("fake_analysis.py")
 sys.path.insert(0, str(FAKE.parent))
-from fake_analysis import CRASH_SEQ_LEN, HANG_SEQ_LEN  # noqa: E402
+from fake_analysis import CRASH_SEQ_LEN, HANG_SEQ_LEN, HANGING  # noqa: E402
 
 
 def fake_command() -> list[str]:
@@ -70,7 +70,7 @@ def test_a_superseded_search_is_killed_and_its_parts_never_arrive(qtbot: Any) ->
     first = with_value(default_plan(), "batch.seq_len", HANG_SEQ_LEN)
     second = with_value(default_plan(), "batch.seq_len", 2048)
     worker.submit(first)
-    qtbot.waitUntil(lambda: worker.pid != 0, timeout=30_000)
+    qtbot.waitUntil(lambda: worker.pid != 0 and HANGING in worker._stderr, timeout=30_000)
     hung = worker.pid
     worker.submit(second)
     qtbot.waitUntil(

@@ -1,6 +1,7 @@
 """The GPU counts and layouts section: the three counts with their reasons, the chosen
-layout, the ranked alternatives at the procurement size, the rejected layouts, and the
-largest micro-batch and longest sequence that fit the plan's own layout."""
+layout, the ranked alternatives at the procurement size, the fit levers, the rejected
+layouts, and the largest micro-batch and longest sequence that fit the plan's own
+layout."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from engine.units import fmt_bytes
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table
 from gui.views.layout_choice import choose, validation_text
+from gui.views.lever_rows import INTRO, levers_status
 
 REJECTED_SHOWN = 12
 """Kinds of rejection listed (see :func:`rejection_kinds`)."""
@@ -90,6 +92,7 @@ def layouts_section(c: ReportContent) -> str:
         )
     else:
         out.append('<p class="muted">No other layout of that size fits.</p>')
+    out.append(levers_html(c))
     rejected = choice.rejected  # only the rejections that can apply to this model
     if rejected:
         kinds = rejection_kinds(rejected)
@@ -110,6 +113,37 @@ def layouts_section(c: ReportContent) -> str:
         out.append(f'<p class="small">{esc(choice.why_hidden)}.</p>')
     out.append(fit_html(c))
     out += [f'<p class="small">Note: {esc(n)}</p>' for n in k.notes]
+    return "".join(out)
+
+
+def levers_html(c: ReportContent) -> str:
+    """The fit levers, as the window's Layouts tab lists them (``gui.views.lever_rows``):
+    each the plan with one change, its GPUs against the plan's own, and its cost."""
+    out = ["<h2>Fit levers (alternatives, never applied)</h2>"]
+    if c.levers is None:
+        out.append('<p class="muted">Left out of this report (memplan report --no-levers).</p>')
+        return "".join(out)
+    got = levers_status(c.levers, c.counts)
+    if isinstance(got, str):
+        out.append(f'<p class="muted">{esc(got)}</p>')
+        return "".join(out)
+    out.append(f'<p class="small">{esc(INTRO)}</p>')
+    rows = [
+        [
+            f"<b>{esc(r.name)}</b><br>{esc(r.change)}",
+            esc(r.gpus) + (f"<br>{esc(r.layout)}" if r.layout else ""),
+            esc(r.minimum),
+            esc(r.lever.cost),
+        ]
+        for r in got
+    ]
+    out.append(
+        table(
+            ["Lever and its change", "GPUs to buy with it", "Arithmetic minimum", "Cost"],
+            rows,
+            [24, 26, 14, 36],
+        )
+    )
     return "".join(out)
 
 
