@@ -141,7 +141,7 @@ def levers_json(levers: tuple[Lever, ...]) -> list[dict[str, Any]]:
                 "name": lv.name,
                 "changes": {k: v for k, v in lv.changes},
                 "cost": lv.cost,
-                "error": lv.error,
+                "error": lv.cannot_run,
                 "first_layout": {**_count_json(c.first_layout), "nodes": c.nodes} if c else None,
                 "arithmetic_min": _count_json(c.arithmetic_min) if c else None,
             }

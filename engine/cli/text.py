@@ -253,8 +253,8 @@ def render_levers(levers: tuple[Lever, ...], base: GpuCounts) -> str:
         f"{was if was is not None else 'none found'}):"
     ]
     for lv in levers:
-        if lv.error is not None:
-            got = f"cannot run: {lv.error}"
+        if lv.cannot_run is not None:
+            got = f"cannot run: {lv.cannot_run}"
         elif lv.counts is None or lv.gpus is None:
             got = "still nothing fits within the search bound"
         else:

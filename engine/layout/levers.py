@@ -39,6 +39,13 @@ class Lever:
         """GPUs to procure with the lever pulled (None: nothing fits, or it cannot run)."""
         return self.counts.first_layout.gpus if self.counts else None
 
+    @property
+    def cannot_run(self) -> str | None:
+        """Why the lever cannot run — the changed plan is invalid, or the stack refuses
+        every layout of it (LoRA on Megatron-Core) — else None. Every view (CLI text and
+        JSON, the window, the report) says this rather than "nothing fits"."""
+        return self.error or ("; ".join(self.refused) if self.refused else None)
+
 
 @dataclass(frozen=True, slots=True)
 class LeverSummary:
@@ -66,7 +73,7 @@ class LeverSummary:
         """The summary; a lever whose every layout the stack refuses (LoRA on
         Megatron-Core) cannot run, and says why rather than "nothing fits"."""
         c = lever.counts
-        error = lever.error or ("; ".join(lever.refused) if lever.refused else None)
+        error = lever.cannot_run
         if c is None or error is not None:
             return cls(lever.name, lever.changes, lever.cost, error=error)
         first = c.first_layout

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pickle
 
 import engine.analysis as an
+from engine.cli.layout_json import levers_json
+from engine.cli.text import render_levers
 from engine.layout.counts import gpu_counts
 from engine.layout.levers import LeverSummary, fit_levers
 from engine.plan import default_plan, with_value, with_values
@@ -59,3 +61,18 @@ def test_a_lever_the_stack_refuses_cannot_run_and_says_why() -> None:
         assert got[name].gpus is None and got[name].layout is None
     for name in ("full activation recompute", "offload to host RAM"):
         assert got[name].error is None and got[name].gpus is not None
+
+
+def test_the_cli_says_why_a_refused_lever_cannot_run() -> None:
+    """``memplan layouts`` prints what the window and the report print for a lever the
+    stack refuses ("cannot run: … Megatron-Core …", not "nothing fits"), and its JSON
+    carries the same reason as the lever's error."""
+    plan = with_values(
+        default_plan(), {"parallelism.strategy": "megatron_distopt", "policy.max_gpus": 64}
+    )
+    a = an.analysis(plan)
+    text = render_levers(a.levers, a.counts)
+    lora = next(line for line in text.splitlines() if line.startswith("  LoRA "))
+    assert "cannot run:" in lora and "Megatron-Core" in lora
+    doc = {d["name"]: d for d in levers_json(a.levers)}
+    assert doc["LoRA"]["error"] == next(s.error for s in a.lever_summaries if s.name == "LoRA")
