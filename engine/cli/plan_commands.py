@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.analysis import analysis
+from engine.cached_models import CachedModelSection, model_section_for_cached, plan_for_cached_model
 from engine.cli.common import (
     EXIT_BAD_PLAN,
     EXIT_OK,
@@ -30,7 +31,6 @@ from engine.models.safetensors_index import SafetensorsError
 from engine.models.summary import summarize
 from engine.plan import Plan, default_plan
 from engine.planfile import PlanFile, PlanFileError, load, save
-from engine.presets import CachedModelSection, model_section_for_cached, plan_for_cached_model
 from engine.reference.deepspeed_estimator import deepspeed_reference
 from engine.stacks.defaults import resolve_stack_defaults, stack_label
 from engine.units import fmt_bytes
