@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from engine.analysis import analysis
-from engine.cached_models import CachedModelSection, model_section_for_cached, plan_for_cached_model
 from engine.cli.common import (
     EXIT_BAD_PLAN,
     EXIT_OK,
@@ -24,6 +23,11 @@ from engine.cli.json_form import estimate_json
 from engine.cli.text import render, render_counts
 from engine.errors import PlanError
 from engine.estimate import estimate
+from engine.exports.cached_model import (
+    CachedModelSection,
+    model_section_for_cached,
+    plan_for_cached_model,
+)
 from engine.models.hf_cache import ModelNotCachedError
 from engine.models.hf_config import ConfigImportError
 from engine.models.presets import format_models_table

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cached_models import model_section_for_cached
+from engine.exports.cached_model import model_section_for_cached
 from engine.models.hf_cache import import_cached_model
 from engine.models.hf_config import import_hf_config, spec_from_hf_config
 from engine.models.importer import import_model_folder

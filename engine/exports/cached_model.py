@@ -1,8 +1,9 @@
 """Model sections and plans for models found in the local Hugging Face cache (offline).
 
-Apart from :mod:`engine.presets` because reading a cache imports the model-folder
-importer (config, safetensors index, checkpoint cross-check): only ``memplan new
---model`` and the like need it, not every command that looks up a preset.
+Beside the other importers (:mod:`engine.exports.importers`), not in
+:mod:`engine.presets`: reading a cache imports the model-folder importer (config,
+safetensors index, checkpoint cross-check), which only ``memplan new --model`` and the
+like need, not every command or report that looks up a preset.
 """
 
 from __future__ import annotations
