@@ -38,4 +38,9 @@ fi
 # build of it; here the CPU wheel is on local disk (README, "Tracing a plan").
 .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test,dev,trace]"
+# Bytecode for the checkout, as pip writes for an installed package: an editable install
+# leaves engine/ and gui/ without it, and where PYTHONDONTWRITEBYTECODE is set nothing
+# ever writes it, so every command compiled its ~200 modules again (half a second of
+# `memplan report`). Timestamp-checked: an edited module is compiled from source again.
+.venv/bin/python -m compileall -q -j 0 engine gui resources >/dev/null
 echo "bootstrap: ready (.venv/bin/memplan)"

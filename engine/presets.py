@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from engine.models.hf_cache import CachedModel, ModelNotCachedError, import_cached_model
 from engine.models.presets import PresetError, load_preset
 from engine.plan import Plan, default_plan
 from engine.sections.hardware_catalogue import catalogue
@@ -118,40 +117,3 @@ def model_section_for(name: str) -> ModelSection:
 def plan_for_model_preset(name: str) -> Plan:
     """The default plan with the named model preset's architecture inline."""
     return default_plan().model_copy(update={"model": model_section_for(name)})
-
-
-@dataclass(frozen=True, slots=True)
-class CachedModelSection:
-    """A Model section read from the local Hugging Face cache, with what to tell the user."""
-
-    section: ModelSection
-    found: CachedModel
-    messages: tuple[str, ...]  # import notes, then checkpoint cross-check mismatches
-
-
-def model_section_for_cached(
-    model_id: str, revision: str = "main", *, mtp: bool = False
-) -> CachedModelSection:
-    """The Model section for a model id found in the local Hugging Face cache (offline).
-
-    Raises ``ModelNotCachedError`` (names the paths searched), ``ConfigImportError`` or
-    ``SafetensorsError`` with a one-line message.
-    """
-    found = import_cached_model(model_id, revision, mtp=mtp)
-    spec = found.imported.spec
-    if spec is None:  # find_cached_model only returns snapshots holding a config.json
-        raise ModelNotCachedError(f"{found.snapshot} has no readable config.json")
-    check = found.imported.check
-    messages = (*found.imported.notes, *(check.messages() if check is not None else ()))
-    name = model_id.rsplit("/", 1)[-1]
-    section = ModelSection(
-        name=name, preset=None, architecture=spec, hf_config=found.imported.config
-    )
-    return CachedModelSection(section, found, messages)
-
-
-def plan_for_cached_model(plan: Plan, section: ModelSection) -> Plan:
-    """``plan`` with its Model section replaced (the rest of the plan kept)."""
-    return Plan.model_validate(
-        {**plan.model_dump(mode="json"), "model": section.model_dump(mode="json")}
-    )

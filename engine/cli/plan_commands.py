@@ -23,6 +23,11 @@ from engine.cli.json_form import estimate_json
 from engine.cli.text import render, render_counts
 from engine.errors import PlanError
 from engine.estimate import estimate
+from engine.exports.cached_model import (
+    CachedModelSection,
+    model_section_for_cached,
+    plan_for_cached_model,
+)
 from engine.models.hf_cache import ModelNotCachedError
 from engine.models.hf_config import ConfigImportError
 from engine.models.presets import format_models_table
@@ -30,7 +35,6 @@ from engine.models.safetensors_index import SafetensorsError
 from engine.models.summary import summarize
 from engine.plan import Plan, default_plan
 from engine.planfile import PlanFile, PlanFileError, load, save
-from engine.presets import CachedModelSection, model_section_for_cached, plan_for_cached_model
 from engine.reference.deepspeed_estimator import deepspeed_reference
 from engine.stacks.defaults import resolve_stack_defaults, stack_label
 from engine.units import fmt_bytes

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from engine.exports.cached_model import model_section_for_cached
 from engine.models.hf_cache import import_cached_model
 from engine.models.hf_config import import_hf_config, spec_from_hf_config
 from engine.models.importer import import_model_folder
 from engine.plan import Plan, canonical_hash, with_values
 from engine.planfile import PlanFile, dumps, load, parse, save
-from engine.presets import model_section_for_cached
 from tests.engine.models.config_formulas import NAMES, config
 from tests.engine.models.test_models_hf_cache import make_repo
 from tests.engine.models.test_models_safetensors import write_safetensors
