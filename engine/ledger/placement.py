@@ -130,7 +130,6 @@ class LayerClass:
     layers: tuple[int, ...]
 
 
-@lru_cache(maxsize=256)
 def _within_layer(name: str, layer: int) -> str:
     """A layer tensor's name after its layer index — ``model.layers.3.mlp.up_proj.weight``
     → ``mlp.up_proj.weight``, and likewise Falcon's and GPT-2's ``transformer.h.3.…`` /
@@ -144,6 +143,7 @@ def _within_layer(name: str, layer: int) -> str:
     return name
 
 
+@lru_cache(maxsize=256)
 def layer_classes(arch: ArchitectureSpec) -> tuple[tuple[Tensor, ...], tuple[LayerClass, ...]]:
     """The model's non-layer tensors, and its decoder layers folded into classes.
 

@@ -36,3 +36,11 @@ def test_no_preset_has_more_classes_than_layer_kinds() -> None:
         assert len(classes) <= 2, name
         layers = sorted(i for c in classes for i in c.layers)
         assert layers == list(range(arch.layers)), name
+
+
+def test_the_classes_are_built_once_per_architecture() -> None:
+    """Every estimate asks for the classes several times (stage splits, decisive stages,
+    placement): they are cached on the frozen architecture, so asking again returns the
+    same object rather than walking a 90,000-tensor inventory again."""
+    arch = plan_for_model_preset("falcon-40b").model.architecture
+    assert layer_classes(arch) is layer_classes(arch)
