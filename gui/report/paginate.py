@@ -59,11 +59,14 @@ def _line_bottom(layout: QAbstractTextDocumentLayout, block: QTextBlock, lines: 
     return layout.blockBoundingRect(block).top() + text.lineAt(lines - 1).rect().bottom()
 
 
-def lead_bottom(layout: QAbstractTextDocumentLayout, heading: QTextBlock) -> float:
+def lead_bottom(
+    layout: QAbstractTextDocumentLayout, heading: QTextBlock, whole_row: bool = False
+) -> float:
     """The bottom (document px) of what must stay on ``heading``'s page: the heading,
     any sub-heading and short note right after it (not the next heading of its own
     rank or above), and then the first lines of the next
-    paragraph or the header and first row of the next table."""
+    paragraph or the header and first row of the next table: its first lines, or
+    (``whole_row``) all of it — rows.py never cuts a table at its first row."""
     bottom = block_rect(layout, heading).bottom()
     own_level = heading.blockFormat().headingLevel()
     block, table_seen = heading.next(), False
@@ -75,7 +78,12 @@ def lead_bottom(layout: QAbstractTextDocumentLayout, heading: QTextBlock) -> flo
             if table.cellAt(block.position()).row() > table.format().headerRowCount():
                 break  # the header and first data row are in
             table_seen = True
-            bottom = max(bottom, _line_bottom(layout, block, LEAD_LINES))
+            cell = (
+                block_rect(layout, block).bottom()
+                if whole_row
+                else _line_bottom(layout, block, LEAD_LINES)
+            )
+            bottom = max(bottom, cell)
         elif table_seen:
             break  # a one-row table, all of it in
         elif (level := block.blockFormat().headingLevel()) > 0:
@@ -101,7 +109,10 @@ def must_move(
     offset = top % page
     if offset < _AT_PAGE_TOP:
         return False  # moving it would only leave a blank page
-    lead = lead_bottom(layout, block)
+    lead = lead_bottom(layout, block, whole_row=True)
+    if (lead - 0.5) // page != top // page and page - offset > CHAPTER_ROOM_SHARE * page:
+        # the whole first row would leave over 30 % of the page blank: only its lead lines
+        lead = lead_bottom(layout, block)
     if lead - top > page - _AT_PAGE_TOP:
         return False  # taller than a page: it is split wherever it starts
     if (lead - 0.5) // page != top // page:
