@@ -22,6 +22,19 @@ SMOL = {
 }
 """SmolLM-135M's architecture (134,515,008 parameters)."""
 
+TINY_MOE: dict[str, Any] = {
+    "family": "mixtral",
+    "hidden": 8,
+    "layers": 2,
+    "heads": 2,
+    "kv_heads": 2,
+    "intermediate": 16,
+    "vocab": 32,
+    "tied_embeddings": True,
+    "moe": {"num_experts": 4, "top_k": 1, "expert_intermediate": 16},
+}
+"""A two-layer, four-expert Mixtral small enough to count every sharded element by hand."""
+
 
 def make_plan(**changes: Any) -> Plan:
     """The default plan with dotted-path changes (``__`` stands for ``.``)."""

@@ -11,23 +11,14 @@ each parameter on dim 0 and pads every shard to chunk 0's ``ceil(d0/N)`` rows (t
 
 from __future__ import annotations
 
+from ledger_plans import TINY_MOE
+
 from engine.estimate import estimate
 from engine.ledger.states.persistent import stage_held
 from engine.models.inventory import build_inventory, total_params
 from engine.plan import default_plan, with_values
 from engine.stacks.defaults import resolve_stack_defaults, resolved
 
-TINY_MOE = {
-    "family": "mixtral",
-    "hidden": 8,
-    "layers": 2,
-    "heads": 2,
-    "kv_heads": 2,
-    "intermediate": 16,
-    "vocab": 32,
-    "tied_embeddings": True,
-    "moe": {"num_experts": 4, "top_k": 1, "expert_intermediate": 16},
-}
 STORAGE = "model.architecture.moe.expert_storage"
 
 

@@ -11,23 +11,16 @@ the shape of Megatron's own test ``test_weight_and_optimizer_memory.py``
 
 from __future__ import annotations
 
+from ledger_plans import TINY_MOE
+
 from engine.estimate import estimate
 from engine.ledger.states.persistent import stage_held
 from engine.plan import default_plan, with_values
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
 
-TINY_MOE = {
-    "family": "mixtral",
-    "hidden": 8,
-    "layers": 2,
-    "heads": 2,
-    "kv_heads": 2,
-    "intermediate": 16,
-    "vocab": 32,
-    "tied_embeddings": True,
-    "moe": {"num_experts": 4, "top_k": 1, "expert_intermediate": 16, "first_dense_layers": 1},
-}
+DENSE_FIRST_MOE = {**TINY_MOE, "moe": {**TINY_MOE["moe"], "first_dense_layers": 1}}
+"""The shared tiny Mixtral with its first layer dense (layer 1 routed)."""
 
 
 def test_expert_groups_follow_megatron_folding() -> None:
@@ -40,7 +33,7 @@ def test_expert_groups_follow_megatron_folding() -> None:
     plan = with_values(
         default_plan(),
         {
-            "model.architecture": TINY_MOE,
+            "model.architecture": DENSE_FIRST_MOE,
             "batch.seq_len": 4,
             "parallelism.tp": 2,
             "parallelism.pp": 2,
