@@ -5,7 +5,7 @@ the sharded states and every non-monotone step of the search is in play."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from hypothesis import assume
@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.layout.lattice import Lattice, with_layout
+from engine.layout.lattice import Lattice, LayoutPreferences, enumerate_layouts, with_layout
 from engine.layout.point import Layout
 from engine.ledger.phases import Range
 from engine.plan import Plan, default_plan, with_values
+from engine.presets import plan_for_model_preset
 
 STRATEGIES = [
     "ddp",
@@ -88,6 +89,18 @@ PRESET_CASES: list[tuple[str, dict[str, object]]] = [
 ]
 """Real models the search's bounds are checked on (every legal layout of 8 GPUs): dense
 FSDP2 / Megatron / DDP, a MoE with EP, MLA with selective recompute, ZeRO-3 with offload."""
+
+
+def preset_plans() -> Iterator[Plan]:
+    """The plans of :data:`PRESET_CASES`."""
+    for name, changes in PRESET_CASES:
+        yield with_values(plan_for_model_preset(name), changes)
+
+
+def legal_layouts(plan: Plan, world: int) -> Lattice:
+    """Every layout of ``world`` GPUs the hard rules allow, preferences aside: what a
+    bound must hold on."""
+    return enumerate_layouts(plan, world, LayoutPreferences.hard_rules_only())
 
 
 def bound_below_estimates(

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from layout_plans import PRESET_CASES, bound_below_estimates, search_plans
+from layout_plans import bound_below_estimates, legal_layouts, preset_plans, search_plans
 
 from engine.estimate import estimate
 from engine.layout.bound import PeakFloors
@@ -31,7 +31,7 @@ from engine.presets import plan_for_model_preset
 @given(search_plans(), st.integers(1, 16))
 def test_floor_at_most_the_estimate(case: tuple[Plan, int], world: int) -> None:
     plan, _ = case
-    _check_layouts(plan, enumerate_layouts(plan, world, LayoutPreferences.hard_rules_only()))
+    _check_layouts(plan, legal_layouts(plan, world))
 
 
 def _check_layouts(plan: Plan, lattice: Lattice) -> int:
@@ -41,9 +41,8 @@ def _check_layouts(plan: Plan, lattice: Lattice) -> int:
 
 def test_floor_at_most_the_estimate_on_presets() -> None:
     """The same on real models, every legal layout of 8 GPUs (PP up to 8, CP, EP)."""
-    for name, changes in PRESET_CASES:
-        plan = with_values(plan_for_model_preset(name), changes)
-        assert _check_layouts(plan, enumerate_layouts(plan, 8, LayoutPreferences.hard_rules_only()))
+    for plan in preset_plans():
+        assert _check_layouts(plan, legal_layouts(plan, 8))
 
 
 def test_floor_falls_with_dp_and_ignores_ep() -> None:
@@ -51,7 +50,7 @@ def test_floor_falls_with_dp_and_ignores_ep() -> None:
     DP of a regime), and the same at every EP of a shape."""
     plan = plan_for_model_preset("mixtral-8x7b")
     floors = PeakFloors(plan)
-    base = next(iter(enumerate_layouts(plan, 8, LayoutPreferences.hard_rules_only()).legal))
+    base = next(iter(legal_layouts(plan, 8).legal))
     values = [floors(replace(base, dp=d)) for d in (1, 2, 4, 8, 64)]
     assert values == sorted(values, reverse=True)
     assert values[0] > values[-1]  # the resident states' share does shrink
@@ -85,9 +84,7 @@ def test_deepseek_v3_tp4_without_cp_is_over_the_limit_by_activations() -> None:
     plan = with_values(plan_for_model_preset("deepseek-v3"), {"parallelism.strategy": "fsdp2"})
     floors = PeakFloors(plan)
     lay = next(
-        x
-        for x in enumerate_layouts(plan, 2048, LayoutPreferences.hard_rules_only()).legal
-        if (x.tp, x.pp, x.cp, x.ep) == (4, 1, 1, 16)
+        x for x in legal_layouts(plan, 2048).legal if (x.tp, x.pp, x.cp, x.ep) == (4, 1, 1, 16)
     )
     floor = floors(lay)
     assert floor > plan.hbm_limit_bytes

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from layout_plans import PRESET_CASES, bound_below_estimates, search_plans
+from layout_plans import bound_below_estimates, legal_layouts, preset_plans, search_plans
 
 from engine.estimate import estimate
 from engine.layout.bound import PeakFloors
 from engine.layout.lattice import (
     Lattice,
-    LayoutPreferences,
-    enumerate_layouts,
     layout_of,
     with_layout,
 )
@@ -44,14 +42,13 @@ def _check_layouts(plan: Plan, lattice: Lattice) -> int:
 @given(search_plans(), st.integers(1, 16))
 def test_low_bound_at_most_the_low_estimate(case: tuple[Plan, int], world: int) -> None:
     plan, _ = case
-    _check_layouts(plan, enumerate_layouts(plan, world, LayoutPreferences.hard_rules_only()))
+    _check_layouts(plan, legal_layouts(plan, world))
 
 
 def test_low_bound_at_most_the_low_estimate_on_presets() -> None:
     """The same on real models, every legal layout of 8 GPUs (PP up to 8, CP, EP)."""
-    for name, changes in PRESET_CASES:
-        plan = with_values(plan_for_model_preset(name), changes)
-        assert _check_layouts(plan, enumerate_layouts(plan, 8, LayoutPreferences.hard_rules_only()))
+    for plan in preset_plans():
+        assert _check_layouts(plan, legal_layouts(plan, 8))
 
 
 def test_quiet_phases_are_counted_exactly() -> None:
@@ -94,9 +91,7 @@ def test_deepseek_v3_tp4_without_cp_is_over_the_limit_by_the_low_bound() -> None
     plan = with_values(plan_for_model_preset("deepseek-v3"), {"parallelism.strategy": "fsdp2"})
     floors = LowFloors(PeakFloors(plan))
     lay = next(
-        x
-        for x in enumerate_layouts(plan, 2048, LayoutPreferences.hard_rules_only()).legal
-        if (x.tp, x.pp, x.cp, x.ep) == (4, 1, 1, 16)
+        x for x in legal_layouts(plan, 2048).legal if (x.tp, x.pp, x.cp, x.ep) == (4, 1, 1, 16)
     )
     bound = floors(lay)
     assert bound > plan.hbm_limit_bytes

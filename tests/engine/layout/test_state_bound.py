@@ -16,21 +16,20 @@ from itertools import pairwise
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from layout_plans import PRESET_CASES, bound_below_estimates, search_plans
+from layout_plans import bound_below_estimates, legal_layouts, preset_plans, search_plans
 
 from engine.estimate import estimate
 from engine.layout.bound import PeakFloors
 from engine.layout.lattice import (
     Lattice,
     LayoutPreferences,
-    enumerate_layouts,
     legal_shapes,
     with_layout,
 )
 from engine.layout.point import Layout
 from engine.layout.regimes import SearchMemo
 from engine.layout.state_bound import StateFloors
-from engine.plan import Plan, with_values
+from engine.plan import Plan
 from engine.presets import plan_for_model_preset
 
 
@@ -51,14 +50,13 @@ def _check_layouts(plan: Plan, lattice: Lattice) -> int:
 @given(search_plans(), st.integers(1, 16))
 def test_state_bound_at_most_the_estimate(case: tuple[Plan, int], world: int) -> None:
     plan, _ = case
-    _check_layouts(plan, enumerate_layouts(plan, world, LayoutPreferences.hard_rules_only()))
+    _check_layouts(plan, legal_layouts(plan, world))
 
 
 def test_state_bound_at_most_the_estimate_on_presets() -> None:
     """The same on real models, every legal layout of 8 GPUs (PP up to 8, CP, EP)."""
-    for name, changes in PRESET_CASES:
-        plan = with_values(plan_for_model_preset(name), changes)
-        assert _check_layouts(plan, enumerate_layouts(plan, 8, LayoutPreferences.hard_rules_only()))
+    for plan in preset_plans():
+        assert _check_layouts(plan, legal_layouts(plan, 8))
 
 
 def _falls_within_regimes(plan: Plan, max_gpus: int) -> int:
@@ -93,8 +91,7 @@ def test_state_bound_falls_with_dp_within_a_regime(case: tuple[Plan, int]) -> No
 
 def test_state_bound_falls_with_dp_on_presets() -> None:
     """The same on real models up to 64 GPUs."""
-    for name, changes in PRESET_CASES:
-        plan = with_values(plan_for_model_preset(name), changes)
+    for plan in preset_plans():
         assert _falls_within_regimes(plan, 64)
 
 
@@ -105,9 +102,7 @@ def test_mixtral_8x22b_states_alone_exceed_the_limit() -> None:
     spread over all 128 ranks) cannot; and it stays below the estimate."""
     plan = plan_for_model_preset("mixtral-8x22b")
     lay = next(
-        x
-        for x in enumerate_layouts(plan, 128, LayoutPreferences.hard_rules_only()).legal
-        if (x.tp, x.pp, x.cp, x.ep) == (2, 1, 2, 8)
+        x for x in legal_layouts(plan, 128).legal if (x.tp, x.pp, x.cp, x.ep) == (2, 1, 2, 8)
     )
     low, high = StateFloors(PeakFloors(plan))(lay)
     assert PeakFloors(plan)(lay) <= plan.hbm_limit_bytes < low <= high
