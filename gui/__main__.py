@@ -2,7 +2,9 @@
 
 Mounts the engine's subcommands (which import no Qt, so ``memplan estimate`` starts
 fast) and adds the front-end commands that need Qt. With no subcommand, or with a
-``.memplan`` file as the only argument, it starts the desktop GUI.
+``.memplan`` file as the only argument, it starts the desktop GUI. ``memplan report`` runs
+as a one-shot process (:mod:`gui.one_shot`): no cyclic collector, no interpreter teardown;
+so the engine is imported only once that is decided.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from engine import cli
+from gui import one_shot
 from gui.display import has_display
 
 Mount = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
@@ -41,6 +43,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``memplan`` parser: every subcommand, or (``command``: the one a command line
     names) only what that command needs, so ``memplan report`` imports no other command's
     module (:func:`engine.cli.register`)."""
+    from engine import cli  # here: a one-shot command pauses the collector first (main)
+
     parser = argparse.ArgumentParser(
         prog="memplan",
         description="MemPlan: GPU, host-RAM and NVMe memory of LLM training jobs. "
@@ -70,11 +74,25 @@ FRONTEND_COMMANDS: dict[str, Mount] = {"report": _register_report}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: the process's own, ``sys.argv``)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if not args_list:
         return start_gui(None)
     if len(args_list) == 1 and args_list[0].endswith(".memplan"):
         return start_gui(args_list[0])
+    if args_list[0] not in one_shot.COMMANDS:
+        return run_command(args_list)
+    with one_shot.collector_paused():  # from the first engine import on
+        code = run_command(args_list)
+    if argv is None:  # the process's own command line: nothing runs after it
+        one_shot.end_process(code)
+    return code
+
+
+def run_command(args_list: list[str]) -> int:
+    """Parse and run a subcommand (the GUI's included)."""
+    from engine import cli
+
     parser = build_parser(cli.command_of(args_list))
     args = parser.parse_args(args_list)
     if args.command == "gui":

@@ -8,7 +8,8 @@ compiled the bytecode, which an installed app has cached):
 
 * **end to end**: ``python -m gui report -o FILE`` of the default plan (or ``--plan``),
   wall and CPU (:func:`bench_gui.report_cli` measures the same).
-* **where it goes**: the same steps in one child, timed one by one: importing the
+* **where it goes**: the same steps in one child (without the cyclic collector, as the
+  command runs: :mod:`gui.one_shot`), timed one by one: importing the
   command line, the Qt application, importing the report, ``gather`` (the estimate, the
   GPU-count search and the re-estimating parts), laying the document out, painting the
   pages into the PDF.
@@ -33,7 +34,8 @@ from bench_gui import _env, _spread, report_cli
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
-import json, os, resource, sys, time
+import gc, json, os, resource, sys, time
+gc.disable()  # as `memplan report` runs (gui.one_shot.collector_paused)
 marks, t0 = [], time.perf_counter()
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)

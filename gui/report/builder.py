@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from PySide6.QtCore import QBuffer, QIODevice, QSizeF
 from PySide6.QtGui import QFont, QPdfWriter, QTextBlockFormat, QTextCursor, QTextDocument
 
-from gui.report.charts import ChartObject, Recorded, embed_charts, register_placeholders
+from gui.report.charts import (
+    ChartObject,
+    Recorded,
+    embed_charts,
+    has_placeholders,
+    register_placeholders,
+)
 from gui.report.content import ReportContent
 from gui.report.html import HEADING_PT, STYLE
 from gui.report.paginate import apply_page_rules, block_rect
@@ -173,7 +179,9 @@ class _Flows:
         doc.setDefaultFont(self.font)
         doc.setDocumentMargin(0)
         doc.setDefaultStyleSheet(STYLE)
-        register_placeholders(doc, ["ledger", "stages", "tornado", *DRAWINGS])
+        drawn = has_placeholders(html)
+        if drawn:
+            register_placeholders(doc, ["ledger", "stages", "tornado", *DRAWINGS])
         doc.setPageSize(self.size)
         spaced = self.offset > 0
         doc.setHtml("<html><body>" + (SPACER if spaced else "") + html + "</body></html>")
@@ -184,7 +192,7 @@ class _Flows:
         # screen and again for the device.) Swapping the charts in afterwards re-lays
         # out only their lines.
         doc.documentLayout().setPaintDevice(self.device)
-        charts = embed_charts(doc, self.c, self.recorded)
+        charts = embed_charts(doc, self.c, self.recorded) if drawn else ChartObject({}, {}, doc)
         self.recorded.update(charts.charts)
         apply_page_rules(doc)  # walks down the flow, laying it out as it goes
         doc.idealWidth()  # and the rest of it (a layout is otherwise lazy)

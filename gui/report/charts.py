@@ -159,6 +159,13 @@ class ChartObject(QPyTextObject):
         painter.restore()
 
 
+def has_placeholders(html: str) -> bool:
+    """Whether ``html`` holds a chart placeholder (:func:`gui.report.html.chart`): most
+    flows of a report hold none, and then neither the placeholders' images nor the walk
+    over every fragment of the flow for them (:func:`placeholders`) is needed."""
+    return f'src="{CHART_SCHEME}:' in html
+
+
 def placeholders(doc: QTextDocument) -> list[tuple[int, str, QSizeF]]:
     """Positions, keys and sizes of the chart placeholder images in ``doc``."""
     found = []
