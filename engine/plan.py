@@ -221,7 +221,7 @@ def describe_validation_error(err: ValidationError, prefix: str = "") -> list[st
 
 
 @lru_cache(maxsize=1024)
-def _first_equal(section: Section) -> Section:
+def shared_section(section: Section) -> Section:
     """The first section seen equal to ``section`` (while it stays in this cache)."""
     return section
 
@@ -236,7 +236,7 @@ def with_shared_sections(plan: Plan) -> Plan:
     update: dict[str, Section] = {}
     for name in SECTION_ORDER:
         section = getattr(plan, name)
-        first = _first_equal(section)
+        first = shared_section(section)
         if first is not section:
             update[name] = first
     return plan.model_copy(update=update) if update else plan
