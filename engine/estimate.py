@@ -12,7 +12,7 @@ from typing import Literal
 
 from engine.errors import PlanError
 from engine.ledger.expert_padding import expert_padding_note
-from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers
+from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
 from engine.ledger.phases import Range as Range
 from engine.ledger.phases import timeline_of
 from engine.ledger.placement import layer_classes, stage_layer_ranges
@@ -271,10 +271,10 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
         next(s for s in stages if s.stage == heaviest).fit_peak, limit, capacity
     )
     nodes = node_ledgers(plan, communication=not decisive_only)
-    node_problems = nodes.problems()
-    if node_problems:
+    problems = node_problems(plan)
+    if problems:
         verdict = "does_not_fit"
-        reason = "; ".join([*node_problems, f"HBM: {reason}"])
+        reason = "; ".join([*problems, f"HBM: {reason}"])
     return Estimate(
         plan=original,
         world_size=plan.parallelism.world_size,

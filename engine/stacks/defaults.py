@@ -153,10 +153,16 @@ def unresolved_fields(plan: Plan) -> list[str]:
 
 def require_resolved(plan: Plan) -> None:
     """Refuse a plan whose stack-decided fields were not resolved: a ledger function
-    reading ``auto`` would silently compute some other stack's numbers."""
-    left = unresolved_fields(plan)
+    reading ``auto`` would silently compute some other stack's numbers. Cached (a
+    plan's fields never change, and every estimate asks twice); a refusal raises anew."""
+    left = _unresolved(plan)
     if left:
         raise ValueError(
             f"{', '.join(left)} left at auto reached the ledger: pass "
             "engine.stacks.defaults.resolved(plan)"
         )
+
+
+@lru_cache(maxsize=256)
+def _unresolved(plan: Plan) -> tuple[str, ...]:
+    return tuple(unresolved_fields(plan))
