@@ -33,8 +33,9 @@ from typing import NamedTuple
 
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import logits_rows
-from engine.ledger.activations.rows import activation_rows
+from engine.ledger.activations.rows import FixedRows, activation_rows, fixed_rows
 from engine.ledger.activations.schedule import in_flight
+from engine.ledger.activations.stage_layers import Walk, counted_layers, layer_walk
 from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
@@ -148,11 +149,23 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
 def _own_rows(plan: Plan, stage: int) -> list[Row]:
     """The stage's activation rows (and the last stage's logits)."""
     par = plan.parallelism
-    layers = stage_layer_ranges(plan.model.architecture, par)[stage]
-    rows = activation_rows(plan, stage, len(layers), stage_placed(plan, stage))
+    arch = plan.model.architecture
+    layers = stage_layer_ranges(arch, par)[stage]
+    last = stage == par.pp - 1
+    fixed = _fixed(plan, layer_walk(plan, stage), representative_stages(arch, par)[stage], last)
+    rows = activation_rows(plan, stage, len(layers), stage_placed(plan, stage), fixed)
     if stage == par.pp - 1:
         rows += logits_rows(plan, geometry(plan), in_flight(plan, stage))
     return rows
+
+
+@lru_cache(maxsize=1024)
+def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> FixedRows:
+    """The :func:`fixed_rows` of a stage whose layers walk as ``walk`` and which places
+    the tensors of stage ``placing`` (its representative): built from exactly these, so
+    the stages of one make-up (DeepSeek-V3's middle stages) share them, whatever their
+    micro-batches in flight."""
+    return fixed_rows(plan, counted_layers(plan, walk), last, stage_placed(plan, placing))
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ multiplied, never looped over tokens or layers. The batch itself is in
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from engine.ledger.activations import hf
 from engine.ledger.activations import megatron as mg
@@ -30,8 +31,8 @@ from engine.ledger.activations.geometry import (
 from engine.ledger.activations.inputs import input_rows
 from engine.ledger.activations.loss import labels_rows
 from engine.ledger.activations.packing import activation_band, packing_formula
-from engine.ledger.activations.schedule import in_flight
-from engine.ledger.activations.stage_layers import context, stage_layers
+from engine.ledger.activations.schedule import InFlight, in_flight
+from engine.ledger.activations.stage_layers import StageLayers, context, stage_layers
 from engine.ledger.activations.traits import source_of, traits_of
 from engine.ledger.activations.working import working_rows
 from engine.ledger.placement import LocalTensor
@@ -76,16 +77,80 @@ def _weight_casts(
     return layers, head
 
 
+class FixedRows(NamedTuple):
+    """A stage's activation rows that do not depend on the micro-batches in flight there
+    (the backward working set, the CP / EP exchange buffers, the input batch and
+    buffers; the eager mask after the loss's rows): the same for every stage of the same
+    layers and placed tensors, so :mod:`engine.ledger.stage_rows` builds them once."""
+
+    held: list[Row]
+    tail: list[Row]
+
+
+def fixed_rows(
+    plan: Plan, sl: StageLayers, last: bool, placed: tuple[LocalTensor, ...]
+) -> FixedRows:
+    """:class:`FixedRows` of a stage of layers ``sl`` placing ``placed``."""
+    g = geometry(plan)
+    held = working_rows(plan, sl)
+    if sl.n_layers:
+        held += exchange_rows(plan, g, placed)
+    held += input_rows(plan, g, last)
+    tail: list[Row] = []
+    if plan.runtime.attention == "eager":
+        mask = round_up(g.micro_batch * g.seq * g.seq * g.compute_bytes, g.granularity)
+        tail.append(
+            make_row(
+                id="hbm.activations.forward.mask",
+                state="activations",
+                label="Eager attention causal mask (b × 1 × s × s)",
+                location="hbm",
+                kind="peak",
+                group="activations",
+                low=mask,
+                high=mask,
+                formula=f"{g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(mask)} B",
+                source="hf-transformers-llama",
+                phases=FORWARD,
+            )
+        )
+    return FixedRows(held, tail)
+
+
 def activation_rows(
-    plan: Plan, stage: int, n_layers: int, placed: tuple[LocalTensor, ...]
+    plan: Plan,
+    stage: int,
+    n_layers: int,
+    placed: tuple[LocalTensor, ...],
+    fixed: FixedRows | None = None,
 ) -> list[Row]:
-    """Saved activations, the backward working set and once-per-forward tensors."""
-    g, tr = geometry(plan), trainability(plan)
-    par = plan.parallelism
-    last = stage == par.pp - 1
+    """Saved activations, the backward working set and once-per-forward tensors;
+    ``fixed``: the stage's :func:`fixed_rows`, when the caller has them already."""
+    g = geometry(plan)
+    last = stage == plan.parallelism.pp - 1
     fly = in_flight(plan, stage)
-    policy = plan.method.recompute.policy
     sl = stage_layers(plan, stage)
+    if fixed is None:
+        fixed = fixed_rows(plan, sl, last, placed)
+    return [
+        *_in_flight_rows(plan, sl, last, fly, n_layers, placed),
+        *fixed.held,
+        *labels_rows(plan, g, last, fly),
+        *fixed.tail,
+    ]
+
+
+def _in_flight_rows(
+    plan: Plan,
+    sl: StageLayers,
+    last: bool,
+    fly: InFlight,
+    n_layers: int,
+    placed: tuple[LocalTensor, ...],
+) -> list[Row]:
+    """The rows that scale with the micro-batches in flight on the stage."""
+    g, tr = geometry(plan), trainability(plan)
+    policy = plan.method.recompute.policy
     full_b, n_ckpt, n_plain = sl.largest, sl.n_ckpt, sl.n_plain
     gran = g.granularity
 
@@ -175,28 +240,6 @@ def activation_rows(
     head_parts = _head_terms(plan, g, tr) if last else []
     if head_parts:
         rows.append(_once_row(plan, fly.whole, head_parts, "head", AT_LOSS))
-    rows += working_rows(plan, sl)
-    if n_layers:
-        rows += exchange_rows(plan, g, placed)
-    rows += input_rows(plan, g, last)
-    rows += labels_rows(plan, g, last, fly)
-    if plan.runtime.attention == "eager":
-        mask = round_up(g.micro_batch * g.seq * g.seq * g.compute_bytes, gran)
-        rows.append(
-            make_row(
-                id="hbm.activations.forward.mask",
-                state="activations",
-                label="Eager attention causal mask (b × 1 × s × s)",
-                location="hbm",
-                kind="peak",
-                group="activations",
-                low=mask,
-                high=mask,
-                formula=f"{g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(mask)} B",
-                source="hf-transformers-llama",
-                phases=FORWARD,
-            )
-        )
     return rows
 
 

@@ -119,29 +119,45 @@ Saved = tuple[tuple[tuple[bool, bool], int], ...]
 set), in order of first appearance."""
 
 
+Walk = tuple[Saved, int, int]
+"""What a stage's layers are to its activation rows: its kinds (:data:`Saved`), its
+checkpointed layers and its layers (:func:`layer_walk`)."""
+
+
 def stage_layers(plan: Plan, stage: int) -> StageLayers:
     """Count the stage's layers by kind (see the module docstring).
 
-    The walk over the stage's layers (:func:`_walk`) only says which kinds occur (in
-    order of first appearance), how many of each keep their saved set, and how many are
-    checkpointed; the kinds' terms, bytes and description are built by :func:`_counted`.
-    Both are cached on exactly the inputs they are given — never the whole plan — so
-    pipeline stages of the same make-up, and layouts that differ only where a layer's
-    saved set does not look (DP, EP, PP, the strategy), share them."""
+    The walk over the stage's layers (:func:`layer_walk`) only says which kinds occur
+    (in order of first appearance), how many of each keep their saved set, and how many
+    are checkpointed; the kinds' terms, bytes and description are built by
+    :func:`counted_layers`. Both are cached on exactly the inputs they are given — never
+    the whole plan — so pipeline stages of the same make-up, and layouts that differ
+    only where a layer's saved set does not look (DP, EP, PP, the strategy), share them."""
+    return counted_layers(plan, layer_walk(plan, stage))
+
+
+def layer_walk(plan: Plan, stage: int) -> Walk:
+    """The :data:`Walk` of the stage's layers: all a stage's :class:`StageLayers` reads
+    of the stage."""
     arch, par = plan.model.architecture, plan.parallelism
     megatron = plan.runtime.activation_profile == "megatron"
-    saved, n_ckpt, n_layers = _walk(
+    return _walk(
         arch.moe if not megatron else None,
         stage_layer_ranges(arch, par)[stage],
         plan.method.recompute,
         megatron,
         stage == 0 and not trainability(plan).embedding,
     )
+
+
+def counted_layers(plan: Plan, walk: Walk) -> StageLayers:
+    """The :class:`StageLayers` of a stage whose layers walk as ``walk``."""
+    saved, n_ckpt, n_layers = walk
     return _counted(
-        arch,
+        plan.model.architecture,
         geometry(plan),
         trainability(plan),
-        megatron,
+        plan.runtime.activation_profile == "megatron",
         plan.runtime.attention,
         plan.method.recompute.policy,
         saved,
@@ -153,7 +169,7 @@ def stage_layers(plan: Plan, stage: int) -> StageLayers:
 @lru_cache(maxsize=1024)
 def _walk(
     moe: MoESpec | None, layers: range, rec: RecomputeSection, megatron: bool, frozen_input: bool
-) -> tuple[Saved, int, int]:
+) -> Walk:
     """(the stage's kinds, checkpointed layers, layers) of the layers in ``layers``."""
     order: dict[tuple[bool, bool], int] = {}  # kinds in order of first appearance: saved
     n_ckpt = 0
