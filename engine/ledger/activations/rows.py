@@ -41,9 +41,11 @@ from engine.ledger.row import (
     FORWARD,
     FORWARD_BACKWARD,
     UNTIL_LAYERS_FREE,
+    Formula,
     Moment,
     Row,
     make_row,
+    text,
 )
 from engine.ledger.states.quantized import is_quantized
 from engine.plan import Plan
@@ -83,6 +85,7 @@ class FixedRows(NamedTuple):
     buffers; the eager mask after the loss's rows): the same for every stage of the same
     layers and placed tensors, so :mod:`engine.ledger.stage_rows` builds them once."""
 
+    layers: StageLayers
     held: list[Row]
     tail: list[Row]
 
@@ -114,7 +117,7 @@ def fixed_rows(
                 phases=FORWARD,
             )
         )
-    return FixedRows(held, tail)
+    return FixedRows(sl, held, tail)
 
 
 def activation_rows(
@@ -125,15 +128,15 @@ def activation_rows(
     fixed: FixedRows | None = None,
 ) -> list[Row]:
     """Saved activations, the backward working set and once-per-forward tensors;
-    ``fixed``: the stage's :func:`fixed_rows`, when the caller has them already."""
+    ``fixed``: the stage's :func:`fixed_rows` (with its layers), when the caller has
+    them already."""
     g = geometry(plan)
     last = stage == plan.parallelism.pp - 1
     fly = in_flight(plan, stage)
-    sl = stage_layers(plan, stage)
     if fixed is None:
-        fixed = fixed_rows(plan, sl, last, placed)
+        fixed = fixed_rows(plan, stage_layers(plan, stage), last, placed)
     return [
-        *_in_flight_rows(plan, sl, last, fly, n_layers, placed),
+        *_in_flight_rows(plan, fixed.layers, last, fly, n_layers, placed),
         *fixed.held,
         *labels_rows(plan, g, last, fly),
         *fixed.tail,
@@ -168,25 +171,32 @@ def _in_flight_rows(
                 group="activations",
                 low=host,
                 high=host,
-                formula=f"{n_layers} layers × {fmt_count(full_b)} B × {fly.num}/{fly.den} "
-                f"in flight = {fmt_count(host)} B (pinned host buffers)",
+                formula=lambda: (
+                    f"{n_layers} layers × {fmt_count(full_b)} B × "
+                    f"{fly.num}/{fly.den} in flight = {fmt_count(host)} B (pinned host buffers)"
+                ),
                 source="torch-activation-offload",
                 phases=FORWARD_BACKWARD,
             )
         )
         layer_total_low, layer_total_high = gpu_low, gpu_high
-        layer_formula = (
-            f"offload: the layer being copied out and the next one, 1–2 × {fmt_count(full_b)} B"
-        )
+
+        def layer_formula() -> str:
+            return (
+                f"offload: the layer being copied out and the next one, 1–2 × {fmt_count(full_b)} B"
+            )
     else:
         one = sl.one_bytes
         total = fly.times(one)
         layer_total_low, layer_total_high = activation_band(plan, total)
-        layer_formula = (
-            sl.description
-            + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
-            f"{fmt_count(total)} B; × activation band" + packing_formula(plan)
-        )
+
+        def layer_formula() -> str:
+            return (
+                sl.describe(g)
+                + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
+                f"{fmt_count(total)} B; × activation band" + packing_formula(plan)
+            )
+
     rows.append(
         make_row(
             id="hbm.activations.saved.layers",
@@ -225,9 +235,11 @@ def _in_flight_rows(
                 group="activations",
                 low=casts,
                 high=casts,
-                formula=f"{n_plain} layers × {fmt_count(per_layer)} B"
-                + (f" + lm_head {fmt_count(head)} B" if last else "")
-                + f", × {fly.num}/{fly.den} in flight = {fmt_count(casts)} B",
+                formula=lambda: (
+                    f"{n_plain} layers × {fmt_count(per_layer)} B"
+                    + (f" + lm_head {fmt_count(head)} B" if last else "")
+                    + f", × {fly.num}/{fly.den} in flight = {fmt_count(casts)} B"
+                ),
                 source="torch-autocast",
                 phases=FORWARD_BACKWARD,
                 backward=UNTIL_LAYERS_FREE,
@@ -250,7 +262,11 @@ def _profile_source(plan: Plan) -> str:
 
 
 def _once_row(
-    plan: Plan, whole: int, parts: list[tuple[str, int]], which: str, moments: frozenset[Moment]
+    plan: Plan,
+    whole: int,
+    parts: list[tuple[Formula, int]],
+    which: str,
+    moments: frozenset[Moment],
 ) -> Row:
     """Tensors saved once per micro-batch: ``other`` (rotary, checkpoint positions) stay
     until the layers' backward is done; ``head`` (final norm, lm_head input, soft-capped
@@ -270,18 +286,20 @@ def _once_row(
         group="activations",
         low=whole * total,
         high=whole * total,
-        formula=" + ".join(f"{k} {fmt_count(b)}" for k, b in parts)
-        + f" = {fmt_count(total)} B × {whole} in flight",
+        formula=lambda: (
+            " + ".join(f"{text(k)} {fmt_count(b)}" for k, b in parts)
+            + f" = {fmt_count(total)} B × {whole} in flight"
+        ),
         source=_profile_source(plan),
         phases=FORWARD_BACKWARD,
         backward=moments,
     )
 
 
-def _other_terms(plan: Plan, g: Geometry, ckpt: bool) -> list[tuple[str, int]]:
+def _other_terms(plan: Plan, g: Geometry, ckpt: bool) -> list[tuple[Formula, int]]:
     """Tensors every layer's backward reads, saved once per micro-batch."""
     arch, gran = plan.model.architecture, g.granularity
-    out: list[tuple[str, int]] = []
+    out: list[tuple[Formula, int]] = []
     if plan.runtime.activation_profile != "hf-transformers":
         return out
     if arch.position == "rotary":
@@ -303,19 +321,21 @@ def _other_terms(plan: Plan, g: Geometry, ckpt: bool) -> list[tuple[str, int]]:
     return out
 
 
-def _head_terms(plan: Plan, g: Geometry, tr: Trainability) -> list[tuple[str, int]]:
+def _head_terms(plan: Plan, g: Geometry, tr: Trainability) -> list[tuple[Formula, int]]:
     """The last stage's head: final norm and lm_head input, Gemma-2's soft-capped
     logits (``logits / cap`` → ``tanh`` keeps its output, T × V), the loss scalars."""
     gran = g.granularity
     if plan.runtime.activation_profile == "megatron":
         fin = mg.final_terms(g)
-        out = [(f"final norm ({terms_formula(fin, g)})", terms_bytes(fin, g))]
     else:
         fin = hf.final_norm_terms(context(plan, g, tr))
-        out = [(f"final norm ({terms_formula(fin, g)})", terms_bytes(fin, g))]
-        if traits_of(plan.model.architecture).final_softcap:
-            v = ceil_div(g.vocab, g.tp)
-            cap = round_up(g.tokens * v * g.compute_bytes, gran)
-            out.append((f"tanh of the soft-capped logits {g.tokens}·{v}·{g.compute_bytes}", cap))
+    out: list[tuple[Formula, int]] = [
+        (lambda: f"final norm ({terms_formula(fin, g)})", terms_bytes(fin, g))
+    ]
+    megatron = plan.runtime.activation_profile == "megatron"
+    if not megatron and traits_of(plan.model.architecture).final_softcap:
+        v = ceil_div(g.vocab, g.tp)
+        cap = round_up(g.tokens * v * g.compute_bytes, gran)
+        out.append((f"tanh of the soft-capped logits {g.tokens}·{v}·{g.compute_bytes}", cap))
     out.append((f"loss scalars {SCALAR_ALLOCS} × {gran}", SCALAR_ALLOCS * gran))
     return out

@@ -11,7 +11,7 @@ those whose index is a multiple of k (``modeling_utils._activation_checkpointing
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 from engine.ledger.activations import hf
@@ -54,7 +54,6 @@ class StageLayers:
     ckpt: tuple[Term, ...]
     ckpt_bytes: int
     largest: int  # the largest layer's saved set (recomputed in backward)
-    description: str = field(default="", compare=False)  # describe(g), set once built
 
     @property
     def n_plain(self) -> int:
@@ -136,9 +135,11 @@ def stage_layers(plan: Plan, stage: int) -> StageLayers:
     return counted_layers(plan, layer_walk(plan, stage))
 
 
+@lru_cache(maxsize=1024)
 def layer_walk(plan: Plan, stage: int) -> Walk:
     """The :data:`Walk` of the stage's layers: all a stage's :class:`StageLayers` reads
-    of the stage."""
+    of the stage. Cached on the plan too (a plan's hash is one slot read; the walk's
+    inputs hash field by field), as is :func:`counted_layers`."""
     arch, par = plan.model.architecture, plan.parallelism
     megatron = plan.runtime.activation_profile == "megatron"
     return _walk(
@@ -150,6 +151,7 @@ def layer_walk(plan: Plan, stage: int) -> Walk:
     )
 
 
+@lru_cache(maxsize=1024)
 def counted_layers(plan: Plan, walk: Walk) -> StageLayers:
     """The :class:`StageLayers` of a stage whose layers walk as ``walk``."""
     saved, n_ckpt, n_layers = walk
@@ -215,7 +217,7 @@ def _counted(
             LayerKind(name.strip() or "decoder", tuple(terms), terms_bytes(terms, g), n, is_moe)
         )
     ckpt = mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g)
-    counted = StageLayers(
+    return StageLayers(
         kinds=tuple(kinds),
         n_layers=n_layers,
         n_ckpt=n_ckpt,
@@ -223,7 +225,6 @@ def _counted(
         ckpt_bytes=terms_bytes(ckpt, g),
         largest=max(k.bytes for k in kinds),
     )
-    return replace(counted, description=counted.describe(g))
 
 
 def _megatron_terms(
