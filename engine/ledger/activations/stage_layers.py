@@ -11,7 +11,7 @@ those whose index is a multiple of k (``modeling_utils._activation_checkpointing
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from engine.ledger.activations import hf
@@ -201,21 +201,17 @@ def _counted(
     n_layers: int,
 ) -> StageLayers:
     """The stage's :class:`StageLayers` from its kinds (see :data:`Saved`)."""
-    c = _layer_context(g, tr, arch, attention, policy)
-    kinds: list[LayerKind] = []
-    for (is_moe, ing), n in saved:
-        if megatron:
-            terms = _megatron_terms(arch, attention, g, c.selective)
-        else:
-            terms = hf.layer_terms(
-                c, moe_layer=is_moe, dense_width=hf.dense_width(arch, g.tp), ing=ing
-            )
-        name = ("MoE" if is_moe else "dense" if arch.moe else "") + (
-            "" if ing else " first (frozen embedding)"
+    per_sequence = replace(g, micro_batch=1)
+    kinds = [
+        LayerKind(name, terms, terms_bytes(list(terms), g), n, is_moe)
+        for (name, terms, is_moe), (_, n) in zip(
+            layer_kind_terms(
+                arch, per_sequence, tr, megatron, attention, policy, tuple(k for k, _ in saved)
+            ),
+            saved,
+            strict=True,
         )
-        kinds.append(
-            LayerKind(name.strip() or "decoder", tuple(terms), terms_bytes(terms, g), n, is_moe)
-        )
+    ]
     ckpt = mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g)
     return StageLayers(
         kinds=tuple(kinds),
@@ -225,6 +221,37 @@ def _counted(
         ckpt_bytes=terms_bytes(ckpt, g),
         largest=max(k.bytes for k in kinds),
     )
+
+
+@lru_cache(maxsize=1024)
+def layer_kind_terms(
+    arch: ArchitectureSpec,
+    g: Geometry,
+    tr: Trainability,
+    megatron: bool,
+    attention: str,
+    policy: str,
+    kinds: tuple[tuple[bool, bool], ...],
+) -> tuple[tuple[str, tuple[Term, ...], bool], ...]:
+    """Each layer kind's (name, saved terms, is MoE), for kinds (is_moe, input needs a
+    gradient). A term is a width per token: none reads the micro-batch's size, so
+    :func:`_counted` asks with ``g`` at one sequence and plans differing only in the
+    micro-batch share the terms (``tests/engine/ledger/activations/
+    test_terms_per_sequence.py`` checks every profile's terms at other sizes)."""
+    c = _layer_context(g, tr, arch, attention, policy)
+    out = []
+    for is_moe, ing in kinds:
+        if megatron:
+            terms = _megatron_terms(arch, attention, g, c.selective)
+        else:
+            terms = hf.layer_terms(
+                c, moe_layer=is_moe, dense_width=hf.dense_width(arch, g.tp), ing=ing
+            )
+        name = ("MoE" if is_moe else "dense" if arch.moe else "") + (
+            "" if ing else " first (frozen embedding)"
+        )
+        out.append((name.strip() or "decoder", tuple(terms), is_moe))
+    return tuple(out)
 
 
 def _megatron_terms(
