@@ -112,7 +112,9 @@ def fixed_rows(
                 group="activations",
                 low=mask,
                 high=mask,
-                formula=f"{g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(mask)} B",
+                formula=lambda: (
+                    f"{g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(mask)} B"
+                ),
                 source="hf-transformers-llama",
                 phases=FORWARD,
             )
