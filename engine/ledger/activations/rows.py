@@ -17,22 +17,19 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from engine.ledger.activations import hf
-from engine.ledger.activations import megatron as mg
 from engine.ledger.activations.exchange import exchange_rows
 from engine.ledger.activations.geometry import (
     INT64,
     Geometry,
-    Trainability,
     geometry,
     terms_bytes,
     terms_formula,
-    trainability,
 )
 from engine.ledger.activations.inputs import input_rows
 from engine.ledger.activations.loss import labels_rows
 from engine.ledger.activations.packing import activation_band, packing_formula
 from engine.ledger.activations.schedule import InFlight, in_flight
-from engine.ledger.activations.stage_layers import StageLayers, context, stage_layers
+from engine.ledger.activations.stage_layers import StageLayers, final_norm_terms, stage_layers
 from engine.ledger.activations.traits import source_of, traits_of
 from engine.ledger.activations.working import working_rows
 from engine.ledger.placement import LocalTensor
@@ -154,7 +151,7 @@ def _in_flight_rows(
     placed: tuple[LocalTensor, ...],
 ) -> list[Row]:
     """The rows that scale with the micro-batches in flight on the stage."""
-    g, tr = geometry(plan), trainability(plan)
+    g = geometry(plan)
     policy = plan.method.recompute.policy
     full_b, n_ckpt, n_plain = sl.largest, sl.n_ckpt, sl.n_plain
     gran = g.granularity
@@ -251,7 +248,7 @@ def _in_flight_rows(
     other = _other_terms(plan, g, n_ckpt > 0)
     if other:
         rows.append(_once_row(plan, fly.whole, other, "other", UNTIL_LAYERS_FREE))
-    head_parts = _head_terms(plan, g, tr) if last else []
+    head_parts = _head_terms(plan, g) if last else []
     if head_parts:
         rows.append(_once_row(plan, fly.whole, head_parts, "head", AT_LOSS))
     return rows
@@ -323,14 +320,11 @@ def _other_terms(plan: Plan, g: Geometry, ckpt: bool) -> list[tuple[Formula, int
     return out
 
 
-def _head_terms(plan: Plan, g: Geometry, tr: Trainability) -> list[tuple[Formula, int]]:
+def _head_terms(plan: Plan, g: Geometry) -> list[tuple[Formula, int]]:
     """The last stage's head: final norm and lm_head input, Gemma-2's soft-capped
     logits (``logits / cap`` → ``tanh`` keeps its output, T × V), the loss scalars."""
     gran = g.granularity
-    if plan.runtime.activation_profile == "megatron":
-        fin = mg.final_terms(g)
-    else:
-        fin = hf.final_norm_terms(context(plan, g, tr))
+    fin = list(final_norm_terms(plan, g))
     out: list[tuple[Formula, int]] = [
         (lambda: f"final norm ({terms_formula(fin, g)})", terms_bytes(fin, g))
     ]

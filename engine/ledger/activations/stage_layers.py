@@ -254,6 +254,34 @@ def layer_kind_terms(
     return tuple(out)
 
 
+def final_norm_terms(plan: Plan, g: Geometry) -> tuple[Term, ...]:
+    """The last stage's final norm and lm_head input (its saved terms): widths per
+    token like the layers' (:func:`layer_kind_terms`), so built once per geometry at one
+    sequence and shared across micro-batch sizes."""
+    return _final_norm_terms(
+        plan.model.architecture,
+        replace(g, micro_batch=1),
+        trainability(plan),
+        plan.runtime.activation_profile == "megatron",
+        plan.runtime.attention,
+        plan.method.recompute.policy,
+    )
+
+
+@lru_cache(maxsize=256)
+def _final_norm_terms(
+    arch: ArchitectureSpec,
+    g: Geometry,
+    tr: Trainability,
+    megatron: bool,
+    attention: str,
+    policy: str,
+) -> tuple[Term, ...]:
+    if megatron:
+        return tuple(mg.final_terms(g))
+    return tuple(hf.final_norm_terms(_layer_context(g, tr, arch, attention, policy)))
+
+
 def _megatron_terms(
     arch: ArchitectureSpec, attention: str, g: Geometry, selective: bool
 ) -> list[Term]:

@@ -2,10 +2,10 @@
 ``engine.ledger.activations.stage_layers._counted`` builds them at one sequence and
 shares them across micro-batch sizes (the window's batch edits, the fit search). Every
 golden plan has a micro-batch of 1, so this is checked here: at micro-batches 2–8 the
-terms built from the plan's own geometry equal the shared ones, over presets (dense,
-MoE, MLA), both activation profiles, attention kernels, recompute policies, methods,
-TP with and without sequence parallelism and CP — and so do the stages' saved bytes and
-their description."""
+terms built from the plan's own geometry (the layers' and the final norm's) equal the
+shared ones, over presets (dense, MoE, MLA), both activation profiles, attention
+kernels, recompute policies, methods, TP with and without sequence parallelism and CP —
+and so do the stages' saved bytes and their description."""
 
 from __future__ import annotations
 
@@ -14,7 +14,12 @@ from hypothesis import strategies as st
 
 from engine.errors import PlanError
 from engine.ledger.activations.geometry import geometry, trainability
-from engine.ledger.activations.stage_layers import counted_layers, layer_kind_terms, layer_walk
+from engine.ledger.activations.stage_layers import (
+    _final_norm_terms,
+    counted_layers,
+    layer_kind_terms,
+    layer_walk,
+)
 from engine.plan import with_values
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
@@ -65,3 +70,5 @@ def test_layer_terms_do_not_read_the_micro_batch(
     sl = counted_layers(plan, walk)
     assert [(k.name, k.terms) for k in sl.kinds] == [(n, t) for n, t, _ in own]
     assert sl.describe(g) == counted_layers.__wrapped__(plan, walk).describe(g)
+    final = _final_norm_terms.__wrapped__
+    assert final(args[0], g, *args[1:]) == final(args[0], one, *args[1:])
