@@ -12,7 +12,7 @@ from typing import Literal
 
 from engine.errors import PlanError
 from engine.ledger.expert_padding import expert_padding_note
-from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers
+from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
 from engine.ledger.phases import Range as Range
 from engine.ledger.phases import timeline_of
 from engine.ledger.placement import layer_classes, stage_layer_ranges
@@ -150,13 +150,15 @@ def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
     rows, sums, (rt_low, rt_high), (fit_low, fit_high) = stage_rows(plan, stage)
     tl = timeline_of(sums)
     phases = tl.phases
-    peak_phase = max(PHASES, key=lambda ph: (phases[ph].high, phases[ph].low))
+    peak_phase = PHASES[0]  # the first phase with the largest (high, low)
+    for ph in PHASES[1:]:
+        if (phases[ph].high, phases[ph].low) > (phases[peak_phase].high, phases[peak_phase].low):
+            peak_phase = ph
     peak = phases[peak_phase]
-    reserves = {ph: memo.reserve(plan, phases[ph].low, phases[ph].high) for ph in PHASES}
+    reserves = {ph: memo.reserve(plan, r.low, r.high) for ph, r in phases.items()}
     rows.append(reserves[peak_phase])
     reserved = {
-        ph: Range(phases[ph].low + reserves[ph].low, phases[ph].high + reserves[ph].high)
-        for ph in PHASES
+        ph: Range(r.low + reserves[ph].low, r.high + reserves[ph].high) for ph, r in phases.items()
     }
     rpeak = reserved[peak_phase]
     return StageEstimate(
@@ -171,7 +173,7 @@ def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
         reserved_peak=rpeak,
         device_peak=Range(rpeak.low + rt_low, rpeak.high + rt_high),
         fit_peak=Range(rpeak.low + fit_low, rpeak.high + fit_high),
-        peak_moments=dict(tl.peak_moment),
+        peak_moments=tl.peak_moment,
         phase_reserves=reserves,
         accumulating=plan.batch.grad_accum > 1,
         keep_all_gathered=keeps_all_gathered(par),
@@ -271,10 +273,10 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
         next(s for s in stages if s.stage == heaviest).fit_peak, limit, capacity
     )
     nodes = node_ledgers(plan, communication=not decisive_only)
-    node_problems = nodes.problems()
-    if node_problems:
+    problems = node_problems(plan)
+    if problems:
         verdict = "does_not_fit"
-        reason = "; ".join([*node_problems, f"HBM: {reason}"])
+        reason = "; ".join([*problems, f"HBM: {reason}"])
     return Estimate(
         plan=original,
         world_size=plan.parallelism.world_size,

@@ -169,12 +169,23 @@ def get_value(plan: Plan, path: str) -> Any:
 
 
 def with_values(plan: Plan, changes: dict[str, Any]) -> Plan:
-    """A new Plan with the given dotted-path fields replaced, fully re-validated.
+    """A new Plan with the given dotted-path fields replaced, validated.
 
+    The sections a change touches are validated afresh from their values and the plan's
+    cross-section rules run on the whole; every other section is ``plan``'s own object
+    (frozen, validated when it was built — pydantic takes a model instance as it is). An
+    edit so validates only what it changes, and the engine's caches, which key on
+    sections, find the untouched ones already hashed and compare them by identity.
     Raises ``KeyError`` for an unknown path and ``pydantic.ValidationError`` for a bad
     value, so callers can name the field in their message.
     """
-    tree = plan.model_dump(mode="json")
+    touched = {path.split(".", 1)[0] for path in changes}
+    tree: dict[str, Any] = {
+        name: getattr(plan, name).model_dump(mode="json")
+        if name in touched
+        else getattr(plan, name)
+        for name in SECTION_ORDER
+    }
     for path, value in changes.items():
         _set_in(tree, path.split("."), value, path)
     return Plan.model_validate(tree)
@@ -221,7 +232,7 @@ def describe_validation_error(err: ValidationError, prefix: str = "") -> list[st
 
 
 @lru_cache(maxsize=1024)
-def _first_equal(section: Section) -> Section:
+def shared_section(section: Section) -> Section:
     """The first section seen equal to ``section`` (while it stays in this cache)."""
     return section
 
@@ -236,7 +247,7 @@ def with_shared_sections(plan: Plan) -> Plan:
     update: dict[str, Section] = {}
     for name in SECTION_ORDER:
         section = getattr(plan, name)
-        first = _first_equal(section)
+        first = shared_section(section)
         if first is not section:
             update[name] = first
     return plan.model_copy(update=update) if update else plan

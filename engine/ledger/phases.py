@@ -28,15 +28,16 @@ only sums them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from engine.ledger.row import MOMENTS, PHASES, Moment, Phase, Row
 
 
-@dataclass(frozen=True, slots=True)
-class Range:
-    """A low–high byte range (equal ends when exact)."""
+class Range(NamedTuple):
+    """A low–high byte range (equal ends when exact). A named tuple: as immutable as a
+    frozen dataclass and half the cost to build — every stage of every estimate builds
+    some thirty."""
 
     low: int
     high: int
@@ -46,8 +47,7 @@ class Range:
         return (self.low + self.high) // 2
 
 
-@dataclass(frozen=True, slots=True)
-class Timeline:
+class Timeline(NamedTuple):
     """Allocated bytes per moment and per phase (a phase spans its moments' largest low
     and largest high)."""
 
@@ -60,6 +60,8 @@ _PHASE_MOMENTS: tuple[tuple[Phase, tuple[int, ...]], ...] = tuple(
     (ph, tuple(i for i, (_m, p) in enumerate(MOMENTS) if p == ph)) for ph in PHASES
 )
 """Each phase and the positions of its moments in MOMENTS."""
+
+_MOMENT_NAMES: tuple[Moment, ...] = tuple(m for m, _ in MOMENTS)
 
 
 @lru_cache(maxsize=1024)
@@ -101,18 +103,28 @@ def add_sums(a: Sums, b: Sums) -> Sums:
 
 
 def timeline_of(sums: Sums) -> Timeline:
-    """The timeline of these moment sums: each phase's largest low and largest high."""
-    moments = {m: Range(low, high) for (m, _ph), (low, high) in zip(MOMENTS, sums, strict=True)}
+    """The timeline of these moment sums: each phase's largest low and largest high.
+
+    A phase of one moment shares that moment's range (they are immutable); every stage
+    of every estimate asks, so the loop is kept plain."""
+    ranges = [Range(low, high) for low, high in sums]
+    moments = dict(zip(_MOMENT_NAMES, ranges, strict=True))
     phases: dict[Phase, Range] = {}
     peak_moment: dict[Phase, Moment] = {}
     for ph, at in _PHASE_MOMENTS:
         best = at[0]  # the first moment with the largest (high, low)
-        for i in at[1:]:
-            if (sums[i][1], sums[i][0]) > (sums[best][1], sums[best][0]):
-                best = i
-        # The phase's peak is at least its largest low and at most its largest high.
-        phases[ph] = Range(max(sums[i][0] for i in at), sums[best][1])
-        peak_moment[ph] = MOMENTS[best][0]
+        if len(at) == 1:
+            phases[ph] = ranges[best]
+        else:
+            top = sums[best][0]
+            for i in at[1:]:
+                low, high = sums[i]
+                if (high, low) > (sums[best][1], sums[best][0]):
+                    best = i
+                top = max(top, low)
+            # The phase's peak is at least its largest low and at most its largest high.
+            phases[ph] = Range(top, sums[best][1])
+        peak_moment[ph] = _MOMENT_NAMES[best]
     return Timeline(moments, phases, peak_moment)
 
 

@@ -12,8 +12,9 @@ is live at, its part of a checkpoint, its role — set where the row is built, b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 Location = Literal["hbm", "host", "nvme", "checkpoint"]
 RowKind = Literal["persistent", "peak"]
@@ -133,6 +134,15 @@ def moments_in(
     )
 
 
+Formula = str | Callable[[], str]
+"""A row's formula: its text, or what writes it when first read (:attr:`Row.formula`)."""
+
+
+def text(formula: Formula) -> str:
+    """A formula's text (written now, when it is a function)."""
+    return formula if isinstance(formula, str) else formula()
+
+
 class Row(NamedTuple):
     """One named amount of memory. Build it with :func:`make_row`.
 
@@ -155,7 +165,7 @@ class Row(NamedTuple):
     group: str
     low: int
     high: int
-    formula: str
+    formula_src: Formula
     source: str
     phases: frozenset[Phase]
     moments: frozenset[Moment]
@@ -165,6 +175,31 @@ class Row(NamedTuple):
     checkpoint: CheckpointPart | None = None
     role: Role | None = None
     pinned: bool = False  # page-locked host memory (limited by ``ulimit -l``)
+
+    @property
+    def formula(self) -> str:
+        """The formula with the numbers substituted."""
+        return text(self.formula_src)
+
+    def _key(self) -> tuple[Any, ...]:
+        """The row's fields with the formula's text (what equality and pickling see)."""
+        return (*self[:_FORMULA], self.formula, *self[_FORMULA + 1 :])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Row):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __ne__(self, other: object) -> bool:
+        if not isinstance(other, Row):
+            return NotImplemented
+        return self._key() != other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __reduce__(self) -> tuple[type[Row], tuple[Any, ...]]:
+        return (Row, self._key())
 
     @property
     def exact(self) -> bool:
@@ -187,6 +222,9 @@ class Row(NamedTuple):
         return moment in self.moments or (accumulating and moment in self.accumulated_moments)
 
 
+_FORMULA = Row._fields.index("formula_src")
+
+
 def make_row(
     *,
     id: str,
@@ -197,7 +235,7 @@ def make_row(
     group: str,
     low: int,
     high: int,
-    formula: str,
+    formula: Formula,
     source: str,
     phases: frozenset[Phase] = ALL_PHASES,
     backward: frozenset[Moment] | None = None,
@@ -213,7 +251,9 @@ def make_row(
 
     ``moments`` default to every moment of ``phases``, narrowed within backward to
     ``backward`` when given (e.g. :data:`AT_LOSS`); pass ``moments`` only for a row whose
-    life does not follow its phases (gradients).
+    life does not follow its phases (gradients). ``formula``: the text, or a function
+    writing it when read (see :class:`Row`); such a function must read only values no
+    later code changes (bind them as arguments, never a loop variable).
     """
     if low < 0 or high < low:
         raise ValueError(f"row {id}: need 0 ≤ low ≤ high, got {low}, {high}")

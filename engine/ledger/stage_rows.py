@@ -33,8 +33,9 @@ from typing import NamedTuple
 
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import logits_rows
-from engine.ledger.activations.rows import activation_rows
+from engine.ledger.activations.rows import FixedRows, activation_rows, fixed_rows
 from engine.ledger.activations.schedule import in_flight
+from engine.ledger.activations.stage_layers import Walk, counted_layers, layer_walk
 from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
@@ -104,15 +105,33 @@ def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span]:
     )
 
 
-def _shared_stage(plan: Plan, stage: int) -> int:
-    """The stage whose shared rows stand for ``stage``'s (see the module docstring): the
-    first stage placing the same tensors — itself under DeepSpeed ZeRO-3, whose reuse
-    distance reads the layer range."""
+class _Make(NamedTuple):
+    """What a stage's rows read of the stage: its layers, their walk
+    (:func:`~engine.ledger.activations.stage_layers.layer_walk`), the stage whose
+    tensors it places (its representative), whether it is the last, and the stage whose
+    shared rows stand for its own (:func:`_makes`)."""
+
+    layers: range
+    walk: Walk
+    placing: int
+    last: bool
+    shared: int
+
+
+@lru_cache(maxsize=256)
+def _makes(plan: Plan) -> tuple[_Make, ...]:
+    """Every stage's :class:`_Make`, worked out once per plan (each stage of an estimate
+    would otherwise look up its range, walk and representative one by one). A stage's
+    shared rows are those of the first stage placing the same tensors — itself under
+    DeepSpeed ZeRO-3, whose reuse distance reads the layer range."""
     arch, par = plan.model.architecture, plan.parallelism
     rule = rule_of(par.strategy)
-    if rule.params and not rule.fsdp:
-        return stage
-    return representative_stages(arch, par)[stage]
+    own_range = rule.params and not rule.fsdp
+    ranges, reps = stage_layer_ranges(arch, par), representative_stages(arch, par)
+    return tuple(
+        _Make(ranges[s], layer_walk(plan, s), reps[s], s == par.pp - 1, s if own_range else reps[s])
+        for s in range(par.pp)
+    )
 
 
 @lru_cache(maxsize=1024)
@@ -147,12 +166,21 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
 
 def _own_rows(plan: Plan, stage: int) -> list[Row]:
     """The stage's activation rows (and the last stage's logits)."""
-    par = plan.parallelism
-    layers = stage_layer_ranges(plan.model.architecture, par)[stage]
-    rows = activation_rows(plan, stage, len(layers), stage_placed(plan, stage))
-    if stage == par.pp - 1:
+    mk = _makes(plan)[stage]
+    fixed = _fixed(plan, mk.walk, mk.placing, mk.last)
+    rows = activation_rows(plan, stage, len(mk.layers), stage_placed(plan, mk.placing), fixed)
+    if mk.last:
         rows += logits_rows(plan, geometry(plan), in_flight(plan, stage))
     return rows
+
+
+@lru_cache(maxsize=1024)
+def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> FixedRows:
+    """The :func:`fixed_rows` of a stage whose layers walk as ``walk`` and which places
+    the tensors of stage ``placing`` (its representative): built from exactly these, so
+    the stages of one make-up (DeepSeek-V3's middle stages) share them, whatever their
+    micro-batches in flight."""
+    return fixed_rows(plan, counted_layers(plan, walk), last, stage_placed(plan, placing))
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +215,7 @@ def stage_rows(plan: Plan, stage: int) -> StageRows:
     allocated moment sums and runtime sums."""
     own = _own(plan, stage)
     # Activation rows never hold gradients; if one ever does, the shared rows must see it.
-    shared = _shared(shape_free(plan), _shared_stage(plan, stage), own.grads)
+    shared = _shared(shape_free(plan), _makes(plan)[stage].shared, own.grads)
     return StageRows(
         [*shared.head, *own.rows, *shared.tail],
         add_sums(shared.sums, own.sums),
@@ -201,5 +229,5 @@ def shared_sums(plan: Plan, stage: int) -> tuple[Sums, Span]:
     shared rows in the resolved ``plan``, exactly as :func:`stage_rows` adds them: the
     layout search's low bound (:mod:`engine.layout.low_bound`) needs them exactly and
     bounds the activation rows from below."""
-    shared = _shared(shape_free(plan), _shared_stage(plan, stage), False)
+    shared = _shared(shape_free(plan), _makes(plan)[stage].shared, False)
     return shared.sums, shared.inside

@@ -22,16 +22,28 @@ class Section(BaseModel):
     without copies; ``extra="forbid"`` so a typo in a file is reported, not ignored.
     """
 
+    __slots__ = ("_field_hash",)
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
     def __hash__(self) -> int:
-        """The hash of the section's fields, worked out once per object: the engine's
-        ``functools`` caches key on plans and sections, and pydantic's own hash walks
-        every nested model on each lookup (≈40 plan lookups per estimate)."""
-        return memo_hash(self)
+        """The hash of the section's fields, worked out once per object and kept in a
+        slot of its own: the engine's ``functools`` caches key on plans and sections
+        (hundreds of lookups per estimate), and pydantic's own hash walks every nested
+        model on each. The slot is outside the fields: ``model_copy``, pickling and
+        equality never see it, so a copy with a field changed hashes afresh."""
+        try:
+            return _HASH_SLOT.__get__(self)  # type: ignore[no-any-return]
+        except AttributeError:  # not hashed yet (read the slot itself: no __getattr__)
+            value = hash((type(self), *self.__dict__.values()))
+            _HASH_SLOT.__set__(self, value)
+            return value
 
     def __eq__(self, other: object) -> bool:
         return fields_equal(self, other)
+
+
+_HASH_SLOT: Final[Any] = Section.__dict__["_field_hash"]
+"""The slot holding a section's field hash, read and set through its descriptor."""
 
 
 def fields_equal(obj: BaseModel, other: object) -> bool:
@@ -51,9 +63,11 @@ _hash_memo: dict[int, tuple[weakref.ref[BaseModel], int]] = {}
 
 
 def memo_hash(obj: BaseModel) -> int:
-    """``obj``'s field hash, kept while it lives: keyed by ``id`` and checked against a
-    weak reference, so a reused id never answers for another object. A frozen model's
-    fields never change, and ``model_copy`` makes a new object with its own entry."""
+    """``obj``'s field hash, kept while it lives, for frozen models that are not
+    sections (a section keeps its own, :meth:`Section.__hash__`): keyed by ``id`` and
+    checked against a weak reference, so a reused id never answers for another object.
+    A frozen model's fields never change, and ``model_copy`` makes a new object with
+    its own entry."""
     key = id(obj)
     got = _hash_memo.get(key)
     if got is not None and got[0]() is obj:

@@ -6,22 +6,7 @@ came from, so the engine computes with concrete values and the window can badge 
 one "from stack X". Changing the stack re-derives every field still at ``auto``; a value
 the user set is never touched. Every consumer of a plan's numbers — ``estimate()``,
 exports, applicability, what-if — asks this function, so none of them can disagree.
-
-The rules follow the frameworks' code (file + function in each source key):
-
-- precision: DeepSpeed ``bf16.enabled`` casts the module to bf16 and keeps the fp32
-  master in the ZeRO optimizer; Megatron-Core ``--bf16`` the same with fp32 main grads;
-  FSDP's MixedPrecision keeps fp32 parameters (accelerate upcasts trainable ones); the
-  HF Trainer without FSDP trains in the dtype the model was loaded in (transformers 5
-  loads ``dtype="auto"``: bf16 for Llama), and peft keeps adapters fp32.
-- gradients: DeepSpeed's follow the model dtype (``get_data_types``), Megatron's main
-  grads are fp32, FSDP reduces in ``reduce_dtype`` (fp32 in torchtitan and the measured
-  script, the mixed-precision dtype in accelerate).
-- optimizer step: fused everywhere but a plain script (torch.optim's foreach default).
-- recomputation: peft's ``prepare_model_for_kbit_training`` turns checkpointing on;
-  torchtitan's default is SelectiveAC.
-- model load: zero.Init under ZeRO-3, a full copy per rank under ZeRO-1/2 and the HF
-  Trainer (``from_pretrained`` on every rank), meta-device construction otherwise.
+The rules themselves are in :mod:`engine.stacks.stack_rules`.
 """
 
 from __future__ import annotations
@@ -31,14 +16,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
-from engine.plan import Plan, with_shared_sections
+from engine.plan import SECTION_ORDER, Plan, shared_section, with_shared_sections
 from engine.sections.base import ByteRange, Section
+from engine.sections.method import BatchSection
 from engine.sections.stack import ConcreteStack
-from engine.stacks.accelerators import nccl_band
 from engine.stacks.catalog import concrete_stack, stack_info
-from engine.stacks.families import StrategyRule, rule_of
+from engine.stacks.families import rule_of
+from engine.stacks.stack_rules import RULES, Context
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,251 +40,6 @@ class Derived:
     def badge(self) -> str:
         """What the window shows beside the field."""
         return f"from stack {self.stack}: {self.why}"
-
-
-@dataclass(frozen=True, slots=True)
-class Context:
-    """What a default may depend on: the stack, the strategy and the method."""
-
-    stack: ConcreteStack
-    rule: StrategyRule
-    plan: Plan
-
-    @property
-    def kind(self) -> str:
-        return self.plan.method.kind
-
-    @property
-    def compute(self) -> str:
-        return self.plan.method.precision.compute_dtype
-
-
-Choice = tuple[Any, str, str]
-"""(value, why, source key)."""
-
-
-def _policy(c: Context) -> Choice:
-    if c.stack == "megatron_core":
-        return "amp_master", "--bf16: bf16 params, fp32 master in the optimizer", "megatron-bf16"
-    if c.rule.family == "deepspeed":
-        return (
-            "amp_master",
-            "bf16.enabled casts the module to bf16; the ZeRO optimizer keeps the fp32 master",
-            "deepspeed-bf16",
-        )
-    if c.stack == "hf_trainer":
-        return _hf_policy(c)
-    if c.stack == "torchtitan":
-        return (
-            "autocast",
-            "fp32 parameters; FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16) or autocast",
-            "stack-torchtitan",
-        )
-    return "autocast", "fp32 parameters, compute cast to the compute dtype", "stack-pytorch"
-
-
-def _hf_policy(c: Context) -> Choice:
-    """The HF Trainer trains in the dtype from_pretrained loaded (transformers 5:
-    ``dtype="auto"``, bf16 for Llama) unless accelerate's FSDP path upcasts the trainable
-    parameters to fp32, or peft's kbit preparation upcasts the non-4-bit ones."""
-    if c.kind == "qlora":
-        return (
-            "autocast",
-            "prepare_model_for_kbit_training upcasts non-4-bit parameters to fp32; "
-            "the Trainer's bf16 runs torch.autocast",
-            "peft-kbit",
-        )
-    if c.kind == "lora":
-        return (
-            "pure_16bit",
-            "the base stays in the bf16 it was loaded in; peft keeps the adapters fp32",
-            "stack-hf-trainer",
-        )
-    if c.rule.fsdp:
-        return (
-            "autocast",
-            "accelerate upcasts trainable parameters to fp32 under mixed precision",
-            "stack-hf-trainer",
-        )
-    return (
-        "pure_16bit",
-        "from_pretrained loads bf16 (dtype='auto'); outside FSDP nothing upcasts it",
-        "stack-hf-trainer",
-    )
-
-
-def _grad_dtype(c: Context) -> Choice:
-    if c.stack == "megatron_core":
-        return (
-            "fp32",
-            "--bf16 forces fp32 main grads (accumulate_allreduce_grads_in_fp32)",
-            "megatron-bf16",
-        )
-    if c.rule.family == "deepspeed":
-        return (
-            c.compute,
-            "gradients take the model dtype unless data_types.grad_accum_dtype is set",
-            "deepspeed-bf16",
-        )
-    if c.stack == "hf_trainer":
-        return (
-            c.compute,
-            "accelerate's MixedPrecisionPolicy reduces in the mixed-precision dtype",
-            "stack-hf-trainer",
-        )
-    if c.stack == "torchtitan":
-        return "fp32", "mixed_precision_reduce float32", "stack-torchtitan"
-    return "fp32", "FSDP reduce_dtype fp32", "stack-pytorch"
-
-
-def _implementation(c: Context) -> Choice:
-    adam = c.plan.method.optimizer.name == "adamw"
-    if c.stack == "pytorch" and c.rule.fsdp and c.plan.offload.params != "none":
-        return (
-            "for_loop",
-            "the offloaded step runs on the CPU, where torch.optim's default is the for-loop "
-            "(foreach only when every tensor is on CUDA)",
-            "torch-adamw",
-        )
-    if c.stack == "megatron_core":
-        return "fused", "TE / Apex FusedAdam (and FusedSGD) update in place", "megatron-fused-adam"
-    if c.stack == "torchtitan":
-        return "fused", "optimizer implementation 'fused' by default", "stack-torchtitan"
-    if adam and c.rule.family == "deepspeed":
-        return (
-            "fused",
-            "FusedAdam (DeepSpeedCPUAdam with ZeRO-Offload), or the HF Trainer's fused AdamW",
-            "stack-deepspeed",
-        )
-    if adam and c.stack == "hf_trainer":
-        return "fused", "optim defaults to adamw_torch_fused (torch ≥ 2.8)", "stack-hf-trainer"
-    return "foreach", "torch.optim's default for CUDA tensors", "torch-adamw"
-
-
-def _recompute(c: Context) -> Choice:
-    if c.kind == "qlora" and stack_info(c.stack).peft:
-        return (
-            "full",
-            "prepare_model_for_kbit_training(use_gradient_checkpointing=True) checkpoints "
-            "every decoder layer",
-            "peft-kbit",
-        )
-    if c.stack == "torchtitan":
-        return (
-            "selective",
-            "SelectiveAC (per-op: SDPA outputs and every second matmul kept), modelled by "
-            "the nearest policy, selective",
-            "stack-torchtitan",
-        )
-    return "none", "no activation checkpointing by default", stack_info(c.stack).source
-
-
-def _model_init(c: Context) -> Choice:
-    if c.rule.family == "deepspeed" and c.rule.zero_stage == 3:
-        return (
-            "zero_init",
-            "ZeRO-3 builds the model under deepspeed.zero.Init (accelerate zero3_init_flag, "
-            "HfDeepSpeedConfig in from_pretrained)",
-            "deepspeed-model-load",
-        )
-    if c.rule.family == "deepspeed" or (c.stack == "hf_trainer" and c.kind != "qlora"):
-        return (
-            "full_copy_per_rank",
-            "from_pretrained materialises the whole model on every rank's host "
-            "(no zero.Init below ZeRO-3; accelerate cpu_ram_efficient_loading False)",
-            "deepspeed-model-load",
-        )
-    if c.kind == "qlora":
-        return (
-            "meta",
-            "a quantized from_pretrained loads tensor by tensor onto its device",
-            "peft-kbit",
-        )
-    if c.stack == "torchtitan":
-        return (
-            "meta",
-            "the model is built on the meta device, then loaded sharded",
-            ("stack-torchtitan"),
-        )
-    if c.stack == "megatron_core":
-        return (
-            "meta",
-            "each rank builds its own TP / PP shard and loads it",
-            ("stack-megatron-core"),
-        )
-    return "meta", "meta-device construction, sharded load", "stack-pytorch"
-
-
-def _profile(c: Context) -> Choice:
-    if c.stack == "megatron_core":
-        return "megatron", "Megatron-Core's own GPT model", "stack-megatron-core"
-    return "hf-transformers", "HF transformers modelling code", "hf-transformers-llama"
-
-
-def _tp_style(c: Context) -> Choice:
-    if c.stack in ("megatron_core", "torchtitan"):
-        return (
-            "vocab_parallel",
-            "VocabParallelEmbedding and vocab-parallel cross-entropy (loss_parallel)",
-            "megatron-vocab-parallel" if c.stack == "megatron_core" else "stack-torchtitan",
-        )
-    return (
-        "replicated_embedding",
-        "transformers tp_plan: lm_head colwise_rep (gathered logits), embedding whole",
-        "hf-tp-plan",
-    )
-
-
-def _expert_storage(c: Context) -> Choice:
-    if c.stack == "megatron_core":
-        return (
-            "per_expert",
-            "TEGroupedMLP holds one weight per local expert (linear_fc1.weight0, weight1, …)",
-            "megatron-grouped-mlp",
-        )
-    if c.stack == "torchtitan":
-        return (
-            "stacked",
-            "GroupedExperts holds w1, w2, w3 as (experts, …) parameters",
-            "torchtitan-grouped-experts",
-        )
-    return (
-        "fused_gate_up",
-        "transformers 5 <Family>Experts: gate_up_proj (E, 2I, h) and down_proj (E, h, I)",
-        "hf-fused-experts",
-    )
-
-
-def _nccl(c: Context) -> Choice:
-    band = nccl_band(c.plan.hardware.accelerator)
-    return {"low": band.low, "high": band.high}, band.why, band.source
-
-
-def _overlap_comm(c: Context) -> Choice:
-    stage3 = c.rule.zero_stage == 3 and c.rule.family == "deepspeed"
-    return stage3, "overlap_comm defaults to True for stage 3 only", "deepspeed-zero-config"
-
-
-Rule = tuple[str, Any, Callable[[Context], Choice]]
-"""(field path, the value that means "the stack's", the rule giving the stack's value)."""
-
-RULES: tuple[Rule, ...] = (
-    ("method.precision.policy", "auto", _policy),
-    ("method.precision.grad_dtype", "auto", _grad_dtype),
-    ("method.optimizer.implementation", "auto", _implementation),
-    ("method.recompute.policy", "auto", _recompute),
-    ("host.model_init", "auto", _model_init),
-    ("runtime.activation_profile", "auto", _profile),
-    ("parallelism.tp_style", "auto", _tp_style),
-    ("model.architecture.moe.expert_storage", "auto", _expert_storage),
-    ("runtime.nccl_bytes_per_communicator", None, _nccl),
-    ("parallelism.knobs.ds_overlap_comm", None, _overlap_comm),
-)
-"""Every field a stack decides. A field is resolved only while it holds its ``auto``
-value, so what the user set always wins; one under a section the plan does not have (the
-experts' storage of a dense model) is not resolved."""
-
-STACK_FIELDS: frozenset[str] = frozenset(path for path, _, _ in RULES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,7 +71,34 @@ def _replace(node: Section, updates: dict[str, Any]) -> Section:
 @lru_cache(maxsize=1024)
 def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
     """The plan with every ``auto`` field replaced by its stack's default (cached: views
-    and the layout search resolve the same plans again and again)."""
+    and the layout search resolve the same plans again and again).
+
+    No rule reads the batch, so the rules run once per plan *without* it — on the plan
+    with :data:`FIXED_BATCH` in its place, cached on the other sections — and the plan's
+    own batch goes back in: plans that differ only in the batch (the window's batch
+    edits, a fit search over micro-batch sizes) resolve in one copy. Run on that plan,
+    not merely keyed on it, a rule that did read the batch would be wrong at once, in
+    every golden plan, not only on a cache hit."""
+    r = _batchless(tuple(getattr(plan, name) for name in _NOT_BATCH))
+    batch = shared_section(plan.batch)
+    if batch is r.plan.batch:
+        return r
+    return ResolvedPlan(r.plan.model_copy(update={"batch": batch}), r.stack, r.derived)
+
+
+FIXED_BATCH: Final[BatchSection] = BatchSection()
+"""The batch the stack's rules see (any would do: they never read it)."""
+
+_NOT_BATCH: Final[tuple[str, ...]] = tuple(n for n in SECTION_ORDER if n != "batch")
+
+
+@lru_cache(maxsize=1024)
+def _batchless(sections: tuple[Section, ...]) -> ResolvedPlan:
+    """:func:`resolve_stack_defaults` of the plan of these sections (every one but the
+    batch, in :data:`_NOT_BATCH` order) with :data:`FIXED_BATCH`. Built without
+    validation: the sections come from a validated plan, and only the rules read it."""
+    fields: dict[str, Any] = dict(zip(_NOT_BATCH, sections, strict=True))
+    plan = Plan.model_construct(**fields, batch=FIXED_BATCH)
     stack = concrete_stack(plan.stack.name, plan.parallelism.strategy, plan.method.kind)
     ctx = Context(stack, rule_of(plan.parallelism.strategy), plan)
     derived: dict[str, Derived] = {}
@@ -385,10 +153,16 @@ def unresolved_fields(plan: Plan) -> list[str]:
 
 def require_resolved(plan: Plan) -> None:
     """Refuse a plan whose stack-decided fields were not resolved: a ledger function
-    reading ``auto`` would silently compute some other stack's numbers."""
-    left = unresolved_fields(plan)
+    reading ``auto`` would silently compute some other stack's numbers. Cached (a
+    plan's fields never change, and every estimate asks twice); a refusal raises anew."""
+    left = _unresolved(plan)
     if left:
         raise ValueError(
             f"{', '.join(left)} left at auto reached the ledger: pass "
             "engine.stacks.defaults.resolved(plan)"
         )
+
+
+@lru_cache(maxsize=256)
+def _unresolved(plan: Plan) -> tuple[str, ...]:
+    return tuple(unresolved_fields(plan))

@@ -1,6 +1,7 @@
-"""Sections (and plans) keep their field hash per object (engine.sections.base): equal
-content hashes equally, a copy with one field changed is a new object with its own hash,
-and a dead object's entry goes away (a reused id never answers for another object)."""
+"""Sections (and plans) keep their field hash per object, in a slot of their own
+(engine.sections.base): equal content hashes equally, a copy with one field changed is a
+new object with its own hash. Architecture specs keep theirs in a memo whose dead
+objects' entries go away (a reused id never answers for another object)."""
 
 from __future__ import annotations
 
@@ -26,11 +27,24 @@ def test_hash_follows_content(a: int, b: int) -> None:
     assert copied == y and hash(copied) == hash(y)
 
 
+def test_a_copy_hashes_its_own_fields() -> None:
+    """The slot is outside the fields: a copy with another batch does not inherit the
+    original's hash (it would then share its cache entries), and equal content still
+    hashes equally."""
+    plan = default_plan()
+    batch = plan.batch.model_copy(update={"micro_batch": plan.batch.micro_batch + 1})
+    hash(plan), hash(plan.batch)
+    other = plan.model_copy(update={"batch": batch})
+    assert hash(other.batch) != hash(plan.batch) and other != plan
+    assert hash(other) == hash(with_values(plan, {"batch.micro_batch": batch.micro_batch}))
+    assert "_field_hash" not in plan.__dict__ and plan.model_dump() == default_plan().model_dump()
+
+
 def test_dead_objects_leave_the_memo() -> None:
     gc.collect()
     before = len(base._hash_memo)
     plans: list[Plan] = [
-        with_values(default_plan(), {"batch.seq_len": 1024 + i}) for i in range(20)
+        with_values(default_plan(), {"model.architecture.layers": 2 + i}) for i in range(20)
     ]
     for p in plans:
         hash(p)

@@ -62,9 +62,11 @@ def cp_kv_row(plan: Plan, g: Geometry) -> Row | None:
         group="activations",
         low=low,
         high=high,
-        formula=f"one chunk {g.tokens}·{g.kv_local}·({g.head_dim} + {g.v_dim})·"
-        f"{g.compute_bytes} = {fmt_count(chunk)} B; {how} = {fmt_count(low)}–"
-        f"{fmt_count(high)} B while one layer's attention runs",
+        formula=lambda: (
+            f"one chunk {g.tokens}·{g.kv_local}·({g.head_dim} + {g.v_dim})·"
+            f"{g.compute_bytes} = {fmt_count(chunk)} B; {how} = {fmt_count(low)}–"
+            f"{fmt_count(high)} B while one layer's attention runs"
+        ),
         source=source,
         phases=FORWARD_BACKWARD,
         backward=IN_LAYERS,
@@ -92,15 +94,17 @@ def ep_dispatch_row(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) ->
         group="activations",
         low=send + recv_low,
         high=send + recv_high,
-        formula=f"send {g.seq_tokens} tokens × top-{moe.top_k} · {g.hidden} · "
-        f"{g.compute_bytes} = {fmt_count(send)} B; receive the same"
-        + (f" × expert TP {etp}" if etp > 1 else "")
-        + (
-            f", up to × capacity factor {moe.capacity_factor:g}"
-            if moe.capacity_factor > 1
-            else " (balanced routing)"
-        )
-        + f" = {fmt_count(recv_low)}–{fmt_count(recv_high)} B, while one MoE layer runs",
+        formula=lambda: (
+            f"send {g.seq_tokens} tokens × top-{moe.top_k} · {g.hidden} · "
+            f"{g.compute_bytes} = {fmt_count(send)} B; receive the same"
+            + (f" × expert TP {etp}" if etp > 1 else "")
+            + (
+                f", up to × capacity factor {moe.capacity_factor:g}"
+                if moe.capacity_factor > 1
+                else " (balanced routing)"
+            )
+            + f" = {fmt_count(recv_low)}–{fmt_count(recv_high)} B, while one MoE layer runs"
+        ),
         source="megatron-moe-alltoall",
         phases=FORWARD_BACKWARD,
         backward=IN_LAYERS,

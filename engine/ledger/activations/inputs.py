@@ -26,7 +26,7 @@ def input_rows(plan: Plan, g: Geometry, last: bool) -> list[Row]:
             group="inputs",
             low=n_in * ids,
             high=n_in * ids,
-            formula=f"{n_in} × int64 {g.micro_batch}·{g.seq}·8 = {fmt_count(n_in * ids)} B",
+            formula=lambda: f"{n_in} × int64 {g.micro_batch}·{g.seq}·8 = {fmt_count(n_in * ids)} B",
             source="hf-transformers-llama",
         )
     ]
@@ -52,8 +52,10 @@ def input_rows(plan: Plan, g: Geometry, last: bool) -> list[Row]:
                 group="buffers",
                 low=n,
                 high=n,
-                formula=" + ".join(f"{k} {fmt_count(b)}" for k, b in parts)
-                + f", each rounded to {gran} = {fmt_count(n)} B",
+                formula=lambda: (
+                    " + ".join(f"{k} {fmt_count(b)}" for k, b in parts)
+                    + f", each rounded to {gran} = {fmt_count(n)} B"
+                ),
                 source=source_of(arch),
             )
         )

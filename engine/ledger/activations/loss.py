@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, trainability
 from engine.ledger.activations.schedule import InFlight
-from engine.ledger.row import AT_LOSS, BACKWARD, FORWARD, FORWARD_BACKWARD, Row, make_row
+from engine.ledger.row import AT_LOSS, BACKWARD, FORWARD, FORWARD_BACKWARD, Formula, Row, make_row
 from engine.plan import Plan
 from engine.units import fmt_count, round_up
 
@@ -56,8 +56,13 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
             fwd_parts.append((f"padded labels {g.micro_batch}·{g.seq + 1}·8", pad))
         n_bwd = 1 if megatron else 2
         bwd = n_bwd * alloc(t, lp_bytes)
-        bwd_formula = (
-            f"grad of log-probs and of logits {n_bwd} × {tv}·{lp_bytes} = {fmt_count(bwd)} B"
+        bwd_formula: Formula = (
+            (
+                lambda: (
+                    f"grad of log-probs and of logits {n_bwd} × {tv}·{lp_bytes} = "
+                    f"{fmt_count(bwd)} B"
+                )
+            )
             if not megatron
             else f"softmax grad computed in place; the 16-bit cast {tv}·{lp_bytes}"
         )
@@ -71,8 +76,9 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
                 group="logits",
                 low=saved,
                 high=saved,
-                formula=f"{tv}·{lp_bytes} = {fmt_count(alloc(t, lp_bytes))} B "
-                f"× {fly.whole} in flight",
+                formula=lambda: (
+                    f"{tv}·{lp_bytes} = {fmt_count(alloc(t, lp_bytes))} B × {fly.whole} in flight"
+                ),
                 source=src,
                 phases=FORWARD_BACKWARD,
                 backward=AT_LOSS,
@@ -94,7 +100,9 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
                     group="logits",
                     low=fly.whole * kept,
                     high=fly.whole * kept,
-                    formula=f"{t}·{g.hidden}·{c} + fp32 {v}·{g.hidden}·4 = {fmt_count(kept)} B",
+                    formula=lambda: (
+                        f"{t}·{g.hidden}·{c} + fp32 {v}·{g.hidden}·4 = {fmt_count(kept)} B"
+                    ),
                     source="liger-fused-linear-ce",
                     phases=FORWARD_BACKWARD,
                     backward=AT_LOSS,
@@ -116,8 +124,9 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
             group="logits",
             low=fwd,
             high=fwd,
-            formula=" + ".join(f"{k} {fmt_count(n)}" for k, n in fwd_parts)
-            + f" = {fmt_count(fwd)} B",
+            formula=lambda: (
+                " + ".join(f"{k} {fmt_count(n)}" for k, n in fwd_parts) + f" = {fmt_count(fwd)} B"
+            ),
             source=src,
             phases=FORWARD,
         )
@@ -163,7 +172,7 @@ def labels_rows(plan: Plan, g: Geometry, last: bool, fly: InFlight) -> list[Row]
             group="activations",
             low=lab,
             high=lab,
-            formula=f"int64 {n}·8 = {fmt_count(lab)} B × {fly.whole} in flight",
+            formula=lambda: f"int64 {n}·8 = {fmt_count(lab)} B × {fly.whole} in flight",
             source="hf-causal-lm-loss",
             phases=FORWARD,
         )

@@ -14,24 +14,22 @@ multiplied, never looped over tokens or layers. The batch itself is in
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from engine.ledger.activations import hf
-from engine.ledger.activations import megatron as mg
 from engine.ledger.activations.exchange import exchange_rows
 from engine.ledger.activations.geometry import (
     INT64,
     Geometry,
-    Trainability,
     geometry,
     terms_bytes,
     terms_formula,
-    trainability,
 )
 from engine.ledger.activations.inputs import input_rows
 from engine.ledger.activations.loss import labels_rows
 from engine.ledger.activations.packing import activation_band, packing_formula
-from engine.ledger.activations.schedule import in_flight
-from engine.ledger.activations.stage_layers import context, stage_layers
+from engine.ledger.activations.schedule import InFlight, in_flight
+from engine.ledger.activations.stage_layers import StageLayers, final_norm_terms, stage_layers
 from engine.ledger.activations.traits import source_of, traits_of
 from engine.ledger.activations.working import working_rows
 from engine.ledger.placement import LocalTensor
@@ -40,9 +38,11 @@ from engine.ledger.row import (
     FORWARD,
     FORWARD_BACKWARD,
     UNTIL_LAYERS_FREE,
+    Formula,
     Moment,
     Row,
     make_row,
+    text,
 )
 from engine.ledger.states.quantized import is_quantized
 from engine.plan import Plan
@@ -76,16 +76,83 @@ def _weight_casts(
     return layers, head
 
 
+class FixedRows(NamedTuple):
+    """A stage's activation rows that do not depend on the micro-batches in flight there
+    (the backward working set, the CP / EP exchange buffers, the input batch and
+    buffers; the eager mask after the loss's rows): the same for every stage of the same
+    layers and placed tensors, so :mod:`engine.ledger.stage_rows` builds them once."""
+
+    layers: StageLayers
+    held: list[Row]
+    tail: list[Row]
+
+
+def fixed_rows(
+    plan: Plan, sl: StageLayers, last: bool, placed: tuple[LocalTensor, ...]
+) -> FixedRows:
+    """:class:`FixedRows` of a stage of layers ``sl`` placing ``placed``."""
+    g = geometry(plan)
+    held = working_rows(plan, sl)
+    if sl.n_layers:
+        held += exchange_rows(plan, g, placed)
+    held += input_rows(plan, g, last)
+    tail: list[Row] = []
+    if plan.runtime.attention == "eager":
+        mask = round_up(g.micro_batch * g.seq * g.seq * g.compute_bytes, g.granularity)
+        tail.append(
+            make_row(
+                id="hbm.activations.forward.mask",
+                state="activations",
+                label="Eager attention causal mask (b × 1 × s × s)",
+                location="hbm",
+                kind="peak",
+                group="activations",
+                low=mask,
+                high=mask,
+                formula=lambda: (
+                    f"{g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(mask)} B"
+                ),
+                source="hf-transformers-llama",
+                phases=FORWARD,
+            )
+        )
+    return FixedRows(sl, held, tail)
+
+
 def activation_rows(
-    plan: Plan, stage: int, n_layers: int, placed: tuple[LocalTensor, ...]
+    plan: Plan,
+    stage: int,
+    n_layers: int,
+    placed: tuple[LocalTensor, ...],
+    fixed: FixedRows | None = None,
 ) -> list[Row]:
-    """Saved activations, the backward working set and once-per-forward tensors."""
-    g, tr = geometry(plan), trainability(plan)
-    par = plan.parallelism
-    last = stage == par.pp - 1
+    """Saved activations, the backward working set and once-per-forward tensors;
+    ``fixed``: the stage's :func:`fixed_rows` (with its layers), when the caller has
+    them already."""
+    g = geometry(plan)
+    last = stage == plan.parallelism.pp - 1
     fly = in_flight(plan, stage)
+    if fixed is None:
+        fixed = fixed_rows(plan, stage_layers(plan, stage), last, placed)
+    return [
+        *_in_flight_rows(plan, fixed.layers, last, fly, n_layers, placed),
+        *fixed.held,
+        *labels_rows(plan, g, last, fly),
+        *fixed.tail,
+    ]
+
+
+def _in_flight_rows(
+    plan: Plan,
+    sl: StageLayers,
+    last: bool,
+    fly: InFlight,
+    n_layers: int,
+    placed: tuple[LocalTensor, ...],
+) -> list[Row]:
+    """The rows that scale with the micro-batches in flight on the stage."""
+    g = geometry(plan)
     policy = plan.method.recompute.policy
-    sl = stage_layers(plan, stage)
     full_b, n_ckpt, n_plain = sl.largest, sl.n_ckpt, sl.n_plain
     gran = g.granularity
 
@@ -103,25 +170,32 @@ def activation_rows(
                 group="activations",
                 low=host,
                 high=host,
-                formula=f"{n_layers} layers × {fmt_count(full_b)} B × {fly.num}/{fly.den} "
-                f"in flight = {fmt_count(host)} B (pinned host buffers)",
+                formula=lambda: (
+                    f"{n_layers} layers × {fmt_count(full_b)} B × "
+                    f"{fly.num}/{fly.den} in flight = {fmt_count(host)} B (pinned host buffers)"
+                ),
                 source="torch-activation-offload",
                 phases=FORWARD_BACKWARD,
             )
         )
         layer_total_low, layer_total_high = gpu_low, gpu_high
-        layer_formula = (
-            f"offload: the layer being copied out and the next one, 1–2 × {fmt_count(full_b)} B"
-        )
+
+        def layer_formula() -> str:
+            return (
+                f"offload: the layer being copied out and the next one, 1–2 × {fmt_count(full_b)} B"
+            )
     else:
         one = sl.one_bytes
         total = fly.times(one)
         layer_total_low, layer_total_high = activation_band(plan, total)
-        layer_formula = (
-            sl.description
-            + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
-            f"{fmt_count(total)} B; × activation band" + packing_formula(plan)
-        )
+
+        def layer_formula() -> str:
+            return (
+                sl.describe(g)
+                + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
+                f"{fmt_count(total)} B; × activation band" + packing_formula(plan)
+            )
+
     rows.append(
         make_row(
             id="hbm.activations.saved.layers",
@@ -160,9 +234,11 @@ def activation_rows(
                 group="activations",
                 low=casts,
                 high=casts,
-                formula=f"{n_plain} layers × {fmt_count(per_layer)} B"
-                + (f" + lm_head {fmt_count(head)} B" if last else "")
-                + f", × {fly.num}/{fly.den} in flight = {fmt_count(casts)} B",
+                formula=lambda: (
+                    f"{n_plain} layers × {fmt_count(per_layer)} B"
+                    + (f" + lm_head {fmt_count(head)} B" if last else "")
+                    + f", × {fly.num}/{fly.den} in flight = {fmt_count(casts)} B"
+                ),
                 source="torch-autocast",
                 phases=FORWARD_BACKWARD,
                 backward=UNTIL_LAYERS_FREE,
@@ -172,31 +248,9 @@ def activation_rows(
     other = _other_terms(plan, g, n_ckpt > 0)
     if other:
         rows.append(_once_row(plan, fly.whole, other, "other", UNTIL_LAYERS_FREE))
-    head_parts = _head_terms(plan, g, tr) if last else []
+    head_parts = _head_terms(plan, g) if last else []
     if head_parts:
         rows.append(_once_row(plan, fly.whole, head_parts, "head", AT_LOSS))
-    rows += working_rows(plan, sl)
-    if n_layers:
-        rows += exchange_rows(plan, g, placed)
-    rows += input_rows(plan, g, last)
-    rows += labels_rows(plan, g, last, fly)
-    if plan.runtime.attention == "eager":
-        mask = round_up(g.micro_batch * g.seq * g.seq * g.compute_bytes, gran)
-        rows.append(
-            make_row(
-                id="hbm.activations.forward.mask",
-                state="activations",
-                label="Eager attention causal mask (b × 1 × s × s)",
-                location="hbm",
-                kind="peak",
-                group="activations",
-                low=mask,
-                high=mask,
-                formula=f"{g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(mask)} B",
-                source="hf-transformers-llama",
-                phases=FORWARD,
-            )
-        )
     return rows
 
 
@@ -207,7 +261,11 @@ def _profile_source(plan: Plan) -> str:
 
 
 def _once_row(
-    plan: Plan, whole: int, parts: list[tuple[str, int]], which: str, moments: frozenset[Moment]
+    plan: Plan,
+    whole: int,
+    parts: list[tuple[Formula, int]],
+    which: str,
+    moments: frozenset[Moment],
 ) -> Row:
     """Tensors saved once per micro-batch: ``other`` (rotary, checkpoint positions) stay
     until the layers' backward is done; ``head`` (final norm, lm_head input, soft-capped
@@ -227,18 +285,20 @@ def _once_row(
         group="activations",
         low=whole * total,
         high=whole * total,
-        formula=" + ".join(f"{k} {fmt_count(b)}" for k, b in parts)
-        + f" = {fmt_count(total)} B × {whole} in flight",
+        formula=lambda: (
+            " + ".join(f"{text(k)} {fmt_count(b)}" for k, b in parts)
+            + f" = {fmt_count(total)} B × {whole} in flight"
+        ),
         source=_profile_source(plan),
         phases=FORWARD_BACKWARD,
         backward=moments,
     )
 
 
-def _other_terms(plan: Plan, g: Geometry, ckpt: bool) -> list[tuple[str, int]]:
+def _other_terms(plan: Plan, g: Geometry, ckpt: bool) -> list[tuple[Formula, int]]:
     """Tensors every layer's backward reads, saved once per micro-batch."""
     arch, gran = plan.model.architecture, g.granularity
-    out: list[tuple[str, int]] = []
+    out: list[tuple[Formula, int]] = []
     if plan.runtime.activation_profile != "hf-transformers":
         return out
     if arch.position == "rotary":
@@ -260,19 +320,18 @@ def _other_terms(plan: Plan, g: Geometry, ckpt: bool) -> list[tuple[str, int]]:
     return out
 
 
-def _head_terms(plan: Plan, g: Geometry, tr: Trainability) -> list[tuple[str, int]]:
+def _head_terms(plan: Plan, g: Geometry) -> list[tuple[Formula, int]]:
     """The last stage's head: final norm and lm_head input, Gemma-2's soft-capped
     logits (``logits / cap`` → ``tanh`` keeps its output, T × V), the loss scalars."""
     gran = g.granularity
-    if plan.runtime.activation_profile == "megatron":
-        fin = mg.final_terms(g)
-        out = [(f"final norm ({terms_formula(fin, g)})", terms_bytes(fin, g))]
-    else:
-        fin = hf.final_norm_terms(context(plan, g, tr))
-        out = [(f"final norm ({terms_formula(fin, g)})", terms_bytes(fin, g))]
-        if traits_of(plan.model.architecture).final_softcap:
-            v = ceil_div(g.vocab, g.tp)
-            cap = round_up(g.tokens * v * g.compute_bytes, gran)
-            out.append((f"tanh of the soft-capped logits {g.tokens}·{v}·{g.compute_bytes}", cap))
+    fin = list(final_norm_terms(plan, g))
+    out: list[tuple[Formula, int]] = [
+        (lambda: f"final norm ({terms_formula(fin, g)})", terms_bytes(fin, g))
+    ]
+    megatron = plan.runtime.activation_profile == "megatron"
+    if not megatron and traits_of(plan.model.architecture).final_softcap:
+        v = ceil_div(g.vocab, g.tp)
+        cap = round_up(g.tokens * v * g.compute_bytes, gran)
+        out.append((f"tanh of the soft-capped logits {g.tokens}·{v}·{g.compute_bytes}", cap))
     out.append((f"loss scalars {SCALAR_ALLOCS} × {gran}", SCALAR_ALLOCS * gran))
     return out

@@ -11,7 +11,7 @@ those whose index is a multiple of k (``modeling_utils._activation_checkpointing
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from engine.ledger.activations import hf
@@ -54,7 +54,6 @@ class StageLayers:
     ckpt: tuple[Term, ...]
     ckpt_bytes: int
     largest: int  # the largest layer's saved set (recomputed in backward)
-    description: str = field(default="", compare=False)  # describe(g), set once built
 
     @property
     def n_plain(self) -> int:
@@ -119,29 +118,48 @@ Saved = tuple[tuple[tuple[bool, bool], int], ...]
 set), in order of first appearance."""
 
 
+Walk = tuple[Saved, int, int]
+"""What a stage's layers are to its activation rows: its kinds (:data:`Saved`), its
+checkpointed layers and its layers (:func:`layer_walk`)."""
+
+
 def stage_layers(plan: Plan, stage: int) -> StageLayers:
     """Count the stage's layers by kind (see the module docstring).
 
-    The walk over the stage's layers (:func:`_walk`) only says which kinds occur (in
-    order of first appearance), how many of each keep their saved set, and how many are
-    checkpointed; the kinds' terms, bytes and description are built by :func:`_counted`.
-    Both are cached on exactly the inputs they are given — never the whole plan — so
-    pipeline stages of the same make-up, and layouts that differ only where a layer's
-    saved set does not look (DP, EP, PP, the strategy), share them."""
+    The walk over the stage's layers (:func:`layer_walk`) only says which kinds occur
+    (in order of first appearance), how many of each keep their saved set, and how many
+    are checkpointed; the kinds' terms, bytes and description are built by
+    :func:`counted_layers`. Both are cached on exactly the inputs they are given — never
+    the whole plan — so pipeline stages of the same make-up, and layouts that differ
+    only where a layer's saved set does not look (DP, EP, PP, the strategy), share them."""
+    return counted_layers(plan, layer_walk(plan, stage))
+
+
+@lru_cache(maxsize=1024)
+def layer_walk(plan: Plan, stage: int) -> Walk:
+    """The :data:`Walk` of the stage's layers: all a stage's :class:`StageLayers` reads
+    of the stage. Cached on the plan too (a plan's hash is one slot read; the walk's
+    inputs hash field by field), as is :func:`counted_layers`."""
     arch, par = plan.model.architecture, plan.parallelism
     megatron = plan.runtime.activation_profile == "megatron"
-    saved, n_ckpt, n_layers = _walk(
+    return _walk(
         arch.moe if not megatron else None,
         stage_layer_ranges(arch, par)[stage],
         plan.method.recompute,
         megatron,
         stage == 0 and not trainability(plan).embedding,
     )
+
+
+@lru_cache(maxsize=1024)
+def counted_layers(plan: Plan, walk: Walk) -> StageLayers:
+    """The :class:`StageLayers` of a stage whose layers walk as ``walk``."""
+    saved, n_ckpt, n_layers = walk
     return _counted(
-        arch,
+        plan.model.architecture,
         geometry(plan),
         trainability(plan),
-        megatron,
+        plan.runtime.activation_profile == "megatron",
         plan.runtime.attention,
         plan.method.recompute.policy,
         saved,
@@ -153,7 +171,7 @@ def stage_layers(plan: Plan, stage: int) -> StageLayers:
 @lru_cache(maxsize=1024)
 def _walk(
     moe: MoESpec | None, layers: range, rec: RecomputeSection, megatron: bool, frozen_input: bool
-) -> tuple[Saved, int, int]:
+) -> Walk:
     """(the stage's kinds, checkpointed layers, layers) of the layers in ``layers``."""
     order: dict[tuple[bool, bool], int] = {}  # kinds in order of first appearance: saved
     n_ckpt = 0
@@ -183,9 +201,46 @@ def _counted(
     n_layers: int,
 ) -> StageLayers:
     """The stage's :class:`StageLayers` from its kinds (see :data:`Saved`)."""
+    per_sequence = replace(g, micro_batch=1)
+    kinds = [
+        LayerKind(name, terms, terms_bytes(list(terms), g), n, is_moe)
+        for (name, terms, is_moe), (_, n) in zip(
+            layer_kind_terms(
+                arch, per_sequence, tr, megatron, attention, policy, tuple(k for k, _ in saved)
+            ),
+            saved,
+            strict=True,
+        )
+    ]
+    ckpt = mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g)
+    return StageLayers(
+        kinds=tuple(kinds),
+        n_layers=n_layers,
+        n_ckpt=n_ckpt,
+        ckpt=tuple(ckpt),
+        ckpt_bytes=terms_bytes(ckpt, g),
+        largest=max(k.bytes for k in kinds),
+    )
+
+
+@lru_cache(maxsize=1024)
+def layer_kind_terms(
+    arch: ArchitectureSpec,
+    g: Geometry,
+    tr: Trainability,
+    megatron: bool,
+    attention: str,
+    policy: str,
+    kinds: tuple[tuple[bool, bool], ...],
+) -> tuple[tuple[str, tuple[Term, ...], bool], ...]:
+    """Each layer kind's (name, saved terms, is MoE), for kinds (is_moe, input needs a
+    gradient). A term is a width per token: none reads the micro-batch's size, so
+    :func:`_counted` asks with ``g`` at one sequence and plans differing only in the
+    micro-batch share the terms (``tests/engine/ledger/activations/
+    test_terms_per_sequence.py`` checks every profile's terms at other sizes)."""
     c = _layer_context(g, tr, arch, attention, policy)
-    kinds: list[LayerKind] = []
-    for (is_moe, ing), n in saved:
+    out = []
+    for is_moe, ing in kinds:
         if megatron:
             terms = _megatron_terms(arch, attention, g, c.selective)
         else:
@@ -195,19 +250,36 @@ def _counted(
         name = ("MoE" if is_moe else "dense" if arch.moe else "") + (
             "" if ing else " first (frozen embedding)"
         )
-        kinds.append(
-            LayerKind(name.strip() or "decoder", tuple(terms), terms_bytes(terms, g), n, is_moe)
-        )
-    ckpt = mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g)
-    counted = StageLayers(
-        kinds=tuple(kinds),
-        n_layers=n_layers,
-        n_ckpt=n_ckpt,
-        ckpt=tuple(ckpt),
-        ckpt_bytes=terms_bytes(ckpt, g),
-        largest=max(k.bytes for k in kinds),
+        out.append((name.strip() or "decoder", tuple(terms), is_moe))
+    return tuple(out)
+
+
+def final_norm_terms(plan: Plan, g: Geometry) -> tuple[Term, ...]:
+    """The last stage's final norm and lm_head input (its saved terms): widths per
+    token like the layers' (:func:`layer_kind_terms`), so built once per geometry at one
+    sequence and shared across micro-batch sizes."""
+    return _final_norm_terms(
+        plan.model.architecture,
+        replace(g, micro_batch=1),
+        trainability(plan),
+        plan.runtime.activation_profile == "megatron",
+        plan.runtime.attention,
+        plan.method.recompute.policy,
     )
-    return replace(counted, description=counted.describe(g))
+
+
+@lru_cache(maxsize=256)
+def _final_norm_terms(
+    arch: ArchitectureSpec,
+    g: Geometry,
+    tr: Trainability,
+    megatron: bool,
+    attention: str,
+    policy: str,
+) -> tuple[Term, ...]:
+    if megatron:
+        return tuple(mg.final_terms(g))
+    return tuple(hf.final_norm_terms(_layer_context(g, tr, arch, attention, policy)))
 
 
 def _megatron_terms(

@@ -46,7 +46,7 @@ from engine.ledger.activations.hf_moe import router_terms as moe_router_terms
 from engine.ledger.activations.packing import activation_band, packing_formula
 from engine.ledger.activations.stage_layers import LayerKind, StageLayers, context
 from engine.ledger.activations.traits import traits_of
-from engine.ledger.row import BACKWARD, IN_LAYERS, Moment, Row, make_row
+from engine.ledger.row import BACKWARD, IN_LAYERS, Formula, Moment, Row, make_row, text
 from engine.plan import Plan
 from engine.stacks.families import family_of
 from engine.units import ceil_div, fmt_count
@@ -93,11 +93,11 @@ def _row(
     else:
         candidates = [(work_b, work_text, 0)]
     net = -1
-    for b, text, fr in candidates:
+    for b, words, fr in candidates:
         fr = fr if recomputed else 0
         n = max(0, b + recomputed - fr - own)
         if n > net:
-            net, work_b, work_text, freed = n, b, text, fr
+            net, work_b, work_text, freed = n, b, words, fr
     lo, hi = activation_band(plan, net)
     which = f"the first ({kind.name}) layer" if first else "one layer"
     return make_row(
@@ -109,11 +109,13 @@ def _row(
         group="activations",
         low=lo,
         high=hi,
-        formula=f"max(0, {work_text} = {fmt_count(work_b)}"
-        + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
-        + (f" − its MoE tensors already freed {fmt_count(freed)}" if freed else "")
-        + f" − the layer's own saved {fmt_count(own)}) = {fmt_count(net)} B; "
-        "× activation band" + packing_formula(plan),
+        formula=lambda: (
+            f"max(0, {text(work_text)} = {fmt_count(work_b)}"
+            + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
+            + (f" − its MoE tensors already freed {fmt_count(freed)}" if freed else "")
+            + f" − the layer's own saved {fmt_count(own)}) = {fmt_count(net)} B; "
+            "× activation band" + packing_formula(plan)
+        ),
         source="hf-transformers-moe-combine" if _moe_combine(plan, kind.moe) else "memory-model",
         phases=BACKWARD,
         backward=moments,
@@ -130,12 +132,12 @@ def _moe_combine(plan: Plan, moe_layer: bool) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _working_set(plan: Plan, moe_layer: bool) -> tuple[int, str]:
+def _working_set(plan: Plan, moe_layer: bool) -> tuple[int, Formula]:
     """The working set's bytes and terms in words: the same for every stage of a plan,
     so worked out once per layer kind."""
     g = geometry(plan)
     work = moe_working_terms(plan, g) if _moe_combine(plan, moe_layer) else _dense_terms(plan, g)
-    return terms_bytes(work, g), formula(work, g)
+    return terms_bytes(work, g), lambda: formula(work, g)
 
 
 @lru_cache(maxsize=256)
@@ -158,10 +160,10 @@ def _shared_saved(plan: Plan) -> int:
 
 
 @lru_cache(maxsize=256)
-def _after_experts(plan: Plan) -> tuple[int, str]:
+def _after_experts(plan: Plan) -> tuple[int, Formula]:
     g = geometry(plan)
     work = after_experts_terms(plan, g)
-    return terms_bytes(work, g), formula(work, g) + " (after the MoE block's backward)"
+    return terms_bytes(work, g), lambda: formula(work, g) + " (after the MoE block's backward)"
 
 
 def after_experts_terms(plan: Plan, g: Geometry) -> list[Term]:

@@ -39,6 +39,7 @@ throughput promise.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.groups import Group, GroupKind, group_of, ranks_per_node, stage_groups
@@ -51,6 +52,7 @@ from engine.ledger.placement import (
     stage_layer_ranges,
 )
 from engine.ledger.precision import DTYPE_BYTES, resolve_formats
+from engine.ledger.shape_free import shape_free
 from engine.ledger.sharding import shard_group_size
 from engine.ledger.states.persistent import stage_held, stage_placed
 from engine.plan import Plan
@@ -269,10 +271,20 @@ def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
 
 
 def stage_communication(plan: Plan, stage: int) -> tuple[Transfer, ...]:
-    """Every collective one rank of ``stage`` runs in a step."""
+    """Every collective one rank of ``stage`` runs in a step: the data-parallel ones,
+    which move states and never read the micro-batch's shape (built once per
+    :func:`~engine.ledger.shape_free.shape_free` plan), then the model-parallel ones,
+    which move activations. A rank's groups do not read the shape either."""
+    free = shape_free(plan)
+    b = _Builder(free, stage)
+    _model_parallel(b, plan, stage)
+    return (*_data_parallel_transfers(free, stage), *b.out)
+
+
+@lru_cache(maxsize=1024)
+def _data_parallel_transfers(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     b = _Builder(plan, stage)
     _data_parallel(b, plan, stage)
-    _model_parallel(b, plan, stage)
     return tuple(b.out)
 
 

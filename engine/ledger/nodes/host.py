@@ -24,7 +24,7 @@ def per_node(row: Row, ranks: int) -> Row:
         low=row.low * ranks,
         high=row.high * ranks,
         scope="node",
-        formula=f"{ranks} ranks × ({row.formula})",
+        formula_src=lambda: f"{ranks} ranks × ({row.formula})",
     )
 
 

@@ -86,6 +86,18 @@ def node_ledgers(plan: Plan, communication: bool = True) -> NodeLedgers:
     return replace(ledgers, communication=step_communication(plan))
 
 
+def node_problems(plan: Plan) -> tuple[str, ...]:
+    """:meth:`NodeLedgers.problems` of the plan's ledgers (resolved, as for
+    :func:`node_ledgers`), worked out once per shape-free plan: the communication, the
+    one part that reads the micro-batch's shape, never decides them."""
+    return _shape_free_problems(shape_free(plan))
+
+
+@lru_cache(maxsize=256)
+def _shape_free_problems(plan: Plan) -> tuple[str, ...]:
+    return tuple(_shape_free_ledgers(plan).problems())
+
+
 @lru_cache(maxsize=256)
 def _shape_free_ledgers(plan: Plan) -> NodeLedgers:
     v = node_view(plan)

@@ -106,9 +106,11 @@ def reserve_row(plan: Plan, peak_low: int, peak_high: int) -> Row:
         group=ALLOCATOR_GROUP,
         low=low,
         high=high,
-        formula=f"allocated peak {fmt_count(peak_low)}–{fmt_count(peak_high)} B × "
-        f"{band.low:.2f}–{band.high:.2f} (runtime.allocator_reserve; 0.11 pytorch #40989 to "
-        f"0.36 torchtitan #165 by default){seg}",
+        formula=lambda: (
+            f"allocated peak {fmt_count(peak_low)}–{fmt_count(peak_high)} B × "
+            f"{band.low:.2f}–{band.high:.2f} (runtime.allocator_reserve; 0.11 pytorch #40989 to "
+            f"0.36 torchtitan #165 by default){seg}"
+        ),
         source="cuda-caching-allocator",
     )
 

@@ -52,6 +52,7 @@ def move(
         high=n,
         group=offload_group(pinned),
         pinned=pinned,
-        formula=f"per rank: {fmt_count(row.high)} B{conv} moved from HBM{why} = {fmt_count(n)} B",
+        formula_src=f"per rank: {fmt_count(row.high)} B{conv} moved from HBM{why} = "
+        f"{fmt_count(n)} B",
         source=source or row.source,
     )

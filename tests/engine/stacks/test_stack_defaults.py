@@ -17,13 +17,12 @@ from engine.sections.stack import ConcreteStack, StackName
 from engine.sources import all_sources
 from engine.stacks.catalog import STACKS, concrete_stack
 from engine.stacks.defaults import (
-    RULES,
-    STACK_FIELDS,
     require_resolved,
     resolve_stack_defaults,
     resolved,
     unresolved_fields,
 )
+from engine.stacks.stack_rules import RULES, STACK_FIELDS
 
 
 def _plan(**changes: Any) -> Plan:
