@@ -50,3 +50,9 @@ def test_unknown_paths_are_refused() -> None:
         with_values(default_plan(), {"batch.no_such_field": 1})
     with pytest.raises(KeyError):
         with_values(default_plan(), {"no_such_section.x": 1})
+
+
+def test_every_plan_field_is_a_section_with_values_carries() -> None:
+    """with_values rebuilds a plan from SECTION_ORDER alone: a Plan field outside it
+    would silently fall back to its default on every edit."""
+    assert set(SECTION_ORDER) == set(Plan.model_fields)
