@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch
@@ -57,7 +57,7 @@ def layout_at(plan: Plan, shape: Layout, dp: int) -> Layout:
     batch = batch_for(plan, dp, shape.pp)
     if isinstance(batch, Problem):  # dp_candidates only yields reachable batches
         raise AssertionError(batch.message)
-    return replace(shape, dp=dp, micro_batch=batch[0], grad_accum=batch[1])
+    return shape.at_dp(dp, batch[0], batch[1])
 
 
 def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:

@@ -11,6 +11,9 @@ rules allow; ``test_search_exact.py`` checks the search's answers against brute 
 
 from __future__ import annotations
 
+from dataclasses import fields as dataclass_fields
+from dataclasses import replace
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from layout_plans import search_plans
@@ -92,3 +95,12 @@ def test_floor_over_at_batch_tops_is_over_at_every_dp(
             largest = tops[(lay.micro_batch, lay.grad_accum)]
             assert largest.dp >= lay.dp
             assert floors(lay) >= floors(largest), lay
+
+
+def test_at_dp_is_replace() -> None:
+    """``Layout.at_dp`` builds what ``dataclasses.replace`` would, every other field kept
+    (a field added to Layout and not to ``at_dp`` fails here)."""
+    shape = Layout(2, 3, 4, 8, 1, micro_batch=2, grad_accum=5, etp=2, pp_split=(3, 4, 3))
+    assert shape.at_dp(6, 1, 7) == replace(shape, dp=6, micro_batch=1, grad_accum=7)
+    fields = {f.name for f in dataclass_fields(Layout)}
+    assert fields == {"tp", "pp", "cp", "ep", "dp", "micro_batch", "grad_accum", "etp", "pp_split"}
