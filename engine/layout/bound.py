@@ -112,6 +112,7 @@ class PeakFloors:
         self.plan = plan
         self.widest_ep = max(rules.ep_values(plan.model.architecture))
         self._cache: dict[Layout, tuple[Plan, tuple[StageFloor, ...]] | None] = {}
+        self._values: dict[Layout, int] = {}  # a search asks for a layout's floor often
         self.calls = 0
 
     def canonical(self, layout: Layout) -> tuple[Plan, tuple[StageFloor, ...]] | None:
@@ -131,6 +132,12 @@ class PeakFloors:
         """A lower bound on ``layout``'s high fit peak, non-increasing in DP with the
         batch held; 0 when none is known (the layout cannot be laid out: its estimate
         says why)."""
+        value = self._values.get(layout)
+        if value is None:
+            value = self._values[layout] = self._floor(layout)
+        return value
+
+    def _floor(self, layout: Layout) -> int:
         got = self.canonical(layout)
         if got is None:
             return 0

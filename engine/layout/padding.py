@@ -73,6 +73,14 @@ def padding_share(plan: Plan, layout: Layout) -> tuple[int, int]:
     )
 
 
+@lru_cache(maxsize=256)
+def _with_tp_cp(par: ParallelismSection, tp: int, cp: int) -> ParallelismSection:
+    """``par`` at this TP and CP: what :func:`shard_group_size` reads besides the replica
+    group it is given (a node's DP ranks are its ranks ÷ TP × CP), so one copy serves
+    every DP of a shape."""
+    return par.model_copy(update={"tp": tp, "cp": cp})
+
+
 @lru_cache(maxsize=65536)
 def _share(
     par: ParallelismSection, arch: ArchitectureSpec, rpn: int, dims: tuple[int, int, int, int, int]
@@ -81,7 +89,7 @@ def _share(
     layers, and a stage's units are padded like any other's), so the layout search and
     the lattice judge each (TP, CP, DP, EP, expert TP) once."""
     tp, cp, dp, ep, etp = dims
-    laid = par.model_copy(update={"tp": tp, "cp": cp, "dp": dp})
+    laid = _with_tp_cp(par, tp, cp)
     dense = shard_group_size(laid, dp * cp, rpn)
     edp = max(1, tp * cp * dp // (ep * etp))
     groups = (dense, shard_group_size(laid, edp, rpn))

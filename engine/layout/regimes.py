@@ -10,8 +10,9 @@ call (one plan, one set of ``pipeline_full`` / ``max_padding_share`` preferences
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch
@@ -28,6 +29,15 @@ from engine.plan import Plan
 from engine.stacks.families import rule_of
 
 RegimeKey = tuple[object, ...]
+
+
+def _dp(layout: Layout) -> int:
+    return layout.dp
+
+
+def below_dp(group: list[Layout], dp: int) -> list[Layout]:
+    """The layouts of an ascending ``group`` with DP below ``dp``."""
+    return group[: bisect_left(group, dp, key=_dp)]
 
 
 def dp_candidates(plan: Plan, shape: Layout, max_dp: int, full: bool) -> Sequence[int]:
@@ -47,7 +57,7 @@ def layout_at(plan: Plan, shape: Layout, dp: int) -> Layout:
     batch = batch_for(plan, dp, shape.pp)
     if isinstance(batch, Problem):  # dp_candidates only yields reachable batches
         raise AssertionError(batch.message)
-    return replace(shape, dp=dp, micro_batch=batch[0], grad_accum=batch[1])
+    return shape.at_dp(dp, batch[0], batch[1])
 
 
 def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
@@ -96,8 +106,9 @@ class Known:
     def unknown(self, group: list[Layout]) -> list[Layout]:
         """The part of an ascending regime ``group`` whose answer is not yet known: above
         the proven failures, and no further than the smallest known fit."""
-        fit = self.fits_at
-        return [g for g in group if g.dp > self.dead_upto and (fit is None or g.dp <= fit)]
+        start = bisect_right(group, self.dead_upto, key=_dp)
+        end = len(group) if self.fits_at is None else bisect_right(group, self.fits_at, key=_dp)
+        return group[start:end]
 
     def learn(self, group: list[Layout], found: Layout | None) -> None:
         """Record :meth:`_Shape.smallest`'s answer over ``group``: every layout before
@@ -138,7 +149,7 @@ class SearchMemo:
     padding: float = 1.0
     replay: bool = False
     proofs: Proofs = field(default_factory=dict)
-    _points: dict[Layout, dict[int, tuple[Layout, RegimeKey] | None]] = field(default_factory=dict)
+    _points: dict[Layout, _ShapePoints] = field(default_factory=dict)
     _low: LowFloors | None = None
     _states: StateFloors | None = None
 
@@ -160,20 +171,68 @@ class SearchMemo:
             return Known()
         return self.proofs.setdefault((shape, key, figure), Known())
 
+    def batch_tops(self, shape: Layout, top: int, fewest_dp: int) -> list[Layout]:
+        """The shape at each batch's largest candidate DP of ``fewest_dp``…``top``, padding
+        preference aside: a bound that never rises as DP falls with the batch held (the
+        peak floor, :mod:`engine.layout.bound`) is over the limit at every candidate when
+        it is at these — so the search can drop a shape before building its regimes."""
+        plan = self.plan
+        dps = dp_candidates(plan, shape, top, self.full)
+        if held_batch(plan) is None:  # the batch does not move with DP: the largest only
+            dps = dps[-1:] if len(dps) and dps[-1] >= fewest_dp else []
+        tops: dict[tuple[int, int], Layout] = {}
+        for d in reversed(dps):
+            if d < fewest_dp:
+                break
+            lay = layout_at(plan, shape, d)
+            tops.setdefault((lay.micro_batch, lay.grad_accum), lay)
+        return list(tops.values())
+
     def regimes(self, shape: Layout, top: int, fewest_dp: int) -> dict[RegimeKey, list[Layout]]:
         """The shape's candidate layouts of DP ``fewest_dp``…``top`` by regime, each
-        regime's ascending."""
-        plan = self.plan
-        points = self._points.setdefault(shape, {})
-        out: dict[RegimeKey, list[Layout]] = {}
-        for d in dp_candidates(plan, shape, top, self.full):
-            if d < fewest_dp:
+        regime's ascending, the regimes in the order their smallest DP comes."""
+        points = self._points.get(shape)
+        if points is None or points.fewest_dp > fewest_dp:
+            points = self._points[shape] = _ShapePoints(fewest_dp)
+        points.extend(self, shape, top)
+        return points.window(fewest_dp, top)
+
+
+@dataclass
+class _ShapePoints:
+    """One shape's candidate layouts from ``fewest_dp`` up to the largest ``top`` asked
+    for so far, by regime, each regime's DP values and layouts ascending. The candidates
+    up to a smaller top are a prefix of those up to a larger one
+    (:func:`dp_candidates`), so each DP is judged once and every search round takes a
+    window of these lists by bisection instead of walking thousands of DP values."""
+
+    fewest_dp: int
+    upto: int = 0
+    dps: dict[RegimeKey, list[int]] = field(default_factory=dict)
+    layouts: dict[RegimeKey, list[Layout]] = field(default_factory=dict)
+
+    def extend(self, memo: SearchMemo, shape: Layout, top: int) -> None:
+        """Judge the candidates above what is done, up to ``top``."""
+        if top <= self.upto:
+            return
+        plan = memo.plan
+        cands = dp_candidates(plan, shape, top, memo.full)
+        for d in cands[bisect_right(cands, max(self.upto, self.fewest_dp - 1)) :]:
+            lay = layout_at(plan, shape, d)
+            if memo.padding < 1 and padding_problems(plan, lay, memo.padding):
                 continue
-            if d not in points:
-                lay = layout_at(plan, shape, d)
-                refused = self.padding < 1 and padding_problems(plan, lay, self.padding)
-                points[d] = None if refused else (lay, regime(plan, lay))
-            point = points[d]
-            if point is not None:
-                out.setdefault(point[1], []).append(point[0])
-        return out
+            key = regime(plan, lay)
+            self.dps.setdefault(key, []).append(d)
+            self.layouts.setdefault(key, []).append(lay)
+        self.upto = top
+
+    def window(self, fewest_dp: int, top: int) -> dict[RegimeKey, list[Layout]]:
+        """Each regime's layouts of DP ``fewest_dp``…``top``, regimes ordered by their
+        smallest DP there (the order a walk up the DP values meets them)."""
+        spans = []
+        for key, dps in self.dps.items():
+            i, j = bisect_left(dps, fewest_dp), bisect_right(dps, top)
+            if i < j:
+                spans.append((dps[i], key, i, j))
+        spans.sort(key=lambda span: span[0])
+        return {key: self.layouts[key][i:j] for _, key, i, j in spans}

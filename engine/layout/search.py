@@ -39,11 +39,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from engine.layout.batch import held_batch
 from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.low_bound import LowFloors
 from engine.layout.point import Layout
-from engine.layout.regimes import RegimeKey, SearchMemo, slack
+from engine.layout.regimes import RegimeKey, SearchMemo, below_dp, slack
 from engine.layout.state_bound import StateFloors
 
 Cost = Callable[[int], int]
@@ -126,6 +127,7 @@ class _Shape:
     low_floors: LowFloors | None = None
     state_floors: StateFloors | None = None
     estimated: list[Outcome] = field(default_factory=list)  # this regime's estimates
+    batch_moves: bool = True  # False: every DP of a shape runs one batch (micro-batch held)
 
     def probe(self, layout: Layout, below: list[Layout]) -> tuple[bool, bool]:
         """(accepted, every DP of ``below`` — the smaller ones of the regime — fails)."""
@@ -134,6 +136,8 @@ class _Shape:
             # the bounds only fall as DP grows with the batch held: check each other
             # batch's largest DP (``below`` ascends, so the dict keeps it); the smaller
             # DPs of this layout's batch are over as it is
+            if not self.batch_moves:
+                return False, True
             batches = {(lay.micro_batch, lay.grad_accum): lay for lay in below}
             batches.pop((layout.micro_batch, layout.grad_accum), None)
             return False, all(self._over_floor(lay) for lay in batches.values())
@@ -147,6 +151,17 @@ class _Shape:
         if self.criterion.accept(o):
             return True, False
         return False, self.criterion.all_below_fail(o, slack(self.ev.plan, o))
+
+    def all_over_floor(self, tops: list[Layout]) -> bool:
+        """Whether the peak floor (:mod:`.bound`) is over the limit at every batch's
+        largest DP ``tops`` of a shape, and so at every DP of it (the floor only falls as
+        DP grows with the batch held, in every regime; the high figure only): each of
+        its regimes' probes would prove it dead without an estimate, as :meth:`probe`
+        does regime by regime — found at the shape, its DP values need no regimes."""
+        if self.floors is None or self.criterion.figure != "high" or not tops:
+            return False
+        limit = self.ev.plan.hbm_limit_bytes
+        return all(self.floors(lay) > limit for lay in tops)
 
     def _over_floor(self, layout: Layout) -> bool:
         """Whether the layout's activations and resident share exceed the limit
@@ -221,6 +236,7 @@ def search_min(
     low_floors = None if floors is None else memo.low_floors(floors)
     state_floors = None if floors is None else memo.state_floors(floors)
     searcher = _Shape(ev, criterion, budget, floors, low_floors, state_floors)
+    searcher.batch_moves = held_batch(ev.plan) is not None
     for shape in shapes:
         m = shape.model_parallel
         if m > max_gpus or (best is not None and cost(m) >= best.cost):
@@ -228,10 +244,13 @@ def search_min(
         top = (
             max_gpus // m if best is None else min(max_gpus // m, _max_dp_below(best.cost, m, cost))
         )
+        fewest_dp = -(-floor // m)
+        if searcher.all_over_floor(memo.batch_tops(shape, top, fewest_dp)):
+            continue
         got: Layout | None = None
-        for key, group in memo.regimes(shape, top, -(-floor // m)).items():
+        for key, group in memo.regimes(shape, top, fewest_dp).items():
             if got is not None:
-                group = [g for g in group if g.dp < got.dp]
+                group = below_dp(group, got.dp)
             known = memo.known(shape, key, criterion.figure)
             group = known.unknown(group)
             searcher.estimated = []
