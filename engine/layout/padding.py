@@ -22,6 +22,7 @@ from engine.models.roles import is_expert_parallel, tp_split_dim
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 from engine.sections.parallel import ParallelismSection
+from engine.stacks.defaults import resolved
 from engine.stacks.families import rule_of
 
 Rows = tuple[tuple[int, int, int | None, bool, int], ...]
@@ -60,14 +61,18 @@ def _padding(rows: Rows, groups: tuple[int, int], tps: tuple[int, int]) -> tuple
 
 def padding_share(plan: Plan, layout: Layout) -> tuple[int, int]:
     """The largest share of padding in any FSDP unit at this layout, as (padding,
-    padded size) in elements; (0, 1) when the strategy gathers no parameters."""
+    padded size) in elements; (0, 1) when the strategy gathers no parameters. Taken of
+    the resolved architecture — the tensors the ledger shards: an ``auto`` expert storage
+    is one tensor per expert, the stack's own (``stacked`` / ``fused_gate_up``) one tensor
+    of all experts split on the expert dimension, which pads where there are fewer
+    experts than ranks."""
     par = plan.parallelism
     rule = rule_of(par.strategy)
     if not (rule.params and rule.fsdp):
         return 0, 1
     return _share(
         par,
-        plan.model.architecture,
+        resolved(plan).model.architecture,
         ranks_per_node(plan),
         (layout.tp, layout.cp, layout.dp, layout.ep, layout.etp),
     )
