@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import logits_rows
-from engine.ledger.activations.rows import FixedRows, activation_rows, fixed_rows
+from engine.ledger.activations.rows import FixedRows, fixed_rows, varying_rows
 from engine.ledger.activations.schedule import in_flight
 from engine.ledger.activations.stage_layers import Walk, counted_layers, layer_walk
 from engine.ledger.peaks.backward_grads import backward_grad_rows
@@ -147,7 +147,7 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
     gathered = gathered_rows(plan, placed, formats, shard, rule, stage)
     tail: list[Row] = list(gathered)
     tail += bucket_rows(plan, held, formats, rule, shard)
-    in_hbm = grads_in_hbm or any(r.state == "grads" and r.location == "hbm" for r in head + tail)
+    in_hbm = grads_in_hbm or _holds_grads(head + tail)
     tail += backward_grad_rows(plan, held, held_all[1], in_hbm)
     tail += accumulation_rows(plan, held, rule)
     if plan.method.kind == "qlora":
@@ -164,23 +164,34 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
     )
 
 
-def _own_rows(plan: Plan, stage: int) -> list[Row]:
-    """The stage's activation rows (and the last stage's logits)."""
-    mk = _makes(plan)[stage]
-    fixed = _fixed(plan, mk.walk, mk.placing, mk.last)
-    rows = activation_rows(plan, stage, len(mk.layers), stage_placed(plan, mk.placing), fixed)
-    if mk.last:
-        rows += logits_rows(plan, geometry(plan), in_flight(plan, stage))
-    return rows
+class _FixedPart(NamedTuple):
+    """A make-up's :class:`FixedRows`, with their allocated moment sums, runtime sums
+    and whether one holds gradients in HBM: summed once, so each stage of the make-up
+    sums only the rows that scale with its micro-batches in flight."""
+
+    rows: FixedRows
+    sums: Sums
+    runtime: Span
+    inside: Span
+    grads: bool
 
 
 @lru_cache(maxsize=1024)
-def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> FixedRows:
+def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     """The :func:`fixed_rows` of a stage whose layers walk as ``walk`` and which places
     the tensors of stage ``placing`` (its representative): built from exactly these, so
     the stages of one make-up (DeepSeek-V3's middle stages) share them, whatever their
     micro-batches in flight."""
-    return fixed_rows(plan, counted_layers(plan, walk), last, stage_placed(plan, placing))
+    fixed = fixed_rows(plan, counted_layers(plan, walk), last, stage_placed(plan, placing))
+    rows = [*fixed.held, *fixed.tail]
+    runtime, inside = _runtime(plan, rows)
+    return _FixedPart(
+        fixed, moment_sums(rows, plan.batch.grad_accum > 1), runtime, inside, _holds_grads(rows)
+    )
+
+
+def _holds_grads(rows: Iterable[Row]) -> bool:
+    return any(r.state == "grads" and r.location == "hbm" for r in rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,16 +208,26 @@ class _Own:
 
 @lru_cache(maxsize=1024)
 def _own(plan: Plan, stage: int) -> _Own:
-    """:func:`_own_rows` and their sums, cached on the whole plan: a plan estimated again
-    (the window's redraws, an undo, the analysis asking once more) rebuilds nothing."""
-    own = _own_rows(plan, stage)
-    runtime, inside = _runtime(plan, own)
+    """The stage's activation rows (and the last stage's logits) and their sums, cached
+    on the whole plan: a plan estimated again (the window's redraws, an undo, the
+    analysis asking once more) rebuilds nothing. The rows are those of
+    :func:`~engine.ledger.activations.rows.activation_rows`, in its order; only those
+    that scale with the micro-batches in flight are built and summed here, on top of
+    the make-up's :func:`_fixed` part."""
+    mk = _makes(plan)[stage]
+    fixed = _fixed(plan, mk.walk, mk.placing, mk.last)
+    saved, labels = varying_rows(
+        plan, stage, len(mk.layers), stage_placed(plan, mk.placing), fixed.rows.layers
+    )
+    logits = logits_rows(plan, geometry(plan), in_flight(plan, stage)) if mk.last else []
+    varying = saved + labels + logits
+    (rt_low, rt_high), (in_low, in_high) = _runtime(plan, varying)
     return _Own(
-        tuple(own),
-        any(r.state == "grads" and r.location == "hbm" for r in own),
-        moment_sums(own, plan.batch.grad_accum > 1),
-        runtime,
-        inside,
+        (*saved, *fixed.rows.held, *labels, *fixed.rows.tail, *logits),
+        fixed.grads or _holds_grads(varying),
+        moment_sums(varying, plan.batch.grad_accum > 1, fixed.sums),
+        (fixed.runtime[0] + rt_low, fixed.runtime[1] + rt_high),
+        (fixed.inside[0] + in_low, fixed.inside[1] + in_high),
     )
 
 
