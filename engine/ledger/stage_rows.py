@@ -35,7 +35,7 @@ from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import logits_rows
 from engine.ledger.activations.rows import FixedRows, fixed_rows, varying_rows
 from engine.ledger.activations.schedule import in_flight
-from engine.ledger.activations.stage_layers import Walk, counted_layers, layer_walk
+from engine.ledger.activations.stage_layers import Walk, counted_layers, layer_walks
 from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
@@ -44,13 +44,13 @@ from engine.ledger.peaks.gathered import gathered_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
 from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
 from engine.ledger.phases import Sums, add_sums, moment_sums
-from engine.ledger.placement import representative_stages, stage_layer_ranges
+from engine.ledger.placement import LocalTensor, representative_stages, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
 from engine.ledger.shape_free import shape_free
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
 from engine.plan import Plan
-from engine.stacks.families import rule_of
+from engine.stacks.families import keeps_all_gathered, rule_of
 
 Span = tuple[int, int]
 """A (low, high) byte sum."""
@@ -65,6 +65,7 @@ class StageRows(NamedTuple):
     sums: Sums
     runtime: Span
     inside: Span
+    layers: range  # the stage's decoder layers
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +82,26 @@ class _Shared:
 
 @dataclass(slots=True)
 class StageMemo:
-    """Allocator reserve rows already built in this estimate, by the allocated range
-    they reserve over."""
+    """What every stage of one estimate shares: the allocator reserve rows already
+    built, by the allocated range they reserve over, and the plan's step-wide rules
+    (read once, not per stage)."""
 
+    plan: Plan
+    accumulating: bool = False  # grad_accum > 1 (the timeline's rule)
+    keep_all_gathered: bool = False  # every unit stays gathered forward → backward
     reserves: dict[tuple[int, int], Row] = field(default_factory=dict)
 
-    def reserve(self, plan: Plan, low: int, high: int) -> Row:
-        """:func:`reserve_row` of this range (stages of one kind repeat the ranges of
-        the phases their activations do not touch: steady, optimizer, checkpoint)."""
-        row = self.reserves.get((low, high))
+    def __post_init__(self) -> None:
+        self.accumulating = self.plan.batch.grad_accum > 1
+        self.keep_all_gathered = keeps_all_gathered(self.plan.parallelism)
+
+    def reserve(self, span: tuple[int, int]) -> Row:
+        """:func:`reserve_row` over the allocated ``span`` (low, high): stages of one
+        kind repeat the ranges of the phases their activations do not touch (steady,
+        optimizer, checkpoint)."""
+        row = self.reserves.get(span)
         if row is None:
-            row = self.reserves[(low, high)] = reserve_row(plan, low, high)
+            row = self.reserves[span] = reserve_row(self.plan, span[0], span[1])
         return row
 
 
@@ -108,12 +118,13 @@ def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span]:
 class _Make(NamedTuple):
     """What a stage's rows read of the stage: its layers, their walk
     (:func:`~engine.ledger.activations.stage_layers.layer_walk`), the stage whose
-    tensors it places (its representative), whether it is the last, and the stage whose
-    shared rows stand for its own (:func:`_makes`)."""
+    tensors it places (its representative) and those tensors, whether it is the last,
+    and the stage whose shared rows stand for its own (:func:`_makes`)."""
 
     layers: range
     walk: Walk
     placing: int
+    placed: tuple[LocalTensor, ...]
     last: bool
     shared: int
 
@@ -128,9 +139,17 @@ def _makes(plan: Plan) -> tuple[_Make, ...]:
     rule = rule_of(par.strategy)
     own_range = rule.params and not rule.fsdp
     ranges, reps = stage_layer_ranges(arch, par), representative_stages(arch, par)
+    placed = {rep: stage_placed(plan, rep) for rep in set(reps)}
     return tuple(
-        _Make(ranges[s], layer_walk(plan, s), reps[s], s == par.pp - 1, s if own_range else reps[s])
-        for s in range(par.pp)
+        _Make(
+            ranges[s],
+            walk,
+            reps[s],
+            placed[reps[s]],
+            s == par.pp - 1,
+            s if own_range else reps[s],
+        )
+        for s, walk in enumerate(layer_walks(plan))
     )
 
 
@@ -216,9 +235,7 @@ def _own(plan: Plan, stage: int) -> _Own:
     the make-up's :func:`_fixed` part."""
     mk = _makes(plan)[stage]
     fixed = _fixed(plan, mk.walk, mk.placing, mk.last)
-    saved, labels = varying_rows(
-        plan, stage, len(mk.layers), stage_placed(plan, mk.placing), fixed.rows.layers
-    )
+    saved, labels = varying_rows(plan, stage, len(mk.layers), mk.placed, fixed.rows.layers)
     logits = logits_rows(plan, geometry(plan), in_flight(plan, stage)) if mk.last else []
     varying = saved + labels + logits
     (rt_low, rt_high), (in_low, in_high) = _runtime(plan, varying)
@@ -235,13 +252,15 @@ def stage_rows(plan: Plan, stage: int) -> StageRows:
     """The rows of one rank of ``stage`` (before the allocator reserve), their
     allocated moment sums and runtime sums."""
     own = _own(plan, stage)
+    mk = _makes(plan)[stage]
     # Activation rows never hold gradients; if one ever does, the shared rows must see it.
-    shared = _shared(shape_free(plan), _makes(plan)[stage].shared, own.grads)
+    shared = _shared(shape_free(plan), mk.shared, own.grads)
     return StageRows(
         [*shared.head, *own.rows, *shared.tail],
         add_sums(shared.sums, own.sums),
         (shared.runtime[0] + own.runtime[0], shared.runtime[1] + own.runtime[1]),
         (shared.inside[0] + own.inside[0], shared.inside[1] + own.inside[1]),
+        mk.layers,
     )
 
 

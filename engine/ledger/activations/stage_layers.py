@@ -140,14 +140,19 @@ def layer_walk(plan: Plan, stage: int) -> Walk:
     """The :data:`Walk` of the stage's layers: all a stage's :class:`StageLayers` reads
     of the stage. Cached on the plan too (a plan's hash is one slot read; the walk's
     inputs hash field by field), as is :func:`counted_layers`."""
+    return layer_walks(plan)[stage]
+
+
+def layer_walks(plan: Plan) -> tuple[Walk, ...]:
+    """Every stage's :func:`layer_walk`, the plan's sections read once for all stages
+    (what an estimate of every stage asks)."""
     arch, par = plan.model.architecture, plan.parallelism
     megatron = plan.runtime.activation_profile == "megatron"
-    return _walk(
-        arch.moe if not megatron else None,
-        stage_layer_ranges(arch, par)[stage],
-        plan.method.recompute,
-        megatron,
-        stage == 0 and not trainability(plan).embedding,
+    moe, rec = arch.moe if not megatron else None, plan.method.recompute
+    frozen = not trainability(plan).embedding
+    return tuple(
+        _walk(moe, layers, rec, megatron, s == 0 and frozen)
+        for s, layers in enumerate(stage_layer_ranges(arch, par))
     )
 
 
