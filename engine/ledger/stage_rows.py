@@ -105,14 +105,23 @@ class StageMemo:
         return row
 
 
-def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span]:
-    """(all HBM runtime rows, those inside the verdict's capacity), each (low, high)."""
-    runtime = [r for r in rows if r.state == "runtime" and r.location == "hbm"]
-    inside = [r for r in runtime if not outside_capacity(plan, r)]
-    return (
-        (sum(r.low for r in runtime), sum(r.high for r in runtime)),
-        (sum(r.low for r in inside), sum(r.high for r in inside)),
-    )
+def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span, bool]:
+    """(all HBM runtime rows, those inside the verdict's capacity), each (low, high),
+    and whether a row holds gradients in HBM: one pass over the rows."""
+    rt_low = rt_high = in_low = in_high = 0
+    grads = False
+    for r in rows:
+        if r.location != "hbm":
+            continue
+        if r.state == "runtime":
+            rt_low += r.low
+            rt_high += r.high
+            if not outside_capacity(plan, r):
+                in_low += r.low
+                in_high += r.high
+        elif r.state == "grads":
+            grads = True
+    return (rt_low, rt_high), (in_low, in_high), grads
 
 
 class _Make(NamedTuple):
@@ -177,7 +186,7 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
     tail += checkpoint_rows(plan, unit)
     tail += runtime_rows(plan, stage)
     accumulating = plan.batch.grad_accum > 1
-    runtime, inside = _runtime(plan, head + tail)
+    runtime, inside, _ = _runtime(plan, head + tail)
     return _Shared(
         tuple(head), tuple(tail), moment_sums(head + tail, accumulating), runtime, inside
     )
@@ -203,18 +212,15 @@ def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     micro-batches in flight."""
     fixed = fixed_rows(plan, counted_layers(plan, walk), last, stage_placed(plan, placing))
     rows = [*fixed.held, *fixed.tail]
-    runtime, inside = _runtime(plan, rows)
-    return _FixedPart(
-        fixed, moment_sums(rows, plan.batch.grad_accum > 1), runtime, inside, _holds_grads(rows)
-    )
+    runtime, inside, grads = _runtime(plan, rows)
+    return _FixedPart(fixed, moment_sums(rows, plan.batch.grad_accum > 1), runtime, inside, grads)
 
 
 def _holds_grads(rows: Iterable[Row]) -> bool:
     return any(r.state == "grads" and r.location == "hbm" for r in rows)
 
 
-@dataclass(frozen=True, slots=True)
-class _Own:
+class _Own(NamedTuple):
     """A stage's own (activation) rows, whether one holds gradients in HBM, their
     allocated moment sums and runtime sums."""
 
@@ -238,10 +244,10 @@ def _own(plan: Plan, stage: int) -> _Own:
     saved, labels = varying_rows(plan, stage, len(mk.layers), mk.placed, fixed.rows.layers)
     logits = logits_rows(plan, geometry(plan), in_flight(plan, stage)) if mk.last else []
     varying = saved + labels + logits
-    (rt_low, rt_high), (in_low, in_high) = _runtime(plan, varying)
+    (rt_low, rt_high), (in_low, in_high), grads = _runtime(plan, varying)
     return _Own(
         (*saved, *fixed.rows.held, *labels, *fixed.rows.tail, *logits),
-        fixed.grads or _holds_grads(varying),
+        fixed.grads or grads,
         moment_sums(varying, plan.batch.grad_accum > 1, fixed.sums),
         (fixed.runtime[0] + rt_low, fixed.runtime[1] + rt_high),
         (fixed.inside[0] + in_low, fixed.inside[1] + in_high),
