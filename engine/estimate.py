@@ -21,7 +21,6 @@ from engine.ledger.stage_rows import StageMemo, stage_rows
 from engine.legality.checks import check
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
-from engine.stacks.families import keeps_all_gathered
 
 Verdict = Literal["fits", "straddles", "does_not_fit"]
 
@@ -145,21 +144,20 @@ class Estimate:
 
 
 def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
-    par = plan.parallelism
-    layers = stage_layer_ranges(plan.model.architecture, par)[stage]
-    rows, sums, (rt_low, rt_high), (fit_low, fit_high) = stage_rows(plan, stage)
+    rows, sums, (rt_low, rt_high), (fit_low, fit_high), layers = stage_rows(plan, stage)
     tl = timeline_of(sums)
     phases = tl.phases
+    reserves: dict[Phase, Row] = {}
+    reserved: dict[Phase, Range] = {}
     peak_phase = PHASES[0]  # the first phase with the largest (high, low)
-    for ph in PHASES[1:]:
-        if (phases[ph].high, phases[ph].low) > (phases[peak_phase].high, phases[peak_phase].low):
-            peak_phase = ph
-    peak = phases[peak_phase]
-    reserves = {ph: memo.reserve(plan, r.low, r.high) for ph, r in phases.items()}
+    top = (-1, -1)
+    for ph, r in phases.items():
+        low, high = r
+        if (high, low) > top:
+            peak_phase, top = ph, (high, low)
+        res = reserves[ph] = memo.reserve(r)
+        reserved[ph] = Range(low + res.low, high + res.high)
     rows.append(reserves[peak_phase])
-    reserved = {
-        ph: Range(r.low + reserves[ph].low, r.high + reserves[ph].high) for ph, r in phases.items()
-    }
     rpeak = reserved[peak_phase]
     return StageEstimate(
         stage=stage,
@@ -167,7 +165,7 @@ def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
         rows=tuple(rows),
         phases=phases,
         peak_phase=peak_phase,
-        peak=peak,
+        peak=phases[peak_phase],
         moments=tl.moments,
         reserved_phases=reserved,
         reserved_peak=rpeak,
@@ -175,8 +173,8 @@ def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
         fit_peak=Range(rpeak.low + fit_low, rpeak.high + fit_high),
         peak_moments=tl.peak_moment,
         phase_reserves=reserves,
-        accumulating=plan.batch.grad_accum > 1,
-        keep_all_gathered=keeps_all_gathered(par),
+        accumulating=memo.accumulating,
+        keep_all_gathered=memo.keep_all_gathered,
     )
 
 
@@ -262,7 +260,7 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
     check(plan)
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
-        memo = StageMemo()
+        memo = StageMemo(plan)
         stages = tuple(_stage(plan, s, memo) for s in indices)
     except NotImplementedError as exc:
         raise PlanError(str(exc)) from exc

@@ -13,6 +13,7 @@ list, so they cannot disagree about which groups exist.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -93,6 +94,6 @@ def stage_groups(plan: Plan, stage: int) -> list[Group]:
     return out
 
 
-def group_of(groups: list[Group], *kinds: GroupKind) -> Group | None:
+def group_of(groups: Sequence[Group], *kinds: GroupKind) -> Group | None:
     """The first group of one of these kinds, if the rank joins one."""
     return next((g for g in groups if g.kind in kinds), None)

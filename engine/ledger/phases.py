@@ -28,7 +28,7 @@ only sums them.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import NamedTuple
 
 from engine.ledger.row import MOMENTS, PHASES, Moment, Phase, Row
@@ -79,14 +79,21 @@ Sums = tuple[tuple[int, int], ...]
 """Allocated (low, high) bytes at each of MOMENTS, in order."""
 
 
-def moment_sums(rows: tuple[Row, ...] | list[Row], accumulating: bool) -> Sums:
-    """Sum the HBM rows PyTorch's allocator counts at every moment of the step.
+def moment_sums(
+    rows: tuple[Row, ...] | list[Row], accumulating: bool, base: Sums | None = None
+) -> Sums:
+    """Sum the HBM rows PyTorch's allocator counts at every moment of the step, on top
+    of ``base`` (the sums of rows counted already) when given.
 
     Integer sums add: the sums of two row lists added moment by moment equal the sums of
     the joined list, which lets a pipeline stage add its own activation rows to the
     sums of the rows it shares with other stages (:mod:`engine.ledger.stage_rows`)."""
-    lows = [0] * len(MOMENTS)
-    highs = [0] * len(MOMENTS)
+    if base is None:
+        lows = [0] * len(MOMENTS)
+        highs = [0] * len(MOMENTS)
+    else:
+        lows = [low for low, _ in base]
+        highs = [high for _, high in base]
     for r in rows:
         if not r.allocated:
             continue
@@ -102,12 +109,16 @@ def add_sums(a: Sums, b: Sums) -> Sums:
     return tuple((x[0] + y[0], x[1] + y[1]) for x, y in zip(a, b, strict=True))
 
 
+_new_range = partial(tuple.__new__, Range)
+"""``Range`` from a (low, high) pair, built in C (no Python ``__new__`` frame)."""
+
+
 def timeline_of(sums: Sums) -> Timeline:
     """The timeline of these moment sums: each phase's largest low and largest high.
 
     A phase of one moment shares that moment's range (they are immutable); every stage
     of every estimate asks, so the loop is kept plain."""
-    ranges = [Range(low, high) for low, high in sums]
+    ranges: list[Range] = list(map(_new_range, sums))
     moments = dict(zip(_MOMENT_NAMES, ranges, strict=True))
     phases: dict[Phase, Range] = {}
     peak_moment: dict[Phase, Moment] = {}
@@ -116,14 +127,16 @@ def timeline_of(sums: Sums) -> Timeline:
         if len(at) == 1:
             phases[ph] = ranges[best]
         else:
-            top = sums[best][0]
+            best_low, best_high = sums[best]
+            top = best_low
             for i in at[1:]:
                 low, high = sums[i]
-                if (high, low) > (sums[best][1], sums[best][0]):
-                    best = i
-                top = max(top, low)
+                if high > best_high or (high == best_high and low > best_low):
+                    best, best_low, best_high = i, low, high
+                if low > top:
+                    top = low
             # The phase's peak is at least its largest low and at most its largest high.
-            phases[ph] = Range(top, sums[best][1])
+            phases[ph] = Range(top, best_high)
         peak_moment[ph] = _MOMENT_NAMES[best]
     return Timeline(moments, phases, peak_moment)
 

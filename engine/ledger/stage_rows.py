@@ -33,9 +33,9 @@ from typing import NamedTuple
 
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import logits_rows
-from engine.ledger.activations.rows import FixedRows, activation_rows, fixed_rows
+from engine.ledger.activations.rows import FixedRows, fixed_rows, varying_rows
 from engine.ledger.activations.schedule import in_flight
-from engine.ledger.activations.stage_layers import Walk, counted_layers, layer_walk
+from engine.ledger.activations.stage_layers import Walk, counted_layers, layer_walks
 from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
@@ -44,13 +44,13 @@ from engine.ledger.peaks.gathered import gathered_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
 from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
 from engine.ledger.phases import Sums, add_sums, moment_sums
-from engine.ledger.placement import representative_stages, stage_layer_ranges
+from engine.ledger.placement import LocalTensor, representative_stages, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
 from engine.ledger.shape_free import shape_free
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
 from engine.plan import Plan
-from engine.stacks.families import rule_of
+from engine.stacks.families import keeps_all_gathered, rule_of
 
 Span = tuple[int, int]
 """A (low, high) byte sum."""
@@ -65,6 +65,7 @@ class StageRows(NamedTuple):
     sums: Sums
     runtime: Span
     inside: Span
+    layers: range  # the stage's decoder layers
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,39 +82,58 @@ class _Shared:
 
 @dataclass(slots=True)
 class StageMemo:
-    """Allocator reserve rows already built in this estimate, by the allocated range
-    they reserve over."""
+    """What every stage of one estimate shares: the allocator reserve rows already
+    built, by the allocated range they reserve over, and the plan's step-wide rules
+    (read once, not per stage)."""
 
+    plan: Plan
+    accumulating: bool = False  # grad_accum > 1 (the timeline's rule)
+    keep_all_gathered: bool = False  # every unit stays gathered forward → backward
     reserves: dict[tuple[int, int], Row] = field(default_factory=dict)
 
-    def reserve(self, plan: Plan, low: int, high: int) -> Row:
-        """:func:`reserve_row` of this range (stages of one kind repeat the ranges of
-        the phases their activations do not touch: steady, optimizer, checkpoint)."""
-        row = self.reserves.get((low, high))
+    def __post_init__(self) -> None:
+        self.accumulating = self.plan.batch.grad_accum > 1
+        self.keep_all_gathered = keeps_all_gathered(self.plan.parallelism)
+
+    def reserve(self, span: tuple[int, int]) -> Row:
+        """:func:`reserve_row` over the allocated ``span`` (low, high): stages of one
+        kind repeat the ranges of the phases their activations do not touch (steady,
+        optimizer, checkpoint)."""
+        row = self.reserves.get(span)
         if row is None:
-            row = self.reserves[(low, high)] = reserve_row(plan, low, high)
+            row = self.reserves[span] = reserve_row(self.plan, span[0], span[1])
         return row
 
 
-def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span]:
-    """(all HBM runtime rows, those inside the verdict's capacity), each (low, high)."""
-    runtime = [r for r in rows if r.state == "runtime" and r.location == "hbm"]
-    inside = [r for r in runtime if not outside_capacity(plan, r)]
-    return (
-        (sum(r.low for r in runtime), sum(r.high for r in runtime)),
-        (sum(r.low for r in inside), sum(r.high for r in inside)),
-    )
+def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span, bool]:
+    """(all HBM runtime rows, those inside the verdict's capacity), each (low, high),
+    and whether a row holds gradients in HBM: one pass over the rows."""
+    rt_low = rt_high = in_low = in_high = 0
+    grads = False
+    for r in rows:
+        if r.location != "hbm":
+            continue
+        if r.state == "runtime":
+            rt_low += r.low
+            rt_high += r.high
+            if not outside_capacity(plan, r):
+                in_low += r.low
+                in_high += r.high
+        elif r.state == "grads":
+            grads = True
+    return (rt_low, rt_high), (in_low, in_high), grads
 
 
 class _Make(NamedTuple):
     """What a stage's rows read of the stage: its layers, their walk
     (:func:`~engine.ledger.activations.stage_layers.layer_walk`), the stage whose
-    tensors it places (its representative), whether it is the last, and the stage whose
-    shared rows stand for its own (:func:`_makes`)."""
+    tensors it places (its representative) and those tensors, whether it is the last,
+    and the stage whose shared rows stand for its own (:func:`_makes`)."""
 
     layers: range
     walk: Walk
     placing: int
+    placed: tuple[LocalTensor, ...]
     last: bool
     shared: int
 
@@ -128,9 +148,17 @@ def _makes(plan: Plan) -> tuple[_Make, ...]:
     rule = rule_of(par.strategy)
     own_range = rule.params and not rule.fsdp
     ranges, reps = stage_layer_ranges(arch, par), representative_stages(arch, par)
+    placed = {rep: stage_placed(plan, rep) for rep in set(reps)}
     return tuple(
-        _Make(ranges[s], layer_walk(plan, s), reps[s], s == par.pp - 1, s if own_range else reps[s])
-        for s in range(par.pp)
+        _Make(
+            ranges[s],
+            walk,
+            reps[s],
+            placed[reps[s]],
+            s == par.pp - 1,
+            s if own_range else reps[s],
+        )
+        for s, walk in enumerate(layer_walks(plan))
     )
 
 
@@ -147,7 +175,7 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
     gathered = gathered_rows(plan, placed, formats, shard, rule, stage)
     tail: list[Row] = list(gathered)
     tail += bucket_rows(plan, held, formats, rule, shard)
-    in_hbm = grads_in_hbm or any(r.state == "grads" and r.location == "hbm" for r in head + tail)
+    in_hbm = grads_in_hbm or _holds_grads(head + tail)
     tail += backward_grad_rows(plan, held, held_all[1], in_hbm)
     tail += accumulation_rows(plan, held, rule)
     if plan.method.kind == "qlora":
@@ -158,33 +186,41 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
     tail += checkpoint_rows(plan, unit)
     tail += runtime_rows(plan, stage)
     accumulating = plan.batch.grad_accum > 1
-    runtime, inside = _runtime(plan, head + tail)
+    runtime, inside, _ = _runtime(plan, head + tail)
     return _Shared(
         tuple(head), tuple(tail), moment_sums(head + tail, accumulating), runtime, inside
     )
 
 
-def _own_rows(plan: Plan, stage: int) -> list[Row]:
-    """The stage's activation rows (and the last stage's logits)."""
-    mk = _makes(plan)[stage]
-    fixed = _fixed(plan, mk.walk, mk.placing, mk.last)
-    rows = activation_rows(plan, stage, len(mk.layers), stage_placed(plan, mk.placing), fixed)
-    if mk.last:
-        rows += logits_rows(plan, geometry(plan), in_flight(plan, stage))
-    return rows
+class _FixedPart(NamedTuple):
+    """A make-up's :class:`FixedRows`, with their allocated moment sums, runtime sums
+    and whether one holds gradients in HBM: summed once, so each stage of the make-up
+    sums only the rows that scale with its micro-batches in flight."""
+
+    rows: FixedRows
+    sums: Sums
+    runtime: Span
+    inside: Span
+    grads: bool
 
 
 @lru_cache(maxsize=1024)
-def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> FixedRows:
+def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     """The :func:`fixed_rows` of a stage whose layers walk as ``walk`` and which places
     the tensors of stage ``placing`` (its representative): built from exactly these, so
     the stages of one make-up (DeepSeek-V3's middle stages) share them, whatever their
     micro-batches in flight."""
-    return fixed_rows(plan, counted_layers(plan, walk), last, stage_placed(plan, placing))
+    fixed = fixed_rows(plan, counted_layers(plan, walk), last, stage_placed(plan, placing))
+    rows = [*fixed.held, *fixed.tail]
+    runtime, inside, grads = _runtime(plan, rows)
+    return _FixedPart(fixed, moment_sums(rows, plan.batch.grad_accum > 1), runtime, inside, grads)
 
 
-@dataclass(frozen=True, slots=True)
-class _Own:
+def _holds_grads(rows: Iterable[Row]) -> bool:
+    return any(r.state == "grads" and r.location == "hbm" for r in rows)
+
+
+class _Own(NamedTuple):
     """A stage's own (activation) rows, whether one holds gradients in HBM, their
     allocated moment sums and runtime sums."""
 
@@ -197,16 +233,24 @@ class _Own:
 
 @lru_cache(maxsize=1024)
 def _own(plan: Plan, stage: int) -> _Own:
-    """:func:`_own_rows` and their sums, cached on the whole plan: a plan estimated again
-    (the window's redraws, an undo, the analysis asking once more) rebuilds nothing."""
-    own = _own_rows(plan, stage)
-    runtime, inside = _runtime(plan, own)
+    """The stage's activation rows (and the last stage's logits) and their sums, cached
+    on the whole plan: a plan estimated again (the window's redraws, an undo, the
+    analysis asking once more) rebuilds nothing. The rows are those of
+    :func:`~engine.ledger.activations.rows.activation_rows`, in its order; only those
+    that scale with the micro-batches in flight are built and summed here, on top of
+    the make-up's :func:`_fixed` part."""
+    mk = _makes(plan)[stage]
+    fixed = _fixed(plan, mk.walk, mk.placing, mk.last)
+    saved, labels = varying_rows(plan, stage, len(mk.layers), mk.placed, fixed.rows.layers)
+    logits = logits_rows(plan, geometry(plan), in_flight(plan, stage)) if mk.last else []
+    varying = saved + labels + logits
+    (rt_low, rt_high), (in_low, in_high), grads = _runtime(plan, varying)
     return _Own(
-        tuple(own),
-        any(r.state == "grads" and r.location == "hbm" for r in own),
-        moment_sums(own, plan.batch.grad_accum > 1),
-        runtime,
-        inside,
+        (*saved, *fixed.rows.held, *labels, *fixed.rows.tail, *logits),
+        fixed.grads or grads,
+        moment_sums(varying, plan.batch.grad_accum > 1, fixed.sums),
+        (fixed.runtime[0] + rt_low, fixed.runtime[1] + rt_high),
+        (fixed.inside[0] + in_low, fixed.inside[1] + in_high),
     )
 
 
@@ -214,13 +258,15 @@ def stage_rows(plan: Plan, stage: int) -> StageRows:
     """The rows of one rank of ``stage`` (before the allocator reserve), their
     allocated moment sums and runtime sums."""
     own = _own(plan, stage)
+    mk = _makes(plan)[stage]
     # Activation rows never hold gradients; if one ever does, the shared rows must see it.
-    shared = _shared(shape_free(plan), _makes(plan)[stage].shared, own.grads)
+    shared = _shared(shape_free(plan), mk.shared, own.grads)
     return StageRows(
         [*shared.head, *own.rows, *shared.tail],
         add_sums(shared.sums, own.sums),
         (shared.runtime[0] + own.runtime[0], shared.runtime[1] + own.runtime[1]),
         (shared.inside[0] + own.inside[0], shared.inside[1] + own.inside[1]),
+        mk.layers,
     )
 
 

@@ -9,7 +9,8 @@ which is why the profiles take a :class:`Trainability` besides the shapes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
@@ -262,8 +263,20 @@ class Term:
         return f"{self.name} {n}{self.tokens(g)}·{self.width}·{self.bpe}"
 
 
-def terms_bytes(terms: list[Term], g: Geometry) -> int:
-    return sum(t.bytes(g) for t in terms)
+def terms_bytes(terms: Iterable[Term], g: Geometry) -> int:
+    """The sum of the terms' :meth:`Term.bytes`, each axis's tokens worked out once
+    (every stage make-up of every estimate sums its layer kinds' terms)."""
+    tokens = {"full": g.micro_batch * g.seq, "seq": g.seq_tokens, "const": 1}
+    gran = g.granularity
+    return sum(t.count * round_up(tokens[t.axis] * t.width * t.bpe, gran) for t in terms)
+
+
+@lru_cache(maxsize=256)
+def one_sequence(g: Geometry) -> Geometry:
+    """``g`` at a micro-batch of one sequence: what the saved terms (widths per token)
+    are built at, so plans differing only in the micro-batch share them. Cached on
+    ``g`` (one hash instead of a ``dataclasses.replace``)."""
+    return replace(g, micro_batch=1)
 
 
 def terms_formula(terms: list[Term], g: Geometry) -> str:

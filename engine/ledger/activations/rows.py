@@ -129,17 +129,30 @@ def activation_rows(
     """Saved activations, the backward working set and once-per-forward tensors;
     ``fixed``: the stage's :func:`fixed_rows` (with its layers), when the caller has
     them already."""
-    g = geometry(plan)
     last = stage == plan.parallelism.pp - 1
-    fly = in_flight(plan, stage)
     if fixed is None:
         fixed = fixed_rows(plan, stage_layers(plan, stage), last, placed)
-    return [
-        *_in_flight_rows(plan, fixed.layers, last, fly, n_layers, placed),
-        *fixed.held,
-        *labels_rows(plan, g, last, fly),
-        *fixed.tail,
-    ]
+    saved, labels = varying_rows(plan, stage, n_layers, placed, fixed.layers)
+    return [*saved, *fixed.held, *labels, *fixed.tail]
+
+
+def varying_rows(
+    plan: Plan,
+    stage: int,
+    n_layers: int,
+    placed: tuple[LocalTensor, ...],
+    sl: StageLayers,
+) -> tuple[list[Row], list[Row]]:
+    """The stage's activation rows that scale with its micro-batches in flight: (the
+    saved rows, which come first, and the labels, which follow :attr:`FixedRows.held`):
+    all that differs between stages of one make-up, so a caller holding the
+    :class:`FixedRows` (and their sums) builds only these per stage."""
+    last = stage == plan.parallelism.pp - 1
+    fly = in_flight(plan, stage)
+    return (
+        _in_flight_rows(plan, sl, last, fly, n_layers, placed),
+        labels_rows(plan, geometry(plan), last, fly),
+    )
 
 
 def _in_flight_rows(

@@ -11,7 +11,7 @@ those whose index is a multiple of k (``modeling_utils._activation_checkpointing
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 from engine.ledger.activations import hf
@@ -21,6 +21,7 @@ from engine.ledger.activations.geometry import (
     Term,
     Trainability,
     geometry,
+    one_sequence,
     terms_bytes,
     trainability,
 )
@@ -140,14 +141,19 @@ def layer_walk(plan: Plan, stage: int) -> Walk:
     """The :data:`Walk` of the stage's layers: all a stage's :class:`StageLayers` reads
     of the stage. Cached on the plan too (a plan's hash is one slot read; the walk's
     inputs hash field by field), as is :func:`counted_layers`."""
+    return layer_walks(plan)[stage]
+
+
+def layer_walks(plan: Plan) -> tuple[Walk, ...]:
+    """Every stage's :func:`layer_walk`, the plan's sections read once for all stages
+    (what an estimate of every stage asks)."""
     arch, par = plan.model.architecture, plan.parallelism
     megatron = plan.runtime.activation_profile == "megatron"
-    return _walk(
-        arch.moe if not megatron else None,
-        stage_layer_ranges(arch, par)[stage],
-        plan.method.recompute,
-        megatron,
-        stage == 0 and not trainability(plan).embedding,
+    moe, rec = arch.moe if not megatron else None, plan.method.recompute
+    frozen = not trainability(plan).embedding
+    return tuple(
+        _walk(moe, layers, rec, megatron, s == 0 and frozen)
+        for s, layers in enumerate(stage_layer_ranges(arch, par))
     )
 
 
@@ -201,9 +207,9 @@ def _counted(
     n_layers: int,
 ) -> StageLayers:
     """The stage's :class:`StageLayers` from its kinds (see :data:`Saved`)."""
-    per_sequence = replace(g, micro_batch=1)
+    per_sequence = one_sequence(g)
     kinds = [
-        LayerKind(name, terms, terms_bytes(list(terms), g), n, is_moe)
+        LayerKind(name, terms, terms_bytes(terms, g), n, is_moe)
         for (name, terms, is_moe), (_, n) in zip(
             layer_kind_terms(
                 arch, per_sequence, tr, megatron, attention, policy, tuple(k for k, _ in saved)
@@ -260,7 +266,7 @@ def final_norm_terms(plan: Plan, g: Geometry) -> tuple[Term, ...]:
     sequence and shared across micro-batch sizes."""
     return _final_norm_terms(
         plan.model.architecture,
-        replace(g, micro_batch=1),
+        one_sequence(g),
         trainability(plan),
         plan.runtime.activation_profile == "megatron",
         plan.runtime.attention,

@@ -71,8 +71,19 @@ class Transfer:
     times: int  # collectives per step
     intra: int  # bytes this rank sends per step over the node's links
     inter: int  # … and over the network
-    formula: str
+    inside_node: bool  # every member of the group on one node
     source: str
+
+    @property
+    def formula(self) -> str:
+        """The transfer in words, with its numbers: written when shown (the layout
+        search and most estimates never read it)."""
+        where = "inside the node" if self.inside_node else "across nodes"
+        return (
+            f"{self.times} × {self.collective} of {fmt_count(self.size)} B over {self.group} "
+            f"{where}: {fmt_count(self.intra // self.times)} B on the node's links + "
+            f"{fmt_count(self.inter // self.times)} B on the network per collective"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +122,7 @@ class _Builder:
 
     def __init__(self, plan: Plan, stage: int) -> None:
         self.rpn = ranks_per_node(plan)
-        self.groups = stage_groups(plan, stage)
+        self.groups = _groups(plan, stage)
         self.out: list[Transfer] = []
 
     def add(
@@ -126,7 +137,6 @@ class _Builder:
         if group is None or size <= 0 or times <= 0:
             return
         one = split_by_link(collective, group, size, self.rpn)
-        where = "inside the node" if group.inside_node(self.rpn) else "across nodes"
         self.out.append(
             Transfer(
                 what,
@@ -136,15 +146,20 @@ class _Builder:
                 times,
                 one.intra * times,
                 one.inter * times,
-                f"{times} × {collective} of {fmt_count(size)} B over {group.label} "
-                f"{where}: {fmt_count(one.intra)} B on the node's links + "
-                f"{fmt_count(one.inter)} B on the network per collective",
+                group.inside_node(self.rpn),
                 source,
             )
         )
 
     def kind(self, *kinds: GroupKind) -> Group | None:
         return group_of(self.groups, *kinds)
+
+
+@lru_cache(maxsize=1024)
+def _groups(plan: Plan, stage: int) -> tuple[Group, ...]:
+    """:func:`stage_groups`, cached: the builder is made from the shape-free plan, so
+    plans differing only in the micro-batch's shape share a stage's groups."""
+    return tuple(stage_groups(plan, stage))
 
 
 def _state_bytes(plan: Plan, stage: int) -> dict[str, tuple[int, int, int]]:
