@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSplitter,
-    QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -38,6 +37,7 @@ from engine.units import fmt_bytes, fmt_range
 from engine.whatif.sweep import Sweep, SweepSpec, SweepSpecError, parse_vary, show_value, sweep
 from gui.document import PlanDocument
 from gui.sweep_chart import SweepChart
+from gui.views.grid import read_only_grid
 from gui.workers import TaskRunner
 
 SWEEP_INPUTS: tuple[tuple[str, str, str], ...] = (
@@ -117,14 +117,9 @@ class SweepPanel(QWidget):
         bottom.addWidget(self.status, 1)
         bottom.addWidget(self.include)
         self.chart = SweepChart(self)
-        self.table = QTableWidget(0, len(COLUMNS), self)
-        self.table.setObjectName("sweepTable")
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setStretchLastSection(True)
+        self.table = read_only_grid(
+            self, "sweepTable", COLUMNS, QHeaderView.ResizeMode.ResizeToContents
+        )
         split = QSplitter(Qt.Orientation.Vertical, self)
         split.addWidget(self.chart)
         split.addWidget(self.table)

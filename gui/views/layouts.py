@@ -16,13 +16,11 @@ from html import escape
 from PySide6.QtCore import QRectF, QSize
 from PySide6.QtGui import QPainter, QPaintEvent
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QHeaderView,
     QLabel,
     QListWidget,
     QPushButton,
     QScrollArea,
-    QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -34,6 +32,7 @@ from engine.layout.lattice import Layout, ranks_per_node
 from engine.units import UnitChoice, fmt_bytes, fmt_range
 from gui.document import PlanDocument
 from gui.views.chart_common import foreground
+from gui.views.grid import read_only_grid
 from gui.views.layout_choice import (
     ROLE_WORDS,
     LayoutChoice,
@@ -99,15 +98,11 @@ class LayoutsView(QScrollArea):
         self.note = QLabel("", body)
         self.note.setObjectName("layoutNote")
         self.note.setWordWrap(True)
-        self.table = QTableWidget(0, len(COLUMNS), body)
-        self.table.setObjectName("layoutTable")
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         # sized once per fill (resizeColumnsToContents), not on every cell set: a
         # ResizeToContents header re-measures the table for each of its cell widgets
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table = read_only_grid(
+            body, "layoutTable", COLUMNS, QHeaderView.ResizeMode.Interactive
+        )
         self.levers = LeversTable(doc, body)
         self.rejected_title = QLabel("", body)
         self.rejected_title.setWordWrap(True)

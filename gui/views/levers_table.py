@@ -11,7 +11,6 @@ Apply; a lever the stack cannot run shows why and offers no Apply.
 from __future__ import annotations
 
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QHeaderView,
     QLabel,
     QPushButton,
@@ -23,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from engine.layout.levers import LeverSummary
 from gui.document import PlanDocument
+from gui.views.grid import read_only_grid
 from gui.views.lever_rows import INTRO, LeverRow, levers_status
 
 COLUMNS = ("", "Lever and its change", "GPUs to buy with it", "Arithmetic minimum", "Cost")
@@ -58,16 +58,10 @@ class LeversTable(QWidget):
         self.status = QLabel("", self)
         self.status.setObjectName("leversStatus")
         self.status.setWordWrap(True)
-        self.table = QTableWidget(0, len(COLUMNS), self)
-        self.table.setObjectName("leversGrid")
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table = read_only_grid(self, "leversGrid", COLUMNS, QHeaderView.ResizeMode.Interactive)
         self.table.setWordWrap(True)
         # Tab leaves the table for the next Apply button instead of walking its cells
         self.table.setTabKeyNavigation(False)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        self.table.horizontalHeader().setStretchLastSection(True)
         self.table.horizontalHeader().setMinimumSectionSize(40)
         # the cost column stretches with the tab: its words wrap again, rows re-measured
         self.table.horizontalHeader().sectionResized.connect(self._rewrap)
