@@ -246,7 +246,7 @@ def _own(plan: Plan, stage: int) -> _Own:
     varying = saved + labels + logits
     (rt_low, rt_high), (in_low, in_high), grads = _runtime(plan, varying)
     return _Own(
-        (*saved, *fixed.rows.held, *labels, *fixed.rows.tail, *logits),
+        (*fixed.rows.around(saved, labels), *logits),
         fixed.grads or grads,
         moment_sums(varying, plan.batch.grad_accum > 1, fixed.sums),
         (fixed.runtime[0] + rt_low, fixed.runtime[1] + rt_high),

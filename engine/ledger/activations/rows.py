@@ -86,6 +86,12 @@ class FixedRows(NamedTuple):
     held: list[Row]
     tail: list[Row]
 
+    def around(self, saved: list[Row], labels: list[Row]) -> list[Row]:
+        """The stage's activation rows in the ledger's order, given its
+        :func:`varying_rows`: saved activations, these rows' held part, the labels,
+        their tail."""
+        return [*saved, *self.held, *labels, *self.tail]
+
 
 def fixed_rows(
     plan: Plan, sl: StageLayers, last: bool, placed: tuple[LocalTensor, ...]
@@ -124,16 +130,11 @@ def activation_rows(
     stage: int,
     n_layers: int,
     placed: tuple[LocalTensor, ...],
-    fixed: FixedRows | None = None,
 ) -> list[Row]:
-    """Saved activations, the backward working set and once-per-forward tensors;
-    ``fixed``: the stage's :func:`fixed_rows` (with its layers), when the caller has
-    them already."""
+    """Saved activations, the backward working set and once-per-forward tensors."""
     last = stage == plan.parallelism.pp - 1
-    if fixed is None:
-        fixed = fixed_rows(plan, stage_layers(plan, stage), last, placed)
-    saved, labels = varying_rows(plan, stage, n_layers, placed, fixed.layers)
-    return [*saved, *fixed.held, *labels, *fixed.tail]
+    fixed = fixed_rows(plan, stage_layers(plan, stage), last, placed)
+    return fixed.around(*varying_rows(plan, stage, n_layers, placed, fixed.layers))
 
 
 def varying_rows(

@@ -130,9 +130,11 @@ def stage_layers(plan: Plan, stage: int) -> StageLayers:
     The walk over the stage's layers (:func:`layer_walk`) only says which kinds occur
     (in order of first appearance), how many of each keep their saved set, and how many
     are checkpointed; the kinds' terms, bytes and description are built by
-    :func:`counted_layers`. Both are cached on exactly the inputs they are given — never
-    the whole plan — so pipeline stages of the same make-up, and layouts that differ
-    only where a layer's saved set does not look (DP, EP, PP, the strategy), share them."""
+    :func:`counted_layers`. Both are cached on the plan (one slot read), and the work
+    under them (:func:`_walk`, :func:`_counted`, :func:`layer_kind_terms`) on exactly the
+    inputs it reads — never the whole plan — so pipeline stages of the same make-up, and
+    layouts that differ only where a layer's saved set does not look (DP, EP, PP, the
+    strategy), share it."""
     return counted_layers(plan, layer_walk(plan, stage))
 
 
