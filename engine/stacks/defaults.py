@@ -84,15 +84,18 @@ def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
     one copy. Run on that plan, not merely keyed on it, a rule that did read the batch
     or a layout field would be wrong at once, in every golden plan, not only on a cache
     hit."""
-    par = plan.parallelism
-    free = _layout_free(par.strategy, par.tp_style, par.knobs)
+    par: Section = plan.parallelism
+    free = _layout_free(
+        plan.parallelism.strategy, plan.parallelism.tp_style, plan.parallelism.knobs
+    )
     r = _batchless(
         tuple(free if name == "parallelism" else getattr(plan, name) for name in _NOT_BATCH)
     )
     batch = shared_section(plan.batch)
     done = r.plan.parallelism
-    if done.tp_style != par.tp_style or done.knobs != par.knobs:
-        par = par.model_copy(update={"tp_style": done.tp_style, "knobs": done.knobs})
+    own = plan.parallelism
+    if done.tp_style != own.tp_style or done.knobs != own.knobs:
+        par = own.model_copy(update={"tp_style": done.tp_style, "knobs": done.knobs})
     par = shared_section(par)
     if batch is r.plan.batch and par is done:
         return r
