@@ -88,8 +88,14 @@ def slack(plan: Plan, outcome: Outcome) -> int:
     inputs can shrink away with fewer ranks (sharded states only grow). It is at most
     the estimate's padded rows (``Outcome.padded``) times the largest padding share of
     any unit at that layout; 0 when parameters are not gathered."""
-    pad, padded = padding_share(plan, outcome.layout)
-    return -(-outcome.padded * pad // padded) if pad else 0
+    return padded_slack(plan, outcome.layout, outcome.padded)
+
+
+def padded_slack(plan: Plan, layout: Layout, padded_bytes: int) -> int:
+    """:func:`slack` at ``layout`` of ``padded_bytes`` bytes of padded rows (an upper
+    bound on them gives an upper bound on the slack)."""
+    pad, padded = padding_share(plan, layout)
+    return -(-padded_bytes * pad // padded) if pad else 0
 
 
 @dataclass
