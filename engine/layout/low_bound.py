@@ -24,7 +24,11 @@ one of the decisive stages, so the bound is the smallest stage's.
 
 It costs nearly an estimate for MoE models (the shared rows are most of one; an
 estimate of the same layout then reuses them), so the search asks for it only where it
-replaces an estimate one for one (:meth:`engine.layout.search._Shape.probe`).
+replaces an estimate one for one (:meth:`engine.layout.search._Shape.probe`): at a
+regime's probe it proves what a failing estimate would — over the limit by more than the
+slack, whose padded bytes it bounds from above (:meth:`LowFloors.with_padded`), every
+smaller DP of the regime fails too. ``tests/engine/layout/test_low_bound.py`` checks the
+padded bound against the estimate's and that rule against brute force.
 """
 
 from __future__ import annotations
