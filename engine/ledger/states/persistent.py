@@ -37,7 +37,7 @@ parallelism without its DP and CP (:func:`_placing`), the dense and expert shard
 sizes, the allocator granularity and the representative stage."""
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _placing(par: ParallelismSection) -> ParallelismSection:
     """``par`` at DP 1 and CP 1. Placement reads neither (CP splits tokens, not weights),
     and the states read them only through the shard group sizes, which :func:`_key`
@@ -52,7 +52,7 @@ def _placing(par: ParallelismSection) -> ParallelismSection:
     return out
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _held(
     arch: ArchitectureSpec,
     method: MethodSection,
@@ -88,7 +88,7 @@ def stage_held(plan: Plan, stage: int) -> tuple[tuple[HeldTensor, ...], ShardCon
     return _held(*_key(plan, stage))
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _rows(
     arch: ArchitectureSpec,
     method: MethodSection,
@@ -129,7 +129,7 @@ def offloaded_stage_rows(plan: Plan, stage: int) -> list[Row]:
     return _split(plan, stage)[1]
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _shard_elems(
     arch: ArchitectureSpec,
     method: MethodSection,
@@ -157,7 +157,7 @@ def stage_shard_elems(plan: Plan, stage: int) -> tuple[int, int]:
     return _shard_elems(*_key(plan, stage))
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _placed(arch: ArchitectureSpec, par: ParallelismSection, stage: int) -> tuple[LocalTensor, ...]:
     return place_stage(arch, par, stage)
 
