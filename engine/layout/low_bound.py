@@ -24,19 +24,24 @@ one of the decisive stages, so the bound is the smallest stage's.
 
 It costs nearly an estimate for MoE models (the shared rows are most of one; an
 estimate of the same layout then reuses them), so the search asks for it only where it
-replaces an estimate one for one (:meth:`engine.layout.search._Shape.probe`).
+replaces an estimate one for one (:meth:`engine.layout.search._Shape.probe`): at a
+regime's probe it proves what a failing estimate would — over the limit by more than the
+slack, whose padded bytes it bounds from above (:meth:`LowFloors.with_padded`), every
+smaller DP of the regime fails too. ``tests/engine/layout/test_low_bound.py`` checks the
+padded bound against the estimate's and that rule against brute force.
 """
 
 from __future__ import annotations
 
 from engine.errors import PlanError
 from engine.layout.bound import PeakFloors
+from engine.layout.evaluate import PADDED_STATES
 from engine.layout.lattice import with_layout
 from engine.layout.point import Layout
 from engine.ledger.peaks.runtime import reserve_row
 from engine.ledger.phases import add_sums, timeline_of
 from engine.ledger.row import PHASES, Phase
-from engine.ledger.stage_rows import shared_sums
+from engine.ledger.stage_rows import shared_padded_high, shared_sums
 from engine.legality.checks import check
 from engine.stacks.defaults import resolved
 
@@ -51,26 +56,35 @@ class LowFloors:
     def __init__(self, floors: PeakFloors) -> None:
         self.floors = floors
         self.plan = floors.plan
-        self._cache: dict[Layout, int] = {}
+        self._cache: dict[Layout, tuple[int, int]] = {}
 
     def __call__(self, layout: Layout) -> int:
         """A lower bound on ``layout``'s low fit peak; 0 when none is known (the layout
         cannot be laid out or is refused: its estimate says why)."""
+        return self.with_padded(layout)[0]
+
+    def with_padded(self, layout: Layout) -> tuple[int, int]:
+        """(the bound, an upper bound on the padded bytes of the estimate's heaviest
+        stage — :attr:`engine.layout.evaluate.Outcome.padded`): the rows of the padded
+        states are shared rows, the bound computes every decisive stage's, and the
+        heaviest stage is a decisive one, so the largest of theirs is at least its.
+        (0, 0) when no bound is known."""
         got = self._cache.get(layout)
         if got is None:
             got = self._cache[layout] = self._bound(layout)
         return got
 
-    def _bound(self, layout: Layout) -> int:
+    def _bound(self, layout: Layout) -> tuple[int, int]:
         got = self.floors.canonical(layout)
         if got is None:
-            return 0
+            return 0, 0
         try:
             laid = resolved(with_layout(self.plan, layout))
             check(laid)
             stages = [(st, shared_sums(laid, st.stage)) for st in got[1]]
+            padded = max(shared_padded_high(laid, st.stage, PADDED_STATES) for st in got[1])
         except (PlanError, NotImplementedError, ValueError):
-            return 0
+            return 0, 0
         best: int | None = None
         for st, (sums, inside) in stages:
             phases = timeline_of(add_sums(sums, st.activation_sums)).phases
@@ -78,4 +92,4 @@ class LowFloors:
             low = min(phases[ph].low for ph in PHASES if ph not in QUIET or phases[ph].high >= busy)
             fit = low + reserve_row(laid, low, low).low + inside[0]
             best = fit if best is None else min(best, fit)
-        return best or 0
+        return (best, padded) if best else (0, 0)

@@ -59,6 +59,21 @@ def _padding(rows: Rows, groups: tuple[int, int], tps: tuple[int, int]) -> tuple
     return pad, total
 
 
+Context = tuple[ParallelismSection, ArchitectureSpec, int] | None
+"""What :func:`padding_share` reads of a plan (:func:`padding_context`)."""
+
+
+def padding_context(plan: Plan) -> Context:
+    """The plan's parallelism, resolved architecture and ranks per node, or None when the
+    strategy gathers no parameters: worked out once by a caller that asks about many
+    layouts of one plan (the search judges every DP of every shape)."""
+    par = plan.parallelism
+    rule = rule_of(par.strategy)
+    if not (rule.params and rule.fsdp):
+        return None
+    return par, resolved(plan).model.architecture, ranks_per_node(plan)
+
+
 def padding_share(plan: Plan, layout: Layout) -> tuple[int, int]:
     """The largest share of padding in any FSDP unit at this layout, as (padding,
     padded size) in elements; (0, 1) when the strategy gathers no parameters. Taken of
@@ -66,16 +81,14 @@ def padding_share(plan: Plan, layout: Layout) -> tuple[int, int]:
     is one tensor per expert, the stack's own (``stacked`` / ``fused_gate_up``) one tensor
     of all experts split on the expert dimension, which pads where there are fewer
     experts than ranks."""
-    par = plan.parallelism
-    rule = rule_of(par.strategy)
-    if not (rule.params and rule.fsdp):
+    return share_in(padding_context(plan), layout)
+
+
+def share_in(context: Context, layout: Layout) -> tuple[int, int]:
+    """:func:`padding_share` of a plan whose :func:`padding_context` is ``context``."""
+    if context is None:
         return 0, 1
-    return _share(
-        par,
-        resolved(plan).model.architecture,
-        ranks_per_node(plan),
-        (layout.tp, layout.cp, layout.dp, layout.ep, layout.etp),
-    )
+    return _share(*context, (layout.tp, layout.cp, layout.dp, layout.ep, layout.etp))
 
 
 @lru_cache(maxsize=256)
@@ -111,7 +124,14 @@ def padding_problems(plan: Plan, layout: Layout, max_share: float) -> tuple[str,
     ``max_share`` (see :class:`engine.layout.point.LayoutPreferences`)."""
     if max_share >= 1:
         return ()
-    pad, padded = padding_share(plan, layout)
+    return problems_in(padding_context(plan), layout, max_share)
+
+
+def problems_in(context: Context, layout: Layout, max_share: float) -> tuple[str, ...]:
+    """:func:`padding_problems` of a plan whose :func:`padding_context` is ``context``."""
+    if max_share >= 1:
+        return ()
+    pad, padded = share_in(context, layout)
     if pad <= max_share * padded:
         return ()
     return (

@@ -44,7 +44,7 @@ from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.low_bound import LowFloors
 from engine.layout.point import Layout
-from engine.layout.regimes import RegimeKey, SearchMemo, below_dp, slack
+from engine.layout.regimes import RegimeKey, SearchMemo, below_dp, padded_slack, slack
 from engine.layout.state_bound import StateFloors
 
 Cost = Callable[[int], int]
@@ -141,10 +141,10 @@ class _Shape:
             batches = {(lay.micro_batch, lay.grad_accum): lay for lay in below}
             batches.pop((layout.micro_batch, layout.grad_accum), None)
             return False, all(self._over_floor(lay) for lay in batches.values())
-        if not below and self._over_low_floor(layout):
-            # the low bound is not shown monotone in DP, and for MoE models it costs
-            # nearly an estimate (the shared rows, which the estimate then reuses): it
-            # stands in for one only where no smaller DP is left to prove failing
+        if self._over_low_floor(layout, bool(below)):
+            # for MoE models the low bound costs nearly an estimate (the shared rows,
+            # which the estimate then reuses): it stands in for one one for one, as
+            # an estimate would prove, with its slack, the smaller DPs failing too
             return False, True
         o = self.ev(layout)
         self.estimated.append(o)
@@ -175,12 +175,19 @@ class _Shape:
             return False
         return self.state_floors.over(layout, self.criterion.figure, limit)
 
-    def _over_low_floor(self, layout: Layout) -> bool:
+    def _over_low_floor(self, layout: Layout, regime: bool) -> bool:
         """Whether the layout's low fit peak is proven over the limit
-        (:mod:`.low_bound`): it fails by the low estimate without one."""
+        (:mod:`.low_bound`): it fails by the low estimate without one. With ``regime``,
+        whether it is proven over by more than an upper bound on its slack
+        (:func:`slack` of the padded bytes' bound): as a failing estimate would, that
+        proves every smaller DP of its regime failing too."""
         if self.low_floors is None or self.criterion.figure != "low":
             return False
-        return self.low_floors(layout) > self.ev.plan.hbm_limit_bytes
+        bound, padded = self.low_floors.with_padded(layout)
+        over = bound - self.ev.plan.hbm_limit_bytes
+        if over <= 0 or not regime:
+            return over > 0
+        return over > padded_slack(self.ev.plan, layout, padded)
 
     def smallest(self, layouts: list[Layout]) -> Layout | None:
         """The smallest accepted layout of one regime (ascending DP), soundly: a probe

@@ -277,3 +277,13 @@ def shared_sums(plan: Plan, stage: int) -> tuple[Sums, Span]:
     bounds the activation rows from below."""
     shared = _shared(shape_free(plan), _makes(plan)[stage].shared, False)
     return shared.sums, shared.inside
+
+
+def shared_padded_high(plan: Plan, stage: int, states: frozenset[str]) -> int:
+    """The high bytes of ``stage``'s shared rows (those :func:`shared_sums` sums) whose
+    state is one of ``states``, in the resolved ``plan``: the layout search bounds the
+    FSDP padding a probe's slack allows (``engine.layout.regimes.slack``) without an
+    estimate, and the rows of the padded states (gathered units, reduce-scatter inputs)
+    are all shared ones."""
+    shared = _shared(shape_free(plan), _makes(plan)[stage].shared, False)
+    return sum(r.high for r in (*shared.head, *shared.tail) if r.state in states)

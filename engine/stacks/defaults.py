@@ -21,6 +21,7 @@ from typing import Any, Final
 from engine.plan import SECTION_ORDER, Plan, shared_section, with_shared_sections
 from engine.sections.base import ByteRange, Section
 from engine.sections.method import BatchSection
+from engine.sections.parallel import ParallelismSection, StrategyKnobs
 from engine.sections.stack import ConcreteStack
 from engine.stacks.catalog import concrete_stack, stack_info
 from engine.stacks.families import rule_of
@@ -73,17 +74,48 @@ def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
     """The plan with every ``auto`` field replaced by its stack's default (cached: views
     and the layout search resolve the same plans again and again).
 
-    No rule reads the batch, so the rules run once per plan *without* it — on the plan
-    with :data:`FIXED_BATCH` in its place, cached on the other sections — and the plan's
-    own batch goes back in: plans that differ only in the batch (the window's batch
-    edits, a fit search over micro-batch sizes) resolve in one copy. Run on that plan,
-    not merely keyed on it, a rule that did read the batch would be wrong at once, in
-    every golden plan, not only on a cache hit."""
-    r = _batchless(tuple(getattr(plan, name) for name in _NOT_BATCH))
+    No rule reads the batch, nor any field of the parallelism section but the strategy
+    and the two it decides (``tp_style``, ``knobs``), so the rules run once per plan
+    *without* them — on the plan with :data:`FIXED_BATCH` in its place and the
+    parallelism at its defaults but for those three fields (:func:`_layout_free`),
+    cached on the other sections — and the plan's own batch and layout go back in:
+    plans that differ only in the batch or the layout (the window's batch edits, a fit
+    search over micro-batch sizes, the layout search's thousands of layouts) resolve in
+    one copy. Run on that plan, not merely keyed on it, a rule that did read the batch
+    or a layout field would be wrong at once, in every golden plan, not only on a cache
+    hit."""
+    par: Section = plan.parallelism
+    free = _layout_free(
+        plan.parallelism.strategy, plan.parallelism.tp_style, plan.parallelism.knobs
+    )
+    r = _batchless(
+        tuple(free if name == "parallelism" else getattr(plan, name) for name in _NOT_BATCH)
+    )
     batch = shared_section(plan.batch)
-    if batch is r.plan.batch:
+    done = r.plan.parallelism
+    own = plan.parallelism
+    if done.tp_style != own.tp_style or done.knobs != own.knobs:
+        par = own.model_copy(update={"tp_style": done.tp_style, "knobs": done.knobs})
+    par = shared_section(par)
+    if batch is r.plan.batch and par is done:
         return r
-    return ResolvedPlan(r.plan.model_copy(update={"batch": batch}), r.stack, r.derived)
+    update = {"batch": batch, "parallelism": par}
+    return ResolvedPlan(r.plan.model_copy(update=update), r.stack, r.derived)
+
+
+_FREE_PARALLELISM: Final[ParallelismSection] = ParallelismSection()
+"""The layout the stack's rules see (any would do: they read only the strategy and the
+fields they decide)."""
+
+
+@lru_cache(maxsize=256)
+def _layout_free(strategy: str, tp_style: str, knobs: StrategyKnobs) -> ParallelismSection:
+    """:data:`_FREE_PARALLELISM` with the fields the rules read or decide."""
+    free = _FREE_PARALLELISM.model_copy(
+        update={"strategy": strategy, "tp_style": tp_style, "knobs": knobs}
+    )
+    assert isinstance(free, ParallelismSection)
+    return free
 
 
 FIXED_BATCH: Final[BatchSection] = BatchSection()
@@ -95,7 +127,8 @@ _NOT_BATCH: Final[tuple[str, ...]] = tuple(n for n in SECTION_ORDER if n != "bat
 @lru_cache(maxsize=1024)
 def _batchless(sections: tuple[Section, ...]) -> ResolvedPlan:
     """:func:`resolve_stack_defaults` of the plan of these sections (every one but the
-    batch, in :data:`_NOT_BATCH` order) with :data:`FIXED_BATCH`. Built without
+    batch, in :data:`_NOT_BATCH` order, the parallelism layout-free) with
+    :data:`FIXED_BATCH`. Built without
     validation: the sections come from a validated plan, and only the rules read it."""
     fields: dict[str, Any] = dict(zip(_NOT_BATCH, sections, strict=True))
     plan = Plan.model_construct(**fields, batch=FIXED_BATCH)

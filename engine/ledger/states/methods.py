@@ -90,15 +90,20 @@ def held_tensors(
     ranks_per_node: int,
     placed: tuple[LocalTensor, ...],
     formats: StateFormats,
+    groups: tuple[int, int] | None = None,
 ) -> tuple[list[HeldTensor], str]:
     """The rank's tensors with trainability and dtypes, and the words for its divisor.
 
     The divisor is the size of the group that really shards each tensor: the dense
     data-parallel group (DP × CP × EP) for dense tensors, DP × CP for routed experts,
-    or the hybrid shard group under HSDP.
+    or the hybrid shard group under HSDP. ``groups`` gives the (dense, expert) sizes
+    when the caller has worked them out (then ``par``'s DP and CP are not read).
     """
-    dense = shard_group_size(par, dense_dp_group(par), ranks_per_node)
-    expert = shard_group_size(par, expert_dp_group(par), ranks_per_node)
+    if groups is None:
+        dense = shard_group_size(par, dense_dp_group(par), ranks_per_node)
+        expert = shard_group_size(par, expert_dp_group(par), ranks_per_node)
+    else:
+        dense, expert = groups
     b = _Builder(par, formats, dense, expert)
     base = formats.param
 

@@ -1,8 +1,8 @@
 """A pipeline stage's persistent rows: placement → method → states.
 
-Cached on exactly the sections that decide them (frozen, hashable), because the layout
-search and the GUI re-estimate plans that differ only in batch, runtime or policy; and
-per *kind* of stage (:func:`engine.ledger.placement.representative_stages`): stages
+Cached on exactly what decides them (frozen, hashable: :func:`_key`), because the
+layout search and the GUI re-estimate plans that differ only in batch, runtime, policy
+or DP; and per *kind* of stage (:func:`engine.ledger.placement.representative_stages`): stages
 placing the same tensors share one computation.
 """
 
@@ -11,9 +11,16 @@ from __future__ import annotations
 from functools import lru_cache
 
 from engine.ledger.held import HeldTensor
-from engine.ledger.placement import LocalTensor, place_stage, representative_stages
+from engine.ledger.placement import (
+    LocalTensor,
+    dense_dp_group,
+    expert_dp_group,
+    place_stage,
+    representative_stages,
+)
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
+from engine.ledger.sharding import shard_group_size
 from engine.ledger.states.methods import held_tensors
 from engine.ledger.states.offload import offloads_nothing, split_offload
 from engine.ledger.states.quantized import quantized_rows
@@ -24,33 +31,55 @@ from engine.sections.method import MethodSection
 from engine.sections.parallel import ParallelismSection
 from engine.stacks.families import rule_of
 
+Key = tuple[ArchitectureSpec, MethodSection, ParallelismSection, int, int, int, int]
+"""What a stage's states read (:func:`_key`): the architecture, the method, the
+parallelism without its DP and CP (:func:`_placing`), the dense and expert shard group
+sizes, the allocator granularity and the representative stage."""
+
+
+@lru_cache(maxsize=1024)
+def _placing(par: ParallelismSection) -> ParallelismSection:
+    """``par`` at DP 1 and CP 1. Placement reads neither (CP splits tokens, not weights),
+    and the states read them only through the shard group sizes, which :func:`_key`
+    carries: the layout search's DP values (and CP values of one dense group) of a shape
+    then share one placement and one set of rows. Computed *at* DP 1 and CP 1, not merely
+    keyed on them, a placement that did read either would be wrong at once, in every
+    golden plan with DP or CP above one."""
+    if par.dp == 1 and par.cp == 1:
+        return par
+    out = par.model_copy(update={"dp": 1, "cp": 1})
+    assert isinstance(out, ParallelismSection)
+    return out
+
 
 @lru_cache(maxsize=1024)
 def _held(
     arch: ArchitectureSpec,
     method: MethodSection,
     par: ParallelismSection,
-    ranks_per_node: int,
+    dense: int,
+    expert: int,
     granularity: int,
     stage: int,
 ) -> tuple[tuple[HeldTensor, ...], ShardContext]:
     formats = resolve_formats(method.precision)
     placed = _placed(arch, par, stage)
-    held, words = held_tensors(method, par, ranks_per_node, placed, formats)
+    held, words = held_tensors(method, par, 0, placed, formats, (dense, expert))
     return tuple(held), ShardContext(rule_of(par.strategy), words, granularity)
 
 
-def _key(
-    plan: Plan, stage: int
-) -> tuple[ArchitectureSpec, MethodSection, ParallelismSection, int, int, int]:
+def _key(plan: Plan, stage: int) -> Key:
     par, arch = plan.parallelism, plan.model.architecture
+    rpn = par.ranks_per_node or plan.hardware.gpus_per_node
+    placing = _placing(par)
     return (
         arch,
         plan.method,
-        par,
-        par.ranks_per_node or plan.hardware.gpus_per_node,
+        placing,
+        shard_group_size(par, dense_dp_group(par), rpn),
+        shard_group_size(par, expert_dp_group(par), rpn),
         plan.runtime.allocation_granularity_bytes,
-        representative_stages(arch, par)[stage],
+        representative_stages(arch, placing)[stage],
     )
 
 
@@ -64,11 +93,12 @@ def _rows(
     arch: ArchitectureSpec,
     method: MethodSection,
     par: ParallelismSection,
-    ranks_per_node: int,
+    dense: int,
+    expert: int,
     granularity: int,
     stage: int,
 ) -> tuple[Row, ...]:
-    held, ctx = _held(arch, method, par, ranks_per_node, granularity, stage)
+    held, ctx = _held(arch, method, par, dense, expert, granularity, stage)
     rows = persistent_rows(list(held), resolve_formats(method.precision), method.optimizer, ctx)
     if method.kind == "qlora":
         rows[:0] = quantized_rows(list(held), method.qlora, granularity)
@@ -104,11 +134,12 @@ def _shard_elems(
     arch: ArchitectureSpec,
     method: MethodSection,
     par: ParallelismSection,
-    ranks_per_node: int,
+    dense: int,
+    expert: int,
     granularity: int,
     stage: int,
 ) -> tuple[int, int]:
-    held, ctx = _held(arch, method, par, ranks_per_node, granularity, stage)
+    held, ctx = _held(arch, method, par, dense, expert, granularity, stage)
     trainable = [t for t in held if t.trainable]
     opt = sum(
         a.numel * a.copies
@@ -132,6 +163,7 @@ def _placed(arch: ArchitectureSpec, par: ParallelismSection, stage: int) -> tupl
 
 
 def stage_placed(plan: Plan, stage: int) -> tuple[LocalTensor, ...]:
-    """The local (TP / EP placed) tensors one rank of ``stage`` holds, cached."""
-    arch, par = plan.model.architecture, plan.parallelism
+    """The local (TP / EP placed) tensors one rank of ``stage`` holds, cached on the
+    parallelism without its DP and CP (:func:`_placing`)."""
+    arch, par = plan.model.architecture, _placing(plan.parallelism)
     return _placed(arch, par, representative_stages(arch, par)[stage])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from math import prod
 from operator import attrgetter
 from typing import NamedTuple
@@ -23,9 +24,11 @@ from engine.ledger.row import (
     STEP_ACCUMULATED_MOMENTS,
     STEP_GRADIENT_MOMENTS,
     CheckpointPart,
+    Formula,
     Row,
     make_row,
     moments_in,
+    text,
 )
 from engine.ledger.states.optimizers import OPTIMIZER_LABELS, OPTIMIZER_SOURCES, state_allocs
 from engine.sections.method import OptimizerSection
@@ -139,11 +142,13 @@ def _formula(allocs: list[Alloc], sharded: bool, ctx: ShardContext, total: int) 
     )
 
 
-def _sized(allocs: list[Alloc], sharded: bool, ctx: ShardContext) -> tuple[int, str, str]:
-    """(bytes, formula, dtypes) of a state held as these allocations."""
+def _sized(allocs: list[Alloc], sharded: bool, ctx: ShardContext) -> tuple[int, Formula, str]:
+    """(bytes, formula, dtypes) of a state held as these allocations; the formula is
+    written when first read (the layout search builds these rows for hundreds of layouts
+    and reads none of their formulas)."""
     n = _bytes(allocs, ctx.granularity)
     dtypes = "/".join(sorted({a.dtype for a in allocs}))
-    return n, _formula(allocs, sharded, ctx, n), dtypes
+    return n, partial(_formula, allocs, sharded, ctx, n), dtypes
 
 
 _WEIGHTS: dict[str, tuple[str, str, CheckpointPart]] = {
@@ -206,6 +211,10 @@ def master_row(trainable: list[HeldTensor], formats: StateFormats, ctx: ShardCon
     )
 
 
+def _suffixed(formula: Formula, suffix: str) -> str:
+    return text(formula) + suffix
+
+
 def _grad_source(rule: StrategyRule, at_init: bool) -> str:
     if at_init:
         return "deepspeed-zero3-buffers"
@@ -224,6 +233,12 @@ def grads_per_tensor(rule: StrategyRule) -> bool:
 
 def grad_bytes(trainable: list[HeldTensor], ctx: ShardContext) -> tuple[int, str, str]:
     """(bytes, formula, dtypes) of these tensors' gradients as the rank holds them."""
+    n, formula, dtypes = _grad_sized(trainable, ctx)
+    return n, text(formula), dtypes
+
+
+def _grad_sized(trainable: list[HeldTensor], ctx: ShardContext) -> tuple[int, Formula, str]:
+    """:func:`grad_bytes` with the formula written when first read."""
     allocs = shard_allocs(trainable, ctx.rule.grads, ctx.rule, "grad_dtype")
     return _sized(allocs, ctx.rule.grads, ctx)
 
@@ -234,10 +249,10 @@ def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
     ZeRO-3 is the exception: DeepSpeed 0.19.6 stage3.py ``_setup_for_real_optimizer``
     allocates ``grad_partitions_flat_buffer`` (every partition's gradient) at init and
     never frees it, so it is live at every moment of the step."""
-    n, formula, dtypes = grad_bytes(trainable, ctx)
+    n, formula, dtypes = _grad_sized(trainable, ctx)
     at_init = ctx.rule.family == "deepspeed" and ctx.rule.params
     if at_init:
-        formula += " (grad_partitions_flat_buffer, allocated at init)"
+        formula = partial(_suffixed, formula, " (grad_partitions_flat_buffer, allocated at init)")
     if at_init:
         moments, accumulated = moments_in(ALL_PHASES), ACCUMULATED_MOMENTS
     elif grads_per_tensor(ctx.rule):
@@ -312,17 +327,24 @@ def optimizer_rows(
                 group="optimizer",
                 low=n,
                 high=n,
-                formula=(
-                    f"{opt.name} state '{name}' over {fmt_count(elements)}"
-                    f" trainable elements{share}: {allocations} allocation(s) totalling "
-                    f"{fmt_count(raw)} B, each rounded up to {ctx.granularity} B = "
-                    f"{fmt_count(n)} B"
+                formula=partial(
+                    _optimizer_formula, opt.name, name, elements, share, allocations, raw, gran, n
                 ),
                 source=OPTIMIZER_SOURCES.get(opt.name, "user-input"),
                 checkpoint="optimizer",
             )
         )
     return rows
+
+
+def _optimizer_formula(
+    opt: str, name: str, elements: int, share: str, allocations: int, raw: int, gran: int, n: int
+) -> str:
+    return (
+        f"{opt} state '{name}' over {fmt_count(elements)}"
+        f" trainable elements{share}: {allocations} allocation(s) totalling "
+        f"{fmt_count(raw)} B, each rounded up to {gran} B = {fmt_count(n)} B"
+    )
 
 
 def persistent_rows(

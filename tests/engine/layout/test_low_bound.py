@@ -16,12 +16,16 @@ from layout_plans import bound_below_estimates, legal_layouts, preset_plans, sea
 
 from engine.estimate import estimate
 from engine.layout.bound import PeakFloors
+from engine.layout.evaluate import Evaluator
 from engine.layout.lattice import (
     Lattice,
+    LayoutPreferences,
     layout_of,
+    legal_shapes,
     with_layout,
 )
 from engine.layout.low_bound import QUIET, LowFloors
+from engine.layout.regimes import SearchMemo, padded_slack
 from engine.ledger.row import MOMENTS
 from engine.ledger.stage_rows import shared_sums
 from engine.plan import Plan, with_values
@@ -96,3 +100,72 @@ def test_deepseek_v3_tp4_without_cp_is_over_the_limit_by_the_low_bound() -> None
     bound = floors(lay)
     assert bound > plan.hbm_limit_bytes
     assert bound <= estimate(with_layout(plan, lay), decisive_only=True).fit_peak.low
+
+
+def _padded_covered(plan: Plan, lattice: Lattice) -> int:
+    """Assert the bound's padded bytes are at least the estimate's (``Outcome.padded``,
+    the heaviest stage's), on every legal layout that estimates; how many."""
+    ev = Evaluator(plan)
+    floors = LowFloors(PeakFloors(plan))
+    compared = 0
+    for lay in lattice.legal:
+        o = ev(lay)
+        bound, padded = floors.with_padded(lay)
+        if not o.ok or not bound:
+            continue
+        assert padded >= o.padded, lay
+        compared += 1
+    return compared
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(search_plans(), st.integers(1, 16))
+def test_padded_bound_covers_the_estimates_padded_bytes(case: tuple[Plan, int], world: int) -> None:
+    plan, _ = case
+    _padded_covered(plan, legal_layouts(plan, world))
+
+
+def _regime_rule_against_brute_force(plan: Plan, max_gpus: int) -> int:
+    """The low search's regime-wide rule (``search._Shape._over_low_floor``) against
+    brute force: wherever the bound at a regime's DP is over the limit by more than its
+    slack bound, that layout and every smaller DP of its regime fail by the low estimate.
+    How many layouts the rule proved."""
+    floors = LowFloors(PeakFloors(plan))
+    memo = SearchMemo(plan, full=False, padding=1.0)
+    limit = plan.hbm_limit_bytes
+    ev = Evaluator(plan)
+    proved = 0
+    for shape in legal_shapes(plan, max_gpus, LayoutPreferences.hard_rules_only()):
+        for group in memo.regimes(shape, max_gpus // shape.model_parallel, 1).values():
+            for i, lay in enumerate(group):
+                bound, padded = floors.with_padded(lay)
+                if bound - limit <= padded_slack(plan, lay, padded):
+                    continue
+                proved += 1
+                for smaller in group[: i + 1]:
+                    assert not ev(smaller).fits_low, (lay, smaller)
+    return proved
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(search_plans())
+def test_regime_wide_low_bound_proves_only_failures(case: tuple[Plan, int]) -> None:
+    plan, max_gpus = case
+    _regime_rule_against_brute_force(plan, max_gpus)
+
+
+def test_regime_wide_low_bound_on_presets() -> None:
+    """The same on real models up to 64 GPUs, and the padded bytes covered at 8."""
+    proved = 0
+    for plan in preset_plans():
+        proved += _regime_rule_against_brute_force(plan, 64)
+        assert _padded_covered(plan, legal_layouts(plan, 8))
+    assert proved  # the rule is exercised (over a thousand layouts today)
