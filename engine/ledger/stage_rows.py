@@ -239,7 +239,7 @@ def _own(plan: Plan, stage: int) -> _Own:
     :func:`~engine.ledger.activations.rows.activation_rows`, in its order; only those
     that scale with the micro-batches in flight are built and summed here, on top of
     the make-up's :func:`_fixed` part."""
-    mk = _makes(plan)[stage]
+    mk = _makes(shape_free(plan))[stage]
     fixed = _fixed(plan, mk.walk, mk.placing, mk.last)
     saved, labels = varying_rows(plan, stage, len(mk.layers), mk.placed, fixed.rows.layers)
     logits = logits_rows(plan, geometry(plan), in_flight(plan, stage)) if mk.last else []
@@ -258,7 +258,7 @@ def stage_rows(plan: Plan, stage: int) -> StageRows:
     """The rows of one rank of ``stage`` (before the allocator reserve), their
     allocated moment sums and runtime sums."""
     own = _own(plan, stage)
-    mk = _makes(plan)[stage]
+    mk = _makes(shape_free(plan))[stage]
     # Activation rows never hold gradients; if one ever does, the shared rows must see it.
     shared = _shared(shape_free(plan), mk.shared, own.grads)
     return StageRows(
@@ -275,5 +275,5 @@ def shared_sums(plan: Plan, stage: int) -> tuple[Sums, Span]:
     shared rows in the resolved ``plan``, exactly as :func:`stage_rows` adds them: the
     layout search's low bound (:mod:`engine.layout.low_bound`) needs them exactly and
     bounds the activation rows from below."""
-    shared = _shared(shape_free(plan), _makes(plan)[stage].shared, False)
+    shared = _shared(shape_free(plan), _makes(shape_free(plan))[stage].shared, False)
     return shared.sums, shared.inside

@@ -68,7 +68,7 @@ def test_layer_terms_do_not_read_the_micro_batch(
     kinds = tuple(k for k, _ in saved)
     args = (plan.model.architecture, tr, megatron, attention, plan.method.recompute.policy)
     own = layer_kind_terms.__wrapped__(args[0], g, *args[1:], kinds)
-    one = g.__class__(**{**{f: getattr(g, f) for f in g.__slots__}, "micro_batch": 1})
+    one = g._replace(micro_batch=1)
     assert own == layer_kind_terms.__wrapped__(args[0], one, *args[1:], kinds)
     sl = counted_layers(plan, walk)
     assert [(k.name, k.terms) for k in sl.kinds] == [(n, t) for n, t, _ in own]
