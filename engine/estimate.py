@@ -6,18 +6,19 @@ phase, and decides fit by the heaviest rank of the heaviest stage — never the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Literal
 
 from engine.errors import PlanError
 from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
+from engine.ledger.peaks.runtime import reserve_row
 from engine.ledger.phases import Range as Range
 from engine.ledger.phases import timeline_of
 from engine.ledger.placement import layer_classes, stage_layer_ranges
 from engine.ledger.row import LOCATIONS, MOMENTS, PHASES, Location, Moment, Phase, Row
-from engine.ledger.stage_rows import StageMemo, stage_rows
+from engine.ledger.stage_rows import StageMemo, stage_numbers, stage_rows
 from engine.legality.checks import check
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
@@ -63,13 +64,18 @@ class StepBatch:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class StageEstimate:
-    """One pipeline stage as seen by its heaviest rank."""
+    """One pipeline stage as seen by its heaviest rank.
+
+    The numbers are worked out when the estimate is made; the rows (and each phase's
+    allocator reserve row) are built from ``source``, the resolved plan, when first
+    read (:func:`~engine.ledger.stage_rows.stage_rows`: the rows whose sums these
+    numbers are) — the layout search and most edits never read them. Equality sees the
+    rows, as when they were built at once."""
 
     stage: int
     layers: range
-    rows: tuple[Row, ...]
     phases: dict[Phase, Range]  # allocated (tensors), each phase's largest moment
     peak_phase: Phase
     peak: Range  # HBM allocated, the largest phase (what max_memory_allocated reports)
@@ -79,10 +85,73 @@ class StageEstimate:
     device_peak: Range = NO_BYTES  # reserved + CUDA context, NCCL, cuBLAS (nvidia-smi)
     fit_peak: Range = NO_BYTES  # what must fit the capacity that decides the verdict
     peak_moments: dict[Phase, Moment] = field(default_factory=dict)  # each phase's peak moment
-    phase_reserves: dict[Phase, Row] = field(default_factory=dict)  # allocator reserve per phase
     accumulating: bool = False  # gradients live across micro-batches (timeline rule)
     keep_all_gathered: bool = False  # every unit stays gathered forward → backward (rows say
     # so in their moments; kept for views that explain the timeline)
+    source: Plan | None = field(default=None, repr=False)  # the resolved plan the rows are of
+    built_rows: tuple[Row, ...] | None = field(default=None, repr=False)  # rows once read
+    built_reserves: dict[Phase, Row] | None = field(default=None, repr=False)
+
+    @property
+    def rows(self) -> tuple[Row, ...]:
+        """The stage's rows, the peak phase's allocator reserve last (built when first
+        read)."""
+        rows = self.built_rows
+        if rows is None:
+            assert self.source is not None, "a stage estimate without its plan"
+            listed = stage_rows(self.source, self.stage).rows
+            listed.append(self.phase_reserves[self.peak_phase])
+            rows = tuple(listed)
+            object.__setattr__(self, "built_rows", rows)
+        return rows
+
+    @property
+    def phase_reserves(self) -> dict[Phase, Row]:
+        """The allocator reserve row of each phase (built when first read)."""
+        reserves = self.built_reserves
+        if reserves is None:
+            assert self.source is not None, "a stage estimate without its plan"
+            plan = self.source
+            reserves = {ph: reserve_row(plan, r.low, r.high) for ph, r in self.phases.items()}
+            object.__setattr__(self, "built_reserves", reserves)
+        return reserves
+
+    def _key(self) -> tuple[object, ...]:
+        """What equality compares: every value a view reads, the rows included."""
+        return (
+            self.stage,
+            self.layers,
+            self.rows,
+            self.phases,
+            self.peak_phase,
+            self.peak,
+            self.moments,
+            self.reserved_phases,
+            self.reserved_peak,
+            self.device_peak,
+            self.fit_peak,
+            self.peak_moments,
+            self.phase_reserves,
+            self.accumulating,
+            self.keep_all_gathered,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StageEstimate):
+            return NotImplemented
+        return self is other or self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # holds dicts, as before: not hashable
+
+    def __getstate__(self) -> list[object]:
+        """Pickled with its rows built: the window's analysis process sends estimates
+        across, and a row pickles its formula's text."""
+        _ = self.rows, self.phase_reserves
+        return [getattr(self, f.name) for f in fields(self)]
+
+    def __setstate__(self, state: list[object]) -> None:
+        for f, value in zip(fields(self), state, strict=True):
+            object.__setattr__(self, f.name, value)
 
     def phase_rows(self, phase: Phase) -> tuple[Row, ...]:
         """The rows live at ``phase``'s peak moment, its allocator reserve and the memory
@@ -144,10 +213,9 @@ class Estimate:
 
 
 def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
-    rows, sums, (rt_low, rt_high), (fit_low, fit_high), layers = stage_rows(plan, stage)
+    sums, (rt_low, rt_high), (fit_low, fit_high), layers = stage_numbers(plan, stage)
     tl = timeline_of(sums)
     phases = tl.phases
-    reserves: dict[Phase, Row] = {}
     reserved: dict[Phase, Range] = {}
     peak_phase = PHASES[0]  # the first phase with the largest (high, low)
     top = (-1, -1)
@@ -155,14 +223,12 @@ def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
         low, high = r
         if (high, low) > top:
             peak_phase, top = ph, (high, low)
-        res = reserves[ph] = memo.reserve(r)
-        reserved[ph] = Range(low + res.low, high + res.high)
-    rows.append(reserves[peak_phase])
+        res_low, res_high = memo.reserve(r)
+        reserved[ph] = Range(low + res_low, high + res_high)
     rpeak = reserved[peak_phase]
     return StageEstimate(
         stage=stage,
         layers=layers,
-        rows=tuple(rows),
         phases=phases,
         peak_phase=peak_phase,
         peak=phases[peak_phase],
@@ -172,9 +238,9 @@ def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
         device_peak=Range(rpeak.low + rt_low, rpeak.high + rt_high),
         fit_peak=Range(rpeak.low + fit_low, rpeak.high + fit_high),
         peak_moments=tl.peak_moment,
-        phase_reserves=reserves,
         accumulating=memo.accumulating,
         keep_all_gathered=memo.keep_all_gathered,
+        source=plan,
     )
 
 

@@ -65,7 +65,7 @@ _MOMENT_NAMES: tuple[Moment, ...] = tuple(m for m, _ in MOMENTS)
 
 
 @lru_cache(maxsize=1024)
-def _live(
+def live_positions(
     moments: frozenset[Moment], accumulated: frozenset[Moment], accumulating: bool
 ) -> tuple[int, ...]:
     """The positions in MOMENTS of the moments a row with these moments is live at (rows
@@ -98,7 +98,7 @@ def moment_sums(
         if not r.allocated:
             continue
         low, high = r.low, r.high
-        for i in _live(r.moments, r.accumulated_moments, accumulating):
+        for i in live_positions(r.moments, r.accumulated_moments, accumulating):
             lows[i] += low
             highs[i] += high
     return tuple(zip(lows, highs, strict=True))

@@ -88,10 +88,17 @@ def runtime_rows(plan: Plan, stage: int) -> list[Row]:
     return rows
 
 
+def reserve_span(plan: Plan, peak_low: int, peak_high: int) -> tuple[int, int]:
+    """The (low, high) bytes of :func:`reserve_row` over this allocated peak: what an
+    estimate's numbers need of it (the row is built when a view reads it)."""
+    band = plan.runtime.allocator_reserve
+    return int(peak_low * band.low), int(peak_high * band.high)
+
+
 def reserve_row(plan: Plan, peak_low: int, peak_high: int) -> Row:
     """The caching allocator's reserve over the allocated peak (reserved − allocated)."""
     band = plan.runtime.allocator_reserve
-    low, high = int(peak_low * band.low), int(peak_high * band.high)
+    low, high = reserve_span(plan, peak_low, peak_high)
     seg = (
         " (expandable_segments on: the low end is the likelier)"
         if plan.runtime.expandable_segments
