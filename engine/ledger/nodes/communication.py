@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.groups import Group, GroupKind, group_of, ranks_per_node, stage_groups
@@ -223,12 +224,38 @@ def _recomputed(plan: Plan, n: int) -> int:
     return {"full": n, "every_k": n // rec.every_k}.get(rec.policy, 0)
 
 
-def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
-    par, m = plan.parallelism, plan.batch.grad_accum
-    g = geometry(plan)
+class _StageReads(NamedTuple):
+    """What the model-parallel collectives read of a stage, besides the micro-batch's
+    shape: its layers and recomputed layers, whether it holds the output layer, and its
+    MoE layers (and their recomputed share) when it holds experts (else None)."""
+
+    n: int
+    rec: int
+    lm_head: bool
+    moe: tuple[int, int, int] | None  # (MoE layers, recomputed ones, top-k)
+
+
+@lru_cache(maxsize=1024)
+def _stage_reads(plan: Plan, stage: int) -> _StageReads:
+    """:class:`_StageReads` of a shape-free plan's stage (built from it: a read of the
+    shape here would be wrong at once)."""
+    par = plan.parallelism
     layers = stage_layer_ranges(plan.model.architecture, par)[stage]
     n = len(layers)
     rec = _recomputed(plan, n)
+    placed = stage_placed(plan, stage)
+    moe = plan.model.architecture.moe
+    experts = None
+    if moe is not None and any(t.expert for t in placed):
+        n_moe = sum(1 for i in layers if i >= moe.first_dense_layers)
+        experts = (n_moe, rec * n_moe // max(n, 1), moe.top_k)
+    return _StageReads(n, rec, any(t.tensor.role == "lm_head" for t in placed), experts)
+
+
+def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
+    par, m = plan.parallelism, plan.batch.grad_accum
+    g = geometry(plan)
+    n, rec, lm_head, experts = _stage_reads(shape_free(plan), stage)
     act = g.tokens * g.hidden * g.compute_bytes  # one micro-batch's hidden states
     b.add(
         "layer activations (TP)",
@@ -238,11 +265,7 @@ def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
         m * (4 * n + 2 * rec),
         "megatron-tp",
     )
-    if (
-        par.tp > 1
-        and par.tp_style == "replicated_embedding"
-        and any(t.tensor.role == "lm_head" for t in stage_placed(plan, stage))
-    ):
+    if par.tp > 1 and par.tp_style == "replicated_embedding" and lm_head:
         b.add(
             "gathered logits (TP)",
             "all-gather",
@@ -270,11 +293,9 @@ def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
         m * (par.cp - 1) * (3 * n + rec),
         "te-context-parallel",
     )
-    moe = plan.model.architecture.moe
-    if moe is not None and any(t.expert for t in stage_placed(plan, stage)):
-        n_moe = sum(1 for i in layers if i >= moe.first_dense_layers)
-        rec_moe = rec * n_moe // max(n, 1)
-        tokens = g.seq_tokens * moe.top_k * g.hidden * g.compute_bytes
+    if experts is not None:
+        n_moe, rec_moe, top_k = experts
+        tokens = g.seq_tokens * top_k * g.hidden * g.compute_bytes
         b.add(
             "routed tokens, dispatch and combine (EP)",
             "all-to-all",
@@ -303,24 +324,25 @@ def _data_parallel_transfers(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     return tuple(b.out)
 
 
-def _stage_kinds(plan: Plan) -> list[tuple[int, int, int]]:
+@lru_cache(maxsize=256)
+def _stage_kinds(plan: Plan) -> tuple[tuple[int, int, int], ...]:
     """Everything :func:`stage_communication` reads of each stage: the tensors it places
     (its representative stage, which also says first / last), its layer count and its
     MoE layers."""
     arch, par = plan.model.architecture, plan.parallelism
     first_dense = arch.moe.first_dense_layers if arch.moe is not None else 0
-    return [
+    return tuple(
         (rep, len(layers), max(0, layers.stop - max(layers.start, first_dense)))
         for rep, layers in zip(
             representative_stages(arch, par), stage_layer_ranges(arch, par), strict=True
         )
-    ]
+    )
 
 
 def step_communication(plan: Plan) -> Communication:
     """The busiest stage's communication per step (most bytes per rank) and its floor.
     Stages of one kind (:func:`_stage_kinds`) run the same collectives: computed once."""
-    kinds = _stage_kinds(plan)
+    kinds = _stage_kinds(shape_free(plan))  # read of the layout only
     done: dict[tuple[int, int, int], tuple[Transfer, ...]] = {}
     moved: dict[tuple[int, int, int], int] = {}
     for s, kind in enumerate(kinds):
