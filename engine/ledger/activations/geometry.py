@@ -119,9 +119,9 @@ class Geometry(NamedTuple):
         return 4 if self.autocast else self.compute_bytes
 
 
-@dataclass(frozen=True, slots=True)
-class Trainability:
-    """Which weights get a gradient, and where LoRA adapters sit."""
+class Trainability(NamedTuple):
+    """Which weights get a gradient, and where LoRA adapters sit (a named tuple: a
+    dozen caches key on it, and a tuple hashes in C)."""
 
     embedding: bool
     norms: bool
@@ -195,7 +195,7 @@ def geometry(plan: Plan) -> Geometry:
     (a plan left at ``auto`` raises, and an exception is never cached). Everything but
     the micro-batch's shape comes from the :func:`~engine.ledger.shape_free.shape_free`
     plan's geometry, worked out once for all plans that differ only in that shape."""
-    base = _shape_free_geometry(shape_free(plan))
+    base = shape_free_geometry(shape_free(plan))
     b = plan.batch
     seq = ceil_div(b.seq_len, plan.parallelism.cp)
     return _new_geometry((b.micro_batch, seq, *base[2:]))
@@ -205,8 +205,13 @@ _new_geometry = partial(tuple.__new__, Geometry)
 """``Geometry`` from a tuple of its fields, built in C (no Python ``__new__`` frame)."""
 
 
+def at_shape(g: Geometry, micro_batch: int, seq: int) -> Geometry:
+    """``g`` at a micro-batch of ``micro_batch`` sequences of ``seq`` local tokens."""
+    return _new_geometry((micro_batch, seq, *g[2:]))
+
+
 @lru_cache(maxsize=256)
-def _shape_free_geometry(plan: Plan) -> Geometry:
+def shape_free_geometry(plan: Plan) -> Geometry:
     """:func:`geometry` of a shape-free plan (its micro-batch and sequence are 1 each):
     built from that plan, so a field here that read the shape would be wrong at once."""
     require_resolved(plan)

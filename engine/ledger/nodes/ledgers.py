@@ -79,8 +79,9 @@ def node_ledgers(plan: Plan, communication: bool = True) -> NodeLedgers:
     search, which only needs the verdict, skips it). The ledgers never read the
     micro-batch's shape: they are built once per :func:`~engine.ledger.shape_free.shape_free`
     plan; the communication, which moves activations, from the plan itself."""
-    require_resolved(plan)
-    ledgers = _shape_free_ledgers(shape_free(plan))
+    free = shape_free(plan)
+    require_resolved(free)  # no stack-decided field is in the batch
+    ledgers = _shape_free_ledgers(free)
     if not communication:
         return ledgers
     lg = ledgers

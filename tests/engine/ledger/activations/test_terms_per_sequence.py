@@ -1,5 +1,5 @@
 """A layer's saved terms are widths per token: none reads the micro-batch's size, so
-``engine.ledger.activations.stage_layers._counted`` builds them at one sequence and
+``engine.ledger.activations.stage_layers._kind_terms`` builds them at one sequence and
 shares them across micro-batch sizes (the window's batch edits, the fit search). Every
 golden plan has a micro-batch of 1, so this is checked here: at micro-batches 2–8 the
 terms built from the plan's own geometry (the layers' and the final norm's) equal the
