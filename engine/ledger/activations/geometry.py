@@ -293,10 +293,17 @@ class Term:
 
 def terms_bytes(terms: Iterable[Term], g: Geometry) -> int:
     """The sum of the terms' :meth:`Term.bytes`, each axis's tokens worked out once
-    (every stage make-up of every estimate sums its layer kinds' terms)."""
-    tokens = {"full": g.micro_batch * g.seq, "seq": g.seq_tokens, "const": 1}
+    (every stage make-up of every fresh estimate sums its layer kinds' terms, so the
+    loop is kept plain: :meth:`Term.bytes` inlined)."""
+    full = g.micro_batch * g.seq
+    seq = ceil_div(full, g.tp) if g.sp else full  # Geometry.seq_tokens
     gran = g.granularity
-    return sum(t.count * round_up(tokens[t.axis] * t.width * t.bpe, gran) for t in terms)
+    total = 0
+    for t in terms:
+        axis = t.axis
+        n = (full if axis == "full" else seq if axis == "seq" else 1) * t.width * t.bpe
+        total += t.count * (-(-n // gran) * gran if gran > 1 else n)  # round_up inlined
+    return total
 
 
 def one_sequence(g: Geometry) -> Geometry:
