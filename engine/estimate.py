@@ -15,10 +15,10 @@ from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
 from engine.ledger.peaks.runtime import reserve_row
 from engine.ledger.phases import Range as Range
-from engine.ledger.phases import timeline_of
+from engine.ledger.phases import Timeline, timeline_from
 from engine.ledger.placement import layer_classes, stage_layer_ranges
 from engine.ledger.row import LOCATIONS, MOMENTS, PHASES, Location, Moment, Phase, Row
-from engine.ledger.stage_rows import StageMemo, stage_numbers, stage_rows
+from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_numbers, stage_rows
 from engine.legality.checks import check
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
@@ -213,34 +213,53 @@ class Estimate:
 
 
 def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
-    sums, (rt_low, rt_high), (fit_low, fit_high), layers = stage_numbers(plan, stage)
-    tl = timeline_of(sums)
+    numbers = stage_numbers(plan, stage)
+    key = numbers.key
+    got = memo.stages.get(key)
+    if got is None:  # else a stage of the same numbers was worked out: share them
+        got = memo.stages[key] = (*_stage_numbers(numbers, memo), numbers)
+    tl, reserved, peak_phase, device_peak, fit_peak, _ = got
     phases = tl.phases
+    return StageEstimate(
+        stage=stage,
+        layers=numbers.layers,
+        phases=phases,
+        peak_phase=peak_phase,
+        peak=phases[peak_phase],
+        moments=tl.moments,
+        reserved_phases=reserved,
+        reserved_peak=reserved[peak_phase],
+        device_peak=device_peak,
+        fit_peak=fit_peak,
+        peak_moments=tl.peak_moment,
+        accumulating=memo.accumulating,
+        keep_all_gathered=memo.keep_all_gathered,
+        source=plan,
+    )
+
+
+def _stage_numbers(
+    numbers: StageNumbers, memo: StageMemo
+) -> tuple[Timeline, dict[Phase, Range], Phase, Range, Range]:
+    """A stage's timeline, reserved phases, peak phase, device peak and fit peak."""
+    tl = timeline_from(*numbers.sums())
     reserved: dict[Phase, Range] = {}
     peak_phase = PHASES[0]  # the first phase with the largest (high, low)
     top = (-1, -1)
-    for ph, r in phases.items():
+    for ph, r in tl.phases.items():
         low, high = r
         if (high, low) > top:
             peak_phase, top = ph, (high, low)
         res_low, res_high = memo.reserve(r)
         reserved[ph] = Range(low + res_low, high + res_high)
     rpeak = reserved[peak_phase]
-    return StageEstimate(
-        stage=stage,
-        layers=layers,
-        phases=phases,
-        peak_phase=peak_phase,
-        peak=phases[peak_phase],
-        moments=tl.moments,
-        reserved_phases=reserved,
-        reserved_peak=rpeak,
-        device_peak=Range(rpeak.low + rt_low, rpeak.high + rt_high),
-        fit_peak=Range(rpeak.low + fit_low, rpeak.high + fit_high),
-        peak_moments=tl.peak_moment,
-        accumulating=memo.accumulating,
-        keep_all_gathered=memo.keep_all_gathered,
-        source=plan,
+    (rt_low, rt_high), (fit_low, fit_high) = numbers.runtime, numbers.inside
+    return (
+        tl,
+        reserved,
+        peak_phase,
+        Range(rpeak.low + rt_low, rpeak.high + rt_high),
+        Range(rpeak.low + fit_low, rpeak.high + fit_high),
     )
 
 

@@ -141,6 +141,31 @@ def timeline_of(sums: Sums) -> Timeline:
     return Timeline(moments, phases, peak_moment)
 
 
+def timeline_from(lows: list[int], highs: list[int]) -> Timeline:
+    """:func:`timeline_of` of the moment sums given as their lows and highs (what a
+    stage's numbers are summed into: no pairs to build and take apart again)."""
+    ranges: list[Range] = list(map(_new_range, zip(lows, highs, strict=True)))
+    moments = dict(zip(_MOMENT_NAMES, ranges, strict=True))
+    phases: dict[Phase, Range] = {}
+    peak_moment: dict[Phase, Moment] = {}
+    for ph, at in _PHASE_MOMENTS:
+        best = at[0]  # the first moment with the largest (high, low)
+        if len(at) == 1:
+            phases[ph] = ranges[best]
+        else:
+            best_low, best_high = lows[best], highs[best]
+            top = best_low
+            for i in at[1:]:
+                low, high = lows[i], highs[i]
+                if high > best_high or (high == best_high and low > best_low):
+                    best, best_low, best_high = i, low, high
+                if low > top:
+                    top = low
+            phases[ph] = _new_range((top, best_high))
+        peak_moment[ph] = _MOMENT_NAMES[best]
+    return Timeline(moments, phases, peak_moment)
+
+
 def timeline(rows: tuple[Row, ...], accumulating: bool) -> Timeline:
     """Sum the HBM rows PyTorch's allocator counts at every moment of the step."""
     return timeline_of(moment_sums(rows, accumulating))

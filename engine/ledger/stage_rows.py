@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import logits_parts
@@ -91,6 +91,7 @@ class StageMemo:
     accumulating: bool = False  # grad_accum > 1 (the timeline's rule)
     keep_all_gathered: bool = False  # every unit stays gathered forward → backward
     reserves: dict[tuple[int, int], Span] = field(default_factory=dict)
+    stages: dict[tuple[int, int, int], Any] = field(default_factory=dict)  # by StageNumbers.key
 
     def __post_init__(self) -> None:
         self.accumulating = self.plan.batch.grad_accum > 1
@@ -299,15 +300,6 @@ def stage_rows(plan: Plan, stage: int) -> StageRows:
     )
 
 
-class StageNumbers(NamedTuple):
-    """:class:`StageRows` without the rows: what an estimate's numbers need."""
-
-    sums: Sums
-    runtime: Span
-    inside: Span
-    layers: range
-
-
 class _Base(NamedTuple):
     """A make-up's sums before its varying rows: the shared rows' and the fixed
     activation rows' allocated moment sums (lows, highs), runtime sums, and the varying
@@ -338,21 +330,50 @@ def _base(plan: Plan, walk: Walk, placing: int, last: bool, shared_stage: int) -
     )
 
 
+class StageNumbers(NamedTuple):
+    """What a stage's numbers are made of, before any row: its make-up's :func:`_base`,
+    its micro-batches in flight and its decoder layers. Stages with the same base and
+    the same in-flight count (``key``) have the same numbers — a pipeline's middle
+    stages with as many micro-batches in flight (interleaved 1F1B's first stages)."""
+
+    base: _Base
+    fly: InFlight
+    layers: range
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        """Equal for stages of equal numbers (the base's identity: it is cached, and
+        whoever keeps the key keeps the stage numbers, so the base stays alive)."""
+        return id(self.base), self.fly.num, self.fly.den
+
+    @property
+    def runtime(self) -> Span:
+        return self.base.runtime
+
+    @property
+    def inside(self) -> Span:
+        return self.base.inside
+
+    def sums(self) -> tuple[list[int], list[int]]:
+        """The stage's allocated (lows, highs) at each of MOMENTS: the base's plus each
+        varying part's bytes at the stage's micro-batches in flight. Integer sums add, so
+        these are the sums of the rows :func:`stage_rows` lists (the folding test
+        compares them)."""
+        base, fly = self.base, self.fly
+        lows, highs = base.lows[:], base.highs[:]
+        for span, live in base.live:
+            low, high = span(fly)
+            for i in live:
+                lows[i] += low
+                highs[i] += high
+        return lows, highs
+
+
 def stage_numbers(plan: Plan, stage: int) -> StageNumbers:
-    """:func:`stage_rows`' sums without building a row: the make-up's :func:`_base`
-    plus each varying part's bytes at the stage's micro-batches in flight. Integer sums
-    add, so these are the sums of the rows :func:`stage_rows` lists (the folding test
-    compares them)."""
+    """:func:`stage_rows`' numbers without building a row (see :class:`StageNumbers`)."""
     mk = _makes(shape_free(plan))[stage]
     base = _base(plan, mk.walk, mk.placing, mk.last, mk.shared)
-    fly = in_flight(plan, stage)
-    lows, highs = base.lows[:], base.highs[:]
-    for span, live in base.live:
-        low, high = span(fly)
-        for i in live:
-            lows[i] += low
-            highs[i] += high
-    return StageNumbers(tuple(zip(lows, highs, strict=True)), base.runtime, base.inside, mk.layers)
+    return StageNumbers(base, in_flight(plan, stage), mk.layers)
 
 
 def shared_sums(plan: Plan, stage: int) -> tuple[Sums, Span]:

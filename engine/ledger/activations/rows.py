@@ -27,7 +27,7 @@ from engine.ledger.activations.kept import (
     profile_source,
 )
 from engine.ledger.activations.loss import labels_parts
-from engine.ledger.activations.packing import activation_band, packing_formula
+from engine.ledger.activations.packing import band_of, packing_formula
 from engine.ledger.activations.schedule import InFlight, in_flight
 from engine.ledger.activations.stage_layers import StageLayers, stage_layers
 from engine.ledger.activations.varying import Span, Varying, built
@@ -192,10 +192,10 @@ def in_flight_parts(
                 f"offload: the layer being copied out and the next one, 1–2 × {fmt_count(full_b)} B"
             )
     else:
-        one = sl.one_bytes
+        one, band = sl.one_bytes, band_of(plan)
 
         def layer_span(fly: InFlight) -> Span:
-            return activation_band(plan, fly.times(one))
+            return band(fly.times(one))
 
         def layer_formula(fly: InFlight) -> Formula:
             total = fly.times(one)
