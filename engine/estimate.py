@@ -6,19 +6,20 @@ phase, and decides fit by the heaviest rank of the heaviest stage — never the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
 from engine.errors import PlanError
 from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
-from engine.ledger.peaks.runtime import reserve_row
 from engine.ledger.phases import Range as Range
-from engine.ledger.phases import Timeline, timeline_from
+from engine.ledger.phases import phase_totals
 from engine.ledger.placement import layer_classes, stage_layer_ranges
-from engine.ledger.row import LOCATIONS, MOMENTS, PHASES, Location, Moment, Phase, Row
-from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_numbers, stage_rows
+from engine.ledger.row import LOCATIONS, PHASES, Location, Phase, Row
+from engine.ledger.stage_estimate import StageEstimate as StageEstimate
+from engine.ledger.stage_estimate import StageTotals
+from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_numbers
 from engine.legality.checks import check
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
@@ -31,10 +32,6 @@ VERDICT_WORDS: dict[Verdict, str] = {
     "does_not_fit": "DOES NOT FIT",
 }
 """How every view names a verdict (terminal, window, report): one wording."""
-
-
-NO_BYTES = Range(0, 0)
-"""An empty range: the default of a StageEstimate's derived peaks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,110 +59,6 @@ class StepBatch:
             f"global batch {self.global_batch:,} sequences × {self.seq_len:,} tokens = "
             f"{self.tokens_per_step:,} tokens per step"
         )
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class StageEstimate:
-    """One pipeline stage as seen by its heaviest rank.
-
-    The numbers are worked out when the estimate is made; the rows (and each phase's
-    allocator reserve row) are built from ``source``, the resolved plan, when first
-    read (:func:`~engine.ledger.stage_rows.stage_rows`: the rows whose sums these
-    numbers are) — the layout search and most edits never read them. Equality sees the
-    rows, as when they were built at once."""
-
-    stage: int
-    layers: range
-    phases: dict[Phase, Range]  # allocated (tensors), each phase's largest moment
-    peak_phase: Phase
-    peak: Range  # HBM allocated, the largest phase (what max_memory_allocated reports)
-    moments: dict[Moment, Range] = field(default_factory=dict)  # allocated, finer timeline
-    reserved_phases: dict[Phase, Range] = field(default_factory=dict)  # + allocator reserve
-    reserved_peak: Range = NO_BYTES  # what max_memory_reserved reports
-    device_peak: Range = NO_BYTES  # reserved + CUDA context, NCCL, cuBLAS (nvidia-smi)
-    fit_peak: Range = NO_BYTES  # what must fit the capacity that decides the verdict
-    peak_moments: dict[Phase, Moment] = field(default_factory=dict)  # each phase's peak moment
-    accumulating: bool = False  # gradients live across micro-batches (timeline rule)
-    keep_all_gathered: bool = False  # every unit stays gathered forward → backward (rows say
-    # so in their moments; kept for views that explain the timeline)
-    source: Plan | None = field(default=None, repr=False)  # the resolved plan the rows are of
-    built_rows: tuple[Row, ...] | None = field(default=None, repr=False)  # rows once read
-    built_reserves: dict[Phase, Row] | None = field(default=None, repr=False)
-
-    @property
-    def rows(self) -> tuple[Row, ...]:
-        """The stage's rows, the peak phase's allocator reserve last (built when first
-        read)."""
-        rows = self.built_rows
-        if rows is None:
-            assert self.source is not None, "a stage estimate without its plan"
-            listed = stage_rows(self.source, self.stage).rows
-            listed.append(self.phase_reserves[self.peak_phase])
-            rows = tuple(listed)
-            object.__setattr__(self, "built_rows", rows)
-        return rows
-
-    @property
-    def phase_reserves(self) -> dict[Phase, Row]:
-        """The allocator reserve row of each phase (built when first read)."""
-        reserves = self.built_reserves
-        if reserves is None:
-            assert self.source is not None, "a stage estimate without its plan"
-            plan = self.source
-            reserves = {ph: reserve_row(plan, r.low, r.high) for ph, r in self.phases.items()}
-            object.__setattr__(self, "built_reserves", reserves)
-        return reserves
-
-    def _key(self) -> tuple[object, ...]:
-        """What equality compares: every value a view reads, the rows included."""
-        return (
-            self.stage,
-            self.layers,
-            self.rows,
-            self.phases,
-            self.peak_phase,
-            self.peak,
-            self.moments,
-            self.reserved_phases,
-            self.reserved_peak,
-            self.device_peak,
-            self.fit_peak,
-            self.peak_moments,
-            self.phase_reserves,
-            self.accumulating,
-            self.keep_all_gathered,
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, StageEstimate):
-            return NotImplemented
-        return self is other or self._key() == other._key()
-
-    __hash__ = None  # type: ignore[assignment]  # holds dicts, as before: not hashable
-
-    def __getstate__(self) -> list[object]:
-        """Pickled with its rows built: the window's analysis process sends estimates
-        across, and a row pickles its formula's text."""
-        _ = self.rows, self.phase_reserves
-        return [getattr(self, f.name) for f in fields(self)]
-
-    def __setstate__(self, state: list[object]) -> None:
-        for f, value in zip(fields(self), state, strict=True):
-            object.__setattr__(self, f.name, value)
-
-    def phase_rows(self, phase: Phase) -> tuple[Row, ...]:
-        """The rows live at ``phase``'s peak moment, its allocator reserve and the memory
-        outside the allocator: what a stacked chart of the phase shows. Computed on demand
-        (views need it; the layout search does not)."""
-        moment = self.peak_moments.get(phase, next(m for m, ph in MOMENTS if ph == phase))
-        live = [r for r in self.rows if r.allocated and r.live_at(moment, self.accumulating)]
-        runtime = [r for r in self.rows if r.location == "hbm" and r.state == "runtime"]
-        reserve = self.phase_reserves.get(phase)
-        return (*live, *([reserve] if reserve else []), *runtime)
-
-    def location_total(self, location: Location) -> Range:
-        rs = [r for r in self.rows if r.location == location]
-        return Range(sum(r.low for r in rs), sum(r.high for r in rs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,41 +105,23 @@ class Estimate:
         return {loc: self.heaviest.location_total(loc) for loc in LOCATIONS}
 
 
-def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
-    numbers = stage_numbers(plan, stage)
+def _stage(numbers: StageNumbers, stage: int, memo: StageMemo, plan: Plan) -> StageEstimate:
     key = numbers.key
     got = memo.stages.get(key)
     if got is None:  # else a stage of the same numbers was worked out: share them
-        got = memo.stages[key] = (*_stage_numbers(numbers, memo), numbers)
-    tl, reserved, peak_phase, device_peak, fit_peak, _ = got
-    phases = tl.phases
-    return StageEstimate(
-        stage=stage,
-        layers=numbers.layers,
-        phases=phases,
-        peak_phase=peak_phase,
-        peak=phases[peak_phase],
-        moments=tl.moments,
-        reserved_phases=reserved,
-        reserved_peak=reserved[peak_phase],
-        device_peak=device_peak,
-        fit_peak=fit_peak,
-        peak_moments=tl.peak_moment,
-        accumulating=memo.accumulating,
-        keep_all_gathered=memo.keep_all_gathered,
-        source=plan,
-    )
+        # (the numbers kept beside: they hold the base whose identity is in the key)
+        got = memo.stages[key] = (_totals(numbers, memo), numbers)
+    return StageEstimate(stage, numbers.layers, got[0], plan)
 
 
-def _stage_numbers(
-    numbers: StageNumbers, memo: StageMemo
-) -> tuple[Timeline, dict[Phase, Range], Phase, Range, Range]:
-    """A stage's timeline, reserved phases, peak phase, device peak and fit peak."""
-    tl = timeline_from(*numbers.sums())
+def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
+    """A stage's :class:`StageTotals` from its numbers."""
+    lows, highs = numbers.sums()
+    phases, peak_moments = phase_totals(lows, highs)
     reserved: dict[Phase, Range] = {}
     peak_phase = PHASES[0]  # the first phase with the largest (high, low)
     top = (-1, -1)
-    for ph, r in tl.phases.items():
+    for ph, r in phases.items():
         low, high = r
         if (high, low) > top:
             peak_phase, top = ph, (high, low)
@@ -254,12 +129,17 @@ def _stage_numbers(
         reserved[ph] = Range(low + res_low, high + res_high)
     rpeak = reserved[peak_phase]
     (rt_low, rt_high), (fit_low, fit_high) = numbers.runtime, numbers.inside
-    return (
-        tl,
-        reserved,
+    return StageTotals(
+        phases,
         peak_phase,
+        peak_moments,
+        reserved,
         Range(rpeak.low + rt_low, rpeak.high + rt_high),
         Range(rpeak.low + fit_low, rpeak.high + fit_high),
+        lows,
+        highs,
+        memo.accumulating,
+        memo.keep_all_gathered,
     )
 
 
@@ -346,7 +226,10 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
         memo = StageMemo(plan)
-        stages = tuple(_stage(plan, s, memo) for s in indices)
+        stages = tuple(
+            _stage(numbers, s, memo, plan)
+            for s, numbers in zip(indices, stage_numbers(plan, indices), strict=True)
+        )
     except NotImplementedError as exc:
         raise PlanError(str(exc)) from exc
     heaviest = max(stages, key=lambda st: (st.fit_peak.high, -st.stage)).stage

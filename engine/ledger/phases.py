@@ -141,19 +141,20 @@ def timeline_of(sums: Sums) -> Timeline:
     return Timeline(moments, phases, peak_moment)
 
 
-def timeline_from(lows: list[int], highs: list[int]) -> Timeline:
-    """:func:`timeline_of` of the moment sums given as their lows and highs (what a
-    stage's numbers are summed into: no pairs to build and take apart again)."""
-    ranges: list[Range] = list(map(_new_range, zip(lows, highs, strict=True)))
-    moments = dict(zip(_MOMENT_NAMES, ranges, strict=True))
+def phase_totals(
+    lows: list[int], highs: list[int]
+) -> tuple[dict[Phase, Range], dict[Phase, Moment]]:
+    """:func:`timeline_of`'s phases and peak moments of the moment sums given as their
+    lows and highs (what a stage's numbers are summed into; the moments' own ranges are
+    built when a view asks, :attr:`~engine.ledger.stage_estimate.StageEstimate.moments`)."""
     phases: dict[Phase, Range] = {}
     peak_moment: dict[Phase, Moment] = {}
     for ph, at in _PHASE_MOMENTS:
         best = at[0]  # the first moment with the largest (high, low)
+        best_low, best_high = lows[best], highs[best]
         if len(at) == 1:
-            phases[ph] = ranges[best]
+            phases[ph] = _new_range((best_low, best_high))
         else:
-            best_low, best_high = lows[best], highs[best]
             top = best_low
             for i in at[1:]:
                 low, high = lows[i], highs[i]
@@ -161,9 +162,10 @@ def timeline_from(lows: list[int], highs: list[int]) -> Timeline:
                     best, best_low, best_high = i, low, high
                 if low > top:
                     top = low
+            # The phase's peak is at least its largest low and at most its largest high.
             phases[ph] = _new_range((top, best_high))
         peak_moment[ph] = _MOMENT_NAMES[best]
-    return Timeline(moments, phases, peak_moment)
+    return phases, peak_moment
 
 
 def timeline(rows: tuple[Row, ...], accumulating: bool) -> Timeline:

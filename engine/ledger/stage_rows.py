@@ -92,6 +92,7 @@ class StageMemo:
     keep_all_gathered: bool = False  # every unit stays gathered forward → backward
     reserves: dict[tuple[int, int], Span] = field(default_factory=dict)
     stages: dict[tuple[int, int, int], Any] = field(default_factory=dict)  # by StageNumbers.key
+    # (what estimate() worked out of the stages of those numbers)
 
     def __post_init__(self) -> None:
         self.accumulating = self.plan.batch.grad_accum > 1
@@ -369,11 +370,20 @@ class StageNumbers(NamedTuple):
         return lows, highs
 
 
-def stage_numbers(plan: Plan, stage: int) -> StageNumbers:
-    """:func:`stage_rows`' numbers without building a row (see :class:`StageNumbers`)."""
-    mk = _makes(shape_free(plan))[stage]
-    base = _base(plan, mk.walk, mk.placing, mk.last, mk.shared)
-    return StageNumbers(base, in_flight(plan, stage), mk.layers)
+def stage_numbers(plan: Plan, stages: Iterable[int]) -> list[StageNumbers]:
+    """:func:`stage_rows`' numbers of these stages without building a row (see
+    :class:`StageNumbers`); stages of one make-up look its base up once."""
+    makes = _makes(shape_free(plan))
+    bases: dict[tuple[Walk, int, bool, int], _Base] = {}
+    out = []
+    for stage in stages:
+        mk = makes[stage]
+        key = (mk.walk, mk.placing, mk.last, mk.shared)
+        base = bases.get(key)
+        if base is None:
+            base = bases[key] = _base(plan, *key)
+        out.append(StageNumbers(base, in_flight(plan, stage), mk.layers))
+    return out
 
 
 def shared_sums(plan: Plan, stage: int) -> tuple[Sums, Span]:
