@@ -7,7 +7,7 @@ phase, and decides fit by the heaviest rank of the heaviest stage — never the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Literal
 
 from engine.errors import PlanError
@@ -115,32 +115,42 @@ def _stage(numbers: StageNumbers, stage: int, memo: StageMemo, plan: Plan) -> St
 
 
 def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
-    """A stage's :class:`StageTotals` from its numbers."""
+    """A stage's :class:`StageTotals` from its numbers: each phase's largest moment
+    (:func:`~engine.ledger.phases.phase_totals`), its allocator reserve, and the peak
+    phase — the first with the largest (high, low)."""
     lows, highs = numbers.sums()
     phases, peak_moments = phase_totals(lows, highs)
+    reserve = memo.reserve
     reserved: dict[Phase, Range] = {}
-    peak_phase = PHASES[0]  # the first phase with the largest (high, low)
-    top = (-1, -1)
-    for ph, r in phases.items():
-        low, high = r
-        if (high, low) > top:
-            peak_phase, top = ph, (high, low)
-        res_low, res_high = memo.reserve(r)
-        reserved[ph] = Range(low + res_low, high + res_high)
-    rpeak = reserved[peak_phase]
+    peak_phase = PHASES[0]
+    top_high = top_low = -1
+    for ph, (low, high) in phases.items():
+        if high > top_high or (high == top_high and low > top_low):
+            peak_phase, top_high, top_low = ph, high, low
+        res_low, res_high = reserve(low, high)
+        reserved[ph] = _new_range((low + res_low, high + res_high))
+    r_low, r_high = reserved[peak_phase]
     (rt_low, rt_high), (fit_low, fit_high) = numbers.runtime, numbers.inside
-    return StageTotals(
-        phases,
-        peak_phase,
-        peak_moments,
-        reserved,
-        Range(rpeak.low + rt_low, rpeak.high + rt_high),
-        Range(rpeak.low + fit_low, rpeak.high + fit_high),
-        lows,
-        highs,
-        memo.accumulating,
-        memo.keep_all_gathered,
+    return _new_totals(
+        (
+            phases,
+            peak_phase,
+            peak_moments,
+            reserved,
+            _new_range((r_low + rt_low, r_high + rt_high)),
+            _new_range((r_low + fit_low, r_high + fit_high)),
+            lows,
+            highs,
+            memo.accumulating,
+            memo.keep_all_gathered,
+        )
     )
+
+
+_new_range = partial(tuple.__new__, Range)
+_new_totals = partial(tuple.__new__, StageTotals)
+"""Named tuples built in C from a tuple of their fields (no Python ``__new__`` frame):
+every stage of every estimate builds some."""
 
 
 def _verdict(peak: Range, limit: int, capacity: int) -> tuple[Verdict, str]:

@@ -43,7 +43,7 @@ from engine.ledger.peaks.checkpoint_event import checkpoint_rows
 from engine.ledger.peaks.dequantize import dequantize_rows
 from engine.ledger.peaks.gathered import gathered_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
-from engine.ledger.peaks.runtime import outside_capacity, reserve_span, runtime_rows
+from engine.ledger.peaks.runtime import outside_capacity, reserve_of, runtime_rows
 from engine.ledger.phases import Sums, add_sums, live_positions, moment_sums
 from engine.ledger.placement import LocalTensor, representative_stages, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
@@ -83,29 +83,20 @@ class _Shared:
 
 @dataclass(slots=True)
 class StageMemo:
-    """What every stage of one estimate shares: the allocator reserves already worked
-    out, by the allocated range they reserve over, and the plan's step-wide rules
-    (read once, not per stage)."""
+    """What every stage of one estimate shares: the plan's step-wide rules and its
+    allocator reserve (read once, not per stage), and what was worked out of the stages
+    of equal numbers (by :attr:`StageNumbers.key`)."""
 
     plan: Plan
     accumulating: bool = False  # grad_accum > 1 (the timeline's rule)
     keep_all_gathered: bool = False  # every unit stays gathered forward → backward
-    reserves: dict[tuple[int, int], Span] = field(default_factory=dict)
-    stages: dict[tuple[int, int, int], Any] = field(default_factory=dict)  # by StageNumbers.key
-    # (what estimate() worked out of the stages of those numbers)
+    reserve: Callable[[int, int], Span] = field(init=False)  # reserve_of(plan)
+    stages: dict[tuple[int, int, int], Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.accumulating = self.plan.batch.grad_accum > 1
         self.keep_all_gathered = keeps_all_gathered(self.plan.parallelism)
-
-    def reserve(self, span: tuple[int, int]) -> Span:
-        """:func:`reserve_span` over the allocated ``span`` (low, high): stages of one
-        kind repeat the ranges of the phases their activations do not touch (steady,
-        optimizer, checkpoint)."""
-        got = self.reserves.get(span)
-        if got is None:
-            got = self.reserves[span] = reserve_span(self.plan, span[0], span[1])
-        return got
+        self.reserve = reserve_of(self.plan)
 
 
 def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span, bool]:

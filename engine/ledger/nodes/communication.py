@@ -43,7 +43,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from engine.ledger.activations.geometry import geometry
-from engine.ledger.groups import Group, GroupKind, group_of, ranks_per_node, stage_groups
+from engine.ledger.groups import Group, GroupKind, ranks_per_node, stage_groups
 from engine.ledger.nodes.collectives import Collective, split_by_link
 from engine.ledger.peaks.gathered import gather_bytes
 from engine.ledger.placement import (
@@ -124,6 +124,7 @@ class _Builder:
     def __init__(self, plan: Plan, stage: int) -> None:
         self.rpn = ranks_per_node(plan)
         self.groups = _groups(plan, stage)
+        self.by_kind = _by_kind(plan, stage)
         self.out: list[Transfer] = []
 
     def add(
@@ -153,7 +154,10 @@ class _Builder:
         )
 
     def kind(self, *kinds: GroupKind) -> Group | None:
-        return group_of(self.groups, *kinds)
+        """:func:`group_of` the stage's groups: the first of one of these kinds."""
+        by_kind = self.by_kind
+        found = [by_kind[k] for k in kinds if k in by_kind]
+        return min(found)[1] if found else None
 
 
 @lru_cache(maxsize=1024)
@@ -161,6 +165,15 @@ def _groups(plan: Plan, stage: int) -> tuple[Group, ...]:
     """:func:`stage_groups`, cached: the builder is made from the shape-free plan, so
     plans differing only in the micro-batch's shape share a stage's groups."""
     return tuple(stage_groups(plan, stage))
+
+
+@lru_cache(maxsize=1024)
+def _by_kind(plan: Plan, stage: int) -> dict[GroupKind, tuple[int, Group]]:
+    """Each kind's first group among :func:`_groups` and its place there."""
+    out: dict[GroupKind, tuple[int, Group]] = {}
+    for i, g in enumerate(_groups(plan, stage)):
+        out.setdefault(g.kind, (i, g))
+    return out
 
 
 def _state_bytes(plan: Plan, stage: int) -> dict[str, tuple[int, int, int]]:

@@ -9,6 +9,8 @@ be reported both as allocated (tensors only) and as reserved / device; their sta
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from engine.ledger.groups import stage_groups
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
@@ -91,8 +93,19 @@ def runtime_rows(plan: Plan, stage: int) -> list[Row]:
 def reserve_span(plan: Plan, peak_low: int, peak_high: int) -> tuple[int, int]:
     """The (low, high) bytes of :func:`reserve_row` over this allocated peak: what an
     estimate's numbers need of it (the row is built when a view reads it)."""
+    return reserve_of(plan)(peak_low, peak_high)
+
+
+def reserve_of(plan: Plan) -> Callable[[int, int], tuple[int, int]]:
+    """:func:`reserve_span` of ``plan`` as a function of the peak, the plan read once
+    (every stage of an estimate reserves over each of its phases)."""
     band = plan.runtime.allocator_reserve
-    return int(peak_low * band.low), int(peak_high * band.high)
+    low, high = band.low, band.high
+
+    def reserve(peak_low: int, peak_high: int) -> tuple[int, int]:
+        return int(peak_low * low), int(peak_high * high)
+
+    return reserve
 
 
 def reserve_row(plan: Plan, peak_low: int, peak_high: int) -> Row:
