@@ -210,7 +210,7 @@ def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     the tensors of stage ``placing`` (its representative): built from exactly these, so
     the stages of one make-up (DeepSeek-V3's middle stages) share them, whatever their
     micro-batches in flight. Its varying parts too (they read the same)."""
-    placed = stage_placed(plan, placing)
+    placed = stage_placed(shape_free(plan), placing)  # placement never reads the shape
     layers = counted_layers(plan, walk)
     fixed = fixed_rows(plan, layers, last, placed)
     rows = [*fixed.held, *fixed.tail]
