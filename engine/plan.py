@@ -231,6 +231,22 @@ def describe_validation_error(err: ValidationError, prefix: str = "") -> list[st
     return [p.message for p in validation_problems(err, prefix)]
 
 
+_set = object.__setattr__
+
+
+def with_section(plan: Plan, name: str, section: Section) -> Plan:
+    """``plan.model_copy(update={name: section})`` without pydantic's generic copy (a
+    Plan has no extra fields and no private attributes): the same fields, the same
+    fields-set record, no validation — for a section valid by construction (the stack's
+    resolution puts the plan's own batch back into every estimate's plan)."""
+    new = Plan.__new__(Plan)
+    _set(new, "__dict__", {**plan.__dict__, name: section})
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_fields_set__", {*plan.__pydantic_fields_set__, name})
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
 @lru_cache(maxsize=1024)
 def shared_section(section: Section) -> Section:
     """The first section seen equal to ``section`` (while it stays in this cache)."""

@@ -18,7 +18,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Final
 
-from engine.plan import SECTION_ORDER, Plan, shared_section, with_shared_sections
+from engine.plan import SECTION_ORDER, Plan, shared_section, with_section, with_shared_sections
 from engine.sections.base import ByteRange, Section
 from engine.sections.method import BatchSection
 from engine.sections.stack import ConcreteStack
@@ -83,7 +83,7 @@ def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
     batch = shared_section(plan.batch)
     if batch is r.plan.batch:
         return r
-    return ResolvedPlan(r.plan.model_copy(update={"batch": batch}), r.stack, r.derived)
+    return ResolvedPlan(with_section(r.plan, "batch", batch), r.stack, r.derived)
 
 
 FIXED_BATCH: Final[BatchSection] = BatchSection()
