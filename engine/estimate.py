@@ -120,15 +120,14 @@ def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
     phase — the first with the largest (high, low)."""
     lows, highs = numbers.sums()
     phases, peak_moments = phase_totals(lows, highs)
-    reserve = memo.reserve
+    f_low, f_high = memo.reserve  # peaks.runtime.reserve_span, inlined: int(peak × factor)
     reserved: dict[Phase, Range] = {}
     peak_phase = PHASES[0]
     top_high = top_low = -1
     for ph, (low, high) in phases.items():
         if high > top_high or (high == top_high and low > top_low):
             peak_phase, top_high, top_low = ph, high, low
-        res_low, res_high = reserve(low, high)
-        reserved[ph] = _new_range((low + res_low, high + res_high))
+        reserved[ph] = _new_range((low + int(low * f_low), high + int(high * f_high)))
     r_low, r_high = reserved[peak_phase]
     (rt_low, rt_high), (fit_low, fit_high) = numbers.runtime, numbers.inside
     return _new_totals(

@@ -149,14 +149,13 @@ def phase_totals(
     built when a view asks, :attr:`~engine.ledger.stage_estimate.StageEstimate.moments`)."""
     phases: dict[Phase, Range] = {}
     peak_moment: dict[Phase, Moment] = {}
-    for ph, at in _PHASE_MOMENTS:
-        best = at[0]  # the first moment with the largest (high, low)
-        best_low, best_high = lows[best], highs[best]
-        if len(at) == 1:
+    for ph, best, rest in _PHASE_SPLIT:
+        best_low, best_high = lows[best], highs[best]  # the first with the largest (high, low)
+        if not rest:
             phases[ph] = _new_range((best_low, best_high))
         else:
             top = best_low
-            for i in at[1:]:
+            for i in rest:
                 low, high = lows[i], highs[i]
                 if high > best_high or (high == best_high and low > best_low):
                     best, best_low, best_high = i, low, high
@@ -166,6 +165,12 @@ def phase_totals(
             phases[ph] = _new_range((top, best_high))
         peak_moment[ph] = _MOMENT_NAMES[best]
     return phases, peak_moment
+
+
+_PHASE_SPLIT: tuple[tuple[Phase, int, tuple[int, ...]], ...] = tuple(
+    (ph, at[0], at[1:]) for ph, at in _PHASE_MOMENTS
+)
+"""Each phase, the position of its first moment and those of the others."""
 
 
 def timeline(rows: tuple[Row, ...], accumulating: bool) -> Timeline:

@@ -43,7 +43,7 @@ from engine.ledger.peaks.checkpoint_event import checkpoint_rows
 from engine.ledger.peaks.dequantize import dequantize_rows
 from engine.ledger.peaks.gathered import gathered_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
-from engine.ledger.peaks.runtime import outside_capacity, reserve_of, runtime_rows
+from engine.ledger.peaks.runtime import outside_capacity, reserve_factors, runtime_rows
 from engine.ledger.phases import Sums, add_sums, live_positions, moment_sums
 from engine.ledger.placement import LocalTensor, representative_stages, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
@@ -90,13 +90,13 @@ class StageMemo:
     plan: Plan
     accumulating: bool = False  # grad_accum > 1 (the timeline's rule)
     keep_all_gathered: bool = False  # every unit stays gathered forward → backward
-    reserve: Callable[[int, int], Span] = field(init=False)  # reserve_of(plan)
+    reserve: tuple[float, float] = (0.0, 0.0)  # reserve_factors(plan)
     stages: dict[tuple[int, int, int], Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.accumulating = self.plan.batch.grad_accum > 1
         self.keep_all_gathered = keeps_all_gathered(self.plan.parallelism)
-        self.reserve = reserve_of(self.plan)
+        self.reserve = reserve_factors(self.plan)
 
 
 def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span, bool]:

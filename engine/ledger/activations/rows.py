@@ -195,7 +195,7 @@ def in_flight_parts(
         one, band = sl.one_bytes, band_of(plan)
 
         def layer_span(fly: InFlight) -> Span:
-            return band(fly.times(one))
+            return band(-(-one * fly.num // fly.den))  # fly.times(one), inlined
 
         def layer_formula(fly: InFlight) -> Formula:
             total = fly.times(one)

@@ -246,6 +246,7 @@ class _StageReads(NamedTuple):
     rec: int
     lm_head: bool
     moe: tuple[int, int, int] | None  # (MoE layers, recomputed ones, top-k)
+    groups: tuple[Group | None, Group | None, Group | None, Group | None]  # TP, PP, CP, EP
 
 
 @lru_cache(maxsize=1024)
@@ -262,18 +263,20 @@ def _stage_reads(plan: Plan, stage: int) -> _StageReads:
     if moe is not None and any(t.expert for t in placed):
         n_moe = sum(1 for i in layers if i >= moe.first_dense_layers)
         experts = (n_moe, rec * n_moe // max(n, 1), moe.top_k)
-    return _StageReads(n, rec, any(t.tensor.role == "lm_head" for t in placed), experts)
+    b = _Builder(plan, stage)
+    groups = (b.kind("tp"), b.kind("pp_next", "pp_prev"), b.kind("cp"), b.kind("ep"))
+    return _StageReads(n, rec, any(t.tensor.role == "lm_head" for t in placed), experts, groups)
 
 
 def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
     par, m = plan.parallelism, plan.batch.grad_accum
     g = geometry(plan)
-    n, rec, lm_head, experts = _stage_reads(shape_free(plan), stage)
+    n, rec, lm_head, experts, (tp, pp_group, cp, ep) = _stage_reads(shape_free(plan), stage)
     act = g.tokens * g.hidden * g.compute_bytes  # one micro-batch's hidden states
     b.add(
         "layer activations (TP)",
         "all-reduce",
-        b.kind("tp"),
+        tp,
         act,
         m * (4 * n + 2 * rec),
         "megatron-tp",
@@ -282,13 +285,12 @@ def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
         b.add(
             "gathered logits (TP)",
             "all-gather",
-            b.kind("tp"),
+            tp,
             g.tokens * g.vocab * g.compute_bytes,
             m,
             "hf-tp-plan",
         )
     sends = int(stage < par.pp - 1) + int(stage > 0)
-    pp_group = b.kind("pp_next", "pp_prev")
     b.add(
         "stage activations and their gradients (PP)",
         "p2p",
@@ -301,7 +303,7 @@ def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
     b.add(
         "K/V chunks and their gradients (CP ring)",
         "p2p",
-        b.kind("cp"),
+        cp,
         chunk,
         m * (par.cp - 1) * (3 * n + rec),
         "te-context-parallel",
@@ -312,7 +314,7 @@ def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
         b.add(
             "routed tokens, dispatch and combine (EP)",
             "all-to-all",
-            b.kind("ep"),
+            ep,
             tokens,
             m * (4 * n_moe + 2 * rec_moe),
             "megatron-moe-alltoall",
@@ -358,10 +360,12 @@ def step_communication(plan: Plan) -> Communication:
     kinds = _stage_kinds(shape_free(plan))  # read of the layout only
     done: dict[tuple[int, int, int], tuple[Transfer, ...]] = {}
     moved: dict[tuple[int, int, int], int] = {}
+    stage, most = 0, -1
     for s, kind in enumerate(kinds):
         if kind not in done:
             done[kind] = stage_communication(plan, s)
-            moved[kind] = sum(t.intra + t.inter for t in done[kind])
-    stage = max(range(len(kinds)), key=lambda s: (moved[kinds[s]], -s))
+            moved[kind] = sum([t.intra + t.inter for t in done[kind]])
+        if moved[kind] > most:  # the first stage moving the most
+            stage, most = s, moved[kind]
     hw = plan.hardware
     return Communication(stage, done[kinds[stage]], hw.intra_node_gbps, hw.inter_node_gbps)

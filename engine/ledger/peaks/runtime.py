@@ -96,11 +96,17 @@ def reserve_span(plan: Plan, peak_low: int, peak_high: int) -> tuple[int, int]:
     return reserve_of(plan)(peak_low, peak_high)
 
 
-def reserve_of(plan: Plan) -> Callable[[int, int], tuple[int, int]]:
-    """:func:`reserve_span` of ``plan`` as a function of the peak, the plan read once
-    (every stage of an estimate reserves over each of its phases)."""
+def reserve_factors(plan: Plan) -> tuple[float, float]:
+    """The allocator reserve's share of the allocated peak, (low, high): the reserve is
+    ``int(peak_low × low), int(peak_high × high)`` (:func:`reserve_of`; estimate()
+    applies it to every phase of every stage inline, with these factors)."""
     band = plan.runtime.allocator_reserve
-    low, high = band.low, band.high
+    return band.low, band.high
+
+
+def reserve_of(plan: Plan) -> Callable[[int, int], tuple[int, int]]:
+    """:func:`reserve_span` of ``plan`` as a function of the peak, the plan read once."""
+    low, high = reserve_factors(plan)
 
     def reserve(peak_low: int, peak_high: int) -> tuple[int, int]:
         return int(peak_low * low), int(peak_high * high)
