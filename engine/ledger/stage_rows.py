@@ -205,12 +205,19 @@ class _FixedPart(NamedTuple):
 
 
 @lru_cache(maxsize=1024)
+def _placed(free: Plan, stage: int) -> tuple[LocalTensor, ...]:
+    """:func:`stage_placed` of a shape-free plan (placement never reads the shape),
+    cached on it: one slot read instead of the placement cache's key of sections."""
+    return stage_placed(free, stage)
+
+
+@lru_cache(maxsize=1024)
 def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     """The :func:`fixed_rows` of a stage whose layers walk as ``walk`` and which places
     the tensors of stage ``placing`` (its representative): built from exactly these, so
     the stages of one make-up (DeepSeek-V3's middle stages) share them, whatever their
     micro-batches in flight. Its varying parts too (they read the same)."""
-    placed = stage_placed(shape_free(plan), placing)  # placement never reads the shape
+    placed = _placed(shape_free(plan), placing)
     layers = counted_layers(plan, walk)
     fixed = fixed_rows(plan, layers, last, placed)
     rows = [*fixed.held, *fixed.tail]
@@ -312,10 +319,10 @@ def _base(plan: Plan, walk: Walk, placing: int, last: bool, shared_stage: int) -
     # Varying parts never hold gradients, nor are they runtime rows (activations and the
     # loss's tensors): the fixed part decides both, as :func:`stage_rows` does.
     shared = _shared(shape_free(plan), shared_stage, fixed.grads)
-    sums = add_sums(shared.sums, fixed.sums)
+    pairs = tuple(zip(shared.sums, fixed.sums, strict=True))
     return _Base(
-        [low for low, _ in sums],
-        [high for _, high in sums],
+        [a + b for (a, _), (b, _) in pairs],
+        [a + b for (_, a), (_, b) in pairs],
         (shared.runtime[0] + fixed.runtime[0], shared.runtime[1] + fixed.runtime[1]),
         (shared.inside[0] + fixed.inside[0], shared.inside[1] + fixed.inside[1]),
         fixed.live,
