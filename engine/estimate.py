@@ -241,12 +241,15 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
         )
     except NotImplementedError as exc:
         raise PlanError(str(exc)) from exc
-    heaviest = max(stages, key=lambda st: (st.fit_peak.high, -st.stage)).stage
+    top = stages[0]  # the heaviest: the largest fit peak's high, the first stage of ties
+    for st in stages[1:]:
+        high, top_high = st.totals.fit_peak.high, top.totals.fit_peak.high
+        if high > top_high or (high == top_high and st.stage < top.stage):
+            top = st
+    heaviest = top.stage
     capacity = plan.hardware.capacity_bytes
     limit = plan.hbm_limit_bytes
-    verdict, reason = _verdict(
-        next(s for s in stages if s.stage == heaviest).fit_peak, limit, capacity
-    )
+    verdict, reason = _verdict(top.fit_peak, limit, capacity)
     nodes = node_ledgers(plan, communication=not decisive_only)
     problems = node_problems(plan)
     if problems:

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 from engine.models.spec import ArchitectureSpec
-from engine.sections.base import Section
+from engine.sections.base import _HASH_SLOT, Section
 
 LLAMA_31_8B = ArchitectureSpec(
     family="llama",
@@ -67,6 +67,13 @@ class ModelSection(Section):
         return data
 
     def __hash__(self) -> int:
-        """Hashable although ``hf_config`` is a dict (plans key caches): by its JSON."""
-        config = None if self.hf_config is None else json.dumps(self.hf_config, sort_keys=True)
-        return hash((self.name, self.preset, self.architecture, config))
+        """Hashable although ``hf_config`` is a dict (plans key caches): by its JSON.
+        Worked out once per object and kept in the section's hash slot, as every
+        section's (:meth:`Section.__hash__`): each new plan's hash asks for it."""
+        try:
+            return _HASH_SLOT.__get__(self)  # type: ignore[no-any-return]
+        except AttributeError:  # not hashed yet
+            config = None if self.hf_config is None else json.dumps(self.hf_config, sort_keys=True)
+            value = hash((self.name, self.preset, self.architecture, config))
+            _HASH_SLOT.__set__(self, value)
+            return value
