@@ -18,12 +18,10 @@ keyed on it answers a fresh plan with one slot read and an identity check.
 
 from __future__ import annotations
 
-import operator
 from functools import lru_cache
 from typing import Any, Final
 
-from engine.plan import SECTION_ORDER, Plan
-from engine.sections.base import Section
+from engine.plan import SECTION_ORDER, Plan, SectionsKey
 from engine.sections.method import BatchSection
 
 FIXED_SHAPE: dict[str, Any] = {
@@ -43,30 +41,11 @@ def shape_free(plan: Plan) -> Plan:
     plan is only ever read by rows that ignore those fields); one object for every plan
     of the same other sections and gradient accumulation."""
     fields = plan.__dict__
-    return _shape_free(_Sections([fields[name] for name in _NOT_BATCH]), plan.batch.grad_accum)
-
-
-class _Sections(tuple[Section, ...]):
-    """A plan's sections but the batch, as a cache key compared by identity first:
-    resolved plans share their section objects (``with_shared_sections``), so equal
-    keys are almost always the same objects, and hashing by identity spares a call of
-    each section's ``__hash__``. Sections equal but not the same objects hash apart and
-    so build a shape-free plan of their own: equal to the other, numbers unchanged."""
-
-    __slots__ = ()
-
-    def __hash__(self) -> int:
-        return hash(tuple(map(id, self)))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Sections) and all(map(operator.is_, self, other))
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
+    return _shape_free(SectionsKey([fields[name] for name in _NOT_BATCH]), plan.batch.grad_accum)
 
 
 @lru_cache(maxsize=256)
-def _shape_free(sections: _Sections, grad_accum: int) -> Plan:
+def _shape_free(sections: SectionsKey, grad_accum: int) -> Plan:
     """The shape-free plan of these sections (every one but the batch, in
     :data:`_NOT_BATCH` order) and this accumulation. Built without validation: the
     sections come from a validated plan, and the fixed batch is valid by construction.

@@ -18,7 +18,14 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Final
 
-from engine.plan import SECTION_ORDER, Plan, shared_section, with_section, with_shared_sections
+from engine.plan import (
+    SECTION_ORDER,
+    Plan,
+    SectionsKey,
+    shared_section,
+    with_section,
+    with_shared_sections,
+)
 from engine.sections.base import ByteRange, Section
 from engine.sections.method import BatchSection
 from engine.sections.stack import ConcreteStack
@@ -79,7 +86,8 @@ def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
     edits, a fit search over micro-batch sizes) resolve in one copy. Run on that plan,
     not merely keyed on it, a rule that did read the batch would be wrong at once, in
     every golden plan, not only on a cache hit."""
-    r = _batchless(tuple(getattr(plan, name) for name in _NOT_BATCH))
+    fields = plan.__dict__
+    r = _batchless(SectionsKey([fields[name] for name in _NOT_BATCH]))
     batch = shared_section(plan.batch)
     if batch is r.plan.batch:
         return r
