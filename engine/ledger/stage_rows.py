@@ -22,6 +22,11 @@ read the shape would be wrong at once, in every golden plan, not only on a cache
 The result is the list the unfolded assembly builds, row for row and in the same order
 (``tests/engine/ledger/test_estimate_folding.py`` compares the two on the benchmark's
 plans and on random pipelined ones, and plans differing in the micro-batch's shape).
+
+``estimate()`` builds no row: :func:`stage_numbers` sums a stage's make-up base
+(:func:`_base`) and the bytes of its rows that scale with its micro-batches in flight
+(:class:`~engine.ledger.activations.varying.Varying` parts); a view's first read of a
+stage's rows builds them here (the folding test compares sums and rows).
 """
 
 from __future__ import annotations
