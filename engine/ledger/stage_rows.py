@@ -31,17 +31,17 @@ stage's rows builds them here (the folding test compares sums and rows).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import logits_parts
 from engine.ledger.activations.rows import FixedRows, fixed_rows, varying_parts
-from engine.ledger.activations.schedule import InFlight, in_flight
+from engine.ledger.activations.schedule import InFlight, in_flight, in_flights
 from engine.ledger.activations.stage_layers import Walk, counted_layers, layer_walks
-from engine.ledger.activations.varying import Varying, built
+from engine.ledger.activations.varying import Span, Varying, built
 from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
@@ -57,9 +57,6 @@ from engine.ledger.shape_free import shape_free
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
 from engine.plan import Plan
 from engine.stacks.families import keeps_all_gathered, rule_of
-
-Span = tuple[int, int]
-"""A (low, high) byte sum."""
 
 
 class StageRows(NamedTuple):
@@ -346,8 +343,7 @@ class StageNumbers(NamedTuple):
 
     @property
     def key(self) -> tuple[int, int, int]:
-        """Equal for stages of equal numbers (the base's identity: it is cached, and
-        whoever keeps the key keeps the stage numbers, so the base stays alive)."""
+        """Equal for stages of equal numbers (the base's identity: keep the numbers)."""
         return id(self.base), self.fly.num, self.fly.den
 
     @property
@@ -373,20 +369,23 @@ class StageNumbers(NamedTuple):
         return lows, highs
 
 
-def stage_numbers(plan: Plan, stages: Iterable[int]) -> list[StageNumbers]:
+def stage_numbers(plan: Plan, stages: Sequence[int]) -> list[StageNumbers]:
     """:func:`stage_rows`' numbers of these stages without building a row (see
     :class:`StageNumbers`); stages of one make-up look its base up once."""
     makes = _makes(shape_free(plan))
     bases: dict[tuple[Walk, int, bool, int], _Base] = {}
     out = []
-    for stage in stages:
+    for stage, fly in zip(stages, in_flights(plan, stages), strict=True):
         mk = makes[stage]
         key = (mk.walk, mk.placing, mk.last, mk.shared)
         base = bases.get(key)
         if base is None:
             base = bases[key] = _base(plan, *key)
-        out.append(StageNumbers(base, in_flight(plan, stage), mk.layers))
+        out.append(_new_numbers((base, fly, mk.layers)))
     return out
+
+
+_new_numbers = partial(tuple.__new__, StageNumbers)  # built in C
 
 
 def shared_sums(plan: Plan, stage: int) -> tuple[Sums, Span]:
