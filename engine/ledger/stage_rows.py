@@ -340,11 +340,7 @@ class StageNumbers(NamedTuple):
     base: _Base
     fly: InFlight
     layers: range
-
-    @property
-    def key(self) -> tuple[int, int, int]:
-        """Equal for stages of equal numbers (the base's identity: keep the numbers)."""
-        return id(self.base), self.fly.num, self.fly.den
+    key: tuple[int, int, int]  # equal for equal numbers: the base's identity, fly's ratio
 
     @property
     def runtime(self) -> Span:
@@ -381,7 +377,7 @@ def stage_numbers(plan: Plan, stages: Sequence[int]) -> list[StageNumbers]:
         base = bases.get(key)
         if base is None:
             base = bases[key] = _base(plan, *key)
-        out.append(_new_numbers((base, fly, mk.layers)))
+        out.append(_new_numbers((base, fly, mk.layers, (id(base), fly.num, fly.den))))
     return out
 
 
