@@ -228,9 +228,11 @@ def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     saved, labels = varying_parts(plan, layers, last, walk[2], placed)
     logits = logits_parts(plan, geometry(plan)) if last else []
     live = tuple(
-        (p.span, live_positions(p.moments, NO_MOMENTS, accumulating))
-        for p in (*saved, *labels, *logits)
-        if p.allocated
+        [
+            (p.span, live_positions(p.moments, NO_MOMENTS, accumulating))
+            for p in (*saved, *labels, *logits)
+            if p.allocated
+        ]
     )
     return _FixedPart(
         fixed,

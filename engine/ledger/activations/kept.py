@@ -134,7 +134,7 @@ def once_part(
     """Tensors saved once per micro-batch: ``other`` (rotary, checkpoint positions) stay
     until the layers' backward is done; ``head`` (final norm, lm_head input, soft-capped
     logits, the loss scalars) are freed by the first ops of backward."""
-    total = sum(b for _, b in parts)
+    total = sum([b for _, b in parts])
     source = profile_source(plan)
 
     def span(fly: InFlight) -> Span:

@@ -142,7 +142,7 @@ def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
             parts = []
             bwd = chunk + alloc(k, FP32)
             bwd_formula = f"one chunk recomputed plus its fp32 grad = {fmt_count(bwd)} B"
-    fwd = sum(n for _, n in fwd_parts)
+    fwd = sum([n for _, n in fwd_parts])
     parts.append(
         _fixed_part(
             make_row(

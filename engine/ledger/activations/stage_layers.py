@@ -63,7 +63,7 @@ class StageLayers(NamedTuple):
 
     @property
     def plain_bytes(self) -> int:
-        return sum(k.bytes * k.saved for k in self.kinds)
+        return sum([k.bytes * k.saved for k in self.kinds])
 
     @property
     def one_bytes(self) -> int:
@@ -178,7 +178,7 @@ def counted_layers(plan: Plan, walk: Walk) -> StageLayers:
         n_ckpt=n_ckpt,
         ckpt=ckpt,
         ckpt_bytes=terms_bytes(ckpt, g),
-        largest=max(k.bytes for k in kinds),
+        largest=max([k.bytes for k in kinds]),
     )
 
 
