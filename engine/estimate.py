@@ -7,17 +7,19 @@ phase, and decides fit by the heaviest rank of the heaviest stage — never the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Literal
 
 from engine.errors import PlanError
 from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
 from engine.ledger.phases import Range as Range
-from engine.ledger.phases import timeline_of
+from engine.ledger.phases import phase_totals
 from engine.ledger.placement import layer_classes, stage_layer_ranges
-from engine.ledger.row import LOCATIONS, MOMENTS, PHASES, Location, Moment, Phase, Row
-from engine.ledger.stage_rows import StageMemo, stage_rows
+from engine.ledger.row import LOCATIONS, PHASES, Location, Phase, Row
+from engine.ledger.stage_estimate import StageEstimate as StageEstimate
+from engine.ledger.stage_estimate import StageTotals
+from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_numbers
 from engine.legality.checks import check
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
@@ -30,10 +32,6 @@ VERDICT_WORDS: dict[Verdict, str] = {
     "does_not_fit": "DOES NOT FIT",
 }
 """How every view names a verdict (terminal, window, report): one wording."""
-
-
-NO_BYTES = Range(0, 0)
-"""An empty range: the default of a StageEstimate's derived peaks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,42 +59,6 @@ class StepBatch:
             f"global batch {self.global_batch:,} sequences × {self.seq_len:,} tokens = "
             f"{self.tokens_per_step:,} tokens per step"
         )
-
-
-@dataclass(frozen=True, slots=True)
-class StageEstimate:
-    """One pipeline stage as seen by its heaviest rank."""
-
-    stage: int
-    layers: range
-    rows: tuple[Row, ...]
-    phases: dict[Phase, Range]  # allocated (tensors), each phase's largest moment
-    peak_phase: Phase
-    peak: Range  # HBM allocated, the largest phase (what max_memory_allocated reports)
-    moments: dict[Moment, Range] = field(default_factory=dict)  # allocated, finer timeline
-    reserved_phases: dict[Phase, Range] = field(default_factory=dict)  # + allocator reserve
-    reserved_peak: Range = NO_BYTES  # what max_memory_reserved reports
-    device_peak: Range = NO_BYTES  # reserved + CUDA context, NCCL, cuBLAS (nvidia-smi)
-    fit_peak: Range = NO_BYTES  # what must fit the capacity that decides the verdict
-    peak_moments: dict[Phase, Moment] = field(default_factory=dict)  # each phase's peak moment
-    phase_reserves: dict[Phase, Row] = field(default_factory=dict)  # allocator reserve per phase
-    accumulating: bool = False  # gradients live across micro-batches (timeline rule)
-    keep_all_gathered: bool = False  # every unit stays gathered forward → backward (rows say
-    # so in their moments; kept for views that explain the timeline)
-
-    def phase_rows(self, phase: Phase) -> tuple[Row, ...]:
-        """The rows live at ``phase``'s peak moment, its allocator reserve and the memory
-        outside the allocator: what a stacked chart of the phase shows. Computed on demand
-        (views need it; the layout search does not)."""
-        moment = self.peak_moments.get(phase, next(m for m, ph in MOMENTS if ph == phase))
-        live = [r for r in self.rows if r.allocated and r.live_at(moment, self.accumulating)]
-        runtime = [r for r in self.rows if r.location == "hbm" and r.state == "runtime"]
-        reserve = self.phase_reserves.get(phase)
-        return (*live, *([reserve] if reserve else []), *runtime)
-
-    def location_total(self, location: Location) -> Range:
-        rs = [r for r in self.rows if r.location == location]
-        return Range(sum(r.low for r in rs), sum(r.high for r in rs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,39 +105,51 @@ class Estimate:
         return {loc: self.heaviest.location_total(loc) for loc in LOCATIONS}
 
 
-def _stage(plan: Plan, stage: int, memo: StageMemo) -> StageEstimate:
-    rows, sums, (rt_low, rt_high), (fit_low, fit_high), layers = stage_rows(plan, stage)
-    tl = timeline_of(sums)
-    phases = tl.phases
-    reserves: dict[Phase, Row] = {}
+def _stage(numbers: StageNumbers, stage: int, memo: StageMemo, plan: Plan) -> StageEstimate:
+    key = numbers.key
+    got = memo.stages.get(key)
+    if got is None:  # else a stage of the same numbers was worked out: share them
+        # (the numbers kept beside: they hold the base whose identity is in the key)
+        got = memo.stages[key] = (_totals(numbers, memo), numbers)
+    return StageEstimate(stage, numbers.layers, got[0], plan)
+
+
+def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
+    """A stage's :class:`StageTotals` from its numbers: each phase's largest moment
+    (:func:`~engine.ledger.phases.phase_totals`), its allocator reserve, and the peak
+    phase — the first with the largest (high, low)."""
+    lows, highs = numbers.sums()
+    phases, peak_moments = phase_totals(lows, highs)
+    f_low, f_high = memo.reserve  # peaks.runtime.reserve_span, inlined: int(peak × factor)
     reserved: dict[Phase, Range] = {}
-    peak_phase = PHASES[0]  # the first phase with the largest (high, low)
-    top = (-1, -1)
-    for ph, r in phases.items():
-        low, high = r
-        if (high, low) > top:
-            peak_phase, top = ph, (high, low)
-        res = reserves[ph] = memo.reserve(r)
-        reserved[ph] = Range(low + res.low, high + res.high)
-    rows.append(reserves[peak_phase])
-    rpeak = reserved[peak_phase]
-    return StageEstimate(
-        stage=stage,
-        layers=layers,
-        rows=tuple(rows),
-        phases=phases,
-        peak_phase=peak_phase,
-        peak=phases[peak_phase],
-        moments=tl.moments,
-        reserved_phases=reserved,
-        reserved_peak=rpeak,
-        device_peak=Range(rpeak.low + rt_low, rpeak.high + rt_high),
-        fit_peak=Range(rpeak.low + fit_low, rpeak.high + fit_high),
-        peak_moments=tl.peak_moment,
-        phase_reserves=reserves,
-        accumulating=memo.accumulating,
-        keep_all_gathered=memo.keep_all_gathered,
+    peak_phase = PHASES[0]
+    top_high = top_low = -1
+    for ph, (low, high) in phases.items():
+        if high > top_high or (high == top_high and low > top_low):
+            peak_phase, top_high, top_low = ph, high, low
+        reserved[ph] = _new_range((low + int(low * f_low), high + int(high * f_high)))
+    r_low, r_high = reserved[peak_phase]
+    (rt_low, rt_high), (fit_low, fit_high) = numbers.runtime, numbers.inside
+    return _new_totals(
+        (
+            phases,
+            peak_phase,
+            peak_moments,
+            reserved,
+            _new_range((r_low + rt_low, r_high + rt_high)),
+            _new_range((r_low + fit_low, r_high + fit_high)),
+            lows,
+            highs,
+            memo.accumulating,
+            memo.keep_all_gathered,
+        )
     )
+
+
+_new_range = partial(tuple.__new__, Range)
+_new_totals = partial(tuple.__new__, StageTotals)
+"""Named tuples built in C from a tuple of their fields (no Python ``__new__`` frame):
+every stage of every estimate builds some."""
 
 
 def _verdict(peak: Range, limit: int, capacity: int) -> tuple[Verdict, str]:
@@ -261,15 +235,21 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
         memo = StageMemo(plan)
-        stages = tuple(_stage(plan, s, memo) for s in indices)
+        stages = tuple(
+            _stage(numbers, s, memo, plan)
+            for s, numbers in zip(indices, stage_numbers(plan, indices), strict=True)
+        )
     except NotImplementedError as exc:
         raise PlanError(str(exc)) from exc
-    heaviest = max(stages, key=lambda st: (st.fit_peak.high, -st.stage)).stage
+    top = stages[0]  # the heaviest: the largest fit peak's high, the first stage of ties
+    for st in stages[1:]:
+        high, top_high = st.totals.fit_peak.high, top.totals.fit_peak.high
+        if high > top_high or (high == top_high and st.stage < top.stage):
+            top = st
+    heaviest = top.stage
     capacity = plan.hardware.capacity_bytes
     limit = plan.hbm_limit_bytes
-    verdict, reason = _verdict(
-        next(s for s in stages if s.stage == heaviest).fit_peak, limit, capacity
-    )
+    verdict, reason = _verdict(top.fit_peak, limit, capacity)
     nodes = node_ledgers(plan, communication=not decisive_only)
     problems = node_problems(plan)
     if problems:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from functools import cache, lru_cache
 from types import UnionType
 from typing import Any, Union, get_args, get_origin
@@ -229,6 +230,43 @@ def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]
 def describe_validation_error(err: ValidationError, prefix: str = "") -> list[str]:
     """One sentence per problem, each naming the field path a user can act on."""
     return [p.message for p in validation_problems(err, prefix)]
+
+
+class SectionsKey(tuple[Section, ...]):
+    """Plan sections as a cache key compared by identity: resolved plans share their
+    section objects (:func:`with_shared_sections`) and an edit keeps every untouched
+    section's object (:func:`with_values`), so equal keys are almost always the same
+    objects, and hashing by identity spares a call of each section's ``__hash__``.
+    Sections equal but not the same objects only miss the cache (what it holds is
+    recomputed, equal). A cache holding the key holds its sections, so no other
+    object can take one of their identities while the entry lives."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        return hash(tuple(map(id, self)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SectionsKey) and all(map(operator.is_, self, other))
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+
+_set = object.__setattr__
+
+
+def with_section(plan: Plan, name: str, section: Section) -> Plan:
+    """``plan.model_copy(update={name: section})`` without pydantic's generic copy (a
+    Plan has no extra fields and no private attributes): the same fields, the same
+    fields-set record, no validation — for a section valid by construction (the stack's
+    resolution puts the plan's own batch back into every estimate's plan)."""
+    new = Plan.__new__(Plan)
+    _set(new, "__dict__", {**plan.__dict__, name: section})
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_fields_set__", {*plan.__pydantic_fields_set__, name})
+    _set(new, "__pydantic_private__", None)
+    return new
 
 
 @lru_cache(maxsize=1024)

@@ -7,7 +7,7 @@ activations' phases have more low bytes. So this bound, per decisive stage
 (:func:`engine.estimate.decisive_stages`), sums moment by moment
 
 - the stage's shared rows (states, gathered units, buckets, gradients, optimizer-step
-  temporaries, checkpoint event: :func:`engine.ledger.stage_rows.shared_sums`) at the
+  temporaries, checkpoint event: :func:`engine.ledger.stage_rows.shared_rows`) at the
   layout itself, exactly — a small share of an estimate's work;
 - its activation rows at the canonical layout (DP 1, the widest EP), which the real
   ones only add to (:mod:`engine.layout.bound`: the autocast weight copies and the
@@ -41,7 +41,7 @@ from engine.layout.point import Layout
 from engine.ledger.peaks.runtime import reserve_row
 from engine.ledger.phases import add_sums, timeline_of
 from engine.ledger.row import PHASES, Phase
-from engine.ledger.stage_rows import shared_padded_high, shared_sums
+from engine.ledger.stage_rows import shared_rows
 from engine.legality.checks import check
 from engine.stacks.defaults import resolved
 
@@ -81,15 +81,18 @@ class LowFloors:
         try:
             laid = resolved(with_layout(self.plan, layout))
             check(laid)
-            stages = [(st, shared_sums(laid, st.stage)) for st in got[1]]
-            padded = max(shared_padded_high(laid, st.stage, PADDED_STATES) for st in got[1])
+            stages = [(st, shared_rows(laid, st.stage)) for st in got[1]]
         except (PlanError, NotImplementedError, ValueError):
             return 0, 0
+        padded = max(
+            sum(r.high for r in (*sh.head, *sh.tail) if r.state in PADDED_STATES)
+            for _, sh in stages
+        )
         best: int | None = None
-        for st, (sums, inside) in stages:
-            phases = timeline_of(add_sums(sums, st.activation_sums)).phases
+        for st, sh in stages:
+            phases = timeline_of(add_sums(sh.sums, st.activation_sums)).phases
             busy = max(phases[ph].high for ph in PHASES if ph not in QUIET)
             low = min(phases[ph].low for ph in PHASES if ph not in QUIET or phases[ph].high >= busy)
-            fit = low + reserve_row(laid, low, low).low + inside[0]
+            fit = low + reserve_row(laid, low, low).low + sh.inside[0]
             best = fit if best is None else min(best, fit)
         return (best, padded) if best else (0, 0)

@@ -12,6 +12,9 @@ table's rule); this note says why the number is what it is, and what avoids it.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+from engine.ledger.shape_free import shape_free
 from engine.ledger.states.persistent import stage_held, stage_placed
 from engine.plan import Plan
 from engine.stacks.families import rule_of
@@ -20,7 +23,13 @@ from engine.units import ceil_div
 
 def expert_padding_note(plan: Plan) -> str | None:
     """The note for a plan whose FSDP2 shards stacked experts unevenly, else None
-    (``plan`` resolved: its experts' storage concrete)."""
+    (``plan`` resolved: its experts' storage concrete). It never reads the micro-batch's
+    shape: worked out once per :func:`~engine.ledger.shape_free.shape_free` plan."""
+    return _note(shape_free(plan))
+
+
+@lru_cache(maxsize=256)
+def _note(plan: Plan) -> str | None:
     rule = rule_of(plan.parallelism.strategy)
     if rule.chunking != "dim0" or not rule.params:
         return None

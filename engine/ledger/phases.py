@@ -65,7 +65,7 @@ _MOMENT_NAMES: tuple[Moment, ...] = tuple(m for m, _ in MOMENTS)
 
 
 @lru_cache(maxsize=1024)
-def _live(
+def live_positions(
     moments: frozenset[Moment], accumulated: frozenset[Moment], accumulating: bool
 ) -> tuple[int, ...]:
     """The positions in MOMENTS of the moments a row with these moments is live at (rows
@@ -98,7 +98,7 @@ def moment_sums(
         if not r.allocated:
             continue
         low, high = r.low, r.high
-        for i in _live(r.moments, r.accumulated_moments, accumulating):
+        for i in live_positions(r.moments, r.accumulated_moments, accumulating):
             lows[i] += low
             highs[i] += high
     return tuple(zip(lows, highs, strict=True))
@@ -139,6 +139,38 @@ def timeline_of(sums: Sums) -> Timeline:
             phases[ph] = Range(top, best_high)
         peak_moment[ph] = _MOMENT_NAMES[best]
     return Timeline(moments, phases, peak_moment)
+
+
+def phase_totals(
+    lows: list[int], highs: list[int]
+) -> tuple[dict[Phase, Range], dict[Phase, Moment]]:
+    """:func:`timeline_of`'s phases and peak moments of the moment sums given as their
+    lows and highs (what a stage's numbers are summed into; the moments' own ranges are
+    built when a view asks, :attr:`~engine.ledger.stage_estimate.StageEstimate.moments`)."""
+    phases: dict[Phase, Range] = {}
+    peak_moment: dict[Phase, Moment] = {}
+    for ph, best, rest in _PHASE_SPLIT:
+        best_low, best_high = lows[best], highs[best]  # the first with the largest (high, low)
+        if not rest:
+            phases[ph] = _new_range((best_low, best_high))
+        else:
+            top = best_low
+            for i in rest:
+                low, high = lows[i], highs[i]
+                if high > best_high or (high == best_high and low > best_low):
+                    best, best_low, best_high = i, low, high
+                if low > top:
+                    top = low
+            # The phase's peak is at least its largest low and at most its largest high.
+            phases[ph] = _new_range((top, best_high))
+        peak_moment[ph] = _MOMENT_NAMES[best]
+    return phases, peak_moment
+
+
+_PHASE_SPLIT: tuple[tuple[Phase, int, tuple[int, ...]], ...] = tuple(
+    (ph, at[0], at[1:]) for ph, at in _PHASE_MOMENTS
+)
+"""Each phase, the position of its first moment and those of the others."""
 
 
 def timeline(rows: tuple[Row, ...], accumulating: bool) -> Timeline:

@@ -10,14 +10,19 @@ window's batch edits, the fit search over micro-batch sizes and sequence lengths
 plan estimated again. Built from that plan rather than merely keyed on it, a row that
 did read the shape would be wrong at once, in every golden plan, not only on a cache
 hit. Gradient accumulation is kept: buckets, backward gradients and transfers read it.
+
+Plans that differ only in that shape get the very same shape-free plan object
+(:func:`_shape_free`, cached on the other sections and the accumulation), so every cache
+keyed on it answers a fresh plan with one slot read and an identity check.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
-from engine.plan import Plan
+from engine.plan import SECTION_ORDER, Plan, SectionsKey
+from engine.sections.method import BatchSection
 
 FIXED_SHAPE: dict[str, Any] = {
     "micro_batch": 1,
@@ -27,9 +32,24 @@ FIXED_SHAPE: dict[str, Any] = {
 }
 """The batch fields :func:`shape_free` fixes, and the values it fixes them at."""
 
+_NOT_BATCH: Final[tuple[str, ...]] = tuple(n for n in SECTION_ORDER if n != "batch")
+
 
 @lru_cache(maxsize=256)
 def shape_free(plan: Plan) -> Plan:
     """``plan`` with :data:`FIXED_SHAPE` in its batch section (no validation runs: the
-    plan is only ever read by rows that ignore those fields)."""
-    return plan.model_copy(update={"batch": plan.batch.model_copy(update=FIXED_SHAPE)})
+    plan is only ever read by rows that ignore those fields); one object for every plan
+    of the same other sections and gradient accumulation."""
+    fields = plan.__dict__
+    return _shape_free(SectionsKey([fields[name] for name in _NOT_BATCH]), plan.batch.grad_accum)
+
+
+@lru_cache(maxsize=256)
+def _shape_free(sections: SectionsKey, grad_accum: int) -> Plan:
+    """The shape-free plan of these sections (every one but the batch, in
+    :data:`_NOT_BATCH` order) and this accumulation. Built without validation: the
+    sections come from a validated plan, and the fixed batch is valid by construction.
+    The plan holds the sections, so their identities in the cached key stay theirs."""
+    batch = BatchSection.model_construct(**FIXED_SHAPE, grad_accum=grad_accum)
+    fields: dict[str, Any] = dict(zip(_NOT_BATCH, sections, strict=True))
+    return Plan.model_construct(**fields, batch=batch)

@@ -22,38 +22,41 @@ read the shape would be wrong at once, in every golden plan, not only on a cache
 The result is the list the unfolded assembly builds, row for row and in the same order
 (``tests/engine/ledger/test_estimate_folding.py`` compares the two on the benchmark's
 plans and on random pipelined ones, and plans differing in the micro-batch's shape).
+
+``estimate()`` builds no row: :func:`stage_numbers` sums a stage's make-up base
+(:func:`_base`) and the bytes of its rows that scale with its micro-batches in flight
+(:class:`~engine.ledger.activations.varying.Varying` parts); a view's first read of a
+stage's rows builds them here (the folding test compares sums and rows).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import NamedTuple
+from functools import lru_cache, partial
+from typing import Any, NamedTuple
 
 from engine.ledger.activations.geometry import geometry
-from engine.ledger.activations.loss import logits_rows
-from engine.ledger.activations.rows import FixedRows, fixed_rows, varying_rows
-from engine.ledger.activations.schedule import in_flight
+from engine.ledger.activations.loss import logits_parts
+from engine.ledger.activations.rows import FixedRows, fixed_rows, varying_parts
+from engine.ledger.activations.schedule import InFlight, in_flight, in_flights
 from engine.ledger.activations.stage_layers import Walk, counted_layers, layer_walks
+from engine.ledger.activations.varying import Span, Varying, built
 from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
 from engine.ledger.peaks.dequantize import dequantize_rows
 from engine.ledger.peaks.gathered import gathered_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
-from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
-from engine.ledger.phases import Sums, add_sums, moment_sums
+from engine.ledger.peaks.runtime import outside_capacity, reserve_factors, runtime_rows
+from engine.ledger.phases import Sums, add_sums, live_positions, moment_sums
 from engine.ledger.placement import LocalTensor, representative_stages, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
-from engine.ledger.row import Row
+from engine.ledger.row import NO_MOMENTS, Row
 from engine.ledger.shape_free import shape_free
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
 from engine.plan import Plan
 from engine.stacks.families import keeps_all_gathered, rule_of
-
-Span = tuple[int, int]
-"""A (low, high) byte sum."""
 
 
 class StageRows(NamedTuple):
@@ -69,7 +72,7 @@ class StageRows(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class _Shared:
+class SharedRows:
     """The rows a kind of stage shares: those before the activation rows (persistent
     states), those after them, their allocated moment sums and runtime sums."""
 
@@ -82,27 +85,20 @@ class _Shared:
 
 @dataclass(slots=True)
 class StageMemo:
-    """What every stage of one estimate shares: the allocator reserve rows already
-    built, by the allocated range they reserve over, and the plan's step-wide rules
-    (read once, not per stage)."""
+    """What every stage of one estimate shares: the plan's step-wide rules and its
+    allocator reserve (read once, not per stage), and what was worked out of the stages
+    of equal numbers (by :attr:`StageNumbers.key`)."""
 
     plan: Plan
     accumulating: bool = False  # grad_accum > 1 (the timeline's rule)
     keep_all_gathered: bool = False  # every unit stays gathered forward → backward
-    reserves: dict[tuple[int, int], Row] = field(default_factory=dict)
+    reserve: tuple[float, float] = (0.0, 0.0)  # reserve_factors(plan)
+    stages: dict[tuple[int, int, int], Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.accumulating = self.plan.batch.grad_accum > 1
         self.keep_all_gathered = keeps_all_gathered(self.plan.parallelism)
-
-    def reserve(self, span: tuple[int, int]) -> Row:
-        """:func:`reserve_row` over the allocated ``span`` (low, high): stages of one
-        kind repeat the ranges of the phases their activations do not touch (steady,
-        optimizer, checkpoint)."""
-        row = self.reserves.get(span)
-        if row is None:
-            row = self.reserves[span] = reserve_row(self.plan, span[0], span[1])
-        return row
+        self.reserve = reserve_factors(self.plan)
 
 
 def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span, bool]:
@@ -163,7 +159,7 @@ def _makes(plan: Plan) -> tuple[_Make, ...]:
 
 
 @lru_cache(maxsize=1024)
-def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
+def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
     par = plan.parallelism
     rule = rule_of(par.strategy)
     formats = resolve_formats(plan.method.precision)
@@ -187,7 +183,7 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
     tail += runtime_rows(plan, stage)
     accumulating = plan.batch.grad_accum > 1
     runtime, inside, _ = _runtime(plan, head + tail)
-    return _Shared(
+    return SharedRows(
         tuple(head), tuple(tail), moment_sums(head + tail, accumulating), runtime, inside
     )
 
@@ -195,13 +191,26 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> _Shared:
 class _FixedPart(NamedTuple):
     """A make-up's :class:`FixedRows`, with their allocated moment sums, runtime sums
     and whether one holds gradients in HBM: summed once, so each stage of the make-up
-    sums only the rows that scale with its micro-batches in flight."""
+    sums only the rows that scale with its micro-batches in flight — its saved rows',
+    its labels' and (the last stage) its logits' :class:`Varying` parts, also made once
+    here, and each allocated part's live positions in MOMENTS (``live``, in order)."""
 
     rows: FixedRows
     sums: Sums
     runtime: Span
     inside: Span
     grads: bool
+    saved: list[Varying]
+    labels: list[Varying]
+    logits: list[Varying]
+    live: tuple[tuple[Callable[[InFlight], Span], tuple[int, ...]], ...]
+
+
+@lru_cache(maxsize=1024)
+def _placed(free: Plan, stage: int) -> tuple[LocalTensor, ...]:
+    """:func:`stage_placed` of a shape-free plan (placement never reads the shape),
+    cached on it: one slot read instead of the placement cache's key of sections."""
+    return stage_placed(free, stage)
 
 
 @lru_cache(maxsize=1024)
@@ -209,11 +218,33 @@ def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     """The :func:`fixed_rows` of a stage whose layers walk as ``walk`` and which places
     the tensors of stage ``placing`` (its representative): built from exactly these, so
     the stages of one make-up (DeepSeek-V3's middle stages) share them, whatever their
-    micro-batches in flight."""
-    fixed = fixed_rows(plan, counted_layers(plan, walk), last, stage_placed(plan, placing))
+    micro-batches in flight. Its varying parts too (they read the same)."""
+    placed = _placed(shape_free(plan), placing)
+    layers = counted_layers(plan, walk)
+    fixed = fixed_rows(plan, layers, last, placed)
     rows = [*fixed.held, *fixed.tail]
     runtime, inside, grads = _runtime(plan, rows)
-    return _FixedPart(fixed, moment_sums(rows, plan.batch.grad_accum > 1), runtime, inside, grads)
+    accumulating = plan.batch.grad_accum > 1
+    saved, labels = varying_parts(plan, layers, last, walk[2], placed)
+    logits = logits_parts(plan, geometry(plan)) if last else []
+    live = tuple(
+        [
+            (p.span, live_positions(p.moments, NO_MOMENTS, accumulating))
+            for p in (*saved, *labels, *logits)
+            if p.allocated
+        ]
+    )
+    return _FixedPart(
+        fixed,
+        moment_sums(rows, accumulating),
+        runtime,
+        inside,
+        grads,
+        saved,
+        labels,
+        logits,
+        live,
+    )
 
 
 def _holds_grads(rows: Iterable[Row]) -> bool:
@@ -234,15 +265,17 @@ class _Own(NamedTuple):
 @lru_cache(maxsize=1024)
 def _own(plan: Plan, stage: int) -> _Own:
     """The stage's activation rows (and the last stage's logits) and their sums, cached
-    on the whole plan: a plan estimated again (the window's redraws, an undo, the
-    analysis asking once more) rebuilds nothing. The rows are those of
+    on the whole plan: a plan whose rows are read again (the window's redraws, an undo,
+    the analysis asking once more) rebuilds nothing. The rows are those of
     :func:`~engine.ledger.activations.rows.activation_rows`, in its order; only those
     that scale with the micro-batches in flight are built and summed here, on top of
     the make-up's :func:`_fixed` part."""
-    mk = _makes(plan)[stage]
+    mk = _makes(shape_free(plan))[stage]
     fixed = _fixed(plan, mk.walk, mk.placing, mk.last)
-    saved, labels = varying_rows(plan, stage, len(mk.layers), mk.placed, fixed.rows.layers)
-    logits = logits_rows(plan, geometry(plan), in_flight(plan, stage)) if mk.last else []
+    fly = in_flight(plan, stage)
+    saved, labels, logits = built(fixed.saved, fly), built(fixed.labels, fly), []
+    if mk.last:
+        logits = built(fixed.logits, fly)
     varying = saved + labels + logits
     (rt_low, rt_high), (in_low, in_high), grads = _runtime(plan, varying)
     return _Own(
@@ -258,7 +291,7 @@ def stage_rows(plan: Plan, stage: int) -> StageRows:
     """The rows of one rank of ``stage`` (before the allocator reserve), their
     allocated moment sums and runtime sums."""
     own = _own(plan, stage)
-    mk = _makes(plan)[stage]
+    mk = _makes(shape_free(plan))[stage]
     # Activation rows never hold gradients; if one ever does, the shared rows must see it.
     shared = _shared(shape_free(plan), mk.shared, own.grads)
     return StageRows(
@@ -270,20 +303,93 @@ def stage_rows(plan: Plan, stage: int) -> StageRows:
     )
 
 
-def shared_sums(plan: Plan, stage: int) -> tuple[Sums, Span]:
-    """(allocated moment sums, runtime inside the verdict's capacity) of ``stage``'s
-    shared rows in the resolved ``plan``, exactly as :func:`stage_rows` adds them: the
-    layout search's low bound (:mod:`engine.layout.low_bound`) needs them exactly and
-    bounds the activation rows from below."""
-    shared = _shared(shape_free(plan), _makes(plan)[stage].shared, False)
-    return shared.sums, shared.inside
+class _Base(NamedTuple):
+    """A make-up's sums before its varying rows: the shared rows' and the fixed
+    activation rows' allocated moment sums (lows, highs), runtime sums, and the varying
+    parts' spans and live positions."""
+
+    lows: list[int]
+    highs: list[int]
+    runtime: Span
+    inside: Span
+    live: tuple[tuple[Callable[[InFlight], Span], tuple[int, ...]], ...]
 
 
-def shared_padded_high(plan: Plan, stage: int, states: frozenset[str]) -> int:
-    """The high bytes of ``stage``'s shared rows (those :func:`shared_sums` sums) whose
-    state is one of ``states``, in the resolved ``plan``: the layout search bounds the
-    FSDP padding a probe's slack allows (``engine.layout.regimes.slack``) without an
-    estimate, and the rows of the padded states (gathered units, reduce-scatter inputs)
-    are all shared ones."""
-    shared = _shared(shape_free(plan), _makes(plan)[stage].shared, False)
-    return sum(r.high for r in (*shared.head, *shared.tail) if r.state in states)
+@lru_cache(maxsize=1024)
+def _base(plan: Plan, walk: Walk, placing: int, last: bool, shared_stage: int) -> _Base:
+    """:class:`_Base` of a stage of this make-up whose shared rows are
+    ``shared_stage``'s (see :class:`_Make`)."""
+    fixed = _fixed(plan, walk, placing, last)
+    # Varying parts never hold gradients, nor are they runtime rows (activations and the
+    # loss's tensors): the fixed part decides both, as :func:`stage_rows` does.
+    shared = _shared(shape_free(plan), shared_stage, fixed.grads)
+    pairs = tuple(zip(shared.sums, fixed.sums, strict=True))
+    return _Base(
+        [a + b for (a, _), (b, _) in pairs],
+        [a + b for (_, a), (_, b) in pairs],
+        (shared.runtime[0] + fixed.runtime[0], shared.runtime[1] + fixed.runtime[1]),
+        (shared.inside[0] + fixed.inside[0], shared.inside[1] + fixed.inside[1]),
+        fixed.live,
+    )
+
+
+class StageNumbers(NamedTuple):
+    """What a stage's numbers are made of, before any row: its make-up's :func:`_base`,
+    its micro-batches in flight and its decoder layers. Stages with the same base and
+    the same in-flight count (``key``) have the same numbers — a pipeline's middle
+    stages with as many micro-batches in flight (interleaved 1F1B's first stages)."""
+
+    base: _Base
+    fly: InFlight
+    layers: range
+    key: tuple[int, int, int]  # equal for equal numbers: the base's identity, fly's ratio
+
+    @property
+    def runtime(self) -> Span:
+        return self.base.runtime
+
+    @property
+    def inside(self) -> Span:
+        return self.base.inside
+
+    def sums(self) -> tuple[list[int], list[int]]:
+        """The stage's allocated (lows, highs) at each of MOMENTS: the base's plus each
+        varying part's bytes at the stage's micro-batches in flight. Integer sums add, so
+        these are the sums of the rows :func:`stage_rows` lists (the folding test
+        compares them)."""
+        base, fly = self.base, self.fly
+        lows, highs = base.lows[:], base.highs[:]
+        for span, live in base.live:
+            low, high = span(fly)
+            for i in live:
+                lows[i] += low
+                highs[i] += high
+        return lows, highs
+
+
+def stage_numbers(plan: Plan, stages: Sequence[int]) -> list[StageNumbers]:
+    """:func:`stage_rows`' numbers of these stages without building a row (see
+    :class:`StageNumbers`); stages of one make-up look its base up once."""
+    makes = _makes(shape_free(plan))
+    bases: dict[tuple[Walk, int, bool, int], _Base] = {}
+    out = []
+    for stage, fly in zip(stages, in_flights(plan, stages), strict=True):
+        mk = makes[stage]
+        key = (mk.walk, mk.placing, mk.last, mk.shared)
+        base = bases.get(key)
+        if base is None:
+            base = bases[key] = _base(plan, *key)
+        out.append(_new_numbers((base, fly, mk.layers, (id(base), fly.num, fly.den))))
+    return out
+
+
+_new_numbers = partial(tuple.__new__, StageNumbers)  # built in C
+
+
+def shared_rows(plan: Plan, stage: int) -> SharedRows:
+    """``stage``'s shared rows in the resolved ``plan`` with their sums, exactly as
+    :func:`stage_rows` adds them: the layout search's low bound
+    (:mod:`engine.layout.low_bound`) needs the sums exactly, bounds the activation rows
+    from below and the FSDP padding from the padded states' rows (all shared ones)."""
+    free = shape_free(plan)
+    return _shared(free, _makes(free)[stage].shared, False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from collections.abc import Callable
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -44,6 +45,18 @@ class Section(BaseModel):
 
 _HASH_SLOT: Final[Any] = Section.__dict__["_field_hash"]
 """The slot holding a section's field hash, read and set through its descriptor."""
+
+
+def slot_hash(section: Section, compute: Callable[[], int]) -> int:
+    """``section``'s hash from its hash slot, worked out by ``compute`` the first time:
+    for a section whose hash is not its fields' (``ModelSection``: its hf_config is a
+    dict), kept as every section's is (:meth:`Section.__hash__`)."""
+    try:
+        return _HASH_SLOT.__get__(section)  # type: ignore[no-any-return]
+    except AttributeError:  # not hashed yet
+        value = compute()
+        _HASH_SLOT.__set__(section, value)
+        return value
 
 
 def fields_equal(obj: BaseModel, other: object) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 from engine.models.spec import ArchitectureSpec
-from engine.sections.base import Section
+from engine.sections.base import Section, slot_hash
 
 LLAMA_31_8B = ArchitectureSpec(
     family="llama",
@@ -67,6 +67,11 @@ class ModelSection(Section):
         return data
 
     def __hash__(self) -> int:
-        """Hashable although ``hf_config`` is a dict (plans key caches): by its JSON."""
+        """Hashable although ``hf_config`` is a dict (plans key caches): by its JSON.
+        Worked out once per object and kept in the section's hash slot
+        (:func:`slot_hash`): each new plan's hash asks for it."""
+        return slot_hash(self, self._fields_hash)
+
+    def _fields_hash(self) -> int:
         config = None if self.hf_config is None else json.dumps(self.hf_config, sort_keys=True)
         return hash((self.name, self.preset, self.architecture, config))

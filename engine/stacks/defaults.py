@@ -18,7 +18,14 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Final
 
-from engine.plan import SECTION_ORDER, Plan, shared_section, with_shared_sections
+from engine.plan import (
+    SECTION_ORDER,
+    Plan,
+    SectionsKey,
+    shared_section,
+    with_section,
+    with_shared_sections,
+)
 from engine.sections.base import ByteRange, Section
 from engine.sections.method import BatchSection
 from engine.sections.parallel import ParallelismSection, StrategyKnobs
@@ -88,8 +95,9 @@ def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
     free = _layout_free(
         plan.parallelism.strategy, plan.parallelism.tp_style, plan.parallelism.knobs
     )
+    fields = plan.__dict__
     r = _batchless(
-        tuple(free if name == "parallelism" else getattr(plan, name) for name in _NOT_BATCH)
+        SectionsKey([free if name == "parallelism" else fields[name] for name in _NOT_BATCH])
     )
     batch = shared_section(plan.batch)
     done = r.plan.parallelism
@@ -99,8 +107,8 @@ def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
     par = shared_section(par)
     if batch is r.plan.batch and par is done:
         return r
-    update = {"batch": batch, "parallelism": par}
-    return ResolvedPlan(r.plan.model_copy(update=update), r.stack, r.derived)
+    out = with_section(with_section(r.plan, "batch", batch), "parallelism", par)
+    return ResolvedPlan(out, r.stack, r.derived)
 
 
 _FREE_PARALLELISM: Final[ParallelismSection] = ParallelismSection()

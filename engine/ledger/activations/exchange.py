@@ -21,6 +21,8 @@ are peaks of the layer being computed, not saved activations:
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from engine.ledger.activations.geometry import Geometry
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import FORWARD_BACKWARD, IN_LAYERS, Row, make_row
@@ -74,10 +76,14 @@ def cp_kv_row(plan: Plan, g: Geometry) -> Row | None:
     )
 
 
+_EXPERT = attrgetter("expert")
+"""Whether a placed tensor is an expert's (read in C over a stage's tensors)."""
+
+
 def ep_dispatch_row(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -> Row | None:
     """The token all-to-all's send and receive buffers of one MoE layer (EP > 1)."""
     par, moe = plan.parallelism, plan.model.architecture.moe
-    if moe is None or par.ep == 1 or not any(t.expert for t in placed):
+    if moe is None or par.ep == 1 or not any(map(_EXPERT, placed)):
         return None
     rows = g.seq_tokens * moe.top_k  # routed token copies this rank sends
     one = rows * g.hidden * g.compute_bytes

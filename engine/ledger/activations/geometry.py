@@ -10,12 +10,14 @@ which is why the profiles take a :class:`Trainability` besides the shapes.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
-from functools import lru_cache
-from typing import Literal
+from dataclasses import dataclass
+from functools import lru_cache, partial
+from typing import Literal, NamedTuple
 
 from engine.ledger.precision import DTYPE_BYTES
+from engine.ledger.shape_free import shape_free
 from engine.plan import Plan
+from engine.sections.method import MethodSection
 from engine.stacks.defaults import require_resolved
 from engine.stacks.families import rule_of
 from engine.units import ceil_div, round_up
@@ -31,8 +33,7 @@ INT64 = 8
 """Bytes of an int64 element (token ids, labels, positions)."""
 
 
-@dataclass(frozen=True, slots=True)
-class MoeGeometry:
+class MoeGeometry(NamedTuple):
     """A mixture-of-experts layer as one token sees it (per rank, after expert TP).
 
     ``inter`` of the Geometry is then the intermediate width a token passes through:
@@ -46,8 +47,7 @@ class MoeGeometry:
     capacity: float
 
 
-@dataclass(frozen=True, slots=True)
-class MlaGeometry:
+class MlaGeometry(NamedTuple):
     """Multi-head latent attention's low-rank latents (DeepSeek-V2/V3)."""
 
     q_rank: int  # 0 when q is not low-rank
@@ -56,9 +56,12 @@ class MlaGeometry:
     kv_b_width: int = 0  # kv_b_proj's output per head: no-rope k dims + v dims
 
 
-@dataclass(frozen=True, slots=True)
-class Geometry:
-    """Shapes of one micro-batch on one rank, after TP and CP split them."""
+class Geometry(NamedTuple):
+    """Shapes of one micro-batch on one rank, after TP and CP split them.
+
+    A named tuple rather than a frozen dataclass: as immutable, built and hashed in C —
+    every fresh estimate builds one (its micro-batch's shape on the plan's cached rest,
+    :func:`geometry`) and a dozen caches key on it."""
 
     micro_batch: int
     seq: int  # local sequence length (after context parallelism)
@@ -116,9 +119,9 @@ class Geometry:
         return 4 if self.autocast else self.compute_bytes
 
 
-@dataclass(frozen=True, slots=True)
-class Trainability:
-    """Which weights get a gradient, and where LoRA adapters sit."""
+class Trainability(NamedTuple):
+    """Which weights get a gradient, and where LoRA adapters sit (a named tuple: a
+    dozen caches key on it, and a tuple hashes in C)."""
 
     embedding: bool
     norms: bool
@@ -145,10 +148,15 @@ ALL_LINEAR_ROLES = frozenset(
 weight's gradient only when that weight is trained)."""
 
 
-@lru_cache(maxsize=256)
 def trainability(plan: Plan) -> Trainability:
     """Trainability of the base model and adapters under the plan's method."""
-    m = plan.method
+    return _trainability(plan.method, plan.model.architecture.tied_embeddings)
+
+
+@lru_cache(maxsize=256)
+def _trainability(m: MethodSection, tied: bool) -> Trainability:
+    """:func:`trainability` from exactly what it reads (cached on that: the method
+    section, one slot read, rather than on a plan every fresh estimate makes anew)."""
     if m.kind == "full":
         return Trainability(True, True, True, ALL_LINEAR_ROLES, frozenset())
     if m.kind == "custom":
@@ -156,8 +164,7 @@ def trainability(plan: Plan) -> Trainability:
         return Trainability(
             "embedding" in roles,
             "norm" in roles,
-            "lm_head" in roles
-            or ("embedding" in roles and plan.model.architecture.tied_embeddings),
+            "lm_head" in roles or ("embedding" in roles and tied),
             roles & ALL_LINEAR_ROLES,
             frozenset(),
         )
@@ -185,7 +192,28 @@ def trainability(plan: Plan) -> Trainability:
 def geometry(plan: Plan) -> Geometry:
     """The local shapes of one micro-batch under the plan's TP / SP / CP (of a plan whose
     stack defaults are resolved). Cached: every row builder of an estimate asks for it
-    (a plan left at ``auto`` raises, and an exception is never cached)."""
+    (a plan left at ``auto`` raises, and an exception is never cached). Everything but
+    the micro-batch's shape comes from the :func:`~engine.ledger.shape_free.shape_free`
+    plan's geometry, worked out once for all plans that differ only in that shape."""
+    base = shape_free_geometry(shape_free(plan))
+    b = plan.batch
+    seq = ceil_div(b.seq_len, plan.parallelism.cp)
+    return _new_geometry((b.micro_batch, seq, *base[2:]))
+
+
+_new_geometry = partial(tuple.__new__, Geometry)
+"""``Geometry`` from a tuple of its fields, built in C (no Python ``__new__`` frame)."""
+
+
+def at_shape(g: Geometry, micro_batch: int, seq: int) -> Geometry:
+    """``g`` at a micro-batch of ``micro_batch`` sequences of ``seq`` local tokens."""
+    return _new_geometry((micro_batch, seq, *g[2:]))
+
+
+@lru_cache(maxsize=256)
+def shape_free_geometry(plan: Plan) -> Geometry:
+    """:func:`geometry` of a shape-free plan (its micro-batch and sequence are 1 each):
+    built from that plan, so a field here that read the shape would be wrong at once."""
     require_resolved(plan)
     arch, par, prec = plan.model.architecture, plan.parallelism, plan.method.precision
     compute = DTYPE_BYTES[prec.compute_dtype]
@@ -265,18 +293,23 @@ class Term:
 
 def terms_bytes(terms: Iterable[Term], g: Geometry) -> int:
     """The sum of the terms' :meth:`Term.bytes`, each axis's tokens worked out once
-    (every stage make-up of every estimate sums its layer kinds' terms)."""
-    tokens = {"full": g.micro_batch * g.seq, "seq": g.seq_tokens, "const": 1}
+    (every stage make-up of every fresh estimate sums its layer kinds' terms, so the
+    loop is kept plain: :meth:`Term.bytes` inlined)."""
+    full = g.micro_batch * g.seq
+    seq = ceil_div(full, g.tp) if g.sp else full  # Geometry.seq_tokens
     gran = g.granularity
-    return sum(t.count * round_up(tokens[t.axis] * t.width * t.bpe, gran) for t in terms)
+    total = 0
+    for t in terms:
+        axis = t.axis
+        n = (full if axis == "full" else seq if axis == "seq" else 1) * t.width * t.bpe
+        total += t.count * (-(-n // gran) * gran if gran > 1 else n)  # round_up inlined
+    return total
 
 
-@lru_cache(maxsize=256)
 def one_sequence(g: Geometry) -> Geometry:
     """``g`` at a micro-batch of one sequence: what the saved terms (widths per token)
-    are built at, so plans differing only in the micro-batch share them. Cached on
-    ``g`` (one hash instead of a ``dataclasses.replace``)."""
-    return replace(g, micro_batch=1)
+    are built at, so plans differing only in the micro-batch share them."""
+    return g if g.micro_batch == 1 else _new_geometry((1, *g[1:]))
 
 
 def terms_formula(terms: list[Term], g: Geometry) -> str:

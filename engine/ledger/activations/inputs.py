@@ -41,7 +41,7 @@ def input_rows(plan: Plan, g: Geometry, last: bool) -> list[Row]:
     if traits_of(arch).embed_scale:
         parts.append(("the scaled embedding's 0-d embed_scale", gran))
     if parts:
-        n = sum(b for _, b in parts)
+        n = sum([b for _, b in parts])
         rows.append(
             make_row(
                 id="hbm.buffers.rotary",

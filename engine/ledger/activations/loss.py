@@ -17,13 +17,29 @@ from __future__ import annotations
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, trainability
 from engine.ledger.activations.schedule import InFlight
-from engine.ledger.row import AT_LOSS, BACKWARD, FORWARD, FORWARD_BACKWARD, Formula, Row, make_row
+from engine.ledger.activations.varying import Span, Varying, built
+from engine.ledger.row import (
+    AT_LOSS,
+    BACKWARD,
+    FORWARD,
+    FORWARD_BACKWARD,
+    Formula,
+    Row,
+    make_row,
+    moments_in,
+)
 from engine.plan import Plan
 from engine.units import fmt_count, round_up
 
 
 def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
     """Saved log-probs, the forward transient and the loss-backward temporaries."""
+    return built(logits_parts(plan, g), fly)
+
+
+def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
+    """:func:`logits_rows` as :class:`Varying` parts: only the saved log-probs scale with
+    the micro-batches in flight; the transients are one micro-batch's."""
     rt = plan.runtime
     c, gran = g.compute_bytes, g.granularity
     v = g.logits_vocab
@@ -38,7 +54,6 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
         return round_up(tokens * v * bpe, gran)
 
     if rt.loss == "standard":
-        saved = fly.whole * alloc(t, lp_bytes)
         fwd_parts = [(f"logits {tv}·{c}", alloc(t, c))]
         if lp_bytes != c:
             fwd_parts.append((f"fp32 upcast {tv}·4", alloc(t, FP32)))
@@ -66,8 +81,15 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
             if not megatron
             else f"softmax grad computed in place; the 16-bit cast {tv}·{lp_bytes}"
         )
-        rows = [
-            make_row(
+        one = alloc(t, lp_bytes)
+
+        def saved_span(fly: InFlight) -> Span:
+            saved = fly.whole * one
+            return saved, saved
+
+        def saved_row(fly: InFlight) -> Row:
+            saved = saved_span(fly)[0]
+            return make_row(
                 id="hbm.loss.saved",
                 label=f"Loss: {'fp32 ' if lp_bytes == FP32 else ''}log-probs kept for backward",
                 state="loss",
@@ -83,23 +105,29 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
                 phases=FORWARD_BACKWARD,
                 backward=AT_LOSS,
             )
-        ]
+
+        parts = [Varying(saved_span, saved_row, True, moments_in(FORWARD_BACKWARD, AT_LOSS))]
     else:
         k = min(rt.loss_chunk_tokens, t)
         chunk = alloc(k, c) + (2 * alloc(k, FP32) if lp_bytes == FP32 else alloc(k, c))
         fwd_parts = [(f"one chunk: logits, fp32 copy, log-probs {k}·{v}", chunk)]
         if rt.loss == "fused":
             kept = round_up(t * g.hidden * c, gran) + round_up(v * g.hidden * FP32, gran)
-            rows = [
-                make_row(
+
+            def kept_span(fly: InFlight) -> Span:
+                return fly.whole * kept, fly.whole * kept
+
+            def kept_row(fly: InFlight) -> Row:
+                low, high = kept_span(fly)
+                return make_row(
                     id="hbm.loss.saved",
                     label="Fused loss: grads of lm_head input and weight computed in forward",
                     state="loss",
                     location="hbm",
                     kind="peak",
                     group="logits",
-                    low=fly.whole * kept,
-                    high=fly.whole * kept,
+                    low=low,
+                    high=high,
                     formula=lambda: (
                         f"{t}·{g.hidden}·{c} + fp32 {v}·{g.hidden}·4 = {fmt_count(kept)} B"
                     ),
@@ -107,48 +135,60 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
                     phases=FORWARD_BACKWARD,
                     backward=AT_LOSS,
                 )
-            ]
+
+            parts = [Varying(kept_span, kept_row, True, moments_in(FORWARD_BACKWARD, AT_LOSS))]
             bwd, bwd_formula = 0, "fused: the gradients already exist"
         else:
-            rows = []
+            parts = []
             bwd = chunk + alloc(k, FP32)
             bwd_formula = f"one chunk recomputed plus its fp32 grad = {fmt_count(bwd)} B"
-    fwd = sum(n for _, n in fwd_parts)
-    rows.append(
-        make_row(
-            id="hbm.loss.forward_transient",
-            label="Loss: logits while the loss is computed",
-            state="loss",
-            location="hbm",
-            kind="peak",
-            group="logits",
-            low=fwd,
-            high=fwd,
-            formula=lambda: (
-                " + ".join(f"{k} {fmt_count(n)}" for k, n in fwd_parts) + f" = {fmt_count(fwd)} B"
-            ),
-            source=src,
-            phases=FORWARD,
-        )
-    )
-    if bwd:
-        rows.append(
+    fwd = sum([n for _, n in fwd_parts])
+    parts.append(
+        _fixed_part(
             make_row(
-                id="hbm.loss.backward_transient",
-                label="Loss backward: gradient of the logits",
+                id="hbm.loss.forward_transient",
+                label="Loss: logits while the loss is computed",
                 state="loss",
                 location="hbm",
                 kind="peak",
                 group="logits",
-                low=bwd,
-                high=bwd,
-                formula=bwd_formula,
+                low=fwd,
+                high=fwd,
+                formula=lambda: (
+                    " + ".join(f"{k} {fmt_count(n)}" for k, n in fwd_parts)
+                    + f" = {fmt_count(fwd)} B"
+                ),
                 source=src,
-                phases=BACKWARD,
-                backward=AT_LOSS,
+                phases=FORWARD,
             )
         )
-    return rows
+    )
+    if bwd:
+        parts.append(
+            _fixed_part(
+                make_row(
+                    id="hbm.loss.backward_transient",
+                    label="Loss backward: gradient of the logits",
+                    state="loss",
+                    location="hbm",
+                    kind="peak",
+                    group="logits",
+                    low=bwd,
+                    high=bwd,
+                    formula=bwd_formula,
+                    source=src,
+                    phases=BACKWARD,
+                    backward=AT_LOSS,
+                )
+            )
+        )
+    return parts
+
+
+def _fixed_part(row: Row) -> Varying:
+    """A row of one micro-batch's bytes whatever the micro-batches in flight, as a
+    :class:`Varying` (the same row at every :class:`InFlight`)."""
+    return Varying(lambda fly: (row.low, row.high), lambda fly: row, True, row.moments)
 
 
 def labels_rows(plan: Plan, g: Geometry, last: bool, fly: InFlight) -> list[Row]:
@@ -158,12 +198,23 @@ def labels_rows(plan: Plan, g: Geometry, last: bool, fly: InFlight) -> list[Row]
     a view of the padded (1, s + 1) tensor. Freed once nll_loss's backward ran, so it is
     gone at the loss-backward peak.
     """
+    return built(labels_parts(plan, g, last), fly)
+
+
+def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
+    """:func:`labels_rows` as :class:`Varying` parts."""
     if not last or plan.runtime.activation_profile != "hf-transformers":
         return []
     n = g.seq + 1 if g.micro_batch == 1 else g.tokens
-    lab = fly.whole * round_up(n * INT64, g.granularity)
-    return [
-        make_row(
+    one = round_up(n * INT64, g.granularity)
+
+    def span(fly: InFlight) -> Span:
+        lab = fly.whole * one
+        return lab, lab
+
+    def row(fly: InFlight) -> Row:
+        lab = span(fly)[0]
+        return make_row(
             id="hbm.loss.labels",
             label="Shifted labels kept by nll_loss",
             state="loss",
@@ -176,4 +227,5 @@ def labels_rows(plan: Plan, g: Geometry, last: bool, fly: InFlight) -> list[Row]
             source="hf-causal-lm-loss",
             phases=FORWARD,
         )
-    ]
+
+    return [Varying(span, row, True, moments_in(FORWARD))]

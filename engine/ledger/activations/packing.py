@@ -17,6 +17,8 @@ micro-batch at both ends (a small, safe over-count at the low end).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from engine.plan import Plan
 
 SOURCE = "hf-padding-free"
@@ -33,8 +35,19 @@ def real_token_share(plan: Plan) -> float:
 
 def activation_band(plan: Plan, n: int) -> tuple[int, int]:
     """The activation band's low–high of ``n`` bytes; packing lowers the low end."""
+    return band_of(plan)(n)
+
+
+def band_of(plan: Plan) -> Callable[[int], tuple[int, int]]:
+    """:func:`activation_band` of ``plan`` as a function of the bytes, the plan read
+    once (every stage of a pipeline bands its saved activations)."""
     b = plan.runtime.activation_band
-    return int(n * b.low * real_token_share(plan)), int(n * b.high)
+    low, high, share = b.low, b.high, real_token_share(plan)
+
+    def band(n: int) -> tuple[int, int]:
+        return int(n * low * share), int(n * high)
+
+    return band
 
 
 def packing_formula(plan: Plan) -> str:

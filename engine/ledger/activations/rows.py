@@ -13,24 +13,24 @@ multiplied, never looped over tokens or layers. The batch itself is in
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable
 from typing import NamedTuple
 
-from engine.ledger.activations import hf
 from engine.ledger.activations.exchange import exchange_rows
-from engine.ledger.activations.geometry import (
-    INT64,
-    Geometry,
-    geometry,
-    terms_bytes,
-    terms_formula,
-)
+from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.inputs import input_rows
-from engine.ledger.activations.loss import labels_rows
-from engine.ledger.activations.packing import activation_band, packing_formula
+from engine.ledger.activations.kept import (
+    casts_part,
+    head_terms,
+    once_part,
+    other_terms,
+    profile_source,
+)
+from engine.ledger.activations.loss import labels_parts
+from engine.ledger.activations.packing import band_of, packing_formula
 from engine.ledger.activations.schedule import InFlight, in_flight
-from engine.ledger.activations.stage_layers import StageLayers, final_norm_terms, stage_layers
-from engine.ledger.activations.traits import source_of, traits_of
+from engine.ledger.activations.stage_layers import StageLayers, stage_layers
+from engine.ledger.activations.varying import Span, Varying, built
 from engine.ledger.activations.working import working_rows
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import (
@@ -39,41 +39,12 @@ from engine.ledger.row import (
     FORWARD_BACKWARD,
     UNTIL_LAYERS_FREE,
     Formula,
-    Moment,
     Row,
     make_row,
-    text,
+    moments_in,
 )
-from engine.ledger.states.quantized import is_quantized
 from engine.plan import Plan
-from engine.units import ceil_div, fmt_count, round_up
-
-SCALAR_ALLOCS = 2
-"""The loss and nll_loss's total_weight: two 0-d tensors, one 512-B block each."""
-
-LINEAR_ROLES = frozenset({"q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down", "lm_head"})
-
-
-def _weight_casts(
-    placed: Iterable[LocalTensor], c: int, gran: int, qlora: bool, tied: bool
-) -> tuple[int, int]:
-    """Autocast's 16-bit copies of linear weights, each kept by its matmul for backward.
-
-    A 4-bit (QLoRA) linear has none: bitsandbytes' ``MatMul4Bit`` saves only the packed
-    weight, which is resident anyway, and dequantizes it again in backward
-    (bitsandbytes/autograd/_functions.py). Returns (bytes per decoder layer summed over
-    the stage, lm_head bytes).
-    """
-    layers, head = 0, 0
-    for t in placed:
-        if t.tensor.kind != "weight" or (qlora and is_quantized(t.tensor)):
-            continue
-        n = round_up(t.numel * c, gran) * t.count
-        if t.tensor.role in LINEAR_ROLES and t.tensor.layer is not None:
-            layers += n
-        elif t.tensor.role == "lm_head" or (tied and t.tensor.role == "embedding"):
-            head += n  # the lookup itself casts nothing; a tied head multiplies by it
-    return layers, head
+from engine.units import fmt_count, round_up
 
 
 class FixedRows(NamedTuple):
@@ -148,34 +119,53 @@ def varying_rows(
     saved rows, which come first, and the labels, which follow :attr:`FixedRows.held`):
     all that differs between stages of one make-up, so a caller holding the
     :class:`FixedRows` (and their sums) builds only these per stage."""
-    last = stage == plan.parallelism.pp - 1
+    saved, labels = varying_parts(plan, sl, stage == plan.parallelism.pp - 1, n_layers, placed)
     fly = in_flight(plan, stage)
-    return (
-        _in_flight_rows(plan, sl, last, fly, n_layers, placed),
-        labels_rows(plan, geometry(plan), last, fly),
-    )
+    return built(saved, fly), built(labels, fly)
 
 
-def _in_flight_rows(
+def varying_parts(
     plan: Plan,
     sl: StageLayers,
     last: bool,
-    fly: InFlight,
     n_layers: int,
     placed: tuple[LocalTensor, ...],
-) -> list[Row]:
+) -> tuple[list[Varying], list[Varying]]:
+    """:func:`varying_rows` of a stage of this make-up as :class:`Varying` parts (the
+    saved rows', the labels'): what does not depend on the stage's micro-batches in
+    flight worked out here, once per make-up."""
+    return (
+        in_flight_parts(plan, sl, last, n_layers, placed),
+        labels_parts(plan, geometry(plan), last),
+    )
+
+
+def in_flight_parts(
+    plan: Plan,
+    sl: StageLayers,
+    last: bool,
+    n_layers: int,
+    placed: tuple[LocalTensor, ...],
+) -> list[Varying]:
     """The rows that scale with the micro-batches in flight on the stage."""
     g = geometry(plan)
     policy = plan.method.recompute.policy
     full_b, n_ckpt, n_plain = sl.largest, sl.n_ckpt, sl.n_plain
-    gran = g.granularity
 
-    rows: list[Row] = []
+    parts: list[Varying] = []
+    layer_span: Callable[[InFlight], Span]
+    layer_formula: Callable[[InFlight], Formula]
     if policy == "offload":
-        gpu_low, gpu_high = full_b, 2 * full_b
-        host = fly.times(sl.plain_bytes)
-        rows.append(
-            make_row(
+        plain = sl.plain_bytes
+        gpu = (full_b, 2 * full_b)
+
+        def host_span(fly: InFlight) -> Span:
+            host = fly.times(plain)
+            return host, host
+
+        def host_row(fly: InFlight) -> Row:
+            host = host_span(fly)[0]
+            return make_row(
                 id="host.activations.offloaded",
                 label="Activations offloaded to host",
                 state="activations",
@@ -191,161 +181,60 @@ def _in_flight_rows(
                 source="torch-activation-offload",
                 phases=FORWARD_BACKWARD,
             )
-        )
-        layer_total_low, layer_total_high = gpu_low, gpu_high
 
-        def layer_formula() -> str:
+        parts.append(Varying(host_span, host_row, False, moments_in(FORWARD_BACKWARD)))
+
+        def layer_span(fly: InFlight) -> Span:
+            return gpu
+
+        def layer_formula(fly: InFlight) -> Formula:
             return (
                 f"offload: the layer being copied out and the next one, 1–2 × {fmt_count(full_b)} B"
             )
     else:
-        one = sl.one_bytes
-        total = fly.times(one)
-        layer_total_low, layer_total_high = activation_band(plan, total)
+        one, band = sl.one_bytes, band_of(plan)
 
-        def layer_formula() -> str:
-            return (
+        def layer_span(fly: InFlight) -> Span:
+            return band(-(-one * fly.num // fly.den))  # fly.times(one), inlined
+
+        def layer_formula(fly: InFlight) -> Formula:
+            total = fly.times(one)
+            return lambda: (
                 sl.describe(g)
                 + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
                 f"{fmt_count(total)} B; × activation band" + packing_formula(plan)
             )
 
-    rows.append(
-        make_row(
+    label = f"Saved activations, {n_layers} decoder layers ({plan.runtime.activation_profile})"
+    source, dtype = profile_source(plan), plan.method.precision.compute_dtype
+
+    def layer_row(fly: InFlight) -> Row:
+        low, high = layer_span(fly)
+        return make_row(
             id="hbm.activations.saved.layers",
             state="activations",
-            label=f"Saved activations, {n_layers} decoder layers "
-            f"({plan.runtime.activation_profile})",
+            label=label,
             location="hbm",
             kind="peak",
             group="activations",
-            low=layer_total_low,
-            high=layer_total_high,
-            formula=layer_formula,
-            source=_profile_source(plan),
+            low=low,
+            high=high,
+            formula=layer_formula(fly),
+            source=source,
             phases=FORWARD_BACKWARD,
             backward=UNTIL_LAYERS_FREE,
-            dtype=plan.method.precision.compute_dtype,
+            dtype=dtype,
         )
+
+    parts.append(
+        Varying(layer_span, layer_row, True, moments_in(FORWARD_BACKWARD, UNTIL_LAYERS_FREE))
     )
     if g.autocast and (n_plain or last):  # the head is outside every checkpoint
-        per_layers, head = _weight_casts(
-            placed,
-            g.compute_bytes,
-            gran,
-            plan.method.kind == "qlora",
-            plan.model.architecture.tied_embeddings,
-        )
-        per_layer = per_layers // max(n_layers, 1)
-        casts = fly.times(per_layer * n_plain + (head if last else 0))
-        rows.append(
-            make_row(
-                id="hbm.activations.saved.weight_casts",
-                state="activations",
-                label="Autocast 16-bit weight copies kept for backward",
-                location="hbm",
-                kind="peak",
-                group="activations",
-                low=casts,
-                high=casts,
-                formula=lambda: (
-                    f"{n_plain} layers × {fmt_count(per_layer)} B"
-                    + (f" + lm_head {fmt_count(head)} B" if last else "")
-                    + f", × {fly.num}/{fly.den} in flight = {fmt_count(casts)} B"
-                ),
-                source="torch-autocast",
-                phases=FORWARD_BACKWARD,
-                backward=UNTIL_LAYERS_FREE,
-                dtype=plan.method.precision.compute_dtype,
-            )
-        )
-    other = _other_terms(plan, g, n_ckpt > 0)
+        parts.append(casts_part(plan, g, placed, n_layers, n_plain, last))
+    other = other_terms(plan, g, n_ckpt > 0)
     if other:
-        rows.append(_once_row(plan, fly.whole, other, "other", UNTIL_LAYERS_FREE))
-    head_parts = _head_terms(plan, g) if last else []
+        parts.append(once_part(plan, other, "other", UNTIL_LAYERS_FREE))
+    head_parts = head_terms(plan, g) if last else []
     if head_parts:
-        rows.append(_once_row(plan, fly.whole, head_parts, "head", AT_LOSS))
-    return rows
-
-
-def _profile_source(plan: Plan) -> str:
-    if plan.runtime.activation_profile == "megatron":
-        return "korthikanti-2022"
-    return source_of(plan.model.architecture)
-
-
-def _once_row(
-    plan: Plan,
-    whole: int,
-    parts: list[tuple[Formula, int]],
-    which: str,
-    moments: frozenset[Moment],
-) -> Row:
-    """Tensors saved once per micro-batch: ``other`` (rotary, checkpoint positions) stay
-    until the layers' backward is done; ``head`` (final norm, lm_head input, soft-capped
-    logits, the loss scalars) are freed by the first ops of backward."""
-    total = sum(b for _, b in parts)
-    label = {
-        "other": "Saved once per forward (rotary cos / sin, positions)",
-        "head": "Saved once per forward by the head (final norm, lm_head input, loss)",
-    }[which]
-    row_id = {"other": "hbm.activations.saved.other", "head": "hbm.activations.saved.head"}
-    return make_row(
-        id=row_id[which],
-        state="activations",
-        label=label,
-        location="hbm",
-        kind="peak",
-        group="activations",
-        low=whole * total,
-        high=whole * total,
-        formula=lambda: (
-            " + ".join(f"{text(k)} {fmt_count(b)}" for k, b in parts)
-            + f" = {fmt_count(total)} B × {whole} in flight"
-        ),
-        source=_profile_source(plan),
-        phases=FORWARD_BACKWARD,
-        backward=moments,
-    )
-
-
-def _other_terms(plan: Plan, g: Geometry, ckpt: bool) -> list[tuple[Formula, int]]:
-    """Tensors every layer's backward reads, saved once per micro-batch."""
-    arch, gran = plan.model.architecture, g.granularity
-    out: list[tuple[Formula, int]] = []
-    if plan.runtime.activation_profile != "hf-transformers":
-        return out
-    if arch.position == "rotary":
-        d = hf.rotary_dim(arch, g)
-        cs = round_up(g.seq * d * g.embed_bytes, gran)
-        out.append((f"rotary cos, sin 2 × 1·{g.seq}·{d}·{g.embed_bytes}", 2 * cs))
-    if ckpt:
-        out.append((f"position_ids kept by checkpoint 1·{g.seq}·8", round_up(g.seq * INT64, gran)))
-        if traits_of(arch).explicit_mask:
-            # FalconModel.forward builds one (b, 1, s, s) bool mask for every layer;
-            # each checkpointed layer keeps it as an input to recompute from
-            m = g.micro_batch * g.seq * g.seq
-            out.append(
-                (
-                    f"bool mask kept by checkpoint {g.micro_batch}·1·{g.seq}·{g.seq}",
-                    round_up(m, gran),
-                )
-            )
-    return out
-
-
-def _head_terms(plan: Plan, g: Geometry) -> list[tuple[Formula, int]]:
-    """The last stage's head: final norm and lm_head input, Gemma-2's soft-capped
-    logits (``logits / cap`` → ``tanh`` keeps its output, T × V), the loss scalars."""
-    gran = g.granularity
-    fin = list(final_norm_terms(plan, g))
-    out: list[tuple[Formula, int]] = [
-        (lambda: f"final norm ({terms_formula(fin, g)})", terms_bytes(fin, g))
-    ]
-    megatron = plan.runtime.activation_profile == "megatron"
-    if not megatron and traits_of(plan.model.architecture).final_softcap:
-        v = ceil_div(g.vocab, g.tp)
-        cap = round_up(g.tokens * v * g.compute_bytes, gran)
-        out.append((f"tanh of the soft-capped logits {g.tokens}·{v}·{g.compute_bytes}", cap))
-    out.append((f"loss scalars {SCALAR_ALLOCS} × {gran}", SCALAR_ALLOCS * gran))
-    return out
+        parts.append(once_part(plan, head_parts, "head", AT_LOSS))
+    return parts

@@ -3,6 +3,8 @@ once under its schedule (Narayanan et al. 2021; Korthikanti et al. 2022 §4.2.3)
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import partial
 from typing import Literal, NamedTuple
 
 from engine.plan import Plan
@@ -49,13 +51,25 @@ def in_flight(plan: Plan, stage: int) -> InFlight:
     plus the one in steady state, each of L/(pv) layers — for s = 0 this is
     L·(1 + (p − 1)/(pv)) layers' worth. GPipe holds all m micro-batches.
     """
+    return in_flights(plan, (stage,))[0]
+
+
+def in_flights(plan: Plan, stages: Iterable[int]) -> list[InFlight]:
+    """:func:`in_flight` of each of these stages, the plan read once."""
     par, m = plan.parallelism, plan.batch.grad_accum
     p, v = par.pp, par.virtual_stages
     if p == 1:
-        return InFlight(1, 1)
+        return [_NO_PIPELINE for _ in stages]
     if par.pp_schedule == "gpipe":
-        return InFlight(m, 1, "gpipe", stage, p, m)
+        return [_new((m, 1, "gpipe", s, p, m)) for s in stages]
     if v == 1:
-        return InFlight(min(p - stage, m), 1, "1f1b", stage, p, m)
-    n = min(m * v, 2 * (p - stage - 1) + (v - 1) * p + 1)
-    return InFlight(n, v, "interleaved", stage, p, m)
+        return [_new((min(p - s, m), 1, "1f1b", s, p, m)) for s in stages]
+    return [
+        _new((min(m * v, 2 * (p - s - 1) + (v - 1) * p + 1), v, "interleaved", s, p, m))
+        for s in stages
+    ]
+
+
+_NO_PIPELINE = InFlight(1, 1)
+_new = partial(tuple.__new__, InFlight)
+"""``InFlight`` from a tuple of all its fields, built in C."""

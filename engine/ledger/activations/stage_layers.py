@@ -11,8 +11,8 @@ those whose index is a multiple of k (``modeling_utils._activation_checkpointing
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from engine.ledger.activations import hf
 from engine.ledger.activations import megatron as mg
@@ -20,22 +20,23 @@ from engine.ledger.activations.geometry import (
     Geometry,
     Term,
     Trainability,
+    at_shape,
     geometry,
-    one_sequence,
+    shape_free_geometry,
     terms_bytes,
     trainability,
 )
 from engine.ledger.activations.geometry import terms_formula as formula
 from engine.ledger.activations.hf_layer import HfLayer
 from engine.ledger.placement import stage_layer_ranges
+from engine.ledger.shape_free import shape_free
 from engine.models.spec import ArchitectureSpec, MoESpec
 from engine.plan import Plan
 from engine.sections.method import RecomputeSection
 from engine.units import fmt_count
 
 
-@dataclass(frozen=True, slots=True)
-class LayerKind:
+class LayerKind(NamedTuple):
     """Layers with one saved set: their terms and how many of the stage's are saved."""
 
     name: str
@@ -45,9 +46,9 @@ class LayerKind:
     moe: bool = False  # a routed-experts layer (its backward runs the combine's grads)
 
 
-@dataclass(frozen=True, slots=True)
-class StageLayers:
-    """The stage's layers: each kind's saved set, the checkpointed ones, the largest."""
+class StageLayers(NamedTuple):
+    """The stage's layers: each kind's saved set, the checkpointed ones, the largest (a
+    named tuple, as :class:`LayerKind`: every fresh estimate builds them per make-up)."""
 
     kinds: tuple[LayerKind, ...]
     n_layers: int
@@ -62,7 +63,7 @@ class StageLayers:
 
     @property
     def plain_bytes(self) -> int:
-        return sum(k.bytes * k.saved for k in self.kinds)
+        return sum([k.bytes * k.saved for k in self.kinds])
 
     @property
     def one_bytes(self) -> int:
@@ -97,7 +98,7 @@ def context(plan: Plan, g: Geometry, tr: Trainability) -> HfLayer:
 def _layer_context(
     g: Geometry, tr: Trainability, arch: ArchitectureSpec, attention: str, policy: str
 ) -> HfLayer:
-    """:func:`context` from exactly what it reads, so the cached :func:`_counted` can
+    """:func:`context` from exactly what it reads, so the cached :func:`_kind_terms` can
     build it without the plan."""
     return HfLayer(
         g, tr, arch, attention, policy == "selective", g.autocast or g.compute_bytes == 4
@@ -131,7 +132,7 @@ def stage_layers(plan: Plan, stage: int) -> StageLayers:
     (in order of first appearance), how many of each keep their saved set, and how many
     are checkpointed; the kinds' terms, bytes and description are built by
     :func:`counted_layers`. Both are cached on the plan (one slot read), and the work
-    under them (:func:`_walk`, :func:`_counted`, :func:`layer_kind_terms`) on exactly the
+    under them (:func:`_walk`, :func:`_kind_terms`, :func:`layer_kind_terms`) on exactly the
     inputs it reads — never the whole plan — so pipeline stages of the same make-up, and
     layouts that differ only where a layer's saved set does not look (DP, EP, PP, the
     strategy), share it."""
@@ -161,19 +162,47 @@ def layer_walks(plan: Plan) -> tuple[Walk, ...]:
 
 @lru_cache(maxsize=1024)
 def counted_layers(plan: Plan, walk: Walk) -> StageLayers:
-    """The :class:`StageLayers` of a stage whose layers walk as ``walk``."""
+    """The :class:`StageLayers` of a stage whose layers walk as ``walk``: its kinds'
+    terms from :func:`_kind_terms` (shared across micro-batch sizes), their bytes at the
+    plan's own geometry."""
     saved, n_ckpt, n_layers = walk
-    return _counted(
-        plan.model.architecture,
-        geometry(plan),
-        trainability(plan),
-        plan.runtime.activation_profile == "megatron",
-        plan.runtime.attention,
-        plan.method.recompute.policy,
-        saved,
-        n_ckpt,
-        n_layers,
+    g = geometry(plan)
+    kind_terms, ckpt = _kind_terms(shape_free(plan), g.seq, saved)
+    kinds = tuple(
+        LayerKind(name, terms, terms_bytes(terms, g), n, is_moe)
+        for (name, terms, is_moe), (_, n) in zip(kind_terms, saved, strict=True)
     )
+    return StageLayers(
+        kinds=kinds,
+        n_layers=n_layers,
+        n_ckpt=n_ckpt,
+        ckpt=ckpt,
+        ckpt_bytes=terms_bytes(ckpt, g),
+        largest=max([k.bytes for k in kinds]),
+    )
+
+
+@lru_cache(maxsize=1024)
+def _kind_terms(
+    free: Plan, seq: int, saved: Saved
+) -> tuple[tuple[tuple[str, tuple[Term, ...], bool], ...], tuple[Term, ...]]:
+    """Each layer kind's (name, saved terms, is MoE) (:func:`layer_kind_terms`) and the
+    checkpointed layers' input terms of a shape-free plan at a local sequence of
+    ``seq``: built at one sequence of that length (terms are widths per token), so plans
+    differing only in the micro-batch share them."""
+    g = at_shape(shape_free_geometry(free), 1, seq)
+    megatron = free.runtime.activation_profile == "megatron"
+    kinds = layer_kind_terms(
+        free.model.architecture,
+        g,
+        trainability(free),
+        megatron,
+        free.runtime.attention,
+        free.method.recompute.policy,
+        tuple(k for k, _ in saved),
+    )
+    ckpt = mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g)
+    return kinds, tuple(ckpt)
 
 
 @lru_cache(maxsize=1024)
@@ -197,41 +226,6 @@ def _walk(
 
 
 @lru_cache(maxsize=1024)
-def _counted(
-    arch: ArchitectureSpec,
-    g: Geometry,
-    tr: Trainability,
-    megatron: bool,
-    attention: str,
-    policy: str,
-    saved: Saved,
-    n_ckpt: int,
-    n_layers: int,
-) -> StageLayers:
-    """The stage's :class:`StageLayers` from its kinds (see :data:`Saved`)."""
-    per_sequence = one_sequence(g)
-    kinds = [
-        LayerKind(name, terms, terms_bytes(terms, g), n, is_moe)
-        for (name, terms, is_moe), (_, n) in zip(
-            layer_kind_terms(
-                arch, per_sequence, tr, megatron, attention, policy, tuple(k for k, _ in saved)
-            ),
-            saved,
-            strict=True,
-        )
-    ]
-    ckpt = mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g)
-    return StageLayers(
-        kinds=tuple(kinds),
-        n_layers=n_layers,
-        n_ckpt=n_ckpt,
-        ckpt=tuple(ckpt),
-        ckpt_bytes=terms_bytes(ckpt, g),
-        largest=max(k.bytes for k in kinds),
-    )
-
-
-@lru_cache(maxsize=1024)
 def layer_kind_terms(
     arch: ArchitectureSpec,
     g: Geometry,
@@ -243,7 +237,7 @@ def layer_kind_terms(
 ) -> tuple[tuple[str, tuple[Term, ...], bool], ...]:
     """Each layer kind's (name, saved terms, is MoE), for kinds (is_moe, input needs a
     gradient). A term is a width per token: none reads the micro-batch's size, so
-    :func:`_counted` asks with ``g`` at one sequence and plans differing only in the
+    :func:`_kind_terms` asks with ``g`` at one sequence and plans differing only in the
     micro-batch share the terms (``tests/engine/ledger/activations/
     test_terms_per_sequence.py`` checks every profile's terms at other sizes)."""
     c = _layer_context(g, tr, arch, attention, policy)
@@ -264,30 +258,19 @@ def layer_kind_terms(
 
 def final_norm_terms(plan: Plan, g: Geometry) -> tuple[Term, ...]:
     """The last stage's final norm and lm_head input (its saved terms): widths per
-    token like the layers' (:func:`layer_kind_terms`), so built once per geometry at one
-    sequence and shared across micro-batch sizes."""
-    return _final_norm_terms(
-        plan.model.architecture,
-        one_sequence(g),
-        trainability(plan),
-        plan.runtime.activation_profile == "megatron",
-        plan.runtime.attention,
-        plan.method.recompute.policy,
-    )
+    token like the layers' (:func:`layer_kind_terms`), so built once per shape-free plan
+    and local sequence, at one sequence, and shared across micro-batch sizes."""
+    return _final_norm_terms(shape_free(plan), g.seq)
 
 
 @lru_cache(maxsize=256)
-def _final_norm_terms(
-    arch: ArchitectureSpec,
-    g: Geometry,
-    tr: Trainability,
-    megatron: bool,
-    attention: str,
-    policy: str,
-) -> tuple[Term, ...]:
-    if megatron:
+def _final_norm_terms(free: Plan, seq: int) -> tuple[Term, ...]:
+    g = at_shape(shape_free_geometry(free), 1, seq)
+    if free.runtime.activation_profile == "megatron":
         return tuple(mg.final_terms(g))
-    return tuple(hf.final_norm_terms(_layer_context(g, tr, arch, attention, policy)))
+    arch, rt = free.model.architecture, free.runtime
+    c = _layer_context(g, trainability(free), arch, rt.attention, free.method.recompute.policy)
+    return tuple(hf.final_norm_terms(c))
 
 
 def _megatron_terms(

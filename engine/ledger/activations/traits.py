@@ -161,4 +161,9 @@ def traits_of(arch: ArchitectureSpec) -> FamilyTraits:
 
 def source_of(arch: ArchitectureSpec) -> str:
     """The sources.json key of the family's modeling code."""
-    return traits_of(arch).source_key
+    return _SOURCE_KEYS[arch.family]
+
+
+_SOURCE_KEYS: dict[str, str] = {family: t.source_key for family, t in _TRAITS.items()}
+"""Each family's :attr:`FamilyTraits.source_key`, worked out once (every make-up of
+every estimate names its activation rows' source)."""

@@ -29,13 +29,16 @@ granitemoe, FSDP2 + full recompute: the peak is "at index_put" in layer 0's expe
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from engine.ledger.activations import hf
 from engine.ledger.activations.geometry import (
     FP32,
     Geometry,
     Term,
+    at_shape,
     geometry,
+    shape_free_geometry,
     terms_bytes,
     trainability,
 )
@@ -47,6 +50,7 @@ from engine.ledger.activations.packing import activation_band, packing_formula
 from engine.ledger.activations.stage_layers import LayerKind, StageLayers, context
 from engine.ledger.activations.traits import traits_of
 from engine.ledger.row import BACKWARD, IN_LAYERS, Formula, Moment, Row, make_row, text
+from engine.ledger.shape_free import shape_free
 from engine.plan import Plan
 from engine.stacks.families import family_of
 from engine.units import ceil_div, fmt_count
@@ -134,10 +138,10 @@ def _moe_combine(plan: Plan, moe_layer: bool) -> bool:
 @lru_cache(maxsize=256)
 def _working_set(plan: Plan, moe_layer: bool) -> tuple[int, Formula]:
     """The working set's bytes and terms in words: the same for every stage of a plan,
-    so worked out once per layer kind."""
+    so worked out once per layer kind (its terms once per shape-free plan)."""
     g = geometry(plan)
-    work = moe_working_terms(plan, g) if _moe_combine(plan, moe_layer) else _dense_terms(plan, g)
-    return terms_bytes(work, g), lambda: formula(work, g)
+    work = _per_token(shape_free(plan), g.seq, "moe_work" if moe_layer else "work")
+    return terms_bytes(work, g), lambda: formula(list(work), g)
 
 
 @lru_cache(maxsize=256)
@@ -145,25 +149,52 @@ def _moe_saved(plan: Plan) -> int:
     """The MoE block's own saved tensors (router, dispatch, experts, shared experts):
     freed once the block's backward is done."""
     g = geometry(plan)
-    return terms_bytes(hf.moe_mlp_terms(context(plan, g, trainability(plan))), g)
+    return terms_bytes(_per_token(shape_free(plan), g.seq, "moe_saved"), g)
 
 
 @lru_cache(maxsize=256)
 def _shared_saved(plan: Plan) -> int:
     """The shared experts' saved tensors (the MoE block's less its router and experts)."""
-    g, tr = geometry(plan), trainability(plan)
-    arch = plan.model.architecture
-    assert arch.moe is not None
-    m, t = moe_shapes(arch.moe, g.tp), traits_of(arch)
-    routed = moe_router_terms(g, tr, t, m) + moe_expert_terms(g, tr, t, m)
-    return _moe_saved(plan) - terms_bytes(routed, g)
+    g = geometry(plan)
+    return _moe_saved(plan) - terms_bytes(_per_token(shape_free(plan), g.seq, "routed"), g)
 
 
 @lru_cache(maxsize=256)
 def _after_experts(plan: Plan) -> tuple[int, Formula]:
     g = geometry(plan)
-    work = after_experts_terms(plan, g)
-    return terms_bytes(work, g), lambda: formula(work, g) + " (after the MoE block's backward)"
+    work = _per_token(shape_free(plan), g.seq, "after_experts")
+    return terms_bytes(
+        work, g
+    ), lambda: formula(list(work), g) + (" (after the MoE block's backward)")
+
+
+PerToken = Literal["work", "moe_work", "moe_saved", "routed", "after_experts"]
+"""The term lists :func:`_per_token` builds."""
+
+
+@lru_cache(maxsize=512)
+def _per_token(free: Plan, seq: int, which: PerToken) -> tuple[Term, ...]:
+    """A term list of the working set (a term is a width per token: none reads the
+    micro-batch's size), built once per shape-free plan and local sequence, at one
+    sequence of that length, and shared across micro-batch sizes (``tests/engine/
+    ledger/activations/test_terms_per_sequence.py`` checks them at other sizes):
+    ``work`` / ``moe_work`` the dense / MoE layer's working set, ``moe_saved`` the MoE
+    block's saved set, ``routed`` its router's and routed experts', ``after_experts``
+    the MoE layer's second moment."""
+    g = at_shape(shape_free_geometry(free), 1, seq)
+    if which == "work" or (which == "moe_work" and not _moe_combine(free, True)):
+        return tuple(_dense_terms(free, g))
+    if which == "moe_work":
+        return tuple(moe_working_terms(free, g))
+    if which == "after_experts":
+        return tuple(after_experts_terms(free, g))
+    tr = trainability(free)
+    if which == "moe_saved":
+        return tuple(hf.moe_mlp_terms(context(free, g, tr)))
+    arch = free.model.architecture
+    assert arch.moe is not None
+    m, t = moe_shapes(arch.moe, g.tp), traits_of(arch)
+    return tuple(moe_router_terms(g, tr, t, m) + moe_expert_terms(g, tr, t, m))
 
 
 def after_experts_terms(plan: Plan, g: Geometry) -> list[Term]:

@@ -40,9 +40,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from engine.ledger.activations.geometry import geometry
-from engine.ledger.groups import Group, GroupKind, group_of, ranks_per_node, stage_groups
+from engine.ledger.groups import Group, GroupKind, ranks_per_node, stage_groups
 from engine.ledger.nodes.collectives import Collective, split_by_link
 from engine.ledger.peaks.gathered import gather_bytes
 from engine.ledger.placement import (
@@ -123,6 +124,7 @@ class _Builder:
     def __init__(self, plan: Plan, stage: int) -> None:
         self.rpn = ranks_per_node(plan)
         self.groups = _groups(plan, stage)
+        self.by_kind = _by_kind(plan, stage)
         self.out: list[Transfer] = []
 
     def add(
@@ -152,7 +154,10 @@ class _Builder:
         )
 
     def kind(self, *kinds: GroupKind) -> Group | None:
-        return group_of(self.groups, *kinds)
+        """:func:`group_of` the stage's groups: the first of one of these kinds."""
+        by_kind = self.by_kind
+        found = [by_kind[k] for k in kinds if k in by_kind]
+        return min(found)[1] if found else None
 
 
 @lru_cache(maxsize=1024)
@@ -160,6 +165,15 @@ def _groups(plan: Plan, stage: int) -> tuple[Group, ...]:
     """:func:`stage_groups`, cached: the builder is made from the shape-free plan, so
     plans differing only in the micro-batch's shape share a stage's groups."""
     return tuple(stage_groups(plan, stage))
+
+
+@lru_cache(maxsize=1024)
+def _by_kind(plan: Plan, stage: int) -> dict[GroupKind, tuple[int, Group]]:
+    """Each kind's first group among :func:`_groups` and its place there."""
+    out: dict[GroupKind, tuple[int, Group]] = {}
+    for i, g in enumerate(_groups(plan, stage)):
+        out.setdefault(g.kind, (i, g))
+    return out
 
 
 def _state_bytes(plan: Plan, stage: int) -> dict[str, tuple[int, int, int]]:
@@ -223,36 +237,60 @@ def _recomputed(plan: Plan, n: int) -> int:
     return {"full": n, "every_k": n // rec.every_k}.get(rec.policy, 0)
 
 
-def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
-    par, m = plan.parallelism, plan.batch.grad_accum
-    g = geometry(plan)
+class _StageReads(NamedTuple):
+    """What the model-parallel collectives read of a stage, besides the micro-batch's
+    shape: its layers and recomputed layers, whether it holds the output layer, and its
+    MoE layers (and their recomputed share) when it holds experts (else None)."""
+
+    n: int
+    rec: int
+    lm_head: bool
+    moe: tuple[int, int, int] | None  # (MoE layers, recomputed ones, top-k)
+    groups: tuple[Group | None, Group | None, Group | None, Group | None]  # TP, PP, CP, EP
+
+
+@lru_cache(maxsize=1024)
+def _stage_reads(plan: Plan, stage: int) -> _StageReads:
+    """:class:`_StageReads` of a shape-free plan's stage (built from it: a read of the
+    shape here would be wrong at once)."""
+    par = plan.parallelism
     layers = stage_layer_ranges(plan.model.architecture, par)[stage]
     n = len(layers)
     rec = _recomputed(plan, n)
+    placed = stage_placed(plan, stage)
+    moe = plan.model.architecture.moe
+    experts = None
+    if moe is not None and any(t.expert for t in placed):
+        n_moe = sum(1 for i in layers if i >= moe.first_dense_layers)
+        experts = (n_moe, rec * n_moe // max(n, 1), moe.top_k)
+    b = _Builder(plan, stage)
+    groups = (b.kind("tp"), b.kind("pp_next", "pp_prev"), b.kind("cp"), b.kind("ep"))
+    return _StageReads(n, rec, any(t.tensor.role == "lm_head" for t in placed), experts, groups)
+
+
+def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
+    par, m = plan.parallelism, plan.batch.grad_accum
+    g = geometry(plan)
+    n, rec, lm_head, experts, (tp, pp_group, cp, ep) = _stage_reads(shape_free(plan), stage)
     act = g.tokens * g.hidden * g.compute_bytes  # one micro-batch's hidden states
     b.add(
         "layer activations (TP)",
         "all-reduce",
-        b.kind("tp"),
+        tp,
         act,
         m * (4 * n + 2 * rec),
         "megatron-tp",
     )
-    if (
-        par.tp > 1
-        and par.tp_style == "replicated_embedding"
-        and any(t.tensor.role == "lm_head" for t in stage_placed(plan, stage))
-    ):
+    if par.tp > 1 and par.tp_style == "replicated_embedding" and lm_head:
         b.add(
             "gathered logits (TP)",
             "all-gather",
-            b.kind("tp"),
+            tp,
             g.tokens * g.vocab * g.compute_bytes,
             m,
             "hf-tp-plan",
         )
     sends = int(stage < par.pp - 1) + int(stage > 0)
-    pp_group = b.kind("pp_next", "pp_prev")
     b.add(
         "stage activations and their gradients (PP)",
         "p2p",
@@ -265,20 +303,18 @@ def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
     b.add(
         "K/V chunks and their gradients (CP ring)",
         "p2p",
-        b.kind("cp"),
+        cp,
         chunk,
         m * (par.cp - 1) * (3 * n + rec),
         "te-context-parallel",
     )
-    moe = plan.model.architecture.moe
-    if moe is not None and any(t.expert for t in stage_placed(plan, stage)):
-        n_moe = sum(1 for i in layers if i >= moe.first_dense_layers)
-        rec_moe = rec * n_moe // max(n, 1)
-        tokens = g.seq_tokens * moe.top_k * g.hidden * g.compute_bytes
+    if experts is not None:
+        n_moe, rec_moe, top_k = experts
+        tokens = g.seq_tokens * top_k * g.hidden * g.compute_bytes
         b.add(
             "routed tokens, dispatch and combine (EP)",
             "all-to-all",
-            b.kind("ep"),
+            ep,
             tokens,
             m * (4 * n_moe + 2 * rec_moe),
             "megatron-moe-alltoall",
@@ -303,30 +339,33 @@ def _data_parallel_transfers(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     return tuple(b.out)
 
 
-def _stage_kinds(plan: Plan) -> list[tuple[int, int, int]]:
+@lru_cache(maxsize=256)
+def _stage_kinds(plan: Plan) -> tuple[tuple[int, int, int], ...]:
     """Everything :func:`stage_communication` reads of each stage: the tensors it places
     (its representative stage, which also says first / last), its layer count and its
     MoE layers."""
     arch, par = plan.model.architecture, plan.parallelism
     first_dense = arch.moe.first_dense_layers if arch.moe is not None else 0
-    return [
+    return tuple(
         (rep, len(layers), max(0, layers.stop - max(layers.start, first_dense)))
         for rep, layers in zip(
             representative_stages(arch, par), stage_layer_ranges(arch, par), strict=True
         )
-    ]
+    )
 
 
 def step_communication(plan: Plan) -> Communication:
     """The busiest stage's communication per step (most bytes per rank) and its floor.
     Stages of one kind (:func:`_stage_kinds`) run the same collectives: computed once."""
-    kinds = _stage_kinds(plan)
+    kinds = _stage_kinds(shape_free(plan))  # read of the layout only
     done: dict[tuple[int, int, int], tuple[Transfer, ...]] = {}
     moved: dict[tuple[int, int, int], int] = {}
+    stage, most = 0, -1
     for s, kind in enumerate(kinds):
         if kind not in done:
             done[kind] = stage_communication(plan, s)
-            moved[kind] = sum(t.intra + t.inter for t in done[kind])
-    stage = max(range(len(kinds)), key=lambda s: (moved[kinds[s]], -s))
+            moved[kind] = sum([t.intra + t.inter for t in done[kind]])
+        if moved[kind] > most:  # the first stage moving the most
+            stage, most = s, moved[kind]
     hw = plan.hardware
     return Communication(stage, done[kinds[stage]], hw.intra_node_gbps, hw.inter_node_gbps)

@@ -7,7 +7,7 @@ against its own capacity, and the plan's verdict is the worst of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 from engine.ledger.nodes.checkpoint_storage import checkpoint_rows
@@ -79,11 +79,22 @@ def node_ledgers(plan: Plan, communication: bool = True) -> NodeLedgers:
     search, which only needs the verdict, skips it). The ledgers never read the
     micro-batch's shape: they are built once per :func:`~engine.ledger.shape_free.shape_free`
     plan; the communication, which moves activations, from the plan itself."""
-    require_resolved(plan)
-    ledgers = _shape_free_ledgers(shape_free(plan))
+    free = shape_free(plan)
+    require_resolved(free)  # no stack-decided field is in the batch
+    ledgers = _shape_free_ledgers(free)
     if not communication:
         return ledgers
-    return replace(ledgers, communication=step_communication(plan))
+    lg = ledgers
+    return NodeLedgers(
+        lg.view,
+        lg.host,
+        lg.nvme,
+        lg.checkpoint,
+        lg.transfers,
+        lg.host_capacity,
+        lg.nvme_capacity,
+        step_communication(plan),
+    )
 
 
 def node_problems(plan: Plan) -> tuple[str, ...]:

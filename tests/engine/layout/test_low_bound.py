@@ -27,7 +27,7 @@ from engine.layout.lattice import (
 from engine.layout.low_bound import QUIET, LowFloors
 from engine.layout.regimes import SearchMemo, padded_slack
 from engine.ledger.row import MOMENTS
-from engine.ledger.stage_rows import shared_sums
+from engine.ledger.stage_rows import shared_rows
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
@@ -77,7 +77,7 @@ def test_quiet_phases_are_counted_exactly() -> None:
         assert got is not None
         canonical = {st.stage: st.activation_sums for st in got[1]}
         for stage in estimate(plan, decisive_only=True).stages:
-            shared = shared_sums(laid, stage.stage)[0]
+            shared = shared_rows(laid, stage.stage).sums
             for i, (m, ph) in enumerate(MOMENTS):
                 real = (stage.moments[m].low, stage.moments[m].high)
                 act = canonical[stage.stage][i]

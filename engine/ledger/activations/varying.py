@@ -1,0 +1,38 @@
+"""A row that scales with the micro-batches a pipeline stage keeps in flight, split in two.
+
+The stages of one make-up (the same layers and placed tensors) differ only in their
+micro-batches in flight (:mod:`engine.ledger.activations.schedule`), and only through the
+rows that scale with them: the saved activations, the once-per-forward tensors, the
+labels and the saved log-probs. Each such row is built as a :class:`Varying` once per
+make-up: ``span`` gives its bytes at a stage's :class:`InFlight`, ``build`` the row
+itself with the same bytes (``span`` is what it reads). A stage's numbers then need no
+row (:func:`engine.ledger.stage_rows.stage_numbers`), and its rows are built only when a
+view reads them — from these same parts, so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+from engine.ledger.activations.schedule import InFlight
+from engine.ledger.row import Moment, Row
+
+Span = tuple[int, int]
+"""A (low, high) byte count."""
+
+
+class Varying(NamedTuple):
+    """One row scaling with the micro-batches in flight: its bytes and its row at a
+    stage's :class:`InFlight`, whether the allocator counts it (an HBM tensor) and the
+    moments it is live at (those ``build`` gives the row)."""
+
+    span: Callable[[InFlight], Span]
+    build: Callable[[InFlight], Row]
+    allocated: bool
+    moments: frozenset[Moment]
+
+
+def built(parts: Iterable[Varying], fly: InFlight) -> list[Row]:
+    """The parts' rows at ``fly``, in order."""
+    return [p.build(fly) for p in parts]

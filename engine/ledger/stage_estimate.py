@@ -1,0 +1,191 @@
+"""One pipeline stage of an estimate: its numbers, worked out at once, and its rows,
+built when first read.
+
+A stage's numbers (:class:`StageTotals`) are all the verdict and the layout search
+need: each phase's allocated and reserved range, the peaks and the timeline. Stages of
+equal numbers (the same make-up and micro-batches in flight) share one
+:class:`StageTotals`. The rows — and each phase's allocator reserve row — are built
+from the resolved plan when a view first reads them
+(:func:`~engine.ledger.stage_rows.stage_rows`: the very rows whose sums the numbers
+are; ``tests/engine/ledger/test_estimate_folding.py`` compares the two).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from functools import partial
+from typing import Any, NamedTuple
+
+from engine.ledger.peaks.runtime import reserve_row
+from engine.ledger.phases import Range
+from engine.ledger.row import MOMENTS, Location, Moment, Phase, Row
+from engine.ledger.stage_rows import stage_rows
+from engine.plan import Plan
+
+_MOMENT_NAMES: tuple[Moment, ...] = tuple(m for m, _ in MOMENTS)
+_new_range = partial(tuple.__new__, Range)
+
+
+class StageTotals(NamedTuple):
+    """A stage's numbers: each phase's allocated range (its largest moment) and peak
+    moment, each phase's range with the allocator reserve, the device and fit peaks of
+    the peak phase, the allocated (lows, highs) at each of MOMENTS, and the step-wide
+    timeline rules."""
+
+    phases: dict[Phase, Range]
+    peak_phase: Phase
+    peak_moments: dict[Phase, Moment]
+    reserved_phases: dict[Phase, Range]
+    device_peak: Range
+    fit_peak: Range
+    lows: list[int]
+    highs: list[int]
+    accumulating: bool
+    keep_all_gathered: bool
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StageEstimate:
+    """One pipeline stage as seen by its heaviest rank.
+
+    The numbers (``totals``) are worked out when the estimate is made; the rows (and
+    each phase's allocator reserve row) are built from ``source``, the resolved plan,
+    when first read — the layout search and most edits never read them. Equality sees
+    every value and the rows, as when they were built at once."""
+
+    stage: int
+    layers: range
+    totals: StageTotals = field(repr=False)
+    source: Plan | None = field(default=None, repr=False)  # the resolved plan the rows are of
+    built_rows: tuple[Row, ...] | None = field(default=None, repr=False)  # rows once read
+    built_reserves: dict[Phase, Row] | None = field(default=None, repr=False)
+
+    @property
+    def phases(self) -> dict[Phase, Range]:
+        """Allocated (tensors): each phase's largest moment."""
+        return self.totals.phases
+
+    @property
+    def peak_phase(self) -> Phase:
+        return self.totals.peak_phase
+
+    @property
+    def peak(self) -> Range:
+        """HBM allocated, the largest phase (what max_memory_allocated reports)."""
+        return self.totals.phases[self.totals.peak_phase]
+
+    @property
+    def moments(self) -> dict[Moment, Range]:
+        """Allocated at each moment of the step (the finer timeline)."""
+        t = self.totals
+        ranges = map(_new_range, zip(t.lows, t.highs, strict=True))
+        return dict(zip(_MOMENT_NAMES, ranges, strict=True))
+
+    @property
+    def reserved_phases(self) -> dict[Phase, Range]:
+        """Each phase's allocated range plus the allocator reserve."""
+        return self.totals.reserved_phases
+
+    @property
+    def reserved_peak(self) -> Range:
+        """What max_memory_reserved reports."""
+        return self.totals.reserved_phases[self.totals.peak_phase]
+
+    @property
+    def device_peak(self) -> Range:
+        """Reserved + CUDA context, NCCL, cuBLAS (what nvidia-smi shows)."""
+        return self.totals.device_peak
+
+    @property
+    def fit_peak(self) -> Range:
+        """What must fit the capacity that decides the verdict."""
+        return self.totals.fit_peak
+
+    @property
+    def peak_moments(self) -> dict[Phase, Moment]:
+        """Each phase's peak moment."""
+        return self.totals.peak_moments
+
+    @property
+    def accumulating(self) -> bool:
+        """Gradients live across micro-batches (the timeline's rule)."""
+        return self.totals.accumulating
+
+    @property
+    def keep_all_gathered(self) -> bool:
+        """Every unit stays gathered forward → backward (the rows say so in their
+        moments; kept for views that explain the timeline)."""
+        return self.totals.keep_all_gathered
+
+    @property
+    def rows(self) -> tuple[Row, ...]:
+        """The stage's rows, the peak phase's allocator reserve last (built when first
+        read)."""
+        rows = self.built_rows
+        if rows is None:
+            assert self.source is not None, "a stage estimate without its plan"
+            listed = stage_rows(self.source, self.stage).rows
+            listed.append(self.phase_reserves[self.peak_phase])
+            rows = tuple(listed)
+            object.__setattr__(self, "built_rows", rows)
+        return rows
+
+    @property
+    def phase_reserves(self) -> dict[Phase, Row]:
+        """The allocator reserve row of each phase (built when first read)."""
+        reserves = self.built_reserves
+        if reserves is None:
+            assert self.source is not None, "a stage estimate without its plan"
+            plan = self.source
+            reserves = {ph: reserve_row(plan, r.low, r.high) for ph, r in self.phases.items()}
+            object.__setattr__(self, "built_reserves", reserves)
+        return reserves
+
+    def _key(self) -> tuple[object, ...]:
+        """What equality compares: every value a view reads, the rows included."""
+        return (
+            self.stage,
+            self.layers,
+            self.rows,
+            self.phases,
+            self.peak_phase,
+            self.moments,
+            self.reserved_phases,
+            self.device_peak,
+            self.fit_peak,
+            self.peak_moments,
+            self.phase_reserves,
+            self.accumulating,
+            self.keep_all_gathered,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StageEstimate):
+            return NotImplemented
+        return self is other or self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # holds dicts, as before: not hashable
+
+    def __getstate__(self) -> list[Any]:
+        """Pickled with its rows built: the window's analysis process sends estimates
+        across, and a row pickles its formula's text."""
+        _ = self.rows, self.phase_reserves
+        return [getattr(self, f.name) for f in fields(self)]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        for f, value in zip(fields(self), state, strict=True):
+            object.__setattr__(self, f.name, value)
+
+    def phase_rows(self, phase: Phase) -> tuple[Row, ...]:
+        """The rows live at ``phase``'s peak moment, its allocator reserve and the memory
+        outside the allocator: what a stacked chart of the phase shows. Computed on demand
+        (views need it; the layout search does not)."""
+        moment = self.peak_moments.get(phase, next(m for m, ph in MOMENTS if ph == phase))
+        live = [r for r in self.rows if r.allocated and r.live_at(moment, self.accumulating)]
+        runtime = [r for r in self.rows if r.location == "hbm" and r.state == "runtime"]
+        reserve = self.phase_reserves.get(phase)
+        return (*live, *([reserve] if reserve else []), *runtime)
+
+    def location_total(self, location: Location) -> Range:
+        rs = [r for r in self.rows if r.location == location]
+        return Range(sum(r.low for r in rs), sum(r.high for r in rs))
