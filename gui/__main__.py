@@ -10,8 +10,15 @@ so the engine is imported only once that is decided.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
+
+# MemPlan installs no pydantic plugins, yet pydantic looks for them (a scan of every
+# installed distribution's entry points) when the first model class is built, unless
+# told not to: the console script tells it, before any engine import. A caller of the
+# engine as a library keeps its own plugins (nothing below ``gui.__main__`` sets this).
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from gui import one_shot
 from gui.display import has_display

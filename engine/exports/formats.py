@@ -3,6 +3,8 @@
 One table, so the CLI, the window and the round-trip test cannot disagree about what a
 format is. ``read`` takes the file's text, the plan to import over, and the companion
 files (name → text) the main file points at (accelerate's ``deepspeed_config_file``).
+Each importer is imported when a file is read: writing a config (the report prints
+two) needs none of the readers (nor ``tomllib`` for torchtitan's).
 """
 
 from __future__ import annotations
@@ -14,12 +16,8 @@ import engine.exports.accelerate as accelerate
 import engine.exports.deepspeed as deepspeed
 import engine.exports.megatron as megatron
 import engine.exports.torchtitan as torchtitan
-from engine.exports.acc_import import import_accelerate
 from engine.exports.common import Export, Imported
-from engine.exports.ds_import import import_deepspeed
-from engine.exports.mlm_import import import_megatron
 from engine.exports.peft_snippet import peft_snippet
-from engine.exports.titan_import import import_torchtitan
 from engine.plan import Plan
 
 Reader = Callable[[str, Plan, Mapping[str, str]], Imported]
@@ -46,18 +44,26 @@ class Format:
 
 
 def _ds(text: str, base: Plan, companions: Mapping[str, str]) -> Imported:
+    from engine.exports.ds_import import import_deepspeed
+
     return import_deepspeed(text, base)
 
 
 def _acc(text: str, base: Plan, companions: Mapping[str, str]) -> Imported:
+    from engine.exports.acc_import import import_accelerate
+
     return import_accelerate(text, base, companions)
 
 
 def _titan(text: str, base: Plan, companions: Mapping[str, str]) -> Imported:
+    from engine.exports.titan_import import import_torchtitan
+
     return import_torchtitan(text, base)
 
 
 def _mlm(text: str, base: Plan, companions: Mapping[str, str]) -> Imported:
+    from engine.exports.mlm_import import import_megatron
+
     return import_megatron(text, base)
 
 

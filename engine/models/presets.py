@@ -8,7 +8,6 @@ the catalogue works from an installed wheel or a desktop bundle, not only a chec
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,7 +18,6 @@ from pydantic import ValidationError
 
 from engine.errors import quote
 from engine.models.spec import ArchitectureSpec
-from engine.models.summary import summarize
 
 
 class PresetError(ValueError):
@@ -101,6 +99,8 @@ def load_preset(name: str) -> tuple[str, ArchitectureSpec]:
     presets = _catalogue()
     preset = presets.get(name) or presets.get(name.lower())
     if preset is None:
+        import difflib  # only to say what a mistyped name was meant to be
+
         close = difflib.get_close_matches(name.lower()[:100], sorted(presets), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise PresetError(f"unknown model preset {quote(name)}{hint}")
@@ -117,12 +117,16 @@ def preset_titles() -> list[tuple[str, str, int]]:
 
 def exact_total(name: str) -> int:
     """The exact parameter count of one preset (from its tensor inventory)."""
+    from engine.models.summary import summarize  # the inventory walk: asked for, not on load
+
     _, spec = load_preset(name)
     return summarize(spec).total
 
 
 def list_presets() -> list[PresetInfo]:
     """Every preset with its computed totals, smallest first."""
+    from engine.models.summary import summarize
+
     infos: list[PresetInfo] = []
     for p in _catalogue().values():
         s = summarize(p.spec)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engine.validation.records import REFERENCE_CATEGORY_GROUP
+from engine.validation.categories import REFERENCE_CATEGORY_GROUP
 
 CATEGORIES: tuple[str, ...] = (
     "params",

@@ -58,9 +58,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from engine.validation.records import REFERENCE_CATEGORY_GROUP, MeasuredRecord
+from engine.validation.categories import REFERENCE_CATEGORY_GROUP
+
+if TYPE_CHECKING:  # the record schema: read by whoever loads records (annotations here)
+    from engine.validation.records import MeasuredRecord
 
 FigureVerdict = Literal["inside", "above", "below", "not measured", "not estimated"]
 FIGURES: tuple[str, ...] = ("allocated", "reserved", "external", "device")

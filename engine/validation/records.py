@@ -8,7 +8,8 @@ shapes are read:
 - a measured reference case (``shared/reference/measured/cases.jsonl``): a
   ``peak_bytes`` with a ``peak_breakdown`` by tracker category. It is an allocated peak
   only (no reserved or device figures); its categories are mapped onto the ledger's row
-  groups by :data:`REFERENCE_CATEGORY_GROUP` (see the table in ``reconcile.py``).
+  groups by :data:`~engine.validation.categories.REFERENCE_CATEGORY_GROUP` (see the table
+  in ``reconcile.py``).
 
 Records are frozen pydantic models with ``extra="forbid"``, so a typo in a hand-edited
 record is reported, not ignored; they are stored as plain JSON in the ``.memplan`` file's
@@ -31,30 +32,13 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.plan import describe_validation_error
+from engine.validation.categories import REFERENCE_CATEGORY_GROUP
 
 RECORD_FORMAT: Final = "memplan-measurement"
 RecordKind = Literal["gpu", "trace"]
 RECORD_VERSION: Final = 1
 
 Bytes = int
-
-REFERENCE_CATEGORY_GROUP: dict[str, str] = {
-    "params": "weights",
-    "params_unsharded": "gathered",
-    "all_gather": "gathered",
-    "grads": "gradients",
-    "grads_unsharded": "buckets",
-    "reduce_scatter": "buckets",
-    "grad_buckets": "buckets",
-    "optimizer": "optimizer",
-    "optimizer_state": "optimizer",
-    "optimizer_temp": "temporaries",
-    "activations": "activations",
-    "inputs": "inputs",
-    "buffers": "buffers",
-    "temp": "logits",
-}
-"""Reference tracker category → ledger row group (why each: see ``reconcile.py``)."""
 
 SPLIT_OF: dict[str, tuple[str, ...]] = {"optimizer": ("optimizer_state", "optimizer_temp")}
 """An aggregate and the parts that re-count it: when a part is present the aggregate is

@@ -67,12 +67,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def appendices(args: argparse.Namespace, pf: PlanFile) -> dict[str, Any]:
     """The comparison (``--compare``) and sweep (``--sweep``) the report should include,
-    computed here (they need no Qt)."""
-    from engine.whatif.compare import compare
-    from engine.whatif.sweep import SweepSpecError, parse_vary, sweep
-
+    computed here (they need no Qt); each one's engine module is imported only when asked
+    for."""
     out: dict[str, Any] = {}
     if args.compare:
+        from engine.whatif.compare import compare
+
         named = [(pf.name or "this plan", pf.plan)]
         for path in args.compare:
             try:
@@ -81,6 +81,8 @@ def appendices(args: argparse.Namespace, pf: PlanFile) -> dict[str, Any]:
                 raise CliError(f"--compare {path}: {exc}") from exc
         out["comparison"] = compare(named)
     if args.sweep:
+        from engine.whatif.sweep import SweepSpecError, parse_vary, sweep
+
         try:
             out["sweep"] = sweep(pf.plan, parse_vary(args.sweep, pf.plan))
         except SweepSpecError as exc:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from engine import FORMULA_VERSION, __version__
 from engine.analysis import FitLimits, analysis
@@ -23,13 +24,14 @@ from engine.layout import GpuCounts
 from engine.layout.levers import LeverSummary
 from engine.planfile import SCHEMA_VERSION, PlanFile
 from engine.units import UnitChoice
-from engine.validation import Reconciliation, RecordError, reconcile, records_of
-from engine.validation.identity import workload_hash
 from engine.whatif.compare import Comparison
 from engine.whatif.diagnostics import Diagnosis
 from engine.whatif.sensitivity import Bar
-from engine.whatif.sweep import Sweep
 from gui.report.html import without_bidi_controls
+
+if TYPE_CHECKING:  # imported where a report has measured runs or a sweep (most have neither)
+    from engine.validation import Reconciliation
+    from engine.whatif.sweep import Sweep
 
 APPENDIX_FORMATS: tuple[str, ...] = ("deepspeed", "torchtitan")
 """The framework configs printed in the appendix (the issue asks for these two)."""
@@ -73,6 +75,9 @@ class ReportContent:
 def _reconciliation(pf: PlanFile, est: Estimate) -> tuple[Reconciliation | None, str | None]:
     if not pf.measurements:
         return None, None
+    from engine.validation import RecordError, reconcile, records_of
+    from engine.validation.identity import workload_hash
+
     try:
         records = records_of(pf)
     except RecordError as exc:

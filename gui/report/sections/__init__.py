@@ -8,6 +8,11 @@ counts and layouts), ``diagnostics`` (what to change, sensitivity), ``measuring`
 generated framework configurations); ``exceptions`` (changed inputs, wide ranges,
 warnings), ``topology`` (the chosen layout drawn), and — when asked for — ``sweep``
 and ``comparison``. :data:`DRAWINGS` are the vector drawings sections place by key.
+
+The sweep section and the trace drawing are imported the first time a report has a
+sweep or a trace to print (:func:`sweep_section`, :func:`draw_trace_chart`): most reports
+have neither, and their engine modules (``engine.whatif.sweep``, ``engine.trace``) and
+painters are tens of classes to build at every ``memplan report`` start.
 """
 
 from __future__ import annotations
@@ -25,13 +30,38 @@ from gui.report.sections.exceptions import exceptions_section
 from gui.report.sections.layouts import layouts_section
 from gui.report.sections.measuring import assumptions_section, measured_section
 from gui.report.sections.memory import ledger_section, nodes_section, phases_section
-from gui.report.sections.sweep import draw_sweep_chart, sweep_section
 from gui.report.sections.title import title_page
 from gui.report.sections.topology import draw_topology_chart, topology_section
-from gui.report.sections.trace_results import draw_trace_chart
 
 Section = Callable[[ReportContent], str]
 Drawing = Callable[[ReportContent, QPainter, QRectF], None]
+
+
+def sweep_section(c: ReportContent) -> str:
+    """The sweep section (:mod:`gui.report.sections.sweep`), when the report has one."""
+    if c.sweep is None:
+        return ""
+    from gui.report.sections import sweep
+
+    return sweep.sweep_section(c)
+
+
+def draw_sweep_chart(c: ReportContent, painter: QPainter, rect: QRectF) -> None:
+    """The sweep chart (:mod:`gui.report.sections.sweep`), when the report has a sweep."""
+    if c.sweep is not None:
+        from gui.report.sections import sweep
+
+        sweep.draw_sweep_chart(c, painter, rect)
+
+
+def draw_trace_chart(c: ReportContent, painter: QPainter, rect: QRectF) -> None:
+    """The newest trace drawn (:mod:`gui.report.sections.trace_results`), when the plan
+    holds measured runs (a trace is one)."""
+    if c.reconciliation is not None:
+        from gui.report.sections import trace_results
+
+        trace_results.draw_trace_chart(c, painter, rect)
+
 
 SECTIONS: tuple[Section, ...] = (
     title_page,

@@ -6,16 +6,20 @@ simulated measurements (``trace_results``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from engine.estimate import Range
 from engine.ledger.row import Row
 from engine.plan import get_value
 from engine.units import fmt_bytes, fmt_gb
-from engine.validation.reconcile import Figure, runtime_range
+from engine.validation.reconcile import runtime_range
 from engine.workload import compile_note, step_tokens
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table
 from gui.report.inputs import section_inputs, show
-from gui.report.sections.trace_results import newest_trace_result, trace_block
+
+if TYPE_CHECKING:
+    from engine.validation.reconcile import Figure
 
 ASSUMPTION_INPUTS: tuple[str, ...] = (
     "runtime.allocator_reserve",
@@ -232,6 +236,9 @@ def measured_section(c: ReportContent) -> str:
     )
     out += [f"<p><b>Warning:</b> {esc(w)}</p>" for w in rec.warnings]
     out += [f'<p class="small">Note: {esc(n)}</p>' for n in rec.notes]
+    # the trace code only for a plan with measured runs (a trace is one of them)
+    from gui.report.sections.trace_results import newest_trace_result, trace_block
+
     newest = newest_trace_result(c)
     for r in rec.ranks:
         if r.record.simulated:
