@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from engine.ledger.held import HeldTensor
+from engine.ledger.held import HeldTensor, regrouped
 from engine.ledger.placement import (
     LocalTensor,
     dense_dp_group,
@@ -21,7 +21,7 @@ from engine.ledger.placement import (
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
 from engine.ledger.sharding import shard_group_size
-from engine.ledger.states.methods import held_tensors
+from engine.ledger.states.methods import group_words, held_tensors
 from engine.ledger.states.offload import offloads_nothing, split_offload
 from engine.ledger.states.quantized import quantized_rows
 from engine.ledger.states.rows import ShardContext, persistent_rows, shard_allocs
@@ -52,6 +52,16 @@ def _placing(par: ParallelismSection) -> ParallelismSection:
     return out
 
 
+@lru_cache(maxsize=256)
+def _unsharded(
+    arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
+) -> tuple[HeldTensor, ...]:
+    """The stage's held tensors at shard groups of one: what they are, their dtypes and
+    trainability read no group size, so :func:`_held` regroups them for each."""
+    formats = resolve_formats(method.precision)
+    return tuple(held_tensors(method, par, 0, _placed(arch, par, stage), formats, (1, 1))[0])
+
+
 @lru_cache(maxsize=1024)
 def _held(
     arch: ArchitectureSpec,
@@ -62,9 +72,8 @@ def _held(
     granularity: int,
     stage: int,
 ) -> tuple[tuple[HeldTensor, ...], ShardContext]:
-    formats = resolve_formats(method.precision)
-    placed = _placed(arch, par, stage)
-    held, words = held_tensors(method, par, 0, placed, formats, (dense, expert))
+    held = regrouped(_unsharded(arch, method, par, stage), dense, expert)
+    words = group_words(_placed(arch, par, stage), dense, expert)
     return tuple(held), ShardContext(rule_of(par.strategy), words, granularity)
 
 

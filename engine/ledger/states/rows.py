@@ -303,16 +303,22 @@ def optimizer_rows(
 ) -> list[Row]:
     """One row per optimizer state (moments, step counters, quantization constants)."""
     allocs = shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "state_dtype")
-    gran = ctx.granularity
-    per_state: dict[str, list[int]] = {}  # name → [rounded bytes, raw bytes, allocations]
+    gran = max(ctx.granularity, 1)
+    # allocations of one shape and element size have the same states: each is worked
+    # out once, for all their copies (first appearances keep the states' order)
+    copies: dict[tuple[tuple[int, ...], int], int] = {}
     for a in allocs:
-        for s in state_allocs(opt, a.shape, DTYPE_BYTES[a.dtype]):
-            acc = per_state.get(s.name)
+        key = (a.shape, DTYPE_BYTES[a.dtype])
+        copies[key] = copies.get(key, 0) + a.copies
+    per_state: dict[str, list[int]] = {}  # name → [rounded bytes, raw bytes, allocations]
+    for (shape, size), c in copies.items():
+        for name, n_bytes in state_allocs(opt, shape, size):
+            acc = per_state.get(name)
             if acc is None:
-                acc = per_state[s.name] = [0, 0, 0]
-            acc[0] += round_up(s.n_bytes, gran) * a.copies
-            acc[1] += s.n_bytes * a.copies
-            acc[2] += a.copies
+                acc = per_state[name] = [0, 0, 0]
+            acc[0] += -(-n_bytes // gran) * gran * c  # round_up, inlined (hot loop)
+            acc[1] += n_bytes * c
+            acc[2] += c
     rows = []
     share = f", sharded ÷ {ctx.group_words}" if ctx.rule.optimizer else ""
     elements = sum(a.count_full * a.copies for a in allocs)
