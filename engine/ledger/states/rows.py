@@ -49,6 +49,10 @@ class Alloc(NamedTuple):
     numel: int  # prod(shape)
 
 
+_new_alloc = partial(tuple.__new__, Alloc)
+"""An :class:`Alloc` from its fields in order, built in C (the sharding loop's)."""
+
+
 def alloc(shape: tuple[int, ...], count_full: int, dtype: str, copies: int = 1) -> Alloc:
     """The one way to build an :class:`Alloc` (its ``numel`` follows from ``shape``)."""
     return Alloc(shape, count_full, dtype, copies, prod(shape))
@@ -85,14 +89,14 @@ def shard_allocs(
     dtype_attr = attrgetter(dtype_of)
     if not sharded or rule.chunking == "dim0":
         out = []
+        new = _new_alloc
         for t in items:
-            dtype = dtype_attr(t)
             n = t.group if sharded and not (whole_if_persistent and t.persistent_full) else 1
             if n == 1:
-                out.append(Alloc(t.shape, t.numel, dtype, t.count, t.numel))
+                out.append(new((t.shape, t.numel, dtype_attr(t), t.count, t.numel)))
             else:
                 shape = (-(-t.shape[0] // n), *t.shape[1:])  # ceil_div, inlined (hot loop)
-                out.append(Alloc(shape, t.numel, dtype, t.count, prod(shape)))
+                out.append(new((shape, t.numel, dtype_attr(t), t.count, prod(shape))))
         return out
     # Flat buffers: one allocation per (unit, group, dtype). ZeRO-3 pads each tensor's
     # partition to ceil(numel/N) before concatenating; the others pad the whole buffer.
