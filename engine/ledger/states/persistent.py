@@ -9,6 +9,7 @@ placing the same tensors share one computation.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
 from engine.ledger.held import HeldTensor, regrouped
 from engine.ledger.placement import (
@@ -130,6 +131,28 @@ def persistent_stage_rows(plan: Plan, stage: int) -> list[Row]:
     """Weights, master copy, gradients and optimizer state that stay in HBM (with the
     GPU buffers an offload path keeps)."""
     return _split(plan, stage)[0]
+
+
+class StageStates(NamedTuple):
+    """What a stage's shared rows read of its states, looked up with one key: the
+    placed tensors (:func:`stage_placed`), the held ones and their sharding
+    (:func:`stage_held`), and the states that stay in HBM (:func:`persistent_stage_rows`)."""
+
+    placed: tuple[LocalTensor, ...]
+    held: tuple[HeldTensor, ...]
+    ctx: ShardContext
+    hbm: list[Row]
+
+
+def stage_states(plan: Plan, stage: int) -> StageStates:
+    """:func:`stage_placed`, :func:`stage_held` and :func:`persistent_stage_rows` of
+    ``stage`` at once (each works :func:`_key` out anew)."""
+    key = _key(plan, stage)
+    held, ctx = _held(*key)
+    rows = list(_rows(*key))
+    if not offloads_nothing(plan):
+        rows = split_offload(rows, plan, list(held))[0]
+    return StageStates(_placed(key[0], key[2], key[6]), held, ctx, rows)
 
 
 def offloaded_stage_rows(plan: Plan, stage: int) -> list[Row]:

@@ -95,8 +95,10 @@ def shard_allocs(
             if n == 1:
                 out.append(new((t.shape, t.numel, dtype_attr(t), t.count, t.numel)))
             else:
-                shape = (-(-t.shape[0] // n), *t.shape[1:])  # ceil_div, inlined (hot loop)
-                out.append(new((shape, t.numel, dtype_attr(t), t.count, prod(shape))))
+                d0 = t.shape[0]
+                rows = -(-d0 // n)  # ceil_div, inlined (hot loop)
+                numel = rows * (t.numel // d0) if d0 else 0  # prod of the shard's shape
+                out.append(new(((rows, *t.shape[1:]), t.numel, dtype_attr(t), t.count, numel)))
         return out
     # Flat buffers: one allocation per (unit, group, dtype). ZeRO-3 pads each tensor's
     # partition to ceil(numel/N) before concatenating; the others pad the whole buffer.
