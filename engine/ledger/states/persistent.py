@@ -38,19 +38,38 @@ parallelism without its DP and CP (:func:`_placing`), the dense and expert shard
 sizes, the allocator granularity and the representative stage."""
 
 
-@lru_cache(maxsize=1024)
+_PLACINGS: dict[tuple[object, ...], ParallelismSection] = {}
+"""One placing parallelism (:func:`_placing`) per value of the fields it keeps."""
+
+_KEPT = tuple(f for f in ParallelismSection.model_fields if f not in ("dp", "cp"))
+"""The parallelism's fields but DP and CP: what a placing parallelism is made of."""
+
+
 def _placing(par: ParallelismSection) -> ParallelismSection:
     """``par`` at DP 1 and CP 1. Placement reads neither (CP splits tokens, not weights),
     and the states read them only through the shard group sizes, which :func:`_key`
     carries: the layout search's DP values (and CP values of one dense group) of a shape
     then share one placement and one set of rows. Computed *at* DP 1 and CP 1, not merely
     keyed on them, a placement that did read either would be wrong at once, in every
-    golden plan with DP or CP above one."""
-    if par.dp == 1 and par.cp == 1:
-        return par
-    out = par.model_copy(update={"dp": 1, "cp": 1})
-    assert isinstance(out, ParallelismSection)
-    return out
+    golden plan with DP or CP above one.
+
+    Looked up by the other fields' values, so every parallelism of one placing gets the
+    very same object: the caches keyed on it then hit by identity, and a layout search
+    (a new parallelism per layout) makes one copy per shape, not one per layout."""
+    d = par.__dict__
+    key = tuple([d[f] for f in _KEPT])
+    got = _PLACINGS.get(key)
+    if got is None:
+        if par.dp == 1 and par.cp == 1:
+            got = par
+        else:
+            out = par.model_copy(update={"dp": 1, "cp": 1})
+            assert isinstance(out, ParallelismSection)
+            got = out
+        if len(_PLACINGS) >= 1024:
+            _PLACINGS.clear()
+        _PLACINGS[key] = got
+    return got
 
 
 @lru_cache(maxsize=256)
