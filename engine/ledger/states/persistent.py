@@ -45,6 +45,7 @@ _KEPT = tuple(f for f in ParallelismSection.model_fields if f not in ("dp", "cp"
 """The parallelism's fields but DP and CP: what a placing parallelism is made of."""
 
 
+@lru_cache(maxsize=1024)
 def _placing(par: ParallelismSection) -> ParallelismSection:
     """``par`` at DP 1 and CP 1. Placement reads neither (CP splits tokens, not weights),
     and the states read them only through the shard group sizes, which :func:`_key`
@@ -55,7 +56,8 @@ def _placing(par: ParallelismSection) -> ParallelismSection:
 
     Looked up by the other fields' values, so every parallelism of one placing gets the
     very same object: the caches keyed on it then hit by identity, and a layout search
-    (a new parallelism per layout) makes one copy per shape, not one per layout."""
+    (a new parallelism per layout) makes one copy per shape, not one per layout. The
+    parallelism's own cache entry answers an estimate's repeated lookups."""
     d = par.__dict__
     key = tuple([d[f] for f in _KEPT])
     got = _PLACINGS.get(key)
