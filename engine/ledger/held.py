@@ -8,9 +8,9 @@ parameter's dtype unless a separate fp32 master copy owns the optimizer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from math import prod
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Category = Literal["model", "frozen", "adapters", "quantized", "virtual"]
 """model: trained weights of the network; frozen: untrained weights; adapters: LoRA;
@@ -18,10 +18,7 @@ quantized: QLoRA's NF4 base (counted by its own rows); virtual: a trainable coun
 no tensor of its own (custom subset by count: its weights are already counted)."""
 
 
-@dataclass(frozen=True, slots=True)
-class HeldTensor:
-    """A tensor as the rank holds it before data-parallel sharding."""
-
+class _Fields(NamedTuple):
     name: str
     shape: tuple[int, ...]
     unit: str  # wrap unit: "layer.N" or "root"
@@ -31,9 +28,48 @@ class HeldTensor:
     grad_dtype: str
     state_dtype: str
     group: int  # size of the data-parallel group that shards it
-    persistent_full: bool = False  # ZeRO-3 persistence threshold: never partitioned
-    count: int = 1  # identical decoder layers this tensor stands for (placement folding)
-    numel: int = field(init=False, repr=False, compare=False)  # prod(shape), worked out once
+    persistent_full: bool  # ZeRO-3 persistence threshold: never partitioned
+    count: int  # type: ignore[assignment]  # (shadows tuple.count) identical decoder layers folded
+    expert: bool  # a routed expert's: sharded over the expert data-parallel group
+    numel: int  # prod(shape), worked out once
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "numel", prod(self.shape))
+
+class HeldTensor(_Fields):
+    """A tensor as the rank holds it before data-parallel sharding.
+
+    A named tuple, not a frozen dataclass: the layout search builds one per tensor for
+    each shard group size it tries (thousands per search), and a tuple is several times
+    cheaper to build; :func:`regrouped` makes the same tensors at other group sizes
+    without building them anew."""
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        name: str,
+        shape: tuple[int, ...],
+        unit: str,
+        category: Category,
+        trainable: bool,
+        param_dtype: str,
+        grad_dtype: str,
+        state_dtype: str,
+        group: int,
+        persistent_full: bool = False,
+        count: int = 1,
+        expert: bool = False,
+    ) -> HeldTensor:
+        fields = (name, shape, unit, category, trainable, param_dtype, grad_dtype, state_dtype)
+        return _new(cls, (*fields, group, persistent_full, count, expert, prod(shape)))
+
+
+_new = tuple.__new__
+_GROUP = _Fields._fields.index("group")
+
+
+def regrouped(held: Iterable[HeldTensor], dense: int, expert: int) -> list[HeldTensor]:
+    """``held`` sharded over a ``dense`` data-parallel group (an ``expert`` one for the
+    routed experts' tensors): what the tensors are, their dtypes and trainability do not
+    depend on the group sizes, so a layout search's DP values share one build of them."""
+    g = _GROUP
+    return [_new(HeldTensor, (*t[:g], expert if t.expert else dense, *t[g + 1 :])) for t in held]

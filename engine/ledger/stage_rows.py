@@ -54,7 +54,7 @@ from engine.ledger.placement import LocalTensor, representative_stages, stage_la
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import NO_MOMENTS, Row
 from engine.ledger.shape_free import shape_free
-from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
+from engine.ledger.states.persistent import stage_placed, stage_states
 from engine.plan import Plan
 from engine.stacks.families import keeps_all_gathered, rule_of
 
@@ -163,16 +163,14 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
     par = plan.parallelism
     rule = rule_of(par.strategy)
     formats = resolve_formats(plan.method.precision)
-    placed = stage_placed(plan, stage)
-    held_all = stage_held(plan, stage)
-    held = list(held_all[0])
-    head = persistent_stage_rows(plan, stage)
+    placed, held_t, ctx, head = stage_states(plan, stage)
+    held = list(held_t)
     shard = max((t.group for t in held), default=1)
     gathered = gathered_rows(plan, placed, formats, shard, rule, stage)
     tail: list[Row] = list(gathered)
     tail += bucket_rows(plan, held, formats, rule, shard)
     in_hbm = grads_in_hbm or _holds_grads(head + tail)
-    tail += backward_grad_rows(plan, held, held_all[1], in_hbm)
+    tail += backward_grad_rows(plan, held, ctx, in_hbm)
     tail += accumulation_rows(plan, held, rule)
     if plan.method.kind == "qlora":
         tail += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)

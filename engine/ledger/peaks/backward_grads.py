@@ -14,8 +14,6 @@ and ``hbm.grads`` covers the moment itself, so this row is not made.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from engine.ledger.held import HeldTensor
 from engine.ledger.row import BACKWARD, Row, make_row
 from engine.ledger.states.rows import ShardContext, grad_bytes, grads_per_tensor
@@ -38,7 +36,7 @@ def _made_before_first_layer(plan: Plan, trainable: list[HeldTensor]) -> list[He
         if t.unit != first:
             out.append(t)
         elif t.count > 1:
-            out.append(replace(t, count=t.count - 1))
+            out.append(t._replace(count=t.count - 1))
     return out
 
 

@@ -164,17 +164,21 @@ def _fsdp2_reduce_scatter_row(
     gran = plan.runtime.allocation_granularity_bytes
     per_unit: dict[str, int] = defaultdict(int)
     least: dict[str, int] = {}
+    most: dict[str, int] = {}
     for t in trainable:
-        least[t.unit] = min(least.get(t.unit, t.count), t.count)
+        u, c = t.unit, t.count
+        least[u] = min(least.get(u, c), c)
+        most[u] = max(most.get(u, c), c)
     for t in trainable:
         if t.unit != "root" and t.shape:
-            rest = t.numel // t.shape[0] if t.shape[0] else 0
+            d0 = t.shape[0]
+            rest = t.numel // d0 if d0 else 0
             copies = t.count // least[t.unit]  # a folded expert's copies in the unit
             g = t.group  # its own shard group: the expert DP group for routed experts
-            per_unit[t.unit] += ceil_div(t.shape[0], g) * g * rest * copies
+            per_unit[t.unit] += -(-d0 // g) * g * rest * copies  # ceil_div, inlined
     numel = max(per_unit.values(), default=0)
     n = round_up(numel * reduce_bytes, gran)
-    n_layers = sum(max(t.count for t in trainable if t.unit == u) for u in per_unit)
+    n_layers = sum(most[u] for u in per_unit)
     return make_row(
         id="hbm.buckets.reduce_scatter",
         label="Reduce-scatter input of the previous layer (one at a time)",

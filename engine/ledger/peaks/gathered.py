@@ -10,6 +10,7 @@ is decided here, with the strategy (see :mod:`engine.ledger.phases`).
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import NamedTuple
 
 from engine.ledger.groups import ranks_per_node
 from engine.ledger.peaks.reuse import reused_at_loss
@@ -77,8 +78,39 @@ def _padded_flat(ts: list[LocalTensor], n: int, n_expert: int, bpe: int, gran: i
     for t, c in zip(ts, copies_in_unit([t.count for t in ts]), strict=True):
         g = n_expert if t.expert else n
         rest = t.numel // t.shape[0] if t.shape and t.shape[0] else 0
-        numel += ceil_div(t.shape[0], g) * g * rest * c if t.shape else 0
+        numel += -(-t.shape[0] // g) * g * rest * c if t.shape else 0  # ceil_div, inlined
     return round_up(numel * bpe, gran)
+
+
+class _Units(NamedTuple):
+    """What a stage's gathered units are whatever the shard group: the root's and the
+    layers' tensors, the root's and the largest layer unit's gathered bytes, and the
+    decoder layers they stand for (folded layers counted out)."""
+
+    root: list[LocalTensor]
+    layers: dict[int, list[LocalTensor]]
+    root_bytes: int
+    unit: int
+    n_layers: int
+
+
+_UNITS: dict[int, tuple[tuple[LocalTensor, ...], int, int, _Units]] = {}
+""":func:`_group_free` by the placed tuple's identity (it is cached, so a layout search's
+DP values of one shape pass the same one; the entry holds it, so its id is not reused)."""
+
+
+def _group_free(placed: tuple[LocalTensor, ...], gb: int, gran: int) -> _Units:
+    got = _UNITS.get(id(placed))
+    if got is not None and got[0] is placed and got[1] == gb and got[2] == gran:
+        return got[3]
+    root, layers = _units(placed)
+    unit = max((_per_tensor(ts, gb, gran) for ts in layers.values()), default=0)
+    n_layers = sum(ts[0].count for ts in layers.values())
+    out = _Units(root, layers, _per_tensor(root, gb, gran), unit, n_layers)
+    if len(_UNITS) >= 1024:
+        _UNITS.clear()
+    _UNITS[id(placed)] = (placed, gb, gran, out)
+    return out
 
 
 def _second_to_last(layers: dict[int, list[LocalTensor]], flat: dict[int, int]) -> int | None:
@@ -200,14 +232,11 @@ def _fsdp_rows(
     k = plan.parallelism.knobs
     gran = plan.runtime.allocation_granularity_bytes
     gb = gather_bytes(plan, formats)
-    root, layers = _units(placed)
-    unit = max((_per_tensor(ts, gb, gran) for ts in layers.values()), default=0)
-    n_layers = sum(ts[0].count for ts in layers.values())  # folded layers counted out
+    root, layers, root_b, unit, n_layers = _group_free(placed, gb, gran)
     fsdp2 = rule.family == "fsdp2"
     src = "fsdp2-prefetch" if fsdp2 else "fsdp1"
     keep_all = keeps_all_gathered(plan.parallelism)
     rows: list[Row] = []
-    root_b = _per_tensor(root, gb, gran)
     if root_b:
         rows.append(
             make_row(

@@ -61,6 +61,7 @@ class _Builder:
                 group=self.expert if expert else self.dense,
                 persistent_full=0 < full_numel < self.threshold,
                 count=count,
+                expert=expert,
             )
         )
 
@@ -147,10 +148,14 @@ def held_tensors(
                 f"method.lora.targets {list(lora.targets)} match no tensor of this model "
                 f"(roles present: {sorted({t.tensor.role for t in placed})})"
             )
-    desc = f"{dense} (data-parallel shard group)"
+    return b.out, group_words(placed, dense, expert)
+
+
+def group_words(placed: tuple[LocalTensor, ...], dense: int, expert: int) -> str:
+    """The words for the divisors of these tensors' shards (rows' formulas)."""
     if expert != dense and any(t.expert for t in placed):
-        desc = f"{dense} dense / {expert} expert (data-parallel shard groups)"
-    return b.out, desc
+        return f"{dense} dense / {expert} expert (data-parallel shard groups)"
+    return f"{dense} (data-parallel shard group)"
 
 
 def _custom(

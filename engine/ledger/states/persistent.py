@@ -9,8 +9,9 @@ placing the same tensors share one computation.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
-from engine.ledger.held import HeldTensor
+from engine.ledger.held import HeldTensor, regrouped
 from engine.ledger.placement import (
     LocalTensor,
     dense_dp_group,
@@ -21,7 +22,7 @@ from engine.ledger.placement import (
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
 from engine.ledger.sharding import shard_group_size
-from engine.ledger.states.methods import held_tensors
+from engine.ledger.states.methods import group_words, held_tensors
 from engine.ledger.states.offload import offloads_nothing, split_offload
 from engine.ledger.states.quantized import quantized_rows
 from engine.ledger.states.rows import ShardContext, persistent_rows, shard_allocs
@@ -37,6 +38,13 @@ parallelism without its DP and CP (:func:`_placing`), the dense and expert shard
 sizes, the allocator granularity and the representative stage."""
 
 
+_PLACINGS: dict[tuple[object, ...], ParallelismSection] = {}
+"""One placing parallelism (:func:`_placing`) per value of the fields it keeps."""
+
+_KEPT = tuple(f for f in ParallelismSection.model_fields if f not in ("dp", "cp"))
+"""The parallelism's fields but DP and CP: what a placing parallelism is made of."""
+
+
 @lru_cache(maxsize=1024)
 def _placing(par: ParallelismSection) -> ParallelismSection:
     """``par`` at DP 1 and CP 1. Placement reads neither (CP splits tokens, not weights),
@@ -44,12 +52,36 @@ def _placing(par: ParallelismSection) -> ParallelismSection:
     carries: the layout search's DP values (and CP values of one dense group) of a shape
     then share one placement and one set of rows. Computed *at* DP 1 and CP 1, not merely
     keyed on them, a placement that did read either would be wrong at once, in every
-    golden plan with DP or CP above one."""
-    if par.dp == 1 and par.cp == 1:
-        return par
-    out = par.model_copy(update={"dp": 1, "cp": 1})
-    assert isinstance(out, ParallelismSection)
-    return out
+    golden plan with DP or CP above one.
+
+    Looked up by the other fields' values, so every parallelism of one placing gets the
+    very same object: the caches keyed on it then hit by identity, and a layout search
+    (a new parallelism per layout) makes one copy per shape, not one per layout. The
+    parallelism's own cache entry answers an estimate's repeated lookups."""
+    d = par.__dict__
+    key = tuple([d[f] for f in _KEPT])
+    got = _PLACINGS.get(key)
+    if got is None:
+        if par.dp == 1 and par.cp == 1:
+            got = par
+        else:
+            out = par.model_copy(update={"dp": 1, "cp": 1})
+            assert isinstance(out, ParallelismSection)
+            got = out
+        if len(_PLACINGS) >= 1024:
+            _PLACINGS.clear()
+        _PLACINGS[key] = got
+    return got
+
+
+@lru_cache(maxsize=256)
+def _unsharded(
+    arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
+) -> tuple[HeldTensor, ...]:
+    """The stage's held tensors at shard groups of one: what they are, their dtypes and
+    trainability read no group size, so :func:`_held` regroups them for each."""
+    formats = resolve_formats(method.precision)
+    return tuple(held_tensors(method, par, 0, _placed(arch, par, stage), formats, (1, 1))[0])
 
 
 @lru_cache(maxsize=1024)
@@ -62,9 +94,8 @@ def _held(
     granularity: int,
     stage: int,
 ) -> tuple[tuple[HeldTensor, ...], ShardContext]:
-    formats = resolve_formats(method.precision)
-    placed = _placed(arch, par, stage)
-    held, words = held_tensors(method, par, 0, placed, formats, (dense, expert))
+    held = regrouped(_unsharded(arch, method, par, stage), dense, expert)
+    words = group_words(_placed(arch, par, stage), dense, expert)
     return tuple(held), ShardContext(rule_of(par.strategy), words, granularity)
 
 
@@ -121,6 +152,28 @@ def persistent_stage_rows(plan: Plan, stage: int) -> list[Row]:
     """Weights, master copy, gradients and optimizer state that stay in HBM (with the
     GPU buffers an offload path keeps)."""
     return _split(plan, stage)[0]
+
+
+class StageStates(NamedTuple):
+    """What a stage's shared rows read of its states, looked up with one key: the
+    placed tensors (:func:`stage_placed`), the held ones and their sharding
+    (:func:`stage_held`), and the states that stay in HBM (:func:`persistent_stage_rows`)."""
+
+    placed: tuple[LocalTensor, ...]
+    held: tuple[HeldTensor, ...]
+    ctx: ShardContext
+    hbm: list[Row]
+
+
+def stage_states(plan: Plan, stage: int) -> StageStates:
+    """:func:`stage_placed`, :func:`stage_held` and :func:`persistent_stage_rows` of
+    ``stage`` at once (each works :func:`_key` out anew)."""
+    key = _key(plan, stage)
+    held, ctx = _held(*key)
+    rows = list(_rows(*key))
+    if not offloads_nothing(plan):
+        rows = split_offload(rows, plan, list(held))[0]
+    return StageStates(_placed(key[0], key[2], key[6]), held, ctx, rows)
 
 
 def offloaded_stage_rows(plan: Plan, stage: int) -> list[Row]:

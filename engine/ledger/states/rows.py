@@ -49,6 +49,10 @@ class Alloc(NamedTuple):
     numel: int  # prod(shape)
 
 
+_new_alloc = partial(tuple.__new__, Alloc)
+"""An :class:`Alloc` from its fields in order, built in C (the sharding loop's)."""
+
+
 def alloc(shape: tuple[int, ...], count_full: int, dtype: str, copies: int = 1) -> Alloc:
     """The one way to build an :class:`Alloc` (its ``numel`` follows from ``shape``)."""
     return Alloc(shape, count_full, dtype, copies, prod(shape))
@@ -85,14 +89,16 @@ def shard_allocs(
     dtype_attr = attrgetter(dtype_of)
     if not sharded or rule.chunking == "dim0":
         out = []
+        new = _new_alloc
         for t in items:
-            dtype = dtype_attr(t)
             n = t.group if sharded and not (whole_if_persistent and t.persistent_full) else 1
             if n == 1:
-                out.append(Alloc(t.shape, t.numel, dtype, t.count, t.numel))
+                out.append(new((t.shape, t.numel, dtype_attr(t), t.count, t.numel)))
             else:
-                shape = (-(-t.shape[0] // n), *t.shape[1:])  # ceil_div, inlined (hot loop)
-                out.append(Alloc(shape, t.numel, dtype, t.count, prod(shape)))
+                d0 = t.shape[0]
+                rows = -(-d0 // n)  # ceil_div, inlined (hot loop)
+                numel = rows * (t.numel // d0) if d0 else 0  # prod of the shard's shape
+                out.append(new(((rows, *t.shape[1:]), t.numel, dtype_attr(t), t.count, numel)))
         return out
     # Flat buffers: one allocation per (unit, group, dtype). ZeRO-3 pads each tensor's
     # partition to ceil(numel/N) before concatenating; the others pad the whole buffer.
@@ -303,16 +309,22 @@ def optimizer_rows(
 ) -> list[Row]:
     """One row per optimizer state (moments, step counters, quantization constants)."""
     allocs = shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "state_dtype")
-    gran = ctx.granularity
-    per_state: dict[str, list[int]] = {}  # name → [rounded bytes, raw bytes, allocations]
+    gran = max(ctx.granularity, 1)
+    # allocations of one shape and element size have the same states: each is worked
+    # out once, for all their copies (first appearances keep the states' order)
+    copies: dict[tuple[tuple[int, ...], int], int] = {}
     for a in allocs:
-        for s in state_allocs(opt, a.shape, DTYPE_BYTES[a.dtype]):
-            acc = per_state.get(s.name)
+        key = (a.shape, DTYPE_BYTES[a.dtype])
+        copies[key] = copies.get(key, 0) + a.copies
+    per_state: dict[str, list[int]] = {}  # name → [rounded bytes, raw bytes, allocations]
+    for (shape, size), c in copies.items():
+        for name, n_bytes in state_allocs(opt, shape, size):
+            acc = per_state.get(name)
             if acc is None:
-                acc = per_state[s.name] = [0, 0, 0]
-            acc[0] += round_up(s.n_bytes, gran) * a.copies
-            acc[1] += s.n_bytes * a.copies
-            acc[2] += a.copies
+                acc = per_state[name] = [0, 0, 0]
+            acc[0] += -(-n_bytes // gran) * gran * c  # round_up, inlined (hot loop)
+            acc[1] += n_bytes * c
+            acc[2] += c
     rows = []
     share = f", sharded ÷ {ctx.group_words}" if ctx.rule.optimizer else ""
     elements = sum(a.count_full * a.copies for a in allocs)
