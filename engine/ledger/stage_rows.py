@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import logits_parts
-from engine.ledger.activations.rows import FixedRows, fixed_rows, varying_parts
+from engine.ledger.activations.rows import FixedParts, fixed_parts, varying_parts
 from engine.ledger.activations.schedule import InFlight, in_flight, in_flights
 from engine.ledger.activations.stage_layers import Walk, counted_layers, layer_walks
 from engine.ledger.activations.varying import Span, Varying, built
@@ -52,7 +52,7 @@ from engine.ledger.peaks.runtime import outside_capacity, reserve_factors, runti
 from engine.ledger.phases import Sums, add_sums, live_positions, moment_sums
 from engine.ledger.placement import LocalTensor, representative_stages, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
-from engine.ledger.row import NO_MOMENTS, Row
+from engine.ledger.row import MOMENTS, NO_MOMENTS, Row
 from engine.ledger.shape_free import shape_free
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
 from engine.plan import Plan
@@ -189,17 +189,17 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
 
 
 class _FixedPart(NamedTuple):
-    """A make-up's :class:`FixedRows`, with their allocated moment sums, runtime sums
-    and whether one holds gradients in HBM: summed once, so each stage of the make-up
-    sums only the rows that scale with its micro-batches in flight — its saved rows',
-    its labels' and (the last stage) its logits' :class:`Varying` parts, also made once
-    here, and each allocated part's live positions in MOMENTS (``live``, in order)."""
+    """A make-up's :class:`FixedParts`, with their allocated (lows, highs) at each of
+    MOMENTS: summed once, so each stage of the make-up sums only the rows that scale
+    with its micro-batches in flight — its saved rows', its labels' and (the last
+    stage) its logits' :class:`Varying` parts, also made once here, and each allocated
+    part's live positions in MOMENTS (``live``, in order). Fixed parts are never
+    runtime rows nor hold gradients (:class:`~engine.ledger.activations.varying.Fixed`):
+    the shared rows decide both."""
 
-    rows: FixedRows
-    sums: Sums
-    runtime: Span
-    inside: Span
-    grads: bool
+    parts: FixedParts
+    lows: list[int]
+    highs: list[int]
     saved: list[Varying]
     labels: list[Varying]
     logits: list[Varying]
@@ -221,10 +221,15 @@ def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     micro-batches in flight. Its varying parts too (they read the same)."""
     placed = _placed(shape_free(plan), placing)
     layers = counted_layers(plan, walk)
-    fixed = fixed_rows(plan, layers, last, placed)
-    rows = [*fixed.held, *fixed.tail]
-    runtime, inside, grads = _runtime(plan, rows)
+    fixed = fixed_parts(plan, layers, last, placed)
     accumulating = plan.batch.grad_accum > 1
+    lows, highs = [0] * len(MOMENTS), [0] * len(MOMENTS)
+    for p in (*fixed.held, *fixed.tail):
+        if p.allocated:
+            low, high = p.span
+            for i in live_positions(p.moments, NO_MOMENTS, accumulating):
+                lows[i] += low
+                highs[i] += high
     saved, labels = varying_parts(plan, layers, last, walk[2], placed)
     logits = logits_parts(plan, geometry(plan)) if last else []
     live = tuple(
@@ -234,17 +239,7 @@ def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
             if p.allocated
         ]
     )
-    return _FixedPart(
-        fixed,
-        moment_sums(rows, accumulating),
-        runtime,
-        inside,
-        grads,
-        saved,
-        labels,
-        logits,
-        live,
-    )
+    return _FixedPart(fixed, lows, highs, saved, labels, logits, live)
 
 
 def _holds_grads(rows: Iterable[Row]) -> bool:
@@ -267,24 +262,18 @@ def _own(plan: Plan, stage: int) -> _Own:
     """The stage's activation rows (and the last stage's logits) and their sums, cached
     on the whole plan: a plan whose rows are read again (the window's redraws, an undo,
     the analysis asking once more) rebuilds nothing. The rows are those of
-    :func:`~engine.ledger.activations.rows.activation_rows`, in its order; only those
-    that scale with the micro-batches in flight are built and summed here, on top of
-    the make-up's :func:`_fixed` part."""
+    :func:`~engine.ledger.activations.rows.activation_rows`, in its order, built from
+    the make-up's :func:`_fixed` parts, and summed as rows (not from the parts' sums)."""
     mk = _makes(shape_free(plan))[stage]
     fixed = _fixed(plan, mk.walk, mk.placing, mk.last)
     fly = in_flight(plan, stage)
     saved, labels, logits = built(fixed.saved, fly), built(fixed.labels, fly), []
     if mk.last:
         logits = built(fixed.logits, fly)
-    varying = saved + labels + logits
-    (rt_low, rt_high), (in_low, in_high), grads = _runtime(plan, varying)
-    return _Own(
-        (*fixed.rows.around(saved, labels), *logits),
-        fixed.grads or grads,
-        moment_sums(varying, plan.batch.grad_accum > 1, fixed.sums),
-        (fixed.runtime[0] + rt_low, fixed.runtime[1] + rt_high),
-        (fixed.inside[0] + in_low, fixed.inside[1] + in_high),
-    )
+    rows = (*fixed.parts.rows().around(saved, labels), *logits)
+    # summed from the rows themselves: the folding test's check of stage_numbers' sums
+    runtime, inside, grads = _runtime(plan, rows)
+    return _Own(rows, grads, moment_sums(rows, plan.batch.grad_accum > 1), runtime, inside)
 
 
 def stage_rows(plan: Plan, stage: int) -> StageRows:
@@ -320,15 +309,16 @@ def _base(plan: Plan, walk: Walk, placing: int, last: bool, shared_stage: int) -
     """:class:`_Base` of a stage of this make-up whose shared rows are
     ``shared_stage``'s (see :class:`_Make`)."""
     fixed = _fixed(plan, walk, placing, last)
-    # Varying parts never hold gradients, nor are they runtime rows (activations and the
-    # loss's tensors): the fixed part decides both, as :func:`stage_rows` does.
-    shared = _shared(shape_free(plan), shared_stage, fixed.grads)
-    pairs = tuple(zip(shared.sums, fixed.sums, strict=True))
+    # Activation rows never hold gradients, nor are they runtime rows (activations,
+    # inputs, buffers and the loss's tensors): the shared rows decide both, as
+    # :func:`stage_rows` does.
+    shared = _shared(shape_free(plan), shared_stage, False)
+    pairs = tuple(zip(shared.sums, fixed.lows, fixed.highs, strict=True))
     return _Base(
-        [a + b for (a, _), (b, _) in pairs],
-        [a + b for (_, a), (_, b) in pairs],
-        (shared.runtime[0] + fixed.runtime[0], shared.runtime[1] + fixed.runtime[1]),
-        (shared.inside[0] + fixed.inside[0], shared.inside[1] + fixed.inside[1]),
+        [a + b for (a, _), b, _ in pairs],
+        [a + b for (_, a), _, b in pairs],
+        shared.runtime,
+        shared.inside,
         fixed.live,
     )
 

@@ -6,28 +6,43 @@ from __future__ import annotations
 from engine.ledger.activations.geometry import FP32, INT64, Geometry
 from engine.ledger.activations.hf import rotary_dim
 from engine.ledger.activations.traits import source_of, traits_of
-from engine.ledger.row import Row, make_row
+from engine.ledger.activations.varying import Fixed, fixed_built
+from engine.ledger.row import ALL_PHASES, Row, make_row, moments_in
 from engine.plan import Plan
 from engine.units import fmt_count, round_up
+
+_HELD = moments_in(ALL_PHASES)
+"""The moments of a row held for the whole step (make_row's default)."""
 
 
 def input_rows(plan: Plan, g: Geometry, last: bool) -> list[Row]:
     """The input batch (and the labels on the last stage) and the rotary buffers."""
+    return fixed_built(input_parts(plan, g, last))
+
+
+def input_parts(plan: Plan, g: Geometry, last: bool) -> list[Fixed]:
+    """:func:`input_rows` as :class:`Fixed` parts (their rows built when read)."""
     gran = g.granularity
     ids = round_up(g.tokens * INT64, gran)
     n_in = 2 if last else 1
+    batch = n_in * ids
     rows = [
-        make_row(
-            id="hbm.inputs.batch",
-            label="Input batch (input_ids" + (", labels)" if last else ")"),
-            state="inputs",
-            location="hbm",
-            kind="persistent",
-            group="inputs",
-            low=n_in * ids,
-            high=n_in * ids,
-            formula=lambda: f"{n_in} × int64 {g.micro_batch}·{g.seq}·8 = {fmt_count(n_in * ids)} B",
-            source="hf-transformers-llama",
+        Fixed(
+            (batch, batch),
+            lambda: make_row(
+                id="hbm.inputs.batch",
+                label="Input batch (input_ids" + (", labels)" if last else ")"),
+                state="inputs",
+                location="hbm",
+                kind="persistent",
+                group="inputs",
+                low=batch,
+                high=batch,
+                formula=lambda: f"{n_in} × int64 {g.micro_batch}·{g.seq}·8 = {fmt_count(batch)} B",
+                source="hf-transformers-llama",
+            ),
+            True,
+            _HELD,
         )
     ]
     arch = plan.model.architecture
@@ -43,20 +58,25 @@ def input_rows(plan: Plan, g: Geometry, last: bool) -> list[Row]:
     if parts:
         n = sum([b for _, b in parts])
         rows.append(
-            make_row(
-                id="hbm.buffers.rotary",
-                label="Module buffers (rotary inv_freq, embedding scale)",
-                state="buffers",
-                location="hbm",
-                kind="persistent",
-                group="buffers",
-                low=n,
-                high=n,
-                formula=lambda: (
-                    " + ".join(f"{k} {fmt_count(b)}" for k, b in parts)
-                    + f", each rounded to {gran} = {fmt_count(n)} B"
+            Fixed(
+                (n, n),
+                lambda: make_row(
+                    id="hbm.buffers.rotary",
+                    label="Module buffers (rotary inv_freq, embedding scale)",
+                    state="buffers",
+                    location="hbm",
+                    kind="persistent",
+                    group="buffers",
+                    low=n,
+                    high=n,
+                    formula=lambda: (
+                        " + ".join(f"{k} {fmt_count(b)}" for k, b in parts)
+                        + f", each rounded to {gran} = {fmt_count(n)} B"
+                    ),
+                    source=source_of(arch),
                 ),
-                source=source_of(arch),
+                True,
+                _HELD,
             )
         )
     return rows

@@ -15,6 +15,8 @@ the gradient of the lm_head input and weight instead of any logits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, trainability
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Span, Varying, built
@@ -24,6 +26,7 @@ from engine.ledger.row import (
     FORWARD,
     FORWARD_BACKWARD,
     Formula,
+    Moment,
     Row,
     make_row,
     moments_in,
@@ -145,7 +148,9 @@ def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
     fwd = sum([n for _, n in fwd_parts])
     parts.append(
         _fixed_part(
-            make_row(
+            fwd,
+            _FORWARD,
+            lambda: make_row(
                 id="hbm.loss.forward_transient",
                 label="Loss: logits while the loss is computed",
                 state="loss",
@@ -160,13 +165,15 @@ def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
                 ),
                 source=src,
                 phases=FORWARD,
-            )
+            ),
         )
     )
     if bwd:
         parts.append(
             _fixed_part(
-                make_row(
+                bwd,
+                _AT_LOSS,
+                lambda: make_row(
                     id="hbm.loss.backward_transient",
                     label="Loss backward: gradient of the logits",
                     state="loss",
@@ -179,16 +186,23 @@ def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
                     source=src,
                     phases=BACKWARD,
                     backward=AT_LOSS,
-                )
+                ),
             )
         )
     return parts
 
 
-def _fixed_part(row: Row) -> Varying:
-    """A row of one micro-batch's bytes whatever the micro-batches in flight, as a
-    :class:`Varying` (the same row at every :class:`InFlight`)."""
-    return Varying(lambda fly: (row.low, row.high), lambda fly: row, True, row.moments)
+_FORWARD = moments_in(FORWARD)
+_AT_LOSS = moments_in(BACKWARD, AT_LOSS)
+"""The transients' moments (what make_row gives their rows)."""
+
+
+def _fixed_part(n: int, moments: frozenset[Moment], build: Callable[[], Row]) -> Varying:
+    """A row of one micro-batch's ``n`` bytes whatever the micro-batches in flight, as a
+    :class:`Varying` (the same bytes at every :class:`InFlight`; the row built from
+    ``build`` — which writes ``n`` — when read)."""
+    span = (n, n)
+    return Varying(lambda fly: span, lambda fly: build(), True, moments)
 
 
 def labels_rows(plan: Plan, g: Geometry, last: bool, fly: InFlight) -> list[Row]:

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from engine.ledger.activations.exchange import exchange_rows
 from engine.ledger.activations.geometry import geometry
-from engine.ledger.activations.inputs import input_rows
+from engine.ledger.activations.inputs import input_parts
 from engine.ledger.activations.kept import (
     casts_part,
     head_terms,
@@ -30,8 +30,8 @@ from engine.ledger.activations.loss import labels_parts
 from engine.ledger.activations.packing import band_of, packing_formula
 from engine.ledger.activations.schedule import InFlight, in_flight
 from engine.ledger.activations.stage_layers import StageLayers, stage_layers
-from engine.ledger.activations.varying import Span, Varying, built
-from engine.ledger.activations.working import working_rows
+from engine.ledger.activations.varying import Fixed, Span, Varying, built, fixed_built, of_row
+from engine.ledger.activations.working import working_parts
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import (
     AT_LOSS,
@@ -64,36 +64,57 @@ class FixedRows(NamedTuple):
         return [*saved, *self.held, *labels, *self.tail]
 
 
+class FixedParts(NamedTuple):
+    """:class:`FixedRows` as :class:`Fixed` parts: their bytes worked out, their rows
+    built when read (:meth:`rows`)."""
+
+    layers: StageLayers
+    held: list[Fixed]
+    tail: list[Fixed]
+
+    def rows(self) -> FixedRows:
+        return FixedRows(self.layers, fixed_built(self.held), fixed_built(self.tail))
+
+
 def fixed_rows(
     plan: Plan, sl: StageLayers, last: bool, placed: tuple[LocalTensor, ...]
 ) -> FixedRows:
     """:class:`FixedRows` of a stage of layers ``sl`` placing ``placed``."""
+    return fixed_parts(plan, sl, last, placed).rows()
+
+
+def fixed_parts(
+    plan: Plan, sl: StageLayers, last: bool, placed: tuple[LocalTensor, ...]
+) -> FixedParts:
+    """:func:`fixed_rows` as :class:`FixedParts`."""
     g = geometry(plan)
-    held = working_rows(plan, sl)
+    held = working_parts(plan, sl)
     if sl.n_layers:
-        held += exchange_rows(plan, g, placed)
-    held += input_rows(plan, g, last)
-    tail: list[Row] = []
+        held += [of_row(r) for r in exchange_rows(plan, g, placed)]
+    held += input_parts(plan, g, last)
+    tail: list[Fixed] = []
     if plan.runtime.attention == "eager":
         mask = round_up(g.micro_batch * g.seq * g.seq * g.compute_bytes, g.granularity)
         tail.append(
-            make_row(
-                id="hbm.activations.forward.mask",
-                state="activations",
-                label="Eager attention causal mask (b × 1 × s × s)",
-                location="hbm",
-                kind="peak",
-                group="activations",
-                low=mask,
-                high=mask,
-                formula=lambda: (
-                    f"{g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(mask)} B"
-                ),
-                source="hf-transformers-llama",
-                phases=FORWARD,
+            of_row(
+                make_row(
+                    id="hbm.activations.forward.mask",
+                    state="activations",
+                    label="Eager attention causal mask (b × 1 × s × s)",
+                    location="hbm",
+                    kind="peak",
+                    group="activations",
+                    low=mask,
+                    high=mask,
+                    formula=lambda: (
+                        f"{g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(mask)} B"
+                    ),
+                    source="hf-transformers-llama",
+                    phases=FORWARD,
+                )
             )
         )
-    return FixedRows(sl, held, tail)
+    return FixedParts(sl, held, tail)
 
 
 def activation_rows(

@@ -36,3 +36,29 @@ class Varying(NamedTuple):
 def built(parts: Iterable[Varying], fly: InFlight) -> list[Row]:
     """The parts' rows at ``fly``, in order."""
     return [p.build(fly) for p in parts]
+
+
+class Fixed(NamedTuple):
+    """A row of one micro-batch's bytes whatever the micro-batches in flight (the
+    backward working set, the input batch and buffers, the loss's transients), split as
+    :class:`Varying` is: ``span`` its bytes, worked out once, ``build`` the row from the
+    same numbers, called only when a view reads the rows. ``allocated`` and ``moments``
+    as :class:`Varying`'s. Never a runtime row, nor one holding gradients (activations,
+    inputs, buffers, the loss's tensors): a stage's runtime and gradient checks read the
+    shared rows only."""
+
+    span: Span
+    build: Callable[[], Row]
+    allocated: bool
+    moments: frozenset[Moment]
+
+
+def of_row(row: Row) -> Fixed:
+    """A row already built, as a :class:`Fixed` part (rows seldom present: the CP / EP
+    exchange buffers, the eager mask)."""
+    return Fixed((row.low, row.high), lambda: row, row.allocated, row.moments)
+
+
+def fixed_built(parts: Iterable[Fixed]) -> list[Row]:
+    """The parts' rows, in order."""
+    return [p.build() for p in parts]

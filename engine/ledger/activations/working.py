@@ -49,7 +49,17 @@ from engine.ledger.activations.hf_moe import router_terms as moe_router_terms
 from engine.ledger.activations.packing import activation_band, packing_formula
 from engine.ledger.activations.stage_layers import LayerKind, StageLayers, context
 from engine.ledger.activations.traits import traits_of
-from engine.ledger.row import BACKWARD, IN_LAYERS, Formula, Moment, Row, make_row, text
+from engine.ledger.activations.varying import Fixed, fixed_built
+from engine.ledger.row import (
+    BACKWARD,
+    IN_LAYERS,
+    Formula,
+    Moment,
+    Row,
+    make_row,
+    moments_in,
+    text,
+)
 from engine.ledger.shape_free import shape_free
 from engine.plan import Plan
 from engine.stacks.families import family_of
@@ -65,24 +75,33 @@ two (traced: granitemoe / qwen3_moe, FSDP2 + full recompute, at
 
 FIRST_LAYER: frozenset[Moment] = frozenset({"backward.end"})
 LATER_LAYERS: frozenset[Moment] = IN_LAYERS - FIRST_LAYER
+_LIVE: dict[frozenset[Moment], frozenset[Moment]] = {
+    m: moments_in(BACKWARD, m) for m in (IN_LAYERS, FIRST_LAYER, LATER_LAYERS)
+}
+"""A working-set row's moments, by its backward moments (what make_row gives it)."""
 
 
 def working_rows(plan: Plan, sl: StageLayers) -> list[Row]:
     """One row when the stage's first layer is of its largest kind, else two: the
     largest kind's at the later layers' moments and the first layer's at the end."""
+    return fixed_built(working_parts(plan, sl))
+
+
+def working_parts(plan: Plan, sl: StageLayers) -> list[Fixed]:
+    """:func:`working_rows` as :class:`Fixed` parts (their rows built when read)."""
     largest = max(sl.kinds, key=lambda k: k.bytes)
     first = sl.kinds[0]
     if (first.moe, first.bytes) == (largest.moe, largest.bytes):
-        return [_row(plan, sl, largest, IN_LAYERS, first=False)]
+        return [_part(plan, sl, largest, IN_LAYERS, first=False)]
     return [
-        _row(plan, sl, largest, LATER_LAYERS, first=False),
-        _row(plan, sl, first, FIRST_LAYER, first=True),
+        _part(plan, sl, largest, LATER_LAYERS, first=False),
+        _part(plan, sl, first, FIRST_LAYER, first=True),
     ]
 
 
-def _row(
+def _part(
     plan: Plan, sl: StageLayers, kind: LayerKind, moments: frozenset[Moment], first: bool
-) -> Row:
+) -> Fixed:
     policy = plan.method.recompute.policy
     work_b, work_text = _working_set(plan, kind.moe)
     recomputed = kind.bytes if (sl.n_ckpt or policy == "offload") else 0
@@ -104,26 +123,32 @@ def _row(
             net, work_b, work_text, freed = n, b, words, fr
     lo, hi = activation_band(plan, net)
     which = f"the first ({kind.name}) layer" if first else "one layer"
-    return make_row(
-        id="hbm.activations.working.first_layer" if first else "hbm.activations.working.layer",
-        state="activations",
-        label=f"Backward working set of {which}, net of its own freed tensors",
-        location="hbm",
-        kind="peak",
-        group="activations",
-        low=lo,
-        high=hi,
-        formula=lambda: (
-            f"max(0, {text(work_text)} = {fmt_count(work_b)}"
-            + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
-            + (f" − its MoE tensors already freed {fmt_count(freed)}" if freed else "")
-            + f" − the layer's own saved {fmt_count(own)}) = {fmt_count(net)} B; "
-            "× activation band" + packing_formula(plan)
-        ),
-        source="hf-transformers-moe-combine" if _moe_combine(plan, kind.moe) else "memory-model",
-        phases=BACKWARD,
-        backward=moments,
-    )
+
+    def row() -> Row:
+        return make_row(
+            id="hbm.activations.working.first_layer" if first else "hbm.activations.working.layer",
+            state="activations",
+            label=f"Backward working set of {which}, net of its own freed tensors",
+            location="hbm",
+            kind="peak",
+            group="activations",
+            low=lo,
+            high=hi,
+            formula=lambda: (
+                f"max(0, {text(work_text)} = {fmt_count(work_b)}"
+                + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
+                + (f" − its MoE tensors already freed {fmt_count(freed)}" if freed else "")
+                + f" − the layer's own saved {fmt_count(own)}) = {fmt_count(net)} B; "
+                "× activation band" + packing_formula(plan)
+            ),
+            source="hf-transformers-moe-combine"
+            if _moe_combine(plan, kind.moe)
+            else "memory-model",
+            phases=BACKWARD,
+            backward=moments,
+        )
+
+    return Fixed((lo, hi), row, True, _LIVE[moments])
 
 
 def _moe_combine(plan: Plan, moe_layer: bool) -> bool:
