@@ -53,3 +53,25 @@ def _shape_free(sections: SectionsKey, grad_accum: int) -> Plan:
     batch = BatchSection.model_construct(**FIXED_SHAPE, grad_accum=grad_accum)
     fields: dict[str, Any] = dict(zip(_NOT_BATCH, sections, strict=True))
     return Plan.model_construct(**fields, batch=batch)
+
+
+@lru_cache(maxsize=256)
+def size_free(plan: Plan) -> Plan:
+    """``plan`` at a micro-batch of one sequence, its sequence length kept (and the
+    batch otherwise as :func:`shape_free` fixes it): what a stage make-up's activation
+    rows read once (:func:`engine.ledger.activations.rows.make_up`), evaluated at each
+    plan's own micro-batch. One object for every plan of the same other sections,
+    accumulation and sequence length."""
+    fields = plan.__dict__
+    b = plan.batch
+    return _size_free(SectionsKey([fields[name] for name in _NOT_BATCH]), b.grad_accum, b.seq_len)
+
+
+@lru_cache(maxsize=256)
+def _size_free(sections: SectionsKey, grad_accum: int, seq_len: int) -> Plan:
+    """:func:`size_free`'s plan of these sections, accumulation and sequence length."""
+    batch = BatchSection.model_construct(
+        **{**FIXED_SHAPE, "seq_len": seq_len}, grad_accum=grad_accum
+    )
+    fields: dict[str, Any] = dict(zip(_NOT_BATCH, sections, strict=True))
+    return Plan.model_construct(**fields, batch=batch)

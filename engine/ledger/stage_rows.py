@@ -37,10 +37,9 @@ from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 from engine.ledger.activations.geometry import geometry
-from engine.ledger.activations.loss import logits_parts
-from engine.ledger.activations.rows import FixedParts, fixed_parts, varying_parts
+from engine.ledger.activations.rows import FixedParts, MakeUp, make_up
 from engine.ledger.activations.schedule import InFlight, in_flight, in_flights
-from engine.ledger.activations.stage_layers import Walk, counted_layers, layer_walks
+from engine.ledger.activations.stage_layers import Walk, layer_walks
 from engine.ledger.activations.varying import Span, Varying, built
 from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
@@ -53,7 +52,7 @@ from engine.ledger.phases import Sums, add_sums, live_positions, moment_sums
 from engine.ledger.placement import LocalTensor, representative_stages, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import MOMENTS, NO_MOMENTS, Row
-from engine.ledger.shape_free import shape_free
+from engine.ledger.shape_free import shape_free, size_free
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
 from engine.plan import Plan
 from engine.stacks.families import keeps_all_gathered, rule_of
@@ -214,14 +213,25 @@ def _placed(free: Plan, stage: int) -> tuple[LocalTensor, ...]:
 
 
 @lru_cache(maxsize=1024)
+def _make_up(sized: Plan, walk: Walk, placing: int, last: bool) -> MakeUp:
+    """The :class:`MakeUp` of a stage whose layers walk as ``walk`` and which places the
+    tensors of stage ``placing`` (its representative), of a plan without its
+    micro-batch's size (:func:`~engine.ledger.shape_free.size_free`): made once for
+    every plan that differs only there (the window's batch edits, the fit search), and
+    built from that plan, so a part that did read the size would be wrong at once."""
+    return make_up(sized, walk, last, _placed(shape_free(sized), placing))
+
+
+@lru_cache(maxsize=1024)
 def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     """The :func:`fixed_rows` of a stage whose layers walk as ``walk`` and which places
-    the tensors of stage ``placing`` (its representative): built from exactly these, so
+    the tensors of stage ``placing`` (its representative), at the plan's micro-batch:
     the stages of one make-up (DeepSeek-V3's middle stages) share them, whatever their
     micro-batches in flight. Its varying parts too (they read the same)."""
-    placed = _placed(shape_free(plan), placing)
-    layers = counted_layers(plan, walk)
-    fixed = fixed_parts(plan, layers, last, placed)
+    mu = _make_up(size_free(plan), walk, placing, last)
+    g = geometry(plan)
+    layers = mu.layers(g)
+    fixed = mu.fixed(g, layers)
     accumulating = plan.batch.grad_accum > 1
     lows, highs = [0] * len(MOMENTS), [0] * len(MOMENTS)
     for p in (*fixed.held, *fixed.tail):
@@ -230,8 +240,8 @@ def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
             for i in live_positions(p.moments, NO_MOMENTS, accumulating):
                 lows[i] += low
                 highs[i] += high
-    saved, labels = varying_parts(plan, layers, last, walk[2], placed)
-    logits = logits_parts(plan, geometry(plan)) if last else []
+    saved, labels = mu.saved(g, layers), mu.labels(g)
+    logits = mu.logits(g) if mu.logits is not None else []
     live = tuple(
         [
             (p.span, live_positions(p.moments, NO_MOMENTS, accumulating))

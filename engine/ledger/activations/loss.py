@@ -16,6 +16,7 @@ the gradient of the lm_head input and weight instead of any logits.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, trainability
 from engine.ledger.activations.schedule import InFlight
@@ -32,6 +33,7 @@ from engine.ledger.row import (
     moments_in,
 )
 from engine.plan import Plan
+from engine.sections.runtime import RuntimeSection
 from engine.units import fmt_count, round_up
 
 
@@ -43,15 +45,28 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
 def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
     """:func:`logits_rows` as :class:`Varying` parts: only the saved log-probs scale with
     the micro-batches in flight; the transients are one micro-batch's."""
+    return logits_at(plan)(g)
+
+
+def logits_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
+    """:func:`logits_parts` at a micro-batch's geometry, the plan read here, once (never
+    for the micro-batch's shape, which only ``g`` gives)."""
     rt = plan.runtime
+    megatron = rt.activation_profile == "megatron"
+    src = "korthikanti-2022" if megatron else "hf-causal-lm-loss"
+    frozen_head = not trainability(plan).lm_head
+    return partial(_logits, rt, megatron, src, frozen_head)
+
+
+def _logits(
+    rt: RuntimeSection, megatron: bool, src: str, frozen_head: bool, g: Geometry
+) -> list[Varying]:
     c, gran = g.compute_bytes, g.granularity
     v = g.logits_vocab
     t = g.tokens
     tv = f"{t}·{v}"
     up = rt.logits_fp32_upcast or c == FP32
     lp_bytes = FP32 if up else c
-    megatron = rt.activation_profile == "megatron"
-    src = "korthikanti-2022" if megatron else "hf-causal-lm-loss"
 
     def alloc(tokens: int, bpe: int) -> int:
         return round_up(tokens * v * bpe, gran)
@@ -63,7 +78,7 @@ def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
         if g.autocast:
             hid = round_up(t * g.hidden * FP32, gran)
             fwd_parts.append((f"fp32 last hidden state held by the output {t}·{g.hidden}·4", hid))
-        elif not megatron and not trainability(plan).lm_head:
+        elif not megatron and frozen_head:
             # A frozen lm_head saves nothing for backward, but the model output still
             # references the final norm's output until the loss is computed.
             hid = round_up(t * g.hidden * c, gran)
