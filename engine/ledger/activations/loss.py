@@ -31,6 +31,7 @@ from engine.ledger.row import (
     Row,
     make_row,
     moments_in,
+    text,
 )
 from engine.plan import Plan
 from engine.sections.runtime import RuntimeSection
@@ -62,47 +63,53 @@ def _logits(
     rt: RuntimeSection, megatron: bool, src: str, frozen_head: bool, g: Geometry
 ) -> list[Varying]:
     c, gran = g.compute_bytes, g.granularity
-    v = g.logits_vocab
-    t = g.tokens
-    tv = f"{t}·{v}"
+    v = g.vocab if g.gathered_logits else -(-g.vocab // g.tp)  # g.logits_vocab, inlined
+    t = g.micro_batch * g.seq
     up = rt.logits_fp32_upcast or c == FP32
     lp_bytes = FP32 if up else c
 
     def alloc(tokens: int, bpe: int) -> int:
         return round_up(tokens * v * bpe, gran)
 
+    fwd_parts: list[tuple[Formula, int]]
     if rt.loss == "standard":
-        fwd_parts = [(f"logits {tv}·{c}", alloc(t, c))]
+        tvb = t * v
+        logits = -(-tvb * c // gran) * gran if gran > 1 else tvb * c  # alloc(t, c), inlined
+        fwd_parts = [(lambda: f"logits {t}·{v}·{c}", logits)]
         if lp_bytes != c:
-            fwd_parts.append((f"fp32 upcast {tv}·4", alloc(t, FP32)))
+            fwd_parts.append((lambda: f"fp32 upcast {t}·{v}·4", alloc(t, FP32)))
         if g.autocast:
             hid = round_up(t * g.hidden * FP32, gran)
-            fwd_parts.append((f"fp32 last hidden state held by the output {t}·{g.hidden}·4", hid))
+            fwd_parts.append(
+                (lambda: f"fp32 last hidden state held by the output {t}·{g.hidden}·4", hid)
+            )
         elif not megatron and frozen_head:
             # A frozen lm_head saves nothing for backward, but the model output still
             # references the final norm's output until the loss is computed.
             hid = round_up(t * g.hidden * c, gran)
-            fwd_parts.append((f"last hidden state held by the output {t}·{g.hidden}·{c}", hid))
+            fwd_parts.append(
+                (lambda: f"last hidden state held by the output {t}·{g.hidden}·{c}", hid)
+            )
 
         if g.micro_batch > 1 and not megatron:
             pad = round_up(g.micro_batch * (g.seq + 1) * INT64, gran)
-            fwd_parts.append((f"padded labels {g.micro_batch}·{g.seq + 1}·8", pad))
+            fwd_parts.append((lambda: f"padded labels {g.micro_batch}·{g.seq + 1}·8", pad))
         n_bwd = 1 if megatron else 2
-        bwd = n_bwd * alloc(t, lp_bytes)
+        one = logits if lp_bytes == c else alloc(t, lp_bytes)
+        bwd = n_bwd * one
         bwd_formula: Formula = (
             (
                 lambda: (
-                    f"grad of log-probs and of logits {n_bwd} × {tv}·{lp_bytes} = "
+                    f"grad of log-probs and of logits {n_bwd} × {t}·{v}·{lp_bytes} = "
                     f"{fmt_count(bwd)} B"
                 )
             )
             if not megatron
-            else f"softmax grad computed in place; the 16-bit cast {tv}·{lp_bytes}"
+            else (lambda: f"softmax grad computed in place; the 16-bit cast {t}·{v}·{lp_bytes}")
         )
-        one = alloc(t, lp_bytes)
 
         def saved_span(fly: InFlight) -> Span:
-            saved = fly.whole * one
+            saved = -(-fly.num // fly.den) * one  # fly.whole, inlined
             return saved, saved
 
         def saved_row(fly: InFlight) -> Row:
@@ -116,19 +123,17 @@ def _logits(
                 group="logits",
                 low=saved,
                 high=saved,
-                formula=lambda: (
-                    f"{tv}·{lp_bytes} = {fmt_count(alloc(t, lp_bytes))} B × {fly.whole} in flight"
-                ),
+                formula=lambda: f"{t}·{v}·{lp_bytes} = {fmt_count(one)} B × {fly.whole} in flight",
                 source=src,
                 phases=FORWARD_BACKWARD,
                 backward=AT_LOSS,
             )
 
-        parts = [Varying(saved_span, saved_row, True, moments_in(FORWARD_BACKWARD, AT_LOSS))]
+        parts = [_new_varying((saved_span, saved_row, True, _SAVED))]
     else:
         k = min(rt.loss_chunk_tokens, t)
         chunk = alloc(k, c) + (2 * alloc(k, FP32) if lp_bytes == FP32 else alloc(k, c))
-        fwd_parts = [(f"one chunk: logits, fp32 copy, log-probs {k}·{v}", chunk)]
+        fwd_parts = [(f"one chunk: logits, fp32 copy, log-probs {k}·{v}", chunk)]  # seldom
         if rt.loss == "fused":
             kept = round_up(t * g.hidden * c, gran) + round_up(v * g.hidden * FP32, gran)
 
@@ -154,7 +159,7 @@ def _logits(
                     backward=AT_LOSS,
                 )
 
-            parts = [Varying(kept_span, kept_row, True, moments_in(FORWARD_BACKWARD, AT_LOSS))]
+            parts = [_new_varying((kept_span, kept_row, True, _SAVED))]
             bwd, bwd_formula = 0, "fused: the gradients already exist"
         else:
             parts = []
@@ -175,7 +180,7 @@ def _logits(
                 low=fwd,
                 high=fwd,
                 formula=lambda: (
-                    " + ".join(f"{k} {fmt_count(n)}" for k, n in fwd_parts)
+                    " + ".join(f"{text(k)} {fmt_count(n)}" for k, n in fwd_parts)
                     + f" = {fmt_count(fwd)} B"
                 ),
                 source=src,
@@ -209,7 +214,9 @@ def _logits(
 
 _FORWARD = moments_in(FORWARD)
 _AT_LOSS = moments_in(BACKWARD, AT_LOSS)
-"""The transients' moments (what make_row gives their rows)."""
+_SAVED = moments_in(FORWARD_BACKWARD, AT_LOSS)
+"""The parts' moments (what make_row gives their rows)."""
+_new_varying = partial(tuple.__new__, Varying)  # built in C
 
 
 def _fixed_part(n: int, moments: frozenset[Moment], build: Callable[[], Row]) -> Varying:
@@ -217,7 +224,7 @@ def _fixed_part(n: int, moments: frozenset[Moment], build: Callable[[], Row]) ->
     :class:`Varying` (the same bytes at every :class:`InFlight`; the row built from
     ``build`` — which writes ``n`` — when read)."""
     span = (n, n)
-    return Varying(lambda fly: span, lambda fly: build(), True, moments)
+    return _new_varying((lambda fly: span, lambda fly: build(), True, moments))
 
 
 def labels_rows(plan: Plan, g: Geometry, last: bool, fly: InFlight) -> list[Row]:
