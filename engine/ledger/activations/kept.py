@@ -15,7 +15,7 @@ from engine.ledger.activations.geometry import (
     INT64,
     Geometry,
     geometry,
-    terms_bytes,
+    terms_at,
     terms_formula,
 )
 from engine.ledger.activations.schedule import InFlight
@@ -228,6 +228,7 @@ def head_at(plan: Plan) -> Callable[[Geometry], list[tuple[Formula, int]]]:
     """:func:`head_terms` at a micro-batch's geometry, the plan read here, once."""
     g0 = geometry(plan)  # its local sequence: the micro-batch's size unread
     fin = final_norm_terms(plan, g0)
+    fin_bytes = terms_at(fin, g0).bytes
     megatron = plan.runtime.activation_profile == "megatron"
     softcap = not megatron and traits_of(plan.model.architecture).final_softcap
     scalars: tuple[Formula, int] = (
@@ -237,7 +238,7 @@ def head_at(plan: Plan) -> Callable[[Geometry], list[tuple[Formula, int]]]:
 
     def at(g: Geometry) -> list[tuple[Formula, int]]:
         out: list[tuple[Formula, int]] = [
-            (lambda: f"final norm ({terms_formula(list(fin), g)})", terms_bytes(fin, g))
+            (lambda: f"final norm ({terms_formula(list(fin), g)})", fin_bytes(g.micro_batch))
         ]
         if softcap:
             v = ceil_div(g.vocab, g.tp)

@@ -24,7 +24,7 @@ from engine.ledger.activations.geometry import (
     at_shape,
     geometry,
     shape_free_geometry,
-    terms_bytes,
+    terms_at,
     trainability,
 )
 from engine.ledger.activations.geometry import terms_formula as formula
@@ -177,30 +177,26 @@ def counted_layers(plan: Plan, walk: Walk) -> StageLayers:
 
 def counted_at(plan: Plan, walk: Walk, seq: int) -> Callable[[Geometry], StageLayers]:
     """:func:`counted_layers` at the geometry of a micro-batch of ``seq`` local tokens a
-    sequence: the kinds' terms looked up here, once, only their bytes worked out there."""
+    sequence: the kinds' terms looked up here, once, and their bytes as functions of the
+    micro-batch's size (:func:`~engine.ledger.activations.geometry.terms_at`), only
+    those worked out there."""
     saved, n_ckpt, n_layers = walk
-    kind_terms, ckpt = _kind_terms(shape_free(plan), seq, saved)
+    free = shape_free(plan)
+    kind_terms, ckpt = _kind_terms(free, seq, saved)
+    g1 = at_shape(shape_free_geometry(free), 1, seq)
     named = [
-        (name, terms, n, is_moe)
+        (name, terms, terms_at(terms, g1).bytes, n, is_moe)
         for (name, terms, is_moe), (_, n) in zip(kind_terms, saved, strict=True)
     ]
+    ckpt_bytes = terms_at(ckpt, g1).bytes
 
     def at(g: Geometry) -> StageLayers:
+        b = g.micro_batch
         kinds = tuple(
-            [
-                _new_kind((name, terms, terms_bytes(terms, g), n, is_moe))
-                for name, terms, n, is_moe in named
-            ]
+            [_new_kind((name, terms, size(b), n, is_moe)) for name, terms, size, n, is_moe in named]
         )
         return _new_layers(
-            (
-                kinds,
-                n_layers,
-                n_ckpt,
-                ckpt,
-                terms_bytes(ckpt, g),
-                max([k.bytes for k in kinds]),
-            )
+            (kinds, n_layers, n_ckpt, ckpt, ckpt_bytes(b), max([k.bytes for k in kinds]))
         )
 
     return at

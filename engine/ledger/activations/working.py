@@ -41,7 +41,7 @@ from engine.ledger.activations.geometry import (
     at_shape,
     geometry,
     shape_free_geometry,
-    terms_bytes,
+    terms_at,
     trainability,
 )
 from engine.ledger.activations.geometry import terms_formula as formula
@@ -94,31 +94,37 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
     stage's layers counted there: the plan read here, once (never for the micro-batch's
     shape, which only ``g`` gives), the term lists looked up per local sequence."""
     free = shape_free(plan)
+    seq = geometry(plan).seq  # the local sequence: the micro-batch's size unread
     offload = plan.method.recompute.policy == "offload"
     combine = _moe_combine(plan, True)
+    needed: list[PerToken] = ["work"]
+    if plan.model.architecture.moe is not None:
+        needed += ["moe_work", "moe_saved", "routed", "after_experts"] if combine else ["moe_work"]
+    g1 = at_shape(shape_free_geometry(free), 1, seq)
+    terms = {w: _per_token(free, seq, w) for w in needed}
+    size = {w: terms_at(t, g1).bytes for w, t in terms.items()}
     shared_after = traits_of(plan.model.architecture).shared_after_routed
     band, packing = band_of(plan), packing_formula(plan)
 
     def part(
         g: Geometry, sl: StageLayers, kind: LayerKind, moments: frozenset[Moment], first: bool
     ) -> Fixed:
-        moe = kind.moe and combine
-        work = _per_token(free, g.seq, "moe_work" if kind.moe else "work")
-        work_b = terms_bytes(work, g)
+        moe, mb = kind.moe and combine, g.micro_batch
+        key: PerToken = "moe_work" if kind.moe else "work"
+        work = terms[key]
+        work_b = size[key](mb)
         work_text: Formula = _words(work, g, "")
         recomputed = kind.bytes if (sl.n_ckpt or offload) else 0
         own = sl.ckpt_bytes if sl.n_ckpt else (0 if offload else kind.bytes)
         freed = 0  # the saved tensors already freed at the chosen moment (when recomputed)
         if moe:
-            moe_saved = terms_bytes(_per_token(free, g.seq, "moe_saved"), g)
-            combine_freed = (
-                moe_saved - terms_bytes(_per_token(free, g.seq, "routed"), g) if shared_after else 0
-            )
-            after = _per_token(free, g.seq, "after_experts")
+            moe_saved = size["moe_saved"](mb)
+            combine_freed = moe_saved - size["routed"](mb) if shared_after else 0
+            after = terms["after_experts"]
             after_text = _words(after, g, " (after the MoE block's backward)")
             candidates = [
                 (work_b, work_text, combine_freed),
-                (terms_bytes(after, g), after_text, moe_saved),
+                (size["after_experts"](mb), after_text, moe_saved),
             ]
         else:
             candidates = [(work_b, work_text, 0)]

@@ -8,7 +8,9 @@ size-free plan or from the plan itself, evaluated at the plan's geometry, the pa
 give the same bytes and the same rows, text included — on random plans and shapes,
 with the inputs the prepared parts read (recompute policy, attention, precision,
 context and expert parallelism, packing, the loss) drawn too. And the bytes summed for
-the estimate (the parts' spans) are the rows' own.
+the estimate (the parts' spans) are the rows' own. The saved terms' bytes are worked out
+from coefficients made once (:func:`~engine.ledger.activations.geometry.terms_at`): equal
+to :func:`~engine.ledger.activations.geometry.terms_bytes` on random terms and shapes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from engine.ledger.activations.geometry import geometry
+from engine.ledger.activations.geometry import Term, geometry, terms_at, terms_bytes
 from engine.ledger.activations.rows import MakeUp, make_up
 from engine.ledger.activations.schedule import in_flights
 from engine.ledger.activations.stage_layers import layer_walks
@@ -26,7 +28,7 @@ from engine.ledger.row import Row
 from engine.ledger.shape_free import size_free
 from engine.ledger.states.persistent import stage_placed
 from engine.legality.checks import plan_problems
-from engine.plan import Plan, with_values
+from engine.plan import Plan, default_plan, with_values
 from engine.stacks.defaults import resolved
 from tests.engine.ledger.test_estimate_folding import pipelined
 
@@ -85,3 +87,36 @@ def test_size_free_make_up_equals_the_plan_own(
         assert sized == own, stage
         rows, spans = own
         assert spans == [(row.low, row.high) for row in rows]
+
+
+TERMS = st.lists(
+    st.builds(
+        Term,
+        name=st.just("t"),
+        width=st.integers(1, 5000),
+        bpe=st.sampled_from([1, 2, 4, 8]),
+        axis=st.sampled_from(["full", "seq", "const"]),
+        count=st.integers(1, 4),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    TERMS,
+    st.integers(1, 5000),
+    st.integers(1, 8),
+    st.booleans(),
+    st.sampled_from([1, 2, 512, 4096, 2**20]),
+    st.lists(st.integers(1, 256), min_size=1, max_size=4),
+)
+def test_terms_bytes_from_coefficients_equal_the_terms_own(
+    terms: list[Term], seq: int, tp: int, sp: bool, gran: int, sizes: list[int]
+) -> None:
+    """:func:`terms_at` (bytes per sequence for the terms rounding leaves alone, the
+    others rounded one by one) equals :func:`terms_bytes` at every micro-batch size."""
+    base = geometry(resolved(default_plan()))._replace(seq=seq, tp=tp, sp=sp, granularity=gran)
+    at = terms_at(terms, base)
+    for b in sizes:
+        assert at.bytes(b) == terms_bytes(terms, base._replace(micro_batch=b))
