@@ -51,7 +51,7 @@ from engine.ledger.peaks.runtime import outside_capacity, reserve_factors, runti
 from engine.ledger.phases import Sums, add_sums, live_positions, moment_sums
 from engine.ledger.placement import LocalTensor, representative_stages, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
-from engine.ledger.row import MOMENTS, NO_MOMENTS, Row
+from engine.ledger.row import NO_MOMENTS, Row
 from engine.ledger.shape_free import shape_free, size_free
 from engine.ledger.states.persistent import persistent_stage_rows, stage_held, stage_placed
 from engine.plan import Plan
@@ -188,17 +188,14 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
 
 
 class _FixedPart(NamedTuple):
-    """A make-up's :class:`FixedParts`, with their allocated (lows, highs) at each of
-    MOMENTS: summed once, so each stage of the make-up sums only the rows that scale
-    with its micro-batches in flight — its saved rows', its labels' and (the last
-    stage) its logits' :class:`Varying` parts, also made once here, and each allocated
-    part's live positions in MOMENTS (``live``, in order). Fixed parts are never
-    runtime rows nor hold gradients (:class:`~engine.ledger.activations.varying.Fixed`):
-    the shared rows decide both."""
+    """A make-up's :class:`FixedParts` (summed once per make-up, :func:`_base`) and the
+    rows that scale with its micro-batches in flight — its saved rows', its labels' and
+    (the last stage) its logits' :class:`Varying` parts, also made once here, and each
+    allocated one's live positions in MOMENTS (``live``, in order), which each stage
+    sums. Fixed parts are never runtime rows nor hold gradients
+    (:class:`~engine.ledger.activations.varying.Fixed`): the shared rows decide both."""
 
     parts: FixedParts
-    lows: list[int]
-    highs: list[int]
     saved: list[Varying]
     labels: list[Varying]
     logits: list[Varying]
@@ -233,13 +230,6 @@ def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     layers = mu.layers(g)
     fixed = mu.fixed(g, layers)
     accumulating = plan.batch.grad_accum > 1
-    lows, highs = [0] * len(MOMENTS), [0] * len(MOMENTS)
-    for p in (*fixed.held, *fixed.tail):
-        if p.allocated:
-            low, high = p.span
-            for i in live_positions(p.moments, NO_MOMENTS, accumulating):
-                lows[i] += low
-                highs[i] += high
     saved, labels = mu.saved(g, layers), mu.labels(g)
     logits = mu.logits(g) if mu.logits is not None else []
     live = tuple(
@@ -249,7 +239,7 @@ def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
             if p.allocated
         ]
     )
-    return _FixedPart(fixed, lows, highs, saved, labels, logits, live)
+    return _FixedPart(fixed, saved, labels, logits, live)
 
 
 def _holds_grads(rows: Iterable[Row]) -> bool:
@@ -314,23 +304,26 @@ class _Base(NamedTuple):
     live: tuple[tuple[Callable[[InFlight], Span], tuple[int, ...]], ...]
 
 
-@lru_cache(maxsize=1024)
 def _base(plan: Plan, walk: Walk, placing: int, last: bool, shared_stage: int) -> _Base:
     """:class:`_Base` of a stage of this make-up whose shared rows are
-    ``shared_stage``'s (see :class:`_Make`)."""
+    ``shared_stage``'s (see :class:`_Make`): worked out once per estimate
+    (:func:`stage_numbers` keeps it for the make-up's stages)."""
     fixed = _fixed(plan, walk, placing, last)
     # Activation rows never hold gradients, nor are they runtime rows (activations,
     # inputs, buffers and the loss's tensors): the shared rows decide both, as
     # :func:`stage_rows` does.
     shared = _shared(shape_free(plan), shared_stage, False)
-    pairs = tuple(zip(shared.sums, fixed.lows, fixed.highs, strict=True))
-    return _Base(
-        [a + b for (a, _), b, _ in pairs],
-        [a + b for (_, a), _, b in pairs],
-        shared.runtime,
-        shared.inside,
-        fixed.live,
-    )
+    sums = shared.sums
+    lows, highs = [low for low, _ in sums], [high for _, high in sums]
+    accumulating = plan.batch.grad_accum > 1
+    parts = fixed.parts
+    for p in (*parts.held, *parts.tail):
+        if p.allocated:
+            low, high = p.span
+            for i in live_positions(p.moments, NO_MOMENTS, accumulating):
+                lows[i] += low
+                highs[i] += high
+    return _Base(lows, highs, shared.runtime, shared.inside, fixed.live)
 
 
 class StageNumbers(NamedTuple):
