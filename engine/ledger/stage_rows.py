@@ -219,12 +219,13 @@ def _make_up(sized: Plan, walk: Walk, placing: int, last: bool) -> MakeUp:
     return make_up(sized, walk, last, _placed(shape_free(sized), placing))
 
 
-@lru_cache(maxsize=1024)
 def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     """The :func:`fixed_rows` of a stage whose layers walk as ``walk`` and which places
     the tensors of stage ``placing`` (its representative), at the plan's micro-batch:
     the stages of one make-up (DeepSeek-V3's middle stages) share them, whatever their
-    micro-batches in flight. Its varying parts too (they read the same)."""
+    micro-batches in flight. Its varying parts too (they read the same). Not cached:
+    :func:`stage_numbers` works it out once per make-up and estimate, :func:`_own` once
+    per stage whose rows are read."""
     mu = _make_up(size_free(plan), walk, placing, last)
     g = geometry(plan)
     layers = mu.layers(g)
@@ -304,11 +305,10 @@ class _Base(NamedTuple):
     live: tuple[tuple[Callable[[InFlight], Span], tuple[int, ...]], ...]
 
 
-def _base(plan: Plan, walk: Walk, placing: int, last: bool, shared_stage: int) -> _Base:
-    """:class:`_Base` of a stage of this make-up whose shared rows are
-    ``shared_stage``'s (see :class:`_Make`): worked out once per estimate
+def _base(plan: Plan, fixed: _FixedPart, shared_stage: int) -> _Base:
+    """:class:`_Base` of a stage of this make-up (its :func:`_fixed` part) whose shared
+    rows are ``shared_stage``'s (see :class:`_Make`): worked out once per estimate
     (:func:`stage_numbers` keeps it for the make-up's stages)."""
-    fixed = _fixed(plan, walk, placing, last)
     # Activation rows never hold gradients, nor are they runtime rows (activations,
     # inputs, buffers and the loss's tensors): the shared rows decide both, as
     # :func:`stage_rows` does.
@@ -362,8 +362,9 @@ class StageNumbers(NamedTuple):
 
 def stage_numbers(plan: Plan, stages: Sequence[int]) -> list[StageNumbers]:
     """:func:`stage_rows`' numbers of these stages without building a row (see
-    :class:`StageNumbers`); stages of one make-up look its base up once."""
+    :class:`StageNumbers`); stages of one make-up work its parts and base out once."""
     makes = _makes(shape_free(plan))
+    fixed: dict[tuple[Walk, int, bool], _FixedPart] = {}
     bases: dict[tuple[Walk, int, bool, int], _Base] = {}
     out = []
     for stage, fly in zip(stages, in_flights(plan, stages), strict=True):
@@ -371,7 +372,10 @@ def stage_numbers(plan: Plan, stages: Sequence[int]) -> list[StageNumbers]:
         key = (mk.walk, mk.placing, mk.last, mk.shared)
         base = bases.get(key)
         if base is None:
-            base = bases[key] = _base(plan, *key)
+            part = fixed.get(key[:3])
+            if part is None:
+                part = fixed[key[:3]] = _fixed(plan, mk.walk, mk.placing, mk.last)
+            base = bases[key] = _base(plan, part, mk.shared)
         out.append(_new_numbers((base, fly, mk.layers, (id(base), fly.num, fly.den))))
     return out
 
