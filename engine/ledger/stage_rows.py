@@ -96,8 +96,14 @@ class StageMemo:
 
     def __post_init__(self) -> None:
         self.accumulating = self.plan.batch.grad_accum > 1
-        self.keep_all_gathered = keeps_all_gathered(self.plan.parallelism)
-        self.reserve = reserve_factors(self.plan)
+        self.keep_all_gathered, self.reserve = _step_rules(shape_free(self.plan))
+
+
+@lru_cache(maxsize=256)
+def _step_rules(free: Plan) -> tuple[bool, tuple[float, float]]:
+    """(keeps_all_gathered, reserve_factors) of a shape-free plan: neither reads the
+    micro-batch's shape."""
+    return keeps_all_gathered(free.parallelism), reserve_factors(free)
 
 
 def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span, bool]:

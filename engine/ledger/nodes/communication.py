@@ -275,13 +275,13 @@ def step_communication(plan: Plan) -> Communication:
     """The busiest stage's communication per step (most bytes per rank) and its floor.
     Stages of one kind (:func:`_stage_kinds`) run the same collectives: computed once.
     When no stage moves activations (no TP, PP, CP or EP), nothing here reads the
-    micro-batch's shape: worked out once per shape-free plan (:func:`_still`)."""
+    micro-batch's shape: worked out once per shape-free plan (:func:`still_communication`)."""
     free = shape_free(plan)
-    return _still(free) or _busiest(plan, free)
+    return still_communication(free) or _busiest(plan, free)
 
 
 @lru_cache(maxsize=256)
-def _still(free: Plan) -> Communication | None:
+def still_communication(free: Plan) -> Communication | None:
     """The communication of a shape-free plan none of whose stages runs a model-parallel
     collective (else None): only data-parallel ones, which move states."""
     if any(moving(free, s)[1] for s in range(free.parallelism.pp)):
