@@ -184,16 +184,20 @@ _new_varying = partial(tuple.__new__, Varying)  # built in C
 
 def other_terms(plan: Plan, g: Geometry, ckpt: bool) -> list[tuple[Formula, int]]:
     """Tensors every layer's backward reads, saved once per micro-batch."""
-    return other_at(plan, ckpt)(g)
+    got = other_at(plan, ckpt)
+    return got(g) if callable(got) else got
 
 
-def other_at(plan: Plan, ckpt: bool) -> Callable[[Geometry], list[tuple[Formula, int]]]:
+def other_at(
+    plan: Plan, ckpt: bool
+) -> list[tuple[Formula, int]] | Callable[[Geometry], list[tuple[Formula, int]]]:
     """:func:`other_terms` at a micro-batch's geometry, the plan read here, once: all but
     Falcon's mask are one sequence's and worked out here too (at the geometry's local
-    sequence, which the plan fixes)."""
+    sequence, which the plan fixes) — the terms themselves when nothing scales with the
+    micro-batch's size, else a function of its geometry."""
     arch = plan.model.architecture
     if plan.runtime.activation_profile != "hf-transformers":
-        return lambda g: []
+        return []
     g0 = geometry(plan)  # its widths and local sequence: the micro-batch's size unread
     gran = g0.granularity
     fixed: list[tuple[Formula, int]] = []
@@ -206,7 +210,7 @@ def other_at(plan: Plan, ckpt: bool) -> Callable[[Geometry], list[tuple[Formula,
             (f"position_ids kept by checkpoint 1·{g0.seq}·8", round_up(g0.seq * INT64, gran))
         )
     if not (ckpt and traits_of(arch).explicit_mask):
-        return lambda g: fixed
+        return fixed
 
     def at(g: Geometry) -> list[tuple[Formula, int]]:
         # FalconModel.forward builds one (b, 1, s, s) bool mask for every layer;

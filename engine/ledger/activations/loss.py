@@ -241,11 +241,11 @@ def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
     """:func:`labels_rows` as :class:`Varying` parts."""
     if not last or plan.runtime.activation_profile != "hf-transformers":
         return []
-    n = g.seq + 1 if g.micro_batch == 1 else g.tokens
+    n = g.seq + 1 if g.micro_batch == 1 else g.micro_batch * g.seq
     one = round_up(n * INT64, g.granularity)
 
     def span(fly: InFlight) -> Span:
-        lab = fly.whole * one
+        lab = -(-fly.num // fly.den) * one  # fly.whole, inlined
         return lab, lab
 
     def row(fly: InFlight) -> Row:
@@ -264,4 +264,4 @@ def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
             phases=FORWARD,
         )
 
-    return [Varying(span, row, True, moments_in(FORWARD))]
+    return [_new_varying((span, row, True, _FORWARD))]

@@ -230,6 +230,8 @@ def in_flight_at(
     if g0.autocast and (n_plain or last):  # the head is outside every checkpoint
         fixed.append(casts_part(plan, g0, placed, n_layers, n_plain, last))
     other_of, once_other = other_at(plan, n_ckpt > 0), once_at(plan, "other", UNTIL_LAYERS_FREE)
+    if not callable(other_of):  # the same tensors at every size: their part made here
+        fixed += [once_other(other_of)] if other_of else []
     head_of, once_head = (head_at(plan), once_at(plan, "head", AT_LOSS)) if last else (None, None)
 
     def at(g: Geometry, sl: StageLayers) -> list[Varying]:
@@ -308,9 +310,10 @@ def in_flight_at(
 
         parts.append(_new_varying((layer_span, layer_row, True, _SAVED)))
         parts += fixed
-        other = other_of(g)
-        if other:
-            parts.append(once_other(other))
+        if callable(other_of):
+            other = other_of(g)
+            if other:
+                parts.append(once_other(other))
         if head_of is not None and once_head is not None:
             head = head_of(g)
             if head:
