@@ -7,7 +7,12 @@ labels and the saved log-probs. Each such row is built as a :class:`Varying` onc
 make-up: ``span`` gives its bytes at a stage's :class:`InFlight`, ``build`` the row
 itself with the same bytes (``span`` is what it reads). A stage's numbers then need no
 row (:func:`engine.ledger.stage_rows.stage_numbers`), and its rows are built only when a
-view reads them — from these same parts, so the two cannot disagree.
+view reads them — from these same parts, so the two cannot disagree. The rows that do not
+scale with the micro-batches in flight are :class:`Fixed` parts, split the same way.
+
+Both are made per plan by a make-up's functions of the micro-batch's geometry
+(:class:`engine.ledger.activations.rows.MakeUp`), which read the rest of the plan once
+per plan without its micro-batch's size: a fresh plan only works out the bytes.
 """
 
 from __future__ import annotations
