@@ -19,7 +19,7 @@ from engine.ledger.placement import layer_classes, stage_layer_ranges
 from engine.ledger.row import LOCATIONS, Location, Row
 from engine.ledger.stage_estimate import StageEstimate as StageEstimate
 from engine.ledger.stage_estimate import StageTotals
-from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_numbers
+from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_memo, stage_numbers
 from engine.legality.checks import check
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
@@ -226,7 +226,7 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
     check(plan)
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
-        memo = StageMemo(plan)
+        memo = stage_memo(plan)
         stages = tuple(
             _stage(numbers, s, memo, plan)
             for s, numbers in zip(indices, stage_numbers(plan, indices), strict=True)

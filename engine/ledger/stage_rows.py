@@ -32,7 +32,7 @@ stage's rows builds them here (the folding test compares sums and rows).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
@@ -82,21 +82,21 @@ class SharedRows:
     inside: Span
 
 
-@dataclass(slots=True)
-class StageMemo:
-    """What every stage of one estimate shares: the plan's step-wide rules and its
-    allocator reserve (read once, not per stage), and what was worked out of the stages
-    of equal numbers (by :attr:`StageNumbers.key`)."""
+class StageMemo(NamedTuple):
+    """What every stage of one estimate shares (:func:`stage_memo`): the step-wide rules,
+    the allocator reserve, and what the estimate worked out of the stages of equal
+    numbers (by :attr:`StageNumbers.key`)."""
 
-    plan: Plan
-    accumulating: bool = False  # grad_accum > 1 (the timeline's rule)
-    keep_all_gathered: bool = False  # every unit stays gathered forward → backward
-    reserve: tuple[float, float] = (0.0, 0.0)  # reserve_factors(plan)
-    stages: dict[tuple[int, int, int], Any] = field(default_factory=dict)
+    accumulating: bool  # grad_accum > 1 (the timeline's rule)
+    keep_all_gathered: bool  # every unit stays gathered forward → backward
+    reserve: tuple[float, float]  # reserve_factors(plan)
+    stages: dict[tuple[int, int, int], Any]
 
-    def __post_init__(self) -> None:
-        self.accumulating = self.plan.batch.grad_accum > 1
-        self.keep_all_gathered, self.reserve = _step_rules(shape_free(self.plan))
+
+def stage_memo(plan: Plan) -> StageMemo:
+    """A fresh :class:`StageMemo` of the resolved ``plan`` (built in C)."""
+    keep, reserve = _step_rules(shape_free(plan))
+    return tuple.__new__(StageMemo, (plan.batch.grad_accum > 1, keep, reserve, {}))
 
 
 @lru_cache(maxsize=256)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from engine.ledger.activations.geometry import FP32, INT64, Geometry, trainability
+from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry, trainability
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Span, Varying, built
 from engine.ledger.row import (
@@ -56,17 +56,23 @@ def logits_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     megatron = rt.activation_profile == "megatron"
     src = "korthikanti-2022" if megatron else "hf-causal-lm-loss"
     frozen_head = not trainability(plan).lm_head
-    return partial(_logits, rt, megatron, src, frozen_head)
+    g0 = geometry(plan)  # widths and dtypes only: the micro-batch's size unread
+    c = g0.compute_bytes
+    lp_bytes = FP32 if (rt.logits_fp32_upcast or c == FP32) else c
+    return partial(_logits, rt, megatron, src, frozen_head, g0.logits_vocab, lp_bytes)
 
 
 def _logits(
-    rt: RuntimeSection, megatron: bool, src: str, frozen_head: bool, g: Geometry
+    rt: RuntimeSection,
+    megatron: bool,
+    src: str,
+    frozen_head: bool,
+    v: int,
+    lp_bytes: int,
+    g: Geometry,
 ) -> list[Varying]:
     c, gran = g.compute_bytes, g.granularity
-    v = g.vocab if g.gathered_logits else -(-g.vocab // g.tp)  # g.logits_vocab, inlined
     t = g.micro_batch * g.seq
-    up = rt.logits_fp32_upcast or c == FP32
-    lp_bytes = FP32 if up else c
 
     def alloc(tokens: int, bpe: int) -> int:
         return round_up(tokens * v * bpe, gran)
