@@ -14,12 +14,12 @@ from engine.errors import PlanError
 from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
 from engine.ledger.phases import Range as Range
-from engine.ledger.phases import phase_totals
+from engine.ledger.phases import peak_phase_of
 from engine.ledger.placement import layer_classes, stage_layer_ranges
-from engine.ledger.row import LOCATIONS, PHASES, Location, Phase, Row
+from engine.ledger.row import LOCATIONS, Location, Row
 from engine.ledger.stage_estimate import StageEstimate as StageEstimate
 from engine.ledger.stage_estimate import StageTotals
-from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_numbers
+from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_memo, stage_numbers
 from engine.legality.checks import check
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
@@ -115,33 +115,25 @@ def _stage(numbers: StageNumbers, stage: int, memo: StageMemo, plan: Plan) -> St
 
 
 def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
-    """A stage's :class:`StageTotals` from its numbers: each phase's largest moment
-    (:func:`~engine.ledger.phases.phase_totals`), its allocator reserve, and the peak
-    phase — the first with the largest (high, low)."""
+    """A stage's :class:`StageTotals` from its numbers: the peak phase — the first with
+    the largest (high, low) (:func:`~engine.ledger.phases.peak_phase_of`) — and its
+    allocator reserve, device and fit peaks; each phase's range is worked out when read."""
     lows, highs = numbers.sums()
-    phases, peak_moments = phase_totals(lows, highs)
+    peak_phase, low, high = peak_phase_of(lows, highs)
     f_low, f_high = memo.reserve  # peaks.runtime.reserve_span, inlined: int(peak × factor)
-    reserved: dict[Phase, Range] = {}
-    peak_phase = PHASES[0]
-    top_high = top_low = -1
-    for ph, (low, high) in phases.items():
-        if high > top_high or (high == top_high and low > top_low):
-            peak_phase, top_high, top_low = ph, high, low
-        reserved[ph] = _new_range((low + int(low * f_low), high + int(high * f_high)))
-    r_low, r_high = reserved[peak_phase]
+    r_low, r_high = low + int(low * f_low), high + int(high * f_high)
     (rt_low, rt_high), (fit_low, fit_high) = numbers.runtime, numbers.inside
     return _new_totals(
         (
-            phases,
-            peak_phase,
-            peak_moments,
-            reserved,
-            _new_range((r_low + rt_low, r_high + rt_high)),
-            _new_range((r_low + fit_low, r_high + fit_high)),
             lows,
             highs,
+            peak_phase,
+            _new_range((r_low + rt_low, r_high + rt_high)),
+            _new_range((r_low + fit_low, r_high + fit_high)),
             memo.accumulating,
             memo.keep_all_gathered,
+            memo.reserve,
+            [],
         )
     )
 
@@ -234,7 +226,7 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
     check(plan)
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
-        memo = StageMemo(plan)
+        memo = stage_memo(plan)
         stages = tuple(
             _stage(numbers, s, memo, plan)
             for s, numbers in zip(indices, stage_numbers(plan, indices), strict=True)

@@ -167,6 +167,24 @@ def phase_totals(
     return phases, peak_moment
 
 
+def peak_phase_of(lows: list[int], highs: list[int]) -> tuple[Phase, int, int]:
+    """The peak phase of these moment sums — the first of PHASES with the largest (high,
+    low) of its range (:func:`phase_totals`: its moments' largest low and largest high) —
+    and that range, without the other phases' ranges or peak moments (what the verdict
+    needs of every stage of every estimate: the loop is kept plain)."""
+    peak, top_low, top_high = PHASES[0], -1, -1
+    for ph, first, rest in _PHASE_SPLIT:
+        low, high = lows[first], highs[first]
+        for i in rest:
+            if highs[i] > high:
+                high = highs[i]
+            if lows[i] > low:
+                low = lows[i]
+        if high > top_high or (high == top_high and low > top_low):
+            peak, top_low, top_high = ph, low, high
+    return peak, top_low, top_high
+
+
 _PHASE_SPLIT: tuple[tuple[Phase, int, tuple[int, ...]], ...] = tuple(
     (ph, at[0], at[1:]) for ph, at in _PHASE_MOMENTS
 )

@@ -21,7 +21,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Final
 
-from engine.plan import SECTION_ORDER, Plan, SectionsKey
+from engine.plan import SECTION_ORDER, Plan, SectionsKey, with_section
 from engine.sections.method import BatchSection
 
 FIXED_SHAPE: dict[str, Any] = {
@@ -53,3 +53,22 @@ def _shape_free(sections: SectionsKey, grad_accum: int) -> Plan:
     batch = BatchSection.model_construct(**FIXED_SHAPE, grad_accum=grad_accum)
     fields: dict[str, Any] = dict(zip(_NOT_BATCH, sections, strict=True))
     return Plan.model_construct(**fields, batch=batch)
+
+
+def size_free(plan: Plan) -> Plan:
+    """``plan`` at a micro-batch of one sequence, its sequence length kept (and the
+    batch otherwise as :func:`shape_free` fixes it): what a stage make-up's activation
+    rows read once (:func:`engine.ledger.activations.rows.make_up`), evaluated at each
+    plan's own micro-batch. One object for every plan of the same shape-free plan and
+    sequence length."""
+    return _size_free(shape_free(plan), plan.batch.seq_len)
+
+
+@lru_cache(maxsize=256)
+def _size_free(free: Plan, seq_len: int) -> Plan:
+    """:func:`size_free`'s plan of this shape-free plan and sequence length (its
+    sections, which the cache entry keeps alive through ``free``)."""
+    batch = BatchSection.model_construct(
+        **{**FIXED_SHAPE, "seq_len": seq_len}, grad_accum=free.batch.grad_accum
+    )
+    return with_section(free, "batch", batch)

@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from engine.ledger.peaks.runtime import reserve_row
-from engine.ledger.phases import Range
+from engine.ledger.phases import Range, phase_totals
 from engine.ledger.row import MOMENTS, Location, Moment, Phase, Row
 from engine.ledger.stage_rows import stage_rows
 from engine.plan import Plan
@@ -27,21 +27,46 @@ _new_range = partial(tuple.__new__, Range)
 
 
 class StageTotals(NamedTuple):
-    """A stage's numbers: each phase's allocated range (its largest moment) and peak
-    moment, each phase's range with the allocator reserve, the device and fit peaks of
-    the peak phase, the allocated (lows, highs) at each of MOMENTS, and the step-wide
-    timeline rules."""
+    """A stage's numbers: the allocated (lows, highs) at each of MOMENTS, the peak phase
+    (the first with the largest range), the device and fit peaks there, the step-wide
+    timeline rules and the allocator reserve's factors. Each phase's range, peak moment
+    and reserved range are worked out from the moments when first read (``made``, filled
+    then): the verdict and the heaviest stage need only the peaks."""
 
-    phases: dict[Phase, Range]
-    peak_phase: Phase
-    peak_moments: dict[Phase, Moment]
-    reserved_phases: dict[Phase, Range]
-    device_peak: Range
-    fit_peak: Range
     lows: list[int]
     highs: list[int]
+    peak_phase: Phase
+    device_peak: Range
+    fit_peak: Range
     accumulating: bool
     keep_all_gathered: bool
+    reserve: tuple[float, float]  # peaks.runtime.reserve_factors: int(bytes × factor)
+    made: list[Any]  # [phases, peak moments, reserved phases] once read, else empty
+
+    def _made(self) -> list[Any]:
+        made = self.made
+        if not made:
+            phases, peak_moments = phase_totals(self.lows, self.highs)
+            f_low, f_high = self.reserve
+            reserved = {
+                ph: _new_range((r.low + int(r.low * f_low), r.high + int(r.high * f_high)))
+                for ph, r in phases.items()
+            }
+            made += [phases, peak_moments, reserved]
+        return made
+
+    @property
+    def phases(self) -> dict[Phase, Range]:
+        """Each phase's allocated range (its moments' largest low and largest high)."""
+        return self._made()[0]  # type: ignore[no-any-return]
+
+    @property
+    def peak_moments(self) -> dict[Phase, Moment]:
+        return self._made()[1]  # type: ignore[no-any-return]
+
+    @property
+    def reserved_phases(self) -> dict[Phase, Range]:
+        return self._made()[2]  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -32,15 +32,14 @@ stage's rows builds them here (the folding test compares sums and rows).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 from engine.ledger.activations.geometry import geometry
-from engine.ledger.activations.loss import logits_parts
-from engine.ledger.activations.rows import FixedRows, fixed_rows, varying_parts
+from engine.ledger.activations.rows import FixedParts, MakeUp, make_up
 from engine.ledger.activations.schedule import InFlight, in_flight, in_flights
-from engine.ledger.activations.stage_layers import Walk, counted_layers, layer_walks
+from engine.ledger.activations.stage_layers import Walk, layer_walks
 from engine.ledger.activations.varying import Span, Varying, built
 from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
@@ -53,7 +52,7 @@ from engine.ledger.phases import Sums, add_sums, live_positions, moment_sums
 from engine.ledger.placement import LocalTensor, representative_stages, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import NO_MOMENTS, Row
-from engine.ledger.shape_free import shape_free
+from engine.ledger.shape_free import shape_free, size_free
 from engine.ledger.states.persistent import stage_placed, stage_states
 from engine.plan import Plan
 from engine.stacks.families import keeps_all_gathered, rule_of
@@ -83,22 +82,28 @@ class SharedRows:
     inside: Span
 
 
-@dataclass(slots=True)
-class StageMemo:
-    """What every stage of one estimate shares: the plan's step-wide rules and its
-    allocator reserve (read once, not per stage), and what was worked out of the stages
-    of equal numbers (by :attr:`StageNumbers.key`)."""
+class StageMemo(NamedTuple):
+    """What every stage of one estimate shares (:func:`stage_memo`): the step-wide rules,
+    the allocator reserve, and what the estimate worked out of the stages of equal
+    numbers (by :attr:`StageNumbers.key`)."""
 
-    plan: Plan
-    accumulating: bool = False  # grad_accum > 1 (the timeline's rule)
-    keep_all_gathered: bool = False  # every unit stays gathered forward → backward
-    reserve: tuple[float, float] = (0.0, 0.0)  # reserve_factors(plan)
-    stages: dict[tuple[int, int, int], Any] = field(default_factory=dict)
+    accumulating: bool  # grad_accum > 1 (the timeline's rule)
+    keep_all_gathered: bool  # every unit stays gathered forward → backward
+    reserve: tuple[float, float]  # reserve_factors(plan)
+    stages: dict[tuple[int, int, int], Any]
 
-    def __post_init__(self) -> None:
-        self.accumulating = self.plan.batch.grad_accum > 1
-        self.keep_all_gathered = keeps_all_gathered(self.plan.parallelism)
-        self.reserve = reserve_factors(self.plan)
+
+def stage_memo(plan: Plan) -> StageMemo:
+    """A fresh :class:`StageMemo` of the resolved ``plan`` (built in C)."""
+    keep, reserve = _step_rules(shape_free(plan))
+    return tuple.__new__(StageMemo, (plan.batch.grad_accum > 1, keep, reserve, {}))
+
+
+@lru_cache(maxsize=256)
+def _step_rules(free: Plan) -> tuple[bool, tuple[float, float]]:
+    """(keeps_all_gathered, reserve_factors) of a shape-free plan: neither reads the
+    micro-batch's shape."""
+    return keeps_all_gathered(free.parallelism), reserve_factors(free)
 
 
 def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span, bool]:
@@ -187,17 +192,14 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
 
 
 class _FixedPart(NamedTuple):
-    """A make-up's :class:`FixedRows`, with their allocated moment sums, runtime sums
-    and whether one holds gradients in HBM: summed once, so each stage of the make-up
-    sums only the rows that scale with its micro-batches in flight — its saved rows',
-    its labels' and (the last stage) its logits' :class:`Varying` parts, also made once
-    here, and each allocated part's live positions in MOMENTS (``live``, in order)."""
+    """A make-up's :class:`FixedParts` (summed once per make-up, :func:`_base`) and the
+    rows that scale with its micro-batches in flight — its saved rows', its labels' and
+    (the last stage) its logits' :class:`Varying` parts, also made once here, and each
+    allocated one's live positions in MOMENTS (``live``, in order), which each stage
+    sums. Fixed parts are never runtime rows nor hold gradients
+    (:class:`~engine.ledger.activations.varying.Fixed`): the shared rows decide both."""
 
-    rows: FixedRows
-    sums: Sums
-    runtime: Span
-    inside: Span
-    grads: bool
+    parts: FixedParts
     saved: list[Varying]
     labels: list[Varying]
     logits: list[Varying]
@@ -212,19 +214,29 @@ def _placed(free: Plan, stage: int) -> tuple[LocalTensor, ...]:
 
 
 @lru_cache(maxsize=1024)
+def _make_up(sized: Plan, walk: Walk, placing: int, last: bool) -> MakeUp:
+    """The :class:`MakeUp` of a stage whose layers walk as ``walk`` and which places the
+    tensors of stage ``placing`` (its representative), of a plan without its
+    micro-batch's size (:func:`~engine.ledger.shape_free.size_free`): made once for
+    every plan that differs only there (the window's batch edits, the fit search), and
+    built from that plan, so a part that did read the size would be wrong at once."""
+    return make_up(sized, walk, last, _placed(shape_free(sized), placing))
+
+
 def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     """The :func:`fixed_rows` of a stage whose layers walk as ``walk`` and which places
-    the tensors of stage ``placing`` (its representative): built from exactly these, so
+    the tensors of stage ``placing`` (its representative), at the plan's micro-batch:
     the stages of one make-up (DeepSeek-V3's middle stages) share them, whatever their
-    micro-batches in flight. Its varying parts too (they read the same)."""
-    placed = _placed(shape_free(plan), placing)
-    layers = counted_layers(plan, walk)
-    fixed = fixed_rows(plan, layers, last, placed)
-    rows = [*fixed.held, *fixed.tail]
-    runtime, inside, grads = _runtime(plan, rows)
+    micro-batches in flight. Its varying parts too (they read the same). Not cached:
+    :func:`stage_numbers` works it out once per make-up and estimate, :func:`_own` once
+    per stage whose rows are read."""
+    mu = _make_up(size_free(plan), walk, placing, last)
+    g = geometry(plan)
+    layers = mu.layers(g)
+    fixed = mu.fixed(g, layers)
     accumulating = plan.batch.grad_accum > 1
-    saved, labels = varying_parts(plan, layers, last, walk[2], placed)
-    logits = logits_parts(plan, geometry(plan)) if last else []
+    saved, labels = mu.saved(g, layers), mu.labels(g)
+    logits = mu.logits(g) if mu.logits is not None else []
     live = tuple(
         [
             (p.span, live_positions(p.moments, NO_MOMENTS, accumulating))
@@ -232,17 +244,7 @@ def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
             if p.allocated
         ]
     )
-    return _FixedPart(
-        fixed,
-        moment_sums(rows, accumulating),
-        runtime,
-        inside,
-        grads,
-        saved,
-        labels,
-        logits,
-        live,
-    )
+    return _FixedPart(fixed, saved, labels, logits, live)
 
 
 def _holds_grads(rows: Iterable[Row]) -> bool:
@@ -265,24 +267,18 @@ def _own(plan: Plan, stage: int) -> _Own:
     """The stage's activation rows (and the last stage's logits) and their sums, cached
     on the whole plan: a plan whose rows are read again (the window's redraws, an undo,
     the analysis asking once more) rebuilds nothing. The rows are those of
-    :func:`~engine.ledger.activations.rows.activation_rows`, in its order; only those
-    that scale with the micro-batches in flight are built and summed here, on top of
-    the make-up's :func:`_fixed` part."""
+    :func:`~engine.ledger.activations.rows.activation_rows`, in its order, built from
+    the make-up's :func:`_fixed` parts, and summed as rows (not from the parts' sums)."""
     mk = _makes(shape_free(plan))[stage]
     fixed = _fixed(plan, mk.walk, mk.placing, mk.last)
     fly = in_flight(plan, stage)
     saved, labels, logits = built(fixed.saved, fly), built(fixed.labels, fly), []
     if mk.last:
         logits = built(fixed.logits, fly)
-    varying = saved + labels + logits
-    (rt_low, rt_high), (in_low, in_high), grads = _runtime(plan, varying)
-    return _Own(
-        (*fixed.rows.around(saved, labels), *logits),
-        fixed.grads or grads,
-        moment_sums(varying, plan.batch.grad_accum > 1, fixed.sums),
-        (fixed.runtime[0] + rt_low, fixed.runtime[1] + rt_high),
-        (fixed.inside[0] + in_low, fixed.inside[1] + in_high),
-    )
+    rows = (*fixed.parts.rows().around(saved, labels), *logits)
+    # summed from the rows themselves: the folding test's check of stage_numbers' sums
+    runtime, inside, grads = _runtime(plan, rows)
+    return _Own(rows, grads, moment_sums(rows, plan.batch.grad_accum > 1), runtime, inside)
 
 
 def stage_rows(plan: Plan, stage: int) -> StageRows:
@@ -313,22 +309,25 @@ class _Base(NamedTuple):
     live: tuple[tuple[Callable[[InFlight], Span], tuple[int, ...]], ...]
 
 
-@lru_cache(maxsize=1024)
-def _base(plan: Plan, walk: Walk, placing: int, last: bool, shared_stage: int) -> _Base:
-    """:class:`_Base` of a stage of this make-up whose shared rows are
-    ``shared_stage``'s (see :class:`_Make`)."""
-    fixed = _fixed(plan, walk, placing, last)
-    # Varying parts never hold gradients, nor are they runtime rows (activations and the
-    # loss's tensors): the fixed part decides both, as :func:`stage_rows` does.
-    shared = _shared(shape_free(plan), shared_stage, fixed.grads)
-    pairs = tuple(zip(shared.sums, fixed.sums, strict=True))
-    return _Base(
-        [a + b for (a, _), (b, _) in pairs],
-        [a + b for (_, a), (_, b) in pairs],
-        (shared.runtime[0] + fixed.runtime[0], shared.runtime[1] + fixed.runtime[1]),
-        (shared.inside[0] + fixed.inside[0], shared.inside[1] + fixed.inside[1]),
-        fixed.live,
-    )
+def _base(plan: Plan, fixed: _FixedPart, shared_stage: int) -> _Base:
+    """:class:`_Base` of a stage of this make-up (its :func:`_fixed` part) whose shared
+    rows are ``shared_stage``'s (see :class:`_Make`): worked out once per estimate
+    (:func:`stage_numbers` keeps it for the make-up's stages)."""
+    # Activation rows never hold gradients, nor are they runtime rows (activations,
+    # inputs, buffers and the loss's tensors): the shared rows decide both, as
+    # :func:`stage_rows` does.
+    shared = _shared(shape_free(plan), shared_stage, False)
+    sums = shared.sums
+    lows, highs = [low for low, _ in sums], [high for _, high in sums]
+    accumulating = plan.batch.grad_accum > 1
+    parts = fixed.parts
+    for p in (*parts.held, *parts.tail):
+        if p.allocated:
+            low, high = p.span
+            for i in live_positions(p.moments, NO_MOMENTS, accumulating):
+                lows[i] += low
+                highs[i] += high
+    return _Base(lows, highs, shared.runtime, shared.inside, fixed.live)
 
 
 class StageNumbers(NamedTuple):
@@ -367,8 +366,9 @@ class StageNumbers(NamedTuple):
 
 def stage_numbers(plan: Plan, stages: Sequence[int]) -> list[StageNumbers]:
     """:func:`stage_rows`' numbers of these stages without building a row (see
-    :class:`StageNumbers`); stages of one make-up look its base up once."""
+    :class:`StageNumbers`); stages of one make-up work its parts and base out once."""
     makes = _makes(shape_free(plan))
+    fixed: dict[tuple[Walk, int, bool], _FixedPart] = {}
     bases: dict[tuple[Walk, int, bool, int], _Base] = {}
     out = []
     for stage, fly in zip(stages, in_flights(plan, stages), strict=True):
@@ -376,7 +376,10 @@ def stage_numbers(plan: Plan, stages: Sequence[int]) -> list[StageNumbers]:
         key = (mk.walk, mk.placing, mk.last, mk.shared)
         base = bases.get(key)
         if base is None:
-            base = bases[key] = _base(plan, *key)
+            part = fixed.get(key[:3])
+            if part is None:
+                part = fixed[key[:3]] = _fixed(plan, mk.walk, mk.placing, mk.last)
+            base = bases[key] = _base(plan, part, mk.shared)
         out.append(_new_numbers((base, fly, mk.layers, (id(base), fly.num, fly.den))))
     return out
 

@@ -28,8 +28,13 @@ def plan_problems(plan: Plan) -> list[Problem]:
     (:func:`_batchless_problems`, cached) and every problem keeps its place."""
     par, b = plan.parallelism, plan.batch
     before, between, after = _batchless_problems(shape_free(plan))
-    cp = rules.cp_problems(par.cp, b.seq_len)
-    batch = rules.batch_problems(b.global_batch, b.micro_batch, b.grad_accum, par.dp)
+    # (CP 1 divides every sequence; without a global batch the batch rule has nothing)
+    cp = rules.cp_problems(par.cp, b.seq_len) if par.cp > 1 else ()
+    batch = (
+        rules.batch_problems(b.global_batch, b.micro_batch, b.grad_accum, par.dp)
+        if b.global_batch is not None
+        else ()
+    )
     return [*before, *cp, *between, *batch, *after]
 
 

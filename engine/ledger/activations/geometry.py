@@ -306,6 +306,64 @@ def terms_bytes(terms: Iterable[Term], g: Geometry) -> int:
     return total
 
 
+class TermsAt(NamedTuple):
+    """:func:`terms_bytes` of fixed terms as a function of the micro-batch's size, at
+    one local sequence, TP, sequence parallelism and allocation granularity
+    (:func:`terms_at`): the terms whose rounding never bites (their bytes a multiple of
+    the granularity at every size) summed into bytes per sequence (``linear``) and a
+    constant (``const``); the others (``rest``: axis, count, bytes per token) rounded
+    one by one, as :func:`terms_bytes` does."""
+
+    linear: int
+    const: int
+    rest: tuple[tuple[TokenAxis, int, int], ...]
+    seq: int
+    tp: int
+    sp: bool
+    granularity: int
+
+    def bytes(self, micro_batch: int) -> int:
+        """The terms' bytes at a micro-batch of ``micro_batch`` sequences."""
+        total = self.const + micro_batch * self.linear
+        rest = self.rest
+        if rest:
+            full = micro_batch * self.seq
+            seq = -(-full // self.tp) if self.sp else full  # Geometry.seq_tokens
+            gran = self.granularity
+            for axis, count, per in rest:
+                n = (full if axis == "full" else seq) * per
+                total += count * (-(-n // gran) * gran if gran > 1 else n)
+        return total
+
+
+def terms_at(terms: Iterable[Term], g: Geometry) -> TermsAt:
+    """:class:`TermsAt` of ``terms`` at ``g``'s local sequence, TP, sequence parallelism
+    and granularity (its micro-batch's size unread). A term of ``per`` bytes a token
+    holds ``tokens × per`` bytes; at ``b`` sequences its tokens are ``b × seq`` (``full``,
+    or ``seq`` without sequence parallelism) or ``b × seq / tp`` (``seq`` under it, when
+    TP divides the sequence), so when one sequence's bytes are a multiple of the
+    granularity, every size's are, and rounding leaves them as they are: bytes per
+    sequence. ``const`` terms are rounded once. Any other term stays in ``rest``."""
+    seq, tp, sp, gran = g.seq, g.tp, g.sp, g.granularity
+    linear = const = 0
+    rest: list[tuple[TokenAxis, int, int]] = []
+    for t in terms:
+        per = t.width * t.bpe
+        if t.axis == "const":
+            const += t.count * round_up(per, gran)
+            continue
+        split = t.axis == "seq" and sp
+        if split and seq % tp:
+            rest.append((t.axis, t.count, per))
+            continue
+        one = (seq // tp if split else seq) * per  # one sequence's bytes
+        if gran <= 1 or one % gran == 0:
+            linear += t.count * one
+        else:
+            rest.append((t.axis, t.count, per))
+    return TermsAt(linear, const, tuple(rest), seq, tp, sp, gran)
+
+
 def one_sequence(g: Geometry) -> Geometry:
     """``g`` at a micro-batch of one sequence: what the saved terms (widths per token)
     are built at, so plans differing only in the micro-batch share them."""

@@ -3,36 +3,66 @@
 
 from __future__ import annotations
 
-from engine.ledger.activations.geometry import FP32, INT64, Geometry
+from collections.abc import Callable
+from functools import partial
+
+from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry
 from engine.ledger.activations.hf import rotary_dim
 from engine.ledger.activations.traits import source_of, traits_of
-from engine.ledger.row import Row, make_row
+from engine.ledger.activations.varying import Fixed, fixed_built
+from engine.ledger.row import ALL_PHASES, Row, make_row, moments_in
 from engine.plan import Plan
 from engine.units import fmt_count, round_up
+
+_HELD = moments_in(ALL_PHASES)
+"""The moments of a row held for the whole step (make_row's default)."""
+_new_fixed = partial(tuple.__new__, Fixed)  # built in C
 
 
 def input_rows(plan: Plan, g: Geometry, last: bool) -> list[Row]:
     """The input batch (and the labels on the last stage) and the rotary buffers."""
-    gran = g.granularity
-    ids = round_up(g.tokens * INT64, gran)
+    return fixed_built(inputs_at(plan, last)(g))
+
+
+def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
+    """:func:`input_rows` as :class:`Fixed` parts at a micro-batch's geometry: the plan
+    read here, once (it is never read for the micro-batch's shape, which only ``g``
+    gives); the buffers, which do not scale with it, built here too."""
+    label = "Input batch (input_ids" + (", labels)" if last else ")")
     n_in = 2 if last else 1
-    rows = [
-        make_row(
-            id="hbm.inputs.batch",
-            label="Input batch (input_ids" + (", labels)" if last else ")"),
-            state="inputs",
-            location="hbm",
-            kind="persistent",
-            group="inputs",
-            low=n_in * ids,
-            high=n_in * ids,
-            formula=lambda: f"{n_in} × int64 {g.micro_batch}·{g.seq}·8 = {fmt_count(n_in * ids)} B",
-            source="hf-transformers-llama",
-        )
-    ]
+    buffers = _buffers(plan)
+
+    def at(g: Geometry) -> list[Fixed]:
+        gran = g.granularity
+        n = g.micro_batch * g.seq * INT64
+        batch = n_in * (-(-n // gran) * gran if gran > 1 else n)  # round_up inlined
+
+        def row() -> Row:
+            return make_row(
+                id="hbm.inputs.batch",
+                label=label,
+                state="inputs",
+                location="hbm",
+                kind="persistent",
+                group="inputs",
+                low=batch,
+                high=batch,
+                formula=lambda: f"{n_in} × int64 {g.micro_batch}·{g.seq}·8 = {fmt_count(batch)} B",
+                source="hf-transformers-llama",
+            )
+
+        return [_new_fixed(((batch, batch), row, True, _HELD)), *buffers]
+
+    return at
+
+
+def _buffers(plan: Plan) -> list[Fixed]:
+    """The rotary and embedding-scale buffers (none under the megatron profile)."""
     arch = plan.model.architecture
     if plan.runtime.activation_profile != "hf-transformers":
-        return rows
+        return []
+    g = geometry(plan)  # read for its widths only: the buffers do not scale with tokens
+    gran = g.granularity
     parts: list[tuple[str, int]] = []
     if arch.position == "rotary":
         half = rotary_dim(arch, g) // 2
@@ -40,23 +70,22 @@ def input_rows(plan: Plan, g: Geometry, last: bool) -> list[Row]:
         parts.append((f"rotary inv_freq and original_inv_freq, 2 × fp32 {half}·4", 2 * inv))
     if traits_of(arch).embed_scale:
         parts.append(("the scaled embedding's 0-d embed_scale", gran))
-    if parts:
-        n = sum([b for _, b in parts])
-        rows.append(
-            make_row(
-                id="hbm.buffers.rotary",
-                label="Module buffers (rotary inv_freq, embedding scale)",
-                state="buffers",
-                location="hbm",
-                kind="persistent",
-                group="buffers",
-                low=n,
-                high=n,
-                formula=lambda: (
-                    " + ".join(f"{k} {fmt_count(b)}" for k, b in parts)
-                    + f", each rounded to {gran} = {fmt_count(n)} B"
-                ),
-                source=source_of(arch),
-            )
-        )
-    return rows
+    if not parts:
+        return []
+    n = sum([b for _, b in parts])
+    row = make_row(
+        id="hbm.buffers.rotary",
+        label="Module buffers (rotary inv_freq, embedding scale)",
+        state="buffers",
+        location="hbm",
+        kind="persistent",
+        group="buffers",
+        low=n,
+        high=n,
+        formula=lambda: (
+            " + ".join(f"{k} {fmt_count(b)}" for k, b in parts)
+            + f", each rounded to {gran} = {fmt_count(n)} B"
+        ),
+        source=source_of(arch),
+    )
+    return [Fixed((n, n), lambda: row, True, _HELD)]

@@ -7,13 +7,15 @@ forward (rotary tables, checkpoint positions; the head's on the last stage).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 
 from engine.ledger.activations import hf
 from engine.ledger.activations.geometry import (
     INT64,
     Geometry,
-    terms_bytes,
+    geometry,
+    terms_at,
     terms_formula,
 )
 from engine.ledger.activations.schedule import InFlight
@@ -134,73 +136,119 @@ def once_part(
     """Tensors saved once per micro-batch: ``other`` (rotary, checkpoint positions) stay
     until the layers' backward is done; ``head`` (final norm, lm_head input, soft-capped
     logits, the loss scalars) are freed by the first ops of backward."""
-    total = sum([b for _, b in parts])
-    source = profile_source(plan)
+    return once_at(plan, which, moments)(parts)
 
-    def span(fly: InFlight) -> Span:
-        n = fly.whole * total
-        return n, n
 
-    def row(fly: InFlight) -> Row:
-        whole = fly.whole
-        return make_row(
-            id=_ONCE_IDS[which],
-            state="activations",
-            label=_ONCE_LABELS[which],
-            location="hbm",
-            kind="peak",
-            group="activations",
-            low=whole * total,
-            high=whole * total,
-            formula=lambda: (
-                " + ".join(f"{text(k)} {fmt_count(b)}" for k, b in parts)
-                + f" = {fmt_count(total)} B × {whole} in flight"
-            ),
-            source=source,
-            phases=FORWARD_BACKWARD,
-            backward=moments,
-        )
+def once_at(
+    plan: Plan, which: str, moments: frozenset[Moment]
+) -> Callable[[list[tuple[Formula, int]]], Varying]:
+    """:func:`once_part` of these tensors, the plan read here, once."""
+    source, label, id_ = profile_source(plan), _ONCE_LABELS[which], _ONCE_IDS[which]
+    live = moments_in(FORWARD_BACKWARD, moments)
 
-    return Varying(span, row, True, moments_in(FORWARD_BACKWARD, moments))
+    def at(parts: list[tuple[Formula, int]]) -> Varying:
+        total = sum([b for _, b in parts])
+
+        def span(fly: InFlight) -> Span:
+            n = -(-fly.num // fly.den) * total  # fly.whole, inlined
+            return n, n
+
+        def row(fly: InFlight) -> Row:
+            whole = fly.whole
+            low = span(fly)[0]
+            return make_row(
+                id=id_,
+                state="activations",
+                label=label,
+                location="hbm",
+                kind="peak",
+                group="activations",
+                low=low,
+                high=low,
+                formula=lambda: (
+                    " + ".join(f"{text(k)} {fmt_count(b)}" for k, b in parts)
+                    + f" = {fmt_count(total)} B × {whole} in flight"
+                ),
+                source=source,
+                phases=FORWARD_BACKWARD,
+                backward=moments,
+            )
+
+        return _new_varying((span, row, True, live))
+
+    return at
+
+
+_new_varying = partial(tuple.__new__, Varying)  # built in C
 
 
 def other_terms(plan: Plan, g: Geometry, ckpt: bool) -> list[tuple[Formula, int]]:
     """Tensors every layer's backward reads, saved once per micro-batch."""
-    arch, gran = plan.model.architecture, g.granularity
-    out: list[tuple[Formula, int]] = []
+    got = other_at(plan, ckpt)
+    return got(g) if callable(got) else got
+
+
+def other_at(
+    plan: Plan, ckpt: bool
+) -> list[tuple[Formula, int]] | Callable[[Geometry], list[tuple[Formula, int]]]:
+    """:func:`other_terms` at a micro-batch's geometry, the plan read here, once: all but
+    Falcon's mask are one sequence's and worked out here too (at the geometry's local
+    sequence, which the plan fixes) — the terms themselves when nothing scales with the
+    micro-batch's size, else a function of its geometry."""
+    arch = plan.model.architecture
     if plan.runtime.activation_profile != "hf-transformers":
-        return out
+        return []
+    g0 = geometry(plan)  # its widths and local sequence: the micro-batch's size unread
+    gran = g0.granularity
+    fixed: list[tuple[Formula, int]] = []
     if arch.position == "rotary":
-        d = hf.rotary_dim(arch, g)
-        cs = round_up(g.seq * d * g.embed_bytes, gran)
-        out.append((f"rotary cos, sin 2 × 1·{g.seq}·{d}·{g.embed_bytes}", 2 * cs))
+        d = hf.rotary_dim(arch, g0)
+        cs = round_up(g0.seq * d * g0.embed_bytes, gran)
+        fixed.append((f"rotary cos, sin 2 × 1·{g0.seq}·{d}·{g0.embed_bytes}", 2 * cs))
     if ckpt:
-        out.append((f"position_ids kept by checkpoint 1·{g.seq}·8", round_up(g.seq * INT64, gran)))
-        if traits_of(arch).explicit_mask:
-            # FalconModel.forward builds one (b, 1, s, s) bool mask for every layer;
-            # each checkpointed layer keeps it as an input to recompute from
-            m = g.micro_batch * g.seq * g.seq
-            out.append(
-                (
-                    f"bool mask kept by checkpoint {g.micro_batch}·1·{g.seq}·{g.seq}",
-                    round_up(m, gran),
-                )
-            )
-    return out
+        fixed.append(
+            (f"position_ids kept by checkpoint 1·{g0.seq}·8", round_up(g0.seq * INT64, gran))
+        )
+    if not (ckpt and traits_of(arch).explicit_mask):
+        return fixed
+
+    def at(g: Geometry) -> list[tuple[Formula, int]]:
+        # FalconModel.forward builds one (b, 1, s, s) bool mask for every layer;
+        # each checkpointed layer keeps it as an input to recompute from
+        m = g.micro_batch * g.seq * g.seq
+        mask = f"bool mask kept by checkpoint {g.micro_batch}·1·{g.seq}·{g.seq}"
+        return [*fixed, (mask, round_up(m, gran))]
+
+    return at
 
 
 def head_terms(plan: Plan, g: Geometry) -> list[tuple[Formula, int]]:
     """The last stage's head: final norm and lm_head input, Gemma-2's soft-capped
     logits (``logits / cap`` → ``tanh`` keeps its output, T × V), the loss scalars."""
-    gran = g.granularity
-    fin = list(final_norm_terms(plan, g))
-    out: list[tuple[Formula, int]] = [
-        (lambda: f"final norm ({terms_formula(fin, g)})", terms_bytes(fin, g))
-    ]
+    return head_at(plan)(g)
+
+
+def head_at(plan: Plan) -> Callable[[Geometry], list[tuple[Formula, int]]]:
+    """:func:`head_terms` at a micro-batch's geometry, the plan read here, once."""
+    g0 = geometry(plan)  # its local sequence: the micro-batch's size unread
+    fin = final_norm_terms(plan, g0)
+    fin_bytes = terms_at(fin, g0).bytes
     megatron = plan.runtime.activation_profile == "megatron"
-    if not megatron and traits_of(plan.model.architecture).final_softcap:
-        v = ceil_div(g.vocab, g.tp)
-        cap = round_up(g.tokens * v * g.compute_bytes, gran)
-        out.append((f"tanh of the soft-capped logits {g.tokens}·{v}·{g.compute_bytes}", cap))
-    out.append((f"loss scalars {SCALAR_ALLOCS} × {gran}", SCALAR_ALLOCS * gran))
-    return out
+    softcap = not megatron and traits_of(plan.model.architecture).final_softcap
+    scalars: tuple[Formula, int] = (
+        f"loss scalars {SCALAR_ALLOCS} × {g0.granularity}",
+        SCALAR_ALLOCS * g0.granularity,
+    )
+
+    def at(g: Geometry) -> list[tuple[Formula, int]]:
+        out: list[tuple[Formula, int]] = [
+            (lambda: f"final norm ({terms_formula(list(fin), g)})", fin_bytes(g.micro_batch))
+        ]
+        if softcap:
+            v = ceil_div(g.vocab, g.tp)
+            cap = round_up(g.tokens * v * g.compute_bytes, g.granularity)
+            out.append((f"tanh of the soft-capped logits {g.tokens}·{v}·{g.compute_bytes}", cap))
+        out.append(scalars)
+        return out
+
+    return at

@@ -15,7 +15,10 @@ the gradient of the lm_head input and weight instead of any logits.
 
 from __future__ import annotations
 
-from engine.ledger.activations.geometry import FP32, INT64, Geometry, trainability
+from collections.abc import Callable
+from functools import partial
+
+from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry, trainability
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Span, Varying, built
 from engine.ledger.row import (
@@ -24,11 +27,14 @@ from engine.ledger.row import (
     FORWARD,
     FORWARD_BACKWARD,
     Formula,
+    Moment,
     Row,
     make_row,
     moments_in,
+    text,
 )
 from engine.plan import Plan
+from engine.sections.runtime import RuntimeSection
 from engine.units import fmt_count, round_up
 
 
@@ -40,51 +46,76 @@ def logits_rows(plan: Plan, g: Geometry, fly: InFlight) -> list[Row]:
 def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
     """:func:`logits_rows` as :class:`Varying` parts: only the saved log-probs scale with
     the micro-batches in flight; the transients are one micro-batch's."""
+    return logits_at(plan)(g)
+
+
+def logits_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
+    """:func:`logits_parts` at a micro-batch's geometry, the plan read here, once (never
+    for the micro-batch's shape, which only ``g`` gives)."""
     rt = plan.runtime
-    c, gran = g.compute_bytes, g.granularity
-    v = g.logits_vocab
-    t = g.tokens
-    tv = f"{t}·{v}"
-    up = rt.logits_fp32_upcast or c == FP32
-    lp_bytes = FP32 if up else c
     megatron = rt.activation_profile == "megatron"
     src = "korthikanti-2022" if megatron else "hf-causal-lm-loss"
+    frozen_head = not trainability(plan).lm_head
+    g0 = geometry(plan)  # widths and dtypes only: the micro-batch's size unread
+    c = g0.compute_bytes
+    lp_bytes = FP32 if (rt.logits_fp32_upcast or c == FP32) else c
+    return partial(_logits, rt, megatron, src, frozen_head, g0.logits_vocab, lp_bytes)
+
+
+def _logits(
+    rt: RuntimeSection,
+    megatron: bool,
+    src: str,
+    frozen_head: bool,
+    v: int,
+    lp_bytes: int,
+    g: Geometry,
+) -> list[Varying]:
+    c, gran = g.compute_bytes, g.granularity
+    t = g.micro_batch * g.seq
 
     def alloc(tokens: int, bpe: int) -> int:
         return round_up(tokens * v * bpe, gran)
 
+    fwd_parts: list[tuple[Formula, int]]
     if rt.loss == "standard":
-        fwd_parts = [(f"logits {tv}·{c}", alloc(t, c))]
+        tvb = t * v
+        logits = -(-tvb * c // gran) * gran if gran > 1 else tvb * c  # alloc(t, c), inlined
+        fwd_parts = [(lambda: f"logits {t}·{v}·{c}", logits)]
         if lp_bytes != c:
-            fwd_parts.append((f"fp32 upcast {tv}·4", alloc(t, FP32)))
+            fwd_parts.append((lambda: f"fp32 upcast {t}·{v}·4", alloc(t, FP32)))
         if g.autocast:
             hid = round_up(t * g.hidden * FP32, gran)
-            fwd_parts.append((f"fp32 last hidden state held by the output {t}·{g.hidden}·4", hid))
-        elif not megatron and not trainability(plan).lm_head:
+            fwd_parts.append(
+                (lambda: f"fp32 last hidden state held by the output {t}·{g.hidden}·4", hid)
+            )
+        elif not megatron and frozen_head:
             # A frozen lm_head saves nothing for backward, but the model output still
             # references the final norm's output until the loss is computed.
             hid = round_up(t * g.hidden * c, gran)
-            fwd_parts.append((f"last hidden state held by the output {t}·{g.hidden}·{c}", hid))
+            fwd_parts.append(
+                (lambda: f"last hidden state held by the output {t}·{g.hidden}·{c}", hid)
+            )
 
         if g.micro_batch > 1 and not megatron:
             pad = round_up(g.micro_batch * (g.seq + 1) * INT64, gran)
-            fwd_parts.append((f"padded labels {g.micro_batch}·{g.seq + 1}·8", pad))
+            fwd_parts.append((lambda: f"padded labels {g.micro_batch}·{g.seq + 1}·8", pad))
         n_bwd = 1 if megatron else 2
-        bwd = n_bwd * alloc(t, lp_bytes)
+        one = logits if lp_bytes == c else alloc(t, lp_bytes)
+        bwd = n_bwd * one
         bwd_formula: Formula = (
             (
                 lambda: (
-                    f"grad of log-probs and of logits {n_bwd} × {tv}·{lp_bytes} = "
+                    f"grad of log-probs and of logits {n_bwd} × {t}·{v}·{lp_bytes} = "
                     f"{fmt_count(bwd)} B"
                 )
             )
             if not megatron
-            else f"softmax grad computed in place; the 16-bit cast {tv}·{lp_bytes}"
+            else (lambda: f"softmax grad computed in place; the 16-bit cast {t}·{v}·{lp_bytes}")
         )
-        one = alloc(t, lp_bytes)
 
         def saved_span(fly: InFlight) -> Span:
-            saved = fly.whole * one
+            saved = -(-fly.num // fly.den) * one  # fly.whole, inlined
             return saved, saved
 
         def saved_row(fly: InFlight) -> Row:
@@ -98,19 +129,17 @@ def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
                 group="logits",
                 low=saved,
                 high=saved,
-                formula=lambda: (
-                    f"{tv}·{lp_bytes} = {fmt_count(alloc(t, lp_bytes))} B × {fly.whole} in flight"
-                ),
+                formula=lambda: f"{t}·{v}·{lp_bytes} = {fmt_count(one)} B × {fly.whole} in flight",
                 source=src,
                 phases=FORWARD_BACKWARD,
                 backward=AT_LOSS,
             )
 
-        parts = [Varying(saved_span, saved_row, True, moments_in(FORWARD_BACKWARD, AT_LOSS))]
+        parts = [_new_varying((saved_span, saved_row, True, _SAVED))]
     else:
         k = min(rt.loss_chunk_tokens, t)
         chunk = alloc(k, c) + (2 * alloc(k, FP32) if lp_bytes == FP32 else alloc(k, c))
-        fwd_parts = [(f"one chunk: logits, fp32 copy, log-probs {k}·{v}", chunk)]
+        fwd_parts = [(f"one chunk: logits, fp32 copy, log-probs {k}·{v}", chunk)]  # seldom
         if rt.loss == "fused":
             kept = round_up(t * g.hidden * c, gran) + round_up(v * g.hidden * FP32, gran)
 
@@ -136,7 +165,7 @@ def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
                     backward=AT_LOSS,
                 )
 
-            parts = [Varying(kept_span, kept_row, True, moments_in(FORWARD_BACKWARD, AT_LOSS))]
+            parts = [_new_varying((kept_span, kept_row, True, _SAVED))]
             bwd, bwd_formula = 0, "fused: the gradients already exist"
         else:
             parts = []
@@ -145,7 +174,9 @@ def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
     fwd = sum([n for _, n in fwd_parts])
     parts.append(
         _fixed_part(
-            make_row(
+            fwd,
+            _FORWARD,
+            lambda: make_row(
                 id="hbm.loss.forward_transient",
                 label="Loss: logits while the loss is computed",
                 state="loss",
@@ -155,18 +186,20 @@ def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
                 low=fwd,
                 high=fwd,
                 formula=lambda: (
-                    " + ".join(f"{k} {fmt_count(n)}" for k, n in fwd_parts)
+                    " + ".join(f"{text(k)} {fmt_count(n)}" for k, n in fwd_parts)
                     + f" = {fmt_count(fwd)} B"
                 ),
                 source=src,
                 phases=FORWARD,
-            )
+            ),
         )
     )
     if bwd:
         parts.append(
             _fixed_part(
-                make_row(
+                bwd,
+                _AT_LOSS,
+                lambda: make_row(
                     id="hbm.loss.backward_transient",
                     label="Loss backward: gradient of the logits",
                     state="loss",
@@ -179,16 +212,25 @@ def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
                     source=src,
                     phases=BACKWARD,
                     backward=AT_LOSS,
-                )
+                ),
             )
         )
     return parts
 
 
-def _fixed_part(row: Row) -> Varying:
-    """A row of one micro-batch's bytes whatever the micro-batches in flight, as a
-    :class:`Varying` (the same row at every :class:`InFlight`)."""
-    return Varying(lambda fly: (row.low, row.high), lambda fly: row, True, row.moments)
+_FORWARD = moments_in(FORWARD)
+_AT_LOSS = moments_in(BACKWARD, AT_LOSS)
+_SAVED = moments_in(FORWARD_BACKWARD, AT_LOSS)
+"""The parts' moments (what make_row gives their rows)."""
+_new_varying = partial(tuple.__new__, Varying)  # built in C
+
+
+def _fixed_part(n: int, moments: frozenset[Moment], build: Callable[[], Row]) -> Varying:
+    """A row of one micro-batch's ``n`` bytes whatever the micro-batches in flight, as a
+    :class:`Varying` (the same bytes at every :class:`InFlight`; the row built from
+    ``build`` — which writes ``n`` — when read)."""
+    span = (n, n)
+    return _new_varying((lambda fly: span, lambda fly: build(), True, moments))
 
 
 def labels_rows(plan: Plan, g: Geometry, last: bool, fly: InFlight) -> list[Row]:
@@ -205,11 +247,11 @@ def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
     """:func:`labels_rows` as :class:`Varying` parts."""
     if not last or plan.runtime.activation_profile != "hf-transformers":
         return []
-    n = g.seq + 1 if g.micro_batch == 1 else g.tokens
+    n = g.seq + 1 if g.micro_batch == 1 else g.micro_batch * g.seq
     one = round_up(n * INT64, g.granularity)
 
     def span(fly: InFlight) -> Span:
-        lab = fly.whole * one
+        lab = -(-fly.num // fly.den) * one  # fly.whole, inlined
         return lab, lab
 
     def row(fly: InFlight) -> Row:
@@ -228,4 +270,4 @@ def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
             phases=FORWARD,
         )
 
-    return [Varying(span, row, True, moments_in(FORWARD))]
+    return [_new_varying((span, row, True, _FORWARD))]

@@ -14,24 +14,25 @@ multiplied, never looped over tokens or layers. The batch itself is in
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 from engine.ledger.activations.exchange import exchange_rows
-from engine.ledger.activations.geometry import geometry
-from engine.ledger.activations.inputs import input_rows
+from engine.ledger.activations.geometry import Geometry, geometry
+from engine.ledger.activations.inputs import inputs_at
 from engine.ledger.activations.kept import (
     casts_part,
-    head_terms,
-    once_part,
-    other_terms,
+    head_at,
+    once_at,
+    other_at,
     profile_source,
 )
-from engine.ledger.activations.loss import labels_parts
+from engine.ledger.activations.loss import labels_parts, logits_at
 from engine.ledger.activations.packing import band_of, packing_formula
 from engine.ledger.activations.schedule import InFlight, in_flight
-from engine.ledger.activations.stage_layers import StageLayers, stage_layers
-from engine.ledger.activations.varying import Span, Varying, built
-from engine.ledger.activations.working import working_rows
+from engine.ledger.activations.stage_layers import StageLayers, Walk, counted_at, stage_layers
+from engine.ledger.activations.varying import Fixed, Span, Varying, built, fixed_built, of_row
+from engine.ledger.activations.working import working_at
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import (
     AT_LOSS,
@@ -64,36 +65,92 @@ class FixedRows(NamedTuple):
         return [*saved, *self.held, *labels, *self.tail]
 
 
+class FixedParts(NamedTuple):
+    """:class:`FixedRows` as :class:`Fixed` parts: their bytes worked out, their rows
+    built when read (:meth:`rows`)."""
+
+    layers: StageLayers
+    held: list[Fixed]
+    tail: list[Fixed]
+
+    def rows(self) -> FixedRows:
+        return FixedRows(self.layers, fixed_built(self.held), fixed_built(self.tail))
+
+
+class MakeUp(NamedTuple):
+    """A stage make-up's activation rows as functions of a micro-batch's geometry: its
+    layers counted there, its fixed parts and its varying parts (the saved rows', the
+    labels', the last stage's logits'). Made by :func:`make_up` from a plan read once —
+    never for the micro-batch's size, which only the geometry gives — so a plan of any
+    size evaluates them (:mod:`engine.ledger.stage_rows` caches one per plan without its
+    micro-batch's size)."""
+
+    layers: Callable[[Geometry], StageLayers]
+    fixed: Callable[[Geometry, StageLayers], FixedParts]
+    saved: Callable[[Geometry, StageLayers], list[Varying]]
+    labels: Callable[[Geometry], list[Varying]]
+    logits: Callable[[Geometry], list[Varying]] | None
+
+
+def make_up(plan: Plan, walk: Walk, last: bool, placed: tuple[LocalTensor, ...]) -> MakeUp:
+    """The :class:`MakeUp` of a stage whose layers walk as ``walk`` placing ``placed``."""
+    g = geometry(plan)  # for its local sequence and widths only
+    _, n_ckpt, n_layers = walk
+    return MakeUp(
+        counted_at(plan, walk, g.seq),
+        fixed_at(plan, last, placed),
+        in_flight_at(plan, last, n_layers, n_ckpt, placed),
+        partial(labels_parts, plan, last=last),
+        logits_at(plan) if last else None,
+    )
+
+
 def fixed_rows(
     plan: Plan, sl: StageLayers, last: bool, placed: tuple[LocalTensor, ...]
 ) -> FixedRows:
     """:class:`FixedRows` of a stage of layers ``sl`` placing ``placed``."""
-    g = geometry(plan)
-    held = working_rows(plan, sl)
-    if sl.n_layers:
-        held += exchange_rows(plan, g, placed)
-    held += input_rows(plan, g, last)
-    tail: list[Row] = []
-    if plan.runtime.attention == "eager":
-        mask = round_up(g.micro_batch * g.seq * g.seq * g.compute_bytes, g.granularity)
-        tail.append(
-            make_row(
-                id="hbm.activations.forward.mask",
-                state="activations",
-                label="Eager attention causal mask (b × 1 × s × s)",
-                location="hbm",
-                kind="peak",
-                group="activations",
-                low=mask,
-                high=mask,
-                formula=lambda: (
-                    f"{g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(mask)} B"
-                ),
-                source="hf-transformers-llama",
-                phases=FORWARD,
-            )
-        )
-    return FixedRows(sl, held, tail)
+    return fixed_at(plan, last, placed)(geometry(plan), sl).rows()
+
+
+def fixed_at(
+    plan: Plan, last: bool, placed: tuple[LocalTensor, ...]
+) -> Callable[[Geometry, StageLayers], FixedParts]:
+    """:func:`fixed_rows` as :class:`FixedParts` at a micro-batch's geometry and its
+    stage's layers counted there, the plan read here, once."""
+    working, inputs = working_at(plan), inputs_at(plan, last)
+    par = plan.parallelism
+    exchange = par.cp > 1 or par.ep > 1  # else exchange_rows has none
+    eager = plan.runtime.attention == "eager"
+
+    def at(g: Geometry, sl: StageLayers) -> FixedParts:
+        held = working(g, sl)
+        if exchange and sl.n_layers:
+            held += [of_row(r) for r in exchange_rows(plan, g, placed)]
+        held += inputs(g)
+        return _new_fixed((sl, held, [of_row(_mask_row(g))] if eager else []))
+
+    return at
+
+
+_new_fixed = partial(tuple.__new__, FixedParts)  # built in C
+
+
+def _mask_row(g: Geometry) -> Row:
+    """Eager attention's causal mask, live in forward."""
+    mask = round_up(g.micro_batch * g.seq * g.seq * g.compute_bytes, g.granularity)
+    return make_row(
+        id="hbm.activations.forward.mask",
+        state="activations",
+        label="Eager attention causal mask (b × 1 × s × s)",
+        location="hbm",
+        kind="peak",
+        group="activations",
+        low=mask,
+        high=mask,
+        formula=lambda: f"{g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(mask)} B",
+        source="hf-transformers-llama",
+        phases=FORWARD,
+    )
 
 
 def activation_rows(
@@ -134,9 +191,10 @@ def varying_parts(
     """:func:`varying_rows` of a stage of this make-up as :class:`Varying` parts (the
     saved rows', the labels'): what does not depend on the stage's micro-batches in
     flight worked out here, once per make-up."""
+    g = geometry(plan)
     return (
-        in_flight_parts(plan, sl, last, n_layers, placed),
-        labels_parts(plan, geometry(plan), last),
+        in_flight_at(plan, last, n_layers, sl.n_ckpt, placed)(g, sl),
+        labels_parts(plan, g, last),
     )
 
 
@@ -148,93 +206,118 @@ def in_flight_parts(
     placed: tuple[LocalTensor, ...],
 ) -> list[Varying]:
     """The rows that scale with the micro-batches in flight on the stage."""
-    g = geometry(plan)
-    policy = plan.method.recompute.policy
-    full_b, n_ckpt, n_plain = sl.largest, sl.n_ckpt, sl.n_plain
+    return in_flight_at(plan, last, n_layers, sl.n_ckpt, placed)(geometry(plan), sl)
 
-    parts: list[Varying] = []
-    layer_span: Callable[[InFlight], Span]
-    layer_formula: Callable[[InFlight], Formula]
-    if policy == "offload":
-        plain = sl.plain_bytes
-        gpu = (full_b, 2 * full_b)
 
-        def host_span(fly: InFlight) -> Span:
-            host = fly.times(plain)
-            return host, host
+_SAVED = moments_in(FORWARD_BACKWARD, UNTIL_LAYERS_FREE)
+_HOST = moments_in(FORWARD_BACKWARD)
+_new_varying = partial(tuple.__new__, Varying)  # built in C
 
-        def host_row(fly: InFlight) -> Row:
-            host = host_span(fly)[0]
-            return make_row(
-                id="host.activations.offloaded",
-                label="Activations offloaded to host",
-                state="activations",
-                location="host",
-                kind="peak",
-                group="activations",
-                low=host,
-                high=host,
-                formula=lambda: (
-                    f"{n_layers} layers × {fmt_count(full_b)} B × "
-                    f"{fly.num}/{fly.den} in flight = {fmt_count(host)} B (pinned host buffers)"
-                ),
-                source="torch-activation-offload",
-                phases=FORWARD_BACKWARD,
-            )
 
-        parts.append(Varying(host_span, host_row, False, moments_in(FORWARD_BACKWARD)))
-
-        def layer_span(fly: InFlight) -> Span:
-            return gpu
-
-        def layer_formula(fly: InFlight) -> Formula:
-            return (
-                f"offload: the layer being copied out and the next one, 1–2 × {fmt_count(full_b)} B"
-            )
-    else:
-        one, band = sl.one_bytes, band_of(plan)
-
-        def layer_span(fly: InFlight) -> Span:
-            return band(-(-one * fly.num // fly.den))  # fly.times(one), inlined
-
-        def layer_formula(fly: InFlight) -> Formula:
-            total = fly.times(one)
-            return lambda: (
-                sl.describe(g)
-                + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
-                f"{fmt_count(total)} B; × activation band" + packing_formula(plan)
-            )
-
+def in_flight_at(
+    plan: Plan, last: bool, n_layers: int, n_ckpt: int, placed: tuple[LocalTensor, ...]
+) -> Callable[[Geometry, StageLayers], list[Varying]]:
+    """:func:`in_flight_parts` of a stage of ``n_layers`` layers, ``n_ckpt`` of them
+    checkpointed, at a micro-batch's geometry and its layers counted there: the plan
+    read here, once (never for the micro-batch's size, which only ``g`` gives)."""
+    g0 = geometry(plan)  # widths and dtypes only: autocast's casts do not scale
+    n_plain = n_layers - n_ckpt
+    offload = plan.method.recompute.policy == "offload"
+    band, packing = band_of(plan), packing_formula(plan)
     label = f"Saved activations, {n_layers} decoder layers ({plan.runtime.activation_profile})"
     source, dtype = profile_source(plan), plan.method.precision.compute_dtype
+    fixed: list[Varying] = []
+    if g0.autocast and (n_plain or last):  # the head is outside every checkpoint
+        fixed.append(casts_part(plan, g0, placed, n_layers, n_plain, last))
+    other_of, once_other = other_at(plan, n_ckpt > 0), once_at(plan, "other", UNTIL_LAYERS_FREE)
+    if not callable(other_of):  # the same tensors at every size: their part made here
+        fixed += [once_other(other_of)] if other_of else []
+    head_of, once_head = (head_at(plan), once_at(plan, "head", AT_LOSS)) if last else (None, None)
 
-    def layer_row(fly: InFlight) -> Row:
-        low, high = layer_span(fly)
-        return make_row(
-            id="hbm.activations.saved.layers",
-            state="activations",
-            label=label,
-            location="hbm",
-            kind="peak",
-            group="activations",
-            low=low,
-            high=high,
-            formula=layer_formula(fly),
-            source=source,
-            phases=FORWARD_BACKWARD,
-            backward=UNTIL_LAYERS_FREE,
-            dtype=dtype,
-        )
+    def at(g: Geometry, sl: StageLayers) -> list[Varying]:
+        parts: list[Varying] = []
+        layer_span: Callable[[InFlight], Span]
+        layer_formula: Callable[[InFlight], Formula]
+        if offload:
+            full_b, plain = sl.largest, sl.plain_bytes
+            gpu = (full_b, 2 * full_b)
 
-    parts.append(
-        Varying(layer_span, layer_row, True, moments_in(FORWARD_BACKWARD, UNTIL_LAYERS_FREE))
-    )
-    if g.autocast and (n_plain or last):  # the head is outside every checkpoint
-        parts.append(casts_part(plan, g, placed, n_layers, n_plain, last))
-    other = other_terms(plan, g, n_ckpt > 0)
-    if other:
-        parts.append(once_part(plan, other, "other", UNTIL_LAYERS_FREE))
-    head_parts = head_terms(plan, g) if last else []
-    if head_parts:
-        parts.append(once_part(plan, head_parts, "head", AT_LOSS))
-    return parts
+            def host_span(fly: InFlight) -> Span:
+                host = fly.times(plain)
+                return host, host
+
+            def host_row(fly: InFlight) -> Row:
+                host = host_span(fly)[0]
+                return make_row(
+                    id="host.activations.offloaded",
+                    label="Activations offloaded to host",
+                    state="activations",
+                    location="host",
+                    kind="peak",
+                    group="activations",
+                    low=host,
+                    high=host,
+                    formula=lambda: (
+                        f"{n_layers} layers × {fmt_count(full_b)} B × "
+                        f"{fly.num}/{fly.den} in flight = {fmt_count(host)} B "
+                        "(pinned host buffers)"
+                    ),
+                    source="torch-activation-offload",
+                    phases=FORWARD_BACKWARD,
+                )
+
+            parts.append(_new_varying((host_span, host_row, False, _HOST)))
+
+            def layer_span(fly: InFlight) -> Span:
+                return gpu
+
+            def layer_formula(fly: InFlight) -> Formula:
+                return (
+                    "offload: the layer being copied out and the next one, "
+                    f"1–2 × {fmt_count(full_b)} B"
+                )
+        else:
+            one = sl.one_bytes
+
+            def layer_span(fly: InFlight) -> Span:
+                return band(-(-one * fly.num // fly.den))  # fly.times(one), inlined
+
+            def layer_formula(fly: InFlight) -> Formula:
+                total = fly.times(one)
+                return lambda: (
+                    sl.describe(g)
+                    + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
+                    f"{fmt_count(total)} B; × activation band" + packing
+                )
+
+        def layer_row(fly: InFlight) -> Row:
+            low, high = layer_span(fly)
+            return make_row(
+                id="hbm.activations.saved.layers",
+                state="activations",
+                label=label,
+                location="hbm",
+                kind="peak",
+                group="activations",
+                low=low,
+                high=high,
+                formula=layer_formula(fly),
+                source=source,
+                phases=FORWARD_BACKWARD,
+                backward=UNTIL_LAYERS_FREE,
+                dtype=dtype,
+            )
+
+        parts.append(_new_varying((layer_span, layer_row, True, _SAVED)))
+        parts += fixed
+        if callable(other_of):
+            other = other_of(g)
+            if other:
+                parts.append(once_other(other))
+        if head_of is not None and once_head is not None:
+            head = head_of(g)
+            if head:
+                parts.append(once_head(head))
+        return parts
+
+    return at

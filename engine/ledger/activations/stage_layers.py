@@ -11,7 +11,8 @@ those whose index is a multiple of k (``modeling_utils._activation_checkpointing
 
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Callable
+from functools import lru_cache, partial
 from typing import NamedTuple
 
 from engine.ledger.activations import hf
@@ -23,7 +24,7 @@ from engine.ledger.activations.geometry import (
     at_shape,
     geometry,
     shape_free_geometry,
-    terms_bytes,
+    terms_at,
     trainability,
 )
 from engine.ledger.activations.geometry import terms_formula as formula
@@ -86,6 +87,11 @@ class StageLayers(NamedTuple):
                 f"({formula(list(self.ckpt), g)})"
             )
         return out
+
+
+_new_kind = partial(tuple.__new__, LayerKind)
+_new_layers = partial(tuple.__new__, StageLayers)
+"""Named tuples built in C from a tuple of all their fields."""
 
 
 def context(plan: Plan, g: Geometry, tr: Trainability) -> HfLayer:
@@ -165,21 +171,35 @@ def counted_layers(plan: Plan, walk: Walk) -> StageLayers:
     """The :class:`StageLayers` of a stage whose layers walk as ``walk``: its kinds'
     terms from :func:`_kind_terms` (shared across micro-batch sizes), their bytes at the
     plan's own geometry."""
-    saved, n_ckpt, n_layers = walk
     g = geometry(plan)
-    kind_terms, ckpt = _kind_terms(shape_free(plan), g.seq, saved)
-    kinds = tuple(
-        LayerKind(name, terms, terms_bytes(terms, g), n, is_moe)
+    return counted_at(plan, walk, g.seq)(g)
+
+
+def counted_at(plan: Plan, walk: Walk, seq: int) -> Callable[[Geometry], StageLayers]:
+    """:func:`counted_layers` at the geometry of a micro-batch of ``seq`` local tokens a
+    sequence: the kinds' terms looked up here, once, and their bytes as functions of the
+    micro-batch's size (:func:`~engine.ledger.activations.geometry.terms_at`), only
+    those worked out there."""
+    saved, n_ckpt, n_layers = walk
+    free = shape_free(plan)
+    kind_terms, ckpt = _kind_terms(free, seq, saved)
+    g1 = at_shape(shape_free_geometry(free), 1, seq)
+    named = [
+        (name, terms, terms_at(terms, g1).bytes, n, is_moe)
         for (name, terms, is_moe), (_, n) in zip(kind_terms, saved, strict=True)
-    )
-    return StageLayers(
-        kinds=kinds,
-        n_layers=n_layers,
-        n_ckpt=n_ckpt,
-        ckpt=ckpt,
-        ckpt_bytes=terms_bytes(ckpt, g),
-        largest=max([k.bytes for k in kinds]),
-    )
+    ]
+    ckpt_bytes = terms_at(ckpt, g1).bytes
+
+    def at(g: Geometry) -> StageLayers:
+        b = g.micro_batch
+        kinds = tuple(
+            [_new_kind((name, terms, size(b), n, is_moe)) for name, terms, size, n, is_moe in named]
+        )
+        return _new_layers(
+            (kinds, n_layers, n_ckpt, ckpt, ckpt_bytes(b), max([k.bytes for k in kinds]))
+        )
+
+    return at
 
 
 @lru_cache(maxsize=1024)

@@ -7,7 +7,12 @@ labels and the saved log-probs. Each such row is built as a :class:`Varying` onc
 make-up: ``span`` gives its bytes at a stage's :class:`InFlight`, ``build`` the row
 itself with the same bytes (``span`` is what it reads). A stage's numbers then need no
 row (:func:`engine.ledger.stage_rows.stage_numbers`), and its rows are built only when a
-view reads them — from these same parts, so the two cannot disagree.
+view reads them — from these same parts, so the two cannot disagree. The rows that do not
+scale with the micro-batches in flight are :class:`Fixed` parts, split the same way.
+
+Both are made per plan by a make-up's functions of the micro-batch's geometry
+(:class:`engine.ledger.activations.rows.MakeUp`), which read the rest of the plan once
+per plan without its micro-batch's size: a fresh plan only works out the bytes.
 """
 
 from __future__ import annotations
@@ -36,3 +41,29 @@ class Varying(NamedTuple):
 def built(parts: Iterable[Varying], fly: InFlight) -> list[Row]:
     """The parts' rows at ``fly``, in order."""
     return [p.build(fly) for p in parts]
+
+
+class Fixed(NamedTuple):
+    """A row of one micro-batch's bytes whatever the micro-batches in flight (the
+    backward working set, the input batch and buffers, the loss's transients), split as
+    :class:`Varying` is: ``span`` its bytes, worked out once, ``build`` the row from the
+    same numbers, called only when a view reads the rows. ``allocated`` and ``moments``
+    as :class:`Varying`'s. Never a runtime row, nor one holding gradients (activations,
+    inputs, buffers, the loss's tensors): a stage's runtime and gradient checks read the
+    shared rows only."""
+
+    span: Span
+    build: Callable[[], Row]
+    allocated: bool
+    moments: frozenset[Moment]
+
+
+def of_row(row: Row) -> Fixed:
+    """A row already built, as a :class:`Fixed` part (rows seldom present: the CP / EP
+    exchange buffers, the eager mask)."""
+    return Fixed((row.low, row.high), lambda: row, row.allocated, row.moments)
+
+
+def fixed_built(parts: Iterable[Fixed]) -> list[Row]:
+    """The parts' rows, in order."""
+    return [p.build() for p in parts]

@@ -28,7 +28,9 @@ granitemoe, FSDP2 + full recompute: the peak is "at index_put" in layer 0's expe
 
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Callable
+from functools import lru_cache, partial
+from operator import attrgetter
 from typing import Literal
 
 from engine.ledger.activations import hf
@@ -39,17 +41,27 @@ from engine.ledger.activations.geometry import (
     at_shape,
     geometry,
     shape_free_geometry,
-    terms_bytes,
+    terms_at,
     trainability,
 )
 from engine.ledger.activations.geometry import terms_formula as formula
 from engine.ledger.activations.hf_moe import MoeShapes, moe_shapes, routing_weight_bytes
 from engine.ledger.activations.hf_moe import expert_terms as moe_expert_terms
 from engine.ledger.activations.hf_moe import router_terms as moe_router_terms
-from engine.ledger.activations.packing import activation_band, packing_formula
+from engine.ledger.activations.packing import band_of, packing_formula
 from engine.ledger.activations.stage_layers import LayerKind, StageLayers, context
 from engine.ledger.activations.traits import traits_of
-from engine.ledger.row import BACKWARD, IN_LAYERS, Formula, Moment, Row, make_row, text
+from engine.ledger.activations.varying import Fixed, fixed_built
+from engine.ledger.row import (
+    BACKWARD,
+    IN_LAYERS,
+    Formula,
+    Moment,
+    Row,
+    make_row,
+    moments_in,
+    text,
+)
 from engine.ledger.shape_free import shape_free
 from engine.plan import Plan
 from engine.stacks.families import family_of
@@ -65,65 +77,113 @@ two (traced: granitemoe / qwen3_moe, FSDP2 + full recompute, at
 
 FIRST_LAYER: frozenset[Moment] = frozenset({"backward.end"})
 LATER_LAYERS: frozenset[Moment] = IN_LAYERS - FIRST_LAYER
+_LIVE: dict[frozenset[Moment], frozenset[Moment]] = {
+    m: moments_in(BACKWARD, m) for m in (IN_LAYERS, FIRST_LAYER, LATER_LAYERS)
+}
+"""A working-set row's moments, by its backward moments (what make_row gives it)."""
 
 
 def working_rows(plan: Plan, sl: StageLayers) -> list[Row]:
     """One row when the stage's first layer is of its largest kind, else two: the
     largest kind's at the later layers' moments and the first layer's at the end."""
-    largest = max(sl.kinds, key=lambda k: k.bytes)
-    first = sl.kinds[0]
-    if (first.moe, first.bytes) == (largest.moe, largest.bytes):
-        return [_row(plan, sl, largest, IN_LAYERS, first=False)]
-    return [
-        _row(plan, sl, largest, LATER_LAYERS, first=False),
-        _row(plan, sl, first, FIRST_LAYER, first=True),
-    ]
+    return fixed_built(working_at(plan)(geometry(plan), sl))
 
 
-def _row(
-    plan: Plan, sl: StageLayers, kind: LayerKind, moments: frozenset[Moment], first: bool
-) -> Row:
-    policy = plan.method.recompute.policy
-    work_b, work_text = _working_set(plan, kind.moe)
-    recomputed = kind.bytes if (sl.n_ckpt or policy == "offload") else 0
-    own = sl.ckpt_bytes if sl.n_ckpt else (0 if policy == "offload" else kind.bytes)
-    freed = 0  # the saved tensors already freed at the chosen moment (when recomputed)
-    if _moe_combine(plan, kind.moe):
-        combine_freed = (
-            _shared_saved(plan) if traits_of(plan.model.architecture).shared_after_routed else 0
-        )
-        after_b, after_text = _after_experts(plan)
-        candidates = [(work_b, work_text, combine_freed), (after_b, after_text, _moe_saved(plan))]
-    else:
-        candidates = [(work_b, work_text, 0)]
-    net = -1
-    for b, words, fr in candidates:
-        fr = fr if recomputed else 0
-        n = max(0, b + recomputed - fr - own)
-        if n > net:
-            net, work_b, work_text, freed = n, b, words, fr
-    lo, hi = activation_band(plan, net)
-    which = f"the first ({kind.name}) layer" if first else "one layer"
-    return make_row(
-        id="hbm.activations.working.first_layer" if first else "hbm.activations.working.layer",
-        state="activations",
-        label=f"Backward working set of {which}, net of its own freed tensors",
-        location="hbm",
-        kind="peak",
-        group="activations",
-        low=lo,
-        high=hi,
-        formula=lambda: (
-            f"max(0, {text(work_text)} = {fmt_count(work_b)}"
-            + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
-            + (f" − its MoE tensors already freed {fmt_count(freed)}" if freed else "")
-            + f" − the layer's own saved {fmt_count(own)}) = {fmt_count(net)} B; "
-            "× activation band" + packing_formula(plan)
-        ),
-        source="hf-transformers-moe-combine" if _moe_combine(plan, kind.moe) else "memory-model",
-        phases=BACKWARD,
-        backward=moments,
-    )
+def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
+    """:func:`working_rows` as :class:`Fixed` parts at a micro-batch's geometry and its
+    stage's layers counted there: the plan read here, once (never for the micro-batch's
+    shape, which only ``g`` gives), the term lists looked up per local sequence."""
+    free = shape_free(plan)
+    seq = geometry(plan).seq  # the local sequence: the micro-batch's size unread
+    offload = plan.method.recompute.policy == "offload"
+    combine = _moe_combine(plan, True)
+    needed: list[PerToken] = ["work"]
+    if plan.model.architecture.moe is not None:
+        needed += ["moe_work", "moe_saved", "routed", "after_experts"] if combine else ["moe_work"]
+    g1 = at_shape(shape_free_geometry(free), 1, seq)
+    terms = {w: _per_token(free, seq, w) for w in needed}
+    size = {w: terms_at(t, g1).bytes for w, t in terms.items()}
+    shared_after = traits_of(plan.model.architecture).shared_after_routed
+    band, packing = band_of(plan), packing_formula(plan)
+
+    def part(
+        g: Geometry, sl: StageLayers, kind: LayerKind, moments: frozenset[Moment], first: bool
+    ) -> Fixed:
+        moe, mb = kind.moe and combine, g.micro_batch
+        key: PerToken = "moe_work" if kind.moe else "work"
+        work = terms[key]
+        work_b = size[key](mb)
+        work_text: Formula = _words(work, g, "")
+        recomputed = kind.bytes if (sl.n_ckpt or offload) else 0
+        own = sl.ckpt_bytes if sl.n_ckpt else (0 if offload else kind.bytes)
+        freed = 0  # the saved tensors already freed at the chosen moment (when recomputed)
+        if moe:
+            moe_saved = size["moe_saved"](mb)
+            combine_freed = moe_saved - size["routed"](mb) if shared_after else 0
+            after = terms["after_experts"]
+            after_text = _words(after, g, " (after the MoE block's backward)")
+            candidates = [
+                (work_b, work_text, combine_freed),
+                (size["after_experts"](mb), after_text, moe_saved),
+            ]
+        else:
+            candidates = [(work_b, work_text, 0)]
+        net = -1
+        for b, words, fr in candidates:
+            fr = fr if recomputed else 0
+            n = max(0, b + recomputed - fr - own)
+            if n > net:
+                net, work_b, work_text, freed = n, b, words, fr
+        lo, hi = band(net)
+        which = f"the first ({kind.name}) layer" if first else "one layer"
+
+        def row() -> Row:
+            return make_row(
+                id="hbm.activations.working.first_layer"
+                if first
+                else "hbm.activations.working.layer",
+                state="activations",
+                label=f"Backward working set of {which}, net of its own freed tensors",
+                location="hbm",
+                kind="peak",
+                group="activations",
+                low=lo,
+                high=hi,
+                formula=lambda: (
+                    f"max(0, {text(work_text)} = {fmt_count(work_b)}"
+                    + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
+                    + (f" − its MoE tensors already freed {fmt_count(freed)}" if freed else "")
+                    + f" − the layer's own saved {fmt_count(own)}) = {fmt_count(net)} B; "
+                    "× activation band" + packing
+                ),
+                source="hf-transformers-moe-combine" if moe else "memory-model",
+                phases=BACKWARD,
+                backward=moments,
+            )
+
+        return _new_fixed(((lo, hi), row, True, _LIVE[moments]))
+
+    def at(g: Geometry, sl: StageLayers) -> list[Fixed]:
+        kinds = sl.kinds
+        largest = max(kinds, key=_BYTES)
+        first = kinds[0]
+        if (first.moe, first.bytes) == (largest.moe, largest.bytes):
+            return [part(g, sl, largest, IN_LAYERS, False)]
+        return [
+            part(g, sl, largest, LATER_LAYERS, False),
+            part(g, sl, first, FIRST_LAYER, True),
+        ]
+
+    return at
+
+
+def _words(terms: tuple[Term, ...], g: Geometry, tail: str) -> Formula:
+    """A working set's terms in words, written when read."""
+    return lambda: formula(list(terms), g) + tail
+
+
+_BYTES = attrgetter("bytes")
+_new_fixed = partial(tuple.__new__, Fixed)  # built in C
 
 
 def _moe_combine(plan: Plan, moe_layer: bool) -> bool:
@@ -133,39 +193,6 @@ def _moe_combine(plan: Plan, moe_layer: bool) -> bool:
         and plan.runtime.activation_profile == "hf-transformers"
         and plan.model.architecture.moe is not None
     )
-
-
-@lru_cache(maxsize=256)
-def _working_set(plan: Plan, moe_layer: bool) -> tuple[int, Formula]:
-    """The working set's bytes and terms in words: the same for every stage of a plan,
-    so worked out once per layer kind (its terms once per shape-free plan)."""
-    g = geometry(plan)
-    work = _per_token(shape_free(plan), g.seq, "moe_work" if moe_layer else "work")
-    return terms_bytes(work, g), lambda: formula(list(work), g)
-
-
-@lru_cache(maxsize=256)
-def _moe_saved(plan: Plan) -> int:
-    """The MoE block's own saved tensors (router, dispatch, experts, shared experts):
-    freed once the block's backward is done."""
-    g = geometry(plan)
-    return terms_bytes(_per_token(shape_free(plan), g.seq, "moe_saved"), g)
-
-
-@lru_cache(maxsize=256)
-def _shared_saved(plan: Plan) -> int:
-    """The shared experts' saved tensors (the MoE block's less its router and experts)."""
-    g = geometry(plan)
-    return _moe_saved(plan) - terms_bytes(_per_token(shape_free(plan), g.seq, "routed"), g)
-
-
-@lru_cache(maxsize=256)
-def _after_experts(plan: Plan) -> tuple[int, Formula]:
-    g = geometry(plan)
-    work = _per_token(shape_free(plan), g.seq, "after_experts")
-    return terms_bytes(
-        work, g
-    ), lambda: formula(list(work), g) + (" (after the MoE block's backward)")
 
 
 PerToken = Literal["work", "moe_work", "moe_saved", "routed", "after_experts"]

@@ -40,11 +40,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import NamedTuple
 
 from engine.ledger.activations.geometry import geometry
-from engine.ledger.groups import Group, GroupKind, ranks_per_node, stage_groups
+from engine.ledger.groups import Group, GroupKind, ranks_per_node
 from engine.ledger.nodes.collectives import Collective, split_by_link
+from engine.ledger.nodes.moving import by_kind, groups_of, moving
 from engine.ledger.peaks.gathered import gather_bytes
 from engine.ledger.placement import (
     dense_dp_group,
@@ -55,7 +55,7 @@ from engine.ledger.placement import (
 from engine.ledger.precision import DTYPE_BYTES, resolve_formats
 from engine.ledger.shape_free import shape_free
 from engine.ledger.sharding import shard_group_size
-from engine.ledger.states.persistent import stage_held, stage_placed
+from engine.ledger.states.persistent import stage_held
 from engine.plan import Plan
 from engine.stacks.families import keeps_all_gathered, rule_of
 from engine.units import GB, fmt_count
@@ -123,8 +123,8 @@ class _Builder:
 
     def __init__(self, plan: Plan, stage: int) -> None:
         self.rpn = ranks_per_node(plan)
-        self.groups = _groups(plan, stage)
-        self.by_kind = _by_kind(plan, stage)
+        self.groups = groups_of(plan, stage)
+        self.by_kind = by_kind(plan, stage)
         self.out: list[Transfer] = []
 
     def add(
@@ -158,22 +158,6 @@ class _Builder:
         by_kind = self.by_kind
         found = [by_kind[k] for k in kinds if k in by_kind]
         return min(found)[1] if found else None
-
-
-@lru_cache(maxsize=1024)
-def _groups(plan: Plan, stage: int) -> tuple[Group, ...]:
-    """:func:`stage_groups`, cached: the builder is made from the shape-free plan, so
-    plans differing only in the micro-batch's shape share a stage's groups."""
-    return tuple(stage_groups(plan, stage))
-
-
-@lru_cache(maxsize=1024)
-def _by_kind(plan: Plan, stage: int) -> dict[GroupKind, tuple[int, Group]]:
-    """Each kind's first group among :func:`_groups` and its place there."""
-    out: dict[GroupKind, tuple[int, Group]] = {}
-    for i, g in enumerate(_groups(plan, stage)):
-        out.setdefault(g.kind, (i, g))
-    return out
 
 
 def _state_bytes(plan: Plan, stage: int) -> dict[str, tuple[int, int, int]]:
@@ -232,104 +216,37 @@ def _data_parallel(b: _Builder, plan: Plan, stage: int) -> None:
                 b.add("gradient shards", "all-reduce", replicate, part, times, src)
 
 
-def _recomputed(plan: Plan, n: int) -> int:
-    rec = plan.method.recompute
-    return {"full": n, "every_k": n // rec.every_k}.get(rec.policy, 0)
-
-
-class _StageReads(NamedTuple):
-    """What the model-parallel collectives read of a stage, besides the micro-batch's
-    shape: its layers and recomputed layers, whether it holds the output layer, and its
-    MoE layers (and their recomputed share) when it holds experts (else None)."""
-
-    n: int
-    rec: int
-    lm_head: bool
-    moe: tuple[int, int, int] | None  # (MoE layers, recomputed ones, top-k)
-    groups: tuple[Group | None, Group | None, Group | None, Group | None]  # TP, PP, CP, EP
-
-
-@lru_cache(maxsize=1024)
-def _stage_reads(plan: Plan, stage: int) -> _StageReads:
-    """:class:`_StageReads` of a shape-free plan's stage (built from it: a read of the
-    shape here would be wrong at once)."""
-    par = plan.parallelism
-    layers = stage_layer_ranges(plan.model.architecture, par)[stage]
-    n = len(layers)
-    rec = _recomputed(plan, n)
-    placed = stage_placed(plan, stage)
-    moe = plan.model.architecture.moe
-    experts = None
-    if moe is not None and any(t.expert for t in placed):
-        n_moe = sum(1 for i in layers if i >= moe.first_dense_layers)
-        experts = (n_moe, rec * n_moe // max(n, 1), moe.top_k)
-    b = _Builder(plan, stage)
-    groups = (b.kind("tp"), b.kind("pp_next", "pp_prev"), b.kind("cp"), b.kind("ep"))
-    return _StageReads(n, rec, any(t.tensor.role == "lm_head" for t in placed), experts, groups)
-
-
-def _model_parallel(b: _Builder, plan: Plan, stage: int) -> None:
-    par, m = plan.parallelism, plan.batch.grad_accum
-    g = geometry(plan)
-    n, rec, lm_head, experts, (tp, pp_group, cp, ep) = _stage_reads(shape_free(plan), stage)
-    act = g.tokens * g.hidden * g.compute_bytes  # one micro-batch's hidden states
-    b.add(
-        "layer activations (TP)",
-        "all-reduce",
-        tp,
-        act,
-        m * (4 * n + 2 * rec),
-        "megatron-tp",
-    )
-    if par.tp > 1 and par.tp_style == "replicated_embedding" and lm_head:
-        b.add(
-            "gathered logits (TP)",
-            "all-gather",
-            tp,
-            g.tokens * g.vocab * g.compute_bytes,
-            m,
-            "hf-tp-plan",
-        )
-    sends = int(stage < par.pp - 1) + int(stage > 0)
-    b.add(
-        "stage activations and their gradients (PP)",
-        "p2p",
-        pp_group,
-        act // par.tp,
-        m * par.virtual_stages * sends,
-        "megatron-pp-p2p",
-    )
-    chunk = g.tokens * g.kv_local * (g.head_dim + g.v_dim) * g.compute_bytes
-    b.add(
-        "K/V chunks and their gradients (CP ring)",
-        "p2p",
-        cp,
-        chunk,
-        m * (par.cp - 1) * (3 * n + rec),
-        "te-context-parallel",
-    )
-    if experts is not None:
-        n_moe, rec_moe, top_k = experts
-        tokens = g.seq_tokens * top_k * g.hidden * g.compute_bytes
-        b.add(
-            "routed tokens, dispatch and combine (EP)",
-            "all-to-all",
-            ep,
-            tokens,
-            m * (4 * n_moe + 2 * rec_moe),
-            "megatron-moe-alltoall",
-        )
-
-
 def stage_communication(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     """Every collective one rank of ``stage`` runs in a step: the data-parallel ones,
     which move states and never read the micro-batch's shape (built once per
     :func:`~engine.ledger.shape_free.shape_free` plan), then the model-parallel ones,
-    which move activations. A rank's groups do not read the shape either."""
+    which move activations (:func:`~engine.ledger.nodes.moving.moving`, their sizes at
+    the plan's geometry). A rank's groups do not read the shape either."""
     free = shape_free(plan)
-    b = _Builder(free, stage)
-    _model_parallel(b, plan, stage)
-    return (*_data_parallel_transfers(free, stage), *b.out)
+    rpn, moves = moving(free, stage)
+    out = list(_data_parallel_transfers(free, stage))
+    if moves:
+        g = geometry(plan)
+        for mv in moves:
+            size = mv.size(g)
+            if size <= 0:
+                continue
+            one = split_by_link(mv.collective, mv.group, size, rpn)
+            times = mv.times
+            out.append(
+                Transfer(
+                    mv.what,
+                    mv.collective,
+                    mv.group.label,
+                    size,
+                    times,
+                    one.intra * times,
+                    one.inter * times,
+                    mv.group.inside_node(rpn),
+                    mv.source,
+                )
+            )
+    return tuple(out)
 
 
 @lru_cache(maxsize=1024)
@@ -356,8 +273,24 @@ def _stage_kinds(plan: Plan) -> tuple[tuple[int, int, int], ...]:
 
 def step_communication(plan: Plan) -> Communication:
     """The busiest stage's communication per step (most bytes per rank) and its floor.
-    Stages of one kind (:func:`_stage_kinds`) run the same collectives: computed once."""
-    kinds = _stage_kinds(shape_free(plan))  # read of the layout only
+    Stages of one kind (:func:`_stage_kinds`) run the same collectives: computed once.
+    When no stage moves activations (no TP, PP, CP or EP), nothing here reads the
+    micro-batch's shape: worked out once per shape-free plan (:func:`still_communication`)."""
+    free = shape_free(plan)
+    return still_communication(free) or _busiest(plan, free)
+
+
+@lru_cache(maxsize=256)
+def still_communication(free: Plan) -> Communication | None:
+    """The communication of a shape-free plan none of whose stages runs a model-parallel
+    collective (else None): only data-parallel ones, which move states."""
+    if any(moving(free, s)[1] for s in range(free.parallelism.pp)):
+        return None
+    return _busiest(free, free)
+
+
+def _busiest(plan: Plan, free: Plan) -> Communication:
+    kinds = _stage_kinds(free)  # read of the layout only
     done: dict[tuple[int, int, int], tuple[Transfer, ...]] = {}
     moved: dict[tuple[int, int, int], int] = {}
     stage, most = 0, -1

@@ -7,11 +7,11 @@ against its own capacity, and the plan's verdict is the worst of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from engine.ledger.nodes.checkpoint_storage import checkpoint_rows
-from engine.ledger.nodes.communication import Communication, step_communication
+from engine.ledger.nodes.communication import Communication, step_communication, still_communication
 from engine.ledger.nodes.host import host_rows, pinned_bytes
 from engine.ledger.nodes.node_view import NodeView, node_view
 from engine.ledger.nodes.nvme import nvme_rows
@@ -84,6 +84,9 @@ def node_ledgers(plan: Plan, communication: bool = True) -> NodeLedgers:
     ledgers = _shape_free_ledgers(free)
     if not communication:
         return ledgers
+    still = _still_ledgers(free)
+    if still is not None:
+        return still
     lg = ledgers
     return NodeLedgers(
         lg.view,
@@ -102,6 +105,17 @@ def node_problems(plan: Plan) -> tuple[str, ...]:
     :func:`node_ledgers`), worked out once per shape-free plan: the communication, the
     one part that reads the micro-batch's shape, never decides them."""
     return _shape_free_problems(shape_free(plan))
+
+
+@lru_cache(maxsize=256)
+def _still_ledgers(free: Plan) -> NodeLedgers | None:
+    """A shape-free plan's ledgers with its communication when that reads no shape (no
+    stage moves activations: :func:`~engine.ledger.nodes.communication.still_communication`),
+    else None."""
+    comm = still_communication(free)
+    if comm is None:
+        return None
+    return replace(_shape_free_ledgers(free), communication=comm)
 
 
 @lru_cache(maxsize=256)
