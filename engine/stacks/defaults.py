@@ -103,12 +103,21 @@ def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
     done = r.plan.parallelism
     own = plan.parallelism
     if done.tp_style != own.tp_style or done.knobs != own.knobs:
-        par = own.model_copy(update={"tp_style": done.tp_style, "knobs": done.knobs})
-    par = shared_section(par)
+        par = _decided(own, done.tp_style, done.knobs)
+    else:
+        par = shared_section(par)
     if batch is r.plan.batch and par is done:
         return r
     out = with_section(with_section(r.plan, "batch", batch), "parallelism", par)
     return ResolvedPlan(out, r.stack, r.derived)
+
+
+@lru_cache(maxsize=1024)
+def _decided(own: ParallelismSection, tp_style: str, knobs: StrategyKnobs) -> Section:
+    """``own`` with the fields the stack's rules decide (cached: every fresh plan of one
+    layout whose ``tp_style`` is ``auto`` — each batch edit in the window — would
+    otherwise copy and hash a new parallelism section)."""
+    return shared_section(own.model_copy(update={"tp_style": tp_style, "knobs": knobs}))
 
 
 _FREE_PARALLELISM: Final[ParallelismSection] = ParallelismSection()
