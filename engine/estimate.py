@@ -13,6 +13,7 @@ from typing import Literal
 from engine.errors import PlanError
 from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
+from engine.ledger.peaks.runtime import reserve_bytes
 from engine.ledger.phases import Range as Range
 from engine.ledger.phases import peak_phase_of
 from engine.ledger.placement import layer_classes, stage_layer_ranges
@@ -120,8 +121,8 @@ def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
     allocator reserve, device and fit peaks; each phase's range is worked out when read."""
     lows, highs = numbers.sums()
     peak_phase, low, high = peak_phase_of(lows, highs)
-    f_low, f_high = memo.reserve  # peaks.runtime.reserve_span, inlined: int(peak × factor)
-    r_low, r_high = low + int(low * f_low), high + int(high * f_high)
+    r_low, r_high = reserve_bytes(memo.reserve, low, high)
+    r_low, r_high = low + r_low, high + r_high
     (rt_low, rt_high), (fit_low, fit_high) = numbers.runtime, numbers.inside
     return _new_totals(
         (

@@ -7,7 +7,7 @@ estimated at most once per search (estimates are the whole cost of a search).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from engine.errors import PlanError
@@ -15,6 +15,7 @@ from engine.estimate import Estimate, estimate
 from engine.layout.bound import PeakFloors
 from engine.layout.floor import fewest_ranks
 from engine.layout.lattice import Layout, with_layout
+from engine.ledger.row import Row
 from engine.plan import Plan
 
 Estimator = Callable[[Plan], Estimate]
@@ -22,6 +23,12 @@ Estimator = Callable[[Plan], Estimate]
 PADDED_STATES = frozenset({"gathered", "buckets"})
 """Row states whose size includes FSDP's dim-0 padding to the shard group (gathered
 units, reduce-scatter inputs): what can shrink when DP does (see layout.regimes.slack)."""
+
+
+def padded_bytes(rows: Iterable[Row]) -> int:
+    """The high bytes of the rows of :data:`PADDED_STATES`: an upper bound on the FSDP
+    padding among them."""
+    return sum(r.high for r in rows if r.state in PADDED_STATES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +115,7 @@ class Evaluator:
             est.limit_bytes,
             est.capacity_bytes,
             node_problems=tuple(est.nodes.problems()),
-            padded=sum(r.high for r in est.heaviest.rows if r.state in PADDED_STATES),
+            padded=padded_bytes(est.heaviest.rows),
         )
 
     @property

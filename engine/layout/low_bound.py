@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from engine.errors import PlanError
 from engine.layout.bound import PeakFloors
-from engine.layout.evaluate import PADDED_STATES
+from engine.layout.evaluate import padded_bytes
 from engine.layout.lattice import with_layout
 from engine.layout.point import Layout
 from engine.ledger.peaks.runtime import reserve_row
@@ -84,10 +84,7 @@ class LowFloors:
             stages = [(st, shared_rows(laid, st.stage)) for st in got[1]]
         except (PlanError, NotImplementedError, ValueError):
             return 0, 0
-        padded = max(
-            sum(r.high for r in (*sh.head, *sh.tail) if r.state in PADDED_STATES)
-            for _, sh in stages
-        )
+        padded = max(padded_bytes((*sh.head, *sh.tail)) for _, sh in stages)
         best: int | None = None
         for st, sh in stages:
             phases = timeline_of(add_sums(sh.sums, st.activation_sums)).phases

@@ -79,21 +79,14 @@ Sums = tuple[tuple[int, int], ...]
 """Allocated (low, high) bytes at each of MOMENTS, in order."""
 
 
-def moment_sums(
-    rows: tuple[Row, ...] | list[Row], accumulating: bool, base: Sums | None = None
-) -> Sums:
-    """Sum the HBM rows PyTorch's allocator counts at every moment of the step, on top
-    of ``base`` (the sums of rows counted already) when given.
+def moment_sums(rows: tuple[Row, ...] | list[Row], accumulating: bool) -> Sums:
+    """Sum the HBM rows PyTorch's allocator counts at every moment of the step.
 
     Integer sums add: the sums of two row lists added moment by moment equal the sums of
     the joined list, which lets a pipeline stage add its own activation rows to the
     sums of the rows it shares with other stages (:mod:`engine.ledger.stage_rows`)."""
-    if base is None:
-        lows = [0] * len(MOMENTS)
-        highs = [0] * len(MOMENTS)
-    else:
-        lows = [low for low, _ in base]
-        highs = [high for _, high in base]
+    lows = [0] * len(MOMENTS)
+    highs = [0] * len(MOMENTS)
     for r in rows:
         if not r.allocated:
             continue

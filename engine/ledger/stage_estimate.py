@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any, NamedTuple
 
-from engine.ledger.peaks.runtime import reserve_row
+from engine.ledger.peaks.runtime import reserve_bytes, reserve_row
 from engine.ledger.phases import Range, phase_totals
 from engine.ledger.row import MOMENTS, Location, Moment, Phase, Row
 from engine.ledger.stage_rows import stage_rows
@@ -40,18 +40,17 @@ class StageTotals(NamedTuple):
     fit_peak: Range
     accumulating: bool
     keep_all_gathered: bool
-    reserve: tuple[float, float]  # peaks.runtime.reserve_factors: int(bytes × factor)
+    reserve: tuple[float, float]  # peaks.runtime.reserve_factors
     made: list[Any]  # [phases, peak moments, reserved phases] once read, else empty
 
     def _made(self) -> list[Any]:
         made = self.made
         if not made:
             phases, peak_moments = phase_totals(self.lows, self.highs)
-            f_low, f_high = self.reserve
-            reserved = {
-                ph: _new_range((r.low + int(r.low * f_low), r.high + int(r.high * f_high)))
-                for ph, r in phases.items()
-            }
+            reserved = {}
+            for ph, r in phases.items():
+                low, high = reserve_bytes(self.reserve, r.low, r.high)
+                reserved[ph] = _new_range((r.low + low, r.high + high))
             made += [phases, peak_moments, reserved]
         return made
 

@@ -128,13 +128,12 @@ def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span, bool]:
 class _Make(NamedTuple):
     """What a stage's rows read of the stage: its layers, their walk
     (:func:`~engine.ledger.activations.stage_layers.layer_walk`), the stage whose
-    tensors it places (its representative) and those tensors, whether it is the last,
+    tensors it places (its representative), whether it is the last,
     and the stage whose shared rows stand for its own (:func:`_makes`)."""
 
     layers: range
     walk: Walk
     placing: int
-    placed: tuple[LocalTensor, ...]
     last: bool
     shared: int
 
@@ -149,13 +148,11 @@ def _makes(plan: Plan) -> tuple[_Make, ...]:
     rule = rule_of(par.strategy)
     own_range = rule.params and not rule.fsdp
     ranges, reps = stage_layer_ranges(arch, par), representative_stages(arch, par)
-    placed = {rep: stage_placed(plan, rep) for rep in set(reps)}
     return tuple(
         _Make(
             ranges[s],
             walk,
             reps[s],
-            placed[reps[s]],
             s == par.pp - 1,
             s if own_range else reps[s],
         )

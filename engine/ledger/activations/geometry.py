@@ -292,18 +292,9 @@ class Term:
 
 
 def terms_bytes(terms: Iterable[Term], g: Geometry) -> int:
-    """The sum of the terms' :meth:`Term.bytes`, each axis's tokens worked out once
-    (every stage make-up of every fresh estimate sums its layer kinds' terms, so the
-    loop is kept plain: :meth:`Term.bytes` inlined)."""
-    full = g.micro_batch * g.seq
-    seq = ceil_div(full, g.tp) if g.sp else full  # Geometry.seq_tokens
-    gran = g.granularity
-    total = 0
-    for t in terms:
-        axis = t.axis
-        n = (full if axis == "full" else seq if axis == "seq" else 1) * t.width * t.bpe
-        total += t.count * (-(-n // gran) * gran if gran > 1 else n)  # round_up inlined
-    return total
+    """The sum of the terms' :meth:`Term.bytes` — written plainly: the estimate sums
+    terms through :func:`terms_at`, and the tests check that against this."""
+    return sum(t.bytes(g) for t in terms)
 
 
 class TermsAt(NamedTuple):
@@ -362,12 +353,6 @@ def terms_at(terms: Iterable[Term], g: Geometry) -> TermsAt:
         else:
             rest.append((t.axis, t.count, per))
     return TermsAt(linear, const, tuple(rest), seq, tp, sp, gran)
-
-
-def one_sequence(g: Geometry) -> Geometry:
-    """``g`` at a micro-batch of one sequence: what the saved terms (widths per token)
-    are built at, so plans differing only in the micro-batch share them."""
-    return g if g.micro_batch == 1 else _new_geometry((1, *g[1:]))
 
 
 def terms_formula(terms: list[Term], g: Geometry) -> str:

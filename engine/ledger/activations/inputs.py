@@ -9,7 +9,7 @@ from functools import partial
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry
 from engine.ledger.activations.hf import rotary_dim
 from engine.ledger.activations.traits import source_of, traits_of
-from engine.ledger.activations.varying import Fixed, fixed_built
+from engine.ledger.activations.varying import Fixed
 from engine.ledger.row import ALL_PHASES, Row, make_row, moments_in
 from engine.plan import Plan
 from engine.units import fmt_count, round_up
@@ -19,13 +19,9 @@ _HELD = moments_in(ALL_PHASES)
 _new_fixed = partial(tuple.__new__, Fixed)  # built in C
 
 
-def input_rows(plan: Plan, g: Geometry, last: bool) -> list[Row]:
-    """The input batch (and the labels on the last stage) and the rotary buffers."""
-    return fixed_built(inputs_at(plan, last)(g))
-
-
 def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
-    """:func:`input_rows` as :class:`Fixed` parts at a micro-batch's geometry: the plan
+    """The input batch (and the labels on the last stage) and the rotary buffers, as
+    :class:`Fixed` parts at a micro-batch's geometry: the plan
     read here, once (it is never read for the micro-batch's shape, which only ``g``
     gives); the buffers, which do not scale with it, built here too."""
     label = "Input batch (input_ids" + (", labels)" if last else ")")

@@ -2,7 +2,7 @@
 :class:`~engine.ledger.activations.varying.Varying` parts (they scale with the
 micro-batches in flight): autocast's 16-bit weight copies and the tensors saved once per
 forward (rotary tables, checkpoint positions; the head's on the last stage).
-:func:`~engine.ledger.activations.rows.in_flight_parts` lists them after the layers'.
+:func:`~engine.ledger.activations.rows.in_flight_at` lists them after the layers'.
 """
 
 from __future__ import annotations
@@ -127,22 +127,13 @@ _ONCE_LABELS = {
 _ONCE_IDS = {"other": "hbm.activations.saved.other", "head": "hbm.activations.saved.head"}
 
 
-def once_part(
-    plan: Plan,
-    parts: list[tuple[Formula, int]],
-    which: str,
-    moments: frozenset[Moment],
-) -> Varying:
-    """Tensors saved once per micro-batch: ``other`` (rotary, checkpoint positions) stay
-    until the layers' backward is done; ``head`` (final norm, lm_head input, soft-capped
-    logits, the loss scalars) are freed by the first ops of backward."""
-    return once_at(plan, which, moments)(parts)
-
-
 def once_at(
     plan: Plan, which: str, moments: frozenset[Moment]
 ) -> Callable[[list[tuple[Formula, int]]], Varying]:
-    """:func:`once_part` of these tensors, the plan read here, once."""
+    """Tensors saved once per micro-batch: ``other`` (rotary, checkpoint positions) stay
+    until the layers' backward is done; ``head`` (final norm, lm_head input, soft-capped
+    logits, the loss scalars) are freed by the first ops of backward. The plan read here,
+    once."""
     source, label, id_ = profile_source(plan), _ONCE_LABELS[which], _ONCE_IDS[which]
     live = moments_in(FORWARD_BACKWARD, moments)
 
@@ -182,16 +173,11 @@ def once_at(
 _new_varying = partial(tuple.__new__, Varying)  # built in C
 
 
-def other_terms(plan: Plan, g: Geometry, ckpt: bool) -> list[tuple[Formula, int]]:
-    """Tensors every layer's backward reads, saved once per micro-batch."""
-    got = other_at(plan, ckpt)
-    return got(g) if callable(got) else got
-
-
 def other_at(
     plan: Plan, ckpt: bool
 ) -> list[tuple[Formula, int]] | Callable[[Geometry], list[tuple[Formula, int]]]:
-    """:func:`other_terms` at a micro-batch's geometry, the plan read here, once: all but
+    """Tensors every layer's backward reads, saved once per micro-batch, at a
+    micro-batch's geometry, the plan read here, once: all but
     Falcon's mask are one sequence's and worked out here too (at the geometry's local
     sequence, which the plan fixes) — the terms themselves when nothing scales with the
     micro-batch's size, else a function of its geometry."""
@@ -222,14 +208,10 @@ def other_at(
     return at
 
 
-def head_terms(plan: Plan, g: Geometry) -> list[tuple[Formula, int]]:
-    """The last stage's head: final norm and lm_head input, Gemma-2's soft-capped
-    logits (``logits / cap`` → ``tanh`` keeps its output, T × V), the loss scalars."""
-    return head_at(plan)(g)
-
-
 def head_at(plan: Plan) -> Callable[[Geometry], list[tuple[Formula, int]]]:
-    """:func:`head_terms` at a micro-batch's geometry, the plan read here, once."""
+    """The last stage's head at a micro-batch's geometry, the plan read here, once: final
+    norm and lm_head input, Gemma-2's soft-capped logits (``logits / cap`` → ``tanh``
+    keeps its output, T × V), the loss scalars."""
     g0 = geometry(plan)  # its local sequence: the micro-batch's size unread
     fin = final_norm_terms(plan, g0)
     fin_bytes = terms_at(fin, g0).bytes

@@ -233,18 +233,14 @@ def _fixed_part(n: int, moments: frozenset[Moment], build: Callable[[], Row]) ->
     return _new_varying((lambda fly: span, lambda fly: build(), True, moments))
 
 
-def labels_rows(plan: Plan, g: Geometry, last: bool, fly: InFlight) -> list[Row]:
-    """The shifted labels nll_loss keeps (Hugging Face's causal-LM loss, last stage).
+def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
+    """The shifted labels nll_loss keeps (Hugging Face's causal-LM loss, last stage), as
+    :class:`Varying` parts.
 
     HF pads labels by one and slices; for b = 1 the slice is already contiguous and stays
     a view of the padded (1, s + 1) tensor. Freed once nll_loss's backward ran, so it is
     gone at the loss-backward peak.
     """
-    return built(labels_parts(plan, g, last), fly)
-
-
-def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
-    """:func:`labels_rows` as :class:`Varying` parts."""
     if not last or plan.runtime.activation_profile != "hf-transformers":
         return []
     n = g.seq + 1 if g.micro_batch == 1 else g.micro_batch * g.seq

@@ -33,14 +33,10 @@ def real_token_share(plan: Plan) -> float:
     return min(1.0, w.mean_sample_tokens / plan.batch.seq_len)
 
 
-def activation_band(plan: Plan, n: int) -> tuple[int, int]:
-    """The activation band's low–high of ``n`` bytes; packing lowers the low end."""
-    return band_of(plan)(n)
-
-
 def band_of(plan: Plan) -> Callable[[int], tuple[int, int]]:
-    """:func:`activation_band` of ``plan`` as a function of the bytes, the plan read
-    once (every stage of a pipeline bands its saved activations)."""
+    """The activation band's low–high of ``n`` bytes (packing lowers the low end), as a
+    function of the bytes: the plan read once (every stage of a pipeline bands its saved
+    activations)."""
     b = plan.runtime.activation_band
     low, high, share = b.low, b.high, real_token_share(plan)
 

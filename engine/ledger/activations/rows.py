@@ -198,17 +198,6 @@ def varying_parts(
     )
 
 
-def in_flight_parts(
-    plan: Plan,
-    sl: StageLayers,
-    last: bool,
-    n_layers: int,
-    placed: tuple[LocalTensor, ...],
-) -> list[Varying]:
-    """The rows that scale with the micro-batches in flight on the stage."""
-    return in_flight_at(plan, last, n_layers, sl.n_ckpt, placed)(geometry(plan), sl)
-
-
 _SAVED = moments_in(FORWARD_BACKWARD, UNTIL_LAYERS_FREE)
 _HOST = moments_in(FORWARD_BACKWARD)
 _new_varying = partial(tuple.__new__, Varying)  # built in C
@@ -217,7 +206,8 @@ _new_varying = partial(tuple.__new__, Varying)  # built in C
 def in_flight_at(
     plan: Plan, last: bool, n_layers: int, n_ckpt: int, placed: tuple[LocalTensor, ...]
 ) -> Callable[[Geometry, StageLayers], list[Varying]]:
-    """:func:`in_flight_parts` of a stage of ``n_layers`` layers, ``n_ckpt`` of them
+    """The rows that scale with the micro-batches in flight on a stage of ``n_layers``
+    layers, ``n_ckpt`` of them
     checkpointed, at a micro-batch's geometry and its layers counted there: the plan
     read here, once (never for the micro-batch's size, which only ``g`` gives)."""
     g0 = geometry(plan)  # widths and dtypes only: autocast's casts do not scale

@@ -51,7 +51,7 @@ from engine.ledger.activations.hf_moe import router_terms as moe_router_terms
 from engine.ledger.activations.packing import band_of, packing_formula
 from engine.ledger.activations.stage_layers import LayerKind, StageLayers, context
 from engine.ledger.activations.traits import traits_of
-from engine.ledger.activations.varying import Fixed, fixed_built
+from engine.ledger.activations.varying import Fixed
 from engine.ledger.row import (
     BACKWARD,
     IN_LAYERS,
@@ -83,14 +83,10 @@ _LIVE: dict[frozenset[Moment], frozenset[Moment]] = {
 """A working-set row's moments, by its backward moments (what make_row gives it)."""
 
 
-def working_rows(plan: Plan, sl: StageLayers) -> list[Row]:
-    """One row when the stage's first layer is of its largest kind, else two: the
-    largest kind's at the later layers' moments and the first layer's at the end."""
-    return fixed_built(working_at(plan)(geometry(plan), sl))
-
-
 def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
-    """:func:`working_rows` as :class:`Fixed` parts at a micro-batch's geometry and its
+    """The backward working set — one part when the stage's first layer is of its
+    largest kind, else two: the largest kind's at the later layers' moments and the
+    first layer's at the end — as :class:`Fixed` parts at a micro-batch's geometry and its
     stage's layers counted there: the plan read here, once (never for the micro-batch's
     shape, which only ``g`` gives), the term lists looked up per local sequence."""
     free = shape_free(plan)

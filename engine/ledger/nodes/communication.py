@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from engine.ledger.activations.geometry import geometry
-from engine.ledger.groups import Group, GroupKind, ranks_per_node
+from engine.ledger.groups import Group, GroupKind, group_of, ranks_per_node
 from engine.ledger.nodes.collectives import Collective, split_by_link
-from engine.ledger.nodes.moving import by_kind, groups_of, moving
+from engine.ledger.nodes.moving import groups_of, moving
 from engine.ledger.peaks.gathered import gather_bytes
 from engine.ledger.placement import (
     dense_dp_group,
@@ -124,7 +124,6 @@ class _Builder:
     def __init__(self, plan: Plan, stage: int) -> None:
         self.rpn = ranks_per_node(plan)
         self.groups = groups_of(plan, stage)
-        self.by_kind = by_kind(plan, stage)
         self.out: list[Transfer] = []
 
     def add(
@@ -155,9 +154,7 @@ class _Builder:
 
     def kind(self, *kinds: GroupKind) -> Group | None:
         """:func:`group_of` the stage's groups: the first of one of these kinds."""
-        by_kind = self.by_kind
-        found = [by_kind[k] for k in kinds if k in by_kind]
-        return min(found)[1] if found else None
+        return group_of(self.groups, *kinds)
 
 
 def _state_bytes(plan: Plan, stage: int) -> dict[str, tuple[int, int, int]]:

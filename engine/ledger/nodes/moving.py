@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from engine.ledger.activations.geometry import Geometry
-from engine.ledger.groups import Group, GroupKind, ranks_per_node, stage_groups
+from engine.ledger.groups import Group, group_of, ranks_per_node, stage_groups
 from engine.ledger.nodes.collectives import Collective
 from engine.ledger.placement import stage_layer_ranges
 from engine.ledger.states.persistent import stage_placed
@@ -26,21 +26,6 @@ def groups_of(plan: Plan, stage: int) -> tuple[Group, ...]:
     """:func:`stage_groups`, cached: the builder is made from the shape-free plan, so
     plans differing only in the micro-batch's shape share a stage's groups."""
     return tuple(stage_groups(plan, stage))
-
-
-@lru_cache(maxsize=1024)
-def by_kind(plan: Plan, stage: int) -> dict[GroupKind, tuple[int, Group]]:
-    """Each kind's first group among :func:`_groups` and its place there."""
-    out: dict[GroupKind, tuple[int, Group]] = {}
-    for i, g in enumerate(groups_of(plan, stage)):
-        out.setdefault(g.kind, (i, g))
-    return out
-
-
-def kind_of(plan: Plan, stage: int, *kinds: GroupKind) -> Group | None:
-    """The stage's first group of one of these kinds (what the builder's ``kind`` finds)."""
-    found = [v for k, v in by_kind(plan, stage).items() if k in kinds]
-    return min(found)[1] if found else None
 
 
 def _recomputed(plan: Plan, n: int) -> int:
@@ -74,11 +59,12 @@ def stage_reads(plan: Plan, stage: int) -> StageReads:
     if moe is not None and any(t.expert for t in placed):
         n_moe = sum(1 for i in layers if i >= moe.first_dense_layers)
         experts = (n_moe, rec * n_moe // max(n, 1), moe.top_k)
+    mine = groups_of(plan, stage)
     groups = (
-        kind_of(plan, stage, "tp"),
-        kind_of(plan, stage, "pp_next", "pp_prev"),
-        kind_of(plan, stage, "cp"),
-        kind_of(plan, stage, "ep"),
+        group_of(mine, "tp"),
+        group_of(mine, "pp_next", "pp_prev"),
+        group_of(mine, "cp"),
+        group_of(mine, "ep"),
     )
     return StageReads(n, rec, any(t.tensor.role == "lm_head" for t in placed), experts, groups)
 

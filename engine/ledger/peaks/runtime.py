@@ -9,8 +9,6 @@ be reported both as allocated (tensors only) and as reserved / device; their sta
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from engine.ledger.groups import stage_groups
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
@@ -90,34 +88,24 @@ def runtime_rows(plan: Plan, stage: int) -> list[Row]:
     return rows
 
 
-def reserve_span(plan: Plan, peak_low: int, peak_high: int) -> tuple[int, int]:
-    """The (low, high) bytes of :func:`reserve_row` over this allocated peak: what an
-    estimate's numbers need of it (the row is built when a view reads it)."""
-    return reserve_of(plan)(peak_low, peak_high)
-
-
 def reserve_factors(plan: Plan) -> tuple[float, float]:
-    """The allocator reserve's share of the allocated peak, (low, high): the reserve is
-    ``int(peak_low × low), int(peak_high × high)`` (:func:`reserve_of`; estimate()
-    applies it to every phase of every stage inline, with these factors)."""
+    """The allocator reserve's share of the allocated peak, (low, high), read once per
+    plan: estimate() applies them to every stage's peak (:func:`reserve_bytes`)."""
     band = plan.runtime.allocator_reserve
     return band.low, band.high
 
 
-def reserve_of(plan: Plan) -> Callable[[int, int], tuple[int, int]]:
-    """:func:`reserve_span` of ``plan`` as a function of the peak, the plan read once."""
-    low, high = reserve_factors(plan)
-
-    def reserve(peak_low: int, peak_high: int) -> tuple[int, int]:
-        return int(peak_low * low), int(peak_high * high)
-
-    return reserve
+def reserve_bytes(factors: tuple[float, float], peak_low: int, peak_high: int) -> tuple[int, int]:
+    """The (low, high) bytes of :func:`reserve_row` over this allocated peak, from
+    :func:`reserve_factors`: ``int(peak × factor)``, what an estimate's numbers need
+    of it (the row is built when a view reads it)."""
+    return int(peak_low * factors[0]), int(peak_high * factors[1])
 
 
 def reserve_row(plan: Plan, peak_low: int, peak_high: int) -> Row:
     """The caching allocator's reserve over the allocated peak (reserved − allocated)."""
     band = plan.runtime.allocator_reserve
-    low, high = reserve_span(plan, peak_low, peak_high)
+    low, high = reserve_bytes((band.low, band.high), peak_low, peak_high)
     seg = (
         " (expandable_segments on: the low end is the likelier)"
         if plan.runtime.expandable_segments
