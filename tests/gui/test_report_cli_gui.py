@@ -156,26 +156,3 @@ def test_mounting_report_loads_no_qt() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-
-
-def test_report_path_imports_no_numpy(tmp_path: Path) -> None:
-    """`memplan report` draws its charts with a bare QPainter: the CLI path, from the
-    parser to a written PDF, never imports numpy (a plotting library would pull it in,
-    about half a second of a run) — checked in a fresh interpreter, which a module
-    imported by another test cannot fool."""
-    import os
-    import subprocess
-    import sys
-
-    out = tmp_path / "r.pdf"
-    code = (
-        "import sys; from gui.__main__ import main; "
-        f"code = main(['report', '-o', {str(out)!r}]); "
-        "print(code, 'numpy' in sys.modules)"
-    )
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    run = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
-    )
-    assert run.stdout.strip().splitlines()[-1] == "0 False"
-    assert out.stat().st_size > 0
