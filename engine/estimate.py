@@ -15,7 +15,7 @@ from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
 from engine.ledger.peaks.runtime import reserve_bytes
 from engine.ledger.phases import Range as Range
-from engine.ledger.phases import peak_phase_of
+from engine.ledger.phases import new_range, peak_phase_of
 from engine.ledger.placement import layer_classes, stage_layer_ranges
 from engine.ledger.row import LOCATIONS, Location, Row
 from engine.ledger.stage_estimate import StageEstimate as StageEstimate
@@ -129,8 +129,8 @@ def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
             lows,
             highs,
             peak_phase,
-            _new_range((r_low + rt_low, r_high + rt_high)),
-            _new_range((r_low + fit_low, r_high + fit_high)),
+            new_range((r_low + rt_low, r_high + rt_high)),
+            new_range((r_low + fit_low, r_high + fit_high)),
             memo.accumulating,
             memo.keep_all_gathered,
             memo.reserve,
@@ -139,10 +139,9 @@ def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
     )
 
 
-_new_range = partial(tuple.__new__, Range)
 _new_totals = partial(tuple.__new__, StageTotals)
-"""Named tuples built in C from a tuple of their fields (no Python ``__new__`` frame):
-every stage of every estimate builds some."""
+"""A :class:`StageTotals` built in C from a tuple of its fields (no Python ``__new__``
+frame: every stage of every estimate builds one)."""
 
 
 def _verdict(peak: Range, limit: int, capacity: int) -> tuple[Verdict, str]:

@@ -102,7 +102,7 @@ def add_sums(a: Sums, b: Sums) -> Sums:
     return tuple((x[0] + y[0], x[1] + y[1]) for x, y in zip(a, b, strict=True))
 
 
-_new_range = partial(tuple.__new__, Range)
+new_range = partial(tuple.__new__, Range)
 """``Range`` from a (low, high) pair, built in C (no Python ``__new__`` frame)."""
 
 
@@ -111,7 +111,7 @@ def timeline_of(sums: Sums) -> Timeline:
 
     A phase of one moment shares that moment's range (they are immutable); every stage
     of every estimate asks, so the loop is kept plain."""
-    ranges: list[Range] = list(map(_new_range, sums))
+    ranges: list[Range] = list(map(new_range, sums))
     moments = dict(zip(_MOMENT_NAMES, ranges, strict=True))
     phases: dict[Phase, Range] = {}
     peak_moment: dict[Phase, Moment] = {}
@@ -145,7 +145,7 @@ def phase_totals(
     for ph, best, rest in _PHASE_SPLIT:
         best_low, best_high = lows[best], highs[best]  # the first with the largest (high, low)
         if not rest:
-            phases[ph] = _new_range((best_low, best_high))
+            phases[ph] = new_range((best_low, best_high))
         else:
             top = best_low
             for i in rest:
@@ -155,7 +155,7 @@ def phase_totals(
                 if low > top:
                     top = low
             # The phase's peak is at least its largest low and at most its largest high.
-            phases[ph] = _new_range((top, best_high))
+            phases[ph] = new_range((top, best_high))
         peak_moment[ph] = _MOMENT_NAMES[best]
     return phases, peak_moment
 

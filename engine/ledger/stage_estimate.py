@@ -13,17 +13,15 @@ are; ``tests/engine/ledger/test_estimate_folding.py`` compares the two).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from functools import partial
 from typing import Any, NamedTuple
 
 from engine.ledger.peaks.runtime import reserve_bytes, reserve_row
-from engine.ledger.phases import Range, phase_totals
+from engine.ledger.phases import Range, new_range, phase_totals
 from engine.ledger.row import MOMENTS, Location, Moment, Phase, Row
 from engine.ledger.stage_rows import stage_rows
 from engine.plan import Plan
 
 _MOMENT_NAMES: tuple[Moment, ...] = tuple(m for m, _ in MOMENTS)
-_new_range = partial(tuple.__new__, Range)
 
 
 class StageTotals(NamedTuple):
@@ -50,7 +48,7 @@ class StageTotals(NamedTuple):
             reserved = {}
             for ph, r in phases.items():
                 low, high = reserve_bytes(self.reserve, r.low, r.high)
-                reserved[ph] = _new_range((r.low + low, r.high + high))
+                reserved[ph] = new_range((r.low + low, r.high + high))
             made += [phases, peak_moments, reserved]
         return made
 
@@ -102,7 +100,7 @@ class StageEstimate:
     def moments(self) -> dict[Moment, Range]:
         """Allocated at each moment of the step (the finer timeline)."""
         t = self.totals
-        ranges = map(_new_range, zip(t.lows, t.highs, strict=True))
+        ranges = map(new_range, zip(t.lows, t.highs, strict=True))
         return dict(zip(_MOMENT_NAMES, ranges, strict=True))
 
     @property

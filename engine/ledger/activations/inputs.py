@@ -4,19 +4,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry
 from engine.ledger.activations.hf import rotary_dim
 from engine.ledger.activations.traits import source_of, traits_of
-from engine.ledger.activations.varying import Fixed
+from engine.ledger.activations.varying import Fixed, new_fixed
 from engine.ledger.row import ALL_PHASES, Row, make_row, moments_in
 from engine.plan import Plan
 from engine.units import fmt_count, round_up
 
 _HELD = moments_in(ALL_PHASES)
 """The moments of a row held for the whole step (make_row's default)."""
-_new_fixed = partial(tuple.__new__, Fixed)  # built in C
 
 
 def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
@@ -47,7 +45,7 @@ def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
                 source="hf-transformers-llama",
             )
 
-        return [_new_fixed(((batch, batch), row, True, _HELD)), *buffers]
+        return [new_fixed(((batch, batch), row, True, _HELD)), *buffers]
 
     return at
 

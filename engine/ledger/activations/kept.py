@@ -8,7 +8,6 @@ forward (rotary tables, checkpoint positions; the head's on the last stage).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from functools import partial
 
 from engine.ledger.activations import hf
 from engine.ledger.activations.geometry import (
@@ -21,7 +20,7 @@ from engine.ledger.activations.geometry import (
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.stage_layers import final_norm_terms
 from engine.ledger.activations.traits import source_of, traits_of
-from engine.ledger.activations.varying import Span, Varying
+from engine.ledger.activations.varying import Span, Varying, new_varying
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import (
     FORWARD_BACKWARD,
@@ -165,12 +164,9 @@ def once_at(
                 backward=moments,
             )
 
-        return _new_varying((span, row, True, live))
+        return new_varying((span, row, True, live))
 
     return at
-
-
-_new_varying = partial(tuple.__new__, Varying)  # built in C
 
 
 def other_at(

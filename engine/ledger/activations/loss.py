@@ -20,7 +20,7 @@ from functools import partial
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry, trainability
 from engine.ledger.activations.schedule import InFlight
-from engine.ledger.activations.varying import Span, Varying, built
+from engine.ledger.activations.varying import Span, Varying, built, new_varying
 from engine.ledger.row import (
     AT_LOSS,
     BACKWARD,
@@ -135,7 +135,7 @@ def _logits(
                 backward=AT_LOSS,
             )
 
-        parts = [_new_varying((saved_span, saved_row, True, _SAVED))]
+        parts = [new_varying((saved_span, saved_row, True, _SAVED))]
     else:
         k = min(rt.loss_chunk_tokens, t)
         chunk = alloc(k, c) + (2 * alloc(k, FP32) if lp_bytes == FP32 else alloc(k, c))
@@ -165,7 +165,7 @@ def _logits(
                     backward=AT_LOSS,
                 )
 
-            parts = [_new_varying((kept_span, kept_row, True, _SAVED))]
+            parts = [new_varying((kept_span, kept_row, True, _SAVED))]
             bwd, bwd_formula = 0, "fused: the gradients already exist"
         else:
             parts = []
@@ -222,7 +222,6 @@ _FORWARD = moments_in(FORWARD)
 _AT_LOSS = moments_in(BACKWARD, AT_LOSS)
 _SAVED = moments_in(FORWARD_BACKWARD, AT_LOSS)
 """The parts' moments (what make_row gives their rows)."""
-_new_varying = partial(tuple.__new__, Varying)  # built in C
 
 
 def _fixed_part(n: int, moments: frozenset[Moment], build: Callable[[], Row]) -> Varying:
@@ -230,7 +229,7 @@ def _fixed_part(n: int, moments: frozenset[Moment], build: Callable[[], Row]) ->
     :class:`Varying` (the same bytes at every :class:`InFlight`; the row built from
     ``build`` — which writes ``n`` — when read)."""
     span = (n, n)
-    return _new_varying((lambda fly: span, lambda fly: build(), True, moments))
+    return new_varying((lambda fly: span, lambda fly: build(), True, moments))
 
 
 def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
@@ -266,4 +265,4 @@ def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
             phases=FORWARD,
         )
 
-    return [_new_varying((span, row, True, _FORWARD))]
+    return [new_varying((span, row, True, _FORWARD))]

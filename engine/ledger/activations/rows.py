@@ -31,7 +31,15 @@ from engine.ledger.activations.loss import labels_parts, logits_at
 from engine.ledger.activations.packing import band_of, packing_formula
 from engine.ledger.activations.schedule import InFlight, in_flight
 from engine.ledger.activations.stage_layers import StageLayers, Walk, counted_at, stage_layers
-from engine.ledger.activations.varying import Fixed, Span, Varying, built, fixed_built, of_row
+from engine.ledger.activations.varying import (
+    Fixed,
+    Span,
+    Varying,
+    built,
+    fixed_built,
+    new_varying,
+    of_row,
+)
 from engine.ledger.activations.working import working_at
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import (
@@ -127,12 +135,12 @@ def fixed_at(
         if exchange and sl.n_layers:
             held += [of_row(r) for r in exchange_rows(plan, g, placed)]
         held += inputs(g)
-        return _new_fixed((sl, held, [of_row(_mask_row(g))] if eager else []))
+        return _new_fixed_parts((sl, held, [of_row(_mask_row(g))] if eager else []))
 
     return at
 
 
-_new_fixed = partial(tuple.__new__, FixedParts)  # built in C
+_new_fixed_parts = partial(tuple.__new__, FixedParts)  # built in C
 
 
 def _mask_row(g: Geometry) -> Row:
@@ -200,7 +208,6 @@ def varying_parts(
 
 _SAVED = moments_in(FORWARD_BACKWARD, UNTIL_LAYERS_FREE)
 _HOST = moments_in(FORWARD_BACKWARD)
-_new_varying = partial(tuple.__new__, Varying)  # built in C
 
 
 def in_flight_at(
@@ -256,7 +263,7 @@ def in_flight_at(
                     phases=FORWARD_BACKWARD,
                 )
 
-            parts.append(_new_varying((host_span, host_row, False, _HOST)))
+            parts.append(new_varying((host_span, host_row, False, _HOST)))
 
             def layer_span(fly: InFlight) -> Span:
                 return gpu
@@ -298,7 +305,7 @@ def in_flight_at(
                 dtype=dtype,
             )
 
-        parts.append(_new_varying((layer_span, layer_row, True, _SAVED)))
+        parts.append(new_varying((layer_span, layer_row, True, _SAVED)))
         parts += fixed
         if callable(other_of):
             other = other_of(g)

@@ -18,6 +18,7 @@ per plan without its micro-batch's size: a fresh plan only works out the bytes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import NamedTuple
 
 from engine.ledger.activations.schedule import InFlight
@@ -56,6 +57,13 @@ class Fixed(NamedTuple):
     build: Callable[[], Row]
     allocated: bool
     moments: frozenset[Moment]
+
+
+new_varying = partial(tuple.__new__, Varying)
+"""A :class:`Varying` from a tuple of its fields, built in C (no Python ``__new__``
+frame: every stage make-up of every fresh estimate builds some)."""
+new_fixed = partial(tuple.__new__, Fixed)
+"""A :class:`Fixed` from a tuple of its fields, built in C (as :data:`new_varying`)."""
 
 
 def of_row(row: Row) -> Fixed:

@@ -29,7 +29,7 @@ granitemoe, FSDP2 + full recompute: the peak is "at index_put" in layer 0's expe
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache, partial
+from functools import lru_cache
 from operator import attrgetter
 from typing import Literal
 
@@ -51,7 +51,7 @@ from engine.ledger.activations.hf_moe import router_terms as moe_router_terms
 from engine.ledger.activations.packing import band_of, packing_formula
 from engine.ledger.activations.stage_layers import LayerKind, StageLayers, context
 from engine.ledger.activations.traits import traits_of
-from engine.ledger.activations.varying import Fixed
+from engine.ledger.activations.varying import Fixed, new_fixed
 from engine.ledger.row import (
     BACKWARD,
     IN_LAYERS,
@@ -157,7 +157,7 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
                 backward=moments,
             )
 
-        return _new_fixed(((lo, hi), row, True, _LIVE[moments]))
+        return new_fixed(((lo, hi), row, True, _LIVE[moments]))
 
     def at(g: Geometry, sl: StageLayers) -> list[Fixed]:
         kinds = sl.kinds
@@ -179,7 +179,6 @@ def _words(terms: tuple[Term, ...], g: Geometry, tail: str) -> Formula:
 
 
 _BYTES = attrgetter("bytes")
-_new_fixed = partial(tuple.__new__, Fixed)  # built in C
 
 
 def _moe_combine(plan: Plan, moe_layer: bool) -> bool:
