@@ -13,14 +13,12 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch
 from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Outcome
 from engine.layout.low_bound import LowFloors
-from engine.layout.padding import Context as PaddingContext
 from engine.layout.padding import padding_context, problems_in, share_in
 from engine.layout.point import Layout
 from engine.layout.state_bound import StateFloors
@@ -96,14 +94,8 @@ def slack(plan: Plan, outcome: Outcome) -> int:
 def padded_slack(plan: Plan, layout: Layout, padded_bytes: int) -> int:
     """:func:`slack` at ``layout`` of ``padded_bytes`` bytes of padded rows (an upper
     bound on them gives an upper bound on the slack)."""
-    pad, padded = share_in(_contexts(plan), layout)
+    pad, padded = share_in(padding_context(plan), layout)
     return -(-padded_bytes * pad // padded) if pad else 0
-
-
-@lru_cache(maxsize=64)
-def _contexts(plan: Plan) -> PaddingContext:
-    """:func:`padding_context`, cached: a search asks for every probe's slack."""
-    return padding_context(plan)
 
 
 @dataclass
@@ -166,15 +158,6 @@ class SearchMemo:
     _points: dict[Layout, _ShapePoints] = field(default_factory=dict)
     _low: LowFloors | None = None
     _states: StateFloors | None = None
-    _padding_context: PaddingContext | bool = False
-
-    @property
-    def padding_context(self) -> PaddingContext:
-        """The plan's :func:`padding_context`, worked out once."""
-        if self._padding_context is False:
-            self._padding_context = padding_context(self.plan)
-        assert self._padding_context is not True
-        return self._padding_context
 
     def low_floors(self, floors: PeakFloors) -> LowFloors:
         """The low bound over ``floors``, one per memo (its values are cached)."""
@@ -240,7 +223,7 @@ class _ShapePoints:
             return
         plan = memo.plan
         cands = dp_candidates(plan, shape, top, memo.full)
-        context = memo.padding_context
+        context = padding_context(plan)
         for d in cands[bisect_right(cands, max(self.upto, self.fewest_dp - 1)) :]:
             lay = layout_at(plan, shape, d)
             if memo.padding < 1 and problems_in(context, lay, memo.padding):
