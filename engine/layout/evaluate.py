@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from engine.errors import PlanError
 from engine.estimate import Estimate, estimate
-from engine.layout.bound import PeakFloors
+from engine.layout.bound import peak_floors
 from engine.layout.floor import fewest_ranks
 from engine.layout.lattice import Layout, with_layout
 from engine.ledger.row import Row
@@ -80,7 +80,7 @@ class Evaluator:
         self.calls = 0
         self._ledger = estimator is None
         # lower bounds on the peak (engine.layout.bound): the ledger's only, like fewest_ranks
-        self.floors = PeakFloors(plan) if self._ledger else None
+        self.floors = peak_floors(plan) if self._ledger else None
         # the layouts asked for while set, in order (counts' replay of the search)
         self.seen: dict[Layout, None] | None = None
 

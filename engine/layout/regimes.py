@@ -13,6 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch
@@ -136,6 +137,20 @@ class Known:
             self.dead_upto = max(self.dead_upto, dp)
 
 
+@lru_cache(maxsize=4)
+def _low_floors(floors: PeakFloors) -> LowFloors:
+    """The low bound over ``floors`` (keyed by the object: one per plan, kept across
+    searches as :func:`engine.layout.bound.peak_floors` keeps the floors), its values
+    cached: the GUI, the report and the CLI search the same plan again."""
+    return LowFloors(floors)
+
+
+@lru_cache(maxsize=4)
+def _state_floors(floors: PeakFloors) -> StateFloors:
+    """The state bound over ``floors``, kept as :func:`_low_floors` is."""
+    return StateFloors(floors)
+
+
 Proofs = dict[tuple[Layout, RegimeKey, str], Known]
 """Per (shape template, regime, criterion figure): what is known (:class:`Known`)."""
 
@@ -156,20 +171,14 @@ class SearchMemo:
     replay: bool = False
     proofs: Proofs = field(default_factory=dict)
     _points: dict[Layout, _ShapePoints] = field(default_factory=dict)
-    _low: LowFloors | None = None
-    _states: StateFloors | None = None
 
     def low_floors(self, floors: PeakFloors) -> LowFloors:
-        """The low bound over ``floors``, one per memo (its values are cached)."""
-        if self._low is None or self._low.floors is not floors:
-            self._low = LowFloors(floors)
-        return self._low
+        """The low bound over ``floors``, one per floors (:func:`_low_floors`)."""
+        return _low_floors(floors)
 
     def state_floors(self, floors: PeakFloors) -> StateFloors:
-        """The state bound over ``floors``, one per memo (its values are cached)."""
-        if self._states is None or self._states.floors is not floors:
-            self._states = StateFloors(floors)
-        return self._states
+        """The state bound over ``floors``, one per floors (:func:`_state_floors`)."""
+        return _state_floors(floors)
 
     def known(self, shape: Layout, key: RegimeKey, figure: str) -> Known:
         """What is proven about a regime under a criterion (nothing, when replaying)."""
