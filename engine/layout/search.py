@@ -156,16 +156,21 @@ class _Shape:
             return True, False
         return False, self.criterion.all_below_fail(o, slack(self.ev.plan, o))
 
+    def floor_prunes(self) -> bool:
+        """Whether :meth:`all_over_floor` can drop a shape (the high figure, a floor)."""
+        return self.floors is not None and self.criterion.figure == "high"
+
     def all_over_floor(self, tops: list[Layout]) -> bool:
         """Whether the peak floor (:mod:`.bound`) is over the limit at every batch's
         largest DP ``tops`` of a shape, and so at every DP of it (the floor only falls as
         DP grows with the batch held, in every regime; the high figure only): each of
         its regimes' probes would prove it dead without an estimate, as :meth:`probe`
         does regime by regime — found at the shape, its DP values need no regimes."""
-        if self.floors is None or self.criterion.figure != "high" or not tops:
+        floors = self.floors
+        if floors is None or not self.floor_prunes() or not tops:
             return False
         limit = self.ev.plan.hbm_limit_bytes
-        return all(self.floors(lay) > limit for lay in tops)
+        return all(floors(lay) > limit for lay in tops)
 
     def _over_floor(self, layout: Layout) -> bool:
         """Whether the layout's activations and resident share exceed the limit
@@ -270,8 +275,13 @@ def search_min(
             max_gpus // m if best is None else min(max_gpus // m, _max_dp_below(best.cost, m, cost))
         )
         fewest_dp = -(-floor // m)
-        if searcher.all_over_floor(memo.batch_tops(shape, top, fewest_dp)):
-            continue
+        if searcher.floor_prunes():
+            over = memo.floor_over.get((shape, fewest_dp), 0)
+            if top <= over:  # every candidate up to a larger top was over: these too
+                continue
+            if searcher.all_over_floor(memo.batch_tops(shape, top, fewest_dp)):
+                memo.floor_over[shape, fewest_dp] = top
+                continue
         got: Layout | None = None
         for key, group in memo.regimes(shape, top, fewest_dp).items():
             if got is not None:
