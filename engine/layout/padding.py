@@ -47,16 +47,34 @@ def _units(arch: ArchitectureSpec) -> tuple[Rows, ...]:
     return (rows(root), *(rows(c.tensors) for c in classes))
 
 
-def _padding(rows: Rows, groups: tuple[int, int], tps: tuple[int, int]) -> tuple[int, int]:
-    """(padding, unpadded) elements: each tensor split by its TP, padded to its group."""
-    pad = total = 0
+Split = tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...], int]
+"""One unit's tensors at a TP and an expert TP: the dense and the routed-expert ones as
+(local dim-0 rows, elements per row × how many alike), rows alike merged, and the
+unpadded elements."""
+
+
+def _split(rows: Rows, tps: tuple[int, int]) -> Split:
+    """A unit's tensors each split by its TP (dense or expert): what its padding to any
+    shard groups reads (:func:`_padding`)."""
+    parts: tuple[dict[int, int], dict[int, int]] = ({}, {})
+    total = 0
     for d0, rest, split, expert, alike in rows:
-        n, tp = groups[expert], tps[expert]
+        tp = tps[expert]
         local = -(-d0 // tp) if split == 0 else d0
         width = -(-rest // tp) if split == 1 else rest
-        pad += (-(-local // n) * n - local) * width * alike
+        part = parts[expert]
+        part[local] = part.get(local, 0) + width * alike
         total += local * width * alike
-    return pad, total
+    return tuple(parts[0].items()), tuple(parts[1].items()), total
+
+
+def _padding(unit: Split, groups: tuple[int, int]) -> tuple[int, int]:
+    """(padding, unpadded) elements: each tensor's rows padded to a multiple of its
+    group (``ceil(rows / n) · n``)."""
+    dense, expert = groups
+    pad = sum((-local % dense) * w for local, w in unit[0])
+    pad += sum((-local % expert) * w for local, w in unit[1])
+    return pad, unit[2]
 
 
 class Padding:
@@ -66,7 +84,7 @@ class Padding:
     (the same shard groups and TPs), so each (TP, CP, DP, EP, expert TP) is looked up in
     one dict and each distinct sharding is padded out once."""
 
-    __slots__ = ("_by_dims", "_by_groups", "_laid", "_units", "par", "rpn")
+    __slots__ = ("_by_dims", "_by_groups", "_laid", "_split", "_units", "par", "rpn")
 
     def __init__(self, par: ParallelismSection, arch: ArchitectureSpec, rpn: int) -> None:
         self.par, self.rpn = par, rpn
@@ -74,6 +92,7 @@ class Padding:
         self._by_dims: dict[tuple[int, int, int, int, int], tuple[int, int]] = {}
         self._by_groups: dict[tuple[int, int, int, int], tuple[int, int]] = {}
         self._laid: dict[tuple[int, int], ParallelismSection] = {}
+        self._split: dict[tuple[int, int], tuple[Split, ...]] = {}
 
     def share(self, tp: int, cp: int, dp: int, ep: int, etp: int) -> tuple[int, int]:
         """:func:`padding_share` at these dimensions (not PP: FSDP units are layers, and
@@ -96,9 +115,12 @@ class Padding:
         key = (dense, expert, tp, etp)
         got = self._by_groups.get(key)
         if got is None:
+            units = self._split.get((tp, etp))
+            if units is None:
+                units = self._split[tp, etp] = tuple(_split(u, (tp, etp)) for u in self._units)
             best = (0, 1)
-            for unit in self._units:
-                pad, total = _padding(unit, (dense, expert), (tp, etp))
+            for unit in units:
+                pad, total = _padding(unit, (dense, expert))
                 if pad * best[1] > best[0] * (pad + total):
                     best = (pad, pad + total)
             got = self._by_groups[key] = best
