@@ -151,6 +151,15 @@ def _state_floors(floors: PeakFloors) -> StateFloors:
     return StateFloors(floors)
 
 
+@lru_cache(maxsize=4)
+def _shape_points(plan: Plan, full: bool, padding: float) -> dict[Layout, _ShapePoints]:
+    """The shapes' candidates of one plan under one ``pipeline_full`` /
+    ``max_padding_share`` pair, kept across searches as the floors are
+    (:func:`engine.layout.bound.peak_floors`): they depend on nothing else, and a dense
+    model's search judges tens of thousands of DP values."""
+    return {}
+
+
 Proofs = dict[tuple[Layout, RegimeKey, str], Known]
 """Per (shape template, regime, criterion figure): what is known (:class:`Known`)."""
 
@@ -170,7 +179,7 @@ class SearchMemo:
     padding: float = 1.0
     replay: bool = False
     proofs: Proofs = field(default_factory=dict)
-    _points: dict[Layout, _ShapePoints] = field(default_factory=dict)
+    _points: dict[Layout, _ShapePoints] | None = None
     floor_over: dict[tuple[Layout, int], int] = field(default_factory=dict)
     """Per (shape, fewest DP): the largest top at which the peak floor was over the
     limit at every candidate (:meth:`engine.layout.search._Shape.all_over_floor`). The
@@ -213,6 +222,8 @@ class SearchMemo:
     def regimes(self, shape: Layout, top: int, fewest_dp: int) -> dict[RegimeKey, list[Layout]]:
         """The shape's candidate layouts of DP ``fewest_dp``…``top`` by regime, each
         regime's ascending, the regimes in the order their smallest DP comes."""
+        if self._points is None:
+            self._points = _shape_points(self.plan, self.full, self.padding)
         points = self._points.get(shape)
         if points is None or points.fewest_dp > fewest_dp:
             points = self._points[shape] = _ShapePoints(fewest_dp)
