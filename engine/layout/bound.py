@@ -151,9 +151,11 @@ class PeakFloors:
         return best
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=1)
 def peak_floors(plan: Plan) -> PeakFloors:
     """The plan's :class:`PeakFloors`, kept across searches: ``gpu_counts`` is pure and
     the GUI, the report and the CLI call it with the same plan, whose floors (and the
-    bounds built on them, :mod:`engine.layout.regimes`) are then worked out once."""
+    bounds built on them, :mod:`engine.layout.regimes`) are then worked out once. The
+    last plan's only: keeping four made the next plans' searches slower (a bench of six
+    presets in one process, ~15 %), for no gain but on returning to an older plan."""
     return PeakFloors(plan)

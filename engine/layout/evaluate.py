@@ -71,7 +71,7 @@ def _decisive_estimate(plan: Plan) -> Estimate:
     return estimate(plan, decisive_only=True)
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=1)
 def _ledger_outcomes(plan: Plan) -> dict[Layout, Outcome]:
     """The ledger's outcomes of one plan's layouts, kept across searches: the estimate is
     pure, and the GUI, the report and the CLI search the same plan again. Each search

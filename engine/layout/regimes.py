@@ -137,7 +137,7 @@ class Known:
             self.dead_upto = max(self.dead_upto, dp)
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=1)
 def _low_floors(floors: PeakFloors) -> LowFloors:
     """The low bound over ``floors`` (keyed by the object: one per plan, kept across
     searches as :func:`engine.layout.bound.peak_floors` keeps the floors), its values
@@ -145,13 +145,13 @@ def _low_floors(floors: PeakFloors) -> LowFloors:
     return LowFloors(floors)
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=1)
 def _state_floors(floors: PeakFloors) -> StateFloors:
     """The state bound over ``floors``, kept as :func:`_low_floors` is."""
     return StateFloors(floors)
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=1)
 def _shape_points(plan: Plan, full: bool, padding: float) -> dict[Layout, _ShapePoints]:
     """The shapes' candidates of one plan under one ``pipeline_full`` /
     ``max_padding_share`` pair, kept across searches as the floors are
