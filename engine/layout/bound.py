@@ -38,6 +38,7 @@ plans and layouts, and the search's answers stay those of brute force
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from engine.errors import PlanError
 from engine.estimate import decisive_stages
@@ -148,3 +149,13 @@ class PeakFloors:
             held = st.activations + -(-st.resident // per_stage_ranks)
             best = max(best, held + reserve_row(laid, 0, held).high + st.runtime)
         return best
+
+
+@lru_cache(maxsize=1)
+def peak_floors(plan: Plan) -> PeakFloors:
+    """The plan's :class:`PeakFloors`, kept across searches: ``gpu_counts`` is pure and
+    the GUI, the report and the CLI call it with the same plan, whose floors (and the
+    bounds built on them, :mod:`engine.layout.regimes`) are then worked out once. The
+    last plan's only: keeping four made the next plans' searches slower (a bench of six
+    presets in one process, ~15 %), for no gain but on returning to an older plan."""
+    return PeakFloors(plan)

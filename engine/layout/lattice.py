@@ -16,11 +16,10 @@ enumerates thousands of shapes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cache
 
 from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch, target_global_batch
-from engine.layout.padding import Context as PaddingContext
 from engine.layout.padding import padding_context, problems_in
 from engine.layout.point import Layout, LayoutPreferences, Rejected, is_pow2, split_words
 from engine.ledger.groups import ranks_per_node
@@ -140,14 +139,9 @@ class _Judge:
         layout = Layout(tp, pp, cp, ep, dp, *batch, etp, split)
         share = self.prefs.max_padding_share
         if share < 1:
-            reasons += problems_in(self.padding, layout, share)
+            reasons += problems_in(padding_context(plan), layout, share)
         reasons += self.fixed
         return Rejected(layout, reasons) if reasons else layout
-
-    @cached_property
-    def padding(self) -> PaddingContext:
-        """The plan's :func:`padding_context`, worked out at the first layout that asks."""
-        return padding_context(self.plan)
 
     def template(self, tp: int, pp: int, cp: int, ep: int) -> Layout:
         """The layout of one shape at DP 1, with the shape's expert TP and split (the

@@ -47,31 +47,100 @@ def _units(arch: ArchitectureSpec) -> tuple[Rows, ...]:
     return (rows(root), *(rows(c.tensors) for c in classes))
 
 
-def _padding(rows: Rows, groups: tuple[int, int], tps: tuple[int, int]) -> tuple[int, int]:
-    """(padding, unpadded) elements: each tensor split by its TP, padded to its group."""
-    pad = total = 0
+Split = tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...], int]
+"""One unit's tensors at a TP and an expert TP: the dense and the routed-expert ones as
+(local dim-0 rows, elements per row × how many alike), rows alike merged, and the
+unpadded elements."""
+
+
+def _split(rows: Rows, tps: tuple[int, int]) -> Split:
+    """A unit's tensors each split by its TP (dense or expert): what its padding to any
+    shard groups reads (:func:`_padding`)."""
+    parts: tuple[dict[int, int], dict[int, int]] = ({}, {})
+    total = 0
     for d0, rest, split, expert, alike in rows:
-        n, tp = groups[expert], tps[expert]
+        tp = tps[expert]
         local = -(-d0 // tp) if split == 0 else d0
         width = -(-rest // tp) if split == 1 else rest
-        pad += (-(-local // n) * n - local) * width * alike
+        part = parts[expert]
+        part[local] = part.get(local, 0) + width * alike
         total += local * width * alike
-    return pad, total
+    return tuple(parts[0].items()), tuple(parts[1].items()), total
 
 
-Context = tuple[ParallelismSection, ArchitectureSpec, int] | None
+def _padding(unit: Split, groups: tuple[int, int]) -> tuple[int, int]:
+    """(padding, unpadded) elements: each tensor's rows padded to a multiple of its
+    group (``ceil(rows / n) · n``)."""
+    dense, expert = groups
+    pad = sum((-local % dense) * w for local, w in unit[0])
+    pad += sum((-local % expert) * w for local, w in unit[1])
+    return pad, unit[2]
+
+
+class Padding:
+    """What :func:`padding_share` reads of one plan — its parallelism, resolved
+    architecture and ranks per node — with the shares it has worked out: a search asks
+    for the share of every DP of every shape (thousands), and many of them shard alike
+    (the same shard groups and TPs), so each (TP, CP, DP, EP, expert TP) is looked up in
+    one dict and each distinct sharding is padded out once."""
+
+    __slots__ = ("_by_dims", "_by_groups", "_laid", "_split", "_units", "par", "rpn")
+
+    def __init__(self, par: ParallelismSection, arch: ArchitectureSpec, rpn: int) -> None:
+        self.par, self.rpn = par, rpn
+        self._units = _units(arch)
+        self._by_dims: dict[tuple[int, int, int, int, int], tuple[int, int]] = {}
+        self._by_groups: dict[tuple[int, int, int, int], tuple[int, int]] = {}
+        self._laid: dict[tuple[int, int], ParallelismSection] = {}
+        self._split: dict[tuple[int, int], tuple[Split, ...]] = {}
+
+    def share(self, tp: int, cp: int, dp: int, ep: int, etp: int) -> tuple[int, int]:
+        """:func:`padding_share` at these dimensions (not PP: FSDP units are layers, and
+        a stage's units are padded like any other's)."""
+        dims = (tp, cp, dp, ep, etp)
+        got = self._by_dims.get(dims)
+        if got is None:
+            got = self._by_dims[dims] = self._sharded(*self._groups(tp, cp, dp, ep, etp), tp, etp)
+        return got
+
+    def _groups(self, tp: int, cp: int, dp: int, ep: int, etp: int) -> tuple[int, int]:
+        """The dense and the experts' shard groups."""
+        laid = self._laid.get((tp, cp))
+        if laid is None:  # what shard_group_size reads besides the replica group
+            laid = self._laid[tp, cp] = self.par.model_copy(update={"tp": tp, "cp": cp})
+        edp = max(1, tp * cp * dp // (ep * etp))
+        return shard_group_size(laid, dp * cp, self.rpn), shard_group_size(laid, edp, self.rpn)
+
+    def _sharded(self, dense: int, expert: int, tp: int, etp: int) -> tuple[int, int]:
+        key = (dense, expert, tp, etp)
+        got = self._by_groups.get(key)
+        if got is None:
+            units = self._split.get((tp, etp))
+            if units is None:
+                units = self._split[tp, etp] = tuple(_split(u, (tp, etp)) for u in self._units)
+            best = (0, 1)
+            for unit in units:
+                pad, total = _padding(unit, (dense, expert))
+                if pad * best[1] > best[0] * (pad + total):
+                    best = (pad, pad + total)
+            got = self._by_groups[key] = best
+        return got
+
+
+Context = Padding | None
 """What :func:`padding_share` reads of a plan (:func:`padding_context`)."""
 
 
+@lru_cache(maxsize=8)
 def padding_context(plan: Plan) -> Context:
-    """The plan's parallelism, resolved architecture and ranks per node, or None when the
-    strategy gathers no parameters: worked out once by a caller that asks about many
-    layouts of one plan (the search judges every DP of every shape)."""
+    """The plan's :class:`Padding`, or None when the strategy gathers no parameters:
+    cached, so the lattice's judge, the search's candidates and its slacks share one (and
+    the shares it has worked out) per plan."""
     par = plan.parallelism
     rule = rule_of(par.strategy)
     if not (rule.params and rule.fsdp):
         return None
-    return par, resolved(plan).model.architecture, ranks_per_node(plan)
+    return Padding(par, resolved(plan).model.architecture, ranks_per_node(plan))
 
 
 def padding_share(plan: Plan, layout: Layout) -> tuple[int, int]:
@@ -88,35 +157,7 @@ def share_in(context: Context, layout: Layout) -> tuple[int, int]:
     """:func:`padding_share` of a plan whose :func:`padding_context` is ``context``."""
     if context is None:
         return 0, 1
-    return _share(*context, (layout.tp, layout.cp, layout.dp, layout.ep, layout.etp))
-
-
-@lru_cache(maxsize=256)
-def _with_tp_cp(par: ParallelismSection, tp: int, cp: int) -> ParallelismSection:
-    """``par`` at this TP and CP: what :func:`shard_group_size` reads besides the replica
-    group it is given (a node's DP ranks are its ranks ÷ TP × CP), so one copy serves
-    every DP of a shape."""
-    return par.model_copy(update={"tp": tp, "cp": cp})
-
-
-@lru_cache(maxsize=65536)
-def _share(
-    par: ParallelismSection, arch: ArchitectureSpec, rpn: int, dims: tuple[int, int, int, int, int]
-) -> tuple[int, int]:
-    """:func:`padding_share` by the dimensions it depends on (not PP: FSDP units are
-    layers, and a stage's units are padded like any other's), so the layout search and
-    the lattice judge each (TP, CP, DP, EP, expert TP) once."""
-    tp, cp, dp, ep, etp = dims
-    laid = _with_tp_cp(par, tp, cp)
-    dense = shard_group_size(laid, dp * cp, rpn)
-    edp = max(1, tp * cp * dp // (ep * etp))
-    groups = (dense, shard_group_size(laid, edp, rpn))
-    best = (0, 1)
-    for unit in _units(arch):
-        pad, total = _padding(unit, groups, (tp, etp))
-        if pad * best[1] > best[0] * (pad + total):
-            best = (pad, pad + total)
-    return best
+    return context.share(layout.tp, layout.cp, layout.dp, layout.ep, layout.etp)
 
 
 def padding_problems(plan: Plan, layout: Layout, max_share: float) -> tuple[str, ...]:

@@ -20,7 +20,6 @@ from engine.layout.batch import batch_for, held_batch
 from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Outcome
 from engine.layout.low_bound import LowFloors
-from engine.layout.padding import Context as PaddingContext
 from engine.layout.padding import padding_context, problems_in, share_in
 from engine.layout.point import Layout
 from engine.layout.state_bound import StateFloors
@@ -96,14 +95,8 @@ def slack(plan: Plan, outcome: Outcome) -> int:
 def padded_slack(plan: Plan, layout: Layout, padded_bytes: int) -> int:
     """:func:`slack` at ``layout`` of ``padded_bytes`` bytes of padded rows (an upper
     bound on them gives an upper bound on the slack)."""
-    pad, padded = share_in(_contexts(plan), layout)
+    pad, padded = share_in(padding_context(plan), layout)
     return -(-padded_bytes * pad // padded) if pad else 0
-
-
-@lru_cache(maxsize=64)
-def _contexts(plan: Plan) -> PaddingContext:
-    """:func:`padding_context`, cached: a search asks for every probe's slack."""
-    return padding_context(plan)
 
 
 @dataclass
@@ -144,6 +137,29 @@ class Known:
             self.dead_upto = max(self.dead_upto, dp)
 
 
+@lru_cache(maxsize=1)
+def _low_floors(floors: PeakFloors) -> LowFloors:
+    """The low bound over ``floors`` (keyed by the object: one per plan, kept across
+    searches as :func:`engine.layout.bound.peak_floors` keeps the floors), its values
+    cached: the GUI, the report and the CLI search the same plan again."""
+    return LowFloors(floors)
+
+
+@lru_cache(maxsize=1)
+def _state_floors(floors: PeakFloors) -> StateFloors:
+    """The state bound over ``floors``, kept as :func:`_low_floors` is."""
+    return StateFloors(floors)
+
+
+@lru_cache(maxsize=1)
+def _shape_points(plan: Plan, full: bool, padding: float) -> dict[Layout, _ShapePoints]:
+    """The shapes' candidates of one plan under one ``pipeline_full`` /
+    ``max_padding_share`` pair, kept across searches as the floors are
+    (:func:`engine.layout.bound.peak_floors`): they depend on nothing else, and a dense
+    model's search judges tens of thousands of DP values."""
+    return {}
+
+
 Proofs = dict[tuple[Layout, RegimeKey, str], Known]
 """Per (shape template, regime, criterion figure): what is known (:class:`Known`)."""
 
@@ -163,30 +179,22 @@ class SearchMemo:
     padding: float = 1.0
     replay: bool = False
     proofs: Proofs = field(default_factory=dict)
-    _points: dict[Layout, _ShapePoints] = field(default_factory=dict)
-    _low: LowFloors | None = None
-    _states: StateFloors | None = None
-    _padding_context: PaddingContext | bool = False
-
-    @property
-    def padding_context(self) -> PaddingContext:
-        """The plan's :func:`padding_context`, worked out once."""
-        if self._padding_context is False:
-            self._padding_context = padding_context(self.plan)
-        assert self._padding_context is not True
-        return self._padding_context
+    _points: dict[Layout, _ShapePoints] | None = None
+    floor_over: dict[tuple[Layout, int], int] = field(default_factory=dict)
+    """Per (shape, fewest DP): the largest top at which the peak floor was over the
+    limit at every candidate (:meth:`engine.layout.search._Shape.all_over_floor`). The
+    candidates up to a smaller top are a prefix of those (:class:`_ShapePoints`), each
+    batch's largest of them at most that batch's largest there, and the floor only
+    rises as DP falls with the batch held: every one of them is over too, and the
+    search drops the shape without building its batches' tops again."""
 
     def low_floors(self, floors: PeakFloors) -> LowFloors:
-        """The low bound over ``floors``, one per memo (its values are cached)."""
-        if self._low is None or self._low.floors is not floors:
-            self._low = LowFloors(floors)
-        return self._low
+        """The low bound over ``floors``, one per floors (:func:`_low_floors`)."""
+        return _low_floors(floors)
 
     def state_floors(self, floors: PeakFloors) -> StateFloors:
-        """The state bound over ``floors``, one per memo (its values are cached)."""
-        if self._states is None or self._states.floors is not floors:
-            self._states = StateFloors(floors)
-        return self._states
+        """The state bound over ``floors``, one per floors (:func:`_state_floors`)."""
+        return _state_floors(floors)
 
     def known(self, shape: Layout, key: RegimeKey, figure: str) -> Known:
         """What is proven about a regime under a criterion (nothing, when replaying)."""
@@ -214,6 +222,8 @@ class SearchMemo:
     def regimes(self, shape: Layout, top: int, fewest_dp: int) -> dict[RegimeKey, list[Layout]]:
         """The shape's candidate layouts of DP ``fewest_dp``…``top`` by regime, each
         regime's ascending, the regimes in the order their smallest DP comes."""
+        if self._points is None:
+            self._points = _shape_points(self.plan, self.full, self.padding)
         points = self._points.get(shape)
         if points is None or points.fewest_dp > fewest_dp:
             points = self._points[shape] = _ShapePoints(fewest_dp)
@@ -240,7 +250,7 @@ class _ShapePoints:
             return
         plan = memo.plan
         cands = dp_candidates(plan, shape, top, memo.full)
-        context = memo.padding_context
+        context = padding_context(plan)
         for d in cands[bisect_right(cands, max(self.upto, self.fewest_dp - 1)) :]:
             lay = layout_at(plan, shape, d)
             if memo.padding < 1 and problems_in(context, lay, memo.padding):

@@ -115,6 +115,9 @@ class Criterion:
 
 HIGH, LOW = Criterion("high"), Criterion("low")
 
+_UNKNOWN, _UNDER, _OVER, _DEAD = range(4)
+"""What :meth:`_Shape._low_floor` proves of a layout."""
+
 
 @dataclass
 class _Shape:
@@ -132,7 +135,13 @@ class _Shape:
     def probe(self, layout: Layout, below: list[Layout]) -> tuple[bool, bool]:
         """(accepted, every DP of ``below`` — the smaller ones of the regime — fails)."""
         self.budget.check()
-        if self._over_floor(layout):
+        low = self._low_floor(layout, bool(below))
+        if low == _DEAD:
+            # for MoE models the low bound costs nearly an estimate (the shared rows,
+            # which the estimate then reuses): it stands in for one one for one, as
+            # an estimate would prove, with its slack, the smaller DPs failing too
+            return False, True
+        if low != _UNDER and self._over_floor(layout):
             # the bounds only fall as DP grows with the batch held: check each other
             # batch's largest DP (``below`` ascends, so the dict keeps it); the smaller
             # DPs of this layout's batch are over as it is
@@ -141,16 +150,15 @@ class _Shape:
             batches = {(lay.micro_batch, lay.grad_accum): lay for lay in below}
             batches.pop((layout.micro_batch, layout.grad_accum), None)
             return False, all(self._over_floor(lay) for lay in batches.values())
-        if self._over_low_floor(layout, bool(below)):
-            # for MoE models the low bound costs nearly an estimate (the shared rows,
-            # which the estimate then reuses): it stands in for one one for one, as
-            # an estimate would prove, with its slack, the smaller DPs failing too
-            return False, True
         o = self.ev(layout)
         self.estimated.append(o)
         if self.criterion.accept(o):
             return True, False
         return False, self.criterion.all_below_fail(o, slack(self.ev.plan, o))
+
+    def floor_prunes(self) -> bool:
+        """Whether :meth:`all_over_floor` can drop a shape (the high figure, a floor)."""
+        return self.floors is not None and self.criterion.figure == "high"
 
     def all_over_floor(self, tops: list[Layout]) -> bool:
         """Whether the peak floor (:mod:`.bound`) is over the limit at every batch's
@@ -158,10 +166,11 @@ class _Shape:
         DP grows with the batch held, in every regime; the high figure only): each of
         its regimes' probes would prove it dead without an estimate, as :meth:`probe`
         does regime by regime — found at the shape, its DP values need no regimes."""
-        if self.floors is None or self.criterion.figure != "high" or not tops:
+        floors = self.floors
+        if floors is None or not self.floor_prunes() or not tops:
             return False
         limit = self.ev.plan.hbm_limit_bytes
-        return all(self.floors(lay) > limit for lay in tops)
+        return all(floors(lay) > limit for lay in tops)
 
     def _over_floor(self, layout: Layout) -> bool:
         """Whether the layout's activations and resident share exceed the limit
@@ -175,19 +184,33 @@ class _Shape:
             return False
         return self.state_floors.over(layout, self.criterion.figure, limit)
 
-    def _over_low_floor(self, layout: Layout, regime: bool) -> bool:
-        """Whether the layout's low fit peak is proven over the limit
-        (:mod:`.low_bound`): it fails by the low estimate without one. With ``regime``,
-        whether it is proven over by more than an upper bound on its slack
-        (:func:`slack` of the padded bytes' bound): as a failing estimate would, that
-        proves every smaller DP of its regime failing too."""
+    def _low_floor(self, layout: Layout, regime: bool) -> int:
+        """What the layout's low fit peak bound (:mod:`.low_bound`, the low search only)
+        proves: :data:`_DEAD`, over the limit — and with ``regime`` over by more than an
+        upper bound on its slack (:func:`slack` of the padded bytes' bound), which, as a
+        failing estimate would, proves every smaller DP of its regime failing too;
+        :data:`_OVER`, over by less than that (the layout fails, but only its estimate's
+        slack may prove the smaller DPs failing: it is still estimated);
+        :data:`_UNDER`, within the limit; :data:`_UNKNOWN`, no bound known.
+
+        Asked before the state bound (:mod:`.state_bound`), which it dominates: its
+        shared rows hold the layout's persistent states (the state bound's rows) among
+        others, at the same moments and over the same canonical activations, it takes
+        the smallest low of fewer phases, and its runtime rows are all those inside the
+        capacity. So a layout within it is within the state bound, whose work (its own
+        rows, nearly a bound's) is then spared; the state bound is asked only where it
+        may still prove more — a whole regime over without the slack."""
         if self.low_floors is None or self.criterion.figure != "low":
-            return False
+            return _UNKNOWN
         bound, padded = self.low_floors.with_padded(layout)
+        if not bound:
+            return _UNKNOWN
         over = bound - self.ev.plan.hbm_limit_bytes
-        if over <= 0 or not regime:
-            return over > 0
-        return over > padded_slack(self.ev.plan, layout, padded)
+        if over <= 0:
+            return _UNDER
+        if not regime or over > padded_slack(self.ev.plan, layout, padded):
+            return _DEAD
+        return _OVER
 
     def smallest(self, layouts: list[Layout]) -> Layout | None:
         """The smallest accepted layout of one regime (ascending DP), soundly: a probe
@@ -252,8 +275,13 @@ def search_min(
             max_gpus // m if best is None else min(max_gpus // m, _max_dp_below(best.cost, m, cost))
         )
         fewest_dp = -(-floor // m)
-        if searcher.all_over_floor(memo.batch_tops(shape, top, fewest_dp)):
-            continue
+        if searcher.floor_prunes():
+            over = memo.floor_over.get((shape, fewest_dp), 0)
+            if top <= over:  # every candidate up to a larger top was over: these too
+                continue
+            if searcher.all_over_floor(memo.batch_tops(shape, top, fewest_dp)):
+                memo.floor_over[shape, fewest_dp] = top
+                continue
         got: Layout | None = None
         for key, group in memo.regimes(shape, top, fewest_dp).items():
             if got is not None:

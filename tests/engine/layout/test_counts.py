@@ -6,7 +6,9 @@ from __future__ import annotations
 from layout_fakes import fake_estimator, shards
 
 from engine.estimate import estimate
+from engine.layout.bound import peak_floors
 from engine.layout.counts import gpu_counts
+from engine.layout.evaluate import Evaluator
 from engine.layout.lattice import Layout, LayoutPreferences, enumerate_layouts, with_layout
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset
@@ -150,3 +152,14 @@ def test_none_fits_names_the_closest_layout_the_search_always_named() -> None:
     assert "the closest, TP64 PP16 CP1 EP1 DP1 (mb 1 × ga 16), needs 133.78 GB" in (
         c.first_layout.reason
     )
+
+
+def test_a_second_search_reuses_the_floors_and_answers_the_same() -> None:
+    """The floors and the bounds on them are kept per plan across searches
+    (``bound.peak_floors``): a second search of the same plan starts from them and gives
+    the same counts, with the same estimates made."""
+    plan = plan_for_model_preset("mixtral-8x7b")
+    first = gpu_counts(plan, max_gpus=256, budget_s=None)
+    assert Evaluator(plan).floors is peak_floors(plan)
+    again = gpu_counts(plan, max_gpus=256, budget_s=None)
+    assert again == first

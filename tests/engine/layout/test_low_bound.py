@@ -25,7 +25,9 @@ from engine.layout.lattice import (
     with_layout,
 )
 from engine.layout.low_bound import QUIET, LowFloors
+from engine.layout.point import Layout
 from engine.layout.regimes import SearchMemo, padded_slack
+from engine.layout.state_bound import StateFloors
 from engine.ledger.row import MOMENTS
 from engine.ledger.stage_rows import shared_rows
 from engine.plan import Plan, with_values
@@ -130,7 +132,7 @@ def test_padded_bound_covers_the_estimates_padded_bytes(case: tuple[Plan, int], 
 
 
 def _regime_rule_against_brute_force(plan: Plan, max_gpus: int) -> int:
-    """The low search's regime-wide rule (``search._Shape._over_low_floor``) against
+    """The low search's regime-wide rule (``search._Shape._low_floor``) against
     brute force: wherever the bound at a regime's DP is over the limit by more than its
     slack bound, that layout and every smaller DP of its regime fail by the low estimate.
     How many layouts the rule proved."""
@@ -169,3 +171,34 @@ def test_regime_wide_low_bound_on_presets() -> None:
         proved += _regime_rule_against_brute_force(plan, 64)
         assert _padded_covered(plan, legal_layouts(plan, 8))
     assert proved  # the rule is exercised (over a thousand layouts today)
+
+
+def _dominates_state_bound(plan: Plan, layouts: tuple[Layout, ...]) -> int:
+    """Where the low bound is known, it is at least the state bound's low
+    (:mod:`engine.layout.state_bound`): what lets the low search skip the state bound of
+    a layout within the low one (``search._Shape.probe``). How many layouts compared."""
+    floors = PeakFloors(plan)
+    low, states = LowFloors(floors), StateFloors(floors)
+    compared = 0
+    for lay in layouts:
+        bound = low(lay)
+        if bound:
+            compared += 1
+            assert bound >= states(lay)[0], lay
+    return compared
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(search_plans(), st.integers(1, 16))
+def test_low_bound_dominates_the_state_bound(case: tuple[Plan, int], world: int) -> None:
+    plan, _ = case
+    _dominates_state_bound(plan, legal_layouts(plan, world).legal)
+
+
+def test_low_bound_dominates_the_state_bound_on_presets() -> None:
+    """The same on real models, every legal layout of 8 GPUs."""
+    assert sum(_dominates_state_bound(p, legal_layouts(p, 8).legal) for p in preset_plans())
