@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.row import BACKWARD, Row, make_row
-from engine.ledger.states.rows import ShardContext, grad_bytes, grads_per_tensor
+from engine.ledger.states.allocs import ShardContext
+from engine.ledger.states.rows import grad_bytes, grads_per_tensor
 from engine.plan import Plan
 
 EMBEDDING = "model.embed_tokens.weight"

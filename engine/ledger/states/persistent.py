@@ -22,10 +22,11 @@ from engine.ledger.placement import (
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
 from engine.ledger.sharding import shard_group_size
+from engine.ledger.states.allocs import ShardContext, shard_allocs
 from engine.ledger.states.methods import group_words, held_tensors
 from engine.ledger.states.offload import offloads_nothing, split_offload
 from engine.ledger.states.quantized import quantized_rows
-from engine.ledger.states.rows import ShardContext, persistent_rows, shard_allocs
+from engine.ledger.states.rows import persistent_rows
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 from engine.sections.method import MethodSection
@@ -74,7 +75,7 @@ def _placing(par: ParallelismSection) -> ParallelismSection:
     return got
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=1024)
 def _unsharded(
     arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
 ) -> tuple[HeldTensor, ...]:
