@@ -7,7 +7,7 @@ is what ``torch.cuda.memory_allocated`` reports (memory-model §1, measured case
 
 from __future__ import annotations
 
-from functools import partial
+from functools import lru_cache, partial
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
@@ -198,11 +198,11 @@ def optimizer_rows(
         elements = sum(a.count_full * a.copies for a in allocs)
     per_state: dict[str, list[int]] = {}  # name → [rounded bytes, raw bytes, allocations]
     for (shape, size), c in copies.items():
-        for name, n_bytes in state_allocs(opt, shape, size):
+        for name, rounded, n_bytes in _shape_states(opt, shape, size, gran):
             acc = per_state.get(name)
             if acc is None:
                 acc = per_state[name] = [0, 0, 0]
-            acc[0] += -(-n_bytes // gran) * gran * c  # round_up, inlined (hot loop)
+            acc[0] += rounded * c
             acc[1] += n_bytes * c
             acc[2] += c
     rows = []
@@ -226,6 +226,16 @@ def optimizer_rows(
             )
         )
     return rows
+
+
+@lru_cache(maxsize=4096)
+def _shape_states(
+    opt: OptimizerSection, shape: tuple[int, ...], size: int, gran: int
+) -> tuple[tuple[str, int, int], ...]:
+    """(name, bytes rounded up to ``gran``, bytes) of each of :func:`state_allocs` of one
+    allocation: shard shapes recur across a layout search's shard group sizes (a norm's
+    weight, a divisible projection), so each is worked out once."""
+    return tuple([(name, -(-n // gran) * gran, n) for name, n in state_allocs(opt, shape, size)])
 
 
 def _shard_shape(t: HeldTensor, sharded: bool) -> tuple[int, ...]:
