@@ -92,7 +92,8 @@ def master_row(trainable: list[HeldTensor], formats: StateFormats, ctx: ShardCon
     )
 
 
-def _suffixed(formula: Formula, suffix: str) -> str:
+def suffixed(formula: Formula, suffix: str) -> str:
+    """``formula``'s text and then ``suffix`` (a lazy formula's, written when read)."""
     return text(formula) + suffix
 
 
@@ -112,14 +113,9 @@ def grads_per_tensor(rule: StrategyRule) -> bool:
     return not at_init and (not rule.grads or rule.chunking == "dim0")
 
 
-def grad_bytes(trainable: list[HeldTensor], ctx: ShardContext) -> tuple[int, str, str]:
-    """(bytes, formula, dtypes) of these tensors' gradients as the rank holds them."""
-    n, formula, dtypes = _grad_sized(trainable, ctx)
-    return n, text(formula), dtypes
-
-
-def _grad_sized(trainable: list[HeldTensor], ctx: ShardContext) -> tuple[int, Formula, str]:
-    """:func:`grad_bytes` with the formula written when first read."""
+def grad_sized(trainable: list[HeldTensor], ctx: ShardContext) -> tuple[int, Formula, str]:
+    """(bytes, formula, dtypes) of these tensors' gradients as the rank holds them, the
+    formula written when first read."""
     return state_sized(trainable, ctx.rule.grads, ctx, "grad_dtype")
 
 
@@ -129,10 +125,10 @@ def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
     ZeRO-3 is the exception: DeepSpeed 0.19.6 stage3.py ``_setup_for_real_optimizer``
     allocates ``grad_partitions_flat_buffer`` (every partition's gradient) at init and
     never frees it, so it is live at every moment of the step."""
-    n, formula, dtypes = _grad_sized(trainable, ctx)
+    n, formula, dtypes = grad_sized(trainable, ctx)
     at_init = ctx.rule.family == "deepspeed" and ctx.rule.params
     if at_init:
-        formula = partial(_suffixed, formula, " (grad_partitions_flat_buffer, allocated at init)")
+        formula = partial(suffixed, formula, " (grad_partitions_flat_buffer, allocated at init)")
     if at_init:
         moments, accumulated = moments_in(ALL_PHASES), ACCUMULATED_MOMENTS
     elif grads_per_tensor(ctx.rule):
