@@ -107,30 +107,10 @@ new_range = partial(tuple.__new__, Range)
 
 
 def timeline_of(sums: Sums) -> Timeline:
-    """The timeline of these moment sums: each phase's largest low and largest high.
-
-    A phase of one moment shares that moment's range (they are immutable); every stage
-    of every estimate asks, so the loop is kept plain."""
-    ranges: list[Range] = list(map(new_range, sums))
-    moments = dict(zip(_MOMENT_NAMES, ranges, strict=True))
-    phases: dict[Phase, Range] = {}
-    peak_moment: dict[Phase, Moment] = {}
-    for ph, at in _PHASE_MOMENTS:
-        best = at[0]  # the first moment with the largest (high, low)
-        if len(at) == 1:
-            phases[ph] = ranges[best]
-        else:
-            best_low, best_high = sums[best]
-            top = best_low
-            for i in at[1:]:
-                low, high = sums[i]
-                if high > best_high or (high == best_high and low > best_low):
-                    best, best_low, best_high = i, low, high
-                if low > top:
-                    top = low
-            # The phase's peak is at least its largest low and at most its largest high.
-            phases[ph] = Range(top, best_high)
-        peak_moment[ph] = _MOMENT_NAMES[best]
+    """The timeline of these moment sums: each moment's range, and each phase's largest
+    low and largest high (:func:`phase_totals`)."""
+    moments = dict(zip(_MOMENT_NAMES, map(new_range, sums), strict=True))
+    phases, peak_moment = phase_totals([low for low, _ in sums], [high for _, high in sums])
     return Timeline(moments, phases, peak_moment)
 
 

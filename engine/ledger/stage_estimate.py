@@ -146,7 +146,7 @@ class StageEstimate:
         rows = self.built_rows
         if rows is None:
             assert self.source is not None, "a stage estimate without its plan"
-            listed = stage_rows(self.source, self.stage).rows
+            listed = stage_rows(self.source, self.stage)
             listed.append(self.phase_reserves[self.peak_phase])
             rows = tuple(listed)
             object.__setattr__(self, "built_rows", rows)

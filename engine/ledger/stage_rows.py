@@ -48,7 +48,7 @@ from engine.ledger.peaks.dequantize import dequantize_rows
 from engine.ledger.peaks.gathered import gathered_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
 from engine.ledger.peaks.runtime import outside_capacity, reserve_factors, runtime_rows
-from engine.ledger.phases import Sums, add_sums, live_positions, moment_sums
+from engine.ledger.phases import Sums, live_positions, moment_sums
 from engine.ledger.placement import LocalTensor, representative_stages, stage_layer_ranges
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import NO_MOMENTS, Row
@@ -56,18 +56,6 @@ from engine.ledger.shape_free import shape_free, size_free
 from engine.ledger.states.persistent import stage_placed, stage_states
 from engine.plan import Plan
 from engine.stacks.families import keeps_all_gathered, rule_of
-
-
-class StageRows(NamedTuple):
-    """A stage's rows (before the allocator reserve), their allocated moment sums, and
-    the sums of its runtime rows: all of them (the device peak) and those inside the
-    capacity the verdict compares with (the fit peak)."""
-
-    rows: list[Row]
-    sums: Sums
-    runtime: Span
-    inside: Span
-    layers: range  # the stage's decoder layers
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,23 +94,18 @@ def _step_rules(free: Plan) -> tuple[bool, tuple[float, float]]:
     return keeps_all_gathered(free.parallelism), reserve_factors(free)
 
 
-def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span, bool]:
-    """(all HBM runtime rows, those inside the verdict's capacity), each (low, high),
-    and whether a row holds gradients in HBM: one pass over the rows."""
+def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span]:
+    """(all HBM runtime rows, those inside the verdict's capacity), each (low, high):
+    one pass over the rows."""
     rt_low = rt_high = in_low = in_high = 0
-    grads = False
     for r in rows:
-        if r.location != "hbm":
-            continue
-        if r.state == "runtime":
+        if r.location == "hbm" and r.state == "runtime":
             rt_low += r.low
             rt_high += r.high
             if not outside_capacity(plan, r):
                 in_low += r.low
                 in_high += r.high
-        elif r.state == "grads":
-            grads = True
-    return (rt_low, rt_high), (in_low, in_high), grads
+    return (rt_low, rt_high), (in_low, in_high)
 
 
 class _Make(NamedTuple):
@@ -182,7 +165,7 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
     tail += checkpoint_rows(plan, unit)
     tail += runtime_rows(plan, stage)
     accumulating = plan.batch.grad_accum > 1
-    runtime, inside, _ = _runtime(plan, head + tail)
+    runtime, inside = _runtime(plan, head + tail)
     return SharedRows(
         tuple(head), tuple(tail), moment_sums(head + tail, accumulating), runtime, inside
     )
@@ -249,23 +232,19 @@ def _holds_grads(rows: Iterable[Row]) -> bool:
 
 
 class _Own(NamedTuple):
-    """A stage's own (activation) rows, whether one holds gradients in HBM, their
-    allocated moment sums and runtime sums."""
+    """A stage's own (activation) rows, and whether one holds gradients in HBM."""
 
     rows: tuple[Row, ...]
     grads: bool
-    sums: Sums
-    runtime: Span
-    inside: Span
 
 
 @lru_cache(maxsize=1024)
 def _own(plan: Plan, stage: int) -> _Own:
-    """The stage's activation rows (and the last stage's logits) and their sums, cached
-    on the whole plan: a plan whose rows are read again (the window's redraws, an undo,
-    the analysis asking once more) rebuilds nothing. The rows are those of
+    """The stage's activation rows (and the last stage's logits), cached on the whole
+    plan: a plan whose rows are read again (the window's redraws, an undo, the analysis
+    asking once more) rebuilds nothing. The rows are those of
     :func:`~engine.ledger.activations.rows.activation_rows`, in its order, built from
-    the make-up's :func:`_fixed` parts, and summed as rows (not from the parts' sums)."""
+    the make-up's :func:`_fixed` parts."""
     mk = _makes(shape_free(plan))[stage]
     fixed = _fixed(plan, mk.walk, mk.placing, mk.last)
     fly = in_flight(plan, stage)
@@ -273,25 +252,19 @@ def _own(plan: Plan, stage: int) -> _Own:
     if mk.last:
         logits = built(fixed.logits, fly)
     rows = (*fixed.parts.rows().around(saved, labels), *logits)
-    # summed from the rows themselves: the folding test's check of stage_numbers' sums
-    runtime, inside, grads = _runtime(plan, rows)
-    return _Own(rows, grads, moment_sums(rows, plan.batch.grad_accum > 1), runtime, inside)
+    return _Own(rows, _holds_grads(rows))
 
 
-def stage_rows(plan: Plan, stage: int) -> StageRows:
-    """The rows of one rank of ``stage`` (before the allocator reserve), their
-    allocated moment sums and runtime sums."""
+def stage_rows(plan: Plan, stage: int) -> list[Row]:
+    """The rows of one rank of ``stage`` (before the allocator reserve), in the unfolded
+    assembly's order: the shared head (persistent states), the stage's own activation
+    rows, the shared tail. Their numbers are :func:`stage_numbers`' (the folding test
+    compares them)."""
     own = _own(plan, stage)
     mk = _makes(shape_free(plan))[stage]
     # Activation rows never hold gradients; if one ever does, the shared rows must see it.
     shared = _shared(shape_free(plan), mk.shared, own.grads)
-    return StageRows(
-        [*shared.head, *own.rows, *shared.tail],
-        add_sums(shared.sums, own.sums),
-        (shared.runtime[0] + own.runtime[0], shared.runtime[1] + own.runtime[1]),
-        (shared.inside[0] + own.inside[0], shared.inside[1] + own.inside[1]),
-        mk.layers,
-    )
+    return [*shared.head, *own.rows, *shared.tail]
 
 
 class _Base(NamedTuple):

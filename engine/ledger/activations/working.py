@@ -94,8 +94,8 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
     offload = plan.method.recompute.policy == "offload"
     combine = _moe_combine(plan, True)
     needed: list[PerToken] = ["work"]
-    if plan.model.architecture.moe is not None:
-        needed += ["moe_work", "moe_saved", "routed", "after_experts"] if combine else ["moe_work"]
+    if combine:  # an MoE layer without the combine works as a dense one: "work" serves it
+        needed += ["moe_work", "moe_saved", "routed", "after_experts"]
     g1 = at_shape(shape_free_geometry(free), 1, seq)
     terms = {w: _per_token(free, seq, w) for w in needed}
     size = {w: terms_at(t, g1).bytes for w, t in terms.items()}
@@ -106,7 +106,7 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
         g: Geometry, sl: StageLayers, kind: LayerKind, moments: frozenset[Moment], first: bool
     ) -> Fixed:
         moe, mb = kind.moe and combine, g.micro_batch
-        key: PerToken = "moe_work" if kind.moe else "work"
+        key: PerToken = "moe_work" if moe else "work"
         work = terms[key]
         work_b = size[key](mb)
         work_text: Formula = _words(work, g, "")
@@ -200,11 +200,12 @@ def _per_token(free: Plan, seq: int, which: PerToken) -> tuple[Term, ...]:
     micro-batch's size), built once per shape-free plan and local sequence, at one
     sequence of that length, and shared across micro-batch sizes (``tests/engine/
     ledger/activations/test_terms_per_sequence.py`` checks them at other sizes):
-    ``work`` / ``moe_work`` the dense / MoE layer's working set, ``moe_saved`` the MoE
+    ``work`` / ``moe_work`` the dense / MoE layer's working set (``moe_work`` only with
+    the combine: an MoE layer without it works as a dense one), ``moe_saved`` the MoE
     block's saved set, ``routed`` its router's and routed experts', ``after_experts``
     the MoE layer's second moment."""
     g = at_shape(shape_free_geometry(free), 1, seq)
-    if which == "work" or (which == "moe_work" and not _moe_combine(free, True)):
+    if which == "work":
         return tuple(_dense_terms(free, g))
     if which == "moe_work":
         return tuple(moe_working_terms(free, g))

@@ -118,6 +118,33 @@ class Communication:
         return max(self.intra_seconds, self.inter_seconds)
 
 
+def transfer(
+    what: str,
+    collective: Collective,
+    group: Group,
+    size: int,
+    times: int,
+    rpn: int,
+    source: str,
+) -> Transfer:
+    """One collective ``times`` over ``group``, its bytes split over the link classes
+    (:func:`split_by_link` at ``rpn`` ranks per node): the one way both the
+    data-parallel transfers (:class:`_Builder`) and the model-parallel ones
+    (:func:`stage_communication`) are built."""
+    one = split_by_link(collective, group, size, rpn)
+    return Transfer(
+        what,
+        collective,
+        group.label,
+        size,
+        times,
+        one.intra * times,
+        one.inter * times,
+        group.inside_node(rpn),
+        source,
+    )
+
+
 class _Builder:
     """Collects one stage's transfers, splitting each over the link classes."""
 
@@ -137,20 +164,7 @@ class _Builder:
     ) -> None:
         if group is None or size <= 0 or times <= 0:
             return
-        one = split_by_link(collective, group, size, self.rpn)
-        self.out.append(
-            Transfer(
-                what,
-                collective,
-                group.label,
-                size,
-                times,
-                one.intra * times,
-                one.inter * times,
-                group.inside_node(self.rpn),
-                source,
-            )
-        )
+        self.out.append(transfer(what, collective, group, size, times, self.rpn, source))
 
     def kind(self, *kinds: GroupKind) -> Group | None:
         """:func:`group_of` the stage's groups: the first of one of these kinds."""
@@ -228,21 +242,7 @@ def stage_communication(plan: Plan, stage: int) -> tuple[Transfer, ...]:
             size = mv.size(g)
             if size <= 0:
                 continue
-            one = split_by_link(mv.collective, mv.group, size, rpn)
-            times = mv.times
-            out.append(
-                Transfer(
-                    mv.what,
-                    mv.collective,
-                    mv.group.label,
-                    size,
-                    times,
-                    one.intra * times,
-                    one.inter * times,
-                    mv.group.inside_node(rpn),
-                    mv.source,
-                )
-            )
+            out.append(transfer(mv.what, mv.collective, mv.group, size, mv.times, rpn, mv.source))
     return tuple(out)
 
 

@@ -12,9 +12,10 @@ from engine.ledger.held import HeldTensor
 from engine.ledger.placement import place_stage
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import CheckpointPart, Row
+from engine.ledger.states.allocs import ShardContext
 from engine.ledger.states.methods import held_tensors
 from engine.ledger.states.quantized import quantized_rows
-from engine.ledger.states.rows import ShardContext, persistent_rows
+from engine.ledger.states.rows import persistent_rows
 from engine.models.spec import ArchitectureSpec
 from engine.sections.method import MethodSection
 from engine.sections.parallel import ParallelismSection

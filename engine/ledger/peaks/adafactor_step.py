@@ -23,7 +23,7 @@ from engine.ledger.held import HeldTensor
 from engine.ledger.peaks.step_temporaries import step_temporaries_row
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.row import Row
-from engine.ledger.states.rows import shard_allocs
+from engine.ledger.states.allocs import shard_allocs
 from engine.plan import Plan
 from engine.stacks.families import StrategyRule
 from engine.units import fmt_count, round_up

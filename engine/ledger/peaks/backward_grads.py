@@ -14,9 +14,12 @@ and ``hbm.grads`` covers the moment itself, so this row is not made.
 
 from __future__ import annotations
 
+from functools import partial
+
 from engine.ledger.held import HeldTensor
 from engine.ledger.row import BACKWARD, Row, make_row
-from engine.ledger.states.rows import ShardContext, grad_bytes, grads_per_tensor
+from engine.ledger.states.allocs import ShardContext
+from engine.ledger.states.rows import grad_sized, grads_per_tensor, suffixed
 from engine.plan import Plan
 
 EMBEDDING = "model.embed_tokens.weight"
@@ -53,7 +56,10 @@ def backward_grad_rows(
     made = _made_before_first_layer(plan, trainable)
     if not made:
         return []
-    n, formula, dtypes = grad_bytes(made, ctx)
+    n, formula, dtypes = grad_sized(made, ctx)
+    suffix = "; all but the first decoder layer's" + (
+        "" if plan.model.architecture.tied_embeddings else " and the embedding's"
+    )
     return [
         make_row(
             id="hbm.grads.before_first_layer",
@@ -64,9 +70,7 @@ def backward_grad_rows(
             group="gradients",
             low=n,
             high=n,
-            formula=formula
-            + "; all but the first decoder layer's"
-            + ("" if plan.model.architecture.tied_embeddings else " and the embedding's"),
+            formula=partial(suffixed, formula, suffix),  # written when read
             source="torch-autograd-accumulate",
             phases=BACKWARD,
             backward=frozenset({"backward.end"}),

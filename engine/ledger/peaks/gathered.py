@@ -70,15 +70,30 @@ def _per_tensor(ts: list[LocalTensor], bpe: int, gran: int) -> int:
     return sum(round_up(t.numel * bpe, gran) * c for t, c in zip(ts, copies, strict=True))
 
 
-def _padded_flat(ts: list[LocalTensor], n: int, n_expert: int, bpe: int, gran: int) -> int:
+Flat = tuple[tuple[int, int, bool], ...]
+"""A unit's tensors as (dim 0, the elements of one dim-0 row times the copies in the
+unit, routed expert's), those with a dim 0 of at least one: what its padded all-gather
+output reads of them (:func:`_padded_flat`)."""
+
+
+def _flat_parts(ts: list[LocalTensor]) -> Flat:
+    """:data:`Flat` of a unit's tensors: made once per placement (:func:`_group_free`),
+    read at every shard group size."""
+    out = []
+    for t, c in zip(ts, copies_in_unit([t.count for t in ts]), strict=True):
+        if t.shape and t.shape[0]:
+            out.append((t.shape[0], t.numel // t.shape[0] * c, t.expert))
+    return tuple(out)
+
+
+def _padded_flat(parts: Flat, n: int, n_expert: int, bpe: int, gran: int) -> int:
     """One all-gather output: every tensor padded to N chunks of ceil(d0/N) rows, N the
     group that shards it (``n_expert`` for routed experts: a stacked ``(E, …)`` tensor
     pads its expert dim)."""
     numel = 0
-    for t, c in zip(ts, copies_in_unit([t.count for t in ts]), strict=True):
-        g = n_expert if t.expert else n
-        rest = t.numel // t.shape[0] if t.shape and t.shape[0] else 0
-        numel += -(-t.shape[0] // g) * g * rest * c if t.shape else 0  # ceil_div, inlined
+    for d0, rest, expert in parts:
+        g = n_expert if expert else n
+        numel += -(-d0 // g) * g * rest  # ceil_div, inlined
     return round_up(numel * bpe, gran)
 
 
@@ -92,6 +107,7 @@ class _Units(NamedTuple):
     root_bytes: int
     unit: int
     n_layers: int
+    flat: dict[int, Flat]  # each layer unit's :func:`_flat_parts`
 
 
 _UNITS: dict[int, tuple[tuple[LocalTensor, ...], int, int, _Units]] = {}
@@ -106,7 +122,8 @@ def _group_free(placed: tuple[LocalTensor, ...], gb: int, gran: int) -> _Units:
     root, layers = _units(placed)
     unit = max((_per_tensor(ts, gb, gran) for ts in layers.values()), default=0)
     n_layers = sum(ts[0].count for ts in layers.values())
-    out = _Units(root, layers, _per_tensor(root, gb, gran), unit, n_layers)
+    flat = {i: _flat_parts(ts) for i, ts in layers.items()}
+    out = _Units(root, layers, _per_tensor(root, gb, gran), unit, n_layers, flat)
     if len(_UNITS) >= 1024:
         _UNITS.clear()
     _UNITS[id(placed)] = (placed, gb, gran, out)
@@ -232,7 +249,7 @@ def _fsdp_rows(
     k = plan.parallelism.knobs
     gran = plan.runtime.allocation_granularity_bytes
     gb = gather_bytes(plan, formats)
-    root, layers, root_b, unit, n_layers = _group_free(placed, gb, gran)
+    root, layers, root_b, unit, n_layers, parts = _group_free(placed, gb, gran)
     fsdp2 = rule.family == "fsdp2"
     src = "fsdp2-prefetch" if fsdp2 else "fsdp1"
     keep_all = keeps_all_gathered(plan.parallelism)
@@ -258,7 +275,7 @@ def _fsdp_rows(
     if fsdp2:
         par = plan.parallelism
         n_expert = shard_group_size(par, expert_dp_group(par), ranks_per_node(plan))
-        flat = {i: _padded_flat(ts, shard, n_expert, gb, gran) for i, ts in layers.items()}
+        flat = {i: _padded_flat(p, shard, n_expert, gb, gran) for i, p in parts.items()}
         buf = max(flat.values(), default=0)
         nbuf = max(1, k.fsdp_prefetch_units)
         # every unit stayed gathered: backward issues no all-gather; otherwise the

@@ -9,7 +9,7 @@ from engine.ledger.peaks.adafactor_step import adafactor_temp_rows
 from engine.ledger.peaks.step_temporaries import step_temporaries_row
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.row import OPTIMIZER, Row, make_row
-from engine.ledger.states.rows import shard_allocs
+from engine.ledger.states.allocs import one_per_tensor, shard_allocs, shard_numel
 from engine.plan import Plan
 from engine.stacks.families import StrategyRule
 from engine.units import fmt_count, round_up
@@ -32,9 +32,17 @@ def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
     if not trainable:
         return []
     gran = plan.runtime.allocation_granularity_bytes
-    allocs = shard_allocs(trainable, rule.optimizer, rule, "state_dtype")
-    sized = [(round_up(a.numel * DTYPE_BYTES[a.dtype], gran), a.copies) for a in allocs]
-    dtypes = "/".join(sorted({a.dtype for a in allocs}))
+    sharded = rule.optimizer
+    if one_per_tensor(rule, sharded):  # the allocations are the tensors' shards
+        sized = [
+            (round_up(shard_numel(t, sharded) * DTYPE_BYTES[t.state_dtype], gran), t.count)
+            for t in trainable
+        ]
+        dtypes = "/".join(sorted({t.state_dtype for t in trainable}))
+    else:
+        allocs = shard_allocs(trainable, sharded, rule, "state_dtype")
+        sized = [(round_up(a.numel * DTYPE_BYTES[a.dtype], gran), a.copies) for a in allocs]
+        dtypes = "/".join(sorted({a.dtype for a in allocs}))
     if opt.implementation == "foreach":
         n = sum(size * count for size, count in sized)
         formula = (

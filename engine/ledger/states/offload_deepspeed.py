@@ -27,8 +27,8 @@ from __future__ import annotations
 from engine.ledger.held import HeldTensor
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.row import ALL_PHASES, Location, Row, make_row
+from engine.ledger.states.allocs import shard_allocs
 from engine.ledger.states.moved import OFFLOAD_CLASS, move, offload_group
-from engine.ledger.states.rows import shard_allocs
 from engine.plan import Plan
 from engine.stacks.families import StrategyRule
 from engine.units import fmt_count, round_up

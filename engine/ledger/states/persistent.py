@@ -22,10 +22,11 @@ from engine.ledger.placement import (
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
 from engine.ledger.sharding import shard_group_size
+from engine.ledger.states.allocs import ShardContext, shard_allocs
 from engine.ledger.states.methods import group_words, held_tensors
 from engine.ledger.states.offload import offloads_nothing, split_offload
 from engine.ledger.states.quantized import quantized_rows
-from engine.ledger.states.rows import ShardContext, persistent_rows, shard_allocs
+from engine.ledger.states.rows import persistent_rows
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 from engine.sections.method import MethodSection
@@ -74,7 +75,7 @@ def _placing(par: ParallelismSection) -> ParallelismSection:
     return got
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=1024)
 def _unsharded(
     arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
 ) -> tuple[HeldTensor, ...]:
@@ -142,10 +143,16 @@ def all_state_rows(plan: Plan, stage: int) -> list[Row]:
 
 
 def _split(plan: Plan, stage: int) -> tuple[list[Row], list[Row]]:
-    rows = all_state_rows(plan, stage)
+    return _split_at(plan, _key(plan, stage))
+
+
+def _split_at(plan: Plan, key: Key) -> tuple[list[Row], list[Row]]:
+    """(the states that stay in HBM, those the offload settings move) of the stage whose
+    :func:`_key` is ``key``."""
+    rows = list(_rows(*key))
     if offloads_nothing(plan):
         return rows, []  # the common case, without looking the held tensors up again
-    return split_offload(rows, plan, list(stage_held(plan, stage)[0]))
+    return split_offload(rows, plan, list(_held(*key)[0]))
 
 
 def persistent_stage_rows(plan: Plan, stage: int) -> list[Row]:
@@ -170,10 +177,7 @@ def stage_states(plan: Plan, stage: int) -> StageStates:
     ``stage`` at once (each works :func:`_key` out anew)."""
     key = _key(plan, stage)
     held, ctx = _held(*key)
-    rows = list(_rows(*key))
-    if not offloads_nothing(plan):
-        rows = split_offload(rows, plan, list(held))[0]
-    return StageStates(_placed(key[0], key[2], key[6]), held, ctx, rows)
+    return StageStates(_placed(key[0], key[2], key[6]), held, ctx, _split_at(plan, key)[0])
 
 
 def offloaded_stage_rows(plan: Plan, stage: int) -> list[Row]:

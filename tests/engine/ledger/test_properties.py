@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from ledger_plans import hbm_persistent, make_plan
 
 from engine.ledger.held import HeldTensor
-from engine.ledger.states.rows import shard_allocs
+from engine.ledger.states.allocs import shard_allocs
 from engine.stacks.families import STRATEGIES
 
 

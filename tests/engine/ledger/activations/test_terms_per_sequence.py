@@ -110,13 +110,10 @@ def test_working_set_terms_do_not_read_the_micro_batch(
         return
     g, tr = geometry(plan), trainability(plan)
     free = shape_free(plan)
-    own = {
-        "work": working._dense_terms(plan, g),
-        "moe_work": working.moe_working_terms(plan, g)
-        if working._moe_combine(plan, True)
-        else working._dense_terms(plan, g),
-    }
+    own = {"work": working._dense_terms(plan, g)}
     arch = plan.model.architecture
+    if working._moe_combine(plan, True):  # else an MoE layer works as a dense one
+        own["moe_work"] = working.moe_working_terms(plan, g)
     if arch.moe is not None:
         m, t = moe_shapes(arch.moe, g.tp), traits_of(arch)
         own["after_experts"] = working.after_experts_terms(plan, g)
