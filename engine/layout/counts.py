@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from engine.layout.batch import accumulation_words
+from engine.layout.collector import collector_paused
 from engine.layout.evaluate import Estimator, Evaluator, Outcome
 from engine.layout.lattice import (
     Layout,
@@ -49,10 +50,9 @@ from engine.layout.search import (
 from engine.plan import Plan
 from engine.units import fmt_bytes
 
-ALTERNATIVES_SHOWN = 5
-ALTERNATIVES_EVALUATED = 16
-"""Legal layouts of the procurement size estimated for the alternatives, in preference
-order (the lattice of a large world can hold hundreds)."""
+ALTERNATIVES_SHOWN, ALTERNATIVES_EVALUATED = 5, 16
+"""Fitting layouts shown, and legal layouts of the procurement size estimated for them in
+preference order (the lattice of a large world can hold hundreds)."""
 SEARCH_BUDGET_S = 20.0
 """Wall-clock seconds one search may take before it stops and says so (every preset
 searches to 16,384 GPUs in well under one; extreme plans — thousands of layers — stop
@@ -229,6 +229,7 @@ def _replayed(
     return [ev(lay) for lay in seen]
 
 
+@collector_paused()
 def gpu_counts(
     plan: Plan,
     max_gpus: int | None = None,
