@@ -182,9 +182,7 @@ def state_sized(
     allocation per tensor the bytes are summed from the tensors themselves and the
     allocations built when the formula is read; otherwise from the allocations."""
     if not one_per_tensor(ctx.rule, sharded):
-        allocs = shard_allocs(tensors, sharded, ctx.rule, dtype_of, whole_if_persistent)
-        if as_dtype is not None:
-            allocs = [a._replace(dtype=as_dtype) for a in allocs]
+        allocs = _cast(tensors, sharded, ctx, dtype_of, whole_if_persistent, as_dtype)
         return sized(allocs, sharded, ctx)
     gran = ctx.granularity if ctx.granularity > 1 else 1  # round_up's rule
     total = 0
@@ -218,7 +216,18 @@ def _lazy_formula(
     total: int,
 ) -> str:
     """:func:`state_sized`'s formula, from the allocations :func:`shard_allocs` makes."""
-    allocs = shard_allocs(tensors, sharded, ctx.rule, dtype_of, whole_if_persistent)
-    if as_dtype is not None:
-        allocs = [a._replace(dtype=as_dtype) for a in allocs]
+    allocs = _cast(tensors, sharded, ctx, dtype_of, whole_if_persistent, as_dtype)
     return alloc_formula(allocs, sharded, ctx, total)
+
+
+def _cast(
+    tensors: Sequence[HeldTensor],
+    sharded: bool,
+    ctx: ShardContext,
+    dtype_of: str,
+    whole_if_persistent: bool,
+    as_dtype: str | None,
+) -> list[Alloc]:
+    """:func:`shard_allocs` of the state, its allocations cast to ``as_dtype`` if given."""
+    allocs = shard_allocs(tensors, sharded, ctx.rule, dtype_of, whole_if_persistent)
+    return allocs if as_dtype is None else [a._replace(dtype=as_dtype) for a in allocs]
