@@ -80,10 +80,10 @@ def _formula(head: str, n: int, note: str) -> str:
     return f"{head} = {fmt_count(n)} B{note}"
 
 
-PerTensor = tuple[tuple[int, int, int, int, bool], ...]
-"""A stage's trainable tensors as (dim 0, state bytes of one dim-0 row, of the whole
-tensor, count, routed expert's): what the step's allocations read of them whatever their
-shard groups."""
+PerTensor = tuple[tuple[int, int, int, int, bool, int], ...]
+"""A stage's trainable tensors as (dim 0, elements of one dim-0 row, state bytes per
+element, count, routed expert's, elements): what the step's allocations read of them
+whatever their shard groups."""
 
 _PER_TENSOR: dict[int, tuple[tuple[HeldTensor, ...], PerTensor, str, int, int]] = {}
 """:func:`_per_tensor` by the unsharded tuple's identity (cached, so a layout search's DP
@@ -104,10 +104,11 @@ def _per_tensor(unsharded: tuple[HeldTensor, ...]) -> tuple[PerTensor, str, int,
         [
             (
                 t.shape[0],
-                (t.numel // t.shape[0] if t.shape[0] else 0) * DTYPE_BYTES[t.state_dtype],
-                t.numel * DTYPE_BYTES[t.state_dtype],
+                t.numel // t.shape[0] if t.shape[0] else 0,
+                DTYPE_BYTES[t.state_dtype],
                 t.count,
                 t.expert,
+                t.numel,
             )
             for t in trainable
         ]
@@ -133,12 +134,11 @@ def _sized_regrouped(
     per, dtypes, i_dense, i_expert = got
     dense = held[i_dense].group if sharded and i_dense >= 0 else 1
     expert = held[i_expert].group if sharded and i_expert >= 0 else 1
-    g = gran if gran > 1 else 1  # round_up leaves a value as it is below 2
     sized = []
-    for d0, row_b, whole_b, count, is_expert in per:
+    for d0, rest, bpe, count, is_expert, numel in per:
         n = expert if is_expert else dense
-        b = whole_b if n == 1 else -(-d0 // n) * row_b  # shard_numel × bytes, inlined
-        sized.append((-(-b // g) * g, count))
+        elems = numel if n == 1 else (-(-d0 // n) * rest if d0 else 0)
+        sized.append((round_up(elems * bpe, gran), count))
     return sized, dtypes
 
 
