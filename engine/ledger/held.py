@@ -8,7 +8,7 @@ parameter's dtype unless a separate fp32 master copy owns the optimizer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from math import prod
 from typing import Literal, NamedTuple
 
@@ -73,15 +73,3 @@ def regrouped(held: Iterable[HeldTensor], dense: int, expert: int) -> list[HeldT
     depend on the group sizes, so a layout search's DP values share one build of them."""
     g = _GROUP
     return [_new(HeldTensor, (*t[:g], expert if t.expert else dense, *t[g + 1 :])) for t in held]
-
-
-def group_indices(held: Sequence[HeldTensor]) -> tuple[int, int]:
-    """(the index of a dense tensor in ``held``, of a routed expert's; −1 where none):
-    :func:`regrouped` gives every dense tensor one group and every expert's another, so
-    the tensors regrouped from ``held`` say both groups there (what the rows worked out
-    once per placement read per layout)."""
-    flags = [t.expert for t in held]
-    return (
-        flags.index(False) if False in flags else -1,
-        flags.index(True) if True in flags else -1,
-    )

@@ -159,7 +159,7 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
     tail += accumulation_rows(plan, held, rule)
     if plan.method.kind == "qlora":
         tail += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)
-    tail += optimizer_temp_rows(plan, held, rule, unsharded)
+    tail += optimizer_temp_rows(plan, held, rule)
     tail += deepspeed_step_rows(plan, held, rule)
     unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)
     tail += checkpoint_rows(plan, unit)

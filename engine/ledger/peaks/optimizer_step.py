@@ -4,9 +4,7 @@ partition DeepSpeed builds for the step. Live only in the optimizer phase."""
 
 from __future__ import annotations
 
-from functools import partial
-
-from engine.ledger.held import HeldTensor, group_indices
+from engine.ledger.held import HeldTensor
 from engine.ledger.peaks.adafactor_step import adafactor_temp_rows
 from engine.ledger.peaks.step_temporaries import step_temporaries_row
 from engine.ledger.precision import DTYPE_BYTES
@@ -17,17 +15,9 @@ from engine.stacks.families import StrategyRule
 from engine.units import fmt_count, round_up
 
 
-def optimizer_temp_rows(
-    plan: Plan,
-    held: list[HeldTensor],
-    rule: StrategyRule,
-    unsharded: tuple[HeldTensor, ...] | None = None,
-) -> list[Row]:
+def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) -> list[Row]:
     """The optimizer step's temporaries (none when it runs off the GPU, fused, or for
-    optimizers without them). ``unsharded``: ``held`` at shard groups of one, when the
-    caller has it (see :func:`engine.ledger.peaks.buckets.bucket_rows`): with one
-    allocation per tensor, what no group size changes is then read once per placement
-    (:func:`_per_tensor`)."""
+    optimizers without them)."""
     opt = plan.method.optimizer
     if (
         plan.offload.optimizer != "none"
@@ -43,12 +33,7 @@ def optimizer_temp_rows(
         return []
     gran = plan.runtime.allocation_granularity_bytes
     sharded = rule.optimizer
-    fast = None
-    if one_per_tensor(rule, sharded) and unsharded is not None:
-        fast = _sized_regrouped(held, unsharded, sharded, gran)
-    if fast is not None:
-        sized, dtypes = fast
-    elif one_per_tensor(rule, sharded):  # the allocations are the tensors' shards
+    if one_per_tensor(rule, sharded):  # the allocations are the tensors' shards
         sized = [
             (round_up(shard_numel(t, sharded) * DTYPE_BYTES[t.state_dtype], gran), t.count)
             for t in trainable
@@ -60,9 +45,9 @@ def optimizer_temp_rows(
         dtypes = "/".join(sorted({a.dtype for a in allocs}))
     if opt.implementation == "foreach":
         n = sum(size * count for size, count in sized)
-        allocations = sum(c for _, c in sized)
         formula = (
-            f"foreach: one {dtypes} copy of every (sharded) parameter, {allocations} allocations"
+            f"foreach: one {dtypes} copy of every (sharded) parameter, "
+            f"{sum(c for _, c in sized)} allocations = {fmt_count(n)} B"
         )
     else:
         # Tensor order within a layer repeats across layers, so one layer's sequence (plus
@@ -70,76 +55,10 @@ def optimizer_temp_rows(
         sizes = [size for size, count in sized for _ in range(min(count, 2))]
         n = max((2 * s + (sizes[i - 1] if i else 0) for i, s in enumerate(sizes)), default=0)
 
-        formula = "for-loop: max over tensors of 2·size(p_i) + size(p_(i−1))"
+        formula = f"for-loop: max over tensors of 2·size(p_i) + size(p_(i−1)) = {fmt_count(n)} B"
     low = n if opt.name == "adamw" else 0
     note = "" if opt.name == "adamw" else " (measured for AdamW only: low 0)"
-    return [step_temporaries_row(low, n, partial(_formula, formula, n, note), "torch-adamw")]
-
-
-def _formula(head: str, n: int, note: str) -> str:
-    return f"{head} = {fmt_count(n)} B{note}"
-
-
-PerTensor = tuple[tuple[int, int, int, int, bool, int], ...]
-"""A stage's trainable tensors as (dim 0, elements of one dim-0 row, state bytes per
-element, count, routed expert's, elements): what the step's allocations read of them
-whatever their shard groups."""
-
-_PER_TENSOR: dict[int, tuple[tuple[HeldTensor, ...], PerTensor, str, int, int]] = {}
-""":func:`_per_tensor` by the unsharded tuple's identity (cached, so a layout search's DP
-values of one shape pass the same one; the entry holds it, so its id is not reused)."""
-
-
-def _per_tensor(unsharded: tuple[HeldTensor, ...]) -> tuple[PerTensor, str, int, int] | None:
-    """:data:`PerTensor` of ``unsharded``, their state dtypes and
-    :func:`~engine.ledger.held.group_indices`; None when a trainable tensor has no dim 0
-    (the caller then reads the tensors themselves)."""
-    got = _PER_TENSOR.get(id(unsharded))
-    if got is not None and got[0] is unsharded:
-        return got[1:]
-    trainable = [t for t in unsharded if t.trainable]
-    if any(not t.shape for t in trainable):
-        return None
-    per = tuple(
-        [
-            (
-                t.shape[0],
-                t.numel // t.shape[0] if t.shape[0] else 0,
-                DTYPE_BYTES[t.state_dtype],
-                t.count,
-                t.expert,
-                t.numel,
-            )
-            for t in trainable
-        ]
-    )
-    dtypes = "/".join(sorted({t.state_dtype for t in trainable}))
-    out = (per, dtypes, *group_indices(unsharded))
-    if len(_PER_TENSOR) >= 1024:
-        _PER_TENSOR.clear()
-    _PER_TENSOR[id(unsharded)] = (unsharded, *out)
-    return out
-
-
-def _sized_regrouped(
-    held: list[HeldTensor], unsharded: tuple[HeldTensor, ...], sharded: bool, gran: int
-) -> tuple[list[tuple[int, int]], str] | None:
-    """(bytes, count) of each trainable tensor's allocation and their dtypes, as
-    :func:`optimizer_temp_rows` reads them from ``held`` (regrouped from ``unsharded``)
-    with one allocation per tensor: :func:`~engine.ledger.states.allocs.shard_numel`
-    with the groups read off ``held`` (a test compares the two)."""
-    got = _per_tensor(unsharded)
-    if got is None:
-        return None
-    per, dtypes, i_dense, i_expert = got
-    dense = held[i_dense].group if sharded and i_dense >= 0 else 1
-    expert = held[i_expert].group if sharded and i_expert >= 0 else 1
-    sized = []
-    for d0, rest, bpe, count, is_expert, numel in per:
-        n = expert if is_expert else dense
-        elems = numel if n == 1 else (-(-d0 // n) * rest if d0 else 0)
-        sized.append((round_up(elems * bpe, gran), count))
-    return sized, dtypes
+    return [step_temporaries_row(low, n, formula + note, "torch-adamw")]
 
 
 def deepspeed_step_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) -> list[Row]:

@@ -5,7 +5,7 @@ Two ways to the same rows: :func:`reduce_scatter_rows` reads the held tensors at
 shard groups; :func:`regrouped_reduce_scatter_rows` works out what no group size changes
 once per placement (:func:`_reduced`, cached on the tensors before their groups) and only
 the padding per call — the layout search's layouts of one shape share that work
-(``tests/engine/ledger/test_regrouped_rows.py`` compares the two). Formulas are written
+(``tests/engine/ledger/test_reduce_scatter.py`` compares the two). Formulas are written
 when read.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from functools import partial
 from typing import NamedTuple
 
-from engine.ledger.held import HeldTensor, group_indices
+from engine.ledger.held import HeldTensor
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import AFTER_LAST_LAYER, BACKWARD, IN_LAYERS, Row, make_row, with_middle
 from engine.plan import Plan
@@ -175,8 +175,8 @@ class _Reduced(NamedTuple):
     """What FSDP's reduce-scatter rows read of a stage's held tensors whatever their shard
     groups (:func:`_reduced`): :func:`_unit_elems`, each layer unit's tensors as (dim 0,
     elements of one dim-0 row times its copies in the unit, routed expert's), the layers
-    they stand for, and the index of a dense and of an expert tensor
-    (:func:`~engine.ledger.held.group_indices`)."""
+    they stand for, and the index of a dense and of an expert tensor (−1: none), whose
+    groups are those of every dense / expert tensor (:func:`~engine.ledger.held.regrouped`)."""
 
     one: int
     root: int
@@ -209,7 +209,9 @@ def _reduced(plan: Plan, unsharded: tuple[HeldTensor, ...]) -> _Reduced:
             d0 = t.shape[0]
             rest = t.numel // d0 if d0 else 0
             per_unit[t.unit].append((d0, rest * (t.count // least[t.unit]), t.expert))
-    dense, expert = group_indices(unsharded)
+    flags = [t.expert for t in unsharded]
+    dense = flags.index(False) if False in flags else -1
+    expert = flags.index(True) if True in flags else -1
     flat = tuple(tuple(p) for p in per_unit.values())
     n_layers = sum(most[u] for u in per_unit)
     out = _Reduced(*_unit_elems(plan, trainable), flat, n_layers, dense, expert)
