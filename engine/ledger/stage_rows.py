@@ -164,11 +164,10 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
     unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)
     tail += checkpoint_rows(plan, unit)
     tail += runtime_rows(plan, stage)
-    accumulating = plan.batch.grad_accum > 1
-    runtime, inside = _runtime(plan, head + tail)
-    return SharedRows(
-        tuple(head), tuple(tail), moment_sums(head + tail, accumulating), runtime, inside
-    )
+    rows = head + tail
+    runtime, inside = _runtime(plan, rows)
+    sums = moment_sums(rows, plan.batch.grad_accum > 1)
+    return SharedRows(tuple(head), tuple(tail), sums, runtime, inside)
 
 
 class _FixedPart(NamedTuple):
