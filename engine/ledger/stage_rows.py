@@ -148,12 +148,12 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
     par = plan.parallelism
     rule = rule_of(par.strategy)
     formats = resolve_formats(plan.method.precision)
-    placed, held_t, ctx, head = stage_states(plan, stage)
+    placed, held_t, ctx, head, unsharded = stage_states(plan, stage)
     held = list(held_t)
     shard = max((t.group for t in held), default=1)
     gathered = gathered_rows(plan, placed, formats, shard, rule, stage)
     tail: list[Row] = list(gathered)
-    tail += bucket_rows(plan, held, formats, rule, shard)
+    tail += bucket_rows(plan, held, formats, rule, shard, unsharded)
     in_hbm = grads_in_hbm or _holds_grads(head + tail)
     tail += backward_grad_rows(plan, held, ctx, in_hbm)
     tail += accumulation_rows(plan, held, rule)
@@ -164,11 +164,10 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
     unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)
     tail += checkpoint_rows(plan, unit)
     tail += runtime_rows(plan, stage)
-    accumulating = plan.batch.grad_accum > 1
-    runtime, inside = _runtime(plan, head + tail)
-    return SharedRows(
-        tuple(head), tuple(tail), moment_sums(head + tail, accumulating), runtime, inside
-    )
+    rows = head + tail
+    runtime, inside = _runtime(plan, rows)
+    sums = moment_sums(rows, plan.batch.grad_accum > 1)
+    return SharedRows(tuple(head), tuple(tail), sums, runtime, inside)
 
 
 class _FixedPart(NamedTuple):

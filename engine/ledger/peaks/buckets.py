@@ -7,19 +7,15 @@ are allocated at their configured size whatever the model.
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from engine.ledger.held import HeldTensor
+from engine.ledger.peaks.reduce_scatter import reduce_scatter_rows, regrouped_reduce_scatter_rows
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import (
-    AFTER_LAST_LAYER,
     ALL_PHASES,
     BACKWARD,
     FORWARD_BACKWARD,
-    IN_LAYERS,
     Row,
     make_row,
-    with_middle,
 )
 from engine.plan import Plan
 from engine.stacks.families import StrategyRule
@@ -29,9 +25,19 @@ MIB = 2**20
 
 
 def bucket_rows(
-    plan: Plan, held: list[HeldTensor], formats: StateFormats, rule: StrategyRule, shard: int
+    plan: Plan,
+    held: list[HeldTensor],
+    formats: StateFormats,
+    rule: StrategyRule,
+    shard: int,
+    unsharded: tuple[HeldTensor, ...] | None = None,
 ) -> list[Row]:
-    """Gradient communication buffers: DDP buckets, ZeRO buckets, FSDP reduce-scatter."""
+    """Gradient communication buffers: DDP buckets, ZeRO buckets, FSDP reduce-scatter.
+
+    ``unsharded``: ``held`` at shard groups of one (what ``held`` was regrouped from,
+    cached: :func:`engine.ledger.states.persistent.stage_states`), when the caller has it:
+    FSDP's reduce-scatter rows then work out what no group size changes once per
+    placement (:mod:`engine.ledger.peaks.reduce_scatter`), not once per layout."""
     trainable = [t for t in held if t.trainable]
     if not trainable:
         return []
@@ -47,7 +53,10 @@ def bucket_rows(
             else _zero_row(plan, trainable, formats)
         ]
     if rule.fsdp and rule.grads and shard > 1:
-        return _reduce_scatter_rows(plan, trainable, formats, rule.family == "fsdp2", shard)
+        fsdp2 = rule.family == "fsdp2"
+        if unsharded is not None:
+            return regrouped_reduce_scatter_rows(plan, held, unsharded, formats, fsdp2, shard)
+        return reduce_scatter_rows(plan, trainable, formats, fsdp2, shard)
     return []
 
 
@@ -144,120 +153,6 @@ def _zero3_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -
         source="deepspeed-zero3-buffers",
         phases=ALL_PHASES,
     )
-
-
-def _fsdp2_reduce_scatter_row(
-    plan: Plan, trainable: list[HeldTensor], reduce_bytes: int, shard: int
-) -> Row:
-    """FSDP2's reduce-scatter input, one at a time, from the second layer's backward on.
-
-    ``FSDPParamGroup.post_backward`` (torch 2.13 torch/distributed/fsdp/_fully_shard/
-    _fsdp_param_group.py) reshards the unit's parameters, then ``foreach_reduce``
-    (_fsdp_collectives.py) copies its unsharded gradients into one flat input in the
-    reduce dtype, every tensor padded to ``shard`` chunks of ceil(d0 / shard) rows, and
-    frees them; the input is kept until the next unit's post-backward waits on it and
-    drops it. So while a layer runs backward the previous layer's input is live — none
-    during the last layer's (nothing was reduced yet). The layer's own unsharded
-    gradients need no row: they grow while its saved (or recomputed) tensors are freed,
-    and at the copy-in they stand where its gathered parameters stood, so that moment
-    never exceeds the layer's first backward ops, which the rows sum."""
-    gran = plan.runtime.allocation_granularity_bytes
-    per_unit: dict[str, int] = defaultdict(int)
-    least: dict[str, int] = {}
-    most: dict[str, int] = {}
-    for t in trainable:
-        u, c = t.unit, t.count
-        least[u] = min(least.get(u, c), c)
-        most[u] = max(most.get(u, c), c)
-    for t in trainable:
-        if t.unit != "root" and t.shape:
-            d0 = t.shape[0]
-            rest = t.numel // d0 if d0 else 0
-            copies = t.count // least[t.unit]  # a folded expert's copies in the unit
-            g = t.group  # its own shard group: the expert DP group for routed experts
-            per_unit[t.unit] += -(-d0 // g) * g * rest * copies  # ceil_div, inlined
-    numel = max(per_unit.values(), default=0)
-    n = round_up(numel * reduce_bytes, gran)
-    n_layers = sum(most[u] for u in per_unit)
-    return make_row(
-        id="hbm.buckets.reduce_scatter",
-        label="Reduce-scatter input of the previous layer (one at a time)",
-        state="buckets",
-        location="hbm",
-        kind="peak",
-        group="buckets",
-        low=n,
-        high=n,
-        formula=f"one decoder-layer unit flat and padded to {shard} chunks, "
-        f"{fmt_count(numel)} el. × {reduce_bytes} B (reduce dtype) = {fmt_count(n)} B; "
-        "live from the second layer's backward on",
-        source="fsdp2-prefetch",
-        phases=BACKWARD,
-        backward=with_middle(AFTER_LAST_LAYER, n_layers),
-    )
-
-
-def _reduce_scatter_rows(
-    plan: Plan, trainable: list[HeldTensor], formats: StateFormats, fsdp2: bool, shard: int
-) -> list[Row]:
-    """FSDP: the reduce-scatter buffers, in the reduce dtype (FSDP2: one input at a time;
-    FSDP1: one unit's unsharded gradients and its input, up to one more in flight); the
-    root unit's gradients wait until the end of backward."""
-    gran, gbytes = plan.runtime.allocation_granularity_bytes, formats.reduce_bytes
-    units: dict[str, int] = defaultdict(int)
-    tied = plan.model.architecture.tied_embeddings
-    for t in trainable:
-        if t.unit == "root" and not tied and t.name == "model.embed_tokens.weight":
-            continue  # the embedding's grad appears only at the very end of backward
-        units[t.unit] += t.numel
-    layer_units = {u: n for u, n in units.items() if u != "root"}
-    one = max(layer_units.values(), default=0)
-    c = DTYPE_BYTES[plan.method.precision.compute_dtype]
-    low = round_up(one * c, gran) + (round_up(one * gbytes, gran) if gbytes != c else 0)
-    high = low + round_up(one * gbytes, gran)
-    rows = (
-        [_fsdp2_reduce_scatter_row(plan, trainable, gbytes, shard)]
-        if fsdp2
-        else [
-            make_row(
-                id="hbm.buckets.reduce_scatter",
-                label="Unsharded grads of one unit and its reduce-scatter input",
-                state="buckets",
-                location="hbm",
-                kind="peak",
-                group="buckets",
-                low=low,
-                high=high,
-                formula=f"{fmt_count(one)} el. × {c} B"
-                + (f" + {gbytes} B reduce-dtype copy" if gbytes != c else "")
-                + f" = {fmt_count(low)} B; up to one more reduce-scatter input in flight "
-                f"(+{fmt_count(round_up(one * gbytes, gran))} B)",
-                source="fsdp1",
-                phases=BACKWARD,
-                backward=IN_LAYERS,
-            )
-        ]
-    )
-    root = units.get("root", 0)
-    if root:
-        rb = round_up(root * c, gran)
-        rows.append(
-            make_row(
-                id="hbm.buckets.root_grads",
-                label="Root unit's unsharded grads (reduced after backward)",
-                state="buckets",
-                location="hbm",
-                kind="peak",
-                group="buckets",
-                low=rb,
-                high=rb,
-                formula=f"{fmt_count(root)} el. × {c} B = {fmt_count(rb)} B",
-                source="fsdp2-prefetch",
-                phases=BACKWARD,
-                backward=IN_LAYERS,
-            )
-        )
-    return rows
 
 
 def accumulation_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) -> list[Row]:

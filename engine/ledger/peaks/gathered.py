@@ -10,6 +10,7 @@ is decided here, with the strategy (see :mod:`engine.ledger.phases`).
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import partial
 from typing import NamedTuple
 
 from engine.ledger.groups import ranks_per_node
@@ -100,7 +101,8 @@ def _padded_flat(parts: Flat, n: int, n_expert: int, bpe: int, gran: int) -> int
 class _Units(NamedTuple):
     """What a stage's gathered units are whatever the shard group: the root's and the
     layers' tensors, the root's and the largest layer unit's gathered bytes, and the
-    decoder layers they stand for (folded layers counted out)."""
+    decoder layers they stand for (folded layers counted out), and the unit FSDP2
+    prefetches while the last layer runs backward."""
 
     root: list[LocalTensor]
     layers: dict[int, list[LocalTensor]]
@@ -108,6 +110,7 @@ class _Units(NamedTuple):
     unit: int
     n_layers: int
     flat: dict[int, Flat]  # each layer unit's :func:`_flat_parts`
+    before_last: int | None
 
 
 _UNITS: dict[int, tuple[tuple[LocalTensor, ...], int, int, _Units]] = {}
@@ -123,18 +126,15 @@ def _group_free(placed: tuple[LocalTensor, ...], gb: int, gran: int) -> _Units:
     unit = max((_per_tensor(ts, gb, gran) for ts in layers.values()), default=0)
     n_layers = sum(ts[0].count for ts in layers.values())
     flat = {i: _flat_parts(ts) for i, ts in layers.items()}
-    out = _Units(root, layers, _per_tensor(root, gb, gran), unit, n_layers, flat)
+    # the unit FSDP2 prefetches while the last layer runs backward: the one before it,
+    # in layer order (a folded unit stands for its ``count`` layers)
+    order = [i for i in sorted(layers) for _ in range(min(t.count for t in layers[i]))]
+    before = order[-2] if len(order) >= 2 else None
+    out = _Units(root, layers, _per_tensor(root, gb, gran), unit, n_layers, flat, before)
     if len(_UNITS) >= 1024:
         _UNITS.clear()
     _UNITS[id(placed)] = (placed, gb, gran, out)
     return out
-
-
-def _second_to_last(layers: dict[int, list[LocalTensor]], flat: dict[int, int]) -> int | None:
-    """The unit FSDP2 prefetches while the stage's last layer runs backward: the one
-    before it, in layer order (a folded unit stands for its ``count`` layers)."""
-    order = [flat[i] for i in sorted(layers) for _ in range(min(t.count for t in layers[i]))]
-    return order[-2] if len(order) >= 2 else None
 
 
 def _buffer_row(
@@ -152,11 +152,17 @@ def _buffer_row(
         group="gathered",
         low=nbuf * buf,
         high=nbuf * buf,
-        formula=f"{nbuf} × {what} gathered flat, {gb} B/element = "
-        f"{fmt_count(nbuf * buf)} B (kept until the next all-gather)",
+        formula=partial(_buffer_formula, nbuf, what, gb, nbuf * buf),
         source=src,
         phases=BACKWARD if last else FORWARD_BACKWARD,
         backward=moments,
+    )
+
+
+def _buffer_formula(nbuf: int, what: str, gb: int, n: int) -> str:
+    return (
+        f"{nbuf} × {what} gathered flat, {gb} B/element = "
+        f"{fmt_count(n)} B (kept until the next all-gather)"
     )
 
 
@@ -249,7 +255,7 @@ def _fsdp_rows(
     k = plan.parallelism.knobs
     gran = plan.runtime.allocation_granularity_bytes
     gb = gather_bytes(plan, formats)
-    root, layers, root_b, unit, n_layers, parts = _group_free(placed, gb, gran)
+    root, _, root_b, unit, n_layers, parts, before = _group_free(placed, gb, gran)
     fsdp2 = rule.family == "fsdp2"
     src = "fsdp2-prefetch" if fsdp2 else "fsdp1"
     keep_all = keeps_all_gathered(plan.parallelism)
@@ -265,8 +271,7 @@ def _fsdp_rows(
                 group="gathered",
                 low=root_b,
                 high=root_b,
-                formula=f"{len(root)} tensors × {gb} B, kept from forward through backward "
-                f"(the root is not resharded after forward) = {fmt_count(root_b)} B",
+                formula=partial(_root_formula, len(root), gb, root_b),
                 source=src,
                 phases=FORWARD_BACKWARD,
                 role="root_unit",
@@ -281,7 +286,7 @@ def _fsdp_rows(
         # every unit stayed gathered: backward issues no all-gather; otherwise the
         # prefetched unit waits in it until the first layer's backward
         moments = NO_MOMENTS if keep_all else with_middle(BEFORE_FIRST_LAYER, n_layers)
-        second_last = _second_to_last(layers, flat)
+        second_last = flat[before] if before is not None else None
         split = nbuf == 1 and second_last is not None and second_last != buf
         rows.append(
             _buffer_row(nbuf, buf, gb, src, moments - {"backward.layers"} if split else moments)
@@ -324,7 +329,7 @@ def _fsdp_rows(
             group="gathered",
             low=n,
             high=n,
-            formula=f"{why}: {live} × {fmt_count(unit)} B = {fmt_count(n)} B",
+            formula=partial(_layers_formula, why, live, unit, n),
             source=src,
             phases=BACKWARD,
             backward=IN_LAYERS,
@@ -349,6 +354,17 @@ def _fsdp_rows(
             )
         )
     return rows
+
+
+def _root_formula(n_root: int, gb: int, root_b: int) -> str:
+    return (
+        f"{n_root} tensors × {gb} B, kept from forward through backward "
+        f"(the root is not resharded after forward) = {fmt_count(root_b)} B"
+    )
+
+
+def _layers_formula(why: str, live: int, unit: int, n: int) -> str:
+    return f"{why}: {live} × {fmt_count(unit)} B = {fmt_count(n)} B"
 
 
 def _zero3_rows(plan: Plan, placed: tuple[LocalTensor, ...], formats: StateFormats) -> list[Row]:

@@ -4,6 +4,8 @@ partition DeepSpeed builds for the step. Live only in the optimizer phase."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from engine.ledger.held import HeldTensor
 from engine.ledger.peaks.adafactor_step import adafactor_temp_rows
 from engine.ledger.peaks.step_temporaries import step_temporaries_row
@@ -45,20 +47,23 @@ def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
         dtypes = "/".join(sorted({a.dtype for a in allocs}))
     if opt.implementation == "foreach":
         n = sum(size * count for size, count in sized)
-        formula = (
-            f"foreach: one {dtypes} copy of every (sharded) parameter, "
-            f"{sum(c for _, c in sized)} allocations = {fmt_count(n)} B"
-        )
+        allocs_n = sum(c for _, c in sized)
+        formula = f"foreach: one {dtypes} copy of every (sharded) parameter, {allocs_n} allocations"
     else:
         # Tensor order within a layer repeats across layers, so one layer's sequence (plus
         # the previous layer's last tensor before its first) gives the same maximum.
         sizes = [size for size, count in sized for _ in range(min(count, 2))]
         n = max((2 * s + (sizes[i - 1] if i else 0) for i, s in enumerate(sizes)), default=0)
 
-        formula = f"for-loop: max over tensors of 2·size(p_i) + size(p_(i−1)) = {fmt_count(n)} B"
+        formula = "for-loop: max over tensors of 2·size(p_i) + size(p_(i−1))"
     low = n if opt.name == "adamw" else 0
     note = "" if opt.name == "adamw" else " (measured for AdamW only: low 0)"
-    return [step_temporaries_row(low, n, formula + note, "torch-adamw")]
+    return [step_temporaries_row(low, n, partial(_formula, formula, n, note), "torch-adamw")]
+
+
+def _formula(head: str, n: int, note: str) -> str:
+    """The step temporaries' formula, written when read: ``head`` = bytes, and ``note``."""
+    return f"{head} = {fmt_count(n)} B{note}"
 
 
 def deepspeed_step_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) -> list[Row]:

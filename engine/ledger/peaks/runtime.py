@@ -9,9 +9,12 @@ be reported both as allocated (tensors only) and as reserved / device; their sta
 
 from __future__ import annotations
 
+from functools import partial
+
 from engine.ledger.groups import stage_groups
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
+from engine.sections.runtime import RuntimeSection
 from engine.stacks.accelerators import nccl_band
 from engine.units import fmt_count
 
@@ -27,7 +30,58 @@ def communicators(plan: Plan, stage: int) -> list[str]:
 
 def runtime_rows(plan: Plan, stage: int) -> list[Row]:
     rt = plan.runtime
-    rows = [
+    rows = list(_context_rows(rt))
+    comms = communicators(plan, stage)
+    if comms:
+        n = len(comms)
+        per = rt.nccl_bytes_per_communicator
+        if per is None:  # left to the accelerator generation: resolve the plan first
+            raise ValueError("runtime.nccl_bytes_per_communicator left at auto: resolve the plan")
+        band = nccl_band(plan.hardware.accelerator)
+        why = (
+            band.why
+            if (per.low, per.high) == (band.low, band.high)
+            else "runtime.nccl_bytes_per_communicator as set"
+        )
+        source = band.source if why == band.why else "nccl-buffers"
+        rows.append(
+            make_row(
+                id="hbm.runtime.nccl",
+                label=f"NCCL buffers, {n} communicator(s)",
+                state="runtime",
+                role="nccl_buffers",
+                location="hbm",
+                kind="persistent",
+                group=RUNTIME_GROUP,
+                low=n * per.low,
+                high=n * per.high,
+                formula=partial(_nccl_formula, n, per.low, per.high, why, tuple(comms)),
+                source=source,
+            )
+        )
+    return rows
+
+
+def _nccl_formula(n: int, low: int, high: int, why: str, comms: tuple[str, ...]) -> str:
+    return (
+        f"{n} × {fmt_count(low)}–{fmt_count(high)} B ({why}; "
+        "multi-node and all-to-all communicators can need more, NVIDIA/nccl #986): "
+        + ", ".join(comms)
+    )
+
+
+_CONTEXT: dict[int, tuple[RuntimeSection, tuple[Row, Row]]] = {}
+""":func:`_context_rows` by the runtime section's identity (a layout search's plans share
+one; the entry holds it, so its id is not reused)."""
+
+
+def _context_rows(rt: RuntimeSection) -> tuple[Row, Row]:
+    """The CUDA context's and cuBLAS workspace's rows, which read only the runtime
+    section: made once per section (rows are immutable, so stages share them)."""
+    got = _CONTEXT.get(id(rt))
+    if got is not None and got[0] is rt:
+        return got[1]
+    rows = (
         make_row(
             id="hbm.runtime.cuda_context",
             label="CUDA context",
@@ -54,37 +108,10 @@ def runtime_rows(plan: Plan, stage: int) -> list[Row]:
             formula="one handle on the compute stream (8 MiB; 32 MiB on Hopper)",
             source="cublas-workspace",
         ),
-    ]
-    comms = communicators(plan, stage)
-    if comms:
-        n = len(comms)
-        per = rt.nccl_bytes_per_communicator
-        if per is None:  # left to the accelerator generation: resolve the plan first
-            raise ValueError("runtime.nccl_bytes_per_communicator left at auto: resolve the plan")
-        band = nccl_band(plan.hardware.accelerator)
-        why = (
-            band.why
-            if (per.low, per.high) == (band.low, band.high)
-            else "runtime.nccl_bytes_per_communicator as set"
-        )
-        source = band.source if why == band.why else "nccl-buffers"
-        rows.append(
-            make_row(
-                id="hbm.runtime.nccl",
-                label=f"NCCL buffers, {n} communicator(s)",
-                state="runtime",
-                role="nccl_buffers",
-                location="hbm",
-                kind="persistent",
-                group=RUNTIME_GROUP,
-                low=n * per.low,
-                high=n * per.high,
-                formula=f"{n} × {fmt_count(per.low)}–{fmt_count(per.high)} B ({why}; "
-                "multi-node and all-to-all communicators can need more, NVIDIA/nccl #986): "
-                + ", ".join(comms),
-                source=source,
-            )
-        )
+    )
+    if len(_CONTEXT) >= 1024:
+        _CONTEXT.clear()
+    _CONTEXT[id(rt)] = (rt, rows)
     return rows
 
 

@@ -8,10 +8,10 @@ differ, so the row is made here once.
 
 from __future__ import annotations
 
-from engine.ledger.row import OPTIMIZER, Row, make_row
+from engine.ledger.row import OPTIMIZER, Formula, Row, make_row
 
 
-def step_temporaries_row(low: int, high: int, formula: str, source: str) -> Row:
+def step_temporaries_row(low: int, high: int, formula: Formula, source: str) -> Row:
     """The optimizer step's temporaries: a peak in the optimizer phase."""
     return make_row(
         id="hbm.optimizer_step.temporaries",

@@ -164,12 +164,15 @@ def persistent_stage_rows(plan: Plan, stage: int) -> list[Row]:
 class StageStates(NamedTuple):
     """What a stage's shared rows read of its states, looked up with one key: the
     placed tensors (:func:`stage_placed`), the held ones and their sharding
-    (:func:`stage_held`), and the states that stay in HBM (:func:`persistent_stage_rows`)."""
+    (:func:`stage_held`), the states that stay in HBM (:func:`persistent_stage_rows`), and
+    the held tensors before their shard groups (what FSDP's reduce-scatter rows read once
+    per placement: :func:`engine.ledger.peaks.buckets.bucket_rows`)."""
 
     placed: tuple[LocalTensor, ...]
     held: tuple[HeldTensor, ...]
     ctx: ShardContext
     hbm: list[Row]
+    unsharded: tuple[HeldTensor, ...]  # ``held`` at shard groups of one (cached)
 
 
 def stage_states(plan: Plan, stage: int) -> StageStates:
@@ -177,7 +180,14 @@ def stage_states(plan: Plan, stage: int) -> StageStates:
     ``stage`` at once (each works :func:`_key` out anew)."""
     key = _key(plan, stage)
     held, ctx = _held(*key)
-    return StageStates(_placed(key[0], key[2], key[6]), held, ctx, _split_at(plan, key)[0])
+    arch, method, par, stage = key[0], key[1], key[2], key[6]
+    return StageStates(
+        _placed(arch, par, stage),
+        held,
+        ctx,
+        _split_at(plan, key)[0],
+        _unsharded(arch, method, par, stage),
+    )
 
 
 def offloaded_stage_rows(plan: Plan, stage: int) -> list[Row]:
