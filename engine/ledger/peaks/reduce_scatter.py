@@ -39,12 +39,7 @@ def _fsdp2_reduce_scatter_row(
     and at the copy-in they stand where its gathered parameters stood, so that moment
     never exceeds the layer's first backward ops, which the rows sum."""
     per_unit: dict[str, int] = defaultdict(int)
-    least: dict[str, int] = {}
-    most: dict[str, int] = {}
-    for t in trainable:
-        u, c = t.unit, t.count
-        least[u] = min(least.get(u, c), c)
-        most[u] = max(most.get(u, c), c)
+    least, most = _unit_counts(trainable)
     for t in trainable:
         if t.unit != "root" and t.shape:
             d0 = t.shape[0]
@@ -54,6 +49,18 @@ def _fsdp2_reduce_scatter_row(
             per_unit[t.unit] += -(-d0 // g) * g * rest * copies  # ceil_div, inlined
     numel = max(per_unit.values(), default=0)
     return _fsdp2_row(plan, numel, sum(most[u] for u in per_unit), reduce_bytes, shard)
+
+
+def _unit_counts(trainable: Iterable[HeldTensor]) -> tuple[dict[str, int], dict[str, int]]:
+    """Per layer unit, the fewest and the most copies of its tensors (a folded layer's
+    count; a routed expert's is its layers' times the experts folded into it)."""
+    least: dict[str, int] = {}
+    most: dict[str, int] = {}
+    for t in trainable:
+        u, c = t.unit, t.count
+        least[u] = min(least.get(u, c), c)
+        most[u] = max(most.get(u, c), c)
+    return least, most
 
 
 def _fsdp2_row(plan: Plan, numel: int, n_layers: int, reduce_bytes: int, shard: int) -> Row:
@@ -197,12 +204,7 @@ def _reduced(plan: Plan, unsharded: tuple[HeldTensor, ...]) -> _Reduced:
     if got is not None and got[0] is unsharded and got[1] == tied:
         return got[2]
     trainable = [t for t in unsharded if t.trainable]
-    least: dict[str, int] = {}
-    most: dict[str, int] = {}
-    for t in trainable:
-        u, c = t.unit, t.count
-        least[u] = min(least.get(u, c), c)
-        most[u] = max(most.get(u, c), c)
+    least, most = _unit_counts(trainable)
     per_unit: dict[str, list[tuple[int, int, bool]]] = defaultdict(list)
     for t in trainable:
         if t.unit != "root" and t.shape:
