@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from hypothesis import assume
+from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 
 from engine.errors import PlanError
@@ -18,6 +18,14 @@ from engine.layout.point import Layout
 from engine.ledger.phases import Range
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset
+
+SEARCH_SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+"""The property tests' settings over :func:`search_plans` (each example estimates many
+layouts: slow, and its plans are large draws)."""
 
 STRATEGIES = [
     "ddp",

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from layout_plans import bound_below_estimates, legal_layouts, preset_plans, search_plans
+from layout_plans import (
+    SEARCH_SETTINGS,
+    bound_below_estimates,
+    legal_layouts,
+    preset_plans,
+    search_plans,
+)
 
 from engine.estimate import estimate
 from engine.layout.bound import PeakFloors
@@ -120,11 +126,7 @@ def _padded_covered(plan: Plan, lattice: Lattice) -> int:
     return compared
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@SEARCH_SETTINGS
 @given(search_plans(), st.integers(1, 16))
 def test_padded_bound_covers_the_estimates_padded_bytes(case: tuple[Plan, int], world: int) -> None:
     plan, _ = case
@@ -153,11 +155,7 @@ def _regime_rule_against_brute_force(plan: Plan, max_gpus: int) -> int:
     return proved
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@SEARCH_SETTINGS
 @given(search_plans())
 def test_regime_wide_low_bound_proves_only_failures(case: tuple[Plan, int]) -> None:
     plan, max_gpus = case
@@ -188,11 +186,7 @@ def _dominates_state_bound(plan: Plan, layouts: tuple[Layout, ...]) -> int:
     return compared
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@SEARCH_SETTINGS
 @given(search_plans(), st.integers(1, 16))
 def test_low_bound_dominates_the_state_bound(case: tuple[Plan, int], world: int) -> None:
     plan, _ = case

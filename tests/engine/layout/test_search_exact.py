@@ -12,8 +12,8 @@ node still growing, FSDP padding.
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
-from layout_plans import search_plans
+from hypothesis import given
+from layout_plans import SEARCH_SETTINGS, search_plans
 
 from engine.estimate import estimate
 from engine.layout.counts import gpu_counts
@@ -48,11 +48,7 @@ def _brute(
     return best
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@SEARCH_SETTINGS
 @given(search_plans())
 def test_counts_equal_brute_force(case: tuple[Plan, int]) -> None:
     """Arithmetic minimum (relaxed preferences, exact ranks), the procurement count

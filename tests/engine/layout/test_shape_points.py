@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import fields as dataclass_fields
 from dataclasses import replace
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from layout_plans import search_plans
+from layout_plans import SEARCH_SETTINGS, search_plans
 
 from engine.layout.bound import PeakFloors
 from engine.layout.lattice import LayoutPreferences, legal_shapes
@@ -24,12 +24,6 @@ from engine.layout.padding import padding_problems
 from engine.layout.point import Layout
 from engine.layout.regimes import RegimeKey, SearchMemo, dp_candidates, layout_at, regime
 from engine.plan import Plan
-
-SETTINGS = settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 def _walk(
@@ -49,7 +43,7 @@ def _walk(
     return out
 
 
-@SETTINGS
+@SEARCH_SETTINGS
 @given(
     search_plans(),
     st.sampled_from([1.0, 0.05, 0.01]),
@@ -71,7 +65,7 @@ def test_regime_windows_equal_a_walk(
             assert got == want, (shape, top)
 
 
-@SETTINGS
+@SEARCH_SETTINGS
 @given(search_plans(), st.integers(1, 3))
 def test_floor_over_at_batch_tops_is_over_at_every_dp(
     case: tuple[Plan, int], fewest_dp: int

@@ -16,7 +16,13 @@ from itertools import pairwise
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from layout_plans import bound_below_estimates, legal_layouts, preset_plans, search_plans
+from layout_plans import (
+    SEARCH_SETTINGS,
+    bound_below_estimates,
+    legal_layouts,
+    preset_plans,
+    search_plans,
+)
 
 from engine.estimate import estimate
 from engine.layout.bound import PeakFloors
@@ -78,11 +84,7 @@ def _falls_within_regimes(plan: Plan, max_gpus: int) -> int:
     return pairs
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@SEARCH_SETTINGS
 @given(search_plans())
 def test_state_bound_falls_with_dp_within_a_regime(case: tuple[Plan, int]) -> None:
     plan, max_gpus = case
