@@ -1,18 +1,32 @@
-"""The layout search runs with Python's cyclic garbage collector paused.
+"""The layout search runs with Python's cyclic garbage collector paused, and what it
+leaves alive is then frozen.
 
 A search builds hundreds of thousands of short-lived objects (plans, rows, held
 tensors) while the engine's caches keep a few hundred thousand long-lived ones; each
 generational collection the allocations trigger walks young objects, and the older
 generations' collections walk the caches' objects again, none of which are garbage.
 Measured on DeepSeek-V3's search to 16,384 GPUs: ~40 % of its time was the collector
-(``tests/bench_engine.py``; 1.9 s with it, 1.1 s without), and the objects alive after
-the search grew by ~1 % with it paused (almost nothing the search drops is in a
-reference cycle: reference counting frees it at once). The collector runs again, and
-collects whatever cycles were left, when the outermost paused call returns.
+(``tests/bench_engine.py``; 1.9 s with it, 1.1 s without).
+
+Turning the collector back on is not the end of that cost: every object the paused
+search allocated and kept (the caches' new entries) is still in the youngest
+generation, and the first collection after the pause walks them all — 68–100 ms after
+DeepSeek-V3's search, ~1.5 s summed over the 52 presets' searches. So the outermost
+pause ends with :func:`gc.freeze`: everything alive then moves to the permanent
+generation, which collections skip (reference counting still frees each object when
+its last reference goes, so the caches' evicted entries are freed as before).
+
+What freezing would keep is garbage in reference cycles that is pending at that
+moment. A search itself leaves none (``tests/engine/layout/test_collector.py`` checks
+that a MoE search leaves no cyclic garbage: the collector finds nothing after it), and
+the rest of the process's is bounded: every :data:`THAW_EVERY`-th pause ends with
+:func:`gc.unfreeze` instead, handing everything back to the oldest generation, where
+the next full collection frees any cycles left.
 
 Process-wide by nature (CPython has one collector): the pause is counted, so nested
 and concurrent searches (the GUI's worker threads) restore it only when the last one
-ends, and only if it was enabled when the first began.
+ends, and only if it was enabled when the first began (a collector the caller turned
+off is left off, and nothing is frozen).
 """
 
 from __future__ import annotations
@@ -22,9 +36,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+THAW_EVERY = 32
+"""One outermost pause in this many ends by thawing instead of freezing."""
+
 _lock = threading.Lock()
 _depth = 0
 _resume = False
+_ends = 0
 
 
 @contextmanager
@@ -42,4 +60,16 @@ def collector_paused() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0 and _resume:
+                _settle()
                 gc.enable()
+
+
+def _settle() -> None:
+    """Freeze what is alive as the last pause ends — or, one time in
+    :data:`THAW_EVERY`, thaw everything frozen so far (called under the lock)."""
+    global _ends
+    _ends += 1
+    if _ends % THAW_EVERY:
+        gc.freeze()
+    else:
+        gc.unfreeze()

@@ -15,8 +15,9 @@ enumerates thousands of shapes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from typing import TypeVar
 
 from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch, target_global_batch
@@ -29,6 +30,8 @@ from engine.legality.offload import offload_problems
 from engine.legality.stack import dimension_problems, stack_problems
 from engine.plan import Plan
 from engine.stacks.catalog import concrete_stack
+
+_T = TypeVar("_T")
 
 __all__ = [
     "Lattice",
@@ -111,11 +114,35 @@ class _Judge:
         par = plan.parallelism
         self.stack_name = concrete_stack(plan.stack.name, par.strategy, plan.method.kind)
         self.etp = plan.parallelism.expert_tp if self.arch.moe is not None else 1
-        self.tp = cache(self._judge_tp)
-        self.pp = cache(self._judge_pp)
-        self.cp = cache(self._judge_cp)
-        self.ep = cache(self._judge_ep)
-        self.split = cache(lambda pp: candidate_pipeline(plan, pp)[1])
+        # judged once per value; a plain dict, not ``functools.cache`` of bound methods,
+        # which would hold the judge in a reference cycle (garbage the layout search,
+        # run with the cyclic collector paused and then frozen, would never free:
+        # :mod:`engine.layout.collector`)
+        self._judged: dict[tuple[Callable[[_Judge, int], object], int], object] = {}
+
+    def _once(self, judge: Callable[[_Judge, int], _T], value: int) -> _T:
+        key = (judge, value)
+        if key not in self._judged:
+            self._judged[key] = judge(self, value)
+        return self._judged[key]  # type: ignore[return-value]
+
+    def tp(self, tp: int) -> tuple[str, ...]:
+        return self._once(_Judge._judge_tp, tp)
+
+    def pp(self, pp: int) -> tuple[str, ...]:
+        return self._once(_Judge._judge_pp, pp)
+
+    def cp(self, cp: int) -> tuple[str, ...]:
+        return self._once(_Judge._judge_cp, cp)
+
+    def ep(self, ep: int) -> tuple[str, ...]:
+        return self._once(_Judge._judge_ep, ep)
+
+    def split(self, pp: int) -> rules.Split:
+        return self._once(_Judge._split_of, pp)
+
+    def _split_of(self, pp: int) -> rules.Split:
+        return candidate_pipeline(self.plan, pp)[1]
 
     def check(self, tp: int, pp: int, cp: int, ep: int, dp: int) -> Layout | Rejected:
         """One layout, its reasons in the order :func:`engine.legality.checks.plan_problems`
