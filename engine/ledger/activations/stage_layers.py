@@ -96,12 +96,12 @@ _new_layers = partial(tuple.__new__, StageLayers)
 
 def context(plan: Plan, g: Geometry, tr: Trainability) -> HfLayer:
     """The hf profile's view of the plan (parameters are fp32 under fp32 or autocast)."""
-    return _layer_context(
+    return layer_context(
         g, tr, plan.model.architecture, plan.runtime.attention, plan.method.recompute.policy
     )
 
 
-def _layer_context(
+def layer_context(
     g: Geometry, tr: Trainability, arch: ArchitectureSpec, attention: str, policy: str
 ) -> HfLayer:
     """:func:`context` from exactly what it reads, so the cached :func:`_kind_terms` can
@@ -177,18 +177,21 @@ def counted_layers(plan: Plan, walk: Walk) -> StageLayers:
 
 def counted_at(plan: Plan, walk: Walk, seq: int) -> Callable[[Geometry], StageLayers]:
     """:func:`counted_layers` at the geometry of a micro-batch of ``seq`` local tokens a
-    sequence: the kinds' terms looked up here, once, and their bytes as functions of the
-    micro-batch's size (:func:`~engine.ledger.activations.geometry.terms_at`), only
-    those worked out there."""
+    sequence: the kinds' terms and their bytes as functions of the micro-batch's size
+    (:func:`~engine.ledger.activations.geometry.terms_at`) looked up here, once
+    (:func:`_kind_terms`), only those bytes worked out there."""
     saved, n_ckpt, n_layers = walk
     free = shape_free(plan)
-    kind_terms, ckpt = _kind_terms(free, seq, saved)
-    g1 = at_shape(shape_free_geometry(free), 1, seq)
-    named = [
-        (name, terms, terms_at(terms, g1).bytes, n, is_moe)
-        for (name, terms, is_moe), (_, n) in zip(kind_terms, saved, strict=True)
-    ]
-    ckpt_bytes = terms_at(ckpt, g1).bytes
+    rt = free.runtime
+    named, ckpt, ckpt_bytes = _kind_terms(
+        free.model.architecture,
+        at_shape(shape_free_geometry(free), 1, seq),
+        trainability(free),
+        rt.activation_profile == "megatron",
+        rt.attention,
+        free.method.recompute.policy,
+        saved,
+    )
 
     def at(g: Geometry) -> StageLayers:
         b = g.micro_batch
@@ -202,27 +205,35 @@ def counted_at(plan: Plan, walk: Walk, seq: int) -> Callable[[Geometry], StageLa
     return at
 
 
+_Named = tuple[tuple[str, tuple[Term, ...], Callable[[int], int], int, bool], ...]
+"""Each layer kind's (name, saved terms, their bytes by micro-batch size, layers that
+keep the set, is MoE)."""
+
+
 @lru_cache(maxsize=1024)
 def _kind_terms(
-    free: Plan, seq: int, saved: Saved
-) -> tuple[tuple[tuple[str, tuple[Term, ...], bool], ...], tuple[Term, ...]]:
-    """Each layer kind's (name, saved terms, is MoE) (:func:`layer_kind_terms`) and the
-    checkpointed layers' input terms of a shape-free plan at a local sequence of
-    ``seq``: built at one sequence of that length (terms are widths per token), so plans
-    differing only in the micro-batch share them."""
-    g = at_shape(shape_free_geometry(free), 1, seq)
-    megatron = free.runtime.activation_profile == "megatron"
-    kinds = layer_kind_terms(
-        free.model.architecture,
-        g,
-        trainability(free),
-        megatron,
-        free.runtime.attention,
-        free.method.recompute.policy,
-        tuple(k for k, _ in saved),
+    arch: ArchitectureSpec,
+    g: Geometry,
+    tr: Trainability,
+    megatron: bool,
+    attention: str,
+    policy: str,
+    saved: Saved,
+) -> tuple[_Named, tuple[Term, ...], Callable[[int], int]]:
+    """Each layer kind's terms (:func:`layer_kind_terms`) and bytes, and the checkpointed
+    layers' input terms and bytes, at ``g`` — one sequence of the local length (terms
+    are widths per token, so plans differing only in the micro-batch share them) —
+    built from exactly what they read: layouts that differ only where a layer's saved
+    set does not look (DP, EP, PP and its split, the strategy) share them."""
+    kinds = layer_kind_terms(arch, g, tr, megatron, attention, policy, tuple(k for k, _ in saved))
+    named = tuple(
+        [
+            (name, terms, terms_at(terms, g).bytes, n, is_moe)
+            for (name, terms, is_moe), (_, n) in zip(kinds, saved, strict=True)
+        ]
     )
-    ckpt = mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g)
-    return kinds, tuple(ckpt)
+    ckpt = tuple(mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g))
+    return named, ckpt, terms_at(ckpt, g).bytes
 
 
 @lru_cache(maxsize=1024)
@@ -260,7 +271,7 @@ def layer_kind_terms(
     :func:`_kind_terms` asks with ``g`` at one sequence and plans differing only in the
     micro-batch share the terms (``tests/engine/ledger/activations/
     test_terms_per_sequence.py`` checks every profile's terms at other sizes)."""
-    c = _layer_context(g, tr, arch, attention, policy)
+    c = layer_context(g, tr, arch, attention, policy)
     out = []
     for is_moe, ing in kinds:
         if megatron:
@@ -278,19 +289,42 @@ def layer_kind_terms(
 
 def final_norm_terms(plan: Plan, g: Geometry) -> tuple[Term, ...]:
     """The last stage's final norm and lm_head input (its saved terms): widths per
-    token like the layers' (:func:`layer_kind_terms`), so built once per shape-free plan
-    and local sequence, at one sequence, and shared across micro-batch sizes."""
-    return _final_norm_terms(shape_free(plan), g.seq)
+    token like the layers' (:func:`layer_kind_terms`), so built once per local sequence
+    at one sequence, and shared across micro-batch sizes."""
+    return final_norm_at(plan, g.seq)[0]
+
+
+def final_norm_at(plan: Plan, seq: int) -> tuple[tuple[Term, ...], Callable[[int], int]]:
+    """:func:`final_norm_terms` at a local sequence of ``seq``, and their bytes as a
+    function of the micro-batch's size (:func:`~engine.ledger.activations.geometry.
+    terms_at`), built from exactly what they read (layouts differing elsewhere share
+    them)."""
+    free = shape_free(plan)
+    rt = free.runtime
+    return _final_norm_terms(
+        free.model.architecture,
+        at_shape(shape_free_geometry(free), 1, seq),
+        trainability(free),
+        rt.activation_profile == "megatron",
+        rt.attention,
+        free.method.recompute.policy,
+    )
 
 
 @lru_cache(maxsize=256)
-def _final_norm_terms(free: Plan, seq: int) -> tuple[Term, ...]:
-    g = at_shape(shape_free_geometry(free), 1, seq)
-    if free.runtime.activation_profile == "megatron":
-        return tuple(mg.final_terms(g))
-    arch, rt = free.model.architecture, free.runtime
-    c = _layer_context(g, trainability(free), arch, rt.attention, free.method.recompute.policy)
-    return tuple(hf.final_norm_terms(c))
+def _final_norm_terms(
+    arch: ArchitectureSpec,
+    g: Geometry,
+    tr: Trainability,
+    megatron: bool,
+    attention: str,
+    policy: str,
+) -> tuple[tuple[Term, ...], Callable[[int], int]]:
+    if megatron:
+        terms = tuple(mg.final_terms(g))
+    else:
+        terms = tuple(hf.final_norm_terms(layer_context(g, tr, arch, attention, policy)))
+    return terms, terms_at(terms, g).bytes
 
 
 def _megatron_terms(
