@@ -183,31 +183,31 @@ def counted_at(plan: Plan, walk: Walk, seq: int) -> Callable[[Geometry], StageLa
     saved, n_ckpt, n_layers = walk
     free = shape_free(plan)
     rt = free.runtime
-    named, ckpt, ckpt_bytes = _kind_terms(
+    kinds, ckpt, ckpt_bytes = _kind_terms(
         free.model.architecture,
         at_shape(shape_free_geometry(free), 1, seq),
         trainability(free),
         rt.activation_profile == "megatron",
         rt.attention,
         free.method.recompute.policy,
-        saved,
+        tuple([k for k, _ in saved]),
     )
+    named = [(*kind, n) for kind, (_, n) in zip(kinds, saved, strict=True)]
 
     def at(g: Geometry) -> StageLayers:
         b = g.micro_batch
-        kinds = tuple(
-            [_new_kind((name, terms, size(b), n, is_moe)) for name, terms, size, n, is_moe in named]
+        counted = tuple(
+            [_new_kind((name, terms, size(b), n, is_moe)) for name, terms, size, is_moe, n in named]
         )
         return _new_layers(
-            (kinds, n_layers, n_ckpt, ckpt, ckpt_bytes(b), max([k.bytes for k in kinds]))
+            (counted, n_layers, n_ckpt, ckpt, ckpt_bytes(b), max([k.bytes for k in counted]))
         )
 
     return at
 
 
-_Named = tuple[tuple[str, tuple[Term, ...], Callable[[int], int], int, bool], ...]
-"""Each layer kind's (name, saved terms, their bytes by micro-batch size, layers that
-keep the set, is MoE)."""
+_Kinds = tuple[tuple[str, tuple[Term, ...], Callable[[int], int], bool], ...]
+"""Each layer kind's (name, saved terms, their bytes by micro-batch size, is MoE)."""
 
 
 @lru_cache(maxsize=1024)
@@ -218,22 +218,24 @@ def _kind_terms(
     megatron: bool,
     attention: str,
     policy: str,
-    saved: Saved,
-) -> tuple[_Named, tuple[Term, ...], Callable[[int], int]]:
+    kinds: tuple[tuple[bool, bool], ...],
+) -> tuple[_Kinds, tuple[Term, ...], Callable[[int], int]]:
     """Each layer kind's terms (:func:`layer_kind_terms`) and bytes, and the checkpointed
     layers' input terms and bytes, at ``g`` — one sequence of the local length (terms
     are widths per token, so plans differing only in the micro-batch share them) —
     built from exactly what they read: layouts that differ only where a layer's saved
-    set does not look (DP, EP, PP and its split, the strategy) share them."""
-    kinds = layer_kind_terms(arch, g, tr, megatron, attention, policy, tuple(k for k, _ in saved))
-    named = tuple(
+    set does not look (DP, EP, PP and its split, the strategy) share them, and so do
+    stages with the same kinds in other counts (a stage is its kinds' counts)."""
+    out = tuple(
         [
-            (name, terms, terms_at(terms, g).bytes, n, is_moe)
-            for (name, terms, is_moe), (_, n) in zip(kinds, saved, strict=True)
+            (name, terms, terms_at(terms, g).bytes, is_moe)
+            for name, terms, is_moe in layer_kind_terms(
+                arch, g, tr, megatron, attention, policy, kinds
+            )
         ]
     )
     ckpt = tuple(mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g))
-    return named, ckpt, terms_at(ckpt, g).bytes
+    return out, ckpt, terms_at(ckpt, g).bytes
 
 
 @lru_cache(maxsize=1024)

@@ -229,7 +229,7 @@ def _per_token(free: Plan, seq: int, which: PerToken) -> tuple[Term, ...]:
     return _per_token_of(reads_of(free, seq), which)
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=1024)
 def _per_token_of(r: Reads, which: PerToken) -> tuple[Term, ...]:
     """:func:`_per_token` from exactly what it reads (:class:`Reads`)."""
     g, arch = r.g, r.arch
@@ -247,6 +247,7 @@ def _per_token_of(r: Reads, which: PerToken) -> tuple[Term, ...]:
 
 
 _DENSE: tuple[PerToken, ...] = ("work",)
+_READ_EP: tuple[PerToken, ...] = ("moe_work", "after_experts")  # FSDP2's expert grads
 _COMBINE: tuple[PerToken, ...] = ("work", "moe_work", "moe_saved", "routed", "after_experts")
 
 
@@ -258,7 +259,11 @@ def _working_sizes(
     MoE layer without it works as a dense one) and their bytes as functions of the
     micro-batch's size (:func:`~engine.ledger.activations.geometry.terms_at`), once per
     :class:`Reads` and for every layout sharing them."""
-    terms = {w: _per_token_of(r, w) for w in (_COMBINE if combine else _DENSE)}
+    free_of_ep = r._replace(fsdp2_ep=0)  # for the lists that never read it
+    terms = {
+        w: _per_token_of(r if w in _READ_EP else free_of_ep, w)
+        for w in (_COMBINE if combine else _DENSE)
+    }
     return terms, {w: terms_at(t, r.g).bytes for w, t in terms.items()}
 
 
