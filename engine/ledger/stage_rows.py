@@ -209,11 +209,13 @@ def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     micro-batches in flight. Its varying parts too (they read the same). Cached
     (:func:`_fixed_at`): :func:`stage_numbers` asks once per make-up and estimate,
     :func:`_own` once per stage whose rows are read — of the same plan, or of one
-    differing only where the make-up does not look."""
+    differing only where the make-up does not look. A few entries serve (the rows are
+    read right after the numbers); more would only keep each fresh micro-batch's parts
+    alive for the collector to scan."""
     return _fixed_at(size_free(plan), plan.batch.micro_batch, walk, placing, last)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=32)
 def _fixed_at(sized: Plan, micro_batch: int, walk: Walk, placing: int, last: bool) -> _FixedPart:
     """:func:`_fixed` of the plans whose :func:`~engine.ledger.shape_free.size_free`
     plan is ``sized`` at a micro-batch of ``micro_batch`` sequences: built from exactly

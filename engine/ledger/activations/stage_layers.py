@@ -149,21 +149,31 @@ def stage_layers(plan: Plan, stage: int) -> StageLayers:
 def layer_walk(plan: Plan, stage: int) -> Walk:
     """The :data:`Walk` of the stage's layers: all a stage's :class:`StageLayers` reads
     of the stage. Cached on the plan too (a plan's hash is one slot read; the walk's
-    inputs hash field by field), as is :func:`counted_layers`."""
-    return layer_walks(plan)[stage]
+    inputs hash field by field), as is :func:`counted_layers`. Only this stage's walk
+    is worked out (the layout search's floors ask for a few stages of each layout)."""
+    moe, rec, megatron, frozen = _walk_reads(plan)
+    layers = stage_layer_ranges(plan.model.architecture, plan.parallelism)[stage]
+    return _walk(moe, rec, megatron, layers, frozen and stage == 0)
 
 
 def layer_walks(plan: Plan) -> tuple[Walk, ...]:
     """Every stage's :func:`layer_walk`, the plan's sections read once for all stages
     (what an estimate of every stage asks)."""
-    arch, par = plan.model.architecture, plan.parallelism
-    megatron = plan.runtime.activation_profile == "megatron"
-    moe, rec = arch.moe if not megatron else None, plan.method.recompute
-    frozen = not trainability(plan).embedding
+    moe, rec, megatron, frozen = _walk_reads(plan)
     return tuple(
-        _walk(moe, layers, rec, megatron, s == 0 and frozen)
-        for s, layers in enumerate(stage_layer_ranges(arch, par))
+        _walk(moe, rec, megatron, layers, frozen and s == 0)
+        for s, layers in enumerate(stage_layer_ranges(plan.model.architecture, plan.parallelism))
     )
+
+
+def _walk_reads(plan: Plan) -> tuple[MoESpec | None, RecomputeSection, bool, bool]:
+    """What :func:`_walk` reads of the plan besides the stage: the MoE layers (none
+    under the megatron profile), the recompute policy, the profile, and whether the
+    embedding is frozen (the first stage's first layer's input then needs no
+    gradient)."""
+    megatron = plan.runtime.activation_profile == "megatron"
+    moe = plan.model.architecture.moe if not megatron else None
+    return moe, plan.method.recompute, megatron, not trainability(plan).embedding
 
 
 @lru_cache(maxsize=1024)
@@ -240,9 +250,15 @@ def _kind_terms(
 
 @lru_cache(maxsize=1024)
 def _walk(
-    moe: MoESpec | None, layers: range, rec: RecomputeSection, megatron: bool, frozen_input: bool
+    moe: MoESpec | None,
+    rec: RecomputeSection,
+    megatron: bool,
+    layers: range,
+    frozen_input: bool,
 ) -> Walk:
-    """(the stage's kinds, checkpointed layers, layers) of the layers in ``layers``."""
+    """(the stage's kinds, checkpointed layers, layers) of the layers in ``layers``
+    (``frozen_input``: the first of them takes a frozen embedding's output, which needs
+    no gradient)."""
     order: dict[tuple[bool, bool], int] = {}  # kinds in order of first appearance: saved
     n_ckpt = 0
     for pos, i in enumerate(layers):
