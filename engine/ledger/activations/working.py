@@ -85,12 +85,14 @@ _LIVE: dict[frozenset[Moment], frozenset[Moment]] = {
 """A working-set row's moments, by its backward moments (what make_row gives it)."""
 
 
+@lru_cache(maxsize=256)
 def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
     """The backward working set — one part when the stage's first layer is of its
     largest kind, else two: the largest kind's at the later layers' moments and the
     first layer's at the end — as :class:`Fixed` parts at a micro-batch's geometry and its
     stage's layers counted there: the plan read here, once (never for the micro-batch's
-    shape, which only ``g`` gives), the term lists looked up per local sequence."""
+    shape, which only ``g`` gives), the term lists looked up per local sequence. Cached
+    on the plan: a pipeline's make-ups (first, middle, last stages) share it."""
     seq = geometry(plan).seq  # the local sequence: the micro-batch's size unread
     offload = plan.method.recompute.policy == "offload"
     combine = _moe_combine(plan, True)
