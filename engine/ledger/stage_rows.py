@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
-from engine.ledger.activations.geometry import geometry
+from engine.ledger.activations.geometry import at_shape, geometry
 from engine.ledger.activations.rows import FixedParts, MakeUp, make_up
 from engine.ledger.activations.schedule import InFlight, in_flight, in_flights
 from engine.ledger.activations.stage_layers import Walk, layer_walks
@@ -206,14 +206,27 @@ def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     """The :func:`fixed_rows` of a stage whose layers walk as ``walk`` and which places
     the tensors of stage ``placing`` (its representative), at the plan's micro-batch:
     the stages of one make-up (DeepSeek-V3's middle stages) share them, whatever their
-    micro-batches in flight. Its varying parts too (they read the same). Not cached:
-    :func:`stage_numbers` works it out once per make-up and estimate, :func:`_own` once
-    per stage whose rows are read."""
-    mu = _make_up(size_free(plan), walk, placing, last)
-    g = geometry(plan)
+    micro-batches in flight. Its varying parts too (they read the same). Cached
+    (:func:`_fixed_at`): :func:`stage_numbers` asks once per make-up and estimate,
+    :func:`_own` once per stage whose rows are read — of the same plan, or of one
+    differing only where the make-up does not look. A few entries serve (the rows are
+    read right after the numbers); more would only keep each fresh micro-batch's parts
+    alive for the collector to scan."""
+    return _fixed_at(size_free(plan), plan.batch.micro_batch, walk, placing, last)
+
+
+@lru_cache(maxsize=32)
+def _fixed_at(sized: Plan, micro_batch: int, walk: Walk, placing: int, last: bool) -> _FixedPart:
+    """:func:`_fixed` of the plans whose :func:`~engine.ledger.shape_free.size_free`
+    plan is ``sized`` at a micro-batch of ``micro_batch`` sequences: built from exactly
+    that (the geometry is ``sized``'s at that size; gradient accumulation is
+    ``sized``'s), so a part that read anything else would be wrong at once."""
+    mu = _make_up(sized, walk, placing, last)
+    one = geometry(sized)
+    g = at_shape(one, micro_batch, one.seq)
     layers = mu.layers(g)
     fixed = mu.fixed(g, layers)
-    accumulating = plan.batch.grad_accum > 1
+    accumulating = sized.batch.grad_accum > 1
     saved, labels = mu.saved(g, layers), mu.labels(g)
     logits = mu.logits(g) if mu.logits is not None else []
     live = tuple(

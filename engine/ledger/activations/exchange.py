@@ -24,8 +24,9 @@ from __future__ import annotations
 from operator import attrgetter
 
 from engine.ledger.activations.geometry import Geometry
+from engine.ledger.activations.varying import Fixed, fixed_built, new_fixed
 from engine.ledger.placement import LocalTensor
-from engine.ledger.row import FORWARD_BACKWARD, IN_LAYERS, Row, make_row
+from engine.ledger.row import FORWARD_BACKWARD, IN_LAYERS, Row, make_row, moments_in
 from engine.plan import Plan
 from engine.stacks.families import family_of
 from engine.units import fmt_count, round_up
@@ -39,8 +40,18 @@ def cp_method(plan: Plan) -> str:
     return "p2p" if family_of(par.strategy) == "megatron" else "all_gather"
 
 
+_LIVE = moments_in(FORWARD_BACKWARD, IN_LAYERS)
+"""The moments of an exchange buffer (make_row's for its phases)."""
+
+
 def cp_kv_row(plan: Plan, g: Geometry) -> Row | None:
     """K and V chunks a rank holds while one layer's attention runs under CP."""
+    part = cp_kv_part(plan, g)
+    return part.build() if part is not None else None
+
+
+def cp_kv_part(plan: Plan, g: Geometry) -> Fixed | None:
+    """:func:`cp_kv_row` as a :class:`Fixed` part: its bytes here, its row when read."""
     cp = plan.parallelism.cp
     if cp == 1:
         return None
@@ -55,25 +66,30 @@ def cp_kv_row(plan: Plan, g: Geometry) -> Row | None:
         low = high = cp * chunk
         how = f"all-gather of the whole sequence: {cp} K/V chunks"
         source = "torch-context-parallel"
-    return make_row(
-        id="hbm.comm.cp_kv",
-        label=f"Context parallel K/V exchange ({method})",
-        state="activations",
-        location="hbm",
-        kind="peak",
-        group="activations",
-        low=low,
-        high=high,
-        formula=lambda: (
-            f"one chunk {g.tokens}·{g.kv_local}·({g.head_dim} + {g.v_dim})·"
-            f"{g.compute_bytes} = {fmt_count(chunk)} B; {how} = {fmt_count(low)}–"
-            f"{fmt_count(high)} B while one layer's attention runs"
-        ),
-        source=source,
-        phases=FORWARD_BACKWARD,
-        backward=IN_LAYERS,
-        dtype=plan.method.precision.compute_dtype,
-    )
+    dtype = plan.method.precision.compute_dtype
+
+    def row() -> Row:
+        return make_row(
+            id="hbm.comm.cp_kv",
+            label=f"Context parallel K/V exchange ({method})",
+            state="activations",
+            location="hbm",
+            kind="peak",
+            group="activations",
+            low=low,
+            high=high,
+            formula=lambda: (
+                f"one chunk {g.tokens}·{g.kv_local}·({g.head_dim} + {g.v_dim})·"
+                f"{g.compute_bytes} = {fmt_count(chunk)} B; {how} = {fmt_count(low)}–"
+                f"{fmt_count(high)} B while one layer's attention runs"
+            ),
+            source=source,
+            phases=FORWARD_BACKWARD,
+            backward=IN_LAYERS,
+            dtype=dtype,
+        )
+
+    return new_fixed(((low, high), row, True, _LIVE))
 
 
 _EXPERT = attrgetter("expert")
@@ -82,6 +98,13 @@ _EXPERT = attrgetter("expert")
 
 def ep_dispatch_row(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -> Row | None:
     """The token all-to-all's send and receive buffers of one MoE layer (EP > 1)."""
+    part = ep_dispatch_part(plan, g, placed)
+    return part.build() if part is not None else None
+
+
+def ep_dispatch_part(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -> Fixed | None:
+    """:func:`ep_dispatch_row` as a :class:`Fixed` part: its bytes here, its row when
+    read."""
     par, moe = plan.parallelism, plan.model.architecture.moe
     if moe is None or par.ep == 1 or not any(map(_EXPERT, placed)):
         return None
@@ -91,34 +114,46 @@ def ep_dispatch_row(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) ->
     etp = par.expert_tp
     recv_low = round_up(one * etp, g.granularity)
     recv_high = round_up(int(one * etp * max(1.0, moe.capacity_factor)), g.granularity)
-    return make_row(
-        id="hbm.comm.ep_dispatch",
-        label=f"Expert parallel all-to-all buffers (EP {par.ep})",
-        state="activations",
-        location="hbm",
-        kind="peak",
-        group="activations",
-        low=send + recv_low,
-        high=send + recv_high,
-        formula=lambda: (
-            f"send {g.seq_tokens} tokens × top-{moe.top_k} · {g.hidden} · "
-            f"{g.compute_bytes} = {fmt_count(send)} B; receive the same"
-            + (f" × expert TP {etp}" if etp > 1 else "")
-            + (
-                f", up to × capacity factor {moe.capacity_factor:g}"
-                if moe.capacity_factor > 1
-                else " (balanced routing)"
-            )
-            + f" = {fmt_count(recv_low)}–{fmt_count(recv_high)} B, while one MoE layer runs"
-        ),
-        source="megatron-moe-alltoall",
-        phases=FORWARD_BACKWARD,
-        backward=IN_LAYERS,
-        dtype=plan.method.precision.compute_dtype,
-    )
+    dtype, ep = plan.method.precision.compute_dtype, par.ep
+
+    def row() -> Row:
+        assert moe is not None
+        return make_row(
+            id="hbm.comm.ep_dispatch",
+            label=f"Expert parallel all-to-all buffers (EP {ep})",
+            state="activations",
+            location="hbm",
+            kind="peak",
+            group="activations",
+            low=send + recv_low,
+            high=send + recv_high,
+            formula=lambda: (
+                f"send {g.seq_tokens} tokens × top-{moe.top_k} · {g.hidden} · "
+                f"{g.compute_bytes} = {fmt_count(send)} B; receive the same"
+                + (f" × expert TP {etp}" if etp > 1 else "")
+                + (
+                    f", up to × capacity factor {moe.capacity_factor:g}"
+                    if moe.capacity_factor > 1
+                    else " (balanced routing)"
+                )
+                + f" = {fmt_count(recv_low)}–{fmt_count(recv_high)} B, while one MoE layer runs"
+            ),
+            source="megatron-moe-alltoall",
+            phases=FORWARD_BACKWARD,
+            backward=IN_LAYERS,
+            dtype=dtype,
+        )
+
+    low, high = send + recv_low, send + recv_high
+    return new_fixed(((low, high), row, True, _LIVE))
 
 
 def exchange_rows(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -> list[Row]:
     """The CP and EP exchange buffers of a stage that has decoder layers."""
-    rows = [cp_kv_row(plan, g), ep_dispatch_row(plan, g, placed)]
-    return [r for r in rows if r is not None]
+    return fixed_built(exchange_parts(plan, g, placed))
+
+
+def exchange_parts(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -> list[Fixed]:
+    """:func:`exchange_rows` as :class:`Fixed` parts (their rows built when read)."""
+    parts = [cp_kv_part(plan, g), ep_dispatch_part(plan, g, placed)]
+    return [p for p in parts if p is not None]

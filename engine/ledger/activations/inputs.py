@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
-from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry
+from engine.ledger.activations.geometry import FP32, INT64, Geometry, shape_free_geometry
 from engine.ledger.activations.hf import rotary_dim
 from engine.ledger.activations.traits import source_of, traits_of
 from engine.ledger.activations.varying import Fixed, new_fixed
 from engine.ledger.row import ALL_PHASES, Row, make_row, moments_in
+from engine.ledger.shape_free import shape_free
+from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 from engine.units import fmt_count, round_up
 
@@ -17,6 +20,7 @@ _HELD = moments_in(ALL_PHASES)
 """The moments of a row held for the whole step (make_row's default)."""
 
 
+@lru_cache(maxsize=256)
 def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
     """The input batch (and the labels on the last stage) and the rotary buffers, as
     :class:`Fixed` parts at a micro-batch's geometry: the plan
@@ -24,7 +28,10 @@ def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
     gives); the buffers, which do not scale with it, built here too."""
     label = "Input batch (input_ids" + (", labels)" if last else ")")
     n_in = 2 if last else 1
-    buffers = _buffers(plan)
+    free = shape_free(plan)
+    buffers = _buffers(
+        free.model.architecture, free.runtime.activation_profile, shape_free_geometry(free)
+    )
 
     def at(g: Geometry) -> list[Fixed]:
         gran = g.granularity
@@ -50,12 +57,13 @@ def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
     return at
 
 
-def _buffers(plan: Plan) -> list[Fixed]:
-    """The rotary and embedding-scale buffers (none under the megatron profile)."""
-    arch = plan.model.architecture
-    if plan.runtime.activation_profile != "hf-transformers":
-        return []
-    g = geometry(plan)  # read for its widths only: the buffers do not scale with tokens
+@lru_cache(maxsize=256)
+def _buffers(arch: ArchitectureSpec, profile: str, g: Geometry) -> tuple[Fixed, ...]:
+    """The rotary and embedding-scale buffers (none under the megatron profile), from
+    exactly what they read (``g`` for its widths only: the buffers do not scale with
+    tokens), so layouts differing elsewhere share them."""
+    if profile != "hf-transformers":
+        return ()
     gran = g.granularity
     parts: list[tuple[str, int]] = []
     if arch.position == "rotary":
@@ -65,7 +73,7 @@ def _buffers(plan: Plan) -> list[Fixed]:
     if traits_of(arch).embed_scale:
         parts.append(("the scaled embedding's 0-d embed_scale", gran))
     if not parts:
-        return []
+        return ()
     n = sum([b for _, b in parts])
     row = make_row(
         id="hbm.buffers.rotary",
@@ -82,4 +90,4 @@ def _buffers(plan: Plan) -> list[Fixed]:
         ),
         source=source_of(arch),
     )
-    return [Fixed((n, n), lambda: row, True, _HELD)]
+    return (Fixed((n, n), lambda: row, True, _HELD),)

@@ -14,11 +14,10 @@ from engine.ledger.activations.geometry import (
     INT64,
     Geometry,
     geometry,
-    terms_at,
     terms_formula,
 )
 from engine.ledger.activations.schedule import InFlight
-from engine.ledger.activations.stage_layers import final_norm_terms
+from engine.ledger.activations.stage_layers import final_norm_at
 from engine.ledger.activations.traits import source_of, traits_of
 from engine.ledger.activations.varying import Span, Varying, new_varying
 from engine.ledger.placement import LocalTensor
@@ -209,8 +208,7 @@ def head_at(plan: Plan) -> Callable[[Geometry], list[tuple[Formula, int]]]:
     norm and lm_head input, Gemma-2's soft-capped logits (``logits / cap`` → ``tanh``
     keeps its output, T × V), the loss scalars."""
     g0 = geometry(plan)  # its local sequence: the micro-batch's size unread
-    fin = final_norm_terms(plan, g0)
-    fin_bytes = terms_at(fin, g0).bytes
+    fin, fin_bytes = final_norm_at(plan, g0.seq)
     megatron = plan.runtime.activation_profile == "megatron"
     softcap = not megatron and traits_of(plan.model.architecture).final_softcap
     scalars: tuple[Formula, int] = (

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
-from engine.ledger.activations.exchange import exchange_rows
+from engine.ledger.activations.exchange import exchange_parts
 from engine.ledger.activations.geometry import Geometry, geometry
 from engine.ledger.activations.inputs import inputs_at
 from engine.ledger.activations.kept import (
@@ -127,13 +127,13 @@ def fixed_at(
     stage's layers counted there, the plan read here, once."""
     working, inputs = working_at(plan), inputs_at(plan, last)
     par = plan.parallelism
-    exchange = par.cp > 1 or par.ep > 1  # else exchange_rows has none
+    exchange = par.cp > 1 or par.ep > 1  # else exchange_parts has none
     eager = plan.runtime.attention == "eager"
 
     def at(g: Geometry, sl: StageLayers) -> FixedParts:
         held = working(g, sl)
         if exchange and sl.n_layers:
-            held += [of_row(r) for r in exchange_rows(plan, g, placed)]
+            held += exchange_parts(plan, g, placed)
         held += inputs(g)
         return _new_fixed_parts((sl, held, [of_row(_mask_row(g))] if eager else []))
 

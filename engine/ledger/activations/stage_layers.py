@@ -96,12 +96,12 @@ _new_layers = partial(tuple.__new__, StageLayers)
 
 def context(plan: Plan, g: Geometry, tr: Trainability) -> HfLayer:
     """The hf profile's view of the plan (parameters are fp32 under fp32 or autocast)."""
-    return _layer_context(
+    return layer_context(
         g, tr, plan.model.architecture, plan.runtime.attention, plan.method.recompute.policy
     )
 
 
-def _layer_context(
+def layer_context(
     g: Geometry, tr: Trainability, arch: ArchitectureSpec, attention: str, policy: str
 ) -> HfLayer:
     """:func:`context` from exactly what it reads, so the cached :func:`_kind_terms` can
@@ -149,21 +149,31 @@ def stage_layers(plan: Plan, stage: int) -> StageLayers:
 def layer_walk(plan: Plan, stage: int) -> Walk:
     """The :data:`Walk` of the stage's layers: all a stage's :class:`StageLayers` reads
     of the stage. Cached on the plan too (a plan's hash is one slot read; the walk's
-    inputs hash field by field), as is :func:`counted_layers`."""
-    return layer_walks(plan)[stage]
+    inputs hash field by field), as is :func:`counted_layers`. Only this stage's walk
+    is worked out (the layout search's floors ask for a few stages of each layout)."""
+    moe, rec, megatron, frozen = _walk_reads(plan)
+    layers = stage_layer_ranges(plan.model.architecture, plan.parallelism)[stage]
+    return _walk(moe, rec, megatron, layers, frozen and stage == 0)
 
 
 def layer_walks(plan: Plan) -> tuple[Walk, ...]:
     """Every stage's :func:`layer_walk`, the plan's sections read once for all stages
     (what an estimate of every stage asks)."""
-    arch, par = plan.model.architecture, plan.parallelism
-    megatron = plan.runtime.activation_profile == "megatron"
-    moe, rec = arch.moe if not megatron else None, plan.method.recompute
-    frozen = not trainability(plan).embedding
+    moe, rec, megatron, frozen = _walk_reads(plan)
     return tuple(
-        _walk(moe, layers, rec, megatron, s == 0 and frozen)
-        for s, layers in enumerate(stage_layer_ranges(arch, par))
+        _walk(moe, rec, megatron, layers, frozen and s == 0)
+        for s, layers in enumerate(stage_layer_ranges(plan.model.architecture, plan.parallelism))
     )
+
+
+def _walk_reads(plan: Plan) -> tuple[MoESpec | None, RecomputeSection, bool, bool]:
+    """What :func:`_walk` reads of the plan besides the stage: the MoE layers (none
+    under the megatron profile), the recompute policy, the profile, and whether the
+    embedding is frozen (the first stage's first layer's input then needs no
+    gradient)."""
+    megatron = plan.runtime.activation_profile == "megatron"
+    moe = plan.model.architecture.moe if not megatron else None
+    return moe, plan.method.recompute, megatron, not trainability(plan).embedding
 
 
 @lru_cache(maxsize=1024)
@@ -177,59 +187,78 @@ def counted_layers(plan: Plan, walk: Walk) -> StageLayers:
 
 def counted_at(plan: Plan, walk: Walk, seq: int) -> Callable[[Geometry], StageLayers]:
     """:func:`counted_layers` at the geometry of a micro-batch of ``seq`` local tokens a
-    sequence: the kinds' terms looked up here, once, and their bytes as functions of the
-    micro-batch's size (:func:`~engine.ledger.activations.geometry.terms_at`), only
-    those worked out there."""
+    sequence: the kinds' terms and their bytes as functions of the micro-batch's size
+    (:func:`~engine.ledger.activations.geometry.terms_at`) looked up here, once
+    (:func:`_kind_terms`), only those bytes worked out there."""
     saved, n_ckpt, n_layers = walk
     free = shape_free(plan)
-    kind_terms, ckpt = _kind_terms(free, seq, saved)
-    g1 = at_shape(shape_free_geometry(free), 1, seq)
-    named = [
-        (name, terms, terms_at(terms, g1).bytes, n, is_moe)
-        for (name, terms, is_moe), (_, n) in zip(kind_terms, saved, strict=True)
-    ]
-    ckpt_bytes = terms_at(ckpt, g1).bytes
+    rt = free.runtime
+    kinds, ckpt, ckpt_bytes = _kind_terms(
+        free.model.architecture,
+        at_shape(shape_free_geometry(free), 1, seq),
+        trainability(free),
+        rt.activation_profile == "megatron",
+        rt.attention,
+        free.method.recompute.policy,
+        tuple([k for k, _ in saved]),
+    )
+    named = [(*kind, n) for kind, (_, n) in zip(kinds, saved, strict=True)]
 
     def at(g: Geometry) -> StageLayers:
         b = g.micro_batch
-        kinds = tuple(
-            [_new_kind((name, terms, size(b), n, is_moe)) for name, terms, size, n, is_moe in named]
+        counted = tuple(
+            [_new_kind((name, terms, size(b), n, is_moe)) for name, terms, size, is_moe, n in named]
         )
         return _new_layers(
-            (kinds, n_layers, n_ckpt, ckpt, ckpt_bytes(b), max([k.bytes for k in kinds]))
+            (counted, n_layers, n_ckpt, ckpt, ckpt_bytes(b), max([k.bytes for k in counted]))
         )
 
     return at
 
 
+_Kinds = tuple[tuple[str, tuple[Term, ...], Callable[[int], int], bool], ...]
+"""Each layer kind's (name, saved terms, their bytes by micro-batch size, is MoE)."""
+
+
 @lru_cache(maxsize=1024)
 def _kind_terms(
-    free: Plan, seq: int, saved: Saved
-) -> tuple[tuple[tuple[str, tuple[Term, ...], bool], ...], tuple[Term, ...]]:
-    """Each layer kind's (name, saved terms, is MoE) (:func:`layer_kind_terms`) and the
-    checkpointed layers' input terms of a shape-free plan at a local sequence of
-    ``seq``: built at one sequence of that length (terms are widths per token), so plans
-    differing only in the micro-batch share them."""
-    g = at_shape(shape_free_geometry(free), 1, seq)
-    megatron = free.runtime.activation_profile == "megatron"
-    kinds = layer_kind_terms(
-        free.model.architecture,
-        g,
-        trainability(free),
-        megatron,
-        free.runtime.attention,
-        free.method.recompute.policy,
-        tuple(k for k, _ in saved),
+    arch: ArchitectureSpec,
+    g: Geometry,
+    tr: Trainability,
+    megatron: bool,
+    attention: str,
+    policy: str,
+    kinds: tuple[tuple[bool, bool], ...],
+) -> tuple[_Kinds, tuple[Term, ...], Callable[[int], int]]:
+    """Each layer kind's terms (:func:`layer_kind_terms`) and bytes, and the checkpointed
+    layers' input terms and bytes, at ``g`` — one sequence of the local length (terms
+    are widths per token, so plans differing only in the micro-batch share them) —
+    built from exactly what they read: layouts that differ only where a layer's saved
+    set does not look (DP, EP, PP and its split, the strategy) share them, and so do
+    stages with the same kinds in other counts (a stage is its kinds' counts)."""
+    out = tuple(
+        [
+            (name, terms, terms_at(terms, g).bytes, is_moe)
+            for name, terms, is_moe in layer_kind_terms(
+                arch, g, tr, megatron, attention, policy, kinds
+            )
+        ]
     )
-    ckpt = mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g)
-    return kinds, tuple(ckpt)
+    ckpt = tuple(mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g))
+    return out, ckpt, terms_at(ckpt, g).bytes
 
 
 @lru_cache(maxsize=1024)
 def _walk(
-    moe: MoESpec | None, layers: range, rec: RecomputeSection, megatron: bool, frozen_input: bool
+    moe: MoESpec | None,
+    rec: RecomputeSection,
+    megatron: bool,
+    layers: range,
+    frozen_input: bool,
 ) -> Walk:
-    """(the stage's kinds, checkpointed layers, layers) of the layers in ``layers``."""
+    """(the stage's kinds, checkpointed layers, layers) of the layers in ``layers``
+    (``frozen_input``: the first of them takes a frozen embedding's output, which needs
+    no gradient)."""
     order: dict[tuple[bool, bool], int] = {}  # kinds in order of first appearance: saved
     n_ckpt = 0
     for pos, i in enumerate(layers):
@@ -260,7 +289,7 @@ def layer_kind_terms(
     :func:`_kind_terms` asks with ``g`` at one sequence and plans differing only in the
     micro-batch share the terms (``tests/engine/ledger/activations/
     test_terms_per_sequence.py`` checks every profile's terms at other sizes)."""
-    c = _layer_context(g, tr, arch, attention, policy)
+    c = layer_context(g, tr, arch, attention, policy)
     out = []
     for is_moe, ing in kinds:
         if megatron:
@@ -278,19 +307,42 @@ def layer_kind_terms(
 
 def final_norm_terms(plan: Plan, g: Geometry) -> tuple[Term, ...]:
     """The last stage's final norm and lm_head input (its saved terms): widths per
-    token like the layers' (:func:`layer_kind_terms`), so built once per shape-free plan
-    and local sequence, at one sequence, and shared across micro-batch sizes."""
-    return _final_norm_terms(shape_free(plan), g.seq)
+    token like the layers' (:func:`layer_kind_terms`), so built once per local sequence
+    at one sequence, and shared across micro-batch sizes."""
+    return final_norm_at(plan, g.seq)[0]
+
+
+def final_norm_at(plan: Plan, seq: int) -> tuple[tuple[Term, ...], Callable[[int], int]]:
+    """:func:`final_norm_terms` at a local sequence of ``seq``, and their bytes as a
+    function of the micro-batch's size (:func:`~engine.ledger.activations.geometry.
+    terms_at`), built from exactly what they read (layouts differing elsewhere share
+    them)."""
+    free = shape_free(plan)
+    rt = free.runtime
+    return _final_norm_terms(
+        free.model.architecture,
+        at_shape(shape_free_geometry(free), 1, seq),
+        trainability(free),
+        rt.activation_profile == "megatron",
+        rt.attention,
+        free.method.recompute.policy,
+    )
 
 
 @lru_cache(maxsize=256)
-def _final_norm_terms(free: Plan, seq: int) -> tuple[Term, ...]:
-    g = at_shape(shape_free_geometry(free), 1, seq)
-    if free.runtime.activation_profile == "megatron":
-        return tuple(mg.final_terms(g))
-    arch, rt = free.model.architecture, free.runtime
-    c = _layer_context(g, trainability(free), arch, rt.attention, free.method.recompute.policy)
-    return tuple(hf.final_norm_terms(c))
+def _final_norm_terms(
+    arch: ArchitectureSpec,
+    g: Geometry,
+    tr: Trainability,
+    megatron: bool,
+    attention: str,
+    policy: str,
+) -> tuple[tuple[Term, ...], Callable[[int], int]]:
+    if megatron:
+        terms = tuple(mg.final_terms(g))
+    else:
+        terms = tuple(hf.final_norm_terms(layer_context(g, tr, arch, attention, policy)))
+    return terms, terms_at(terms, g).bytes
 
 
 def _megatron_terms(

@@ -31,13 +31,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 from operator import attrgetter
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from engine.ledger.activations import hf
 from engine.ledger.activations.geometry import (
     FP32,
     Geometry,
     Term,
+    Trainability,
     at_shape,
     geometry,
     shape_free_geometry,
@@ -49,7 +50,7 @@ from engine.ledger.activations.hf_moe import MoeShapes, moe_shapes, routing_weig
 from engine.ledger.activations.hf_moe import expert_terms as moe_expert_terms
 from engine.ledger.activations.hf_moe import router_terms as moe_router_terms
 from engine.ledger.activations.packing import band_of, packing_formula
-from engine.ledger.activations.stage_layers import LayerKind, StageLayers, context
+from engine.ledger.activations.stage_layers import LayerKind, StageLayers, layer_context
 from engine.ledger.activations.traits import traits_of
 from engine.ledger.activations.varying import Fixed, new_fixed
 from engine.ledger.row import (
@@ -63,6 +64,7 @@ from engine.ledger.row import (
     text,
 )
 from engine.ledger.shape_free import shape_free
+from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 from engine.stacks.families import family_of
 from engine.units import ceil_div, fmt_count
@@ -83,22 +85,18 @@ _LIVE: dict[frozenset[Moment], frozenset[Moment]] = {
 """A working-set row's moments, by its backward moments (what make_row gives it)."""
 
 
+@lru_cache(maxsize=256)
 def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
     """The backward working set — one part when the stage's first layer is of its
     largest kind, else two: the largest kind's at the later layers' moments and the
     first layer's at the end — as :class:`Fixed` parts at a micro-batch's geometry and its
     stage's layers counted there: the plan read here, once (never for the micro-batch's
-    shape, which only ``g`` gives), the term lists looked up per local sequence."""
-    free = shape_free(plan)
+    shape, which only ``g`` gives), the term lists looked up per local sequence. Cached
+    on the plan: a pipeline's make-ups (first, middle, last stages) share it."""
     seq = geometry(plan).seq  # the local sequence: the micro-batch's size unread
     offload = plan.method.recompute.policy == "offload"
     combine = _moe_combine(plan, True)
-    needed: list[PerToken] = ["work"]
-    if combine:  # an MoE layer without the combine works as a dense one: "work" serves it
-        needed += ["moe_work", "moe_saved", "routed", "after_experts"]
-    g1 = at_shape(shape_free_geometry(free), 1, seq)
-    terms = {w: _per_token(free, seq, w) for w in needed}
-    size = {w: terms_at(t, g1).bytes for w, t in terms.items()}
+    terms, size = _working_sizes(reads_of(shape_free(plan), seq), combine)
     shared_after = traits_of(plan.model.architecture).shared_after_routed
     band, packing = band_of(plan), packing_formula(plan)
 
@@ -194,39 +192,99 @@ PerToken = Literal["work", "moe_work", "moe_saved", "routed", "after_experts"]
 """The term lists :func:`_per_token` builds."""
 
 
-@lru_cache(maxsize=512)
+class Reads(NamedTuple):
+    """All the working set's term lists read of a shape-free plan (:func:`reads_of`):
+    they are built from these fields alone, so layouts that differ elsewhere (DP, PP
+    and its split, EP outside FSDP2, the strategy within a family) share them."""
+
+    arch: ArchitectureSpec
+    g: Geometry  # at one sequence of the local length
+    tr: Trainability
+    profile: str  # runtime.activation_profile
+    attention: str
+    policy: str  # method.recompute.policy
+    fsdp2_ep: int  # the EP under FSDP2 (its unsharded expert grads are live), else 0
+
+
+def reads_of(free: Plan, seq: int) -> Reads:
+    """:class:`Reads` of a shape-free plan at a local sequence of ``seq``."""
+    rt = free.runtime
+    return Reads(
+        free.model.architecture,
+        at_shape(shape_free_geometry(free), 1, seq),
+        trainability(free),
+        rt.activation_profile,
+        rt.attention,
+        free.method.recompute.policy,
+        _fsdp2_ep(free),
+    )
+
+
 def _per_token(free: Plan, seq: int, which: PerToken) -> tuple[Term, ...]:
     """A term list of the working set (a term is a width per token: none reads the
-    micro-batch's size), built once per shape-free plan and local sequence, at one
-    sequence of that length, and shared across micro-batch sizes (``tests/engine/
-    ledger/activations/test_terms_per_sequence.py`` checks them at other sizes):
-    ``work`` / ``moe_work`` the dense / MoE layer's working set (``moe_work`` only with
-    the combine: an MoE layer without it works as a dense one), ``moe_saved`` the MoE
-    block's saved set, ``routed`` its router's and routed experts', ``after_experts``
-    the MoE layer's second moment."""
-    g = at_shape(shape_free_geometry(free), 1, seq)
+    micro-batch's size), built at one sequence of the local length and shared across
+    micro-batch sizes (``tests/engine/ledger/activations/test_terms_per_sequence.py``
+    checks them at other sizes): ``work`` / ``moe_work`` the dense / MoE layer's working
+    set (``moe_work`` only with the combine: an MoE layer without it works as a dense
+    one), ``moe_saved`` the MoE block's saved set, ``routed`` its router's and routed
+    experts', ``after_experts`` the MoE layer's second moment."""
+    return _per_token_of(reads_of(free, seq), which)
+
+
+@lru_cache(maxsize=1024)
+def _per_token_of(r: Reads, which: PerToken) -> tuple[Term, ...]:
+    """:func:`_per_token` from exactly what it reads (:class:`Reads`)."""
+    g, arch = r.g, r.arch
     if which == "work":
-        return tuple(_dense_terms(free, g))
+        return tuple(_dense_of(arch, r.profile, g))
     if which == "moe_work":
-        return tuple(moe_working_terms(free, g))
+        return tuple(_moe_working_of(arch, g, r.fsdp2_ep))
     if which == "after_experts":
-        return tuple(after_experts_terms(free, g))
-    tr = trainability(free)
+        return tuple(_after_experts_of(arch, g, r.fsdp2_ep))
     if which == "moe_saved":
-        return tuple(hf.moe_mlp_terms(context(free, g, tr)))
-    arch = free.model.architecture
+        return tuple(hf.moe_mlp_terms(layer_context(g, r.tr, arch, r.attention, r.policy)))
     assert arch.moe is not None
     m, t = moe_shapes(arch.moe, g.tp), traits_of(arch)
-    return tuple(moe_router_terms(g, tr, t, m) + moe_expert_terms(g, tr, t, m))
+    return tuple(moe_router_terms(g, r.tr, t, m) + moe_expert_terms(g, r.tr, t, m))
+
+
+_DENSE: tuple[PerToken, ...] = ("work",)
+_READ_EP: tuple[PerToken, ...] = ("moe_work", "after_experts")  # FSDP2's expert grads
+_COMBINE: tuple[PerToken, ...] = ("work", "moe_work", "moe_saved", "routed", "after_experts")
+
+
+@lru_cache(maxsize=512)
+def _working_sizes(
+    r: Reads, combine: bool
+) -> tuple[dict[PerToken, tuple[Term, ...]], dict[PerToken, Callable[[int], int]]]:
+    """The term lists :func:`working_at` reads (the MoE ones only with the combine: an
+    MoE layer without it works as a dense one) and their bytes as functions of the
+    micro-batch's size (:func:`~engine.ledger.activations.geometry.terms_at`), once per
+    :class:`Reads` and for every layout sharing them."""
+    free_of_ep = r._replace(fsdp2_ep=0)  # for the lists that never read it
+    terms = {
+        w: _per_token_of(r if w in _READ_EP else free_of_ep, w)
+        for w in (_COMBINE if combine else _DENSE)
+    }
+    return terms, {w: terms_at(t, r.g).bytes for w, t in terms.items()}
 
 
 def after_experts_terms(plan: Plan, g: Geometry) -> list[Term]:
+    """:func:`_after_experts_of` of ``plan``."""
+    return _after_experts_of(plan.model.architecture, g, _fsdp2_ep(plan))
+
+
+def _fsdp2_ep(plan: Plan) -> int:
+    par = plan.parallelism
+    return par.ep if family_of(par.strategy) == "fsdp2" else 0
+
+
+def _after_experts_of(arch: ArchitectureSpec, g: Geometry, fsdp2_ep: int) -> list[Term]:
     """The MoE layer's second moment: its block's backward is done (its saved set freed,
     counted by the caller), the norm before it runs backward. Under FSDP2 the layer's
     experts' and router's unsharded weight gradients are live until its post-backward
     reduce-scatter (``FSDPParamGroup.post_backward``), which runs after the whole
     layer; elsewhere they are the persistent gradient rows."""
-    arch = plan.model.architecture
     assert arch.moe is not None
     m = moe_shapes(arch.moe, g.tp)
     h, c = g.hidden, g.compute_bytes
@@ -239,20 +297,21 @@ def after_experts_terms(plan: Plan, g: Geometry) -> list[Term]:
         terms.append(
             Term("RMSNorm backward fp32 temporaries", h, FP32, "seq", count=NORM_BACKWARD_FP32)
         )
-    return terms + _expert_grads(plan, g, m, routed=True)
+    return terms + _expert_grads(fsdp2_ep, g, m, routed=True)
 
 
-def _expert_grads(plan: Plan, g: Geometry, m: MoeShapes, routed: bool) -> list[Term]:
+def _expert_grads(fsdp2_ep: int, g: Geometry, m: MoeShapes, routed: bool) -> list[Term]:
     """Under FSDP2, the layer's unsharded weight gradients its MoE backward has made so
     far (live until ``FSDPParamGroup.post_backward`` reduce-scatters the whole layer):
     the shared experts' and — once the routed experts' backward is done — theirs and the
-    router's. Elsewhere they are the persistent gradient rows."""
-    if family_of(plan.parallelism.strategy) != "fsdp2":
+    router's (``fsdp2_ep``: the EP under FSDP2, 0 elsewhere, where they are the
+    persistent gradient rows)."""
+    if not fsdp2_ep:
         return []
     h, c = g.hidden, g.compute_bytes
     terms: list[Term] = []
     if routed:
-        local = ceil_div(m.experts, plan.parallelism.ep)
+        local = ceil_div(m.experts, fsdp2_ep)
         terms += [
             Term(
                 f"routed experts' unsharded grads {local} × 3·{m.expert_inter}·{h}",
@@ -276,7 +335,10 @@ def _expert_grads(plan: Plan, g: Geometry, m: MoeShapes, routed: bool) -> list[T
 
 def moe_working_terms(plan: Plan, g: Geometry) -> list[Term]:
     """The combine's backward in a transformers 5 MoE layer (module docstring)."""
-    arch = plan.model.architecture
+    return _moe_working_of(plan.model.architecture, g, _fsdp2_ep(plan))
+
+
+def _moe_working_of(arch: ArchitectureSpec, g: Geometry, fsdp2_ep: int) -> list[Term]:
     assert arch.moe is not None
     m = moe_shapes(arch.moe, g.tp)
     c = g.compute_bytes
@@ -293,11 +355,16 @@ def moe_working_terms(plan: Plan, g: Geometry) -> list[Term]:
         Term("combine index backward: zeros + index_put", pairs_h, p, count=2),
     ]
     if shared_first:
-        terms += _expert_grads(plan, g, m, routed=False)
+        terms += _expert_grads(fsdp2_ep, g, m, routed=False)
     return terms
 
 
 def _dense_terms(plan: Plan, g: Geometry) -> list[Term]:
+    """:func:`_dense_of` of ``plan``."""
+    return _dense_of(plan.model.architecture, plan.runtime.activation_profile, g)
+
+
+def _dense_of(arch: ArchitectureSpec, profile: str, g: Geometry) -> list[Term]:
     """Gradients in flight while one layer runs backward: the MLP intermediates' grads
     and the residual stream's incoming and outgoing grads (an estimate, banded).
 
@@ -311,9 +378,6 @@ def _dense_terms(plan: Plan, g: Geometry) -> list[Term]:
         Term("grads of MLP intermediates", g.inter_local, g.compute_bytes, count=3),
         Term("residual grads", g.hidden, g.residual_bytes, "seq", count=2),
     ]
-    if (
-        plan.runtime.activation_profile == "hf-transformers"
-        and traits_of(plan.model.architecture).norm == "rms_gemma"
-    ):
+    if profile == "hf-transformers" and traits_of(arch).norm == "rms_gemma":
         terms.append(Term("Gemma fp32 (1 + w) norm backward gradient", g.hidden, 4, "seq"))
     return terms
