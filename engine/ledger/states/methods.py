@@ -18,6 +18,9 @@ from engine.models.inventory import Tensor
 from engine.sections.method import MethodSection
 from engine.sections.parallel import ParallelismSection
 
+_new = tuple.__new__
+"""A named tuple from its fields in order, built in C (:meth:`_Builder.add_local`)."""
+
 
 def _unit(t: Tensor) -> str:
     return f"layer.{t.layer}" if t.layer is not None else "root"
@@ -35,6 +38,7 @@ class _Builder:
             par.knobs.ds_param_persistence_threshold if (par.strategy == "zero3") else 0
         )
         self.out: list[HeldTensor] = []
+        self._dtypes: dict[str, tuple[str, str]] = {}  # param dtype → (grad, state) dtypes
 
     def add(
         self,
@@ -66,16 +70,33 @@ class _Builder:
         )
 
     def add_local(self, t: LocalTensor, category: Category, trainable: bool, dtype: str) -> None:
-        self.add(
-            t.tensor.name,
-            t.shape,
-            _unit(t.tensor),
-            category,
-            trainable,
-            dtype,
-            t.expert,
-            t.tensor.numel,
-            t.count,
+        """:meth:`add` of a placed tensor, its held tensor built in C from the placed
+        one's fields (every stage of a layout search holds tens of them, each new)."""
+        tensor = t.tensor
+        dtypes = self._dtypes.get(dtype)
+        if dtypes is None:
+            dtypes = self._dtypes[dtype] = (
+                self.formats.grad_dtype_for(dtype),
+                self.formats.state_dtype_for(dtype),
+            )
+        self.out.append(
+            _new(
+                HeldTensor,
+                (
+                    tensor.name,
+                    t.shape,
+                    f"layer.{tensor.layer}" if tensor.layer is not None else "root",  # _unit
+                    category,
+                    trainable,
+                    dtype,
+                    *dtypes,
+                    self.expert if t.expert else self.dense,
+                    0 < tensor.numel < self.threshold,
+                    t.count,
+                    t.expert,
+                    t.numel,  # prod(t.shape), as HeldTensor works it out
+                ),
+            )
         )
 
 

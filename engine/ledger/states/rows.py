@@ -182,10 +182,15 @@ def optimizer_rows(
     sharded = ctx.rule.optimizer
     if one_per_tensor(ctx.rule, sharded):  # the allocations are the tensors' shards
         elements = 0
+        get = copies.get
+        # the shape of the rank's allocation of each: ceil(d0 / N) rows of it when sharded
         for t in trainable:
-            key = (_shard_shape(t, sharded), DTYPE_BYTES[t.state_dtype])
-            copies[key] = copies.get(key, 0) + t.count
-            elements += t.numel * t.count
+            shape, g, c = t.shape, t.group, t.count
+            if sharded and g != 1:
+                shape = (-(-shape[0] // g), *shape[1:])
+            key = (shape, DTYPE_BYTES[t.state_dtype])
+            copies[key] = get(key, 0) + c
+            elements += t.numel * c
     else:
         allocs = shard_allocs(trainable, sharded, ctx.rule, "state_dtype")
         for a in allocs:
@@ -232,14 +237,6 @@ def _shape_states(
     allocation: shard shapes recur across a layout search's shard group sizes (a norm's
     weight, a divisible projection), so each is worked out once."""
     return tuple([(name, -(-n // gran) * gran, n) for name, n in state_allocs(opt, shape, size)])
-
-
-def _shard_shape(t: HeldTensor, sharded: bool) -> tuple[int, ...]:
-    """The shape of the rank's allocation of ``t`` when each tensor is its own
-    (:func:`~engine.ledger.states.allocs.one_per_tensor`): ceil(d0 / N) rows of it."""
-    if not sharded or t.group == 1:
-        return t.shape
-    return (-(-t.shape[0] // t.group), *t.shape[1:])
 
 
 def _optimizer_formula(
