@@ -31,7 +31,7 @@ from __future__ import annotations
 from functools import lru_cache, partial
 from typing import NamedTuple
 
-from engine.ledger.row import MOMENTS, PHASES, Moment, Phase, Row
+from engine.ledger.row import MOMENTS, NOT_ALLOCATED, PHASES, Moment, Phase, Row
 
 
 class Range(NamedTuple):
@@ -88,7 +88,7 @@ def moment_sums(rows: tuple[Row, ...] | list[Row], accumulating: bool) -> Sums:
     lows = [0] * len(MOMENTS)
     highs = [0] * len(MOMENTS)
     for r in rows:
-        if not r.allocated:
+        if r.location != "hbm" or r.state in NOT_ALLOCATED:  # Row.allocated, inlined
             continue
         low, high = r.low, r.high
         for i in live_positions(r.moments, r.accumulated_moments, accumulating):
