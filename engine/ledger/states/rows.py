@@ -198,14 +198,21 @@ def optimizer_rows(
             copies[key] = copies.get(key, 0) + a.copies
         elements = sum(a.count_full * a.copies for a in allocs)
     per_state: dict[str, list[int]] = {}  # name → [rounded bytes, raw bytes, allocations]
-    for (shape, size), c in copies.items():
-        for name, rounded, n_bytes in _shape_states(opt, shape, size, gran):
+    table = _states_table(opt, gran)
+    for key, c in copies.items():
+        states = table.get(key)
+        if states is None:
+            if len(table) >= 4096:
+                table.clear()
+            states = table[key] = _shape_states(opt, *key, gran)
+        for name, rounded, n_bytes in states:
             acc = per_state.get(name)
             if acc is None:
-                acc = per_state[name] = [0, 0, 0]
-            acc[0] += rounded * c
-            acc[1] += n_bytes * c
-            acc[2] += c
+                per_state[name] = [rounded * c, n_bytes * c, c]
+            else:
+                acc[0] += rounded * c
+                acc[1] += n_bytes * c
+                acc[2] += c
     rows = []
     share = f", sharded ÷ {ctx.group_words}" if ctx.rule.optimizer else ""
     for name, (n, raw, allocations) in per_state.items():
@@ -229,13 +236,22 @@ def optimizer_rows(
     return rows
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=64)
+def _states_table(
+    opt: OptimizerSection, gran: int
+) -> dict[tuple[tuple[int, ...], int], tuple[tuple[str, int, int], ...]]:
+    """:func:`_shape_states` of one optimizer and granularity by (shape, element size),
+    filled as shapes come (bounded): the optimizer rows look each allocation up here by
+    its plain tuple key, not hashing the optimizer section again for every one."""
+    return {}
+
+
 def _shape_states(
     opt: OptimizerSection, shape: tuple[int, ...], size: int, gran: int
 ) -> tuple[tuple[str, int, int], ...]:
     """(name, bytes rounded up to ``gran``, bytes) of each of :func:`state_allocs` of one
     allocation: shard shapes recur across a layout search's shard group sizes (a norm's
-    weight, a divisible projection), so each is worked out once."""
+    weight, a divisible projection), so each is worked out once (:func:`_states_table`)."""
     return tuple([(name, -(-n // gran) * gran, n) for name, n in state_allocs(opt, shape, size)])
 
 
