@@ -65,6 +65,15 @@ class HeldTensor(_Fields):
 
 _new = tuple.__new__
 _GROUP = _Fields._fields.index("group")
+_COUNT = _Fields._fields.index("count")
+
+
+def recounted(t: HeldTensor, count: int) -> HeldTensor:
+    """``t`` standing for ``count`` identical layers' copies: ``t._replace(count=count)``
+    built in C (``_replace`` is a Python call; a stage's first folded layer is
+    recounted for every layout the search estimates)."""
+    c = _COUNT
+    return _new(HeldTensor, (*t[:c], count, *t[c + 1 :]))
 
 
 def regrouped(held: Iterable[HeldTensor], dense: int, expert: int) -> list[HeldTensor]:

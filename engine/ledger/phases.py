@@ -31,7 +31,7 @@ from __future__ import annotations
 from functools import lru_cache, partial
 from typing import NamedTuple
 
-from engine.ledger.row import MOMENTS, PHASES, Moment, Phase, Row
+from engine.ledger.row import MOMENTS, NOT_ALLOCATED, PHASES, Moment, Phase, Row
 
 
 class Range(NamedTuple):
@@ -85,13 +85,24 @@ def moment_sums(rows: tuple[Row, ...] | list[Row], accumulating: bool) -> Sums:
     Integer sums add: the sums of two row lists added moment by moment equal the sums of
     the joined list, which lets a pipeline stage add its own activation rows to the
     sums of the rows it shares with other stages (:mod:`engine.ledger.stage_rows`)."""
+    # rows live at the same moments are summed first (most are: the persistent states,
+    # a stage's gathered units), then each sum added at its moments
+    by_life: dict[tuple[frozenset[Moment], frozenset[Moment]], list[int]] = {}
+    get = by_life.get
+    for r in rows:
+        if r.location != "hbm" or r.state in NOT_ALLOCATED:  # Row.allocated, inlined
+            continue
+        life = (r.moments, r.accumulated_moments)
+        acc = get(life)
+        if acc is None:
+            by_life[life] = [r.low, r.high]
+        else:
+            acc[0] += r.low
+            acc[1] += r.high
     lows = [0] * len(MOMENTS)
     highs = [0] * len(MOMENTS)
-    for r in rows:
-        if not r.allocated:
-            continue
-        low, high = r.low, r.high
-        for i in live_positions(r.moments, r.accumulated_moments, accumulating):
+    for (moments, accumulated), (low, high) in by_life.items():
+        for i in live_positions(moments, accumulated, accumulating):
             lows[i] += low
             highs[i] += high
     return tuple(zip(lows, highs, strict=True))

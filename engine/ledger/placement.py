@@ -193,31 +193,88 @@ def place_stage(
     """The local tensors one rank of ``stage`` holds (first EP / TP rank, the heaviest).
 
     Identical decoder layers come folded: one representative tensor per class, with
-    ``count`` = how many of the stage's layers it stands for.
+    ``count`` = how many of the stage's layers it stands for. Each tensor's placement is
+    the stage's layer classes' (:func:`_class_parts`, worked out once per TP / EP
+    placement): a stage of a new pipeline split only counts its layers in each class.
     """
     layers = stage_layer_ranges(arch, par)[stage]
     first, last = stage == 0, stage == par.pp - 1
-    root, classes = layer_classes(arch)
+    root_parts, class_parts = _class_parts(arch, _tp_placing(par))
     out: list[LocalTensor] = []
-    for t in root:
+    for t, placed in root_parts:
         if t.role in ("embedding", "position_embedding"):
             # Tied embeddings: the last stage keeps its own copy for the output layer.
             if not (first or (last and arch.tied_embeddings and t.role == "embedding")):
                 continue
         elif not last:  # final norm, lm_head, MTP modules
             continue
-        placed = _place(t, arch, par, 1)
         if placed is not None:
             out.append(placed)
-    n_experts = arch.moe.num_experts if arch.moe else 1
-    for cls in classes:
-        count = sum(1 for layer in cls.layers if layer in layers)
+    for cls, parts in zip(layer_classes(arch)[1], class_parts, strict=True):
+        count = _count_in(cls.layers, layers)
         if count:
-            for t, kept in _experts_folded(cls.tensors, n_experts, par.ep):
-                placed = _place(t, arch, par, count * kept)
-                if placed is not None:
-                    out.append(placed)
+            for one, kept in parts:
+                n = count * kept
+                out.append(one if n == 1 else LocalTensor(one.tensor, one.shape, one.expert, n))
     return tuple(out)
+
+
+def _count_in(indices: tuple[int, ...], layers: range) -> int:
+    """How many of ``indices`` fall in ``layers`` (each test in C: a stage's layer count
+    in each class is worked out for every stage of every pipeline split)."""
+    return sum(map(layers.__contains__, indices))
+
+
+_TP_READ = ("tp", "ep", "expert_tp", "tp_style")
+"""The parallelism's fields :func:`_place` reads (and :func:`_experts_folded` its EP)."""
+
+_TP_PLACINGS: dict[tuple[object, ...], ParallelismSection] = {}
+"""One :func:`_tp_placing` parallelism per value of :data:`_TP_READ`."""
+
+
+def _tp_placing(par: ParallelismSection) -> ParallelismSection:
+    """The default parallelism with ``par``'s :data:`_TP_READ` fields: what a tensor's
+    placement reads. Built with every other field at its default, not merely keyed on
+    these, so a placement that read another field would be wrong at once, in every
+    golden plan where that field is set. One object per value (looked up by the values),
+    so the class parts' cache hits by identity."""
+    d = par.__dict__
+    key = tuple([d[f] for f in _TP_READ])
+    got = _TP_PLACINGS.get(key)
+    if got is None:
+        got = _DEFAULT_PAR.model_copy(update=dict(zip(_TP_READ, key, strict=True)))
+        if len(_TP_PLACINGS) >= 1024:
+            _TP_PLACINGS.clear()
+        _TP_PLACINGS[key] = got
+    return got
+
+
+_DEFAULT_PAR = ParallelismSection()
+
+ClassParts = tuple[
+    tuple[tuple[Tensor, LocalTensor | None], ...],
+    tuple[tuple[tuple[LocalTensor, int], ...], ...],
+]
+"""(each non-layer tensor and its placement, None when the rank holds none; each layer
+class's placed tensors at one copy and how many of rank 0's experts each stands for)."""
+
+
+@lru_cache(maxsize=256)
+def _class_parts(arch: ArchitectureSpec, par: ParallelismSection) -> ClassParts:
+    """Every tensor of the model placed once under ``par`` (a :func:`_tp_placing`
+    parallelism): the non-layer tensors, and each layer class's tensors with its
+    identical routed experts folded (:func:`_experts_folded`), at one copy each."""
+    root, classes = layer_classes(arch)
+    n_experts = arch.moe.num_experts if arch.moe else 1
+    parts = []
+    for cls in classes:
+        placed = []
+        for t, kept in _experts_folded(cls.tensors, n_experts, par.ep):
+            one = _place(t, arch, par, 1)
+            if one is not None:
+                placed.append((one, kept))
+        parts.append(tuple(placed))
+    return tuple((t, _place(t, arch, par, 1)) for t in root), tuple(parts)
 
 
 @lru_cache(maxsize=256)
@@ -253,7 +310,7 @@ def stage_signature(
 ) -> tuple[bool, bool, tuple[int, ...]]:
     """Everything :func:`place_stage` reads of a stage: whether it is the first or the
     last, and how many of its ``layers`` fall in each layer class."""
-    counts = tuple(sum(1 for layer in cls.layers if layer in layers) for cls in classes)
+    counts = tuple([_count_in(cls.layers, layers) for cls in classes])
     return stage == 0, stage == pp - 1, counts
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from engine.ledger.activations.geometry import at_shape, geometry
@@ -143,6 +144,10 @@ def _makes(plan: Plan) -> tuple[_Make, ...]:
     )
 
 
+_GROUP_OF = attrgetter("group")
+"""A held tensor's shard group size (read in C)."""
+
+
 @lru_cache(maxsize=1024)
 def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
     par = plan.parallelism
@@ -150,7 +155,7 @@ def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
     formats = resolve_formats(plan.method.precision)
     placed, held_t, ctx, head, unsharded = stage_states(plan, stage)
     held = list(held_t)
-    shard = max((t.group for t in held), default=1)
+    shard = max(map(_GROUP_OF, held), default=1)
     gathered = gathered_rows(plan, placed, formats, shard, rule, stage)
     tail: list[Row] = list(gathered)
     tail += bucket_rows(plan, held, formats, rule, shard, unsharded)

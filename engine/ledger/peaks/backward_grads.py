@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from engine.ledger.held import HeldTensor
+from engine.ledger.held import HeldTensor, recounted
 from engine.ledger.row import BACKWARD, Row, make_row
 from engine.ledger.states.allocs import ShardContext
 from engine.ledger.states.rows import grad_sized, grads_per_tensor, suffixed
@@ -29,7 +29,7 @@ EMBEDDING = "model.embed_tokens.weight"
 def _made_before_first_layer(plan: Plan, trainable: list[HeldTensor]) -> list[HeldTensor]:
     """Every trainable tensor but the stage's first decoder layer's (one copy of a
     folded tensor standing for ``count`` layers) and an untied embedding."""
-    layers = [t.unit for t in trainable if t.unit.startswith("layer.")]
+    layers = [u for u in {t.unit for t in trainable} if u.startswith("layer.")]
     first = min(layers, key=lambda u: int(u.split(".")[1])) if layers else None
     tied = plan.model.architecture.tied_embeddings
     out: list[HeldTensor] = []
@@ -39,7 +39,7 @@ def _made_before_first_layer(plan: Plan, trainable: list[HeldTensor]) -> list[He
         if t.unit != first:
             out.append(t)
         elif t.count > 1:
-            out.append(t._replace(count=t.count - 1))
+            out.append(recounted(t, t.count - 1))
     return out
 
 

@@ -7,6 +7,8 @@ are allocated at their configured size whatever the model.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from engine.ledger.held import HeldTensor
 from engine.ledger.peaks.reduce_scatter import reduce_scatter_rows, regrouped_reduce_scatter_rows
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
@@ -22,6 +24,9 @@ from engine.stacks.families import StrategyRule
 from engine.units import ceil_div, fmt_count, round_up
 
 MIB = 2**20
+
+_GROUP_OF = attrgetter("group")
+"""A held tensor's shard group size (read in C)."""
 
 
 def bucket_rows(
@@ -41,7 +46,7 @@ def bucket_rows(
     trainable = [t for t in held if t.trainable]
     if not trainable:
         return []
-    replicas = max((t.group for t in trainable), default=1)
+    replicas = max(map(_GROUP_OF, trainable), default=1)
     if rule.shards_nothing and rule.family != "fsdp1" and replicas > 1:
         # FSDP1 NO_SHARD has no DDP reducer: its post-backward hook all-reduces each
         # unit's flat_param.grad in place (torch/distributed/fsdp/_runtime_utils.py)

@@ -68,7 +68,7 @@ def copies_in_unit(counts: list[int]) -> list[int]:
 
 def _per_tensor(ts: list[LocalTensor], bpe: int, gran: int) -> int:
     copies = copies_in_unit([t.count for t in ts])
-    return sum(round_up(t.numel * bpe, gran) * c for t, c in zip(ts, copies, strict=True))
+    return sum([round_up(t.numel * bpe, gran) * c for t, c in zip(ts, copies, strict=True)])
 
 
 Flat = tuple[tuple[int, int, bool], ...]
@@ -128,7 +128,7 @@ def _group_free(placed: tuple[LocalTensor, ...], gb: int, gran: int) -> _Units:
     flat = {i: _flat_parts(ts) for i, ts in layers.items()}
     # the unit FSDP2 prefetches while the last layer runs backward: the one before it,
     # in layer order (a folded unit stands for its ``count`` layers)
-    order = [i for i in sorted(layers) for _ in range(min(t.count for t in layers[i]))]
+    order = [i for i in sorted(layers) for _ in range(min([t.count for t in layers[i]]))]
     before = order[-2] if len(order) >= 2 else None
     out = _Units(root, layers, _per_tensor(root, gb, gran), unit, n_layers, flat, before)
     if len(_UNITS) >= 1024:

@@ -5,13 +5,15 @@ partition DeepSpeed builds for the step. Live only in the optimizer phase."""
 from __future__ import annotations
 
 from functools import partial
+from itertools import starmap
+from operator import itemgetter, mul
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.peaks.adafactor_step import adafactor_temp_rows
 from engine.ledger.peaks.step_temporaries import step_temporaries_row
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.row import OPTIMIZER, Row, make_row
-from engine.ledger.states.allocs import one_per_tensor, shard_allocs, shard_numel
+from engine.ledger.states.allocs import one_per_tensor, shard_allocs
 from engine.plan import Plan
 from engine.stacks.families import StrategyRule
 from engine.units import fmt_count, round_up
@@ -36,29 +38,48 @@ def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
     gran = plan.runtime.allocation_granularity_bytes
     sharded = rule.optimizer
     if one_per_tensor(rule, sharded):  # the allocations are the tensors' shards
-        sized = [
-            (round_up(shard_numel(t, sharded) * DTYPE_BYTES[t.state_dtype], gran), t.count)
-            for t in trainable
-        ]
+        g = gran if gran > 1 else 1  # round_up's rule
+        sized = []
+        for t in trainable:  # shard_numel and round_up inlined (once per tensor and layout)
+            n = t.group if sharded else 1
+            if n == 1:
+                numel = t.numel
+            else:
+                d0 = t.shape[0]
+                numel = -(-d0 // n) * (t.numel // d0) if d0 else 0
+            sized.append((-(-numel * DTYPE_BYTES[t.state_dtype] // g) * g, t.count))
         dtypes = "/".join(sorted({t.state_dtype for t in trainable}))
     else:
         allocs = shard_allocs(trainable, sharded, rule, "state_dtype")
         sized = [(round_up(a.numel * DTYPE_BYTES[a.dtype], gran), a.copies) for a in allocs]
         dtypes = "/".join(sorted({a.dtype for a in allocs}))
     if opt.implementation == "foreach":
-        n = sum(size * count for size, count in sized)
-        allocs_n = sum(c for _, c in sized)
+        n = sum(starmap(mul, sized))  # bytes × copies, in C
+        allocs_n = sum(map(itemgetter(1), sized))
         formula = f"foreach: one {dtypes} copy of every (sharded) parameter, {allocs_n} allocations"
     else:
         # Tensor order within a layer repeats across layers, so one layer's sequence (plus
         # the previous layer's last tensor before its first) gives the same maximum.
-        sizes = [size for size, count in sized for _ in range(min(count, 2))]
-        n = max((2 * s + (sizes[i - 1] if i else 0) for i, s in enumerate(sizes)), default=0)
+        n = loop_peak(sized)
 
         formula = "for-loop: max over tensors of 2·size(p_i) + size(p_(i−1))"
     low = n if opt.name == "adamw" else 0
     note = "" if opt.name == "adamw" else " (measured for AdamW only: low 0)"
     return [step_temporaries_row(low, n, partial(_formula, formula, n, note), "torch-adamw")]
+
+
+def loop_peak(sized: list[tuple[int, int]]) -> int:
+    """The for-loop step's peak over allocations of (bytes, copies): the largest
+    2·size(p_i) + size(p_(i−1)) along the sequence in which each allocation appears
+    min(copies, 2) times (a folded layer's second copy follows its first), in one pass;
+    0 when there is none. Sizes are never negative."""
+    n = prev = 0
+    for size, count in sized:
+        if count < 1:
+            continue
+        n = max(n, 2 * size + prev, 3 * size if count > 1 else 0)
+        prev = size
+    return n
 
 
 def _formula(head: str, n: int, note: str) -> str:

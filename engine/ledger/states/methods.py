@@ -7,6 +7,8 @@ optimizer rows.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from engine.errors import PlanError
 from engine.ledger.held import Category, HeldTensor
 from engine.ledger.placement import LocalTensor, dense_dp_group, expert_dp_group
@@ -17,6 +19,12 @@ from engine.ledger.states.quantized import is_quantized
 from engine.models.inventory import Tensor
 from engine.sections.method import MethodSection
 from engine.sections.parallel import ParallelismSection
+
+_new = tuple.__new__
+"""A named tuple from its fields in order, built in C (:meth:`_Builder.add_local`)."""
+
+_EXPERT = attrgetter("expert")
+"""Whether a placed tensor is a routed expert's (read in C)."""
 
 
 def _unit(t: Tensor) -> str:
@@ -35,6 +43,7 @@ class _Builder:
             par.knobs.ds_param_persistence_threshold if (par.strategy == "zero3") else 0
         )
         self.out: list[HeldTensor] = []
+        self._dtypes: dict[str, tuple[str, str]] = {}  # param dtype → (grad, state) dtypes
 
     def add(
         self,
@@ -66,23 +75,34 @@ class _Builder:
         )
 
     def add_local(self, t: LocalTensor, category: Category, trainable: bool, dtype: str) -> None:
-        self.add(
-            t.tensor.name,
-            t.shape,
-            _unit(t.tensor),
-            category,
-            trainable,
-            dtype,
-            t.expert,
-            t.tensor.numel,
-            t.count,
+        """:meth:`add` of a placed tensor, its held tensor built in C from the placed
+        one's fields (every stage of a layout search holds tens of them, each new)."""
+        tensor = t.tensor
+        dtypes = self._dtypes.get(dtype)
+        if dtypes is None:
+            dtypes = self._dtypes[dtype] = (
+                self.formats.grad_dtype_for(dtype),
+                self.formats.state_dtype_for(dtype),
+            )
+        self.out.append(
+            _new(
+                HeldTensor,
+                (
+                    tensor.name,
+                    t.shape,
+                    f"layer.{tensor.layer}" if tensor.layer is not None else "root",  # _unit
+                    category,
+                    trainable,
+                    dtype,
+                    *dtypes,
+                    self.expert if t.expert else self.dense,
+                    self.threshold > 0 and 0 < tensor.numel < self.threshold,
+                    t.count,
+                    t.expert,
+                    t.numel,  # prod(t.shape), as HeldTensor works it out
+                ),
+            )
         )
-
-
-def _kept_fp32(t: LocalTensor, base: str, formats: StateFormats) -> str:
-    """A tensor the training code keeps in fp32 (``Tensor.keep_fp32``) stays fp32 over a
-    16-bit model; a master-weights engine casts every parameter to its working dtype."""
-    return "fp32" if t.tensor.keep_fp32 and formats.master is None else base
 
 
 def held_tensors(
@@ -109,9 +129,14 @@ def held_tensors(
     base = formats.param
 
     if method.kind == "full":
+        no_master = formats.master is None
+        add = b.add_local
         for t in placed:
-            kept = _kept_fp32(t, base, formats)
-            b.add_local(t, "frozen" if t.tensor.buffer else "model", not t.tensor.buffer, kept)
+            tensor = t.tensor
+            # a tensor the training code keeps in fp32 (Tensor.keep_fp32) stays fp32 over a
+            # 16-bit model; a master-weights engine casts every parameter to its working dtype
+            kept = "fp32" if tensor.keep_fp32 and no_master else base
+            add(t, "frozen" if tensor.buffer else "model", not tensor.buffer, kept)
     elif method.kind == "custom":
         _custom(method, par, placed, b, base)
     else:
@@ -153,7 +178,7 @@ def held_tensors(
 
 def group_words(placed: tuple[LocalTensor, ...], dense: int, expert: int) -> str:
     """The words for the divisors of these tensors' shards (rows' formulas)."""
-    if expert != dense and any(t.expert for t in placed):
+    if expert != dense and any(map(_EXPERT, placed)):
         return f"{dense} dense / {expert} expert (data-parallel shard groups)"
     return f"{dense} (data-parallel shard group)"
 

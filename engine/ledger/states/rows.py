@@ -182,10 +182,15 @@ def optimizer_rows(
     sharded = ctx.rule.optimizer
     if one_per_tensor(ctx.rule, sharded):  # the allocations are the tensors' shards
         elements = 0
+        get = copies.get
+        # the shape of the rank's allocation of each: ceil(d0 / N) rows of it when sharded
         for t in trainable:
-            key = (_shard_shape(t, sharded), DTYPE_BYTES[t.state_dtype])
-            copies[key] = copies.get(key, 0) + t.count
-            elements += t.numel * t.count
+            shape, g, c = t.shape, t.group, t.count
+            if sharded and g != 1:
+                shape = (-(-shape[0] // g), *shape[1:])
+            key = (shape, DTYPE_BYTES[t.state_dtype])
+            copies[key] = get(key, 0) + c
+            elements += t.numel * c
     else:
         allocs = shard_allocs(trainable, sharded, ctx.rule, "state_dtype")
         for a in allocs:
@@ -193,14 +198,21 @@ def optimizer_rows(
             copies[key] = copies.get(key, 0) + a.copies
         elements = sum(a.count_full * a.copies for a in allocs)
     per_state: dict[str, list[int]] = {}  # name → [rounded bytes, raw bytes, allocations]
-    for (shape, size), c in copies.items():
-        for name, rounded, n_bytes in _shape_states(opt, shape, size, gran):
+    table = _states_table(opt, gran)
+    for key, c in copies.items():
+        states = table.get(key)
+        if states is None:
+            if len(table) >= 4096:
+                table.clear()
+            states = table[key] = _shape_states(opt, *key, gran)
+        for name, rounded, n_bytes in states:
             acc = per_state.get(name)
             if acc is None:
-                acc = per_state[name] = [0, 0, 0]
-            acc[0] += rounded * c
-            acc[1] += n_bytes * c
-            acc[2] += c
+                per_state[name] = [rounded * c, n_bytes * c, c]
+            else:
+                acc[0] += rounded * c
+                acc[1] += n_bytes * c
+                acc[2] += c
     rows = []
     share = f", sharded ÷ {ctx.group_words}" if ctx.rule.optimizer else ""
     for name, (n, raw, allocations) in per_state.items():
@@ -224,22 +236,23 @@ def optimizer_rows(
     return rows
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=64)
+def _states_table(
+    opt: OptimizerSection, gran: int
+) -> dict[tuple[tuple[int, ...], int], tuple[tuple[str, int, int], ...]]:
+    """:func:`_shape_states` of one optimizer and granularity by (shape, element size),
+    filled as shapes come (bounded): the optimizer rows look each allocation up here by
+    its plain tuple key, not hashing the optimizer section again for every one."""
+    return {}
+
+
 def _shape_states(
     opt: OptimizerSection, shape: tuple[int, ...], size: int, gran: int
 ) -> tuple[tuple[str, int, int], ...]:
     """(name, bytes rounded up to ``gran``, bytes) of each of :func:`state_allocs` of one
     allocation: shard shapes recur across a layout search's shard group sizes (a norm's
-    weight, a divisible projection), so each is worked out once."""
+    weight, a divisible projection), so each is worked out once (:func:`_states_table`)."""
     return tuple([(name, -(-n // gran) * gran, n) for name, n in state_allocs(opt, shape, size)])
-
-
-def _shard_shape(t: HeldTensor, sharded: bool) -> tuple[int, ...]:
-    """The shape of the rank's allocation of ``t`` when each tensor is its own
-    (:func:`~engine.ledger.states.allocs.one_per_tensor`): ceil(d0 / N) rows of it."""
-    if not sharded or t.group == 1:
-        return t.shape
-    return (-(-t.shape[0] // t.group), *t.shape[1:])
 
 
 def _optimizer_formula(

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import PlanError
+from engine.ledger.held import HeldTensor, recounted
 from engine.ledger.precision import resolve_formats
 from engine.ledger.states.methods import held_tensors
 from engine.ledger.states.persistent import stage_held, stage_placed
@@ -76,3 +77,48 @@ def test_regrouped_equals_direct_on_presets(name: str, layout: dict[str, Any], k
     except (PlanError, ValueError):
         assume(False)
     _assert_same(plan)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.sampled_from(["deepseek-v3", "llama-4-maverick", "llama-3.1-8b"]),
+    st.sampled_from(LAYOUTS),
+    st.sampled_from(["pure_16bit", "amp_master", "autocast"]),
+)
+def test_full_training_holds_each_placed_tensor_as_built_field_by_field(
+    name: str, layout: dict[str, Any], policy: str
+) -> None:
+    """Full training's held tensors (built in C from the placed ones) equal each placed
+    tensor held through :class:`HeldTensor`'s own constructor (the reference), and a
+    held tensor recounted in C equals ``_replace(count=…)``."""
+    try:
+        r = resolved(
+            with_values(plan_for_model_preset(name), {**layout, "method.precision.policy": policy})
+        )
+    except (PlanError, ValueError):
+        assume(False)
+        return
+    formats = resolve_formats(r.method.precision)
+    par = r.parallelism
+    threshold = par.knobs.ds_param_persistence_threshold if par.strategy == "zero3" else 0
+    for s in range(par.pp):
+        placed = stage_placed(r, s)
+        held, _ = held_tensors(r.method, par, 0, placed, formats, (3, 5))
+        for t, h in zip(placed, held, strict=True):
+            dtype = "fp32" if t.tensor.keep_fp32 and formats.master is None else formats.param
+            ref = HeldTensor(
+                name=t.tensor.name,
+                shape=t.shape,
+                unit=f"layer.{t.tensor.layer}" if t.tensor.layer is not None else "root",
+                category="frozen" if t.tensor.buffer else "model",
+                trainable=not t.tensor.buffer,
+                param_dtype=dtype,
+                grad_dtype=formats.grad_dtype_for(dtype),
+                state_dtype=formats.state_dtype_for(dtype),
+                group=5 if t.expert else 3,
+                persistent_full=0 < t.tensor.numel < threshold,
+                count=t.count,
+                expert=t.expert,
+            )
+            assert h == ref and type(h) is HeldTensor
+            assert recounted(h, h.count + 2) == h._replace(count=h.count + 2)
