@@ -20,7 +20,7 @@ from engine.layout.batch import batch_for, held_batch
 from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Outcome
 from engine.layout.low_bound import LowFloors
-from engine.layout.padding import padding_context, problems_in, share_in
+from engine.layout.padding import padding_context, share_in
 from engine.layout.point import Layout
 from engine.layout.state_bound import StateFloors
 from engine.ledger.groups import ranks_per_node
@@ -250,14 +250,17 @@ class _ShapePoints:
             return
         plan = memo.plan
         cands = dp_candidates(plan, shape, top, memo.full)
-        context = padding_context(plan)
+        judge = _Judge(plan, shape, memo.padding)
+        dps, layouts = self.dps, self.layouts
+        last: RegimeKey | None = None
         for d in cands[bisect_right(cands, max(self.upto, self.fewest_dp - 1)) :]:
-            lay = layout_at(plan, shape, d)
-            if memo.padding < 1 and problems_in(context, lay, memo.padding):
+            if judge.refused(d):
                 continue
-            key = regime(plan, lay)
-            self.dps.setdefault(key, []).append(d)
-            self.layouts.setdefault(key, []).append(lay)
+            key = judge.regime(d)
+            if key != last:  # the regime changes at few DP values: look its lists up then
+                last, at, lays = key, dps.setdefault(key, []), layouts.setdefault(key, [])
+            at.append(d)
+            lays.append(judge.layout(d))
         self.upto = top
 
     def window(self, fewest_dp: int, top: int) -> dict[RegimeKey, list[Layout]]:
@@ -270,3 +273,79 @@ class _ShapePoints:
                 spans.append((dps[i], key, i, j))
         spans.sort(key=lambda span: span[0])
         return {key: self.layouts[key][i:j] for _, key, i, j in spans}
+
+
+class _Judge:
+    """What :meth:`_ShapePoints.extend` asks of each candidate DP of one shape — its
+    layout, the padding preference's verdict and its regime — worked out from the
+    shape's dimensions with what does not depend on DP read once: a dense model's shape
+    has thousands of candidates. The same answers as :func:`layout_at`,
+    :func:`engine.layout.padding.problems_in` and :func:`regime` (the shape-points test
+    compares them with a walk that calls those)."""
+
+    __slots__ = (
+        "batch",
+        "cp",
+        "ep",
+        "etp",
+        "expert",
+        "hybrid",
+        "laid",
+        "m",
+        "moe",
+        "padding",
+        "plan",
+        "rpn",
+        "shape",
+        "share",
+        "tp",
+    )
+
+    def __init__(self, plan: Plan, shape: Layout, padding: float) -> None:
+        self.plan, self.shape = plan, shape
+        self.tp, self.cp, self.ep, self.etp = shape.tp, shape.cp, shape.ep, shape.etp
+        self.m = shape.model_parallel
+        self.expert = shape.ep * shape.etp
+        context = padding_context(plan) if padding < 1 else None
+        self.share = None if context is None else context.share
+        self.padding = padding
+        # a held micro-batch runs the same batch at every DP (batch_for reads no DP)
+        held = held_batch(plan) is not None
+        self.batch = None if held else batch_for(plan, 1, shape.pp)
+        self.rpn = ranks_per_node(plan)
+        par = plan.parallelism
+        self.moe = plan.model.architecture.moe is not None
+        self.hybrid = rule_of(par.strategy).hybrid
+        # shard_group_size reads the strategy, the explicit shard group, TP and CP only
+        self.laid = par.model_copy(update={"tp": shape.tp, "cp": shape.cp}) if self.hybrid else par
+
+    def refused(self, dp: int) -> bool:
+        """Whether the padding preference refuses the shape at ``dp``."""
+        if self.share is None:
+            return False
+        pad, padded = self.share(self.tp, self.cp, dp, self.ep, self.etp)
+        return pad > self.padding * padded
+
+    def layout(self, dp: int) -> Layout:
+        """:func:`layout_at` the shape at ``dp``."""
+        batch = self.batch
+        if batch is None:
+            return layout_at(self.plan, self.shape, dp)
+        if isinstance(batch, Problem):
+            raise AssertionError(batch.message)
+        return self.shape.at_dp(dp, batch[0], batch[1])
+
+    def regime(self, dp: int) -> RegimeKey:
+        """:func:`regime` of the shape at ``dp``."""
+        dense = dp * self.cp
+        key: list[object] = [dense > 1, dp if self.m * dp < self.rpn else 0]
+        edp = self.tp * dense // self.expert
+        if self.moe:
+            key.append(edp > 1 and edp != dense)
+        if self.hybrid:
+            shard = shard_group_size(self.laid, dense, self.rpn)
+            key += [shard, dense > shard]
+            if self.moe:
+                expert_shard = shard_group_size(self.laid, edp, self.rpn)
+                key += [expert_shard, edp > expert_shard]
+        return tuple(key)
