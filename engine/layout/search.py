@@ -170,7 +170,7 @@ class _Shape:
         if floors is None or not self.floor_prunes() or not tops:
             return False
         limit = self.ev.plan.hbm_limit_bytes
-        return all(floors(lay) > limit for lay in tops)
+        return all(floors.over(lay, limit) for lay in tops)
 
     def _over_floor(self, layout: Layout) -> bool:
         """Whether the layout's activations and resident share exceed the limit
@@ -178,7 +178,7 @@ class _Shape:
         (:mod:`.state_bound`, either figure): it fails without an estimate."""
         limit = self.ev.plan.hbm_limit_bytes
         high = self.criterion.figure == "high"
-        if high and self.floors is not None and self.floors(layout) > limit:
+        if high and self.floors is not None and self.floors.over(layout, limit):
             return True
         if self.state_floors is None:
             return False
