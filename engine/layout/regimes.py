@@ -11,7 +11,7 @@ call (one plan, one set of ``pipeline_full`` / ``max_padding_share`` preferences
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -19,6 +19,7 @@ from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch
 from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Outcome
+from engine.layout.group import Group, below_dp, dp_span
 from engine.layout.low_bound import LowFloors
 from engine.layout.padding import padding_context, share_in
 from engine.layout.point import Layout
@@ -30,15 +31,9 @@ from engine.plan import Plan
 from engine.stacks.families import rule_of
 
 RegimeKey = tuple[object, ...]
-
-
-def _dp(layout: Layout) -> int:
-    return layout.dp
-
-
-def below_dp(group: list[Layout], dp: int) -> list[Layout]:
-    """The layouts of an ascending ``group`` with DP below ``dp``."""
-    return group[: bisect_left(group, dp, key=_dp)]
+LISTED = 16
+"""Layouts of a regime built as its DP values are judged (the rest when read): a MoE
+shape's regimes hold a few DP values, a dense model's thousands."""
 
 
 def dp_candidates(plan: Plan, shape: Layout, max_dp: int, full: bool) -> Sequence[int]:
@@ -110,17 +105,15 @@ class Known:
     dead_upto: int = 0
     fits_at: int | None = None
 
-    def unknown(self, group: list[Layout]) -> list[Layout]:
+    def unknown(self, group: Sequence[Layout]) -> Sequence[Layout]:
         """The part of an ascending regime ``group`` whose answer is not yet known: above
         the proven failures, and no further than the smallest known fit."""
-        start = bisect_right(group, self.dead_upto, key=_dp)
-        end = len(group) if self.fits_at is None else bisect_right(group, self.fits_at, key=_dp)
-        return group[start:end]
+        return dp_span(group, self.dead_upto, self.fits_at)
 
-    def learn(self, group: list[Layout], found: Layout | None) -> None:
+    def learn(self, group: Sequence[Layout], found: Layout | None) -> None:
         """Record :meth:`_Shape.smallest`'s answer over ``group``: every layout before
         ``found`` (all of them when None) fails."""
-        below = group if found is None else [g for g in group if g.dp < found.dp]
+        below = group if found is None else below_dp(group, found.dp)
         if below:
             self.dead_upto = max(self.dead_upto, below[-1].dp)
         if found is not None:
@@ -219,7 +212,7 @@ class SearchMemo:
             tops.setdefault((lay.micro_batch, lay.grad_accum), lay)
         return list(tops.values())
 
-    def regimes(self, shape: Layout, top: int, fewest_dp: int) -> dict[RegimeKey, list[Layout]]:
+    def regimes(self, shape: Layout, top: int, fewest_dp: int) -> dict[RegimeKey, Sequence[Layout]]:
         """The shape's candidate layouts of DP ``fewest_dp``…``top`` by regime, each
         regime's ascending, the regimes in the order their smallest DP comes."""
         if self._points is None:
@@ -234,15 +227,18 @@ class SearchMemo:
 @dataclass
 class _ShapePoints:
     """One shape's candidate layouts from ``fewest_dp`` up to the largest ``top`` asked
-    for so far, by regime, each regime's DP values and layouts ascending. The candidates
-    up to a smaller top are a prefix of those up to a larger one
+    for so far, by regime, each regime's DP values ascending, and the layouts of its first
+    :data:`LISTED` (a longer window's are built when read:
+    :class:`~engine.layout.group.Group`; a list is what a few DP values cost least as).
+    The candidates up to a smaller top are a prefix of those up to a larger one
     (:func:`dp_candidates`), so each DP is judged once and every search round takes a
     window of these lists by bisection instead of walking thousands of DP values."""
 
     fewest_dp: int
     upto: int = 0
     dps: dict[RegimeKey, list[int]] = field(default_factory=dict)
-    layouts: dict[RegimeKey, list[Layout]] = field(default_factory=dict)
+    layouts: dict[RegimeKey, list[Layout]] = field(default_factory=dict)  # the first LISTED
+    make: Callable[[int], Layout] | None = None  # the shape's layout at a DP
 
     def extend(self, memo: SearchMemo, shape: Layout, top: int) -> None:
         """Judge the candidates above what is done, up to ``top``."""
@@ -251,19 +247,25 @@ class _ShapePoints:
         plan = memo.plan
         cands = dp_candidates(plan, shape, top, memo.full)
         judge = _Judge(plan, shape, memo.padding)
-        dps, layouts = self.dps, self.layouts
+        if self.make is None:
+            self.make = judge.layout
+        dps, layouts, make = self.dps, self.layouts, self.make
         last: RegimeKey | None = None
+        n = 0  # DP values in the regime's list
         for d in cands[bisect_right(cands, max(self.upto, self.fewest_dp - 1)) :]:
             if judge.refused(d):
                 continue
             key = judge.regime(d)
             if key != last:  # the regime changes at few DP values: look its lists up then
                 last, at, lays = key, dps.setdefault(key, []), layouts.setdefault(key, [])
+                n = len(at)
             at.append(d)
-            lays.append(judge.layout(d))
+            n += 1
+            if n <= LISTED:  # so the layouts are those of a prefix of the DPs
+                lays.append(make(d))
         self.upto = top
 
-    def window(self, fewest_dp: int, top: int) -> dict[RegimeKey, list[Layout]]:
+    def window(self, fewest_dp: int, top: int) -> dict[RegimeKey, Sequence[Layout]]:
         """Each regime's layouts of DP ``fewest_dp``…``top``, regimes ordered by their
         smallest DP there (the order a walk up the DP values meets them)."""
         spans = []
@@ -272,7 +274,13 @@ class _ShapePoints:
             if i < j:
                 spans.append((dps[i], key, i, j))
         spans.sort(key=lambda span: span[0])
-        return {key: self.layouts[key][i:j] for _, key, i, j in spans}
+        make = self.make
+        assert make is not None  # set by the first extend, before any window
+        out: dict[RegimeKey, Sequence[Layout]] = {}
+        for _, key, i, j in spans:
+            listed = self.layouts[key]
+            out[key] = listed[i:j] if j <= len(listed) else Group(self.dps[key], i, j, make)
+        return out
 
 
 class _Judge:

@@ -32,9 +32,9 @@ def _stage_values(floors: PeakFloors, lay: Layout) -> list[int]:
     laid, stages = got
     ranks = lay.world_size // lay.pp
     out = []
-    for st in stages:
-        held = st.activations + -(-st.resident // ranks)
-        out.append(held + reserve_row(laid, 0, held).high + st.runtime)
+    for part in stages:
+        held = part.activations + -(-part.resident // ranks)
+        out.append(held + reserve_row(laid, 0, held).high + part.runtime)
     return out
 
 
