@@ -94,17 +94,12 @@ def _runtime(plan: Plan, stage: int) -> tuple[int, int]:
     return low, high
 
 
-def _stage_floors(plan: Plan, laid: Plan) -> tuple[StageFloor, ...]:
-    """The DP- and EP-free parts of each decisive stage of ``laid`` (canonical), all at
-    once: what :class:`_Stages` works out stage by stage (the bound test's reference)."""
-    stages = _Stages(plan, laid)
-    return tuple(stages.floor(i) for i in range(len(stages.stages)))
-
-
 class _Stages:
     """The decisive stages of one canonical plan, each stage's :class:`StageFloor` worked
     out when first asked for: a floor over the limit at one stage is over at the
-    heaviest, so :meth:`PeakFloors.over` often needs the first stage's only."""
+    heaviest, so :meth:`PeakFloors.over` often needs the first stage's only. Kept by
+    index in a dict, each entry set once (``setdefault``): concurrent searches of one
+    plan share the floors (:func:`peak_floors`), and at worst work a stage out twice."""
 
     __slots__ = ("accumulating", "done", "laid", "ranges", "resident", "stages")
 
@@ -115,20 +110,30 @@ class _Stages:
         self.resident = resident_states(plan, par.pp, par.pp_layer_split)
         self.accumulating = laid.batch.grad_accum > 1
         self.stages = decisive_stages(laid)
-        self.done: list[StageFloor] = []
+        self.done: dict[int, StageFloor] = {}
 
     def floor(self, i: int) -> StageFloor:
         """The ``i``-th decisive stage's parts (the earlier ones worked out first, so an
         error any of them raises comes in the order the eager loop met it)."""
-        while len(self.done) <= i:
-            s = self.stages[len(self.done)]
-            laid = self.laid
-            rows = activation_rows(laid, s, len(self.ranges[s]), ())
-            sums = moment_sums(rows, self.accumulating)
-            act = max(span.high for span in timeline_of(sums).phases.values())
-            runtime_low, runtime_high = _runtime(laid, s)
-            self.done.append(StageFloor(s, act, self.resident[s], runtime_high, sums, runtime_low))
-        return self.done[i]
+        got = self.done.get(i)
+        if got is None:
+            for j in range(i + 1):
+                if j not in self.done:
+                    self.done.setdefault(j, self._work(j))
+            got = self.done[i]
+        return got
+
+    def all(self) -> tuple[StageFloor, ...]:
+        """Every decisive stage's parts, in order."""
+        return tuple(self.floor(i) for i in range(len(self.stages)))
+
+    def _work(self, i: int) -> StageFloor:
+        s, laid = self.stages[i], self.laid
+        rows = activation_rows(laid, s, len(self.ranges[s]), ())
+        sums = moment_sums(rows, self.accumulating)
+        act = max(span.high for span in timeline_of(sums).phases.values())
+        runtime_low, runtime_high = _runtime(laid, s)
+        return StageFloor(s, act, self.resident[s], runtime_high, sums, runtime_low)
 
 
 _ERRORS = (PlanError, NotImplementedError, ValueError)
@@ -156,7 +161,7 @@ class PeakFloors:
             got = None
             if stages is not None:
                 try:
-                    got = (stages.laid, tuple(map(stages.floor, range(len(stages.stages)))))
+                    got = (stages.laid, stages.all())
                 except _ERRORS:
                     self._stages[key] = None
             self._cache[key] = got
@@ -209,7 +214,7 @@ class PeakFloors:
                     return False
                 if _stage_floor(stages.laid, st, per_stage_ranks) > limit:
                     return True
-            self._cache[key] = (stages.laid, tuple(stages.done))
+            self._cache[key] = (stages.laid, stages.all())
         value = self._values[layout] = _value(self._cache[key], layout)
         return value > limit
 
