@@ -71,9 +71,10 @@ def _split(rows: Rows, tps: tuple[int, int]) -> Split:
 def _padding(unit: Split, groups: tuple[int, int]) -> tuple[int, int]:
     """(padding, unpadded) elements: each tensor's rows padded to a multiple of its
     group (``ceil(rows / n) · n``)."""
-    dense, expert = groups
-    pad = sum((-local % dense) * w for local, w in unit[0])
-    pad += sum((-local % expert) * w for local, w in unit[1])
+    dense, expert = groups  # lists, not generators: a search pads thousands of units
+    pad = sum([(-local % dense) * w for local, w in unit[0]])
+    if unit[1]:
+        pad += sum([(-local % expert) * w for local, w in unit[1]])
     return pad, unit[2]
 
 
