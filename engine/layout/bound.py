@@ -37,7 +37,7 @@ plans and layouts, and the search's answers stay those of brute force
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 from engine.errors import PlanError
@@ -70,8 +70,13 @@ class StageFloor:
 
 
 def _canonical(layout: Layout, widest_ep: int) -> Layout:
-    """The layout the DP- and EP-free parts are computed at: DP 1 and the widest EP."""
-    return replace(layout, dp=1, ep=widest_ep)
+    """The layout the DP- and EP-free parts are computed at: DP 1 and the widest EP
+    (``dataclasses.replace`` built directly, as :meth:`Layout.at_dp` is: a search asks
+    thousands of times; ``test_at_dp_is_replace`` fails if a field is added)."""
+    lay = layout
+    return Layout(
+        lay.tp, lay.pp, lay.cp, widest_ep, 1, lay.micro_batch, lay.grad_accum, lay.etp, lay.pp_split
+    )
 
 
 def _runtime(plan: Plan, stage: int) -> tuple[int, int]:
@@ -89,30 +94,61 @@ def _runtime(plan: Plan, stage: int) -> tuple[int, int]:
     return low, high
 
 
-def _stage_floors(plan: Plan, laid: Plan) -> tuple[StageFloor, ...]:
-    """The DP- and EP-free parts of each decisive stage of ``laid`` (canonical)."""
-    par = laid.parallelism
-    ranges = stage_layer_ranges(laid.model.architecture, par)
-    resident = resident_states(plan, par.pp, par.pp_layer_split)
-    accumulating = laid.batch.grad_accum > 1
-    out = []
-    for s in decisive_stages(laid):
-        rows = activation_rows(laid, s, len(ranges[s]), ())
-        sums = moment_sums(rows, accumulating)
+class _Stages:
+    """The decisive stages of one canonical plan, each stage's :class:`StageFloor` worked
+    out when first asked for: a floor over the limit at one stage is over at the
+    heaviest, so :meth:`PeakFloors.over` often needs the first stage's only. Kept by
+    index in a dict, each entry set once (``setdefault``): concurrent searches of one
+    plan share the floors (:func:`peak_floors`), and at worst work a stage out twice."""
+
+    __slots__ = ("accumulating", "done", "laid", "ranges", "resident", "stages")
+
+    def __init__(self, plan: Plan, laid: Plan) -> None:
+        par = laid.parallelism
+        self.laid = laid
+        self.ranges = stage_layer_ranges(laid.model.architecture, par)
+        self.resident = resident_states(plan, par.pp, par.pp_layer_split)
+        self.accumulating = laid.batch.grad_accum > 1
+        self.stages = decisive_stages(laid)
+        self.done: dict[int, StageFloor] = {}
+
+    def floor(self, i: int) -> StageFloor:
+        """The ``i``-th decisive stage's parts (the earlier ones worked out first, so an
+        error any of them raises comes in the order the eager loop met it)."""
+        got = self.done.get(i)
+        if got is None:
+            for j in range(i + 1):
+                if j not in self.done:
+                    self.done.setdefault(j, self._work(j))
+            got = self.done[i]
+        return got
+
+    def all(self) -> tuple[StageFloor, ...]:
+        """Every decisive stage's parts, in order."""
+        return tuple(self.floor(i) for i in range(len(self.stages)))
+
+    def _work(self, i: int) -> StageFloor:
+        s, laid = self.stages[i], self.laid
+        rows = activation_rows(laid, s, len(self.ranges[s]), ())
+        sums = moment_sums(rows, self.accumulating)
         act = max(span.high for span in timeline_of(sums).phases.values())
         runtime_low, runtime_high = _runtime(laid, s)
-        out.append(StageFloor(s, act, resident[s], runtime_high, sums, runtime_low))
-    return tuple(out)
+        return StageFloor(s, act, self.resident[s], runtime_high, sums, runtime_low)
+
+
+_ERRORS = (PlanError, NotImplementedError, ValueError)
+"""What laying a canonical plan out may raise: no floor is known then."""
 
 
 class PeakFloors:
     """Lower bounds on layouts' high fit peaks (see the module's docstring), the DP- and
-    EP-free parts memoised per canonical layout."""
+    EP-free parts memoised per canonical layout, stage by stage."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.widest_ep = max(rules.ep_values(plan.model.architecture))
         self._cache: dict[Layout, tuple[Plan, tuple[StageFloor, ...]] | None] = {}
+        self._stages: dict[Layout, _Stages | None] = {}  # the stages worked out so far
         self._values: dict[Layout, int] = {}  # a search asks for a layout's floor often
         self.calls = 0
 
@@ -121,13 +157,25 @@ class PeakFloors:
         DP- and EP-free parts; None when it cannot be laid out."""
         key = _canonical(layout, self.widest_ep)
         if key not in self._cache:
+            stages = self._started(key)
+            got = None
+            if stages is not None:
+                try:
+                    got = (stages.laid, stages.all())
+                except _ERRORS:
+                    self._stages[key] = None
+            self._cache[key] = got
+        return self._cache[key]
+
+    def _started(self, key: Layout) -> _Stages | None:
+        """The canonical layout's :class:`_Stages` (None: it cannot be laid out)."""
+        if key not in self._stages:
             self.calls += 1
             try:
-                laid = resolved(with_layout(self.plan, key))
-                self._cache[key] = (laid, _stage_floors(self.plan, laid))
-            except (PlanError, NotImplementedError, ValueError):
-                self._cache[key] = None
-        return self._cache[key]
+                self._stages[key] = _Stages(self.plan, resolved(with_layout(self.plan, key)))
+            except _ERRORS:
+                self._stages[key] = None
+        return self._stages[key]
 
     def __call__(self, layout: Layout) -> int:
         """A lower bound on ``layout``'s high fit peak, non-increasing in DP with the
@@ -138,17 +186,56 @@ class PeakFloors:
             value = self._values[layout] = self._floor(layout)
         return value
 
+    def over(self, layout: Layout, limit: int) -> bool:
+        """Whether the floor (:meth:`__call__`) exceeds ``limit``: the floor is the
+        largest stage's, so the first stage over decides, and the stages after it are
+        not worked out (most shapes the search drops are over at their first stage).
+
+        One difference from ``floors(layout) > limit``: a later stage whose rows cannot
+        be worked out makes the whole floor unknown (0, not over), and here it is never
+        met. Over is sound all the same: a stage's floor is at most the estimate's high
+        wherever the estimate succeeds (the heaviest stage holds at least as much), and
+        a layout whose estimate fails is not accepted either; the smaller DPs of its
+        batch have that stage's floor at least as high (it only falls as DP grows)."""
+        value = self._values.get(layout)
+        if value is not None:
+            return value > limit
+        key = _canonical(layout, self.widest_ep)
+        if key not in self._cache:  # not every stage worked out yet: stop at one over
+            stages = self._started(key)
+            if stages is None:
+                return False
+            per_stage_ranks = layout.world_size // layout.pp
+            for i in range(len(stages.stages)):
+                try:
+                    st = stages.floor(i)
+                except _ERRORS:
+                    self._cache[key], self._stages[key] = None, None
+                    return False
+                if _stage_floor(stages.laid, st, per_stage_ranks) > limit:
+                    return True
+            self._cache[key] = (stages.laid, stages.all())
+        value = self._values[layout] = _value(self._cache[key], layout)
+        return value > limit
+
     def _floor(self, layout: Layout) -> int:
-        got = self.canonical(layout)
-        if got is None:
-            return 0
-        laid, stages = got
-        per_stage_ranks = layout.world_size // layout.pp
-        best = 0
-        for st in stages:
-            held = st.activations + -(-st.resident // per_stage_ranks)
-            best = max(best, held + reserve_row(laid, 0, held).high + st.runtime)
-        return best
+        return _value(self.canonical(layout), layout)
+
+
+def _value(got: tuple[Plan, tuple[StageFloor, ...]] | None, layout: Layout) -> int:
+    """The floor at ``layout`` of its canonical plan and stages ``got`` (0: none)."""
+    if got is None:
+        return 0
+    laid, stages = got
+    per_stage_ranks = layout.world_size // layout.pp
+    return max([0, *(_stage_floor(laid, st, per_stage_ranks) for st in stages)])
+
+
+def _stage_floor(laid: Plan, st: StageFloor, per_stage_ranks: int) -> int:
+    """One stage's floor: its activations and share of the resident states, the
+    allocator reserve on them and the runtime every DP and EP keeps."""
+    held = st.activations + -(-st.resident // per_stage_ranks)
+    return held + reserve_row(laid, 0, held).high + st.runtime
 
 
 @lru_cache(maxsize=1)

@@ -71,9 +71,10 @@ def _split(rows: Rows, tps: tuple[int, int]) -> Split:
 def _padding(unit: Split, groups: tuple[int, int]) -> tuple[int, int]:
     """(padding, unpadded) elements: each tensor's rows padded to a multiple of its
     group (``ceil(rows / n) · n``)."""
-    dense, expert = groups
-    pad = sum((-local % dense) * w for local, w in unit[0])
-    pad += sum((-local % expert) * w for local, w in unit[1])
+    dense, expert = groups  # lists, not generators: a search pads thousands of units
+    pad = sum([(-local % dense) * w for local, w in unit[0]])
+    if unit[1]:
+        pad += sum([(-local % expert) * w for local, w in unit[1]])
     return pad, unit[2]
 
 
@@ -84,11 +85,24 @@ class Padding:
     (the same shard groups and TPs), so each (TP, CP, DP, EP, expert TP) is looked up in
     one dict and each distinct sharding is padded out once."""
 
-    __slots__ = ("_by_dims", "_by_groups", "_laid", "_split", "_units", "par", "rpn")
+    __slots__ = (
+        "_by_dims",
+        "_by_groups",
+        "_experts",
+        "_hybrid",
+        "_laid",
+        "_split",
+        "_units",
+        "par",
+        "rpn",
+    )
 
     def __init__(self, par: ParallelismSection, arch: ArchitectureSpec, rpn: int) -> None:
         self.par, self.rpn = par, rpn
         self._units = _units(arch)
+        # without routed-expert tensors the experts' group and TP pad nothing: one key
+        self._experts = any(row[3] for unit in self._units for row in unit)
+        self._hybrid = rule_of(par.strategy).hybrid  # else a group shards its replicas
         self._by_dims: dict[tuple[int, int, int, int, int], tuple[int, int]] = {}
         self._by_groups: dict[tuple[int, int, int, int], tuple[int, int]] = {}
         self._laid: dict[tuple[int, int], ParallelismSection] = {}
@@ -100,15 +114,20 @@ class Padding:
         dims = (tp, cp, dp, ep, etp)
         got = self._by_dims.get(dims)
         if got is None:
-            got = self._by_dims[dims] = self._sharded(*self._groups(tp, cp, dp, ep, etp), tp, etp)
+            dense, expert = self._groups(tp, cp, dp, ep, etp)
+            if not self._experts:
+                expert, etp = 1, 1
+            got = self._by_dims[dims] = self._sharded(dense, expert, tp, etp)
         return got
 
     def _groups(self, tp: int, cp: int, dp: int, ep: int, etp: int) -> tuple[int, int]:
         """The dense and the experts' shard groups."""
+        edp = max(1, tp * cp * dp // (ep * etp))
+        if not self._hybrid:  # what shard_group_size gives then
+            return dp * cp, edp
         laid = self._laid.get((tp, cp))
         if laid is None:  # what shard_group_size reads besides the replica group
             laid = self._laid[tp, cp] = self.par.model_copy(update={"tp": tp, "cp": cp})
-        edp = max(1, tp * cp * dp // (ep * etp))
         return shard_group_size(laid, dp * cp, self.rpn), shard_group_size(laid, edp, self.rpn)
 
     def _sharded(self, dense: int, expert: int, tp: int, etp: int) -> tuple[int, int]:

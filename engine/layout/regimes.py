@@ -11,7 +11,7 @@ call (one plan, one set of ``pipeline_full`` / ``max_padding_share`` preferences
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -19,8 +19,9 @@ from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch
 from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Outcome
+from engine.layout.group import Group, below_dp, dp_span
 from engine.layout.low_bound import LowFloors
-from engine.layout.padding import padding_context, problems_in, share_in
+from engine.layout.padding import padding_context, share_in
 from engine.layout.point import Layout
 from engine.layout.state_bound import StateFloors
 from engine.ledger.groups import ranks_per_node
@@ -30,15 +31,9 @@ from engine.plan import Plan
 from engine.stacks.families import rule_of
 
 RegimeKey = tuple[object, ...]
-
-
-def _dp(layout: Layout) -> int:
-    return layout.dp
-
-
-def below_dp(group: list[Layout], dp: int) -> list[Layout]:
-    """The layouts of an ascending ``group`` with DP below ``dp``."""
-    return group[: bisect_left(group, dp, key=_dp)]
+LISTED = 16
+"""Layouts of a regime built as its DP values are judged (the rest when read): a MoE
+shape's regimes hold a few DP values, a dense model's thousands."""
 
 
 def dp_candidates(plan: Plan, shape: Layout, max_dp: int, full: bool) -> Sequence[int]:
@@ -110,17 +105,15 @@ class Known:
     dead_upto: int = 0
     fits_at: int | None = None
 
-    def unknown(self, group: list[Layout]) -> list[Layout]:
+    def unknown(self, group: Sequence[Layout]) -> Sequence[Layout]:
         """The part of an ascending regime ``group`` whose answer is not yet known: above
         the proven failures, and no further than the smallest known fit."""
-        start = bisect_right(group, self.dead_upto, key=_dp)
-        end = len(group) if self.fits_at is None else bisect_right(group, self.fits_at, key=_dp)
-        return group[start:end]
+        return dp_span(group, self.dead_upto, self.fits_at)
 
-    def learn(self, group: list[Layout], found: Layout | None) -> None:
+    def learn(self, group: Sequence[Layout], found: Layout | None) -> None:
         """Record :meth:`_Shape.smallest`'s answer over ``group``: every layout before
         ``found`` (all of them when None) fails."""
-        below = group if found is None else [g for g in group if g.dp < found.dp]
+        below = group if found is None else below_dp(group, found.dp)
         if below:
             self.dead_upto = max(self.dead_upto, below[-1].dp)
         if found is not None:
@@ -219,7 +212,7 @@ class SearchMemo:
             tops.setdefault((lay.micro_batch, lay.grad_accum), lay)
         return list(tops.values())
 
-    def regimes(self, shape: Layout, top: int, fewest_dp: int) -> dict[RegimeKey, list[Layout]]:
+    def regimes(self, shape: Layout, top: int, fewest_dp: int) -> dict[RegimeKey, Sequence[Layout]]:
         """The shape's candidate layouts of DP ``fewest_dp``…``top`` by regime, each
         regime's ascending, the regimes in the order their smallest DP comes."""
         if self._points is None:
@@ -234,15 +227,18 @@ class SearchMemo:
 @dataclass
 class _ShapePoints:
     """One shape's candidate layouts from ``fewest_dp`` up to the largest ``top`` asked
-    for so far, by regime, each regime's DP values and layouts ascending. The candidates
-    up to a smaller top are a prefix of those up to a larger one
+    for so far, by regime, each regime's DP values ascending, and the layouts of its first
+    :data:`LISTED` (a longer window's are built when read:
+    :class:`~engine.layout.group.Group`; a list is what a few DP values cost least as).
+    The candidates up to a smaller top are a prefix of those up to a larger one
     (:func:`dp_candidates`), so each DP is judged once and every search round takes a
     window of these lists by bisection instead of walking thousands of DP values."""
 
     fewest_dp: int
     upto: int = 0
     dps: dict[RegimeKey, list[int]] = field(default_factory=dict)
-    layouts: dict[RegimeKey, list[Layout]] = field(default_factory=dict)
+    layouts: dict[RegimeKey, list[Layout]] = field(default_factory=dict)  # the first LISTED
+    make: Callable[[int], Layout] | None = None  # the shape's layout at a DP
 
     def extend(self, memo: SearchMemo, shape: Layout, top: int) -> None:
         """Judge the candidates above what is done, up to ``top``."""
@@ -250,17 +246,26 @@ class _ShapePoints:
             return
         plan = memo.plan
         cands = dp_candidates(plan, shape, top, memo.full)
-        context = padding_context(plan)
+        judge = _Judge(plan, shape, memo.padding)
+        if self.make is None:
+            self.make = judge.layout
+        dps, layouts, make = self.dps, self.layouts, self.make
+        last: RegimeKey | None = None
+        n = 0  # DP values in the regime's list
         for d in cands[bisect_right(cands, max(self.upto, self.fewest_dp - 1)) :]:
-            lay = layout_at(plan, shape, d)
-            if memo.padding < 1 and problems_in(context, lay, memo.padding):
+            if judge.refused(d):
                 continue
-            key = regime(plan, lay)
-            self.dps.setdefault(key, []).append(d)
-            self.layouts.setdefault(key, []).append(lay)
+            key = judge.regime(d)
+            if key != last:  # the regime changes at few DP values: look its lists up then
+                last, at, lays = key, dps.setdefault(key, []), layouts.setdefault(key, [])
+                n = len(at)
+            at.append(d)
+            n += 1
+            if n <= LISTED:  # so the layouts are those of a prefix of the DPs
+                lays.append(make(d))
         self.upto = top
 
-    def window(self, fewest_dp: int, top: int) -> dict[RegimeKey, list[Layout]]:
+    def window(self, fewest_dp: int, top: int) -> dict[RegimeKey, Sequence[Layout]]:
         """Each regime's layouts of DP ``fewest_dp``…``top``, regimes ordered by their
         smallest DP there (the order a walk up the DP values meets them)."""
         spans = []
@@ -269,4 +274,86 @@ class _ShapePoints:
             if i < j:
                 spans.append((dps[i], key, i, j))
         spans.sort(key=lambda span: span[0])
-        return {key: self.layouts[key][i:j] for _, key, i, j in spans}
+        make = self.make
+        assert make is not None  # set by the first extend, before any window
+        out: dict[RegimeKey, Sequence[Layout]] = {}
+        for _, key, i, j in spans:
+            listed = self.layouts[key]
+            out[key] = listed[i:j] if j <= len(listed) else Group(self.dps[key], i, j, make)
+        return out
+
+
+class _Judge:
+    """What :meth:`_ShapePoints.extend` asks of each candidate DP of one shape — its
+    layout, the padding preference's verdict and its regime — worked out from the
+    shape's dimensions with what does not depend on DP read once: a dense model's shape
+    has thousands of candidates. The same answers as :func:`layout_at`,
+    :func:`engine.layout.padding.problems_in` and :func:`regime` (the shape-points test
+    compares them with a walk that calls those)."""
+
+    __slots__ = (
+        "batch",
+        "cp",
+        "ep",
+        "etp",
+        "expert",
+        "hybrid",
+        "laid",
+        "m",
+        "moe",
+        "padding",
+        "plan",
+        "rpn",
+        "shape",
+        "share",
+        "tp",
+    )
+
+    def __init__(self, plan: Plan, shape: Layout, padding: float) -> None:
+        self.plan, self.shape = plan, shape
+        self.tp, self.cp, self.ep, self.etp = shape.tp, shape.cp, shape.ep, shape.etp
+        self.m = shape.model_parallel
+        self.expert = shape.ep * shape.etp
+        context = padding_context(plan) if padding < 1 else None
+        self.share = None if context is None else context.share
+        self.padding = padding
+        # a held micro-batch runs the same batch at every DP (batch_for reads no DP)
+        held = held_batch(plan) is not None
+        self.batch = None if held else batch_for(plan, 1, shape.pp)
+        self.rpn = ranks_per_node(plan)
+        par = plan.parallelism
+        self.moe = plan.model.architecture.moe is not None
+        self.hybrid = rule_of(par.strategy).hybrid
+        # shard_group_size reads the strategy, the explicit shard group, TP and CP only
+        self.laid = par.model_copy(update={"tp": shape.tp, "cp": shape.cp}) if self.hybrid else par
+
+    def refused(self, dp: int) -> bool:
+        """Whether the padding preference refuses the shape at ``dp``."""
+        if self.share is None:
+            return False
+        pad, padded = self.share(self.tp, self.cp, dp, self.ep, self.etp)
+        return pad > self.padding * padded
+
+    def layout(self, dp: int) -> Layout:
+        """:func:`layout_at` the shape at ``dp``."""
+        batch = self.batch
+        if batch is None:
+            return layout_at(self.plan, self.shape, dp)
+        if isinstance(batch, Problem):
+            raise AssertionError(batch.message)
+        return self.shape.at_dp(dp, batch[0], batch[1])
+
+    def regime(self, dp: int) -> RegimeKey:
+        """:func:`regime` of the shape at ``dp``."""
+        dense = dp * self.cp
+        key: list[object] = [dense > 1, dp if self.m * dp < self.rpn else 0]
+        edp = self.tp * dense // self.expert
+        if self.moe:
+            key.append(edp > 1 and edp != dense)
+        if self.hybrid:
+            shard = shard_group_size(self.laid, dense, self.rpn)
+            key += [shard, dense > shard]
+            if self.moe:
+                expert_shard = shard_group_size(self.laid, edp, self.rpn)
+                key += [expert_shard, edp > expert_shard]
+        return tuple(key)

@@ -36,15 +36,16 @@ other (:func:`_teach_other`). The hypothesis test
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from engine.layout.batch import held_batch
 from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Evaluator, Outcome
+from engine.layout.group import below_dp
 from engine.layout.low_bound import LowFloors
 from engine.layout.point import Layout
-from engine.layout.regimes import RegimeKey, SearchMemo, below_dp, padded_slack, slack
+from engine.layout.regimes import RegimeKey, SearchMemo, padded_slack, slack
 from engine.layout.state_bound import StateFloors
 
 Cost = Callable[[int], int]
@@ -132,7 +133,7 @@ class _Shape:
     estimated: list[Outcome] = field(default_factory=list)  # this regime's estimates
     batch_moves: bool = True  # False: every DP of a shape runs one batch (micro-batch held)
 
-    def probe(self, layout: Layout, below: list[Layout]) -> tuple[bool, bool]:
+    def probe(self, layout: Layout, below: Sequence[Layout]) -> tuple[bool, bool]:
         """(accepted, every DP of ``below`` — the smaller ones of the regime — fails)."""
         self.budget.check()
         low = self._low_floor(layout, bool(below))
@@ -170,7 +171,7 @@ class _Shape:
         if floors is None or not self.floor_prunes() or not tops:
             return False
         limit = self.ev.plan.hbm_limit_bytes
-        return all(floors(lay) > limit for lay in tops)
+        return all(floors.over(lay, limit) for lay in tops)
 
     def _over_floor(self, layout: Layout) -> bool:
         """Whether the layout's activations and resident share exceed the limit
@@ -178,7 +179,7 @@ class _Shape:
         (:mod:`.state_bound`, either figure): it fails without an estimate."""
         limit = self.ev.plan.hbm_limit_bytes
         high = self.criterion.figure == "high"
-        if high and self.floors is not None and self.floors(layout) > limit:
+        if high and self.floors is not None and self.floors.over(layout, limit):
             return True
         if self.state_floors is None:
             return False
@@ -212,7 +213,7 @@ class _Shape:
             return _DEAD
         return _OVER
 
-    def smallest(self, layouts: list[Layout]) -> Layout | None:
+    def smallest(self, layouts: Sequence[Layout]) -> Layout | None:
         """The smallest accepted layout of one regime (ascending DP), soundly: a probe
         that fails within its slack proves nothing about the values below it, which are
         then estimated one by one."""
@@ -235,7 +236,7 @@ class _Shape:
             lo = mid
         return layouts[hi]
 
-    def _scan(self, layouts: list[Layout]) -> Layout | None:
+    def _scan(self, layouts: Sequence[Layout]) -> Layout | None:
         for lay in layouts:
             if self.probe(lay, [])[0]:
                 return lay
@@ -283,9 +284,8 @@ def search_min(
                 memo.floor_over[shape, fewest_dp] = top
                 continue
         got: Layout | None = None
-        for key, group in memo.regimes(shape, top, fewest_dp).items():
-            if got is not None:
-                group = below_dp(group, got.dp)
+        for key, whole in memo.regimes(shape, top, fewest_dp).items():
+            group: Sequence[Layout] = whole if got is None else below_dp(whole, got.dp)
             known = memo.known(shape, key, criterion.figure)
             group = known.unknown(group)
             searcher.estimated = []
