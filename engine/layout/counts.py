@@ -35,6 +35,7 @@ from engine.layout.lattice import (
     layout_of,
     legal_shapes,
 )
+from engine.layout.low_search import low_search
 from engine.layout.regimes import SearchMemo
 from engine.layout.search import (
     HIGH,
@@ -159,8 +160,7 @@ def _none_fits(
 
 
 Seeds = tuple[Found | None, Found | None, Found | None]
-"""What the searches start from (first, low, arithmetic minimum): the plan's own layout
-where it fits."""
+"""What the searches start from (first, low, arithmetic minimum): the plan's own layout."""
 
 
 def _seeds(own: Outcome | None, g: int, rounding: str) -> Seeds:
@@ -198,7 +198,7 @@ def _search(
     try:
         strict = legal_shapes(plan, max_gpus, prefs)
         first = search_growing(ev, strict, max_gpus, node_cost, HIGH, budget, first, memo, g)
-        low = search_growing(ev, strict, max_gpus, node_cost, LOW, budget, low or first, memo, g)
+        low = low_search(ev, strict, max_gpus, node_cost, budget, low or first, memo, g)
         start = Found(first.outcome, first.outcome.layout.world_size) if first else None
         if arith is not None and (start is None or arith.cost <= start.cost):
             start = arith
