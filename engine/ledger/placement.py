@@ -104,7 +104,7 @@ def tp_keeps_whole(t: Tensor, style: str) -> bool:
     return t.role in EMBEDDING_ROLES or (style == "replicated" and t.role in HEAD_ROLES)
 
 
-def _tp_shape(t: Tensor, arch: ArchitectureSpec, tp: int, style: str) -> tuple[int, ...]:
+def tp_shape(t: Tensor, arch: ArchitectureSpec, tp: int, style: str) -> tuple[int, ...]:
     """The local shape under TP (roles table: column, row, vocab-parallel or replicated;
     the TP style for the embedding and output layer).
 
@@ -178,7 +178,7 @@ def _place(
         if t.expert >= ceil_div(n_experts, par.ep):
             return None  # rank 0 of the EP group holds experts [0, E/ep)
     tp = par.expert_tp if expert else par.tp
-    shape = _tp_shape(t, arch, tp, par.tp_style)
+    shape = tp_shape(t, arch, tp, par.tp_style)
     if t.stacked and par.ep > 1:
         # Stacked experts: EP keeps rank 0's experts [0, E/ep) of the expert dim, as
         # torchtitan's ExpertParallel (Shard(0) on the EP mesh) and transformers'
@@ -226,7 +226,7 @@ def _count_in(indices: tuple[int, ...], layers: range) -> int:
 
 
 _TP_READ = ("tp", "ep", "expert_tp", "tp_style")
-"""The parallelism's fields :func:`_place` reads (and :func:`_experts_folded` its EP)."""
+"""The parallelism's fields :func:`_place` reads (and :func:`experts_folded` its EP)."""
 
 _TP_PLACINGS: dict[tuple[object, ...], ParallelismSection] = {}
 """One :func:`_tp_placing` parallelism per value of :data:`_TP_READ`."""
@@ -263,13 +263,13 @@ class's placed tensors at one copy and how many of rank 0's experts each stands 
 def _class_parts(arch: ArchitectureSpec, par: ParallelismSection) -> ClassParts:
     """Every tensor of the model placed once under ``par`` (a :func:`_tp_placing`
     parallelism): the non-layer tensors, and each layer class's tensors with its
-    identical routed experts folded (:func:`_experts_folded`), at one copy each."""
+    identical routed experts folded (:func:`experts_folded`), at one copy each."""
     root, classes = layer_classes(arch)
     n_experts = arch.moe.num_experts if arch.moe else 1
     parts = []
     for cls in classes:
         placed = []
-        for t, kept in _experts_folded(cls.tensors, n_experts, par.ep):
+        for t, kept in experts_folded(cls.tensors, n_experts, par.ep):
             one = _place(t, arch, par, 1)
             if one is not None:
                 placed.append((one, kept))
@@ -278,7 +278,7 @@ def _class_parts(arch: ArchitectureSpec, par: ParallelismSection) -> ClassParts:
 
 
 @lru_cache(maxsize=256)
-def _experts_folded(
+def experts_folded(
     tensors: tuple[Tensor, ...], n_experts: int, ep: int
 ) -> tuple[tuple[Tensor, int], ...]:
     """A layer's tensors with its identical routed experts folded like identical layers:

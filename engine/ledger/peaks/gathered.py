@@ -60,7 +60,7 @@ def _units(
 def copies_in_unit(counts: list[int]) -> list[int]:
     """How many tensors of one unit each folded tensor stands for: a unit's tensors carry
     ``count`` = its folded layers (the least count in the unit), and a routed expert's
-    representative that times the experts it stands for (placement ``_experts_folded``),
+    representative that times the experts it stands for (placement ``experts_folded``),
     so one unit holds ``count // least`` of it."""
     least = min(counts, default=1)
     return [c // least for c in counts]

@@ -3,8 +3,10 @@ once per TP / EP placement, :func:`engine.ledger.placement.place_stage`) must eq
 placing every tensor of the stage anew, tensor for tensor and in the same order.
 
 The reference below is that direct placement (what ``place_stage`` did before it was
-composed): the layout search only ever sees the composed one, so the two are compared on
-MoE and dense presets at random TP, EP, expert TP, TP style and pipeline splits.
+composed), with the same per-tensor rules (``tp_shape``, ``experts_folded``): what it
+checks is the composition — each class's parts cached per placement and counted into
+the stage —, which the layout search alone ever sees. The two are compared on MoE and
+dense presets at random TP, EP, expert TP, TP style and pipeline splits.
 """
 
 from __future__ import annotations
@@ -13,33 +15,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.ledger.placement import (
-    KV_ROLES,
     LocalTensor,
+    experts_folded,
     layer_classes,
     place_stage,
     stage_layer_ranges,
-    tp_keeps_whole,
+    tp_shape,
 )
 from engine.models.inventory import Tensor
-from engine.models.roles import is_expert_parallel, tp_split_dim
+from engine.models.roles import is_expert_parallel
 from engine.models.spec import ArchitectureSpec
 from engine.presets import plan_for_model_preset
 from engine.sections.parallel import ParallelismSection
 from engine.units import ceil_div
 
 PRESETS = ("deepseek-v3", "llama-4-maverick", "llama-3.1-8b")
-
-
-def _shape(t: Tensor, arch: ArchitectureSpec, tp: int, style: str) -> tuple[int, ...]:
-    dim = tp_split_dim(t)
-    if tp == 1 or dim is None or tp_keeps_whole(t, style):
-        return t.shape
-    shape = list(t.shape)
-    if t.role in KV_ROLES:
-        shape[0] = ceil_div(arch.kv_heads, tp) * (t.shape[0] // arch.kv_heads)
-    else:
-        shape[dim] = ceil_div(shape[dim], tp)
-    return tuple(shape)
 
 
 def _one(
@@ -50,30 +40,10 @@ def _one(
         n_experts = arch.moe.num_experts if arch.moe else 1
         if t.expert >= ceil_div(n_experts, par.ep):
             return None
-    shape = _shape(t, arch, par.expert_tp if expert else par.tp, par.tp_style)
+    shape = tp_shape(t, arch, par.expert_tp if expert else par.tp, par.tp_style)
     if t.stacked and par.ep > 1:
         shape = (ceil_div(shape[0], par.ep), *shape[1:])
     return LocalTensor(t, shape, expert, count)
-
-
-def _folded(tensors: tuple[Tensor, ...], n_experts: int, ep: int) -> list[tuple[Tensor, int]]:
-    local = ceil_div(n_experts, ep) if ep > 1 else n_experts
-    out: list[tuple[Tensor, int]] = []
-    kinds: dict[tuple[object, ...], int] = {}
-    for t in tensors:
-        if t.expert is None or not is_expert_parallel(t):
-            out.append((t, 1))
-            continue
-        key = (t.name.replace(f"experts.{t.expert}.", "experts.*.", 1), t.shape, t.role, t.kind)
-        if key in kinds:
-            if t.expert < local:
-                i = kinds[key]
-                rep, n = out[i]
-                out[i] = (rep if rep.expert is not None and rep.expert < local else t, n + 1)
-            continue
-        kinds[key] = len(out)
-        out.append((t, 1 if t.expert < local else 0))
-    return [(t, n) for t, n in out if n]
 
 
 def reference_place(
@@ -97,7 +67,7 @@ def reference_place(
     for cls in classes:
         count = sum(1 for layer in cls.layers if layer in layers)
         if count:
-            for t, kept in _folded(cls.tensors, n_experts, par.ep):
+            for t, kept in experts_folded(cls.tensors, n_experts, par.ep):
                 placed = _one(t, arch, par, count * kept)
                 if placed is not None:
                     out.append(placed)
