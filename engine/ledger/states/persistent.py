@@ -178,7 +178,28 @@ class StageStates(NamedTuple):
 def stage_states(plan: Plan, stage: int) -> StageStates:
     """:func:`stage_placed`, :func:`stage_held` and :func:`persistent_stage_rows` of
     ``stage`` at once (each works :func:`_key` out anew)."""
-    key = _key(plan, stage)
+    return _states_at(plan, _key(plan, stage))
+
+
+def stage_states_at(plan: Plan, stage: int, dense: int, expert: int) -> StageStates:
+    """:func:`stage_states` of ``stage`` with its dense and routed-expert tensors sharded
+    over ``dense`` and ``expert`` ranks, whatever the plan's DP and CP (which the states
+    read only through these): what a plan at DP 1 and CP 1 shares with every plan of its
+    placement (:mod:`engine.ledger.stage_shared`)."""
+    par, arch = plan.parallelism, plan.model.architecture
+    placing = _placing(par)
+    gran = plan.runtime.allocation_granularity_bytes
+    rep = representative_stages(arch, placing)[stage]
+    return _states_at(plan, (arch, plan.method, placing, dense, expert, gran, rep))
+
+
+def placing_parallelism(par: ParallelismSection) -> ParallelismSection:
+    """``par`` at DP 1 and CP 1, one object per value of its other fields
+    (:func:`_placing`)."""
+    return _placing(par)
+
+
+def _states_at(plan: Plan, key: Key) -> StageStates:
     held, ctx = _held(*key)
     arch, method, par, stage = key[0], key[1], key[2], key[6]
     return StageStates(

@@ -6,16 +6,11 @@ Here its rows — ids, labels, bytes, moments, formulas — are compared with th
 :func:`~engine.ledger.states.rows.persistent_rows_by_state`, the state-by-state sizing
 it replaced, on random plans and on the presets at several layouts, methods,
 optimizers, precisions and granularities (and every stage, so ZeRO-3's persistent
-parameters, frozen and adapter weights and empty shards all occur). The optimizer rows
-sum each state's bytes by column when every allocation has the same states; both
-sizings are also compared with the optimizer rows summed allocation by allocation, state
-by state (the loop that was the only one before, and still serves mixed states).
+parameters, frozen and adapter weights and empty shards all occur).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -24,7 +19,7 @@ from hypothesis import strategies as st
 from engine.errors import PlanError
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row, text
-from engine.ledger.states import one_pass, rows
+from engine.ledger.states import one_pass
 from engine.ledger.states.persistent import stage_held
 from engine.ledger.states.rows import persistent_rows, persistent_rows_by_state
 from engine.plan import Plan, with_values
@@ -50,20 +45,6 @@ def _read(built: list[Row]) -> list[Row]:
     return [tuple(r._replace(formula_src=text(r.formula_src))) for r in built]  # type: ignore[misc]
 
 
-@contextmanager
-def _state_by_state() -> Iterator[None]:
-    """The optimizer rows summed allocation by allocation and state by state: no
-    allocation's states are marked as shared, so the column sums never apply."""
-    entry = rows._entry
-    rows._states_table.cache_clear()
-    rows._entry = lambda states: entry(states)._replace(names=None)  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        rows._entry = entry  # type: ignore[assignment]
-        rows._states_table.cache_clear()
-
-
 def _assert_same(plan: Plan) -> int:
     """Compare both sizings on every stage; how many stages the one pass sized."""
     try:
@@ -77,9 +58,6 @@ def _assert_same(plan: Plan) -> int:
         fast = persistent_rows(list(held), formats, opt, ctx)
         slow = persistent_rows_by_state(list(held), formats, opt, ctx)
         assert _read(fast) == _read(slow)
-        with _state_by_state():
-            looped = persistent_rows_by_state(list(held), formats, opt, ctx)
-        assert _read(fast) == _read(looped)
     return sum(one_pass.applies(ctx) for _, ctx in helds)
 
 
