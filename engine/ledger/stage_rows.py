@@ -48,7 +48,7 @@ from engine.ledger.placement import LocalTensor, representative_stages, stage_la
 from engine.ledger.row import NO_MOMENTS, Row
 from engine.ledger.shape_free import shape_free, size_free
 from engine.ledger.stage_shared import SharedRows, holds_grads, shared_of
-from engine.ledger.states.persistent import stage_placed
+from engine.ledger.states.persistent import placing_parallelism, stage_placed
 from engine.plan import Plan
 from engine.stacks.families import keeps_all_gathered, rule_of
 
@@ -95,11 +95,14 @@ def _makes(plan: Plan) -> tuple[_Make, ...]:
     """Every stage's :class:`_Make`, worked out once per plan (each stage of an estimate
     would otherwise look up its range, walk and representative one by one). A stage's
     shared rows are those of the first stage placing the same tensors — itself under
-    DeepSpeed ZeRO-3, whose reuse distance reads the layer range."""
+    DeepSpeed ZeRO-3, whose reuse distance reads the layer range. Ranges and
+    representatives are those of the parallelism at DP 1 and CP 1, as the placement's
+    (neither reads DP or CP): one entry of their caches for every DP of a shape."""
     arch, par = plan.model.architecture, plan.parallelism
     rule = rule_of(par.strategy)
     own_range = rule.params and not rule.fsdp
-    ranges, reps = stage_layer_ranges(arch, par), representative_stages(arch, par)
+    placing = placing_parallelism(par)
+    ranges, reps = stage_layer_ranges(arch, placing), representative_stages(arch, placing)
     return tuple(
         _Make(
             ranges[s],

@@ -6,7 +6,9 @@ Here its rows — ids, labels, bytes, moments, formulas — are compared with th
 :func:`~engine.ledger.states.rows.persistent_rows_by_state`, the state-by-state sizing
 it replaced, on random plans and on the presets at several layouts, methods,
 optimizers, precisions and granularities (and every stage, so ZeRO-3's persistent
-parameters, frozen and adapter weights and empty shards all occur).
+parameters, frozen and adapter weights and empty shards all occur). The elements of a
+rank's optimizer shard and parameters (the node ledgers') are compared likewise with
+their sum over every allocation.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import PlanError
+from engine.ledger.held import HeldTensor
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row, text
 from engine.ledger.states import one_pass
-from engine.ledger.states.persistent import stage_held
+from engine.ledger.states.allocs import ShardContext, shard_allocs
+from engine.ledger.states.persistent import stage_held, stage_shard_elems
 from engine.ledger.states.rows import persistent_rows, persistent_rows_by_state
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
@@ -45,6 +49,18 @@ def _read(built: list[Row]) -> list[Row]:
     return [tuple(r._replace(formula_src=text(r.formula_src))) for r in built]  # type: ignore[misc]
 
 
+def _shard_elems_by_allocs(held: list[HeldTensor], ctx: ShardContext) -> tuple[int, int]:
+    """:func:`stage_shard_elems` summed over every allocation :func:`shard_allocs` makes
+    (what it did before summing one-per-tensor shards straight from the tensors)."""
+    trainable = [t for t in held if t.trainable]
+    rule = ctx.rule
+    opt = sum(
+        a.numel * a.copies for a in shard_allocs(trainable, rule.optimizer, rule, "state_dtype")
+    )
+    params = sum(a.numel * a.copies for a in shard_allocs(held, rule.params, rule, "param_dtype"))
+    return opt, params
+
+
 def _assert_same(plan: Plan) -> int:
     """Compare both sizings on every stage; how many stages the one pass sized."""
     try:
@@ -54,7 +70,8 @@ def _assert_same(plan: Plan) -> int:
         assume(False)
         return 0
     formats, opt = resolve_formats(r.method.precision), r.method.optimizer
-    for held, ctx in helds:
+    for stage, (held, ctx) in enumerate(helds):
+        assert stage_shard_elems(r, stage) == _shard_elems_by_allocs(list(held), ctx)
         fast = persistent_rows(list(held), formats, opt, ctx)
         slow = persistent_rows_by_state(list(held), formats, opt, ctx)
         assert _read(fast) == _read(slow)
