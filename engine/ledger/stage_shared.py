@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from operator import attrgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from engine.ledger.activations.varying import Span
 from engine.ledger.peaks.backward_grads import backward_grad_rows
@@ -158,4 +158,5 @@ def _placing_plan(sections: SectionsKey) -> Plan:
     validation: every section comes from a validated plan, the parallelism at DP 1 and
     CP 1 (valid: the part's rows only read it). The plan holds the sections, so their
     identities in the cached key stay theirs."""
-    return Plan.model_construct(**dict(zip(SECTION_ORDER, sections, strict=True)))
+    fields: dict[str, Any] = dict(zip(SECTION_ORDER, sections, strict=True))
+    return Plan.model_construct(**fields)

@@ -102,14 +102,14 @@ def sized_at_once(
         copies[key] = get(key, 0) + count
         elements += numel * count
     kept = tuple(held)
-    out = []
-    for cat in categories:
-        total = weights.get(cat)
+    out: list[tuple[str, Sized]] = []
+    for name in categories:
+        total = weights.get(name)
         if total is not None:
             n = total * gran
-            dtypes = "/".join(sorted({t.param_dtype for t in kept if t.category == cat}))
-            formula = partial(_formula, kept, cat, p_sh, ctx, "param_dtype", True, None, n)
-            out.append((cat, Sized(n, formula, dtypes)))
+            dtypes = "/".join(sorted({t.param_dtype for t in kept if t.category == name}))
+            formula = partial(_formula, kept, name, p_sh, ctx, "param_dtype", True, None, n)
+            out.append((name, Sized(n, formula, dtypes)))
     m = None
     if master and trains:
         n = m_total * gran
