@@ -10,6 +10,7 @@ by the size of the group that really shards it.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import lru_cache
 from math import prod
@@ -211,7 +212,7 @@ def place_stage(
         if placed is not None:
             out.append(placed)
     for cls, parts in zip(layer_classes(arch)[1], class_parts, strict=True):
-        count = _count_in(cls.layers, layers)
+        count = count_in(cls.layers, layers)
         if count:
             for one, kept in parts:
                 n = count * kept
@@ -219,10 +220,25 @@ def place_stage(
     return tuple(out)
 
 
-def _count_in(indices: tuple[int, ...], layers: range) -> int:
-    """How many of ``indices`` fall in ``layers`` (each test in C: a stage's layer count
-    in each class is worked out for every stage of every pipeline split)."""
-    return sum(map(layers.__contains__, indices))
+def count_in(indices: tuple[int, ...], layers: range) -> int:
+    """How many of ``indices`` fall in ``layers``: a stage's layer count in each class is
+    worked out for every stage of every pipeline split, so a stage's range (consecutive
+    layers) is counted by two bisections of the indices sorted, not one test per index
+    (``tests/engine/ledger/test_placement_composed.py`` compares the two)."""
+    if layers.step != 1:
+        return sum(map(layers.__contains__, indices))
+    got = _SORTED.get(id(indices))
+    if got is None or got[0] is not indices:
+        if len(_SORTED) >= 1024:
+            _SORTED.clear()
+        got = _SORTED[id(indices)] = (indices, sorted(indices))
+    ordered = got[1]
+    return max(0, bisect_left(ordered, layers.stop) - bisect_left(ordered, layers.start))
+
+
+_SORTED: dict[int, tuple[tuple[int, ...], list[int]]] = {}
+"""Each class's layer indices sorted, by the indices tuple's identity (the classes are
+cached; the entry holds the tuple, so its id is not reused)."""
 
 
 _TP_READ = ("tp", "ep", "expert_tp", "tp_style")
@@ -310,7 +326,7 @@ def stage_signature(
 ) -> tuple[bool, bool, tuple[int, ...]]:
     """Everything :func:`place_stage` reads of a stage: whether it is the first or the
     last, and how many of its ``layers`` fall in each layer class."""
-    counts = tuple([_count_in(cls.layers, layers) for cls in classes])
+    counts = tuple([count_in(cls.layers, layers) for cls in classes])
     return stage == 0, stage == pp - 1, counts
 
 

@@ -18,6 +18,8 @@ at fixed values — and
 cached on it: plans that differ only there (the window's batch edits, a plan estimated
 again) share them. Built from that plan, not merely keyed on it, a shared row that did
 read the shape would be wrong at once, in every golden plan, not only on a cache hit.
+They are built in :mod:`engine.ledger.stage_shared`, which also shares all but their
+runtime rows between plans whose DP and CP differ but shard alike.
 
 The result is the list the unfolded assembly builds, row for row and in the same order
 (``tests/engine/ledger/test_estimate_folding.py`` compares the two on the benchmark's
@@ -31,10 +33,8 @@ stage's rows builds them here (the folding test compares sums and rows).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from functools import lru_cache, partial
-from operator import attrgetter
 from typing import Any, NamedTuple
 
 from engine.ledger.activations.geometry import at_shape, geometry
@@ -42,33 +42,15 @@ from engine.ledger.activations.rows import FixedParts, MakeUp, make_up
 from engine.ledger.activations.schedule import InFlight, in_flight, in_flights
 from engine.ledger.activations.stage_layers import Walk, layer_walks
 from engine.ledger.activations.varying import Span, Varying, built
-from engine.ledger.peaks.backward_grads import backward_grad_rows
-from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
-from engine.ledger.peaks.checkpoint_event import checkpoint_rows
-from engine.ledger.peaks.dequantize import dequantize_rows
-from engine.ledger.peaks.gathered import gathered_rows
-from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
-from engine.ledger.peaks.runtime import outside_capacity, reserve_factors, runtime_rows
-from engine.ledger.phases import Sums, live_positions, moment_sums
+from engine.ledger.peaks.runtime import reserve_factors
+from engine.ledger.phases import live_positions
 from engine.ledger.placement import LocalTensor, representative_stages, stage_layer_ranges
-from engine.ledger.precision import resolve_formats
 from engine.ledger.row import NO_MOMENTS, Row
 from engine.ledger.shape_free import shape_free, size_free
-from engine.ledger.states.persistent import stage_placed, stage_states
+from engine.ledger.stage_shared import SharedRows, holds_grads, shared_of
+from engine.ledger.states.persistent import placing_parallelism, stage_placed
 from engine.plan import Plan
 from engine.stacks.families import keeps_all_gathered, rule_of
-
-
-@dataclass(frozen=True, slots=True)
-class SharedRows:
-    """The rows a kind of stage shares: those before the activation rows (persistent
-    states), those after them, their allocated moment sums and runtime sums."""
-
-    head: tuple[Row, ...]
-    tail: tuple[Row, ...]
-    sums: Sums
-    runtime: Span
-    inside: Span
 
 
 class StageMemo(NamedTuple):
@@ -95,20 +77,6 @@ def _step_rules(free: Plan) -> tuple[bool, tuple[float, float]]:
     return keeps_all_gathered(free.parallelism), reserve_factors(free)
 
 
-def _runtime(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span]:
-    """(all HBM runtime rows, those inside the verdict's capacity), each (low, high):
-    one pass over the rows."""
-    rt_low = rt_high = in_low = in_high = 0
-    for r in rows:
-        if r.location == "hbm" and r.state == "runtime":
-            rt_low += r.low
-            rt_high += r.high
-            if not outside_capacity(plan, r):
-                in_low += r.low
-                in_high += r.high
-    return (rt_low, rt_high), (in_low, in_high)
-
-
 class _Make(NamedTuple):
     """What a stage's rows read of the stage: its layers, their walk
     (:func:`~engine.ledger.activations.stage_layers.layer_walk`), the stage whose
@@ -127,11 +95,14 @@ def _makes(plan: Plan) -> tuple[_Make, ...]:
     """Every stage's :class:`_Make`, worked out once per plan (each stage of an estimate
     would otherwise look up its range, walk and representative one by one). A stage's
     shared rows are those of the first stage placing the same tensors — itself under
-    DeepSpeed ZeRO-3, whose reuse distance reads the layer range."""
+    DeepSpeed ZeRO-3, whose reuse distance reads the layer range. Ranges and
+    representatives are those of the parallelism at DP 1 and CP 1, as the placement's
+    (neither reads DP or CP): one entry of their caches for every DP of a shape."""
     arch, par = plan.model.architecture, plan.parallelism
     rule = rule_of(par.strategy)
     own_range = rule.params and not rule.fsdp
-    ranges, reps = stage_layer_ranges(arch, par), representative_stages(arch, par)
+    placing = placing_parallelism(par)
+    ranges, reps = stage_layer_ranges(arch, placing), representative_stages(arch, placing)
     return tuple(
         _Make(
             ranges[s],
@@ -142,37 +113,6 @@ def _makes(plan: Plan) -> tuple[_Make, ...]:
         )
         for s, walk in enumerate(layer_walks(plan))
     )
-
-
-_GROUP_OF = attrgetter("group")
-"""A held tensor's shard group size (read in C)."""
-
-
-@lru_cache(maxsize=1024)
-def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
-    par = plan.parallelism
-    rule = rule_of(par.strategy)
-    formats = resolve_formats(plan.method.precision)
-    placed, held_t, ctx, head, unsharded = stage_states(plan, stage)
-    held = list(held_t)
-    shard = max(map(_GROUP_OF, held), default=1)
-    gathered = gathered_rows(plan, placed, formats, shard, rule, stage)
-    tail: list[Row] = list(gathered)
-    tail += bucket_rows(plan, held, formats, rule, shard, unsharded)
-    in_hbm = grads_in_hbm or _holds_grads(head + tail)
-    tail += backward_grad_rows(plan, held, ctx, in_hbm)
-    tail += accumulation_rows(plan, held, rule)
-    if plan.method.kind == "qlora":
-        tail += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)
-    tail += optimizer_temp_rows(plan, held, rule)
-    tail += deepspeed_step_rows(plan, held, rule)
-    unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)
-    tail += checkpoint_rows(plan, unit)
-    tail += runtime_rows(plan, stage)
-    rows = head + tail
-    runtime, inside = _runtime(plan, rows)
-    sums = moment_sums(rows, plan.batch.grad_accum > 1)
-    return SharedRows(tuple(head), tuple(tail), sums, runtime, inside)
 
 
 class _FixedPart(NamedTuple):
@@ -244,10 +184,6 @@ def _fixed_at(sized: Plan, micro_batch: int, walk: Walk, placing: int, last: boo
     return _FixedPart(fixed, saved, labels, logits, live)
 
 
-def _holds_grads(rows: Iterable[Row]) -> bool:
-    return any(r.state == "grads" and r.location == "hbm" for r in rows)
-
-
 class _Own(NamedTuple):
     """A stage's own (activation) rows, and whether one holds gradients in HBM."""
 
@@ -269,7 +205,7 @@ def _own(plan: Plan, stage: int) -> _Own:
     if mk.last:
         logits = built(fixed.logits, fly)
     rows = (*fixed.parts.rows().around(saved, labels), *logits)
-    return _Own(rows, _holds_grads(rows))
+    return _Own(rows, holds_grads(rows))
 
 
 def stage_rows(plan: Plan, stage: int) -> list[Row]:
@@ -280,7 +216,7 @@ def stage_rows(plan: Plan, stage: int) -> list[Row]:
     own = _own(plan, stage)
     mk = _makes(shape_free(plan))[stage]
     # Activation rows never hold gradients; if one ever does, the shared rows must see it.
-    shared = _shared(shape_free(plan), mk.shared, own.grads)
+    shared = shared_of(shape_free(plan), mk.shared, own.grads)
     return [*shared.head, *own.rows, *shared.tail]
 
 
@@ -303,7 +239,7 @@ def _base(plan: Plan, fixed: _FixedPart, shared_stage: int) -> _Base:
     # Activation rows never hold gradients, nor are they runtime rows (activations,
     # inputs, buffers and the loss's tensors): the shared rows decide both, as
     # :func:`stage_rows` does.
-    shared = _shared(shape_free(plan), shared_stage, False)
+    shared = shared_of(shape_free(plan), shared_stage, False)
     sums = shared.sums
     lows, highs = [low for low, _ in sums], [high for _, high in sums]
     accumulating = plan.batch.grad_accum > 1
@@ -380,4 +316,4 @@ def shared_rows(plan: Plan, stage: int) -> SharedRows:
     (:mod:`engine.layout.low_bound`) needs the sums exactly, bounds the activation rows
     from below and the FSDP padding from the padded states' rows (all shared ones)."""
     free = shape_free(plan)
-    return _shared(free, _makes(free)[stage].shared, False)
+    return shared_of(free, _makes(free)[stage].shared, False)

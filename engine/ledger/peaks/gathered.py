@@ -173,12 +173,13 @@ def gathered_rows(
     shard: int,
     rule: StrategyRule,
     stage: int = 0,
+    n_expert: int | None = None,  # the routed experts' shard group (None: the plan's)
 ) -> list[Row]:
     """Unsharded parameter units and prefetch of ZeRO-3 / FSDP strategies."""
     if not rule.params or shard <= 1:
         return []
     if rule.fsdp:
-        return _fsdp_rows(plan, placed, formats, shard, rule)
+        return _fsdp_rows(plan, placed, formats, shard, rule, n_expert)
     return _zero3_rows(plan, placed, formats) + _reused_rows(plan, formats, stage)
 
 
@@ -250,9 +251,10 @@ def _fsdp_rows(
     formats: StateFormats,
     shard: int,
     rule: StrategyRule,
+    n_expert: int | None,
 ) -> list[Row]:
     """FSDP1 / FSDP2: the root unit, the all-gather buffer (FSDP2) and the layer units."""
-    k = plan.parallelism.knobs
+    par, k = plan.parallelism, plan.parallelism.knobs
     gran = plan.runtime.allocation_granularity_bytes
     gb = gather_bytes(plan, formats)
     root, _, root_b, unit, n_layers, parts, before = _group_free(placed, gb, gran)
@@ -278,8 +280,8 @@ def _fsdp_rows(
             )
         )
     if fsdp2:
-        par = plan.parallelism
-        n_expert = shard_group_size(par, expert_dp_group(par), ranks_per_node(plan))
+        if n_expert is None:
+            n_expert = shard_group_size(par, expert_dp_group(par), ranks_per_node(plan))
         flat = {i: _padded_flat(p, shard, n_expert, gb, gran) for i, p in parts.items()}
         buf = max(flat.values(), default=0)
         nbuf = max(1, k.fsdp_prefetch_units)

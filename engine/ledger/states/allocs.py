@@ -200,10 +200,26 @@ def state_sized(
         total += -(-numel * DTYPE_BYTES[d] // gran) * t.count
     total *= gran
     dtypes = "/".join(sorted(seen))
-    formula = partial(
-        _lazy_formula, tuple(tensors), sharded, ctx, dtype_of, whole_if_persistent, as_dtype, total
+    formula = lazy_formula(
+        tuple(tensors), sharded, ctx, dtype_of, whole_if_persistent, as_dtype, total
     )
     return total, formula, dtypes
+
+
+def lazy_formula(
+    tensors: tuple[HeldTensor, ...],
+    sharded: bool,
+    ctx: ShardContext,
+    dtype_of: str,
+    whole_if_persistent: bool,
+    as_dtype: str | None,
+    total: int,
+) -> Formula:
+    """The formula of :func:`state_sized`'s state of these tensors, ``total`` bytes,
+    written when read (from the allocations :func:`shard_allocs` makes)."""
+    return partial(
+        _lazy_formula, tensors, sharded, ctx, dtype_of, whole_if_persistent, as_dtype, total
+    )
 
 
 def _lazy_formula(

@@ -22,7 +22,7 @@ from engine.ledger.placement import (
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
 from engine.ledger.sharding import shard_group_size
-from engine.ledger.states.allocs import ShardContext, shard_allocs
+from engine.ledger.states.allocs import ShardContext, one_per_tensor, shard_allocs, shard_numel
 from engine.ledger.states.methods import group_words, held_tensors
 from engine.ledger.states.offload import offloads_nothing, split_offload
 from engine.ledger.states.quantized import quantized_rows
@@ -178,7 +178,28 @@ class StageStates(NamedTuple):
 def stage_states(plan: Plan, stage: int) -> StageStates:
     """:func:`stage_placed`, :func:`stage_held` and :func:`persistent_stage_rows` of
     ``stage`` at once (each works :func:`_key` out anew)."""
-    key = _key(plan, stage)
+    return _states_at(plan, _key(plan, stage))
+
+
+def stage_states_at(plan: Plan, stage: int, dense: int, expert: int) -> StageStates:
+    """:func:`stage_states` of ``stage`` with its dense and routed-expert tensors sharded
+    over ``dense`` and ``expert`` ranks, whatever the plan's DP and CP (which the states
+    read only through these): what a plan at DP 1 and CP 1 shares with every plan of its
+    placement (:mod:`engine.ledger.stage_shared`)."""
+    par, arch = plan.parallelism, plan.model.architecture
+    placing = _placing(par)
+    gran = plan.runtime.allocation_granularity_bytes
+    rep = representative_stages(arch, placing)[stage]
+    return _states_at(plan, (arch, plan.method, placing, dense, expert, gran, rep))
+
+
+def placing_parallelism(par: ParallelismSection) -> ParallelismSection:
+    """``par`` at DP 1 and CP 1, one object per value of its other fields
+    (:func:`_placing`)."""
+    return _placing(par)
+
+
+def _states_at(plan: Plan, key: Key) -> StageStates:
     held, ctx = _held(*key)
     arch, method, par, stage = key[0], key[1], key[2], key[6]
     return StageStates(
@@ -208,15 +229,17 @@ def _shard_elems(
 ) -> tuple[int, int]:
     held, ctx = _held(arch, method, par, dense, expert, granularity, stage)
     trainable = [t for t in held if t.trainable]
-    opt = sum(
-        a.numel * a.copies
-        for a in shard_allocs(trainable, ctx.rule.optimizer, ctx.rule, "state_dtype")
-    )
-    params = sum(
-        a.numel * a.copies
-        for a in shard_allocs(list(held), ctx.rule.params, ctx.rule, "param_dtype")
-    )
-    return opt, params
+    opt = _elems(trainable, ctx.rule.optimizer, ctx, "state_dtype")
+    return opt, _elems(list(held), ctx.rule.params, ctx, "param_dtype")
+
+
+def _elems(tensors: list[HeldTensor], sharded: bool, ctx: ShardContext, dtype_of: str) -> int:
+    """Elements of the rank's allocations of one state of ``tensors`` (folded copies
+    counted out): summed from the tensors' shards where each is its own allocation
+    (:func:`~engine.ledger.states.allocs.shard_numel`), else from the flat buffers."""
+    if one_per_tensor(ctx.rule, sharded):
+        return sum([shard_numel(t, sharded) * t.count for t in tensors])
+    return sum(a.numel * a.copies for a in shard_allocs(tensors, sharded, ctx.rule, dtype_of))
 
 
 def stage_shard_elems(plan: Plan, stage: int) -> tuple[int, int]:

@@ -24,6 +24,7 @@ from engine.ledger.row import (
     moments_in,
     text,
 )
+from engine.ledger.states import one_pass
 from engine.ledger.states.allocs import (
     ShardContext,
     one_per_tensor,
@@ -42,33 +43,40 @@ _WEIGHTS: dict[str, tuple[str, str, CheckpointPart]] = {
 }
 """Weight category → row id, label, and its part of a checkpoint."""
 
+_CATEGORIES = tuple(_WEIGHTS)
+"""The categories with a weights row, in the rows' order."""
+
 
 def weight_rows(held: list[HeldTensor], ctx: ShardContext) -> list[Row]:
     """One weights row per category (trained, frozen, adapters)."""
     rows = []
-    for category, (rid, label, part) in _WEIGHTS.items():
+    for category in _WEIGHTS:
         ts = [t for t in held if t.category == category]
         if ts:
             n, formula, dtypes = state_sized(
                 ts, ctx.rule.params, ctx, "param_dtype", whole_if_persistent=True
             )
-            rows.append(
-                make_row(
-                    id=rid,
-                    label=f"{label} ({dtypes})",
-                    state="weights",
-                    location="hbm",
-                    kind="persistent",
-                    group="weights",
-                    low=n,
-                    high=n,
-                    formula=formula,
-                    source=ctx.rule.source,
-                    dtype=dtypes,
-                    checkpoint=part,
-                )
-            )
+            rows.append(_weight_row(category, n, formula, dtypes, ctx))
     return rows
+
+
+def _weight_row(category: str, n: int, formula: Formula, dtypes: str, ctx: ShardContext) -> Row:
+    """The weights row of one category, its state sized (bytes, formula, dtypes)."""
+    rid, label, part = _WEIGHTS[category]
+    return make_row(
+        id=rid,
+        label=f"{label} ({dtypes})",
+        state="weights",
+        location="hbm",
+        kind="persistent",
+        group="weights",
+        low=n,
+        high=n,
+        formula=formula,
+        source=ctx.rule.source,
+        dtype=dtypes,
+        checkpoint=part,
+    )
 
 
 def master_row(trainable: list[HeldTensor], formats: StateFormats, ctx: ShardContext) -> Row:
@@ -76,6 +84,11 @@ def master_row(trainable: list[HeldTensor], formats: StateFormats, ctx: ShardCon
     n, formula, dtypes = state_sized(
         trainable, ctx.rule.optimizer, ctx, "param_dtype", as_dtype="fp32"
     )
+    return _master_row(n, formula, dtypes)
+
+
+def _master_row(n: int, formula: Formula, dtypes: str) -> Row:
+    """The master copy's row, its state sized (bytes, formula, dtypes)."""
     return make_row(
         id="hbm.master_weights",
         label="Master weights (fp32)",
@@ -126,6 +139,11 @@ def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
     allocates ``grad_partitions_flat_buffer`` (every partition's gradient) at init and
     never frees it, so it is live at every moment of the step."""
     n, formula, dtypes = grad_sized(trainable, ctx)
+    return _grad_row(n, formula, dtypes, ctx)
+
+
+def _grad_row(n: int, formula: Formula, dtypes: str, ctx: ShardContext) -> Row:
+    """The gradients' row, their state sized (bytes, formula, dtypes)."""
     at_init = ctx.rule.family == "deepspeed" and ctx.rule.params
     if at_init:
         formula = partial(suffixed, formula, " (grad_partitions_flat_buffer, allocated at init)")
@@ -175,7 +193,15 @@ def optimizer_rows(
     trainable: list[HeldTensor], opt: OptimizerSection, ctx: ShardContext
 ) -> list[Row]:
     """One row per optimizer state (moments, step counters, quantization constants)."""
-    gran = max(ctx.granularity, 1)
+    copies, elements = _optimizer_copies(trainable, ctx)
+    return _optimizer_rows_of(copies, elements, opt, ctx)
+
+
+def _optimizer_copies(
+    trainable: list[HeldTensor], ctx: ShardContext
+) -> tuple[dict[tuple[tuple[int, ...], int], int], int]:
+    """The optimizer's allocations of these tensors by (shape, element size), with how
+    many of each (first appearances first), and the trainable elements."""
     # allocations of one shape and element size have the same states: each is worked
     # out once, for all their copies (first appearances keep the states' order)
     copies: dict[tuple[tuple[int, ...], int], int] = {}
@@ -197,6 +223,17 @@ def optimizer_rows(
             key = (a.shape, DTYPE_BYTES[a.dtype])
             copies[key] = copies.get(key, 0) + a.copies
         elements = sum(a.count_full * a.copies for a in allocs)
+    return copies, elements
+
+
+def _optimizer_rows_of(
+    copies: dict[tuple[tuple[int, ...], int], int],
+    elements: int,
+    opt: OptimizerSection,
+    ctx: ShardContext,
+) -> list[Row]:
+    """:func:`optimizer_rows` of the allocations :func:`_optimizer_copies` gives."""
+    gran = max(ctx.granularity, 1)
     per_state: dict[str, list[int]] = {}  # name → [rounded bytes, raw bytes, allocations]
     table = _states_table(opt, gran)
     for key, c in copies.items():
@@ -271,7 +308,30 @@ def persistent_rows(
     opt: OptimizerSection,
     ctx: ShardContext,
 ) -> list[Row]:
-    """Weights, master, gradient and optimizer rows for the tensors one rank holds."""
+    """Weights, master, gradient and optimizer rows for the tensors one rank holds: sized
+    in one pass over the tensors where every state is one allocation per tensor
+    (:mod:`~engine.ledger.states.one_pass`), state by state otherwise."""
+    if not one_pass.applies(ctx):
+        return persistent_rows_by_state(held, formats, opt, ctx)
+    at = one_pass.sized_at_once(held, formats.master is not None, ctx, _CATEGORIES)
+    rows = [_weight_row(cat, *sized, ctx) for cat, sized in at.weights]
+    if not at.trainable:
+        return rows
+    if at.master is not None:
+        rows.append(_master_row(*at.master))
+    rows.append(_grad_row(*at.grads, ctx))
+    rows.extend(_optimizer_rows_of(at.copies, at.elements, opt, ctx))
+    return rows
+
+
+def persistent_rows_by_state(
+    held: list[HeldTensor],
+    formats: StateFormats,
+    opt: OptimizerSection,
+    ctx: ShardContext,
+) -> list[Row]:
+    """:func:`persistent_rows` sized state by state, each from its own pass over the
+    tensors (the way for flat buffers, and the one-pass sizing's test reference)."""
     rows = weight_rows(held, ctx)
     trainable = [t for t in held if t.trainable]
     if not trainable:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from engine.ledger.placement import (
     LocalTensor,
+    count_in,
     experts_folded,
     layer_classes,
     place_stage,
@@ -99,3 +100,22 @@ def test_composed_placement_is_the_direct_one(
     for stage in range(pp):
         got = place_stage(arch, par, stage)
         assert [_key(t) for t in got] == [_key(t) for t in reference_place(arch, par, stage)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 40), max_size=30, unique=True),
+    st.integers(-3, 45),
+    st.integers(-3, 45),
+    st.sampled_from([1, 1, 1, 2, -1]),
+)
+def test_layers_counted_in_a_range_as_one_test_per_index(
+    indices: list[int], start: int, stop: int, step: int
+) -> None:
+    """:func:`~engine.ledger.placement.count_in` bisects the sorted indices (in any
+    order, as often as asked) where the per-index test counts each."""
+    layers = range(start, stop, step)
+    shuffled = tuple(reversed(indices)) if start % 2 else tuple(indices)
+    want = sum(map(layers.__contains__, shuffled))
+    assert count_in(shuffled, layers) == want
+    assert count_in(shuffled, layers) == want  # answered from the sorted copy
