@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from engine.errors import PlanError
 from engine.ledger.held import HeldTensor
 from engine.ledger.precision import resolve_formats
-from engine.ledger.row import Row, text
 from engine.ledger.states import one_pass
 from engine.ledger.states.allocs import ShardContext, shard_allocs
 from engine.ledger.states.persistent import stage_held, stage_shard_elems
@@ -29,24 +28,8 @@ from engine.ledger.states.rows import persistent_rows, persistent_rows_by_state
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
+from tests.engine.ledger.state_cases import LAYOUTS, written
 from tests.fuzz.plans import plans
-
-LAYOUTS: list[dict[str, Any]] = [
-    {},
-    {"parallelism.dp": 6, "parallelism.cp": 2},
-    {"parallelism.dp": 3, "parallelism.ep": 4, "parallelism.tp": 2},
-    {"parallelism.dp": 16, "parallelism.pp": 2, "parallelism.strategy": "zero3"},
-    {"parallelism.dp": 4, "parallelism.strategy": "ddp"},
-    {"parallelism.dp": 8, "parallelism.strategy": "fsdp2_hsdp", "parallelism.ep": 2},
-    {"parallelism.dp": 5, "parallelism.strategy": "megatron_distopt", "parallelism.ep": 2},
-    {"parallelism.dp": 7, "parallelism.pp": 3},
-]
-
-
-def _read(built: list[Row]) -> list[Row]:
-    """The rows with their formulas written, and their fields as plain tuples (a lazy
-    formula reads the tensors; equality of rows then compares every field)."""
-    return [tuple(r._replace(formula_src=text(r.formula_src))) for r in built]  # type: ignore[misc]
 
 
 def _shard_elems_by_allocs(held: list[HeldTensor], ctx: ShardContext) -> tuple[int, int]:
@@ -74,7 +57,7 @@ def _assert_same(plan: Plan) -> int:
         assert stage_shard_elems(r, stage) == _shard_elems_by_allocs(list(held), ctx)
         fast = persistent_rows(list(held), formats, opt, ctx)
         slow = persistent_rows_by_state(list(held), formats, opt, ctx)
-        assert _read(fast) == _read(slow)
+        assert written(fast) == written(slow)
     return sum(one_pass.applies(ctx) for _, ctx in helds)
 
 

@@ -23,24 +23,15 @@ from engine.ledger.peaks import optimizer_step
 from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.optimizer_step import optimizer_temp_rows
 from engine.ledger.precision import resolve_formats
-from engine.ledger.row import Row, text
+from engine.ledger.row import Row
 from engine.ledger.states import allocs, one_pass, rows
 from engine.ledger.states.persistent import stage_held
 from engine.ledger.states.rows import persistent_rows
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
+from tests.engine.ledger.state_cases import LAYOUTS, written
 from tests.fuzz.plans import plans
-
-LAYOUTS: list[dict[str, Any]] = [
-    {},
-    {"parallelism.dp": 6, "parallelism.cp": 2},
-    {"parallelism.dp": 3, "parallelism.ep": 4, "parallelism.tp": 2},
-    {"parallelism.dp": 16, "parallelism.pp": 2, "parallelism.strategy": "zero3"},
-    {"parallelism.dp": 4, "parallelism.strategy": "ddp"},
-    {"parallelism.dp": 8, "parallelism.strategy": "fsdp2_hsdp", "parallelism.ep": 2},
-    {"parallelism.dp": 5, "parallelism.strategy": "megatron_distopt", "parallelism.ep": 2},
-]
 
 
 @contextmanager
@@ -58,11 +49,6 @@ def _through_allocs() -> Iterator[None]:
             m.one_per_tensor = f  # type: ignore[assignment]
 
 
-def _read(built: list[Row]) -> list[Row]:
-    """The rows with their formulas written (a lazy formula reads the allocations)."""
-    return [r._replace(formula_src=text(r.formula_src)) for r in built]
-
-
 def _state_rows(plan: Plan, stage: int) -> list[Row]:
     held_t, ctx = stage_held(plan, stage)
     held = list(held_t)
@@ -75,12 +61,12 @@ def _state_rows(plan: Plan, stage: int) -> list[Row]:
 def _assert_same(plan: Plan) -> None:
     try:
         r = resolved(plan)
-        fast = [_read(_state_rows(r, s)) for s in range(r.parallelism.pp)]
+        fast = [written(_state_rows(r, s)) for s in range(r.parallelism.pp)]
     except (PlanError, NotImplementedError, ValueError):
         assume(False)
         return
     with _through_allocs():
-        slow = [_read(_state_rows(r, s)) for s in range(r.parallelism.pp)]
+        slow = [written(_state_rows(r, s)) for s in range(r.parallelism.pp)]
     assert fast == slow
 
 
