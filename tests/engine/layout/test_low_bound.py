@@ -20,6 +20,7 @@ from layout_plans import (
     search_plans,
 )
 
+from engine.errors import PlanError
 from engine.estimate import estimate
 from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Evaluator
@@ -30,7 +31,7 @@ from engine.layout.lattice import (
     legal_shapes,
     with_layout,
 )
-from engine.layout.low_bound import QUIET, LowFloors
+from engine.layout.low_bound import QUIET, LowFloors, fit_peak, narrowed
 from engine.layout.point import Layout
 from engine.layout.regimes import SearchMemo, padded_slack
 from engine.layout.state_bound import StateFloors
@@ -41,9 +42,11 @@ from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
 
 
-def _check_layouts(plan: Plan, lattice: Lattice) -> int:
-    """Assert the bound is at most both estimates' low on every legal layout; how many."""
-    return bound_below_estimates(plan, lattice, LowFloors(PeakFloors(plan)), lambda peak: peak.low)
+def _check_layouts(plan: Plan, lattice: Lattice) -> tuple[int, int]:
+    """Assert the bound is at most both estimates' low on every legal layout; how many,
+    and how many stages the bound found not the heaviest (:func:`narrowed`)."""
+    floors = LowFloors(PeakFloors(plan))
+    return bound_below_estimates(plan, lattice, floors, lambda peak: peak.low), floors.dropped
 
 
 @settings(
@@ -58,9 +61,83 @@ def test_low_bound_at_most_the_low_estimate(case: tuple[Plan, int], world: int) 
 
 
 def test_low_bound_at_most_the_low_estimate_on_presets() -> None:
-    """The same on real models, every legal layout of 8 GPUs (PP up to 8, CP, EP)."""
+    """The same on real models, every legal layout of 8 GPUs (PP up to 8, CP, EP), where
+    pipelined layouts' light stages are found not the heaviest and dropped (their
+    bounds the smallest: the bound rises above them) — which the estimates bound."""
+    dropped = 0
     for plan in preset_plans():
-        assert _check_layouts(plan, legal_layouts(plan, 8))
+        compared, more = _check_layouts(plan, legal_layouts(plan, 8))
+        assert compared
+        dropped += more
+    assert dropped  # the narrowing is exercised
+
+
+def _stage_parts(plan: Plan, lattice: Lattice) -> int:
+    """What :func:`narrowed` is given, against the full estimate stage by stage, on every
+    legal layout that estimates: each decisive stage's bounds are at most its own fit
+    peak's low and high, and :func:`fit_peak` is that fit peak exactly. How many stages
+    were compared."""
+    floors = LowFloors(PeakFloors(plan))
+    compared = 0
+    for lay in lattice.legal:
+        try:
+            full = estimate(with_layout(plan, lay))
+        except PlanError:
+            continue
+        got = floors.stage_bounds(lay)
+        if got is None:
+            continue
+        laid, bounds, _ = got
+        for stage, (low, high) in bounds.items():
+            peak = full.stages[stage].fit_peak
+            assert low <= peak.low and high <= peak.high, (lay, stage)
+            assert fit_peak(laid, stage) == (peak.low, peak.high), (lay, stage)
+            compared += 1
+    return compared
+
+
+@SEARCH_SETTINGS
+@given(search_plans(), st.integers(1, 16))
+def test_stage_bounds_and_exact_fit_peaks(case: tuple[Plan, int], world: int) -> None:
+    plan, _ = case
+    _stage_parts(plan, legal_layouts(plan, world))
+
+
+def test_stage_bounds_and_exact_fit_peaks_on_presets() -> None:
+    """The same on real models, every legal layout of 8 GPUs (PP up to 8)."""
+    for plan in preset_plans():
+        assert _stage_parts(plan, legal_layouts(plan, 8))
+
+
+@st.composite
+def _stage_peaks(
+    draw: st.DrawFn,
+) -> tuple[list[tuple[int, int]], dict[int, tuple[int, int]], int]:
+    """Stages' exact (low, high) fit peaks, lower bounds on each, and a cut-off: small
+    numbers, so ties of highs (and lows) are common."""
+    n = draw(st.integers(1, 5))
+    small = st.integers(0, 6)
+    exact = [(draw(small), draw(small)) for _ in range(n)]
+    gap = st.integers(0, 3)
+    bounds = {s: (low - draw(gap), high - draw(gap)) for s, (low, high) in enumerate(exact)}
+    return exact, bounds, draw(st.integers(-1, 8))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(_stage_peaks())
+def test_narrowed_bounds_the_heaviest_stages_low(
+    case: tuple[list[tuple[int, int]], dict[int, tuple[int, int]], int],
+) -> None:
+    """:func:`narrowed` against its definition: the heaviest stage is the first of the
+    largest exact high, and the bound is at most its exact low — however ties of highs
+    fall (a stage tied with the largest high is never dropped), whatever the cut-off —
+    and at least the smallest stage bound (never weaker than that plain rule)."""
+    exact, bounds, enough = case
+    top = max(high for _, high in exact)
+    heaviest = next(s for s, (_, high) in enumerate(exact) if high == top)
+    got, dropped = narrowed(dict(bounds), enough, exact.__getitem__)
+    assert min(low for low, _ in bounds.values()) <= got <= exact[heaviest][0]
+    assert 0 <= dropped < len(exact)
 
 
 def test_quiet_phases_are_counted_exactly() -> None:
@@ -106,6 +183,22 @@ def test_deepseek_v3_tp4_without_cp_is_over_the_limit_by_the_low_bound() -> None
         x for x in legal_layouts(plan, 2048).legal if (x.tp, x.pp, x.cp, x.ep) == (4, 1, 1, 16)
     )
     bound = floors(lay)
+    assert bound > plan.hbm_limit_bytes
+    assert bound <= estimate(with_layout(plan, lay), decisive_only=True).fit_peak.low
+
+
+def test_deepseek_v3_pp3_light_last_stage_is_dropped() -> None:
+    """DeepSeek-V3 (FSDP2, H100 80 GB) at TP 1, PP 3, CP 2, EP 8, DP 80: the first stage
+    holds the most micro-batches in flight, the last the fewest, and the smallest stage
+    bound (the last's, ~75.6 GB) is within the 76.4 GB limit, so the low search used to
+    estimate it — and it fails. The last stage's exact high is below the first's high
+    bound: dropped, the bound is the others' (~113 GB), over the limit and still at most
+    the estimate's low."""
+    plan = plan_for_model_preset("deepseek-v3")
+    floors = LowFloors(PeakFloors(plan))
+    lay = Layout(1, 3, 2, 8, 80, 1, 3, 1, (20, 21, 20))
+    bound = floors(lay)
+    assert floors.dropped >= 1
     assert bound > plan.hbm_limit_bytes
     assert bound <= estimate(with_layout(plan, lay), decisive_only=True).fit_peak.low
 
