@@ -105,7 +105,7 @@ def tp_keeps_whole(t: Tensor, style: str) -> bool:
     return t.role in EMBEDDING_ROLES or (style == "replicated" and t.role in HEAD_ROLES)
 
 
-def tp_shape(t: Tensor, arch: ArchitectureSpec, tp: int, style: str) -> tuple[int, ...]:
+def _tp_shape(t: Tensor, arch: ArchitectureSpec, tp: int, style: str) -> tuple[int, ...]:
     """The local shape under TP (roles table: column, row, vocab-parallel or replicated;
     the TP style for the embedding and output layer).
 
@@ -170,16 +170,18 @@ def layer_classes(arch: ArchitectureSpec) -> tuple[tuple[Tensor, ...], tuple[Lay
     return tuple(root), tuple(LayerClass(tuple(ts), tuple(ls)) for ts, ls in classes.values())
 
 
-def _place(
+def place_tensor(
     t: Tensor, arch: ArchitectureSpec, par: ParallelismSection, count: int
 ) -> LocalTensor | None:
+    """``t`` as the first EP / TP rank holds it, standing for ``count`` copies; None when
+    that rank holds none of it (an expert outside rank 0's EP slice)."""
     expert = is_expert_parallel(t)
     if expert and par.ep > 1 and t.expert is not None:
         n_experts = arch.moe.num_experts if arch.moe else 1
         if t.expert >= ceil_div(n_experts, par.ep):
             return None  # rank 0 of the EP group holds experts [0, E/ep)
     tp = par.expert_tp if expert else par.tp
-    shape = tp_shape(t, arch, tp, par.tp_style)
+    shape = _tp_shape(t, arch, tp, par.tp_style)
     if t.stacked and par.ep > 1:
         # Stacked experts: EP keeps rank 0's experts [0, E/ep) of the expert dim, as
         # torchtitan's ExpertParallel (Shard(0) on the EP mesh) and transformers'
@@ -242,7 +244,7 @@ cached; the entry holds the tuple, so its id is not reused)."""
 
 
 _TP_READ = ("tp", "ep", "expert_tp", "tp_style")
-"""The parallelism's fields :func:`_place` reads (and :func:`experts_folded` its EP)."""
+"""The parallelism's fields :func:`place_tensor` reads (and :func:`experts_folded` its EP)."""
 
 _TP_PLACINGS: dict[tuple[object, ...], ParallelismSection] = {}
 """One :func:`_tp_placing` parallelism per value of :data:`_TP_READ`."""
@@ -286,11 +288,11 @@ def _class_parts(arch: ArchitectureSpec, par: ParallelismSection) -> ClassParts:
     for cls in classes:
         placed = []
         for t, kept in experts_folded(cls.tensors, n_experts, par.ep):
-            one = _place(t, arch, par, 1)
+            one = place_tensor(t, arch, par, 1)
             if one is not None:
                 placed.append((one, kept))
         parts.append(tuple(placed))
-    return tuple((t, _place(t, arch, par, 1)) for t in root), tuple(parts)
+    return tuple((t, place_tensor(t, arch, par, 1)) for t in root), tuple(parts)
 
 
 @lru_cache(maxsize=256)

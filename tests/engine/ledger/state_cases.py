@@ -1,12 +1,17 @@
 """What the state-sizing equality tests share (``test_state_sizing``,
 ``test_one_pass_states``): the layouts their random plans and presets are laid out at,
-and the rows as compared — every field, the formula written."""
+a random plan laid out at one, and the rows as compared — every field, the formula
+written."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import assume
+
+from engine.errors import PlanError
 from engine.ledger.row import Row, text
+from engine.plan import Plan, with_values
 
 LAYOUTS: list[dict[str, Any]] = [
     {},
@@ -26,3 +31,12 @@ def written(built: list[Row]) -> list[tuple[object, ...]]:
     """The rows with their formulas written, as plain tuples: a lazy formula reads the
     tensors, and tuples compare every field (a row's own equality compares fewer)."""
     return [tuple(r._replace(formula_src=text(r.formula_src))) for r in built]
+
+
+def laid_out(plan: Plan, layout: dict[str, Any]) -> Plan:
+    """``plan`` at ``layout``; a random plan the layout does not fit is not an example."""
+    try:
+        return with_values(plan, layout)
+    except (PlanError, ValueError):
+        assume(False)
+        raise  # assume(False) raises; this keeps the return type honest

@@ -3,7 +3,7 @@ once per TP / EP placement, :func:`engine.ledger.placement.place_stage`) must eq
 placing every tensor of the stage anew, tensor for tensor and in the same order.
 
 The reference below is that direct placement (what ``place_stage`` did before it was
-composed), with the same per-tensor rules (``tp_shape``, ``experts_folded``): what it
+composed), with the same per-tensor rules (``place_tensor``, ``experts_folded``): what it
 checks is the composition — each class's parts cached per placement and counted into
 the stage —, which the layout search alone ever sees. The two are compared on MoE and
 dense presets at random TP, EP, expert TP, TP style and pipeline splits.
@@ -20,31 +20,14 @@ from engine.ledger.placement import (
     experts_folded,
     layer_classes,
     place_stage,
+    place_tensor,
     stage_layer_ranges,
-    tp_shape,
 )
-from engine.models.inventory import Tensor
-from engine.models.roles import is_expert_parallel
 from engine.models.spec import ArchitectureSpec
 from engine.presets import plan_for_model_preset
 from engine.sections.parallel import ParallelismSection
-from engine.units import ceil_div
 
 PRESETS = ("deepseek-v3", "llama-4-maverick", "llama-3.1-8b")
-
-
-def _one(
-    t: Tensor, arch: ArchitectureSpec, par: ParallelismSection, count: int
-) -> LocalTensor | None:
-    expert = is_expert_parallel(t)
-    if expert and par.ep > 1 and t.expert is not None:
-        n_experts = arch.moe.num_experts if arch.moe else 1
-        if t.expert >= ceil_div(n_experts, par.ep):
-            return None
-    shape = tp_shape(t, arch, par.expert_tp if expert else par.tp, par.tp_style)
-    if t.stacked and par.ep > 1:
-        shape = (ceil_div(shape[0], par.ep), *shape[1:])
-    return LocalTensor(t, shape, expert, count)
 
 
 def reference_place(
@@ -61,7 +44,7 @@ def reference_place(
                 continue
         elif not last:
             continue
-        placed = _one(t, arch, par, 1)
+        placed = place_tensor(t, arch, par, 1)
         if placed is not None:
             out.append(placed)
     n_experts = arch.moe.num_experts if arch.moe else 1
@@ -69,7 +52,7 @@ def reference_place(
         count = sum(1 for layer in cls.layers if layer in layers)
         if count:
             for t, kept in experts_folded(cls.tensors, n_experts, par.ep):
-                placed = _one(t, arch, par, count * kept)
+                placed = place_tensor(t, arch, par, count * kept)
                 if placed is not None:
                     out.append(placed)
     return tuple(out)

@@ -30,7 +30,7 @@ from engine.ledger.states.rows import persistent_rows
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
-from tests.engine.ledger.state_cases import LAYOUTS, written
+from tests.engine.ledger.state_cases import LAYOUTS, laid_out, written
 from tests.fuzz.plans import plans
 
 
@@ -73,11 +73,7 @@ def _assert_same(plan: Plan) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(plans(), st.sampled_from(LAYOUTS))
 def test_sized_from_tensors_on_random_plans(plan: Plan, layout: dict[str, Any]) -> None:
-    try:
-        plan = with_values(plan, layout)
-    except (PlanError, ValueError):
-        assume(False)
-    _assert_same(plan)
+    _assert_same(laid_out(plan, layout))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
