@@ -99,8 +99,9 @@ class Estimate:
 
     @property
     def fit_peak(self) -> Range:
-        """What must fit the capacity: reserved peak plus memory outside the allocator."""
-        return self.heaviest.fit_peak
+        """What must fit the capacity: reserved peak plus memory outside the allocator —
+        the heaviest stage's high, and the largest low of any stage (:func:`fit_range`)."""
+        return fit_range(self.stages, self.heaviest)
 
     def totals(self) -> dict[Location, Range]:
         return {loc: self.heaviest.location_total(loc) for loc in LOCATIONS}
@@ -142,6 +143,17 @@ def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
 _new_totals = partial(tuple.__new__, StageTotals)
 """A :class:`StageTotals` built in C from a tuple of its fields (no Python ``__new__``
 frame: every stage of every estimate builds one)."""
+
+
+def fit_range(stages: tuple[StageEstimate, ...], heaviest: StageEstimate) -> Range:
+    """The job's fit peak: the heaviest stage's high (every stage must fit, and it holds
+    the most at worst) and the largest low of any stage — a job whose lightest-looking
+    stage holds more at best than the heaviest does at best cannot fit below that low,
+    whichever stage peaks. Each stage's low is its largest of any phase already
+    (:func:`~engine.ledger.phases.peak_phase_of`); with it the low figure never falls as
+    a stage's states grow, which the layout search's proofs by the low figure need."""
+    low = max(st.totals.fit_peak.low for st in stages)
+    return new_range((low, heaviest.totals.fit_peak.high))
 
 
 def _verdict(peak: Range, limit: int, capacity: int) -> tuple[Verdict, str]:
@@ -241,7 +253,7 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
     heaviest = top.stage
     capacity = plan.hardware.capacity_bytes
     limit = plan.hbm_limit_bytes
-    verdict, reason = _verdict(top.fit_peak, limit, capacity)
+    verdict, reason = _verdict(fit_range(stages, top), limit, capacity)
     nodes = node_ledgers(plan, communication=not decisive_only)
     problems = node_problems(plan)
     if problems:

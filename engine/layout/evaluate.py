@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from engine.errors import PlanError
-from engine.estimate import Estimate, estimate
+from engine.estimate import Estimate, StageEstimate, estimate
 from engine.layout.bound import peak_floors
 from engine.layout.floor import fewest_ranks
 from engine.layout.lattice import Layout, with_layout
@@ -24,7 +24,7 @@ Estimator = Callable[[Plan], Estimate]
 
 PADDED_STATES = frozenset({"gathered", "buckets"})
 """Row states whose size includes FSDP's dim-0 padding to the shard group (gathered
-units, reduce-scatter inputs): what can shrink when DP does (see layout.regimes.slack)."""
+units, reduce-scatter inputs): what can shrink when DP does (see layout.slack.slack)."""
 
 
 def padded_bytes(rows: Iterable[Row]) -> int:
@@ -35,17 +35,30 @@ def padded_bytes(rows: Iterable[Row]) -> int:
 
 def heaviest_padded(est: Estimate) -> int:
     """:func:`padded_bytes` of the estimate's heaviest stage's rows, without building
-    them: every row of :data:`PADDED_STATES` is one of the stage's shared rows (the
-    gathered units, bucket and reduce-scatter inputs, dequantized copies that
+    them (:func:`stage_padded`)."""
+    return stage_padded(est.heaviest)
+
+
+def stage_padded(st: StageEstimate) -> int:
+    """:func:`padded_bytes` of one stage's rows, without building them: every row of
+    :data:`PADDED_STATES` is one of the stage's shared rows (the gathered units, bucket
+    and reduce-scatter inputs, dequantized copies that
     :func:`engine.ledger.stage_rows.shared_rows` lists — its low bound's argument too),
     the activation rows and the allocator reserve hold none, and those shared rows are
     cached (the estimate summed them). The ledger's estimates only (its stages know their
-    plan); ``test_heaviest_padded`` compares the two."""
-    st = est.heaviest
+    plan; a caller's estimator's rows are read); ``test_heaviest_padded`` compares the
+    two."""
     if st.source is None or st.built_rows is not None:
         return padded_bytes(st.rows)
     shared = shared_rows(st.source, st.stage)
     return padded_bytes(shared.head) + padded_bytes(shared.tail)
+
+
+def lowest_stage(est: Estimate) -> StageEstimate:
+    """The stage whose fit peak's low is the estimate's (the largest low of any stage,
+    :func:`engine.estimate.fit_range`; the first of ties)."""
+    low = est.fit_peak.low
+    return next(st for st in est.stages if st.fit_peak.low == low)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +73,9 @@ class Outcome:
     error: str | None = None
     node_problems: tuple[str, ...] = ()  # host RAM / NVMe per node that does not fit
     padded: int = 0  # bytes of the heaviest stage's rows sized with FSDP padding
+    # the same of the stage whose fit low is the estimate's (:func:`lowest_stage`): the
+    # low figure's slack (engine.layout.slack.slack) is that stage's padding
+    padded_low: int = 0
 
     @property
     def ok(self) -> bool:
@@ -143,6 +159,7 @@ class Evaluator:
             return Outcome(
                 layout, 0, 0, plan.hbm_limit_bytes, plan.hardware.capacity_bytes, error=str(exc)
             )
+        low = lowest_stage(est)
         return Outcome(
             layout,
             est.fit_peak.low,
@@ -152,6 +169,7 @@ class Evaluator:
             node_problems=tuple(est.nodes.problems()),
             # a caller's estimator is a black box: its rows are all there is to read
             padded=heaviest_padded(est) if self._ledger else padded_bytes(est.heaviest.rows),
+            padded_low=stage_padded(low) if self._ledger else padded_bytes(low.rows),
         )
 
     @property

@@ -5,7 +5,7 @@ FSDP2 chunks every tensor on dim 0 into N equal chunks (rank r holds rows
 reduce-scatter input are ``ceil(d0/N) · N`` rows (``torch/distributed/fsdp/
 _fully_shard/_fsdp_param.py``, ``FSDPParam._init_sharded_param``); FSDP1 pads its flat
 parameter the same way. The padding is the one part of a rank's peak that can shrink
-when N does, so the layout search bounds it (:func:`engine.layout.regimes.slack`) and
+when N does, so the layout search bounds it (:func:`engine.layout.slack.slack`) and
 prefers layouts where it stays small (``LayoutPreferences.max_padding_share``).
 """
 
@@ -25,9 +25,10 @@ from engine.sections.parallel import ParallelismSection
 from engine.stacks.defaults import resolved
 from engine.stacks.families import rule_of
 
-Rows = tuple[tuple[int, int, int | None, bool, int], ...]
-"""Tensors as (dim 0, elements per dim-0 row, TP-split dim, routed expert, how many
-alike) — identical tensors (a layer's experts) folded into one entry."""
+Rows = tuple[tuple[int, int, int | None, bool, bool, int], ...]
+"""Tensors as (dim 0, elements per dim-0 row, TP-split dim, routed expert, stacked
+experts, how many alike) — identical tensors (a layer's experts) folded into one
+entry."""
 
 
 @lru_cache(maxsize=64)
@@ -37,10 +38,12 @@ def _units(arch: ArchitectureSpec) -> tuple[Rows, ...]:
     root, classes = layer_classes(arch)
 
     def rows(ts: tuple[Tensor, ...]) -> Rows:
-        alike: dict[tuple[int, int, int | None, bool], int] = {}
+        alike: dict[tuple[int, int, int | None, bool, bool], int] = {}
         for t in ts:
             if t.shape and t.shape[0]:
-                key = (t.shape[0], t.numel // t.shape[0], tp_split_dim(t), is_expert_parallel(t))
+                expert = is_expert_parallel(t)
+                rest = t.numel // t.shape[0]
+                key = (t.shape[0], rest, tp_split_dim(t), expert, expert and t.stacked)
                 alike[key] = alike.get(key, 0) + 1
         return tuple((*key, n) for key, n in alike.items())
 
@@ -53,14 +56,19 @@ Split = tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...], int]
 unpadded elements."""
 
 
-def _split(rows: Rows, tps: tuple[int, int]) -> Split:
-    """A unit's tensors each split by its TP (dense or expert): what its padding to any
-    shard groups reads (:func:`_padding`)."""
+def _split(rows: Rows, tps: tuple[int, int], ep: int) -> Split:
+    """A unit's tensors each split by its TP (dense or expert) and, stacked experts, by
+    EP on their expert dimension (dim 0: rank 0 of the EP group keeps ``ceil(E / ep)``
+    of them, :func:`engine.ledger.placement.place_tensor`) — what its padding to any
+    shard groups reads (:func:`_padding`). A stacked tensor of fewer local experts than
+    the experts' shard group has ranks is mostly padding once gathered."""
     parts: tuple[dict[int, int], dict[int, int]] = ({}, {})
     total = 0
-    for d0, rest, split, expert, alike in rows:
+    for d0, rest, split, expert, stacked, alike in rows:
         tp = tps[expert]
         local = -(-d0 // tp) if split == 0 else d0
+        if stacked and ep > 1:
+            local = -(-local // ep)
         width = -(-rest // tp) if split == 1 else rest
         part = parts[expert]
         part[local] = part.get(local, 0) + width * alike
@@ -92,6 +100,7 @@ class Padding:
         "_hybrid",
         "_laid",
         "_split",
+        "_stacked",
         "_units",
         "par",
         "rpn",
@@ -102,11 +111,13 @@ class Padding:
         self._units = _units(arch)
         # without routed-expert tensors the experts' group and TP pad nothing: one key
         self._experts = any(row[3] for unit in self._units for row in unit)
+        # only stacked experts pad by EP (each expert its own tensor: EP takes whole ones)
+        self._stacked = any(row[4] for unit in self._units for row in unit)
         self._hybrid = rule_of(par.strategy).hybrid  # else a group shards its replicas
         self._by_dims: dict[tuple[int, int, int, int, int], tuple[int, int]] = {}
-        self._by_groups: dict[tuple[int, int, int, int], tuple[int, int]] = {}
+        self._by_groups: dict[tuple[int, int, int, int, int], tuple[int, int]] = {}
         self._laid: dict[tuple[int, int], ParallelismSection] = {}
-        self._split: dict[tuple[int, int], tuple[Split, ...]] = {}
+        self._split: dict[tuple[int, int, int], tuple[Split, ...]] = {}
 
     def share(self, tp: int, cp: int, dp: int, ep: int, etp: int) -> tuple[int, int]:
         """:func:`padding_share` at these dimensions (not PP: FSDP units are layers, and
@@ -117,7 +128,9 @@ class Padding:
             dense, expert = self._groups(tp, cp, dp, ep, etp)
             if not self._experts:
                 expert, etp = 1, 1
-            got = self._by_dims[dims] = self._sharded(dense, expert, tp, etp)
+            got = self._by_dims[dims] = self._sharded(
+                dense, expert, tp, etp, ep if self._stacked else 1
+            )
         return got
 
     def _groups(self, tp: int, cp: int, dp: int, ep: int, etp: int) -> tuple[int, int]:
@@ -130,13 +143,15 @@ class Padding:
             laid = self._laid[tp, cp] = self.par.model_copy(update={"tp": tp, "cp": cp})
         return shard_group_size(laid, dp * cp, self.rpn), shard_group_size(laid, edp, self.rpn)
 
-    def _sharded(self, dense: int, expert: int, tp: int, etp: int) -> tuple[int, int]:
-        key = (dense, expert, tp, etp)
+    def _sharded(self, dense: int, expert: int, tp: int, etp: int, ep: int) -> tuple[int, int]:
+        key = (dense, expert, tp, etp, ep)
         got = self._by_groups.get(key)
         if got is None:
-            units = self._split.get((tp, etp))
+            units = self._split.get((tp, etp, ep))
             if units is None:
-                units = self._split[tp, etp] = tuple(_split(u, (tp, etp)) for u in self._units)
+                units = self._split[tp, etp, ep] = tuple(
+                    _split(u, (tp, etp), ep) for u in self._units
+                )
             best = (0, 1)
             for unit in units:
                 pad, total = _padding(unit, (dense, expert))
@@ -196,6 +211,6 @@ def problems_in(context: Context, layout: Layout, max_share: float) -> tuple[str
         return ()
     return (
         f"FSDP over DP {layout.dp} pads a unit's gathered copy by {pad / padded:.0%} "
-        f"(tensors with fewer rows than ranks; more than {max_share:.0%}): use HSDP or "
-        f"fewer ranks",
+        f"(tensors with fewer rows than their shard group has ranks — a rank's stacked "
+        f"experts under EP among them; more than {max_share:.0%}): use HSDP or fewer ranks",
     )

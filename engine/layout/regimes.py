@@ -18,10 +18,9 @@ from functools import lru_cache
 from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch
 from engine.layout.bound import PeakFloors
-from engine.layout.evaluate import Outcome
 from engine.layout.group import Group, below_dp, dp_span
 from engine.layout.low_bound import LowFloors
-from engine.layout.padding import padding_context, share_in
+from engine.layout.padding import padding_context
 from engine.layout.point import Layout
 from engine.layout.state_bound import StateFloors
 from engine.ledger.groups import ranks_per_node
@@ -59,7 +58,7 @@ def layout_at(plan: Plan, shape: Layout, dp: int) -> Layout:
 def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
     """What may make a rank's peak rise between two DP values of one shape: layouts of
     one shape with equal regimes never hold more with more DP (see the module's
-    docstring), up to :func:`slack`."""
+    docstring), up to :func:`engine.layout.slack.slack`."""
     par = plan.parallelism
     rpn = ranks_per_node(plan)
     dense = layout.dp * layout.cp
@@ -76,22 +75,6 @@ def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
             expert_shard = shard_group_size(laid, edp, rpn)  # shard 2, 1, 2 experts
             key += [expert_shard, edp > expert_shard]
     return tuple(key)
-
-
-def slack(plan: Plan, outcome: Outcome) -> int:
-    """An upper bound on how much a rank's peak can exceed that at a larger DP of the
-    same regime: only the padding FSDP adds to its gathered units and reduce-scatter
-    inputs can shrink away with fewer ranks (sharded states only grow). It is at most
-    the estimate's padded rows (``Outcome.padded``) times the largest padding share of
-    any unit at that layout; 0 when parameters are not gathered."""
-    return padded_slack(plan, outcome.layout, outcome.padded)
-
-
-def padded_slack(plan: Plan, layout: Layout, padded_bytes: int) -> int:
-    """:func:`slack` at ``layout`` of ``padded_bytes`` bytes of padded rows (an upper
-    bound on them gives an upper bound on the slack)."""
-    pad, padded = share_in(padding_context(plan), layout)
-    return -(-padded_bytes * pad // padded) if pad else 0
 
 
 @dataclass

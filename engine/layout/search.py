@@ -14,7 +14,7 @@ values into *regimes* (:func:`regime`) within which the peak never rises:
   RAM per node grows.
 
 Within a regime the peak can still rise by the padding of all-gather outputs and
-reduce-scatter inputs (FSDP pads each tensor to N equal chunks), which :func:`slack`
+reduce-scatter inputs (FSDP pads each tensor to N equal chunks), which :func:`.slack.slack`
 bounds from above. So per regime: the largest affordable DP is estimated first; if it
 fails by more than its slack, no smaller DP of that regime fits (one estimate for a
 dead regime); otherwise the smallest fitting DP is bisected, and a probe that fails
@@ -45,7 +45,8 @@ from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.group import below_dp
 from engine.layout.low_bound import LowFloors
 from engine.layout.point import Layout
-from engine.layout.regimes import RegimeKey, SearchMemo, padded_slack, slack
+from engine.layout.regimes import RegimeKey, SearchMemo
+from engine.layout.slack import slack
 from engine.layout.state_bound import StateFloors
 
 Cost = Callable[[int], int]
@@ -118,6 +119,8 @@ HIGH, LOW = Criterion("high"), Criterion("low")
 
 _UNKNOWN, _UNDER, _OVER, _DEAD = range(4)
 """What :meth:`_Shape._low_floor` proves of a layout."""
+_VERDICTS = {"unknown": _UNKNOWN, "under": _UNDER, "over": _OVER, "dead": _DEAD}
+""":meth:`engine.layout.low_bound.LowFloors.judge`'s verdicts as those."""
 
 
 @dataclass
@@ -155,7 +158,9 @@ class _Shape:
         self.estimated.append(o)
         if self.criterion.accept(o):
             return True, False
-        return False, self.criterion.all_below_fail(o, slack(self.ev.plan, o))
+        return False, self.criterion.all_below_fail(
+            o, slack(self.ev.plan, o, self.criterion.figure)
+        )
 
     def floor_prunes(self) -> bool:
         """Whether :meth:`all_over_floor` can drop a shape (the high figure, a floor)."""
@@ -187,31 +192,24 @@ class _Shape:
 
     def _low_floor(self, layout: Layout, regime: bool) -> int:
         """What the layout's low fit peak bound (:mod:`.low_bound`, the low search only)
-        proves: :data:`_DEAD`, over the limit — and with ``regime`` over by more than an
-        upper bound on its slack (:func:`slack` of the padded bytes' bound), which, as a
-        failing estimate would, proves every smaller DP of its regime failing too;
-        :data:`_OVER`, over by less than that (the layout fails, but only its estimate's
-        slack may prove the smaller DPs failing: it is still estimated);
-        :data:`_UNDER`, within the limit; :data:`_UNKNOWN`, no bound known.
+        proves: :data:`_DEAD`, a stage over the limit — and with ``regime`` over by more
+        than its padding slack, which, as a failing estimate would, proves every smaller
+        DP of its regime failing too; :data:`_OVER`, over by less than that (the layout
+        fails, but only its estimate's slack may prove the smaller DPs failing: it is
+        still estimated); :data:`_UNDER`, every stage within the limit; :data:`_UNKNOWN`,
+        no bound known.
 
         Asked before the state bound (:mod:`.state_bound`), which it dominates: its
         shared rows hold the layout's persistent states (the state bound's rows) among
         others, at the same moments and over the same canonical activations, it takes
-        the smallest low of fewer phases, and its runtime rows are all those inside the
-        capacity. So a layout within it is within the state bound, whose work (its own
-        rows, nearly a bound's) is then spared; the state bound is asked only where it
-        may still prove more — a whole regime over without the slack."""
+        every stage's largest low where the state bound takes the smallest, and its
+        runtime rows are all those inside the capacity. So a layout within it is within
+        the state bound, whose work (its own rows, nearly a bound's) is then spared; the
+        state bound is asked only where it may still prove more — a whole regime over
+        without the slack."""
         if self.low_floors is None or self.criterion.figure != "low":
             return _UNKNOWN
-        bound, padded = self.low_floors.with_padded(layout)
-        if not bound:
-            return _UNKNOWN
-        over = bound - self.ev.plan.hbm_limit_bytes
-        if over <= 0:
-            return _UNDER
-        if not regime or over > padded_slack(self.ev.plan, layout, padded):
-            return _DEAD
-        return _OVER
+        return _VERDICTS[self.low_floors.judge(layout, regime)]
 
     def smallest(self, layouts: Sequence[Layout]) -> Layout | None:
         """The smallest accepted layout of one regime (ascending DP), soundly: a probe
@@ -312,7 +310,8 @@ def _teach_other(
     other = HIGH if criterion.figure == "low" else LOW
     known = memo.known(shape, key, other.figure)
     for o in outs:
-        known.learn_one(o.layout.dp, other.accept(o), other.all_below_fail(o, slack(memo.plan, o)))
+        below = other.all_below_fail(o, slack(memo.plan, o, other.figure))
+        known.learn_one(o.layout.dp, other.accept(o), below)
 
 
 def search_growing(

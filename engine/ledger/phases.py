@@ -154,8 +154,18 @@ def phase_totals(
 def peak_phase_of(lows: list[int], highs: list[int]) -> tuple[Phase, int, int]:
     """The peak phase of these moment sums — the first of PHASES with the largest (high,
     low) of its range (:func:`phase_totals`: its moments' largest low and largest high) —
-    and that range, without the other phases' ranges or peak moments (what the verdict
-    needs of every stage of every estimate: the loop is kept plain)."""
+    and the peak's range: the largest high (the peak phase's) and the largest low of
+    *any* moment, without the other phases' ranges or peak moments (what the verdict
+    needs of every stage of every estimate: the loop is kept plain).
+
+    The low end is every moment's, not only the peak phase's, for the reason a phase's
+    range takes its moments' largest low: what a rank holds at its peak is at least what
+    it holds at any moment, and each moment holds at least its low — so the peak is at
+    least the largest low, wherever it falls. Taken at the peak phase alone it would
+    understate the peak where another phase holds less at worst but more at best (the
+    optimizer step of a non-AdamW optimizer, whose temporaries' low is 0), and it would
+    fall as a rank's states grow, once that phase overtook: the layout search's proofs
+    that fewer data-parallel ranks also fail by the low figure need it never to."""
     peak, top_low, top_high = PHASES[0], -1, -1
     for ph, first, rest in _PHASE_SPLIT:
         low, high = lows[first], highs[first]
@@ -166,7 +176,7 @@ def peak_phase_of(lows: list[int], highs: list[int]) -> tuple[Phase, int, int]:
                 low = lows[i]
         if high > top_high or (high == top_high and low > top_low):
             peak, top_low, top_high = ph, low, high
-    return peak, top_low, top_high
+    return peak, max(lows), top_high
 
 
 _PHASE_SPLIT: tuple[tuple[Phase, int, tuple[int, ...]], ...] = tuple(

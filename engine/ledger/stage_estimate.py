@@ -65,6 +65,12 @@ class StageTotals(NamedTuple):
     def reserved_phases(self) -> dict[Phase, Range]:
         return self._made()[2]  # type: ignore[no-any-return]
 
+    @property
+    def peak(self) -> Range:
+        """The allocated peak: the largest low of any moment and the largest high (the
+        peak phase's), as :func:`~engine.ledger.phases.peak_phase_of` gives them."""
+        return new_range((max(self.lows), max(self.highs)))
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class StageEstimate:
@@ -93,8 +99,11 @@ class StageEstimate:
 
     @property
     def peak(self) -> Range:
-        """HBM allocated, the largest phase (what max_memory_allocated reports)."""
-        return self.totals.phases[self.totals.peak_phase]
+        """HBM allocated at the peak (what max_memory_allocated reports): the largest
+        phase's high, and the largest low of any phase — the peak is at least what any
+        moment holds at least (:func:`~engine.ledger.phases.peak_phase_of`), which is
+        the peak phase's own low but where another phase's low is larger."""
+        return self.totals.peak
 
     @property
     def moments(self) -> dict[Moment, Range]:
@@ -110,8 +119,10 @@ class StageEstimate:
 
     @property
     def reserved_peak(self) -> Range:
-        """What max_memory_reserved reports."""
-        return self.totals.reserved_phases[self.totals.peak_phase]
+        """What max_memory_reserved reports: :attr:`peak` plus the allocator reserve."""
+        peak = self.totals.peak
+        low, high = reserve_bytes(self.totals.reserve, peak.low, peak.high)
+        return new_range((peak.low + low, peak.high + high))
 
     @property
     def device_peak(self) -> Range:

@@ -41,6 +41,12 @@ FINGERPRINTS: dict[int, str] = {
     #    backward moment uses the layer live then (first layer's own kind at the end);
     #    FSDP2's last-layer prefetch buffer holds the unit before the last layer
     8: "2e5498b78f487f64dccdca66796f14209e69e1a2f63d3b9c82a8e037323a69ab",
+    # 9: a peak's low end is the largest low of any phase (and the fit's, of any stage),
+    #    not the low of the phase peaking by the high figure; stacked experts pad by the
+    #    experts EP leaves a rank (the search's padding share and slack). No row's bytes
+    #    moved (the golden rows are those of 8); peaks' lows did where another phase or
+    #    stage holds more at best
+    9: "2e5498b78f487f64dccdca66796f14209e69e1a2f63d3b9c82a8e037323a69ab",
 }
 """FORMULA_VERSION → fingerprint of the golden rows recorded under it."""
 

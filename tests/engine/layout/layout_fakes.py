@@ -27,6 +27,7 @@ def fake_estimator(high: Callable[[Plan], int], low: Callable[[Plan], int] | Non
             limit_bytes=limit,
             capacity_bytes=cap,
             heaviest=stage,
+            stages=(stage,),
             nodes=nodes,
         )
 

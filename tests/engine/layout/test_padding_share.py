@@ -3,7 +3,10 @@ slacks read, worked out as the module's docstring says — each tensor's local d
 padded to its shard group, the largest share of any unit — without its caches, merged
 rows or shortcuts (the experts' group left out where no tensor is routed, a non-hybrid
 strategy's group taken as its replicas): the same shares on random small plans
-(``layout_plans.search_plans``: HSDP, MoE folding) at every legal layout."""
+(``layout_plans.search_plans``: HSDP, MoE folding) at every legal layout. And a stacked
+experts tensor's local rows are what the ledger places (``test_stacked_experts_pad_
+by_their_local_experts``): with fewer local experts than the experts' shard group has
+ranks it is mostly padding, which the search's slack must allow for."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from engine.ledger.groups import ranks_per_node
 from engine.ledger.placement import layer_classes
 from engine.ledger.sharding import shard_group_size
 from engine.models.roles import is_expert_parallel, tp_split_dim
-from engine.plan import Plan, with_values
+from engine.plan import Plan, default_plan, with_values
 from engine.stacks.defaults import resolved
 from engine.stacks.families import rule_of
 
@@ -43,6 +46,9 @@ def _reference(plan: Plan, lay: Layout) -> tuple[int, int]:
             tp, group = (lay.etp, expert) if routed else (lay.tp, dense)
             d0, rest = t.shape[0], t.numel // t.shape[0]
             local = -(-d0 // tp) if tp_split_dim(t) == 0 else d0
+            if routed and t.stacked and lay.ep > 1:
+                # EP keeps ceil(E / ep) of a stacked tensor's experts (placement.place_tensor)
+                local = -(-local // lay.ep)
             width = -(-rest // tp) if tp_split_dim(t) == 1 else rest
             pad += (-local % group) * width
             total += local * width
@@ -90,3 +96,37 @@ def test_padding_share_is_the_reference_where_it_pads(
     for tp, cp, dp, ep, etp in dims:
         lay = Layout(tp=tp, pp=1, cp=cp, ep=ep, dp=dp, etp=etp)
         assert padding_share(plan, lay) == _reference(plan, lay), lay
+
+
+def test_stacked_experts_pad_by_their_local_experts() -> None:
+    """torchtitan-style stacked experts (one tensor of all of a layer's experts, FSDP2
+    sharding its expert dimension): 4 experts on EP 4 leave each rank one, and its
+    expert DP group of 4 (TP 1, CP 4, DP 4) pads that one row to 4 — three quarters of
+    the gathered tensor is padding, as the ledger's gathered rows hold it. The share
+    counted the unsplit 4 experts (no padding) before, so the search's slack missed
+    12.5 MB that the all-gather buffer loses from DP 4 to DP 3."""
+    arch = {
+        "family": "mixtral",
+        "hidden": 1024,
+        "layers": 3,
+        "heads": 8,
+        "kv_heads": 2,
+        "intermediate": 2752,
+        "vocab": 32000,
+        "moe": {"num_experts": 4, "top_k": 2, "expert_intermediate": 2048},
+    }
+    plan = with_values(
+        default_plan(),
+        {"model.architecture": arch, "parallelism.strategy": "fsdp2", "parallelism.dp": 1},
+    )
+    lay = Layout(tp=1, pp=1, cp=4, ep=4, dp=4)
+    experts = [
+        t
+        for c in layer_classes(resolved(plan).model.architecture)[1]
+        for t in c.tensors
+        if is_expert_parallel(t)
+    ]
+    assert experts and all(t.stacked for t in experts)
+    pad, padded = padding_share(plan, lay)
+    assert pad * 4 >= padded * 3 * 0.9  # the expert unit: ~3/4 padding
+    assert (pad, padded) == _reference(plan, lay)
