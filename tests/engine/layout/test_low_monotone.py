@@ -28,9 +28,9 @@ from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 
 
-def _falls(plan: Plan, max_gpus: int) -> tuple[int, list[str]]:
-    """(pairs compared, the pairs of one regime where a smaller DP's low is below a
-    larger DP's by more than the larger's low-figure slack)."""
+def _falls(plan: Plan, max_gpus: int, figure: str = "low") -> tuple[int, list[str]]:
+    """(pairs compared, the pairs of one regime where a smaller DP's ``figure`` is below a
+    larger DP's by more than the larger's slack for that figure)."""
     ev = Evaluator(plan)
     memo = SearchMemo(plan, full=False, padding=1.0)
     compared, falls = 0, []
@@ -40,7 +40,10 @@ def _falls(plan: Plan, max_gpus: int) -> tuple[int, list[str]]:
             for i, small in enumerate(outs):
                 for large in outs[i + 1 :]:
                     compared += 1
-                    if small.low < large.low - slack(plan, large, "low"):
+                    less = getattr(small, figure) < getattr(large, figure) - slack(
+                        plan, large, figure
+                    )
+                    if less:
                         falls.append(f"{large.layout.label()} → {small.layout.label()}")
     return compared, falls
 
@@ -69,3 +72,11 @@ def test_sgd_momentum_zero1_low_never_falls() -> None:
 def test_low_never_falls_with_fewer_ranks(case: tuple[Plan, int]) -> None:
     plan, max_gpus = case
     assert not _falls(plan, max_gpus)[1]
+
+
+@SEARCH_SETTINGS
+@given(search_plans())
+def test_high_never_falls_with_fewer_ranks(case: tuple[Plan, int]) -> None:
+    """The same of the high figure, which the high search's proofs rest on."""
+    plan, max_gpus = case
+    assert not _falls(plan, max_gpus, "high")[1]
