@@ -28,7 +28,7 @@ from engine.ledger.placement import policy_split
 from engine.legality import pipeline_layout, rules
 from engine.legality.offload import offload_problems
 from engine.legality.stack import dimension_problems, stack_problems
-from engine.plan import Plan
+from engine.plan import Plan, with_fields
 from engine.stacks.catalog import concrete_stack
 
 _T = TypeVar("_T")
@@ -308,15 +308,18 @@ def legal_shapes(plan: Plan, max_ranks: int, prefs: LayoutPreferences) -> list[L
 def with_layout(plan: Plan, layout: Layout) -> Plan:
     """The plan laid out as ``layout``.
 
-    Built with ``model_copy`` (no re-validation) for speed: the lattice has already
-    judged the layout by every rule of :mod:`engine.legality`, load-time ones included.
+    Built as ``model_copy`` would build it (no re-validation), by
+    :func:`engine.plan.with_fields`, which skips pydantic's generic copy: the lattice
+    has already judged the layout by every rule of :mod:`engine.legality`, load-time
+    ones included, and the search lays out a plan hundreds of times.
     """
     par = plan.parallelism
     v = par.virtual_stages if layout.pp > 1 else 1
     own = layout.pp == par.pp and layout.pp_split == par.layer_split
     pp_split = None if own and par.pp_layout is not None else layout.pp_split
-    new_par = par.model_copy(
-        update={
+    new_par = with_fields(
+        par,
+        {
             "tp": layout.tp,
             "pp": layout.pp,
             "cp": layout.cp,
@@ -326,18 +329,14 @@ def with_layout(plan: Plan, layout: Layout) -> Plan:
             "pp_layer_split": pp_split,
             "pp_layout": par.pp_layout if own else None,
             "expert_tp": layout.etp if plan.model.architecture.moe is not None else par.expert_tp,
-        }
+        },
     )
     b = plan.batch
     gb = b.global_batch if b.hold_fixed == "global_batch" and b.global_batch else None
-    new_batch = b.model_copy(
-        update={
-            "micro_batch": layout.micro_batch,
-            "grad_accum": layout.grad_accum,
-            "global_batch": gb,
-        }
+    new_batch = with_fields(
+        b, {"micro_batch": layout.micro_batch, "grad_accum": layout.grad_accum, "global_batch": gb}
     )
-    return plan.model_copy(update={"parallelism": new_par, "batch": new_batch})
+    return with_fields(plan, {"parallelism": new_par, "batch": new_batch})
 
 
 def layout_of(plan: Plan) -> Layout:

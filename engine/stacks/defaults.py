@@ -23,7 +23,7 @@ from engine.plan import (
     Plan,
     SectionsKey,
     shared_section,
-    with_section,
+    with_fields,
     with_shared_sections,
 )
 from engine.sections.base import ByteRange, Section
@@ -108,7 +108,7 @@ def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
         par = shared_section(par)
     if batch is r.plan.batch and par is done:
         return r
-    out = with_section(with_section(r.plan, "batch", batch), "parallelism", par)
+    out = with_fields(r.plan, {"batch": batch, "parallelism": par})
     return ResolvedPlan(out, r.stack, r.derived)
 
 
