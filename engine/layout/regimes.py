@@ -239,6 +239,7 @@ class _ShapePoints:
     dps: dict[RegimeKey, list[int]] = field(default_factory=dict)
     layouts: dict[RegimeKey, list[Layout]] = field(default_factory=dict)  # the first LISTED
     make: Callable[[int], Layout] | None = None  # the shape's layout at a DP
+    judge: _Judge | None = None  # built by the first extend, kept for the later ones
 
     def extend(self, memo: SearchMemo, shape: Layout, top: int) -> None:
         """Judge the candidates above what is done, up to ``top``."""
@@ -246,10 +247,11 @@ class _ShapePoints:
             return
         plan = memo.plan
         cands = dp_candidates(plan, shape, top, memo.full)
-        judge = _Judge(plan, shape, memo.padding)
-        if self.make is None:
+        judge = self.judge
+        if judge is None:  # one memo's plan and padding preference: one judge per shape
+            judge = self.judge = _Judge(plan, shape, memo.padding)
             self.make = judge.layout
-        dps, layouts, make = self.dps, self.layouts, self.make
+        dps, layouts, make = self.dps, self.layouts, judge.layout
         last: RegimeKey | None = None
         n = 0  # DP values in the regime's list
         for d in cands[bisect_right(cands, max(self.upto, self.fewest_dp - 1)) :]:
