@@ -119,7 +119,7 @@ class _Judge:
         # which would hold the judge in a reference cycle (garbage the layout search,
         # run with the cyclic collector paused and then frozen, would never free:
         # :mod:`engine.layout.collector`)
-        self._judged: dict[tuple[Callable[[_Judge, _V], object], _V], object] = {}
+        self._judged: dict[tuple[object, object], object] = {}
 
     def _once(self, judge: Callable[[_Judge, _V], _T], value: _V) -> _T:
         key = (judge, value)

@@ -117,7 +117,7 @@ def _decided(own: ParallelismSection, tp_style: str, knobs: StrategyKnobs) -> Se
     """``own`` with the fields the stack's rules decide (cached: every fresh plan of one
     layout whose ``tp_style`` is ``auto`` — each batch edit in the window — would
     otherwise copy and hash a new parallelism section)."""
-    return shared_section(own.model_copy(update={"tp_style": tp_style, "knobs": knobs}))
+    return shared_section(with_fields(own, {"tp_style": tp_style, "knobs": knobs}))
 
 
 _FREE_PARALLELISM: Final[ParallelismSection] = ParallelismSection()

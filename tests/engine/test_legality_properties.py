@@ -17,7 +17,7 @@ from legality_plans import MOE, NO_PREFERENCES, tiny, tiny_changes
 
 from engine.layout.lattice import LayoutPreferences, enumerate_layouts, legal_shapes, with_layout
 from engine.legality import rules
-from engine.legality.checks import plan_problems
+from engine.legality.checks import plan_problems, rule_problems
 from engine.legality.stack import dimension_problems
 from engine.plan import Plan, default_plan, with_values
 from engine.stacks.catalog import concrete_stack
@@ -92,6 +92,24 @@ def test_lattice_legal_exactly_when_legality_reports_nothing(plan: Plan, world: 
     for rejected in lattice.rejected:
         derived = plan_problems(with_layout(plan, rejected.layout))
         assert rejected.reasons == tuple(p.message for p in derived)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(small_plans(), min_size=1, max_size=3), st.integers(1, 24))
+def test_cached_rule_groups_give_every_rule_run_afresh(plans: list[Plan], world: int) -> None:
+    """plan_problems caches each rule group on the values it is given; the plans here —
+    several random plans laid out as every layout of one world size, legal or not —
+    share TPs, pipelines, EPs and DPs, so later ones are answered from entries the
+    earlier ones left: each must give what the groups give run afresh, in order."""
+    for plan in plans:
+        for layout in enumerate_layouts(plan, world, NO_PREFERENCES).legal[:8]:
+            laid = with_layout(plan, layout)
+            assert plan_problems(laid) == rule_problems(laid) == []
+        for rejected in enumerate_layouts(plan, world, NO_PREFERENCES).rejected[:8]:
+            laid = with_layout(plan, rejected.layout)
+            assert plan_problems(laid) == rule_problems(laid)
+            assert tuple(p.message for p in plan_problems(laid)) == rejected.reasons
+        assert plan_problems(plan) == rule_problems(plan)
 
 
 @settings(max_examples=60, deadline=None)
