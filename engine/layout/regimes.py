@@ -153,6 +153,13 @@ def _shape_points(plan: Plan, full: bool, padding: float) -> dict[Layout, _Shape
     return {}
 
 
+@lru_cache(maxsize=1)
+def _shape_judges(plan: Plan, full: bool, padding: float) -> dict[Layout, _Judge]:
+    """The shapes' judges (:class:`_Judge`) of one plan under one ``pipeline_full`` /
+    ``max_padding_share`` pair, kept as :func:`_shape_points` keeps the candidates."""
+    return {}
+
+
 Proofs = dict[tuple[Layout, RegimeKey, str], Known]
 """Per (shape template, regime, criterion figure): what is known (:class:`Known`)."""
 
@@ -173,6 +180,7 @@ class SearchMemo:
     replay: bool = False
     proofs: Proofs = field(default_factory=dict)
     _points: dict[Layout, _ShapePoints] | None = None
+    _judges: dict[Layout, _Judge] | None = None
     floor_over: dict[tuple[Layout, int], int] = field(default_factory=dict)
     """Per (shape, fewest DP): the largest top at which the peak floor was over the
     limit at every candidate (:meth:`engine.layout.search._Shape.all_over_floor`). The
@@ -200,17 +208,27 @@ class SearchMemo:
         preference aside: a bound that never rises as DP falls with the batch held (the
         peak floor, :mod:`engine.layout.bound`) is over the limit at every candidate when
         it is at these — so the search can drop a shape before building its regimes."""
-        plan = self.plan
-        dps = dp_candidates(plan, shape, top, self.full)
-        if held_batch(plan) is None:  # the batch does not move with DP: the largest only
-            dps = dps[-1:] if len(dps) and dps[-1] >= fewest_dp else []
+        judge = self.judge(shape)
+        dps = judge.candidates(top)
+        if judge.batch is not None:  # the batch does not move with DP: the largest only
+            return [judge.layout(dps[-1])] if len(dps) and dps[-1] >= fewest_dp else []
         tops: dict[tuple[int, int], Layout] = {}
         for d in reversed(dps):
             if d < fewest_dp:
                 break
-            lay = layout_at(plan, shape, d)
+            lay = judge.layout(d)
             tops.setdefault((lay.micro_batch, lay.grad_accum), lay)
         return list(tops.values())
+
+    def judge(self, shape: Layout) -> _Judge:
+        """The shape's :class:`_Judge` under this memo's plan and preferences, built once
+        (kept across searches as the candidates are: :func:`_shape_judges`)."""
+        if self._judges is None:
+            self._judges = _shape_judges(self.plan, self.full, self.padding)
+        got = self._judges.get(shape)
+        if got is None:
+            got = self._judges[shape] = _Judge(self.plan, shape, self.padding, self.full)
+        return got
 
     def regimes(self, shape: Layout, top: int, fewest_dp: int) -> dict[RegimeKey, Sequence[Layout]]:
         """The shape's candidate layouts of DP ``fewest_dp``…``top`` by regime, each
@@ -239,17 +257,14 @@ class _ShapePoints:
     dps: dict[RegimeKey, list[int]] = field(default_factory=dict)
     layouts: dict[RegimeKey, list[Layout]] = field(default_factory=dict)  # the first LISTED
     make: Callable[[int], Layout] | None = None  # the shape's layout at a DP
-    judge: _Judge | None = None  # built by the first extend, kept for the later ones
 
     def extend(self, memo: SearchMemo, shape: Layout, top: int) -> None:
         """Judge the candidates above what is done, up to ``top``."""
         if top <= self.upto:
             return
-        plan = memo.plan
-        cands = dp_candidates(plan, shape, top, memo.full)
-        judge = self.judge
-        if judge is None:  # one memo's plan and padding preference: one judge per shape
-            judge = self.judge = _Judge(plan, shape, memo.padding)
+        judge = memo.judge(shape)
+        cands = judge.candidates(top)
+        if self.make is None:
             self.make = judge.layout
         dps, layouts, make = self.dps, self.layouts, judge.layout
         last: RegimeKey | None = None
@@ -286,14 +301,17 @@ class _ShapePoints:
 
 
 class _Judge:
-    """What :meth:`_ShapePoints.extend` asks of each candidate DP of one shape — its
-    layout, the padding preference's verdict and its regime — worked out from the
-    shape's dimensions with what does not depend on DP read once: a dense model's shape
-    has thousands of candidates. The same answers as :func:`layout_at`,
+    """What :meth:`_ShapePoints.extend` and :meth:`SearchMemo.batch_tops` ask of one
+    shape — its candidate DPs, and of each its layout, the padding preference's verdict
+    and its regime — worked out from the shape's dimensions with what does not depend on
+    DP read once: a dense model's shape has thousands of candidates, and every search
+    round asks again. The same answers as :func:`dp_candidates`, :func:`layout_at`,
     :func:`engine.layout.padding.problems_in` and :func:`regime` (the shape-points test
     compares them with a walk that calls those)."""
 
     __slots__ = (
+        "_dps",
+        "_step",
         "batch",
         "cp",
         "ep",
@@ -311,8 +329,18 @@ class _Judge:
         "tp",
     )
 
-    def __init__(self, plan: Plan, shape: Layout, padding: float) -> None:
+    def __init__(self, plan: Plan, shape: Layout, padding: float, full: bool = True) -> None:
         self.plan, self.shape = plan, shape
+        # dp_candidates up to a top are a prefix of those up to a larger one: with a held
+        # global batch, divisors of it (none above it), listed once; with the micro-batch
+        # held, the multiples of one step (read off the range the rules give)
+        held = held_batch(plan)
+        self._dps = dp_candidates(plan, shape, held, full) if held is not None else None
+        self._step = 0
+        if held is None:
+            multiples = dp_candidates(plan, shape, 1, full)
+            assert isinstance(multiples, range)
+            self._step = multiples.step
         self.tp, self.cp, self.ep, self.etp = shape.tp, shape.cp, shape.ep, shape.etp
         self.m = shape.model_parallel
         self.expert = shape.ep * shape.etp
@@ -320,14 +348,20 @@ class _Judge:
         self.share = None if context is None else context.share
         self.padding = padding
         # a held micro-batch runs the same batch at every DP (batch_for reads no DP)
-        held = held_batch(plan) is not None
-        self.batch = None if held else batch_for(plan, 1, shape.pp)
+        self.batch = None if held is not None else batch_for(plan, 1, shape.pp)
         self.rpn = ranks_per_node(plan)
         par = plan.parallelism
         self.moe = plan.model.architecture.moe is not None
         self.hybrid = rule_of(par.strategy).hybrid
         # shard_group_size reads the strategy, the explicit shard group, TP and CP only
         self.laid = par.model_copy(update={"tp": shape.tp, "cp": shape.cp}) if self.hybrid else par
+
+    def candidates(self, top: int) -> Sequence[int]:
+        """:func:`dp_candidates` of the shape up to ``top``."""
+        listed = self._dps
+        if listed is None:
+            return range(self._step, top + 1, self._step)
+        return listed[: bisect_right(listed, top)]
 
     def refused(self, dp: int) -> bool:
         """Whether the padding preference refuses the shape at ``dp``."""
