@@ -201,7 +201,10 @@ class SearchMemo:
         """What is proven about a regime under a criterion (nothing, when replaying)."""
         if self.replay:
             return Known()
-        return self.proofs.setdefault((shape, key, figure), Known())
+        got = self.proofs.get((shape, key, figure))
+        if got is None:
+            got = self.proofs[shape, key, figure] = Known()
+        return got
 
     def batch_tops(self, shape: Layout, top: int, fewest_dp: int) -> list[Layout]:
         """The shape at each batch's largest candidate DP of ``fewest_dp``…``top``, padding

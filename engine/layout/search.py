@@ -268,13 +268,27 @@ def search_min(
     state_floors = None if floors is None else memo.state_floors(floors)
     searcher = _Shape(ev, criterion, budget, floors, low_floors, state_floors)
     searcher.batch_moves = held_batch(ev.plan) is not None
+    # per model-parallel size, while the best cost stays: whether it is affordable at all
+    # and the largest DP below the best cost (shapes share their sizes by the dozen)
+    below: dict[int, int] = {}
+    below_cost = None if best is None else best.cost
     for shape in shapes:
         m = shape.model_parallel
-        if m > max_gpus or (best is not None and cost(m) >= best.cost):
+        if m > max_gpus:
             continue
-        top = (
-            max_gpus // m if best is None else min(max_gpus // m, _max_dp_below(best.cost, m, cost))
-        )
+        if best is None:
+            top = max_gpus // m
+        else:
+            if best.cost != below_cost:
+                below, below_cost = {}, best.cost
+            top = below.get(m, -1)
+            if top < 0:
+                affordable = cost(m) < best.cost
+                top = below[m] = (
+                    min(max_gpus // m, _max_dp_below(best.cost, m, cost)) if affordable else 0
+                )
+            if top == 0:
+                continue
         fewest_dp = -(-floor // m)
         if searcher.floor_prunes():
             over = memo.floor_over.get((shape, fewest_dp), 0)
