@@ -328,16 +328,22 @@ def legal_shapes(plan: Plan, max_ranks: int, prefs: LayoutPreferences) -> list[L
     pps = [p for p in rules.pp_values(arch.layers) if p <= max_ranks and not judge.pp(p)]
     cps = [c for c in rules.cp_values(plan.batch.seq_len) if c <= max_ranks and not judge.cp(c)]
     eps = [e for e in rules.ep_values(arch) if e <= max_ranks and not judge.ep(e)]
-    shapes = [
-        judge.template(tp, pp, cp, ep)
+    # sorted as plain tuples of Layout.preference's key (it names every dimension, so no
+    # two shapes tie), and only then built: thousands of shapes for a large MoE model
+    keys = sorted(
+        (tp * pp * cp, pp, cp, -tp, ep)
         for tp in tps
         for pp in pps
         for cp in cps
         for ep in eps
         if tp * pp * cp <= max_ranks
+    )
+    b, etp = plan.batch, judge.etp  # judge.template's layouts, its lookups done once
+    splits = {pp: judge.split(pp) for pp in pps}
+    return [
+        Layout(-tp, pp, cp, ep, 1, b.micro_batch, b.grad_accum, etp, splits[pp])
+        for _, pp, cp, tp, ep in keys
     ]
-    shapes.sort(key=Layout.preference)
-    return shapes
 
 
 def with_layout(plan: Plan, layout: Layout) -> Plan:

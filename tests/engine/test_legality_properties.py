@@ -15,7 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from legality_plans import MOE, NO_PREFERENCES, tiny, tiny_changes
 
-from engine.layout.lattice import LayoutPreferences, enumerate_layouts, legal_shapes, with_layout
+from engine.layout.lattice import (
+    Layout,
+    LayoutPreferences,
+    candidate_pipeline,
+    enumerate_layouts,
+    legal_shapes,
+    with_layout,
+)
 from engine.legality import rules
 from engine.legality.checks import plan_problems, rule_problems
 from engine.legality.stack import dimension_problems
@@ -128,7 +135,16 @@ def test_search_shapes_are_the_legal_shapes_of_the_lattice(
     (The preferences that depend on DP — FSDP padding — are judged with DP by the search
     too, so they are left out of the comparison.)"""
     prefs = replace(prefs, max_padding_share=1.0)
-    shapes = [s.shape for s in legal_shapes(plan, max_ranks, prefs)]
+    templates = legal_shapes(plan, max_ranks, prefs)
+    assert templates == sorted(templates, key=Layout.preference)  # in preference order
+    b, moe = plan.batch, plan.model.architecture.moe is not None
+    etp = plan.parallelism.expert_tp if moe else 1
+    for t in templates:  # DP-1 templates of the plan's batch, expert TP and split
+        split = candidate_pipeline(plan, t.pp)[1]
+        assert (t.dp, t.micro_batch, t.grad_accum, t.etp, t.pp_split) == (
+            1, b.micro_batch, b.grad_accum, etp, split
+        )  # fmt: skip
+    shapes = [s.shape for s in templates]
     arch = plan.model.architecture
     strategy = plan.parallelism.strategy
     stack = concrete_stack(plan.stack.name, strategy, plan.method.kind)
