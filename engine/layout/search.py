@@ -132,6 +132,10 @@ class _Shape:
     state_floors: StateFloors | None = None
     estimated: list[Outcome] = field(default_factory=list)  # this regime's estimates
     batch_moves: bool = True  # False: every DP of a shape runs one batch (micro-batch held)
+    limit: int = field(init=False)  # the plan's HBM limit, read once (asked per shape)
+
+    def __post_init__(self) -> None:
+        self.limit = self.ev.plan.hbm_limit_bytes
 
     def probe(self, layout: Layout, below: Sequence[Layout]) -> tuple[bool, bool]:
         """(accepted, every DP of ``below`` — the smaller ones of the regime — fails)."""
@@ -170,14 +174,14 @@ class _Shape:
         floors = self.floors
         if floors is None or not self.floor_prunes() or not tops:
             return False
-        limit = self.ev.plan.hbm_limit_bytes
+        limit = self.limit
         return all(floors.over(lay, limit) for lay in tops)
 
     def _over_floor(self, layout: Layout) -> bool:
         """Whether the layout's activations and resident share exceed the limit
         (:mod:`.bound`, the high figure only), or its activations and own states do
         (:mod:`.state_bound`, either figure): it fails without an estimate."""
-        limit = self.ev.plan.hbm_limit_bytes
+        limit = self.limit
         high = self.criterion.figure == "high"
         if high and self.floors is not None and self.floors.over(layout, limit):
             return True
@@ -206,7 +210,7 @@ class _Shape:
         bound, padded = self.low_floors.with_padded(layout)
         if not bound:
             return _UNKNOWN
-        over = bound - self.ev.plan.hbm_limit_bytes
+        over = bound - self.limit
         if over <= 0:
             return _UNDER
         if not regime or over > padded_slack(self.ev.plan, layout, padded):
@@ -272,6 +276,7 @@ def search_min(
     # and the largest DP below the best cost (shapes share their sizes by the dozen)
     below: dict[int, int] = {}
     below_cost = None if best is None else best.cost
+    prunes = searcher.floor_prunes()
     for shape in shapes:
         m = shape.model_parallel
         if m > max_gpus:
@@ -290,7 +295,7 @@ def search_min(
             if top == 0:
                 continue
         fewest_dp = -(-floor // m)
-        if searcher.floor_prunes():
+        if prunes:
             over = memo.floor_over.get((shape, fewest_dp), 0)
             if top <= over:  # every candidate up to a larger top was over: these too
                 continue
@@ -302,10 +307,13 @@ def search_min(
             group: Sequence[Layout] = whole if got is None else below_dp(whole, got.dp)
             known = memo.known(shape, key, criterion.figure)
             group = known.unknown(group)
+            if not group:  # all known: nothing to probe, learn or teach
+                continue
             searcher.estimated = []
             found = searcher.smallest(group)
             known.learn(group, found)
-            _teach_other(memo, shape, key, criterion, searcher.estimated)
+            if searcher.estimated:
+                _teach_other(memo, shape, key, criterion, searcher.estimated)
             if found is not None:
                 got = found
         if got is not None:
