@@ -19,7 +19,8 @@ from engine.errors import Problem
 from engine.layout.batch import batch_for, held_batch
 from engine.layout.bound import PeakFloors
 from engine.layout.evaluate import Outcome
-from engine.layout.group import Group, below_dp, dp_span
+from engine.layout.group import Group
+from engine.layout.known import Known
 from engine.layout.low_bound import LowFloors
 from engine.layout.padding import padding_context, share_in
 from engine.layout.point import Layout
@@ -92,42 +93,6 @@ def padded_slack(plan: Plan, layout: Layout, padded_bytes: int) -> int:
     bound on them gives an upper bound on the slack)."""
     pad, padded = share_in(padding_context(plan), layout)
     return -(-padded_bytes * pad // padded) if pad else 0
-
-
-@dataclass
-class Known:
-    """What the search has proven about one regime of one shape under one criterion:
-    every candidate DP up to ``dead_upto`` fails, and ``fits_at`` (if known) is
-    accepted. Kept across the growing bounds and the three counts' searches (the
-    arithmetic minimum's relaxed shapes include the practical ones), so a regime a
-    probe proved dead is never probed again below that DP."""
-
-    dead_upto: int = 0
-    fits_at: int | None = None
-
-    def unknown(self, group: Sequence[Layout]) -> Sequence[Layout]:
-        """The part of an ascending regime ``group`` whose answer is not yet known: above
-        the proven failures, and no further than the smallest known fit."""
-        return dp_span(group, self.dead_upto, self.fits_at)
-
-    def learn(self, group: Sequence[Layout], found: Layout | None) -> None:
-        """Record :meth:`_Shape.smallest`'s answer over ``group``: every layout before
-        ``found`` (all of them when None) fails."""
-        below = group if found is None else below_dp(group, found.dp)
-        if below:
-            self.dead_upto = max(self.dead_upto, below[-1].dp)
-        if found is not None:
-            self.fits_at = found.dp
-
-    def learn_one(self, dp: int, accepted: bool, all_below_fail: bool) -> None:
-        """Record one estimate made by the other criterion's search at ``dp`` of this
-        regime, judged by this criterion: accepted, it bounds the regime's smallest fit
-        from above; failing with every smaller DP of the regime (``all_below_fail``),
-        every candidate up to ``dp`` fails."""
-        if accepted:
-            self.fits_at = dp if self.fits_at is None else min(self.fits_at, dp)
-        elif all_below_fail:
-            self.dead_upto = max(self.dead_upto, dp)
 
 
 @lru_cache(maxsize=1)
@@ -327,6 +292,8 @@ class _Judge:
         "padding",
         "plan",
         "rpn",
+        "settled",
+        "settled_key",
         "shape",
         "share",
         "tp",
@@ -358,6 +325,7 @@ class _Judge:
         self.hybrid = rule_of(par.strategy).hybrid
         # shard_group_size reads the strategy, the explicit shard group, TP and CP only
         self.laid = par.model_copy(update={"tp": shape.tp, "cp": shape.cp}) if self.hybrid else par
+        self._settle()
 
     def candidates(self, top: int) -> Sequence[int]:
         """:func:`dp_candidates` of the shape up to ``top``."""
@@ -383,7 +351,26 @@ class _Judge:
         return self.shape.at_dp(dp, batch[0], batch[1])
 
     def regime(self, dp: int) -> RegimeKey:
-        """:func:`regime` of the shape at ``dp``."""
+        """:func:`regime` of the shape at ``dp``: from :attr:`settled` on, one key."""
+        if dp >= self.settled:
+            return self.settled_key
+        return self._regime(dp)
+
+    def _settle(self) -> None:
+        """Where the key stops moving without HSDP (with it the shard groups move for
+        good): once the job fills a node (m·DP ≥ ranks per node: the DP term is 0) and
+        the dense group N = CP·DP is at least twice E = EP × expert TP, N > 1 and the
+        expert group TP·N // E ≥ 2·TP > 1, and it equals N exactly when TP = E (for
+        TP > E it is at least N + N // E > N, for TP < E below N) — so every term is
+        fixed from there. A dense model's shape has thousands of DPs past it."""
+        self.settled: int = 1 << 62
+        self.settled_key: RegimeKey = ()
+        if self.hybrid:
+            return
+        start = max(-(-self.rpn // self.m), -(-2 * self.expert // self.cp))
+        self.settled, self.settled_key = start, self._regime(start)
+
+    def _regime(self, dp: int) -> RegimeKey:
         dense = dp * self.cp
         key: list[object] = [dense > 1, dp if self.m * dp < self.rpn else 0]
         edp = self.tp * dense // self.expert

@@ -26,10 +26,10 @@ all) are never estimated. Two things spare estimates without changing an answer:
 layout whose peak floor (:mod:`engine.layout.bound`: activations, resident states,
 reserve, runtime — what no DP or EP takes away) already exceeds the limit fails by the
 high estimate without one, and so does every smaller DP of its regime with a floor as
-high; and what a probe proved (:class:`Known`) is kept across the growing bounds and
-the three counts' searches, so a regime is never probed twice below what it is known
-to fail at; an estimate made by one criterion's search proves what it can under the
-other (:func:`_teach_other`). The hypothesis test
+high; and what a probe proved (:class:`~engine.layout.known.Known`) is kept across the
+growing bounds and the three counts' searches, so a regime is never probed twice below
+what it is known to fail at; an estimate made by one criterion's search proves what it
+can under the other (:func:`_teach_other`). The hypothesis test
 ``tests/engine/layout/test_search_exact.py`` checks the answers against brute force.
 """
 
@@ -261,7 +261,8 @@ def search_min(
     earlier shape in preference order, then the smaller DP. ``memo`` holds the
     ``pipeline_full`` and ``max_padding_share`` preferences (they depend on DP, so they
     are applied here rather than to the shapes: none by default), the candidates and
-    what earlier searches with the same preferences proved (:class:`Known`)."""
+    what earlier searches with the same preferences proved
+    (:class:`~engine.layout.known.Known`)."""
     memo = SearchMemo(ev.plan, full=True, padding=1.0) if memo is None else memo
     best = start
     floor = ev.fewest_ranks
