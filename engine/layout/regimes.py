@@ -15,9 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from engine.errors import Problem
-from engine.layout.batch import batch_for, held_batch
 from engine.layout.bound import PeakFloors
+from engine.layout.candidates import RegimeKey, ShapeJudge
 from engine.layout.evaluate import Outcome
 from engine.layout.group import Group
 from engine.layout.known import Known
@@ -27,34 +26,12 @@ from engine.layout.point import Layout
 from engine.layout.state_bound import StateFloors
 from engine.ledger.groups import ranks_per_node
 from engine.ledger.sharding import shard_group_size
-from engine.legality import rules
 from engine.plan import Plan
 from engine.stacks.families import rule_of
 
-RegimeKey = tuple[object, ...]
 LISTED = 16
 """Layouts of a regime built as its DP values are judged (the rest when read): a MoE
 shape's regimes hold a few DP values, a dense model's thousands."""
-
-
-def dp_candidates(plan: Plan, shape: Layout, max_dp: int, full: bool) -> Sequence[int]:
-    """DP values the shard-group, EP-folding and batch rules allow for ``shape``,
-    ascending, up to ``max_dp``; with ``full`` (the ``pipeline_full`` preference) a
-    held global batch must still give a pipeline at least p micro-batches."""
-    b, par = plan.batch, plan.parallelism
-    step = rules.fold_step(shape.ep, shape.etp, shape.tp, shape.cp, plan.model.architecture)
-    held = held_batch(plan)
-    if full and held is not None and shape.pp > 1:
-        max_dp = min(max_dp, held // (b.micro_batch * shape.pp))
-    return rules.dp_values(max_dp, par.shard_group_size, held, b.micro_batch, step)
-
-
-def layout_at(plan: Plan, shape: Layout, dp: int) -> Layout:
-    """``shape`` at ``dp`` data-parallel ranks, with the batch it runs."""
-    batch = batch_for(plan, dp, shape.pp)
-    if isinstance(batch, Problem):  # dp_candidates only yields reachable batches
-        raise AssertionError(batch.message)
-    return shape.at_dp(dp, batch[0], batch[1])
 
 
 def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
@@ -119,8 +96,8 @@ def _shape_points(plan: Plan, full: bool, padding: float) -> dict[Layout, _Shape
 
 
 @lru_cache(maxsize=1)
-def _shape_judges(plan: Plan, full: bool, padding: float) -> dict[Layout, _Judge]:
-    """The shapes' judges (:class:`_Judge`) of one plan under one ``pipeline_full`` /
+def _shape_judges(plan: Plan, full: bool, padding: float) -> dict[Layout, ShapeJudge]:
+    """The shapes' judges (:class:`ShapeJudge`) of one plan under one ``pipeline_full`` /
     ``max_padding_share`` pair, kept as :func:`_shape_points` keeps the candidates."""
     return {}
 
@@ -145,7 +122,7 @@ class SearchMemo:
     replay: bool = False
     proofs: Proofs = field(default_factory=dict)
     _points: dict[Layout, _ShapePoints] | None = None
-    _judges: dict[Layout, _Judge] | None = None
+    _judges: dict[Layout, ShapeJudge] | None = None
     floor_over: dict[tuple[Layout, int], int] = field(default_factory=dict)
     """Per (shape, fewest DP): the largest top at which the peak floor was over the
     limit at every candidate (:meth:`engine.layout.search._Shape.all_over_floor`). The
@@ -188,14 +165,14 @@ class SearchMemo:
             tops.setdefault((lay.micro_batch, lay.grad_accum), lay)
         return list(tops.values())
 
-    def judge(self, shape: Layout) -> _Judge:
-        """The shape's :class:`_Judge` under this memo's plan and preferences, built once
+    def judge(self, shape: Layout) -> ShapeJudge:
+        """The shape's :class:`ShapeJudge` under this memo's plan and preferences, built once
         (kept across searches as the candidates are: :func:`_shape_judges`)."""
         if self._judges is None:
             self._judges = _shape_judges(self.plan, self.full, self.padding)
         got = self._judges.get(shape)
         if got is None:
-            got = self._judges[shape] = _Judge(self.plan, shape, self.padding, self.full)
+            got = self._judges[shape] = ShapeJudge(self.plan, shape, self.padding, self.full)
         return got
 
     def regimes(self, shape: Layout, top: int, fewest_dp: int) -> dict[RegimeKey, Sequence[Layout]]:
@@ -217,8 +194,9 @@ class _ShapePoints:
     :data:`LISTED` (a longer window's are built when read:
     :class:`~engine.layout.group.Group`; a list is what a few DP values cost least as).
     The candidates up to a smaller top are a prefix of those up to a larger one
-    (:func:`dp_candidates`), so each DP is judged once and every search round takes a
-    window of these lists by bisection instead of walking thousands of DP values."""
+    (:func:`~engine.layout.candidates.dp_candidates`), so each DP is judged once and every
+    search round takes a window of these lists by bisection instead of walking thousands
+    of DP values."""
 
     fewest_dp: int
     upto: int = 0
@@ -266,120 +244,3 @@ class _ShapePoints:
             listed = self.layouts[key]
             out[key] = listed[i:j] if j <= len(listed) else Group(self.dps[key], i, j, make)
         return out
-
-
-class _Judge:
-    """What :meth:`_ShapePoints.extend` and :meth:`SearchMemo.batch_tops` ask of one
-    shape — its candidate DPs, and of each its layout, the padding preference's verdict
-    and its regime — worked out from the shape's dimensions with what does not depend on
-    DP read once: a dense model's shape has thousands of candidates, and every search
-    round asks again. The same answers as :func:`dp_candidates`, :func:`layout_at`,
-    :func:`engine.layout.padding.problems_in` and :func:`regime` (the shape-points test
-    compares them with a walk that calls those)."""
-
-    __slots__ = (
-        "_dps",
-        "_step",
-        "batch",
-        "cp",
-        "ep",
-        "etp",
-        "expert",
-        "hybrid",
-        "laid",
-        "m",
-        "moe",
-        "padding",
-        "plan",
-        "rpn",
-        "settled",
-        "settled_key",
-        "shape",
-        "share",
-        "tp",
-    )
-
-    def __init__(self, plan: Plan, shape: Layout, padding: float, full: bool = True) -> None:
-        self.plan, self.shape = plan, shape
-        # dp_candidates up to a top are a prefix of those up to a larger one: with a held
-        # global batch, divisors of it (none above it), listed once; with the micro-batch
-        # held, the multiples of one step (read off the range the rules give)
-        held = held_batch(plan)
-        self._dps = dp_candidates(plan, shape, held, full) if held is not None else None
-        self._step = 0
-        if held is None:
-            multiples = dp_candidates(plan, shape, 1, full)
-            assert isinstance(multiples, range)
-            self._step = multiples.step
-        self.tp, self.cp, self.ep, self.etp = shape.tp, shape.cp, shape.ep, shape.etp
-        self.m = shape.model_parallel
-        self.expert = shape.ep * shape.etp
-        context = padding_context(plan) if padding < 1 else None
-        self.share = None if context is None else context.share
-        self.padding = padding
-        # a held micro-batch runs the same batch at every DP (batch_for reads no DP)
-        self.batch = None if held is not None else batch_for(plan, 1, shape.pp)
-        self.rpn = ranks_per_node(plan)
-        par = plan.parallelism
-        self.moe = plan.model.architecture.moe is not None
-        self.hybrid = rule_of(par.strategy).hybrid
-        # shard_group_size reads the strategy, the explicit shard group, TP and CP only
-        self.laid = par.model_copy(update={"tp": shape.tp, "cp": shape.cp}) if self.hybrid else par
-        self._settle()
-
-    def candidates(self, top: int) -> Sequence[int]:
-        """:func:`dp_candidates` of the shape up to ``top``."""
-        listed = self._dps
-        if listed is None:
-            return range(self._step, top + 1, self._step)
-        return listed[: bisect_right(listed, top)]
-
-    def refused(self, dp: int) -> bool:
-        """Whether the padding preference refuses the shape at ``dp``."""
-        if self.share is None:
-            return False
-        pad, padded = self.share(self.tp, self.cp, dp, self.ep, self.etp)
-        return pad > self.padding * padded
-
-    def layout(self, dp: int) -> Layout:
-        """:func:`layout_at` the shape at ``dp``."""
-        batch = self.batch
-        if batch is None:
-            return layout_at(self.plan, self.shape, dp)
-        if isinstance(batch, Problem):
-            raise AssertionError(batch.message)
-        return self.shape.at_dp(dp, batch[0], batch[1])
-
-    def regime(self, dp: int) -> RegimeKey:
-        """:func:`regime` of the shape at ``dp``: from :attr:`settled` on, one key."""
-        if dp >= self.settled:
-            return self.settled_key
-        return self._regime(dp)
-
-    def _settle(self) -> None:
-        """Where the key stops moving without HSDP (with it the shard groups move for
-        good): once the job fills a node (m·DP ≥ ranks per node: the DP term is 0) and
-        the dense group N = CP·DP is at least twice E = EP × expert TP, N > 1 and the
-        expert group TP·N // E ≥ 2·TP > 1, and it equals N exactly when TP = E (for
-        TP > E it is at least N + N // E > N, for TP < E below N) — so every term is
-        fixed from there. A dense model's shape has thousands of DPs past it."""
-        self.settled: int = 1 << 62
-        self.settled_key: RegimeKey = ()
-        if self.hybrid:
-            return
-        start = max(-(-self.rpn // self.m), -(-2 * self.expert // self.cp))
-        self.settled, self.settled_key = start, self._regime(start)
-
-    def _regime(self, dp: int) -> RegimeKey:
-        dense = dp * self.cp
-        key: list[object] = [dense > 1, dp if self.m * dp < self.rpn else 0]
-        edp = self.tp * dense // self.expert
-        if self.moe:
-            key.append(edp > 1 and edp != dense)
-        if self.hybrid:
-            shard = shard_group_size(self.laid, dense, self.rpn)
-            key += [shard, dense > shard]
-            if self.moe:
-                expert_shard = shard_group_size(self.laid, edp, self.rpn)
-                key += [expert_shard, edp > expert_shard]
-        return tuple(key)

@@ -41,11 +41,12 @@ from dataclasses import dataclass, field
 
 from engine.layout.batch import held_batch
 from engine.layout.bound import PeakFloors
+from engine.layout.candidates import RegimeKey
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.group import below_dp
 from engine.layout.low_bound import LowFloors
 from engine.layout.point import Layout
-from engine.layout.regimes import RegimeKey, SearchMemo, padded_slack, slack
+from engine.layout.regimes import SearchMemo, padded_slack, slack
 from engine.layout.state_bound import StateFloors
 
 Cost = Callable[[int], int]

@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 from layout_plans import SEARCH_SETTINGS, search_plans
 
 from engine.layout.bound import PeakFloors
+from engine.layout.candidates import RegimeKey, dp_candidates, layout_at
 from engine.layout.lattice import LayoutPreferences, legal_shapes
 from engine.layout.padding import padding_problems
 from engine.layout.point import Layout
-from engine.layout.regimes import RegimeKey, SearchMemo, dp_candidates, layout_at, regime
+from engine.layout.regimes import SearchMemo, regime
 from engine.plan import Plan
 
 
