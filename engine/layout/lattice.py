@@ -15,7 +15,7 @@ enumerates thousands of shapes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -28,10 +28,11 @@ from engine.ledger.placement import policy_split
 from engine.legality import pipeline_layout, rules
 from engine.legality.offload import offload_problems
 from engine.legality.stack import dimension_problems, stack_problems
-from engine.plan import Plan
+from engine.plan import Plan, with_fields
 from engine.stacks.catalog import concrete_stack
 
 _T = TypeVar("_T")
+_V = TypeVar("_V", int, tuple[int, int])
 
 __all__ = [
     "Lattice",
@@ -118,9 +119,9 @@ class _Judge:
         # which would hold the judge in a reference cycle (garbage the layout search,
         # run with the cyclic collector paused and then frozen, would never free:
         # :mod:`engine.layout.collector`)
-        self._judged: dict[tuple[Callable[[_Judge, int], object], int], object] = {}
+        self._judged: dict[tuple[object, object], object] = {}
 
-    def _once(self, judge: Callable[[_Judge, int], _T], value: int) -> _T:
+    def _once(self, judge: Callable[[_Judge, _V], _T], value: _V) -> _T:
         key = (judge, value)
         if key not in self._judged:
             self._judged[key] = judge(self, value)
@@ -144,31 +145,66 @@ class _Judge:
     def _split_of(self, pp: int) -> rules.Split:
         return candidate_pipeline(self.plan, pp)[1]
 
+    def _judge_dp(self, dp: int) -> tuple[str, ...]:
+        return _messages(rules.dp_problems(dp, self.plan.parallelism.shard_group_size))
+
+    def _judge_fold(self, folded: tuple[int, int]) -> tuple[str, ...]:
+        ep, stage_ranks = folded
+        return _messages(rules.fold_problems(ep, self.etp, stage_ranks, self.arch))
+
+    def _batch_of(self, dims: tuple[int, int]) -> tuple[int, int] | Problem:
+        return batch_for(self.plan, *dims)
+
     def check(self, tp: int, pp: int, cp: int, ep: int, dp: int) -> Layout | Rejected:
         """One layout, its reasons in the order :func:`engine.legality.checks.plan_problems`
         gives them (preferences beside the rules of their dimension)."""
-        plan = self.plan
-        etp = self.etp
-        reasons = self.tp(tp) + self.pp(pp) + self.cp(cp) + self.ep(ep)
-        reasons += _messages(rules.dp_problems(dp, plan.parallelism.shard_group_size))
-        reasons += _messages(rules.fold_problems(ep, etp, tp * cp * dp, self.arch))
-        batch = batch_for(plan, dp, pp)
+        return self.check_eps(tp, pp, cp, dp, (ep,))[0]
+
+    def check_eps(
+        self, tp: int, pp: int, cp: int, dp: int, eps: Sequence[int]
+    ) -> list[Layout | Rejected]:
+        """:meth:`check` of one TP × PP × CP × DP point at each EP of ``eps``, what does
+        not read EP judged once. The DP rule, the folding rule and the batch are judged
+        once per value they read too (DP; EP and TP × CP × DP; DP and PP): a lattice's
+        layouts share them by the hundred."""
+        plan, etp = self.plan, self.etp
+        head = self.tp(tp) + self.pp(pp) + self.cp(cp)
+        by_dp = self._once(_Judge._judge_dp, dp)
+        batch = self._once(_Judge._batch_of, (dp, pp))
         split = self.split(pp)
+        stage_ranks = tp * cp * dp
         if isinstance(batch, Problem):
             b = plan.batch
-            layout = Layout(tp, pp, cp, ep, dp, b.micro_batch, b.grad_accum, etp, split)
-            return Rejected(layout, (*reasons, batch.message, *self.fixed))
+            tail = (batch.message, *self.fixed)
+            return [
+                Rejected(
+                    Layout(tp, pp, cp, ep, dp, b.micro_batch, b.grad_accum, etp, split),
+                    head
+                    + self.ep(ep)
+                    + by_dp
+                    + self._once(_Judge._judge_fold, (ep, stage_ranks))
+                    + tail,
+                )
+                for ep in eps
+            ]
+        full: tuple[str, ...] = ()
         if self.prefs.pipeline_full and pp > 1 and batch[1] < pp:
-            reasons += (
+            full = (
                 f"PP {pp} holds only {batch[1]} micro-batch(es) per step (the held global "
                 f"batch over DP {dp}); the pipeline needs m ≥ p = {pp} to stay full",
             )
-        layout = Layout(tp, pp, cp, ep, dp, *batch, etp, split)
         share = self.prefs.max_padding_share
-        if share < 1:
-            reasons += problems_in(padding_context(plan), layout, share)
-        reasons += self.fixed
-        return Rejected(layout, reasons) if reasons else layout
+        context = padding_context(plan) if share < 1 else None
+        out: list[Layout | Rejected] = []
+        for ep in eps:
+            reasons = head + self.ep(ep) + by_dp
+            reasons += self._once(_Judge._judge_fold, (ep, stage_ranks)) + full
+            layout = Layout(tp, pp, cp, ep, dp, *batch, etp, split)
+            if share < 1:
+                reasons += problems_in(context, layout, share)
+            reasons += self.fixed
+            out.append(Rejected(layout, reasons) if reasons else layout)
+        return out
 
     def template(self, tp: int, pp: int, cp: int, ep: int) -> Layout:
         """The layout of one shape at DP 1, with the shape's expert TP and split (the
@@ -266,8 +302,7 @@ def enumerate_layouts(
         for pp in rules.divisors(r1):
             r2 = r1 // pp
             for cp in rules.divisors(r2):
-                for ep in eps:
-                    got = judge.check(tp, pp, cp, ep, r2 // cp)
+                for got in judge.check_eps(tp, pp, cp, r2 // cp, eps):
                     if isinstance(got, Layout):
                         legal.append(got)
                     elif len(rejected) < MAX_LISTED_REJECTIONS:
@@ -293,30 +328,39 @@ def legal_shapes(plan: Plan, max_ranks: int, prefs: LayoutPreferences) -> list[L
     pps = [p for p in rules.pp_values(arch.layers) if p <= max_ranks and not judge.pp(p)]
     cps = [c for c in rules.cp_values(plan.batch.seq_len) if c <= max_ranks and not judge.cp(c)]
     eps = [e for e in rules.ep_values(arch) if e <= max_ranks and not judge.ep(e)]
-    shapes = [
-        judge.template(tp, pp, cp, ep)
+    # sorted as plain tuples of Layout.preference's key (it names every dimension, so no
+    # two shapes tie), and only then built: thousands of shapes for a large MoE model
+    keys = sorted(
+        (tp * pp * cp, pp, cp, -tp, ep)
         for tp in tps
         for pp in pps
         for cp in cps
         for ep in eps
         if tp * pp * cp <= max_ranks
+    )
+    b, etp = plan.batch, judge.etp  # judge.template's layouts, its lookups done once
+    splits = {pp: judge.split(pp) for pp in pps}
+    return [
+        Layout(-tp, pp, cp, ep, 1, b.micro_batch, b.grad_accum, etp, splits[pp])
+        for _, pp, cp, tp, ep in keys
     ]
-    shapes.sort(key=Layout.preference)
-    return shapes
 
 
 def with_layout(plan: Plan, layout: Layout) -> Plan:
     """The plan laid out as ``layout``.
 
-    Built with ``model_copy`` (no re-validation) for speed: the lattice has already
-    judged the layout by every rule of :mod:`engine.legality`, load-time ones included.
+    Built as ``model_copy`` would build it (no re-validation), by
+    :func:`engine.plan.with_fields`, which skips pydantic's generic copy: the lattice
+    has already judged the layout by every rule of :mod:`engine.legality`, load-time
+    ones included, and the search lays out a plan hundreds of times.
     """
     par = plan.parallelism
     v = par.virtual_stages if layout.pp > 1 else 1
     own = layout.pp == par.pp and layout.pp_split == par.layer_split
     pp_split = None if own and par.pp_layout is not None else layout.pp_split
-    new_par = par.model_copy(
-        update={
+    new_par = with_fields(
+        par,
+        {
             "tp": layout.tp,
             "pp": layout.pp,
             "cp": layout.cp,
@@ -326,18 +370,14 @@ def with_layout(plan: Plan, layout: Layout) -> Plan:
             "pp_layer_split": pp_split,
             "pp_layout": par.pp_layout if own else None,
             "expert_tp": layout.etp if plan.model.architecture.moe is not None else par.expert_tp,
-        }
+        },
     )
     b = plan.batch
     gb = b.global_batch if b.hold_fixed == "global_batch" and b.global_batch else None
-    new_batch = b.model_copy(
-        update={
-            "micro_batch": layout.micro_batch,
-            "grad_accum": layout.grad_accum,
-            "global_batch": gb,
-        }
+    new_batch = with_fields(
+        b, {"micro_batch": layout.micro_batch, "grad_accum": layout.grad_accum, "global_batch": gb}
     )
-    return plan.model_copy(update={"parallelism": new_par, "batch": new_batch})
+    return with_fields(plan, {"parallelism": new_par, "batch": new_batch})
 
 
 def layout_of(plan: Plan) -> Layout:

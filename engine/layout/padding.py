@@ -60,8 +60,8 @@ def _split(rows: Rows, tps: tuple[int, int], ep: int) -> Split:
     """A unit's tensors each split by its TP (dense or expert) and, stacked experts, by
     EP on their expert dimension (dim 0: rank 0 of the EP group keeps ``ceil(E / ep)``
     of them, :func:`engine.ledger.placement.place_tensor`) — what its padding to any
-    shard groups reads (:func:`_padding`). A stacked tensor of fewer local experts than
-    the experts' shard group has ranks is mostly padding once gathered."""
+    shard groups reads (:meth:`Padding._sharded`). A stacked tensor of fewer local
+    experts than the experts' shard group has ranks is mostly padding once gathered."""
     parts: tuple[dict[int, int], dict[int, int]] = ({}, {})
     total = 0
     for d0, rest, split, expert, stacked, alike in rows:
@@ -74,16 +74,6 @@ def _split(rows: Rows, tps: tuple[int, int], ep: int) -> Split:
         part[local] = part.get(local, 0) + width * alike
         total += local * width * alike
     return tuple(parts[0].items()), tuple(parts[1].items()), total
-
-
-def _padding(unit: Split, groups: tuple[int, int]) -> tuple[int, int]:
-    """(padding, unpadded) elements: each tensor's rows padded to a multiple of its
-    group (``ceil(rows / n) · n``)."""
-    dense, expert = groups  # lists, not generators: a search pads thousands of units
-    pad = sum([(-local % dense) * w for local, w in unit[0]])
-    if unit[1]:
-        pad += sum([(-local % expert) * w for local, w in unit[1]])
-    return pad, unit[2]
 
 
 class Padding:
@@ -152,12 +142,16 @@ class Padding:
                 units = self._split[tp, etp, ep] = tuple(
                     _split(u, (tp, etp), ep) for u in self._units
                 )
-            best = (0, 1)
+            best_pad, best_size = 0, 1
+            # each tensor's rows padded to a multiple of its group (ceil(rows / n) · n);
+            # lists, not generators, and no call per unit: a search pads thousands
             for unit in units:
-                pad, total = _padding(unit, (dense, expert))
-                if pad * best[1] > best[0] * (pad + total):
-                    best = (pad, pad + total)
-            got = self._by_groups[key] = best
+                pad = sum([(-local % dense) * w for local, w in unit[0]])
+                if unit[1]:
+                    pad += sum([(-local % expert) * w for local, w in unit[1]])
+                if pad * best_size > best_pad * (pad + unit[2]):
+                    best_pad, best_size = pad, pad + unit[2]
+            got = self._by_groups[key] = (best_pad, best_size)
         return got
 
 

@@ -15,44 +15,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from engine.errors import Problem
-from engine.layout.batch import batch_for, held_batch
 from engine.layout.bound import PeakFloors
-from engine.layout.group import Group, below_dp, dp_span
+from engine.layout.candidates import RegimeKey, ShapeJudge
+from engine.layout.group import Group
+from engine.layout.known import Known
 from engine.layout.low_bound import LowFloors
-from engine.layout.padding import padding_context
 from engine.layout.point import Layout
 from engine.layout.state_bound import StateFloors
 from engine.ledger.groups import ranks_per_node
 from engine.ledger.sharding import shard_group_size
-from engine.legality import rules
 from engine.plan import Plan
 from engine.stacks.families import rule_of
 
-RegimeKey = tuple[object, ...]
 LISTED = 16
 """Layouts of a regime built as its DP values are judged (the rest when read): a MoE
 shape's regimes hold a few DP values, a dense model's thousands."""
-
-
-def dp_candidates(plan: Plan, shape: Layout, max_dp: int, full: bool) -> Sequence[int]:
-    """DP values the shard-group, EP-folding and batch rules allow for ``shape``,
-    ascending, up to ``max_dp``; with ``full`` (the ``pipeline_full`` preference) a
-    held global batch must still give a pipeline at least p micro-batches."""
-    b, par = plan.batch, plan.parallelism
-    step = rules.fold_step(shape.ep, shape.etp, shape.tp, shape.cp, plan.model.architecture)
-    held = held_batch(plan)
-    if full and held is not None and shape.pp > 1:
-        max_dp = min(max_dp, held // (b.micro_batch * shape.pp))
-    return rules.dp_values(max_dp, par.shard_group_size, held, b.micro_batch, step)
-
-
-def layout_at(plan: Plan, shape: Layout, dp: int) -> Layout:
-    """``shape`` at ``dp`` data-parallel ranks, with the batch it runs."""
-    batch = batch_for(plan, dp, shape.pp)
-    if isinstance(batch, Problem):  # dp_candidates only yields reachable batches
-        raise AssertionError(batch.message)
-    return shape.at_dp(dp, batch[0], batch[1])
 
 
 def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
@@ -75,42 +52,6 @@ def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
             expert_shard = shard_group_size(laid, edp, rpn)  # shard 2, 1, 2 experts
             key += [expert_shard, edp > expert_shard]
     return tuple(key)
-
-
-@dataclass
-class Known:
-    """What the search has proven about one regime of one shape under one criterion:
-    every candidate DP up to ``dead_upto`` fails, and ``fits_at`` (if known) is
-    accepted. Kept across the growing bounds and the three counts' searches (the
-    arithmetic minimum's relaxed shapes include the practical ones), so a regime a
-    probe proved dead is never probed again below that DP."""
-
-    dead_upto: int = 0
-    fits_at: int | None = None
-
-    def unknown(self, group: Sequence[Layout]) -> Sequence[Layout]:
-        """The part of an ascending regime ``group`` whose answer is not yet known: above
-        the proven failures, and no further than the smallest known fit."""
-        return dp_span(group, self.dead_upto, self.fits_at)
-
-    def learn(self, group: Sequence[Layout], found: Layout | None) -> None:
-        """Record :meth:`_Shape.smallest`'s answer over ``group``: every layout before
-        ``found`` (all of them when None) fails."""
-        below = group if found is None else below_dp(group, found.dp)
-        if below:
-            self.dead_upto = max(self.dead_upto, below[-1].dp)
-        if found is not None:
-            self.fits_at = found.dp
-
-    def learn_one(self, dp: int, accepted: bool, all_below_fail: bool) -> None:
-        """Record one estimate made by the other criterion's search at ``dp`` of this
-        regime, judged by this criterion: accepted, it bounds the regime's smallest fit
-        from above; failing with every smaller DP of the regime (``all_below_fail``),
-        every candidate up to ``dp`` fails."""
-        if accepted:
-            self.fits_at = dp if self.fits_at is None else min(self.fits_at, dp)
-        elif all_below_fail:
-            self.dead_upto = max(self.dead_upto, dp)
 
 
 @lru_cache(maxsize=1)
@@ -136,6 +77,13 @@ def _shape_points(plan: Plan, full: bool, padding: float) -> dict[Layout, _Shape
     return {}
 
 
+@lru_cache(maxsize=1)
+def _shape_judges(plan: Plan, full: bool, padding: float) -> dict[Layout, ShapeJudge]:
+    """The shapes' judges (:class:`ShapeJudge`) of one plan under one ``pipeline_full`` /
+    ``max_padding_share`` pair, kept as :func:`_shape_points` keeps the candidates."""
+    return {}
+
+
 Proofs = dict[tuple[Layout, RegimeKey, str], Known]
 """Per (shape template, regime, criterion figure): what is known (:class:`Known`)."""
 
@@ -156,6 +104,7 @@ class SearchMemo:
     replay: bool = False
     proofs: Proofs = field(default_factory=dict)
     _points: dict[Layout, _ShapePoints] | None = None
+    _judges: dict[Layout, ShapeJudge] | None = None
     floor_over: dict[tuple[Layout, int], int] = field(default_factory=dict)
     """Per (shape, fewest DP): the largest top at which the peak floor was over the
     limit at every candidate (:meth:`engine.layout.search._Shape.all_over_floor`). The
@@ -176,24 +125,37 @@ class SearchMemo:
         """What is proven about a regime under a criterion (nothing, when replaying)."""
         if self.replay:
             return Known()
-        return self.proofs.setdefault((shape, key, figure), Known())
+        got = self.proofs.get((shape, key, figure))
+        if got is None:
+            got = self.proofs[shape, key, figure] = Known()
+        return got
 
     def batch_tops(self, shape: Layout, top: int, fewest_dp: int) -> list[Layout]:
         """The shape at each batch's largest candidate DP of ``fewest_dp``…``top``, padding
         preference aside: a bound that never rises as DP falls with the batch held (the
         peak floor, :mod:`engine.layout.bound`) is over the limit at every candidate when
         it is at these — so the search can drop a shape before building its regimes."""
-        plan = self.plan
-        dps = dp_candidates(plan, shape, top, self.full)
-        if held_batch(plan) is None:  # the batch does not move with DP: the largest only
-            dps = dps[-1:] if len(dps) and dps[-1] >= fewest_dp else []
+        judge = self.judge(shape)
+        dps = judge.candidates(top)
+        if judge.batch is not None:  # the batch does not move with DP: the largest only
+            return [judge.layout(dps[-1])] if len(dps) and dps[-1] >= fewest_dp else []
         tops: dict[tuple[int, int], Layout] = {}
         for d in reversed(dps):
             if d < fewest_dp:
                 break
-            lay = layout_at(plan, shape, d)
+            lay = judge.layout(d)
             tops.setdefault((lay.micro_batch, lay.grad_accum), lay)
         return list(tops.values())
+
+    def judge(self, shape: Layout) -> ShapeJudge:
+        """The shape's :class:`ShapeJudge` under this memo's plan and preferences, built once
+        (kept across searches as the candidates are: :func:`_shape_judges`)."""
+        if self._judges is None:
+            self._judges = _shape_judges(self.plan, self.full, self.padding)
+        got = self._judges.get(shape)
+        if got is None:
+            got = self._judges[shape] = ShapeJudge(self.plan, shape, self.padding, self.full)
+        return got
 
     def regimes(self, shape: Layout, top: int, fewest_dp: int) -> dict[RegimeKey, Sequence[Layout]]:
         """The shape's candidate layouts of DP ``fewest_dp``…``top`` by regime, each
@@ -214,8 +176,9 @@ class _ShapePoints:
     :data:`LISTED` (a longer window's are built when read:
     :class:`~engine.layout.group.Group`; a list is what a few DP values cost least as).
     The candidates up to a smaller top are a prefix of those up to a larger one
-    (:func:`dp_candidates`), so each DP is judged once and every search round takes a
-    window of these lists by bisection instead of walking thousands of DP values."""
+    (:func:`~engine.layout.candidates.dp_candidates`), so each DP is judged once and every
+    search round takes a window of these lists by bisection instead of walking thousands
+    of DP values."""
 
     fewest_dp: int
     upto: int = 0
@@ -227,12 +190,11 @@ class _ShapePoints:
         """Judge the candidates above what is done, up to ``top``."""
         if top <= self.upto:
             return
-        plan = memo.plan
-        cands = dp_candidates(plan, shape, top, memo.full)
-        judge = _Judge(plan, shape, memo.padding)
+        judge = memo.judge(shape)
+        cands = judge.candidates(top)
         if self.make is None:
             self.make = judge.layout
-        dps, layouts, make = self.dps, self.layouts, self.make
+        dps, layouts, make = self.dps, self.layouts, judge.layout
         last: RegimeKey | None = None
         n = 0  # DP values in the regime's list
         for d in cands[bisect_right(cands, max(self.upto, self.fewest_dp - 1)) :]:
@@ -264,79 +226,3 @@ class _ShapePoints:
             listed = self.layouts[key]
             out[key] = listed[i:j] if j <= len(listed) else Group(self.dps[key], i, j, make)
         return out
-
-
-class _Judge:
-    """What :meth:`_ShapePoints.extend` asks of each candidate DP of one shape — its
-    layout, the padding preference's verdict and its regime — worked out from the
-    shape's dimensions with what does not depend on DP read once: a dense model's shape
-    has thousands of candidates. The same answers as :func:`layout_at`,
-    :func:`engine.layout.padding.problems_in` and :func:`regime` (the shape-points test
-    compares them with a walk that calls those)."""
-
-    __slots__ = (
-        "batch",
-        "cp",
-        "ep",
-        "etp",
-        "expert",
-        "hybrid",
-        "laid",
-        "m",
-        "moe",
-        "padding",
-        "plan",
-        "rpn",
-        "shape",
-        "share",
-        "tp",
-    )
-
-    def __init__(self, plan: Plan, shape: Layout, padding: float) -> None:
-        self.plan, self.shape = plan, shape
-        self.tp, self.cp, self.ep, self.etp = shape.tp, shape.cp, shape.ep, shape.etp
-        self.m = shape.model_parallel
-        self.expert = shape.ep * shape.etp
-        context = padding_context(plan) if padding < 1 else None
-        self.share = None if context is None else context.share
-        self.padding = padding
-        # a held micro-batch runs the same batch at every DP (batch_for reads no DP)
-        held = held_batch(plan) is not None
-        self.batch = None if held else batch_for(plan, 1, shape.pp)
-        self.rpn = ranks_per_node(plan)
-        par = plan.parallelism
-        self.moe = plan.model.architecture.moe is not None
-        self.hybrid = rule_of(par.strategy).hybrid
-        # shard_group_size reads the strategy, the explicit shard group, TP and CP only
-        self.laid = par.model_copy(update={"tp": shape.tp, "cp": shape.cp}) if self.hybrid else par
-
-    def refused(self, dp: int) -> bool:
-        """Whether the padding preference refuses the shape at ``dp``."""
-        if self.share is None:
-            return False
-        pad, padded = self.share(self.tp, self.cp, dp, self.ep, self.etp)
-        return pad > self.padding * padded
-
-    def layout(self, dp: int) -> Layout:
-        """:func:`layout_at` the shape at ``dp``."""
-        batch = self.batch
-        if batch is None:
-            return layout_at(self.plan, self.shape, dp)
-        if isinstance(batch, Problem):
-            raise AssertionError(batch.message)
-        return self.shape.at_dp(dp, batch[0], batch[1])
-
-    def regime(self, dp: int) -> RegimeKey:
-        """:func:`regime` of the shape at ``dp``."""
-        dense = dp * self.cp
-        key: list[object] = [dense > 1, dp if self.m * dp < self.rpn else 0]
-        edp = self.tp * dense // self.expert
-        if self.moe:
-            key.append(edp > 1 and edp != dense)
-        if self.hybrid:
-            shard = shard_group_size(self.laid, dense, self.rpn)
-            key += [shard, dense > shard]
-            if self.moe:
-                expert_shard = shard_group_size(self.laid, edp, self.rpn)
-                key += [expert_shard, edp > expert_shard]
-        return tuple(key)

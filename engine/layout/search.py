@@ -26,10 +26,10 @@ all) are never estimated. Two things spare estimates without changing an answer:
 layout whose peak floor (:mod:`engine.layout.bound`: activations, resident states,
 reserve, runtime — what no DP or EP takes away) already exceeds the limit fails by the
 high estimate without one, and so does every smaller DP of its regime with a floor as
-high; and what a probe proved (:class:`Known`) is kept across the growing bounds and
-the three counts' searches, so a regime is never probed twice below what it is known
-to fail at; an estimate made by one criterion's search proves what it can under the
-other (:func:`_teach_other`). The hypothesis test
+high; and what a probe proved (:class:`~engine.layout.known.Known`) is kept across the
+growing bounds and the three counts' searches, so a regime is never probed twice below
+what it is known to fail at; an estimate made by one criterion's search proves what it
+can under the other (:func:`_teach_other`). The hypothesis test
 ``tests/engine/layout/test_search_exact.py`` checks the answers against brute force.
 """
 
@@ -41,11 +41,12 @@ from dataclasses import dataclass, field
 
 from engine.layout.batch import held_batch
 from engine.layout.bound import PeakFloors
+from engine.layout.candidates import RegimeKey
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.group import below_dp
 from engine.layout.low_bound import LowFloors
 from engine.layout.point import Layout
-from engine.layout.regimes import RegimeKey, SearchMemo
+from engine.layout.regimes import SearchMemo
 from engine.layout.slack import slack
 from engine.layout.state_bound import StateFloors
 
@@ -135,6 +136,10 @@ class _Shape:
     state_floors: StateFloors | None = None
     estimated: list[Outcome] = field(default_factory=list)  # this regime's estimates
     batch_moves: bool = True  # False: every DP of a shape runs one batch (micro-batch held)
+    limit: int = field(init=False)  # the plan's HBM limit, read once (asked per shape)
+
+    def __post_init__(self) -> None:
+        self.limit = self.ev.plan.hbm_limit_bytes
 
     def probe(self, layout: Layout, below: Sequence[Layout]) -> tuple[bool, bool]:
         """(accepted, every DP of ``below`` — the smaller ones of the regime — fails)."""
@@ -175,14 +180,14 @@ class _Shape:
         floors = self.floors
         if floors is None or not self.floor_prunes() or not tops:
             return False
-        limit = self.ev.plan.hbm_limit_bytes
+        limit = self.limit
         return all(floors.over(lay, limit) for lay in tops)
 
     def _over_floor(self, layout: Layout) -> bool:
         """Whether the layout's activations and resident share exceed the limit
         (:mod:`.bound`, the high figure only), or its activations and own states do
         (:mod:`.state_bound`, either figure): it fails without an estimate."""
-        limit = self.ev.plan.hbm_limit_bytes
+        limit = self.limit
         high = self.criterion.figure == "high"
         if high and self.floors is not None and self.floors.over(layout, limit):
             return True
@@ -255,7 +260,8 @@ def search_min(
     earlier shape in preference order, then the smaller DP. ``memo`` holds the
     ``pipeline_full`` and ``max_padding_share`` preferences (they depend on DP, so they
     are applied here rather than to the shapes: none by default), the candidates and
-    what earlier searches with the same preferences proved (:class:`Known`)."""
+    what earlier searches with the same preferences proved
+    (:class:`~engine.layout.known.Known`)."""
     memo = SearchMemo(ev.plan, full=True, padding=1.0) if memo is None else memo
     best = start
     floor = ev.fewest_ranks
@@ -266,15 +272,30 @@ def search_min(
     state_floors = None if floors is None else memo.state_floors(floors)
     searcher = _Shape(ev, criterion, budget, floors, low_floors, state_floors)
     searcher.batch_moves = held_batch(ev.plan) is not None
+    # per model-parallel size, while the best cost stays: whether it is affordable at all
+    # and the largest DP below the best cost (shapes share their sizes by the dozen)
+    below: dict[int, int] = {}
+    below_cost = None if best is None else best.cost
+    prunes = searcher.floor_prunes()
     for shape in shapes:
         m = shape.model_parallel
-        if m > max_gpus or (best is not None and cost(m) >= best.cost):
+        if m > max_gpus:
             continue
-        top = (
-            max_gpus // m if best is None else min(max_gpus // m, _max_dp_below(best.cost, m, cost))
-        )
+        if best is None:
+            top = max_gpus // m
+        else:
+            if best.cost != below_cost:
+                below, below_cost = {}, best.cost
+            top = below.get(m, -1)
+            if top < 0:
+                affordable = cost(m) < best.cost
+                top = below[m] = (
+                    min(max_gpus // m, _max_dp_below(best.cost, m, cost)) if affordable else 0
+                )
+            if top == 0:
+                continue
         fewest_dp = -(-floor // m)
-        if searcher.floor_prunes():
+        if prunes:
             over = memo.floor_over.get((shape, fewest_dp), 0)
             if top <= over:  # every candidate up to a larger top was over: these too
                 continue
@@ -286,10 +307,13 @@ def search_min(
             group: Sequence[Layout] = whole if got is None else below_dp(whole, got.dp)
             known = memo.known(shape, key, criterion.figure)
             group = known.unknown(group)
+            if not group:  # all known: nothing to probe, learn or teach
+                continue
             searcher.estimated = []
             found = searcher.smallest(group)
             known.learn(group, found)
-            _teach_other(memo, shape, key, criterion, searcher.estimated)
+            if searcher.estimated:
+                _teach_other(memo, shape, key, criterion, searcher.estimated)
             if found is not None:
                 got = found
         if got is not None:

@@ -23,7 +23,7 @@ from engine.plan import (
     Plan,
     SectionsKey,
     shared_section,
-    with_section,
+    with_fields,
     with_shared_sections,
 )
 from engine.sections.base import ByteRange, Section
@@ -108,7 +108,7 @@ def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
         par = shared_section(par)
     if batch is r.plan.batch and par is done:
         return r
-    out = with_section(with_section(r.plan, "batch", batch), "parallelism", par)
+    out = with_fields(r.plan, {"batch": batch, "parallelism": par})
     return ResolvedPlan(out, r.stack, r.derived)
 
 
@@ -117,7 +117,7 @@ def _decided(own: ParallelismSection, tp_style: str, knobs: StrategyKnobs) -> Se
     """``own`` with the fields the stack's rules decide (cached: every fresh plan of one
     layout whose ``tp_style`` is ``auto`` — each batch edit in the window — would
     otherwise copy and hash a new parallelism section)."""
-    return shared_section(own.model_copy(update={"tp_style": tp_style, "knobs": knobs}))
+    return shared_section(with_fields(own, {"tp_style": tp_style, "knobs": knobs}))
 
 
 _FREE_PARALLELISM: Final[ParallelismSection] = ParallelismSection()

@@ -15,9 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from legality_plans import MOE, NO_PREFERENCES, tiny, tiny_changes
 
-from engine.layout.lattice import LayoutPreferences, enumerate_layouts, legal_shapes, with_layout
+from engine.layout.lattice import (
+    Layout,
+    LayoutPreferences,
+    candidate_pipeline,
+    enumerate_layouts,
+    legal_shapes,
+    with_layout,
+)
 from engine.legality import rules
-from engine.legality.checks import plan_problems
+from engine.legality.checks import plan_problems, rule_problems
 from engine.legality.stack import dimension_problems
 from engine.plan import Plan, default_plan, with_values
 from engine.stacks.catalog import concrete_stack
@@ -94,6 +101,24 @@ def test_lattice_legal_exactly_when_legality_reports_nothing(plan: Plan, world: 
         assert rejected.reasons == tuple(p.message for p in derived)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(small_plans(), min_size=1, max_size=3), st.integers(1, 24))
+def test_cached_rule_groups_give_every_rule_run_afresh(plans: list[Plan], world: int) -> None:
+    """plan_problems caches each rule group on the values it is given; the plans here —
+    several random plans laid out as every layout of one world size, legal or not —
+    share TPs, pipelines, EPs and DPs, so later ones are answered from entries the
+    earlier ones left: each must give what the groups give run afresh, in order."""
+    for plan in plans:
+        for layout in enumerate_layouts(plan, world, NO_PREFERENCES).legal[:8]:
+            laid = with_layout(plan, layout)
+            assert plan_problems(laid) == rule_problems(laid) == []
+        for rejected in enumerate_layouts(plan, world, NO_PREFERENCES).rejected[:8]:
+            laid = with_layout(plan, rejected.layout)
+            assert plan_problems(laid) == rule_problems(laid)
+            assert tuple(p.message for p in plan_problems(laid)) == rejected.reasons
+        assert plan_problems(plan) == rule_problems(plan)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     small_plans(hold_micro_only=True),
@@ -110,7 +135,16 @@ def test_search_shapes_are_the_legal_shapes_of_the_lattice(
     (The preferences that depend on DP — FSDP padding — are judged with DP by the search
     too, so they are left out of the comparison.)"""
     prefs = replace(prefs, max_padding_share=1.0)
-    shapes = [s.shape for s in legal_shapes(plan, max_ranks, prefs)]
+    templates = legal_shapes(plan, max_ranks, prefs)
+    assert templates == sorted(templates, key=Layout.preference)  # in preference order
+    b, moe = plan.batch, plan.model.architecture.moe is not None
+    etp = plan.parallelism.expert_tp if moe else 1
+    for t in templates:  # DP-1 templates of the plan's batch, expert TP and split
+        split = candidate_pipeline(plan, t.pp)[1]
+        assert (t.dp, t.micro_batch, t.grad_accum, t.etp, t.pp_split) == (
+            1, b.micro_batch, b.grad_accum, etp, split
+        )  # fmt: skip
+    shapes = [s.shape for s in templates]
     arch = plan.model.architecture
     strategy = plan.parallelism.strategy
     stack = concrete_stack(plan.stack.name, strategy, plan.method.kind)

@@ -16,8 +16,8 @@ from layout_plans import SEARCH_SETTINGS, search_plans
 from engine.layout import regimes
 from engine.layout.counts import gpu_counts
 from engine.layout.group import Group, below_dp, dp_span
+from engine.layout.known import Known
 from engine.layout.point import Layout
-from engine.layout.regimes import Known
 from engine.plan import Plan
 
 SHAPE = Layout(tp=2, pp=1, cp=1, ep=1, dp=1, micro_batch=2, grad_accum=3)

@@ -6,9 +6,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.layout.lattice import Layout, LayoutPreferences, enumerate_layouts
+from engine.layout.lattice import Layout, LayoutPreferences, enumerate_layouts, legal_shapes
 from engine.legality.rules import divisors
 from engine.plan import Plan, default_plan, with_values
+from engine.presets import plan_for_model_preset
 
 TINY = {
     "family": "llama",
@@ -167,3 +168,16 @@ def test_moe_ep_folds_over_tp_cp_dp() -> None:
         "pipeline stage (parallelism.tp × parallelism.cp × parallelism.dp): expert "
         "parallelism folds over those ranks",
     )
+
+
+def test_search_shapes_come_in_preference_order() -> None:
+    """legal_shapes sorts by a plain tuple of Layout.preference's key: the same order on
+    presets whose shapes tie on model parallelism across PP, CP and TP (a MoE model's
+    EPs too), under the practical and the relaxed preferences."""
+    for name in ("deepseek-v2", "llama-3.1-405b"):
+        plan = plan_for_model_preset(name)
+        for prefs in (LayoutPreferences(), LayoutPreferences().relaxed()):
+            shapes = legal_shapes(plan, 16384, prefs)
+            assert len({s.preference() for s in shapes}) == len(shapes) > 100
+            assert shapes == sorted(shapes, key=Layout.preference)
+            assert len({(s.pp, s.cp) for s in shapes if s.model_parallel == 16}) > 2
