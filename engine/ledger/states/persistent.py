@@ -22,11 +22,13 @@ from engine.ledger.placement import (
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
 from engine.ledger.sharding import shard_group_size
+from engine.ledger.states import one_pass
 from engine.ledger.states.allocs import ShardContext, one_per_tensor, shard_allocs, shard_numel
 from engine.ledger.states.methods import group_words, held_tensors
 from engine.ledger.states.offload import offloads_nothing, split_offload
+from engine.ledger.states.one_pass import Folded
 from engine.ledger.states.quantized import quantized_rows
-from engine.ledger.states.rows import persistent_rows
+from engine.ledger.states.rows import folded_states, regrouped_persistent_rows
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 from engine.sections.method import MethodSection
@@ -86,6 +88,15 @@ def _unsharded(
 
 
 @lru_cache(maxsize=1024)
+def _folded(
+    arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
+) -> Folded | None:
+    """:func:`_unsharded` folded for :func:`regrouped_persistent_rows` (once per
+    placement: the layout search sizes its states at several shard group sizes)."""
+    return folded_states(_unsharded(arch, method, par, stage))
+
+
+@lru_cache(maxsize=1024)
 def _held(
     arch: ArchitectureSpec,
     method: MethodSection,
@@ -131,7 +142,9 @@ def _rows(
     stage: int,
 ) -> tuple[Row, ...]:
     held, ctx = _held(arch, method, par, dense, expert, granularity, stage)
-    rows = persistent_rows(list(held), resolve_formats(method.precision), method.optimizer, ctx)
+    formats = resolve_formats(method.precision)
+    folded = _folded(arch, method, par, stage) if one_pass.applies(ctx) else None
+    rows = regrouped_persistent_rows(folded, dense, expert, held, formats, method.optimizer, ctx)
     if method.kind == "qlora":
         rows[:0] = quantized_rows(list(held), method.qlora, granularity)
     return tuple(rows)

@@ -314,6 +314,39 @@ def persistent_rows(
     if not one_pass.applies(ctx):
         return persistent_rows_by_state(held, formats, opt, ctx)
     at = one_pass.sized_at_once(held, formats.master is not None, ctx, _CATEGORIES)
+    return _rows_at_once(at, opt, ctx)
+
+
+def folded_states(unsharded: tuple[HeldTensor, ...]) -> one_pass.Folded | None:
+    """:func:`~engine.ledger.states.one_pass.folded` of a placement's held tensors at shard
+    groups of one, for :func:`regrouped_persistent_rows` (the weights categories these
+    rows have)."""
+    return one_pass.folded(unsharded, _CATEGORIES)
+
+
+def regrouped_persistent_rows(
+    folded: one_pass.Folded | None,
+    dense: int,
+    expert: int,
+    held: tuple[HeldTensor, ...],
+    formats: StateFormats,
+    opt: OptimizerSection,
+    ctx: ShardContext,
+) -> list[Row]:
+    """:func:`persistent_rows` of ``held``, the held tensors ``folded`` folds
+    (:func:`folded_states`) regrouped over ``dense`` and ``expert`` ranks
+    (:func:`~engine.ledger.held.regrouped`): sized from the folded entries
+    (:func:`~engine.ledger.states.one_pass.sized_folded`) where the one pass applies,
+    by :func:`persistent_rows` otherwise."""
+    if folded is None or not one_pass.applies(ctx):
+        return persistent_rows(list(held), formats, opt, ctx)
+    master = formats.master is not None
+    at = one_pass.sized_folded(folded, dense, expert, held, master, ctx, _CATEGORIES)
+    return _rows_at_once(at, opt, ctx)
+
+
+def _rows_at_once(at: one_pass.AtOnce, opt: OptimizerSection, ctx: ShardContext) -> list[Row]:
+    """The rows of states sized in one pass, in :func:`persistent_rows_by_state`'s order."""
     rows = [_weight_row(cat, *sized, ctx) for cat, sized in at.weights]
     if not at.trainable:
         return rows
