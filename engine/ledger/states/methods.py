@@ -178,7 +178,13 @@ def held_tensors(
 
 def group_words(placed: tuple[LocalTensor, ...], dense: int, expert: int) -> str:
     """The words for the divisors of these tensors' shards (rows' formulas)."""
-    if expert != dense and any(map(_EXPERT, placed)):
+    return group_words_of(any(map(_EXPERT, placed)), dense, expert)
+
+
+def group_words_of(experts: bool, dense: int, expert: int) -> str:
+    """:func:`group_words` of placed tensors of which some are routed experts' when
+    ``experts`` (what a placement knows once for all its shard group sizes)."""
+    if expert != dense and experts:
         return f"{dense} dense / {expert} expert (data-parallel shard groups)"
     return f"{dense} (data-parallel shard group)"
 

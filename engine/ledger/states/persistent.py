@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-from engine.ledger.held import HeldTensor, regrouped
+from engine.ledger.held import HeldTensor, Regrouping, regrouped_from, regrouping
 from engine.ledger.placement import (
     LocalTensor,
     dense_dp_group,
@@ -24,7 +24,7 @@ from engine.ledger.row import Row
 from engine.ledger.sharding import shard_group_size
 from engine.ledger.states import one_pass
 from engine.ledger.states.allocs import ShardContext, one_per_tensor, shard_allocs, shard_numel
-from engine.ledger.states.methods import group_words, held_tensors
+from engine.ledger.states.methods import group_words_of, held_tensors
 from engine.ledger.states.offload import offloads_nothing, split_offload
 from engine.ledger.states.one_pass import Folded
 from engine.ledger.states.quantized import quantized_rows
@@ -77,23 +77,35 @@ def _placing(par: ParallelismSection) -> ParallelismSection:
     return got
 
 
+class _Placement(NamedTuple):
+    """What a placement's states read for every shard group size: its held tensors at
+    shard groups of one, the same cut for :func:`~engine.ledger.held.regrouped_from`, and
+    whether any placed tensor is a routed expert's (the divisor's words)."""
+
+    unsharded: tuple[HeldTensor, ...]
+    parts: Regrouping
+    experts: bool
+
+
 @lru_cache(maxsize=1024)
-def _unsharded(
+def _placement(
     arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
-) -> tuple[HeldTensor, ...]:
-    """The stage's held tensors at shard groups of one: what they are, their dtypes and
+) -> _Placement:
+    """The stage's :class:`_Placement`: what its held tensors are, their dtypes and
     trainability read no group size, so :func:`_held` regroups them for each."""
     formats = resolve_formats(method.precision)
-    return tuple(held_tensors(method, par, 0, _placed(arch, par, stage), formats, (1, 1))[0])
+    placed = _placed(arch, par, stage)
+    unsharded = tuple(held_tensors(method, par, 0, placed, formats, (1, 1))[0])
+    return _Placement(unsharded, regrouping(unsharded), any([t.expert for t in placed]))
 
 
 @lru_cache(maxsize=1024)
 def _folded(
     arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
 ) -> Folded | None:
-    """:func:`_unsharded` folded for :func:`regrouped_persistent_rows` (once per
+    """:func:`_placement`'s unsharded tensors folded for :func:`regrouped_persistent_rows` (once per
     placement: the layout search sizes its states at several shard group sizes)."""
-    return folded_states(_unsharded(arch, method, par, stage))
+    return folded_states(_placement(arch, method, par, stage).unsharded)
 
 
 @lru_cache(maxsize=1024)
@@ -106,8 +118,9 @@ def _held(
     granularity: int,
     stage: int,
 ) -> tuple[tuple[HeldTensor, ...], ShardContext]:
-    held = regrouped(_unsharded(arch, method, par, stage), dense, expert)
-    words = group_words(_placed(arch, par, stage), dense, expert)
+    at = _placement(arch, method, par, stage)
+    held = regrouped_from(at.parts, dense, expert)
+    words = group_words_of(at.experts, dense, expert)
     return tuple(held), ShardContext(rule_of(par.strategy), words, granularity)
 
 
@@ -220,7 +233,7 @@ def _states_at(plan: Plan, key: Key) -> StageStates:
         held,
         ctx,
         _split_at(plan, key)[0],
-        _unsharded(arch, method, par, stage),
+        _placement(arch, method, par, stage).unsharded,
     )
 
 
