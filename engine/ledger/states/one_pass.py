@@ -176,43 +176,48 @@ class Folded(NamedTuple):
 
 def folded(unsharded: tuple[HeldTensor, ...], categories: tuple[str, ...]) -> Folded | None:
     """:class:`Folded` of a placement's held tensors at shard groups of one; None when a
-    tensor has no dimension (:func:`sized_at_once` sizes those, as it always did)."""
+    tensor has no dimension (:func:`sized_at_once` sizes those, as it always did). The
+    label dtypes are read from each entry's first tensor: the tensors an entry folds
+    share their category, trainability and dtypes."""
     index: dict[tuple[object, ...], list[Any]] = {}
     size = DTYPE_BYTES
     for t in unsharded:
-        shape = t.shape
-        if not shape:
-            return None
-        key = (shape, *t[3:8], t.persistent_full, t.expert)  # shape, category … state dtype
+        # shape; category … state dtype; ZeRO-3 persistence; expert (HeldTensor's order)
+        key = (t[1], t[3:8], t[9], t[11])
         got = index.get(key)
         if got is not None:
-            got[-1] += t.count
+            got[-2] += t[10]  # (the count; the first tensor is last)
             continue
-        cat, trainable, d0 = t.category, t.trainable, shape[0]
+        _, shape, _, cat, trainable, pd, gd, sd, _, whole, count, expert, numel = t
+        if not shape:
+            return None
+        d0 = shape[0]
         weighed = cat in categories
         index[key] = [
             shape,
             d0,
-            t.numel // d0 if d0 else 0,
+            numel // d0 if d0 else 0,
             shape[1:],
-            t.numel,
+            numel,
             cat if weighed else None,
             # sizes read where they count only (QLoRA's base is NF4, which has none)
-            size[t.param_dtype] if weighed else 0,
-            size[t.grad_dtype] if trainable else 0,
-            size[t.state_dtype] if trainable else 0,
-            t.persistent_full,
-            t.expert,
+            size[pd] if weighed else 0,
+            size[gd] if trainable else 0,
+            size[sd] if trainable else 0,
+            whole,
+            expert,
             trainable,
-            t.count,
+            count,
+            t,  # the first tensor (its dtypes for the labels), dropped below
         ]
+    firsts = [e[-1] for e in index.values()]
     dtypes = {}
     for name in categories:
-        of = {t.param_dtype for t in unsharded if t.category == name}
+        of = {t.param_dtype for t in firsts if t.category == name}
         if of:
             dtypes[name] = "/".join(sorted(of))
-    grads = {t.grad_dtype for t in unsharded if t.trainable}
-    entries = tuple([tuple(e) for e in index.values()])
+    grads = {t.grad_dtype for t in firsts if t.trainable}
+    entries = tuple([tuple(e[:-1]) for e in index.values()])
     return Folded(entries, dtypes, bool(grads), "/".join(sorted(grads)))
 
 
