@@ -9,11 +9,15 @@ adds it into every state it belongs to — the weights of its category, the mast
 the gradients, the optimizer's allocation shapes — instead of one pass per state
 (:func:`~engine.ledger.states.allocs.state_sized` for each, then the optimizer's): the
 layout search sizes the states of a thousand layouts, and reads none of their formulas.
+The search's states go further (:func:`sized_folded`): a placement's tensors, the same
+at every shard group size but their groups, are folded once (:func:`folded`: tensors
+alike in every field a size reads counted as one entry, about half as many), and each
+layout's pass runs over the entries.
 
 The numbers and the formulas (written when read, from the same arguments
 :func:`~engine.ledger.states.allocs.state_sized` gives them) are those of the state
 by state sizing; ``tests/engine/ledger/test_one_pass_states.py`` compares the rows of
-both, formula text included, on random plans and the presets.
+each with them, formula text included, on random plans and the presets.
 """
 
 from __future__ import annotations
