@@ -82,3 +82,22 @@ def regrouped(held: Iterable[HeldTensor], dense: int, expert: int) -> list[HeldT
     depend on the group sizes, so a layout search's DP values share one build of them."""
     g = _GROUP
     return [_new(HeldTensor, (*t[:g], expert if t.expert else dense, *t[g + 1 :])) for t in held]
+
+
+Regrouping = tuple[tuple[tuple[object, ...], tuple[object, ...], bool], ...]
+"""Held tensors cut at their group (:func:`regrouping`): the fields before it, those
+after it, and whether the tensor is a routed expert's."""
+
+
+def regrouping(held: Iterable[HeldTensor]) -> Regrouping:
+    """``held`` cut at their shard group field, for :func:`regrouped_from`: a placement's
+    tensors are regrouped for every shard group size a layout search tries, and the cut
+    (made once) leaves two tuple concatenations per tensor."""
+    g = _GROUP
+    return tuple([(t[:g], t[g + 1 :], t.expert) for t in held])
+
+
+def regrouped_from(parts: Regrouping, dense: int, expert: int) -> list[HeldTensor]:
+    """:func:`regrouped` of the tensors :func:`regrouping` cut (the same tensors)."""
+    d, x = (dense,), (expert,)
+    return [_new(HeldTensor, head + (x if e else d) + tail) for head, tail, e in parts]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-from engine.ledger.held import HeldTensor, regrouped
+from engine.ledger.held import HeldTensor, Regrouping, regrouped_from, regrouping
 from engine.ledger.placement import (
     LocalTensor,
     dense_dp_group,
@@ -22,11 +22,13 @@ from engine.ledger.placement import (
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
 from engine.ledger.sharding import shard_group_size
+from engine.ledger.states import one_pass
 from engine.ledger.states.allocs import ShardContext, one_per_tensor, shard_allocs, shard_numel
-from engine.ledger.states.methods import group_words, held_tensors
+from engine.ledger.states.methods import group_words_of, held_tensors
 from engine.ledger.states.offload import offloads_nothing, split_offload
+from engine.ledger.states.one_pass import Folded
 from engine.ledger.states.quantized import quantized_rows
-from engine.ledger.states.rows import persistent_rows
+from engine.ledger.states.rows import folded_states, regrouped_persistent_rows
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 from engine.sections.method import MethodSection
@@ -75,14 +77,35 @@ def _placing(par: ParallelismSection) -> ParallelismSection:
     return got
 
 
+class _Placement(NamedTuple):
+    """What a placement's states read for every shard group size: its held tensors at
+    shard groups of one, the same cut for :func:`~engine.ledger.held.regrouped_from`, and
+    whether any placed tensor is a routed expert's (the divisor's words)."""
+
+    unsharded: tuple[HeldTensor, ...]
+    parts: Regrouping
+    experts: bool
+
+
 @lru_cache(maxsize=1024)
-def _unsharded(
+def _placement(
     arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
-) -> tuple[HeldTensor, ...]:
-    """The stage's held tensors at shard groups of one: what they are, their dtypes and
+) -> _Placement:
+    """The stage's :class:`_Placement`: what its held tensors are, their dtypes and
     trainability read no group size, so :func:`_held` regroups them for each."""
     formats = resolve_formats(method.precision)
-    return tuple(held_tensors(method, par, 0, _placed(arch, par, stage), formats, (1, 1))[0])
+    placed = _placed(arch, par, stage)
+    unsharded = tuple(held_tensors(method, par, 0, placed, formats, (1, 1))[0])
+    return _Placement(unsharded, regrouping(unsharded), any([t.expert for t in placed]))
+
+
+@lru_cache(maxsize=1024)
+def _folded(
+    arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
+) -> Folded | None:
+    """:func:`_placement`'s unsharded tensors folded for :func:`regrouped_persistent_rows` (once per
+    placement: the layout search sizes its states at several shard group sizes)."""
+    return folded_states(_placement(arch, method, par, stage).unsharded)
 
 
 @lru_cache(maxsize=1024)
@@ -95,8 +118,9 @@ def _held(
     granularity: int,
     stage: int,
 ) -> tuple[tuple[HeldTensor, ...], ShardContext]:
-    held = regrouped(_unsharded(arch, method, par, stage), dense, expert)
-    words = group_words(_placed(arch, par, stage), dense, expert)
+    at = _placement(arch, method, par, stage)
+    held = regrouped_from(at.parts, dense, expert)
+    words = group_words_of(at.experts, dense, expert)
     return tuple(held), ShardContext(rule_of(par.strategy), words, granularity)
 
 
@@ -131,7 +155,9 @@ def _rows(
     stage: int,
 ) -> tuple[Row, ...]:
     held, ctx = _held(arch, method, par, dense, expert, granularity, stage)
-    rows = persistent_rows(list(held), resolve_formats(method.precision), method.optimizer, ctx)
+    formats = resolve_formats(method.precision)
+    folded = _folded(arch, method, par, stage) if one_pass.applies(ctx) else None
+    rows = regrouped_persistent_rows(folded, dense, expert, held, formats, method.optimizer, ctx)
     if method.kind == "qlora":
         rows[:0] = quantized_rows(list(held), method.qlora, granularity)
     return tuple(rows)
@@ -207,7 +233,7 @@ def _states_at(plan: Plan, key: Key) -> StageStates:
         held,
         ctx,
         _split_at(plan, key)[0],
-        _unsharded(arch, method, par, stage),
+        _placement(arch, method, par, stage).unsharded,
     )
 
 

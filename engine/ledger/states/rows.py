@@ -7,7 +7,7 @@ is what ``torch.cuda.memory_allocated`` reports (memory-model §1, measured case
 
 from __future__ import annotations
 
-from functools import lru_cache, partial
+from functools import partial
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
@@ -27,14 +27,11 @@ from engine.ledger.row import (
 from engine.ledger.states import one_pass
 from engine.ledger.states.allocs import (
     ShardContext,
-    one_per_tensor,
-    shard_allocs,
     state_sized,
 )
-from engine.ledger.states.optimizers import OPTIMIZER_LABELS, OPTIMIZER_SOURCES, state_allocs
+from engine.ledger.states.optimizer_rows import optimizer_rows, optimizer_rows_of
 from engine.sections.method import OptimizerSection
 from engine.stacks.families import StrategyRule
-from engine.units import fmt_count
 
 _WEIGHTS: dict[str, tuple[str, str, CheckpointPart]] = {
     "model": ("hbm.weights", "Weights", "weights"),
@@ -189,119 +186,6 @@ def main_grad_shard_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
     )
 
 
-def optimizer_rows(
-    trainable: list[HeldTensor], opt: OptimizerSection, ctx: ShardContext
-) -> list[Row]:
-    """One row per optimizer state (moments, step counters, quantization constants)."""
-    copies, elements = _optimizer_copies(trainable, ctx)
-    return _optimizer_rows_of(copies, elements, opt, ctx)
-
-
-def _optimizer_copies(
-    trainable: list[HeldTensor], ctx: ShardContext
-) -> tuple[dict[tuple[tuple[int, ...], int], int], int]:
-    """The optimizer's allocations of these tensors by (shape, element size), with how
-    many of each (first appearances first), and the trainable elements."""
-    # allocations of one shape and element size have the same states: each is worked
-    # out once, for all their copies (first appearances keep the states' order)
-    copies: dict[tuple[tuple[int, ...], int], int] = {}
-    sharded = ctx.rule.optimizer
-    if one_per_tensor(ctx.rule, sharded):  # the allocations are the tensors' shards
-        elements = 0
-        get = copies.get
-        # the shape of the rank's allocation of each: ceil(d0 / N) rows of it when sharded
-        for t in trainable:
-            shape, g, c = t.shape, t.group, t.count
-            if sharded and g != 1:
-                shape = (-(-shape[0] // g), *shape[1:])
-            key = (shape, DTYPE_BYTES[t.state_dtype])
-            copies[key] = get(key, 0) + c
-            elements += t.numel * c
-    else:
-        allocs = shard_allocs(trainable, sharded, ctx.rule, "state_dtype")
-        for a in allocs:
-            key = (a.shape, DTYPE_BYTES[a.dtype])
-            copies[key] = copies.get(key, 0) + a.copies
-        elements = sum(a.count_full * a.copies for a in allocs)
-    return copies, elements
-
-
-def _optimizer_rows_of(
-    copies: dict[tuple[tuple[int, ...], int], int],
-    elements: int,
-    opt: OptimizerSection,
-    ctx: ShardContext,
-) -> list[Row]:
-    """:func:`optimizer_rows` of the allocations :func:`_optimizer_copies` gives."""
-    gran = max(ctx.granularity, 1)
-    per_state: dict[str, list[int]] = {}  # name → [rounded bytes, raw bytes, allocations]
-    table = _states_table(opt, gran)
-    for key, c in copies.items():
-        states = table.get(key)
-        if states is None:
-            if len(table) >= 4096:
-                table.clear()
-            states = table[key] = _shape_states(opt, *key, gran)
-        for name, rounded, n_bytes in states:
-            acc = per_state.get(name)
-            if acc is None:
-                per_state[name] = [rounded * c, n_bytes * c, c]
-            else:
-                acc[0] += rounded * c
-                acc[1] += n_bytes * c
-                acc[2] += c
-    rows = []
-    share = f", sharded ÷ {ctx.group_words}" if ctx.rule.optimizer else ""
-    for name, (n, raw, allocations) in per_state.items():
-        rows.append(
-            make_row(
-                id=f"hbm.optimizer.{name}",
-                label=f"Optimizer: {OPTIMIZER_LABELS.get(name, name)}",
-                state="optimizer",
-                location="hbm",
-                kind="persistent",
-                group="optimizer",
-                low=n,
-                high=n,
-                formula=partial(
-                    _optimizer_formula, opt.name, name, elements, share, allocations, raw, gran, n
-                ),
-                source=OPTIMIZER_SOURCES.get(opt.name, "user-input"),
-                checkpoint="optimizer",
-            )
-        )
-    return rows
-
-
-@lru_cache(maxsize=64)
-def _states_table(
-    opt: OptimizerSection, gran: int
-) -> dict[tuple[tuple[int, ...], int], tuple[tuple[str, int, int], ...]]:
-    """:func:`_shape_states` of one optimizer and granularity by (shape, element size),
-    filled as shapes come (bounded): the optimizer rows look each allocation up here by
-    its plain tuple key, not hashing the optimizer section again for every one."""
-    return {}
-
-
-def _shape_states(
-    opt: OptimizerSection, shape: tuple[int, ...], size: int, gran: int
-) -> tuple[tuple[str, int, int], ...]:
-    """(name, bytes rounded up to ``gran``, bytes) of each of :func:`state_allocs` of one
-    allocation: shard shapes recur across a layout search's shard group sizes (a norm's
-    weight, a divisible projection), so each is worked out once (:func:`_states_table`)."""
-    return tuple([(name, -(-n // gran) * gran, n) for name, n in state_allocs(opt, shape, size)])
-
-
-def _optimizer_formula(
-    opt: str, name: str, elements: int, share: str, allocations: int, raw: int, gran: int, n: int
-) -> str:
-    return (
-        f"{opt} state '{name}' over {fmt_count(elements)}"
-        f" trainable elements{share}: {allocations} allocation(s) totalling "
-        f"{fmt_count(raw)} B, each rounded up to {gran} B = {fmt_count(n)} B"
-    )
-
-
 def persistent_rows(
     held: list[HeldTensor],
     formats: StateFormats,
@@ -314,13 +198,46 @@ def persistent_rows(
     if not one_pass.applies(ctx):
         return persistent_rows_by_state(held, formats, opt, ctx)
     at = one_pass.sized_at_once(held, formats.master is not None, ctx, _CATEGORIES)
+    return _rows_at_once(at, opt, ctx)
+
+
+def folded_states(unsharded: tuple[HeldTensor, ...]) -> one_pass.Folded | None:
+    """:func:`~engine.ledger.states.one_pass.folded` of a placement's held tensors at shard
+    groups of one, for :func:`regrouped_persistent_rows` (the weights categories these
+    rows have)."""
+    return one_pass.folded(unsharded, _CATEGORIES)
+
+
+def regrouped_persistent_rows(
+    folded: one_pass.Folded | None,
+    dense: int,
+    expert: int,
+    held: tuple[HeldTensor, ...],
+    formats: StateFormats,
+    opt: OptimizerSection,
+    ctx: ShardContext,
+) -> list[Row]:
+    """:func:`persistent_rows` of ``held``, the held tensors ``folded`` folds
+    (:func:`folded_states`) regrouped over ``dense`` and ``expert`` ranks
+    (:func:`~engine.ledger.held.regrouped`): sized from the folded entries
+    (:func:`~engine.ledger.states.one_pass.sized_folded`) where the one pass applies,
+    by :func:`persistent_rows` otherwise."""
+    if folded is None or not one_pass.applies(ctx):
+        return persistent_rows(list(held), formats, opt, ctx)
+    master = formats.master is not None
+    at = one_pass.sized_folded(folded, dense, expert, held, master, ctx, _CATEGORIES)
+    return _rows_at_once(at, opt, ctx)
+
+
+def _rows_at_once(at: one_pass.AtOnce, opt: OptimizerSection, ctx: ShardContext) -> list[Row]:
+    """The rows of states sized in one pass, in :func:`persistent_rows_by_state`'s order."""
     rows = [_weight_row(cat, *sized, ctx) for cat, sized in at.weights]
     if not at.trainable:
         return rows
     if at.master is not None:
         rows.append(_master_row(*at.master))
     rows.append(_grad_row(*at.grads, ctx))
-    rows.extend(_optimizer_rows_of(at.copies, at.elements, opt, ctx))
+    rows.extend(optimizer_rows_of(at.copies, at.elements, opt, ctx))
     return rows
 
 

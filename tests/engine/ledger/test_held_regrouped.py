@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import PlanError
-from engine.ledger.held import HeldTensor, recounted
+from engine.ledger.held import HeldTensor, recounted, regrouped, regrouped_from, regrouping
 from engine.ledger.precision import resolve_formats
 from engine.ledger.states.methods import held_tensors
 from engine.ledger.states.persistent import stage_held, stage_placed
@@ -53,6 +53,11 @@ def _assert_same(plan: Plan) -> None:
         assert list(got) == held
         assert [t.group for t in got] == [t.group for t in held]
         assert ctx.group_words == words
+        cut = regrouped_from(regrouping(held), 3, 5)
+        assert cut == regrouped(held, 3, 5)
+        assert [(t.group, type(t)) for t in cut] == [
+            (5 if t.expert else 3, HeldTensor) for t in held
+        ]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))

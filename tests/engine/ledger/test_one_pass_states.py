@@ -20,11 +20,18 @@ from hypothesis import strategies as st
 
 from engine.errors import PlanError
 from engine.ledger.held import HeldTensor
+from engine.ledger.placement import dense_dp_group, expert_dp_group
 from engine.ledger.precision import resolve_formats
+from engine.ledger.sharding import shard_group_size
 from engine.ledger.states import one_pass
 from engine.ledger.states.allocs import ShardContext, shard_allocs
-from engine.ledger.states.persistent import stage_held, stage_shard_elems
-from engine.ledger.states.rows import persistent_rows, persistent_rows_by_state
+from engine.ledger.states.persistent import stage_held, stage_shard_elems, stage_states
+from engine.ledger.states.rows import (
+    folded_states,
+    persistent_rows,
+    persistent_rows_by_state,
+    regrouped_persistent_rows,
+)
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
@@ -53,11 +60,18 @@ def _assert_same(plan: Plan) -> int:
         assume(False)
         return 0
     formats, opt = resolve_formats(r.method.precision), r.method.optimizer
+    par = r.parallelism
+    rpn = par.ranks_per_node or r.hardware.gpus_per_node
+    dense = shard_group_size(par, dense_dp_group(par), rpn)
+    expert = shard_group_size(par, expert_dp_group(par), rpn)
     for stage, (held, ctx) in enumerate(helds):
         assert stage_shard_elems(r, stage) == _shard_elems_by_allocs(list(held), ctx)
         fast = persistent_rows(list(held), formats, opt, ctx)
         slow = persistent_rows_by_state(list(held), formats, opt, ctx)
         assert written(fast) == written(slow)
+        folded = folded_states(stage_states(r, stage).unsharded)
+        regrouped = regrouped_persistent_rows(folded, dense, expert, held, formats, opt, ctx)
+        assert written(regrouped) == written(slow)
     return sum(one_pass.applies(ctx) for _, ctx in helds)
 
 

@@ -24,7 +24,7 @@ from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.optimizer_step import optimizer_temp_rows
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
-from engine.ledger.states import allocs, one_pass, rows
+from engine.ledger.states import allocs, one_pass, optimizer_rows
 from engine.ledger.states.persistent import stage_held
 from engine.ledger.states.rows import persistent_rows
 from engine.plan import Plan, with_values
@@ -37,7 +37,7 @@ from tests.fuzz.plans import plans
 @contextmanager
 def _through_allocs() -> Iterator[None]:
     """Every state sized from its allocations, as before the per-tensor sums."""
-    mods = (allocs, rows, optimizer_step, one_pass)
+    mods = (allocs, optimizer_rows, optimizer_step, one_pass)
     saved = [m.one_per_tensor for m in mods]
     never: Callable[[object, bool], bool] = lambda _rule, _sharded: False  # noqa: E731
     for m in mods:
