@@ -17,10 +17,11 @@ weights and optimizer state against a 76 GB limit). This bound, per decisive sta
 so every moment's sums are at most the estimate's. The high fit peak is the largest
 phase high plus its reserve plus the runtime rows inside the capacity, so it is at least
 the largest phase high of these sums plus the same reserve and the runtime every DP and
-EP keeps; the low fit peak is the low of *some* phase (the one peaking by the high
-figure), so it is at least the smallest phase low here plus its reserve and kept
-runtime. The heaviest stage is a decisive one: the high bound is the largest stage's,
-the low bound the smallest's.
+EP keeps; the low fit peak is the largest low of any phase of any stage
+(:func:`engine.estimate.fit_range`), so it is at least the largest phase low here plus
+its reserve and kept runtime. The heaviest stage is a decisive one, and every stage's
+low counts: both bounds are the largest stage's, and one stage over the limit proves
+either figure over.
 
 Why the search may apply it to a whole regime: persistent states only shrink as DP grows
 within a regime (shards over a larger group, :mod:`engine.layout.regimes`; their padding
@@ -64,27 +65,26 @@ class StateFloors:
         spans = [self._stage(layout, st) for st in stages]
         if any(span is None for span in spans):
             return 0, 0
-        return min(s[0] for s in spans if s), max(s[1] for s in spans if s)
+        return max(s[0] for s in spans if s), max(s[1] for s in spans if s)
 
     def over(self, layout: Layout, figure: str, limit: int) -> bool:
-        """Whether the bound on ``figure`` ("low" or "high") exceeds ``limit``: by the
-        high figure one stage over the limit proves it (the heaviest stage holds at
-        least as much), by the low one every decisive stage must be; stages are
-        computed in the order likeliest to settle it, and no further."""
+        """Whether the bound on ``figure`` ("low" or "high") exceeds ``limit``: one stage
+        over the limit proves it (the heaviest stage holds at least as much at worst,
+        and the low figure is the largest of any stage's); stages are computed in the
+        order likeliest to settle it, and no further."""
         stages = sorted(
             self._canonical_stages(layout),
             key=lambda st: st.activations + st.resident,
-            reverse=figure == "high",
+            reverse=True,
         )
+        at = 0 if figure == "low" else 1
         for st in stages:
             span = self._stage(layout, st)
             if span is None:
                 return False
-            if figure == "high" and span[1] > limit:
+            if span[at] > limit:
                 return True
-            if figure == "low" and span[0] <= limit:
-                return False
-        return figure == "low" and bool(stages)
+        return False
 
     def _canonical_stages(self, layout: Layout) -> tuple[StageFloor, ...]:
         got = self.floors.canonical(layout)
@@ -105,7 +105,7 @@ class StateFloors:
                 return None
             held = moment_sums(rows, laid.batch.grad_accum > 1)
             phases = timeline_of(add_sums(held, st.activation_sums)).phases.values()
-            at_low = min(span.low for span in phases)
+            at_low = max(span.low for span in phases)
             at_high = max(span.high for span in phases)
             self._stages[key] = (
                 at_low + reserve_row(laid, at_low, at_low).low + st.runtime_low,
