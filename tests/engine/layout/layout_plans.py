@@ -19,6 +19,19 @@ from engine.ledger.phases import Range
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset
 
+TINY_MOE: dict[str, Any] = {
+    "family": "mixtral",
+    "hidden": 1024,
+    "layers": 3,
+    "heads": 8,
+    "kv_heads": 2,
+    "intermediate": 2752,
+    "vocab": 32000,
+    "moe": {"num_experts": 4, "top_k": 2, "expert_intermediate": 2048},
+}
+"""A 4-expert Mixtral of three small layers: MoE folding and stacked-expert padding in
+play at a few GPUs."""
+
 SEARCH_SETTINGS = settings(
     max_examples=60,
     deadline=None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from layout_plans import SEARCH_SETTINGS, legal_layouts, search_plans
+from layout_plans import SEARCH_SETTINGS, TINY_MOE, legal_layouts, search_plans
 
 from engine.errors import PlanError
 from engine.layout.padding import padding_share
@@ -105,19 +105,9 @@ def test_stacked_experts_pad_by_their_local_experts() -> None:
     the gathered tensor is padding, as the ledger's gathered rows hold it. The share
     counted the unsplit 4 experts (no padding) before, so the search's slack missed
     12.5 MB that the all-gather buffer loses from DP 4 to DP 3."""
-    arch = {
-        "family": "mixtral",
-        "hidden": 1024,
-        "layers": 3,
-        "heads": 8,
-        "kv_heads": 2,
-        "intermediate": 2752,
-        "vocab": 32000,
-        "moe": {"num_experts": 4, "top_k": 2, "expert_intermediate": 2048},
-    }
     plan = with_values(
         default_plan(),
-        {"model.architecture": arch, "parallelism.strategy": "fsdp2", "parallelism.dp": 1},
+        {"model.architecture": TINY_MOE, "parallelism.strategy": "fsdp2", "parallelism.dp": 1},
     )
     lay = Layout(tp=1, pp=1, cp=4, ep=4, dp=4)
     experts = [

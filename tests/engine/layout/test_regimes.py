@@ -5,22 +5,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from layout_plans import TINY_MOE
+
 from engine.estimate import estimate
 from engine.layout.lattice import with_layout
 from engine.layout.point import Layout
 from engine.layout.regimes import regime
 from engine.plan import default_plan, with_values
-
-TINY_MOE = {
-    "family": "mixtral",
-    "hidden": 1024,
-    "layers": 3,
-    "heads": 8,
-    "kv_heads": 2,
-    "intermediate": 2752,
-    "vocab": 32000,
-    "moe": {"num_experts": 4, "top_k": 2, "expert_intermediate": 2048},
-}
 
 
 def test_hsdp_experts_shard_group_splits_regimes() -> None:
