@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from engine.layout.alternatives import ranked_alternatives
 from engine.layout.batch import accumulation_words
 from engine.layout.collector import collector_paused
 from engine.layout.evaluate import Estimator, Evaluator, Outcome
@@ -30,7 +31,6 @@ from engine.layout.lattice import (
     Layout,
     LayoutPreferences,
     Rejected,
-    enumerate_layouts,
     every_layout_refused,
     layout_of,
     legal_shapes,
@@ -51,9 +51,6 @@ from engine.layout.search import (
 from engine.plan import Plan
 from engine.units import fmt_bytes
 
-ALTERNATIVES_SHOWN, ALTERNATIVES_EVALUATED = 5, 16
-"""Fitting layouts shown, and legal layouts of the procurement size estimated for them in
-preference order (the lattice of a large world can hold hundreds)."""
 SEARCH_BUDGET_S = 20.0
 """Wall-clock seconds one search may take before it stops and says so (every preset
 searches to 16,384 GPUs in well under one; extreme plans — thousands of layers — stop
@@ -289,7 +286,7 @@ def gpu_counts(
     )
     straddles = bool(low and first and low.cost < first.cost)
     skip = stopped or not alternatives
-    ranked, rejected = ((), ()) if skip else _alternatives(ev, first, max_gpus, prefs)
+    ranked, rejected = ((), ()) if skip else ranked_alternatives(ev, first, max_gpus, prefs)
     return GpuCounts(
         arithmetic_min=arith_c,
         first_layout=first_c,
@@ -382,19 +379,3 @@ def _validation_words(low: Found | None, high: Found | None) -> str:
         f"({high.outcome.layout.label()}); measure the peak on {low.cost} GPUs before "
         f"buying, and take {high.cost} if it exceeds the limit"
     )
-
-
-def _alternatives(
-    ev: Evaluator, first: Found | None, max_gpus: int, prefs: LayoutPreferences
-) -> tuple[tuple[Outcome, ...], tuple[Rejected, ...]]:
-    """Fitting layouts of the procurement size by headroom, and the rejected ones."""
-    if first is None:
-        return (), ()
-    size = min(first.cost, max_gpus)
-    lattice = enumerate_layouts(ev.plan, size, prefs)
-    outs = [ev(lay) for lay in lattice.legal[:ALTERNATIVES_EVALUATED]]
-    chosen = first.outcome.layout
-    fitting = [o for o in outs if o.fits_high and o.layout != chosen]
-    fitting.sort(key=lambda o: (-o.headroom, o.layout.preference()))
-    failed = [Rejected(o.layout, (f"estimate refused it: {o.error}",)) for o in outs if not o.ok]
-    return tuple(fitting[:ALTERNATIVES_SHOWN]), (*lattice.rejected, *failed)

@@ -1,0 +1,32 @@
+"""The alternatives a count shows beside its layout: the other fitting layouts of the
+procurement size, ranked by headroom, and the rejected ones with their reasons."""
+
+from __future__ import annotations
+
+from engine.layout.evaluate import Evaluator, Outcome
+from engine.layout.lattice import LayoutPreferences, Rejected, enumerate_layouts
+from engine.layout.search import Found
+
+ALTERNATIVES_SHOWN, ALTERNATIVES_EVALUATED = 5, 16
+"""Fitting layouts shown, and legal layouts of the procurement size estimated for them in
+preference order (the lattice of a large world can hold hundreds)."""
+
+
+def ranked_alternatives(
+    ev: Evaluator, first: Found | None, max_gpus: int, prefs: LayoutPreferences
+) -> tuple[tuple[Outcome, ...], tuple[Rejected, ...]]:
+    """Fitting layouts of the procurement size by headroom, and the rejected ones: the
+    high estimate alone ranks them, so a layout whose peak floor is over the limit
+    (:mod:`engine.layout.bound`) is not estimated."""
+    if first is None:
+        return (), ()
+    size = min(first.cost, max_gpus)
+    lattice = enumerate_layouts(ev.plan, size, prefs)
+    floors, limit = ev.floors, ev.plan.hbm_limit_bytes  # over its peak floor: no fit
+    legal = lattice.legal[:ALTERNATIVES_EVALUATED]
+    outs = [ev(x) for x in legal if floors is None or not floors.over(x, limit)]
+    chosen = first.outcome.layout
+    fitting = [o for o in outs if o.fits_high and o.layout != chosen]
+    fitting.sort(key=lambda o: (-o.headroom, o.layout.preference()))
+    failed = [Rejected(o.layout, (f"estimate refused it: {o.error}",)) for o in outs if not o.ok]
+    return tuple(fitting[:ALTERNATIVES_SHOWN]), (*lattice.rejected, *failed)
