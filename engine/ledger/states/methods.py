@@ -104,46 +104,6 @@ class _Builder:
             )
         )
 
-    def add_full(self, placed: tuple[LocalTensor, ...], base: str) -> None:
-        """:meth:`add_local` of every placed tensor as full training holds it (buffers
-        frozen, every other tensor trained), in one loop: a layout search holds the
-        tensors of every placement it meets. A tensor the training code keeps in fp32
-        (``Tensor.keep_fp32``) stays fp32 over a 16-bit model; a master-weights engine
-        casts every parameter to its working dtype."""
-        no_master = self.formats.master is None
-        dense, expert, threshold = self.dense, self.expert, self.threshold
-        known = self._dtypes
-        out = self.out
-        for t in placed:
-            tensor = t.tensor
-            dtype = "fp32" if tensor.keep_fp32 and no_master else base
-            dtypes = known.get(dtype)
-            if dtypes is None:
-                dtypes = known[dtype] = (
-                    self.formats.grad_dtype_for(dtype),
-                    self.formats.state_dtype_for(dtype),
-                )
-            buffer = tensor.buffer
-            out.append(
-                _new(
-                    HeldTensor,
-                    (
-                        tensor.name,
-                        t.shape,
-                        f"layer.{tensor.layer}" if tensor.layer is not None else "root",
-                        "frozen" if buffer else "model",
-                        not buffer,
-                        dtype,
-                        *dtypes,
-                        expert if t.expert else dense,
-                        threshold > 0 and 0 < tensor.numel < threshold,
-                        t.count,
-                        t.expert,
-                        t.numel,
-                    ),
-                )
-            )
-
 
 def held_tensors(
     method: MethodSection,
@@ -169,7 +129,14 @@ def held_tensors(
     base = formats.param
 
     if method.kind == "full":
-        b.add_full(placed, base)
+        no_master = formats.master is None
+        add = b.add_local
+        for t in placed:
+            tensor = t.tensor
+            # a tensor the training code keeps in fp32 (Tensor.keep_fp32) stays fp32 over a
+            # 16-bit model; a master-weights engine casts every parameter to its working dtype
+            kept = "fp32" if tensor.keep_fp32 and no_master else base
+            add(t, "frozen" if tensor.buffer else "model", not tensor.buffer, kept)
     elif method.kind == "custom":
         _custom(method, par, placed, b, base)
     else:
