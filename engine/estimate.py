@@ -74,6 +74,9 @@ class Estimate:
     limit_bytes: int  # capacity less the headroom policy
     verdict: Verdict
     verdict_reason: str
+    # what must fit the capacity: reserved peak plus memory outside the allocator — the
+    # heaviest stage's high, and the largest low of any stage (:func:`fit_range`)
+    fit_peak: Range
     nodes: NodeLedgers
     batch: StepBatch
     notes: tuple[str, ...] = field(default=())
@@ -96,12 +99,6 @@ class Estimate:
     def peak(self) -> Range:
         """Allocated HBM peak of the heaviest rank (what max_memory_allocated reports)."""
         return self.heaviest.peak
-
-    @property
-    def fit_peak(self) -> Range:
-        """What must fit the capacity: reserved peak plus memory outside the allocator —
-        the heaviest stage's high, and the largest low of any stage (:func:`fit_range`)."""
-        return fit_range(self.stages, self.heaviest)
 
     def totals(self) -> dict[Location, Range]:
         return {loc: self.heaviest.location_total(loc) for loc in LOCATIONS}
@@ -253,7 +250,8 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
     heaviest = top.stage
     capacity = plan.hardware.capacity_bytes
     limit = plan.hbm_limit_bytes
-    verdict, reason = _verdict(fit_range(stages, top), limit, capacity)
+    fit = fit_range(stages, top)
+    verdict, reason = _verdict(fit, limit, capacity)
     nodes = node_ledgers(plan, communication=not decisive_only)
     problems = node_problems(plan)
     if problems:
@@ -268,6 +266,7 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
         limit_bytes=limit,
         verdict=verdict,
         verdict_reason=reason,
+        fit_peak=fit,
         nodes=nodes,
         batch=StepBatch(
             plan.batch.micro_batch,
