@@ -90,17 +90,12 @@ class LowFloors:
         """A lower bound on ``layout``'s low fit peak (every decisive stage's); 0 when
         none is known (the layout cannot be laid out or is refused: its estimate says
         why)."""
-        got = self._started(layout)
-        if got is None:
-            return 0
-        bounds = [self._stage(got, i) for i in range(len(got.order))]
-        if any(b is None for b in bounds):
-            return 0
-        return max(b.bound for b in bounds if b is not None)
+        lows = self.stage_lows(layout)
+        return 0 if lows is None else max(low.bound for low in lows.values())
 
     def stage_lows(self, layout: Layout) -> dict[int, StageLow] | None:
         """Every decisive stage's :class:`StageLow` by stage; None when the layout cannot
-        be laid out or a stage's rows cannot be built (the tests' view of the bound)."""
+        be laid out or a stage's rows cannot be built."""
         got = self._started(layout)
         if got is None:
             return None
