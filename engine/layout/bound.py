@@ -1,4 +1,4 @@
-"""A sound lower bound on a layout's high fit peak without an estimate.
+"""Sound lower bounds on a layout's high and low fit peaks without an estimate.
 
 A DeepSeek-V3 layout search meets ~1,700 shapes (TP × PP × CP × EP) and most of them
 fail by the same margin at every DP: a stage's saved activations come near the HBM
@@ -29,14 +29,25 @@ limit on their own (TP 4 without CP saves 124 GB per rank for DeepSeek-V3's 61 l
 Why each is a lower bound: a phase's high is the largest sum of the rows live at one of
 its moments (:func:`engine.ledger.phases.timeline`), which only grows with more rows;
 the fit peak is the peak phase's high plus its reserve plus the runtime rows inside the
-capacity; each stage's fit peak is at most the heaviest stage's. The hypothesis test
-``tests/engine/layout/test_bound.py`` checks the bound against the estimate on random
+capacity; each stage's fit peak is at most the heaviest stage's.
+
+The low floor, for the validation-low search, is the same sum by the low figure: the
+activations' largest low of any moment (every moment's low only grows with more rows),
+the resident share (counted by its low already), the reserve's low on that and the kept
+runtime's low. A stage's low fit peak is the largest low of any of its moments plus the
+reserve's low and its runtime's low (:func:`engine.ledger.phases.peak_phase_of`), and the
+job's is the largest of any stage's (:func:`engine.estimate.fit_range`): one stage's low
+floor over the limit proves the layout fails by the low figure. DeepSeek-V3's low search
+drops 424 of the 473 layouts it bounded one by one (each bound its shared rows, nearly an
+estimate) by this floor, worked out once per shape. The hypothesis test
+``tests/engine/layout/test_bound.py`` checks both floors against the estimate on random
 plans and layouts, and the search's answers stay those of brute force
 (``test_search_exact.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -47,7 +58,13 @@ from engine.layout.lattice import with_layout
 from engine.layout.point import Layout
 from engine.ledger.activations.rows import activation_rows
 from engine.ledger.groups import stage_groups
-from engine.ledger.peaks.runtime import outside_capacity, reserve_row, runtime_rows
+from engine.ledger.peaks.runtime import (
+    outside_capacity,
+    reserve_bytes,
+    reserve_factors,
+    reserve_row,
+    runtime_rows,
+)
 from engine.ledger.phases import Sums, moment_sums, timeline_of
 from engine.ledger.placement import stage_layer_ranges
 from engine.legality import rules
@@ -67,6 +84,7 @@ class StageFloor:
     runtime: int  # CUDA context, cuBLAS, the kept communicators' NCCL buffers (high)
     activation_sums: Sums  # the activation rows' allocated moment sums (low, high)
     runtime_low: int = 0  # the same runtime rows' low
+    activation_low: int = 0  # the activation rows' largest low of any moment
 
 
 def _canonical(layout: Layout, widest_ep: int) -> Layout:
@@ -133,7 +151,8 @@ class _Stages:
         sums = moment_sums(rows, self.accumulating)
         act = max(span.high for span in timeline_of(sums).phases.values())
         runtime_low, runtime_high = _runtime(laid, s)
-        return StageFloor(s, act, self.resident[s], runtime_high, sums, runtime_low)
+        act_low = max(low for low, _ in sums)
+        return StageFloor(s, act, self.resident[s], runtime_high, sums, runtime_low, act_low)
 
 
 _ERRORS = (PlanError, NotImplementedError, ValueError)
@@ -141,15 +160,16 @@ _ERRORS = (PlanError, NotImplementedError, ValueError)
 
 
 class PeakFloors:
-    """Lower bounds on layouts' high fit peaks (see the module's docstring), the DP- and
-    EP-free parts memoised per canonical layout, stage by stage."""
+    """Lower bounds on layouts' high and low fit peaks (see the module's docstring), the
+    DP- and EP-free parts memoised per canonical layout, stage by stage."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.widest_ep = max(rules.ep_values(plan.model.architecture))
         self._cache: dict[Layout, tuple[Plan, tuple[StageFloor, ...]] | None] = {}
         self._stages: dict[Layout, _Stages | None] = {}  # the stages worked out so far
-        self._values: dict[Layout, int] = {}  # a search asks for a layout's floor often
+        # a search asks for a layout's floor often: per figure, the values known
+        self._values: dict[str, dict[Layout, int]] = {"high": {}, "low": {}}
         self.calls = 0
 
     def canonical(self, layout: Layout) -> tuple[Plan, tuple[StageFloor, ...]] | None:
@@ -177,29 +197,33 @@ class PeakFloors:
                 self._stages[key] = None
         return self._stages[key]
 
-    def __call__(self, layout: Layout) -> int:
-        """A lower bound on ``layout``'s high fit peak, non-increasing in DP with the
-        batch held; 0 when none is known (the layout cannot be laid out: its estimate
-        says why)."""
-        value = self._values.get(layout)
+    def __call__(self, layout: Layout, figure: str = "high") -> int:
+        """A lower bound on ``layout``'s fit peak by ``figure`` ("high" or "low"),
+        non-increasing in DP with the batch held; 0 when none is known (the layout
+        cannot be laid out: its estimate says why)."""
+        values = self._values[figure]
+        value = values.get(layout)
         if value is None:
-            value = self._values[layout] = self._floor(layout)
+            value = values[layout] = _value(self.canonical(layout), layout, _STAGE[figure])
         return value
 
-    def over(self, layout: Layout, limit: int) -> bool:
-        """Whether the floor (:meth:`__call__`) exceeds ``limit``: the floor is the
-        largest stage's, so the first stage over decides, and the stages after it are
-        not worked out (most shapes the search drops are over at their first stage).
+    def over(self, layout: Layout, limit: int, figure: str = "high") -> bool:
+        """Whether the floor by ``figure`` (:meth:`__call__`) exceeds ``limit``: the floor
+        is the largest stage's, so the first stage over decides, and the stages after it
+        are not worked out (most shapes the search drops are over at their first stage).
 
         One difference from ``floors(layout) > limit``: a later stage whose rows cannot
         be worked out makes the whole floor unknown (0, not over), and here it is never
-        met. Over is sound all the same: a stage's floor is at most the estimate's high
-        wherever the estimate succeeds (the heaviest stage holds at least as much), and
-        a layout whose estimate fails is not accepted either; the smaller DPs of its
-        batch have that stage's floor at least as high (it only falls as DP grows)."""
-        value = self._values.get(layout)
+        met. Over is sound all the same: a stage's floor is at most the estimate's figure
+        wherever the estimate succeeds (the heaviest stage holds at least as much by the
+        high figure, and the low one is the largest of any stage's), and a layout whose
+        estimate fails is not accepted either; the smaller DPs of its batch have that
+        stage's floor at least as high (it only falls as DP grows)."""
+        values = self._values[figure]
+        value = values.get(layout)
         if value is not None:
             return value > limit
+        stage_floor = _STAGE[figure]
         key = _canonical(layout, self.widest_ep)
         if key not in self._cache:  # not every stage worked out yet: stop at one over
             stages = self._started(key)
@@ -212,30 +236,47 @@ class PeakFloors:
                 except _ERRORS:
                     self._cache[key], self._stages[key] = None, None
                     return False
-                if _stage_floor(stages.laid, st, per_stage_ranks) > limit:
+                if stage_floor(stages.laid, st, per_stage_ranks) > limit:
                     return True
             self._cache[key] = (stages.laid, stages.all())
-        value = self._values[layout] = _value(self._cache[key], layout)
+        value = values[layout] = _value(self._cache[key], layout, stage_floor)
         return value > limit
 
-    def _floor(self, layout: Layout) -> int:
-        return _value(self.canonical(layout), layout)
+
+StageValue = Callable[[Plan, StageFloor, int], int]
+"""One stage's floor by one figure, given the canonical plan and the ranks of a stage."""
 
 
-def _value(got: tuple[Plan, tuple[StageFloor, ...]] | None, layout: Layout) -> int:
+def _value(
+    got: tuple[Plan, tuple[StageFloor, ...]] | None, layout: Layout, stage_floor: StageValue
+) -> int:
     """The floor at ``layout`` of its canonical plan and stages ``got`` (0: none)."""
     if got is None:
         return 0
     laid, stages = got
     per_stage_ranks = layout.world_size // layout.pp
-    return max([0, *(_stage_floor(laid, st, per_stage_ranks) for st in stages)])
+    return max([0, *(stage_floor(laid, st, per_stage_ranks) for st in stages)])
 
 
 def _stage_floor(laid: Plan, st: StageFloor, per_stage_ranks: int) -> int:
-    """One stage's floor: its activations and share of the resident states, the
+    """One stage's high floor: its activations and share of the resident states, the
     allocator reserve on them and the runtime every DP and EP keeps."""
     held = st.activations + -(-st.resident // per_stage_ranks)
     return held + reserve_row(laid, 0, held).high + st.runtime
+
+
+def _stage_floor_low(laid: Plan, st: StageFloor, per_stage_ranks: int) -> int:
+    """One stage's low floor: the largest low of its canonical activations at any moment
+    and its share of the resident states (live at every moment, counted by their low),
+    the allocator reserve's low on them and the low of the runtime every DP and EP
+    keeps. A stage's low fit peak is the largest low of any of its moments plus the
+    reserve's low on it and its runtime rows' low inside the capacity
+    (:func:`engine.ledger.phases.peak_phase_of`), each at least these."""
+    held = st.activation_low + -(-st.resident // per_stage_ranks)
+    return held + reserve_bytes(reserve_factors(laid), held, held)[0] + st.runtime_low
+
+
+_STAGE: dict[str, StageValue] = {"high": _stage_floor, "low": _stage_floor_low}
 
 
 @lru_cache(maxsize=1)

@@ -105,13 +105,14 @@ class SearchMemo:
     proofs: Proofs = field(default_factory=dict)
     _points: dict[Layout, _ShapePoints] | None = None
     _judges: dict[Layout, ShapeJudge] | None = None
-    floor_over: dict[tuple[Layout, int], int] = field(default_factory=dict)
-    """Per (shape, fewest DP): the largest top at which the peak floor was over the
-    limit at every candidate (:meth:`engine.layout.search._Shape.all_over_floor`). The
-    candidates up to a smaller top are a prefix of those (:class:`_ShapePoints`), each
-    batch's largest of them at most that batch's largest there, and the floor only
-    rises as DP falls with the batch held: every one of them is over too, and the
-    search drops the shape without building its batches' tops again."""
+    floor_over: dict[tuple[Layout, int, str], int] = field(default_factory=dict)
+    """Per (shape, fewest DP, figure): the largest top at which the peak floor by that
+    figure was over the limit at every candidate
+    (:meth:`engine.layout.search._Shape.all_over_floor`). The candidates up to a smaller
+    top are a prefix of those (:class:`_ShapePoints`), each batch's largest of them at
+    most that batch's largest there, and the floor only rises as DP falls with the batch
+    held: every one of them is over too, and the search drops the shape without building
+    its batches' tops again."""
 
     def low_floors(self, floors: PeakFloors) -> LowFloors:
         """The low bound over ``floors``, one per floors (:func:`_low_floors`)."""

@@ -144,13 +144,16 @@ class _Shape:
     def probe(self, layout: Layout, below: Sequence[Layout]) -> tuple[bool, bool]:
         """(accepted, every DP of ``below`` — the smaller ones of the regime — fails)."""
         self.budget.check()
-        low = self._low_floor(layout, bool(below))
-        if low == _DEAD:
-            # for MoE models the low bound costs nearly an estimate (the shared rows,
-            # which the estimate then reuses): it stands in for one one for one, as
-            # an estimate would prove, with its slack, the smaller DPs failing too
-            return False, True
-        if low != _UNDER and self._over_floor(layout):
+        over = self._peak_over(layout)  # the cheapest bound first
+        if not over:
+            low = self._low_floor(layout, bool(below))
+            if low == _DEAD:
+                # for MoE models the low bound costs nearly an estimate (the shared rows,
+                # which the estimate then reuses): it stands in for one one for one, as
+                # an estimate would prove, with its slack, the smaller DPs failing too
+                return False, True
+            over = low != _UNDER and self._state_over(layout)
+        if over:
             # the bounds only fall as DP grows with the batch held: check each other
             # batch's largest DP (``below`` ascends, so the dict keeps it); the smaller
             # DPs of this layout's batch are over as it is
@@ -168,32 +171,39 @@ class _Shape:
         )
 
     def floor_prunes(self) -> bool:
-        """Whether :meth:`all_over_floor` can drop a shape (the high figure, a floor)."""
-        return self.floors is not None and self.criterion.figure == "high"
+        """Whether :meth:`all_over_floor` can drop a shape (a peak floor is known)."""
+        return self.floors is not None
 
     def all_over_floor(self, tops: list[Layout]) -> bool:
-        """Whether the peak floor (:mod:`.bound`) is over the limit at every batch's
-        largest DP ``tops`` of a shape, and so at every DP of it (the floor only falls as
-        DP grows with the batch held, in every regime; the high figure only): each of
+        """Whether the peak floor (:mod:`.bound`) by the criterion's figure is over the
+        limit at every batch's largest DP ``tops`` of a shape, and so at every DP of it
+        (the floor only falls as DP grows with the batch held, in every regime): each of
         its regimes' probes would prove it dead without an estimate, as :meth:`probe`
         does regime by regime — found at the shape, its DP values need no regimes."""
         floors = self.floors
-        if floors is None or not self.floor_prunes() or not tops:
+        if floors is None or not tops:
             return False
-        limit = self.limit
-        return all(floors.over(lay, limit) for lay in tops)
+        limit, figure = self.limit, self.criterion.figure
+        return all(floors.over(lay, limit, figure) for lay in tops)
 
     def _over_floor(self, layout: Layout) -> bool:
         """Whether the layout's activations and resident share exceed the limit
-        (:mod:`.bound`, the high figure only), or its activations and own states do
-        (:mod:`.state_bound`, either figure): it fails without an estimate."""
-        limit = self.limit
-        high = self.criterion.figure == "high"
-        if high and self.floors is not None and self.floors.over(layout, limit):
-            return True
+        (:mod:`.bound`), or its activations and own states do (:mod:`.state_bound`), by
+        the criterion's figure: it fails without an estimate."""
+        return self._peak_over(layout) or self._state_over(layout)
+
+    def _peak_over(self, layout: Layout) -> bool:
+        """Whether the peak floor (:mod:`.bound`) by the criterion's figure exceeds the
+        limit: the cheapest bound, its parts shared by every DP and EP of the shape."""
+        floors = self.floors
+        return floors is not None and floors.over(layout, self.limit, self.criterion.figure)
+
+    def _state_over(self, layout: Layout) -> bool:
+        """Whether the state bound (:mod:`.state_bound`) by the criterion's figure exceeds
+        the limit."""
         if self.state_floors is None:
             return False
-        return self.state_floors.over(layout, self.criterion.figure, limit)
+        return self.state_floors.over(layout, self.criterion.figure, self.limit)
 
     def _low_floor(self, layout: Layout, regime: bool) -> int:
         """What the layout's low fit peak bound (:mod:`.low_bound`, the low search only)
@@ -296,11 +306,12 @@ def search_min(
                 continue
         fewest_dp = -(-floor // m)
         if prunes:
-            over = memo.floor_over.get((shape, fewest_dp), 0)
+            over_key = (shape, fewest_dp, criterion.figure)
+            over = memo.floor_over.get(over_key, 0)
             if top <= over:  # every candidate up to a larger top was over: these too
                 continue
             if searcher.all_over_floor(memo.batch_tops(shape, top, fewest_dp)):
-                memo.floor_over[shape, fewest_dp] = top
+                memo.floor_over[over_key] = top
                 continue
         got: Layout | None = None
         for key, whole in memo.regimes(shape, top, fewest_dp).items():

@@ -1,11 +1,13 @@
-"""The search's peak floor (``engine/layout/bound.py``) never exceeds the estimate.
+"""The search's peak floors (``engine/layout/bound.py``) never exceed the estimate.
 
 The search skips a layout, and every smaller DP of its regime with the same batch, when
 the floor alone is over the limit; that is sound only if the floor is at most the high
 fit peak of every layout it stands for — at every DP and EP of the shape, every stage,
-every strategy, recompute policy, schedule and activation profile. Checked on random
-small plans (``layout_plans.search_plans``) over every legal layout of a random world
-size, against the full estimate (every stage) and the search's decisive-stage one.
+every strategy, recompute policy, schedule and activation profile — by the high figure
+for the procurement and arithmetic searches, by the low one for the validation-low
+search. Checked on random small plans (``layout_plans.search_plans``) over every legal
+layout of a random world size, against the full estimate (every stage) and the search's
+decisive-stage one.
 """
 
 from __future__ import annotations
@@ -35,14 +37,38 @@ def test_floor_at_most_the_estimate(case: tuple[Plan, int], world: int) -> None:
 
 
 def _check_layouts(plan: Plan, lattice: Lattice) -> int:
-    """Assert the floor is at most both estimates' high on every legal layout; how many."""
-    return bound_below_estimates(plan, lattice, PeakFloors(plan), lambda peak: peak.high)
+    """Assert the floor is at most both estimates' high, and the low floor at most their
+    low, on every legal layout; how many."""
+    floors = PeakFloors(plan)
+    n = bound_below_estimates(plan, lattice, floors, lambda peak: peak.high)
+    low = bound_below_estimates(
+        plan, lattice, lambda lay: floors(lay, "low"), lambda peak: peak.low
+    )
+    assert low == n
+    return n
 
 
 def test_floor_at_most_the_estimate_on_presets() -> None:
     """The same on real models, every legal layout of 8 GPUs (PP up to 8, CP, EP)."""
     for plan in preset_plans():
         assert _check_layouts(plan, legal_layouts(plan, 8))
+
+
+def test_low_floor_proves_deepseek_v3_shapes_over_by_the_low_figure() -> None:
+    """DeepSeek-V3 (its preset: FSDP2, H100 80 GB, 4,096 tokens) at TP 1, PP 1, CP 1 on
+    256 ranks: a rank saves the activations of all 61 layers for one micro-batch, far over
+    the 76.4 GB limit by the low figure too — the validation-low search drops the shape
+    by this floor (one canonical activation sum per shape) instead of a low bound per
+    layout (each its shared rows: nearly an estimate). The floor stays below the
+    estimate's low, and below the high floor."""
+    plan = plan_for_model_preset("deepseek-v3")
+    floors = PeakFloors(plan)
+    lay = next(
+        x for x in legal_layouts(plan, 256).legal if (x.tp, x.pp, x.cp, x.ep) == (1, 1, 1, 8)
+    )
+    low = floors(lay, "low")
+    assert plan.hbm_limit_bytes < low < floors(lay)
+    assert low <= estimate(with_layout(plan, lay), decisive_only=True).fit_peak.low
 
 
 def test_floor_falls_with_dp_and_ignores_ep() -> None:
