@@ -13,7 +13,8 @@ The plan's own layout is estimated first and takes part in every count: when it 
 it wins every tie, so the procurement count, its layout and the plan on screen agree
 (the plan's DP 8 is not traded for a DP 7 that costs the same node). Alongside: the
 fitting alternatives at the procurement size ranked by headroom, and the rejected
-layouts with their reasons. A time budget bounds the search; a search stopped by it
+layouts with their reasons. A count that finds nothing names the closest layout
+(:mod:`engine.layout.closest`). A time budget bounds the search; a search stopped by it
 says how far it got. ``gpu_counts`` is pure: the GUI, the report and the CLI call it
 with the same plan and get the same answer.
 """
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 
 from engine.layout.alternatives import ranked_alternatives
 from engine.layout.batch import accumulation_words
+from engine.layout.closest import closer, closest_candidates
 from engine.layout.collector import collector_paused
 from engine.layout.evaluate import Estimator, Evaluator, Outcome
 from engine.layout.lattice import (
@@ -130,8 +132,17 @@ def _words(o: Outcome) -> str:
 
 
 def _none_fits(
-    plan: Plan, outcomes: list[Outcome], max_gpus: int, criterion: Criterion, stopped: bool
+    plan: Plan,
+    outcomes: list[Outcome],
+    max_gpus: int,
+    criterion: Criterion,
+    stopped: bool,
+    every: bool = False,
 ) -> Count:
+    """A count that found nothing: why, naming the closest of ``outcomes`` that fails
+    the criterion (node ledgers fitting first, then the most headroom; the earliest of
+    equals); ``every``: those hold the closest of every shape's largest DP per regime
+    (:mod:`engine.layout.closest`), which the reason then says."""
     what = criterion.figure
     tried = [o for o in outcomes if o.ok and not criterion.accept(o)]
     bound = f"up to {max_gpus} GPUs" + (
@@ -143,14 +154,19 @@ def _none_fits(
         why = f"; estimates failed: {errors[0]}" if errors else ""
         why = f"; every layout is refused: {refused}" if refused else why
         return Count(None, None, None, f"no legal layout {bound}{why}")
-    best = max(tried, key=lambda o: (not o.node_problems, o.headroom))
+    best = tried[0]
+    for o in tried[1:]:
+        if closer(o, best):
+            best = o
     need = best.high if what == "high" else best.low
     nodes = "".join(f"; {p}" for p in best.node_problems)
+    of = " (of the search's estimates and every shape's largest DP per regime, any TP)"
+    of = of if every else " estimated"
     return Count(
         None,
         None,
         best,
-        f"no layout {bound} fits by the {what} estimate; the closest, "
+        f"no layout {bound} fits by the {what} estimate; the closest{of}, "
         f"{best.layout.label()}, needs {fmt_bytes(need)} per rank against a limit of "
         f"{fmt_bytes(best.limit)}{nodes}",
     )
@@ -176,11 +192,11 @@ def _search(
     prefs: LayoutPreferences,
     budget: Budget,
     seeds: Seeds,
-    replay: bool = False,
+    memo: SearchMemo,
 ) -> Seeds:
     """The three searches (procurement by the high estimate, validation low, arithmetic
-    minimum), each started from the seeds, sharing one memo (``replay``: see
-    :class:`SearchMemo`); what they found when the budget ran out."""
+    minimum), each started from the seeds, sharing one memo; what they found when the
+    budget ran out."""
     plan = ev.plan
     g, rounding = plan.hardware.gpus_per_node, plan.policy.rounding
 
@@ -191,7 +207,6 @@ def _search(
         return w
 
     first, low, arith = seeds
-    memo = SearchMemo(plan, prefs.pipeline_full, prefs.max_padding_share, replay=replay)
     try:
         strict = legal_shapes(plan, max_gpus, prefs)
         first = search_growing(ev, strict, max_gpus, node_cost, HIGH, budget, first, memo, g)
@@ -206,24 +221,18 @@ def _search(
     return first, low, arith
 
 
-def _replayed(
-    ev: Evaluator,
-    max_gpus: int,
-    prefs: LayoutPreferences,
-    budget: Budget,
-    seeds: Seeds,
-    own: Outcome | None,
-) -> list[Outcome]:
-    """The layouts the search estimated before it had a peak floor and kept proofs, in
-    order: where a count finds nothing, its reason names the closest of them, and
-    which layouts a search happens to estimate is all that choice rests on. Replayed
-    (most estimates come from the evaluator's memo) so that reason stays what it was."""
-    ev.seen = {}
-    if own is not None:
-        ev(own.layout)
-    _search(ev, max_gpus, prefs, budget, seeds, replay=True)
-    seen, ev.seen = ev.seen, None
-    return [ev(lay) for lay in seen]
+def _closest(
+    ev: Evaluator, max_gpus: int, prefs: LayoutPreferences, budget: Budget, memo: SearchMemo
+) -> bool:
+    """Estimate the layouts a count that found nothing may name as the closest
+    (:func:`engine.layout.closest.closest_candidates`, over the shapes of every count:
+    the arithmetic minimum's); whether all were estimated or ruled out within the
+    budget and the estimates' cap."""
+    try:
+        relaxed = legal_shapes(ev.plan, max_gpus, prefs.relaxed())
+        return closest_candidates(ev, memo, relaxed, max_gpus, budget)
+    except BudgetSpent:
+        return False
 
 
 @collector_paused()
@@ -253,12 +262,15 @@ def gpu_counts(
     refused = bool(every_layout_refused(plan)) or own_layout.world_size > max_gpus
     own = None if refused else ev(own_layout)
     seeded = _seeds(own, g, rounding)
-    first, low, arith = _search(ev, max_gpus, prefs, budget, seeded)
+    # one set of DP-dependent preferences, candidates and proofs for every search
+    memo = SearchMemo(plan, prefs.pipeline_full, prefs.max_padding_share)
+    first, low, arith = _search(ev, max_gpus, prefs, budget, seeded, memo)
     stopped = budget.spent
-    tried = ev.outcomes
+    every = False  # the closest is that of every candidate (engine.layout.closest)
     if not stopped and None in (first, low, arith):
-        tried = _replayed(ev, max_gpus, prefs, budget, seeded, own)
+        every = _closest(ev, max_gpus, prefs, budget, memo)
         stopped = budget.spent
+    tried = ev.outcomes
     notes = []
     if stopped:
         notes.append(
@@ -266,12 +278,14 @@ def gpu_counts(
             f"the budget ({budget.seconds:g} s): the counts are the best found so far"
         )
     arith_c = (
-        _arith_count(plan, arith, g) if arith else _none_fits(plan, tried, max_gpus, HIGH, stopped)
+        _arith_count(plan, arith, g)
+        if arith
+        else _none_fits(plan, tried, max_gpus, HIGH, stopped, every)
     )
     first_c = (
         _first_count(plan, first, g, rounding, own)
         if first
-        else _none_fits(plan, tried, max_gpus, HIGH, stopped)
+        else _none_fits(plan, tried, max_gpus, HIGH, stopped, every)
     )
     low_c = (
         Count(
@@ -282,7 +296,7 @@ def gpu_counts(
             f"{fmt_bytes(low.outcome.low)} on {low.cost} GPUs",
         )
         if low
-        else _none_fits(plan, tried, max_gpus, LOW, stopped)
+        else _none_fits(plan, tried, max_gpus, LOW, stopped, every)
     )
     straddles = bool(low and first and low.cost < first.cost)
     skip = stopped or not alternatives

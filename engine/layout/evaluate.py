@@ -123,8 +123,6 @@ class Evaluator:
         self._ledger = estimator is None
         # lower bounds on the peak (engine.layout.bound): the ledger's only, like fewest_ranks
         self.floors = peak_floors(plan) if self._ledger else None
-        # the layouts asked for while set, in order (counts' replay of the search)
-        self.seen: dict[Layout, None] | None = None
 
     @property
     def fewest_ranks(self) -> int:
@@ -133,8 +131,6 @@ class Evaluator:
         return fewest_ranks(self.plan) if self._ledger else 1
 
     def __call__(self, layout: Layout) -> Outcome:
-        if self.seen is not None:
-            self.seen.setdefault(layout)
         got = self._cache.get(layout)
         if got is None:
             got = self._run(layout)

@@ -37,9 +37,8 @@ def low_search(
     and, being exact, finds the preferred one of the least cost — which costs at most C,
     below ``start``'s cost, where the search from ``start`` finds the same. If it finds
     nothing (the cheaper layout is the plan's own, outside the legal shapes), the search
-    runs from ``start``. Not in a replay (:class:`SearchMemo`), which must estimate what
-    the search did before it had proofs."""
-    cheaper = None if memo.replay else cheapest_low_fit(ev, cost)
+    runs from ``start``."""
+    cheaper = cheapest_low_fit(ev, cost)
     if cheaper is not None and (start is None or cost(cheaper.layout.world_size) < start.cost):
         stand_in = Found(cheaper, cost(cheaper.layout.world_size) + 1)
         found = search_growing(ev, shapes, max_gpus, cost, LOW, budget, stand_in, memo, g)

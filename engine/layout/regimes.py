@@ -91,17 +91,11 @@ Proofs = dict[tuple[Layout, RegimeKey, str], Known]
 @dataclass
 class SearchMemo:
     """What one ``gpu_counts`` call's searches share: per shape, each DP's layout and
-    regime (None where the padding preference refuses it), and the regimes' proofs.
-
-    ``replay`` searches as before the proofs and the peak floor (every search round
-    proves its regimes afresh, every probe is estimated): the same answers, by more
-    estimates — :func:`engine.layout.counts.gpu_counts` replays a search that found
-    nothing, whose reason names the closest layout it estimated."""
+    regime (None where the padding preference refuses it), and the regimes' proofs."""
 
     plan: Plan
     full: bool = True
     padding: float = 1.0
-    replay: bool = False
     proofs: Proofs = field(default_factory=dict)
     _points: dict[Layout, _ShapePoints] | None = None
     _judges: dict[Layout, ShapeJudge] | None = None
@@ -123,9 +117,7 @@ class SearchMemo:
         return _state_floors(floors)
 
     def known(self, shape: Layout, key: RegimeKey, figure: str) -> Known:
-        """What is proven about a regime under a criterion (nothing, when replaying)."""
-        if self.replay:
-            return Known()
+        """What is proven about a regime under a criterion."""
         got = self.proofs.get((shape, key, figure))
         if got is None:
             got = self.proofs[shape, key, figure] = Known()

@@ -277,7 +277,7 @@ def search_min(
     floor = ev.fewest_ranks
     if floor > max_gpus:
         return best
-    floors = None if memo.replay else ev.floors
+    floors = ev.floors
     low_floors = None if floors is None else memo.low_floors(floors)
     state_floors = None if floors is None else memo.state_floors(floors)
     searcher = _Shape(ev, criterion, budget, floors, low_floors, state_floors)
@@ -374,7 +374,7 @@ def search_growing(
     the same answer either way, since every round's answer is exact."""
     memo = SearchMemo(ev.plan) if memo is None else memo
     bound = max(1, first_bound)
-    if start is not None and not memo.replay:
+    if start is not None:
         bound = max(bound, _max_dp_below(start.cost, 1, cost))
     while True:
         b = min(bound, max_gpus)

@@ -142,14 +142,14 @@ def test_the_search_stops_at_its_time_budget() -> None:
 
 def test_none_fits_names_the_closest_layout_the_search_always_named() -> None:
     """Llama-3.1-70B under plain DDP on H100 80 GB cannot fit up to 1,024 GPUs (every
-    rank holds all 16 B/parameter of its stage). The reason names the closest layout the
-    search estimated: TP64 PP16 at 133.78 GB (recorded before the peak floor, which
-    skips that layout — its floor is over the limit — so counts replays the search
-    without it to keep the reason)."""
+    rank holds all 16 B/parameter of its stage). The reason names the closest layout:
+    TP64 PP16 at 133.78 GB (recorded before the peak floor, which skips that layout — its
+    floor is over the limit — in the search; the closest's own walk over every shape's
+    largest DP per regime, ``engine/layout/closest.py``, estimates it)."""
     plan = with_values(plan_for_model_preset("llama-3.1-70b"), {"parallelism.strategy": "ddp"})
     c = gpu_counts(plan, max_gpus=1024, budget_s=None)
     assert c.first_layout.gpus is None and c.arithmetic_min.gpus is None
-    assert "the closest, TP64 PP16 CP1 EP1 DP1 (mb 1 × ga 16), needs 133.78 GB" in (
+    assert "any TP), TP64 PP16 CP1 EP1 DP1 (mb 1 × ga 16), needs 133.78 GB" in (
         c.first_layout.reason
     )
 
