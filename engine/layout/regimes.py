@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from engine.errors import Problem
+from engine.layout.batch import batch_for
 from engine.layout.bound import PeakFloors
 from engine.layout.candidates import RegimeKey, ShapeJudge
 from engine.layout.group import Group
@@ -107,6 +109,41 @@ class SearchMemo:
     most that batch's largest there, and the floor only rises as DP falls with the batch
     held: every one of them is over too, and the search drops the shape without building
     its batches' tops again."""
+
+    free_over: dict[tuple[object, ...], int] = field(default_factory=dict)
+    """Per (TP, PP, CP, expert TP, split, figure): the largest top at which the peak
+    floor by that figure was over the limit at DP = top itself (:meth:`over_at_top`)."""
+    _pp_batches: dict[int, tuple[int, int] | Problem] = field(default_factory=dict)
+
+    def over_at_top(
+        self, floors: PeakFloors, shape: Layout, top: int, figure: str, limit: int
+    ) -> bool:
+        """Whether the peak floor by ``figure`` is over ``limit`` (the plan's, one per
+        memo) at DP ``top`` with the
+        shape's batch, the micro-batch held (one batch per PP at every DP): then it is
+        over at every DP up to ``top`` — the floor only rises as DP falls with the batch
+        held — and so at every candidate of the shape, whatever its EP.
+
+        The floor reads no EP (:mod:`engine.layout.bound` takes it at the widest) and
+        no legality of the DP (a formula of the ranks per stage), so one verdict stands
+        for every EP of a (TP, PP, CP, expert TP, split): a MoE model's shapes come in
+        sets of up to nine EPs with one floor, and most large-model shapes are over it
+        in the first search rounds. Checked before the shape's candidates are built:
+        where it is not over at ``top`` the search goes on to the candidates' own
+        largest DPs (:meth:`batch_tops`) as before, so it drops no shape that those did
+        not."""
+        key = (shape.tp, shape.pp, shape.cp, shape.etp, shape.pp_split, figure)
+        if top <= self.free_over.get(key, 0):
+            return True
+        batch = self._pp_batches.get(shape.pp)
+        if batch is None:
+            batch = self._pp_batches[shape.pp] = batch_for(self.plan, 1, shape.pp)
+        if isinstance(batch, Problem):
+            return False
+        if not floors.over(shape.at_dp(top, *batch), limit, figure):
+            return False
+        self.free_over[key] = top
+        return True
 
     def low_floors(self, floors: PeakFloors) -> LowFloors:
         """The low bound over ``floors``, one per floors (:func:`_low_floors`)."""

@@ -305,6 +305,12 @@ def search_min(
             if top == 0:
                 continue
         fewest_dp = -(-floor // m)
+        if (
+            floors is not None
+            and not searcher.batch_moves
+            and memo.over_at_top(floors, shape, top, criterion.figure, searcher.limit)
+        ):
+            continue
         if prunes:
             over_key = (shape, fewest_dp, criterion.figure)
             over = memo.floor_over.get(over_key, 0)

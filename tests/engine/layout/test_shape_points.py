@@ -24,7 +24,7 @@ from engine.layout.lattice import LayoutPreferences, legal_shapes
 from engine.layout.padding import padding_problems
 from engine.layout.point import Layout
 from engine.layout.regimes import SearchMemo, regime
-from engine.plan import Plan
+from engine.plan import Plan, with_values
 
 
 def _walk(
@@ -103,3 +103,40 @@ def test_at_dp_is_replace() -> None:
     assert shape.at_dp(6, 1, 7) == replace(shape, dp=6, micro_batch=1, grad_accum=7)
     fields = {f.name for f in dataclass_fields(Layout)}
     assert fields == {"tp", "pp", "cp", "ep", "dp", "micro_batch", "grad_accum", "etp", "pp_split"}
+
+
+@SEARCH_SETTINGS
+@given(search_plans(), st.sampled_from(["high", "low"]), st.integers(1, 3))
+def test_over_at_top_is_over_at_every_candidate_of_every_ep(
+    case: tuple[Plan, int], figure: str, fewest_dp: int
+) -> None:
+    """With the micro-batch held, the floor over the limit at DP = top proves every
+    candidate DP up to top over, at every EP of the (TP, PP, CP, expert TP, split) —
+    the rule by which the search drops a MoE model's EP siblings before building their
+    candidates (``SearchMemo.over_at_top``) — and never drops a shape the batch tops'
+    check keeps. Limits just below and at the floor at each shape's top put the rule
+    both ways."""
+    plan, max_gpus = case
+    plan = with_values(plan, {"batch.hold_fixed": "micro_batch", "batch.global_batch": None})
+    floors = PeakFloors(plan)
+    shapes = legal_shapes(plan, max_gpus, LayoutPreferences.hard_rules_only())
+    limits = {plan.hbm_limit_bytes}
+    for shape in shapes:
+        top = max_gpus // shape.model_parallel
+        value = floors(layout_at(plan, shape, top), figure)
+        if value:  # the verdict at the floor's own value, either side
+            memo = SearchMemo(plan, full=True, padding=1.0)  # one limit per memo
+            assert memo.over_at_top(floors, shape, top, figure, value - 1), shape
+            memo = SearchMemo(plan, full=True, padding=1.0)
+            assert not memo.over_at_top(floors, shape, top, figure, value), shape
+            limits |= {value - 1, value}
+    for limit in sorted(limits):
+        memo = SearchMemo(plan, full=True, padding=1.0)
+        for shape in shapes:
+            top = max_gpus // shape.model_parallel
+            if not memo.over_at_top(floors, shape, top, figure, limit):
+                continue
+            for d in dp_candidates(plan, shape, top, memo.full):
+                assert floors.over(layout_at(plan, shape, d), limit, figure), (shape, d)
+            tops = memo.batch_tops(shape, top, fewest_dp)
+            assert all(floors.over(t, limit, figure) for t in tops), shape
