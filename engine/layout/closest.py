@@ -39,10 +39,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+from engine.layout.budget import Budget
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.point import Layout
 from engine.layout.regimes import SearchMemo
-from engine.layout.search import Budget
 
 MOST_ESTIMATES = 512
 """New estimates :func:`closest_candidates` makes at most (DeepSeek-V3 at micro-batch 2,
@@ -75,7 +75,7 @@ def closest_candidates(
     order, which breaks ties) at the largest DP of each regime up to ``max_gpus``. True
     when every candidate is estimated or ruled out by its bound; False when the walk
     stopped at :data:`MOST_ESTIMATES`. Raises
-    :class:`~engine.layout.search.BudgetSpent` when the budget runs out."""
+    :class:`~engine.layout.budget.BudgetSpent` when the budget runs out."""
     floors = ev.floors
     state = None if floors is None else memo.state_floors(floors)
     best: Outcome | None = None

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from engine.layout.alternatives import ranked_alternatives
 from engine.layout.batch import accumulation_words
+from engine.layout.budget import Budget, BudgetSpent, Clock
 from engine.layout.closest import closer, closest_candidates
 from engine.layout.collector import collector_paused
 from engine.layout.evaluate import Estimator, Evaluator, Outcome
@@ -39,17 +40,7 @@ from engine.layout.lattice import (
 )
 from engine.layout.low_search import low_search
 from engine.layout.regimes import SearchMemo
-from engine.layout.search import (
-    HIGH,
-    LOW,
-    Budget,
-    BudgetSpent,
-    Clock,
-    Criterion,
-    Found,
-    procurement,
-    search_growing,
-)
+from engine.layout.search import HIGH, LOW, Criterion, Found, procurement, search_growing
 from engine.plan import Plan
 from engine.units import fmt_bytes
 

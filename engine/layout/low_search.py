@@ -9,10 +9,11 @@ between — one low bound or estimate per shape, most of them proofs that fail.
 
 from __future__ import annotations
 
+from engine.layout.budget import Budget
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.point import Layout
 from engine.layout.regimes import SearchMemo
-from engine.layout.search import LOW, Budget, Cost, Found, search_growing
+from engine.layout.search import LOW, Cost, Found, search_growing
 
 
 def low_search(

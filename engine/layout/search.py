@@ -35,12 +35,12 @@ can under the other (:func:`_teach_other`). The hypothesis test
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from engine.layout.batch import held_batch
 from engine.layout.bound import PeakFloors
+from engine.layout.budget import Budget
 from engine.layout.candidates import RegimeKey
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.group import below_dp
@@ -51,32 +51,6 @@ from engine.layout.slack import slack
 from engine.layout.state_bound import StateFloors
 
 Cost = Callable[[int], int]
-Clock = Callable[[], float]
-
-
-class BudgetSpent(Exception):
-    """The search's time budget ran out before the next estimate."""
-
-
-@dataclass
-class Budget:
-    """A wall-clock budget for one search (``seconds`` None: unbounded)."""
-
-    seconds: float | None
-    clock: Clock = time.monotonic
-    started: float = field(default=0.0)
-    spent: bool = False
-
-    def __post_init__(self) -> None:
-        self.started = self.clock()
-
-    def elapsed(self) -> float:
-        return self.clock() - self.started
-
-    def check(self) -> None:
-        if self.seconds is not None and self.elapsed() > self.seconds:
-            self.spent = True
-            raise BudgetSpent
 
 
 @dataclass(frozen=True, slots=True)

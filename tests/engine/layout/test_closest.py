@@ -15,13 +15,13 @@ from hypothesis import given
 from layout_plans import SEARCH_SETTINGS, search_plans
 
 from engine.layout import closest as closest_module
+from engine.layout.budget import Budget
 from engine.layout.closest import closer, closest_candidates
 from engine.layout.counts import gpu_counts
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.lattice import LayoutPreferences, legal_shapes
 from engine.layout.point import Layout
 from engine.layout.regimes import SearchMemo
-from engine.layout.search import Budget
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 
