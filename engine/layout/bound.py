@@ -187,6 +187,13 @@ class PeakFloors:
             self._cache[key] = got
         return self._cache[key]
 
+    def laid(self, layout: Layout) -> Plan | None:
+        """The resolved canonical (DP 1, widest EP) plan of ``layout``, which the floor
+        lays out anyway (None: it cannot be): what reads neither DP nor which EP above
+        one (the EP all-to-all buffers, :mod:`engine.layout.cross_ep`) is read from it."""
+        stages = self._started(_canonical(layout, self.widest_ep))
+        return None if stages is None else stages.laid
+
     def _started(self, key: Layout) -> _Stages | None:
         """The canonical layout's :class:`_Stages` (None: it cannot be laid out)."""
         if key not in self._stages:

@@ -120,6 +120,7 @@ class Evaluator:
         self._estimate: Estimator = estimator or _decisive_estimate
         self._cache: dict[Layout, Outcome] = {}
         self.calls = 0
+        self.peeks = 0  # reads by :meth:`peek` of layouts not asked for (not counted)
         self._ledger = estimator is None
         # lower bounds on the peak (engine.layout.bound): the ledger's only, like fewest_ranks
         self.floors = peak_floors(plan) if self._ledger else None
@@ -135,6 +136,25 @@ class Evaluator:
         if got is None:
             got = self._run(layout)
             self._cache[layout] = got
+        return got
+
+    def peek(self, layout: Layout) -> Outcome:
+        """``layout``'s outcome without asking for it: neither counted (:attr:`calls`)
+        nor kept among :attr:`outcomes`, which stay the layouts the searches asked for (a
+        count that finds nothing names the closest of them). The cross-EP rule
+        (:mod:`engine.layout.cross_ep`) reads a wider layout the search may never ask
+        for, or may refuse by a preference; the ledger's outcome is kept all the same
+        (:func:`_ledger_outcomes`), so a search that asks for it later pays nothing."""
+        got = self._cache.get(layout)
+        if got is not None:
+            return got
+        self.peeks += 1
+        if not self._ledger:
+            return self._outcome(layout)
+        known = _ledger_outcomes(self.plan)
+        got = known.get(layout)
+        if got is None:
+            got = known[layout] = self._outcome(layout)
         return got
 
     def _run(self, layout: Layout) -> Outcome:

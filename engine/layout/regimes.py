@@ -19,6 +19,7 @@ from engine.errors import Problem
 from engine.layout.batch import batch_for
 from engine.layout.bound import PeakFloors
 from engine.layout.candidates import RegimeKey, ShapeJudge
+from engine.layout.cross_ep import CrossEp
 from engine.layout.group import Group
 from engine.layout.known import Known
 from engine.layout.low_bound import LowFloors
@@ -68,6 +69,13 @@ def _low_floors(floors: PeakFloors) -> LowFloors:
 def _state_floors(floors: PeakFloors) -> StateFloors:
     """The state bound over ``floors``, kept as :func:`_low_floors` is."""
     return StateFloors(floors)
+
+
+@lru_cache(maxsize=1)
+def _cross_ep(floors: PeakFloors) -> CrossEp:
+    """The cross-EP rule of the floors' plan over its state bound, kept as
+    :func:`_low_floors` is."""
+    return CrossEp(floors.plan, _state_floors(floors))
 
 
 @lru_cache(maxsize=1)
@@ -152,6 +160,12 @@ class SearchMemo:
     def state_floors(self, floors: PeakFloors) -> StateFloors:
         """The state bound over ``floors``, one per floors (:func:`_state_floors`)."""
         return _state_floors(floors)
+
+    def cross_ep(self, floors: PeakFloors) -> CrossEp | None:
+        """The cross-EP rule of the floors' plan, one per floors (:func:`_cross_ep`);
+        None where it does not hold (a dense model, HSDP, …: no probe asks it)."""
+        got = _cross_ep(floors)
+        return got if got.applies else None
 
     def known(self, shape: Layout, key: RegimeKey, figure: str) -> Known:
         """What is proven about a regime under a criterion."""

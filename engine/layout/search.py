@@ -29,7 +29,10 @@ high estimate without one, and so does every smaller DP of its regime with a flo
 high; and what a probe proved (:class:`~engine.layout.known.Known`) is kept across the
 growing bounds and the three counts' searches, so a regime is never probed twice below
 what it is known to fail at; an estimate made by one criterion's search proves what it
-can under the other (:func:`_teach_other`). The hypothesis test
+can under the other (:func:`_teach_other`). Across shapes one relation is used, proven
+row by row (:mod:`engine.layout.cross_ep`): under FSDP2 a layout at a narrower EP holds at
+least what it holds at a wider one less a known δ, so a MoE shape's narrow EPs fail by
+their widest EP's bound or estimate (made once for all of them). The hypothesis test
 ``tests/engine/layout/test_search_exact.py`` checks the answers against brute force.
 """
 
@@ -42,6 +45,7 @@ from engine.layout.batch import held_batch
 from engine.layout.bound import PeakFloors
 from engine.layout.budget import Budget
 from engine.layout.candidates import RegimeKey
+from engine.layout.cross_ep import CrossEp
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.group import below_dp
 from engine.layout.low_bound import LowFloors
@@ -108,6 +112,7 @@ class _Shape:
     floors: PeakFloors | None = None
     low_floors: LowFloors | None = None
     state_floors: StateFloors | None = None
+    cross_ep: CrossEp | None = None
     estimated: list[Outcome] = field(default_factory=list)  # this regime's estimates
     batch_moves: bool = True  # False: every DP of a shape runs one batch (micro-batch held)
     limit: int = field(init=False)  # the plan's HBM limit, read once (asked per shape)
@@ -125,6 +130,9 @@ class _Shape:
                 # for MoE models the low bound costs nearly an estimate (the shared rows,
                 # which the estimate then reuses): it stands in for one one for one, as
                 # an estimate would prove, with its slack, the smaller DPs failing too
+                return False, True
+            cross = self.cross_ep  # the layout at a wider EP (the high figure only)
+            if cross is not None and cross.over(layout, bool(below), self.limit, self.ev.peek):
                 return False, True
             over = low != _UNDER and self._state_over(layout)
         if over:
@@ -254,7 +262,8 @@ def search_min(
     floors = ev.floors
     low_floors = None if floors is None else memo.low_floors(floors)
     state_floors = None if floors is None else memo.state_floors(floors)
-    searcher = _Shape(ev, criterion, budget, floors, low_floors, state_floors)
+    cross = None if floors is None or criterion.figure != "high" else memo.cross_ep(floors)
+    searcher = _Shape(ev, criterion, budget, floors, low_floors, state_floors, cross_ep=cross)
     searcher.batch_moves = held_batch(ev.plan) is not None
     # per model-parallel size, while the best cost stays: whether it is affordable at all
     # and the largest DP below the best cost (shapes share their sizes by the dozen)

@@ -55,9 +55,16 @@ STRATEGIES = [
 OPTIMIZERS = ["adamw", "adamw", "sgd_momentum", "lion", "adafactor"]
 
 
+CROSS_EP_OPTIMIZERS = ["adamw", "adamw", "sgd", "sgd_momentum", "lion"]
+"""The optimizers whose step the cross-EP rule covers (``engine/layout/cross_ep.py``)."""
+
+
 @st.composite
-def search_plans(draw: st.DrawFn) -> tuple[Plan, int]:
-    moe = draw(st.booleans())
+def search_plans(draw: st.DrawFn, cross_ep: bool = False) -> tuple[Plan, int]:
+    """A random small plan and a GPU bound; ``cross_ep``: a MoE under plain FSDP2 of
+    full training with 4 or 8 experts in any storage, what the cross-EP rule
+    (``engine/layout/cross_ep.py``) holds for, so that several EPs of each shape meet."""
+    moe = cross_ep or draw(st.booleans())
     arch: dict[str, Any] = {
         "family": "llama",
         "hidden": 1024,
@@ -71,6 +78,15 @@ def search_plans(draw: st.DrawFn) -> tuple[Plan, int]:
         arch.update(
             family="mixtral", moe={"num_experts": 4, "top_k": 2, "expert_intermediate": 2048}
         )
+    if cross_ep:
+        arch["moe"] = {
+            "num_experts": draw(st.sampled_from([4, 8])),
+            "top_k": 2,
+            "expert_intermediate": draw(st.sampled_from([1024, 2048])),
+            "expert_storage": draw(
+                st.sampled_from(["auto", "per_expert", "fused_gate_up", "stacked"])
+            ),
+        }
     hold = draw(st.sampled_from(["micro_batch", "global_batch"]))
     changes: dict[str, Any] = {
         "model.architecture": arch,
@@ -94,6 +110,13 @@ def search_plans(draw: st.DrawFn) -> tuple[Plan, int]:
         "policy.headroom_percent": 0.0,
         "policy.rounding": draw(st.sampled_from(["node", "gpu"])),
     }
+    if cross_ep:
+        changes["parallelism.strategy"] = "fsdp2"
+        changes["method.kind"] = "full"
+        changes["method.optimizer.name"] = draw(st.sampled_from(CROSS_EP_OPTIMIZERS))
+        changes["method.optimizer.implementation"] = draw(
+            st.sampled_from(["auto", "foreach", "fused"])
+        )
     if hold == "global_batch":
         changes["batch.global_batch"] = draw(st.sampled_from([8, 12, 16]))
         changes["batch.grad_accum"] = changes["batch.global_batch"] // changes["batch.micro_batch"]

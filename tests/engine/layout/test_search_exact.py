@@ -12,7 +12,7 @@ node still growing, FSDP padding.
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from layout_plans import SEARCH_SETTINGS, search_plans
 
 from engine.estimate import estimate
@@ -53,6 +53,19 @@ def _brute(
 def test_counts_equal_brute_force(case: tuple[Plan, int]) -> None:
     """Arithmetic minimum (relaxed preferences, exact ranks), the procurement count
     (node rounding) and the low end of the validation range, each equal to brute force."""
+    _check(case)
+
+
+@settings(SEARCH_SETTINGS, max_examples=150)
+@given(search_plans(cross_ep=True))
+def test_counts_equal_brute_force_under_the_cross_ep_rule(case: tuple[Plan, int]) -> None:
+    """The same on MoE plans the cross-EP rule holds for (``engine/layout/cross_ep.py``:
+    FSDP2, 4 or 8 experts, so each shape meets EP 1, 2, 4 and 8), where the search
+    proves narrow EPs over by their widest EP's bound or estimate."""
+    _check(case)
+
+
+def _check(case: tuple[Plan, int]) -> None:
     plan, max_gpus = case
     prefs = LayoutPreferences()
     c = gpu_counts(plan, max_gpus=max_gpus, budget_s=None)
