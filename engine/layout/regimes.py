@@ -121,16 +121,20 @@ class SearchMemo:
     free_over: dict[tuple[object, ...], int] = field(default_factory=dict)
     """Per (TP, PP, CP, expert TP, split, figure): the largest top at which the peak
     floor by that figure was over the limit at DP = top itself (:meth:`over_at_top`)."""
+    free_under: dict[tuple[object, ...], int] = field(default_factory=dict)
+    """Per the same key: the smallest top at which that floor was within the limit (at
+    every larger top it is too: it only falls as DP grows)."""
     _pp_batches: dict[int, tuple[int, int] | Problem] = field(default_factory=dict)
 
     def over_at_top(
         self, floors: PeakFloors, shape: Layout, top: int, figure: str, limit: int
     ) -> bool:
         """Whether the peak floor by ``figure`` is over ``limit`` (the plan's, one per
-        memo) at DP ``top`` with the
-        shape's batch, the micro-batch held (one batch per PP at every DP): then it is
-        over at every DP up to ``top`` — the floor only rises as DP falls with the batch
-        held — and so at every candidate of the shape, whatever its EP.
+        memo) at DP ``top`` with the shape's batch, the micro-batch held (one batch per
+        PP at every DP): then it is over at every DP up to ``top`` — the floor only rises
+        as DP falls with the batch held — and so at every candidate of the shape,
+        whatever its EP; within it at ``top``, it is within at every larger top, and the
+        verdict is remembered both ways.
 
         The floor reads no EP (:mod:`engine.layout.bound` takes it at the widest) and
         no legality of the DP (a formula of the ranks per stage), so one verdict stands
@@ -143,12 +147,15 @@ class SearchMemo:
         key = (shape.tp, shape.pp, shape.cp, shape.etp, shape.pp_split, figure)
         if top <= self.free_over.get(key, 0):
             return True
+        if top >= self.free_under.get(key, 1 << 62):  # EP siblings and later rounds
+            return False
         batch = self._pp_batches.get(shape.pp)
         if batch is None:
             batch = self._pp_batches[shape.pp] = batch_for(self.plan, 1, shape.pp)
         if isinstance(batch, Problem):
             return False
         if not floors.over(shape.at_dp(top, *batch), limit, figure):
+            self.free_under[key] = top
             return False
         self.free_over[key] = top
         return True
