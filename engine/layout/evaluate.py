@@ -149,16 +149,15 @@ class Evaluator:
         if got is not None:
             return got
         self.peeks += 1
-        if not self._ledger:
-            return self._outcome(layout)
-        known = _ledger_outcomes(self.plan)
-        got = known.get(layout)
-        if got is None:
-            got = known[layout] = self._outcome(layout)
-        return got
+        return self._known(layout)
 
     def _run(self, layout: Layout) -> Outcome:
         self.calls += 1
+        return self._known(layout)
+
+    def _known(self, layout: Layout) -> Outcome:
+        """The outcome from the ledger's outcomes kept across searches, estimated where
+        none is (a caller's estimator is asked every time: it may not be pure)."""
         if not self._ledger:
             return self._outcome(layout)
         known = _ledger_outcomes(self.plan)
