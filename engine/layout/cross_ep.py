@@ -1,4 +1,4 @@
-"""A layout's high fit peak bounded from below by the same layout at a wider EP.
+"""A layout's fit peaks bounded from below by the same layout at a wider EP.
 
 A MoE search meets every EP of a TP × PP × CP shape one after the other, each at the
 same top DP, and under FSDP2 the narrow EPs fail by far: Llama-4-Maverick at TP 1, CP 4,
@@ -50,13 +50,30 @@ their reserve share (plus one byte for the rounding) and the NCCL buffers of the
 communicators e' has more. The high estimate is the heaviest stage's, so at least every
 stage's: the stage that decides e''s bounds e's.
 
-Over a regime (the smaller DPs at e, :mod:`engine.layout.regimes`) a rank's peak falls by
-at most the FSDP padding slack (:mod:`engine.layout.slack`): the search asks the rule
-for a layout with smaller DPs below it only where the layout pads nothing (slack 0, so
-they are over too); a padded one is estimated as before, its own slack proving its
-regime.
-``tests/engine/layout/test_cross_ep.py`` checks the bound against both estimates on
-random plans; ``test_search_exact.py`` checks the search's answers against brute force.
+By the low figure, for the validation-low search, row by row at the rows' low ends: all
+the rows above are exact (low = high) but for the activation rows, whose low is the
+activation band's low factor times the packed share of their bytes (``packing.band_of``:
+``int(n × low × share)``, non-decreasing in n, so the working set's larger expert
+gradients at e keep it at least e''s), the optimizer step's temporaries (the same sum at
+both ends under AdamW, low 0 otherwise: at e as at e'), the all-to-all buffers (their
+low receives the balanced share, reading no EP either), the NCCL buffers (each
+communicator's low) and the reserve (``int(peak × low factor)``). So at every moment the
+low sum at e is at least e''s less the buffers' low; a stage's low fit peak (the largest
+low of any moment, plus the reserve's low on it, plus the runtime's low inside the
+capacity: :func:`engine.ledger.phases.peak_phase_of`) at e is at least e''s less δ_low =
+the buffers' low, its share at the low factor (plus one byte) and the low NCCL buffers of
+the communicators e' has more; and the low fit peak is the largest of any stage's
+(:func:`engine.estimate.fit_range`, the same stages at every EP: they read PP and the
+split only), so any stage of e' bounds e's.
+
+Over a regime (the smaller DPs at e, :mod:`engine.layout.regimes`) a rank's peak by
+either figure falls by at most the FSDP padding slack (:mod:`engine.layout.slack`): the
+search asks the rule for a layout with smaller DPs below it only where the layout pads
+nothing (slack 0 by both figures, so they are over too); a padded one is bounded or
+estimated as before, its own slack proving its regime.
+``tests/engine/layout/test_cross_ep.py`` checks both figures' bounds against both
+estimates on random plans; ``test_search_exact.py`` checks the search's answers (the
+validation-low count among them) against brute force.
 """
 
 from __future__ import annotations
@@ -68,6 +85,7 @@ from contextlib import suppress
 from engine.errors import PlanError
 from engine.layout.evaluate import Outcome
 from engine.layout.lattice import with_layout
+from engine.layout.low_bound import LowFloors
 from engine.layout.padding import padding_context, share_in
 from engine.layout.point import Layout
 from engine.layout.state_bound import StateFloors
@@ -111,45 +129,59 @@ def in_scope(plan: Plan) -> bool:
 class CrossEp:
     """The rule of the module's docstring for one plan: each layout's wider EP, and δ."""
 
-    def __init__(self, plan: Plan, state: StateFloors | None = None) -> None:
+    def __init__(
+        self, plan: Plan, state: StateFloors | None = None, low: LowFloors | None = None
+    ) -> None:
         self.plan = plan
         self.state = state  # the plan's state bound, asked of the wider layout first
+        self.low = low  # the plan's low bound, asked of the wider layout by the low figure
         self.eps = rules.ep_values(plan.model.architecture)
         self.applies = False
-        self.factor, self.per_communicator = 0.0, 0
+        # (low, high) ends of the reserve's factor and of one communicator's NCCL buffers
+        self.factors, self.per_communicator = (0.0, 0.0), (0, 0)
         if plan.model.architecture.moe is not None:
             with suppress(*_ERRORS):
                 base = resolved(plan)
                 # neither reads the layout: the reserve is the plan's, the NCCL buffers
                 # the accelerator's (``stacks/stack_rules.py`` ``_nccl``)
-                self.factor = max(base.runtime.allocator_reserve.high, 0.0)
+                band = base.runtime.allocator_reserve
+                self.factors = (max(band.low, 0.0), max(band.high, 0.0))
                 per = base.runtime.nccl_bytes_per_communicator
-                self.per_communicator = 0 if per is None else per.high
+                self.per_communicator = (0, 0) if per is None else (per.low, per.high)
                 self.applies = in_scope(base)
         self._wide: dict[tuple[int, int, int], int] = {}
-        self._dispatch: dict[tuple[object, ...], int | None] = {}
+        self._dispatch: dict[tuple[object, ...], tuple[int, int] | None] = {}
         self._padding = padding_context(plan) if self.applies else None
 
-    def over(self, layout: Layout, regime: bool, limit: int, estimate: Estimate) -> bool:
-        """Whether ``layout``'s high fit peak is over ``limit`` because the same layout at
-        its widest EP (:meth:`wide`) is over ``limit`` + δ — by the state bound
-        (:mod:`engine.layout.state_bound`) or by its ``estimate`` (made now and memoised:
-        free when the search comes to that layout) — and, with ``regime``, so is
-        every smaller DP of its regime: asked then only where the layout pads nothing
-        (see the module's docstring). The search asks after the peak floor, which proves
-        every batch of a shape over where it is, and before the layout's own state
-        bound, which the wider layout's makes unneeded at every narrower EP."""
+    def over(
+        self, layout: Layout, regime: bool, limit: int, estimate: Estimate, figure: str = "high"
+    ) -> bool:
+        """Whether ``layout``'s fit peak by ``figure`` ("high" or "low") is over ``limit``
+        because the same layout at its widest EP (:meth:`wide`) is over ``limit`` + δ of
+        that figure — by a bound or by its ``estimate`` (made now and memoised: free
+        when the search comes to that layout) — and, with ``regime``, so is every smaller
+        DP of its regime: asked then only where the layout pads nothing (see the module's
+        docstring). The bound is the state bound (:mod:`engine.layout.state_bound`) by
+        the high figure, and by the low one the low bound (:mod:`engine.layout.
+        low_bound`), which dominates the state bound and which the low search works out
+        for the wider layout when it probes it (memoised: one bound for every narrower
+        EP). The search asks after the peak floor, which proves every batch of a shape
+        over where it is, and before the layout's own low bound or state bound, which
+        the wider layout's makes unneeded at every narrower EP."""
         wide = self.wide(layout)
         if wide is None or (regime and self.pads(layout)):
             return False
-        delta = self.delta(layout, wide)
+        delta = self.delta(layout, wide, figure)
         if delta is None:
             return False
         limit += delta
-        if self.state is not None and self.state.over(wide, "high", limit):
+        if figure == "high":
+            if self.state is not None and self.state.over(wide, "high", limit):
+                return True
+        elif self.low is not None and self.low.exceeds(wide, limit):
             return True
         o = estimate(wide)
-        return o.ok and o.high > limit
+        return o.ok and (o.high if figure == "high" else o.low) > limit
 
     def wide(self, layout: Layout) -> Layout | None:
         """``layout`` at the widest EP that its EP divides and that folds over its
@@ -178,16 +210,17 @@ class CrossEp:
         """Whether some FSDP unit of ``layout`` is padded (its regime's slack is not 0)."""
         return share_in(self._padding, layout)[0] > 0
 
-    def delta(self, layout: Layout, wide: Layout) -> int | None:
-        """δ of the module's docstring: how much less than ``wide``'s high fit peak
-        ``layout``'s (the same at a narrower EP) can be; None when ``wide`` cannot be
-        laid out."""
+    def delta(self, layout: Layout, wide: Layout, figure: str = "high") -> int | None:
+        """δ of the module's docstring by ``figure`` ("high" or "low"): how much less than
+        ``wide``'s fit peak by that figure ``layout``'s (the same at a narrower EP) can
+        be, from that end of each part's range; None when ``wide`` cannot be laid out."""
+        end = 0 if figure == "low" else 1
         dispatch = 0
         if layout.ep == 1:
             got = self._dispatch_at(wide)
             if got is None:
                 return None
-            dispatch = got
+            dispatch = got[end]
         # the communicators the wider EP has more (``groups.stage_groups``): EP's, and
         # the expert DP group's where it is one at the wider EP only
         extra = int(layout.ep == 1)
@@ -196,10 +229,10 @@ class CrossEp:
         narrow = edp * (wide.ep // layout.ep)
         if 1 < edp != dense and not 1 < narrow != dense:
             extra += 1
-        reserve = math.ceil(dispatch * self.factor) + 1
-        return dispatch + reserve + extra * self.per_communicator
+        reserve = math.ceil(dispatch * self.factors[end]) + 1
+        return dispatch + reserve + extra * self.per_communicator[end]
 
-    def _dispatch_at(self, wide: Layout) -> int | None:
+    def _dispatch_at(self, wide: Layout) -> tuple[int, int] | None:
         """The EP all-to-all buffers of one stage at ``wide`` (the largest of any stage's,
         which are one size where a stage places experts): they read the micro-batch's
         tokens on a rank and the expert TP, not EP (above one) or DP, so they are worked
@@ -219,12 +252,13 @@ class CrossEp:
         return self._dispatch[key]
 
 
-def _dispatch(laid: Plan) -> int:
-    """The high bytes of the resolved plan's largest stage EP all-to-all buffers."""
+def _dispatch(laid: Plan) -> tuple[int, int]:
+    """The (low, high) bytes of the resolved plan's largest stage EP all-to-all buffers,
+    each end the largest of any stage's."""
     g = geometry(laid)
-    most = 0
+    low = high = 0
     for stage in range(laid.parallelism.pp):
         part = ep_dispatch_part(laid, g, stage_placed(laid, stage))
         if part is not None:
-            most = max(most, part.span[1])
-    return most
+            low, high = max(low, part.span[0]), max(high, part.span[1])
+    return low, high

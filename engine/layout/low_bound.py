@@ -132,6 +132,20 @@ class LowFloors:
             over = True
         return "over" if over else "under"
 
+    def exceeds(self, layout: Layout, limit: int) -> bool:
+        """Whether some decisive stage's bound on ``layout``'s low fit peak exceeds
+        ``limit``; stages worked out in turn, no further than one over."""
+        got = self._started(layout)
+        if got is None:
+            return False
+        for i in range(len(got.order)):
+            st = self._stage(got, i)
+            if st is None:
+                return False
+            if st.bound > limit:
+                return True
+        return False
+
     def _started(self, layout: Layout) -> _Layout | None:
         if layout in self._layouts:
             return self._layouts[layout]

@@ -75,7 +75,7 @@ def _state_floors(floors: PeakFloors) -> StateFloors:
 def _cross_ep(floors: PeakFloors) -> CrossEp:
     """The cross-EP rule of the floors' plan over its state bound, kept as
     :func:`_low_floors` is."""
-    return CrossEp(floors.plan, _state_floors(floors))
+    return CrossEp(floors.plan, _state_floors(floors), _low_floors(floors))
 
 
 @lru_cache(maxsize=1)

@@ -31,9 +31,10 @@ growing bounds and the three counts' searches, so a regime is never probed twice
 what it is known to fail at; an estimate made by one criterion's search proves what it
 can under the other (:func:`_teach_other`). Across shapes one relation is used, proven
 row by row (:mod:`engine.layout.cross_ep`): under FSDP2 a layout at a narrower EP holds at
-least what it holds at a wider one less a known δ, so a MoE shape's narrow EPs fail by
-their widest EP's bound or estimate (made once for all of them). The hypothesis test
-``tests/engine/layout/test_search_exact.py`` checks the answers against brute force.
+least what it holds at a wider one less a known δ, by either figure, so a MoE shape's
+narrow EPs fail by their widest EP's bound or estimate (made once for all of them). The
+hypothesis test ``tests/engine/layout/test_search_exact.py`` checks the answers against
+brute force.
 """
 
 from __future__ import annotations
@@ -125,14 +126,18 @@ class _Shape:
         self.budget.check()
         over = self._peak_over(layout)  # the cheapest bound first
         if not over:
+            # the layout at a wider EP, by either figure: before the low bound, whose
+            # shared rows it spares at every narrower EP (the wider layout's is one)
+            cross, figure = self.cross_ep, self.criterion.figure
+            if cross is not None and cross.over(
+                layout, bool(below), self.limit, self.ev.peek, figure
+            ):
+                return False, True
             low = self._low_floor(layout, bool(below))
             if low == _DEAD:
                 # for MoE models the low bound costs nearly an estimate (the shared rows,
                 # which the estimate then reuses): it stands in for one one for one, as
                 # an estimate would prove, with its slack, the smaller DPs failing too
-                return False, True
-            cross = self.cross_ep  # the layout at a wider EP (the high figure only)
-            if cross is not None and cross.over(layout, bool(below), self.limit, self.ev.peek):
                 return False, True
             over = low != _UNDER and self._state_over(layout)
         if over:
@@ -262,7 +267,7 @@ def search_min(
     floors = ev.floors
     low_floors = None if floors is None else memo.low_floors(floors)
     state_floors = None if floors is None else memo.state_floors(floors)
-    cross = None if floors is None or criterion.figure != "high" else memo.cross_ep(floors)
+    cross = None if floors is None else memo.cross_ep(floors)
     searcher = _Shape(ev, criterion, budget, floors, low_floors, state_floors, cross_ep=cross)
     searcher.batch_moves = held_batch(ev.plan) is not None
     # per model-parallel size, while the best cost stays: whether it is affordable at all
