@@ -22,7 +22,8 @@ limit on their own (TP 4 without CP saves 124 GB per rank for DeepSeek-V3's 61 l
   (:func:`engine.layout.floor.resident_states`), and every rank of a stage has the same
   activation rows, so the estimated (heaviest) rank holds the activations plus that
   share — which only shrinks as DP grows;
-- the allocator reserve, a fixed share of the peak phase's high (:func:`reserve_row`);
+- the allocator reserve, a fixed share of the peak phase's high (:func:`reserve_bytes`,
+  the figure :func:`~engine.ledger.peaks.runtime.reserve_row` shows);
 - the CUDA context and cuBLAS workspace (when inside the capacity) and one NCCL
   communicator per TP, CP and pipeline-neighbour group, which every DP and EP keeps.
 
@@ -62,7 +63,6 @@ from engine.ledger.peaks.runtime import (
     outside_capacity,
     reserve_bytes,
     reserve_factors,
-    reserve_row,
     runtime_rows,
 )
 from engine.ledger.phases import Sums, moment_sums, timeline_of
@@ -269,7 +269,7 @@ def _stage_floor(laid: Plan, st: StageFloor, per_stage_ranks: int) -> int:
     """One stage's high floor: its activations and share of the resident states, the
     allocator reserve on them and the runtime every DP and EP keeps."""
     held = st.activations + -(-st.resident // per_stage_ranks)
-    return held + reserve_row(laid, 0, held).high + st.runtime
+    return held + reserve_bytes(reserve_factors(laid), 0, held)[1] + st.runtime
 
 
 def _stage_floor_low(laid: Plan, st: StageFloor, per_stage_ranks: int) -> int:
