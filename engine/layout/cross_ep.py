@@ -233,8 +233,8 @@ class CrossEp:
         return dispatch + reserve + extra * self.per_communicator[end]
 
     def _dispatch_at(self, wide: Layout) -> tuple[int, int] | None:
-        """The EP all-to-all buffers of one stage at ``wide`` (the largest of any stage's,
-        which are one size where a stage places experts): they read the micro-batch's
+        """The EP all-to-all buffers of one stage at ``wide`` (every stage that places
+        experts has the same, :func:`_dispatch`): they read the micro-batch's
         tokens on a rank and the expert TP, not EP (above one) or DP, so they are worked
         out once per TP, CP, PP, split, micro-batch and expert TP. None when ``wide``
         cannot be laid out."""
@@ -253,12 +253,14 @@ class CrossEp:
 
 
 def _dispatch(laid: Plan) -> tuple[int, int]:
-    """The (low, high) bytes of the resolved plan's largest stage EP all-to-all buffers,
-    each end the largest of any stage's."""
+    """The (low, high) bytes of the resolved plan's stage EP all-to-all buffers: those of
+    the first stage that places experts — every such stage's are one size (the tokens on
+    a rank, top-k, hidden, the expert TP and the capacity factor:
+    ``exchange.ep_dispatch_part`` reads nothing of the stage but whether it holds
+    experts), so the stages after it are not placed."""
     g = geometry(laid)
-    low = high = 0
     for stage in range(laid.parallelism.pp):
         part = ep_dispatch_part(laid, g, stage_placed(laid, stage))
         if part is not None:
-            low, high = max(low, part.span[0]), max(high, part.span[1])
-    return low, high
+            return part.span[0], part.span[1]
+    return 0, 0
