@@ -107,8 +107,9 @@ class LowFloors:
             out[st.stage] = low
         return out
 
-    def judge(self, layout: Layout, regime: bool) -> Verdict:
-        """What the bound proves of ``layout``: ``"dead"``, a stage over the limit — and
+    def judge(self, layout: Layout, regime: bool, limit: int | None = None) -> Verdict:
+        """What the bound proves of ``layout`` against ``limit`` (default: the plan's):
+        ``"dead"``, a stage over the limit — and
         with ``regime`` (smaller DPs of its regime to prove) over by more than its
         padding slack, so every smaller DP of the regime fails too; ``"over"``, over the
         limit, but by no stage's more than its slack (the layout fails; only its
@@ -118,7 +119,7 @@ class LowFloors:
         got = self._started(layout)
         if got is None:
             return "unknown"
-        limit = self.plan.hbm_limit_bytes
+        limit = self.plan.hbm_limit_bytes if limit is None else limit
         over = False
         for i in range(len(got.order)):
             st = self._stage(got, i)
@@ -134,17 +135,8 @@ class LowFloors:
 
     def exceeds(self, layout: Layout, limit: int) -> bool:
         """Whether some decisive stage's bound on ``layout``'s low fit peak exceeds
-        ``limit``; stages worked out in turn, no further than one over."""
-        got = self._started(layout)
-        if got is None:
-            return False
-        for i in range(len(got.order)):
-            st = self._stage(got, i)
-            if st is None:
-                return False
-            if st.bound > limit:
-                return True
-        return False
+        ``limit`` (:meth:`judge` without a regime to prove)."""
+        return self.judge(layout, False, limit) == "dead"
 
     def _started(self, layout: Layout) -> _Layout | None:
         if layout in self._layouts:
