@@ -187,3 +187,9 @@ class _PlanFacts:
 def _plan_facts(plan: Plan, padding: float) -> _PlanFacts:
     """One plan's :class:`_PlanFacts` (kept while the search's judges are)."""
     return _PlanFacts(plan, padding)
+
+
+def held_micro_batch(plan: Plan, padding: float, pp: int) -> tuple[int, int] | Problem:
+    """The batch every DP of a ``pp``-stage shape runs when the micro-batch is held
+    (``batch_for`` at DP 1), read from the plan's facts its judges share."""
+    return _plan_facts(plan, padding).batch(pp)

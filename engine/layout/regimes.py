@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from engine.errors import Problem
-from engine.layout.batch import batch_for
 from engine.layout.bound import PeakFloors
-from engine.layout.candidates import RegimeKey, ShapeJudge
+from engine.layout.candidates import RegimeKey, ShapeJudge, held_micro_batch
 from engine.layout.cross_ep import CrossEp
 from engine.layout.group import Group
 from engine.layout.known import Known
@@ -124,7 +123,6 @@ class SearchMemo:
     free_under: dict[tuple[object, ...], int] = field(default_factory=dict)
     """Per the same key: the smallest top at which that floor was within the limit (at
     every larger top it is too: it only falls as DP grows)."""
-    _pp_batches: dict[int, tuple[int, int] | Problem] = field(default_factory=dict)
 
     def over_at_top(
         self, floors: PeakFloors, shape: Layout, top: int, figure: str, limit: int
@@ -149,9 +147,7 @@ class SearchMemo:
             return True
         if top >= self.free_under.get(key, 1 << 62):  # EP siblings and later rounds
             return False
-        batch = self._pp_batches.get(shape.pp)
-        if batch is None:
-            batch = self._pp_batches[shape.pp] = batch_for(self.plan, 1, shape.pp)
+        batch = held_micro_batch(self.plan, self.padding, shape.pp)
         if isinstance(batch, Problem):
             return False
         if not floors.over(shape.at_dp(top, *batch), limit, figure):
