@@ -16,6 +16,8 @@ brute force in ``test_search_exact.py``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from layout_plans import SEARCH_SETTINGS, legal_layouts, search_plans
@@ -74,9 +76,15 @@ def _check_pairs(plan: Plan, world: int) -> int:
                     assert g[0] >= r[0] - delta, (figure, narrow, wide, g, r, delta)
                     assert g[1] >= r[1] - delta, (figure, narrow, wide, g, r, delta)
                 pairs += 1
-        for lay in lays:  # the wider EP the search takes is one of these, or none
+        for lay in lays:  # the rule takes the widest EP it divides that folds: at least
+            # every legal one here (the folding rule is a hard rule of the lattice)
+            wider = [x.ep for x in lays if x.ep > lay.ep and x.ep % lay.ep == 0]
             wide_lay = cross.wide(lay)
-            assert wide_lay is None or wide_lay in lays or peaks.get(wide_lay.ep) is None
+            if wide_lay is None:
+                assert not wider, lay
+            else:
+                assert wide_lay.ep % lay.ep == 0 and wide_lay.ep >= max(wider, default=0)
+                assert wide_lay == replace(lay, ep=wide_lay.ep), lay
     return pairs
 
 
