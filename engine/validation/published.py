@@ -31,6 +31,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -271,3 +272,12 @@ def run_suite(path: Path = CASES_PATH) -> tuple[tuple[CaseResult, ...], Summary]
     """Every case evaluated, and the summary."""
     results = tuple(evaluate(c) for c in load_cases(path))
     return results, summarize(results)
+
+
+@lru_cache(maxsize=1)
+def suite_summary() -> Summary | None:
+    """The suite's summary for the report's method text, worked out once per process
+    (None where the suite is not there: a bundle without the tests folder)."""
+    if not CASES_PATH.is_file():
+        return None
+    return run_suite()[1]

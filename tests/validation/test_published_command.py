@@ -57,3 +57,14 @@ def test_missing_or_bad_file_is_a_bad_input(
     bad.write_text('{"id": "x"}\n', encoding="utf-8")
     assert main(["validate-published", "--cases", str(bad)]) == 1
     assert "missing 'source'" in capsys.readouterr().err
+
+
+def test_report_method_note_reads_the_suite() -> None:
+    """The PDF report's assumptions section cites the suite with the engine's own figures."""
+    from engine.validation.published import suite_summary
+    from gui.report.sections.measuring import published_note
+
+    s = suite_summary()
+    assert s is not None
+    note = published_note()
+    assert "validate-published" in note and f"{s.cases} cases from {s.sources} sources" in note
