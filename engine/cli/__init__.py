@@ -4,7 +4,8 @@ The ``memplan`` console script (``gui/__main__.py``) mounts it and adds the GUI 
 ``report``, so the engine never depends on Qt. Subcommands live by theme:
 ``plan_commands`` (estimate, new, validate, models), ``layout_commands`` (layouts),
 ``export_commands`` (export, import), ``run_commands`` (probe, validate-run,
-calibrate), ``compare_commands`` (compare) and ``sweep_commands`` (sweep); ``common``
+calibrate), ``compare_commands`` (compare), ``sweep_commands`` (sweep) and ``published_command``
+(validate-published); ``common``
 holds what they share, ``text`` and ``json_form`` the two output forms. Exit codes:
 0 success, 1 a bad plan or file (the message names the field path), 2 wrong usage.
 
@@ -31,6 +32,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "compare_commands": ("compare",),
     "sweep_commands": ("sweep",),
     "trace_command": ("trace",),
+    "published_command": ("validate-published",),
 }
 """Each subcommand module of this package (in ``--help`` order) and the subcommands its
 ``register`` adds (``tests/engine/cli/test_lazy_commands.py`` holds the two to agree)."""

@@ -12,6 +12,7 @@ from engine.estimate import Range
 from engine.ledger.row import Row
 from engine.plan import get_value
 from engine.units import fmt_bytes, fmt_gb
+from engine.validation.published import suite_summary
 from engine.validation.reconcile import runtime_range
 from engine.workload import compile_note, step_tokens
 from gui.report.content import ReportContent
@@ -52,6 +53,19 @@ def _workload_note(c: ReportContent) -> str:
     return text + (f"<p class='small'><b>Not modelled:</b> {esc(note)}</p>" if note else "")
 
 
+def published_note() -> str:
+    """Method: how MemPlan compares with published real-GPU runs (the figures are the
+    suite's, worked out by the engine when the report is built)."""
+    s = suite_summary()
+    if s is None:
+        return ""
+    return (
+        "<p class='small'><b>Method check:</b> MemPlan is compared with published "
+        f"real-GPU measurements (<span class='mono'>memplan validate-published</span>): "
+        f"{esc(s.line())}.</p>"
+    )
+
+
 def _uncertain_rows(c: ReportContent) -> list[Row]:
     n = c.est.nodes
     rows = [*c.est.heaviest.rows, *n.host, *n.nvme, *n.checkpoint]
@@ -66,6 +80,7 @@ def assumptions_section(c: ReportContent) -> str:
         "Each is a range the probe can measure; <i>default</i> means the plan "
         "relies on MemPlan's built-in value.</p>"
     )
+    out.append(published_note())
     rows = []
     for path in ASSUMPTION_INPUTS:
         section = path.split(".", 1)[0]
