@@ -1,7 +1,9 @@
 """The two-level YAML subset accelerate writes: ``key: scalar`` and one nesting level.
 
 Written and read here without a YAML dependency (PyYAML is only a test extra); the
-tests check that PyYAML reads what is written the same way.
+tests check that PyYAML reads what is written the same way. A string that is not plain is
+single-quoted when printable, else double-quoted with every non-printable character
+escaped (YAML refuses raw control characters, and folds a raw line break to a space).
 """
 
 from __future__ import annotations
@@ -23,7 +25,21 @@ def _scalar_text(v: Any) -> str:
         and s.lower() not in _RESERVED
         and not s[0].isdigit()
     )
-    return s if plain else "'" + s.replace("'", "''") + "'"
+    if plain:
+        return s
+    if s.isprintable():
+        return "'" + s.replace("'", "''") + "'"
+    return '"' + "".join(_escaped(ch) for ch in s) + '"'
+
+
+def _escaped(ch: str) -> str:
+    """One character of a YAML double-quoted scalar (YAML 1.1/1.2 escapes)."""
+    if ch in '\\"':
+        return "\\" + ch
+    if ch.isprintable():
+        return ch
+    n = ord(ch)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
 
 
 def to_yaml(cfg: dict[str, Any], header: str = "") -> str:
@@ -66,7 +82,9 @@ def read_flat_yaml(text: str) -> dict[str, Any]:
 
 def _scalar(v: str) -> Any:
     if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
-        return v[1:-1].replace("''", "'") if v[0] == "'" else v[1:-1]
+        if v[0] == "'":
+            return v[1:-1].replace("''", "'")
+        return _unescape(v[1:-1])
     low = v.lower()
     if low in ("true", "false"):
         return low == "true"
@@ -81,3 +99,24 @@ def _scalar(v: str) -> Any:
             return float(v)
         except ValueError:
             return v
+
+
+def _unescape(body: str) -> str:
+    """The inverse of :func:`_escaped` (``\\xNN``, ``\\uNNNN``, ``\\UNNNNNNNN``, an
+    escaped quote or backslash)."""
+    out, i = [], 0
+    widths = {"x": 2, "u": 4, "U": 8}
+    while i < len(body):
+        ch = body[i]
+        if ch != "\\" or i + 1 == len(body):
+            out.append(ch)
+            i += 1
+            continue
+        code = body[i + 1]
+        width = widths.get(code, 0)
+        if width:
+            out.append(chr(int(body[i + 2 : i + 2 + width], 16)))
+        else:
+            out.append(code)
+        i += 2 + width
+    return "".join(out)
