@@ -87,7 +87,7 @@ def _furniture(painter: QPainter, c: ReportContent, full: QSizeF, page: int, pag
     left = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom
     right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom
     name = painter.fontMetrics().elidedText(
-        c.plan_name, Qt.TextElideMode.ElideRight, int(area.width() * 0.6)
+        one_line(c.plan_name), Qt.TextElideMode.ElideRight, int(area.width() * 0.6)
     )
     painter.drawText(head, left, f"MemPlan report — {name}")
     painter.drawText(head, right, f"config {c.est.config_hash[:16]}")

@@ -49,3 +49,24 @@ def test_export_never_replaces_a_fifo(
     assert not window.framework.handler.export_to("deepspeed", str(fifo))
     assert "is a FIFO (named pipe); MemPlan saves only over regular files" in errors[0]
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_the_file_dialog_leaves_the_question_to_the_export(
+    window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The save dialog is told not to ask (it would name the main file only); the
+    export's own confirmation then names the existing file."""
+    seen: dict[str, Any] = {}
+
+    def dialog(*_a: Any, **kw: Any) -> tuple[str, str]:
+        seen.update(kw)
+        return str(tmp_path / "ds.json"), ""
+
+    monkeypatch.setattr(fa.QFileDialog, "getSaveFileName", dialog)
+    asked: list[list[Path]] = []
+    monkeypatch.setattr(fa, "ask_overwrite", lambda _w, paths: asked.append(paths) and False)
+    (tmp_path / "ds.json").write_text("mine\n", encoding="utf-8")
+    assert not window.framework.handler.export_dialog("deepspeed")
+    assert seen["options"] == fa.QFileDialog.Option.DontConfirmOverwrite
+    assert asked == [[tmp_path / "ds.json"]]
+    assert (tmp_path / "ds.json").read_text(encoding="utf-8") == "mine\n"
