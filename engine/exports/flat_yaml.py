@@ -8,24 +8,29 @@ escaped (YAML refuses raw control characters, and folds a raw line break to a sp
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 _RESERVED = ("true", "false", "yes", "no", "on", "off", "null", "none", "~")
+_NUMERIC_WORDS = ("inf", "infinity", "nan")
+"""Words Python's ``float`` reads as numbers (:func:`read_flat_yaml` would)."""
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+"""A string written unquoted: an ASCII name no YAML resolver reads as a number
+(``-1``, ``-0x1f``) or a boolean, nor Python's ``int``/``float`` (``１２``)."""
 
 
 def _scalar_text(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, int | float):
+    if isinstance(v, int):
         return repr(v)
+    if isinstance(v, float):
+        text = repr(v)  # PyYAML's float needs a dot: 1e-05 would be read as a string
+        return text.replace("e", ".0e", 1) if math.isfinite(v) and "." not in text else text
     s = str(v)
-    plain = (
-        s
-        and s.replace("_", "").replace("-", "").isalnum()
-        and s.lower() not in _RESERVED
-        and not s[0].isdigit()
-    )
-    if plain:
+    low = s.lower()
+    if _PLAIN.fullmatch(s) and low not in _RESERVED and low not in _NUMERIC_WORDS:
         return s
     if s.isprintable():
         return "'" + s.replace("'", "''") + "'"
@@ -60,7 +65,7 @@ def read_flat_yaml(text: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     current: dict[str, Any] | None = None
     for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.split(" #")[0].rstrip()
+        line = _without_comment(raw).rstrip()
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         indented = line.startswith((" ", "\t"))
@@ -78,6 +83,29 @@ def read_flat_yaml(text: str) -> dict[str, Any]:
             current = None
             out[key] = _scalar(val)
     return out
+
+
+def _without_comment(line: str) -> str:
+    """``line`` before its `` #`` comment — one outside quotes (a quoted value may hold
+    `` #``): ``''`` continues a single-quoted scalar, ``\\x`` escapes in a double-quoted."""
+    i, quote = 0, ""
+    while i < len(line):
+        ch = line[i]
+        if quote == "'" and ch == "'":
+            if line[i + 1 : i + 2] == "'":
+                i += 1  # '' is a quote inside the scalar
+            else:
+                quote = ""
+        elif quote == '"' and ch == "\\":
+            i += 1  # the escaped character cannot close the scalar
+        elif quote == '"' and ch == '"':
+            quote = ""
+        elif not quote and ch in "'\"" and (i == 0 or line[i - 1] in " :"):
+            quote = ch
+        elif not quote and ch == "#" and (i == 0 or line[i - 1] in " \t"):
+            return line[:i]
+        i += 1
+    return line
 
 
 def _scalar(v: str) -> Any:
