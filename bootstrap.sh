@@ -12,6 +12,8 @@ APT_PACKAGES=(
   libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0 xvfb xauth
   # pdftotext / pdftoppm for report tests; venv for the environment
   poppler-utils python3-venv
+  # the export injection suite lints every generated shell script (tests/security)
+  shellcheck
 )
 
 missing=()

@@ -4,7 +4,9 @@ on first use: ``engine.exports`` is tens of milliseconds of a start).
 
 The window's face of ``engine.exports``: an export refuses a plan that does not validate
 (the validator's words), writes the config and its companions (the ds_config an
-accelerate YAML points at, the PEFT snippet of a LoRA plan) where the user says, and
+accelerate YAML points at, the PEFT snippet of a LoRA plan) where the user says — after
+a confirmation naming every one of them that already exists (the file dialog asks only
+about the main file, so it is told not to), never over a FIFO or a device — and
 shows what the file could not express, with a Check button that loads the file with the
 framework's own classes on a worker thread (``engine.exports.check``; it runs a child
 Python, never on the GUI thread). An import reads any of the five kinds
@@ -22,6 +24,7 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QFileDialog,
     QLabel,
+    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
@@ -30,8 +33,9 @@ from PySide6.QtWidgets import (
 
 from engine.exports import FORMATS, Export
 from engine.exports.check import CheckResult, check_export
-from engine.exports.common import changed_fields
+from engine.exports.common import changed_fields, existing, export_files
 from engine.exports.importers import import_file
+from engine.fileio.atomic import write_atomic
 from engine.legality.checks import plan_problems
 from engine.models.hf_reader import ConfigImportError
 from engine.models.safetensors_index import SafetensorsError
@@ -45,6 +49,19 @@ IMPORT_FILTER = (
     "All files (*)"
 )
 IMPORT_ERRORS = (ValueError, KeyError, OSError, ConfigImportError, SafetensorsError)
+
+
+def ask_overwrite(parent: QWidget, paths: list[Path]) -> bool:
+    """Whether to replace the export's files that already exist (every one named)."""
+    names = "\n".join(f"• {p}" for p in paths)
+    answer = QMessageBox.warning(
+        parent,
+        "Replace existing files?",
+        f"The export would replace {'this file' if len(paths) == 1 else 'these files'}:\n{names}",
+        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+        QMessageBox.StandardButton.Cancel,
+    )
+    return answer == QMessageBox.StandardButton.Yes
 
 
 def export_summary(exp: Export, written: list[Path]) -> str:
@@ -120,7 +137,10 @@ class FrameworkActions:
     def export_dialog(self, key: str) -> bool:
         filename = FORMATS[key].write(self.doc.plan).filename
         path, _ = QFileDialog.getSaveFileName(
-            self.window, "Export framework config", str(Path(self._start_dir()) / filename)
+            self.window,
+            "Export framework config",
+            str(Path(self._start_dir()) / filename),
+            options=QFileDialog.Option.DontConfirmOverwrite,  # export_to asks, naming all
         )
         return bool(path) and self.export_to(key, path)
 
@@ -133,11 +153,13 @@ class FrameworkActions:
             dialogs.show_error(self.window, "Cannot export: the plan does not validate", msg)
             return False
         exp = FORMATS[key].export(plan)
-        target = Path(path)
-        files = [(target, exp.text)] + [(target.parent / e.filename, e.text) for e in exp.extras]
+        files = export_files(exp, path)
+        there = existing([p for p, _ in files])
+        if there and not ask_overwrite(self.window, there):
+            return False
         try:
             for p, text in files:
-                p.write_text(text, encoding="utf-8")
+                write_atomic(text.encode("utf-8"), p)
         except OSError as exc:
             dialogs.show_error(self.window, "Cannot export", f"{path}: {exc.strerror or exc}")
             return False

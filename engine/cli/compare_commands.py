@@ -24,6 +24,7 @@ from engine.cli.json_form import JSON_VERSION
 from engine.cli.layout_json import layout_json
 from engine.cli.text import table
 from engine.layout.counts import GpuCounts
+from engine.oneline import one_line
 from engine.plan import Plan
 from engine.planfile import PlanFileError, load
 from engine.units import UnitChoice, fmt_range
@@ -42,7 +43,8 @@ from engine.whatif.compare import (
 def _names(paths: list[str]) -> list[str]:
     """Column names: the file names, or the paths as given where two names collide."""
     names = [Path(p).name for p in paths]
-    return [n if names.count(n) == 1 else p for n, p in zip(names, paths, strict=True)]
+    picked = [n if names.count(n) == 1 else p for n, p in zip(names, paths, strict=True)]
+    return [one_line(n) for n in picked]  # a file name may hold control characters
 
 
 def load_sides(args: argparse.Namespace) -> list[tuple[str, Plan]]:

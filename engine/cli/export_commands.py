@@ -2,8 +2,10 @@
 
 ``export`` refuses a plan that does not validate (the validator's messages, exit 1), so
 no framework is handed a job MemPlan itself rejects; what the file cannot express goes
-to stderr (and into the file as comments where the format has them). ``--check`` loads
-the file with the framework's own config classes when installed. ``import`` reads any
+to stderr (and into the file as comments where the format has them). ``-o`` refuses to
+replace an existing file — the main one or a companion beside it — without ``--force``,
+and never writes over a FIFO or a device (:mod:`engine.fileio.atomic`). ``--check`` loads
+the file's data with the framework's own config classes when installed. ``import`` reads any
 of the five kinds over the plan named (or the default plan) and writes a .memplan file,
 listing every ``auto`` it resolved and every key it did not understand.
 """
@@ -19,16 +21,21 @@ from pydantic import ValidationError
 from engine.cli.common import EXIT_BAD_PLAN, EXIT_OK, CliError, load_plan, plan_args
 from engine.exports import FORMATS, Export
 from engine.exports.check import check_export
+from engine.exports.common import existing, export_files
 from engine.exports.importers import KINDS, import_file
+from engine.fileio.atomic import write_atomic
 from engine.legality.checks import plan_problems
 from engine.models.hf_reader import ConfigImportError
 from engine.models.safetensors_index import SafetensorsError
+from engine.oneline import one_line
 from engine.plan import Plan, describe_validation_error
 from engine.planfile import PlanFile, dumps, save
 
 
 def _note(line: str) -> None:
-    print(f"memplan: {line}", file=sys.stderr)
+    """One line on stderr: plan text in it (a model's name in a reason) is made one
+    printable line, so no control character reaches the terminal."""
+    print(f"memplan: {one_line(line)}", file=sys.stderr)
 
 
 def refuse_invalid(plan: Plan) -> None:
@@ -39,12 +46,16 @@ def refuse_invalid(plan: Plan) -> None:
         raise CliError(f"plan does not validate, not exported: {msgs}", EXIT_BAD_PLAN)
 
 
-def _write(exp: Export, output: str) -> None:
-    target = Path(output)
-    files = [(target, exp.text)] + [(target.parent / e.filename, e.text) for e in exp.extras]
+def _write(exp: Export, output: str, force: bool) -> None:
+    files = export_files(exp, output)
+    there = existing([p for p, _ in files])
+    if there and not force:
+        names = ", ".join(str(p) for p in there)
+        verb = "exists" if len(there) == 1 else "exist"
+        raise CliError(f"{names} already {verb}; pass --force to overwrite")
     for path, text in files:
         try:
-            path.write_text(text, encoding="utf-8")
+            write_atomic(text.encode("utf-8"), path)
         except OSError as exc:
             raise CliError(f"cannot write {path}: {exc.strerror or exc}") from exc
         print(f"wrote {path} ({exp.format})")
@@ -55,7 +66,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     refuse_invalid(plan)
     exp = FORMATS[args.format].export(plan)
     if args.output:
-        _write(exp, args.output)
+        _write(exp, args.output, args.force)
     else:
         sys.stdout.write(exp.text)
         for e in exp.extras:
@@ -111,9 +122,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "-o", "--output", metavar="FILE", help="write here (companions beside it), not stdout"
     )
     p.add_argument(
+        "--force", action="store_true", help="overwrite the file and companions if they exist"
+    )
+    p.add_argument(
         "--check",
         action="store_true",
-        help="load the file with the framework's own config classes (when installed)",
+        help="load the file's values with the framework's own config classes (when installed)",
     )
     p.set_defaults(handler=cmd_export)
 

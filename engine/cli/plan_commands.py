@@ -33,6 +33,7 @@ from engine.models.hf_config import ConfigImportError
 from engine.models.presets import format_models_table
 from engine.models.safetensors_index import SafetensorsError
 from engine.models.summary import summarize
+from engine.oneline import one_line
 from engine.plan import Plan, default_plan
 from engine.planfile import PlanFile, PlanFileError, load, save
 from engine.reference.deepspeed_estimator import deepspeed_reference
@@ -150,20 +151,21 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    shown = one_line(str(args.plan))  # a path or a plan's name may hold control characters
     try:
         pf = load(args.plan)
     except PlanFileError as exc:
         for problem in exc.problems:
-            print(f"memplan: {args.plan}: {problem}", file=sys.stderr)
+            print(f"memplan: {shown}: {one_line(str(problem))}", file=sys.stderr)
         return EXIT_BAD_PLAN
     for msg in pf.extra_messages:
-        print(f"note: {msg}")
+        print(f"note: {one_line(msg)}")
     try:
         estimate(pf.plan)
     except PlanError as exc:
-        print(f"memplan: {args.plan}: plan cannot be computed: {exc}", file=sys.stderr)
+        print(f"memplan: {shown}: plan cannot be computed: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_PLAN
-    print(f"{args.plan}: valid MemPlan plan '{pf.name}', config {pf.config_hash}")
+    print(f"{shown}: valid MemPlan plan '{one_line(pf.name)}', config {pf.config_hash}")
     return EXIT_OK
 
 

@@ -19,6 +19,7 @@ from engine.exports.common import (
     Gaps,
     Snippet,
     comment_block,
+    comment_lines,
     mixed_precision,
     ranks_per_node,
     shard_group,
@@ -244,7 +245,7 @@ def export_accelerate(plan: Plan) -> Export:
         advice += list(ds.advice)
         advice = advice[1:]  # the ds_config carries the batch
     header = f"# accelerate config for {TARGET}, written by MemPlan\n"
-    header += comment_block(gaps()) + "".join(f"# {a}\n" for a in advice)
+    header += comment_block(gaps()) + comment_lines(advice)
     text = to_yaml(cfg, header)
     return Export(
         "accelerate", "accelerate_config.yaml", text, gaps(), TARGET, extras, tuple(advice)

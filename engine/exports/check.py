@@ -13,8 +13,16 @@ caller (the CLI, or the window's worker thread). What runs:
   builds, then ``FullyShardedDataParallelPlugin()`` / ``ParallelismConfig()`` from it;
   the ds_config beside it also with DeepSpeed when installed.
 - Megatron-LM: ``megatron.training.arguments.parse_args`` and ``validate_args`` on the
-  exported flags, with ``WORLD_SIZE`` set to the plan's world.
-- torchtitan: import the recipe module and call its configuration function.
+  flags as MemPlan computed them (:func:`engine.exports.megatron.megatron_args`), with
+  ``WORLD_SIZE`` set to the plan's world and the script's environment from
+  :func:`~engine.exports.megatron.launch_env`.
+- torchtitan: call the registry function the recipe starts from and set the recipe's
+  values (:func:`engine.exports.torchtitan.titan_config`) on the ``Trainer.Config`` it
+  returns.
+
+No check imports, sources or re-parses generated code (issue 33): the generated files
+are the user's to run; a check hands the framework MemPlan's own *data* — JSON and YAML
+files loaded by the framework's data loaders, flag lists and values passed as JSON.
 
 When the framework is not importable the result says which package is needed.
 """
@@ -29,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.exports.common import Export
-from engine.exports.mlm_import import parse_args
+from engine.exports.megatron import argv, launch_env, megatron_args
+from engine.exports.torchtitan import titan_config
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
 from engine.workload import replicas
@@ -116,18 +125,37 @@ except BaseException as e:
 """
 
 _TORCHTITAN = r"""
-import importlib, sys
+import importlib, json, sys
 try:
     import torchtitan
 except ImportError:
     print("MISSING"); sys.exit(0)
-sys.path.insert(0, sys.argv[1])
+job = json.loads(sys.argv[1])
 try:
-    cfg = importlib.import_module("memplan_recipe").memplan_job()
+    cfg = getattr(importlib.import_module(job["module"]), job["function"])()
+    for section, values in job["sections"].items():
+        for key, value in values.items():
+            setattr(getattr(cfg, section), key, value)
+    if job["ac"] != "none":
+        from torchtitan.distributed import activation_checkpoint as ac
+        policy = {"full": ac.FullAC, "selective": ac.SelectiveAC}[job["ac"]]
+        cfg.activation_checkpoint = policy.Config()
+    else:
+        cfg.activation_checkpoint = None
     print(f"OK torchtitan {type(cfg).__qualname__}")
 except Exception as e:
     print(f"ERROR torchtitan: {type(e).__name__}: {e}".replace("\n", " "))
 """
+
+
+def titan_job(plan: Plan) -> str:
+    """The recipe's values as JSON data for the torchtitan check: the registry module
+    and function (from MemPlan's own table), each section's fields, the AC policy."""
+    module, function, sections, _ac, _gaps = titan_config(plan)
+    rc = resolved(plan).method.recompute.policy
+    ac = rc if rc in ("none", "full", "selective") else "full"
+    job = {"module": module, "function": function, "sections": sections, "ac": ac}
+    return json.dumps(job)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,19 +212,9 @@ def check_export(exp: Export, plan: Plan, timeout: float = 180.0) -> list[CheckR
             if ds.exists():
                 out.append(_run("deepspeed", _DEEPSPEED, [str(ds), str(replicas(p))], timeout))
         elif exp.format == "megatron":
-            argv = [
-                tok
-                for k, v in parse_args(exp.text)[0].items()
-                for tok in ([k] if v is True else [k, str(v)])
-            ]
-            env = dict(
-                ln.removeprefix("export ").split("=", 1)
-                for ln in exp.text.splitlines()
-                if ln.startswith("export ") and "=" in ln
-            )
-            out.append(
-                _run("megatron", _MEGATRON, [json.dumps(argv), world, json.dumps(env)], timeout)
-            )
+            flags = json.dumps(argv(megatron_args(plan)[0]))
+            env = json.dumps(launch_env(plan))
+            out.append(_run("megatron", _MEGATRON, [flags, world, env], timeout))
         elif exp.format == "torchtitan":
-            out.append(_run("torchtitan", _TORCHTITAN, [str(root)], timeout))
+            out.append(_run("torchtitan", _TORCHTITAN, [titan_job(plan)], timeout))
         return out

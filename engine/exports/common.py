@@ -11,11 +11,13 @@ with the same estimate to the byte.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from engine.ledger.placement import policy_split, stage_layer_ranges
 from engine.ledger.sharding import shard_group_size
 from engine.models.spec import ArchitectureSpec
+from engine.oneline import one_line
 from engine.plan import Plan
 
 STAGE_STRATEGY: dict[int, str] = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
@@ -70,6 +72,18 @@ class Export:
         return tuple(f"not expressed: {u}" for u in self.unexpressed) + self.advice
 
 
+def export_files(exp: Export, output: str | Path) -> list[tuple[Path, str]]:
+    """Every file an export to ``output`` writes (the main one, then its companions
+    beside it) with its text."""
+    target = Path(output)
+    return [(target, exp.text)] + [(target.parent / e.filename, e.text) for e in exp.extras]
+
+
+def existing(paths: list[Path]) -> list[Path]:
+    """The paths that already exist (a dangling symlink counts: writing follows it)."""
+    return [p for p in paths if p.exists() or p.is_symlink()]
+
+
 @dataclass(frozen=True, slots=True)
 class Imported:
     """An imported plan, the ``auto`` values resolved (one line each) and warnings."""
@@ -102,12 +116,20 @@ class Gaps:
 
 
 def comment_block(gaps: tuple[Unexpressed, ...], prefix: str = "# ") -> str:
-    """The unexpressed inputs as comment lines (for formats that allow comments)."""
+    """The unexpressed inputs as comment lines (for formats that allow comments). Each
+    one is made a single printable line: a reason may quote plan text (a model's name),
+    and a line break there would end the comment and turn the rest into code."""
     if not gaps:
         return ""
     lines = ["MemPlan: plan inputs this file cannot express:"]
     lines += [f"  - {g}" for g in gaps]
-    return "".join(f"{prefix}{ln}\n" for ln in lines)
+    return comment_lines(lines, prefix)
+
+
+def comment_lines(lines: list[str] | tuple[str, ...], prefix: str = "# ") -> str:
+    """``lines`` as comments, each first made one printable line (:func:`one_line`; the
+    leading indent kept)."""
+    return "".join(f"{prefix}{ln[: len(ln) - len(ln.lstrip(' '))]}{one_line(ln)}\n" for ln in lines)
 
 
 def changed_fields(old: Plan, new: Plan) -> dict[str, Any]:

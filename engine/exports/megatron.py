@@ -12,6 +12,7 @@ optimizer and its precision flags follow. Data and schedule flags are placeholde
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from engine.exports.common import (
@@ -19,6 +20,7 @@ from engine.exports.common import (
     Export,
     Gaps,
     comment_block,
+    comment_lines,
     ranks_per_node,
     stage_split,
     storage_gap,
@@ -315,9 +317,26 @@ def expressed(plan: Plan) -> frozenset[str]:
     return frozenset(out)
 
 
+def argv(args: dict[str, Any]) -> list[str]:
+    """The flags as the launched program receives them (what ``--check`` hands to
+    Megatron's parser: MemPlan's own values, never re-read from the script's text)."""
+    return [tok for k, v in args.items() for tok in ([k] if v is True else [k, str(v)])]
+
+
 def to_text(args: dict[str, Any]) -> str:
-    lines = [k if v is True else f"{k} {v}" for k, v in args.items()]
+    """The flags as script lines, every value shell-quoted: a layout ``Ettt|tttL`` is
+    a pipe to bash, ``(t)*16`` a syntax error and ``[0,1]`` / ``t*16`` globs unless
+    quoted (issue 33)."""
+    lines = [k if v is True else f"{k} {shlex.quote(str(v))}" for k, v in args.items()]
     return " \\\n".join(f"    {ln}" for ln in lines) + "\n"
+
+
+def launch_env(plan: Plan) -> dict[str, str]:
+    """The environment the script exports (``validate_args`` asserts
+    ``CUDA_DEVICE_MAX_CONNECTIONS=1`` under TP or CP); ``--check`` sets the same, from
+    this function, never from the script's text."""
+    par = resolved(plan).parallelism
+    return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if par.tp > 1 or par.cp > 1 else {}
 
 
 def export_megatron(plan: Plan) -> Export:
@@ -329,13 +348,12 @@ def export_megatron(plan: Plan) -> Export:
     if world % per_node:
         gaps.add("parallelism.dp", f"torchrun starts whole nodes: {nodes} × {per_node} ranks")
     head = [
-        "#!/bin/bash",
-        f"# Megatron-LM launch for {plan.model.name}, written by MemPlan ({TARGET}).",
-        "# Data, tokenizer, schedule and learning rate flags are placeholders.",
+        f"Megatron-LM launch for {plan.model.name}, written by MemPlan ({TARGET}).",
+        "Data, tokenizer, schedule and learning rate flags are placeholders.",
     ]
-    text = "\n".join(head) + "\n" + comment_block(gaps())
-    if p.parallelism.tp > 1 or p.parallelism.cp > 1:  # validate_args asserts it
-        text += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+    text = "#!/bin/bash\n" + comment_lines(head) + comment_block(gaps())
+    for k, v in launch_env(plan).items():
+        text += f"export {k}={shlex.quote(v)}\n"
     text += f"torchrun --nproc_per_node {per_node} --nnodes {nodes} pretrain_gpt.py \\\n"
     text += to_text(args)
     return Export("megatron", "megatron_train.sh", text, gaps(), TARGET)

@@ -5,7 +5,9 @@ The framework configs cannot say which weights are adapted or quantized; this sn
 does, with the module names taken from the plan's own inventory (the tensors the ledger
 adapts, ``engine.ledger.states.lora.is_target``). Keys follow peft 0.21 ``LoraConfig``
 and transformers 5 ``BitsAndBytesConfig``; ``autocast_adapter_dtype`` is
-``get_peft_model``'s (adapters kept fp32 over a 16-bit base).
+``get_peft_model``'s (adapters kept fp32 over a 16-bit base). The plan's name is the
+only plan text in it, escaped to one line of the docstring (issue 33: a triple quote in a
+name once closed it and the rest ran as Python); every value is a ``repr``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from engine.exports.common import TORCH_DTYPE, Snippet
 from engine.ledger.states.lora import is_target
 from engine.models.inventory import build_inventory
+from engine.oneline import docstring_text
 from engine.plan import Plan
 
 FILENAME = "peft_config.py"
@@ -34,8 +37,8 @@ def peft_snippet(plan: Plan) -> Snippet | None:
         return None
     lora, q = plan.method.lora, plan.method.qlora
     lines = [
-        f'"""PEFT {"QLoRA" if kind == "qlora" else "LoRA"} settings for {plan.model.name}, '
-        'written by MemPlan."""',
+        f'"""PEFT {"QLoRA" if kind == "qlora" else "LoRA"} settings for '
+        f'{docstring_text(plan.model.name)}, written by MemPlan."""',
         "",
         "from peft import LoraConfig",
     ]

@@ -26,6 +26,7 @@ from engine.exports.common import (
     storage_gap,
     without_storage,
 )
+from engine.oneline import docstring_text, one_line
 from engine.plan import Plan
 from engine.presets import model_section_for
 from engine.stacks.defaults import resolve_stack_defaults, resolved
@@ -66,7 +67,7 @@ def _base(plan: Plan, gaps: Gaps) -> tuple[str, str]:
         gaps.add(
             "model.architecture",
             "torchtitan builds its own model spec from its registry; "
-            f"{plan.model.name} is not one of them (llama3_8b is the placeholder)",
+            f"{one_line(plan.model.name)} is not one of them (llama3_8b is the placeholder)",
         )
         return BASE_CONFIGS["llama-3.1-8b"]
     assert found is not None
@@ -241,7 +242,8 @@ def export_torchtitan(plan: Plan) -> Export:
         if not isinstance(v, list)
     )
     lines = [
-        f'"""torchtitan recipe for {plan.model.name}, written by MemPlan ({TARGET}).',
+        f'"""torchtitan recipe for {docstring_text(plan.model.name)}, written by MemPlan '
+        f"({TARGET}).",
         "",
         "Run (this file importable, e.g. on PYTHONPATH):",
         f"    NGPU={world} MODULE=memplan_recipe CONFIG=memplan_job ./run_train.sh",

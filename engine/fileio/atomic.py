@@ -6,7 +6,10 @@ a ``kill -9`` can leave is the temp file itself; it is named so that MemPlan rec
 its own (``.~memplan-<host>-<pid>-<random>.tmp``, short enough for any file name) and the
 next save into that folder removes those whose process is gone. Saving over a file keeps
 its permission bits (and group, where allowed); saving over a symlink writes the file it
-points to. Failures are :class:`~engine.errors.SaveError` with the reason in words.
+points to. A save never replaces what is not a regular file — a FIFO, a device node, a
+socket, or a symlink to one (issue 33: renaming over ``/dev/…`` or a FIFO someone reads
+would swap it for a plain file): :func:`refuse_special` says so instead. Failures are
+:class:`~engine.errors.SaveError` with the reason in words.
 """
 
 from __future__ import annotations
@@ -138,9 +141,37 @@ def _check_target(target: Path) -> os.stat_result | None:
         raise SaveError(reason(exc, target)) from exc
     if stat.S_ISDIR(st.st_mode):
         raise SaveError(f"{target} is a folder")
+    _refuse_mode(target, st)
     if not os.access(target, os.W_OK):
         raise SaveError(f"{target.name} is read-only; save under another name or make it writable")
     return st
+
+
+SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _refuse_mode(target: Path, st: os.stat_result) -> None:
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return
+    kind = next((k for test, k in SPECIAL_KINDS if test(st.st_mode)), "not a regular file")
+    raise SaveError(f"{target} is {kind}; MemPlan saves only over regular files")
+
+
+def refuse_special(path: str | os.PathLike[str]) -> None:
+    """Raise SaveError when ``path`` (a symlink followed) exists and is neither a regular
+    file nor a folder: for writers that cannot go through :func:`write_atomic` (the PDF
+    report, painted by Qt into its own file). Checks only: a new name passes."""
+    target = Path(os.path.realpath(path))
+    try:
+        st = os.stat(target)
+    except OSError:
+        return  # absent (or unreadable): the write itself says why it fails
+    _refuse_mode(target, st)
 
 
 def _replace(src: str, dst: Path) -> None:

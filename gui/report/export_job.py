@@ -27,6 +27,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QPagedPaintDevice
 
 from engine.analysis import analysis
+from engine.fileio.atomic import refuse_special
 from engine.planfile import PlanFile
 from gui.analysis_worker import WINDOW_PARTS
 from gui.report.charts import Recorded, record_screen_charts
@@ -65,6 +66,7 @@ def paint_step(
 ) -> object:
     """Step 3: lay out and paint into a temporary file, then move it onto ``path``."""
     target = Path(path)
+    refuse_special(target)  # the temp file is renamed over it: never over a FIFO or device
     temp = target.with_name(f".{target.name}.part-{os.getpid()}")
     try:
         pages = write_pdf(content, temp, page, recorded, progress)

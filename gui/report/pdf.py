@@ -26,6 +26,8 @@ from PySide6.QtGui import (
     QPen,
 )
 
+from engine.fileio.atomic import refuse_special
+from engine.oneline import one_line
 from gui.report.builder import FONT_FAMILIES, ReportDocument, build_document
 from gui.report.charts import Recorded
 from gui.report.content import ReportContent
@@ -85,7 +87,7 @@ def _furniture(painter: QPainter, c: ReportContent, full: QSizeF, page: int, pag
     left = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom
     right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom
     name = painter.fontMetrics().elidedText(
-        c.plan_name, Qt.TextElideMode.ElideRight, int(area.width() * 0.6)
+        one_line(c.plan_name), Qt.TextElideMode.ElideRight, int(area.width() * 0.6)
     )
     painter.drawText(head, left, f"MemPlan report — {name}")
     painter.drawText(head, right, f"config {c.est.config_hash[:16]}")
@@ -159,13 +161,14 @@ def write_pdf(
     """Write the report to ``path`` as a PDF; returns the number of pages; runs on any
     thread (see builder). Charts ``recorded`` beforehand are used as they are;
     ``progress`` is told each page painted, and stops the painting (see :func:`paint`)."""
+    refuse_special(path)  # Qt would write into a FIFO or a device as into a file
     full = page_px(page)
     report = build_document(c, text_rect(full).size(), recorded)
     writer = QPdfWriter(str(path))
     writer.setResolution(int(DPI))
     writer.setPageSize(QPageSize(PAGE_SIZES[page]))
     writer.setPageMargins(QMarginsF(0, 0, 0, 0))
-    writer.setTitle(f"MemPlan report — {c.plan_name}")
+    writer.setTitle(f"MemPlan report — {one_line(c.plan_name)}")  # one line: PDF metadata
     writer.setCreator(f"MemPlan {c.app_version}")
     return paint(report, c, writer, full, progress)
 

@@ -20,6 +20,10 @@ def shown(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
     got: dict[str, list[str]] = {"info": [], "error": []}
     monkeypatch.setattr(dialogs, "show_info", lambda _p, _t, text: got["info"].append(text))
     monkeypatch.setattr(dialogs, "show_error", lambda _p, _t, text: got["error"].append(text))
+    import gui.framework_actions as fa  # exports over existing files ask (issue 33)
+
+    monkeypatch.setattr(fa, "ask_overwrite", lambda _p, paths: not got["asked"].append(paths))
+    got["asked"] = []
     return got
 
 
@@ -44,6 +48,7 @@ def test_export_writes_companions_and_lists_what_it_cannot_say(
     (text,) = window.framework.handler.result.findChildren(QPlainTextEdit)
     assert "ds_config.json" in text.toPlainText() and "accelerate 1.15" in text.toPlainText()
     assert window.framework.handler.export_to("megatron", str(tmp_path / "train.sh"))
+    assert shown["asked"] == [[tmp_path / "peft_config.py"]]  # the companion is named
     (text,) = window.framework.handler.result.findChildren(QPlainTextEdit)
     assert "Plan inputs this file cannot express" in text.toPlainText()
     assert "• stack.name: Megatron-LM runs Megatron-Core" in text.toPlainText()
