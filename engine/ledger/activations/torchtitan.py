@@ -34,7 +34,10 @@ I the MLP width, c the compute dtype's bytes and r the residual stream's:
 
 Dense blocks only: a torchtitan MoE block's terms are the hf-transformers profile's
 (:mod:`~engine.ledger.activations.stage_layers` falls back), its per-op SAC set is
-counted with the dense rule on the routed width.
+counted with the dense rule on the routed width. torchtitan trains every weight, so the
+terms read no trainability, and its attention is always a fused kernel (SDPA at
+9dec370, flex in 0.3, whose cached outputs add a second fp32 per-head row, the max
+scores, 4·H per token under per-op SAC — not counted: ``runtime.attention`` has no flex).
 """
 
 from __future__ import annotations
