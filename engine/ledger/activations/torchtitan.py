@@ -32,12 +32,15 @@ I the MLP width, c the compute dtype's bytes and r the residual stream's:
   (i + 1) % k == 0 keep their input and the others their whole saved set;
 - **full** (``FullAC``): each block keeps its input.
 
-Dense blocks only: a torchtitan MoE block's terms are the hf-transformers profile's
-(:mod:`~engine.ledger.activations.stage_layers` falls back), its per-op SAC set is
-counted with the dense rule on the routed width. torchtitan trains every weight, so the
-terms read no trainability, and its attention is always a fused kernel (SDPA at
+Llama-style dense blocks (torchtitan's llama3; its qwen3's q / k norms and deepseek_v3's
+MLA latents are not counted yet). A torchtitan MoE block's terms are the hf-transformers
+profile's (:mod:`~engine.ledger.activations.stage_layers` falls back), its per-op SAC
+set is counted with the dense rule on the routed width. torchtitan trains every weight,
+so the terms read no trainability, and its attention is always a fused kernel (SDPA at
 9dec370, flex in 0.3, whose cached outputs add a second fp32 per-head row, the max
-scores, 4·H per token under per-op SAC — not counted: ``runtime.attention`` has no flex).
+scores, 4·H per token under per-op SAC — not counted: ``runtime.attention`` has no
+flex). Under context parallelism the ring attention calls the kernel once per K/V
+chunk, and per-op SAC caches each call's output: not counted either.
 """
 
 from __future__ import annotations
