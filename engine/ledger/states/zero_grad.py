@@ -14,10 +14,13 @@ says which (``zero_fill``: kept).
 
 from __future__ import annotations
 
-from engine.ledger.row import ALL_PHASES, Row, moments_in
+from functools import partial
+
+from engine.ledger.row import ALL_PHASES, Formula, Row, moments_in, text
 from engine.plan import Plan
 
 _EVERY_MOMENT = moments_in(ALL_PHASES)
+_KEPT = " (zero_grad(set_to_none=False): allocated at every moment, zeroed each step)"
 
 
 def kept_between_steps(plan: Plan) -> bool:
@@ -29,8 +32,12 @@ def grads_kept(rows: list[Row]) -> list[Row]:
     """``rows`` with every persistent HBM gradient row live at every moment of the step
     (each one is allocated once and only zeroed; other rows unchanged)."""
     return [
-        r._replace(moments=_EVERY_MOMENT)
+        r._replace(moments=_EVERY_MOMENT, formula_src=partial(_suffixed, r.formula_src))
         if r.state == "grads" and r.location == "hbm" and r.kind == "persistent"
         else r
         for r in rows
     ]
+
+
+def _suffixed(formula: Formula) -> str:
+    return text(formula) + _KEPT
