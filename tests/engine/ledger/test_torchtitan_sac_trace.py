@@ -1,4 +1,4 @@
-"""torch's own selective checkpointing, run on CPU, keeps what the torchtitan profile counts.
+"""torch itself keeps what the torchtitan profile and the compiled loss count (CPU runs).
 
 A small decoder block laid out as torchtitan's Llama 3 block (``models/llama3/model.py``:
 ``nn.RMSNorm``, wq / wk / wv, complex fp32 rotary against a ``freqs_cis`` table, SDPA with
@@ -21,6 +21,8 @@ normalised tensor, h·4 each, kept instead of the 16-bit input) where CUDA runs
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 from engine.ledger.activations import torchtitan as tt
 from engine.ledger.activations.geometry import Geometry, terms_bytes
@@ -170,3 +172,37 @@ def test_autograd_saves_the_layer_terms_but_for_the_cpu_norms() -> None:
         block(x, freqs)
     composite_extra = 2 * B * S * (2 * H_ * 4 - H_ * 2)
     assert sum(saved.values()) == terms_bytes(tt.layer_terms(G), G) + composite_extra
+
+
+@needs_trace_extra
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit, imported by compile
+def test_a_compiled_cross_entropy_keeps_bf16_logits_and_two_row_statistics() -> None:
+    """``torch.compile`` of ``cross_entropy(pred.float(), labels, reduction="sum")``
+    (torchtitan ``components/loss.py`` ``BaseLoss._maybe_compile``), partitioned by the
+    min-cut partitioner Inductor uses (``aot_eager_decomp_partition`` runs it without
+    code generation): the backward keeps the bf16 logits and two fp32 per-row values —
+    T·V·2 + 2·T·4, what ``loss_modes.compiled_at`` counts (the labels are the batch's,
+    counted in ``hbm.inputs.batch``) — and the logits' gradient comes back in bf16."""
+    import torch
+    import torch.nn.functional as F
+
+    tokens, vocab = 512, 1000
+
+    def loss(pred: Any, labels: Any) -> Any:
+        return F.cross_entropy(pred.float(), labels, reduction="sum")
+
+    compiled = torch.compile(loss, backend="aot_eager_decomp_partition")
+    pred = torch.randn(tokens, vocab, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, vocab, (tokens,))
+    kept: dict[int, int] = {}
+
+    def pack(t: Any) -> Any:
+        if t.dtype != torch.int64:
+            _storages(t, kept)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = compiled(pred, labels)
+    assert sum(kept.values()) == tokens * vocab * 2 + 2 * tokens * 4
+    out.backward()
+    assert pred.grad is not None and pred.grad.dtype == torch.bfloat16
