@@ -24,8 +24,12 @@ that feeds the decoder's backward. Live at the loss, besides the saved activatio
   the chunks (``set_requires_gradient_sync(False)`` until the last; FSDP2
   ``FSDPParam.unsharded_accumulated_grad``), V·h·4 (V ÷ TP on each rank), and at the
   last chunk the reduce-scatter's fp32 input, V·h·4 more, while the chunk's temporaries
-  are gone. (The scatter's V·h·4 ÷ N output is left out: the activation rows never read
-  DP, which the layout search's floors rely on, :mod:`engine.layout.bound`.)
+  are gone; in a later chunk's weight-gradient matmul its 16-bit gradient, V·h·c, is
+  live next to the chunk's logits and their 16-bit gradient, 2·k·V·c, before FSDP adds
+  it to the fp32 sum (``accumulate_unsharded_grad_if_needed``). The loop's row is the
+  largest of the three moments. (The scatter's V·h·4 ÷ N output is left out: the
+  activation rows never read DP, which the layout search's floors rely on,
+  :mod:`engine.layout.bound`.)
 """
 
 from __future__ import annotations
@@ -159,7 +163,8 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
         chunk = round_up(k * v * c, gran) + CHUNK_BACKWARD_FP32 * round_up(k * v * FP32, gran)
         acc = round_up(t * h * FP32, gran)
         head_grad = round_up(v * h * FP32, gran) if fsdp else 0
-        loop = max(chunk, head_grad)  # the scatter's input comes after the chunk's temporaries
+        weight_mm = 2 * round_up(k * v * c, gran) + round_up(v * h * c, gran) if fsdp else 0
+        loop = max(chunk, head_grad, weight_mm)
         parts = [
             _once(
                 loop,
@@ -173,7 +178,8 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                         f"{CHUNK_BACKWARD_FP32} × fp32 {k}·{v}·4 = {fmt_count(chunk)}"
                         + (
                             f", lm_head reduce-scatter fp32 input {v}·{h}·4 = "
-                            f"{fmt_count(head_grad)}"
+                            f"{fmt_count(head_grad)}, weight-gradient matmul 2 × {k}·{v}·{c}"
+                            f" + {v}·{h}·{c} = {fmt_count(weight_mm)}"
                             if fsdp
                             else ""
                         )

@@ -97,3 +97,20 @@ def test_zero_fill_keeps_gradients_through_the_next_forward() -> None:
 def test_other_stacks_keep_set_to_none() -> None:
     plan = with_values(titan(), {"stack.name": "pytorch"})
     assert "steady" not in rows_of(plan)["hbm.grads"].moments
+
+
+def test_chunked_loop_takes_the_largest_moment() -> None:
+    """fp32 training (c = 4), s 4096, micro-batch 1: k = 512 tokens a chunk. A chunk's
+    logits and cross-entropy backward 512·V·(4 + 12) = 8192·V; the reduce-scatter input
+    4096·V·4 = 16,384·V; a later chunk's weight-gradient matmul, its logits and their
+    gradient 2 × 512·V·4 with lm_head's fresh gradient V·4096·4: 20,480·V =
+    2,626,682,880 B, the largest (in bf16 it never is: 2·k·V·2 + 2·V·h beats k·V·14 only
+    below k = h / 5, and 4·V·h only above k = h / 2)."""
+    plan = titan(
+        method__precision__policy="fp32",
+        method__precision__compute_dtype="fp32",
+        batch__seq_len=4096,
+        batch__micro_batch=1,
+    )
+    chunk = rows_of(plan)["hbm.loss.chunk"]
+    assert chunk.low == 20_480 * 128_256 == 2_626_682_880
