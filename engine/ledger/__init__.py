@@ -12,7 +12,8 @@ row id                                              built in ``engine.ledger.``
 ``hbm.offload.*``, ``*.offload.*`` (ZeRO buffers)   ``states.offload_deepspeed``
 ``hbm.activations.*``, ``host.activations.*``       ``activations.rows``
 ``hbm.inputs.*``, ``hbm.buffers.*``                 ``activations.inputs``
-``hbm.loss.*``                                      ``activations.loss``
+``hbm.loss.*``                                      ``activations.loss`` (compiled, torchtitan's
+                                                    chunked: ``activations.loss_modes``)
 ``hbm.comm.*`` (CP K/V, EP all-to-all buffers)      ``activations.exchange``
 ``hbm.gathered.*``                                  ``peaks.gathered``
 ``hbm.buckets.*``, ``hbm.grads_unsharded.*``        ``peaks.buckets``

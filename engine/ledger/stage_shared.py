@@ -38,6 +38,7 @@ from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
 from engine.ledger.sharding import shard_group_size
 from engine.ledger.states.persistent import placing_parallelism, stage_states_at
+from engine.ledger.states.zero_grad import grads_kept, kept_between_steps
 from engine.plan import SECTION_ORDER, Plan, SectionsKey
 from engine.stacks.families import rule_of
 
@@ -122,13 +123,15 @@ def _part(plan: Plan, stage: int, dense: int, expert: int, grads_in_hbm: bool) -
     rule = rule_of(plan.parallelism.strategy)
     formats = resolve_formats(plan.method.precision)
     placed, held_t, ctx, head, unsharded = stage_states_at(plan, stage, dense, expert)
+    kept = kept_between_steps(plan)  # zero_grad(set_to_none=False)
+    head = grads_kept(head) if kept else head
     held = list(held_t)
     shard = max(map(_GROUP_OF, held), default=1)
     gathered = gathered_rows(plan, placed, formats, shard, rule, stage, n_expert=expert)
     tail: list[Row] = list(gathered)
     tail += bucket_rows(plan, held, formats, rule, shard, unsharded)
     in_hbm = grads_in_hbm or holds_grads(head + tail)
-    tail += backward_grad_rows(plan, held, ctx, in_hbm)
+    tail += [] if kept else backward_grad_rows(plan, held, ctx, in_hbm)
     tail += accumulation_rows(plan, held, rule)
     if plan.method.kind == "qlora":
         tail += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)

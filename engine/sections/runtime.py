@@ -14,10 +14,11 @@ class RuntimeSection(Section):
     """What the software stack adds beyond the model's own tensors."""
 
     framework_version: str = Field(default="torch 2.13", max_length=100)
-    activation_profile: Literal["auto", "hf-transformers", "megatron"] = Field(
+    activation_profile: Literal["auto", "hf-transformers", "megatron", "torchtitan"] = Field(
         default="auto",
         description="Which implementation's saved tensors the activation model counts; "
-        "auto = the stack's (megatron under Megatron-Core, hf-transformers otherwise).",
+        "auto = the stack's (megatron under Megatron-Core, torchtitan under torchtitan, "
+        "hf-transformers otherwise).",
     )
     attention: Literal["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "eager"] = Field(
         default="sdpa_flash"
@@ -27,6 +28,19 @@ class RuntimeSection(Section):
         description="Cross-entropy: HF standard (fp32 logits), chunked, or fused (no full logits).",
     )
     loss_chunk_tokens: int = Field(default=1024, ge=1, le=10**8)
+    loss_impl: Literal["auto", "eager", "compiled", "chunked", "fused", "vocab_parallel"] = Field(
+        default="auto",
+        description="The cross-entropy the stack runs: eager (fp32 upcast, log-probs kept), "
+        "compiled (torch.compile: bf16 logits kept, no fp32 T × V copies), chunked, fused, "
+        "vocab_parallel (Megatron); auto = runtime.loss when set to chunked or fused, else "
+        "the stack's (torchtitan: chunked; Megatron-Core: vocab_parallel; eager otherwise).",
+    )
+    zero_grad: Literal["auto", "set_to_none", "zero_fill"] = Field(
+        default="auto",
+        description="What the step's zero_grad does: set_to_none frees the gradients until "
+        "backward makes them; zero_fill (set_to_none=False) keeps them allocated through the "
+        "next forward; auto = the stack's (torchtitan: zero_fill, else set_to_none).",
+    )
     logits_fp32_upcast: bool = Field(
         default=True, description="HF causal-LM loss upcasts logits to fp32 (transformers #30860)."
     )

@@ -160,11 +160,12 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         "checkpoint.format sharded",
         "applies to consolidated checkpoints only",
     )
+    rt = plan.runtime
     off_if(
-        plan.runtime.loss != "chunked",
+        rt.loss_impl != "chunked" or rt.activation_profile == "torchtitan",
         "runtime.loss_chunk_tokens",
-        f"runtime.loss {plan.runtime.loss}",
-        "applies to the chunked loss only",
+        f"runtime.loss_impl {rt.loss_impl}",
+        "applies to the chunked loss only (torchtitan's always runs 8 chunks)",
     )
     return tuple(out)
 

@@ -14,7 +14,11 @@ The rules follow the frameworks' code (file + function in each source key):
   script, the mixed-precision dtype in accelerate).
 - optimizer step: fused everywhere but a plain script (torch.optim's foreach default).
 - recomputation: peft's ``prepare_model_for_kbit_training`` turns checkpointing on;
-  torchtitan's default is SelectiveAC.
+  torchtitan's default is SelectiveAC, per-op (its own activation profile counts it).
+- the loss: torchtitan's llama3 configs run ``ChunkedLossWrapper`` (eager inside, as
+  ``compile.enable`` is off by default), Megatron-Core its vocab-parallel cross-entropy,
+  everything else the eager ``cross_entropy`` of an fp32 upcast; torchtitan's train step
+  zeroes gradients with ``set_to_none=False``.
 - model load: zero.Init under ZeRO-3, a full copy per rank under ZeRO-1/2 and the HF
   Trainer (``from_pretrained`` on every rank), meta-device construction otherwise.
 """
@@ -162,9 +166,9 @@ def _recompute(c: Context) -> Choice:
     if c.stack == "torchtitan":
         return (
             "selective",
-            "SelectiveAC (per-op: SDPA outputs and every second matmul kept), modelled by "
-            "the nearest policy, selective",
-            "stack-torchtitan",
+            "SelectiveAC, per-op: the outputs of attention and of every second matmul kept, "
+            "the rest recomputed (the torchtitan profile's selective)",
+            "torchtitan-selective-ac",
         )
     return "none", "no activation checkpointing by default", stack_info(c.stack).source
 
@@ -208,7 +212,35 @@ def _model_init(c: Context) -> Choice:
 def _profile(c: Context) -> Choice:
     if c.stack == "megatron_core":
         return "megatron", "Megatron-Core's own GPT model", "stack-megatron-core"
+    if c.stack == "torchtitan":
+        return "torchtitan", "torchtitan's own decoder block", "torchtitan-llama3-model"
     return "hf-transformers", "HF transformers modelling code", "hf-transformers-llama"
+
+
+def _loss_impl(c: Context) -> Choice:
+    """``runtime.loss`` set to chunked or fused says what the job runs; else the stack's."""
+    asked = c.plan.runtime.loss
+    if asked != "standard":
+        return asked, f"runtime.loss {asked}", "memory-model"
+    if c.stack == "torchtitan":
+        return (
+            "chunked",
+            "the llama3 configs run ChunkedLossWrapper (8 chunks; compile off by default)",
+            "torchtitan-chunked-loss",
+        )
+    if c.stack == "megatron_core":
+        return "vocab_parallel", "vocab-parallel cross-entropy", "megatron-vocab-parallel"
+    return "eager", "cross_entropy on the fp32 upcast of the logits", "hf-causal-lm-loss"
+
+
+def _zero_grad(c: Context) -> Choice:
+    if c.stack == "torchtitan":
+        return (
+            "zero_fill",
+            "train_step calls zero_grad(set_to_none=False): gradients stay allocated",
+            "torchtitan-zero-grad",
+        )
+    return "set_to_none", "torch.optim zero_grad's default set_to_none=True", "torch-adamw"
 
 
 def _tp_style(c: Context) -> Choice:
@@ -265,6 +297,8 @@ RULES: tuple[Rule, ...] = (
     ("method.recompute.policy", "auto", _recompute),
     ("host.model_init", "auto", _model_init),
     ("runtime.activation_profile", "auto", _profile),
+    ("runtime.loss_impl", "auto", _loss_impl),
+    ("runtime.zero_grad", "auto", _zero_grad),
     ("parallelism.tp_style", "auto", _tp_style),
     ("model.architecture.moe.expert_storage", "auto", _expert_storage),
     ("runtime.nccl_bytes_per_communicator", None, _nccl),

@@ -115,6 +115,9 @@ def casts_part(
 def profile_source(plan: Plan) -> str:
     if plan.runtime.activation_profile == "megatron":
         return "korthikanti-2022"
+    if plan.runtime.activation_profile == "torchtitan":
+        selective = plan.method.recompute.policy in ("selective", "every_k")
+        return "torchtitan-selective-ac" if selective else "torchtitan-llama3-model"
     return source_of(plan.model.architecture)
 
 

@@ -10,7 +10,9 @@ vocab-parallel (÷ t) unless ``parallelism.tp_style`` gathers them to every rank
 ``chunked`` runs the loss over chunks of tokens, recomputing each chunk's logits in
 backward, so only one chunk's logits exist at a time; ``fused``
 (a fused linear + cross-entropy kernel) computes the gradients during forward and keeps
-the gradient of the lm_head input and weight instead of any logits.
+the gradient of the lm_head input and weight instead of any logits. Which one runs is
+``runtime.loss_impl`` (the stack's default); the compiled loss and torchtitan's chunked
+loss are built in :mod:`~engine.ledger.activations.loss_modes`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from functools import partial
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry, trainability
+from engine.ledger.activations.loss_modes import compiled_at, titan_chunked_at
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Span, Varying, built, new_varying
 from engine.ledger.row import (
@@ -53,6 +56,14 @@ def logits_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     """:func:`logits_parts` at a micro-batch's geometry, the plan read here, once (never
     for the micro-batch's shape, which only ``g`` gives)."""
     rt = plan.runtime
+    impl = rt.loss_impl  # resolved by the stack (never auto here)
+    if impl == "compiled":
+        return compiled_at(plan)
+    if impl == "chunked" and rt.activation_profile == "torchtitan":
+        return titan_chunked_at(plan)
+    legacy = _LEGACY_LOSS.get(impl, rt.loss)
+    if legacy != rt.loss:  # the eager, chunked and fused rows below read runtime.loss
+        rt = rt.model_copy(update={"loss": legacy})
     megatron = rt.activation_profile == "megatron"
     src = "korthikanti-2022" if megatron else "hf-causal-lm-loss"
     frozen_head = not trainability(plan).lm_head
@@ -60,6 +71,15 @@ def logits_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     c = g0.compute_bytes
     lp_bytes = FP32 if (rt.logits_fp32_upcast or c == FP32) else c
     return partial(_logits, rt, megatron, src, frozen_head, g0.logits_vocab, lp_bytes)
+
+
+_LEGACY_LOSS = {
+    "eager": "standard",
+    "vocab_parallel": "standard",
+    "chunked": "chunked",
+    "fused": "fused",
+}
+"""``runtime.loss_impl`` → the ``runtime.loss`` whose rows :func:`_logits` builds."""
 
 
 def _logits(
@@ -97,7 +117,7 @@ def _logits(
                 (lambda: f"last hidden state held by the output {t}·{g.hidden}·{c}", hid)
             )
 
-        if g.micro_batch > 1 and not megatron:
+        if g.micro_batch > 1 and rt.activation_profile == "hf-transformers":
             pad = round_up(g.micro_batch * (g.seq + 1) * INT64, gran)
             fwd_parts.append((lambda: f"padded labels {g.micro_batch}·{g.seq + 1}·8", pad))
         n_bwd = 1 if megatron else 2

@@ -6,7 +6,10 @@ first layer after a frozen embedding (its input needs no gradient), and the laye
 recompute policy checkpoints — so each kind's saved set is counted once and multiplied
 by how many layers have it. Which layers transformers checkpoints under ``every_k``:
 those whose index is a multiple of k (``modeling_utils._activation_checkpointing_enable``:
-``layer_index % every_n_layers == 0``); the megatron profile keeps its L // k blocks.
+``layer_index % every_n_layers == 0``); the megatron profile keeps its L // k blocks;
+torchtitan's layer SAC those with ``(layer_index + 1) % k == 0``, and its per-op SAC
+(``selective``) counts every layer as checkpointed, keeping the cached op outputs
+(:mod:`~engine.ledger.activations.torchtitan`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import NamedTuple
 
 from engine.ledger.activations import hf
 from engine.ledger.activations import megatron as mg
+from engine.ledger.activations import torchtitan as tt
 from engine.ledger.activations.geometry import (
     Geometry,
     Term,
@@ -111,13 +115,15 @@ def layer_context(
     )
 
 
-def _checkpointed(rec: RecomputeSection, megatron: bool, index: int, position: int, n: int) -> bool:
-    if rec.policy == "full":
+def _checkpointed(rec: RecomputeSection, profile: str, index: int, position: int, n: int) -> bool:
+    if rec.policy == "full" or (rec.policy == "selective" and profile == "torchtitan"):
         return True
     if rec.policy != "every_k":
         return False
-    if megatron:
+    if profile == "megatron":
         return position < n // rec.every_k
+    if profile == "torchtitan":  # ptd_checkpoint_wrapper._count starts at 1
+        return (index + 1) % rec.every_k == 0
     return index % rec.every_k == 0
 
 
@@ -151,29 +157,29 @@ def layer_walk(plan: Plan, stage: int) -> Walk:
     of the stage. Cached on the plan too (a plan's hash is one slot read; the walk's
     inputs hash field by field), as is :func:`counted_layers`. Only this stage's walk
     is worked out (the layout search's floors ask for a few stages of each layout)."""
-    moe, rec, megatron, frozen = _walk_reads(plan)
+    moe, rec, profile, frozen = _walk_reads(plan)
     layers = stage_layer_ranges(plan.model.architecture, plan.parallelism)[stage]
-    return _walk(moe, rec, megatron, layers, frozen and stage == 0)
+    return _walk(moe, rec, profile, layers, frozen and stage == 0)
 
 
 def layer_walks(plan: Plan) -> tuple[Walk, ...]:
     """Every stage's :func:`layer_walk`, the plan's sections read once for all stages
     (what an estimate of every stage asks)."""
-    moe, rec, megatron, frozen = _walk_reads(plan)
+    moe, rec, profile, frozen = _walk_reads(plan)
     return tuple(
-        _walk(moe, rec, megatron, layers, frozen and s == 0)
+        _walk(moe, rec, profile, layers, frozen and s == 0)
         for s, layers in enumerate(stage_layer_ranges(plan.model.architecture, plan.parallelism))
     )
 
 
-def _walk_reads(plan: Plan) -> tuple[MoESpec | None, RecomputeSection, bool, bool]:
+def _walk_reads(plan: Plan) -> tuple[MoESpec | None, RecomputeSection, str, bool]:
     """What :func:`_walk` reads of the plan besides the stage: the MoE layers (none
     under the megatron profile), the recompute policy, the profile, and whether the
     embedding is frozen (the first stage's first layer's input then needs no
     gradient)."""
-    megatron = plan.runtime.activation_profile == "megatron"
-    moe = plan.model.architecture.moe if not megatron else None
-    return moe, plan.method.recompute, megatron, not trainability(plan).embedding
+    profile = plan.runtime.activation_profile
+    moe = plan.model.architecture.moe if profile != "megatron" else None
+    return moe, plan.method.recompute, profile, not trainability(plan).embedding
 
 
 @lru_cache(maxsize=1024)
@@ -197,7 +203,7 @@ def counted_at(plan: Plan, walk: Walk, seq: int) -> Callable[[Geometry], StageLa
         free.model.architecture,
         at_shape(shape_free_geometry(free), 1, seq),
         trainability(free),
-        rt.activation_profile == "megatron",
+        rt.activation_profile,
         rt.attention,
         free.method.recompute.policy,
         tuple([k for k, _ in saved]),
@@ -225,7 +231,7 @@ def _kind_terms(
     arch: ArchitectureSpec,
     g: Geometry,
     tr: Trainability,
-    megatron: bool,
+    profile: str,
     attention: str,
     policy: str,
     kinds: tuple[tuple[bool, bool], ...],
@@ -240,19 +246,29 @@ def _kind_terms(
         [
             (name, terms, terms_at(terms, g).bytes, is_moe)
             for name, terms, is_moe in layer_kind_terms(
-                arch, g, tr, megatron, attention, policy, kinds
+                arch, g, tr, profile, attention, policy, kinds
             )
         ]
     )
-    ckpt = tuple(mg.checkpoint_input_terms(g) if megatron else hf.checkpoint_input_terms(g))
+    ckpt = tuple(_checkpoint_terms(profile, policy, g))
     return out, ckpt, terms_at(ckpt, g).bytes
+
+
+def _checkpoint_terms(profile: str, policy: str, g: Geometry) -> list[Term]:
+    """What a checkpointed layer keeps: its input, or — torchtitan's per-op SAC — its
+    input and the cached op outputs."""
+    if profile == "megatron":
+        return mg.checkpoint_input_terms(g)
+    if profile == "torchtitan":
+        return tt.op_sac_terms(g) if policy == "selective" else tt.checkpoint_input_terms(g)
+    return hf.checkpoint_input_terms(g)
 
 
 @lru_cache(maxsize=1024)
 def _walk(
     moe: MoESpec | None,
     rec: RecomputeSection,
-    megatron: bool,
+    profile: str,
     layers: range,
     frozen_input: bool,
 ) -> Walk:
@@ -263,7 +279,7 @@ def _walk(
     n_ckpt = 0
     for pos, i in enumerate(layers):
         is_moe = moe is not None and moe.is_moe_layer(i)
-        if _checkpointed(rec, megatron, i, pos, len(layers)):
+        if _checkpointed(rec, profile, i, pos, len(layers)):
             n_ckpt += 1
             order.setdefault((is_moe, True), 0)
             continue
@@ -279,7 +295,7 @@ def layer_kind_terms(
     arch: ArchitectureSpec,
     g: Geometry,
     tr: Trainability,
-    megatron: bool,
+    profile: str,
     attention: str,
     policy: str,
     kinds: tuple[tuple[bool, bool], ...],
@@ -289,11 +305,14 @@ def layer_kind_terms(
     :func:`_kind_terms` asks with ``g`` at one sequence and plans differing only in the
     micro-batch share the terms (``tests/engine/ledger/activations/
     test_terms_per_sequence.py`` checks every profile's terms at other sizes)."""
-    c = layer_context(g, tr, arch, attention, policy)
+    # torchtitan's selective is per-op SAC, never the hf profile's attention-core drop
+    c = layer_context(g, tr, arch, attention, "none" if profile == "torchtitan" else policy)
     out = []
     for is_moe, ing in kinds:
-        if megatron:
+        if profile == "megatron":
             terms = _megatron_terms(arch, attention, g, c.selective)
+        elif profile == "torchtitan" and not is_moe:
+            terms = tt.layer_terms(g)
         else:
             terms = hf.layer_terms(
                 c, moe_layer=is_moe, dense_width=hf.dense_width(arch, g.tp), ing=ing
@@ -323,7 +342,7 @@ def final_norm_at(plan: Plan, seq: int) -> tuple[tuple[Term, ...], Callable[[int
         free.model.architecture,
         at_shape(shape_free_geometry(free), 1, seq),
         trainability(free),
-        rt.activation_profile == "megatron",
+        rt.activation_profile,
         rt.attention,
         free.method.recompute.policy,
     )
@@ -334,12 +353,14 @@ def _final_norm_terms(
     arch: ArchitectureSpec,
     g: Geometry,
     tr: Trainability,
-    megatron: bool,
+    profile: str,
     attention: str,
     policy: str,
 ) -> tuple[tuple[Term, ...], Callable[[int], int]]:
-    if megatron:
+    if profile == "megatron":
         terms = tuple(mg.final_terms(g))
+    elif profile == "torchtitan":
+        terms = tuple(tt.final_norm_terms(g))
     else:
         terms = tuple(hf.final_norm_terms(layer_context(g, tr, arch, attention, policy)))
     return terms, terms_at(terms, g).bytes

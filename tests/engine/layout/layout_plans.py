@@ -103,7 +103,10 @@ def search_plans(draw: st.DrawFn, cross_ep: bool = False) -> tuple[Plan, int]:
         # them which phase peaks as the states grow with fewer ranks
         "method.optimizer.name": draw(st.sampled_from(OPTIMIZERS)),
         "parallelism.pp_schedule": draw(st.sampled_from(["1f1b", "1f1b", "gpipe"])),
-        "runtime.activation_profile": draw(st.sampled_from(["auto", "megatron"])),
+        "runtime.activation_profile": draw(st.sampled_from(["auto", "megatron", "torchtitan"])),
+        # torchtitan's loss modes and zero_grad (engine/ledger/activations/loss_modes.py)
+        "runtime.loss_impl": draw(st.sampled_from(["auto", "auto", "compiled", "chunked"])),
+        "runtime.zero_grad": draw(st.sampled_from(["auto", "auto", "zero_fill"])),
         "hardware.usable_policy": draw(st.sampled_from(["framework_visible", "marketed"])),
         "hardware.gpus_per_node": draw(st.sampled_from([2, 4, 8])),
         "hardware.usable_hbm_bytes": draw(st.integers(2_500_000_000, 8_000_000_000)),

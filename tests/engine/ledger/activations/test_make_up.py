@@ -47,9 +47,12 @@ EXTRA: dict[str, st.SearchStrategy[Any]] = {
     "runtime.attention": st.sampled_from(
         ["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "eager"]
     ),
-    "method.recompute.policy": st.sampled_from(["none", "full", "selective", "offload"]),
+    "method.recompute.policy": st.sampled_from(["none", "full", "selective", "offload", "every_k"]),
     "method.precision.policy": st.sampled_from(["amp_master", "autocast", "pure_16bit", "fp32"]),
     "runtime.loss": st.sampled_from(["standard", "chunked", "fused"]),
+    "runtime.loss_impl": st.sampled_from(["auto", "eager", "compiled", "chunked"]),
+    "runtime.activation_profile": st.sampled_from(["auto", "torchtitan"]),
+    "method.recompute.every_k": st.sampled_from([2, 3]),
     "workload.packing": st.sampled_from(["padded", "packed"]),
     "parallelism.cp": st.sampled_from([1, 2]),
     "parallelism.tp": st.sampled_from([1, 2]),

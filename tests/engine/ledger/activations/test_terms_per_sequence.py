@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from engine.errors import PlanError
 from engine.ledger.activations import hf, working
 from engine.ledger.activations import megatron as mg
+from engine.ledger.activations import torchtitan as tt
 from engine.ledger.activations.geometry import geometry, trainability
 from engine.ledger.activations.hf_moe import expert_terms as moe_expert_terms
 from engine.ledger.activations.hf_moe import moe_shapes
@@ -37,7 +38,7 @@ from engine.stacks.defaults import resolved
 @settings(max_examples=60, deadline=None)
 @given(
     st.sampled_from(["llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "gemma-2-9b", "falcon-7b"]),
-    st.sampled_from(["hf-transformers", "megatron"]),
+    st.sampled_from(["hf-transformers", "megatron", "torchtitan"]),
     st.sampled_from(["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "eager"]),
     st.sampled_from(["none", "selective", "full", "every_k"]),
     st.sampled_from(["full", "lora"]),
@@ -69,17 +70,22 @@ def test_layer_terms_do_not_read_the_micro_batch(
     except (ValueError, PlanError):
         return
     g, tr = geometry(plan), trainability(plan)
-    megatron = profile == "megatron"
     saved, _, _ = walk = layer_walk(plan, 0)
     kinds = tuple(k for k, _ in saved)
-    args = (plan.model.architecture, tr, megatron, attention, plan.method.recompute.policy)
+    args = (plan.model.architecture, tr, profile, attention, plan.method.recompute.policy)
     own = layer_kind_terms.__wrapped__(args[0], g, *args[1:], kinds)
     one = g._replace(micro_batch=1)
     assert own == layer_kind_terms.__wrapped__(args[0], one, *args[1:], kinds)
     sl = counted_layers(plan, walk)
     assert [(k.name, k.terms) for k in sl.kinds] == [(n, t) for n, t, _ in own]
     assert sl.describe(g) == counted_layers.__wrapped__(plan, walk).describe(g)
-    own_final = mg.final_terms(g) if megatron else hf.final_norm_terms(context(plan, g, tr))
+    own_final = (
+        mg.final_terms(g)
+        if profile == "megatron"
+        else tt.final_norm_terms(g)
+        if profile == "torchtitan"
+        else hf.final_norm_terms(context(plan, g, tr))
+    )
     assert final_norm_terms(plan, g) == tuple(own_final)
 
 

@@ -1,0 +1,223 @@
+"""The loss implementations :mod:`~engine.ledger.activations.loss` does not build itself
+(``runtime.loss_impl``): a compiled cross-entropy, and torchtitan's chunked loss.
+
+**compiled** (``torch.compile`` of ``cross_entropy(pred.float(), labels)``, torchtitan's
+``BaseLoss._maybe_compile`` when ``compile.components`` holds ``loss``): Inductor fuses
+the upcast, ``log_softmax`` and ``nll_loss`` into row kernels, so no fp32 T × V tensor
+exists. The partitioner keeps the 16-bit logits (the graph's input) and two fp32
+per-row statistics (max, log-sum-exp) for backward; the backward kernel writes the
+logits' gradient in the logits' dtype. Rows: the kept logits and statistics
+(``hbm.loss.compiled_logits``, T·V·c + 2·T·4, until the loss's backward) and the
+gradient (``hbm.loss.compiled_backward``, T·V·c, at the loss's backward).
+
+**torchtitan chunked** (``torchtitan/components/loss.py`` ``ChunkedLossWrapper``, 8
+chunks by default): the decoder's output is split into 8 chunks of k = T / 8 tokens; each
+chunk runs lm_head, an eager cross-entropy and its own backward *inside the forward
+phase*; the hidden-state gradient is written into an fp32 ``GradAccumulator`` (T × h)
+that feeds the decoder's backward. Live at the loss, besides the saved activations:
+
+- one chunk's logits and cross-entropy temporaries: its 16-bit logits, kept by the loop
+  until the chunk's backward, and three fp32 k × V tensors in that backward (the saved
+  log-probs, the gradient of the log-probs and of the upcast logits): k·V·(c + 12);
+- the accumulator, T·h·4, until the decoder's backward has read it;
+- under FSDP, lm_head's gradient accumulated unsharded in the fp32 reduce dtype across
+  the chunks (``set_requires_gradient_sync(False)`` until the last; FSDP2
+  ``FSDPParam.unsharded_accumulated_grad``), V·h·4 (V ÷ TP on each rank), and at the
+  last chunk the reduce-scatter's fp32 input, V·h·4 more, while the chunk's temporaries
+  are gone; in a later chunk's weight-gradient matmul its 16-bit gradient, V·h·c, is
+  live next to the chunk's logits and their 16-bit gradient, 2·k·V·c, before FSDP adds
+  it to the fp32 sum (``accumulate_unsharded_grad_if_needed``). The loop's row is the
+  largest of the three moments. (The scatter's V·h·4 ÷ N output is left out: the
+  activation rows never read DP, which the layout search's floors rely on,
+  :mod:`engine.layout.bound`.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.ledger.activations.geometry import FP32, Geometry, geometry
+from engine.ledger.activations.schedule import InFlight
+from engine.ledger.activations.varying import Span, Varying, new_varying
+from engine.ledger.row import (
+    AT_LOSS,
+    BACKWARD,
+    FORWARD,
+    FORWARD_BACKWARD,
+    Formula,
+    Moment,
+    Phase,
+    Row,
+    make_row,
+    moments_in,
+)
+from engine.plan import Plan
+from engine.stacks.families import rule_of
+from engine.units import ceil_div, fmt_count, round_up
+
+TORCHTITAN_CHUNKS = 8
+"""``ChunkedLossWrapper.Config.num_chunks``'s default (torchtitan components/loss.py)."""
+
+CHUNK_BACKWARD_FP32 = 3
+"""fp32 k × V tensors live in one chunk's cross-entropy backward: the saved log-probs,
+the gradient of the log-probs (``nll_loss_backward``) and of the upcast logits
+(``_log_softmax_backward_data``)."""
+
+_FORWARD = moments_in(FORWARD)
+_AT_LOSS = moments_in(BACKWARD, AT_LOSS)
+_SAVED = moments_in(FORWARD_BACKWARD, AT_LOSS)
+
+
+def _once(n: int, moments: frozenset[Moment], build: Callable[[], Row]) -> Varying:
+    """A row of one micro-batch's ``n`` bytes, whatever the micro-batches in flight."""
+    span = (n, n)
+    return new_varying((lambda fly: span, lambda fly: build(), True, moments))
+
+
+def _row(
+    id_: str,
+    label: str,
+    n: int,
+    formula: Formula,
+    source: str,
+    phases: frozenset[Phase],
+    backward: frozenset[Moment] | None = None,
+) -> Row:
+    return make_row(
+        id=id_,
+        label=label,
+        state="loss",
+        location="hbm",
+        kind="peak",
+        group="logits",
+        low=n,
+        high=n,
+        formula=formula,
+        source=source,
+        phases=phases,
+        backward=backward,
+    )
+
+
+def compiled_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
+    """The compiled cross-entropy's rows at a micro-batch's geometry (module docstring)."""
+    v = geometry(plan).logits_vocab
+    src = "torch-compiled-cross-entropy"
+
+    def at(g: Geometry) -> list[Varying]:
+        c, gran, t = g.compute_bytes, g.granularity, g.tokens
+        logits = round_up(t * v * c, gran)
+        stats = 2 * round_up(t * FP32, gran)
+        one = logits + stats
+
+        def span(fly: InFlight) -> Span:
+            n = fly.whole * one
+            return n, n
+
+        def row(fly: InFlight) -> Row:
+            n = span(fly)[0]
+            return _row(
+                "hbm.loss.compiled_logits",
+                "Compiled loss: 16-bit logits and per-row max, log-sum-exp kept",
+                n,
+                lambda: (
+                    f"logits {t}·{v}·{c} + fp32 max, lse 2 × {t}·4 = {fmt_count(one)} B × "
+                    f"{fly.whole} in flight"
+                ),
+                src,
+                FORWARD_BACKWARD,
+                AT_LOSS,
+            )
+
+        grad = logits
+        return [
+            new_varying((span, row, True, _SAVED)),
+            _once(
+                grad,
+                _AT_LOSS,
+                lambda: _row(
+                    "hbm.loss.compiled_backward",
+                    "Compiled loss backward: the logits' gradient (16-bit)",
+                    grad,
+                    lambda: f"{t}·{v}·{c} = {fmt_count(grad)} B",
+                    src,
+                    BACKWARD,
+                    AT_LOSS,
+                ),
+            ),
+        ]
+
+    return at
+
+
+def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
+    """torchtitan's chunked loss rows at a micro-batch's geometry (module docstring)."""
+    g0 = geometry(plan)
+    v, h = g0.logits_vocab, plan.model.architecture.hidden
+    fsdp = rule_of(plan.parallelism.strategy).fsdp
+    src = "torchtitan-chunked-loss"
+
+    def at(g: Geometry) -> list[Varying]:
+        c, gran, t = g.compute_bytes, g.granularity, g.tokens
+        k = ceil_div(t, TORCHTITAN_CHUNKS)
+        chunk = round_up(k * v * c, gran) + CHUNK_BACKWARD_FP32 * round_up(k * v * FP32, gran)
+        acc = round_up(t * h * FP32, gran)
+        head_grad = round_up(v * h * FP32, gran) if fsdp else 0
+        weight_mm = 2 * round_up(k * v * c, gran) + round_up(v * h * c, gran) if fsdp else 0
+        loop = max(chunk, head_grad, weight_mm)
+        parts = [
+            _once(
+                loop,
+                _FORWARD,
+                lambda: _row(
+                    "hbm.loss.chunk",
+                    "Chunked loss: one chunk's logits and cross-entropy backward",
+                    loop,
+                    lambda: (
+                        f"max(chunk of {k} tokens {k}·{v}·{c} + "
+                        f"{CHUNK_BACKWARD_FP32} × fp32 {k}·{v}·4 = {fmt_count(chunk)}"
+                        + (
+                            f", lm_head reduce-scatter fp32 input {v}·{h}·4 = "
+                            f"{fmt_count(head_grad)}, weight-gradient matmul 2 × {k}·{v}·{c}"
+                            f" + {v}·{h}·{c} = {fmt_count(weight_mm)}"
+                            if fsdp
+                            else ""
+                        )
+                        + f") = {fmt_count(loop)} B"
+                    ),
+                    src,
+                    FORWARD,
+                ),
+            ),
+            _once(
+                acc,
+                _SAVED,
+                lambda: _row(
+                    "hbm.loss.grad_accumulator",
+                    "Chunked loss: fp32 hidden-state gradient accumulator",
+                    acc,
+                    lambda: f"{t}·{h}·4 = {fmt_count(acc)} B",
+                    src,
+                    FORWARD_BACKWARD,
+                    AT_LOSS,
+                ),
+            ),
+        ]
+        if fsdp:
+            parts.append(
+                _once(
+                    head_grad,
+                    _FORWARD,
+                    lambda: _row(
+                        "hbm.loss.lm_head_grad",
+                        "Chunked loss: lm_head gradient accumulated unsharded (fp32)",
+                        head_grad,
+                        lambda: f"{v}·{h}·4 = {fmt_count(head_grad)} B",
+                        src,
+                        FORWARD,
+                    ),
+                )
+            )
+        return parts
+
+    return at

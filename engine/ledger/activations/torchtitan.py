@@ -1,0 +1,109 @@
+"""The ``torchtitan`` profile: what one torchtitan decoder block keeps for backward.
+
+torchtitan runs its own model code (``torchtitan/models/llama3/model.py``), not
+transformers', and its own activation checkpointing
+(``torchtitan/distributed/activation_checkpoint.py``; ``parallelisms/
+parallelize_llama.py`` at 9dec370, the Dec-2024 benchmark commit). Per token, with h the
+hidden width, q = H·d the query width and kv = K·d the key / value width on this rank,
+I the MLP width, c the compute dtype's bytes and r the residual stream's:
+
+- **none** (no AC), autograd's saved set of ``TransformerBlock.forward``:
+  ``attention_norm`` (``nn.RMSNorm`` → ``_fused_rms_norm``: its input, r·h, and the fp32
+  rstd, 4), its output kept once by wq / wk / wv (c·h), the complex fp32 rotary against
+  the ``freqs_cis`` buffer (keeps only the buffer: nothing per layer), attention (q, k,
+  v, output: c·(2q + 2kv); fp32 logsumexp 4·H; wo keeps the output itself), the
+  ``ffn_norm`` (r·h + 4) and its output (c·h), and the SwiGLU MLP
+  ``w2(silu(w1(x)) * w3(x))``: w1's output (silu's input), silu's output, w3's output
+  and the product (w2's input), 4·c·I;
+- **selective** (``SelectiveAC``, per-op): the block runs under
+  ``create_selective_checkpoint_contexts``; an op on the save list (mm, the SDPA /
+  flash / flex kernels, reduce_scatter_tensor, max) has its outputs cached, except every
+  second mm (``forward_mm_count`` even), and the rest is recomputed in backward. A
+  block's mms run in the order wq, wk, wv, wo, w1, w3, w2 (``FeedForward.forward``
+  evaluates ``w1(x)`` before ``w3(x)``), so wq, wv, w1 and w2 (counts 1, 3, 5, 7) are
+  cached and wk, wo, w3 recomputed. Kept: the block input (the checkpoint's argument,
+  r·h), wq's output c·q, wv's c·kv, the attention output c·q and fp32 logsumexp 4·H,
+  w1's c·I and w2's c·h (full tokens: under TP it is the partial sum before the
+  reduction); under sequence parallelism the two reduce-scatters' outputs too (2·c·h
+  over the sequence shard). The block's own autograd saved set is recomputed in its
+  backward (the working set's recomputed layer);
+- **every_k** (layer SAC, ``selective_ac_option = k``): a counter starting at 1 wraps
+  block i in a full checkpoint when it reaches a multiple of k, so blocks with
+  (i + 1) % k == 0 keep their input and the others their whole saved set;
+- **full** (``FullAC``): each block keeps its input.
+
+Llama-style dense blocks (torchtitan's llama3; its qwen3's q / k norms and deepseek_v3's
+MLA latents are not counted yet). A torchtitan MoE block's terms are the hf-transformers
+profile's (:mod:`~engine.ledger.activations.stage_layers` falls back), its per-op SAC
+set is counted with the dense rule on the routed width. torchtitan trains every weight,
+so the terms read no trainability, and its attention is always a fused kernel (SDPA at
+9dec370, flex in 0.3, whose cached outputs add a second fp32 per-head row, the max
+scores, 4·H per token under per-op SAC — not counted: ``runtime.attention`` has no
+flex). Under context parallelism the ring attention calls the kernel once per K/V
+chunk, and per-op SAC caches each call's output: not counted either.
+"""
+
+from __future__ import annotations
+
+from engine.ledger.activations.geometry import FP32, Geometry, Term
+
+SAVED_MMS = ("wq", "wv", "w1", "w2")
+"""The block's matmuls whose outputs per-op SAC caches (odd ``forward_mm_count``)."""
+RECOMPUTED_MMS = ("wk", "wo", "w3")
+"""The block's matmuls per-op SAC recomputes (even ``forward_mm_count``)."""
+
+
+def _norm_terms(g: Geometry, label: str) -> list[Term]:
+    """``nn.RMSNorm`` as torch's fused kernel runs it: its input and the fp32 rstd."""
+    return [
+        Term(f"{label} input", g.hidden, g.residual_bytes, "seq"),
+        Term(f"{label} rstd fp32", 1, FP32, "seq"),
+    ]
+
+
+def layer_terms(g: Geometry) -> list[Term]:
+    """A dense block's autograd saved set with no recompute (module docstring, none)."""
+    c = g.compute_bytes
+    q, kv = g.heads_local * g.head_dim, g.kv_local * g.head_dim
+    return [
+        *_norm_terms(g, "attention_norm"),
+        Term("attention_norm output (wq, wk, wv input)", g.hidden, c),
+        Term("attention q (after rotary)", q, c),
+        Term("attention k (after rotary), v", kv, c, count=2),
+        Term("attention output (wo input)", g.heads_local * g.v_dim, c),
+        Term("attention logsumexp fp32", g.heads_local, FP32),
+        *_norm_terms(g, "ffn_norm"),
+        Term("ffn_norm output (w1, w3 input)", g.hidden, c),
+        Term("w1 out, silu out, w3 out, product (w2 input)", g.inter_local, c, count=4),
+    ]
+
+
+def checkpoint_input_terms(g: Geometry) -> list[Term]:
+    """A fully checkpointed block (FullAC, or layer SAC's k-th): its input."""
+    return [Term("block input (checkpoint)", g.hidden, g.residual_bytes, "seq")]
+
+
+def op_sac_terms(g: Geometry) -> list[Term]:
+    """What per-op SAC keeps of a dense block (module docstring, selective)."""
+    c = g.compute_bytes
+    q, kv = g.heads_local * g.head_dim, g.kv_local * g.head_dim
+    terms = [
+        *checkpoint_input_terms(g),
+        Term("wq output (mm 1, cached)", q, c),
+        Term("wv output (mm 3, cached)", kv, c),
+        Term("attention output (cached)", g.heads_local * g.v_dim, c),
+        Term("attention logsumexp fp32 (cached)", g.heads_local, FP32),
+        Term("w1 output (mm 5, cached)", g.inter_local, c),
+        Term("w2 output (mm 7, cached)", g.hidden, c),
+    ]
+    if g.sp:
+        terms.append(Term("wo, w2 reduce-scatter outputs (cached)", g.hidden, c, "seq", count=2))
+    return terms
+
+
+def final_norm_terms(g: Geometry) -> list[Term]:
+    """The final ``norm`` and the output projection's input (last stage)."""
+    return [
+        *_norm_terms(g, "final norm"),
+        Term("final norm output (output input)", g.hidden, g.compute_bytes),
+    ]
