@@ -29,10 +29,6 @@ from engine.validation.published import (
 CASES = load_cases()
 
 KNOWN_FAILURES: dict[str, str] = {
-    "torchtitan-8b-fsdp8-sac": "35.1 torchtitan per-op SAC modelled as Korthikanti selective "
-    "(+ 35.10 compiled/chunked loss): reserved 148-191 GiB against 82.4, verdict does not fit",
-    "torchtitan-8b-fsdp128-sac": "35.1 torchtitan per-op SAC modelled as Korthikanti selective "
-    "(same step as the 8-GPU row at 128 ranks): 137-177 GiB against 67.0",
     "torchtune-3b-full-packed": "35.8 small source-confirmed rows (tied embedding gradient "
     "3 x V.h at the end of backward, foreach temporaries): 57.3-59.3 GiB against 60.0",
     "peft-llama2-70b-qlora-zero3-2x40gb": "35.2 QLoRA under ZeRO-3 never partitions the "
