@@ -34,6 +34,9 @@ class LoraSection(Section):
     )
 
 
+QuantStorage = Literal["auto", "uint8", "bf16", "fp16", "fp32"]
+
+
 class QloraSection(Section):
     """4-bit NormalFloat base weights (Dettmers et al. 2023)."""
 
@@ -46,6 +49,14 @@ class QloraSection(Section):
         default=True,
         description="Keep norms, embeddings and lm_head in fp32, as "
         "prepare_model_for_kbit_training does.",
+    )
+    quant_storage: QuantStorage = Field(
+        default="auto",
+        description="dtype the packed 4-bit data is stored in (bnb_4bit_quant_storage). "
+        "A floating dtype makes it a parameter ZeRO-3 partitions and FSDP shards (still "
+        "0.5 B per weight); uint8 keeps it replicated (FSDP2 ignored params). auto = the "
+        "stack's: bf16 where the strategy shards parameters (peft's FSDP / ZeRO-3 "
+        "recipes), uint8 otherwise (bitsandbytes' default).",
     )
 
 

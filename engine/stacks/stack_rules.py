@@ -15,6 +15,8 @@ The rules follow the frameworks' code (file + function in each source key):
 - optimizer step: fused everywhere but a plain script (torch.optim's foreach default).
 - recomputation: peft's ``prepare_model_for_kbit_training`` turns checkpointing on;
   torchtitan's default is SelectiveAC.
+- QLoRA's 4-bit storage: bfloat16 where the strategy shards parameters (peft's FSDP /
+  ZeRO-3 recipes), bitsandbytes' uint8 otherwise.
 - model load: zero.Init under ZeRO-3, a full copy per rank under ZeRO-1/2 and the HF
   Trainer (``from_pretrained`` on every rank), meta-device construction otherwise.
 """
@@ -245,6 +247,23 @@ def _expert_storage(c: Context) -> Choice:
     )
 
 
+def _quant_storage(c: Context) -> Choice:
+    """bitsandbytes stores the packed 4-bit data as uint8 unless ``bnb_4bit_quant_storage``
+    says otherwise; peft's multi-GPU QLoRA recipes (docs/source/accelerate/deepspeed.md
+    and fsdp.md) set bfloat16 so that ZeRO-3 partitions and FSDP shards it: FSDP1 cannot
+    flatten a uint8 parameter with floating ones (torch ``_flat_param.py`` "Must flatten
+    tensors with uniform dtype"), and accelerate's FSDP2 path ignores uint8 ones
+    (``fsdp_utils.py``)."""
+    if c.rule.params:
+        return (
+            "bf16",
+            "peft's FSDP / ZeRO-3 QLoRA recipes set bnb_4bit_quant_storage=bfloat16 so "
+            "the 4-bit data shards like any parameter",
+            "peft-qlora-sharded",
+        )
+    return "uint8", "bitsandbytes' default bnb_4bit_quant_storage (torch.uint8)", "bnb-params4bit"
+
+
 def _nccl(c: Context) -> Choice:
     band = nccl_band(c.plan.hardware.accelerator)
     return {"low": band.low, "high": band.high}, band.why, band.source
@@ -267,6 +286,7 @@ RULES: tuple[Rule, ...] = (
     ("runtime.activation_profile", "auto", _profile),
     ("parallelism.tp_style", "auto", _tp_style),
     ("model.architecture.moe.expert_storage", "auto", _expert_storage),
+    ("method.qlora.quant_storage", "auto", _quant_storage),
     ("runtime.nccl_bytes_per_communicator", None, _nccl),
     ("parallelism.knobs.ds_overlap_comm", None, _overlap_comm),
 )
@@ -275,3 +295,9 @@ value, so what the user set always wins; one under a section the plan does not h
 experts' storage of a dense model) is not resolved."""
 
 STACK_FIELDS: frozenset[str] = frozenset(path for path, _, _ in RULES)
+
+SHOWN_ONLY_IF: dict[str, Callable[[Plan], bool]] = {
+    "method.qlora.quant_storage": lambda plan: plan.method.kind == "qlora",
+}
+"""Fields resolved in every plan (the ledger must never read ``auto``) but counted among
+the stack's derived inputs only where they apply (QLoRA's storage under a QLoRA plan)."""

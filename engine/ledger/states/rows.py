@@ -109,7 +109,7 @@ def suffixed(formula: Formula, suffix: str) -> str:
 
 def _grad_source(rule: StrategyRule, at_init: bool) -> str:
     if at_init:
-        return "deepspeed-zero3-buffers"
+        return "megatron-grad-buffer" if rule.family == "megatron" else "deepspeed-zero3-buffers"
     if rule.family == "fsdp1" and rule.shards_nothing:
         return "fsdp1-no-shard"  # all-reduced in place, no bucket copy
     return rule.source
@@ -118,9 +118,23 @@ def _grad_source(rule: StrategyRule, at_init: bool) -> str:
 def grads_per_tensor(rule: StrategyRule) -> bool:
     """Whether each gradient is its own allocation, made when backward reaches its
     parameter (unsharded, and FSDP2's per-tensor shards), rather than one flat buffer
-    (ZeRO-1/2, FSDP1, Megatron) or ZeRO-3's buffer allocated at init."""
-    at_init = rule.family == "deepspeed" and rule.params
-    return not at_init and (not rule.grads or rule.chunking == "dim0")
+    (ZeRO-1/2, FSDP1) or a buffer allocated at init (ZeRO-3, Megatron:
+    :func:`grads_at_init`)."""
+    return not grads_at_init(rule) and (not rule.grads or rule.chunking == "dim0")
+
+
+def grads_at_init(rule: StrategyRule) -> bool:
+    """Whether the gradient buffer is allocated when the model is wrapped and never
+    freed, so it is live at every moment of the step.
+
+    DeepSpeed 0.19.6 stage3.py ``_setup_for_real_optimizer`` allocates ZeRO-3's
+    ``grad_partitions_flat_buffer`` at init. Megatron-Core
+    ``megatron/core/distributed/param_and_grad_buffer.py``
+    ``_ParamAndGradBuffer.__init__`` allocates ``grad_data = torch.zeros(numel,
+    dtype=grad_dtype)`` when ``DistributedDataParallel`` wraps the model; every
+    ``param.main_grad`` is a view of it and ``reset()`` only zeroes it between steps
+    (source review R1)."""
+    return rule.family == "megatron" or (rule.family == "deepspeed" and rule.params)
 
 
 def grad_sized(trainable: list[HeldTensor], ctx: ShardContext) -> tuple[int, Formula, str]:
@@ -132,19 +146,18 @@ def grad_sized(trainable: list[HeldTensor], ctx: ShardContext) -> tuple[int, For
 def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
     """The rank's gradients: produced during backward, summed across micro-batches.
 
-    ZeRO-3 is the exception: DeepSpeed 0.19.6 stage3.py ``_setup_for_real_optimizer``
-    allocates ``grad_partitions_flat_buffer`` (every partition's gradient) at init and
-    never frees it, so it is live at every moment of the step."""
+    ZeRO-3 and Megatron-Core are the exceptions: their gradient buffer is allocated at
+    init and never freed (:func:`grads_at_init`), so it is live at every moment."""
     n, formula, dtypes = grad_sized(trainable, ctx)
     return _grad_row(n, formula, dtypes, ctx)
 
 
 def _grad_row(n: int, formula: Formula, dtypes: str, ctx: ShardContext) -> Row:
     """The gradients' row, their state sized (bytes, formula, dtypes)."""
-    at_init = ctx.rule.family == "deepspeed" and ctx.rule.params
+    at_init = grads_at_init(ctx.rule)
     if at_init:
-        formula = partial(suffixed, formula, " (grad_partitions_flat_buffer, allocated at init)")
-    if at_init:
+        what = "grad_data" if ctx.rule.family == "megatron" else "grad_partitions_flat_buffer"
+        formula = partial(suffixed, formula, f" ({what}, allocated at init)")
         moments, accumulated = moments_in(ALL_PHASES), ACCUMULATED_MOMENTS
     elif grads_per_tensor(ctx.rule):
         moments, accumulated = STEP_GRADIENT_MOMENTS, STEP_ACCUMULATED_MOMENTS
