@@ -19,6 +19,7 @@ from engine.ledger.row import (
     STEP_GRADIENT_MOMENTS,
     CheckpointPart,
     Formula,
+    Moment,
     Row,
     make_row,
     moments_in,
@@ -117,10 +118,13 @@ def _grad_source(rule: StrategyRule, at_init: bool) -> str:
 
 def grads_per_tensor(rule: StrategyRule) -> bool:
     """Whether each gradient is its own allocation, made when backward reaches its
-    parameter (unsharded, and FSDP2's per-tensor shards), rather than one flat buffer
-    (ZeRO-1/2, FSDP1) or a buffer allocated at init (ZeRO-3, Megatron:
-    :func:`grads_at_init`)."""
-    return not grads_at_init(rule) and (not rule.grads or rule.chunking == "dim0")
+    parameter (unsharded, and FSDP2's per-tensor shards), and all of them exist only at
+    the step — rather than one flat buffer (ZeRO-2, FSDP1), a buffer allocated at init
+    (ZeRO-3, Megatron: :func:`grads_at_init`), or ZeRO-1's, all reduced at the end of
+    backward into a partition (:func:`partitions_in_backward`)."""
+    if grads_at_init(rule) or partitions_in_backward(rule):
+        return False
+    return not rule.grads or rule.chunking == "dim0"
 
 
 def grads_at_init(rule: StrategyRule) -> bool:
@@ -159,6 +163,8 @@ def _grad_row(n: int, formula: Formula, dtypes: str, ctx: ShardContext) -> Row:
         what = "grad_data" if ctx.rule.family == "megatron" else "grad_partitions_flat_buffer"
         formula = partial(suffixed, formula, f" ({what}, allocated at init)")
         moments, accumulated = moments_in(ALL_PHASES), ACCUMULATED_MOMENTS
+    elif partitions_in_backward(ctx.rule):  # the step sees the partition row instead
+        moments, accumulated = AT_BACKWARD_END, ACCUMULATED_MOMENTS
     elif grads_per_tensor(ctx.rule):
         moments, accumulated = STEP_GRADIENT_MOMENTS, STEP_ACCUMULATED_MOMENTS
     else:
@@ -176,6 +182,47 @@ def _grad_row(n: int, formula: Formula, dtypes: str, ctx: ShardContext) -> Row:
         source=_grad_source(ctx.rule, at_init),
         moments=moments,
         accumulated_moments=accumulated,
+        dtype=dtypes,
+    )
+
+
+AT_BACKWARD_END: frozenset[Moment] = frozenset({"backward.end"})
+AT_STEP: frozenset[Moment] = frozenset({"optimizer"})
+
+
+def partitions_in_backward(rule: StrategyRule) -> bool:
+    """ZeRO-1: the full gradients exist until the accumulation boundary's reduce, which
+    runs inside ``engine.backward`` and leaves only the rank's partition for the step.
+
+    DeepSpeed 0.19.6 ``runtime/engine.py`` ``allreduce_gradients`` calls the optimizer's
+    ``reduce_gradients`` at the boundary; ``stage_1_and_2.py``
+    ``reduce_independent_p_g_buckets_and_remove_grads`` copies each gradient into the IPG
+    bucket and re-points ``param.grad`` at the bucket (the full gradient's storage is
+    freed), ``reduce_ipg_grads`` → ``copy_grads_in_partition`` keeps the in-partition
+    part in ``grads_in_partition`` (2·P/N) and the epilogue
+    (``independent_gradient_partition_epilogue``) drops every ``param.grad``: ``step``
+    sees 2·P/N gradients (source review R4)."""
+    return rule.family == "deepspeed" and rule.zero_stage == 1
+
+
+def grad_partition_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
+    """ZeRO-1's gradient partition (``grads_in_partition``), live at the step: made by
+    the reduce at the end of backward, freed after the step (:func:`partitions_in_backward`).
+    A peak, not a state: nothing keeps it between steps, and ZeRO-Offload puts it on the
+    host (its fp32 partition) instead."""
+    n, formula, dtypes = state_sized(trainable, True, ctx, "grad_dtype")
+    return make_row(
+        id="hbm.grads.partition",
+        label=f"ZeRO-1 gradient partition ({dtypes})",
+        state="grads",
+        location="hbm",
+        kind="peak",
+        group="gradients",
+        low=n,
+        high=n,
+        formula=partial(suffixed, formula, " (grads_in_partition, reduced inside backward)"),
+        source="deepspeed-zero1-partition",
+        moments=AT_STEP,
         dtype=dtypes,
     )
 
@@ -269,6 +316,8 @@ def persistent_rows_by_state(
     if formats.master is not None:
         rows.append(master_row(trainable, formats, ctx))
     rows.append(grad_row(trainable, ctx))
+    if partitions_in_backward(ctx.rule):
+        rows.append(grad_partition_row(trainable, ctx))
     if (
         ctx.rule.family == "megatron"
         and formats.master is not None
