@@ -174,9 +174,15 @@ def _precision(plan: Plan, a: dict[str, Any], gaps: Gaps) -> None:
     if prec.policy != "amp_master":
         gaps.add("method.precision.policy", f"Megatron keeps an fp32 master; {prec.policy} no")
     a[f"--{c}"] = True
-    aware = prec.grad_dtype != "fp32" or prec.optimizer_state_dtype != "fp32"
-    if prec.grad_dtype != "fp32":
+    aware = plan.method.optimizer.precision_aware or prec.optimizer_state_dtype != "fp32"
+    if prec.grad_dtype != "fp32" and aware:
         a["--main-grads-dtype"] = prec.grad_dtype
+    elif prec.grad_dtype == "bf16":  # a bf16 grad buffer, copied to fp32 for the step
+        a["--grad-reduce-in-bf16"] = True
+    elif prec.grad_dtype != "fp32":
+        gaps.add(
+            "method.precision.grad_dtype", "16-bit main grads need the precision-aware optimizer"
+        )
     if prec.optimizer_state_dtype != "fp32":
         a["--exp-avg-dtype"] = a["--exp-avg-sq-dtype"] = prec.optimizer_state_dtype
     if aware:

@@ -91,6 +91,12 @@ class OptimizerSection(Section):
         le=64.0,
         description="Optimizer state bytes per trainable parameter when name = custom.",
     )
+    precision_aware: bool = Field(
+        default=False,
+        description="Megatron-Core --use-precision-aware-optimizer: TE FusedAdam reads the "
+        "16-bit main grads in place (decoupled_grad), so no fp32 main-grad shard is made "
+        "for the step (off: Megatron's default).",
+    )
 
 
 ConcretePolicy = Literal["fp32", "amp_master", "autocast", "pure_16bit"]

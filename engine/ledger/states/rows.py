@@ -227,22 +227,51 @@ def grad_partition_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
     )
 
 
+SHARD_MOMENTS: frozenset[Moment] = frozenset({"optimizer", "checkpoint"})
+"""From the optimizer step to the next step's ``zero_grad`` (a checkpoint saved after
+the step sees it)."""
+
+
 def main_grad_shard_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
-    """Megatron's distributed optimizer with 16-bit grads keeps a sharded fp32 copy of
-    the main grads for the step (the 20 → 4 + 16/d row of its table). Not checkpointed."""
+    """Megatron's distributed optimizer with 16-bit grads copies its shard of the main
+    grads to fp32 for the step (the 20 → 4 + 16/d row of its table). Not checkpointed.
+
+    Made at the step and freed at the next step's start: Megatron-Core
+    ``megatron/core/optimizer/distrib_optimizer.py``
+    ``_copy_model_grads_to_main_grads`` sets ``shard_main_param.grad =
+    shard_model_grad.float()`` in ``step``, and ``zero_grad(set_to_none=True)`` at the
+    start of the next ``train_step`` drops it (issue 35 item 9). With
+    ``--use-precision-aware-optimizer`` the optimizer reads the 16-bit grad as
+    ``decoupled_grad`` and the copy never exists (:func:`has_main_grad_shard`)."""
     n, formula, dtypes = state_sized(trainable, True, ctx, "grad_dtype", as_dtype="fp32")
     return make_row(
         id="hbm.optimizer.fp32_grad_shard",
         label="Optimizer: fp32 main-grad shard",
         state="optimizer",
         location="hbm",
-        kind="persistent",
+        kind="peak",
         group="optimizer",
         low=n,
         high=n,
         formula=formula,
-        source="megatron-distopt",
+        source="megatron-main-grad-shard",
+        moments=SHARD_MOMENTS,
         dtype=dtypes,
+    )
+
+
+def has_main_grad_shard(
+    trainable: list[HeldTensor], formats: StateFormats, ctx: ShardContext, aware: bool
+) -> bool:
+    """Whether Megatron's step makes an fp32 copy of the main-grad shard: 16-bit grads
+    (``.float()`` of fp32 ones is the same tensor) without the precision-aware
+    optimizer (``aware``, or implied by 16-bit moments: ``--exp-avg-dtype`` needs it)."""
+    return (
+        ctx.rule.family == "megatron"
+        and formats.master is not None
+        and not aware
+        and formats.optimizer == "fp32"
+        and any(DTYPE_BYTES[t.grad_dtype] < 4 for t in trainable)
     )
 
 
@@ -318,11 +347,7 @@ def persistent_rows_by_state(
     rows.append(grad_row(trainable, ctx))
     if partitions_in_backward(ctx.rule):
         rows.append(grad_partition_row(trainable, ctx))
-    if (
-        ctx.rule.family == "megatron"
-        and formats.master is not None
-        and any(DTYPE_BYTES[t.grad_dtype] < 4 for t in trainable)
-    ):
+    if has_main_grad_shard(trainable, formats, ctx, opt.precision_aware):
         rows.append(main_grad_shard_row(trainable, ctx))
     rows.extend(optimizer_rows(trainable, opt, ctx))
     return rows
