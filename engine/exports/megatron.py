@@ -49,8 +49,6 @@ def _model(arch: ArchitectureSpec, a: dict[str, Any], gaps: Gaps) -> None:
             "--num-attention-heads": arch.heads,
             "--vocab-size": arch.vocab,
             "--make-vocab-size-divisible-by": 1,
-            "--attention-dropout": 0.0,
-            "--hidden-dropout": 0.0,
         }
     )
     if arch.kv_heads != arch.heads:
@@ -228,13 +226,15 @@ def megatron_args(plan: Plan) -> tuple[dict[str, Any], Gaps]:
     plan = resolved(plan)  # fields left to the training stack take its defaults
     par, b = plan.parallelism, plan.batch
     gaps = Gaps()
-    stack = resolve_stack_defaults(plan).stack
+    r = resolve_stack_defaults(plan)
+    stack = r.stack
     if stack != "megatron_core":
         gaps.add("stack.name", f"Megatron-LM runs Megatron-Core, not {stack}")
     if plan.method.kind != "full":
         gaps.add("method.kind", f"{plan.method.kind}: Megatron-LM trains every parameter")
     a: dict[str, Any] = {}
     _model(plan.model.architecture, a, gaps)
+    a["--attention-dropout"] = a["--hidden-dropout"] = r.plan.method.dropout  # masks kept
     a.update(
         {
             "--seq-length": b.seq_len,

@@ -250,11 +250,10 @@ def import_megatron(text: str, base: Plan) -> Imported:
     ch["offload.params"] = "none"
     if float(a.get("--optimizer-offload-fraction", 1.0)) != 1.0:
         warn.append("--optimizer-offload-fraction below 1 (partial offload) is not modelled")
-    for key in ("--attention-dropout", "--hidden-dropout"):
-        if float(a.get(key, 0.1)) != 0.0:
-            warn.append(
-                f"{key} {a.get(key, 0.1)} (Megatron's default 0.1): dropout masks are not modelled"
-            )
+    hidden, attn = (float(a.get(k, 0.1)) for k in ("--hidden-dropout", "--attention-dropout"))
+    ch["method.dropout"] = hidden  # Megatron's default 0.1 when unset: 1-byte masks kept
+    if (attn > 0) != (hidden > 0):
+        warn.append(f"--attention-dropout {attn} read as --hidden-dropout {hidden}")
     for key in _UNMODELLED:
         if key in a:
             warn.append(f"{key} is not modelled")

@@ -166,6 +166,15 @@ class MethodSection(Section):
     optimizer: OptimizerSection = Field(default_factory=OptimizerSection)
     precision: PrecisionSection = Field(default_factory=PrecisionSection)
     recompute: RecomputeSection = Field(default_factory=RecomputeSection)
+    dropout: float | None = Field(
+        default=None,
+        ge=0.0,
+        lt=1.0,
+        description="Hidden and attention dropout p of the training code's model (Megatron "
+        "--hidden-dropout / --attention-dropout): p > 0 keeps a 1-byte mask per dropout for "
+        "backward. None = the stack's: 0.1 in Megatron-Core (its arguments' default), the "
+        "model family's otherwise (0.1 for GPT-2, 0 for Llama-style models).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> MethodSection:

@@ -158,7 +158,7 @@ def _batchless(sections: tuple[Section, ...]) -> ResolvedPlan:
             continue
         value, why, source = rule(ctx)
         shown = SHOWN_ONLY_IF.get(path)
-        if shown is None or shown(plan):
+        if shown is None or shown(ctx):
             derived[path] = Derived(value, stack, why, source)
         values[path] = value
     out = _replace(plan, values) if values else plan

@@ -264,6 +264,21 @@ def _quant_storage(c: Context) -> Choice:
     return "uint8", "bitsandbytes' default bnb_4bit_quant_storage (torch.uint8)", "bnb-params4bit"
 
 
+DROPOUT_FAMILIES = frozenset({"gpt2"})
+"""Families whose reference configs train with hidden / attention dropout 0.1."""
+
+
+def _dropout(c: Context) -> Choice:
+    """Megatron-LM ``megatron/training/arguments.py``: ``--hidden-dropout`` and
+    ``--attention-dropout`` default to 0.1 (its GPT model applies them whatever the
+    architecture); HF configs carry the family's own (GPT-2 0.1, Llama 0)."""
+    if c.stack == "megatron_core":
+        return 0.1, "--hidden-dropout and --attention-dropout default to 0.1", "megatron-dropout"
+    if c.plan.model.architecture.family in DROPOUT_FAMILIES:
+        return 0.1, "the family's reference config trains with dropout 0.1", "hf-transformers-llama"
+    return 0.0, "the family's reference config trains without dropout", "hf-transformers-llama"
+
+
 def _nccl(c: Context) -> Choice:
     band = nccl_band(c.plan.hardware.accelerator)
     return {"low": band.low, "high": band.high}, band.why, band.source
@@ -287,6 +302,7 @@ RULES: tuple[Rule, ...] = (
     ("parallelism.tp_style", "auto", _tp_style),
     ("model.architecture.moe.expert_storage", "auto", _expert_storage),
     ("method.qlora.quant_storage", "auto", _quant_storage),
+    ("method.dropout", None, _dropout),
     ("runtime.nccl_bytes_per_communicator", None, _nccl),
     ("parallelism.knobs.ds_overlap_comm", None, _overlap_comm),
 )
@@ -296,8 +312,10 @@ experts' storage of a dense model) is not resolved."""
 
 STACK_FIELDS: frozenset[str] = frozenset(path for path, _, _ in RULES)
 
-SHOWN_ONLY_IF: dict[str, Callable[[Plan], bool]] = {
-    "method.qlora.quant_storage": lambda plan: plan.method.kind == "qlora",
+SHOWN_ONLY_IF: dict[str, Callable[[Context], bool]] = {
+    "method.qlora.quant_storage": lambda c: c.kind == "qlora",
+    "method.dropout": lambda c: c.stack == "megatron_core" or c.rule.family == "megatron",
 }
 """Fields resolved in every plan (the ledger must never read ``auto``) but counted among
-the stack's derived inputs only where they apply (QLoRA's storage under a QLoRA plan)."""
+the stack's derived inputs only where they apply (QLoRA's storage under a QLoRA plan,
+the dropout Megatron's model applies)."""

@@ -11,6 +11,13 @@ vocab-parallel (÷ t) unless ``parallelism.tp_style`` gathers them to every rank
 backward, so only one chunk's logits exist at a time; ``fused``
 (a fused linear + cross-entropy kernel) computes the gradients during forward and keeps
 the gradient of the lm_head input and weight instead of any logits.
+
+Megatron's vocab-parallel cross-entropy (``megatron/core/tensor_parallel/
+cross_entropy.py``) upcasts with ``.float()`` and turns that copy into the softmax in
+place (``torch.exp(..., out=)``, ``div_``): the fp32 copy *is* the saved softmax, so the
+forward adds only the 16-bit logits to it; its backward scales it in place
+(``grad_input.mul_``) and autograd casts the result to the logits' 16-bit dtype, the one
+backward temporary (source review R5).
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ def logits_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     for the micro-batch's shape, which only ``g`` gives)."""
     rt = plan.runtime
     megatron = rt.activation_profile == "megatron"
-    src = "korthikanti-2022" if megatron else "hf-causal-lm-loss"
+    src = "megatron-cross-entropy" if megatron else "hf-causal-lm-loss"
     frozen_head = not trainability(plan).lm_head
     g0 = geometry(plan)  # widths and dtypes only: the micro-batch's size unread
     c = g0.compute_bytes
@@ -82,7 +89,7 @@ def _logits(
         tvb = t * v
         logits = -(-tvb * c // gran) * gran if gran > 1 else tvb * c  # alloc(t, c), inlined
         fwd_parts = [(lambda: f"logits {t}·{v}·{c}", logits)]
-        if lp_bytes != c:
+        if lp_bytes != c and not megatron:  # Megatron's upcast is the saved softmax (R5)
             fwd_parts.append((lambda: f"fp32 upcast {t}·{v}·4", alloc(t, FP32)))
         if g.autocast:
             hid = round_up(t * g.hidden * FP32, gran)
@@ -102,7 +109,7 @@ def _logits(
             fwd_parts.append((lambda: f"padded labels {g.micro_batch}·{g.seq + 1}·8", pad))
         n_bwd = 1 if megatron else 2
         one = logits if lp_bytes == c else alloc(t, lp_bytes)
-        bwd = n_bwd * one
+        bwd = logits if megatron else n_bwd * one  # Megatron: the in-place grad's 16-bit cast
         bwd_formula: Formula = (
             (
                 lambda: (
@@ -111,7 +118,7 @@ def _logits(
                 )
             )
             if not megatron
-            else (lambda: f"softmax grad computed in place; the 16-bit cast {t}·{v}·{lp_bytes}")
+            else (lambda: f"softmax grad computed in place; the 16-bit cast {t}·{v}·{c}")
         )
 
         def saved_span(fly: InFlight) -> Span:

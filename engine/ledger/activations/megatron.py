@@ -14,20 +14,25 @@ projection input 2sbh and dropout mask sbh; the MLP's input 2sbh, GELU input 8sb
 output 8sbh, dropout mask sbh; two LayerNorm inputs 4sbh. Generalised: K and V have
 k·d columns (GQA), the MLP keeps 2·I (fc1 output) + I (activation output) for SwiGLU
 instead of I + I for GELU, and flash attention replaces the three s × s tensors with an
-fp32 log-sum-exp (4as per token). Dropout masks are counted for families that train
-with dropout (GPT-2 style); Llama-style configs use none.
+fp32 log-sum-exp (4as per token).
+
+Dropout masks are counted whenever the plan trains with dropout (``method.dropout``):
+Megatron's ``--hidden-dropout`` and ``--attention-dropout`` default to 0.1
+(``megatron/training/arguments.py``), whatever the architecture, and its fused
+bias-dropout-add (``megatron/core/fusions/fused_bias_dropout.py``) keeps a 1-byte mask
+after the attention projection and after the MLP; the attention-probability dropout
+of flash attention runs inside the kernel (no mask). With ``--qk-layernorm``
+(``megatron/core/transformer/attention.py``: ``q_layernorm`` / ``k_layernorm`` applied
+to the query and key heads) each norm keeps its input for backward: one more Q and K.
 """
 
 from __future__ import annotations
 
 from engine.ledger.activations.geometry import Geometry, Term
 
-DROPOUT_FAMILIES = frozenset({"gpt2"})
-"""Families whose reference configs train with hidden/attention dropout 0.1."""
-
 
 def layer_terms(
-    g: Geometry, *, mlp: str, attention: str, selective: bool, dropout: bool
+    g: Geometry, *, mlp: str, attention: str, selective: bool, dropout: bool, qk_norm: bool = False
 ) -> list[Term]:
     """One layer's saved tensors, per micro-batch (Korthikanti §4.1, generalised)."""
     c, d = g.compute_bytes, g.head_dim
@@ -35,6 +40,10 @@ def layer_terms(
     terms = [
         Term("LayerNorm 1 input", g.hidden, c, "seq"),
         Term("QKV input", g.hidden, c, "seq"),
+    ]
+    if qk_norm:
+        terms += [Term("Q-norm input", q, c), Term("K-norm input", kv, c)]
+    terms += [
         Term("Q", q, c),
         Term("K", kv, c),
     ]

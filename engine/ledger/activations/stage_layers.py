@@ -293,7 +293,7 @@ def layer_kind_terms(
     out = []
     for is_moe, ing in kinds:
         if megatron:
-            terms = _megatron_terms(arch, attention, g, c.selective)
+            terms = _megatron_terms(arch, attention, g, c.selective, tr.dropout)
         else:
             terms = hf.layer_terms(
                 c, moe_layer=is_moe, dense_width=hf.dense_width(arch, g.tp), ing=ing
@@ -346,12 +346,13 @@ def _final_norm_terms(
 
 
 def _megatron_terms(
-    arch: ArchitectureSpec, attention: str, g: Geometry, selective: bool
+    arch: ArchitectureSpec, attention: str, g: Geometry, selective: bool, dropout: bool
 ) -> list[Term]:
     return mg.layer_terms(
         g,
         mlp="gelu" if arch.mlp == "gelu" else "swiglu",
         attention=attention,
         selective=selective,
-        dropout=arch.family in mg.DROPOUT_FAMILIES,
+        dropout=dropout,
+        qk_norm=arch.qk_norm,
     )
