@@ -24,6 +24,8 @@ after the attention projection and after the MLP; the attention-probability drop
 of flash attention runs inside the kernel (no mask). With ``--qk-layernorm``
 (``megatron/core/transformer/attention.py``: ``q_layernorm`` / ``k_layernorm`` applied
 to the query and key heads) each norm keeps its input for backward: one more Q and K.
+An MoE layer keeps its routed token copies as the experts' fc1 input
+(:func:`dispatched_tokens`) besides the router's input (the MLP input).
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ def layer_terms(
         Term("LayerNorm 2 input", g.hidden, c, "seq"),
         Term("MLP input", g.hidden, c, "seq"),
     ]
+    if g.moe is not None:
+        terms.append(dispatched_tokens(g))
     if mlp == "gelu":
         terms += [Term("GELU input", i, c), Term("GELU output", i, c)]
     else:
@@ -69,6 +73,24 @@ def layer_terms(
     if dropout:
         terms.append(Term("MLP dropout mask", g.hidden, 1, "seq"))
     return terms
+
+
+def dispatched_tokens(g: Geometry) -> Term:
+    """The routed token copies an MoE layer keeps for backward: the experts' fc1 input.
+
+    Megatron-Core's all-to-all dispatcher (``moe/token_dispatcher.py``
+    ``MoEAlltoAllTokenDispatcher``: ``dispatch_preprocess`` → ``moe_utils.permute``,
+    ``token_dispatch`` → ``all_to_all``, ``dispatch_postprocess`` → gather over expert
+    TP and ``sort_chunks_by_idxs``) makes a new hidden-state row for every routed copy
+    of a token — top-k per token, up to the capacity factor more on a busy rank — and
+    the last copy is the grouped experts' fc1 input, which ``TEGroupedLinear`` keeps for
+    its weight gradient. The earlier copies are freed within the layer (their backward
+    needs only indices: ``index_select``, ``all_to_all``, ``cat``), and under EP the
+    send / receive pair is the layer's exchange row; with expert TP equal to TP the
+    rank holds the whole micro-batch's routed copies, as the fc1 terms assume."""
+    assert g.moe is not None
+    width = round(g.moe.top_k * g.moe.capacity * g.hidden)
+    return Term("dispatched tokens (experts' fc1 input)", width, g.compute_bytes)
 
 
 def checkpoint_input_terms(g: Geometry) -> list[Term]:

@@ -121,3 +121,36 @@ def test_open_sci_ref_allocated_peak_holds_the_measured_figure() -> None:
     est = estimate(_open_sci_ref())
     measured = 50277.15625 * 2**20
     assert est.peak.low <= measured <= est.peak.high
+
+
+def test_moe_layer_keeps_its_dispatched_token_copies() -> None:
+    """Megatron-Core's all-to-all dispatcher (``moe/token_dispatcher.py``
+    ``MoEAlltoAllTokenDispatcher``: ``moe_utils.permute`` → ``all_to_all`` →
+    ``sort_chunks_by_idxs``) makes one hidden-state row per routed copy of a token; the
+    last copy is the grouped experts' fc1 input, kept by ``TEGroupedLinear`` for its
+    weight gradient. Mixtral-8x7B (top-2, h 4096) at s 4096, b 1, TP 2 (expert TP equal
+    to it): 4096 · 2 · 4096 · 2 B = 67,108,864 B per MoE layer, a term of its own beside
+    the router's input."""
+    plan = resolved(
+        with_values(
+            plan_for_model_preset("mixtral-8x7b"),
+            {
+                "parallelism.strategy": "megatron_distopt",
+                "parallelism.tp": 2,
+                "parallelism.ep": 8,
+                "parallelism.dp": 8,
+            },
+        )
+    )
+    g = geometry(plan)
+    terms = mg.layer_terms(g, mlp="swiglu", attention="flash_attn", selective=False, dropout=False)
+    (copies,) = [t for t in terms if t.name == "dispatched tokens (experts' fc1 input)"]
+    assert copies.bytes(g) == 4096 * 2 * 4096 * 2 == 67_108_864
+    dense = resolved(make_plan(parallelism__strategy="megatron_distopt"))
+    names = {
+        t.name
+        for t in mg.layer_terms(
+            geometry(dense), mlp="swiglu", attention="flash_attn", selective=False, dropout=False
+        )
+    }
+    assert "dispatched tokens (experts' fc1 input)" not in names
