@@ -86,3 +86,22 @@ def test_zero1_offload_keeps_no_partition_on_the_gpu() -> None:
     rows = {r.id: r for r in estimate(_zero1(offload__optimizer="cpu")).rows}
     assert "hbm.grads.partition" not in rows
     assert rows["hbm.grads"].high == 2 * P_8B
+
+
+def test_zero2_accumulation_holds_a_second_partition_in_backward() -> None:
+    """R7. ``stage_1_and_2.py``: ``copy_grads_in_partition`` allocates
+    ``grads_in_partition`` anew each micro-step, while ``averaged_gradients`` keeps the
+    first micro-step's views (``independent_gradient_partition_epilogue``) until the
+    step. At grad_accum 2 on DP 8 both bf16 partitions, 2·P/8 = 2,007,565,312 B each,
+    are live through the second micro-step's layers' backward; at grad_accum 1, or with
+    ZeRO-Offload (the partition is on the host), there is no second one."""
+    plan = make_plan(parallelism__strategy="zero2", batch__grad_accum=2)
+    est = estimate(plan)
+    rows = {r.id: r for r in est.rows}
+    nxt = rows["hbm.grads.next_partition"]
+    assert nxt.high == rows["hbm.grads"].high == 2 * P_8B // 8 == 2_007_565_312
+    assert nxt.moments == frozenset({"backward.layers", "backward.middle", "backward.end"})
+    assert rows["hbm.grads"].live_at("backward.layers", True)
+    for changes in ({"batch__grad_accum": 1}, {"offload__optimizer": "cpu"}):
+        other = make_plan(parallelism__strategy="zero2", **{"batch__grad_accum": 2, **changes})
+        assert "hbm.grads.next_partition" not in {r.id for r in estimate(other).rows}
