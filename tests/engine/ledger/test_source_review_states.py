@@ -16,6 +16,7 @@ import pytest
 from ledger_plans import make_plan
 
 from engine.estimate import estimate
+from engine.exports.peft_snippet import peft_snippet
 from engine.ledger.row import MOMENTS, Row
 from engine.plan import Plan, with_values
 from engine.presets import accelerator_changes, plan_for_model_preset
@@ -151,3 +152,13 @@ def test_fsdp2_bf16_nf4_is_sharded_on_dim0() -> None:
     n divisible by 32 here — 68,451,041,280 / 32 × 2 B = 4,278,190,080 B per rank."""
     plan = _peft_70b_qlora(**{"parallelism.strategy": "fsdp2", "parallelism.dp": 8})
     assert _rows(plan)["hbm.weights.nf4"].high == QUANTIZED_70B // 32 * 2 == 4_278_190_080
+
+
+def test_peft_snippet_names_the_storage_dtype() -> None:
+    """The exported BitsAndBytesConfig carries the storage dtype the ledger assumed:
+    ``bnb_4bit_quant_storage=torch.bfloat16`` under ZeRO-3 (peft's recipe), nothing
+    (bitsandbytes' uint8 default) under DDP."""
+    sharded = peft_snippet(_peft_70b_qlora())
+    assert sharded is not None and "bnb_4bit_quant_storage=torch.bfloat16" in sharded.text
+    ddp = peft_snippet(_peft_70b_qlora(**{"parallelism.strategy": "ddp"}))
+    assert ddp is not None and "bnb_4bit_quant_storage" not in ddp.text
