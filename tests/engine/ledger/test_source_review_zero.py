@@ -105,3 +105,19 @@ def test_zero2_accumulation_holds_a_second_partition_in_backward() -> None:
     for changes in ({"batch__grad_accum": 1}, {"offload__optimizer": "cpu"}):
         other = make_plan(parallelism__strategy="zero2", **{"batch__grad_accum": 2, **changes})
         assert "hbm.grads.next_partition" not in {r.id for r in estimate(other).rows}
+
+
+def test_zero12_step_temporary_is_the_larger_of_the_norm_and_the_flatten() -> None:
+    """R6. ``stage_1_and_2.py`` ``step`` computes ``scaled_global_norm`` first:
+    ``get_grad_norm_direct`` runs ``torch.linalg.vector_norm(g.data.double())`` on each
+    gradient piece of the partition, one at a time, before the flatten (2·P/N) and its
+    fp32 copy (4·P/N) exist. The largest piece is the 128,256 × 4,096 = 525,336,576-element
+    embedding / lm_head, cut to the partition when that is smaller:
+    - DP 8: flatten + fp32 = 6 · 1,003,782,656 = 6,022,695,936 B > fp64 4,202,692,608 B;
+    - DP 16: partition 501,891,328 el. < the embedding, so the piece is the whole
+      partition: 8 · 501,891,328 = 4,015,130,624 B > 6 · 501,891,328 = 3,011,347,968 B."""
+    for dp, want in ((8, 6 * P_8B // 8), (16, 8 * P_8B // 16)):
+        plan = make_plan(parallelism__strategy="zero2", parallelism__dp=dp)
+        rows = {r.id: r for r in estimate(plan).rows}
+        assert rows["hbm.optimizer_step.fp32_grad_partition"].high == want
+    assert 8 * P_8B // 16 == 4_015_130_624
