@@ -14,7 +14,7 @@ from functools import partial
 from typing import NamedTuple
 
 from engine.ledger.groups import ranks_per_node
-from engine.ledger.peaks.gathered_nf4 import gathered_view, reused_layer_bytes
+from engine.ledger.peaks.gathered_nf4 import gathered_view, reused_layer_bytes, reused_per_element
 from engine.ledger.peaks.reuse import reused_at_loss
 from engine.ledger.placement import LocalTensor, expert_dp_group, stage_layer_ranges
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
@@ -233,7 +233,7 @@ def _reused_rows(plan: Plan, formats: StateFormats, stage: int) -> list[Row]:
                 high=high,
                 formula=f"parameters used again within stage3_max_reuse_distance {limit} "
                 f"elements are not released: {fmt_count(low_el)}–{fmt_count(high_el)} el. × "
-                f"{gb} B{why}",
+                f"{reused_per_element(plan, gb, in_layers)}{why}",
                 source="deepspeed-reuse-distance",
                 phases=FORWARD_BACKWARD,
                 backward=backward,

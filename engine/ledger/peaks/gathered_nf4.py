@@ -63,3 +63,12 @@ def reused_layer_bytes(plan: Plan, elements: int, gb: int) -> int:
     if plan.method.kind != "qlora":
         return elements * gb
     return elements // 2 if plan.method.qlora.quant_storage in FLOATING_STORAGE else 0
+
+
+def reused_per_element(plan: Plan, gb: int, in_layers: bool) -> str:
+    """What one kept element costs, in the reuse rows' formula (:func:`reused_layer_bytes`)."""
+    if not in_layers or plan.method.kind != "qlora":
+        return f"{gb} B"
+    if plan.method.qlora.quant_storage in FLOATING_STORAGE:
+        return "0.5 B (QLoRA's packed 4-bit data)"
+    return "0 B (uint8-stored 4-bit data is not gathered)"
