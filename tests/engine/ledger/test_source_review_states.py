@@ -17,6 +17,7 @@ from ledger_plans import make_plan
 
 from engine.estimate import estimate
 from engine.exports.peft_snippet import peft_snippet
+from engine.ledger.nodes.communication import step_communication
 from engine.ledger.row import MOMENTS, Row
 from engine.plan import Plan, with_values
 from engine.presets import accelerator_changes, plan_for_model_preset
@@ -162,3 +163,18 @@ def test_peft_snippet_names_the_storage_dtype() -> None:
     assert sharded is not None and "bnb_4bit_quant_storage=torch.bfloat16" in sharded.text
     ddp = peft_snippet(_peft_70b_qlora(**{"parallelism.strategy": "ddp"}))
     assert ddp is not None and "bnb_4bit_quant_storage" not in ddp.text
+
+
+def test_uint8_nf4_is_not_all_gathered() -> None:
+    """The communication follows the gathered units: with bf16 storage each ZeRO-3
+    all-gather moves the packed data, 68,451,041,280 / 2 = 34,225,520,640 B of it
+    (the full tensor S of the collective); stored as uint8 it is never gathered, so S
+    is that much smaller."""
+
+    def gather_size(plan: Plan) -> int:
+        comm = step_communication(resolved(plan))
+        return next(t.size for t in comm.transfers if t.what == "parameters for forward")
+
+    packed = gather_size(_peft_70b_qlora())
+    kept = gather_size(_peft_70b_qlora(**{"method.qlora.quant_storage": "uint8"}))
+    assert packed - kept == QUANTIZED_70B // 2 == 34_225_520_640
