@@ -51,8 +51,6 @@ def _model(arch: ArchitectureSpec, a: dict[str, Any], gaps: Gaps) -> None:
             "--num-attention-heads": arch.heads,
             "--vocab-size": arch.vocab,
             "--make-vocab-size-divisible-by": 1,
-            "--attention-dropout": 0.0,
-            "--hidden-dropout": 0.0,
         }
     )
     if arch.kv_heads != arch.heads:
@@ -176,9 +174,15 @@ def _precision(plan: Plan, a: dict[str, Any], gaps: Gaps) -> None:
     if prec.policy != "amp_master":
         gaps.add("method.precision.policy", f"Megatron keeps an fp32 master; {prec.policy} no")
     a[f"--{c}"] = True
-    aware = prec.grad_dtype != "fp32" or prec.optimizer_state_dtype != "fp32"
-    if prec.grad_dtype != "fp32":
+    aware = plan.method.optimizer.precision_aware or prec.optimizer_state_dtype != "fp32"
+    if prec.grad_dtype != "fp32" and aware:
         a["--main-grads-dtype"] = prec.grad_dtype
+    elif prec.grad_dtype == "bf16":  # a bf16 grad buffer, copied to fp32 for the step
+        a["--grad-reduce-in-bf16"] = True
+    elif prec.grad_dtype != "fp32":
+        gaps.add(
+            "method.precision.grad_dtype", "16-bit main grads need the precision-aware optimizer"
+        )
     if prec.optimizer_state_dtype != "fp32":
         a["--exp-avg-dtype"] = a["--exp-avg-sq-dtype"] = prec.optimizer_state_dtype
     if aware:
@@ -224,13 +228,15 @@ def megatron_args(plan: Plan) -> tuple[dict[str, Any], Gaps]:
     plan = resolved(plan)  # fields left to the training stack take its defaults
     par, b = plan.parallelism, plan.batch
     gaps = Gaps()
-    stack = resolve_stack_defaults(plan).stack
+    r = resolve_stack_defaults(plan)
+    stack = r.stack
     if stack != "megatron_core":
         gaps.add("stack.name", f"Megatron-LM runs Megatron-Core, not {stack}")
     if plan.method.kind != "full":
         gaps.add("method.kind", f"{plan.method.kind}: Megatron-LM trains every parameter")
     a: dict[str, Any] = {}
     _model(plan.model.architecture, a, gaps)
+    a["--attention-dropout"] = a["--hidden-dropout"] = r.plan.method.dropout  # masks kept
     a.update(
         {
             "--seq-length": b.seq_len,

@@ -176,7 +176,15 @@ def _precision(a: dict[str, Any], ch: dict[str, Any]) -> None:
     ch["method.precision.compute_dtype"] = half or "fp32"
     ch["method.precision.loss_scaling"] = half == "fp16" and a.get("--loss-scale") != 1.0
     if half:
-        ch["method.precision.grad_dtype"] = str(a.get("--main-grads-dtype", "fp32"))
+        bf16_buffer = "bf16" if "--grad-reduce-in-bf16" in a else "fp32"
+        ch["method.precision.grad_dtype"] = str(a.get("--main-grads-dtype", bf16_buffer))
+        # the knob only decides 16-bit main grads over fp32 moments (16-bit moments need
+        # the precision-aware optimizer anyway: the ledger reads them so)
+        ch["method.optimizer.precision_aware"] = (
+            "--use-precision-aware-optimizer" in a
+            and "--main-grads-dtype" in a
+            and str(a.get("--exp-avg-dtype", "fp32")) == "fp32"
+        )
         ch["method.precision.optimizer_state_dtype"] = str(a.get("--exp-avg-dtype", "fp32"))
 
 
@@ -242,11 +250,10 @@ def import_megatron(text: str, base: Plan) -> Imported:
     ch["offload.params"] = "none"
     if float(a.get("--optimizer-offload-fraction", 1.0)) != 1.0:
         warn.append("--optimizer-offload-fraction below 1 (partial offload) is not modelled")
-    for key in ("--attention-dropout", "--hidden-dropout"):
-        if float(a.get(key, 0.1)) != 0.0:
-            warn.append(
-                f"{key} {a.get(key, 0.1)} (Megatron's default 0.1): dropout masks are not modelled"
-            )
+    hidden, attn = (float(a.get(k, 0.1)) for k in ("--hidden-dropout", "--attention-dropout"))
+    ch["method.dropout"] = hidden  # Megatron's default 0.1 when unset: 1-byte masks kept
+    if (attn > 0) != (hidden > 0):
+        warn.append(f"--attention-dropout {attn} read as --hidden-dropout {hidden}")
     for key in _UNMODELLED:
         if key in a:
             warn.append(f"{key} is not modelled")

@@ -17,6 +17,7 @@ from engine.ledger.states.lora import is_target
 from engine.models.inventory import build_inventory
 from engine.oneline import docstring_text
 from engine.plan import Plan
+from engine.stacks.defaults import resolved
 
 FILENAME = "peft_config.py"
 
@@ -64,8 +65,11 @@ def peft_snippet(plan: Plan) -> Snippet | None:
             '    bnb_4bit_quant_type="nf4",',
             f"    bnb_4bit_use_double_quant={q.double_quant},",
             f"    bnb_4bit_compute_dtype=torch.{TORCH_DTYPE[q.compute_dtype]},",
-            ")",
         ]
+        storage = resolved(plan).method.qlora.quant_storage  # FSDP / ZeRO-3 shard it
+        if storage in TORCH_DTYPE:
+            lines.append(f"    bnb_4bit_quant_storage=torch.{TORCH_DTYPE[storage]},")
+        lines.append(")")
         if q.block_size != 64:
             lines.append(f"# block size {q.block_size}: bitsandbytes' NF4 blocks are 64")
     return Snippet(FILENAME, "\n".join(lines) + "\n")

@@ -38,6 +38,7 @@ from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
 from engine.ledger.sharding import shard_group_size
 from engine.ledger.states.persistent import placing_parallelism, stage_states_at
+from engine.ledger.states.zero_accumulation import next_partition_rows
 from engine.ledger.states.zero_grad import grads_kept, kept_between_steps
 from engine.plan import SECTION_ORDER, Plan, SectionsKey
 from engine.stacks.families import rule_of
@@ -133,6 +134,7 @@ def _part(plan: Plan, stage: int, dense: int, expert: int, grads_in_hbm: bool) -
     in_hbm = grads_in_hbm or holds_grads(head + tail)
     tail += [] if kept else backward_grad_rows(plan, held, ctx, in_hbm)
     tail += accumulation_rows(plan, held, rule)
+    tail += next_partition_rows(plan, held, ctx)  # ZeRO-2 under accumulation (R7)
     if plan.method.kind == "qlora":
         tail += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)
     tail += optimizer_temp_rows(plan, held, rule)

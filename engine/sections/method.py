@@ -34,6 +34,9 @@ class LoraSection(Section):
     )
 
 
+QuantStorage = Literal["auto", "uint8", "bf16", "fp16", "fp32"]
+
+
 class QloraSection(Section):
     """4-bit NormalFloat base weights (Dettmers et al. 2023)."""
 
@@ -46,6 +49,14 @@ class QloraSection(Section):
         default=True,
         description="Keep norms, embeddings and lm_head in fp32, as "
         "prepare_model_for_kbit_training does.",
+    )
+    quant_storage: QuantStorage = Field(
+        default="auto",
+        description="dtype the packed 4-bit data is stored in (bnb_4bit_quant_storage). "
+        "A floating dtype makes it a parameter ZeRO-3 partitions and FSDP shards (still "
+        "0.5 B per weight); uint8 keeps it replicated (FSDP2 ignored params). auto = the "
+        "stack's: bf16 where the strategy shards parameters (peft's FSDP / ZeRO-3 "
+        "recipes), uint8 otherwise (bitsandbytes' default).",
     )
 
 
@@ -79,6 +90,12 @@ class OptimizerSection(Section):
         ge=0.0,
         le=64.0,
         description="Optimizer state bytes per trainable parameter when name = custom.",
+    )
+    precision_aware: bool = Field(
+        default=False,
+        description="Megatron-Core --use-precision-aware-optimizer: TE FusedAdam reads the "
+        "16-bit main grads in place (decoupled_grad), so no fp32 main-grad shard is made "
+        "for the step (off: Megatron's default).",
     )
 
 
@@ -149,6 +166,15 @@ class MethodSection(Section):
     optimizer: OptimizerSection = Field(default_factory=OptimizerSection)
     precision: PrecisionSection = Field(default_factory=PrecisionSection)
     recompute: RecomputeSection = Field(default_factory=RecomputeSection)
+    dropout: float | None = Field(
+        default=None,
+        ge=0.0,
+        lt=1.0,
+        description="Hidden and attention dropout p of the training code's model (Megatron "
+        "--hidden-dropout / --attention-dropout): p > 0 keeps a 1-byte mask per dropout for "
+        "backward. None = the stack's: 0.1 in Megatron-Core (its arguments' default), the "
+        "model family's otherwise (0.1 for GPT-2, 0 for Llama-style models).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> MethodSection:

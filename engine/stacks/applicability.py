@@ -94,6 +94,12 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         f"applies to recompute policy every_k only (now {m.recompute.policy})",
     )
     off_if(
+        rule_of(par.strategy).family != "megatron",
+        "method.optimizer.precision_aware",
+        par.strategy,
+        "applies to Megatron-Core's distributed optimizer only",
+    )
+    off_if(
         m.precision.compute_dtype != "fp16",
         "method.precision.loss_scaling",
         f"compute dtype {m.precision.compute_dtype}",

@@ -32,7 +32,7 @@ from engine.sections.parallel import ParallelismSection, StrategyKnobs
 from engine.sections.stack import ConcreteStack
 from engine.stacks.catalog import concrete_stack, stack_info
 from engine.stacks.families import rule_of
-from engine.stacks.stack_rules import RULES, Context
+from engine.stacks.stack_rules import RULES, SHOWN_ONLY_IF, Context
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +157,9 @@ def _batchless(sections: tuple[Section, ...]) -> ResolvedPlan:
         if get(plan) != auto:
             continue
         value, why, source = rule(ctx)
-        derived[path] = Derived(value, stack, why, source)
+        shown = SHOWN_ONLY_IF.get(path)
+        if shown is None or shown(ctx):
+            derived[path] = Derived(value, stack, why, source)
         values[path] = value
     out = _replace(plan, values) if values else plan
     assert isinstance(out, Plan)

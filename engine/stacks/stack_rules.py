@@ -19,6 +19,8 @@ The rules follow the frameworks' code (file + function in each source key):
   ``compile.enable`` is off by default), Megatron-Core its vocab-parallel cross-entropy,
   everything else the eager ``cross_entropy`` of an fp32 upcast; torchtitan's train step
   zeroes gradients with ``set_to_none=False``.
+- QLoRA's 4-bit storage: bfloat16 where the strategy shards parameters (peft's FSDP /
+  ZeRO-3 recipes), bitsandbytes' uint8 otherwise.
 - model load: zero.Init under ZeRO-3, a full copy per rank under ZeRO-1/2 and the HF
   Trainer (``from_pretrained`` on every rank), meta-device construction otherwise.
 """
@@ -277,6 +279,38 @@ def _expert_storage(c: Context) -> Choice:
     )
 
 
+def _quant_storage(c: Context) -> Choice:
+    """bitsandbytes stores the packed 4-bit data as uint8 unless ``bnb_4bit_quant_storage``
+    says otherwise; peft's multi-GPU QLoRA recipes (docs/source/accelerate/deepspeed.md
+    and fsdp.md) set bfloat16 so that ZeRO-3 partitions and FSDP shards it: FSDP1 cannot
+    flatten a uint8 parameter with floating ones (torch ``_flat_param.py`` "Must flatten
+    tensors with uniform dtype"), and accelerate's FSDP2 path ignores uint8 ones
+    (``fsdp_utils.py``)."""
+    if c.rule.params:
+        return (
+            "bf16",
+            "peft's FSDP / ZeRO-3 QLoRA recipes set bnb_4bit_quant_storage=bfloat16 so "
+            "the 4-bit data shards like any parameter",
+            "peft-qlora-sharded",
+        )
+    return "uint8", "bitsandbytes' default bnb_4bit_quant_storage (torch.uint8)", "bnb-params4bit"
+
+
+DROPOUT_FAMILIES = frozenset({"gpt2"})
+"""Families whose reference configs train with hidden / attention dropout 0.1."""
+
+
+def _dropout(c: Context) -> Choice:
+    """Megatron-LM ``megatron/training/arguments.py``: ``--hidden-dropout`` and
+    ``--attention-dropout`` default to 0.1 (its GPT model applies them whatever the
+    architecture); HF configs carry the family's own (GPT-2 0.1, Llama 0)."""
+    if c.stack == "megatron_core":
+        return 0.1, "--hidden-dropout and --attention-dropout default to 0.1", "megatron-dropout"
+    if c.plan.model.architecture.family in DROPOUT_FAMILIES:
+        return 0.1, "the family's reference config trains with dropout 0.1", "hf-transformers-llama"
+    return 0.0, "the family's reference config trains without dropout", "hf-transformers-llama"
+
+
 def _nccl(c: Context) -> Choice:
     band = nccl_band(c.plan.hardware.accelerator)
     return {"low": band.low, "high": band.high}, band.why, band.source
@@ -301,6 +335,8 @@ RULES: tuple[Rule, ...] = (
     ("runtime.zero_grad", "auto", _zero_grad),
     ("parallelism.tp_style", "auto", _tp_style),
     ("model.architecture.moe.expert_storage", "auto", _expert_storage),
+    ("method.qlora.quant_storage", "auto", _quant_storage),
+    ("method.dropout", None, _dropout),
     ("runtime.nccl_bytes_per_communicator", None, _nccl),
     ("parallelism.knobs.ds_overlap_comm", None, _overlap_comm),
 )
@@ -309,3 +345,11 @@ value, so what the user set always wins; one under a section the plan does not h
 experts' storage of a dense model) is not resolved."""
 
 STACK_FIELDS: frozenset[str] = frozenset(path for path, _, _ in RULES)
+
+SHOWN_ONLY_IF: dict[str, Callable[[Context], bool]] = {
+    "method.qlora.quant_storage": lambda c: c.kind == "qlora",
+    "method.dropout": lambda c: c.stack == "megatron_core" or c.rule.family == "megatron",
+}
+"""Fields resolved in every plan (the ledger must never read ``auto``) but counted among
+the stack's derived inputs only where they apply (QLoRA's storage under a QLoRA plan,
+the dropout Megatron's model applies)."""

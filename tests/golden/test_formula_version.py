@@ -47,6 +47,9 @@ FINGERPRINTS: dict[int, str] = {
     #    moved (the golden rows are those of 8); peaks' lows did where another phase or
     #    stage holds more at best
     9: "2e5498b78f487f64dccdca66796f14209e69e1a2f63d3b9c82a8e037323a69ab",
+    # 10: rows true to real runs (issue 35): Megatron's resident grad buffer, dropout masks and
+    #     loss, QLoRA storage sharded, ZeRO-1 partitioned gradients, torchtitan's own profile
+    10: "5d5e605795a0baec3593f8f7249f333ca7ee37c482d9538b60c9656c6109e94a",
 }
 """FORMULA_VERSION → fingerprint of the golden rows recorded under it."""
 

@@ -131,6 +131,7 @@ class Trainability(NamedTuple):
     rank: int = 0
     adapter_bytes: int = 4
     adapter_dropout: bool = False
+    dropout: bool = False  # the model's hidden / attention dropout (method.dropout > 0)
 
     def needs_input(self, role: str) -> bool:
         return role in self.linear_roles or role in self.adapter_roles
@@ -157,8 +158,9 @@ def trainability(plan: Plan) -> Trainability:
 def _trainability(m: MethodSection, tied: bool) -> Trainability:
     """:func:`trainability` from exactly what it reads (cached on that: the method
     section, one slot read, rather than on a plan every fresh estimate makes anew)."""
+    drop = (m.dropout or 0.0) > 0
     if m.kind == "full":
-        return Trainability(True, True, True, ALL_LINEAR_ROLES, frozenset())
+        return Trainability(True, True, True, ALL_LINEAR_ROLES, frozenset(), dropout=drop)
     if m.kind == "custom":
         roles = frozenset(m.custom.roles)
         return Trainability(
@@ -167,6 +169,7 @@ def _trainability(m: MethodSection, tied: bool) -> Trainability:
             "lm_head" in roles or ("embedding" in roles and tied),
             roles & ALL_LINEAR_ROLES,
             frozenset(),
+            dropout=drop,
         )
     # PEFT wraps the modules whose tensor role is a target, literally: "q" adapts a
     # separate q_proj, "qkv" a fused one (engine/ledger/states/lora.py is_target)
@@ -185,6 +188,7 @@ def _trainability(m: MethodSection, tied: bool) -> Trainability:
             else m.lora.adapter_dtype
         ],
         adapter_dropout=m.lora.dropout > 0,
+        dropout=drop,
     )
 
 

@@ -13,6 +13,13 @@ backward, so only one chunk's logits exist at a time; ``fused``
 the gradient of the lm_head input and weight instead of any logits. Which one runs is
 ``runtime.loss_impl`` (the stack's default); the compiled loss and torchtitan's chunked
 loss are built in :mod:`~engine.ledger.activations.loss_modes`.
+
+Megatron's vocab-parallel cross-entropy (``megatron/core/tensor_parallel/
+cross_entropy.py``) upcasts with ``.float()`` and turns that copy into the softmax in
+place (``torch.exp(..., out=)``, ``div_``): the fp32 copy *is* the saved softmax, so the
+forward adds only the 16-bit logits to it; its backward scales it in place
+(``grad_input.mul_``) and autograd casts the result to the logits' 16-bit dtype, the one
+backward temporary (source review R5).
 """
 
 from __future__ import annotations
@@ -65,7 +72,7 @@ def logits_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     if legacy != rt.loss:  # the eager, chunked and fused rows below read runtime.loss
         rt = rt.model_copy(update={"loss": legacy})
     megatron = rt.activation_profile == "megatron"
-    src = "korthikanti-2022" if megatron else "hf-causal-lm-loss"
+    src = "megatron-cross-entropy" if megatron else "hf-causal-lm-loss"
     frozen_head = not trainability(plan).lm_head
     g0 = geometry(plan)  # widths and dtypes only: the micro-batch's size unread
     c = g0.compute_bytes
@@ -102,7 +109,7 @@ def _logits(
         tvb = t * v
         logits = -(-tvb * c // gran) * gran if gran > 1 else tvb * c  # alloc(t, c), inlined
         fwd_parts = [(lambda: f"logits {t}·{v}·{c}", logits)]
-        if lp_bytes != c:
+        if lp_bytes != c and not megatron:  # Megatron's upcast is the saved softmax (R5)
             fwd_parts.append((lambda: f"fp32 upcast {t}·{v}·4", alloc(t, FP32)))
         if g.autocast:
             hid = round_up(t * g.hidden * FP32, gran)
@@ -122,7 +129,7 @@ def _logits(
             fwd_parts.append((lambda: f"padded labels {g.micro_batch}·{g.seq + 1}·8", pad))
         n_bwd = 1 if megatron else 2
         one = logits if lp_bytes == c else alloc(t, lp_bytes)
-        bwd = n_bwd * one
+        bwd = logits if megatron else n_bwd * one  # Megatron: the in-place grad's 16-bit cast
         bwd_formula: Formula = (
             (
                 lambda: (
@@ -131,7 +138,7 @@ def _logits(
                 )
             )
             if not megatron
-            else (lambda: f"softmax grad computed in place; the 16-bit cast {t}·{v}·{lp_bytes}")
+            else (lambda: f"softmax grad computed in place; the 16-bit cast {t}·{v}·{c}")
         )
 
         def saved_span(fly: InFlight) -> Span:

@@ -14,20 +14,27 @@ projection input 2sbh and dropout mask sbh; the MLP's input 2sbh, GELU input 8sb
 output 8sbh, dropout mask sbh; two LayerNorm inputs 4sbh. Generalised: K and V have
 k·d columns (GQA), the MLP keeps 2·I (fc1 output) + I (activation output) for SwiGLU
 instead of I + I for GELU, and flash attention replaces the three s × s tensors with an
-fp32 log-sum-exp (4as per token). Dropout masks are counted for families that train
-with dropout (GPT-2 style); Llama-style configs use none.
+fp32 log-sum-exp (4as per token).
+
+Dropout masks are counted whenever the plan trains with dropout (``method.dropout``):
+Megatron's ``--hidden-dropout`` and ``--attention-dropout`` default to 0.1
+(``megatron/training/arguments.py``), whatever the architecture, and its fused
+bias-dropout-add (``megatron/core/fusions/fused_bias_dropout.py``) keeps a 1-byte mask
+after the attention projection and after the MLP; the attention-probability dropout
+of flash attention runs inside the kernel (no mask). With ``--qk-layernorm``
+(``megatron/core/transformer/attention.py``: ``q_layernorm`` / ``k_layernorm`` applied
+to the query and key heads) each norm keeps its input for backward: one more Q and K.
+An MoE layer keeps its routed token copies as the experts' fc1 input
+(:func:`dispatched_tokens`) besides the router's input (the MLP input).
 """
 
 from __future__ import annotations
 
 from engine.ledger.activations.geometry import Geometry, Term
 
-DROPOUT_FAMILIES = frozenset({"gpt2"})
-"""Families whose reference configs train with hidden/attention dropout 0.1."""
-
 
 def layer_terms(
-    g: Geometry, *, mlp: str, attention: str, selective: bool, dropout: bool
+    g: Geometry, *, mlp: str, attention: str, selective: bool, dropout: bool, qk_norm: bool = False
 ) -> list[Term]:
     """One layer's saved tensors, per micro-batch (Korthikanti §4.1, generalised)."""
     c, d = g.compute_bytes, g.head_dim
@@ -35,6 +42,10 @@ def layer_terms(
     terms = [
         Term("LayerNorm 1 input", g.hidden, c, "seq"),
         Term("QKV input", g.hidden, c, "seq"),
+    ]
+    if qk_norm:
+        terms += [Term("Q-norm input", q, c), Term("K-norm input", kv, c)]
+    terms += [
         Term("Q", q, c),
         Term("K", kv, c),
     ]
@@ -53,6 +64,8 @@ def layer_terms(
         Term("LayerNorm 2 input", g.hidden, c, "seq"),
         Term("MLP input", g.hidden, c, "seq"),
     ]
+    if g.moe is not None:
+        terms.append(dispatched_tokens(g))
     if mlp == "gelu":
         terms += [Term("GELU input", i, c), Term("GELU output", i, c)]
     else:
@@ -60,6 +73,24 @@ def layer_terms(
     if dropout:
         terms.append(Term("MLP dropout mask", g.hidden, 1, "seq"))
     return terms
+
+
+def dispatched_tokens(g: Geometry) -> Term:
+    """The routed token copies an MoE layer keeps for backward: the experts' fc1 input.
+
+    Megatron-Core's all-to-all dispatcher (``moe/token_dispatcher.py``
+    ``MoEAlltoAllTokenDispatcher``: ``dispatch_preprocess`` → ``moe_utils.permute``,
+    ``token_dispatch`` → ``all_to_all``, ``dispatch_postprocess`` → gather over expert
+    TP and ``sort_chunks_by_idxs``) makes a new hidden-state row for every routed copy
+    of a token — top-k per token, up to the capacity factor more on a busy rank — and
+    the last copy is the grouped experts' fc1 input, which ``TEGroupedLinear`` keeps for
+    its weight gradient. The earlier copies are freed within the layer (their backward
+    needs only indices: ``index_select``, ``all_to_all``, ``cat``), and under EP the
+    send / receive pair is the layer's exchange row; with expert TP equal to TP the
+    rank holds the whole micro-batch's routed copies, as the fc1 terms assume."""
+    assert g.moe is not None
+    width = round(g.moe.top_k * g.moe.capacity * g.hidden)
+    return Term("dispatched tokens (experts' fc1 input)", width, g.compute_bytes)
 
 
 def checkpoint_input_terms(g: Geometry) -> list[Term]:

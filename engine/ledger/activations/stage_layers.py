@@ -310,7 +310,7 @@ def layer_kind_terms(
     out = []
     for is_moe, ing in kinds:
         if profile == "megatron":
-            terms = _megatron_terms(arch, attention, g, c.selective)
+            terms = _megatron_terms(arch, attention, g, c.selective, tr.dropout)
         elif profile == "torchtitan" and not is_moe:
             terms = tt.layer_terms(g)
         else:
@@ -367,12 +367,13 @@ def _final_norm_terms(
 
 
 def _megatron_terms(
-    arch: ArchitectureSpec, attention: str, g: Geometry, selective: bool
+    arch: ArchitectureSpec, attention: str, g: Geometry, selective: bool, dropout: bool
 ) -> list[Term]:
     return mg.layer_terms(
         g,
         mlp="gelu" if arch.mlp == "gelu" else "swiglu",
         attention=attention,
         selective=selective,
-        dropout=arch.family in mg.DROPOUT_FAMILIES,
+        dropout=dropout,
+        qk_norm=arch.qk_norm,
     )

@@ -56,6 +56,7 @@ from engine.ledger.precision import DTYPE_BYTES, resolve_formats
 from engine.ledger.shape_free import shape_free
 from engine.ledger.sharding import shard_group_size
 from engine.ledger.states.persistent import stage_held
+from engine.ledger.states.quantized import FLOATING_STORAGE
 from engine.plan import Plan
 from engine.stacks.families import keeps_all_gathered, rule_of
 from engine.units import GB, fmt_count
@@ -181,6 +182,7 @@ def _state_bytes(plan: Plan, stage: int) -> dict[str, tuple[int, int, int]]:
     dense = shard_group_size(par, dense_dp_group(par), rpn)
     expert = shard_group_size(par, expert_dp_group(par), rpn)
     gbpe = gather_bytes(plan, resolve_formats(plan.method.precision))
+    packed_gathered = plan.method.qlora.quant_storage in FLOATING_STORAGE
     out = {"dense": [0, 0, 0], "expert": [0, 0, 0]}
     for t in stage_held(plan, stage)[0]:
         if t.category == "virtual":
@@ -188,7 +190,7 @@ def _state_bytes(plan: Plan, stage: int) -> dict[str, tuple[int, int, int]]:
         cls = out["expert" if t.group == expert and expert != dense else "dense"]
         n = t.numel * t.count
         if t.category == "quantized":  # packed NF4: two weights per byte, gathered so
-            cls[0] += n // 2
+            cls[0] += n // 2 if packed_gathered else 0  # uint8 storage: never gathered
             cls[1] += n // 2
         else:
             cls[0] += n * gbpe

@@ -14,6 +14,7 @@ from functools import partial
 from typing import NamedTuple
 
 from engine.ledger.groups import ranks_per_node
+from engine.ledger.peaks.gathered_nf4 import gathered_view, reused_layer_bytes, reused_per_element
 from engine.ledger.peaks.reuse import reused_at_loss
 from engine.ledger.placement import LocalTensor, expert_dp_group, stage_layer_ranges
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
@@ -178,6 +179,7 @@ def gathered_rows(
     """Unsharded parameter units and prefetch of ZeRO-3 / FSDP strategies."""
     if not rule.params or shard <= 1:
         return []
+    placed = gathered_view(plan, placed, gather_bytes(plan, formats))  # QLoRA's packed data
     if rule.fsdp:
         return _fsdp_rows(plan, placed, formats, shard, rule, n_expert)
     return _zero3_rows(plan, placed, formats) + _reused_rows(plan, formats, stage)
@@ -201,23 +203,18 @@ def _reused_rows(plan: Plan, formats: StateFormats, stage: int) -> list[Row]:
     limit = fmt_count(k.ds_max_reuse_distance)
     rows = []
     parts = (
-        (
-            "hbm.gathered.reused.root",
-            kept.root,
-            "Output head kept gathered through the loss (reuse distance)",
-            AT_LOSS,
-        ),
-        (
-            "hbm.gathered.reused.layers",
-            kept.layers,
-            "Last layers kept gathered into backward (reuse distance)",
-            UNTIL_LAYERS_FREE,
-        ),
+        ("hbm.gathered.reused.root", kept.root, "Output head kept gathered through the loss"),
+        ("hbm.gathered.reused.layers", kept.layers, "Last layers kept gathered into backward"),
     )
-    for row_id, (low_el, high_el), label, backward in parts:
+    for (row_id, (low_el, high_el), label), backward, in_layers in zip(
+        parts, (AT_LOSS, UNTIL_LAYERS_FREE), (False, True), strict=True
+    ):
         if not high_el:
             continue
-        low, high = round_up(low_el * gb, gran), round_up(high_el * gb, gran)
+        low, high = (  # a layer's QLoRA weights gather as packed 4-bit data
+            round_up(reused_layer_bytes(plan, el, gb) if in_layers else el * gb, gran)
+            for el in (low_el, high_el)
+        )
         why = (
             ""
             if low_el == high_el
@@ -227,7 +224,7 @@ def _reused_rows(plan: Plan, formats: StateFormats, stage: int) -> list[Row]:
         rows.append(
             make_row(
                 id=row_id,
-                label=label,
+                label=f"{label} (reuse distance)",
                 state="gathered",
                 location="hbm",
                 kind="peak",
@@ -236,7 +233,7 @@ def _reused_rows(plan: Plan, formats: StateFormats, stage: int) -> list[Row]:
                 high=high,
                 formula=f"parameters used again within stage3_max_reuse_distance {limit} "
                 f"elements are not released: {fmt_count(low_el)}–{fmt_count(high_el)} el. × "
-                f"{gb} B{why}",
+                f"{reused_per_element(plan, gb, in_layers)}{why}",
                 source="deepspeed-reuse-distance",
                 phases=FORWARD_BACKWARD,
                 backward=backward,

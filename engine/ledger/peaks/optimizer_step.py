@@ -98,6 +98,12 @@ def deepspeed_step_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
     one sub-group at a time: parameters' partitions are grouped until a group reaches
     ``sub_group_size`` elements (``_create_fp16_sub_groups``), so a group holds up to
     one partition more. With ZeRO-Offload the fp32 gradient is on the host instead.
+
+    Before that, ZeRO-1/2's ``step`` computes the gradient norm (``scaled_global_norm`` →
+    ``get_grad_norm_direct``: ``torch.linalg.vector_norm(g.data.double())`` for each
+    gradient of the partition, one at a time, freed before the flatten): the moment's
+    temporary is the larger of the two, the fp64 copy of the largest gradient piece in
+    the partition (≤ the partition) or the flatten and its fp32 copy (source review R6).
     """
     if rule.family != "deepspeed" or plan.offload.optimizer != "none":
         return []
@@ -118,6 +124,12 @@ def deepspeed_step_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
     per = gbytes + (4 if gbytes != 4 else 0)
     low, high = round_up(low_el * per, gran), round_up(high_el * per, gran)
     copy = " + its fp32 copy × 4 B" if gbytes != 4 else " (already fp32: no copy)"
+    if not rule.params:  # R6: the norm's fp64 copy comes first, alone (see the docstring)
+        piece = min(max(t.numel for t in trainable), numel)
+        norm = round_up(piece * 8, gran)
+        if norm > high:
+            copy += f"; the norm's fp64 copy of a {fmt_count(piece)}-el. gradient is larger"
+        low, high = max(low, norm), max(high, norm)
     return [
         make_row(
             id="hbm.optimizer_step.fp32_grad_partition",

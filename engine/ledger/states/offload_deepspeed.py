@@ -95,8 +95,9 @@ def deepspeed_offload(
         elif rule.params:  # ZeRO-3: the 16-bit gradient buffer lives on the host
             why = " (grad_partitions_flat_buffer)"
             moved.append(move(r, "host", pin, why=why, source="deepspeed-zero3-offload"))
-        elif not rule.grads:
+        elif not rule.grads and r.kind == "persistent":
             stay.append(r)  # ZeRO-1: full 16-bit gradients until the boundary's reduce
+        # ZeRO-1's gradient partition (a peak row) goes to the host's fp32 one below
         # ZeRO-2: no 16-bit gradient partition on the GPU; the fp32 one is below
     if not trainable or off.optimizer == "none":
         return stay, moved

@@ -159,7 +159,7 @@ def _rows(
     folded = _folded(arch, method, par, stage) if one_pass.applies(ctx) else None
     rows = regrouped_persistent_rows(folded, dense, expert, held, formats, method.optimizer, ctx)
     if method.kind == "qlora":
-        rows[:0] = quantized_rows(list(held), method.qlora, granularity)
+        rows[:0] = quantized_rows(list(held), method.qlora, granularity, ctx)
     return tuple(rows)
 
 

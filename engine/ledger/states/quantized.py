@@ -3,16 +3,29 @@
 Per quantized tensor: the packed 4-bit data (two values per byte), one absmax per block
 of ``block_size`` values — fp32, or with double quantization uint8 plus one fp32
 second-level absmax per 256 blocks and an fp32 offset. Each is its own allocation.
+
+The packed data's storage dtype (``bnb_4bit_quant_storage``) decides whether a
+sharding strategy shards it: stored as uint8 it is never partitioned (FSDP2 ignores it),
+stored as a floating dtype it is a parameter like any other, which ZeRO-3 partitions
+and FSDP shards (source review R2). The constants are attributes of the quant state, not
+parameters: they stay whole on every rank.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 from engine.ledger.held import HeldTensor
-from engine.ledger.row import Row, make_row
+from engine.ledger.precision import DTYPE_BYTES
+from engine.ledger.row import Formula, Row, make_row, text
+from engine.ledger.states.allocs import ShardContext, state_sized
 from engine.models.inventory import Tensor
 from engine.models.roles import role_info
 from engine.sections.method import QloraSection
 from engine.units import ceil_div, fmt_count, round_up
+
+FLOATING_STORAGE = frozenset({"bf16", "fp16", "fp32"})
+"""Storage dtypes that make the packed data a floating parameter FSDP / ZeRO-3 shard."""
 
 SECOND_LEVEL_BLOCK = 256
 """Double quantization groups 256 first-level absmax constants (QLoRA paper §3)."""
@@ -32,13 +45,69 @@ def _constants_bytes(numel: int, q: QloraSection) -> list[int]:
     return [blocks, ceil_div(blocks, SECOND_LEVEL_BLOCK) * 4, 4]
 
 
-def quantized_rows(held: list[HeldTensor], q: QloraSection, granularity: int) -> list[Row]:
-    """Rows for the NF4 data and its quantization constants on this rank."""
+def packed_elements(numel: int, storage: str) -> int:
+    """Elements of the packed data of an ``numel``-weight tensor stored as ``storage``:
+    bitsandbytes ``functional.quantize_4bit`` allocates ``((n + 1) // mod, 1)`` of
+    ``quant_storage``, ``mod`` = its item size × 2 (two 4-bit values per byte)."""
+    return (numel + 1) // (2 * DTYPE_BYTES.get(storage, 1))
+
+
+def shards_packed(q: QloraSection, ctx: ShardContext) -> bool:
+    """Whether the strategy shards the packed data: a floating storage dtype under a
+    strategy that shards parameters (ZeRO-3, FSDP)."""
+    return ctx.rule.params and q.quant_storage in FLOATING_STORAGE
+
+
+def _sharded_data(qs: list[HeldTensor], q: QloraSection, ctx: ShardContext) -> tuple[int, Formula]:
+    """The packed data sharded like the weights (``(n/4, 1)`` bf16 for bf16 storage):
+    (bytes, formula)."""
+    st = q.quant_storage
+    packed = [
+        HeldTensor(
+            t.name,
+            (packed_elements(t.numel, st), 1),
+            t.unit,
+            "quantized",
+            False,
+            st,
+            st,
+            st,
+            t.group,
+            t.persistent_full,
+            t.count,
+            t.expert,
+        )
+        for t in qs
+    ]
+    n, formula, _ = state_sized(packed, True, ctx, "param_dtype", whole_if_persistent=True)
+    return n, partial(_sharded_formula, st, formula)
+
+
+def _sharded_formula(storage: str, formula: Formula) -> str:
+    return (
+        f"packed 4-bit data stored as {storage} (bnb_4bit_quant_storage; "
+        f"{2 * DTYPE_BYTES[storage]} weights per element, 0.5 B each), sharded: {text(formula)}"
+    )
+
+
+def quantized_rows(
+    held: list[HeldTensor], q: QloraSection, granularity: int, ctx: ShardContext | None = None
+) -> list[Row]:
+    """Rows for the NF4 data and its quantization constants on this rank; the data
+    sharded as ``ctx`` says when the strategy shards it (:func:`shards_packed`)."""
     qs = [t for t in held if t.category == "quantized"]
     if not qs:
         return []
     numel = sum(t.numel * t.count for t in qs)
     data = sum(round_up(ceil_div(t.numel, 2), granularity) * t.count for t in qs)
+    data_formula: Formula = (
+        f"{fmt_count(numel)} elements in {sum(t.count for t in qs)} tensors × 0.5 B "
+        f"(4-bit, two per byte), each rounded up to {granularity} B = {fmt_count(data)} B"
+    )
+    src = "qlora-paper"
+    if ctx is not None and shards_packed(q, ctx):
+        data, data_formula = _sharded_data(qs, q, ctx)
+        src = "peft-qlora-sharded"
     consts = sum(
         round_up(b, granularity) * t.count for t in qs for b in _constants_bytes(t.numel, q)
     )
@@ -61,11 +130,8 @@ def quantized_rows(held: list[HeldTensor], q: QloraSection, granularity: int) ->
             low=data,
             high=data,
             dtype="nf4",
-            formula=(
-                f"{fmt_count(numel)} elements in {sum(t.count for t in qs)} tensors × 0.5 B "
-                f"(4-bit, two per byte), each rounded up to {granularity} B = {fmt_count(data)} B"
-            ),
-            source="qlora-paper",
+            formula=data_formula,
+            source=src,
         ),
         make_row(
             id="hbm.weights.nf4_constants",

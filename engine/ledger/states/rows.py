@@ -19,6 +19,7 @@ from engine.ledger.row import (
     STEP_GRADIENT_MOMENTS,
     CheckpointPart,
     Formula,
+    Moment,
     Row,
     make_row,
     moments_in,
@@ -109,7 +110,7 @@ def suffixed(formula: Formula, suffix: str) -> str:
 
 def _grad_source(rule: StrategyRule, at_init: bool) -> str:
     if at_init:
-        return "deepspeed-zero3-buffers"
+        return "megatron-grad-buffer" if rule.family == "megatron" else "deepspeed-zero3-buffers"
     if rule.family == "fsdp1" and rule.shards_nothing:
         return "fsdp1-no-shard"  # all-reduced in place, no bucket copy
     return rule.source
@@ -117,10 +118,27 @@ def _grad_source(rule: StrategyRule, at_init: bool) -> str:
 
 def grads_per_tensor(rule: StrategyRule) -> bool:
     """Whether each gradient is its own allocation, made when backward reaches its
-    parameter (unsharded, and FSDP2's per-tensor shards), rather than one flat buffer
-    (ZeRO-1/2, FSDP1, Megatron) or ZeRO-3's buffer allocated at init."""
-    at_init = rule.family == "deepspeed" and rule.params
-    return not at_init and (not rule.grads or rule.chunking == "dim0")
+    parameter (unsharded, and FSDP2's per-tensor shards), and all of them exist only at
+    the step — rather than one flat buffer (ZeRO-2, FSDP1), a buffer allocated at init
+    (ZeRO-3, Megatron: :func:`grads_at_init`), or ZeRO-1's, all reduced at the end of
+    backward into a partition (:func:`partitions_in_backward`)."""
+    if grads_at_init(rule) or partitions_in_backward(rule):
+        return False
+    return not rule.grads or rule.chunking == "dim0"
+
+
+def grads_at_init(rule: StrategyRule) -> bool:
+    """Whether the gradient buffer is allocated when the model is wrapped and never
+    freed, so it is live at every moment of the step.
+
+    DeepSpeed 0.19.6 stage3.py ``_setup_for_real_optimizer`` allocates ZeRO-3's
+    ``grad_partitions_flat_buffer`` at init. Megatron-Core
+    ``megatron/core/distributed/param_and_grad_buffer.py``
+    ``_ParamAndGradBuffer.__init__`` allocates ``grad_data = torch.zeros(numel,
+    dtype=grad_dtype)`` when ``DistributedDataParallel`` wraps the model; every
+    ``param.main_grad`` is a view of it and ``reset()`` only zeroes it between steps
+    (source review R1)."""
+    return rule.family == "megatron" or (rule.family == "deepspeed" and rule.params)
 
 
 def grad_sized(trainable: list[HeldTensor], ctx: ShardContext) -> tuple[int, Formula, str]:
@@ -132,20 +150,21 @@ def grad_sized(trainable: list[HeldTensor], ctx: ShardContext) -> tuple[int, For
 def grad_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
     """The rank's gradients: produced during backward, summed across micro-batches.
 
-    ZeRO-3 is the exception: DeepSpeed 0.19.6 stage3.py ``_setup_for_real_optimizer``
-    allocates ``grad_partitions_flat_buffer`` (every partition's gradient) at init and
-    never frees it, so it is live at every moment of the step."""
+    ZeRO-3 and Megatron-Core are the exceptions: their gradient buffer is allocated at
+    init and never freed (:func:`grads_at_init`), so it is live at every moment."""
     n, formula, dtypes = grad_sized(trainable, ctx)
     return _grad_row(n, formula, dtypes, ctx)
 
 
 def _grad_row(n: int, formula: Formula, dtypes: str, ctx: ShardContext) -> Row:
     """The gradients' row, their state sized (bytes, formula, dtypes)."""
-    at_init = ctx.rule.family == "deepspeed" and ctx.rule.params
+    at_init = grads_at_init(ctx.rule)
     if at_init:
-        formula = partial(suffixed, formula, " (grad_partitions_flat_buffer, allocated at init)")
-    if at_init:
+        what = "grad_data" if ctx.rule.family == "megatron" else "grad_partitions_flat_buffer"
+        formula = partial(suffixed, formula, f" ({what}, allocated at init)")
         moments, accumulated = moments_in(ALL_PHASES), ACCUMULATED_MOMENTS
+    elif partitions_in_backward(ctx.rule):  # the step sees the partition row instead
+        moments, accumulated = AT_BACKWARD_END, ACCUMULATED_MOMENTS
     elif grads_per_tensor(ctx.rule):
         moments, accumulated = STEP_GRADIENT_MOMENTS, STEP_ACCUMULATED_MOMENTS
     else:
@@ -167,22 +186,92 @@ def _grad_row(n: int, formula: Formula, dtypes: str, ctx: ShardContext) -> Row:
     )
 
 
+AT_BACKWARD_END: frozenset[Moment] = frozenset({"backward.end"})
+AT_STEP: frozenset[Moment] = frozenset({"optimizer"})
+
+
+def partitions_in_backward(rule: StrategyRule) -> bool:
+    """ZeRO-1: the full gradients exist until the accumulation boundary's reduce, which
+    runs inside ``engine.backward`` and leaves only the rank's partition for the step.
+
+    DeepSpeed 0.19.6 ``runtime/engine.py`` ``allreduce_gradients`` calls the optimizer's
+    ``reduce_gradients`` at the boundary; ``stage_1_and_2.py``
+    ``reduce_independent_p_g_buckets_and_remove_grads`` copies each gradient into the IPG
+    bucket and re-points ``param.grad`` at the bucket (the full gradient's storage is
+    freed), ``reduce_ipg_grads`` → ``copy_grads_in_partition`` keeps the in-partition
+    part in ``grads_in_partition`` (2·P/N) and the epilogue
+    (``independent_gradient_partition_epilogue``) drops every ``param.grad``: ``step``
+    sees 2·P/N gradients (source review R4)."""
+    return rule.family == "deepspeed" and rule.zero_stage == 1
+
+
+def grad_partition_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
+    """ZeRO-1's gradient partition (``grads_in_partition``), live at the step: made by
+    the reduce at the end of backward, freed after the step (:func:`partitions_in_backward`).
+    A peak, not a state: nothing keeps it between steps, and ZeRO-Offload puts it on the
+    host (its fp32 partition) instead."""
+    n, formula, dtypes = state_sized(trainable, True, ctx, "grad_dtype")
+    return make_row(
+        id="hbm.grads.partition",
+        label=f"ZeRO-1 gradient partition ({dtypes})",
+        state="grads",
+        location="hbm",
+        kind="peak",
+        group="gradients",
+        low=n,
+        high=n,
+        formula=partial(suffixed, formula, " (grads_in_partition, reduced inside backward)"),
+        source="deepspeed-zero1-partition",
+        moments=AT_STEP,
+        dtype=dtypes,
+    )
+
+
+SHARD_MOMENTS: frozenset[Moment] = frozenset({"optimizer", "checkpoint"})
+"""From the optimizer step to the next step's ``zero_grad`` (a checkpoint saved after
+the step sees it)."""
+
+
 def main_grad_shard_row(trainable: list[HeldTensor], ctx: ShardContext) -> Row:
-    """Megatron's distributed optimizer with 16-bit grads keeps a sharded fp32 copy of
-    the main grads for the step (the 20 → 4 + 16/d row of its table). Not checkpointed."""
+    """Megatron's distributed optimizer with 16-bit grads copies its shard of the main
+    grads to fp32 for the step (the 20 → 4 + 16/d row of its table). Not checkpointed.
+
+    Made at the step and freed at the next step's start: Megatron-Core
+    ``megatron/core/optimizer/distrib_optimizer.py``
+    ``_copy_model_grads_to_main_grads`` sets ``shard_main_param.grad =
+    shard_model_grad.float()`` in ``step``, and ``zero_grad(set_to_none=True)`` at the
+    start of the next ``train_step`` drops it (issue 35 item 9). With
+    ``--use-precision-aware-optimizer`` the optimizer reads the 16-bit grad as
+    ``decoupled_grad`` and the copy never exists (:func:`has_main_grad_shard`)."""
     n, formula, dtypes = state_sized(trainable, True, ctx, "grad_dtype", as_dtype="fp32")
     return make_row(
         id="hbm.optimizer.fp32_grad_shard",
         label="Optimizer: fp32 main-grad shard",
         state="optimizer",
         location="hbm",
-        kind="persistent",
+        kind="peak",
         group="optimizer",
         low=n,
         high=n,
         formula=formula,
-        source="megatron-distopt",
+        source="megatron-main-grad-shard",
+        moments=SHARD_MOMENTS,
         dtype=dtypes,
+    )
+
+
+def has_main_grad_shard(
+    trainable: list[HeldTensor], formats: StateFormats, ctx: ShardContext, aware: bool
+) -> bool:
+    """Whether Megatron's step makes an fp32 copy of the main-grad shard: 16-bit grads
+    (``.float()`` of fp32 ones is the same tensor) without the precision-aware
+    optimizer (``aware``, or implied by 16-bit moments: ``--exp-avg-dtype`` needs it)."""
+    return (
+        ctx.rule.family == "megatron"
+        and formats.master is not None
+        and not aware
+        and formats.optimizer == "fp32"
+        and any(DTYPE_BYTES[t.grad_dtype] < 4 for t in trainable)
     )
 
 
@@ -256,11 +345,9 @@ def persistent_rows_by_state(
     if formats.master is not None:
         rows.append(master_row(trainable, formats, ctx))
     rows.append(grad_row(trainable, ctx))
-    if (
-        ctx.rule.family == "megatron"
-        and formats.master is not None
-        and any(DTYPE_BYTES[t.grad_dtype] < 4 for t in trainable)
-    ):
+    if partitions_in_backward(ctx.rule):
+        rows.append(grad_partition_row(trainable, ctx))
+    if has_main_grad_shard(trainable, formats, ctx, opt.precision_aware):
         rows.append(main_grad_shard_row(trainable, ctx))
     rows.extend(optimizer_rows(trainable, opt, ctx))
     return rows

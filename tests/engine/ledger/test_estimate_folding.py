@@ -104,7 +104,8 @@ def _layer_kinds(plan: Plan, stage: int) -> tuple[tuple[str, int, int], ...]:
                 mlp="gelu" if arch.mlp == "gelu" else "swiglu",
                 attention=plan.runtime.attention,
                 selective=c.selective,
-                dropout=arch.family in mg.DROPOUT_FAMILIES,
+                dropout=tr.dropout,
+                qk_norm=arch.qk_norm,
             )
         else:
             width = hf.dense_width(arch, g.tp)

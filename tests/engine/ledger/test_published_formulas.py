@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from ledger_plans import make_plan, rows_of
 
+from engine.estimate import estimate
+
 P = 8_030_261_248  # Llama-3.1-8B; every tensor's numel divides by 1024 (see below)
 N_TENSORS = 291
 
@@ -60,21 +62,23 @@ def test_megatron_distributed_optimizer_table(
     fp16 params / fp16 grads: 20 → 4 + 16/d (2 param + 2 grad replicated; fp32 main
     grad 4 + master 4 + Adam 8 sharded); bf16 params / fp32 main grads: 18 → 6 + 12/d
     (2 param + 4 grad replicated — fp32 main grads are not distributed — master 4 +
-    Adam 8 sharded). The step counter sits in one flat buffer: 4 B.
+    Adam 8 sharded). The step counter sits in one flat buffer: 4 B. The fp32 main-grad
+    shard is the table's at the step: a peak row live from the step to the next
+    zero_grad (distrib_optimizer.py ``_copy_model_grads_to_main_grads``).
     """
-    rows = rows_of(
-        make_plan(
-            parallelism__strategy="megatron_distopt",
-            parallelism__dp=d,
-            method__precision__policy="amp_master",
-            method__precision__compute_dtype=compute,
-            method__precision__grad_dtype=grads,
-            runtime__allocation_granularity_bytes=1,
-        )
+    plan = make_plan(
+        parallelism__strategy="megatron_distopt",
+        parallelism__dp=d,
+        method__precision__policy="amp_master",
+        method__precision__compute_dtype=compute,
+        method__precision__grad_dtype=grads,
+        runtime__allocation_granularity_bytes=1,
     )
+    rows = rows_of(plan)
+    shard = [r.high for r in estimate(plan).rows if r.id == "hbm.optimizer.fp32_grad_shard"]
     step = rows.pop("hbm.optimizer.step")
     assert step == 4
-    assert sum(rows.values()) == replicated * P + sharded * P // d
+    assert sum(rows.values()) + sum(shard) == replicated * P + sharded * P // d
 
 
 def test_megatron_fp32_row_of_the_table() -> None:

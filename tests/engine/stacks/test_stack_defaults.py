@@ -65,15 +65,19 @@ def _moe_default_plan() -> Plan:
 def test_the_default_plan_resolves_every_auto_field_and_records_where_from() -> None:
     """Every stack-decided field of the default plan is ``auto``; resolution leaves
     none, and each derived value names the stack and a known source key. A dense model
-    leaves only the experts' storage undecided (it has none)."""
+    leaves only the experts' storage undecided (it has none); QLoRA's 4-bit storage and
+    the model's dropout are resolved but listed only where they apply (a QLoRA plan,
+    Megatron's model)."""
     dense = resolve_stack_defaults(default_plan()).derived
-    assert set(dense) == STACK_FIELDS - {"model.architecture.moe.expert_storage"}
+    shown = STACK_FIELDS - {"method.qlora.quant_storage", "method.dropout"}
+    assert set(dense) == shown - {"model.architecture.moe.expert_storage"}
+    assert resolved(default_plan()).method.qlora.quant_storage == "bf16"  # FSDP2
     plan = _moe_default_plan()
     assert set(unresolved_fields(plan)) == STACK_FIELDS
     r = resolve_stack_defaults(plan)
     assert r.stack == "pytorch"
     assert unresolved_fields(r.plan) == []
-    assert set(r.derived) == STACK_FIELDS
+    assert set(r.derived) == shown
     sources = all_sources()
     for path, d in r.derived.items():
         assert d.stack == "pytorch"
