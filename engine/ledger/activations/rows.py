@@ -17,6 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
+from engine.ledger.activations.compiled import compile_formula, fused_at
 from engine.ledger.activations.exchange import exchange_parts
 from engine.ledger.activations.geometry import Geometry, geometry
 from engine.ledger.activations.inputs import inputs_at
@@ -221,6 +222,7 @@ def in_flight_at(
     n_plain = n_layers - n_ckpt
     offload = plan.method.recompute.policy == "offload"
     band, packing = band_of(plan), packing_formula(plan)
+    fused = fused_at(plan)  # torch.compile's fused intermediates (None: eager)
     label = f"Saved activations, {n_layers} decoder layers ({plan.runtime.activation_profile})"
     source, dtype = profile_source(plan), plan.method.precision.compute_dtype
     fixed: list[Varying] = []
@@ -272,6 +274,22 @@ def in_flight_at(
                 return (
                     "offload: the layer being copied out and the next one, "
                     f"1–2 × {fmt_count(full_b)} B"
+                )
+        elif fused is not None and (removed := fused(g, sl)):
+            one = sl.one_bytes
+
+            def layer_span(fly: InFlight) -> Span:
+                n = -(-one * fly.num // fly.den)
+                return band(n - (-(-removed * fly.num // fly.den)))[0], band(n)[1]
+
+            def layer_formula(fly: InFlight) -> Formula:
+                total = fly.times(one)
+                return lambda: (
+                    sl.describe(g)
+                    + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
+                    f"{fmt_count(total)} B; × activation band"
+                    + packing
+                    + compile_formula(fly.times(removed))
                 )
         else:
             one = sl.one_bytes
