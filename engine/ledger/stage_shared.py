@@ -29,6 +29,7 @@ from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
 from engine.ledger.peaks.dequantize import dequantize_rows
+from engine.ledger.peaks.float8 import float8_rows
 from engine.ledger.peaks.gathered import gathered_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
 from engine.ledger.peaks.runtime import outside_capacity, runtime_rows
@@ -132,6 +133,7 @@ def _part(plan: Plan, stage: int, dense: int, expert: int, grads_in_hbm: bool) -
     tail += accumulation_rows(plan, held, rule)
     if plan.method.kind == "qlora":
         tail += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)
+    tail += float8_rows(plan.method.precision, placed, plan.runtime.allocation_granularity_bytes)
     tail += optimizer_temp_rows(plan, held, rule)
     tail += deepspeed_step_rows(plan, held, rule)
     unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)

@@ -116,6 +116,16 @@ class PrecisionSection(Section):
         "can keep bf16). Other policies follow each parameter's dtype, as torch.optim does.",
     )
     loss_scaling: bool = Field(default=False, description="fp16 dynamic loss scaling.")
+    float8: Literal["none", "tensorwise", "rowwise"] = Field(
+        default="none",
+        description="Float8 training of the decoder layers' linears (torchao Float8Linear, "
+        "torchtitan --model.converters float8, dynamic scaling): none = 16-bit matmuls.",
+    )
+    float8_all_gather: bool = Field(
+        default=False,
+        description="FSDP2 all-gathers the float8 linears' weights already cast to fp8 "
+        "(torchtitan --float8.enable_fsdp_float8_all_gather).",
+    )
 
 
 ConcreteRecompute = Literal["none", "selective", "full", "every_k", "offload"]

@@ -36,6 +36,7 @@ from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
 from engine.ledger.peaks.dequantize import dequantize_rows
+from engine.ledger.peaks.float8 import float8_rows
 from engine.ledger.peaks.gathered import gathered_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
 from engine.ledger.peaks.runtime import runtime_rows
@@ -79,6 +80,7 @@ def _unfolded_rows(plan: Plan, stage: int) -> list[Row]:
     rows += accumulation_rows(plan, held, rule)
     if plan.method.kind == "qlora":
         rows += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)
+    rows += float8_rows(plan.method.precision, placed, plan.runtime.allocation_granularity_bytes)
     rows += optimizer_temp_rows(plan, held, rule)
     rows += deepspeed_step_rows(plan, held, rule)
     unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)
