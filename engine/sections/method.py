@@ -144,6 +144,12 @@ class RecomputeSection(Section):
     every_k: int = Field(
         default=2, ge=1, le=10_000, description="With every_k: checkpoint one layer in k."
     )
+    offload_activations: bool = Field(
+        default=False,
+        description="torchtune enable_activation_offloading: every saved tensor (under "
+        "checkpointing, the layers' inputs) goes to pinned host memory on a side stream and "
+        "comes back one layer ahead of backward; the output layer's input stays.",
+    )
 
 
 MethodKind = Literal["full", "lora", "qlora", "custom"]
