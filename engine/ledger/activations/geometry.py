@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Literal, NamedTuple
 
+from engine.ledger.activations.library_versions import kept_input_roles
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.shape_free import shape_free
 from engine.plan import Plan
@@ -131,6 +132,7 @@ class Trainability(NamedTuple):
     rank: int = 0
     adapter_bytes: int = 4
     adapter_dropout: bool = False
+    kept_inputs: frozenset[str] = frozenset()  # frozen linears keeping their input anyway
 
     def needs_input(self, role: str) -> bool:
         return role in self.linear_roles or role in self.adapter_roles
@@ -150,11 +152,12 @@ weight's gradient only when that weight is trained)."""
 
 def trainability(plan: Plan) -> Trainability:
     """Trainability of the base model and adapters under the plan's method."""
-    return _trainability(plan.method, plan.model.architecture.tied_embeddings)
+    kept = kept_input_roles(plan.method, plan.runtime.bitsandbytes_version)
+    return _trainability(plan.method, plan.model.architecture.tied_embeddings, kept)
 
 
 @lru_cache(maxsize=256)
-def _trainability(m: MethodSection, tied: bool) -> Trainability:
+def _trainability(m: MethodSection, tied: bool, kept: frozenset[str] = frozenset()) -> Trainability:
     """:func:`trainability` from exactly what it reads (cached on that: the method
     section, one slot read, rather than on a plan every fresh estimate makes anew)."""
     if m.kind == "full":
@@ -185,6 +188,7 @@ def _trainability(m: MethodSection, tied: bool) -> Trainability:
             else m.lora.adapter_dtype
         ],
         adapter_dropout=m.lora.dropout > 0,
+        kept_inputs=kept,  # library_versions: an old bitsandbytes' 4-bit linears
     )
 
 
