@@ -74,6 +74,11 @@ class OptimizerSection(Section):
         "for HF Trainer (adamw_torch_fused), DeepSpeed (FusedAdam), torchtitan and "
         "Megatron-Core (TE/Apex FusedAdam).",
     )
+    paged: bool = Field(
+        default=False,
+        description="bitsandbytes paged optimizer (paged_adamw_8bit / paged_adamw_32bit): "
+        "the state lives in CUDA unified memory and pages to host under pressure.",
+    )
     custom_bytes_per_param: float = Field(
         default=8.0,
         ge=0.0,
