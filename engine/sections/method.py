@@ -74,6 +74,12 @@ class OptimizerSection(Section):
         "for HF Trainer (adamw_torch_fused), DeepSpeed (FusedAdam), torchtitan and "
         "Megatron-Core (TE/Apex FusedAdam).",
     )
+    in_backward: bool = Field(
+        default=False,
+        description="The optimizer steps each parameter inside backward and frees its "
+        "gradient (torchtune optimizer_in_bwd: one optimizer per parameter, run by a "
+        "post-accumulate-grad hook); needs grad_accum 1.",
+    )
     paged: bool = Field(
         default=False,
         description="bitsandbytes paged optimizer (paged_adamw_8bit / paged_adamw_32bit): "
