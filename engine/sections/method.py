@@ -141,6 +141,9 @@ class PrecisionSection(Section):
 
 ConcreteRecompute = Literal["none", "selective", "full", "every_k", "offload"]
 RecomputePolicy = Literal["auto", "none", "selective", "full", "every_k", "offload"]
+RecomputeModule = Literal[
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"
+]
 
 
 class RecomputeSection(Section):
@@ -154,6 +157,13 @@ class RecomputeSection(Section):
     )
     every_k: int = Field(
         default=2, ge=1, le=10_000, description="With every_k: checkpoint one layer in k."
+    )
+    modules: tuple[RecomputeModule, ...] = Field(
+        default=("core_attn",),
+        description="Megatron-Core --recompute-modules under selective recompute (its "
+        "default core_attn: the attention core; layernorm: the norms' outputs; mlp: the "
+        "dense MLP). The megatron profile drops what each recomputes; the others keep "
+        "selective = core_attn.",
     )
     offload_activations: bool = Field(
         default=False,
