@@ -59,3 +59,23 @@ def test_saved_activations_and_every_other_row_stay_as_without_float8() -> None:
     assert {k: v for k, v in with_f8.items() if k != reserve} == {
         k: v for k, v in without.items() if k != reserve
     }
+
+
+def test_knob_fields_are_disabled_where_nothing_reads_them() -> None:
+    """engine/stacks/applicability.py: fp8 all-gather needs Float8 under FSDP2; the
+    bitsandbytes version only moves QLoRA rows; recompute modules need Megatron's
+    selective recompute."""
+    from engine.stacks.applicability import inapplicable
+
+    plain = inapplicable(with_values(default_plan(), LLAMA_8B_FSDP))
+    for path in (
+        "method.precision.float8_all_gather",
+        "runtime.bitsandbytes_version",
+        "method.recompute.modules",
+    ):
+        assert path in plain
+    f8 = inapplicable(
+        with_values(default_plan(), {**LLAMA_8B_FSDP, "method.precision.float8": "tensorwise"})
+    )
+    assert "method.precision.float8_all_gather" not in f8
+    assert "method.optimizer.paged" not in f8  # AdamW: bitsandbytes pages it
