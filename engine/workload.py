@@ -6,10 +6,11 @@ So the step's *real* tokens — what the job trains on, what its throughput is q
 differ from its token positions by the padding. :func:`step_tokens` gives both (the
 micro-batches of every data-parallel replica, as the exporters count the global batch).
 
-``torch.compile`` is recorded but not modelled: AOT Autograd's min-cut partitioner
-recomputes cheap forward ops in backward instead of saving them (fewer saved bytes than
-eager), and ``mode="reduce-overhead"`` keeps CUDA-graph memory pools (more), by amounts
-that depend on the graph; :func:`compile_note` says so wherever the estimate is shown.
+``torch.compile`` lowers the saved activations' low end by the fused RMSNorm / SwiGLU
+intermediates AOT Autograd's min-cut partitioner recomputes instead of saving
+(:mod:`engine.ledger.activations.compiled`); the high end stays eager, and
+``mode="reduce-overhead"`` CUDA-graph pools are not counted: :func:`compile_note` says so
+wherever the estimate is shown.
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ def compile_note(plan: Plan) -> str | None:
     if not plan.workload.torch_compile:
         return None
     return (
-        "torch.compile is on and not modelled: the ledger shows eager figures. The "
-        "compiled backward may save fewer activations (AOT Autograd's min-cut partitioner "
-        "recomputes cheap ops) and mode='reduce-overhead' adds CUDA-graph pools; measure "
-        f"the compiled step before buying [{COMPILE_SOURCE}]."
+        "torch.compile is on: the saved activations' low end drops the fused RMSNorm / "
+        "SwiGLU intermediates AOT Autograd's min-cut partitioner recomputes, the high end "
+        "stays eager (a range, not a promise: the cut depends on the graph); "
+        "mode='reduce-overhead' CUDA-graph pools are not counted; measure the compiled "
+        f"step before buying [{COMPILE_SOURCE}]."
     )

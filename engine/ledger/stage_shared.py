@@ -29,7 +29,9 @@ from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
 from engine.ledger.peaks.dequantize import dequantize_rows
+from engine.ledger.peaks.float8 import float8_rows
 from engine.ledger.peaks.gathered import gathered_rows
+from engine.ledger.peaks.optimizer_in_backward import in_backward_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
 from engine.ledger.peaks.runtime import outside_capacity, runtime_rows
 from engine.ledger.phases import Sums, add_sums, moment_sums
@@ -132,12 +134,20 @@ def _part(plan: Plan, stage: int, dense: int, expert: int, grads_in_hbm: bool) -
     tail: list[Row] = list(gathered)
     tail += bucket_rows(plan, held, formats, rule, shard, unsharded)
     in_hbm = grads_in_hbm or holds_grads(head + tail)
-    tail += [] if kept else backward_grad_rows(plan, held, ctx, in_hbm)
+    stepped = plan.method.optimizer.in_backward  # optimizer_in_bwd: no step after backward
+    tail += (
+        []
+        if kept
+        else in_backward_rows(plan, held, ctx)
+        if stepped
+        else backward_grad_rows(plan, held, ctx, in_hbm)
+    )
     tail += accumulation_rows(plan, held, rule)
     tail += next_partition_rows(plan, held, ctx)  # ZeRO-2 under accumulation (R7)
     if plan.method.kind == "qlora":
         tail += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)
-    tail += optimizer_temp_rows(plan, held, rule)
+    tail += float8_rows(plan.method.precision, placed, plan.runtime.allocation_granularity_bytes)
+    tail += [] if stepped else optimizer_temp_rows(plan, held, rule)
     tail += deepspeed_step_rows(plan, held, rule)
     unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)
     rows = head + tail

@@ -85,6 +85,17 @@ class OptimizerSection(Section):
         "for HF Trainer (adamw_torch_fused), DeepSpeed (FusedAdam), torchtitan and "
         "Megatron-Core (TE/Apex FusedAdam).",
     )
+    in_backward: bool = Field(
+        default=False,
+        description="The optimizer steps each parameter inside backward and frees its "
+        "gradient (torchtune optimizer_in_bwd: one optimizer per parameter, run by a "
+        "post-accumulate-grad hook); needs grad_accum 1.",
+    )
+    paged: bool = Field(
+        default=False,
+        description="bitsandbytes paged optimizer (paged_adamw_8bit / paged_adamw_32bit): "
+        "the state lives in CUDA unified memory and pages to host under pressure.",
+    )
     custom_bytes_per_param: float = Field(
         default=8.0,
         ge=0.0,
@@ -133,10 +144,23 @@ class PrecisionSection(Section):
         "can keep bf16). Other policies follow each parameter's dtype, as torch.optim does.",
     )
     loss_scaling: bool = Field(default=False, description="fp16 dynamic loss scaling.")
+    float8: Literal["none", "tensorwise", "rowwise"] = Field(
+        default="none",
+        description="Float8 training of the decoder layers' linears (torchao Float8Linear, "
+        "torchtitan --model.converters float8, dynamic scaling): none = 16-bit matmuls.",
+    )
+    float8_all_gather: bool = Field(
+        default=False,
+        description="FSDP2 all-gathers the float8 linears' weights already cast to fp8 "
+        "(torchtitan --float8.enable_fsdp_float8_all_gather).",
+    )
 
 
 ConcreteRecompute = Literal["none", "selective", "full", "every_k", "offload"]
 RecomputePolicy = Literal["auto", "none", "selective", "full", "every_k", "offload"]
+RecomputeModule = Literal[
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"
+]
 
 
 class RecomputeSection(Section):
@@ -150,6 +174,19 @@ class RecomputeSection(Section):
     )
     every_k: int = Field(
         default=2, ge=1, le=10_000, description="With every_k: checkpoint one layer in k."
+    )
+    modules: tuple[RecomputeModule, ...] = Field(
+        default=("core_attn",),
+        description="Megatron-Core --recompute-modules under selective recompute (its "
+        "default core_attn: the attention core; layernorm: the norms' outputs; mlp: the "
+        "dense MLP). The megatron profile drops what each recomputes; the others keep "
+        "selective = core_attn.",
+    )
+    offload_activations: bool = Field(
+        default=False,
+        description="torchtune enable_activation_offloading: every saved tensor (under "
+        "checkpointing, the layers' inputs) goes to pinned host memory on a side stream and "
+        "comes back one layer ahead of backward; the output layer's input stays.",
     )
 
 

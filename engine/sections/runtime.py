@@ -14,6 +14,13 @@ class RuntimeSection(Section):
     """What the software stack adds beyond the model's own tensors."""
 
     framework_version: str = Field(default="torch 2.13", max_length=100)
+    bitsandbytes_version: str = Field(
+        default="0.45.0",
+        pattern=r"^\d+\.\d+(\.\d+)?$",
+        max_length=20,
+        description="bitsandbytes version the QLoRA rows follow: before 0.43.2 each 4-bit "
+        "linear kept its input for backward (MatMul4Bit ctx.tensors = (A, B)).",
+    )
     activation_profile: Literal["auto", "hf-transformers", "megatron", "torchtitan"] = Field(
         default="auto",
         description="Which implementation's saved tensors the activation model counts; "

@@ -45,8 +45,9 @@ class WorkloadSection(Section):
     )
     torch_compile: bool = Field(
         default=False,
-        description="The model runs under torch.compile. Not modelled: the ledger keeps "
-        "eager figures (see the note the estimate shows).",
+        description="The model runs under torch.compile: the saved activations' low end "
+        "drops the fused RMSNorm / SwiGLU intermediates the partitioner recomputes; the "
+        "high end stays eager (see the note the estimate shows).",
     )
 
 

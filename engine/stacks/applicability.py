@@ -173,7 +173,48 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         f"runtime.loss_impl {rt.loss_impl}",
         "applies to the chunked loss only (torchtitan's always runs 8 chunks)",
     )
+    out += _knob_fields(plan)
     return tuple(out)
+
+
+def _knob_fields(plan: Plan) -> list[NoEffect]:
+    """Float8, recompute modules, bitsandbytes and paged-state fields where nothing reads
+    them (issue 35 items 11-12)."""
+    m, out = plan.method, []
+    if m.precision.float8 == "none" or rule_of(plan.parallelism.strategy).family != "fsdp2":
+        out.append(
+            NoEffect(
+                "method.precision.float8_all_gather",
+                f"method.precision.float8 {m.precision.float8}",
+                "fp8 all-gather applies to Float8 training under FSDP2",
+            )
+        )
+    if m.recompute.policy != "selective" or plan.runtime.activation_profile != "megatron":
+        out.append(
+            NoEffect(
+                "method.recompute.modules",
+                f"method.recompute.policy {m.recompute.policy}",
+                "recompute modules apply to Megatron-Core's selective recompute (the "
+                "megatron activation profile)",
+            )
+        )
+    if m.kind != "qlora":
+        out.append(
+            NoEffect(
+                "runtime.bitsandbytes_version",
+                f"method.kind {m.kind}",
+                "the bitsandbytes version changes QLoRA's 4-bit linears only",
+            )
+        )
+    if m.optimizer.name not in ("adamw", "adam8bit"):
+        out.append(
+            NoEffect(
+                "method.optimizer.paged",
+                f"method.optimizer.name {m.optimizer.name}",
+                "bitsandbytes pages AdamW state (paged_adamw_8bit / paged_adamw_32bit)",
+            )
+        )
+    return out
 
 
 def _strategy_knobs(plan: Plan) -> list[NoEffect]:

@@ -95,11 +95,13 @@ def test_tokens_per_step() -> None:
     assert step_tokens(default_plan()).padding_share == 0.0
 
 
-def test_torch_compile_is_recorded_with_a_not_modelled_note() -> None:
+def test_torch_compile_has_a_note_and_keeps_the_eager_high_end() -> None:
+    """Compile lowers only low ends (engine/ledger/activations/compiled.py): every row's
+    high end is the eager one, and the note names the source."""
     compiled = with_values(default_plan(), {"workload.torch_compile": True})
     assert compile_note(default_plan()) is None
     note = compile_note(compiled) or ""
-    assert "not modelled" in note and "torch-compile-partitioner" in all_sources()
+    assert "min-cut" in note and "torch-compile-partitioner" in all_sources()
     assert [r.high for r in estimate(compiled).rows] == [
         r.high for r in estimate(default_plan()).rows
     ]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Literal, NamedTuple
 
+from engine.ledger.activations.library_versions import kept_input_roles
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.shape_free import shape_free
 from engine.plan import Plan
@@ -132,6 +133,7 @@ class Trainability(NamedTuple):
     adapter_bytes: int = 4
     adapter_dropout: bool = False
     dropout: bool = False  # the model's hidden / attention dropout (method.dropout > 0)
+    kept_inputs: frozenset[str] = frozenset()  # frozen linears keeping their input anyway
 
     def needs_input(self, role: str) -> bool:
         return role in self.linear_roles or role in self.adapter_roles
@@ -151,11 +153,12 @@ weight's gradient only when that weight is trained)."""
 
 def trainability(plan: Plan) -> Trainability:
     """Trainability of the base model and adapters under the plan's method."""
-    return _trainability(plan.method, plan.model.architecture.tied_embeddings)
+    kept = kept_input_roles(plan.method, plan.runtime.bitsandbytes_version)
+    return _trainability(plan.method, plan.model.architecture.tied_embeddings, kept)
 
 
 @lru_cache(maxsize=256)
-def _trainability(m: MethodSection, tied: bool) -> Trainability:
+def _trainability(m: MethodSection, tied: bool, kept: frozenset[str] = frozenset()) -> Trainability:
     """:func:`trainability` from exactly what it reads (cached on that: the method
     section, one slot read, rather than on a plan every fresh estimate makes anew)."""
     drop = (m.dropout or 0.0) > 0
@@ -189,6 +192,7 @@ def _trainability(m: MethodSection, tied: bool) -> Trainability:
         ],
         adapter_dropout=m.lora.dropout > 0,
         dropout=drop,
+        kept_inputs=kept,  # library_versions: an old bitsandbytes' 4-bit linears
     )
 
 

@@ -98,7 +98,7 @@ def shares_input(tr: Trainability, role: str, in_bytes: int) -> bool:
 
 def input_kept(g: Geometry, tr: Trainability, roles: tuple[str, ...], in_bytes: int) -> bool:
     """Whether some linear (or an adapter sharing its input) keeps an input tensor."""
-    if any(r in tr.linear_roles for r in roles):
+    if any(r in tr.linear_roles or r in tr.kept_inputs for r in roles):
         return True
     return not g.autocast and any(shares_input(tr, r, in_bytes) for r in roles)
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
+from engine.ledger.activations.compiled import compile_formula, fused_at
 from engine.ledger.activations.exchange import exchange_parts
 from engine.ledger.activations.geometry import Geometry, geometry
 from engine.ledger.activations.inputs import inputs_at
@@ -28,6 +29,8 @@ from engine.ledger.activations.kept import (
     profile_source,
 )
 from engine.ledger.activations.loss import labels_parts, logits_at
+from engine.ledger.activations.offload_activations import gpu_span, offloads
+from engine.ledger.activations.offload_activations import source_of as offload_source
 from engine.ledger.activations.packing import band_of, packing_formula
 from engine.ledger.activations.schedule import InFlight, in_flight
 from engine.ledger.activations.stage_layers import StageLayers, Walk, counted_at, stage_layers
@@ -219,8 +222,9 @@ def in_flight_at(
     read here, once (never for the micro-batch's size, which only ``g`` gives)."""
     g0 = geometry(plan)  # widths and dtypes only: autocast's casts do not scale
     n_plain = n_layers - n_ckpt
-    offload = plan.method.recompute.policy == "offload"
+    offload, host_source = offloads(plan), offload_source(plan)
     band, packing = band_of(plan), packing_formula(plan)
+    fused = fused_at(plan)  # torch.compile's fused intermediates (None: eager)
     label = f"Saved activations, {n_layers} decoder layers ({plan.runtime.activation_profile})"
     source, dtype = profile_source(plan), plan.method.precision.compute_dtype
     fixed: list[Varying] = []
@@ -236,8 +240,9 @@ def in_flight_at(
         layer_span: Callable[[InFlight], Span]
         layer_formula: Callable[[InFlight], Formula]
         if offload:
-            full_b, plain = sl.largest, sl.plain_bytes
-            gpu = (full_b, 2 * full_b)
+            full_b, plain = sl.largest, sl.one_bytes
+            gpu_low, gpu_high, gpu_why = gpu_span(sl)
+            gpu = (gpu_low, gpu_high)
 
             def host_span(fly: InFlight) -> Span:
                 host = fly.times(plain)
@@ -255,11 +260,11 @@ def in_flight_at(
                     low=host,
                     high=host,
                     formula=lambda: (
-                        f"{n_layers} layers × {fmt_count(full_b)} B × "
-                        f"{fly.num}/{fly.den} in flight = {fmt_count(host)} B "
-                        "(pinned host buffers)"
+                        f"{n_layers} layers' saved sets {fmt_count(plain)} B (largest "
+                        f"{fmt_count(full_b)} B) × {fly.num}/{fly.den} in flight = "
+                        f"{fmt_count(host)} B (pinned host buffers)"
                     ),
-                    source="torch-activation-offload",
+                    source=host_source,
                     phases=FORWARD_BACKWARD,
                 )
 
@@ -269,9 +274,22 @@ def in_flight_at(
                 return gpu
 
             def layer_formula(fly: InFlight) -> Formula:
-                return (
-                    "offload: the layer being copied out and the next one, "
-                    f"1–2 × {fmt_count(full_b)} B"
+                return f"offload: {gpu_why}"
+        elif fused is not None and (removed := fused(g, sl)):
+            one = sl.one_bytes
+
+            def layer_span(fly: InFlight) -> Span:
+                n = -(-one * fly.num // fly.den)
+                return band(n - (-(-removed * fly.num // fly.den)))[0], band(n)[1]
+
+            def layer_formula(fly: InFlight) -> Formula:
+                total = fly.times(one)
+                return lambda: (
+                    sl.describe(g)
+                    + f" = {fmt_count(one)} B; × {fly.num}/{fly.den} in flight ({fly.why}) = "
+                    f"{fmt_count(total)} B; × activation band"
+                    + packing
+                    + compile_formula(fly.times(removed))
                 )
         else:
             one = sl.one_bytes

@@ -33,6 +33,7 @@ from engine.ledger.activations.geometry import (
 )
 from engine.ledger.activations.geometry import terms_formula as formula
 from engine.ledger.activations.hf_layer import HfLayer
+from engine.ledger.activations.recompute_modules import core_attn, drop_recomputed, terms_key
 from engine.ledger.placement import stage_layer_ranges
 from engine.ledger.shape_free import shape_free
 from engine.models.spec import ArchitectureSpec, MoESpec
@@ -205,7 +206,7 @@ def counted_at(plan: Plan, walk: Walk, seq: int) -> Callable[[Geometry], StageLa
         trainability(free),
         rt.activation_profile,
         rt.attention,
-        free.method.recompute.policy,
+        terms_key(free.method.recompute, rt.activation_profile == "megatron"),
         tuple([k for k, _ in saved]),
     )
     named = [(*kind, n) for kind, (_, n) in zip(kinds, saved, strict=True)]
@@ -310,7 +311,9 @@ def layer_kind_terms(
     out = []
     for is_moe, ing in kinds:
         if profile == "megatron":
-            terms = _megatron_terms(arch, attention, g, c.selective, tr.dropout)
+            terms = drop_recomputed(
+                _megatron_terms(arch, attention, g, core_attn(policy), tr.dropout), policy
+            )
         elif profile == "torchtitan" and not is_moe:
             terms = tt.layer_terms(g)
         else:

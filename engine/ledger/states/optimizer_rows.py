@@ -14,6 +14,7 @@ from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.row import Row, make_row
 from engine.ledger.states.allocs import ShardContext, one_per_tensor, shard_allocs
 from engine.ledger.states.optimizers import OPTIMIZER_LABELS, OPTIMIZER_SOURCES, state_allocs
+from engine.ledger.states.paged import hbm_low, paged_host_rows
 from engine.sections.method import OptimizerSection
 from engine.units import fmt_count
 
@@ -136,7 +137,7 @@ def _optimizer_rows_from(
                 location="hbm",
                 kind="persistent",
                 group="optimizer",
-                low=n,
+                low=hbm_low(opt, n),
                 high=n,
                 formula=partial(
                     _optimizer_formula, opt.name, name, elements, share, allocations, raw, gran, n
@@ -145,7 +146,7 @@ def _optimizer_rows_from(
                 checkpoint="optimizer",
             )
         )
-    return rows
+    return rows + paged_host_rows(opt, sum(t[1] for t in totals))
 
 
 _States = tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]

@@ -31,6 +31,7 @@ from engine.ledger.states.allocs import (
     state_sized,
 )
 from engine.ledger.states.optimizer_rows import optimizer_rows, optimizer_rows_of
+from engine.ledger.states.stepped_grads import stepped_in_backward
 from engine.sections.method import OptimizerSection
 from engine.stacks.families import StrategyRule
 
@@ -325,7 +326,8 @@ def _rows_at_once(at: one_pass.AtOnce, opt: OptimizerSection, ctx: ShardContext)
         return rows
     if at.master is not None:
         rows.append(_master_row(*at.master))
-    rows.append(_grad_row(*at.grads, ctx))
+    grads = _grad_row(*at.grads, ctx)
+    rows.append(stepped_in_backward(grads) if opt.in_backward else grads)
     rows.extend(optimizer_rows_of(at.copies, at.elements, opt, ctx))
     return rows
 
@@ -344,7 +346,8 @@ def persistent_rows_by_state(
         return rows
     if formats.master is not None:
         rows.append(master_row(trainable, formats, ctx))
-    rows.append(grad_row(trainable, ctx))
+    grads = grad_row(trainable, ctx)
+    rows.append(stepped_in_backward(grads) if opt.in_backward else grads)
     if partitions_in_backward(ctx.rule):
         rows.append(grad_partition_row(trainable, ctx))
     if has_main_grad_shard(trainable, formats, ctx, opt.precision_aware):

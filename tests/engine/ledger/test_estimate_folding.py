@@ -36,7 +36,9 @@ from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
 from engine.ledger.peaks.dequantize import dequantize_rows
+from engine.ledger.peaks.float8 import float8_rows
 from engine.ledger.peaks.gathered import gathered_rows
+from engine.ledger.peaks.optimizer_in_backward import in_backward_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
 from engine.ledger.peaks.runtime import runtime_rows
 from engine.ledger.phases import timeline
@@ -75,11 +77,18 @@ def _unfolded_rows(plan: Plan, stage: int) -> list[Row]:
     rows += gathered
     rows += bucket_rows(plan, held, formats, rule, shard)
     in_hbm = any(r.state == "grads" and r.location == "hbm" for r in rows)
-    rows += backward_grad_rows(plan, held, stage_held(plan, stage)[1], in_hbm)
+    stepped = plan.method.optimizer.in_backward
+    ctx = stage_held(plan, stage)[1]
+    rows += (
+        in_backward_rows(plan, held, ctx)
+        if stepped
+        else backward_grad_rows(plan, held, ctx, in_hbm)
+    )
     rows += accumulation_rows(plan, held, rule)
     if plan.method.kind == "qlora":
         rows += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)
-    rows += optimizer_temp_rows(plan, held, rule)
+    rows += float8_rows(plan.method.precision, placed, plan.runtime.allocation_granularity_bytes)
+    rows += [] if stepped else optimizer_temp_rows(plan, held, rule)
     rows += deepspeed_step_rows(plan, held, rule)
     unit = max((r.high for r in gathered if r.role == "root_unit"), default=0)
     rows += checkpoint_rows(plan, unit)

@@ -1,0 +1,118 @@
+"""``torch.compile``: the saved tensors of the ops the compiled step fuses, as a range.
+
+Why a range. Under ``torch.compile`` AOT Autograd partitions the joint forward-backward
+graph with its min-cut partitioner (torch/_functorch/partitioners.py,
+``min_cut_rematerialization_partition``): a pointwise op Inductor can fuse is *recomputed*
+in backward from a cheaper saved input rather than saved. Which cut it picks depends on
+the graph, so the compiled saved set is not fixed by the model alone; the ledger keeps
+the eager set as the high end and lowers the low end by the tensors the partitioner can
+avoid in a Llama-style layer (``modeling_llama.py`` eager ops, hf-transformers profile):
+
+- **RMSNorm** (``LlamaRMSNorm.forward``: ``hidden_states.to(float32)``, ``pow``, ``mean``,
+  ``rsqrt``, ``mul``, ``to(input_dtype)``, ``weight *``): eager autograd keeps the fp32
+  upcast of the input and, when the norm's weight trains, the 16-bit normalised tensor.
+  Fused, backward recomputes both from the 16-bit input and the fp32 rstd: the fp32 input
+  becomes the 16-bit one (``(4 − residual bytes)`` a token per element saved) and the
+  normalised tensor is not kept.
+- **SwiGLU** (``LlamaMLP.forward``: ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``):
+  eager keeps gate, act(gate), up and the product; fused, the partitioner keeps gate and
+  up and recomputes act(gate) and the product (two tensors of the intermediate width).
+
+Measured effects bound it (source ``torch-compile-partitioner``): torchtitan's Llama-3.1-8B
+benchmark (benchmarks/llama3_h100_202412_torchtitan.md, Table 1: 82.4 → 77.0 GiB,
+Table 3: 67.0 → 62.0 GiB, both with selective AC: −6.6 % and −7.5 % of the reserved
+peak) and torchtune's README optimization table (Llama-3.2-3B full fine-tune, no AC:
+60.0 → 51.0 GiB allocated, −15 %, the compiled loss included). The compiled loss
+itself (no fp32 logits copies) belongs to the loss rows (``runtime.loss``), not here;
+``mode="reduce-overhead"`` CUDA-graph pools are not counted.
+
+Applies to the hf-transformers profile's dense decoder layers of RMSNorm + gated-SiLU
+families with pre-norms (Llama, Mistral, Qwen-2/3, …) that keep their saved set (not
+checkpointed: a checkpointed layer keeps only its input). MoE layers, other norms and
+activations, and the megatron profile keep eager figures at both ends. The lowered low
+end depends on the dense layers only, never on EP or the expert terms, so the activation
+rows' low stays non-decreasing in the rest of their bytes (the cross-EP bound of
+:mod:`engine.layout.cross_ep` reads that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.ledger.activations.geometry import (
+    FP32,
+    Geometry,
+    Term,
+    geometry,
+    terms_at,
+    trainability,
+)
+from engine.ledger.activations.hf import dense_width
+from engine.ledger.activations.stage_layers import StageLayers
+from engine.ledger.activations.traits import traits_of
+from engine.models.spec import ArchitectureSpec
+from engine.plan import Plan
+
+SOURCE = "torch-compile-partitioner"
+
+NORM_SITES = 2
+"""Sequential pre-norm layer: input_layernorm and post_attention_layernorm."""
+
+
+def applies(arch: ArchitectureSpec, profile: str) -> bool:
+    """Whether the fused-op model covers this family's layers (see the module doc)."""
+    t = traits_of(arch)
+    return (
+        profile == "hf-transformers"
+        and arch.mlp != "gelu"
+        and t.activation == "silu"
+        and t.norm == "rms"
+        and t.pre_norms
+        and not t.post_norms
+        and arch.residual == "sequential"
+        and arch.mla is None
+    )
+
+
+def fused_terms(g: Geometry, norms_trained: bool, inter: int) -> list[Term]:
+    """The per-token tensors eager autograd keeps in one dense layer that the compiled
+    step recomputes instead (module doc): per norm site the fp32 upcast's extra bytes and
+    the normalised tensor (when the norm trains); the MLP's act(gate) and product."""
+    rb = g.residual_bytes
+    terms = [Term("RMSNorm fp32 upcast → 16-bit input", g.hidden, FP32 - rb, "seq", NORM_SITES)]
+    if norms_trained:
+        terms.append(Term("RMSNorm normalised (recomputed)", g.hidden, rb, "seq", NORM_SITES))
+    terms.append(Term("SwiGLU act(gate), gate·up product", inter, g.compute_bytes, count=2))
+    return terms
+
+
+def fused_at(plan: Plan) -> Callable[[Geometry, StageLayers], int] | None:
+    """Bytes the compiled step need not keep on a stage, as a function of the micro-batch's
+    geometry and the stage's layers counted there (None: eager, or a profile the model
+    does not cover). The plan is read here, once."""
+    arch = plan.model.architecture
+    if not plan.workload.torch_compile or not applies(arch, plan.runtime.activation_profile):
+        return None
+    g0 = geometry(plan)
+    per = terms_at(fused_terms(g0, trainability(plan).norms, dense_width(arch, g0.tp)), g0)
+
+    def at(g: Geometry, sl: StageLayers) -> int:
+        dense = sum([k.saved for k in sl.kinds if not k.moe])
+        if not dense:
+            return 0
+        # never more than the dense layers keep (the first layer after a frozen
+        # embedding keeps no fp32 upcast of its input norm)
+        kept = sum([k.bytes * k.saved for k in sl.kinds if not k.moe])
+        return min(kept, dense * per.bytes(g.micro_batch))
+
+    return at
+
+
+def compile_formula(removed: int) -> str:
+    """The compile step of an activation row's formula ("" when nothing is removed)."""
+    if not removed:
+        return ""
+    return (
+        f"; torch.compile: low end without {removed:,} B of fused RMSNorm / SwiGLU "
+        f"intermediates the min-cut partitioner recomputes [{SOURCE}]"
+    )
