@@ -6,7 +6,7 @@ layout search can run it anywhere; the GUI is just one more view of it.
 
 __version__ = "0.1.0"
 
-FORMULA_VERSION = 9
+FORMULA_VERSION = 10
 """The version of the engine's formulas: bumped whenever any ledger row's rule changes
 (what a row counts, its formula, its default inputs), so the same plan can give other
 bytes only under another formula version. Distinct from the app version (a release can

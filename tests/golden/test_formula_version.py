@@ -47,6 +47,9 @@ FINGERPRINTS: dict[int, str] = {
     #    moved (the golden rows are those of 8); peaks' lows did where another phase or
     #    stage holds more at best
     9: "2e5498b78f487f64dccdca66796f14209e69e1a2f63d3b9c82a8e037323a69ab",
+    # 10: the allocator reserve from the caching allocator's rules (fragmentation of the
+    #     transient part + the side-stream pools), not a share of the whole peak
+    10: "add3fe4fc2bc3551ef07bf237137b417f255d8c6b3efe2e6f88f518766980fee",
 }
 """FORMULA_VERSION → fingerprint of the golden rows recorded under it."""
 
