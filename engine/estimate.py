@@ -23,8 +23,8 @@ from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_memo, stage_
 from engine.legality.checks import check
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
+from engine.verdict import FitParts, fit_parts, judge
 from engine.verdict import Verdict as Verdict
-from engine.verdict import fit_parts, judge
 
 VERDICT_WORDS: dict[Verdict, str] = {
     "fits": "FITS",
@@ -238,7 +238,8 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
     fit = fit_range(stages, top)
     parts = fit_parts(top.totals)
     if top.totals.fit_peak.low < fit.low:  # another stage's low decides the low end
-        parts = parts._replace(live=(fit.low - sum(parts[i][0] for i in (1, 2)), parts.live[1]))
+        low = fit_parts(next(s.totals for s in stages if s.totals.fit_peak.low == fit.low))
+        parts = FitParts(*((lo[0], hi[1]) for lo, hi in zip(low, parts, strict=True)))
     verdict, reason, decided = judge(fit, parts, limit, capacity)
     nodes = node_ledgers(plan, communication=not decisive_only)
     problems = node_problems(plan)

@@ -50,12 +50,15 @@ class ReserveModel(NamedTuple):
     ``fraction``: the old pessimistic model, ``frag`` then being the band over the whole
     allocated peak; otherwise ``frag`` is the compute-stream fragmentation of the
     transient bytes and ``side`` the side-stream multiplier. ``expandable``: whether
-    ``expandable_segments`` is on."""
+    ``expandable_segments`` is on. ``ceiling``: the capacity PyTorch can allocate
+    (None: no bound) — the allocator frees its cache and retries before reserving more,
+    so reserved never passes it (unless the unreleasable part alone does)."""
 
     fraction: bool
     frag: tuple[float, float]
     side: tuple[float, float]
     expandable: bool
+    ceiling: int | None = None
 
 
 def reserved_extra(
@@ -71,10 +74,16 @@ def reserved_extra(
     if m.fraction:
         return int(low * m.frag[0]), int(high * m.frag[1])
     t_low, t_high = _transient(low, high, steady)
-    return (
+    extra = (
         int(t_low * m.frag[0]) + int(side * m.side[0]),
         int(t_high * m.frag[1]) + int(side * m.side[1]),
     )
+    if m.ceiling is None:
+        return extra
+    stuck = stuck_extra(m, low, high, steady)
+    high_extra = min(extra[1], max(stuck[1], m.ceiling - high))
+    # the row's low never above its high (each end capped by its own room)
+    return min(extra[0], max(stuck[0], m.ceiling - low), high_extra), high_extra
 
 
 def stuck_extra(

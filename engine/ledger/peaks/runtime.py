@@ -126,7 +126,11 @@ def reserve_factors(plan: Plan) -> ReserveModel:
         return ReserveModel(True, (band.low, band.high), (0.0, 0.0), bool(rt.expandable_segments))
     frag, side = rt.fragmentation, rt.side_stream_cache
     return ReserveModel(
-        False, (frag.low, frag.high), (side.low, side.high), bool(rt.expandable_segments)
+        False,
+        (frag.low, frag.high),
+        (side.low, side.high),
+        bool(rt.expandable_segments),
+        plan.hardware.capacity_bytes,
     )
 
 

@@ -68,3 +68,18 @@ def test_the_reserve_row_formula_names_its_parts() -> None:
     frac = with_values(default_plan(), {"runtime.reserve_model": "fraction"})
     row = next(r for r in estimate(frac).rows if r.id.endswith("allocator_reserve"))
     assert "pessimistic" in row.formula
+
+
+def test_reserved_stops_at_the_capacity_but_not_below_what_cannot_be_released() -> None:
+    """Ceiling 80 GiB, 70 GiB allocated of which 10 GiB steady: 60 GiB transient ×
+    0.05–0.09 = 3–5.4 GiB fragmentation + 1.55–1.74 × 8 GiB of side streams = 15.4–19.3
+    GiB would pass the card, so reserved stops at 80 GiB (10 GiB over allocated); with
+    the ceiling at 71 GiB it stops at what cannot be released (3–5.4 GiB)."""
+    gib = 1 << 30
+    m = MODEL._replace(ceiling=80 * gib)
+    alloc, steady, side = 70 * gib, (10 * gib, 10 * gib), 8 * gib
+    assert reserved_extra(m, alloc, alloc, steady, side) == (10 * gib, 10 * gib)
+    tight = m._replace(ceiling=71 * gib)
+    stuck = stuck_extra(tight, alloc, alloc, steady)
+    assert stuck == (int(60 * gib * 0.05), int(60 * gib * 0.09))
+    assert reserved_extra(tight, alloc, alloc, steady, side) == stuck
