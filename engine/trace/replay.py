@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from engine.allocator.events import AllocEventLike
 from engine.allocator.rules import AllocatorConfig
 from engine.allocator.simulator import Simulator
+from engine.units import UnitChoice, fmt_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +80,16 @@ def replay(
         retries=sim.retries,
         events=n,
     )
+
+
+def replay_lines(r: ReplayResult, units: UnitChoice = "both") -> list[str]:
+    """The replay as ``memplan trace`` prints it beside the traced allocated peak: peak
+    allocated, peak reserved and the fragmentation (and the part no retry releases)."""
+    share = f"{100 * r.fragmentation_share:.1f} % of allocated"
+    return [
+        f"Allocator replay ({r.events:,} events, {r.segments:,} segments):",
+        f"  peak allocated {fmt_bytes(r.peak_allocated, units)}; "
+        f"peak reserved {fmt_bytes(r.peak_reserved, units)} (in phase '{r.peak_phase}')",
+        f"  fragmentation at the reserved peak {fmt_bytes(r.fragmentation, units)} ({share}), "
+        f"{fmt_bytes(r.unreleasable, units)} of it not releasable before an out-of-memory",
+    ]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from engine.allocator.events import AllocEvent
 from engine.allocator.rules import AllocatorConfig, round_size
 from engine.allocator.simulator import OutOfMemory, Simulator
-from engine.trace.replay import replay
+from engine.trace.replay import replay, replay_lines
 from engine.units import MiB
 
 
@@ -146,3 +146,30 @@ def test_counters_match_the_live_blocks(ops: list[tuple[bool, int, int]], expand
     r = replay(events, AllocatorConfig(expandable_segments=expandable))
     assert r.peak_requested <= r.peak_allocated <= r.peak_reserved
     assert 0 <= r.unreleasable <= r.fragmentation
+
+
+def test_an_fsdp_like_step_reports_reserved_beside_allocated() -> None:
+    """Two units of 100 MiB gathered on stream 1 (all-gather) and freed after use, each
+    unit's 150 MiB activations on stream 0 and a 60 MiB reduce-scatter input on stream 2:
+    allocated peaks at 100 + 150 × 2 = 400 MiB (both units' activations with the second
+    unit gathered); the side streams keep 100 MiB (the freed first unit is reused by the
+    second) and 60 MiB cached, so reserved peaks at 400 + 60 = 460 MiB once the
+    reduce-scatter input is made (activations 300 MiB live, gathered 100 MiB cached) — no
+    formula over the totals knows the 60 MiB was made on another stream."""
+    mib = MiB
+    ev = [
+        AllocEvent("alloc", 100 * mib, 1, 1, "forward"),
+        AllocEvent("alloc", 150 * mib, 2, 0, "forward"),
+        AllocEvent("free", 0, 1, 1, "forward"),
+        AllocEvent("alloc", 100 * mib, 3, 1, "forward"),
+        AllocEvent("alloc", 150 * mib, 4, 0, "forward"),
+        AllocEvent("free", 0, 3, 1, "forward"),
+        AllocEvent("alloc", 60 * mib, 5, 2, "backward"),
+        AllocEvent("free", 0, 5, 2, "backward"),
+    ]
+    r = replay(ev)
+    assert (r.peak_allocated, r.peak_reserved) == (400 * mib, 460 * mib)
+    assert r.fragmentation == 100 * mib and r.peak_phase == "backward"
+    assert r.unreleasable == 0  # the cached unit is a wholly free segment
+    text = "\n".join(replay_lines(r, "gib"))
+    assert "peak reserved 0.45 GiB" in text and "(in phase 'backward')" in text
