@@ -18,6 +18,8 @@ from engine.estimate import estimate
 from engine.ledger.peaks.runtime import reserve_factors
 from engine.stacks.defaults import resolved
 from engine.units import GiB, MiB
+from engine.validation.calibrate import propose
+from engine.validation.records import MeasuredRecord
 from tests.engine.allocator.published import MEGATRON_1_7B, TORCHTITAN_8B, plan_of
 
 TITAN_CAPACITY = 95 * GiB
@@ -79,3 +81,27 @@ def test_the_fraction_model_misses_the_pairs() -> None:
     alloc = int(50_277.15625 * MiB)
     low, high = reserved_extra(reserve_factors(plan), alloc, alloc)
     assert 100 * (high - low) / alloc > 6.0
+
+
+def test_a_measured_record_calibrates_the_fragmentation() -> None:
+    """``memplan calibrate`` under the allocator model proposes runtime.fragmentation
+    from a record's reserved and allocated: the Megatron run's (53,386 − 50,277.16) MiB
+    over its transient allocated (50,277.16 MiB − the ledger's steady part), no side
+    streams; margin 0 gives that one value as the band."""
+    plan = plan_of("llama-3.2-1b", MEGATRON_1_7B)
+    est = estimate(plan)
+    steady = est.heaviest.totals.steady[1]
+    alloc, res = int(50_277.15625 * MiB), 53_386 * MiB
+    record = MeasuredRecord.model_validate(
+        {
+            "config_hash": plan.config_hash(),
+            "world_size": est.world_size,
+            "max_allocated_bytes": alloc,
+            "max_reserved_bytes": res,
+        }
+    )
+    cal = propose(plan, [record], est=est, margin=0.0)
+    f = (res - alloc) / (alloc - steady)
+    band = cal.changes["runtime.fragmentation"]
+    assert band["low"] <= f <= band["high"] and band["high"] - band["low"] <= 2e-4
+    assert "runtime.allocator_reserve" not in cal.changes
