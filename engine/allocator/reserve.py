@@ -18,9 +18,13 @@ Before raising out-of-memory the allocator frees every wholly free cached segmen
 retries, so only the fragmentation inside segments still in use can make a job fail:
 that is the part the fit test adds (:func:`stuck_extra`). With ``expandable_segments``
 free pages are unmapped on that retry too, leaving at most one partial page per stream
-pool. Calibrated on published (allocated, reserved) pairs
-(``tests/engine/allocator/test_calibration.py``); the ``fraction`` model keeps the old
-band over the whole peak as an explicit pessimistic option.
+pool. The two bands are plan inputs (``runtime.fragmentation`` 0.05–0.09: 0.077 in the
+Megatron-LM 1.7B run, 0.059 between torchtitan PR #165's two runs;
+``runtime.side_stream_cache`` 1.55–1.74: torchtitan PR #165 keeps 7.6 GiB beyond its
+fragmentation where MemPlan's gathered and bucket rows sum to 4.56 GiB), calibrated on
+published (allocated, reserved) pairs (``tests/engine/allocator/test_calibration.py``);
+the ``fraction`` model keeps the old band over the whole peak as an explicit
+pessimistic option.
 """
 
 from __future__ import annotations
@@ -28,16 +32,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from engine.allocator.rules import LARGE_BUFFER
-
-FRAGMENTATION = (0.05, 0.09)
-"""Compute-stream fragmentation, a share of the transient allocated bytes: 0.077 in the
-Megatron-LM 1.7B run (max allocated 50,277 MB, 9,909 MB persistent, max reserved
-53,386 MB); 0.059 between torchtitan's full-AC and selective-AC runs (PR #165)."""
-
-SIDE_STREAM_CACHE = (1.55, 1.74)
-"""Multiplier on the gathered units and gradient buckets for the side-stream pools:
-torchtitan PR #165 (Llama-3-8B, FSDP2 on 8 × H100) keeps 7.6 GiB beyond its transient
-fragmentation where MemPlan's gathered and bucket rows sum to 4.56 GiB."""
 
 STREAM_POOLS = 3
 """Stream pools that may each keep one partial page under expandable segments: the

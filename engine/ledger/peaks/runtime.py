@@ -158,7 +158,7 @@ def stuck_bytes(
 
 def side_bytes(rows: Iterable[Row]) -> int:
     """The gathered units and gradient buckets among ``rows`` (the side-stream pools'
-    working sets, :data:`~engine.allocator.reserve.SIDE_STREAM_CACHE`)."""
+    working sets, ``runtime.side_stream_cache`` multiplies them)."""
     return sum(r.high for r in rows if r.group in SIDE_GROUPS and r.location == "hbm")
 
 
