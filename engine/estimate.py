@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import Literal
 
 from engine.errors import PlanError
 from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
-from engine.ledger.peaks.runtime import reserve_bytes
+from engine.ledger.peaks.runtime import reserve_bytes, stuck_bytes
 from engine.ledger.phases import Range as Range
 from engine.ledger.phases import new_range, peak_phase_of
 from engine.ledger.placement import layer_classes, stage_layer_ranges
@@ -24,8 +23,8 @@ from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_memo, stage_
 from engine.legality.checks import check
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
-
-Verdict = Literal["fits", "straddles", "does_not_fit"]
+from engine.verdict import FitParts, fit_parts, judge
+from engine.verdict import Verdict as Verdict
 
 VERDICT_WORDS: dict[Verdict, str] = {
     "fits": "FITS",
@@ -80,6 +79,8 @@ class Estimate:
     nodes: NodeLedgers
     batch: StepBatch
     notes: tuple[str, ...] = field(default=())
+    # which part of the fit peak takes it over the limit (engine.verdict.decider)
+    decided_by: str = ""
 
     @property
     def config_hash(self) -> str:
@@ -119,19 +120,21 @@ def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
     allocator reserve, device and fit peaks; each phase's range is worked out when read."""
     lows, highs = numbers.sums()
     peak_phase, low, high = peak_phase_of(lows, highs)
-    r_low, r_high = reserve_bytes(memo.reserve, low, high)
-    r_low, r_high = low + r_low, high + r_high
+    steady, side, model = (lows[0], highs[0]), numbers.side, memo.reserve
+    r_low, r_high = reserve_bytes(model, low, high, steady, side)
+    s_low, s_high = stuck_bytes(model, low, high, steady)
     (rt_low, rt_high), (fit_low, fit_high) = numbers.runtime, numbers.inside
     return _new_totals(
         (
             lows,
             highs,
             peak_phase,
-            new_range((r_low + rt_low, r_high + rt_high)),
-            new_range((r_low + fit_low, r_high + fit_high)),
+            new_range((low + r_low + rt_low, high + r_high + rt_high)),
+            new_range((low + s_low + fit_low, high + s_high + fit_high)),
             memo.accumulating,
             memo.keep_all_gathered,
-            memo.reserve,
+            model,
+            side,
             [],
         )
     )
@@ -151,24 +154,6 @@ def fit_range(stages: tuple[StageEstimate, ...], heaviest: StageEstimate) -> Ran
     a stage's states grow, which the layout search's proofs by the low figure need."""
     low = max(st.totals.fit_peak.low for st in stages)
     return new_range((low, heaviest.totals.fit_peak.high))
-
-
-def _verdict(peak: Range, limit: int, capacity: int) -> tuple[Verdict, str]:
-    if peak.high <= limit:
-        return "fits", f"the high estimate {peak.high:,} B is within the limit {limit:,} B"
-    if peak.low > capacity:
-        return "does_not_fit", (
-            f"even the low estimate {peak.low:,} B exceeds the capacity {capacity:,} B"
-        )
-    if peak.low > limit:
-        return "does_not_fit", (
-            f"the low estimate {peak.low:,} B exceeds the limit {limit:,} B "
-            f"(capacity less headroom)"
-        )
-    return "straddles", (
-        f"the range {peak.low:,}–{peak.high:,} B straddles the limit {limit:,} B: "
-        f"measure before buying"
-    )
 
 
 def decisive_stages(plan: Plan) -> tuple[int, ...]:
@@ -251,11 +236,15 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
     capacity = plan.hardware.capacity_bytes
     limit = plan.hbm_limit_bytes
     fit = fit_range(stages, top)
-    verdict, reason = _verdict(fit, limit, capacity)
+    parts = fit_parts(top.totals)
+    if top.totals.fit_peak.low < fit.low:  # another stage's low decides the low end
+        low = fit_parts(next(s.totals for s in stages if s.totals.fit_peak.low == fit.low))
+        parts = FitParts(*((lo[0], hi[1]) for lo, hi in zip(low, parts, strict=True)))
+    verdict, reason, decided = judge(fit, parts, limit, capacity)
     nodes = node_ledgers(plan, communication=not decisive_only)
     problems = node_problems(plan)
     if problems:
-        verdict = "does_not_fit"
+        verdict, decided = "does_not_fit", "host or NVMe"
         reason = "; ".join([*problems, f"HBM: {reason}"])
     return Estimate(
         plan=original,
@@ -275,4 +264,5 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
             plan.batch.seq_len,
         ),
         notes=() if decisive_only else tuple(n for n in (expert_padding_note(plan),) if n),
+        decided_by=decided,
     )

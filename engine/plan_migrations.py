@@ -88,3 +88,27 @@ def migrate_plan_1_to_2(plan: dict[str, Any]) -> dict[str, Any]:
     out.setdefault("stack", {"name": "auto"})
     fill_late_sections(out)
     return out
+
+
+V2_DEFAULTS: tuple[tuple[str, Any], ...] = (
+    ("runtime.reserve_model", "fraction"),
+    ("runtime.expandable_segments", False),
+    ("policy.headroom_percent", 10.0),
+)
+"""Schema-2 defaults of every field whose default schema 3 changed: schema 3 works the
+allocator reserve out from the caching allocator's rules (a schema-2 plan took a share of
+the whole peak, ``runtime.allocator_reserve``, and counted all of it toward fit), lets
+the stack decide ``expandable_segments`` (schema 2: off) and keeps no headroom by default
+(schema 2: 10 %)."""
+
+
+def migrate_plan_2_to_3(plan: dict[str, Any]) -> dict[str, Any]:
+    """A schema-2 ``plan`` object as schema 3 means the same thing: each field schema 3
+    gave a new default is written in with its schema-2 default where the file left it
+    out (a section of the wrong type is left for validation to report)."""
+    out = copy.deepcopy(plan)
+    for path, value in V2_DEFAULTS:
+        section = path.split(".", 1)[0]
+        if isinstance(out.setdefault(section, {}), dict):
+            _fill(out, path, value)
+    return out

@@ -2,7 +2,7 @@
 
 A file is UTF-8 JSON::
 
-    {"format": "memplan", "schema_version": 2, "app_version": "0.1.0",
+    {"format": "memplan", "schema_version": 3, "app_version": "0.1.0",
      "created": "...", "modified": "...", "name": "...", "notes": "...",
      "config_hash": "<sha256 of the canonical plan>", "plan": {...},
      "measurements": []}
@@ -32,12 +32,12 @@ from engine.errors import PlanFileError, field_path, quote
 from engine.fileio import strict_json
 from engine.fileio.atomic import write_atomic
 from engine.plan import Plan, canonical_hash, describe_validation_error
-from engine.plan_migrations import fill_late_sections, migrate_plan_1_to_2
+from engine.plan_migrations import fill_late_sections, migrate_plan_1_to_2, migrate_plan_2_to_3
 
 __all__ = ["PlanFile", "PlanFileError", "dumps", "load", "parse", "save"]
 
 FORMAT_NAME = "memplan"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SUFFIX = ".memplan"
 
 
@@ -89,9 +89,21 @@ def _migrate_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _migrate_2_to_3(doc: dict[str, Any]) -> dict[str, Any]:
+    """Schema 3 works the allocator reserve out from the allocator's rules and keeps no
+    default headroom; the plan keeps schema 2's meaning
+    (:func:`engine.plan_migrations.migrate_plan_2_to_3`)."""
+    out = dict(doc)
+    if isinstance(out.get("plan"), dict):
+        out["plan"] = migrate_plan_2_to_3(out["plan"])
+    out["schema_version"] = 3
+    return out
+
+
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
     0: _migrate_0_to_1,
     1: _migrate_1_to_2,
+    2: _migrate_2_to_3,
 }
 """MIGRATIONS[n] turns a schema-n document into a schema-(n+1) document."""
 

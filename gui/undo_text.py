@@ -94,6 +94,8 @@ SECTION_NOUNS: dict[str, str] = {
     "knobs": "",
     "activation_band": "activation band",
     "allocator_reserve": "allocator reserve",
+    "fragmentation": "allocator fragmentation",
+    "side_stream_cache": "side-stream cache",
     "cuda_context_bytes": "CUDA context",
     "nccl_bytes_per_communicator": "NCCL per communicator",
     "cublas_workspace_bytes": "cuBLAS workspace",

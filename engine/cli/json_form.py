@@ -78,6 +78,7 @@ def estimate_json(est: Estimate, include_stages: bool = False) -> dict[str, Any]
         "fit": {
             "verdict": est.verdict,
             "reason": est.verdict_reason,
+            "decided_by": est.decided_by,
             "capacity_bytes": est.capacity_bytes,
             "limit_bytes": est.limit_bytes,
         },

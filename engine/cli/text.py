@@ -100,6 +100,8 @@ def render(
         f"{fmt_range(heavy.reserved_peak.low, heavy.reserved_peak.high, units)}"
         f"; on the device with CUDA context, NCCL, cuBLAS "
         f"{fmt_range(heavy.device_peak.low, heavy.device_peak.high, units)}",
+        "  must fit (live tensors + fragmentation the allocator cannot release + memory "
+        f"outside PyTorch) {fmt_range(est.fit_peak.low, est.fit_peak.high, units)}",
         f"Capacity: {fmt_bytes(est.capacity_bytes, units)}; limit after headroom: "
         f"{fmt_bytes(est.limit_bytes, units)}",
         f"Verdict: {VERDICT_WORDS[est.verdict]} — {est.verdict_reason}",

@@ -61,9 +61,9 @@ from engine.ledger.activations.rows import activation_rows
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.runtime import (
     outside_capacity,
-    reserve_bytes,
     reserve_factors,
     runtime_rows,
+    stuck_bytes,
 )
 from engine.ledger.phases import Sums, moment_sums, timeline_of
 from engine.ledger.placement import stage_layer_ranges
@@ -269,7 +269,7 @@ def _stage_floor(laid: Plan, st: StageFloor, per_stage_ranks: int) -> int:
     """One stage's high floor: its activations and share of the resident states, the
     allocator reserve on them and the runtime every DP and EP keeps."""
     held = st.activations + -(-st.resident // per_stage_ranks)
-    return held + reserve_bytes(reserve_factors(laid), 0, held)[1] + st.runtime
+    return held + stuck_bytes(reserve_factors(laid), 0, held)[1] + st.runtime
 
 
 def _stage_floor_low(laid: Plan, st: StageFloor, per_stage_ranks: int) -> int:
@@ -280,7 +280,7 @@ def _stage_floor_low(laid: Plan, st: StageFloor, per_stage_ranks: int) -> int:
     reserve's low on it and its runtime rows' low inside the capacity
     (:func:`engine.ledger.phases.peak_phase_of`), each at least these."""
     held = st.activation_low + -(-st.resident // per_stage_ranks)
-    return held + reserve_bytes(reserve_factors(laid), held, held)[0] + st.runtime_low
+    return held + stuck_bytes(reserve_factors(laid), held, held)[0] + st.runtime_low
 
 
 _STAGE: dict[str, StageValue] = {"high": _stage_floor, "low": _stage_floor_low}

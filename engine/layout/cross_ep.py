@@ -91,6 +91,7 @@ from engine.layout.point import Layout
 from engine.layout.state_bound import StateFloors
 from engine.ledger.activations.exchange import ep_dispatch_part
 from engine.ledger.activations.geometry import geometry
+from engine.ledger.peaks.runtime import reserve_factors
 from engine.ledger.states.offload import offloads_nothing
 from engine.ledger.states.persistent import stage_placed
 from engine.legality import rules
@@ -144,8 +145,8 @@ class CrossEp:
                 base = resolved(plan)
                 # neither reads the layout: the reserve is the plan's, the NCCL buffers
                 # the accelerator's (``stacks/stack_rules.py`` ``_nccl``)
-                band = base.runtime.allocator_reserve
-                self.factors = (max(band.low, 0.0), max(band.high, 0.0))
+                model = reserve_factors(base)  # the part of the reserve fit counts
+                self.factors = (max(model.frag[0], 0.0), max(model.frag[1], 0.0))
                 per = base.runtime.nccl_bytes_per_communicator
                 self.per_communicator = (0, 0) if per is None else (per.low, per.high)
                 self.applies = in_scope(base)
@@ -229,7 +230,7 @@ class CrossEp:
         narrow = edp * (wide.ep // layout.ep)
         if 1 < edp != dense and not 1 < narrow != dense:
             extra += 1
-        reserve = math.ceil(dispatch * self.factors[end]) + 1
+        reserve = math.ceil(dispatch * self.factors[end]) + 2
         return dispatch + reserve + extra * self.per_communicator[end]
 
     def _dispatch_at(self, wide: Layout) -> tuple[int, int] | None:

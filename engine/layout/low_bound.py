@@ -40,7 +40,7 @@ from engine.layout.evaluate import padded_bytes
 from engine.layout.lattice import with_layout
 from engine.layout.point import Layout
 from engine.layout.slack import padded_slack
-from engine.ledger.peaks.runtime import reserve_bytes, reserve_factors
+from engine.ledger.peaks.runtime import reserve_factors, stuck_bytes
 from engine.ledger.phases import add_sums
 from engine.ledger.stage_rows import shared_rows
 from engine.legality.checks import check
@@ -169,7 +169,7 @@ class LowFloors:
             return None
         self.stages_worked += 1
         low = max(lo for lo, _ in add_sums(sh.sums, st.activation_sums))
-        reserve = reserve_bytes(reserve_factors(laid), low, low)[0]
+        reserve = stuck_bytes(reserve_factors(laid), low, low)[0]
         out = StageLow(low + reserve + sh.inside[0], padded_bytes((*sh.head, *sh.tail)))
         got.done.append(out)
         return out

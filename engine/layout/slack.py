@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 
+from engine.allocator.reserve import share_bound
 from engine.layout.evaluate import Outcome
 from engine.layout.padding import padding_context, share_in
 from engine.layout.point import Layout
+from engine.ledger.peaks.runtime import reserve_factors
 from engine.plan import Plan
 
 
@@ -37,5 +39,4 @@ def padded_slack(plan: Plan, layout: Layout, padded_bytes: int) -> int:
     if not pad:
         return 0
     lost = -(-padded_bytes * pad // padded)
-    reserve = plan.runtime.allocator_reserve
-    return lost + math.ceil(lost * max(reserve.low, reserve.high)) + 1
+    return lost + math.ceil(lost * share_bound(reserve_factors(plan))) + 2

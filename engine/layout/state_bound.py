@@ -38,7 +38,7 @@ from engine.errors import PlanError
 from engine.layout.bound import PeakFloors, StageFloor
 from engine.layout.lattice import with_layout
 from engine.layout.point import Layout
-from engine.ledger.peaks.runtime import reserve_bytes, reserve_factors
+from engine.ledger.peaks.runtime import reserve_factors, stuck_bytes
 from engine.ledger.phases import add_sums, moment_sums, timeline_of
 from engine.ledger.states.persistent import persistent_stage_rows
 from engine.plan import Plan
@@ -109,8 +109,8 @@ class StateFloors:
             at_high = max(span.high for span in phases)
             factors = reserve_factors(laid)  # reserve_row's figures, without its row
             self._stages[key] = (
-                at_low + reserve_bytes(factors, at_low, at_low)[0] + st.runtime_low,
-                at_high + reserve_bytes(factors, 0, at_high)[1] + st.runtime,
+                at_low + stuck_bytes(factors, at_low, at_low)[0] + st.runtime_low,
+                at_high + stuck_bytes(factors, 0, at_high)[1] + st.runtime,
             )
         return self._stages[key]
 

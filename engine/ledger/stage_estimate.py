@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
+from engine.allocator.reserve import ReserveModel
 from engine.ledger.peaks.runtime import reserve_bytes, reserve_row
 from engine.ledger.phases import Range, new_range, phase_totals
 from engine.ledger.row import MOMENTS, Location, Moment, Phase, Row
@@ -38,7 +39,8 @@ class StageTotals(NamedTuple):
     fit_peak: Range
     accumulating: bool
     keep_all_gathered: bool
-    reserve: tuple[float, float]  # peaks.runtime.reserve_factors
+    reserve: ReserveModel  # peaks.runtime.reserve_factors
+    side: int  # the stage's gathered units and buckets (the side-stream pools)
     made: list[Any]  # [phases, peak moments, reserved phases] once read, else empty
 
     def _made(self) -> list[Any]:
@@ -47,10 +49,16 @@ class StageTotals(NamedTuple):
             phases, peak_moments = phase_totals(self.lows, self.highs)
             reserved = {}
             for ph, r in phases.items():
-                low, high = reserve_bytes(self.reserve, r.low, r.high)
+                low, high = reserve_bytes(self.reserve, r.low, r.high, self.steady, self.side)
                 reserved[ph] = new_range((r.low + low, r.high + high))
             made += [phases, peak_moments, reserved]
         return made
+
+    @property
+    def steady(self) -> tuple[int, int]:
+        """The allocated (low, high) at the steady moment: the persistent part, on which
+        the allocator keeps no reserve."""
+        return self.lows[0], self.highs[0]
 
     @property
     def phases(self) -> dict[Phase, Range]:
@@ -120,8 +128,9 @@ class StageEstimate:
     @property
     def reserved_peak(self) -> Range:
         """What max_memory_reserved reports: :attr:`peak` plus the allocator reserve."""
-        peak = self.totals.peak
-        low, high = reserve_bytes(self.totals.reserve, peak.low, peak.high)
+        t = self.totals
+        peak = t.peak
+        low, high = reserve_bytes(t.reserve, peak.low, peak.high, t.steady, t.side)
         return new_range((peak.low + low, peak.high + high))
 
     @property
@@ -170,7 +179,11 @@ class StageEstimate:
         if reserves is None:
             assert self.source is not None, "a stage estimate without its plan"
             plan = self.source
-            reserves = {ph: reserve_row(plan, r.low, r.high) for ph, r in self.phases.items()}
+            t = self.totals
+            reserves = {
+                ph: reserve_row(plan, r.low, r.high, t.steady, t.side)
+                for ph, r in self.phases.items()
+            }
             object.__setattr__(self, "built_reserves", reserves)
         return reserves
 

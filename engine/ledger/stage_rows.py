@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
+from engine.allocator.reserve import ReserveModel
 from engine.ledger.activations.geometry import at_shape, geometry
 from engine.ledger.activations.rows import FixedParts, MakeUp, make_up
 from engine.ledger.activations.schedule import InFlight, in_flight, in_flights
@@ -60,7 +61,7 @@ class StageMemo(NamedTuple):
 
     accumulating: bool  # grad_accum > 1 (the timeline's rule)
     keep_all_gathered: bool  # every unit stays gathered forward → backward
-    reserve: tuple[float, float]  # reserve_factors(plan)
+    reserve: ReserveModel  # reserve_factors(plan)
     stages: dict[tuple[int, int, int], Any]
 
 
@@ -71,7 +72,7 @@ def stage_memo(plan: Plan) -> StageMemo:
 
 
 @lru_cache(maxsize=256)
-def _step_rules(free: Plan) -> tuple[bool, tuple[float, float]]:
+def _step_rules(free: Plan) -> tuple[bool, ReserveModel]:
     """(keeps_all_gathered, reserve_factors) of a shape-free plan: neither reads the
     micro-batch's shape."""
     return keeps_all_gathered(free.parallelism), reserve_factors(free)
@@ -230,6 +231,7 @@ class _Base(NamedTuple):
     runtime: Span
     inside: Span
     live: tuple[tuple[Callable[[InFlight], Span], tuple[int, ...]], ...]
+    side: int  # SharedRows.side
 
 
 def _base(plan: Plan, fixed: _FixedPart, shared_stage: int) -> _Base:
@@ -250,7 +252,7 @@ def _base(plan: Plan, fixed: _FixedPart, shared_stage: int) -> _Base:
             for i in live_positions(p.moments, NO_MOMENTS, accumulating):
                 lows[i] += low
                 highs[i] += high
-    return _Base(lows, highs, shared.runtime, shared.inside, fixed.live)
+    return _Base(lows, highs, shared.runtime, shared.inside, fixed.live, shared.side)
 
 
 class StageNumbers(NamedTuple):
@@ -271,6 +273,10 @@ class StageNumbers(NamedTuple):
     @property
     def inside(self) -> Span:
         return self.base.inside
+
+    @property
+    def side(self) -> int:
+        return self.base.side
 
     def sums(self) -> tuple[list[int], list[int]]:
         """The stage's allocated (lows, highs) at each of MOMENTS: the base's plus each

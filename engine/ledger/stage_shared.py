@@ -33,7 +33,7 @@ from engine.ledger.peaks.float8 import float8_rows
 from engine.ledger.peaks.gathered import gathered_rows
 from engine.ledger.peaks.optimizer_in_backward import in_backward_rows
 from engine.ledger.peaks.optimizer_step import deepspeed_step_rows, optimizer_temp_rows
-from engine.ledger.peaks.runtime import outside_capacity, runtime_rows
+from engine.ledger.peaks.runtime import outside_capacity, runtime_rows, side_bytes
 from engine.ledger.phases import Sums, add_sums, moment_sums
 from engine.ledger.placement import dense_dp_group, expert_dp_group
 from engine.ledger.precision import resolve_formats
@@ -56,6 +56,7 @@ class SharedRows:
     sums: Sums
     runtime: Span
     inside: Span
+    side: int = 0  # gathered units and buckets: the side-stream pools' working sets
 
 
 def runtime_spans(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span]:
@@ -99,6 +100,7 @@ def shared_of(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
         sums,
         (part.runtime[0] + rt_low, part.runtime[1] + rt_high),
         (part.inside[0] + in_low, part.inside[1] + in_high),
+        side_bytes(part.tail),
     )
 
 

@@ -321,6 +321,16 @@ def _overlap_comm(c: Context) -> Choice:
     return stage3, "overlap_comm defaults to True for stage 3 only", "deepspeed-zero-config"
 
 
+def _expandable(c: Context) -> Choice:
+    if c.stack == "torchtitan":
+        return (
+            True,
+            "run_train.sh exports PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+            "stack-torchtitan",
+        )
+    return False, "PyTorch's default (expandable_segments off)", "cuda-caching-allocator"
+
+
 Rule = tuple[str, Any, Callable[[Context], Choice]]
 """(field path, the value that means "the stack's", the rule giving the stack's value)."""
 
@@ -339,6 +349,7 @@ RULES: tuple[Rule, ...] = (
     ("method.dropout", None, _dropout),
     ("runtime.nccl_bytes_per_communicator", None, _nccl),
     ("parallelism.knobs.ds_overlap_comm", None, _overlap_comm),
+    ("runtime.expandable_segments", None, _expandable),
 )
 """Every field a stack decides. A field is resolved only while it holds its ``auto``
 value, so what the user set always wins; one under a section the plan does not have (the

@@ -8,8 +8,10 @@ writes a new file. Applying :attr:`Calibration.inverse` restores the plan exactl
 Three inputs are calibrated, each from the figure that measures it; the proposed band
 is the measured spread widened by ``margin`` (a fraction, 5 % by default) each side:
 
-- ``runtime.allocator_reserve`` (a fraction of allocated) from reserved and allocated:
-  ``f = (max_reserved − max_allocated) / max_allocated``, band ``[min f·(1−m), max f·(1+m)]``.
+- the allocator reserve from reserved and allocated: under the ``allocator`` reserve model
+  ``runtime.fragmentation`` = (reserved − allocated − the side-stream cache) ÷ the
+  transient allocated bytes; under ``fraction`` ``runtime.allocator_reserve`` =
+  ``(max_reserved − max_allocated) / max_allocated``; band ``[min f·(1−m), max f·(1+m)]``.
 - the external-memory inputs (``runtime.cuda_context_bytes``,
   ``runtime.nccl_bytes_per_communicator``, ``runtime.cublas_workspace_bytes``) from
   ``external_bytes``: one measured number cannot split three inputs, so it fixes one
@@ -126,6 +128,38 @@ def _allocator(plan: Plan, records: Sequence[MeasuredRecord], margin: float) -> 
         after,
         f"(reserved − allocated) ÷ allocated measured {shown} over {len(pairs)} record(s), "
         f"widened by {margin:.0%} each side",
+    )
+
+
+def _fragmentation(
+    plan: Plan, stages: Sequence[tuple[MeasuredRecord, Any]], margin: float
+) -> Proposal | None:
+    """Under the allocator reserve model, ``runtime.fragmentation`` from reserved and
+    allocated: ``f = (reserved − allocated − side × σ) / (allocated − steady)`` with the
+    stage's persistent part ``steady`` and gathered/bucket bytes ``side`` and σ the middle
+    of ``runtime.side_stream_cache`` (engine/allocator/reserve.py). None when no record
+    has both figures or the stages carry no totals (a stub estimate)."""
+    rt = resolved(plan).runtime
+    sigma = (rt.side_stream_cache.low + rt.side_stream_cache.high) / 2
+    fractions = []
+    for r, st in stages:
+        totals = getattr(st, "totals", None)
+        if totals is None or not r.max_allocated_bytes or r.max_reserved_bytes is None:
+            continue
+        transient = r.max_allocated_bytes - totals.steady[1]
+        if transient <= 0:
+            continue
+        gap = r.max_reserved_bytes - r.max_allocated_bytes - totals.side * sigma
+        fractions.append(max(0.0, gap / transient))
+    if not fractions:
+        return None
+    shown = ", ".join(f"{f:.4f}" for f in fractions)
+    return Proposal(
+        "runtime.fragmentation",
+        get_value(plan, "runtime.fragmentation"),
+        _fraction_band(*_widen(fractions, margin)),
+        f"(reserved − allocated − side-stream cache) ÷ transient allocated measured {shown} "
+        f"over {len(fractions)} record(s), widened by {margin:.0%} each side",
     )
 
 
@@ -265,8 +299,13 @@ def propose(
     if traces:
         notes.append(TRACE_USE_NOTE.format(n=traces))
     on_gpu = [(r, st) for r, st in stages if not r.simulated]
+    fragmentation = (
+        _fragmentation(plan, on_gpu, margin)
+        if resolved(plan).runtime.reserve_model == "allocator"
+        else None
+    )
     candidates = [
-        _allocator(plan, [r for r, _ in on_gpu], margin),
+        fragmentation or _allocator(plan, [r for r, _ in on_gpu], margin),
         *_external(plan, on_gpu, margin, notes),
         _activation_band(plan, stages, margin, notes),
     ]

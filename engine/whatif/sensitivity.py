@@ -55,12 +55,18 @@ def _band_ends(
 
 def _ends(plan: Plan) -> list[tuple[str, str, dict[str, Any], dict[str, Any], Any, Any]]:
     rt, b = resolved(plan).runtime, plan.batch  # a band left to the stack is its default
-    band, res, nccl = rt.activation_band, rt.allocator_reserve, rt.nccl_bytes_per_communicator
+    band, nccl = rt.activation_band, rt.nccl_bytes_per_communicator
+    # the reserve's band the plan's model reads (runtime.reserve_model)
+    res_path, res = (
+        ("runtime.allocator_reserve", rt.allocator_reserve)
+        if rt.reserve_model == "fraction"
+        else ("runtime.fragmentation", rt.fragmentation)
+    )
     s_lo, s_hi = max(plan.parallelism.cp, b.seq_len // 2), b.seq_len * 2
     m_lo, m_hi = max(1, b.micro_batch // 2), b.micro_batch * 2
     return [
         _band_ends("runtime.activation_band", "activation band", band),
-        _band_ends("runtime.allocator_reserve", "allocator reserve", res),
+        _band_ends(res_path, "allocator reserve", res),
         _band_ends("runtime.nccl_bytes_per_communicator", "NCCL buffers per communicator", nccl),
         (
             "batch.seq_len",

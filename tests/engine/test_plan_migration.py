@@ -16,7 +16,12 @@ from typing import Any
 
 from engine.estimate import estimate
 from engine.plan import Plan, default_plan, with_values
-from engine.plan_migrations import V1_DEFAULTS, migrate_plan_1_to_2
+from engine.plan_migrations import (
+    V1_DEFAULTS,
+    V2_DEFAULTS,
+    migrate_plan_1_to_2,
+    migrate_plan_2_to_3,
+)
 from engine.planfile import SCHEMA_VERSION, PlanFile, dumps, load
 from engine.stacks.defaults import resolved
 
@@ -27,7 +32,7 @@ V1 = json.loads((DATA / "plan_v1_estimates.json").read_text(encoding="utf-8"))
 def _migrated(name: str) -> Plan:
     doc = json.loads((DATA / f"plan_v1_{name}.memplan").read_text(encoding="utf-8"))
     assert doc["schema_version"] == 1 and doc["plan"]["runtime"]["framework"] == "pytorch"
-    return Plan.model_validate(migrate_plan_1_to_2(doc["plan"]))
+    return Plan.model_validate(migrate_plan_2_to_3(migrate_plan_1_to_2(doc["plan"])))
 
 
 def _figures(plan: Plan) -> dict[str, Any]:
@@ -110,8 +115,8 @@ def test_sections_written_empty_take_the_schema_1_defaults() -> None:
     values spelled out."""
     v1 = {s: {} for s in ("model", "method", "batch", "parallelism", "hardware")}
     v1 |= {s: {} for s in ("offload", "host", "checkpoint", "runtime", "policy")}
-    plan = Plan.model_validate(migrate_plan_1_to_2(v1))
-    spelled = with_values(default_plan(), dict(V1_DEFAULTS))
+    plan = Plan.model_validate(migrate_plan_2_to_3(migrate_plan_1_to_2(v1)))
+    spelled = with_values(default_plan(), dict(V1_DEFAULTS + V2_DEFAULTS))
     assert plan == spelled
     _assert_v1_bytes(_figures(plan))
 
@@ -133,7 +138,7 @@ def test_opening_a_v1_file_upgrades_it_and_says_so() -> None:
     assert any("upgraded" in m for m in pf.extra_messages)
     _assert_v1_bytes(_figures(pf.plan))
     doc = json.loads(dumps(pf))
-    assert doc["schema_version"] == SCHEMA_VERSION == 2
+    assert doc["schema_version"] == SCHEMA_VERSION == 3
     assert doc["plan"]["stack"] == {"name": "auto"}
     assert "framework" not in doc["plan"]["runtime"]
 
@@ -170,3 +175,18 @@ def test_one_migration_keeps_both_schema_2_changes_meaning() -> None:
     assert out["method"]["precision"]["policy"] == "autocast"
     assert out["stack"] == {"name": "auto"}
     assert v1["parallelism"] == {"ep": 8, "dp": 2, "tp": 2}
+
+
+def test_a_schema_2_plan_keeps_the_fraction_reserve_and_its_headroom() -> None:
+    """Schema 3 changed three defaults (the reserve model, expandable_segments, the
+    headroom); a schema-2 plan that left them out meant schema 2's, so the migration
+    writes those in, and what the file set stays as set."""
+    out = migrate_plan_2_to_3({"runtime": {}, "policy": {"headroom_percent": 5.0}})
+    assert out["runtime"] == {"reserve_model": "fraction", "expandable_segments": False}
+    assert out["policy"] == {"headroom_percent": 5.0}
+    bare = migrate_plan_2_to_3({})
+    assert bare["policy"] == {"headroom_percent": 10.0}
+    plan = Plan.model_validate(bare)
+    assert plan.runtime.reserve_model == "fraction" and plan.policy.headroom_percent == 10.0
+    assert default_plan().runtime.reserve_model == "allocator"
+    assert default_plan().policy.headroom_percent == 0.0

@@ -70,10 +70,12 @@ def test_phase_bars_stack_the_rows_live_at_each_phase_peak() -> None:
     """Default plan: each HBM bar stacks the rows live at its phase's peak moment, the
     phase's allocator reserve and the memory outside the allocator except the CUDA
     context (the capacity is what the framework can allocate, already net of it). So a
-    bar's high = reserved phase high + cuBLAS + NCCL, and the peak bar equals the verdict's
-    fit peak. In the steady phase the model states are live: weights 4,015,130,624 B,
-    optimizer 2 × 4,015,130,624 + 148,992 = 8,030,410,240 B, and no gradients (they are
-    set to None after the step)."""
+    bar's high = reserved phase high + cuBLAS + NCCL; the verdict's fit peak is below the
+    peak bar by the cache a free-and-retry releases (the side-stream pools' 1.55–1.74 ×
+    4,896,931,840 B of gathered units and buckets: engine/allocator/reserve.py). In the
+    steady phase the model states are live: weights 4,015,130,624 B, optimizer
+    2 × 4,015,130,624 + 148,992 = 8,030,410,240 B, and no gradients (they are set to None
+    after the step)."""
     plan = default_plan()
     est = estimate(plan)
     st = est.heaviest
@@ -82,7 +84,8 @@ def test_phase_bars_stack_the_rows_live_at_each_phase_peak() -> None:
     for bar, ph in zip(hbm.bars, PHASES, strict=True):
         assert bar.high == st.reserved_phases[ph].high + outside
     peak_bar = next(b for b in hbm.bars if b.highlight)
-    assert peak_bar.high == est.fit_peak.high
+    assert peak_bar.high == st.reserved_peak.high + outside
+    assert peak_bar.high - est.fit_peak.high == int(4_896_931_840 * 1.74)
     steady = dict((s.group, s.low) for s in hbm.bars[0].segments)
     assert steady["weights"] == 4_015_130_624
     assert steady["optimizer"] == 8_030_410_240

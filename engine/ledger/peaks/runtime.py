@@ -9,8 +9,10 @@ be reported both as allocated (tensors only) and as reserved / device; their sta
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import partial
 
+from engine.allocator.reserve import ReserveModel, reserved_extra, stuck_extra
 from engine.ledger.groups import stage_groups
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
@@ -115,29 +117,89 @@ def _context_rows(rt: RuntimeSection) -> tuple[Row, Row]:
     return rows
 
 
-def reserve_factors(plan: Plan) -> tuple[float, float]:
-    """The allocator reserve's share of the allocated peak, (low, high), read once per
-    plan: estimate() applies them to every stage's peak (:func:`reserve_bytes`)."""
-    band = plan.runtime.allocator_reserve
-    return band.low, band.high
-
-
-def reserve_bytes(factors: tuple[float, float], peak_low: int, peak_high: int) -> tuple[int, int]:
-    """The (low, high) bytes of :func:`reserve_row` over this allocated peak, from
-    :func:`reserve_factors`: ``int(peak × factor)``, what an estimate's numbers need
-    of it (the row is built when a view reads it)."""
-    return int(peak_low * factors[0]), int(peak_high * factors[1])
-
-
-def reserve_row(plan: Plan, peak_low: int, peak_high: int) -> Row:
-    """The caching allocator's reserve over the allocated peak (reserved − allocated)."""
-    band = plan.runtime.allocator_reserve
-    low, high = reserve_bytes((band.low, band.high), peak_low, peak_high)
-    seg = (
-        " (expandable_segments on: the low end is the likelier)"
-        if plan.runtime.expandable_segments
-        else ""
+def reserve_factors(plan: Plan) -> ReserveModel:
+    """The plan's :class:`~engine.allocator.reserve.ReserveModel`, read once per plan:
+    estimate() applies it to every stage's peak (:func:`reserve_bytes`)."""
+    rt = plan.runtime
+    if rt.reserve_model == "fraction":
+        band = rt.allocator_reserve
+        return ReserveModel(True, (band.low, band.high), (0.0, 0.0), bool(rt.expandable_segments))
+    frag, side = rt.fragmentation, rt.side_stream_cache
+    return ReserveModel(
+        False,
+        (frag.low, frag.high),
+        (side.low, side.high),
+        bool(rt.expandable_segments),
+        plan.hardware.capacity_bytes,
     )
+
+
+def reserve_bytes(
+    model: ReserveModel,
+    peak_low: int,
+    peak_high: int,
+    steady: tuple[int, int] | None = None,
+    side: int = 0,
+) -> tuple[int, int]:
+    """(low, high) of reserved − allocated (:func:`~engine.allocator.reserve.reserved_extra`)
+    over this allocated range, whose persistent part is ``steady`` (None: no transient
+    bytes known, so only the ``fraction`` model adds any)."""
+    return reserved_extra(model, peak_low, peak_high, steady, side)
+
+
+def stuck_bytes(
+    model: ReserveModel, peak_low: int, peak_high: int, steady: tuple[int, int] | None = None
+) -> tuple[int, int]:
+    """(low, high) of the reserve a free-and-retry cannot release, which the fit test
+    adds (:func:`~engine.allocator.reserve.stuck_extra`); with ``steady`` None it is 0
+    under the allocator model — what the layout search's floors may count."""
+    return stuck_extra(model, peak_low, peak_high, steady)
+
+
+def side_bytes(rows: Iterable[Row]) -> int:
+    """The gathered units and gradient buckets among ``rows`` (the side-stream pools'
+    working sets, ``runtime.side_stream_cache`` multiplies them)."""
+    return sum(r.high for r in rows if r.group in SIDE_GROUPS and r.location == "hbm")
+
+
+SIDE_GROUPS = frozenset({"gathered", "buckets"})
+"""Row groups made on a side stream (FSDP's and DeepSpeed's all-gather and reduce-scatter)."""
+
+
+def reserve_row(
+    plan: Plan,
+    peak_low: int,
+    peak_high: int,
+    steady: tuple[int, int] | None = None,
+    side: int = 0,
+) -> Row:
+    """The caching allocator's reserve over the allocated peak (reserved − allocated)."""
+    model = reserve_factors(plan)
+    low, high = reserve_bytes(model, peak_low, peak_high, steady, side)
+    stuck = stuck_bytes(model, peak_low, peak_high, steady)
+    if model.fraction:
+        band = plan.runtime.allocator_reserve
+
+        def formula() -> str:
+            return (
+                f"allocated {fmt_count(peak_low)}–{fmt_count(peak_high)} B × "
+                f"{band.low:.2f}–{band.high:.2f} (runtime.reserve_model 'fraction', "
+                "pessimistic: all of it counts toward fit)"
+            )
+
+    else:
+        st = steady or (peak_low, peak_high)
+
+        def formula() -> str:
+            return (
+                f"fragmentation {model.frag[0]:.2f}–{model.frag[1]:.2f} × transient "
+                f"{fmt_count(max(0, peak_low - st[0]))}–{fmt_count(max(0, peak_high - st[1]))} B "
+                f"+ side-stream pools {model.side[0]:.2f}–{model.side[1]:.2f} × "
+                f"{fmt_count(side)} B gathered/buckets; of it {fmt_count(stuck[0])}–"
+                f"{fmt_count(stuck[1])} B cannot be released before an OOM"
+                + (" (expandable_segments on)" if model.expandable else "")
+            )
+
     return make_row(
         id="hbm.runtime.allocator_reserve",
         label="Caching allocator reserve (reserved − allocated)",
@@ -147,11 +209,7 @@ def reserve_row(plan: Plan, peak_low: int, peak_high: int) -> Row:
         group=ALLOCATOR_GROUP,
         low=low,
         high=high,
-        formula=lambda: (
-            f"allocated peak {fmt_count(peak_low)}–{fmt_count(peak_high)} B × "
-            f"{band.low:.2f}–{band.high:.2f} (runtime.allocator_reserve; 0.11 pytorch #40989 to "
-            f"0.36 torchtitan #165 by default){seg}"
-        ),
+        formula=formula,
         source="cuda-caching-allocator",
     )
 

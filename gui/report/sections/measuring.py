@@ -23,7 +23,11 @@ if TYPE_CHECKING:
     from engine.validation.reconcile import Figure
 
 ASSUMPTION_INPUTS: tuple[str, ...] = (
+    "runtime.reserve_model",
     "runtime.allocator_reserve",
+    "runtime.fragmentation",
+    "runtime.side_stream_cache",
+    "runtime.expandable_segments",
     "runtime.activation_band",
     "runtime.cuda_context_bytes",
     "runtime.nccl_bytes_per_communicator",
@@ -162,8 +166,8 @@ def validation_plan(c: ReportContent) -> str:
             "Peak reserved — torch.cuda.max_memory_reserved()",
             rng(h.reserved_peak),
             f"≤ {fmt_bytes(h.reserved_peak.high, u)}",
-            "above high: fragmentation beyond the "
-            "allocator band; widen runtime.allocator_reserve or set expandable_segments",
+            "above high: fragmentation beyond the allocator model; raise "
+            "runtime.fragmentation or runtime.side_stream_cache, or set expandable_segments",
         ],
         [
             "Memory outside the framework — device used − reserved",

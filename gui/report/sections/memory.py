@@ -99,6 +99,17 @@ def ledger_section(c: ReportContent) -> str:
     return "".join(out)
 
 
+METHOD_RESERVED = (
+    "Allocated memory is what the training step's tensors occupy at its busiest moment. "
+    "Reserved memory is what PyTorch holds on the card at that moment: the allocated tensors "
+    "plus blocks it keeps cached for reuse, which it hands back before it would run out. "
+    "Device memory is what the card shows in use: reserved plus the CUDA context, NCCL and "
+    "library buffers — and a job fails only when the live tensors, the cached space the "
+    "allocator cannot hand back and that outside memory together exceed the card."
+)
+"""The report's method text on reserved memory (the README's three sentences)."""
+
+
 def phases_section(c: ReportContent) -> str:
     est, units = c.est, c.units
     h = est.heaviest
@@ -112,6 +123,7 @@ def phases_section(c: ReportContent) -> str:
         "(allocated tensors, the allocator reserve and the memory outside the allocator); "
         "host RAM per node and one rank's share; NVMe per node.</p>"
     )
+    out.append(f'<p class="small">{METHOD_RESERVED}</p>')
     rows = []
     for ph in PHASES:
         a = h.phases[ph]

@@ -104,8 +104,9 @@ def title_page(c: ReportContent) -> str:
         f'<h2>Verdict: <span style="color: {color}">{VERDICT_WORDS[est.verdict]}</span></h2>'
         f'<p style="font-size: 8.5pt">{esc(est.verdict_reason)}</p>'
         f"<p>{peak_line('Per-rank HBM peak', h.fit_peak, c.units)}<br>"
-        '<span class="small">what must fit the capacity: the allocator\'s reserved peak plus '
-        f"the memory outside it, on the heaviest rank (stage {est.heaviest_stage})</span></p>"
+        '<span class="small">what must fit the capacity: the live tensors, the fragmentation '
+        "the allocator cannot release and the memory outside PyTorch, on the heaviest rank "
+        f"(stage {est.heaviest_stage})</span></p>"
         f"{figures_table(key_figures(c), c.units)}"
         f"<h2>GPU counts</h2>{counts_html(c)}{problems}"
     )

@@ -111,6 +111,10 @@ def search_plans(draw: st.DrawFn, cross_ep: bool = False) -> tuple[Plan, int]:
         "hardware.gpus_per_node": draw(st.sampled_from([2, 4, 8])),
         "hardware.usable_hbm_bytes": draw(st.integers(2_500_000_000, 8_000_000_000)),
         "policy.headroom_percent": 0.0,
+        # both reserve models: the allocator's (the default; transient bytes and side
+        # streams) and the pessimistic share of the whole peak the bounds also reason on
+        "runtime.reserve_model": draw(st.sampled_from(["allocator", "fraction"])),
+        "runtime.expandable_segments": draw(st.sampled_from([None, True, False])),
         "policy.rounding": draw(st.sampled_from(["node", "gpu"])),
     }
     if cross_ep:
@@ -130,6 +134,14 @@ def search_plans(draw: st.DrawFn, cross_ep: bool = False) -> tuple[Plan, int]:
         assume(False)
         raise
     return plan, draw(st.integers(2, 16))
+
+
+PESSIMISTIC: dict[str, object] = {
+    "runtime.reserve_model": "fraction",
+    "policy.headroom_percent": 10.0,
+}
+"""Schema 2's reserve and headroom: tests whose cases were chosen for where those put the
+limit (a preset that fits nowhere, narrow EPs over it) keep them."""
 
 
 PRESET_CASES: list[tuple[str, dict[str, object]]] = [

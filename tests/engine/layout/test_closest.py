@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given
-from layout_plans import SEARCH_SETTINGS, search_plans
+from layout_plans import PESSIMISTIC, SEARCH_SETTINGS, search_plans
 
 from engine.layout import closest as closest_module
 from engine.layout.budget import Budget
@@ -79,7 +79,9 @@ def test_a_no_fit_reason_names_a_layout_it_estimated_with_few_estimates() -> Non
     former replay of the whole search (1,605 estimates, every probe without floors or
     proofs) named — and that is the walk's estimate of it, found with far fewer
     estimates than there are candidates."""
-    plan = with_values(plan_for_model_preset("llama-3.1-405b"), {"batch.micro_batch": 2})
+    plan = with_values(
+        plan_for_model_preset("llama-3.1-405b"), {"batch.micro_batch": 2, **PESSIMISTIC}
+    )
     c = gpu_counts(plan, max_gpus=16384, budget_s=None)
     assert c.first_layout.gpus is None and c.arithmetic_min.gpus is None
     named = c.first_layout.outcome
@@ -97,7 +99,9 @@ def test_the_walk_stops_at_its_estimates_cap(monkeypatch: pytest.MonkeyPatch) ->
     """Capped at two new estimates (the 405B plan above needs eight), the walk stops and
     the reason says only that its closest is the closest estimated."""
     monkeypatch.setattr(closest_module, "MOST_ESTIMATES", 2)
-    plan = with_values(plan_for_model_preset("llama-3.1-405b"), {"batch.micro_batch": 2})
+    plan = with_values(
+        plan_for_model_preset("llama-3.1-405b"), {"batch.micro_batch": 2, **PESSIMISTIC}
+    )
     c = gpu_counts(plan, max_gpus=16384, budget_s=None)
     assert c.first_layout.gpus is None and not c.stopped
     assert "; the closest estimated, " in c.first_layout.reason

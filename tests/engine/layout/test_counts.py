@@ -4,6 +4,7 @@ default plan."""
 from __future__ import annotations
 
 from layout_fakes import fake_estimator, shards
+from layout_plans import PESSIMISTIC
 
 from engine.estimate import estimate
 from engine.layout.bound import peak_floors
@@ -146,7 +147,9 @@ def test_none_fits_names_the_closest_layout_the_search_always_named() -> None:
     TP64 PP16 at 133.78 GB (recorded before the peak floor, which skips that layout — its
     floor is over the limit — in the search; the closest's own walk over every shape's
     largest DP per regime, ``engine/layout/closest.py``, estimates it)."""
-    plan = with_values(plan_for_model_preset("llama-3.1-70b"), {"parallelism.strategy": "ddp"})
+    plan = with_values(
+        plan_for_model_preset("llama-3.1-70b"), {"parallelism.strategy": "ddp", **PESSIMISTIC}
+    )
     c = gpu_counts(plan, max_gpus=1024, budget_s=None)
     assert c.first_layout.gpus is None and c.arithmetic_min.gpus is None
     assert "any TP), TP64 PP16 CP1 EP1 DP1 (mb 1 × ga 16), needs 133.78 GB" in (

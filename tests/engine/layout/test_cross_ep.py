@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from layout_plans import SEARCH_SETTINGS, legal_layouts, search_plans
+from layout_plans import PESSIMISTIC, SEARCH_SETTINGS, legal_layouts, search_plans
 
 from engine.errors import PlanError
 from engine.estimate import estimate
@@ -132,7 +132,7 @@ def test_maverick_narrow_eps_are_over_by_the_widest() -> None:
     EP 128 at ~91 GB against a 76.4 GB limit — EP 1 to 64 are over without their own
     estimates, the widest's standing for them (one estimate for the seven); not their
     regimes below them, since FSDP pads a unit there (an estimate's slack proves those)."""
-    plan = plan_for_model_preset("llama-4-maverick")
+    plan = with_values(plan_for_model_preset("llama-4-maverick"), PESSIMISTIC)
     ev = Evaluator(plan)
     cross = CrossEp(plan, StateFloors(PeakFloors(plan)))
     limit = plan.hbm_limit_bytes
@@ -151,7 +151,7 @@ def test_maverick_narrow_eps_are_over_by_the_widest_low_bound() -> None:
     limit, so EP 1 to 64 fail by the low figure on that one stage's bound: no estimate
     and none of their own low bounds (each nearly an estimate); not their regimes below
     them, since FSDP pads a unit there."""
-    plan = plan_for_model_preset("llama-4-maverick")
+    plan = with_values(plan_for_model_preset("llama-4-maverick"), PESSIMISTIC)
     ev = Evaluator(plan)
     floors = PeakFloors(plan)
     low = LowFloors(floors)

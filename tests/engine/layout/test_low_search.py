@@ -13,13 +13,13 @@ from dataclasses import replace
 
 import pytest
 from hypothesis import given
-from layout_plans import SEARCH_SETTINGS, search_plans
+from layout_plans import PESSIMISTIC, SEARCH_SETTINGS, search_plans
 
 from engine.layout import low_search
 from engine.layout.counts import GpuCounts, gpu_counts
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.search import Cost
-from engine.plan import Plan
+from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 
 
@@ -61,7 +61,7 @@ def test_presets_bounded_below_the_start_keep_their_counts(
             used.append(cost(got.layout.world_size))
         return got
 
-    plan = plan_for_model_preset(preset)
+    plan = with_values(plan_for_model_preset(preset), PESSIMISTIC)
     with monkeypatch.context() as m:
         m.setattr(low_search, "cheapest_low_fit", spy)
         bounded = replace(gpu_counts(plan, max_gpus=16384, budget_s=None), estimates=0)

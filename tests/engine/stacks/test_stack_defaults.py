@@ -167,7 +167,7 @@ def test_the_cli_names_the_stack_and_lists_its_defaults(
     ``--formulas`` each with its reason and source; ``--json`` carries them."""
     assert main(["estimate", "--no-counts", "--set", "parallelism.strategy=zero2"]) == 0
     out = capsys.readouterr().out
-    assert "Training stack: DeepSpeed — stack.name deepspeed (auto); 11 input(s)" in out
+    assert "Training stack: DeepSpeed — stack.name deepspeed (auto); 12 input(s)" in out
     assert (
         main(["estimate", "--no-counts", "--formulas", "--set", "parallelism.strategy=zero2"]) == 0
     )
@@ -177,3 +177,4 @@ def test_the_cli_names_the_stack_and_lists_its_defaults(
     doc = json.loads(capsys.readouterr().out)
     assert doc["stack"]["name"] == "hf_trainer" and doc["stack"]["requested"] == "hf_trainer"
     assert doc["stack"]["derived"]["method.optimizer.implementation"]["value"] == "fused"
+    assert doc["stack"]["derived"]["runtime.expandable_segments"]["value"] is False

@@ -14,14 +14,17 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from engine.plan import default_plan, get_value
+from engine.plan import default_plan, get_value, with_value
 from engine.planfile import PlanFile, load, save
 from engine.units import GiB
 from engine.validation.identity import workload_hash
 from engine.validation.records import MeasuredRecord
 from engine.validation.store import attach, records_of
 
-PLAN = default_plan()
+PLAN = with_value(default_plan(), "runtime.reserve_model", "fraction")
+"""The default plan with the reserve as a share of allocated, which ``calibrate`` then
+narrows from reserved ÷ allocated (the allocator model's fragmentation is calibrated in
+tests/engine/allocator/test_calibration.py)."""
 
 
 def rec(rank: int, **fields: object) -> MeasuredRecord:

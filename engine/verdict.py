@@ -1,0 +1,90 @@
+"""The fit test: what must fit the card, and which part of it decides.
+
+A job runs out of memory when, at some moment, the live tensors plus the fragmentation
+the allocator cannot release plus the memory outside PyTorch (CUDA context, NCCL
+buffers, cuBLAS workspaces) exceed what the card exposes. Cached blocks that are wholly
+free do not count: before raising out-of-memory the caching allocator frees them and
+retries (``c10/cuda/CUDACachingAllocator.cpp``, the free-and-retry path), so reserved
+memory above the live tensors does not by itself make a job fail. The verdict names
+which of the three parts pushes the figure over the limit (or, for a fit, what is
+left), and keeps allocated and reserved both visible beside it. The limit is the
+capacity less the user's own headroom, not a second pessimism on the range.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+from engine.ledger.peaks.runtime import stuck_bytes
+from engine.ledger.phases import Range
+from engine.ledger.stage_estimate import StageTotals
+
+Verdict = Literal["fits", "straddles", "does_not_fit"]
+
+Decider = Literal["live tensors", "memory outside PyTorch", "fragmentation", "host or NVMe", ""]
+
+
+class FitParts(NamedTuple):
+    """The three parts of a stage's fit peak, each (low, high) bytes."""
+
+    live: tuple[int, int]
+    fragmentation: tuple[int, int]
+    outside: tuple[int, int]
+
+
+def fit_parts(t: StageTotals) -> FitParts:
+    """A stage's fit peak split into live tensors (the allocated peak), the fragmentation
+    that cannot be released and the memory outside PyTorch inside the capacity."""
+    peak, fit = t.peak, t.fit_peak
+    stuck = stuck_bytes(t.reserve, peak.low, peak.high, t.steady)
+    outside = (fit.low - peak.low - stuck[0], fit.high - peak.high - stuck[1])
+    return FitParts((peak.low, peak.high), stuck, outside)
+
+
+def decider(parts: FitParts, limit: int, end: int) -> Decider:
+    """Which part takes the ``end`` (0 low, 1 high) of the fit peak over ``limit``: the
+    live tensors alone, then with the memory outside PyTorch, then with the
+    fragmentation ("" when the whole fits)."""
+    live, outside = parts.live[end], parts.outside[end]
+    if live > limit:
+        return "live tensors"
+    if live + outside > limit:
+        return "memory outside PyTorch"
+    if live + outside + parts.fragmentation[end] > limit:
+        return "fragmentation"
+    return ""
+
+
+def _parts_text(parts: FitParts, end: int) -> str:
+    return (
+        f"live tensors {parts.live[end]:,} B + unreleasable fragmentation "
+        f"{parts.fragmentation[end]:,} B + outside PyTorch {parts.outside[end]:,} B"
+    )
+
+
+def judge(peak: Range, parts: FitParts, limit: int, capacity: int) -> tuple[Verdict, str, Decider]:
+    """(verdict, reason, decider) of the fit peak ``peak`` against the limit."""
+    if peak.high <= limit:
+        return (
+            "fits",
+            f"the high estimate {peak.high:,} B ({_parts_text(parts, 1)}) is within the "
+            f"limit {limit:,} B",
+            "",
+        )
+    if peak.low > limit:
+        who = decider(parts, limit, 0) or "live tensors"
+        over = "capacity" if peak.low > capacity else "limit"
+        bound = capacity if over == "capacity" else limit
+        return (
+            "does_not_fit",
+            f"even the low estimate {peak.low:,} B ({_parts_text(parts, 0)}) exceeds the "
+            f"{over} {bound:,} B: {who} decide{'s' if who != 'live tensors' else ''}",
+            who,
+        )
+    who = decider(parts, limit, 1) or "live tensors"
+    return (
+        "straddles",
+        f"the range {peak.low:,}–{peak.high:,} B straddles the limit {limit:,} B, "
+        f"at the high end by {who}: measure before buying",
+        who,
+    )

@@ -1,0 +1,105 @@
+"""Plans of the published runs the reserve is calibrated and judged on (the overrides of
+``/work/shared/reference/published/dev.jsonl`` and the issue's runs), built exactly as
+``memplan estimate --preset P --set k=v ...`` builds them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.cli.common import apply_sets, with_model
+from engine.plan import Plan, default_plan
+
+
+def plan_of(preset: str, sets: dict[str, Any]) -> Plan:
+    """The CLI's plan of ``--preset preset`` and one ``--set`` per item."""
+    items = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sets.items()]
+    return apply_sets(with_model(default_plan(), preset), items)
+
+
+TORCHTITAN_8B = {
+    "stack.name": "torchtitan",
+    "parallelism.strategy": "fsdp2",
+    "parallelism.dp": 8,
+    "batch.seq_len": 8192,
+    "batch.micro_batch": 2,
+    "hardware.accelerator": "h100-sxm-80gb",
+    "hardware.hbm_bytes": 103079215104,
+    "hardware.usable_policy": "custom",
+    "hardware.usable_hbm_bytes": 102005473280,
+}
+"""dev.jsonl ``torchtitan-8b-fsdp8-sac``: Llama-3.1-8B, FSDP2 over 8 × H100 96 GB."""
+
+MEGATRON_1_7B = {
+    "model.preset": None,
+    "model.name": "open-sci-ref 1.7B (Megatron GPT, tied)",
+    "model.architecture.layers": 24,
+    "model.architecture.kv_heads": 32,
+    "model.architecture.vocab": 50432,
+    "model.architecture.qk_norm": True,
+    "model.architecture.max_position": 4096,
+    "model.architecture.tied_embeddings": True,
+    "stack.name": "megatron_core",
+    "parallelism.strategy": "megatron_distopt",
+    "parallelism.dp": 252,
+    "batch.seq_len": 4096,
+    "batch.micro_batch": 4,
+    "method.recompute.policy": "selective",
+    "runtime.attention": "flash_attn",
+    "hardware.accelerator": "a100-sxm-80gb",
+    "hardware.hbm_bytes": 68719476736,
+    "hardware.usable_policy": "custom",
+    "hardware.usable_hbm_bytes": 68182605824,
+    "hardware.gpus_per_node": 4,
+}
+"""dev.jsonl ``megatron-1.7b-dp252-*`` (preset llama-3.2-1b)."""
+
+PEFT_70B_LORA_ZERO3 = {
+    "model.preset": None,
+    "model.name": "Llama-2-70b-hf (+5 ChatML tokens, padded to 32008)",
+    "model.architecture.vocab": 32008,
+    "model.architecture.max_position": 4096,
+    "stack.name": "hf_trainer",
+    "method.kind": "lora",
+    "method.lora.rank": 8,
+    "method.lora.alpha": 16,
+    "method.lora.targets": ["q", "k", "v", "o", "gate", "up", "down"],
+    "parallelism.strategy": "zero3",
+    "parallelism.dp": 8,
+    "batch.seq_len": 2048,
+    "batch.micro_batch": 8,
+    "batch.grad_accum": 4,
+    "method.recompute.policy": "full",
+    "runtime.attention": "flash_attn",
+    "hardware.accelerator": "h100-sxm-80gb",
+}
+"""dev.jsonl ``peft-llama2-70b-lora-zero3-8xh100`` (preset llama-3.1-70b)."""
+
+LLAMA2_70B_FSDP_16 = {
+    "model.preset": None,
+    "model.name": "Llama-2-70b-hf",
+    "model.architecture.vocab": 32000,
+    "model.architecture.max_position": 4096,
+    "stack.name": "hf_trainer",
+    "parallelism.strategy": "fsdp1_full_shard",
+    "parallelism.dp": 16,
+    "batch.seq_len": 2048,
+    "batch.micro_batch": 1,
+    "method.recompute.policy": "full",
+    "runtime.attention": "flash_attn",
+    "hardware.accelerator": "a100-sxm-80gb",
+}
+"""Llama-2-70B full fine-tune, accelerate FSDP full shard on 2 nodes × 8 A100 80 GB, seq
+2048, per-device batch 1, gradient checkpointing, flash attention, 500 steps (Hugging Face
+blog "Fine-tuning Llama 2 70B using PyTorch FSDP", 2023; the issue's published run)."""
+
+MISTRAL_7B_LORA_24GB = {
+    "method.kind": "lora",
+    "parallelism.dp": 1,
+    "parallelism.strategy": "ddp",
+    "hardware.accelerator": "rtx-4090-24gb",
+    "method.recompute.policy": "full",
+    "batch.seq_len": 4096,
+}
+"""Mistral-7B LoRA (bf16 base) with full recompute at sequence 4096 on one 24 GB card —
+what the PEFT / QLoRA single-GPU recipes run (preset mistral-7b)."""
