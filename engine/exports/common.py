@@ -174,13 +174,13 @@ def as_int(v: object) -> int | None:
     """An integer config value, or None for ``auto``, booleans and absent values."""
     if isinstance(v, bool) or v is None or v == "auto":
         return None
-    if isinstance(v, int | float):
-        return int(v)
-    if isinstance(v, str):
-        try:
+    try:  # NaN / infinities (a TOML ``inf``, a "1e999") are no integer either
+        if isinstance(v, int | float):
+            return int(v)
+        if isinstance(v, str):
             return int(float(v))
-        except ValueError:
-            return None
+    except (ValueError, OverflowError):
+        return None
     return None
 
 

@@ -12,10 +12,11 @@ changes memory but is not modelled is listed as a warning, never dropped silentl
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from engine.exports.common import DTYPE_OF_TORCH, STAGE_STRATEGY, Imported, as_int
+from engine.exports.import_values import Sizes
+from engine.fileio.strict_json import loads_config
 from engine.plan import Plan, with_values
 from engine.stacks.catalog import concrete_stack
 
@@ -86,28 +87,37 @@ class _Reader:
         self.ch: dict[str, Any] = {}
         self.res: list[str] = []
         self.warn: list[str] = []
+        self.sizes = Sizes()
 
     def auto(self, key: str, value: Any, why: str) -> Any:
         self.res.append(f"{key} 'auto' = {value} ({why})")
         return value
 
     def batch(self) -> None:
-        c, b, par = self.cfg, self.base.batch, self.base.parallelism
-        mb = as_int(c.get("train_micro_batch_size_per_gpu"))
-        if c.get("train_micro_batch_size_per_gpu") == "auto" or mb is None:
-            mb = self.auto(
-                "train_micro_batch_size_per_gpu", b.micro_batch, "per_device_train_batch_size"
-            )
-        ga = as_int(c.get("gradient_accumulation_steps"))
-        if c.get("gradient_accumulation_steps") == "auto" or ga is None:
-            ga = self.auto("gradient_accumulation_steps", b.grad_accum, "the plan's accumulation")
+        c, b, par, s = self.cfg, self.base.batch, self.base.parallelism, self.sizes
+        key = "train_micro_batch_size_per_gpu"
+        if c.get(key) in ("auto", None):
+            mb = self.auto(key, b.micro_batch, "per_device_train_batch_size")
+        else:
+            mb = s.size(key, c[key], b.micro_batch, "the plan's micro-batch")
+        key = "gradient_accumulation_steps"
+        if c.get(key) in ("auto", None):
+            ga = self.auto(key, b.grad_accum, "the plan's accumulation")
+        else:
+            ga = s.size(key, c[key], b.grad_accum, "the plan's accumulation")
         self.ch["batch.micro_batch"], self.ch["batch.grad_accum"] = mb, ga
-        tbs = as_int(c.get("train_batch_size"))
-        if tbs is None:
+        if c.get("train_batch_size") in ("auto", None):
             tbs = self.auto(
                 "train_batch_size",
                 mb * ga * par.dp,
                 "micro × accumulation × the plan's DP replicas (EP folds into DP)",
+            )
+        else:
+            tbs = s.size(
+                "train_batch_size",
+                c["train_batch_size"],
+                mb * ga * par.dp,
+                "micro × accumulation × DP",
             )
         if tbs % (mb * ga):
             self.warn.append(
@@ -133,7 +143,8 @@ class _Reader:
 
     def precision(self) -> None:
         c = self.cfg
-        bf = self._enabled("bf16") or self._enabled("bfloat16")
+        bf_name = next((n for n in ("bf16", "bfloat16") if self._enabled(n)), None)
+        bf = bf_name is not None
         fp = self._enabled("fp16")
         dt = _section(c, "data_types")
         comm = c.get("communication_data_type")
@@ -143,7 +154,7 @@ class _Reader:
         ch["method.precision.loss_scaling"] = False
         if bf or fp:
             half = "bf16" if bf else "fp16"
-            sect = (c.get("bf16") or c.get("bfloat16") or {}) if bf else c["fp16"]
+            sect = _section(c, bf_name) if bf_name else c["fp16"]
             master16 = bool(sect.get("bf16_master_weights_and_grads"))
             states16 = bool(sect.get("bf16_optimizer_states"))
             g = dt.get("grad_accum_dtype", half)
@@ -179,7 +190,9 @@ class _Reader:
         z = self.cfg.get("zero_optimization") or {}
         if not isinstance(z, dict):
             z = {}
-        stage = as_int(z.get("stage")) or 0
+        stage = self.sizes.size("zero_optimization.stage", z.get("stage"), 0, "stage", 0)
+        if stage not in STAGE_STRATEGY:
+            self.warn.append(f"zero_optimization.stage {stage} is not a ZeRO stage: read as 3")
         self.ch["parallelism.strategy"] = STAGE_STRATEGY.get(stage, "zero3")
         hidden = self.base.model.architecture.hidden
         hf_auto = {
@@ -317,12 +330,12 @@ def import_deepspeed_dict(cfg: dict[str, Any], base: Plan) -> Imported:
     r.optimizer()
     r.recompute()
     r.rest()
-    return Imported(with_values(base, r.ch), tuple(r.res), tuple(r.warn))
+    return Imported(with_values(base, r.ch), tuple(r.res), (*r.sizes.warnings, *r.warn))
 
 
 def import_deepspeed(text: str, base: Plan) -> Imported:
     """A plan from ds_config.json text over ``base`` (ValueError on bad JSON)."""
-    cfg = json.loads(text)
+    cfg = loads_config(text, "the ds_config")
     if not isinstance(cfg, dict):
         raise ValueError("a ds_config must be a JSON object")
     return import_deepspeed_dict(cfg, base)
