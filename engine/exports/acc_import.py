@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
-from engine.errors import quote
+from engine.errors import field_path, quote
 from engine.exports.accelerate import FSDP1_STRATEGY, PREFETCH, STATE_DICT
 from engine.exports.common import STAGE_STRATEGY, Imported
 from engine.exports.ds_import import import_deepspeed
@@ -161,7 +161,7 @@ class _Reader:
         ch["parallelism.tp"], ch["parallelism.cp"] = tp, cp
         for key in set(pc) - {"dp_replicate_size", "dp_shard_size", "tp_size", "cp_size"}:
             if pc[key] not in (None, 1, "none"):
-                self.warn.append(f"parallelism_config {key} is not modelled")
+                self.warn.append(f"parallelism_config {field_path((key,))} is not modelled")
         self.world(tp, cp)
         off = f.get("fsdp_offload_params") is True or str(f.get("fsdp_offload_params")) == "true"
         ch["offload.params"] = ch["offload.optimizer"] = "cpu" if off else "none"
@@ -179,7 +179,7 @@ class _Reader:
         ch["host.model_init"] = "meta" if efficient is True else "full_copy_per_rank"
         for key in sorted(set(f) - _FSDP_READ):
             if f[key] not in (None, False):
-                self.warn.append(f"fsdp_config.{key} is not modelled")
+                self.warn.append(f"{field_path(('fsdp_config', key))} is not modelled")
         self.precision(fsdp=True)
 
 

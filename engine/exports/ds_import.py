@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.errors import field_path, quote
 from engine.exports.common import DTYPE_OF_TORCH, STAGE_STRATEGY, Imported, as_int
 from engine.exports.import_values import Sizes
 from engine.fileio.strict_json import loads_config
@@ -71,6 +72,19 @@ _HARMLESS_ZERO = {
     "override_module_apply",
     "log_trace_cache_warnings",
 }
+
+_SECTIONS = {
+    "bf16",
+    "bfloat16",
+    "fp16",
+    "data_types",
+    "torch_autocast",
+    "zero_optimization",
+    "aio",
+    "optimizer",
+    "activation_checkpointing",
+}
+"""Keys whose value is a mapping of settings (anything else there is not read)."""
 
 
 def _section(cfg: dict[str, Any], key: str) -> dict[str, Any]:
@@ -184,7 +198,7 @@ class _Reader:
             ch["method.precision.compute_dtype"] = "fp32"
             ch["method.precision.grad_dtype"] = comm or "fp32"
         for key in set(dt) - {"grad_accum_dtype"}:
-            self.warn.append(f"data_types.{key} is not modelled")
+            self.warn.append(f"{field_path(('data_types', key))} is not modelled")
 
     def zero(self) -> None:
         z = self.cfg.get("zero_optimization") or {}
@@ -226,7 +240,7 @@ class _Reader:
         known |= {"stage", "overlap_comm", "sub_group_size", "offload_optimizer", "offload_param"}
         known |= {"cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory"}
         for key in sorted(set(z) - known):
-            self.warn.append(f"zero_optimization.{key} is not modelled")
+            self.warn.append(f"{field_path(('zero_optimization', key))} is not modelled")
 
     def offload(self, z: dict[str, Any]) -> None:
         for flag, sect in (
@@ -314,8 +328,12 @@ class _Reader:
             "optimizer",
             "activation_checkpointing",
         }
+        for key in sorted(known & _SECTIONS):
+            if key in self.cfg and not isinstance(self.cfg[key], dict):
+                shown = quote(self.cfg[key])
+                self.warn.append(f"{key} = {shown} is not a mapping of settings: not read")
         for key in sorted(set(self.cfg) - known - _HARMLESS_TOP):
-            self.warn.append(f"{key} is not modelled")
+            self.warn.append(f"{field_path((key,))} is not modelled")
         stack = self.base.stack.name
         runs = concrete_stack(stack, self.ch["parallelism.strategy"], self.base.method.kind)
         self.ch["stack.name"] = stack if runs in ("deepspeed", "hf_trainer") else "deepspeed"

@@ -47,9 +47,9 @@ def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
-        problems = describe_validation_error(exc, "the imported plan")
+        problems = describe_validation_error(exc)
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        return (problems[0] if problems else "the imported plan is not valid") + more
+        return f"the plan it makes is invalid: {problems[0] if problems else '?'}{more}"
     if isinstance(exc, OSError):
         return f"cannot read it: {exc.strerror or exc}"
     if isinstance(exc, ValueError | LookupError) and str(exc):
@@ -62,7 +62,8 @@ def refusal(name: str, exc: BaseException) -> ImportRefused:
     if isinstance(exc, ImportRefused):
         return exc
     reason = _reason(exc)
-    return ImportRefused(reason if reason.startswith(name) else f"{name}: {reason}")
+    named = reason.startswith((f"{name}:", f"{name} "))
+    return ImportRefused(reason if named else f"{name}: {reason}")
 
 
 def prove_reopens(plan: Plan, name: str) -> None:

@@ -51,8 +51,8 @@ def detect_kind(path: Path, text: str | None) -> str:
     if suffix == ".json":
         try:
             doc = loads_config(body, path.name)
-        except ValueError:
-            return "deepspeed"  # its importer says what is wrong with it
+        except ValueError:  # its importer says what is wrong with it
+            return "hf" if path.name.lower() == "config.json" else "deepspeed"
         return "hf" if isinstance(doc, dict) and "model_type" in doc else "deepspeed"
     if suffix in (".yaml", ".yml"):
         return "accelerate"

@@ -40,6 +40,10 @@ MAX_LAYERS = 10_000
 """The most decoder layers a plan holds (``ArchitectureSpec.layers``): more is refused by
 the plan, so no per-layer list is built for it here."""
 
+MAX_LINE_CHARS = 100_000
+"""The longest command line read (a 10,000-layer ``--moe-layer-freq`` list is 20,000
+characters); shlex takes quadratic time in a token's length, so a longer line is refused."""
+
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)\s*$")
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
@@ -84,6 +88,11 @@ def parse_script(text: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     tokens: list[str] = []
     filled: list[str] = []
     for ln in lines:
+        if len(ln) > MAX_LINE_CHARS:  # shlex is quadratic in a token's length
+            raise ValueError(
+                f"a line of {len(ln):,} characters is longer than any launch command "
+                f"(at most {MAX_LINE_CHARS:,})"
+            )
         if ("--" in ln or tokens) and not _ASSIGN.match(ln):
             for tok in shlex.split(ln):
                 tok, used = _expand(tok, env)

@@ -14,7 +14,7 @@ import ast
 import tomllib
 from typing import Any
 
-from engine.errors import quote
+from engine.errors import field_path, quote
 from engine.exports.common import DTYPE_OF_TORCH, Imported, as_int, balanced_or
 from engine.exports.import_values import Sizes
 from engine.exports.torchtitan import BASE_CONFIGS, IMPLEMENTATION, SCHEDULE
@@ -267,7 +267,7 @@ def import_torchtitan(text: str, base: Plan) -> Imported:
         warn.append("expert_tensor_parallel_degree is gone from torchtitan main; not read")
     for sec, body in (("training", t), ("parallelism", p)):
         for key in sorted(set(body) - _READ[sec] - _HARMLESS):
-            warn.append(f"{sec}.{key} is not modelled")
+            warn.append(f"{field_path((sec, key))} is not modelled")
     return Imported(with_values(base, ch), tuple(res), (*sz.warnings, *warn))
 
 

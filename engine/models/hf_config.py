@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from engine.errors import quote
 from engine.fileio.bounded_read import FileRefused, read_text
 from engine.fileio.strict_json import MAX_DEPTH, loads_config
 from engine.models import hf_dense as d
@@ -157,8 +158,9 @@ def _build(cfg: Mapping[str, Any], model_type: str, mtp: bool) -> dict[str, Any]
     family = _FAMILIES.get(model_type)
     if family is None:
         raise ConfigImportError(
-            f"config.json key 'model_type' = {model_type!r} is not supported; supported: "
-            + ", ".join(SUPPORTED_MODEL_TYPES)
+            f"config.json key 'model_type' = {quote(model_type)} is not a model type MemPlan "
+            f"imports ({len(SUPPORTED_MODEL_TYPES)} are, e.g. llama, qwen2, mistral, mixtral, "
+            "deepseek_v3)"
         )
     defaults, builder = family
     return builder(Reader(cfg, model_type, defaults))

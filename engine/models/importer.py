@@ -104,7 +104,8 @@ def import_model_folder(
         notes += imported.notes
     if spec is None and stored is None:
         raise SafetensorsError(
-            f"{root} holds no config.json, model.safetensors or model.safetensors.index.json"
+            f"{root.name or root} holds no config.json, model.safetensors or "
+            "model.safetensors.index.json"
         )
     check = None
     if spec is not None and stored is not None:
