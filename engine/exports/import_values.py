@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.errors import quote
 
-_SHELL_VAR = re.compile(r"\$\{?[A-Za-z_]")
+_SHELL_VAR = re.compile(r"\$[{(A-Za-z_]")
 _EXPRESSION = re.compile(r"^[\s\d()+\-*/%.]+$")
 
 

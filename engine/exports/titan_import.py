@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import tomllib
+import warnings
 from typing import Any
 
 from engine.errors import field_path, quote
@@ -76,7 +77,10 @@ def _recipe(text: str) -> tuple[Tree, str | None, str | None]:
     tree: Tree = {}
     ac: str | None = None
     base: str | None = None
-    for node in ast.walk(ast.parse(text)):
+    with warnings.catch_warnings():  # a mutated recipe's SyntaxWarnings are not the user's
+        warnings.simplefilter("ignore")
+        module = ast.parse(text)
+    for node in ast.walk(module):
         if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("config_registry"):
             base = node.names[0].name
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:
