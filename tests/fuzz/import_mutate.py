@@ -12,7 +12,7 @@ import random
 import re
 from typing import Any
 
-from tests.fuzz.mutate import HOSTILE_TOKENS, HOSTILE_VALUES, _byte_mutation, _text_mutation
+from tests.fuzz.mutate import HOSTILE_TOKENS, HOSTILE_VALUES, ODD_CHARS
 
 GUESSES: tuple[Any, ...] = (
     "${TP}",
@@ -62,6 +62,39 @@ MOE_FREQ: tuple[str, ...] = (
 """``--moe-layer-freq`` values: Megatron's documented forms, and hostile ones."""
 
 _NUMBER = re.compile(r"(?<![\w.$])-?\d+(?:\.\d+)?(?![\w.])")
+
+
+def _text_mutation(rng: random.Random, text: str) -> str:
+    """What a disk or an editor does: truncation, a lost or repeated span or line, a
+    hostile token or an odd character inserted."""
+    n = len(text)
+    at = rng.randrange(n + 1)
+    kind = rng.randrange(6)
+    if kind == 0:
+        return text[: rng.randrange(n + 1)]
+    if kind == 1:
+        return text[:at] + text[min(n, at + rng.randint(1, 40)) :]
+    if kind == 2:
+        return text[:at] + rng.choice(HOSTILE_TOKENS) + text[at:]
+    if kind == 3:
+        start = rng.randrange(n + 1)
+        return text[:at] + text[start : start + rng.randint(1, 200)] + text[at:]
+    if kind == 4:
+        lines = text.split("\n")
+        i = rng.randrange(len(lines))
+        return "\n".join([*lines[: i + 1], lines[i], *lines[i + 1 :]])
+    return text[:at] + chr(rng.choice(ODD_CHARS)) + text[at:]
+
+
+def _byte_mutation(rng: random.Random, data: bytes) -> bytes:
+    """One to four bytes overwritten, sometimes a byte-order mark in front."""
+    out = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        if out:
+            out[rng.randrange(len(out))] = rng.randrange(256)
+    if rng.random() < 0.2:
+        out[:0] = b"\xef\xbb\xbf"
+    return bytes(out)
 
 
 def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
