@@ -96,7 +96,9 @@ class _Reader:
             name = PurePath(str(path)).name
             text = companions.get(str(path), companions.get(name))
             if text is None:
-                self.warn.append(f"deepspeed_config_file {path} was not found: plugin keys only")
+                self.warn.append(
+                    f"deepspeed_config_file {quote(path)} was not found: plugin keys only"
+                )
             else:
                 try:
                     got = import_deepspeed(text, self.base)

@@ -235,7 +235,7 @@ class _Reader:
             v = z.get(key)
             default = v is None or v is False or v == {} or (type(v) is int and v in (1, -1))
             if not default:
-                self.warn.append(f"zero_optimization.{key} = {v}: {why}; not modelled")
+                self.warn.append(f"zero_optimization.{key} = {quote(v)}: {why}; not modelled")
         known = set(_KNOBS) | set(_ZERO_PLUS) | _HARMLESS_ZERO
         known |= {"stage", "overlap_comm", "sub_group_size", "offload_optimizer", "offload_param"}
         known |= {"cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory"}
@@ -299,7 +299,9 @@ class _Reader:
             self.ch["method.optimizer.name"] = "lion"
             self.ch["method.optimizer.implementation"] = "fused"
         else:
-            self.warn.append(f"optimizer type {o.get('type')!r} is not modelled; the plan's kept")
+            self.warn.append(
+                f"optimizer type {quote(o.get('type'))} is not modelled; the plan's kept"
+            )
 
     def recompute(self) -> None:
         a = self.cfg.get("activation_checkpointing")

@@ -178,7 +178,7 @@ def import_torchtitan(text: str, base: Plan) -> Imported:
         arch = model.architecture
         res.append(f"{fn}: model {model.name} (torchtitan's registry spec)")
     elif fn:
-        warn.append(f"{fn}: not a model MemPlan knows; the plan's model is kept")
+        warn.append(f"{quote(fn)}: not a model MemPlan knows; the plan's model is kept")
     seq_key = "max_context_length" if "max_context_length" in t else "seq_len"
     seq = size(t, "training", seq_key, base.batch.seq_len, "the plan's")
     ch["batch.seq_len"] = seq

@@ -134,7 +134,7 @@ def _text_config(cfg: Mapping[str, Any], mt: str, w: _Wrapper) -> tuple[dict[str
         raw = w.absent_text or {}
     if not isinstance(raw, Mapping):
         raise ConfigImportError(
-            f"config.json key 'text_config' (model_type {mt!r}) must be an object"
+            f"config.json key 'text_config' (model_type {quote(mt)}) must be an object"
         )
     text = dict(raw)
     text_type = str(text.get("model_type") or w.text_type)
@@ -158,9 +158,9 @@ def _build(cfg: Mapping[str, Any], model_type: str, mtp: bool) -> dict[str, Any]
     family = _FAMILIES.get(model_type)
     if family is None:
         raise ConfigImportError(
-            f"config.json key 'model_type' = {quote(model_type)} is not a model type MemPlan "
-            f"imports ({len(SUPPORTED_MODEL_TYPES)} are, e.g. llama, qwen2, mistral, mixtral, "
-            "deepseek_v3)"
+            f"config.json key 'model_type' = {quote(model_type)} is not supported (MemPlan "
+            f"imports {len(SUPPORTED_MODEL_TYPES)} model types, e.g. llama, qwen2, mistral, "
+            "mixtral, deepseek_v3)"
         )
     defaults, builder = family
     return builder(Reader(cfg, model_type, defaults))
@@ -208,7 +208,7 @@ def import_hf_config(cfg: Mapping[str, Any], *, mtp: bool = False) -> ConfigImpo
         return ConfigImport(spec, tuple(notes), {**text, "model_type": text_type})
     if "text_config" in cfg or "vision_config" in cfg:
         raise ConfigImportError(
-            f"config.json key 'text_config' / 'vision_config' (model_type {mt!r}) "
+            f"config.json key 'text_config' / 'vision_config' (model_type {quote(mt)}) "
             "describes a multimodal model MemPlan does not import; import its language "
             "model's config instead"
         )
