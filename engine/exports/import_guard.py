@@ -82,10 +82,21 @@ def prove_reopens(plan: Plan, name: str) -> None:
         raise ImportRefused(f"{name}: the plan it makes would reopen as a different plan")
 
 
+MAX_NOTES = 50
+"""The most resolutions, and the most warnings, an import lists (a file with a thousand
+unknown keys gets the first ones and a count, not a thousand lines)."""
+
+
+def _lines(notes: tuple[str, ...], what: str) -> tuple[str, ...]:
+    shown = tuple(one_line(n) for n in notes[:MAX_NOTES])
+    if len(notes) > MAX_NOTES:
+        shown = (*shown[:-1], f"… and {len(notes) - MAX_NOTES + 1:,} more {what}")
+    return shown
+
+
 def tidy(got: Imported) -> Imported:
-    """``got`` with every resolution and warning on one printable line."""
+    """``got`` with every resolution and warning on one printable line, at most
+    :data:`MAX_NOTES` of each."""
     return Imported(
-        got.plan,
-        tuple(one_line(r) for r in got.resolutions),
-        tuple(one_line(w) for w in got.warnings),
+        got.plan, _lines(got.resolutions, "resolutions"), _lines(got.warnings, "warnings")
     )

@@ -24,7 +24,7 @@ from engine.exports.flat_yaml import read_flat_yaml
 from engine.exports.import_guard import ImportRefused, one_line, prove_reopens, refusal, tidy
 from engine.exports.mlm_import import import_megatron
 from engine.exports.titan_import import import_torchtitan
-from engine.fileio.bounded_read import inside, read_text
+from engine.fileio.bounded_read import MAX_CONFIG_BYTES, inside, read_text
 from engine.fileio.strict_json import loads_config
 from engine.models.hf_config import read_hf_config
 from engine.models.importer import import_model_folder
@@ -86,7 +86,7 @@ def _companions(path: Path, text: str) -> Mapping[str, str]:
         target = folder / Path(name).name
     if not target.exists():
         return {}
-    return {name: read_text(target, within=folder)}
+    return {name: read_text(target, MAX_CONFIG_BYTES, folder)}
 
 
 def import_model(path: Path, base: Plan) -> Imported:
@@ -118,7 +118,7 @@ def import_model(path: Path, base: Plan) -> Imported:
 def _import(p: Path, base: Plan, kind: str | None) -> Imported:
     if not p.exists():
         raise ValueError(f"{p.name} does not exist")
-    text = None if p.is_dir() else read_text(p)
+    text = None if p.is_dir() else read_text(p, MAX_CONFIG_BYTES)
     kind = kind or detect_kind(p, text)
     if kind == "hf":
         return import_model(p, base)

@@ -16,6 +16,14 @@ from pathlib import Path
 
 from engine.fileio.strict_json import BOM, MAX_FILE_BYTES
 
+MAX_CONFIG_BYTES = MAX_FILE_BYTES // 16
+"""The largest framework config or ``config.json`` read (1 MiB; real ones are a few KB).
+A plan keeps a config.json whole (``model.hf_config``) and saves it indented, which
+makes a list of small numbers about six times longer: a sixteenth of the loader's own
+16 MiB keeps the saved plan inside it, and the reading, the plan's validation and the
+save-and-reopen proof all take well under a second. (Safetensors headers and index
+files, which no plan keeps, may use the loader's full 16 MiB.)"""
+
 
 class FileRefused(ValueError):
     """A file that is not read: not regular, too large, not UTF-8, outside its folder.

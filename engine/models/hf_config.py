@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.errors import quote
-from engine.fileio.bounded_read import FileRefused, read_text
+from engine.fileio.bounded_read import MAX_CONFIG_BYTES, FileRefused, read_text
 from engine.fileio.strict_json import MAX_DEPTH, loads_config
 from engine.models import hf_dense as d
 from engine.models import hf_moe as m
@@ -243,15 +243,16 @@ _TORCH_OF_STORED = {
 
 def read_config_dict(path: str | Path, within: Path | None = None) -> dict[str, Any]:
     """A ``config.json`` (or the one in a folder) parsed with the plan loader's limits:
-    a regular file of at most 16 MiB, nesting a plan can keep, no NaN or Infinity (JSON
-    has neither: a plan would store them as null), no number over 100 digits, no key
-    given twice, nothing outside ``within``. Refusals are :class:`ConfigImportError`
-    sentences naming the file and the key."""
+    a regular file of at most 1 MiB (``MAX_CONFIG_BYTES``), nesting a plan can keep, no
+    NaN or Infinity (JSON has neither: a plan would store them as null), no number over
+    100 digits, no key given twice, nothing outside ``within``. Refusals are
+    :class:`ConfigImportError` sentences naming the file and the key."""
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
     try:
-        cfg = loads_config(read_text(p, within=within), p.name, KEPT_CONFIG_DEPTH)
+        text = read_text(p, MAX_CONFIG_BYTES, within)
+        cfg = loads_config(text, p.name, KEPT_CONFIG_DEPTH)
     except FileRefused as exc:
         raise ConfigImportError(str(exc)) from None
     except ValueError as exc:  # strict_json.ConfigFileError

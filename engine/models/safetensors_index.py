@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.errors import quote
 from engine.fileio.bounded_read import inside, read_text
-from engine.fileio.strict_json import loads_config
+from engine.fileio.strict_json import MAX_FILE_BYTES, loads_config
 from engine.models.inventory import build_inventory
 from engine.models.mtp import unbuilt_stored_names
 from engine.models.spec import ArchitectureSpec
@@ -186,6 +186,11 @@ def _header_bytes(p: Path, within: Path | None) -> tuple[bytes, int]:
                 raise SafetensorsError(
                     f"{p.name} declares a {n:,}-byte header (over the format's 100 MB limit); "
                     "the file is corrupt or not safetensors"
+                )
+            if n > MAX_FILE_BYTES:
+                raise SafetensorsError(
+                    f"{p.name} declares a {n:,}-byte header, over the 16 MiB MemPlan reads "
+                    "(a shard of 100,000 tensors needs about 10 MiB)"
                 )
             if 8 + n > size:
                 raise SafetensorsError(

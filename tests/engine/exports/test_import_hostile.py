@@ -69,11 +69,24 @@ def test_devices_fifos_and_folders_are_refused_unread(tmp_path: Path) -> None:
     assert "is a folder" in _refused(tmp_path, "megatron")
 
 
-def test_a_config_over_the_plan_loaders_16_mib_is_refused(tmp_path: Path) -> None:
+def test_a_config_a_plan_could_not_keep_is_refused(tmp_path: Path) -> None:
+    """The issue's 17 MiB config saved, then was refused on reopen. A plan keeps a
+    config.json whole and saves it indented (about 6x for a list of numbers), so MemPlan
+    reads configs up to 1/16 of the loader's 16 MiB: 1 MiB."""
     (tmp_path / "m").mkdir()
-    pad = "x" * (17 * 2**20)  # the issue's 17 MiB config: saved, then refused on reopen
+    pad = "x" * (17 * 2**20)
     _write(tmp_path / "m", "config.json", json.dumps({**LLAMA, "pad": pad}))
-    assert "over 16 MiB" in _refused(tmp_path / "m")
+    assert _refused(tmp_path / "m") == (
+        "m: config.json is over 1 MiB, far larger than any file MemPlan imports"
+    )
+    ds = _write(tmp_path, "ds.json", json.dumps({"x": [0] * 2**19}))  # 1.5 MiB
+    assert "ds.json is over 1 MiB" in _refused(ds)
+
+
+def test_a_thousand_unknown_keys_give_fifty_warnings(tmp_path: Path) -> None:
+    got = _import(_write(tmp_path, "ds.json", json.dumps({f"k{i}": 1 for i in range(1000)})))
+    assert len(got.warnings) == 50  # 49 shown, then the count of the other 951
+    assert got.warnings[-1] == "… and 951 more warnings"
 
 
 # --- numbers and nesting the loader refuses ------------------------------------------------
