@@ -61,6 +61,9 @@ MOE_FREQ: tuple[str, ...] = (
 )
 """``--moe-layer-freq`` values: Megatron's documented forms, and hostile ones."""
 
+BLOAT = 0.01
+"""The share of files grown to about the 1 MiB cap (each costs a second or two)."""
+
 _NUMBER = re.compile(r"(?<![\w.$])-?\d+(?:\.\d+)?(?![\w.])")
 
 
@@ -139,6 +142,8 @@ def mutate_json(rng: random.Random, text: str) -> bytes:
         if isinstance(doc, dict | list):
             for _ in range(rng.randint(1, 3)):
                 _tree_mutation(rng, doc)
+            if isinstance(doc, dict) and rng.random() < BLOAT:  # near the 1 MiB cap
+                doc["x_pad"] = [rng.choice([0, 0.5, "ab", [], {}])] * rng.randint(2**17, 2**19)
             dumped = json.dumps(doc, indent=rng.choice([None, 2]), ensure_ascii=rng.random() < 0.5)
             return dumped.encode("utf-8", "surrogatepass")
     if family < 0.9:
@@ -168,8 +173,18 @@ def _token_mutation(rng: random.Random, text: str) -> str:
     return "\n".join(lines)
 
 
+def _bloat(rng: random.Random, text: str) -> str:
+    """One line repeated until the file is about the 1 MiB cap (under or over it)."""
+    lines = text.split("\n")
+    line = rng.choice(lines) or "x"
+    times = int(2**20 * rng.uniform(0.5, 1.05)) // (len(line) + 1)
+    return text + "\n" + "\n".join([line] * times) + "\n"
+
+
 def mutate_text(rng: random.Random, text: str) -> bytes:
     """A YAML / TOML / recipe / script mutated by tokens, as text, or as bytes."""
+    if rng.random() < BLOAT:
+        text = _bloat(rng, text)
     family = rng.random()
     if family < 0.55:
         for _ in range(rng.randint(1, 3)):
