@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtWidgets import QMessageBox
 
 from engine.exports.import_guard import IMPORT_MESSAGE_CHARS
 from gui import dialogs, framework_actions
@@ -73,3 +74,25 @@ def test_a_model_folder_refusal_is_shown_in_a_dialog(
     _choose(monkeypatch, folder)
     window.framework.import_folder_action.trigger()
     assert errors == ["model: model.safetensors is not a regular file (a folder, device or pipe)"]
+
+
+def test_the_model_tab_shows_refusals_and_guesses(
+    window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Model tab's own import: a refusal reaches its warning box in one sentence,
+    and a guessed dtype (``torch_dtype: "auto"`` with no weights) is said, not silent."""
+    warned: list[str] = []
+    told: list[str] = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda *a: warned.append(a[2]))
+    monkeypatch.setattr(QMessageBox, "information", lambda *a: told.append(a[2]))
+    deep = tmp_path / "deep" / "config.json"
+    deep.parent.mkdir()
+    deep.write_text('{"model_type": "llama", "x": ' + "[" * 5000 + "]" * 5000 + "}")
+    assert not window.tabs["model"].import_path(str(deep), folder=False)
+    assert warned == ["config.json nests more than 60 levels deep; no config MemPlan reads does"]
+    llama = json.loads((CONFIGS / "llama-3.2-1b.json").read_text())
+    auto = tmp_path / "auto" / "config.json"
+    auto.parent.mkdir()
+    auto.write_text(json.dumps({**llama, "torch_dtype": "auto"}))
+    assert window.tabs["model"].import_path(str(auto), folder=False)
+    assert told == ["• torch_dtype 'auto' with no weights to read: assumed bfloat16"]
