@@ -111,7 +111,7 @@ class _Reader:
             stage = self.sizes.size("zero_stage", ds.get("zero_stage"), 0, "stage", 0)
             if stage not in STAGE_STRATEGY:
                 self.warn.append(
-                    f"deepspeed_config.zero_stage {stage} is not a ZeRO stage: read as 3"
+                    f"deepspeed_config.zero_stage {quote(stage)} is not a ZeRO stage: read as 3"
                 )
             self.ch["parallelism.strategy"] = STAGE_STRATEGY.get(stage, "zero3")
             ga = self.sizes.optional(

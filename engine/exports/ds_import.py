@@ -206,7 +206,9 @@ class _Reader:
             z = {}
         stage = self.sizes.size("zero_optimization.stage", z.get("stage"), 0, "stage", 0)
         if stage not in STAGE_STRATEGY:
-            self.warn.append(f"zero_optimization.stage {stage} is not a ZeRO stage: read as 3")
+            self.warn.append(
+                f"zero_optimization.stage {quote(stage)} is not a ZeRO stage: read as 3"
+            )
         self.ch["parallelism.strategy"] = STAGE_STRATEGY.get(stage, "zero3")
         hidden = self.base.model.architecture.hidden
         hf_auto = {

@@ -41,6 +41,11 @@ KINDS: dict[str, str] = {
     "hf": "Hugging Face config.json or model folder",
 }
 
+MAX_CONFIG_LINES = 10_000
+"""The most lines a YAML, TOML, recipe or launch script may have (real ones have tens).
+Their parsers (``ast``, ``tomllib``, ``shlex``) take seconds for the half a million
+short lines that fit in 1 MiB, and ``ast.parse`` cannot be interrupted while it runs."""
+
 
 def detect_kind(path: Path, text: str | None) -> str:
     """Which of :data:`KINDS` a file (or folder) is, from its name and content."""
@@ -124,6 +129,12 @@ def _import(p: Path, base: Plan, kind: str | None) -> Imported:
         return import_model(p, base)
     if text is None:
         raise ValueError(f"{p.name} is a folder; a {KINDS.get(kind, kind)} is a file")
+    lines = text.count("\n")
+    if kind != "deepspeed" and lines > MAX_CONFIG_LINES:
+        raise ValueError(
+            f"{p.name} has {lines:,} lines; no {KINDS.get(kind, kind)} has over "
+            f"{MAX_CONFIG_LINES:,}"
+        )
     if kind == "deepspeed":
         return import_deepspeed(text, base)
     if kind == "accelerate":

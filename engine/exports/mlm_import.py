@@ -40,9 +40,10 @@ MAX_LAYERS = 10_000
 """The most decoder layers a plan holds (``ArchitectureSpec.layers``): more is refused by
 the plan, so no per-layer list is built for it here."""
 
-MAX_LINE_CHARS = 100_000
-"""The longest command line read (a 10,000-layer ``--moe-layer-freq`` list is 20,000
-characters); shlex takes quadratic time in a token's length, so a longer line is refused."""
+MAX_LINE_CHARS = 40_000
+"""The longest command line read (a 10,000-layer ``--moe-layer-freq`` list written
+``[1, 1, …]`` is 30,000 characters); shlex takes quadratic time in a token's length, so
+a longer line is refused (a 1 MiB script of such lines then reads in about a second)."""
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)\s*$")
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")

@@ -127,9 +127,14 @@ def _parse(text: str) -> tuple[Tree, str | None, str | None]:
     return tree, ac, base
 
 
+MAX_RECIPE_CHARS = 2**17
+"""The largest text parsed as a Python recipe (real ones are a few KB): ``ast.parse``
+takes seconds on a megabyte of statements and cannot be interrupted while it runs."""
+
+
 def _first_reading(text: str) -> tuple[Tree, str | None, str | None]:
     try:
-        tree, ac, base = _recipe(text)
+        tree, ac, base = _recipe(text) if len(text) <= MAX_RECIPE_CHARS else ({}, None, None)
         if tree:
             return tree, ac, base
     except (SyntaxError, ValueError, MemoryError, RecursionError):
@@ -161,7 +166,12 @@ def import_torchtitan(text: str, base: Plan) -> Imported:
     """A plan from a torchtitan recipe / overrides / TOML over ``base``."""
     tree, ac, fn = _parse(text)
     if not tree:
-        raise ValueError("no torchtitan settings found (config.<section>.<key> = …)")
+        big = (
+            f"; a recipe over {MAX_RECIPE_CHARS // 1024} KiB is not read"
+            if len(text) > MAX_RECIPE_CHARS
+            else ""
+        )
+        raise ValueError(f"no torchtitan settings found (config.<section>.<key> = …){big}")
     ch: dict[str, Any] = {"stack.name": "torchtitan", "method.kind": "full"}
     res: list[str] = []
     warn: list[str] = []

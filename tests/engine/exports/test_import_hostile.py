@@ -292,3 +292,23 @@ def test_cli_import_writes_a_plan_that_reopens(tmp_path: Path) -> None:
     out = tmp_path / "out.memplan"
     assert main(["import", str(src), "-o", str(out)]) == 0
     assert load(out).plan.batch.seq_len == 2048 and load(out).plan.batch.micro_batch == 1
+
+
+# --- work bounded by the file, not by what it asks for ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "words"),
+    [
+        # ast.parse takes seconds on half a million statements and cannot be interrupted
+        ("recipe.py", "x\n" * 20_000, "has 20,000 lines; no torchtitan recipe"),
+        ("recipe.py", "config.training.seq_len = " + "1;" * 100_000, "over 128 KiB is not read"),
+        ("acc.yaml", "a: 1\n" * 20_000, "has 20,000 lines"),
+        # shlex is quadratic in a token's length: a megabyte-long argument took minutes
+        ("train.sh", 'pretrain_gpt.py --num-layers "' + "x" * 50_000 + '"', "at most 40,000"),
+    ],
+)
+def test_files_too_big_for_their_parsers_are_refused(
+    tmp_path: Path, name: str, text: str, words: str
+) -> None:
+    assert words in _refused(_write(tmp_path, name, text))
