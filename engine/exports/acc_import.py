@@ -191,10 +191,10 @@ def import_accelerate(
     """A plan from an accelerate config over ``base``; ``companions`` maps the name of a
     ``deepspeed_config_file`` to its text."""
     if text.lstrip().startswith("{"):
-        cfg = loads_config(text, "the accelerate config")
+        cfg = loads_config(text)
     else:
         cfg = read_flat_yaml(text)
-        check_tree(cfg, "the accelerate config")
+        check_tree(cfg)
     if not isinstance(cfg, dict):
         raise ValueError("an accelerate config must be a mapping")
     # accelerate has no pipeline or expert parallelism: those are 1

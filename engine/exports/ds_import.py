@@ -357,7 +357,7 @@ def import_deepspeed_dict(cfg: dict[str, Any], base: Plan) -> Imported:
 
 def import_deepspeed(text: str, base: Plan) -> Imported:
     """A plan from ds_config.json text over ``base`` (ValueError on bad JSON)."""
-    cfg = loads_config(text, "the ds_config")
+    cfg = loads_config(text)
     if not isinstance(cfg, dict):
         raise ValueError("a ds_config must be a JSON object")
     return import_deepspeed_dict(cfg, base)

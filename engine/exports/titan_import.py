@@ -121,9 +121,9 @@ def _overrides(text: str) -> Tree:
 def _parse(text: str) -> tuple[Tree, str | None, str | None]:
     """The settings of a recipe, a TOML file or overrides, in the plan loader's limits."""
     if max_depth(text) > MAX_DEPTH:
-        raise ConfigFileError(f"the file nests more than {MAX_DEPTH} levels deep")
+        raise ConfigFileError(f"it nests more than {MAX_DEPTH} levels deep")
     tree, ac, base = _first_reading(text)
-    check_tree(tree, "the file")
+    check_tree(tree)
     return tree, ac, base
 
 

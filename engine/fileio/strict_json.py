@@ -198,15 +198,16 @@ class ConfigFileError(ValueError):
     naming the file and, where there is one, the key."""
 
 
-def loads_config(text: str, name: str, depth: int = MAX_DEPTH) -> Any:
+def loads_config(text: str, name: str = "", depth: int = MAX_DEPTH) -> Any:
     """Parse an imported JSON config with the plan loader's limits (nesting, number
-    length, NaN / Infinity, duplicate keys, half characters), naming ``name``.
+    length, NaN / Infinity, duplicate keys, half characters), naming ``name`` (or
+    nothing: the caller names the file).
 
     ``depth`` is lower than :data:`MAX_DEPTH` for a config a plan keeps inside itself
     (``model.hf_config``), so that the saved plan is still within the loader's depth."""
     if max_depth(text) > depth:
         raise ConfigFileError(
-            f"{name} nests more than {depth} levels deep; no config MemPlan reads does"
+            f"{name or 'it'} nests more than {depth} levels deep; no config MemPlan reads does"
         )
     hooks = _Hooks()
     try:
@@ -219,34 +220,35 @@ def loads_config(text: str, name: str, depth: int = MAX_DEPTH) -> Any:
         )
     except json.JSONDecodeError as exc:
         raise ConfigFileError(
-            f"{name} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+            f"{name or 'it'} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
     surrogates = bool(_SURROGATE_ESCAPE.search(text))
     problem = _first_problem(doc, surrogates) if hooks.flagged or surrogates else None
     if problem:
-        raise ConfigFileError(f"{name}: {problem}")
+        raise ConfigFileError(f"{name}: {problem}" if name else problem)
     return doc
 
 
 _MAX_INT = 10**MAX_NUMBER_CHARS
 
 
-def check_tree(tree: Any, name: str, depth: int = MAX_DEPTH) -> None:
+def check_tree(tree: Any, name: str = "", depth: int = MAX_DEPTH) -> None:
     """Refuse a parsed config (TOML, YAML, a recipe's literals) holding what a plan
     cannot: nesting deeper than ``depth``, a number over :data:`MAX_NUMBER_CHARS`
     digits, NaN or an infinity. Iterative, so no nesting can exhaust the stack."""
+    lead = f"{name}: " if name else ""
     stack: list[tuple[tuple[str | int, ...], Any]] = [((), tree)]
     while stack:
         path, node = stack.pop()
         where = field_path(path) or "the top level"
         if len(path) > depth:
-            raise ConfigFileError(f"{name}: {where} nests more than {depth} levels deep")
+            raise ConfigFileError(f"{lead}{where} nests more than {depth} levels deep")
         if isinstance(node, bool):
             continue
         if isinstance(node, int) and not -_MAX_INT < node < _MAX_INT:
-            raise ConfigFileError(f"{name}: {where} holds a number over {MAX_NUMBER_CHARS} digits")
+            raise ConfigFileError(f"{lead}{where} holds a number over {MAX_NUMBER_CHARS} digits")
         if isinstance(node, float) and not math.isfinite(node):
-            raise ConfigFileError(f"{name}: {where} = {node} is not a finite number")
+            raise ConfigFileError(f"{lead}{where} = {node} is not a finite number")
         if isinstance(node, dict):
             stack.extend(((*path, str(k)), v) for k, v in node.items())
         elif isinstance(node, list | tuple):

@@ -44,10 +44,10 @@ def _bad_files(tmp_path: Path) -> list[tuple[Path, str]]:
     zero = tmp_path / "ds.json"
     zero.write_text('{"train_micro_batch_size_per_gpu": 1e999}')  # was OverflowError
     return [
-        (deep_toml, "deep.toml: the file nests more than 64 levels deep"),
+        (deep_toml, "deep.toml: it nests more than 64 levels deep"),
         (fifo, "pipe.json is not a regular file"),
         (nan, "config.json: rope_theta: NaN is not a number JSON allows"),
-        (zero, "ds.json: the ds_config: train_micro_batch_size_per_gpu"),
+        (zero, "ds.json: train_micro_batch_size_per_gpu: '1e999' is too large"),
     ]
 
 
