@@ -312,16 +312,22 @@ class CrossCheck:
                 out.append(f"{dt}: computed {c:,} elements, stored {s:,}")
         if self.missing:
             out.append(
-                f"{len(self.missing)} computed tensors are not stored, e.g. {self.missing[0]}"
+                f"{len(self.missing)} computed tensors are not stored, "
+                f"e.g. {_short(self.missing[0])}"
             )
         if self.unexpected:
             out.append(
                 f"{len(self.unexpected)} stored tensors are not in the config's "
-                f"inventory, e.g. {self.unexpected[0]}"
+                f"inventory, e.g. {_short(self.unexpected[0])}"
             )
         for name, want, got in self.shape_mismatches[:5]:
-            out.append(f"{name}: computed shape {list(want)}, stored {list(got)}")
+            out.append(f"{_short(name)}: computed shape {list(want)}, stored {quote(list(got))}")
         return out
+
+
+def _short(name: str) -> str:
+    """A tensor name from a header, shortened and escaped for a message."""
+    return name if len(name) <= 80 and name.isprintable() else quote(name)
 
 
 def _strip_prefix(names: set[str], stored: dict[str, StoredTensor]) -> dict[str, StoredTensor]:
