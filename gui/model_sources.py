@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.exports.import_guard import ImportRefused, refusal
 from engine.models import presets
 from engine.models.hf_config import ConfigImportError, read_hf_config
 from engine.models.importer import import_model_folder
@@ -50,19 +51,28 @@ class ModelImport:
     name: str
     spec: ArchitectureSpec
     config: dict[str, Any] | None
-    messages: tuple[str, ...] = ()
+    messages: tuple[str, ...] = ()  # the checkpoint cross-check's mismatches
+    notes: tuple[str, ...] = ()  # what the import assumed or left out (never silent)
 
     @property
     def changes(self) -> dict[str, Any]:
         return model_changes(None, self.name, self.spec, self.config)
 
 
+def _one_sentence(path: str, exc: Exception) -> ImportRefused:
+    return refusal(Path(path).name or path, exc)
+
+
 def import_config(path: str) -> ModelImport:
-    """A Hugging Face ``config.json`` (or the folder holding it) → the architecture."""
+    """A Hugging Face ``config.json`` (or the folder holding it) → the architecture.
+    Every failure is an :class:`ImportRefused` sentence (one of ``IMPORT_ERRORS``)."""
     p = Path(path)
     name = (p.parent if p.is_file() else p).name or p.stem
-    imported = read_hf_config(p)
-    return ModelImport(name, imported.spec, imported.config)
+    try:
+        imported = read_hf_config(p)
+    except Exception as exc:  # even MemPlan's own defect reaches the dialog as a sentence
+        raise _one_sentence(path, exc) from exc
+    return ModelImport(name, imported.spec, imported.config, (), imported.notes)
 
 
 def import_folder(path: str) -> ModelImport:
@@ -71,14 +81,18 @@ def import_folder(path: str) -> ModelImport:
     The architecture comes from its ``config.json``; the safetensors headers (read without
     the weights) are compared with it, and every mismatch is returned as a sentence.
     """
-    result = import_model_folder(path)
+    try:
+        result = import_model_folder(path)
+    except Exception as exc:
+        raise _one_sentence(path, exc) from exc
     if result.spec is None:
         raise SafetensorsError(
             f"{path} has safetensors weights but no config.json: the architecture cannot be "
             "derived from tensor names alone; import its config.json or enter it by hand"
         )
     messages = tuple(result.check.messages()) if result.check is not None else ()
-    return ModelImport(Path(path).name, result.spec, result.config, messages)
+    notes = (*result.resolutions, *result.notes)
+    return ModelImport(Path(path).name, result.spec, result.config, messages, notes)
 
 
 def model_changes(

@@ -28,12 +28,12 @@ from engine.exports.cached_model import (
     model_section_for_cached,
     plan_for_cached_model,
 )
+from engine.fileio.oneline import one_line
 from engine.models.hf_cache import ModelNotCachedError
 from engine.models.hf_config import ConfigImportError
 from engine.models.presets import format_models_table
 from engine.models.safetensors_index import SafetensorsError
 from engine.models.summary import summarize
-from engine.oneline import one_line
 from engine.plan import Plan, default_plan
 from engine.planfile import PlanFile, PlanFileError, load, save
 from engine.reference.deepspeed_estimator import deepspeed_reference

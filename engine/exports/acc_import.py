@@ -9,15 +9,17 @@ which moves parameters, gradients and optimizer state: both placements become cp
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
+from engine.errors import field_path, quote
 from engine.exports.accelerate import FSDP1_STRATEGY, PREFETCH, STATE_DICT
-from engine.exports.common import STAGE_STRATEGY, Imported, as_int
+from engine.exports.common import STAGE_STRATEGY, Imported
 from engine.exports.ds_import import import_deepspeed
 from engine.exports.flat_yaml import read_flat_yaml
+from engine.exports.import_values import Sizes
+from engine.fileio.strict_json import check_tree, loads_config
 from engine.plan import Plan, with_values
 
 _INV_FSDP1 = {v: k for k, v in FSDP1_STRATEGY.items()}
@@ -48,10 +50,21 @@ class _Reader:
         self.ch: dict[str, Any] = {"stack.name": "hf_trainer"}
         self.res: list[str] = []
         self.warn: list[str] = []
+        self.sizes = Sizes()
+
+    def section(self, key: str) -> dict[str, Any]:
+        """A nested mapping of the config; anything else is named and read as empty."""
+        value = self.cfg.get(key)
+        if value is None or value == "":
+            return {}
+        if not isinstance(value, dict):
+            self.warn.append(f"{key} = {quote(value)} is not a mapping of settings: not read")
+            return {}
+        return value
 
     def world(self, tp: int, cp: int) -> None:
-        n = as_int(self.cfg.get("num_processes"))
-        if n is None or n < 1:
+        n = self.sizes.optional("num_processes", self.cfg.get("num_processes"))
+        if n is None:
             return
         rest = tp * cp
         if n % rest:
@@ -63,7 +76,7 @@ class _Reader:
     def precision(self, fsdp: bool) -> None:
         mp = self.cfg.get("mixed_precision", "no")
         if mp not in ("bf16", "fp16", "no"):
-            self.warn.append(f"mixed_precision {mp!r} is not modelled; read as no")
+            self.warn.append(f"mixed_precision {quote(mp)} is not modelled; read as no")
             mp = "no"
         half = None if mp == "no" else mp
         ch = self.ch
@@ -76,23 +89,34 @@ class _Reader:
             ch["method.precision.policy"] = "autocast" if fsdp else "pure_16bit"
 
     def deepspeed(self, companions: Mapping[str, str]) -> Plan | None:
-        ds = self.cfg.get("deepspeed_config") or {}
+        ds = self.section("deepspeed_config")
         path = ds.get("deepspeed_config_file")
         plan = None
         if path:
             name = PurePath(str(path)).name
             text = companions.get(str(path), companions.get(name))
             if text is None:
-                self.warn.append(f"deepspeed_config_file {path} was not found: plugin keys only")
+                self.warn.append(
+                    f"deepspeed_config_file {quote(path)} was not found: plugin keys only"
+                )
             else:
-                got = import_deepspeed(text, self.base)
+                try:
+                    got = import_deepspeed(text, self.base)
+                except ValueError as exc:
+                    raise ValueError(f"its deepspeed_config_file {name}: {exc}") from None
                 self.res += [f"{name}: {r}" for r in got.resolutions]
                 self.warn += [f"{name}: {w}" for w in got.warnings]
                 plan = got.plan
         if plan is None:
-            stage = as_int(ds.get("zero_stage"))
-            self.ch["parallelism.strategy"] = STAGE_STRATEGY.get(stage or 0, "zero3")
-            ga = as_int(ds.get("gradient_accumulation_steps"))
+            stage = self.sizes.size("zero_stage", ds.get("zero_stage"), 0, "stage", 0)
+            if stage not in STAGE_STRATEGY:
+                self.warn.append(
+                    f"deepspeed_config.zero_stage {quote(stage)} is not a ZeRO stage: read as 3"
+                )
+            self.ch["parallelism.strategy"] = STAGE_STRATEGY.get(stage, "zero3")
+            ga = self.sizes.optional(
+                "gradient_accumulation_steps", ds.get("gradient_accumulation_steps")
+            )
             if ga:
                 self.ch["batch.grad_accum"] = ga
             for key, field in (
@@ -115,13 +139,12 @@ class _Reader:
         return plan
 
     def fsdp(self) -> None:
-        f = self.cfg.get("fsdp_config") or {}
-        ch = self.ch
-        version = as_int(f.get("fsdp_version")) or 1
-        pc = self.cfg.get("parallelism_config") or {}
-        pc = {k.removeprefix(_PC): v for k, v in pc.items()} if isinstance(pc, dict) else {}
-        replicate = as_int(pc.get("dp_replicate_size")) or 1
-        shard = as_int(pc.get("dp_shard_size"))
+        f = self.section("fsdp_config")
+        ch, sz = self.ch, self.sizes
+        version = sz.size("fsdp_version", f.get("fsdp_version"), 1, "")
+        pc = {str(k).removeprefix(_PC): v for k, v in self.section("parallelism_config").items()}
+        replicate = sz.size("dp_replicate_size", pc.get("dp_replicate_size"), 1, "")
+        shard = sz.optional("dp_shard_size", pc.get("dp_shard_size"))
         if version == 2:
             ch["parallelism.strategy"] = "fsdp2_hsdp" if replicate > 1 else "fsdp2"
             ch["parallelism.shard_group_size"] = shard if replicate > 1 else None
@@ -135,11 +158,12 @@ class _Reader:
             ch["parallelism.shard_group_size"] = None
             bp = str(f.get("fsdp_backward_prefetch", "BACKWARD_PRE")).upper()
             ch["parallelism.knobs.fsdp1_backward_prefetch"] = _INV_PREFETCH.get(bp, "backward_pre")
-        tp, cp = as_int(pc.get("tp_size")) or 1, as_int(pc.get("cp_size")) or 1
+        tp = sz.size("tp_size", pc.get("tp_size"), 1, "")
+        cp = sz.size("cp_size", pc.get("cp_size"), 1, "")
         ch["parallelism.tp"], ch["parallelism.cp"] = tp, cp
         for key in set(pc) - {"dp_replicate_size", "dp_shard_size", "tp_size", "cp_size"}:
             if pc[key] not in (None, 1, "none"):
-                self.warn.append(f"parallelism_config {key} is not modelled")
+                self.warn.append(f"parallelism_config {field_path((key,))} is not modelled")
         self.world(tp, cp)
         off = f.get("fsdp_offload_params") is True or str(f.get("fsdp_offload_params")) == "true"
         ch["offload.params"] = ch["offload.optimizer"] = "cpu" if off else "none"
@@ -157,7 +181,7 @@ class _Reader:
         ch["host.model_init"] = "meta" if efficient is True else "full_copy_per_rank"
         for key in sorted(set(f) - _FSDP_READ):
             if f[key] not in (None, False):
-                self.warn.append(f"fsdp_config.{key} is not modelled")
+                self.warn.append(f"{field_path(('fsdp_config', key))} is not modelled")
         self.precision(fsdp=True)
 
 
@@ -166,7 +190,11 @@ def import_accelerate(
 ) -> Imported:
     """A plan from an accelerate config over ``base``; ``companions`` maps the name of a
     ``deepspeed_config_file`` to its text."""
-    cfg = json.loads(text) if text.lstrip().startswith("{") else read_flat_yaml(text)
+    if text.lstrip().startswith("{"):
+        cfg = loads_config(text)
+    else:
+        cfg = read_flat_yaml(text)
+        check_tree(cfg)
     if not isinstance(cfg, dict):
         raise ValueError("an accelerate config must be a mapping")
     # accelerate has no pipeline or expert parallelism: those are 1
@@ -194,5 +222,5 @@ def import_accelerate(
         r.world(1, 1)
         r.precision(fsdp=False)
     else:
-        r.warn.append(f"distributed_type {dt} is not modelled; the plan's strategy is kept")
-    return Imported(with_values(plan, r.ch), tuple(r.res), tuple(r.warn))
+        r.warn.append(f"distributed_type {quote(dt)} is not modelled; the plan's strategy is kept")
+    return Imported(with_values(plan, r.ch), tuple(r.res), (*r.sizes.warnings, *r.warn))

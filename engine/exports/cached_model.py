@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.exports.import_guard import prove_reopens
 from engine.models.hf_cache import CachedModel, ModelNotCachedError, import_cached_model
-from engine.plan import Plan
+from engine.models.hf_reader import ConfigImportError
+from engine.plan import Plan, default_plan
 from engine.sections.model import ModelSection
 
 
@@ -42,6 +44,10 @@ def model_section_for_cached(
     section = ModelSection(
         name=name, preset=None, architecture=spec, hf_config=found.imported.config
     )
+    try:  # the plan it goes into must save and reopen (the kept config.json included)
+        prove_reopens(plan_for_cached_model(default_plan(), section), name)
+    except ValueError as exc:
+        raise ConfigImportError(str(exc)) from None
     return CachedModelSection(section, found, messages)
 
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.fileio.oneline import one_line
 from engine.ledger.placement import policy_split, stage_layer_ranges
 from engine.ledger.sharding import shard_group_size
 from engine.models.spec import ArchitectureSpec
-from engine.oneline import one_line
 from engine.plan import Plan
 
 STAGE_STRATEGY: dict[int, str] = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
@@ -196,13 +196,13 @@ def as_int(v: object) -> int | None:
     """An integer config value, or None for ``auto``, booleans and absent values."""
     if isinstance(v, bool) or v is None or v == "auto":
         return None
-    if isinstance(v, int | float):
-        return int(v)
-    if isinstance(v, str):
-        try:
+    try:  # NaN / infinities (a TOML ``inf``, a "1e999") are no integer either
+        if isinstance(v, int | float):
+            return int(v)
+        if isinstance(v, str):
             return int(float(v))
-        except ValueError:
-            return None
+    except (ValueError, OverflowError):
+        return None
     return None
 
 

@@ -12,10 +12,12 @@ changes memory but is not modelled is listed as a warning, never dropped silentl
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from engine.errors import field_path, quote
 from engine.exports.common import DTYPE_OF_TORCH, STAGE_STRATEGY, Imported, as_int
+from engine.exports.import_values import Sizes
+from engine.fileio.strict_json import loads_config
 from engine.plan import Plan, with_values
 from engine.stacks.catalog import concrete_stack
 
@@ -71,6 +73,19 @@ _HARMLESS_ZERO = {
     "log_trace_cache_warnings",
 }
 
+_SECTIONS = {
+    "bf16",
+    "bfloat16",
+    "fp16",
+    "data_types",
+    "torch_autocast",
+    "zero_optimization",
+    "aio",
+    "optimizer",
+    "activation_checkpointing",
+}
+"""Keys whose value is a mapping of settings (anything else there is not read)."""
+
 
 def _section(cfg: dict[str, Any], key: str) -> dict[str, Any]:
     """A nested mapping of the config, or an empty one."""
@@ -86,28 +101,37 @@ class _Reader:
         self.ch: dict[str, Any] = {}
         self.res: list[str] = []
         self.warn: list[str] = []
+        self.sizes = Sizes()
 
     def auto(self, key: str, value: Any, why: str) -> Any:
         self.res.append(f"{key} 'auto' = {value} ({why})")
         return value
 
     def batch(self) -> None:
-        c, b, par = self.cfg, self.base.batch, self.base.parallelism
-        mb = as_int(c.get("train_micro_batch_size_per_gpu"))
-        if c.get("train_micro_batch_size_per_gpu") == "auto" or mb is None:
-            mb = self.auto(
-                "train_micro_batch_size_per_gpu", b.micro_batch, "per_device_train_batch_size"
-            )
-        ga = as_int(c.get("gradient_accumulation_steps"))
-        if c.get("gradient_accumulation_steps") == "auto" or ga is None:
-            ga = self.auto("gradient_accumulation_steps", b.grad_accum, "the plan's accumulation")
+        c, b, par, s = self.cfg, self.base.batch, self.base.parallelism, self.sizes
+        key = "train_micro_batch_size_per_gpu"
+        if c.get(key) in ("auto", None):
+            mb = self.auto(key, b.micro_batch, "per_device_train_batch_size")
+        else:
+            mb = s.size(key, c[key], b.micro_batch, "the plan's micro-batch")
+        key = "gradient_accumulation_steps"
+        if c.get(key) in ("auto", None):
+            ga = self.auto(key, b.grad_accum, "the plan's accumulation")
+        else:
+            ga = s.size(key, c[key], b.grad_accum, "the plan's accumulation")
         self.ch["batch.micro_batch"], self.ch["batch.grad_accum"] = mb, ga
-        tbs = as_int(c.get("train_batch_size"))
-        if tbs is None:
+        if c.get("train_batch_size") in ("auto", None):
             tbs = self.auto(
                 "train_batch_size",
                 mb * ga * par.dp,
                 "micro × accumulation × the plan's DP replicas (EP folds into DP)",
+            )
+        else:
+            tbs = s.size(
+                "train_batch_size",
+                c["train_batch_size"],
+                mb * ga * par.dp,
+                "micro × accumulation × DP",
             )
         if tbs % (mb * ga):
             self.warn.append(
@@ -133,7 +157,8 @@ class _Reader:
 
     def precision(self) -> None:
         c = self.cfg
-        bf = self._enabled("bf16") or self._enabled("bfloat16")
+        bf_name = next((n for n in ("bf16", "bfloat16") if self._enabled(n)), None)
+        bf = bf_name is not None
         fp = self._enabled("fp16")
         dt = _section(c, "data_types")
         comm = c.get("communication_data_type")
@@ -143,7 +168,7 @@ class _Reader:
         ch["method.precision.loss_scaling"] = False
         if bf or fp:
             half = "bf16" if bf else "fp16"
-            sect = (c.get("bf16") or c.get("bfloat16") or {}) if bf else c["fp16"]
+            sect = _section(c, bf_name) if bf_name else c["fp16"]
             master16 = bool(sect.get("bf16_master_weights_and_grads"))
             states16 = bool(sect.get("bf16_optimizer_states"))
             g = dt.get("grad_accum_dtype", half)
@@ -173,13 +198,17 @@ class _Reader:
             ch["method.precision.compute_dtype"] = "fp32"
             ch["method.precision.grad_dtype"] = comm or "fp32"
         for key in set(dt) - {"grad_accum_dtype"}:
-            self.warn.append(f"data_types.{key} is not modelled")
+            self.warn.append(f"{field_path(('data_types', key))} is not modelled")
 
     def zero(self) -> None:
         z = self.cfg.get("zero_optimization") or {}
         if not isinstance(z, dict):
             z = {}
-        stage = as_int(z.get("stage")) or 0
+        stage = self.sizes.size("zero_optimization.stage", z.get("stage"), 0, "stage", 0)
+        if stage not in STAGE_STRATEGY:
+            self.warn.append(
+                f"zero_optimization.stage {quote(stage)} is not a ZeRO stage: read as 3"
+            )
         self.ch["parallelism.strategy"] = STAGE_STRATEGY.get(stage, "zero3")
         hidden = self.base.model.architecture.hidden
         hf_auto = {
@@ -208,12 +237,12 @@ class _Reader:
             v = z.get(key)
             default = v is None or v is False or v == {} or (type(v) is int and v in (1, -1))
             if not default:
-                self.warn.append(f"zero_optimization.{key} = {v}: {why}; not modelled")
+                self.warn.append(f"zero_optimization.{key} = {quote(v)}: {why}; not modelled")
         known = set(_KNOBS) | set(_ZERO_PLUS) | _HARMLESS_ZERO
         known |= {"stage", "overlap_comm", "sub_group_size", "offload_optimizer", "offload_param"}
         known |= {"cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory"}
         for key in sorted(set(z) - known):
-            self.warn.append(f"zero_optimization.{key} is not modelled")
+            self.warn.append(f"{field_path(('zero_optimization', key))} is not modelled")
 
     def offload(self, z: dict[str, Any]) -> None:
         for flag, sect in (
@@ -272,7 +301,9 @@ class _Reader:
             self.ch["method.optimizer.name"] = "lion"
             self.ch["method.optimizer.implementation"] = "fused"
         else:
-            self.warn.append(f"optimizer type {o.get('type')!r} is not modelled; the plan's kept")
+            self.warn.append(
+                f"optimizer type {quote(o.get('type'))} is not modelled; the plan's kept"
+            )
 
     def recompute(self) -> None:
         a = self.cfg.get("activation_checkpointing")
@@ -301,8 +332,12 @@ class _Reader:
             "optimizer",
             "activation_checkpointing",
         }
+        for key in sorted(known & _SECTIONS):
+            if key in self.cfg and not isinstance(self.cfg[key], dict):
+                shown = quote(self.cfg[key])
+                self.warn.append(f"{key} = {shown} is not a mapping of settings: not read")
         for key in sorted(set(self.cfg) - known - _HARMLESS_TOP):
-            self.warn.append(f"{key} is not modelled")
+            self.warn.append(f"{field_path((key,))} is not modelled")
         stack = self.base.stack.name
         runs = concrete_stack(stack, self.ch["parallelism.strategy"], self.base.method.kind)
         self.ch["stack.name"] = stack if runs in ("deepspeed", "hf_trainer") else "deepspeed"
@@ -317,12 +352,12 @@ def import_deepspeed_dict(cfg: dict[str, Any], base: Plan) -> Imported:
     r.optimizer()
     r.recompute()
     r.rest()
-    return Imported(with_values(base, r.ch), tuple(r.res), tuple(r.warn))
+    return Imported(with_values(base, r.ch), tuple(r.res), (*r.sizes.warnings, *r.warn))
 
 
 def import_deepspeed(text: str, base: Plan) -> Imported:
     """A plan from ds_config.json text over ``base`` (ValueError on bad JSON)."""
-    cfg = json.loads(text)
+    cfg = loads_config(text)
     if not isinstance(cfg, dict):
         raise ValueError("a ds_config must be a JSON object")
     return import_deepspeed_dict(cfg, base)

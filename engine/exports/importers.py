@@ -6,27 +6,32 @@ TOML, a Megatron-LM argument list or launch script, and a Hugging Face model (a
 ``config.json``, or a folder with it and/or safetensors). The framework kinds import over
 a base plan (the fields the file does not state stay the base's); a model replaces the
 base plan's model.
+
+Files are read with the plan loader's limits (``fileio.bounded_read``, ``strict_json``),
+and :func:`import_file` promises one-sentence refusals and a plan that reopens
+(``import_guard``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from engine.exports.acc_import import import_accelerate
 from engine.exports.common import Imported
-from engine.exports.ds_import import import_deepspeed_dict
+from engine.exports.ds_import import import_deepspeed
 from engine.exports.flat_yaml import read_flat_yaml
+from engine.exports.import_guard import ImportRefused, one_line, prove_reopens, refusal, tidy
 from engine.exports.mlm_import import import_megatron
 from engine.exports.titan_import import import_torchtitan
-from engine.models.hf_config import import_hf_config
+from engine.fileio.bounded_read import MAX_CONFIG_BYTES, inside, read_text
+from engine.fileio.strict_json import loads_config
+from engine.models.hf_config import read_hf_config
 from engine.models.importer import import_model_folder
-from engine.models.safetensors_index import read_checkpoint
-from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 from engine.sections.model import ModelSection
+
+__all__ = ["KINDS", "ImportRefused", "detect_kind", "import_file", "import_model"]
 
 KINDS: dict[str, str] = {
     "deepspeed": "DeepSpeed ds_config (JSON)",
@@ -35,7 +40,11 @@ KINDS: dict[str, str] = {
     "megatron": "Megatron-LM arguments or launch script",
     "hf": "Hugging Face config.json or model folder",
 }
-_SAFETENSORS_DTYPE = {"BF16": "bf16", "F16": "fp16", "F32": "fp32", "F8_E4M3": "fp8_e4m3"}
+
+MAX_CONFIG_LINES = 10_000
+"""The most lines a YAML, TOML, recipe or launch script may have (real ones have tens).
+Their parsers (``ast``, ``tomllib``, ``shlex``) take seconds for the half a million
+short lines that fit in 1 MiB, and ``ast.parse`` cannot be interrupted while it runs."""
 
 
 def detect_kind(path: Path, text: str | None) -> str:
@@ -46,9 +55,9 @@ def detect_kind(path: Path, text: str | None) -> str:
     body = text or ""
     if suffix == ".json":
         try:
-            doc = json.loads(body)
-        except ValueError:
-            return "deepspeed"
+            doc = loads_config(body, path.name)
+        except ValueError:  # its importer says what is wrong with it
+            return "hf" if path.name.lower() == "config.json" else "deepspeed"
         return "hf" if isinstance(doc, dict) and "model_type" in doc else "deepspeed"
     if suffix in (".yaml", ".yml"):
         return "accelerate"
@@ -66,96 +75,68 @@ def detect_kind(path: Path, text: str | None) -> str:
 
 
 def _companions(path: Path, text: str) -> Mapping[str, str]:
-    """The ds_config an accelerate YAML points at, read from beside the YAML."""
+    """The ds_config an accelerate YAML points at, read from beside the YAML: a path that
+    leads out of the YAML's folder is not followed (the file of that name beside the YAML
+    is read instead, if there is one)."""
     try:
         ds = read_flat_yaml(text).get("deepspeed_config") or {}
     except ValueError:
         return {}
     name = ds.get("deepspeed_config_file") if isinstance(ds, dict) else None
-    if not name:
+    if not name or not isinstance(name, str):
         return {}
-    target = Path(str(name))
-    target = target if target.is_absolute() else path.parent / target
-    try:
-        return {str(name): target.read_text(encoding="utf-8")}
-    except OSError:
+    folder = path.parent
+    target = Path(name) if Path(name).is_absolute() else folder / name
+    if not inside(target, folder):
+        target = folder / Path(name).name
+    if not target.exists():
         return {}
-
-
-def _dtype_auto(cfg: dict[str, Any], folder: Path | None) -> tuple[dict[str, Any], str | None]:
-    """``torch_dtype: "auto"`` means "as stored": read it from the safetensors headers
-    when the folder has them, else assume bf16 (and say so)."""
-    keys = [k for k in ("torch_dtype", "dtype") if cfg.get(k) == "auto"]
-    if not keys:
-        return cfg, None
-    stored = None
-    if folder is not None:
-        try:
-            inv = read_checkpoint(folder)
-            by = inv.by_dtype
-            stored = _SAFETENSORS_DTYPE.get(max(by, key=lambda d: by[d])) if by else None
-        except (OSError, ValueError):
-            stored = None
-    dtype = stored or "bf16"
-    why = "the checkpoint's stored dtype" if stored else "no weights to read: assumed"
-    clean = {k: v for k, v in cfg.items() if k not in keys}
-    clean["torch_dtype"] = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(
-        dtype, "bfloat16"
-    )
-    return clean, f"torch_dtype 'auto' = {dtype} ({why})"
+    return {name: read_text(target, MAX_CONFIG_BYTES, folder)}
 
 
 def import_model(path: Path, base: Plan) -> Imported:
     """The base plan with the model of a config.json or model folder."""
     folder = path if path.is_dir() else None
-    cfg_path = path / "config.json" if folder else path
     res: list[str] = []
     warn: list[str] = []
-    spec: ArchitectureSpec | None = None
-    kept: dict[str, Any] | None = None  # the config.json the plan keeps (model.hf_config)
-    if cfg_path.is_file():
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-        if not isinstance(cfg, dict):
-            raise ValueError(f"{cfg_path} must hold a JSON object")
-        cfg, resolution = _dtype_auto(cfg, folder)
-        if resolution:
-            res.append(resolution)
-        if resolution is None and folder is not None:
-            found = import_model_folder(folder)
-            spec, notes, kept = found.spec, list(found.notes), found.config
-            if found.check is not None and not found.check.ok:
-                notes.append("the config does not describe the checkpoint it sits beside")
-        else:
-            got = import_hf_config(cfg)
-            spec, notes, kept = got.spec, list(got.notes), got.config
-        warn += notes
-    elif folder is not None:
+    if folder is not None:
         found = import_model_folder(folder)
-        spec, warn, kept = found.spec, list(found.notes), found.config
+        spec, kept = found.spec, found.config
+        res += found.resolutions
+        warn += found.notes
+        if found.check is not None and not found.check.ok:
+            warn.append("the config does not describe the checkpoint it sits beside")
+            warn += found.check.messages()[:4]
+    else:
+        got = read_hf_config(path)
+        spec, kept = got.spec, got.config
+        warn += got.notes
     if spec is None:
-        raise ValueError(f"{path} holds no config.json to build the architecture from")
+        raise ValueError(f"{path.name} holds no config.json to build the architecture from")
     name = (path.name if folder else path.parent.name) or "imported model"
-    model = ModelSection(name=name, preset=None, architecture=spec, hf_config=kept)
+    model = ModelSection(name=one_line(name, 200), preset=None, architecture=spec, hf_config=kept)
     tree = base.model_dump(mode="json")
     tree["model"] = model.model_dump(mode="json")
     return Imported(Plan.model_validate(tree), tuple(res), tuple(warn))
 
 
-def import_file(path: str | Path, base: Plan, kind: str | None = None) -> Imported:
-    """Import ``path`` (of ``kind``, or detected) over ``base``."""
-    p = Path(path)
+def _import(p: Path, base: Plan, kind: str | None) -> Imported:
     if not p.exists():
-        raise ValueError(f"{p} does not exist")
-    text = None if p.is_dir() else p.read_text(encoding="utf-8")
+        raise ValueError(f"{p.name} does not exist")
+    text = None if p.is_dir() else read_text(p, MAX_CONFIG_BYTES)
     kind = kind or detect_kind(p, text)
     if kind == "hf":
         return import_model(p, base)
-    assert text is not None
+    if text is None:
+        raise ValueError(f"{p.name} is a folder; a {KINDS.get(kind, kind)} is a file")
+    lines = text.count("\n")
+    if kind != "deepspeed" and lines > MAX_CONFIG_LINES:
+        raise ValueError(
+            f"{p.name} has {lines:,} lines; no {KINDS.get(kind, kind)} has over "
+            f"{MAX_CONFIG_LINES:,}"
+        )
     if kind == "deepspeed":
-        cfg = json.loads(text)
-        if not isinstance(cfg, dict):
-            raise ValueError("a ds_config must be a JSON object")
-        return import_deepspeed_dict(cfg, base)
+        return import_deepspeed(text, base)
     if kind == "accelerate":
         return import_accelerate(text, base, _companions(p, text))
     if kind == "torchtitan":
@@ -163,3 +144,19 @@ def import_file(path: str | Path, base: Plan, kind: str | None = None) -> Import
     if kind == "megatron":
         return import_megatron(text, base)
     raise ValueError(f"unknown kind {kind!r}; choose {', '.join(KINDS)}")
+
+
+def import_file(path: str | Path, base: Plan, kind: str | None = None) -> Imported:
+    """Import ``path`` (of ``kind``, or detected) over ``base``.
+
+    Raises only :class:`ImportRefused` (a ``ValueError``): one sentence naming the file.
+    The plan returned is proven to save and reopen; its notes are one printable line each.
+    """
+    p = Path(path)
+    name = one_line(p.name or str(p), 80)
+    try:
+        got = _import(p, base, kind)
+        prove_reopens(got.plan, name)
+    except Exception as exc:  # every failure, even MemPlan's own, is one sentence
+        raise refusal(name, exc) from exc
+    return tidy(got)

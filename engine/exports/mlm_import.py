@@ -9,10 +9,14 @@ as Megatron builds them. Flags that change memory but are not modelled are warne
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
+from engine.errors import quote
 from engine.exports.common import Imported, as_int, balanced_or
+from engine.exports.import_values import Sizes
+from engine.exports.mlm_pattern import PatternError, dense_and_step, moe_pattern
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan, with_values
 
@@ -32,18 +36,80 @@ _UNMODELLED = (
 )
 
 
-def parse_args(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(Megatron flags, launcher flags) from a script or an argument list."""
-    lines = [ln.split("#")[0] for ln in text.replace("\\\n", " ").splitlines()]
-    tokens: list[str] = []
+MAX_LAYERS = 10_000
+"""The most decoder layers a plan holds (``ArchitectureSpec.layers``): more is refused by
+the plan, so no per-layer list is built for it here."""
+
+MAX_LINE_CHARS = 40_000
+"""The longest command line read (a 10,000-layer ``--moe-layer-freq`` list written
+``[1, 1, …]`` is 30,000 characters); shlex takes quadratic time in a token's length, so
+a longer line is refused (a 1 MiB script of such lines then reads in about a second)."""
+
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)\s*$")
+_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def _variables(lines: list[str]) -> dict[str, str]:
+    """``NAME=value`` assignments of a launch script whose value is a plain word (or
+    expands to one from earlier assignments): what ``$NAME`` means further down."""
+    env: dict[str, str] = {}
     for ln in lines:
-        if "--" in ln or tokens:
-            tokens += shlex.split(ln)
+        m = _ASSIGN.match(ln)
+        if m is None:
+            continue
+        try:
+            words = shlex.split(m.group(2))
+        except ValueError:
+            continue
+        value = _expand(words[0] if len(words) == 1 else "", env)[0]
+        if value and "$" not in value and "(" not in value:
+            env[m.group(1)] = value
+    return env
+
+
+def _expand(token: str, env: dict[str, str]) -> tuple[str, list[str]]:
+    """``token`` with the script's ``$NAME`` / ``${NAME}`` filled in, and those used."""
+    used: list[str] = []
+
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        if name not in env:
+            return m.group(0)
+        used.append(f"{name}={env[name]}")
+        return env[name]
+
+    return _VAR.sub(one, token), used
+
+
+def parse_script(text: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """(Megatron flags, launcher flags, the script variables filled in) from a script or
+    an argument list."""
+    lines = [ln.split("#")[0] for ln in text.replace("\\\n", " ").splitlines()]
+    env = _variables(lines)
+    tokens: list[str] = []
+    filled: list[str] = []
+    for ln in lines:
+        if len(ln) > MAX_LINE_CHARS:  # shlex is quadratic in a token's length
+            raise ValueError(
+                f"a line of {len(ln):,} characters is longer than any launch command "
+                f"(at most {MAX_LINE_CHARS:,})"
+            )
+        if ("--" in ln or tokens) and not _ASSIGN.match(ln):
+            for tok in shlex.split(ln):
+                tok, used = _expand(tok, env)
+                tokens.append(tok)
+                filled += used
     launcher: dict[str, Any] = {}
     start = next((i + 1 for i, t in enumerate(tokens) if t.endswith(".py")), 0)
     _pairs(tokens[:start], launcher)
     args: dict[str, Any] = {}
     _pairs(tokens[start:], args)
+    return args, launcher, sorted(set(filled))
+
+
+def parse_args(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(Megatron flags, launcher flags) from a script or an argument list."""
+    args, launcher, _ = parse_script(text)
     return args, launcher
 
 
@@ -76,6 +142,8 @@ def _value(raw: str) -> Any:
 
 
 def _split(args: dict[str, Any], pp: int, layers: int) -> tuple[int, ...] | None:
+    if layers > MAX_LAYERS or pp > layers:
+        return None  # the plan refuses these itself; no per-stage list is built
     layout = args.get("--pipeline-model-parallel-layout")
     if isinstance(layout, str):
         stages = [s.count("t") for s in layout.split("|")]
@@ -92,24 +160,44 @@ def _split(args: dict[str, Any], pp: int, layers: int) -> tuple[int, ...] | None
     return balanced_or([first] + [mid] * (pp - 2) + [last], layers)
 
 
-def _arch(args: dict[str, Any], base: ArchitectureSpec) -> dict[str, Any]:
-    a = args
-    heads = as_int(a.get("--num-attention-heads")) or base.heads
-    hidden = as_int(a.get("--hidden-size")) or base.hidden
+def _float(a: dict[str, Any], key: str, default: float, warn: list[str]) -> float:
+    """A real-valued flag; one that is not a finite number warns and takes ``default``."""
+    raw = a.get(key, default)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if isinstance(raw, bool) or value != value or value in (float("inf"), float("-inf")):
+        warn.append(f"{key} {quote(raw)} is not a number: Megatron's default {default} used")
+        return default
+    return value
+
+
+def _arch(a: dict[str, Any], base: ArchitectureSpec, s: Sizes, warn: list[str]) -> dict[str, Any]:
+    heads = s.size(
+        "--num-attention-heads", a.get("--num-attention-heads"), base.heads, "the plan's"
+    )
+    hidden = s.size("--hidden-size", a.get("--hidden-size"), base.hidden, "the plan's")
     biased = "--disable-bias-linear" not in a
     norm = "layernorm" if str(a.get("--normalization", "LayerNorm")) == "LayerNorm" else "rmsnorm"
+    groups = s.size("--num-query-groups", a.get("--num-query-groups"), heads, "the head count")
     out: dict[str, Any] = {
         **base.model_dump(mode="json"),
         "hidden": hidden,
-        "layers": as_int(a.get("--num-layers")) or base.layers,
+        "layers": s.size("--num-layers", a.get("--num-layers"), base.layers, "the plan's"),
         "heads": heads,
-        "kv_heads": as_int(a.get("--num-query-groups"))
-        if "--group-query-attention" in a
-        else heads,
-        "head_dim": as_int(a.get("--kv-channels")),
-        "intermediate": as_int(a.get("--ffn-hidden-size")) or 4 * hidden,
-        "vocab": as_int(a.get("--vocab-size")) or base.vocab,
-        "max_position": as_int(a.get("--max-position-embeddings")) or base.max_position,
+        "kv_heads": groups if "--group-query-attention" in a else heads,
+        "head_dim": s.optional("--kv-channels", a.get("--kv-channels")),
+        "intermediate": s.size(
+            "--ffn-hidden-size", a.get("--ffn-hidden-size"), 4 * hidden, "4 × hidden ="
+        ),
+        "vocab": s.size("--vocab-size", a.get("--vocab-size"), base.vocab, "the plan's"),
+        "max_position": s.size(
+            "--max-position-embeddings",
+            a.get("--max-position-embeddings"),
+            base.max_position,
+            "the plan's",
+        ),
         "tied_embeddings": "--untie-embeddings-and-output-weights" not in a,
         "mlp": "swiglu" if "--swiglu" in a else "gelu",
         "norm": norm,
@@ -124,50 +212,69 @@ def _arch(args: dict[str, Any], base: ArchitectureSpec) -> dict[str, Any]:
         "position": "learned"
         if a.get("--position-embedding-type", "learned_absolute") == "learned_absolute"
         else "rotary",
-        "mtp_layers": as_int(a.get("--mtp-num-layers")) or 0,
+        "mtp_layers": s.size("--mtp-num-layers", a.get("--mtp-num-layers"), 0, "", 0),
         "moe": None,
         "mla": None,
     }
     if "--num-experts" in a:
-        experts = as_int(a["--num-experts"]) or 1
-        shared = as_int(a.get("--moe-shared-expert-intermediate-size"))
-        width = as_int(a.get("--moe-ffn-hidden-size")) or out["intermediate"]
-        dense, step = _moe_layers(str(a.get("--moe-layer-freq", "1")), out["layers"])
+        shared = s.optional(
+            "--moe-shared-expert-intermediate-size", a.get("--moe-shared-expert-intermediate-size")
+        )
+        dense, step = _moe_layers(a.get("--moe-layer-freq", 1), out["layers"], warn)
         out["moe"] = {
-            "num_experts": experts,
-            "top_k": as_int(a.get("--moe-router-topk")) or 2,
-            "expert_intermediate": width,
+            "num_experts": s.size("--num-experts", a["--num-experts"], 1, ""),
+            "top_k": s.size("--moe-router-topk", a.get("--moe-router-topk"), 2, "Megatron's"),
+            "expert_intermediate": s.size(
+                "--moe-ffn-hidden-size", a.get("--moe-ffn-hidden-size"), out["intermediate"], ""
+            ),
             "shared_experts": 1 if shared else 0,
             "shared_intermediate": shared,
             "first_dense_layers": dense,
             "router_bias": "--moe-router-enable-expert-bias" in a,
-            "capacity_factor": float(a.get("--moe-expert-capacity-factor", 1.0)),
+            "capacity_factor": _float(a, "--moe-expert-capacity-factor", 1.0, warn),
             "layer_step": step,
             "shared_expert_gate": "--moe-shared-expert-gate" in a,
         }
     if "--multi-latent-attention" in a:
         out["mla"] = {
-            "q_lora_rank": as_int(a.get("--q-lora-rank")),
-            "kv_lora_rank": as_int(a.get("--kv-lora-rank")) or 512,
-            "qk_nope_head_dim": as_int(a.get("--qk-head-dim")) or 128,
-            "qk_rope_head_dim": as_int(a.get("--qk-pos-emb-head-dim")) or 64,
-            "v_head_dim": as_int(a.get("--v-head-dim")) or 128,
+            "q_lora_rank": s.optional("--q-lora-rank", a.get("--q-lora-rank")),
+            "kv_lora_rank": s.size("--kv-lora-rank", a.get("--kv-lora-rank"), 512, "Megatron's"),
+            "qk_nope_head_dim": s.size("--qk-head-dim", a.get("--qk-head-dim"), 128, "Megatron's"),
+            "qk_rope_head_dim": s.size(
+                "--qk-pos-emb-head-dim", a.get("--qk-pos-emb-head-dim"), 64, "Megatron's"
+            ),
+            "v_head_dim": s.size("--v-head-dim", a.get("--v-head-dim"), 128, "Megatron's"),
         }
     return out
 
 
-def _moe_layers(freq: str, layers: int) -> tuple[int, int]:
-    """(first_dense_layers, layer_step) of a ``--moe-layer-freq`` list (or an int k:
-    every k-th layer)."""
-    if "," not in freq:
-        k = as_int(freq) or 1
-        return 0, k
-    pattern = [int(c) for c in freq.strip("[]() ").split(",")]
-    for step in range(1, layers + 1):
-        for dense in range(layers + 1):
-            if all(bool(v) == (i >= dense and (i + 1) % step == 0) for i, v in enumerate(pattern)):
-                return dense, step
-    return 0, 1
+def _moe_layers(freq: Any, layers: int, warn: list[str]) -> tuple[int, int]:
+    """(first_dense_layers, layer_step) of a ``--moe-layer-freq`` (see
+    :mod:`engine.exports.mlm_pattern`); a pattern MemPlan cannot place exactly is
+    counted as the same number of MoE layers, the last ones, with a warning."""
+    if layers > MAX_LAYERS:
+        return 0, 1  # the plan refuses the layer count itself
+    shown = quote(freq)
+    try:
+        pattern = moe_pattern(freq if isinstance(freq, int | str) else str(freq), layers)
+    except PatternError as exc:
+        warn.append(f"--moe-layer-freq {shown} is not read ({exc}): every layer counted MoE")
+        return 0, 1
+    if len(pattern) != layers:
+        warn.append(
+            f"--moe-layer-freq {shown} gives {len(pattern)} layers, not --num-layers {layers} "
+            "(Megatron refuses it): every layer counted MoE"
+        )
+        return 0, 1
+    found = dense_and_step(pattern)
+    if found is not None:
+        return found
+    moe = sum(pattern)
+    warn.append(
+        f"--moe-layer-freq {shown} places MoE layers MemPlan cannot describe: counted as "
+        f"{moe} MoE layers, the last {moe}"
+    )
+    return layers - moe, 1
 
 
 def _precision(a: dict[str, Any], ch: dict[str, Any]) -> None:
@@ -190,41 +297,46 @@ def _precision(a: dict[str, Any], ch: dict[str, Any]) -> None:
 
 def import_megatron(text: str, base: Plan) -> Imported:
     """A plan from Megatron-LM arguments over ``base``."""
-    a, launcher = parse_args(text)
+    a, launcher, filled = parse_script(text)
     if not a:
         raise ValueError("no Megatron-LM --flags found")
     warn: list[str] = []
-    res: list[str] = []
-    arch = _arch(a, base.model.architecture)
-    tp = as_int(a.get("--tensor-model-parallel-size")) or 1
-    pp = as_int(a.get("--pipeline-model-parallel-size")) or 1
-    cp = as_int(a.get("--context-parallel-size")) or 1
-    ep = as_int(a.get("--expert-model-parallel-size")) or 1
+    res: list[str] = [f"{v} (the script's own assignment)" for v in filled]
+    s = Sizes()
+    arch = _arch(a, base.model.architecture, s, warn)
+
+    def size(key: str, default: int, used: str = "Megatron's default") -> int:
+        return s.size(key, a.get(key), default, used)
+
+    tp = size("--tensor-model-parallel-size", 1)
+    pp = size("--pipeline-model-parallel-size", 1)
+    cp = size("--context-parallel-size", 1)
     ch: dict[str, Any] = {
         "stack.name": "megatron_core",
         "method.kind": "full",
         "model.architecture": arch,
-        "batch.seq_len": as_int(a.get("--seq-length")) or base.batch.seq_len,
-        "batch.micro_batch": as_int(a.get("--micro-batch-size")) or 1,
+        "batch.seq_len": size("--seq-length", base.batch.seq_len, "the plan's"),
+        "batch.micro_batch": size("--micro-batch-size", 1),
         "parallelism.tp": tp,
         "parallelism.pp": pp,
         "parallelism.cp": cp,
-        "parallelism.ep": ep,
-        "parallelism.expert_tp": as_int(a.get("--expert-tensor-parallel-size")) or 1,
+        "parallelism.ep": size("--expert-model-parallel-size", 1),
+        "parallelism.expert_tp": size("--expert-tensor-parallel-size", 1),
         "parallelism.sequence_parallel": "--sequence-parallel" in a,
-        "parallelism.virtual_stages": as_int(a.get("--num-virtual-stages-per-pipeline-rank")) or 1,
+        "parallelism.virtual_stages": size("--num-virtual-stages-per-pipeline-rank", 1),
         "parallelism.pp_layer_split": _split(a, pp, arch["layers"]),
         "parallelism.strategy": "megatron_distopt" if "--use-distributed-optimizer" in a else "ddp",
         "parallelism.shard_group_size": None,
     }
-    per_chunk = as_int(a.get("--num-layers-per-virtual-pipeline-stage"))
+    per_chunk = s.optional(
+        "--num-layers-per-virtual-pipeline-stage", a.get("--num-layers-per-virtual-pipeline-stage")
+    )
     if per_chunk and pp > 1:
         ch["parallelism.virtual_stages"] = max(1, arch["layers"] // (pp * per_chunk))
     interleaved = ch["parallelism.virtual_stages"] > 1
     ch["parallelism.pp_schedule"] = "interleaved_1f1b" if interleaved else "1f1b"
-    world = (as_int(launcher.get("--nproc_per_node")) or 0) * (
-        as_int(launcher.get("--nnodes")) or 1
-    )
+    nproc = s.optional("--nproc_per_node", launcher.get("--nproc_per_node")) or 0
+    world = nproc * s.size("--nnodes", launcher.get("--nnodes"), 1, "")
     dp = base.parallelism.dp
     if world and world % (tp * pp * cp) == 0:
         dp = world // (tp * pp * cp)  # EP folds over TP × CP × DP (Megatron-Core)
@@ -232,7 +344,7 @@ def import_megatron(text: str, base: Plan) -> Imported:
         res.append(f"no torchrun world size: DP {dp} kept from the plan")
     ch["parallelism.dp"] = dp
     mb = ch["batch.micro_batch"]
-    gb = as_int(a.get("--global-batch-size")) or mb * dp
+    gb = size("--global-batch-size", mb * dp, "micro × DP =")
     if gb % (mb * dp):
         warn.append(f"--global-batch-size {gb} is not a multiple of micro × DP {mb * dp}")
     ch["batch.grad_accum"], ch["batch.global_batch"] = max(1, gb // (mb * dp)), None
@@ -248,13 +360,14 @@ def import_megatron(text: str, base: Plan) -> Imported:
     ch["method.optimizer.implementation"] = "fused"
     ch["offload.optimizer"] = "cpu" if "--optimizer-cpu-offload" in a else "none"
     ch["offload.params"] = "none"
-    if float(a.get("--optimizer-offload-fraction", 1.0)) != 1.0:
+    if _float(a, "--optimizer-offload-fraction", 1.0, warn) != 1.0:
         warn.append("--optimizer-offload-fraction below 1 (partial offload) is not modelled")
-    hidden, attn = (float(a.get(k, 0.1)) for k in ("--hidden-dropout", "--attention-dropout"))
+    hidden = _float(a, "--hidden-dropout", 0.1, warn)
+    attn = _float(a, "--attention-dropout", 0.1, warn)
     ch["method.dropout"] = hidden  # Megatron's default 0.1 when unset: 1-byte masks kept
     if (attn > 0) != (hidden > 0):
         warn.append(f"--attention-dropout {attn} read as --hidden-dropout {hidden}")
     for key in _UNMODELLED:
         if key in a:
             warn.append(f"{key} is not modelled")
-    return Imported(with_values(base, ch), tuple(res), tuple(warn))
+    return Imported(with_values(base, ch), tuple(res), (*s.warnings, *warn))

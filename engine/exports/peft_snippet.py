@@ -13,9 +13,9 @@ name once closed it and the rest ran as Python); every value is a ``repr``.
 from __future__ import annotations
 
 from engine.exports.common import TORCH_DTYPE, Snippet
+from engine.fileio.oneline import docstring_text
 from engine.ledger.states.lora import is_target
 from engine.models.inventory import build_inventory
-from engine.oneline import docstring_text
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
 

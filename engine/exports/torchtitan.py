@@ -26,7 +26,7 @@ from engine.exports.common import (
     storage_gap,
     without_storage,
 )
-from engine.oneline import docstring_text, one_line
+from engine.fileio.oneline import docstring_text, one_line
 from engine.plan import Plan
 from engine.presets import model_section_for
 from engine.stacks.defaults import resolve_stack_defaults, resolved

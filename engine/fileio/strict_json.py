@@ -191,3 +191,65 @@ def without_lone_surrogates(text: str) -> str:
     A file never holds one (``loads`` refuses it), but a pasted name or an imported
     record can; saving must not fail on it, and the file must reopen."""
     return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+class ConfigFileError(ValueError):
+    """An imported config (not a plan) refused with the loader's limits: one sentence
+    naming the file and, where there is one, the key."""
+
+
+def loads_config(text: str, name: str = "", depth: int = MAX_DEPTH) -> Any:
+    """Parse an imported JSON config with the plan loader's limits (nesting, number
+    length, NaN / Infinity, duplicate keys, half characters), naming ``name`` (or
+    nothing: the caller names the file).
+
+    ``depth`` is lower than :data:`MAX_DEPTH` for a config a plan keeps inside itself
+    (``model.hf_config``), so that the saved plan is still within the loader's depth."""
+    if max_depth(text) > depth:
+        raise ConfigFileError(
+            f"{name or 'it'} nests more than {depth} levels deep; no config MemPlan reads does"
+        )
+    hooks = _Hooks()
+    try:
+        doc = json.loads(
+            text,
+            object_pairs_hook=hooks.obj,
+            parse_int=hooks.integer,
+            parse_float=hooks.real,
+            parse_constant=hooks.constant,
+        )
+    except json.JSONDecodeError as exc:
+        raise ConfigFileError(
+            f"{name or 'it'} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    surrogates = bool(_SURROGATE_ESCAPE.search(text))
+    problem = _first_problem(doc, surrogates) if hooks.flagged or surrogates else None
+    if problem:
+        raise ConfigFileError(f"{name}: {problem}" if name else problem)
+    return doc
+
+
+_MAX_INT = 10**MAX_NUMBER_CHARS
+
+
+def check_tree(tree: Any, name: str = "", depth: int = MAX_DEPTH) -> None:
+    """Refuse a parsed config (TOML, YAML, a recipe's literals) holding what a plan
+    cannot: nesting deeper than ``depth``, a number over :data:`MAX_NUMBER_CHARS`
+    digits, NaN or an infinity. Iterative, so no nesting can exhaust the stack."""
+    lead = f"{name}: " if name else ""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), tree)]
+    while stack:
+        path, node = stack.pop()
+        where = field_path(path) or "the top level"
+        if len(path) > depth:
+            raise ConfigFileError(f"{lead}{where} nests more than {depth} levels deep")
+        if isinstance(node, bool):
+            continue
+        if isinstance(node, int) and not -_MAX_INT < node < _MAX_INT:
+            raise ConfigFileError(f"{lead}{where} holds a number over {MAX_NUMBER_CHARS} digits")
+        if isinstance(node, float) and not math.isfinite(node):
+            raise ConfigFileError(f"{lead}{where} = {node} is not a finite number")
+        if isinstance(node, dict):
+            stack.extend(((*path, str(k)), v) for k, v in node.items())
+        elif isinstance(node, list | tuple):
+            stack.extend(((*path, i), v) for i, v in enumerate(node))

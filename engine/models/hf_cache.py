@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.fileio.bounded_read import FileRefused, inside, read_text
 from engine.models.importer import FolderImport, import_model_folder
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -58,13 +59,22 @@ def _snapshot(repo: Path, revision: str) -> tuple[Path, str]:
     if _COMMIT.match(revision):
         return repo / "snapshots" / revision, revision
     ref = repo / "refs" / revision
-    try:
-        commit = ref.read_text(encoding="utf-8").strip()
-    except OSError:
+    if not _ID.match(revision) or not inside(ref, repo / "refs"):
+        raise ModelNotCachedError(f"{revision!r} is not a revision name (a branch, tag or commit)")
+    if not ref.exists():
         raise ModelNotCachedError(
             f"{repo.name} has no ref {revision!r} ({ref} is missing); pass a commit or "
             "another revision"
-        ) from None
+        )
+    try:  # a ref is one commit hash: a FIFO, a device or a huge file is refused unread
+        commit = read_text(ref, limit=4096).strip()
+    except FileRefused as exc:
+        raise ModelNotCachedError(f"{repo.name}'s refs/{revision}: {exc}") from None
+    if not _COMMIT.match(commit):
+        raise ModelNotCachedError(
+            f"{repo.name}'s refs/{revision} does not hold a commit hash (40 hex digits); "
+            "the cache is damaged or was edited"
+        )
     return repo / "snapshots" / commit, commit
 
 
@@ -84,6 +94,8 @@ def find_cached_model(
             "set HF_HUB_CACHE or HF_HOME, or download its config.json first)"
         )
     snapshot, commit = _snapshot(repo, revision)
+    if not inside(snapshot, repo):
+        raise ModelNotCachedError(f"{repo.name}'s snapshot {commit} leads outside the cache")
     if not (snapshot / "config.json").is_file():
         raise ModelNotCachedError(
             f"model {model_id} at {revision} has no config.json in the cache (searched {snapshot})"
@@ -104,7 +116,9 @@ def import_cached_model(
     ``SafetensorsError`` for a malformed file.
     """
     snapshot, commit = find_cached_model(model_id, revision, env)
-    return CachedModel(model_id, snapshot, commit, import_model_folder(snapshot, mtp=mtp))
+    repo = repo_folder(model_id, hub_cache_dir(env))
+    imported = import_model_folder(snapshot, mtp=mtp, within=repo)
+    return CachedModel(model_id, snapshot, commit, imported)
 
 
 def list_cached_models(env: Mapping[str, str] | None = None) -> list[str]:

@@ -12,7 +12,6 @@ A note is also returned for every choice a user may want to revisit (DeepSeek-V3
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from engine.errors import quote
+from engine.fileio.bounded_read import MAX_CONFIG_BYTES, FileRefused, read_text
+from engine.fileio.strict_json import MAX_DEPTH, loads_config
 from engine.models import hf_dense as d
 from engine.models import hf_moe as m
 from engine.models.hf_reader import ConfigImportError, Reader
@@ -31,7 +33,9 @@ __all__ = [
     "ConfigImportError",
     "import_hf_config",
     "load_hf_config",
+    "read_config_dict",
     "read_hf_config",
+    "resolve_auto_dtype",
     "spec_from_hf_config",
 ]
 
@@ -130,7 +134,7 @@ def _text_config(cfg: Mapping[str, Any], mt: str, w: _Wrapper) -> tuple[dict[str
         raw = w.absent_text or {}
     if not isinstance(raw, Mapping):
         raise ConfigImportError(
-            f"config.json key 'text_config' (model_type {mt!r}) must be an object"
+            f"config.json key 'text_config' (model_type {quote(mt)}) must be an object"
         )
     text = dict(raw)
     text_type = str(text.get("model_type") or w.text_type)
@@ -154,8 +158,9 @@ def _build(cfg: Mapping[str, Any], model_type: str, mtp: bool) -> dict[str, Any]
     family = _FAMILIES.get(model_type)
     if family is None:
         raise ConfigImportError(
-            f"config.json key 'model_type' = {model_type!r} is not supported; supported: "
-            + ", ".join(SUPPORTED_MODEL_TYPES)
+            f"config.json key 'model_type' = {quote(model_type)} is not supported (MemPlan "
+            f"imports {len(SUPPORTED_MODEL_TYPES)} model types, e.g. llama, qwen2, mistral, "
+            "mixtral, deepseek_v3)"
         )
     defaults, builder = family
     return builder(Reader(cfg, model_type, defaults))
@@ -203,7 +208,7 @@ def import_hf_config(cfg: Mapping[str, Any], *, mtp: bool = False) -> ConfigImpo
         return ConfigImport(spec, tuple(notes), {**text, "model_type": text_type})
     if "text_config" in cfg or "vision_config" in cfg:
         raise ConfigImportError(
-            f"config.json key 'text_config' / 'vision_config' (model_type {mt!r}) "
+            f"config.json key 'text_config' / 'vision_config' (model_type {quote(mt)}) "
             "describes a multimodal model MemPlan does not import; import its language "
             "model's config instead"
         )
@@ -223,20 +228,70 @@ def spec_from_hf_config(cfg: Mapping[str, Any], *, mtp: bool = False) -> Archite
     return import_hf_config(cfg, mtp=mtp).spec
 
 
-def read_hf_config(path: str | Path, *, mtp: bool = False) -> ConfigImport:
-    """Read ``config.json`` (or a folder holding it) and convert it, with notes."""
+KEPT_CONFIG_DEPTH = MAX_DEPTH - 4
+"""How deep a config.json may nest: a plan keeps it as ``model.hf_config``, four levels
+below the top of the ``.memplan`` file, and the file must stay within the loader's
+:data:`MAX_DEPTH` to reopen."""
+
+_TORCH_OF_STORED = {
+    "BF16": "bfloat16",
+    "F16": "float16",
+    "F32": "float32",
+    "F8_E4M3": "bfloat16",  # an FP8 checkpoint says so in quantization_config
+}
+
+
+def read_config_dict(path: str | Path, within: Path | None = None) -> dict[str, Any]:
+    """A ``config.json`` (or the one in a folder) parsed with the plan loader's limits:
+    a regular file of at most 1 MiB (``MAX_CONFIG_BYTES``), nesting a plan can keep, no
+    NaN or Infinity (JSON has neither: a plan would store them as null), no number over
+    100 digits, no key given twice, nothing outside ``within``. Refusals are
+    :class:`ConfigImportError` sentences naming the file and the key."""
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigImportError(f"cannot read {p}: {exc.strerror or exc}") from None
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigImportError(f"{p} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    return import_hf_config(cfg, mtp=mtp)
+        text = read_text(p, MAX_CONFIG_BYTES, within)
+        cfg = loads_config(text, p.name, KEPT_CONFIG_DEPTH)
+    except FileRefused as exc:
+        raise ConfigImportError(str(exc)) from None
+    except ValueError as exc:  # strict_json.ConfigFileError
+        raise ConfigImportError(str(exc)) from None
+    if not isinstance(cfg, dict):
+        raise ConfigImportError(f"{p.name} must hold a JSON object at the top level")
+    return cfg
+
+
+def resolve_auto_dtype(
+    cfg: dict[str, Any], by_dtype: Mapping[str, int] | None
+) -> tuple[dict[str, Any], str | None, bool]:
+    """``torch_dtype: "auto"`` means "as stored": (config with the dtype the checkpoint
+    stores most of, what was done, whether it was a guess). With no weights to read
+    (``by_dtype`` None or empty) bf16 is assumed, and that is a guess the user is told."""
+    keys = [k for k in ("torch_dtype", "dtype") if cfg.get(k) == "auto"]
+    if not keys:
+        return cfg, None, False
+    clean = {k: v for k, v in cfg.items() if k not in keys}
+    if by_dtype:
+        stored = max(by_dtype, key=lambda name: by_dtype[name])
+        clean["torch_dtype"] = _TORCH_OF_STORED.get(stored, "bfloat16")
+        return (
+            clean,
+            f"torch_dtype 'auto' = {clean['torch_dtype']} (the checkpoint's {stored})",
+            False,
+        )
+    clean["torch_dtype"] = "bfloat16"
+    return clean, "torch_dtype 'auto' with no weights to read: assumed bfloat16", True
+
+
+def read_hf_config(path: str | Path, *, mtp: bool = False) -> ConfigImport:
+    """Read ``config.json`` (or a folder holding it) and convert it, with notes (a
+    ``torch_dtype`` of "auto" is assumed bf16 here, with a note: no weights are read)."""
+    cfg, note, _ = resolve_auto_dtype(read_config_dict(path), None)
+    got = import_hf_config(cfg, mtp=mtp)
+    if note is None:
+        return got
+    return ConfigImport(got.spec, (note, *got.notes), got.config)
 
 
 def load_hf_config(path: str | Path, *, mtp: bool = False) -> ArchitectureSpec:

@@ -224,11 +224,14 @@ def llama4_text(r: Reader) -> Fields:
     bias = r.get_bool("attention_bias")
     out.update(qkv_bias=bias, o_bias=bias, qk_norm=r.get_bool("use_qk_norm"))
     step = r.get_int("interleave_moe_layer_step")
+    r.require("interleave_moe_layer_step", lambda v: v >= 1, "it must be 1 or more")
     layers = out["layers"]
-    pattern = list(range(step - 1, layers, step))
+    # a lazy range: a hostile num_hidden_layers must not build a huge list (the spec
+    # refuses over 10,000 layers afterwards)
+    pattern = range(step - 1, layers, step)
     r.require(
         "moe_layers",
-        lambda v: v is None or list(v) == pattern,
+        lambda v: v is None or (isinstance(v, list) and v == list(pattern[: len(v) + 1])),
         f"only every interleave_moe_layer_step-th layer ({step}) can hold experts",
     )
     inter = out["intermediate"]

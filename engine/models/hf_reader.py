@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from engine.errors import quote
 from engine.models.spec import StoredDtype
 
 
@@ -71,7 +72,9 @@ class Reader:
         if value is None:
             value = bool(self.defaults.get(key, False))
         if not isinstance(value, bool):
-            raise ConfigImportError(f"config.json key '{key}' must be true or false, not {value!r}")
+            raise ConfigImportError(
+                f"config.json key '{key}' must be true or false, not {quote(value)}"
+            )
         return value
 
     def first_int(self, *keys: str) -> int:
@@ -86,12 +89,16 @@ class Reader:
         """Refuse a value the inventory cannot express, naming the key and the reason."""
         value = self.raw(key)
         if not ok(value):
-            raise ConfigImportError(f"config.json key '{key}' = {value!r} is not supported: {why}")
+            raise ConfigImportError(
+                f"config.json key '{key}' = {quote(value)} is not supported: {why}"
+            )
 
     @staticmethod
     def check_int(key: str, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigImportError(f"config.json key '{key}' must be an integer, not {value!r}")
+            raise ConfigImportError(
+                f"config.json key '{key}' must be an integer, not {quote(value)}"
+            )
         return value
 
 
@@ -103,11 +110,13 @@ def stored_dtype(cfg: Mapping[str, Any]) -> StoredDtype:
             return "fp8_e4m3"
         raise ConfigImportError(
             f"config.json key 'quantization_config' (quant_method "
-            f"{quant.get('quant_method')!r}) is not supported; import the unquantised model"
+            f"{quote(quant.get('quant_method'))}) is not supported; import the unquantised model"
         )
     raw = cfg.get("torch_dtype", cfg.get("dtype"))
     if raw is None:
         return "fp32"  # transformers saves float32 unless told otherwise
     if not isinstance(raw, str) or raw not in _DTYPES:
-        raise ConfigImportError(f"config.json key 'torch_dtype' = {raw!r} is not a known dtype")
+        raise ConfigImportError(
+            f"config.json key 'torch_dtype' = {quote(raw)} is not a known dtype"
+        )
     return _DTYPES[raw]

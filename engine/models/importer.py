@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.models.hf_config import read_hf_config
+from engine.models.hf_config import import_hf_config, read_config_dict, resolve_auto_dtype
 from engine.models.safetensors_index import (
     CrossCheck,
     SafetensorsError,
@@ -44,12 +44,13 @@ class FolderImport:
     check: CrossCheck | None
     notes: tuple[str, ...] = ()
     config: dict[str, Any] | None = None
+    resolutions: tuple[str, ...] = ()  # "auto" values read from the checkpoint
 
 
 def _has_weights(root: Path) -> bool:
-    return (root / "model.safetensors").is_file() or (
-        root / "model.safetensors.index.json"
-    ).is_file()
+    """Whether the folder holds weights (of any file type: a FIFO named
+    model.safetensors is refused by the reader, not taken for absent)."""
+    return (root / "model.safetensors").exists() or (root / "model.safetensors.index.json").exists()
 
 
 def _untied_if_stored(
@@ -64,34 +65,47 @@ def _untied_if_stored(
     return spec.model_copy(update={"tied_embeddings": False}), note
 
 
-def import_model_folder(folder: str | Path, *, mtp: bool = False) -> FolderImport:
+def import_model_folder(
+    folder: str | Path, *, mtp: bool = False, within: Path | None = None
+) -> FolderImport:
     """Read ``config.json`` and/or the safetensors headers of ``folder`` and compare them.
 
     Shards named by an index but not downloaded (a cache holding only the config and the
-    index) skip the cross-check with a note. Raises ``ConfigImportError`` or
-    ``SafetensorsError`` for a malformed file, and ``SafetensorsError`` when the folder
-    holds neither.
+    index) skip the cross-check with a note. ``torch_dtype: "auto"`` is the dtype the
+    checkpoint stores (assumed bf16, with a note, when there are no weights to read); a
+    corrupt header is refused, never skipped. ``within``: a folder no file read may
+    resolve outside (a hub cache's repo folder, whose snapshots link into its blobs).
+    Raises ``ConfigImportError`` or ``SafetensorsError`` for a malformed file, and
+    ``SafetensorsError`` when the folder holds neither.
     """
     root = Path(folder)
     if not root.is_dir():
-        raise SafetensorsError(f"{root} is not a folder")
+        raise SafetensorsError(f"{root.name or root} is not a folder")
     notes: list[str] = []
+    resolutions: list[str] = []
     spec: ArchitectureSpec | None = None
     config: dict[str, Any] | None = None
-    if (root / "config.json").is_file():
-        imported = read_hf_config(root, mtp=mtp)
-        spec, notes, config = imported.spec, list(imported.notes), dict(imported.config)
+    has_config = (root / "config.json").exists()
+    raw = read_config_dict(root / "config.json", within) if has_config else None
     stored: StoredInventory | None = None
     if _has_weights(root):
         try:
-            stored = read_checkpoint(root)
+            stored = read_checkpoint(root, within)
         except SafetensorsError as exc:
-            if spec is None or "which is missing" not in str(exc):
+            if raw is None or "which is missing" not in str(exc):
                 raise
             notes.append(f"no checkpoint cross-check: {exc}")
+    if raw is not None:
+        cfg, said, guessed = resolve_auto_dtype(raw, stored.by_dtype if stored else None)
+        imported = import_hf_config(cfg, mtp=mtp)
+        spec, config = imported.spec, dict(imported.config)
+        notes += [said] if said and guessed else []
+        resolutions += [said] if said and not guessed else []
+        notes += imported.notes
     if spec is None and stored is None:
         raise SafetensorsError(
-            f"{root} holds no config.json, model.safetensors or model.safetensors.index.json"
+            f"{root.name or root} holds no config.json, model.safetensors or "
+            "model.safetensors.index.json"
         )
     check = None
     if spec is not None and stored is not None:
@@ -100,4 +114,4 @@ def import_model_folder(folder: str | Path, *, mtp: bool = False) -> FolderImpor
             notes.append(note)
             config = {**(config or {}), "tie_word_embeddings": False}
         check = cross_check(spec, stored)
-    return FolderImport(spec, stored, check, tuple(notes), config)
+    return FolderImport(spec, stored, check, tuple(notes), config, tuple(resolutions))

@@ -10,19 +10,30 @@ with a sentence naming the file and the problem; nothing here should ever crash.
 
 from __future__ import annotations
 
-import json
+import os
+import stat
 import struct
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.errors import quote
+from engine.fileio.bounded_read import inside, read_text
+from engine.fileio.strict_json import MAX_FILE_BYTES, loads_config
 from engine.models.inventory import build_inventory
 from engine.models.mtp import unbuilt_stored_names
 from engine.models.spec import ArchitectureSpec
 
 # The format caps the header at 100 MB; a bigger length means a corrupt or foreign file.
 MAX_HEADER_BYTES = 100_000_000
+
+MAX_DIMS = 64
+"""The most dimensions a tensor's shape may list (PyTorch's own cap on a tensor's rank);
+a longer shape is refused before its size is multiplied out."""
+
+MAX_DIM = 2**63 - 1
+"""The largest single dimension (safetensors stores them as 64-bit integers)."""
 
 ITEM_BYTES: dict[str, int] = {
     "F64": 8,
@@ -115,23 +126,25 @@ class StoredInventory:
 
 
 def _entry(path: Path, name: str, raw: Any, data_len: int) -> StoredTensor:
-    where = f"{path.name}: tensor {name!r}"
+    where = f"{path.name}: tensor {quote(name)}"
     if not isinstance(raw, dict):
         raise SafetensorsError(f"{where} has a header entry that is not an object")
     dtype, shape, offsets = raw.get("dtype"), raw.get("shape"), raw.get("data_offsets")
     if not isinstance(dtype, str):
         raise SafetensorsError(f"{where} has no dtype")
+    if isinstance(shape, list) and len(shape) > MAX_DIMS:
+        raise SafetensorsError(f"{where} has {len(shape):,} dimensions (at most {MAX_DIMS})")
     if not isinstance(shape, list) or not all(
-        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+        isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in shape
     ):
-        raise SafetensorsError(f"{where} has an invalid shape {shape!r}")
+        raise SafetensorsError(f"{where} has an invalid shape {quote(shape)}")
     if (
         not isinstance(offsets, list)
         or len(offsets) != 2
         or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
         or not 0 <= offsets[0] <= offsets[1]
     ):
-        raise SafetensorsError(f"{where} has invalid data_offsets {offsets!r}")
+        raise SafetensorsError(f"{where} has invalid data_offsets {quote(offsets)}")
     t = StoredTensor(name, dtype, tuple(shape), path.name)
     if offsets[1] > data_len:
         raise SafetensorsError(
@@ -147,12 +160,22 @@ def _entry(path: Path, name: str, raw: Any, data_len: int) -> StoredTensor:
     return t
 
 
-def read_header(path: str | Path) -> tuple[StoredTensor, ...]:
-    """The tensors one ``.safetensors`` file declares, from its header alone."""
-    p = Path(path)
+def _header_bytes(p: Path, within: Path | None) -> tuple[bytes, int]:
+    """(header bytes, data-section length) of a regular file, read without blocking on a
+    pipe or a device and without reading past the header."""
+    if within is not None and not inside(p, within):
+        raise SafetensorsError(f"{p.name} leads outside {within.name}; not read")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        size = p.stat().st_size
-        with p.open("rb") as f:
+        fd = os.open(p, flags)
+    except OSError as exc:
+        raise SafetensorsError(f"cannot read {p.name}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SafetensorsError(f"{p.name} is not a regular file (a folder, device or pipe)")
+        size = info.st_size
+        with os.fdopen(os.dup(fd), "rb") as f:
             prefix = f.read(8)
             if len(prefix) < 8:
                 raise SafetensorsError(
@@ -161,36 +184,52 @@ def read_header(path: str | Path) -> tuple[StoredTensor, ...]:
             (n,) = struct.unpack("<Q", prefix)
             if n > MAX_HEADER_BYTES:
                 raise SafetensorsError(
-                    f"{p.name} declares a {n}-byte header (over the format's 100 MB limit); "
+                    f"{p.name} declares a {n:,}-byte header (over the format's 100 MB limit); "
                     "the file is corrupt or not safetensors"
+                )
+            if n > MAX_FILE_BYTES:
+                raise SafetensorsError(
+                    f"{p.name} declares a {n:,}-byte header, over the 16 MiB MemPlan reads "
+                    "(a shard of 100,000 tensors needs about 10 MiB)"
                 )
             if 8 + n > size:
                 raise SafetensorsError(
-                    f"{p.name} declares a {n}-byte header but holds only {size - 8} bytes "
+                    f"{p.name} declares a {n:,}-byte header but holds only {size - 8:,} bytes "
                     "after the length; the file is truncated"
                 )
             raw = f.read(n)
     except OSError as exc:
-        raise SafetensorsError(f"cannot read {p}: {exc.strerror or exc}") from None
+        raise SafetensorsError(f"cannot read {p.name}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    return raw, size - 8 - n
+
+
+def read_header(path: str | Path, within: Path | None = None) -> tuple[StoredTensor, ...]:
+    """The tensors one ``.safetensors`` file declares, from its header alone (parsed with
+    the plan loader's JSON limits; ``within``: a folder the file must resolve inside)."""
+    p = Path(path)
+    raw, data_len = _header_bytes(p, within)
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise SafetensorsError(f"{p.name} has a header that is not valid JSON") from None
+        header = loads_config(raw.decode("utf-8"), f"{p.name}'s header")
+    except UnicodeDecodeError:
+        raise SafetensorsError(
+            f"{p.name} has a header that is not valid JSON (not UTF-8 text)"
+        ) from None
+    except ValueError as exc:  # strict_json.ConfigFileError: names the key
+        raise SafetensorsError(str(exc)) from None
     if not isinstance(header, dict):
         raise SafetensorsError(f"{p.name} has a header that is not a JSON object")
-    data_len = size - 8 - n
     return tuple(
         _entry(p, name, entry, data_len) for name, entry in header.items() if name != "__metadata__"
     )
 
 
-def _read_index(index: Path) -> tuple[dict[str, str], int | None]:
+def _read_index(index: Path, within: Path | None) -> tuple[dict[str, str], int | None]:
     try:
-        doc = json.loads(index.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SafetensorsError(f"cannot read {index}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise SafetensorsError(f"{index.name} is not valid JSON") from None
+        doc = loads_config(read_text(index, within=within), index.name)
+    except ValueError as exc:  # FileRefused / ConfigFileError: one sentence naming it
+        raise SafetensorsError(str(exc)) from None
     wmap = doc.get("weight_map") if isinstance(doc, dict) else None
     if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
         raise SafetensorsError(f"{index.name} has no valid 'weight_map' object")
@@ -199,35 +238,39 @@ def _read_index(index: Path) -> tuple[dict[str, str], int | None]:
     return wmap, total if isinstance(total, int) else None
 
 
-def read_checkpoint(folder: str | Path) -> StoredInventory:
+def read_checkpoint(folder: str | Path, within: Path | None = None) -> StoredInventory:
     """Every tensor of a local model folder, from ``model.safetensors`` or the index.
 
     With an index, every shard it names is read, and a tensor the index places in a
-    shard that does not declare it is an error (a mismatched or partial download).
+    shard that does not declare it is an error (a mismatched or partial download). A
+    shard is named by a plain file name in the folder: never a path out of it.
     """
     root = Path(folder)
     index = root / "model.safetensors.index.json"
     single = root / "model.safetensors"
-    if index.is_file():
-        wmap, total_size = _read_index(index)
+    if index.exists():
+        wmap, total_size = _read_index(index, within)
         tensors: list[StoredTensor] = []
         files = sorted(set(wmap.values()))
         for shard in files:
             shard_path = root / shard
-            if Path(shard).name != shard or not shard_path.is_file():
-                raise SafetensorsError(f"{index.name} names the shard {shard!r}, which is missing")
-            tensors.extend(read_header(shard_path))
+            if Path(shard).name != shard or shard in ("", ".", "..") or not shard_path.exists():
+                raise SafetensorsError(
+                    f"{index.name} names the shard {quote(shard)}, which is missing"
+                )
+            tensors.extend(read_header(shard_path, within))
         declared = {t.name: t.file for t in tensors}
         for name, shard in wmap.items():
             if declared.get(name) != shard:
                 raise SafetensorsError(
-                    f"{index.name} places tensor {name!r} in {shard}, whose header lacks it"
+                    f"{index.name} places tensor {quote(name)} in {quote(shard)}, "
+                    "whose header lacks it"
                 )
         return StoredInventory(tuple(tensors), tuple(files), total_size)
-    if single.is_file():
-        return StoredInventory(read_header(single), (single.name,), None)
+    if single.exists():
+        return StoredInventory(read_header(single, within), (single.name,), None)
     raise SafetensorsError(
-        f"{root} holds neither model.safetensors nor model.safetensors.index.json"
+        f"{root.name or root} holds neither model.safetensors nor model.safetensors.index.json"
     )
 
 
@@ -269,16 +312,22 @@ class CrossCheck:
                 out.append(f"{dt}: computed {c:,} elements, stored {s:,}")
         if self.missing:
             out.append(
-                f"{len(self.missing)} computed tensors are not stored, e.g. {self.missing[0]}"
+                f"{len(self.missing)} computed tensors are not stored, "
+                f"e.g. {_short(self.missing[0])}"
             )
         if self.unexpected:
             out.append(
                 f"{len(self.unexpected)} stored tensors are not in the config's "
-                f"inventory, e.g. {self.unexpected[0]}"
+                f"inventory, e.g. {_short(self.unexpected[0])}"
             )
         for name, want, got in self.shape_mismatches[:5]:
-            out.append(f"{name}: computed shape {list(want)}, stored {list(got)}")
+            out.append(f"{_short(name)}: computed shape {list(want)}, stored {quote(list(got))}")
         return out
+
+
+def _short(name: str) -> str:
+    """A tensor name from a header, shortened and escaped for a message."""
+    return name if len(name) <= 80 and name.isprintable() else quote(name)
 
 
 def _strip_prefix(names: set[str], stored: dict[str, StoredTensor]) -> dict[str, StoredTensor]:

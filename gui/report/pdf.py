@@ -27,7 +27,7 @@ from PySide6.QtGui import (
 )
 
 from engine.fileio.atomic import refuse_special
-from engine.oneline import one_line
+from engine.fileio.oneline import one_line
 from gui.report.builder import FONT_FAMILIES, ReportDocument, build_document
 from gui.report.charts import Recorded
 from gui.report.content import ReportContent

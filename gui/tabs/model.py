@@ -135,6 +135,10 @@ class ModelTab(TabPage):
             QMessageBox.warning(self, "Import failed", str(exc))
             return False
         self.doc.set_many(got.changes, f"Import {got.name}")
+        if got.notes:
+            QMessageBox.information(
+                self, f"Imported {got.name}", "\n".join(f"• {n}" for n in got.notes)
+            )
         messages = got.messages
         if messages:
             QMessageBox.information(

@@ -58,7 +58,10 @@ FREE_TEXT_FIELDS: dict[str, int] = {
 }
 """The plan's free-text fields (dotted path → the length used): any string a plan file
 may hold (``roles`` a tuple of them, ``hf_config`` a JSON object, keys and values).
-``hardware.accelerator`` (a catalogue key) and ``parallelism.pp_layout`` (a parsed layout)
-are validated; the Megatron shell test covers the layouts."""
+``hardware.accelerator`` (a catalogue key), ``parallelism.pp_layout`` (a parsed layout)
+and ``runtime.bitsandbytes_version`` (digits and dots) are validated; the Megatron shell
+test covers the layouts."""
 
-VALIDATED_TEXT_FIELDS = frozenset({"hardware.accelerator", "parallelism.pp_layout"})
+VALIDATED_TEXT_FIELDS = frozenset(
+    {"hardware.accelerator", "parallelism.pp_layout", "runtime.bitsandbytes_version"}
+)

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.exports import FORMATS
-from engine.oneline import one_line
+from engine.fileio.oneline import one_line
 from engine.plan import Plan, default_plan, with_values
 
 PLANS = {

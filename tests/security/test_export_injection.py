@@ -29,7 +29,7 @@ from engine.exports import FORMATS, Export
 from engine.exports.check import check_export
 from engine.exports.flat_yaml import read_flat_yaml
 from engine.exports.megatron import argv, megatron_args
-from engine.oneline import one_line
+from engine.fileio.oneline import one_line
 from engine.plan import Plan, default_plan, with_values
 
 BASES: dict[str, dict[str, Any]] = {

@@ -2,7 +2,7 @@
 
 A plan's name, a file's name and a message quoting them can hold escape sequences
 (``ESC ]0;…`` retitles a terminal, ``ESC [2J`` clears it) and line breaks that forge
-output lines; ``engine.oneline.one_line`` is the rule, checked here on its own and where
+output lines; ``engine.fileio.oneline.one_line`` is the rule, checked here on its own and where
 ``validate``, ``compare``, the export notes and the report print names.
 """
 
@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.cli import main
-from engine.oneline import docstring_text, one_line
+from engine.fileio.oneline import docstring_text, one_line
 from engine.plan import default_plan, with_values
 from engine.planfile import PlanFile, save
 
