@@ -9,6 +9,8 @@ anything. The AC mode names here are the ones the record carries.
 
 from __future__ import annotations
 
+import importlib.util
+
 from engine.plan import Plan
 from engine.stacks.defaults import resolve_stack_defaults, resolved
 
@@ -102,8 +104,16 @@ def _step_refusal(plan: Plan) -> str | None:
     return None
 
 
+MISSING = (
+    "a torchtitan plan traces with torchtitan's own code, which is not installed: "
+    "pip install 'memplan[trace]' (torchtitan==0.3.0, triton==3.9.0)"
+)
+
+
 def titan_refusal(plan: Plan) -> str | None:
     """Why torchtitan's code cannot run this plan (one sentence), or None."""
+    if importlib.util.find_spec("torchtitan") is None:
+        return MISSING
     plan = resolved(plan)
     for check in (_layout_refusal, _model_refusal, _step_refusal):
         reason = check(plan)

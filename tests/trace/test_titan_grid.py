@@ -1,0 +1,98 @@
+"""The CI slice of the torchtitan fidelity grid: torchtitan's own code against the ledger.
+
+Llama-3.1-8B-shaped layers (2 of them), s 512, FSDP2 over 2 fake ranks, each AC mode,
+plain and chunked loss (``titan_grid.py``). Per case:
+
+- the persistent model states — parameters, gradients, fused-AdamW state — equal the
+  ledger's exact rows (the architecture says ``fused_qkv``: torchtitan's one ``wqkv``);
+- the traced peak's error against the ledger's midpoint is printed (``-s`` shows it);
+  where the ledger's range holds the traced peak today it must keep holding it; the
+  other cases are strict xfails carrying the error measured when this slice was written
+  (the ledger's torchtitan activation and loss profile is being reworked; a strict
+  xfail turns into a failure the day the ledger gets it right, so the mark is removed).
+
+Skipped when torchtitan (the ``trace`` extra) is not installed; CI installs it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from tests.trace.grid import Measured
+from tests.trace.needs_extra import needs_trace_extra
+from tests.trace.titan_grid import TitanCase, measure_titan
+
+pytest.importorskip("torchtitan")
+pytestmark = needs_trace_extra
+
+
+def _case(ac: str, loss: str = "standard") -> TitanCase:
+    return TitanCase(layers=2, seq_len=512, world=2, ac=ac, loss=loss)
+
+
+@functools.cache
+def _measured(case: TitanCase) -> Measured:
+    """Each case traced once for both checks (about 5 s each)."""
+    return measure_titan(case)
+
+
+def _outside(case: TitanCase, error: str) -> object:
+    reason = f"ledger midpoint {error} off the traced peak, outside its range"
+    return pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=reason), id=case.name)
+
+
+CASES: tuple[TitanCase, ...] = (
+    _case("none"),
+    _case("full"),
+    _case("sac_op"),
+    _case("sac_every2"),
+    _case("none", "chunked"),
+    _case("sac_op", "chunked"),
+)
+
+PEAKS: tuple[object, ...] = (
+    # measured when written (torchtitan 0.3.0, torch 2.13.0 CPU): the ledger misses the
+    # head unit's FSDP2 buffers at the start of backward (bf16 all-gather 1.05 GB and
+    # fp32 reduce-scatter 2.1 GB of the 128256 × 4096 lm_head) and, chunked, the
+    # vocabulary-sized weight-gradient temporaries of the last chunk's backward
+    _outside(CASES[0], "−9.01 %"),
+    _outside(CASES[1], "−6.82 %"),
+    _outside(CASES[2], "−8.14 %"),
+    _outside(CASES[3], "−7.44 %"),
+    _outside(CASES[4], "−24.02 %"),
+    _outside(CASES[5], "−23.41 %"),
+)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_titan_model_states_equal_the_ledger(case: TitanCase) -> None:
+    """Parameters (fp32 shard), gradients (fp32 shard) and fused-AdamW state (two fp32
+    moments per element, one 512-B step per tensor) byte for byte."""
+    m = _measured(case)
+    assert m.traced_states() == m.ledger_states()
+
+
+@pytest.mark.parametrize("case", PEAKS)
+def test_titan_peak_inside_the_ledger_range(case: TitanCase) -> None:
+    m = _measured(case)
+    print(f"{case.name}: traced {m.traced:,} B, ledger {m.low:,}–{m.high:,} B, "
+          f"midpoint error {m.mid_error_percent:+.2f} %")  # fmt: skip
+    assert m.inside, f"midpoint error {m.mid_error_percent:+.2f} %"
+
+
+def test_titan_record_names_torchtitan_and_its_ac_mode() -> None:
+    """The record of a torchtitan trace says which code ran: torchtitan's version in
+    ``versions`` and the AC mode applied in its setup."""
+    from engine.trace.record import trace_record
+
+    case = CASES[2]
+    m = _measured(case)
+    record = trace_record(case.plan(), m.result, "t")
+    assert record.versions["torchtitan"] == "0.3.0"
+    setup = record.extra["setup"]
+    assert setup["recompute"].startswith("selective op (SelectiveAC")
+    assert setup["model_type"] == "torchtitan 0.3.0 llama3 (standard loss)"
+    assert record.label == "trace torchtitan FSDP2 × 2"
+    assert record.alloc_events
