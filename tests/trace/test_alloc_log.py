@@ -94,7 +94,7 @@ def _fields(result: object) -> dict[str, object]:
     return {f: getattr(result, f) for f in result.__dataclass_fields__}  # type: ignore[attr-defined]
 
 
-def _replay(events: tuple[AllocEvent, ...], rounding: int) -> tuple[int, int]:
+def replay(events: tuple[AllocEvent, ...], rounding: int) -> tuple[int, int]:
     """(live at the end, highest live) with every request rounded up to ``rounding``."""
     live = peak = 0
     for e in events:
@@ -110,6 +110,6 @@ def test_a_traced_sequence_replays_to_the_tracker_totals() -> None:
     assert r.alloc_events and {e.stream for e in r.alloc_events} == {0}
     phases = {e.phase for e in r.alloc_events}
     assert {"setup", "1/forward", "1/backward", "1/optimizer"} <= phases
-    live, peak = _replay(r.alloc_events, r.setup.rounding_bytes)
+    live, peak = replay(r.alloc_events, r.setup.rounding_bytes)
     assert live == r.steady_end.total
     assert peak >= r.peak_bytes

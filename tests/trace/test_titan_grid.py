@@ -96,3 +96,17 @@ def test_titan_record_names_torchtitan_and_its_ac_mode() -> None:
     assert setup["model_type"] == "torchtitan 0.3.0 llama3 (standard loss)"
     assert record.label == "trace torchtitan FSDP2 × 2"
     assert record.alloc_events
+
+
+def test_titan_allocation_sequence_replays_to_the_tracker_totals() -> None:
+    """As for the transformers path (``test_alloc_log.py``): replayed with 512-B
+    rounding, the events leave live exactly what the tracker holds at the end, and
+    reach at least the traced peak. ``zero_grad(set_to_none=False)`` zeroes in place:
+    the steady step's ``zero_grad`` neither allocates nor frees."""
+    from tests.trace.test_alloc_log import replay
+
+    r = _measured(CASES[4]).result
+    live, peak = replay(r.alloc_events, r.setup.rounding_bytes)
+    assert live == r.steady_end.total and peak >= r.peak_bytes
+    phases = {e.phase for e in r.alloc_events}
+    assert {"1/forward", "1/backward", "1/optimizer"} <= phases and "1/zero_grad" not in phases
