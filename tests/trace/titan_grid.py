@@ -2,9 +2,10 @@
 
 Shared by the CI slice (``tests/trace/test_titan_grid.py``) and the offline table
 (``tests/fidelity_grid.py --titan``). A case is a plan on the ``torchtitan`` stack: the
-Llama-3.1-8B (or Qwen3-8B) preset's layer shape — hidden, heads, KV heads, FFN width,
-vocabulary all as published — with 2–4 layers, FSDP2 over a fake world, one AC mode
-and one loss. The trace runs torchtitan 0.3.0's own code (``engine/trace/titan``).
+Llama-3.1-8B (or Qwen3-8B, or Qwen3-30B-A3B for the MoE flavor) preset's layer shape —
+hidden, heads, KV heads, FFN width or experts, vocabulary all as published — with 2–4
+layers, FSDP2 over a fake world, one AC mode and one loss. The trace runs torchtitan
+0.3.0's own code (``engine/trace/titan``).
 The architecture is marked ``fused_qkv``: every torchtitan flavor builds one ``wqkv``
 weight per layer (``fuse_qkv=True``), so fused AdamW keeps one step counter for it,
 not three — with the preset's separate q/k/v the ledger counts 2 × 512 B more per layer.
@@ -24,7 +25,11 @@ from engine.models.presets import load_preset
 from engine.plan import Plan, with_values
 from tests.trace.grid import Measured
 
-PRESETS: dict[str, str] = {"llama": "llama-3.1-8b", "qwen3": "qwen3-8b"}
+PRESETS: dict[str, str] = {
+    "llama": "llama-3.1-8b",
+    "qwen3": "qwen3-8b",
+    "qwen3_moe": "qwen3-30b-a3b",
+}
 """Family → the preset whose layer shape the case keeps."""
 
 AC: dict[str, dict[str, Any]] = {

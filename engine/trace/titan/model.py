@@ -54,12 +54,25 @@ def _layers(plan: Plan) -> list[Any]:
         "attn_backend": "flex",
         "fuse_qkv": True,
     }
-    if arch.family == "qwen3":
+    if arch.family in ("qwen3", "qwen3_moe"):
         from torchtitan.models.common import CosSinRoPE
-        from torchtitan.models.qwen3 import _build_qwen3_layers
+        from torchtitan.models.qwen3 import _build_qwen3_layers, _build_qwen3_moe_layers
 
         rope = CosSinRoPE.Config(dim=head_dim, max_seq_len=plan.batch.seq_len, theta=1e6)
-        return list(_build_qwen3_layers(head_dim=head_dim, rope=rope, **common))
+        if arch.moe is None:
+            return list(_build_qwen3_layers(head_dim=head_dim, rope=rope, **common))
+        del common["hidden_dim"]
+        return list(
+            _build_qwen3_moe_layers(
+                head_dim=head_dim,
+                rope=rope,
+                moe_hidden_dim=arch.moe.expert_intermediate,
+                num_experts=arch.moe.num_experts,
+                top_k=arch.moe.top_k,
+                moe_comm_backend="standard",
+                **common,
+            )
+        )
     from torchtitan.models.common import ComplexRoPE
     from torchtitan.models.llama3 import _build_llama3_layers
 
@@ -75,7 +88,7 @@ def _config(plan: Plan) -> tuple[Any, Any]:
     from torchtitan.models.common import Embedding, Linear, RMSNorm
 
     arch = plan.model.architecture
-    if arch.family == "qwen3":
+    if arch.family in ("qwen3", "qwen3_moe"):
         from torchtitan.models.qwen3 import Qwen3Model, parallelize_qwen3
 
         model_cls, parallelize = Qwen3Model, parallelize_qwen3
@@ -158,5 +171,6 @@ def build_titan_model(plan: Plan) -> TitanModel:
         ac_config=_ac_config(plan),
         dump_folder="",
     )
-    name = "qwen3" if plan.model.architecture.family == "qwen3" else "llama3"
+    family = plan.model.architecture.family
+    name = "llama3" if family == "llama" else "qwen3" + ("" if family == "qwen3" else " MoE")
     return TitanModel(model, name, dims)

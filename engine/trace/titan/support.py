@@ -17,7 +17,7 @@ from engine.stacks.defaults import resolve_stack_defaults, resolved
 TITAN_VERSION = "0.3.0"
 """The torchtitan release whose code the trace runs (pyproject's ``trace`` extra)."""
 
-TITAN_FAMILIES: dict[str, str] = {"llama": "llama3", "qwen3": "qwen3"}
+TITAN_FAMILIES: dict[str, str] = {"llama": "llama3", "qwen3": "qwen3", "qwen3_moe": "qwen3"}
 """Plan family → torchtitan model package whose building blocks make the model."""
 
 AC_MODES: dict[str, str] = {
@@ -62,8 +62,14 @@ def _model_refusal(plan: Plan) -> str | None:
             f"torchtitan has no {arch.family} model the trace builds "
             f"(traced: {', '.join(sorted(TITAN_FAMILIES))})"
         )
-    if arch.moe is not None or arch.mla is not None or arch.mtp_layers:
-        return "torchtitan MoE / MLA models are not traced yet (dense Llama 3 and Qwen3)"
+    if arch.mla is not None or arch.mtp_layers:
+        return "torchtitan's DeepSeek-V3 (MLA, multi-token prediction) is not traced yet"
+    moe = arch.moe
+    if moe is not None and (moe.shared_experts or moe.first_dense_layers or moe.router_bias):
+        return (
+            "torchtitan's Qwen3 MoE has routed experts only in every layer (no shared experts, "
+            "dense first layers or router bias)"
+        )
     if arch.mlp != "swiglu" or arch.norm != "rmsnorm" or arch.position != "rotary":
         return "torchtitan's Llama 3 / Qwen3 blocks are SwiGLU, RMSNorm and RoPE only"
     biases = arch.qkv_bias or arch.o_bias or arch.mlp_bias or arch.lm_head_bias
