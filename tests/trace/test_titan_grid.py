@@ -82,6 +82,16 @@ def test_titan_peak_inside_the_ledger_range(case: TitanCase) -> None:
     assert m.inside, f"midpoint error {m.mid_error_percent:+.2f} %"
 
 
+def test_titan_moe_flavor_traces_with_the_ledger_model_states() -> None:
+    """torchtitan's Qwen3 MoE (Qwen3-30B-A3B layers: 128 experts of 768, top-8, stacked
+    ``w1``/``w2``/``w3``): parameters and optimizer state exact; gradients may be less by
+    FSDP2's one rounding per reduce-scatter buffer (``grid.py`` ``states_verdict``)."""
+    m = _measured(TitanCase("qwen3_moe", layers=2, seq_len=512, world=2))
+    print(f"{m.case.name}: midpoint error {m.mid_error_percent:+.2f} %")
+    assert m.states_verdict() in ("ok", "ok*")
+    assert m.result.setup.model_type == "torchtitan 0.3.0 qwen3 MoE (standard loss)"
+
+
 def test_titan_record_names_torchtitan_and_its_ac_mode() -> None:
     """The record of a torchtitan trace says which code ran: torchtitan's version in
     ``versions`` and the AC mode applied in its setup."""
