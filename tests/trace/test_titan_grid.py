@@ -17,9 +17,12 @@ Skipped when torchtitan (the ``trace`` extra) is not installed; CI installs it.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import pytest
 
+from engine.estimate import estimate
+from engine.plan import Plan
 from tests.trace.grid import Measured
 from tests.trace.needs_extra import needs_trace_extra
 from tests.trace.titan_grid import TitanCase, measure_titan
@@ -90,6 +93,36 @@ def test_titan_moe_flavor_traces_with_the_ledger_model_states() -> None:
     print(f"{m.case.name}: midpoint error {m.mid_error_percent:+.2f} %")
     assert m.states_verdict() in ("ok", "ok*")
     assert m.result.setup.model_type == "torchtitan 0.3.0 qwen3 MoE (standard loss)"
+
+
+def test_titan_tensor_parallel_keeps_the_ledger_model_states() -> None:
+    """TP × 2 with sequence parallelism under FSDP2 × 2 (torchtitan's own sharding
+    declarations, DTensor): each rank's parameters, gradients and optimizer state are a
+    quarter of the model's, byte for byte the ledger's."""
+    from engine.plan import with_values
+    from engine.trace.runner import TraceOptions, trace_plan
+
+    base = TitanCase(layers=2, seq_len=512, world=4)
+    plan = with_values(
+        base.plan(),
+        {"parallelism.tp": 2, "parallelism.dp": 2, "parallelism.sequence_parallel": True},
+    )
+    result = trace_plan(plan, TraceOptions())
+    m = Measured(_Fixed(base.name + "-tp2", plan), result, estimate(plan))
+    print(f"{m.case.name}: midpoint error {m.mid_error_percent:+.2f} %")
+    assert result.setup.strategy == "torchtitan FSDP2 × 2, TP × 2 + SP"
+    assert m.traced_states() == m.ledger_states()
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """A case that is just a plan (for :class:`Measured`)."""
+
+    name: str
+    fixed: Plan
+
+    def plan(self) -> Plan:
+        return self.fixed
 
 
 def test_titan_record_names_torchtitan_and_its_ac_mode() -> None:

@@ -34,7 +34,8 @@ def test_the_grid_plan_is_runnable() -> None:
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
-        ({"parallelism.tp": 2, "parallelism.dp": 4}, "tensor parallelism is not traced"),
+        ({"parallelism.tp": 3, "parallelism.dp": 2}, "tp (3) must divide 32, 8 and 14336"),
+        ({"parallelism.pp": 2, "parallelism.dp": 4}, "pipeline, context and expert"),
         ({"method.optimizer.name": "sgd"}, "optimizer is AdamW"),
         ({"runtime.loss": "fused"}, "no fused (logit-free) cross-entropy"),
         ({"runtime.loss": "chunked", "runtime.loss_chunk_tokens": 300}, "must divide seq_len"),

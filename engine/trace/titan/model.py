@@ -9,7 +9,11 @@ attention) filled with the plan's dimensions instead of a named flavor, then bui
 (``distributed/fsdp.py`` ``apply_fsdp_to_decoder``: one unit per block, the embedding
 its own, norm + lm_head together and not resharded after forward;
 ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``), always — with one
-rank it is a no-op all-gather that still casts.
+rank it is a no-op all-gather that still casts. With ``tp > 1`` the model's own sharding
+declarations (``set_llama3_sharding_config`` via ``Config.update_from_config``, as the
+trainer calls it) shard the blocks as DTensors over a (dp_shard, tp) mesh, sequence
+parallel as the plan says, the logits vocabulary-sharded for the loss-parallel
+cross-entropy.
 
 The ``partial_dtensor`` SPMD backend is used: 0.3.0's default ``spmd_types`` hands
 ``fully_shard`` plain parameters that torch 2.13's FSDP2 refuses; ``partial_dtensor``
@@ -23,6 +27,7 @@ Layer-every-N AC was removed in 0.3; ``every_k`` rebuilds 0.2's placement
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -147,12 +152,16 @@ def build_titan_model(plan: Plan) -> TitanModel:
     parallelism = ParallelismConfig(
         spmd_backend="partial_dtensor", fsdp_reshard_after_forward=RESHARD_POLICY[reshard]
     )
+    parallelism.tensor_parallel_degree = par.tp
+    parallelism.enable_sequence_parallel = par.sequence_parallel
     world = par.world_size
     dims = ParallelDims(
-        dp_replicate=1, dp_shard=world, cp=1, tp=1, pp=1, ep=1, world_size=world,
+        dp_replicate=1, dp_shard=world // par.tp, cp=1, tp=par.tp, pp=1, ep=1, world_size=world,
         spmd_backend="partial_dtensor",
     )  # fmt: skip
     config, parallelize = _config(plan)
+    # what Trainer.__init__ does before building: the sharding declarations (TP / SP)
+    config.update_from_config(config=SimpleNamespace(parallelism=parallelism))
     with torch.device("meta"):
         previous = torch.get_default_dtype()
         torch.set_default_dtype(torch.bfloat16 if pure else torch.float32)

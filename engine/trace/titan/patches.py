@@ -12,6 +12,9 @@ Each is set on entry to :func:`titan_patches` and undone on exit
   dispatch mode is refused, so the eager higher-order op runs instead
   (``_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG``). Its fake rule returns what the CUDA
   kernel saves: the output plus an fp32 log-sum-exp (and max scores) per query row.
+- **SPMD backend**: ``Trainer.__init__`` records ``partial_dtensor`` as the active
+  backend (``distributed/utils.py`` ``set_spmd_backend``); the loss-parallel
+  cross-entropy asserts it.
 - **CPU backward guard**: ``flex_attention``'s ``_validate_device`` refuses inputs that
   require grad on CPU (the CPU kernel is inference-only); on fake tensors no kernel
   runs, so the guard is lifted.
@@ -45,6 +48,7 @@ def _attr(owner: Any, name: str, value: Any) -> Iterator[None]:
 def titan_patches() -> Iterator[None]:
     """torchtitan on fake CPU tensors, for the duration of one trace."""
     import torchtitan.distributed.parallel_dims as parallel_dims
+    import torchtitan.distributed.utils as dist_utils
     import torchtitan.tools.utils as titan_utils
     from torchtitan.models.common import attention
 
@@ -54,6 +58,7 @@ def titan_patches() -> Iterator[None]:
     with ExitStack() as stack:
         stack.enter_context(_attr(parallel_dims, "device_type", "cpu"))
         stack.enter_context(_attr(titan_utils, "device_type", "cpu"))
+        stack.enter_context(_attr(dist_utils, "_spmd_backend", "partial_dtensor"))
         stack.enter_context(_attr(flex, "_validate_device", _no_device_guard))
         stack.enter_context(_attr(flex, "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG", True))
         stack.enter_context(

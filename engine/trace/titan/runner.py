@@ -154,8 +154,10 @@ def _trace(
 
 
 def _setup(plan: Plan, built: TitanModel, rank: int, steps: int, model: Any) -> TraceSetup:
-    world = plan.parallelism.world_size
+    par = plan.parallelism
+    world = par.world_size
     params = list(model.parameters())
+    tp = f", TP × {par.tp}{' + SP' if par.sequence_parallel else ''}" if par.tp > 1 else ""
     pure = plan.method.precision.policy == "pure_16bit"
     loss: str = plan.runtime.loss
     if loss == "chunked":
@@ -165,8 +167,8 @@ def _setup(plan: Plan, built: TitanModel, rank: int, steps: int, model: Any) -> 
         model_type=f"torchtitan {TITAN_VERSION} {built.model_name} ({loss} loss)",
         world_size=world,
         rank=rank,
-        mesh=(world,),
-        strategy=f"torchtitan FSDP2 × {world}",
+        mesh=(world // par.tp, par.tp) if par.tp > 1 else (world,),
+        strategy=f"torchtitan FSDP2 × {world // par.tp}{tp}",
         tracker="FSDPMemTracker",
         steps=steps,
         micro_batches=plan.batch.grad_accum,
@@ -175,7 +177,7 @@ def _setup(plan: Plan, built: TitanModel, rank: int, steps: int, model: Any) -> 
         compute_dtype="bf16",
         recompute=ac_mode(plan),
         optimizer="adamw (fused)",
-        n_params=sum(int(p.numel()) for p in params),
+        n_params=sum(int(p.numel()) for p in params),  # a DTensor's numel is global
         n_trainable=sum(int(p.numel()) for p in params if p.requires_grad),
         plan_params=total_params(build_inventory(plan.model.architecture)),
         rounding_bytes=plan.runtime.allocation_granularity_bytes,

@@ -46,8 +46,14 @@ def _layout_refusal(plan: Plan) -> str | None:
         return f"torchtitan runs FSDP2 (or one rank); strategy {par.strategy} is not torchtitan's"
     if par.strategy == "ddp" and par.dp > 1:
         return "torchtitan's DDP (data_parallel_replicate) is not traced; use strategy fsdp2"
-    if par.tp > 1:
-        return "torchtitan tensor parallelism is not traced yet (FSDP2 only)"
+    arch = plan.model.architecture
+    if par.tp > 1 and (arch.heads % par.tp or arch.kv_heads % par.tp or arch.intermediate % par.tp):
+        return (
+            f"torchtitan's TP plan splits whole heads, KV heads and FFN columns: tp ({par.tp}) "
+            f"must divide {arch.heads}, {arch.kv_heads} and {arch.intermediate}"
+        )
+    if par.tp > 1 and arch.moe is not None:
+        return "torchtitan TP with MoE layers is not traced"
     if par.pp > 1 or par.cp > 1 or par.ep > 1 or par.expert_tp > 1:
         return "torchtitan pipeline, context and expert parallelism are not traced"
     if plan.offload.optimizer != "none" or plan.offload.params != "none":
