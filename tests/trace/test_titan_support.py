@@ -7,6 +7,8 @@ transformers' modules. A plan torchtitan 0.3.0 cannot run is refused with one se
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from engine.cli import main
@@ -28,7 +30,12 @@ def test_the_stack_picks_the_implementation(stack: str, titan: bool) -> None:
 
 
 def test_the_grid_plan_is_runnable() -> None:
-    assert titan_refusal(_titan()) is None
+    """Runnable where torchtitan is installed; else the one reason is what to install."""
+    reason = titan_refusal(_titan())
+    if importlib.util.find_spec("torchtitan") is None:
+        assert reason is not None and "pip install 'memplan[trace]'" in reason
+    else:
+        assert reason is None
 
 
 @pytest.mark.parametrize(

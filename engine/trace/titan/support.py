@@ -124,11 +124,11 @@ MISSING = (
 
 def titan_refusal(plan: Plan) -> str | None:
     """Why torchtitan's code cannot run this plan (one sentence), or None."""
-    if importlib.util.find_spec("torchtitan") is None:
-        return MISSING
     plan = resolved(plan)
     for check in (_layout_refusal, _model_refusal, _step_refusal):
         reason = check(plan)
         if reason is not None:
             return reason
+    if importlib.util.find_spec("torchtitan") is None:
+        return MISSING
     return None
