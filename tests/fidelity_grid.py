@@ -5,6 +5,8 @@
         --strategy plain,fsdp4,tp2 --method full,lora --precision bf16,mixed \\
         --optimizer adamw,sgd --recompute none,full --groups
     PYTHONPATH=. .venv/bin/python tests/fidelity_grid.py --cases         # the 11 measured cases
+    PYTHONPATH=. .venv/bin/python tests/fidelity_grid.py --titan --seq 2048,8192 \\
+        --world 1,8 --ac none,full,sac_op,sac_every2 --loss standard,chunked   # torchtitan
 
 Every combination of the listed axis values is traced for every listed family (tiny
 shapes: ``tests/trace/grid.py``, where families and axis values are added). Columns:
@@ -13,6 +15,10 @@ traced), whether the traced peak is inside, whether the persistent model states 
 the ledger's (``ok``; ``ok*``: FSDP2's flat gradient buffer rounds once per unit),
 and with ``--groups`` each ledger group's error at the peak. A case the
 trace refuses prints its reason. Needs the ``memplan[trace]`` extra.
+
+``--titan`` traces torchtitan's own code instead (``tests/trace/titan_grid.py``):
+8B-shaped layers, 2 and 4 of them per setting, and prints for each AC mode the bytes
+one layer saves per token, traced against the ledger's (docs/fidelity-grid.md).
 """
 
 from __future__ import annotations
@@ -81,6 +87,41 @@ def run_cases() -> None:
         print(f"{case.name:<60} {r.peak_bytes:>15,} {case.peak_bytes:>15,} {err:>+8.4f}%")
 
 
+def run_titan(args: argparse.Namespace) -> None:
+    from tests.trace.titan_grid import TitanCase, measure_titan, per_layer_token_bytes
+
+    def ints(text: str) -> list[int]:
+        return [int(v) for v in text.split(",")]
+
+    print(f"{'torchtitan case':<52} {'traced GB':>9} {'ledger low–high GB':>19} "
+          f"{'mid err%':>8} {'in':>4} {'states':>6}")  # fmt: skip
+    per_layer: dict[str, list[tuple[float, float, float]]] = {}
+    for family, seq, batch, world, ac, loss in itertools.product(
+        args.families.split(","), ints(args.seq), ints(args.batch), ints(args.world),
+        args.ac.split(","), args.loss.split(","),
+    ):  # fmt: skip
+        pair = []
+        for layers in (2, 4):
+            case = TitanCase(family, layers, seq, batch, world, ac, loss)
+            try:
+                m = measure_titan(case)
+            except TraceError as exc:
+                print(f"{case.name:<52} not traced: {exc}")
+                break
+            pair.append(m)
+            inside = "yes" if m.inside else "NO"
+            print(f"{case.name:<52} {m.traced / 1e9:>9.3f} {m.low / 1e9:>9.3f}–"
+                  f"{m.high / 1e9:<9.3f} {m.mid_error_percent:>+8.2f} "
+                  f"{inside:>4} {m.states_verdict():>6}", flush=True)  # fmt: skip
+        if len(pair) == 2:
+            per_layer.setdefault(f"{family} {ac}", []).append(per_layer_token_bytes(*pair))
+    print(f"\n{'AC mode':<22} {'traced B/token/layer':>20} {'ledger low–high':>21} {'mid err%':>8}")
+    for key, values in per_layer.items():
+        traced, low, high = (sum(v[i] for v in values) / len(values) for i in range(3))
+        err = 100 * ((low + high) / 2 - traced) / traced
+        print(f"{key:<22} {traced:>20,.0f} {low:>10,.0f}–{high:<10,.0f} {err:>+8.1f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--families", default=",".join(FAMILY_PRESET))
@@ -88,6 +129,12 @@ def main() -> int:
         parser.add_argument(f"--{axis}", help=f"comma list of: {', '.join(AXES[axis])}")
     parser.add_argument("--groups", action="store_true", help="per-group errors too")
     parser.add_argument("--cases", action="store_true", help="the shared measured cases")
+    parser.add_argument("--titan", action="store_true", help="torchtitan's own code (8B layers)")
+    parser.add_argument("--seq", default="2048", help="--titan: sequence lengths")
+    parser.add_argument("--batch", default="1", help="--titan: local batch sizes")
+    parser.add_argument("--world", default="8", help="--titan: FSDP2 fake world sizes")
+    parser.add_argument("--ac", default="none,full,sac_op,sac_every2", help="--titan: AC modes")
+    parser.add_argument("--loss", default="standard", help="--titan: standard,chunked")
     args = parser.parse_args()
     problem = extra_problem()
     if problem is not None:
@@ -95,6 +142,11 @@ def main() -> int:
         return 1
     if args.cases:
         run_cases()
+        return 0
+    if args.titan:
+        if args.families == ",".join(FAMILY_PRESET):
+            args.families = "llama"
+        run_titan(args)
         return 0
     chosen = {a: getattr(args, a).split(",") for a in DEFAULTS if getattr(args, a)}
     axes = chosen or dict(STANDARD)

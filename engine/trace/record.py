@@ -11,10 +11,12 @@ the report compare it with the ledger per group and phase without running it aga
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from engine.plan import Plan
+from engine.trace.alloc_log import events_from_json, events_to_json
 from engine.trace.result import TraceResult
 from engine.validation.identity import workload_hash
 from engine.validation.records import DeviceInfo, MeasuredRecord, RecordError, Window
@@ -60,6 +62,7 @@ def trace_record(plan: Plan, result: TraceResult, plan_name: str = "") -> Measur
             "wall_seconds": round(result.wall_seconds, 3),
         },
         notes=(TRACE_NOTE, *result.notes),
+        alloc_events=events_to_json(result.alloc_events),
     )
 
 
@@ -78,7 +81,8 @@ def result_from_record(record: MeasuredRecord) -> TraceResult:
         "notes": [n for n in record.notes if n != TRACE_NOTE],
     }
     try:
-        return TraceResult.from_json(doc)
+        events = events_from_json(record.alloc_events or [])
+        return dataclasses.replace(TraceResult.from_json(doc), alloc_events=events)
     except ValueError as exc:
         raise RecordError(f"{record.title}: the stored trace cannot be read back ({exc})") from exc
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from engine.trace.alloc_log import AllocEvent
 from engine.validation.categories import REFERENCE_CATEGORY_GROUP
 
 CATEGORIES: tuple[str, ...] = (
@@ -140,6 +141,9 @@ class TraceResult:
     versions: dict[str, str]
     wall_seconds: float
     notes: tuple[str, ...] = field(default=())
+    alloc_events: tuple[AllocEvent, ...] = field(default=(), repr=False)
+    """Every allocation and free the trace saw, in order (``alloc_log.py``); kept in
+    the record (``alloc_events``), not in :meth:`to_json`'s summary."""
 
     def steady(self) -> tuple[PhaseRecord, ...]:
         """The phases of the last step (the one with optimizer state already present)."""

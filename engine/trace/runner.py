@@ -24,17 +24,19 @@ from engine.models.inventory import build_inventory, total_params
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
 from engine.trace.build import build_meta_model, retie
+from engine.trace.collect import Collector, model_states
 from engine.trace.dtypes import casts_compute, compute_dtype, dtype_name, param_dtype
 from engine.trace.errors import TraceError, TraceFailed, TraceRefused
 from engine.trace.method import apply_lora, apply_recompute
 from engine.trace.optim import make_optimizer, state_tensors
 from engine.trace.patches import trace_patches
 from engine.trace.progress import step_message
-from engine.trace.result import PhaseRecord, TraceResult, TraceSetup
+from engine.trace.result import TraceResult, TraceSetup
 from engine.trace.shard import Layout, fake_world, lay_out, wrap_ddp
 from engine.trace.steps import StepContext, run_step
 from engine.trace.support import adjustments, refusal
-from engine.trace.tracker import PhaseMark, PlainTracker, ShardedTracker, to_snapshot
+from engine.trace.titan.support import uses_titan
+from engine.trace.tracker import PlainTracker, ShardedTracker
 
 Progress = Callable[[str], None]
 
@@ -79,36 +81,6 @@ def _batch(plan: Plan) -> tuple[Any, Any]:
     return torch.randint(0, vocab, shape), torch.randint(0, vocab, shape)
 
 
-class _Collector:
-    """Turns the tracker's phase marks into :class:`PhaseRecord`\\ s."""
-
-    def __init__(self, tracker: Any, optimizer: Any, inputs: list[Any]) -> None:
-        self.tracker, self.optimizer = tracker, optimizer
-        self.input_bytes = tracker.storage_bytes(inputs)
-        self.records: list[PhaseRecord] = []
-
-    def __call__(self, step: int, micro: int, phase: str, mark: PhaseMark) -> None:
-        state = self.tracker.storage_bytes(state_tensors(self.optimizer))
-        peak = to_snapshot(mark.peak, self.input_bytes, state)
-        end = to_snapshot(mark.end, self.input_bytes, state)
-        self.records.append(PhaseRecord(step, micro, phase, peak, end, mark.moment))
-
-
-def _model_states(records: list[PhaseRecord], optimizer_state: int) -> dict[str, int]:
-    last = records[-1].step
-    steady = [r for r in records if r.step == last]
-    backward = [r for r in steady if r.phase == "backward"][-1]
-    optimizer = next(r for r in steady if r.phase == "optimizer")
-    end = steady[-1].end
-    return {
-        "params": end.get("params"),
-        "grads": backward.end.get("grads"),
-        "optimizer_state": optimizer_state,
-        "optimizer_step_temp": optimizer.peak.get("optimizer_temp"),
-        "buffers": end.get("buffers"),
-    }
-
-
 def _check(plan: Plan, options: TraceOptions) -> int:
     reason = refusal(plan)
     if reason is not None:
@@ -131,18 +103,38 @@ def trace_plan(
     """Trace the plan's training step; raises a :class:`TraceError` with one reason.
     Fields left to the training stack are traced as its defaults."""
     plan = resolved(plan)
-    rank = _check(plan, options)
     say = progress or (lambda _msg: None)
+    if uses_titan(plan):
+        from engine.trace.titan.runner import trace_titan
+
+        return _one_reason(lambda: trace_titan(plan, options.steps, options.rank, say, should_stop))
+    rank = _check(plan, options)
     started = time.perf_counter()
+    return _one_reason(lambda: _trace_hf(plan, options, rank, say, should_stop, started))
+
+
+def _trace_hf(
+    plan: Plan,
+    options: TraceOptions,
+    rank: int,
+    say: Progress,
+    should_stop: Callable[[], bool],
+    started: float,
+) -> TraceResult:
+    with (
+        trace_patches(plan.runtime.allocation_granularity_bytes),
+        fake_world(plan.parallelism.world_size, rank),
+    ):
+        return _trace(plan, options, rank, say, should_stop, started)
+
+
+def _one_reason(run: Callable[[], TraceResult]) -> TraceResult:
+    """Run a trace; anything torch or a framework raises becomes one line."""
     try:
-        with (
-            trace_patches(plan.runtime.allocation_granularity_bytes),
-            fake_world(plan.parallelism.world_size, rank),
-        ):
-            return _trace(plan, options, rank, say, should_stop, started)
+        return run()
     except TraceError:
         raise
-    except Exception as exc:  # torch / transformers: one line, never a partial number
+    except Exception as exc:  # torch / transformers / torchtitan: never a partial number
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise TraceFailed(f"the trace failed: {type(exc).__name__}: {first}") from exc
 
@@ -172,7 +164,7 @@ def _trace(
         optimizer = make_optimizer(plan, model)
         input_ids, labels = _batch(plan)
         tracker = _tracker(layout, model, optimizer, input_ids, labels)
-        collector = _Collector(tracker, optimizer, [input_ids, labels])
+        collector = Collector(tracker, optimizer, [input_ids, labels])
         ctx = StepContext(
             model=model,
             optimizer=optimizer,
@@ -203,10 +195,11 @@ def _trace(
     result = TraceResult(
         setup=setup,
         phases=tuple(collector.records),
-        model_states=_model_states(collector.records, state_bytes),
+        model_states=model_states(collector.records, state_bytes),
         versions=_versions(),
         wall_seconds=time.perf_counter() - started,
         notes=tuple(notes),
+        alloc_events=tuple(tracker.alloc_log.events),
     )
     say(f"done: peak {result.peak_bytes:,} B in {result.peak_phase.phase}")
     return result

@@ -48,8 +48,11 @@ PhaseSink = Callable[[int, int, str, PhaseMark], None]
 
 
 @contextlib.contextmanager
-def _phase(tracker: Any) -> Iterator[None]:
+def tracked_phase(tracker: Any, label: str) -> Iterator[None]:
+    """One phase: gc off inside, collected after; allocations are logged under
+    ``label`` (``"<step>/<phase>"``)."""
     gc.disable()
+    tracker.alloc_log.phase = label
     tracker.begin_phase()
     try:
         yield
@@ -88,21 +91,21 @@ def run_step(ctx: StepContext, step: int, sink: PhaseSink, should_stop: Callable
         sync = micro == ctx.grad_accum - 1 or not ctx.skip_sync
         with _micro_batch(ctx, sync):
             tracker.reset_mod_stats()
-            with _phase(tracker):
+            with tracked_phase(tracker, f"{step}/forward"):
                 loss = _forward(ctx)
                 if ctx.grad_accum > 1:
                     loss = loss / ctx.grad_accum
             sink(step, micro, "forward", tracker.end_phase())
             if should_stop():
                 raise TraceCancelled("trace cancelled")
-            with _phase(tracker):
+            with tracked_phase(tracker, f"{step}/backward"):
                 loss.backward()
                 del loss
             sink(step, micro, "backward", tracker.end_phase())
-    with _phase(tracker):
+    with tracked_phase(tracker, f"{step}/optimizer"):
         ctx.optimizer.step()
     sink(step, 0, "optimizer", tracker.end_phase())
-    with _phase(tracker):
+    with tracked_phase(tracker, f"{step}/zero_grad"):
         ctx.optimizer.zero_grad(set_to_none=True)
     sink(step, 0, "zero_grad", tracker.end_phase())
     if should_stop():

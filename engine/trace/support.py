@@ -25,13 +25,13 @@ def _strategy_refusal(plan: Plan) -> str | None:
     par, stack = plan.parallelism, resolve_stack_defaults(plan).stack
     if stack == "deepspeed" or par.strategy in ("zero1", "zero2", "zero3"):
         return (
-            "DeepSpeed (ZeRO) cannot be traced: its engine needs a CUDA device and its own "
-            "partitioned-parameter machinery, which do not run on fake CPU tensors"
+            "DeepSpeed (ZeRO) cannot be traced: its engine moves and re-views parameters in "
+            "ways fake CPU tensors refuse (docs/trace-frameworks.md)"
         )
     if stack == "megatron_core" or par.strategy == "megatron_distopt":
         return (
-            "Megatron-Core cannot be traced: its layers and distributed optimizer need CUDA "
-            "and are not transformers models"
+            "Megatron-Core cannot be traced: its grad buffers and distributed optimizer are "
+            "allocated on CUDA and need gloo groups (docs/trace-frameworks.md)"
         )
     if par.strategy.startswith("fsdp1"):
         return (

@@ -22,8 +22,9 @@ from typing import Any
 
 from torch.distributed._tools.common_utils import get_untyped_storages
 from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
-from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType
+from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _UpdateType
 
+from engine.trace.alloc_log import AllocLog
 from engine.trace.patches import propagating
 from engine.trace.result import Snapshot
 
@@ -79,6 +80,25 @@ class _PhaseTracking:
         self._phase_snap: dict[str, int] = {}
         self._phase_moment = ""
         self._last_op = ""
+        self.alloc_log = AllocLog()
+
+    def _update_snap(
+        self,
+        u_type: Any,
+        winfo: Any,
+        old_mem_consumed: int | None = None,
+        old_reftype: Any = None,
+    ) -> None:
+        """The tracker's own bookkeeping, plus the allocation log (``alloc_log.py``):
+        a new storage is an alloc, a dying one a free, a resize both."""
+        super()._update_snap(u_type, winfo, old_mem_consumed, old_reftype)  # type: ignore[misc]
+        nbytes = int(winfo.size) * int(winfo.element_size)
+        if u_type == _UpdateType.ADD:
+            self.alloc_log.alloc(id(winfo), nbytes)
+        elif u_type == _UpdateType.DEL:
+            self.alloc_log.free(id(winfo))
+        elif u_type == _UpdateType.SIZE:
+            self.alloc_log.resize(id(winfo), nbytes)
 
     def _current_total(self) -> int:
         snap: dict[Any, dict[Any, int]] = self._curr_mem_snap  # type: ignore[attr-defined]

@@ -104,6 +104,9 @@ class MeasuredRecord(_Frozen):
     breakdown: dict[str, Bytes] | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    alloc_events: list[list[Any]] | None = None
+    """A trace's allocation/free sequence, one ``[kind, nbytes, block, stream, phase]``
+    array per event (``engine/trace/alloc_log.py``); None for a GPU run."""
 
     @model_validator(mode="after")
     def _consistent(self) -> MeasuredRecord:
@@ -137,6 +140,8 @@ class MeasuredRecord(_Frozen):
         doc = self.model_dump(mode="json")
         if self.kind == "gpu":
             doc.pop("kind")
+        if self.alloc_events is None:
+            doc.pop("alloc_events")
         return doc
 
 

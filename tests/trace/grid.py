@@ -14,7 +14,7 @@ dict of changes in :data:`AXES`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from engine.estimate import Estimate, estimate
 from engine.models.inventory import build_inventory
@@ -206,11 +206,20 @@ class Case:
         return with_values(Plan(), changes)
 
 
+class PlanCase(Protocol):
+    """What :class:`Measured` needs of a case: its name and its plan."""
+
+    @property
+    def name(self) -> str: ...
+
+    def plan(self) -> Plan: ...
+
+
 @dataclass(frozen=True)
 class Measured:
     """A traced case against its estimate."""
 
-    case: Case
+    case: PlanCase
     result: TraceResult
     est: Estimate
 
