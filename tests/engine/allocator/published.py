@@ -27,8 +27,12 @@ TORCHTITAN_8B = {
     "hardware.hbm_bytes": 103079215104,
     "hardware.usable_policy": "custom",
     "hardware.usable_hbm_bytes": 102005473280,
+    "runtime.loss_impl": "eager",
+    "runtime.zero_grad": "set_to_none",
 }
-"""dev.jsonl ``torchtitan-8b-fsdp8-sac``: Llama-3.1-8B, FSDP2 over 8 × H100 96 GB."""
+"""dev.jsonl ``torchtitan-8b-fsdp8-sac``: Llama-3.1-8B, FSDP2 over 8 × H100 96 GB, with
+torchtitan's 2024 step (plain cross-entropy, ``zero_grad()`` at torch's default
+``set_to_none=True``: the chunked loss and ``set_to_none=False`` came later)."""
 
 MEGATRON_1_7B = {
     "model.preset": None,
