@@ -12,12 +12,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 
-from engine.allocator.reserve import ReserveModel, reserved_extra, stuck_extra
+from engine.allocator.reserve import (
+    ReserveModel,
+    SideBytes,
+    fsdp1_init_cache,
+    reserved_extra,
+    stuck_extra,
+)
 from engine.ledger.groups import stage_groups
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
 from engine.sections.runtime import RuntimeSection
 from engine.stacks.accelerators import nccl_band
+from engine.stacks.families import family_of
 from engine.units import fmt_count
 
 RUNTIME_GROUP = "runtime"
@@ -131,6 +138,7 @@ def reserve_factors(plan: Plan) -> ReserveModel:
         (side.low, side.high),
         bool(rt.expandable_segments),
         plan.hardware.capacity_bytes,
+        family_of(plan.parallelism.strategy) == "fsdp1",
     )
 
 
@@ -156,10 +164,23 @@ def stuck_bytes(
     return stuck_extra(model, peak_low, peak_high, steady)
 
 
-def side_bytes(rows: Iterable[Row]) -> int:
+def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     """The gathered units and gradient buckets among ``rows`` (the side-stream pools'
-    working sets, ``runtime.side_stream_cache`` multiplies them)."""
-    return sum(r.high for r in rows if r.group in SIDE_GROUPS and r.location == "hbm")
+    working sets, ``runtime.side_stream_cache`` multiplies them); under an FSDP1
+    ``plan`` with sharded units, with the cache its construction leaves on the compute
+    stream (:func:`~engine.allocator.reserve.fsdp1_init_cache`), read from the root
+    unit's and the layer units' gathered rows."""
+    rows = tuple(rows)
+    total = sum(r.high for r in rows if r.group in SIDE_GROUPS and r.location == "hbm")
+    if plan is None or family_of(plan.parallelism.strategy) != "fsdp1":
+        return SideBytes(total)
+    root = sum(r.high for r in rows if r.id == "hbm.gathered.root")
+    layers = sum(r.high for r in rows if r.id == "hbm.gathered.layers")
+    if not layers:
+        return SideBytes(total)
+    k = plan.parallelism.knobs  # the units the layers row counts (gathered._fsdp_rows)
+    live = 2 if k.fsdp1_limit_all_gathers or k.fsdp1_backward_prefetch == "backward_pre" else 1
+    return SideBytes(total, fsdp1_init_cache(root, layers // live), layers // live)
 
 
 SIDE_GROUPS = frozenset({"gathered", "buckets"})
