@@ -212,11 +212,19 @@ def reserve_row(
         st = steady or (peak_low, peak_high)
 
         def formula() -> str:
+            init, unit = getattr(side, "init", (0, 0)), getattr(side, "unit", 0)
+            pools = (
+                f"FSDP1: the larger of it and the construction cache {fmt_count(init[0])}–"
+                f"{fmt_count(init[1])} B less the compute stream's transient, + side pools "
+                f"0–{fmt_count(unit)} B (one unit beyond the {fmt_count(side)} B gathered)"
+                if model.fsdp1
+                else f"side-stream pools {model.side[0]:.2f}–{model.side[1]:.2f} × "
+                f"{fmt_count(side)} B gathered/buckets"
+            )
             return (
                 f"fragmentation {model.frag[0]:.2f}–{model.frag[1]:.2f} × transient "
                 f"{fmt_count(max(0, peak_low - st[0]))}–{fmt_count(max(0, peak_high - st[1]))} B "
-                f"+ side-stream pools {model.side[0]:.2f}–{model.side[1]:.2f} × "
-                f"{fmt_count(side)} B gathered/buckets; of it {fmt_count(stuck[0])}–"
+                f"+ {pools}; of it {fmt_count(stuck[0])}–"
                 f"{fmt_count(stuck[1])} B cannot be released before an OOM"
                 + (" (expandable_segments on)" if model.expandable else "")
             )
