@@ -33,8 +33,17 @@ ALLOCATOR_GROUP = "allocator"
 
 def communicators(plan: Plan, stage: int) -> list[str]:
     """The NCCL communicators one rank of ``stage`` joins, from its parallel groups
-    (:func:`engine.ledger.groups.stage_groups`)."""
-    return [g.label for g in stage_groups(plan, stage)]
+    (:func:`engine.ledger.groups.stage_groups`). DeepSpeed keeps one more: its data-parallel
+    group is a clone of the world group (``deepspeed/utils/groups.py``
+    ``_get_data_parallel_group`` → ``_clone_world_group``: ``dist.new_group`` over every
+    rank, because ``dist.get_global_rank`` does not work on ``dist.group.WORLD``), while
+    the launcher's barriers (accelerate ``wait_for_everyone``, HF Trainer's
+    ``main_process_first``) run on the default group — two NCCL communicators where the
+    groups list one (source-review R10)."""
+    labels = [g.label for g in stage_groups(plan, stage)]
+    if labels and family_of(plan.parallelism.strategy) == "deepspeed":
+        labels.append("world (default group; DeepSpeed's DP group is its clone)")
+    return labels
 
 
 def runtime_rows(plan: Plan, stage: int) -> list[Row]:
@@ -174,8 +183,8 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     total = sum(r.high for r in rows if r.group in SIDE_GROUPS and r.location == "hbm")
     if plan is None or family_of(plan.parallelism.strategy) != "fsdp1":
         return SideBytes(total)
-    root = sum(r.high for r in rows if r.id == "hbm.gathered.root")
-    layers = sum(r.high for r in rows if r.id == "hbm.gathered.layers")
+    root = sum(r.high for r in rows if r.role == "root_unit")
+    layers = sum(r.high for r in rows if r.role == "layer_units")
     if not layers:
         return SideBytes(total)
     k = plan.parallelism.knobs  # the units the layers row counts (gathered._fsdp_rows)

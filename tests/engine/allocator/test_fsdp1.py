@@ -16,6 +16,7 @@ from engine.allocator.reserve import (
     stuck_extra,
 )
 from engine.estimate import estimate
+from engine.ledger.peaks.runtime import communicators
 from engine.stacks.defaults import resolved
 from engine.units import GiB
 from tests.engine.allocator.published import ANSWERAI_7B_LORA, plan_of
@@ -88,3 +89,14 @@ def test_the_cache_is_released_before_an_oom_and_the_band_is_ordered(
     plain = stuck_extra(FSDP1, steady[0] + t, steady[1] + t, steady)
     assert plain == (int(t * 0.05), int(t * 0.09))
     assert high - max(int(t * 0.09), init[1] - max(0, t - side)) == unit
+
+
+def test_deepspeed_keeps_a_world_communicator_beside_its_cloned_dp_group() -> None:
+    """deepspeed/utils/groups.py ``_get_data_parallel_group`` returns
+    ``_clone_world_group()`` (``dist.new_group`` over all ranks) when no mpu is given, and
+    the launcher's barriers use the default group: ZeRO-3 over 8 ranks keeps two NCCL
+    communicators, FSDP1 over the same 8 ranks one (source-review R10)."""
+    sets = {**ANSWERAI_7B_LORA, "batch.seq_len": 512, "parallelism.dp": 8}
+    zero3 = resolved(plan_of("llama-2-7b", {**sets, "parallelism.strategy": "zero3"}))
+    fsdp1 = resolved(plan_of("llama-2-7b", sets))
+    assert len(communicators(zero3, 0)) == 2 and len(communicators(fsdp1, 0)) == 1
