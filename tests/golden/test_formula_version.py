@@ -51,7 +51,7 @@ FINGERPRINTS: dict[int, str] = {
     #     loss, QLoRA storage sharded, ZeRO-1 partitioned gradients, torchtitan's own profile;
     #     the allocator reserve from the caching allocator's rules (issue 36): fragmentation
     #     of the transient part + the side-stream pools, reserved never past the capacity
-    10: "0ca4f8442c8a55ddc66e3e4532838770f4c6424c331267ce1703aab6a7bf5657",
+    10: "fbc501bca771afcb2147580db7a7ec5bad81547ad5d2af72527df5db42ba3d45",
 }
 """FORMULA_VERSION → fingerprint of the golden rows recorded under it."""
 
