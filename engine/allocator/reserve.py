@@ -38,6 +38,47 @@ STREAM_POOLS = 3
 compute stream and two side streams (FSDP2's all-gather and reduce-scatter)."""
 
 
+class SideBytes(int):
+    """The gathered units and gradient buckets of a stage (its value, an ``int`` as
+    before: the side-stream pools' working sets), carrying ``init``: the (low, high)
+    bytes FSDP1's construction left cached on the compute stream (:func:`fsdp1_init_cache`;
+    (0, 0) elsewhere) and ``unit``, FSDP1's largest layer unit (0 elsewhere). An ``int``
+    so every place that passes or sums the side bytes reads it unchanged."""
+
+    init: tuple[int, int]
+    unit: int
+
+    def __new__(cls, streams: int, init: tuple[int, int] = (0, 0), unit: int = 0) -> SideBytes:
+        made = super().__new__(cls, streams)
+        made.init = init
+        made.unit = unit
+        return made
+
+
+def fsdp1_init_cache(root: int, unit: int) -> tuple[int, int]:
+    """(low, high) bytes FSDP1's wrapping leaves in the compute stream's pool, from the
+    root unit's and the largest layer unit's unsharded bytes.
+
+    ``torch/distributed/fsdp/_init_utils.py`` ``_init_param_handle_from_module`` moves each
+    unit's parameters to the device (or materializes them there with ``param_init_fn``),
+    broadcasts them when ``sync_module_states`` (``_sync_module_params_and_buffers``:
+    ``_broadcast_coalesced`` concatenates them into buckets of 250 MiB), then
+    ``FlatParamHandle`` concatenates them into one flat parameter and ``shard()`` keeps
+    a clone of the rank's chunk: the original tensors, the broadcast bucket and the full
+    flat parameter are freed on the default stream, the next unit reuses those blocks
+    (same sizes), and nothing releases them (Answer.AI's fsdp_qlora ``train.py`` calls
+    ``empty_cache`` after loading, not after wrapping — its QLoRA 7B run reports
+    ``reserved_after_model_wrap`` 3.72 GiB, about 1.5 GiB over its sharded states).
+    ``torch.cuda.reset_peak_memory_stats`` sets the peak to what is reserved then, so
+    the cache counts toward ``max_memory_reserved`` unless the step reuses it.
+
+    Low: a layer unit's originals and flat parameter (2 × unit) and the root's flat
+    parameter, the root's originals served from the layers' cached blocks (best fit) and
+    no broadcast. High: a layer unit's originals, bucket and flat parameter (3 × unit) and
+    the root's originals, flat parameter and its lm_head bucket (2.5 × root)."""
+    return 2 * unit + root, 3 * unit + (5 * root) // 2
+
+
 class ReserveModel(NamedTuple):
     """How a plan's reserve is worked out (:func:`engine.ledger.peaks.runtime.reserve_factors`).
 
@@ -53,6 +94,16 @@ class ReserveModel(NamedTuple):
     side: tuple[float, float]
     expandable: bool
     ceiling: int | None = None
+    fsdp1: bool = False
+    """FSDP1 all-gathers into each flat parameter's padded unsharded storage on its
+    unshard stream and frees it back to that stream's pool (``_runtime_utils._unshard``;
+    no copy-out to the compute stream as FSDP2's ``foreach_all_gather_copy_out``), so
+    the gathered rows already hold that pool; ``FlatParamHandle._free_unsharded_flat_param``
+    first records the compute stream on the block, so a CPU running ahead (by at most
+    the two free events ``limit_all_gathers`` allows) can find one unit not yet
+    reusable: the side pools add 0 to one layer unit (:class:`SideBytes` ``unit``)
+    instead of ``side`` × the rows; the compute stream keeps the construction cache
+    (:func:`fsdp1_init_cache`)."""
 
 
 def reserved_extra(
@@ -68,16 +119,30 @@ def reserved_extra(
     if m.fraction:
         return int(low * m.frag[0]), int(high * m.frag[1])
     t_low, t_high = _transient(low, high, steady)
-    extra = (
-        int(t_low * m.frag[0]) + int(side * m.side[0]),
-        int(t_high * m.frag[1]) + int(side * m.side[1]),
-    )
+    extra = _compute_cache(m, (t_low, t_high), side)
+    if not m.fsdp1:
+        extra = (extra[0] + int(side * m.side[0]), extra[1] + int(side * m.side[1]))
+    else:  # FSDP1: at most one unit more than the rows count (see ReserveModel.fsdp1)
+        extra = (extra[0], extra[1] + getattr(side, "unit", 0))
     if m.ceiling is None:
         return extra
     stuck = stuck_extra(m, low, high, steady)
     high_extra = min(extra[1], max(stuck[1], m.ceiling - high))
     # the row's low never above its high (each end capped by its own room)
     return min(extra[0], max(stuck[0], m.ceiling - low), high_extra), high_extra
+
+
+def _compute_cache(m: ReserveModel, t: tuple[int, int], side: int) -> tuple[int, int]:
+    """(low, high) the compute stream keeps beyond its live tensors: the fragmentation of
+    the transient bytes, or — when more — what is left of a construction cache
+    (:class:`SideBytes` ``init``) after the step's own compute-stream transient (the
+    transient but the side streams' units and buckets) reuses its blocks."""
+    init = getattr(side, "init", (0, 0))
+    frag = (int(t[0] * m.frag[0]), int(t[1] * m.frag[1]))
+    if init == (0, 0):
+        return frag
+    low = max(frag[0], init[0] - max(0, t[0] - side))
+    return low, max(low, frag[1], init[1] - max(0, t[1] - side))
 
 
 def stuck_extra(

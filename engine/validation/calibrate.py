@@ -45,6 +45,7 @@ from engine.estimate import estimate
 from engine.ledger.row import Role
 from engine.plan import Plan, get_value
 from engine.stacks.defaults import resolved
+from engine.stacks.families import family_of
 from engine.units import MiB
 from engine.validation.identity import workload_hash
 from engine.validation.reconcile import (
@@ -141,6 +142,8 @@ def _fragmentation(
     has both figures or the stages carry no totals (a stub estimate)."""
     rt = resolved(plan).runtime
     sigma = (rt.side_stream_cache.low + rt.side_stream_cache.high) / 2
+    if family_of(plan.parallelism.strategy) == "fsdp1":  # no multiplier (ReserveModel.fsdp1)
+        sigma = 0.0
     fractions = []
     for r, st in stages:
         totals = getattr(st, "totals", None)

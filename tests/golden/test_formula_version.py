@@ -51,7 +51,7 @@ FINGERPRINTS: dict[int, str] = {
     #     loss, QLoRA storage sharded, ZeRO-1 partitioned gradients, torchtitan's own profile;
     #     the allocator reserve from the caching allocator's rules (issue 36): fragmentation
     #     of the transient part + the side-stream pools, reserved never past the capacity
-    10: "55370bc34194873f57d91f53a1d559d02f679c406f06f6cdbdc3de57194a150d",
+    10: "fbc501bca771afcb2147580db7a7ec5bad81547ad5d2af72527df5db42ba3d45",
 }
 """FORMULA_VERSION → fingerprint of the golden rows recorded under it."""
 

@@ -332,6 +332,7 @@ def _fsdp_rows(
             source=src,
             phases=BACKWARD,
             backward=IN_LAYERS,
+            role="layer_units",
         )
     )
     rs = k.fsdp_reshard_after_forward

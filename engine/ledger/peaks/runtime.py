@@ -12,12 +12,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 
-from engine.allocator.reserve import ReserveModel, reserved_extra, stuck_extra
+from engine.allocator.reserve import (
+    ReserveModel,
+    SideBytes,
+    fsdp1_init_cache,
+    reserved_extra,
+    stuck_extra,
+)
 from engine.ledger.groups import stage_groups
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
 from engine.sections.runtime import RuntimeSection
 from engine.stacks.accelerators import nccl_band
+from engine.stacks.families import family_of
 from engine.units import fmt_count
 
 RUNTIME_GROUP = "runtime"
@@ -26,8 +33,17 @@ ALLOCATOR_GROUP = "allocator"
 
 def communicators(plan: Plan, stage: int) -> list[str]:
     """The NCCL communicators one rank of ``stage`` joins, from its parallel groups
-    (:func:`engine.ledger.groups.stage_groups`)."""
-    return [g.label for g in stage_groups(plan, stage)]
+    (:func:`engine.ledger.groups.stage_groups`). DeepSpeed keeps one more: its data-parallel
+    group is a clone of the world group (``deepspeed/utils/groups.py``
+    ``_get_data_parallel_group`` → ``_clone_world_group``: ``dist.new_group`` over every
+    rank, because ``dist.get_global_rank`` does not work on ``dist.group.WORLD``), while
+    the launcher's barriers (accelerate ``wait_for_everyone``, HF Trainer's
+    ``main_process_first``) run on the default group — two NCCL communicators where the
+    groups list one (source-review R10)."""
+    labels = [g.label for g in stage_groups(plan, stage)]
+    if labels and family_of(plan.parallelism.strategy) == "deepspeed":
+        labels.append("world (default group; DeepSpeed's DP group is its clone)")
+    return labels
 
 
 def runtime_rows(plan: Plan, stage: int) -> list[Row]:
@@ -131,6 +147,7 @@ def reserve_factors(plan: Plan) -> ReserveModel:
         (side.low, side.high),
         bool(rt.expandable_segments),
         plan.hardware.capacity_bytes,
+        family_of(plan.parallelism.strategy) == "fsdp1",
     )
 
 
@@ -156,10 +173,23 @@ def stuck_bytes(
     return stuck_extra(model, peak_low, peak_high, steady)
 
 
-def side_bytes(rows: Iterable[Row]) -> int:
+def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     """The gathered units and gradient buckets among ``rows`` (the side-stream pools'
-    working sets, ``runtime.side_stream_cache`` multiplies them)."""
-    return sum(r.high for r in rows if r.group in SIDE_GROUPS and r.location == "hbm")
+    working sets, ``runtime.side_stream_cache`` multiplies them); under an FSDP1
+    ``plan`` with sharded units, with the cache its construction leaves on the compute
+    stream (:func:`~engine.allocator.reserve.fsdp1_init_cache`), read from the root
+    unit's and the layer units' gathered rows."""
+    rows = tuple(rows)
+    total = sum(r.high for r in rows if r.group in SIDE_GROUPS and r.location == "hbm")
+    if plan is None or family_of(plan.parallelism.strategy) != "fsdp1":
+        return SideBytes(total)
+    root = sum(r.high for r in rows if r.role == "root_unit")
+    layers = sum(r.high for r in rows if r.role == "layer_units")
+    if not layers:
+        return SideBytes(total)
+    k = plan.parallelism.knobs  # the units the layers row counts (gathered._fsdp_rows)
+    live = 2 if k.fsdp1_limit_all_gathers or k.fsdp1_backward_prefetch == "backward_pre" else 1
+    return SideBytes(total, fsdp1_init_cache(root, layers // live), layers // live)
 
 
 SIDE_GROUPS = frozenset({"gathered", "buckets"})
@@ -191,11 +221,19 @@ def reserve_row(
         st = steady or (peak_low, peak_high)
 
         def formula() -> str:
+            init, unit = getattr(side, "init", (0, 0)), getattr(side, "unit", 0)
+            pools = (
+                f"FSDP1: the larger of it and the construction cache {fmt_count(init[0])}–"
+                f"{fmt_count(init[1])} B less the compute stream's transient, + side pools "
+                f"0–{fmt_count(unit)} B (one unit beyond the {fmt_count(side)} B gathered)"
+                if model.fsdp1
+                else f"side-stream pools {model.side[0]:.2f}–{model.side[1]:.2f} × "
+                f"{fmt_count(side)} B gathered/buckets"
+            )
             return (
                 f"fragmentation {model.frag[0]:.2f}–{model.frag[1]:.2f} × transient "
                 f"{fmt_count(max(0, peak_low - st[0]))}–{fmt_count(max(0, peak_high - st[1]))} B "
-                f"+ side-stream pools {model.side[0]:.2f}–{model.side[1]:.2f} × "
-                f"{fmt_count(side)} B gathered/buckets; of it {fmt_count(stuck[0])}–"
+                f"+ {pools}; of it {fmt_count(stuck[0])}–"
                 f"{fmt_count(stuck[1])} B cannot be released before an OOM"
                 + (" (expandable_segments on)" if model.expandable else "")
             )

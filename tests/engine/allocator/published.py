@@ -107,3 +107,21 @@ MISTRAL_7B_LORA_24GB = {
 }
 """Mistral-7B LoRA (bf16 base) with full recompute at sequence 4096 on one 24 GB card —
 what the PEFT / QLoRA single-GPU recipes run (preset mistral-7b)."""
+
+ANSWERAI_7B_LORA = {
+    "stack.name": "pytorch",
+    "parallelism.strategy": "fsdp1_full_shard",
+    "parallelism.dp": 2,
+    "method.precision.policy": "pure_16bit",
+    "method.kind": "lora",
+    "method.lora.rank": 64,
+    "method.lora.alpha": 16,
+    "method.lora.targets": ["q", "k", "v", "o", "gate", "up", "down"],
+    "method.lora.adapter_dtype": "bf16",
+    "method.recompute.policy": "full",
+    "hardware.accelerator": "rtx-4090-24gb",
+    "batch.micro_batch": 1,
+}
+"""Answer.AI fsdp_qlora ``train.py`` LoRA of Llama-2-7B, FSDP1 FULL_SHARD over 2 × RTX 3090
+(benchmarks_03_2024.md; the published suite's ``answerai-llama2-7b-lora-*`` plan, preset
+llama-2-7b); ``batch.seq_len`` set per run."""

@@ -20,7 +20,12 @@ from engine.stacks.defaults import resolved
 from engine.units import GiB, MiB
 from engine.validation.calibrate import propose
 from engine.validation.records import MeasuredRecord
-from tests.engine.allocator.published import MEGATRON_1_7B, TORCHTITAN_8B, plan_of
+from tests.engine.allocator.published import (
+    ANSWERAI_7B_LORA,
+    MEGATRON_1_7B,
+    TORCHTITAN_8B,
+    plan_of,
+)
 
 TITAN_CAPACITY = 95 * GiB
 """torchtitan logs memory as a percentage of the card's 95 GiB (H100 96 GB, PR #165)."""
@@ -64,12 +69,14 @@ def test_the_measured_gap_is_inside_a_band_no_wider_than_6_points(
 
 def test_the_calibration_inputs_are_the_ledgers() -> None:
     """What the calibration reads of the ledger, hand-derived: torchtitan's steady part is
-    the fp32 parameters and two AdamW moments, 3 × 8,030,261,248 × 4 B / 8 = 12,045,391,872
-    B, plus under 1 MiB of step counters, token ids and rotary buffers; the
+    the fp32 parameters, their gradients (torchtitan's zero_grad keeps them allocated:
+    ``runtime.zero_grad`` auto = zero_fill) and two AdamW moments, 4 × 8,030,261,248 × 4 B
+    / 8 = 16,060,522,496 B, plus under 1 MiB of step counters, token ids and rotary
+    buffers; the
     Megatron run has no gathered or bucket rows (its buffers are persistent), so no
     side-stream term."""
     titan = estimate(resolved(plan_of("llama-3.1-8b", TORCHTITAN_8B))).heaviest.totals
-    assert 0 <= titan.steady[1] - 12_045_391_872 < MiB and titan.side > 0
+    assert 0 <= titan.steady[1] - 16_060_522_496 < MiB and titan.side > 0
     mega = estimate(resolved(plan_of("llama-3.2-1b", MEGATRON_1_7B))).heaviest.totals
     assert mega.side == 0
 
@@ -105,3 +112,32 @@ def test_a_measured_record_calibrates_the_fragmentation() -> None:
     band = cal.changes["runtime.fragmentation"]
     assert band["low"] <= f <= band["high"] and band["high"] - band["low"] <= 2e-4
     assert "runtime.allocator_reserve" not in cal.changes
+
+
+ANSWERAI = [
+    # (seq_len, allocated GiB, reserved GiB): benchmarks_03_2024.md, "the peak allocated
+    # memory is 8.28 GiB vs 9.16 GiB" and the LoRA table's 10.24 / 10.22 GiB reserved
+    (512, 8.28, 10.24),
+    (2048, 9.16, 10.22),
+]
+
+
+@pytest.mark.parametrize(("seq", "allocated", "reserved"), ANSWERAI)
+def test_the_answerai_fsdp1_pairs_are_inside_the_band(
+    seq: int, allocated: float, reserved: float
+) -> None:
+    """Answer.AI's FSDP1 LoRA runs: the gap is 23.7 % of allocated at 512 tokens and
+    11.6 % at 2048, reserved flat while allocated grows by 0.88 GiB — the compute
+    stream's construction cache absorbs the transient (engine.allocator.reserve
+    ``fsdp1_init_cache``), which no side-stream multiplier can. The predicted bands are
+    11.4–29.4 and 1.3–16.9 points: inside, but wider than issue 36's 6 points (the band
+    spans whether ``sync_module_states`` broadcast buckets exist and whether the root's
+    originals reuse the layers' blocks; train.py's default low_memory sets the first,
+    which the plan cannot say yet)."""
+    plan = resolved(plan_of("llama-2-7b", {**ANSWERAI_7B_LORA, "batch.seq_len": seq}))
+    st = estimate(plan).heaviest.totals
+    alloc, res = int(allocated * GiB), int(reserved * GiB)
+    low, high = reserved_extra(reserve_factors(plan), alloc, alloc, st.steady, st.side)
+    pts = (100 * low / alloc, 100 * high / alloc)
+    assert pts[0] <= 100 * (res - alloc) / alloc <= pts[1], pts
+    assert pts[1] - pts[0] <= 20.0, pts

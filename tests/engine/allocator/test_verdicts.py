@@ -39,13 +39,14 @@ def test_a_70b_full_fine_tune_with_fsdp_fits_16_a100_80gb() -> None:
     """Llama-2-70B, accelerate FSDP full shard on 16 × A100 80 GB, seq 2048, batch 1,
     gradient checkpointing: the published run trained 500 steps. Allocated 71.6–73.2 GiB
     under the 79.15 GiB the card exposes; the unreleasable fragmentation (0.05–0.09 of the
-    transient part) and NCCL and cuBLAS keep the fit peak under it too. The side-stream
-    caches would take reserved past the card; the allocator releases them first, so
-    reserved stops at the capacity."""
+    transient part) and NCCL and cuBLAS keep the fit peak under it too. FSDP1's side
+    pools hold only the units in flight (plus at most one), and its construction cache is
+    reused by the step's transient, so reserved stays under the capacity as well."""
     e = estimate(plan_of("llama-3.1-70b", LLAMA2_70B_FSDP_16))
     assert e.verdict == "fits", e.verdict_reason
     assert 71 * GiB < e.peak.low <= e.peak.high < 74 * GiB
-    assert e.fit_peak.high <= e.limit_bytes == e.heaviest.reserved_peak.high
+    assert e.fit_peak.high <= e.limit_bytes
+    assert e.heaviest.reserved_peak.high <= e.limit_bytes
 
 
 def test_the_peft_70b_zero3_lora_fits_8_h100_with_about_64_gb_on_the_device() -> None:
