@@ -86,15 +86,25 @@ def fused_terms(g: Geometry, norms_trained: bool, inter: int) -> list[Term]:
     return terms
 
 
-def fused_at(plan: Plan) -> Callable[[Geometry, StageLayers], int] | None:
-    """Bytes the compiled step need not keep on a stage, as a function of the micro-batch's
-    geometry and the stage's layers counted there (None: eager, or a profile the model
-    does not cover). The plan is read here, once."""
+def per_layer_at(plan: Plan) -> Callable[[int], int] | None:
+    """Bytes one dense layer's compiled saved set need not keep, as a function of the
+    micro-batch's size (None: eager, or a profile the model does not cover). The plan is
+    read here, once."""
     arch = plan.model.architecture
     if not plan.workload.torch_compile or not applies(arch, plan.runtime.activation_profile):
         return None
     g0 = geometry(plan)
     per = terms_at(fused_terms(g0, trainability(plan).norms, dense_width(arch, g0.tp)), g0)
+    return per.bytes
+
+
+def fused_at(plan: Plan) -> Callable[[Geometry, StageLayers], int] | None:
+    """Bytes the compiled step need not keep on a stage, as a function of the micro-batch's
+    geometry and the stage's layers counted there (None: eager, or a profile the model
+    does not cover). The plan is read here, once."""
+    per_layer = per_layer_at(plan)
+    if per_layer is None:
+        return None
 
     def at(g: Geometry, sl: StageLayers) -> int:
         dense = sum([k.saved for k in sl.kinds if not k.moe])
@@ -103,7 +113,7 @@ def fused_at(plan: Plan) -> Callable[[Geometry, StageLayers], int] | None:
         # never more than the dense layers keep (the first layer after a frozen
         # embedding keeps no fp32 upcast of its input norm)
         kept = sum([k.bytes * k.saved for k in sl.kinds if not k.moe])
-        return min(kept, dense * per.bytes(g.micro_batch))
+        return min(kept, dense * per_layer(g.micro_batch))
 
     return at
 
