@@ -44,24 +44,15 @@ KNOWN_FAILURES: dict[str, str] = {
         "fragmentation of a run at the card's edge (issue 36 calibration) [now: device "
         "67.7-71.4 GiB against 79.2-80.0 (-12.6 %)]"
     ),
-    "torchtitan-8b-fsdp8-sac-compile": (
-        "torch.compile is modelled on the hf-transformers profile only, not on torchtitan's "
-        "own (its fused RMSNorm / SwiGLU intermediates are still counted) [now: reserved "
-        "77.7-83.2 GiB against 77.0 (+4.4 %)]"
-    ),
-    "torchtitan-8b-fsdp8-sac-compile-float8": (
-        "as the compile row (torch.compile not modelled on torchtitan's profile; Float8 saves "
-        "the 16-bit tensors) [now: reserved 77.7-83.2 GiB against 76.8 (+4.8 %)]"
-    ),
     "torchtitan-8b-fsdp128-sac": (
         "the range of the plain SAC row at 128 ranks misses by a hair: reserve band of the "
         "side-stream pools (issue 36 calibration) [now: reserved 67.1-72.6 GiB against 67.0 "
         "(+4.3 %)]"
     ),
     "torchtitan-8b-fsdp128-sac-compile": (
-        "torch.compile is modelled on the hf-transformers profile only, not on torchtitan's "
-        "own (its fused RMSNorm / SwiGLU intermediates are still counted): 63.5-80.8 GiB "
-        "against 62.0 (+16 %) [now: reserved 67.1-72.6 GiB against 62.0 (+12.7 %)]"
+        "as the plain 128-rank SAC row (reserve of the side-stream pools), now with "
+        "compile's uncached w2 output off the low end [now: reserved 63.0-72.6 GiB against "
+        "62.0 (+9.4 %)]"
     ),
     "torchtitan-8b-fsdp8-cp1-32k-full-ac": (
         "torch.compile and Float8 not modelled on torchtitan's profile; reserve of a "
@@ -77,13 +68,13 @@ KNOWN_FAILURES: dict[str, str] = {
         "the TP streams, not modelled [now: reserved 53.8-57.5 GiB against 71.9 (-22.6 %)]"
     ),
     "torchtitan-8b-h200-fsdp32-float8-compile": (
-        "torch.compile not modelled on torchtitan's profile (as the 128-GPU compile row) and "
+        "torch.compile modelled on torchtitan's profile (w2 output, SwiGLU pair) but "
         "the run's own config (June 2025, H200) only partly stated: 65.9-83.7 GiB against "
-        "48.0 (+56 %) [now: reserved 69.3-74.8 GiB against 48.0 (+50.3 %)]"
+        "48.0 (+56 %) [now: reserved 65.2-74.8 GiB against 48.0 (+46.0 %)]"
     ),
     "torchtitan-8b-h200-fsdp64-float8-compile": (
-        "as the 32-GPU H200 row: 64.3-81.8 GiB against 47.0 (+56 %) [now: reserved 67.9-73.4 "
-        "GiB against 47.0 (+50.5 %)]"
+        "as the 32-GPU H200 row: 64.3-81.8 GiB against 47.0 (+56 %) [now: reserved 63.8-73.4 "
+        "GiB against 47.0 (+46.1 %)]"
     ),
     "torchtune-3b-full-opt-in-bwd": (
         "35.8 small rows (the tied embedding's lm_head gradient held in the autograd "
