@@ -125,9 +125,9 @@ KNOWN_FAILURES: dict[str, str] = {
     ),
     "litgpt-gemma2-9b-qlora-a10g": (
         "litgpt quantizes the 256k-vocab lm_head too (its bnb 0.42 input kept is not a row) "
-        "+ 35.7 Gemma-2 soft-capped attention not fused in litgpt (bnb 0.42's kept inputs "
-        "counted, 35.11, change nothing here: every projection's adapter keeps its input "
-        "already): -35 % [now: allocated 14.7-15.1 GiB against 19.5 (-23.5 %)]"
+        "and keeps every chunk's soft-capped logits and bf16 log-probs (no litgpt loss "
+        "mode); the soft-capped attention now runs eager (litgpt model.py) [now: allocated "
+        "16.1-16.7 GiB against 19.5 (-15.8 %)]"
     ),
     "answerai-llama2-7b-qlora-ctx512-bs1": (
         "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
