@@ -26,7 +26,10 @@ T·V·4 over the chunks, kept until each chunk's backward. In forward the 16-bit
 every chunk (T·V·c, the list) and one chunk's fp32 copy (k·V·4) sit next to them. In
 the loss's backward a chunk's gradients of the log-probs and of the copy (2·k·V·4) join
 them; the 16-bit gradients of the chunks done take the place of their fp32 log-probs
-(c ≤ 4 B), so the saved row bounds them.
+(c ≤ 4 B), so the saved row bounds them. With ``runtime.logits_fp32_upcast`` off the
+cross-entropy runs on the 16-bit chunk itself (LitGPT's ``chunked_cross_entropy``,
+litgpt/utils.py, over ``GPT.forward``'s ``lm_head_chunk_size`` list): no fp32 copy, and
+the log-probs and both gradients are c bytes an element.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     """torchtune's chunked-output loss rows at a micro-batch's geometry (module doc)."""
     v = geometry(plan).logits_vocab
     compiled = plan.workload.torch_compile
+    upcast = plan.runtime.logits_fp32_upcast
 
     def at(g: Geometry) -> list[Varying]:
         c, gran, t = g.compute_bytes, g.granularity, g.tokens
@@ -81,13 +85,15 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
             bwd = round_up(k * v * c, gran)
             bwd_formula = f"one chunk's 16-bit gradient {k}·{v}·{c} = {fmt_count(bwd)} B"
         else:
-            one = round_up(t * v * FP32, gran)
-            saved_formula = f"fp32 log-probs of every chunk {t}·{v}·4"
-            saved_label = "Chunked-output loss: fp32 log-probs of every chunk kept"
-            fwd = logits + round_up(k * v * FP32, gran)
-            bwd = 2 * round_up(k * v * FP32, gran)
+            lp = FP32 if upcast else c
+            one = round_up(t * v * lp, gran)
+            saved_formula = f"log-probs of every chunk {t}·{v}·{lp}"
+            saved_label = "Chunked-output loss: log-probs of every chunk kept"
+            copy = round_up(k * v * FP32, gran) if upcast and c != FP32 else 0
+            fwd = logits + copy
+            bwd = 2 * round_up(k * v * lp, gran)
             bwd_formula = (
-                f"a chunk's grads of log-probs and of the fp32 copy 2 × {k}·{v}·4 = "
+                f"a chunk's grads of log-probs and of its logits 2 × {k}·{v}·{lp} = "
                 f"{fmt_count(bwd)} B"
             )
 
@@ -117,7 +123,11 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                         "hbm.loss.forward_transient",
                         "Chunked-output loss: every chunk's 16-bit logits, one fp32 copy",
                         fwd,
-                        lambda: f"{t}·{v}·{c} + {k}·{v}·4 = {fmt_count(fwd)} B",
+                        lambda: (
+                            f"{t}·{v}·{c}"
+                            + (f" + fp32 copy {k}·{v}·4" if copy else "")
+                            + f" = {fmt_count(fwd)} B"
+                        ),
                         SOURCE,
                         FORWARD,
                     ),

@@ -82,3 +82,14 @@ def test_odd_sequence_chunks_round_up() -> None:
     1,026 × 128,256 × 2 = 263,181,312 B."""
     rows = rows_of(tune(workload__torch_compile=True, batch__seq_len=4100))
     assert rows["hbm.loss.backward_transient"].low == 263_181_312
+
+
+def test_no_upcast_runs_the_cross_entropy_on_bf16_chunks() -> None:
+    """LitGPT's ``chunked_cross_entropy`` (litgpt/utils.py) calls cross_entropy on each
+    bf16 chunk of ``GPT.forward``'s list, no ``.float()``: the log-probs are bf16,
+    T·V·2 = 2,101,346,304 B; the forward holds the logits alone (no fp32 copy); a chunk's
+    two gradients are bf16, 2 × 1,024 × 128,256 × 2 = 525,336,576 B."""
+    rows = rows_of(tune(runtime__logits_fp32_upcast=False))
+    assert rows["hbm.loss.saved"].low == 2_101_346_304
+    assert rows["hbm.loss.forward_transient"].low == 2_101_346_304
+    assert rows["hbm.loss.backward_transient"].low == 525_336_576
