@@ -104,7 +104,7 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
         def row(fly: InFlight) -> Row:
             n = span(fly)[0]
             return loss_row(
-                "hbm.loss.saved",
+                "hbm.loss.output_chunks",
                 saved_label,
                 n,
                 lambda: f"{saved_formula} = {fmt_count(one)} B × {fly.whole} in flight",
@@ -120,7 +120,7 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                     fwd,
                     _FORWARD,
                     lambda: loss_row(
-                        "hbm.loss.forward_transient",
+                        "hbm.loss.output_chunks_forward",
                         "Chunked-output loss: every chunk's 16-bit logits, one fp32 copy",
                         fwd,
                         lambda: (
@@ -138,7 +138,7 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                 bwd,
                 _AT_LOSS,
                 lambda: loss_row(
-                    "hbm.loss.backward_transient",
+                    "hbm.loss.output_chunks_backward",
                     "Chunked-output loss backward: one chunk's gradients",
                     bwd,
                     lambda: bwd_formula,

@@ -50,21 +50,21 @@ def rows_of(plan: Plan) -> dict[str, Row]:
 
 def test_compiled_chunked_output_keeps_bf16_logits_of_every_chunk() -> None:
     rows = rows_of(tune(workload__torch_compile=True))
-    saved = rows["hbm.loss.saved"]
+    saved = rows["hbm.loss.output_chunks"]
     assert saved.low == saved.high == 8_192 * 128_256 * 2 + 2 * 8_192 * 4 == 2_101_411_840
-    assert rows["hbm.loss.backward_transient"].low == 1_024 * 128_256 * 2 == 262_668_288
-    assert "hbm.loss.forward_transient" not in rows  # no fp32 chunk is materialised
+    assert rows["hbm.loss.output_chunks_backward"].low == 1_024 * 128_256 * 2 == 262_668_288
+    assert "hbm.loss.output_chunks_forward" not in rows  # no fp32 chunk is materialised
     assert {"forward", "backward.start"} <= saved.moments
-    assert rows["hbm.loss.backward_transient"].moments == frozenset({"backward.start"})
+    assert rows["hbm.loss.output_chunks_backward"].moments == frozenset({"backward.start"})
     assert saved.source == "torchtune-chunked-output-loss"
 
 
 def test_eager_chunked_output_keeps_fp32_log_probs_of_every_chunk() -> None:
     rows = rows_of(tune())
-    assert rows["hbm.loss.saved"].low == 8_192 * 128_256 * 4 == 4_202_692_608
-    assert rows["hbm.loss.forward_transient"].low == 2_626_682_880
-    assert rows["hbm.loss.forward_transient"].moments == frozenset({"forward"})
-    assert rows["hbm.loss.backward_transient"].low == 2 * 1_024 * 128_256 * 4
+    assert rows["hbm.loss.output_chunks"].low == 8_192 * 128_256 * 4 == 4_202_692_608
+    assert rows["hbm.loss.output_chunks_forward"].low == 2_626_682_880
+    assert rows["hbm.loss.output_chunks_forward"].moments == frozenset({"forward"})
+    assert rows["hbm.loss.output_chunks_backward"].low == 2 * 1_024 * 128_256 * 4
 
 
 def test_chunked_output_is_not_the_recomputing_chunked_loss() -> None:
@@ -73,7 +73,9 @@ def test_chunked_output_is_not_the_recomputing_chunked_loss() -> None:
     ours = rows_of(tune(workload__torch_compile=True))
     generic = rows_of(tune(workload__torch_compile=True, runtime__loss_impl="chunked"))
     assert "hbm.loss.saved" not in generic
-    assert ours["hbm.loss.saved"].low > max(r.low for r in generic.values() if "loss" in r.id)
+    assert ours["hbm.loss.output_chunks"].low > max(
+        r.low for r in generic.values() if "loss" in r.id
+    )
 
 
 def test_odd_sequence_chunks_round_up() -> None:
@@ -81,7 +83,7 @@ def test_odd_sequence_chunks_round_up() -> None:
     chunks are the larger): k = 2 × 513 = 1,026 tokens, its bf16 gradient
     1,026 × 128,256 × 2 = 263,181,312 B."""
     rows = rows_of(tune(workload__torch_compile=True, batch__seq_len=4100))
-    assert rows["hbm.loss.backward_transient"].low == 263_181_312
+    assert rows["hbm.loss.output_chunks_backward"].low == 263_181_312
 
 
 def test_no_upcast_runs_the_cross_entropy_on_bf16_chunks() -> None:
@@ -90,6 +92,6 @@ def test_no_upcast_runs_the_cross_entropy_on_bf16_chunks() -> None:
     T·V·2 = 2,101,346,304 B; the forward holds the logits alone (no fp32 copy); a chunk's
     two gradients are bf16, 2 × 1,024 × 128,256 × 2 = 525,336,576 B."""
     rows = rows_of(tune(runtime__logits_fp32_upcast=False))
-    assert rows["hbm.loss.saved"].low == 2_101_346_304
-    assert rows["hbm.loss.forward_transient"].low == 2_101_346_304
-    assert rows["hbm.loss.backward_transient"].low == 525_336_576
+    assert rows["hbm.loss.output_chunks"].low == 2_101_346_304
+    assert rows["hbm.loss.output_chunks_forward"].low == 2_101_346_304
+    assert rows["hbm.loss.output_chunks_backward"].low == 525_336_576
