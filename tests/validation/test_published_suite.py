@@ -78,17 +78,17 @@ KNOWN_FAILURES: dict[str, str] = {
     ),
     "torchtune-3b-full-opt-in-bwd": (
         "35.8 small rows (the tied embedding's lm_head gradient held in the autograd "
-        "buffer through backward under optimizer-in-backward) [now: allocated 21.7-22.3 "
-        "GiB against 23.1 (-4.8 %)]"
+        "buffer through the layers' backward, the hidden-state gradient of the chunks) "
+        "[now: allocated 22.6-22.7 GiB against 23.1 (-1.9 %)]"
     ),
     "torchtune-3b-full-act-offload": (
-        "as the opt-in-bwd row [now: allocated 20.4-21.2 GiB against 21.8 (-4.6 %)]"
+        "as the opt-in-bwd row [now: allocated 21.4-21.6 GiB against 21.8 (-1.5 %)]"
     ),
     "torchtune-3b-full-adamw8bit": (
         "not explained by the rows: bnb 8-bit AdamW state (1 B a moment + fp32 absmax per "
         "256) over the act-offload row's 21.8 leaves 14.2-14.5 GiB against 17.6 (-18 %); the "
-        "run's 8-bit optimizer build is not stated [now: allocated 14.5-14.7 GiB against 17.6 "
-        "(-17.1 %)]"
+        "run's 8-bit optimizer build is not stated [now: allocated 15.5-15.7 GiB against 17.6 "
+        "(-11.5 %)]"
     ),
     "torchtune-8b-lora-4090": (
         "weights 14.96 GiB + AC layer inputs 1.0 + compiled chunked-output logits 0.98 "

@@ -26,7 +26,16 @@ T·V·4 over the chunks, kept until each chunk's backward. In forward the 16-bit
 every chunk (T·V·c, the list) and one chunk's fp32 copy (k·V·4) sit next to them. In
 the loss's backward a chunk's gradients of the log-probs and of the copy (2·k·V·4) join
 them; the 16-bit gradients of the chunks done take the place of their fp32 log-probs
-(c ≤ 4 B), so the saved row bounds them. With ``runtime.logits_fp32_upcast`` off the
+(c ≤ 4 B), so the saved row bounds them.
+
+**lm_head's backward** (either mode, when lm_head trains — a tied embedding in a full
+fine-tune): it runs per chunk after every chunk's loss backward; the chunks' weight
+gradients are summed in the autograd engine's input buffer for the weight (the running
+V × h sum and the chunk's new product, 2·V·h·c) while the other chunks' 16-bit logit
+gradients ((T − k)·V·c) are still there. The loss's backward row is the larger of the
+loss's own moment and this one, net of the saved row.
+
+With ``runtime.logits_fp32_upcast`` off the
 cross-entropy runs on the 16-bit chunk itself (LitGPT's ``chunked_cross_entropy``,
 litgpt/utils.py, over ``GPT.forward``'s ``lm_head_chunk_size`` list): no fp32 copy, and
 the log-probs and both gradients are c bytes an element.
@@ -36,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.ledger.activations.geometry import FP32, Geometry, geometry
+from engine.ledger.activations.geometry import FP32, Geometry, geometry, trainability
 from engine.ledger.activations.loss_modes import loss_row, once_part
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Span, Varying, new_varying
@@ -72,6 +81,8 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     v = geometry(plan).logits_vocab
     compiled = plan.workload.torch_compile
     upcast = plan.runtime.logits_fp32_upcast
+    h = plan.model.architecture.hidden
+    head_trains = trainability(plan).lm_head
 
     def at(g: Geometry) -> list[Varying]:
         c, gran, t = g.compute_bytes, g.granularity, g.tokens
@@ -95,6 +106,22 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
             bwd_formula = (
                 f"a chunk's grads of log-probs and of its logits 2 × {k}·{v}·{lp} = "
                 f"{fmt_count(bwd)} B"
+            )
+
+        # lm_head's backward, chunk by chunk after every chunk's loss backward: the chunks'
+        # weight gradients meet in the autograd engine's input buffer for the weight (one
+        # V × h sum and the chunk's new product) while the other chunks' 16-bit logit
+        # gradients are still there; the saved row (logits or log-probs) stands for them
+        head = round_up(v * h * c, gran) if head_trains else 0
+        grads_left = logits - round_up(k * v * c, gran)
+        at_head = max(0, grads_left + 2 * head - one) if head else 0
+        if at_head > bwd:
+            ce_text = bwd_formula
+            bwd = at_head
+            bwd_formula = (
+                f"lm_head backward: 2 × weight gradient {v}·{h}·{c} + the other chunks' "
+                f"gradients {t - k}·{v}·{c} − the saved row = {fmt_count(bwd)} B "
+                f"(more than the loss's own: {ce_text})"
             )
 
         def span(fly: InFlight) -> Span:

@@ -11,7 +11,13 @@ chunk of k = 2 × 4096 / 8 = 1,024 tokens at a time.
 - compiled (``compile: True``, torchtune/training/_compile.py ``compile_loss`` compiles
   ``compute_cross_entropy`` alone): every chunk's graph keeps its bf16 logits and fp32
   max / log-sum-exp: 2,101,346,304 + 2 × 8,192 × 4 = 2,101,411,840 B; in the loss's
-  backward one chunk's bf16 gradient more: 1,024 × 128,256 × 2 = 262,668,288 B;
+  backward one chunk's bf16 gradient more: 1,024 × 128,256 × 2 = 262,668,288 B (a
+  frozen lm_head: LoRA);
+- lm_head's backward when the head trains (the tied embedding of a full fine-tune, h
+  3072): the weight's input buffer holds the running sum and a chunk's product,
+  2 × 128,256 × 3072 × 2 = 1,576,009,728 B, next to the other 7 chunks' bf16 gradients
+  2,101,346,304 − 262,668,288 = 1,838,678,016 B: net of the saved row (compiled
+  2,101,411,840) 1,313,275,904 B, more than the loss's own moment;
 - eager: log_softmax keeps each chunk's fp32 output, T·V·4 = 4,202,692,608 B over the
   chunks; the forward holds every chunk's bf16 logits and one chunk's fp32 copy,
   2,101,346,304 + 1,024 × 128,256 × 4 = 2,626,682,880 B; the loss's backward a chunk's
@@ -48,8 +54,11 @@ def rows_of(plan: Plan) -> dict[str, Row]:
     return {r.id: r for r in estimate(plan).heaviest.rows}
 
 
+LORA = {"method__kind": "lora", "method__lora__targets": ["q", "v"]}
+
+
 def test_compiled_chunked_output_keeps_bf16_logits_of_every_chunk() -> None:
-    rows = rows_of(tune(workload__torch_compile=True))
+    rows = rows_of(tune(workload__torch_compile=True, **LORA))
     saved = rows["hbm.loss.output_chunks"]
     assert saved.low == saved.high == 8_192 * 128_256 * 2 + 2 * 8_192 * 4 == 2_101_411_840
     assert rows["hbm.loss.output_chunks_backward"].low == 1_024 * 128_256 * 2 == 262_668_288
@@ -82,7 +91,7 @@ def test_odd_sequence_chunks_round_up() -> None:
     """s 4100 splits into chunks of ceil(4100 / 8) = 513 tokens (``tensor_split``'s first
     chunks are the larger): k = 2 × 513 = 1,026 tokens, its bf16 gradient
     1,026 × 128,256 × 2 = 263,181,312 B."""
-    rows = rows_of(tune(workload__torch_compile=True, batch__seq_len=4100))
+    rows = rows_of(tune(workload__torch_compile=True, batch__seq_len=4100, **LORA))
     assert rows["hbm.loss.output_chunks_backward"].low == 263_181_312
 
 
@@ -91,7 +100,19 @@ def test_no_upcast_runs_the_cross_entropy_on_bf16_chunks() -> None:
     bf16 chunk of ``GPT.forward``'s list, no ``.float()``: the log-probs are bf16,
     T·V·2 = 2,101,346,304 B; the forward holds the logits alone (no fp32 copy); a chunk's
     two gradients are bf16, 2 × 1,024 × 128,256 × 2 = 525,336,576 B."""
-    rows = rows_of(tune(runtime__logits_fp32_upcast=False))
+    rows = rows_of(tune(runtime__logits_fp32_upcast=False, **LORA))
     assert rows["hbm.loss.output_chunks"].low == 2_101_346_304
     assert rows["hbm.loss.output_chunks_forward"].low == 2_101_346_304
     assert rows["hbm.loss.output_chunks_backward"].low == 525_336_576
+
+
+def test_a_trained_lm_head_sums_its_chunk_gradients_in_backward() -> None:
+    """Full fine-tune of the tied 3B (module docstring): compiled, the lm_head moment
+    1,838,678,016 + 1,576,009,728 − 2,101,411,840 = 1,313,275,904 B is the loss's
+    backward row; eager, the fp32 log-probs' saved row (4,202,692,608 B) already covers
+    it and the loss's own 2 × 1,024 × 128,256 × 4 stays."""
+    comp = rows_of(tune(workload__torch_compile=True))["hbm.loss.output_chunks_backward"]
+    assert comp.low == 1_838_678_016 + 1_576_009_728 - 2_101_411_840 == 1_313_275_904
+    assert "lm_head backward" in comp.formula
+    eager = rows_of(tune())["hbm.loss.output_chunks_backward"]
+    assert eager.low == 2 * 1_024 * 128_256 * 4
