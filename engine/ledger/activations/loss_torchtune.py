@@ -18,7 +18,10 @@ and two fp32 per-row statistics for backward — T·V·c + 2·T·4 over the chun
 loss's backward. In backward the autograd engine runs the chunks' loss nodes (created
 after every lm_head call, so higher sequence numbers) before any lm_head backward: each
 frees its saved chunk and leaves that chunk's 16-bit gradient, so logits and gradients
-together stay T·V·c, plus the one gradient being written: k·V·c at the loss's backward.
+together stay T·V·c, plus the one gradient being written: k·V·c at the loss's backward
+— the high end: where AOT Autograd donates the saved logits to the backward graph
+(torch/_functorch/config.py ``donated_buffer``, on by default in recent releases) Inductor
+may write the gradient into the dead input's buffer, so the low end is 0.
 
 **Eager** (``compile: False``): ``.float()`` makes a k × V fp32 copy that
 ``log_softmax`` turns into its saved fp32 output; the copy goes, the log-probs stay:
@@ -55,6 +58,7 @@ from engine.ledger.row import (
     FORWARD,
     FORWARD_BACKWARD,
     Row,
+    make_row,
     moments_in,
 )
 from engine.plan import Plan
@@ -94,7 +98,10 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
             saved_label = "Chunked-output loss (compiled): 16-bit logits of every chunk kept"
             fwd = 0
             bwd = round_up(k * v * c, gran)
-            bwd_formula = f"one chunk's 16-bit gradient {k}·{v}·{c} = {fmt_count(bwd)} B"
+            bwd_formula = (
+                f"one chunk's 16-bit gradient {k}·{v}·{c} = {fmt_count(bwd)} B (low end 0: "
+                "written into the donated saved logits, AOT Autograd donated_buffer)"
+            )
         else:
             lp = FP32 if upcast else c
             one = round_up(t * v * lp, gran)
@@ -115,6 +122,9 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
         head = round_up(v * h * c, gran) if head_trains else 0
         grads_left = logits - round_up(k * v * c, gran)
         at_head = max(0, grads_left + 2 * head - one) if head else 0
+        bwd_low = 0 if compiled else bwd  # donated buffers: the gradient reuses the input
+        if at_head > bwd_low:
+            bwd_low = at_head
         if at_head > bwd:
             ce_text = bwd_formula
             bwd = at_head
@@ -160,19 +170,28 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                     ),
                 )
             )
+        bwd_span = (bwd_low, bwd)
         parts.append(
-            once_part(
-                bwd,
-                _AT_LOSS,
-                lambda: loss_row(
-                    "hbm.loss.output_chunks_backward",
-                    "Chunked-output loss backward: one chunk's gradients",
-                    bwd,
-                    lambda: bwd_formula,
-                    SOURCE,
-                    BACKWARD,
-                    AT_LOSS,
-                ),
+            new_varying(
+                (
+                    lambda fly: bwd_span,
+                    lambda fly: make_row(
+                        id="hbm.loss.output_chunks_backward",
+                        label="Chunked-output loss backward: one chunk's gradients",
+                        state="loss",
+                        location="hbm",
+                        kind="peak",
+                        group="logits",
+                        low=bwd_low,
+                        high=bwd,
+                        formula=lambda: bwd_formula,
+                        source=SOURCE,
+                        phases=BACKWARD,
+                        backward=AT_LOSS,
+                    ),
+                    True,
+                    _AT_LOSS,
+                )
             )
         )
         return parts
