@@ -6,9 +6,10 @@ So the step's *real* tokens — what the job trains on, what its throughput is q
 differ from its token positions by the padding. :func:`step_tokens` gives both (the
 micro-batches of every data-parallel replica, as the exporters count the global batch).
 
-``torch.compile`` lowers the saved activations' low end by the fused RMSNorm / SwiGLU
-intermediates AOT Autograd's min-cut partitioner recomputes instead of saving
-(:mod:`engine.ledger.activations.compiled`); the high end stays eager, and
+``torch.compile`` lowers the saved activations' low end (and the recomputed layer's) by
+the fused RMSNorm / SwiGLU intermediates AOT Autograd's min-cut partitioner recomputes
+instead of saving, and under torchtitan's per-op SAC by the cached outputs no backward
+reads (:mod:`engine.ledger.activations.compiled`); the high end stays eager, and
 ``mode="reduce-overhead"`` CUDA-graph pools are not counted: :func:`compile_note` says so
 wherever the estimate is shown.
 """
@@ -64,8 +65,9 @@ def compile_note(plan: Plan) -> str | None:
     if not plan.workload.torch_compile:
         return None
     return (
-        "torch.compile is on: the saved activations' low end drops the fused RMSNorm / "
-        "SwiGLU intermediates AOT Autograd's min-cut partitioner recomputes, the high end "
+        "torch.compile is on: the saved activations' low end (and the recomputed layer's) "
+        "drops the fused RMSNorm / SwiGLU intermediates AOT Autograd's min-cut partitioner "
+        "recomputes and the per-op SAC outputs no backward reads, the high end "
         "stays eager (a range, not a promise: the cut depends on the graph); "
         "mode='reduce-overhead' CUDA-graph pools are not counted; measure the compiled "
         f"step before buying [{COMPILE_SOURCE}]."

@@ -13,7 +13,9 @@ row id                                              built in ``engine.ledger.``
 ``hbm.activations.*``, ``host.activations.*``       ``activations.rows``
 ``hbm.inputs.*``, ``hbm.buffers.*``                 ``activations.inputs``
 ``hbm.loss.*``                                      ``activations.loss`` (compiled, torchtitan's
-                                                    chunked: ``activations.loss_modes``)
+                                                    chunked: ``activations.loss_modes``;
+                                                    torchtune's chunked output:
+                                                    ``activations.loss_torchtune``)
 ``hbm.comm.*`` (CP K/V, EP all-to-all buffers)      ``activations.exchange``
 ``hbm.gathered.*``                                  ``peaks.gathered``
 ``hbm.buckets.*``, ``hbm.grads_unsharded.*``        ``peaks.buckets``

@@ -35,10 +35,14 @@ class RuntimeSection(Section):
         description="Cross-entropy: HF standard (fp32 logits), chunked, or fused (no full logits).",
     )
     loss_chunk_tokens: int = Field(default=1024, ge=1, le=10**8)
-    loss_impl: Literal["auto", "eager", "compiled", "chunked", "fused", "vocab_parallel"] = Field(
+    loss_impl: Literal[
+        "auto", "eager", "compiled", "chunked", "chunked_output", "fused", "vocab_parallel"
+    ] = Field(
         default="auto",
         description="The cross-entropy the stack runs: eager (fp32 upcast, log-probs kept), "
-        "compiled (torch.compile: bf16 logits kept, no fp32 T × V copies), chunked, fused, "
+        "compiled (torch.compile: bf16 logits kept, no fp32 T × V copies), chunked, "
+        "chunked_output (torchtune's CEWithChunkedOutputLoss: every chunk's logits, the "
+        "fp32 work per chunk, compiled under workload.torch_compile), fused, "
         "vocab_parallel (Megatron); auto = runtime.loss when set to chunked or fused, else "
         "the stack's (torchtitan: chunked; Megatron-Core: vocab_parallel; eager otherwise).",
     )

@@ -26,7 +26,20 @@ peak) and torchtune's README optimization table (Llama-3.2-3B full fine-tune, no
 itself (no fp32 logits copies) belongs to the loss rows (``runtime.loss``), not here;
 ``mode="reduce-overhead"`` CUDA-graph pools are not counted.
 
-Applies to the hf-transformers profile's dense decoder layers of RMSNorm + gated-SiLU
+**torchtitan's profile** (``apply_compile`` compiles each ``TransformerBlock`` after its
+AC wrap, torchtitan ``parallelize_llama.py``; the loss stays eager at 9dec370, ``train.py``
+"compiling loss function causes CUDA errors"): its norms are counted as torch's fused
+kernel already, so only the SwiGLU pair comes off a block that keeps its saved set or is
+recomputed. Under per-op SAC the save list's tags reach the partitioner
+(``CheckpointPolicy.MUST_SAVE`` bans recomputing a listed op's output, it does not make
+the graph keep it): the compiled block keeps only what its backward reads, while eager
+SAC's ``_CachingTorchDispatchMode`` caches every listed output for the replay. w2's
+output (the block's last mm, cached: ``forward_mm_count`` 7) is read by no backward node
+— w2's backward reads its input and weight, the residual add nothing — so the low end
+drops c·h a token per block (4.0 GiB on the Dec-2024 8B FSDP row: 82.4 → 77.0 GiB
+measured).
+
+Applies to the hf-transformers and torchtitan profiles' dense decoder layers of RMSNorm + gated-SiLU
 families with pre-norms (Llama, Mistral, Qwen-2/3, …) that keep their saved set (not
 checkpointed: a checkpointed layer keeps only its input). MoE layers, other norms and
 activations, and the megatron profile keep eager figures at both ends. The lowered low
@@ -63,7 +76,7 @@ def applies(arch: ArchitectureSpec, profile: str) -> bool:
     """Whether the fused-op model covers this family's layers (see the module doc)."""
     t = traits_of(arch)
     return (
-        profile == "hf-transformers"
+        profile in ("hf-transformers", "torchtitan")
         and arch.mlp != "gelu"
         and t.activation == "silu"
         and t.norm == "rms"
@@ -74,10 +87,16 @@ def applies(arch: ArchitectureSpec, profile: str) -> bool:
     )
 
 
-def fused_terms(g: Geometry, norms_trained: bool, inter: int) -> list[Term]:
+def fused_terms(
+    g: Geometry, norms_trained: bool, inter: int, profile: str = "hf-transformers"
+) -> list[Term]:
     """The per-token tensors eager autograd keeps in one dense layer that the compiled
     step recomputes instead (module doc): per norm site the fp32 upcast's extra bytes and
-    the normalised tensor (when the norm trains); the MLP's act(gate) and product."""
+    the normalised tensor (when the norm trains); the MLP's act(gate) and product.
+    torchtitan's profile counts its norms as torch's fused kernel already (input and
+    rstd): only the MLP pair comes off."""
+    if profile == "torchtitan":
+        return [Term("SwiGLU silu(w1), product (recomputed)", inter, g.compute_bytes, count=2)]
     rb = g.residual_bytes
     terms = [Term("RMSNorm fp32 upcast → 16-bit input", g.hidden, FP32 - rb, "seq", NORM_SITES)]
     if norms_trained:
@@ -86,24 +105,55 @@ def fused_terms(g: Geometry, norms_trained: bool, inter: int) -> list[Term]:
     return terms
 
 
-def fused_at(plan: Plan) -> Callable[[Geometry, StageLayers], int] | None:
-    """Bytes the compiled step need not keep on a stage, as a function of the micro-batch's
-    geometry and the stage's layers counted there (None: eager, or a profile the model
-    does not cover). The plan is read here, once."""
+def per_layer_at(plan: Plan) -> Callable[[int], int] | None:
+    """Bytes one dense layer's compiled saved set need not keep, as a function of the
+    micro-batch's size (None: eager, or a profile the model does not cover). The plan is
+    read here, once."""
     arch = plan.model.architecture
     if not plan.workload.torch_compile or not applies(arch, plan.runtime.activation_profile):
         return None
     g0 = geometry(plan)
-    per = terms_at(fused_terms(g0, trainability(plan).norms, dense_width(arch, g0.tp)), g0)
+    profile = plan.runtime.activation_profile
+    terms = fused_terms(g0, trainability(plan).norms, dense_width(arch, g0.tp), profile)
+    return terms_at(terms, g0).bytes
+
+
+def sac_unused_terms(g: Geometry) -> list[Term]:
+    """What torchtitan's per-op SAC caches that no backward node reads (module doc): w2's
+    output (the block's last mm, cached by the save list; its backward reads its input
+    and weight, the residual add nothing)."""
+    return [Term("w2 output (cached, read by no backward)", g.hidden, g.compute_bytes)]
+
+
+def fused_at(plan: Plan) -> Callable[[Geometry, StageLayers], int] | None:
+    """Bytes the compiled step need not keep on a stage, as a function of the micro-batch's
+    geometry and the stage's layers counted there (None: eager, or a profile the model
+    does not cover). The plan is read here, once."""
+    per_layer = per_layer_at(plan)
+    if per_layer is None:
+        return None
+    sac = (
+        terms_at(sac_unused_terms(geometry(plan)), geometry(plan)).bytes
+        if plan.runtime.activation_profile == "torchtitan"
+        and plan.method.recompute.policy == "selective"
+        else None
+    )
 
     def at(g: Geometry, sl: StageLayers) -> int:
+        # per-op SAC's checkpointed blocks, all dense (a stage with MoE layers keeps the
+        # eager figure: the low end never reads the expert terms)
+        cached = (
+            sl.n_ckpt * sac(g.micro_batch)
+            if sac is not None and not any(k.moe for k in sl.kinds)
+            else 0
+        )
         dense = sum([k.saved for k in sl.kinds if not k.moe])
         if not dense:
-            return 0
+            return cached
         # never more than the dense layers keep (the first layer after a frozen
         # embedding keeps no fp32 upcast of its input norm)
         kept = sum([k.bytes * k.saved for k in sl.kinds if not k.moe])
-        return min(kept, dense * per.bytes(g.micro_batch))
+        return cached + min(kept, dense * per_layer(g.micro_batch))
 
     return at
 

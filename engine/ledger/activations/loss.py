@@ -12,7 +12,8 @@ backward, so only one chunk's logits exist at a time; ``fused``
 (a fused linear + cross-entropy kernel) computes the gradients during forward and keeps
 the gradient of the lm_head input and weight instead of any logits. Which one runs is
 ``runtime.loss_impl`` (the stack's default); the compiled loss and torchtitan's chunked
-loss are built in :mod:`~engine.ledger.activations.loss_modes`.
+loss are built in :mod:`~engine.ledger.activations.loss_modes`, torchtune's
+chunked-output loss in :mod:`~engine.ledger.activations.loss_torchtune`.
 
 Megatron's vocab-parallel cross-entropy (``megatron/core/tensor_parallel/
 cross_entropy.py``) upcasts with ``.float()`` and turns that copy into the softmax in
@@ -29,6 +30,7 @@ from functools import partial
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry, trainability
 from engine.ledger.activations.loss_modes import compiled_at, titan_chunked_at
+from engine.ledger.activations.loss_torchtune import chunked_output_at
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Span, Varying, built, new_varying
 from engine.ledger.row import (
@@ -66,6 +68,8 @@ def logits_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     impl = rt.loss_impl  # resolved by the stack (never auto here)
     if impl == "compiled":
         return compiled_at(plan)
+    if impl == "chunked_output":
+        return chunked_output_at(plan)
     if impl == "chunked" and rt.activation_profile == "torchtitan":
         return titan_chunked_at(plan)
     legacy = _LEGACY_LOSS.get(impl, rt.loss)

@@ -68,13 +68,13 @@ _AT_LOSS = moments_in(BACKWARD, AT_LOSS)
 _SAVED = moments_in(FORWARD_BACKWARD, AT_LOSS)
 
 
-def _once(n: int, moments: frozenset[Moment], build: Callable[[], Row]) -> Varying:
+def once_part(n: int, moments: frozenset[Moment], build: Callable[[], Row]) -> Varying:
     """A row of one micro-batch's ``n`` bytes, whatever the micro-batches in flight."""
     span = (n, n)
     return new_varying((lambda fly: span, lambda fly: build(), True, moments))
 
 
-def _row(
+def loss_row(
     id_: str,
     label: str,
     n: int,
@@ -116,7 +116,7 @@ def compiled_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
 
         def row(fly: InFlight) -> Row:
             n = span(fly)[0]
-            return _row(
+            return loss_row(
                 "hbm.loss.compiled_logits",
                 "Compiled loss: 16-bit logits and per-row max, log-sum-exp kept",
                 n,
@@ -132,10 +132,10 @@ def compiled_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
         grad = logits
         return [
             new_varying((span, row, True, _SAVED)),
-            _once(
+            once_part(
                 grad,
                 _AT_LOSS,
-                lambda: _row(
+                lambda: loss_row(
                     "hbm.loss.compiled_backward",
                     "Compiled loss backward: the logits' gradient (16-bit)",
                     grad,
@@ -166,10 +166,10 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
         weight_mm = 2 * round_up(k * v * c, gran) + round_up(v * h * c, gran) if fsdp else 0
         loop = max(chunk, head_grad, weight_mm)
         parts = [
-            _once(
+            once_part(
                 loop,
                 _FORWARD,
-                lambda: _row(
+                lambda: loss_row(
                     "hbm.loss.chunk",
                     "Chunked loss: one chunk's logits and cross-entropy backward",
                     loop,
@@ -189,10 +189,10 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                     FORWARD,
                 ),
             ),
-            _once(
+            once_part(
                 acc,
                 _SAVED,
-                lambda: _row(
+                lambda: loss_row(
                     "hbm.loss.grad_accumulator",
                     "Chunked loss: fp32 hidden-state gradient accumulator",
                     acc,
@@ -205,10 +205,10 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
         ]
         if fsdp:
             parts.append(
-                _once(
+                once_part(
                     head_grad,
                     _FORWARD,
-                    lambda: _row(
+                    lambda: loss_row(
                         "hbm.loss.lm_head_grad",
                         "Chunked loss: lm_head gradient accumulated unsharded (fp32)",
                         head_grad,

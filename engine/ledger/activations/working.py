@@ -34,6 +34,8 @@ from operator import attrgetter
 from typing import Literal, NamedTuple
 
 from engine.ledger.activations import hf
+from engine.ledger.activations.compiled import SOURCE as COMPILE_SOURCE
+from engine.ledger.activations.compiled import per_layer_at
 from engine.ledger.activations.geometry import (
     FP32,
     Geometry,
@@ -99,6 +101,7 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
     terms, size = _working_sizes(reads_of(shape_free(plan), seq), combine)
     shared_after = traits_of(plan.model.architecture).shared_after_routed
     band, packing = band_of(plan), packing_formula(plan)
+    fused = per_layer_at(plan)  # torch.compile: the recomputed saved set is the compiled one
 
     def part(
         g: Geometry, sl: StageLayers, kind: LayerKind, moments: frozenset[Moment], first: bool
@@ -122,13 +125,14 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
             ]
         else:
             candidates = [(work_b, work_text, 0)]
+        removed = min(recomputed, fused(mb)) if fused and recomputed and not kind.moe else 0
         net = -1
         for b, words, fr in candidates:
             fr = fr if recomputed else 0
             n = max(0, b + recomputed - fr - own)
             if n > net:
                 net, work_b, work_text, freed = n, b, words, fr
-        lo, hi = band(net)
+        lo, hi = band(max(0, net - removed))[0], band(net)[1]
         which = f"the first ({kind.name}) layer" if first else "one layer"
 
         def row() -> Row:
@@ -148,7 +152,15 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
                     + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
                     + (f" − its MoE tensors already freed {fmt_count(freed)}" if freed else "")
                     + f" − the layer's own saved {fmt_count(own)}) = {fmt_count(net)} B; "
-                    "× activation band" + packing
+                    "× activation band"
+                    + packing
+                    + (
+                        f"; torch.compile: low end without {fmt_count(removed)} B of the "
+                        "recomputed layer's fused RMSNorm / SwiGLU intermediates "
+                        f"[{COMPILE_SOURCE}]"
+                        if removed
+                        else ""
+                    )
                 ),
                 source="hf-transformers-moe-combine" if moe else "memory-model",
                 phases=BACKWARD,

@@ -63,11 +63,10 @@ def test_frozen_norms_keep_their_normalised_tensor_out_of_the_count() -> None:
     assert _saved(compiled).low == int((sl.one_bytes - removed) * 0.98)
 
 
-def test_checkpointed_layers_and_uncovered_families_keep_eager_figures() -> None:
-    """Full recompute keeps only layer inputs (nothing fused to drop); GPT-2 (LayerNorm,
-    gelu_new) and the megatron profile are outside the model: rows identical."""
+def test_uncovered_families_keep_eager_figures() -> None:
+    """GPT-2 (LayerNorm, gelu_new) and the megatron profile are outside the model: rows
+    identical (full recompute: tests/engine/ledger/test_compiled_recompute.py)."""
     for extra in (
-        {"method.recompute.policy": "full"},
         {
             "model.architecture.family": "gpt2",
             "model.architecture.mlp": "gelu",

@@ -1,0 +1,199 @@
+"""torchtune's chunked-output cross-entropy (``runtime.loss_impl = chunked_output``).
+
+Why its own mode: torchtune's chunking is not torchtitan's (:mod:`loss_modes`) and not
+a recomputing chunked loss. ``TransformerDecoder.chunked_output``
+(torchtune/modules/transformer.py) runs lm_head on every chunk of the sequence in
+forward and returns the list, so the 16-bit logits of *all* chunks, T·V·c, exist
+together; ``CEWithChunkedOutputLoss.forward`` (torchtune/modules/loss/
+ce_chunked_output_loss.py, 8 chunks, split along the sequence) then calls
+``compute_cross_entropy`` — ``cross_entropy(logits.float(), labels)`` — one chunk at a
+time, so only the fp32 work is chunked. The recipes drop their reference before
+backward (``del logits``: "free logits otherwise it peaks backward memory",
+recipes/full_finetune_single_device.py, lora_finetune_single_device.py).
+
+**Compiled** (``compile: True``: torchtune/training/_compile.py ``compile_loss``
+compiles ``compute_cross_entropy`` alone for this loss): as the compiled cross-entropy
+(source ``torch-compiled-cross-entropy``), each chunk's graph keeps its 16-bit logits
+and two fp32 per-row statistics for backward — T·V·c + 2·T·4 over the chunks, until the
+loss's backward. In backward the autograd engine runs the chunks' loss nodes (created
+after every lm_head call, so higher sequence numbers) before any lm_head backward: each
+frees its saved chunk and leaves that chunk's 16-bit gradient, so logits and gradients
+together stay T·V·c, plus the one gradient being written: k·V·c at the loss's backward
+— the high end: where AOT Autograd donates the saved logits to the backward graph
+(torch/_functorch/config.py ``donated_buffer``, on by default in recent releases) Inductor
+may write the gradient into the dead input's buffer, so the low end is 0.
+
+**Eager** (``compile: False``): ``.float()`` makes a k × V fp32 copy that
+``log_softmax`` turns into its saved fp32 output; the copy goes, the log-probs stay:
+T·V·4 over the chunks, kept until each chunk's backward. In forward the 16-bit logits of
+every chunk (T·V·c, the list) and one chunk's fp32 copy (k·V·4) sit next to them. In
+the loss's backward a chunk's gradients of the log-probs and of the copy (2·k·V·4) join
+them; the 16-bit gradients of the chunks done take the place of their fp32 log-probs
+(c ≤ 4 B), so the saved row bounds them.
+
+**lm_head's backward** (either mode, when lm_head trains — a tied embedding in a full
+fine-tune): it runs per chunk after every chunk's loss backward; the chunks' weight
+gradients are summed in the autograd engine's input buffer for the weight (the running
+V × h sum and the chunk's new product, 2·V·h·c) while the other chunks' 16-bit logit
+gradients ((T − k)·V·c) are still there. The loss's backward row is the larger of the
+loss's own moment and this one, net of the saved row.
+
+With ``runtime.logits_fp32_upcast`` off the
+cross-entropy runs on the 16-bit chunk itself (LitGPT's ``chunked_cross_entropy``,
+litgpt/utils.py, over ``GPT.forward``'s ``lm_head_chunk_size`` list): no fp32 copy, and
+the log-probs and both gradients are c bytes an element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.ledger.activations.geometry import FP32, Geometry, geometry, trainability
+from engine.ledger.activations.loss_modes import loss_row, once_part
+from engine.ledger.activations.schedule import InFlight
+from engine.ledger.activations.varying import Span, Varying, new_varying
+from engine.ledger.row import (
+    AT_LOSS,
+    BACKWARD,
+    FORWARD,
+    FORWARD_BACKWARD,
+    Row,
+    make_row,
+    moments_in,
+)
+from engine.plan import Plan
+from engine.units import ceil_div, fmt_count, round_up
+
+TORCHTUNE_CHUNKS = 8
+"""``CEWithChunkedOutputLoss(num_output_chunks=8)``'s default, the recipes' configs'."""
+
+SOURCE = "torchtune-chunked-output-loss"
+
+_FORWARD = moments_in(FORWARD)
+_AT_LOSS = moments_in(BACKWARD, AT_LOSS)
+_SAVED = moments_in(FORWARD_BACKWARD, AT_LOSS)
+
+
+def chunk_tokens(g: Geometry) -> int:
+    """Tokens of the largest chunk: ``tensor_split`` / ``chunk`` of the sequence dimension
+    into 8, for each of the micro-batch's sequences."""
+    return g.micro_batch * ceil_div(g.seq, TORCHTUNE_CHUNKS)
+
+
+def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
+    """torchtune's chunked-output loss rows at a micro-batch's geometry (module doc)."""
+    v = geometry(plan).logits_vocab
+    compiled = plan.workload.torch_compile
+    upcast = plan.runtime.logits_fp32_upcast
+    h = plan.model.architecture.hidden
+    head_trains = trainability(plan).lm_head
+
+    def at(g: Geometry) -> list[Varying]:
+        c, gran, t = g.compute_bytes, g.granularity, g.tokens
+        k = chunk_tokens(g)
+        logits = round_up(t * v * c, gran)
+        if compiled:
+            one = logits + 2 * round_up(t * FP32, gran)
+            saved_formula = f"16-bit logits {t}·{v}·{c} + fp32 max, lse 2 × {t}·4"
+            saved_label = "Chunked-output loss (compiled): 16-bit logits of every chunk kept"
+            fwd = 0
+            bwd = round_up(k * v * c, gran)
+            bwd_formula = (
+                f"one chunk's 16-bit gradient {k}·{v}·{c} = {fmt_count(bwd)} B (low end 0: "
+                "written into the donated saved logits, AOT Autograd donated_buffer)"
+            )
+        else:
+            lp = FP32 if upcast else c
+            one = round_up(t * v * lp, gran)
+            saved_formula = f"log-probs of every chunk {t}·{v}·{lp}"
+            saved_label = "Chunked-output loss: log-probs of every chunk kept"
+            copy = round_up(k * v * FP32, gran) if upcast and c != FP32 else 0
+            fwd = logits + copy
+            bwd = 2 * round_up(k * v * lp, gran)
+            bwd_formula = (
+                f"a chunk's grads of log-probs and of its logits 2 × {k}·{v}·{lp} = "
+                f"{fmt_count(bwd)} B"
+            )
+
+        # lm_head's backward, chunk by chunk after every chunk's loss backward: the chunks'
+        # weight gradients meet in the autograd engine's input buffer for the weight (one
+        # V × h sum and the chunk's new product) while the other chunks' 16-bit logit
+        # gradients are still there; the saved row (logits or log-probs) stands for them
+        head = round_up(v * h * c, gran) if head_trains else 0
+        grads_left = logits - round_up(k * v * c, gran)
+        at_head = max(0, grads_left + 2 * head - one) if head else 0
+        bwd_low = 0 if compiled else bwd  # donated buffers: the gradient reuses the input
+        if at_head > bwd_low:
+            bwd_low = at_head
+        if at_head > bwd:
+            ce_text = bwd_formula
+            bwd = at_head
+            bwd_formula = (
+                f"lm_head backward: 2 × weight gradient {v}·{h}·{c} + the other chunks' "
+                f"gradients {t - k}·{v}·{c} − the saved row = {fmt_count(bwd)} B "
+                f"(more than the loss's own: {ce_text})"
+            )
+
+        def span(fly: InFlight) -> Span:
+            n = fly.whole * one
+            return n, n
+
+        def row(fly: InFlight) -> Row:
+            n = span(fly)[0]
+            return loss_row(
+                "hbm.loss.output_chunks",
+                saved_label,
+                n,
+                lambda: f"{saved_formula} = {fmt_count(one)} B × {fly.whole} in flight",
+                SOURCE,
+                FORWARD_BACKWARD,
+                AT_LOSS,
+            )
+
+        parts = [new_varying((span, row, True, _SAVED))]
+        if fwd:
+            parts.append(
+                once_part(
+                    fwd,
+                    _FORWARD,
+                    lambda: loss_row(
+                        "hbm.loss.output_chunks_forward",
+                        "Chunked-output loss: every chunk's 16-bit logits, one fp32 copy",
+                        fwd,
+                        lambda: (
+                            f"{t}·{v}·{c}"
+                            + (f" + fp32 copy {k}·{v}·4" if copy else "")
+                            + f" = {fmt_count(fwd)} B"
+                        ),
+                        SOURCE,
+                        FORWARD,
+                    ),
+                )
+            )
+        bwd_span = (bwd_low, bwd)
+        parts.append(
+            new_varying(
+                (
+                    lambda fly: bwd_span,
+                    lambda fly: make_row(
+                        id="hbm.loss.output_chunks_backward",
+                        label="Chunked-output loss backward: one chunk's gradients",
+                        state="loss",
+                        location="hbm",
+                        kind="peak",
+                        group="logits",
+                        low=bwd_low,
+                        high=bwd,
+                        formula=lambda: bwd_formula,
+                        source=SOURCE,
+                        phases=BACKWARD,
+                        backward=AT_LOSS,
+                    ),
+                    True,
+                    _AT_LOSS,
+                )
+            )
+        )
+        return parts
+
+    return at

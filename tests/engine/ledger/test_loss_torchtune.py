@@ -1,0 +1,122 @@
+"""torchtune's chunked-output cross-entropy (``runtime.loss_impl = chunked_output``,
+engine/ledger/activations/loss_torchtune.py), hand-derived for Llama-3.2-3B (V 128,256)
+at s 4096 × micro-batch 2 = T 8,192 tokens, bf16 logits (2 B), one GPU.
+
+torchtune's ``TransformerDecoder.chunked_output`` (torchtune/modules/transformer.py)
+runs lm_head on all 8 chunks in forward (the 16-bit logits of every chunk live together,
+T·V·2 = 2,101,346,304 B); ``CEWithChunkedOutputLoss.compute_cross_entropy``
+(torchtune/modules/loss/ce_chunked_output_loss.py) upcasts and runs cross-entropy one
+chunk of k = 2 × 4096 / 8 = 1,024 tokens at a time.
+
+- compiled (``compile: True``, torchtune/training/_compile.py ``compile_loss`` compiles
+  ``compute_cross_entropy`` alone): every chunk's graph keeps its bf16 logits and fp32
+  max / log-sum-exp: 2,101,346,304 + 2 × 8,192 × 4 = 2,101,411,840 B; in the loss's
+  backward one chunk's bf16 gradient more: 1,024 × 128,256 × 2 = 262,668,288 B at the
+  high end, 0 at the low (AOT Autograd's donated buffers let Inductor write it into the
+  dead saved chunk) (a frozen lm_head: LoRA);
+- lm_head's backward when the head trains (the tied embedding of a full fine-tune, h
+  3072): the weight's input buffer holds the running sum and a chunk's product,
+  2 × 128,256 × 3072 × 2 = 1,576,009,728 B, next to the other 7 chunks' bf16 gradients
+  2,101,346,304 − 262,668,288 = 1,838,678,016 B: net of the saved row (compiled
+  2,101,411,840) 1,313,275,904 B, more than the loss's own moment;
+- eager: log_softmax keeps each chunk's fp32 output, T·V·4 = 4,202,692,608 B over the
+  chunks; the forward holds every chunk's bf16 logits and one chunk's fp32 copy,
+  2,101,346,304 + 1,024 × 128,256 × 4 = 2,626,682,880 B; the loss's backward a chunk's
+  two fp32 gradients, 2 × 525,336,576 = 1,050,673,152 B.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.estimate import estimate
+from engine.ledger.row import Row
+from engine.plan import Plan, with_values
+from engine.presets import plan_for_model_preset
+
+CASE = {
+    "stack.name": "pytorch",
+    "parallelism.strategy": "ddp",
+    "parallelism.dp": 1,
+    "batch.seq_len": 4096,
+    "batch.micro_batch": 2,
+    "method.precision.policy": "pure_16bit",
+    "method.recompute.policy": "full",
+    "runtime.loss_impl": "chunked_output",
+}
+
+
+def tune(**changes: Any) -> Plan:
+    sets = {**CASE, **{k.replace("__", "."): v for k, v in changes.items()}}
+    return with_values(plan_for_model_preset("llama-3.2-3b"), sets)
+
+
+def rows_of(plan: Plan) -> dict[str, Row]:
+    return {r.id: r for r in estimate(plan).heaviest.rows}
+
+
+LORA = {"method__kind": "lora", "method__lora__targets": ["q", "v"]}
+
+
+def test_compiled_chunked_output_keeps_bf16_logits_of_every_chunk() -> None:
+    rows = rows_of(tune(workload__torch_compile=True, **LORA))
+    saved = rows["hbm.loss.output_chunks"]
+    assert saved.low == saved.high == 8_192 * 128_256 * 2 + 2 * 8_192 * 4 == 2_101_411_840
+    back = rows["hbm.loss.output_chunks_backward"]
+    assert back.high == 1_024 * 128_256 * 2 == 262_668_288
+    assert back.low == 0  # written into the donated saved logits (donated_buffer)
+    assert "hbm.loss.output_chunks_forward" not in rows  # no fp32 chunk is materialised
+    assert {"forward", "backward.start"} <= saved.moments
+    assert rows["hbm.loss.output_chunks_backward"].moments == frozenset({"backward.start"})
+    assert saved.source == "torchtune-chunked-output-loss"
+
+
+def test_eager_chunked_output_keeps_fp32_log_probs_of_every_chunk() -> None:
+    rows = rows_of(tune())
+    assert rows["hbm.loss.output_chunks"].low == 8_192 * 128_256 * 4 == 4_202_692_608
+    assert rows["hbm.loss.output_chunks_forward"].low == 2_626_682_880
+    assert rows["hbm.loss.output_chunks_forward"].moments == frozenset({"forward"})
+    assert rows["hbm.loss.output_chunks_backward"].low == 2 * 1_024 * 128_256 * 4
+
+
+def test_chunked_output_is_not_the_recomputing_chunked_loss() -> None:
+    """The generic chunked loss (``runtime.loss_impl`` chunked) recomputes each chunk's
+    logits and keeps none; torchtune's keeps every chunk's: more bytes at the loss."""
+    ours = rows_of(tune(workload__torch_compile=True))
+    generic = rows_of(tune(workload__torch_compile=True, runtime__loss_impl="chunked"))
+    assert "hbm.loss.saved" not in generic
+    assert ours["hbm.loss.output_chunks"].low > max(
+        r.low for r in generic.values() if "loss" in r.id
+    )
+
+
+def test_odd_sequence_chunks_round_up() -> None:
+    """s 4100 splits into chunks of ceil(4100 / 8) = 513 tokens (``tensor_split``'s first
+    chunks are the larger): k = 2 × 513 = 1,026 tokens, its bf16 gradient
+    1,026 × 128,256 × 2 = 263,181,312 B."""
+    rows = rows_of(tune(workload__torch_compile=True, batch__seq_len=4100, **LORA))
+    assert rows["hbm.loss.output_chunks_backward"].high == 263_181_312
+
+
+def test_no_upcast_runs_the_cross_entropy_on_bf16_chunks() -> None:
+    """LitGPT's ``chunked_cross_entropy`` (litgpt/utils.py) calls cross_entropy on each
+    bf16 chunk of ``GPT.forward``'s list, no ``.float()``: the log-probs are bf16,
+    T·V·2 = 2,101,346,304 B; the forward holds the logits alone (no fp32 copy); a chunk's
+    two gradients are bf16, 2 × 1,024 × 128,256 × 2 = 525,336,576 B."""
+    rows = rows_of(tune(runtime__logits_fp32_upcast=False, **LORA))
+    assert rows["hbm.loss.output_chunks"].low == 2_101_346_304
+    assert rows["hbm.loss.output_chunks_forward"].low == 2_101_346_304
+    assert rows["hbm.loss.output_chunks_backward"].low == 525_336_576
+
+
+def test_a_trained_lm_head_sums_its_chunk_gradients_in_backward() -> None:
+    """Full fine-tune of the tied 3B (module docstring): compiled, the lm_head moment
+    1,838,678,016 + 1,576,009,728 − 2,101,411,840 = 1,313,275,904 B is the loss's
+    backward row; eager, the fp32 log-probs' saved row (4,202,692,608 B) already covers
+    it and the loss's own 2 × 1,024 × 128,256 × 4 stays."""
+    comp = rows_of(tune(workload__torch_compile=True))["hbm.loss.output_chunks_backward"]
+    assert comp.low == comp.high == 1_838_678_016 + 1_576_009_728 - 2_101_411_840
+    assert comp.low == 1_313_275_904
+    assert "lm_head backward" in comp.formula
+    eager = rows_of(tune())["hbm.loss.output_chunks_backward"]
+    assert eager.low == 2 * 1_024 * 128_256 * 4
