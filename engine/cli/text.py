@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from engine.analysis import FitLimits
 from engine.estimate import VERDICT_WORDS, Estimate, StageEstimate
-from engine.layout.counts import Count, GpuCounts, count_range
+from engine.layout.batch import step_words
+from engine.layout.counts import Count, GpuCounts
 from engine.layout.levers import Lever
+from engine.layout.spelling import validation_range
 from engine.ledger.nodes.communication import Communication
 from engine.ledger.nodes.ledgers import NodeLedgers
 from engine.ledger.row import LOCATIONS, PHASES, Row
@@ -218,19 +220,21 @@ def _own_line(counts: GpuCounts) -> list[str]:
 
 def render_counts(counts: GpuCounts) -> str:
     """The three counts, the plan's own layout, alternatives and the rejections."""
-    validation = count_range(counts.validation_low.gpus, counts.validation_high.gpus)
+    validation = validation_range(counts)
     out = [
         f"GPU counts (searched up to {counts.max_gpus} GPUs, {counts.gpus_per_node} per node, "
         f"rounding to {counts.rounding}s; {counts.estimates} estimates):",
         *_own_line(counts),
         _count_line("1. arithmetic minimum", counts.arithmetic_min),
         _count_line("2. first legal layout (procurement)", counts.first_layout),
-        f"  3. validation range: {validation} GPUs\n    {counts.validation_reason}",
+        f"  3. validation range: {validation}\n    {counts.validation_reason}",
     ]
     if counts.alternatives:
         out.append("  Alternatives at the procurement size, by headroom:")
         out += [
             f"    {o.layout.label()}: peak {fmt_bytes(o.high)}, headroom {fmt_bytes(o.headroom)}"
+            f"; global batch {step_words(o.layout.global_batch, counts.seq_len)}"
+            + ("" if o.layout.global_batch == counts.plan_batch else " (not the plan's)")
             for o in counts.alternatives
         ]
     if counts.rejected:

@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from engine.layout.alternatives import ranked_alternatives
-from engine.layout.batch import accumulation_words
+from engine.layout.batch import accumulation_words, batch_change, step_words, target_global_batch
 from engine.layout.budget import Budget, BudgetSpent, Clock
 from engine.layout.closest import closer, closest_candidates
 from engine.layout.collector import collector_paused
@@ -86,6 +86,8 @@ class GpuCounts:
     notes: tuple[str, ...] = field(default=())
     plan_layout: Outcome | None = None  # the plan's own layout, estimated
     stopped: bool = False  # the time budget ran out before the search finished
+    seq_len: int = 0  # the plan's sequence: a layout's tokens per step = global batch × it
+    plan_batch: int = 0  # the global batch the plan runs (target_global_batch)
 
     @property
     def nodes(self) -> int | None:
@@ -310,11 +312,17 @@ def gpu_counts(
         notes=tuple(notes),
         plan_layout=own,
         stopped=stopped,
+        seq_len=plan.batch.seq_len,
+        plan_batch=target_global_batch(plan),
     )
 
 
 def _batch_words(plan: Plan, lay: Layout) -> str:
-    return accumulation_words(plan, lay.pp, lay.grad_accum)
+    moved = batch_change(plan, lay.global_batch)
+    return accumulation_words(plan, lay.pp, lay.grad_accum) + (
+        f"; global batch {step_words(lay.global_batch, plan.batch.seq_len)}"
+        + (f" ({moved})" if moved else "")
+    )
 
 
 def _arith_count(plan: Plan, found: Found, g: int) -> Count:

@@ -373,7 +373,7 @@ def with_layout(plan: Plan, layout: Layout) -> Plan:
         },
     )
     b = plan.batch
-    gb = b.global_batch if b.hold_fixed == "global_batch" and b.global_batch else None
+    gb = b.global_batch  # a set global batch stays set (the lattice kept it reachable)
     new_batch = with_fields(
         b, {"micro_batch": layout.micro_batch, "grad_accum": layout.grad_accum, "global_batch": gb}
     )

@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 
 from engine.layout import Rejected
+from engine.layout.batch import step_words
 from engine.units import fmt_bytes
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table
@@ -45,7 +46,7 @@ def counts_html(c: ReportContent) -> str:
             gpus(k.first_layout.gpus) + nodes,
             k.first_layout.reason,
         ),
-        ("3. Validation range", validation_text(k) + " GPUs", k.validation_reason),
+        ("3. Validation range", validation_text(k), k.validation_reason),
     ]
     return "".join(
         f'<p><b>{esc(t)}: {esc(v)}</b><br><span style="font-size: 8pt">{esc(why)}</span></p>'
@@ -69,27 +70,34 @@ def layouts_section(c: ReportContent) -> str:
         out.append(f'<p class="small">{esc(choice.note)}</p>')
         out.append(
             table(
-                ["Layout", "GPUs to buy", "Peak per rank (low–high)", "Headroom at high"],
+                ["Layout", "GPUs to buy", "Global batch", "Peak per rank (low–high)", "Headroom"],
                 [
                     [
                         esc(chosen.layout.label()),
                         str(chosen.gpus),
+                        esc(step_words(chosen.layout.global_batch, k.seq_len)),
                         size(chosen.low, chosen.high, "both"),
                         esc(fmt_bytes(chosen.headroom)),
                     ]
                 ],
-                [36, 12, 32, 20],
+                [28, 10, 22, 26, 14],
             )
         )
     out.append("<h2>Alternatives at the procurement size, by headroom</h2>")
     if k.alternatives:
         rows = [
-            [str(i), esc(o.layout.label()), size(o.low, o.high, "both"), esc(fmt_bytes(o.headroom))]
+            [
+                str(i),
+                esc(o.layout.label()),
+                esc(step_words(o.layout.global_batch, k.seq_len))
+                + ("" if o.layout.global_batch == k.plan_batch else " (not the plan's)"),
+                size(o.low, o.high, "both"),
+                esc(fmt_bytes(o.headroom)),
+            ]
             for i, o in enumerate(k.alternatives, start=1)
         ]
-        out.append(
-            table(["#", "Layout", "Peak per rank (low–high)", "Headroom"], rows, [5, 37, 38, 20])
-        )
+        head = ["#", "Layout", "Global batch", "Peak per rank (low–high)", "Headroom"]
+        out.append(table(head, rows, [4, 30, 24, 28, 14]))
     else:
         out.append('<p class="muted">No other layout of that size fits.</p>')
     out.append(levers_html(c))
