@@ -198,7 +198,7 @@ def render_communication(c: Communication, units: UnitChoice) -> str:
 
 
 def _count_line(title: str, c: Count) -> str:
-    head = f"{c.gpus} GPUs" if c.gpus is not None else "none found"
+    head = f"{c.gpus} GPU{'s' * (c.gpus != 1)}" if c.gpus is not None else "none found"
     return f"  {title}: {head}\n    {c.reason}"
 
 
@@ -265,7 +265,7 @@ def render_levers(levers: tuple[Lever, ...], base: GpuCounts) -> str:
             c = lv.counts
             lay = c.first_layout.layout
             got = (
-                f"procure {lv.gpus} GPUs"
+                f"procure {lv.gpus} GPU{'s' * (lv.gpus != 1)}"
                 + (f" ({lay.label()})" if lay else "")
                 + f", arithmetic minimum {c.arithmetic_min.gpus}"
             )

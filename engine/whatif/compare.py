@@ -254,9 +254,7 @@ def summary(side: Side, units: UnitChoice = "both") -> dict[str, str]:
         return "none fits" if n is None else f"{n:,}"
 
     out["Arithmetic minimum"] = gpus(k.arithmetic_min.gpus)
-    out["Procure (first legal layout)"] = gpus(k.first_layout.gpus) + (
-        f" ({k.nodes} node(s))" if k.nodes else ""
-    )
+    out["Procure (first legal layout)"] = k.shape if k.nodes else gpus(None)
     out["Validation range"] = validation_range(k)
     return out
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from engine.estimate import Estimate
 from engine.layout.counts import GpuCounts
 from engine.layout.lattice import Layout, Rejected, layout_of, with_layout
-from engine.layout.search import procurement
+from engine.layout.procure import procurement
 from engine.layout.spelling import validation_range
 from engine.plan import Plan, get_value
 

@@ -162,14 +162,13 @@ class LayoutsView(QScrollArea):
 
     def _show(self, k: GpuCounts, choice: LayoutChoice) -> None:
         def gpus(n: int | None) -> str:
-            return "none found" if n is None else f"{n:,} GPUs"
+            return "none found" if n is None else f"{n:,} GPU{'s' * (n != 1)}"
 
-        nodes = f" ({k.nodes} node(s) of {k.gpus_per_node})" if k.nodes else ""
         items = (
             ("1. Arithmetic minimum", gpus(k.arithmetic_min.gpus), k.arithmetic_min.reason),
             (
                 "2. Procure (first legal layout)",
-                gpus(k.first_layout.gpus) + nodes,
+                (k.shape if k.nodes else gpus(None)),
                 k.first_layout.reason,
             ),
             ("3. Validation range", validation_text(k), k.validation_reason),
@@ -186,8 +185,10 @@ class LayoutsView(QScrollArea):
         self._rows(choice.rows)
         shown = len(choice.rejected)
         hidden = f"; {choice.why_hidden}" if choice.hidden_rejections else ""
+        size = k.first_layout.gpus
+        at = f"of {size:,} GPU{'s' * (size != 1)} (the procurement size)" if size else ""
         self.rejected_title.setText(
-            f"<b>Rejected layouts at the procurement size: {shown}</b>{escape(hidden)}"
+            f"<b>{shown:,} layout{'s' * (shown != 1)} {at} rejected</b>{escape(hidden)}"
         )
         self.rejected.clear()
         for r in choice.rejected[:REJECTIONS_LISTED]:

@@ -42,3 +42,15 @@ def test_a_row_that_moves_the_global_batch_says_so(qtbot: Any, window: Any) -> N
     for i in moved:
         assert view.table.item(i, col).text().endswith("changes the plan's")
         assert "changes the global batch 8 →" in view.apply_buttons[i].toolTip()
+
+
+def test_the_rejections_title_does_not_read_as_gpus(qtbot: Any, window: Any) -> None:
+    """ "Rejected layouts at the procurement size: 32" read as 32 GPUs; the title names
+    the count of layouts and the procurement size in GPUs apart (the default plan buys a
+    partial node of 4)."""
+    view = window.workbench.layouts
+    qtbot.waitUntil(lambda: view.choice is not None, timeout=60_000)
+    title = view.rejected_title.text()
+    n = len(view.choice.rejected)
+    assert f"{n:,} layout" in title and "of 4 GPUs (the procurement size) rejected" in title
+    assert "procurement size:" not in title

@@ -83,8 +83,9 @@ def test_key_figures_are_the_engines(reports: dict[str, Written], key: str) -> N
     assert "Per-rank HBM peak: " in w.text
     assert f"(low {fit.low:,} B, high {fit.high:,} B)" in w.text
     c = w.counts
-    assert f"1. Arithmetic minimum: {c.arithmetic_min.gpus} GPUs" in w.text
-    assert f"2. First legal layout (procurement): {c.first_layout.gpus} GPUs" in w.text
+    n = c.arithmetic_min.gpus
+    assert f"1. Arithmetic minimum: {n} GPU{'s' * (n != 1)}" in w.text
+    assert f"2. First legal layout (procurement): {c.shape}" in w.text
     assert f"3. Validation range: {validation_text(c)}" in w.text
     lo, hi = c.validation_low.gpus, c.validation_high.gpus
     assert (str(lo) if lo == hi else f"{lo}–{hi}") in validation_text(c)

@@ -36,14 +36,13 @@ def counts_html(c: ReportContent) -> str:
     k = c.counts
 
     def gpus(n: int | None) -> str:
-        return "none found" if n is None else f"{n} GPUs"
+        return "none found" if n is None else f"{n} GPU{'s' * (n != 1)}"
 
-    nodes = f" ({k.nodes} node(s) of {k.gpus_per_node})" if k.nodes else ""
     items = [
         ("1. Arithmetic minimum", gpus(k.arithmetic_min.gpus), k.arithmetic_min.reason),
         (
             "2. First legal layout (procurement)",
-            gpus(k.first_layout.gpus) + nodes,
+            k.shape if k.nodes else gpus(None),
             k.first_layout.reason,
         ),
         ("3. Validation range", validation_text(k), k.validation_reason),

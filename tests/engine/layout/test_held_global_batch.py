@@ -78,4 +78,6 @@ def test_the_validation_range_reads_ascending() -> None:
     hi = dataclasses.replace(k.validation_high, gpus=4, layout=Layout(2, 1, 1, 1, 1))
     odd = dataclasses.replace(k, validation_low=lo, validation_high=hi, straddles=False)
     assert validation_range(odd) == "4 GPUs (layouts of 2–4 ranks)"
-    assert validation_range(k) == "8 GPUs"  # the default: DP 8 on one node of 8, both ends
+    # the default plan: the low estimate fits 3 ranks, the high one needs 4; both buy a
+    # partial node of 4 GPUs (engine/layout/procure.py)
+    assert validation_range(k) == "4 GPUs (layouts of 3–4 ranks)"
