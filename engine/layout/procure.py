@@ -38,9 +38,10 @@ def procurement(world_size: int, gpus_per_node: int, rounding: str) -> int:
 
 
 def shape_words(gpus: int, gpus_per_node: int, rounding: str) -> str:
-    """The purchase's shape and the rounding that made it, in words."""
+    """The purchase's shape and the rounding that made it, in words, after its count
+    ("16 GPUs = 2 nodes × 8 (rounded to whole nodes)")."""
     if rounding == "gpu":
-        return f"{gpus:,} GPU{'s' if gpus != 1 else ''} (policy rounds to single GPUs)"
+        return f"{gpus:,} GPU{'s' if gpus != 1 else ''}: single GPUs (policy.rounding = gpu)"
     if gpus == 1:
         return "1 GPU: a single GPU (a workstation or one cloud GPU), no node to fill"
     if gpus < gpus_per_node:
@@ -54,3 +55,13 @@ def shape_words(gpus: int, gpus_per_node: int, rounding: str) -> str:
         f"{gpus:,} GPUs = {nodes:,} node{'s' if nodes != 1 else ''} × {gpus_per_node} "
         f"(rounded to whole nodes)"
     )
+
+
+def shape_only(gpus: int, gpus_per_node: int, rounding: str) -> str:
+    """The shape without the count, for a sentence that names it first ("Buy 16 ×
+    H100: 2 nodes × 8 (rounded to whole nodes)")."""
+    words = shape_words(gpus, gpus_per_node, rounding)
+    for cut in (": ", " = "):
+        if cut in words:
+            return words.split(cut, 1)[1]
+    return words

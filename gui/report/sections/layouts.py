@@ -31,8 +31,9 @@ def rejection_kinds(rejected: Sequence[Rejected]) -> list[tuple[Rejected, int]]:
     return [(same[0], len(same)) for same in kinds.values()]
 
 
-def counts_html(c: ReportContent) -> str:
-    """The three GPU counts with their reasons (also on the layouts page)."""
+def counts_html(c: ReportContent, reasons: bool = True) -> str:
+    """The three GPU counts with their reasons (the layouts page), or without them (the
+    title page, where the recommendation already says what they mean)."""
     k = c.counts
 
     def gpus(n: int | None) -> str:
@@ -47,6 +48,9 @@ def counts_html(c: ReportContent) -> str:
         ),
         ("3. Validation range", validation_text(k), k.validation_reason),
     ]
+    if not reasons:
+        lines = "<br>".join(f"<b>{esc(t)}:</b> {esc(v)}" for t, v, _ in items)
+        return f"<p>{lines}<br><span class='small'>Their reasons: the GPU counts page.</span></p>"
     return "".join(
         f'<p><b>{esc(t)}: {esc(v)}</b><br><span style="font-size: 8pt">{esc(why)}</span></p>'
         for t, v, why in items

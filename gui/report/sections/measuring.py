@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.estimate import Range
+from engine.layout.lattice import layout_of
 from engine.ledger.row import Row
 from engine.plan import get_value
 from engine.units import fmt_bytes, fmt_gb
@@ -18,6 +19,7 @@ from engine.workload import compile_note, step_tokens
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table
 from gui.report.inputs import section_inputs, show
+from gui.report.sections.recommendation import validation_target
 
 if TYPE_CHECKING:
     from engine.validation.reconcile import Figure
@@ -127,7 +129,11 @@ def assumptions_section(c: ReportContent) -> str:
 
 
 def validation_plan(c: ReportContent) -> str:
-    est, u = c.est, c.units
+    """The measurements that confirm or refute the estimate, on the layout the
+    recommendation says to measure (:func:`validation_target`): the low end of a
+    straddling range, else the recommended layout — never a failing plan's own."""
+    target = validation_target(c)
+    est, u = target.est, c.units
     h = est.heaviest
     rt = runtime_range(h) or (0, 0)
     ck = h.reserved_phases.get("checkpoint", h.reserved_peak)
@@ -205,9 +211,17 @@ def validation_plan(c: ReportContent) -> str:
     ]
     return (
         heading(2, "Validation plan")
-        + "<p style='font-size: 8pt'>Measure one representative micro-batch on the pinned "
-        "software stack, on the ranks of the heaviest stage "
-        f"(stage {est.heaviest_stage}), with the plan's batch geometry. Generate the probe "
+        + f"<p><b>Measure {esc(target.layout.label())} on {target.gpus:,} "
+        f"GPU{'s' * (target.gpus != 1)}</b> — {esc(target.why)}"
+        + (
+            ""
+            if target.layout == layout_of(c.pf.plan)
+            else " (apply it to the plan first: the thresholds below are its estimate, "
+            "not the plan's own layout's)"
+        )
+        + ".</p><p style='font-size: 8pt'>Measure one representative micro-batch on the "
+        "pinned software stack, on the ranks of the heaviest stage "
+        f"(stage {est.heaviest_stage}), with that layout's batch geometry. Generate the probe "
         "with <span class='mono'>memplan probe PLAN.memplan -o memplan_probe.py</span>, "
         "call <span class='mono'>probe.step()</span> after every optimizer step, then "
         "compare with <span class='mono'>memplan validate-run PLAN.memplan "
