@@ -32,6 +32,7 @@ from engine.estimate import Estimate, estimate
 from engine.plan import Plan, default_plan, get_value, validation_problems, with_values
 from gui import gc_policy
 from gui.cold_estimate import ColdEstimates
+from gui.file_identity import UNTITLED, name_after_file, write
 from gui.undo_text import edit_text
 
 MERGE_ID = 0x6D70  # QUndoCommand.id() shared by mergeable field edits
@@ -112,9 +113,10 @@ class PlanDocument(QObject):
         self.undo_stack.cleanChanged.connect(self._clean_changed)
         self._plan: Plan = default_plan()
         self.path: Path | None = None
-        self.name = "Untitled plan"
+        self.name = UNTITLED
         self.notes = ""
         self.created = ""
+        self.modified = ""  # when the file was last written ("" until it is)
         self.measurements: tuple[dict[str, Any], ...] = ()
         self.messages: tuple[str, ...] = ()  # from opening the file (e.g. upgraded)
         self.estimate: Estimate | None = None
@@ -340,6 +342,7 @@ class PlanDocument(QObject):
         self.undo_stack.clear()
         self.path = path
         self.name, self.notes, self.created = pf.name, pf.notes, pf.created
+        self.modified = pf.modified
         self.measurements, self.messages = pf.measurements, pf.extra_messages
         self.typing.clear()
         self.abandonEdits.emit()
@@ -378,6 +381,7 @@ class PlanDocument(QObject):
             name=self.name,
             notes=self.notes,
             created=self.created,
+            modified=self.modified,
             measurements=self.measurements,
         )
 
@@ -386,7 +390,9 @@ class PlanDocument(QObject):
         target = Path(path) if path is not None else self.path
         if target is None:
             raise ValueError("no file name: use Save As")
-        planfile.save(self.to_planfile(), target)
+        self.name = name_after_file(self.name, target) if path is not None else self.name
+        self.created, self.modified = write(self.to_planfile(), target)
+        self.propertiesChanged.emit()
         self.path = target
         self.messages = ()
         self.undo_stack.setClean()
