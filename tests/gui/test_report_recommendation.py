@@ -12,7 +12,7 @@ from engine.plan import default_plan, with_values
 from engine.planfile import PlanFile
 from engine.presets import plan_for_model_preset
 from gui.report.content import gather
-from gui.report.sections.measuring import validation_plan
+from gui.report.sections.measuring import device_threshold, validation_plan
 from gui.report.sections.title import title_page
 
 
@@ -69,3 +69,14 @@ def test_a_one_gpu_qlora_plan_buys_a_single_gpu(qapp: Any) -> None:
     text = " ".join(_text(title_page(gather(PlanFile(plan=plan, name="q"), "gb"))).split())
     assert "Buy 1 × NVIDIA H100 SXM 80 GB (a single GPU" in text
     assert "idle" not in text.split("The plan as written")[0]
+
+
+def test_the_device_threshold_is_one_answer() -> None:
+    """A straddling layout's high estimate (94.43 GB) is above capacity (84.93 GB): the
+    threshold is capacity, and it says the measurement decides — not "≤ 94.43 GB and ≤
+    capacity 84.93 GB" at once."""
+    words = device_threshold(94_430_000_000, 84_930_000_000, "gb")
+    assert words.startswith("≤ capacity 84.93 GB") and "this measurement decides" in words
+    assert device_threshold(70_000_000_000, 84_930_000_000, "gb") == (
+        "≤ 70.00 GB (capacity 84.93 GB)"
+    )

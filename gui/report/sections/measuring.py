@@ -12,7 +12,7 @@ from engine.estimate import Range
 from engine.layout.lattice import layout_of
 from engine.ledger.row import Row
 from engine.plan import get_value
-from engine.units import fmt_bytes, fmt_gb
+from engine.units import UnitChoice, fmt_bytes, fmt_gb
 from engine.validation.published import suite_summary
 from engine.validation.reconcile import runtime_range
 from engine.workload import compile_note, step_tokens
@@ -128,6 +128,18 @@ def assumptions_section(c: ReportContent) -> str:
     return "".join(out) + validation_plan(c)
 
 
+def device_threshold(high: int, capacity: int, u: UnitChoice) -> str:
+    """The device figure's threshold: the high estimate, or capacity when the high
+    estimate is above it (a straddling layout: the measurement decides), never both at
+    once ("≤ 94.43 GB and ≤ capacity 84.93 GB" read as two answers)."""
+    if high <= capacity:
+        return f"≤ {fmt_bytes(high, u)} (capacity {fmt_bytes(capacity, u)})"
+    return (
+        f"≤ capacity {fmt_bytes(capacity, u)} — the high estimate "
+        f"{fmt_bytes(high, u)} is above it: this measurement decides"
+    )
+
+
 def validation_plan(c: ReportContent) -> str:
     """The measurements that confirm or refute the estimate, on the layout the
     recommendation says to measure (:func:`validation_target`): the low end of a
@@ -180,8 +192,7 @@ def validation_plan(c: ReportContent) -> str:
         [
             "Device used — cudaMemGetInfo / nvidia-smi",
             rng(h.device_peak),
-            f"≤ {fmt_bytes(h.device_peak.high, u)} and ≤ capacity "
-            f"{fmt_bytes(est.capacity_bytes, u)}",
+            device_threshold(h.device_peak.high, est.capacity_bytes, u),
             "above capacity: the plan does not fit",
         ],
         [
