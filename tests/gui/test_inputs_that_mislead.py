@@ -53,3 +53,16 @@ def test_usable_hbm_above_hbm_is_warned_and_clamped(qtbot: Any, window: Any) -> 
     assert window.doc.plan.hardware.usable_hbm_bytes == 80_000_000_000
     assert tab.usable_warning.isHidden()
     assert window.doc.undo_stack.undoText() == "Set usable HBM to HBM"
+
+
+def test_switching_to_lora_says_the_stack_moved(qtbot: Any, window: Any) -> None:
+    """stack.name auto: the default plan runs on pytorch; method.kind lora moves it to
+    hf_trainer (engine/stacks/catalog.py concrete_stack: LoRA / QLoRA are peft on the HF
+    Trainer). The Method tab says so, naming both and how to keep the old one."""
+    tab = window.tabs["method"]
+    assert tab.stack_moved.isHidden()
+    window.doc.set("method.kind", "lora")
+    _settle(qtbot, window)
+    assert not tab.stack_moved.isHidden()
+    text = tab.stack_moved.text()
+    assert "moved from pytorch to hf_trainer" in text and "keep pytorch" in text
