@@ -32,6 +32,7 @@ from engine.estimate import Estimate, estimate
 from engine.plan import Plan, default_plan, get_value, validation_problems, with_values
 from gui import gc_policy
 from gui.cold_estimate import ColdEstimates
+from gui.companions import with_companions
 from gui.file_identity import UNTITLED, name_after_file, write
 from gui.undo_text import edit_text
 
@@ -115,8 +116,7 @@ class PlanDocument(QObject):
         self.path: Path | None = None
         self.name = UNTITLED
         self.notes = ""
-        self.created = ""
-        self.modified = ""  # when the file was last written ("" until it is)
+        self.created = self.modified = ""  # the file's times ("" until it is written)
         self.measurements: tuple[dict[str, Any], ...] = ()
         self.messages: tuple[str, ...] = ()  # from opening the file (e.g. upgraded)
         self.estimate: Estimate | None = None
@@ -170,7 +170,8 @@ class PlanDocument(QObject):
         """Set one field; False (and ``fieldError``) when the engine rejects the value.
         The undo text is in words ("Set data-parallel size to 16") unless given."""
         key = f"{path}#{self._merge_session}" if merge else None
-        return self._push({path: value}, text or edit_text(path, value), key, focus=path)
+        changes = with_companions(self._plan, {path: value})  # Kind custom: a subset to start
+        return self._push(changes, text or edit_text(path, value), key, focus=path)
 
     def set_many(self, changes: dict[str, Any], text: str) -> bool:
         """Set several fields as one undo step (a preset, an import)."""
@@ -333,8 +334,7 @@ class PlanDocument(QObject):
 
     @property
     def stale(self) -> bool:
-        """True when the estimate on screen is from an earlier plan (this one cannot be
-        computed, or its large model is still being prepared)."""
+        """The estimate on screen is an earlier plan's (uncomputable, or model preparing)."""
         return self.estimate_error is not None or self.computing
 
     # files ---------------------------------------------------------------------

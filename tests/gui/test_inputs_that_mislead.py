@@ -66,3 +66,15 @@ def test_switching_to_lora_says_the_stack_moved(qtbot: Any, window: Any) -> None
     assert not tab.stack_moved.isHidden()
     text = tab.stack_moved.text()
     assert "moved from pytorch to hf_trainer" in text and "keep pytorch" in text
+
+
+def test_kind_custom_starts_computable(qtbot: Any, window: Any) -> None:
+    """Kind = custom with no roles and no count was "method.custom needs roles or a
+    trainable count" the moment it was picked; it now starts from every parameter of
+    Llama-3.1-8B (8,030,261,248), in the same undo step, and the estimate stays."""
+    steps = window.doc.undo_stack.count()
+    assert window.doc.set("method.kind", "custom")
+    _settle(qtbot, window)
+    plan = window.doc.plan
+    assert plan.method.kind == "custom" and plan.method.custom.count == 8_030_261_248
+    assert window.doc.estimate_error is None and window.doc.undo_stack.count() == steps + 1
