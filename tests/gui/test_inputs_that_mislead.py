@@ -78,3 +78,21 @@ def test_kind_custom_starts_computable(qtbot: Any, window: Any) -> None:
     plan = window.doc.plan
     assert plan.method.kind == "custom" and plan.method.custom.count == 8_030_261_248
     assert window.doc.estimate_error is None and window.doc.undo_stack.count() == steps + 1
+
+
+def _caption(win: Any, path: str) -> str:
+    return next(p.bindings[path] for p in win.tabs.values() if path in p.bindings).caption.text()
+
+
+def test_after_a_preset_the_defaults_are_the_presets(qtbot: Any, window: Any) -> None:
+    """Llama-3.1-70B applied: hidden 8,192 and 80 layers (its config.json) read as their
+    own defaults, not the built-in 8B plan's 4,096 and 32; a field no preset fills (the
+    sequence length) keeps the built-in default."""
+    assert "def. 4,096" in _caption(window, "model.architecture.hidden")
+    tab = window.tabs["model"]
+    tab.preset.setCurrentIndex(tab.preset.findData("llama-3.1-70b"))
+    tab.apply_preset()
+    _settle(qtbot, window)
+    assert "def. 8,192" in _caption(window, "model.architecture.hidden")
+    assert "def. 80" in _caption(window, "model.architecture.layers")
+    assert "def. 4,096" in _caption(window, "batch.seq_len")
