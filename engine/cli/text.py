@@ -61,7 +61,8 @@ def render(
         "Per-rank ledger (heaviest stage):",
         stage_table(heavy, units, formulas),
         "",
-        "Totals per rank by location:",
+        "Sum of every ledger row per rank, by location (rows live at different moments "
+        "add up here: a sum, not a peak — the peaks are below):",
     ]
     for loc in LOCATIONS:
         t = heavy.location_total(loc)
@@ -102,8 +103,10 @@ def render(
         f"{fmt_range(heavy.reserved_peak.low, heavy.reserved_peak.high, units)}"
         f"; on the device with CUDA context, NCCL, cuBLAS "
         f"{fmt_range(heavy.device_peak.low, heavy.device_peak.high, units)}",
-        f"Capacity: {fmt_bytes(est.capacity_bytes, units)}; limit after headroom: "
-        f"{fmt_bytes(est.limit_bytes, units)}",
+        f"What the verdict compares: {fmt_range(est.fit_peak.low, est.fit_peak.high, units)} "
+        f"per rank (the reserved peak plus the memory outside the allocator, heaviest rank)",
+        f"  against the limit after headroom {fmt_bytes(est.limit_bytes, units)} "
+        f"(capacity {fmt_bytes(est.capacity_bytes, units)})",
         f"Verdict: {VERDICT_WORDS[est.verdict]} — {est.verdict_reason}",
     ]
     out += [f"Note: {n}" for n in est.notes]

@@ -43,9 +43,6 @@ def ranked_alternatives(
 def memory_words(o: Outcome) -> tuple[str, ...]:
     """Why memory rules a legal layout out: HBM per rank over the limit, or host RAM /
     NVMe per node."""
-    if o.high > o.limit:
-        return (
-            f"memory: high estimate {fmt_bytes(o.high)} per rank exceeds the limit "
-            f"{fmt_bytes(o.limit)}",
-        )
+    if o.high > o.limit:  # one wording for all (a summary counts them as one kind)
+        return (f"memory: the high estimate per rank exceeds the limit {fmt_bytes(o.limit)}",)
     return tuple(f"memory: {p}" for p in o.node_problems)
