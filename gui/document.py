@@ -393,8 +393,8 @@ class PlanDocument(QObject):
         self.name = name_after_file(self.name, target) if path is not None else self.name
         self.created, self.modified = write(self.to_planfile(), target)
         self.propertiesChanged.emit()
-        self.path = target
-        self.messages = ()
+        self.path, self.messages = target, ()
+        self.end_merge()  # typing on after a save is a new step: undo comes back to the file
         self.undo_stack.setClean()
         self.pathChanged.emit()
         return target

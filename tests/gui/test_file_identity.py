@@ -52,3 +52,16 @@ def test_save_as_names_an_untitled_plan_after_its_file(
     monkeypatch.setattr(dialogs, "save_path", lambda *_a, **_k: str(other))
     assert window.files.save_plan_as()
     assert planfile.load(other).name == "Budget line 4"  # a name the user set is kept
+
+
+def test_undo_back_to_the_saved_state_is_clean(qtbot: Any, window: Any, tmp_path: Path) -> None:
+    """Sequence 2048 typed and saved; 1024 typed on in the same field (it merged into the
+    saved step, so Undo went past the file to 4096 and the plan stayed "unsaved"): now
+    it is its own step, and Undo returns to the saved 2048, clean."""
+    doc = window.doc
+    doc.set("batch.seq_len", 2048)
+    doc.save(tmp_path / "s.memplan")
+    doc.set("batch.seq_len", 1024)
+    assert doc.dirty
+    doc.undo_stack.undo()
+    assert doc.plan.batch.seq_len == 2048 and not doc.dirty
