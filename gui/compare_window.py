@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
@@ -103,6 +104,13 @@ class CompareWindow(QWidget):
         self.runner.failed.connect(lambda m: self._say(f"The comparison failed: {m}", True))
         self._build()
         self.run()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        """Escape and Ctrl+W close the window, as the main window's dialogs close."""
+        if event.key() == Qt.Key.Key_Escape or event.matches(QKeySequence.StandardKey.Close):
+            self.close()
+            return
+        super().keyPressEvent(event)
 
     def _build(self) -> None:
         self.add_button = QPushButton("&Add plan file…", self)

@@ -32,6 +32,8 @@ from engine.estimate import Estimate, estimate
 from engine.plan import Plan, default_plan, get_value, validation_problems, with_values
 from gui import gc_policy
 from gui.cold_estimate import ColdEstimates
+from gui.companions import with_companions
+from gui.file_identity import UNTITLED, name_after_file, write
 from gui.undo_text import edit_text
 
 MERGE_ID = 0x6D70  # QUndoCommand.id() shared by mergeable field edits
@@ -112,9 +114,9 @@ class PlanDocument(QObject):
         self.undo_stack.cleanChanged.connect(self._clean_changed)
         self._plan: Plan = default_plan()
         self.path: Path | None = None
-        self.name = "Untitled plan"
+        self.name = UNTITLED
         self.notes = ""
-        self.created = ""
+        self.created = self.modified = ""  # the file's times ("" until it is written)
         self.measurements: tuple[dict[str, Any], ...] = ()
         self.messages: tuple[str, ...] = ()  # from opening the file (e.g. upgraded)
         self.estimate: Estimate | None = None
@@ -168,7 +170,8 @@ class PlanDocument(QObject):
         """Set one field; False (and ``fieldError``) when the engine rejects the value.
         The undo text is in words ("Set data-parallel size to 16") unless given."""
         key = f"{path}#{self._merge_session}" if merge else None
-        return self._push({path: value}, text or edit_text(path, value), key, focus=path)
+        changes = with_companions(self._plan, {path: value})  # Kind custom: a subset to start
+        return self._push(changes, text or edit_text(path, value), key, focus=path)
 
     def set_many(self, changes: dict[str, Any], text: str) -> bool:
         """Set several fields as one undo step (a preset, an import)."""
@@ -331,8 +334,7 @@ class PlanDocument(QObject):
 
     @property
     def stale(self) -> bool:
-        """True when the estimate on screen is from an earlier plan (this one cannot be
-        computed, or its large model is still being prepared)."""
+        """The estimate on screen is an earlier plan's (uncomputable, or model preparing)."""
         return self.estimate_error is not None or self.computing
 
     # files ---------------------------------------------------------------------
@@ -340,6 +342,7 @@ class PlanDocument(QObject):
         self.undo_stack.clear()
         self.path = path
         self.name, self.notes, self.created = pf.name, pf.notes, pf.created
+        self.modified = pf.modified
         self.measurements, self.messages = pf.measurements, pf.extra_messages
         self.typing.clear()
         self.abandonEdits.emit()
@@ -378,6 +381,7 @@ class PlanDocument(QObject):
             name=self.name,
             notes=self.notes,
             created=self.created,
+            modified=self.modified,
             measurements=self.measurements,
         )
 
@@ -386,9 +390,11 @@ class PlanDocument(QObject):
         target = Path(path) if path is not None else self.path
         if target is None:
             raise ValueError("no file name: use Save As")
-        planfile.save(self.to_planfile(), target)
-        self.path = target
-        self.messages = ()
+        self.name = name_after_file(self.name, target) if path is not None else self.name
+        self.created, self.modified = write(self.to_planfile(), target)
+        self.propertiesChanged.emit()
+        self.path, self.messages = target, ()
+        self.end_merge()  # typing on after a save is a new step: undo comes back to the file
         self.undo_stack.setClean()
         self.pathChanged.emit()
         return target

@@ -31,7 +31,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.plan import default_plan
 from engine.stacks.defaults import Derived
 from engine.units import GB, GiB
 from gui.document import PlanDocument
@@ -46,20 +45,10 @@ from gui.fieldspec import (
     parse_number,
 )
 from gui.plan_line_edit import PlanLineEdit
+from gui.preset_defaults import plan_default
 from gui.stack_badge import badge_caption, badge_tooltip, short_value
 
-_DEFAULT_VALUES: dict[str, Any] = default_plan().model_dump(mode="json")
 _UNSET: Any = object()
-
-
-def default_value(path: str) -> Any:
-    """The built-in default plan's value at ``path`` (KeyError: no such leaf)."""
-    node: Any = _DEFAULT_VALUES
-    for key in path.split("."):
-        if not isinstance(node, dict) or key not in node:
-            raise KeyError(path)
-        node = node[key]
-    return node
 
 
 CAPTION_STYLE = "color: palette(placeholder-text); font-size: 8pt;"
@@ -313,7 +302,7 @@ class FieldBinding(QObject):
                     self.caption.setText(badge_caption(spec.path, self.derived, shown))
                     return
                 try:
-                    default = format_bytes_field(default_value(spec.path), self.units)
+                    default = format_bytes_field(plan_default(self.doc.plan, spec.path), self.units)
                 except (KeyError, TypeError):  # inside a band that defaults to auto
                     default = "auto"
                 self.caption.setText(f"= {other:,.2f} {name}<br>def. {default}")
@@ -330,7 +319,7 @@ class FieldBinding(QObject):
     def default_spec(self) -> FieldSpec:
         """The spec with the default plan's value (nested models have no own default)."""
         try:
-            value = default_value(self.spec.path)
+            value = plan_default(self.doc.plan, self.spec.path)
         except KeyError:
             return self.spec
         return replace(self.spec, default=value)
@@ -357,6 +346,13 @@ class FieldBinding(QObject):
             self.message.setText(message)
         self.message.setVisible(bool(message))
         self.doc.note_invalid(self.spec.path, message)
+        self._update_tooltip()
+
+    def defaults_moved(self) -> None:
+        """A preset was applied: the caption's default is now its value
+        (:mod:`gui.preset_defaults`)."""
+        self._caption_for = _UNSET
+        self._update_caption()
         self._update_tooltip()
 
     def set_derived(self, derived: Derived | None) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from engine.analysis import FitLimits
 from engine.estimate import VERDICT_WORDS, Estimate, StageEstimate
-from engine.layout.counts import Count, GpuCounts, count_range
+from engine.layout.batch import step_words
+from engine.layout.counts import Count, GpuCounts
 from engine.layout.levers import Lever
+from engine.layout.spelling import validation_range
 from engine.ledger.nodes.communication import Communication
 from engine.ledger.nodes.ledgers import NodeLedgers
 from engine.ledger.row import LOCATIONS, PHASES, Row
@@ -59,7 +61,8 @@ def render(
         "Per-rank ledger (heaviest stage):",
         stage_table(heavy, units, formulas),
         "",
-        "Totals per rank by location:",
+        "Sum of every ledger row per rank, by location (rows live at different moments "
+        "add up here: a sum, not a peak — the peaks are below):",
     ]
     for loc in LOCATIONS:
         t = heavy.location_total(loc)
@@ -100,10 +103,11 @@ def render(
         f"{fmt_range(heavy.reserved_peak.low, heavy.reserved_peak.high, units)}"
         f"; on the device with CUDA context, NCCL, cuBLAS "
         f"{fmt_range(heavy.device_peak.low, heavy.device_peak.high, units)}",
-        "  must fit (live tensors + fragmentation the allocator cannot release + memory "
-        f"outside PyTorch) {fmt_range(est.fit_peak.low, est.fit_peak.high, units)}",
-        f"Capacity: {fmt_bytes(est.capacity_bytes, units)}; limit after headroom: "
-        f"{fmt_bytes(est.limit_bytes, units)}",
+        f"What the verdict compares: {fmt_range(est.fit_peak.low, est.fit_peak.high, units)} "
+        "per rank (live tensors + fragmentation the allocator cannot release + memory "
+        "outside PyTorch, heaviest rank)",
+        f"  against the limit after headroom {fmt_bytes(est.limit_bytes, units)} "
+        f"(capacity {fmt_bytes(est.capacity_bytes, units)})",
         f"Verdict: {VERDICT_WORDS[est.verdict]} — {est.verdict_reason}",
     ]
     out += [f"Note: {n}" for n in est.notes]
@@ -198,7 +202,7 @@ def render_communication(c: Communication, units: UnitChoice) -> str:
 
 
 def _count_line(title: str, c: Count) -> str:
-    head = f"{c.gpus} GPUs" if c.gpus is not None else "none found"
+    head = f"{c.gpus} GPU{'s' * (c.gpus != 1)}" if c.gpus is not None else "none found"
     return f"  {title}: {head}\n    {c.reason}"
 
 
@@ -220,19 +224,21 @@ def _own_line(counts: GpuCounts) -> list[str]:
 
 def render_counts(counts: GpuCounts) -> str:
     """The three counts, the plan's own layout, alternatives and the rejections."""
-    validation = count_range(counts.validation_low.gpus, counts.validation_high.gpus)
+    validation = validation_range(counts)
     out = [
         f"GPU counts (searched up to {counts.max_gpus} GPUs, {counts.gpus_per_node} per node, "
         f"rounding to {counts.rounding}s; {counts.estimates} estimates):",
         *_own_line(counts),
         _count_line("1. arithmetic minimum", counts.arithmetic_min),
         _count_line("2. first legal layout (procurement)", counts.first_layout),
-        f"  3. validation range: {validation} GPUs\n    {counts.validation_reason}",
+        f"  3. validation range: {validation}\n    {counts.validation_reason}",
     ]
     if counts.alternatives:
         out.append("  Alternatives at the procurement size, by headroom:")
         out += [
             f"    {o.layout.label()}: peak {fmt_bytes(o.high)}, headroom {fmt_bytes(o.headroom)}"
+            f"; global batch {step_words(o.layout.global_batch, counts.seq_len)}"
+            + ("" if o.layout.global_batch == counts.plan_batch else " (not the plan's)")
             for o in counts.alternatives
         ]
     if counts.rejected:
@@ -263,7 +269,7 @@ def render_levers(levers: tuple[Lever, ...], base: GpuCounts) -> str:
             c = lv.counts
             lay = c.first_layout.layout
             got = (
-                f"procure {lv.gpus} GPUs"
+                f"procure {lv.gpus} GPU{'s' * (lv.gpus != 1)}"
                 + (f" ({lay.label()})" if lay else "")
                 + f", arithmetic minimum {c.arithmetic_min.gpus}"
             )

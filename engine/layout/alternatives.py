@@ -6,6 +6,7 @@ from __future__ import annotations
 from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.lattice import LayoutPreferences, Rejected, enumerate_layouts
 from engine.layout.search import Found
+from engine.units import fmt_bytes
 
 ALTERNATIVES_SHOWN, ALTERNATIVES_EVALUATED = 5, 16
 """Fitting layouts shown, and legal layouts of the procurement size estimated for them in
@@ -24,9 +25,24 @@ def ranked_alternatives(
     lattice = enumerate_layouts(ev.plan, size, prefs)
     floors, limit = ev.floors, ev.plan.hbm_limit_bytes  # over its peak floor: no fit
     legal = lattice.legal[:ALTERNATIVES_EVALUATED]
-    outs = [ev(x) for x in legal if floors is None or not floors.over(x, limit)]
+    floored = [x for x in legal if floors is not None and floors.over(x, limit)]
+    outs = [ev(x) for x in legal if x not in floored]
     chosen = first.outcome.layout
     fitting = [o for o in outs if o.fits_high and o.layout != chosen]
     fitting.sort(key=lambda o: (-o.headroom, o.layout.preference()))
     failed = [Rejected(o.layout, (f"estimate refused it: {o.error}",)) for o in outs if not o.ok]
-    return tuple(fitting[:ALTERNATIVES_SHOWN]), (*lattice.rejected, *failed)
+    # "why doesn't it fit": the legal layouts of this size that memory rules out
+    over = [Rejected(o.layout, memory_words(o)) for o in outs if o.ok and not o.fits_high]
+    over += [
+        Rejected(x, (f"memory: its peak floor alone exceeds the limit {fmt_bytes(limit)}",))
+        for x in floored
+    ]
+    return tuple(fitting[:ALTERNATIVES_SHOWN]), (*lattice.rejected, *failed, *over)
+
+
+def memory_words(o: Outcome) -> tuple[str, ...]:
+    """Why memory rules a legal layout out: HBM per rank over the limit, or host RAM /
+    NVMe per node."""
+    if o.high > o.limit:  # one wording for all (a summary counts them as one kind)
+        return (f"memory: the high estimate per rank exceeds the limit {fmt_bytes(o.limit)}",)
+    return tuple(f"memory: {p}" for p in o.node_problems)

@@ -16,9 +16,19 @@ def target_global_batch(plan: Plan) -> int:
     return b.micro_batch * b.grad_accum * par.dp
 
 
+def keeps_global_batch(plan: Plan) -> bool:
+    """True when a new layout must keep the plan's global batch: the plan holds it, or
+    the user set it. A global batch typed in is a training hyperparameter (the learning
+    rate and schedule were tuned for it), so a layout raises grad_accum to keep it rather
+    than letting it follow DP — whatever ``hold_fixed`` says about the micro-batch."""
+    b = plan.batch
+    return b.hold_fixed == "global_batch" or b.global_batch is not None
+
+
 def held_batch(plan: Plan) -> int | None:
-    """The global batch every layout must keep, or None when the micro-batch is held."""
-    return target_global_batch(plan) if plan.batch.hold_fixed == "global_batch" else None
+    """The global batch every layout must keep, or None when only the micro-batch is
+    held (no global batch set: it then follows DP, and every layout row shows it)."""
+    return target_global_batch(plan) if keeps_global_batch(plan) else None
 
 
 def batch_for(plan: Plan, dp: int, pp: int = 1) -> tuple[int, int] | Problem:
@@ -50,3 +60,22 @@ def accumulation_words(plan: Plan, pp: int, grad_accum: int) -> str:
     if pp > 1 and grad_accum > plan.batch.grad_accum:
         return f"grad_accum {grad_accum} = the pipeline schedule's minimum m ≥ p = {pp}"
     return f"grad_accum {grad_accum} as the plan sets it"
+
+
+def step_words(global_batch: int, seq_len: int) -> str:
+    """A layout's global batch and tokens per step, as every layout row shows them."""
+    return f"{global_batch:,} seq × {seq_len:,} = {global_batch * seq_len:,} tokens/step"
+
+
+def batch_change(plan: Plan, global_batch: int) -> str:
+    """What running a layout of ``global_batch`` sequences does to the plan's step, in
+    words ("" when it keeps it): a layout whose DP differs moves the global batch when
+    only the micro-batch is held, and a reader must see that before applying it."""
+    now = target_global_batch(plan)
+    if global_batch == now:
+        return ""
+    s = plan.batch.seq_len
+    return (
+        f"changes the global batch {now:,} → {global_batch:,} "
+        f"({now * s:,} → {global_batch * s:,} tokens/step): set batch.global_batch to keep it"
+    )

@@ -1,10 +1,9 @@
 """The three GPU counts — the decision a user buys with — each with its reasons.
 
 1. Arithmetic minimum: the fewest ranks whose *high* estimate fits the limit (usable
-   HBM less the headroom policy), ignoring topology (TP may cross nodes or be any
-   divisor; no rounding to nodes).
+   HBM less the headroom policy): TP any divisor within a node, no rounding to nodes.
 2. First legal layout: the cheapest layout under the practical rules, and its
-   procurement count (whole nodes of the chosen hardware, or GPUs if the policy says).
+   procurement count (a single GPU, a partial node or whole nodes: engine.layout.procure).
 3. Validation range: the topology-rounded minimum by the *low* estimate and the first
    practical layout by the *high* one; when they differ the range straddles the
    limit and a measurement on the smaller count decides.
@@ -25,11 +24,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from engine.layout.alternatives import ranked_alternatives
-from engine.layout.batch import accumulation_words
+from engine.layout.batch import accumulation_words, batch_change, step_words, target_global_batch
 from engine.layout.budget import Budget, BudgetSpent, Clock
 from engine.layout.closest import closer, closest_candidates
 from engine.layout.collector import collector_paused
 from engine.layout.evaluate import Estimator, Evaluator, Outcome
+from engine.layout.fill import fill_bought
 from engine.layout.lattice import (
     Layout,
     LayoutPreferences,
@@ -39,8 +39,9 @@ from engine.layout.lattice import (
     legal_shapes,
 )
 from engine.layout.low_search import low_search
+from engine.layout.procure import procurement, shape_words
 from engine.layout.regimes import SearchMemo
-from engine.layout.search import HIGH, LOW, Criterion, Found, procurement, search_growing
+from engine.layout.search import HIGH, LOW, Criterion, Found, search_growing
 from engine.plan import Plan
 from engine.units import fmt_bytes
 
@@ -86,11 +87,20 @@ class GpuCounts:
     notes: tuple[str, ...] = field(default=())
     plan_layout: Outcome | None = None  # the plan's own layout, estimated
     stopped: bool = False  # the time budget ran out before the search finished
+    seq_len: int = 0  # the plan's sequence: a layout's tokens per step = global batch × it
+    plan_batch: int = 0  # the global batch the plan runs (target_global_batch)
 
     @property
     def nodes(self) -> int | None:
         g = self.first_layout.gpus
         return None if g is None else -(-g // self.gpus_per_node)
+
+    @property
+    def shape(self) -> str:
+        """What the procurement count buys, in words (a single GPU, a partial node,
+        whole nodes; :func:`engine.layout.procure.shape_words`)."""
+        g = self.first_layout.gpus
+        return "none found" if g is None else shape_words(g, self.gpus_per_node, self.rounding)
 
     @property
     def chosen(self) -> Outcome | None:
@@ -151,7 +161,7 @@ def _none_fits(
             best = o
     need = best.high if what == "high" else best.low
     nodes = "".join(f"; {p}" for p in best.node_problems)
-    of = " (of the search's estimates and every shape's largest DP per regime, any TP)"
+    of = " (of the search's estimates and every shape's largest DP per regime, TP within a node)"
     of = of if every else " estimated"
     return Count(
         None,
@@ -201,6 +211,7 @@ def _search(
     try:
         strict = legal_shapes(plan, max_gpus, prefs)
         first = search_growing(ev, strict, max_gpus, node_cost, HIGH, budget, first, memo, g)
+        first = fill_bought(ev, first, prefs)  # every GPU bought used, when a layout fits
         low = low_search(ev, strict, max_gpus, node_cost, budget, low or first, memo, g)
         start = Found(first.outcome, first.outcome.layout.world_size) if first else None
         if arith is not None and (start is None or arith.cost <= start.cost):
@@ -310,11 +321,17 @@ def gpu_counts(
         notes=tuple(notes),
         plan_layout=own,
         stopped=stopped,
+        seq_len=plan.batch.seq_len,
+        plan_batch=target_global_batch(plan),
     )
 
 
 def _batch_words(plan: Plan, lay: Layout) -> str:
-    return accumulation_words(plan, lay.pp, lay.grad_accum)
+    moved = batch_change(plan, lay.global_batch)
+    return accumulation_words(plan, lay.pp, lay.grad_accum) + (
+        f"; global batch {step_words(lay.global_batch, plan.batch.seq_len)}"
+        + (f" ({moved})" if moved else "")
+    )
 
 
 def _arith_count(plan: Plan, found: Found, g: int) -> Count:
@@ -326,21 +343,17 @@ def _arith_count(plan: Plan, found: Found, g: int) -> Count:
         w,
         o.layout,
         o,
-        f"{w} ranks ({o.layout.label()}{own}; {_batch_words(plan, o.layout)}) is the smallest "
-        f"rank count whose {_words(o)}, ignoring node boundaries and TP topology (rounded "
-        f"up: {nodes} node(s) of {g}); every smaller count's high estimate exceeds the "
-        f"limit or cannot be laid out with PP ≤ {plan.policy.max_pp} (policy.max_pp)",
+        f"{w} ranks ({o.layout.label()}{own}; {_batch_words(plan, o.layout)}) is the least "
+        f"whose {_words(o)}, counting ranks, not nodes, TP any divisor within a node "
+        f"(rounded up: {nodes} node(s) of {g}); every smaller count's high estimate exceeds "
+        f"the limit or cannot be laid out with PP ≤ {plan.policy.max_pp} (policy.max_pp)",
     )
 
 
 def _first_count(plan: Plan, found: Found, g: int, rounding: str, own: Outcome | None) -> Count:
     o = found.outcome
     w = o.layout.world_size
-    paid = (
-        f"{found.cost // g} node(s) × {g} GPUs = {found.cost} GPUs"
-        if rounding == "node"
-        else f"{found.cost} GPUs (policy rounds to GPUs)"
-    )
+    paid = shape_words(found.cost, g, rounding)
     idle = f", {found.cost - w} of them idle unless DP grows" if found.cost > w else ""
     if own is not None and o.layout == own.layout:
         head = f"the plan's own layout {o.layout.label()} on {w} ranks fits"

@@ -27,7 +27,7 @@ from engine.ledger.groups import ranks_per_node
 from engine.ledger.placement import policy_split
 from engine.legality import pipeline_layout, rules
 from engine.legality.offload import offload_problems
-from engine.legality.stack import dimension_problems, stack_problems
+from engine.legality.stack import adapter_tp_words, dimension_problems, stack_problems
 from engine.plan import Plan, with_fields
 from engine.stacks.catalog import concrete_stack
 
@@ -215,6 +215,7 @@ class _Judge:
     def _judge_tp(self, tp: int) -> tuple[str, ...]:
         arch, prefs = self.arch, self.prefs
         hard = _messages(rules.tp_problems(tp, arch) + self.stack("tp", tp))
+        hard += adapter_tp_words(self.stack_name, self.plan.method.kind, tp)
         soft = []
         if not hard and not prefs.kv_replication and arch.kv_heads % tp:
             soft.append(
@@ -241,9 +242,9 @@ class _Judge:
             soft.append(f"CP {cp} is not a power of two")
         if cp > 1 and seq // cp < prefs.cp_min_tokens:
             soft.append(
-                f"CP {cp} leaves {seq // cp} tokens per rank, fewer than "
-                f"{prefs.cp_min_tokens:,} (the ring's attention no longer hides its K/V "
-                f"transfer)"
+                f"not preferred: CP {cp} leaves {seq // cp} tokens per rank, fewer than "
+                f"{prefs.cp_min_tokens:,} (a speed preference: the ring's attention no longer "
+                f"hides its K/V transfer; it runs)"
             )
         return (*hard, *soft)
 
@@ -373,7 +374,7 @@ def with_layout(plan: Plan, layout: Layout) -> Plan:
         },
     )
     b = plan.batch
-    gb = b.global_batch if b.hold_fixed == "global_batch" and b.global_batch else None
+    gb = b.global_batch  # a set global batch stays set (the lattice kept it reachable)
     new_batch = with_fields(
         b, {"micro_batch": layout.micro_batch, "grad_accum": layout.grad_accum, "global_batch": gb}
     )

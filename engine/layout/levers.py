@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.errors import PlanError
+from engine.layout.batch import target_global_batch
 from engine.layout.counts import SEARCH_BUDGET_S, GpuCounts, gpu_counts
 from engine.layout.lattice import every_layout_refused
 from engine.layout.point import Layout
@@ -148,14 +149,19 @@ def _micro_batch(plan: Plan) -> tuple[str, dict[str, Any], str] | None:
     b = plan.batch
     if b.micro_batch == 1:
         return None
-    changes: dict[str, Any] = {"batch.micro_batch": 1}
-    if b.hold_fixed != "global_batch":
-        changes["batch.grad_accum"] = b.grad_accum * b.micro_batch
+    # the global batch is set to what the plan runs, so the search's layouts keep it
+    # (raising grad_accum) instead of letting it follow DP: the cost below promises it
+    target = target_global_batch(plan)
+    changes: dict[str, Any] = {
+        "batch.micro_batch": 1,
+        "batch.grad_accum": target // plan.parallelism.dp,
+        "batch.global_batch": target,
+    }
     return (
         "micro-batch 1",
         changes,
-        f"the same global batch in {b.micro_batch}× more, smaller micro-batches: lower "
-        f"GPU efficiency per step",
+        f"the same global batch ({target:,}) in {b.micro_batch}× more, smaller "
+        f"micro-batches: lower GPU efficiency per step",
     )
 
 

@@ -48,8 +48,14 @@ class LayoutPreferences:
     pp_depth_capped: bool = True
 
     def relaxed(self) -> LayoutPreferences:
-        """The preferences without the topology ones (for the arithmetic minimum)."""
-        return replace(self, tp_within_node=False, tp_power_of_two=False)
+        """The preferences the arithmetic minimum drops: TP may be any divisor the heads
+        allow, not only a power of two. TP stays within a node: a TP group that crosses
+        nodes all-reduces every layer over the network, and no stack's recipe runs it
+        (Megatron-LM's guidance keeps TP ≤ GPUs per node, Narayanan et al. 2021 §3.3), so
+        a minimum of TP 32 would be a layout nobody can run. The CP token preference
+        stays too: it is a preference (its reason says so and that the layout runs), but
+        a minimum at CP 32 with 128 tokens per rank is not a count anyone would buy by."""
+        return replace(self, tp_power_of_two=False)
 
     @staticmethod
     def hard_rules_only() -> LayoutPreferences:

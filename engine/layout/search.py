@@ -51,6 +51,7 @@ from engine.layout.evaluate import Evaluator, Outcome
 from engine.layout.group import below_dp
 from engine.layout.low_bound import LowFloors
 from engine.layout.point import Layout
+from engine.layout.procure import procurement as procurement  # re-exported: its old home
 from engine.layout.regimes import SearchMemo
 from engine.layout.slack import slack
 from engine.layout.state_bound import StateFloors
@@ -64,13 +65,6 @@ class Found:
 
     outcome: Outcome
     cost: int
-
-
-def procurement(world_size: int, gpus_per_node: int, rounding: str) -> int:
-    """GPUs paid for to run ``world_size`` ranks: whole nodes, or exact GPUs."""
-    if rounding == "gpu":
-        return world_size
-    return -(-world_size // gpus_per_node) * gpus_per_node
 
 
 @dataclass(frozen=True, slots=True)

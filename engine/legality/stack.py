@@ -159,3 +159,22 @@ def dimension_problems(
             f"parallelism.{dim} ({size}) cannot run: {why}",
         )
     ]
+
+
+def adapter_tp_words(stack: ConcreteStack, kind: str, tp: int) -> tuple[str, ...]:
+    """Why the layout search proposes no TP for LoRA / QLoRA on the HF Trainer.
+
+    transformers' tensor parallelism (``from_pretrained(tp_plan="auto")``, the
+    "Tensor parallelism" guide of the transformers docs) shards the model's own
+    ``nn.Linear`` weights as DTensors; peft's adapters wrap those layers afterwards and
+    bitsandbytes' 4-bit ``Params4bit`` is not a DTensor, and neither peft's nor
+    transformers' docs give a recipe that trains adapters over a ``tp_plan``. A plan may
+    still set it (it is the user's to try); the search only proposes what is documented.
+    """
+    if stack != "hf_trainer" or kind not in ("lora", "qlora") or tp <= 1:
+        return ()
+    base = "a 4-bit bitsandbytes base" if kind == "qlora" else "peft adapters"
+    return (
+        f"TP {tp} with {base} on the HF Trainer is not a documented recipe "
+        f"(transformers tp_plan shards full weights; peft documents no TP training)",
+    )

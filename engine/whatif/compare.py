@@ -20,6 +20,7 @@ from engine.analysis import analysis
 from engine.errors import PlanError
 from engine.estimate import VERDICT_WORDS, Estimate
 from engine.layout.counts import SEARCH_BUDGET_S, GpuCounts
+from engine.layout.spelling import validation_range
 from engine.ledger.row import Row
 from engine.plan import Plan, free_json_paths
 from engine.units import UnitChoice, fmt_bytes, fmt_range
@@ -253,12 +254,8 @@ def summary(side: Side, units: UnitChoice = "both") -> dict[str, str]:
         return "none fits" if n is None else f"{n:,}"
 
     out["Arithmetic minimum"] = gpus(k.arithmetic_min.gpus)
-    out["Procure (first legal layout)"] = gpus(k.first_layout.gpus) + (
-        f" ({k.nodes} node(s))" if k.nodes else ""
-    )
-    out["Validation range"] = f"{gpus(k.validation_low.gpus)}–{gpus(k.validation_high.gpus)}" + (
-        " (straddles)" if k.straddles else ""
-    )
+    out["Procure (first legal layout)"] = k.shape if k.nodes else gpus(None)
+    out["Validation range"] = validation_range(k)
     return out
 
 

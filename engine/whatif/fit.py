@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from engine.errors import PlanError
 from engine.estimate import estimate
+from engine.layout.batch import keeps_global_batch, target_global_batch
 from engine.layout.evaluate import Estimator
 from engine.plan import Plan
 
@@ -81,14 +82,16 @@ def largest_micro_batch(
 ) -> FitResult:
     """The largest micro-batch that fits the plan's layout.
 
-    With ``hold_fixed = global_batch`` only micro-batches that divide the per-replica
-    batch are legal, and accumulation shrinks to keep the global batch.
+    With ``hold_fixed = global_batch``, or a global batch the user set (a
+    hyperparameter: :func:`engine.layout.batch.keeps_global_batch`), only micro-batches
+    that divide the per-replica batch are legal, and accumulation shrinks to keep the
+    global batch.
     """
     est = estimator or estimate
     b, par = plan.batch, plan.parallelism
     replicas = par.dp
-    if b.hold_fixed == "global_batch":
-        target = b.global_batch or b.micro_batch * b.grad_accum * replicas
+    if keeps_global_batch(plan):
+        target = target_global_batch(plan)
         per_replica = target // replicas if target % replicas == 0 else 0
         values = [m for m in range(1, min(bound, per_replica) + 1) if per_replica % m == 0]
         searched = (

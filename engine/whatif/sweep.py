@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from engine.errors import PlanError
 from engine.estimate import Estimate, Verdict, estimate
-from engine.plan import Plan, describe_validation_error, get_value, with_value
+from engine.plan import Plan, describe_validation_error, get_value, with_values
 
 MAX_POINTS = 256
 """Most values one sweep estimates: enough for any range an analyst charts, and a
@@ -234,9 +234,25 @@ def parse_vary(item: str, plan: Plan) -> SweepSpec:
     return SweepSpec(path, parse_values(text, current, path), text)
 
 
+def _changes(plan: Plan, path: str, value: Any) -> dict[str, Any]:
+    """The edit one sweep point makes: the value, and with a global batch set, the
+    accumulation that keeps it when DP or the micro-batch moves (a set global batch is a
+    hyperparameter: :func:`engine.layout.batch.keeps_global_batch`). Where no whole
+    accumulation reaches it, the plan's own rule says why."""
+    b, par = plan.batch, plan.parallelism
+    if b.global_batch is None or path not in ("parallelism.dp", "batch.micro_batch"):
+        return {path: value}
+    mb = value if path == "batch.micro_batch" else b.micro_batch
+    dp = value if path == "parallelism.dp" else par.dp
+    per = mb * dp if isinstance(mb, int) and isinstance(dp, int) and mb * dp > 0 else 0
+    if not per or b.global_batch % per:
+        return {path: value}
+    return {path: value, "batch.grad_accum": b.global_batch // per}
+
+
 def _point(plan: Plan, path: str, value: Any, est: Callable[[Plan], Estimate]) -> SweepPoint:
     try:
-        varied = with_value(plan, path, value)
+        varied = with_values(plan, _changes(plan, path, value))
     except ValidationError as exc:
         return SweepPoint(value, reason="; ".join(describe_validation_error(exc)))
     try:

@@ -22,7 +22,10 @@ from engine.estimate import Estimate
 from engine.exports import EXPORTERS, Export
 from engine.layout import GpuCounts
 from engine.layout.levers import LeverSummary
+from engine.plan import Plan
 from engine.planfile import SCHEMA_VERSION, PlanFile
+from engine.stacks.catalog import concrete_stack
+from engine.stacks.families import family_of
 from engine.units import UnitChoice
 from engine.whatif.compare import Comparison
 from engine.whatif.diagnostics import Diagnosis
@@ -33,8 +36,22 @@ if TYPE_CHECKING:  # imported where a report has measured runs or a sweep (most 
     from engine.validation import Reconciliation
     from engine.whatif.sweep import Sweep
 
-APPENDIX_FORMATS: tuple[str, ...] = ("deepspeed", "torchtitan")
-"""The framework configs printed in the appendix (the issue asks for these two)."""
+
+def appendix_formats(plan: Plan) -> tuple[str, ...]:
+    """The framework config the plan's own stack reads — the only one the appendix
+    prints (a DeepSpeed plan's report carried a torchtitan recipe, an HF-Trainer FSDP2
+    plan a ZeRO-3 ds_config and no accelerate config): DeepSpeed → ds_config.json,
+    torchtitan → its recipe, Megatron-Core → its arguments, the HF Trainer → accelerate's
+    config (a ZeRO strategy: ds_config.json, which accelerate points at); a plain PyTorch
+    script reads none."""
+    par, kind = plan.parallelism, plan.method.kind
+    stack = concrete_stack(plan.stack.name, par.strategy, kind)
+    if stack == "hf_trainer":
+        return ("deepspeed",) if family_of(par.strategy) == "deepspeed" else ("accelerate",)
+    return {"deepspeed": ("deepspeed",), "torchtitan": ("torchtitan",)}.get(
+        stack, ("megatron",) if stack == "megatron_core" else ()
+    )
+
 
 WIDE_RANGE_PERCENT = 2.0
 """Default of the report input ``wide_percent`` (``memplan report --wide-range``): a row's
@@ -109,7 +126,7 @@ def gather(
     if why:
         problems.append(why)
     exports: list[Export] = []
-    for fmt in APPENDIX_FORMATS:
+    for fmt in appendix_formats(plan):
         try:
             exports.append(EXPORTERS[fmt](plan))
         except (PlanError, ValueError) as exc:  # an exporter that cannot say it, says why

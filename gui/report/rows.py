@@ -31,8 +31,11 @@ _STYLE = re.compile(r'style="')
 
 
 def _row_top(layout: QAbstractTextDocumentLayout, table: QTextTable, row: int) -> float:
-    """The top of a row's first line (its cells' tops align)."""
-    return block_rect(layout, table.cellAt(row, 0).firstCursorPosition().block()).top()
+    """The top of a row's first line in any cell: the cells' tops do not always align —
+    when Qt splits a row at a page boundary one cell's first line can go to the next
+    page (below the repeated header) while another's stays, and the row then reads as
+    starting below the boundary it crosses."""
+    return _row_span(layout, table, row)[0]
 
 
 def _row_span(

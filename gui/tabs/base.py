@@ -202,6 +202,11 @@ class TabPage(QScrollArea):
         """Show the plan: each field's value and whether it applies (the plan's values
         and reasons are computed once per plan for every tab, not once per field)."""
         view = plan_view(self.doc.plan)
+        presets = (self.doc.plan.model.preset, self.doc.plan.hardware.accelerator)
+        if presets != getattr(self, "_presets", presets):
+            for binding in self.bindings.values():
+                binding.defaults_moved()  # the captions' defaults are the new preset's
+        self._presets = presets
         for path, binding in self.bindings.items():
             binding.set_derived(derived_for(view.derived, path))
             binding.refresh(value=view.value(path))

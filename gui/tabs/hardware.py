@@ -8,8 +8,10 @@ from engine import presets as hardware_presets
 from engine.sections.hardware import HardwareSection
 from engine.sections.runtime import PolicySection
 from engine.sections.workload import AcceptanceSection
+from engine.units import fmt_bytes
 from gui.document import PlanDocument
 from gui.fields import compact
+from gui.preset_hint import PendingPick
 from gui.tabs.base import TabPage
 
 
@@ -43,6 +45,18 @@ class HardwareTab(TabPage):
         grid.addWidget(QLabel("Node", box), 1, 0)
         grid.addWidget(self.node, 1, 1)
         grid.addWidget(apply_node, 1, 2)
+        self.pending_acc = PendingPick(self.accel, box, "Apply accelerator", self._accel_index)
+        self.pending_node = PendingPick(self.node, box, "Apply node", self._node_index)
+        grid.addWidget(self.pending_acc.label, 2, 0, 1, 3)
+        grid.addWidget(self.pending_node.label, 3, 0, 1, 3)
+        self.usable_warning = QLabel("", box)
+        self.usable_warning.setObjectName("usableWarning")
+        self.usable_warning.setWordWrap(True)
+        self.usable_warning.setStyleSheet("color: #b3261e;")
+        self.clamp = QPushButton("Set usable HBM to HBM", box)
+        self.clamp.clicked.connect(self.clamp_usable)
+        grid.addWidget(self.usable_warning, 4, 0, 1, 2)
+        grid.addWidget(self.clamp, 4, 2)
         self.column.addWidget(box)
         self.add_section("Accelerator and node", HardwareSection, "hardware")
         self.add_section(
@@ -58,6 +72,8 @@ class HardwareTab(TabPage):
             collapsed=True,
         )
         doc.planChanged.connect(self._follow_plan)
+        doc.planChanged.connect(self.pending_acc.update)
+        doc.planChanged.connect(self.pending_node.update)
         self._follow_plan()
         self.finish()
 
@@ -65,15 +81,34 @@ class HardwareTab(TabPage):
         """Show the plan's accelerator and node in the preset boxes: the preset whose
         figures the plan holds, else "Custom" (never a stale preset)."""
         hw = self.doc.plan.hardware
+        self.accel.setPlaceholderText(f"Custom ({hw.accelerator})")
+        self.accel.setCurrentIndex(self._accel_index())
+        self.node.setPlaceholderText("Custom node")
+        self.node.setCurrentIndex(self._node_index())
+        over = hw.usable_hbm_bytes > hw.hbm_bytes
+        if over:
+            self.usable_warning.setText(
+                f"Usable HBM ({fmt_bytes(hw.usable_hbm_bytes)}) is more than the HBM "
+                f"({fmt_bytes(hw.hbm_bytes)}): no card exposes more than it has, and the "
+                f"verdict compares with usable HBM. Lower it (or raise HBM)."
+            )
+        self.usable_warning.setHidden(not over)
+        self.clamp.setHidden(not over)
+
+    def clamp_usable(self) -> None:
+        """Usable HBM down to the HBM (one undoable edit)."""
+        hw = self.doc.plan.hardware
+        self.doc.set("hardware.usable_hbm_bytes", hw.hbm_bytes, text="Set usable HBM to HBM")
+
+    def _accel_index(self) -> int:
+        """The accelerator preset whose figures the plan holds (−1: none)."""
+        hw = self.doc.plan.hardware
         index = self.accel.findData(hw.accelerator)
         if index >= 0:
             acc = hardware_presets.accelerator(hw.accelerator)
             if (acc.hbm_bytes, acc.usable_hbm_bytes) != (hw.hbm_bytes, hw.usable_hbm_bytes):
-                index = -1
-        self.accel.setPlaceholderText(f"Custom ({hw.accelerator})")
-        self.accel.setCurrentIndex(index)
-        self.node.setPlaceholderText("Custom node")
-        self.node.setCurrentIndex(self._node_index())
+                return -1
+        return index
 
     def _node_index(self) -> int:
         """The node preset whose every stated figure the plan holds (−1: none)."""

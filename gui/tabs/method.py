@@ -3,7 +3,7 @@ recompute, batch."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QLabel, QWidget
 
 from engine.sections.method import (
     BatchSection,
@@ -16,8 +16,9 @@ from engine.sections.method import (
     RecomputeSection,
 )
 from engine.sections.runtime import RuntimeSection
-from engine.sections.stack import StackSection
+from engine.sections.stack import ConcreteStack, StackSection
 from engine.sections.workload import WorkloadSection
+from engine.stacks.catalog import concrete_stack, stack_info
 from gui.document import PlanDocument
 from gui.tabs.base import TabPage
 
@@ -27,6 +28,14 @@ class MethodTab(TabPage):
         super().__init__(doc, units, parent)
         self.add_section("Training stack", StackSection, "stack")
         self.add_section("Training method", MethodSection, "method", include=("kind",))
+        self.stack_moved = QLabel("", self.widget())
+        self.stack_moved.setObjectName("stackMoved")
+        self.stack_moved.setWordWrap(True)
+        self.stack_moved.setStyleSheet("color: #b36b00;")
+        self.stack_moved.setHidden(True)
+        self.column.addWidget(self.stack_moved)
+        self._stack = self._concrete()
+        doc.planChanged.connect(self._follow_stack)
         self.add_section("Batch", BatchSection, "batch")
         self.add_section("Samples, packing and compiler", WorkloadSection, "workload")
         self.add_section("Optimizer", OptimizerSection, "method.optimizer")
@@ -39,3 +48,24 @@ class MethodTab(TabPage):
         )
         self.add_section("Runtime and kernels", RuntimeSection, "runtime", collapsed=True)
         self.finish()
+
+    def _concrete(self) -> ConcreteStack:
+        p = self.doc.plan
+        return concrete_stack(p.stack.name, p.parallelism.strategy, p.method.kind)
+
+    def _follow_stack(self) -> None:
+        """Say so when an edit moved the stack left at auto (LoRA → hf_trainer): every
+        input at auto then takes the new stack's defaults, which an analyst must see."""
+        was, now = self._stack, self._concrete()
+        self._stack = now
+        if was == now:
+            return
+        if self.doc.plan.stack.name != "auto":
+            self.stack_moved.setHidden(True)
+            return
+        self.stack_moved.setText(
+            f"The training stack (auto) moved from {was} to {now} with this edit: "
+            f"{stack_info(now).label} runs it, and every input left at auto now takes "
+            f"{now}'s defaults. Choose stack.name above to keep {was}."
+        )
+        self.stack_moved.setHidden(False)

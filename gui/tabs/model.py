@@ -31,6 +31,7 @@ from engine.sections.model import ModelSection
 from gui import model_sources
 from gui.document import PlanDocument
 from gui.fields import compact
+from gui.preset_hint import PendingPick
 from gui.tabs.base import TabPage
 
 if TYPE_CHECKING:
@@ -66,6 +67,9 @@ class ModelTab(TabPage):
         row.addWidget(self.preset, 1)
         row.addWidget(apply_btn)
         lay.addLayout(row)
+        self.pending = PendingPick(self.preset, box, "Apply preset", self._plan_index)
+        lay.addWidget(self.pending.label)
+        doc.planChanged.connect(self.pending.update)
         row2 = QHBoxLayout()
         self.hf_button = QPushButton("Import c&onfig.json…", box)
         self.hf_button.setToolTip("Read a Hugging Face config.json into the fields below.")
@@ -84,17 +88,22 @@ class ModelTab(TabPage):
         self.add_section("Architecture", ArchitectureSpec, "model.architecture")
         self.finish()
 
+    def _plan_index(self) -> int:
+        """The chooser's index of the preset the plan holds (−1: imported or edited)."""
+        model = self.doc.plan.model
+        index = self.preset.findData(model.preset) if model.preset else -1
+        if index >= 0 and model_sources.load_preset(model.preset or "")[1] != model.architecture:
+            return -1
+        return index
+
     def _select_current_preset(self) -> None:
         """Show the preset the plan came from (the combo is a chooser, not the plan); an
         imported or hand-edited architecture shows as such, never as the old preset."""
         model = self.doc.plan.model
-        index = self.preset.findData(model.preset) if model.preset else -1
-        if index >= 0:
-            _, spec = model_sources.load_preset(model.preset or "")
-            if spec != model.architecture:
-                index = -1  # a preset's fields edited by hand
-                self.preset.setPlaceholderText(f"Edited by hand (from {model.name})")
-        else:
+        index = self._plan_index()
+        if index < 0 and model.preset and self.preset.findData(model.preset) >= 0:
+            self.preset.setPlaceholderText(f"Edited by hand (from {model.name})")
+        elif index < 0:
             self.preset.setPlaceholderText(f"Imported: {model.name}")
         if index != self.preset.currentIndex():
             self.preset.setCurrentIndex(index)

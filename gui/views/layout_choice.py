@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from engine.estimate import Estimate
-from engine.layout.counts import GpuCounts, count_range
+from engine.layout.counts import GpuCounts
 from engine.layout.lattice import Layout, Rejected, layout_of, with_layout
-from engine.layout.search import procurement
+from engine.layout.procure import procurement
+from engine.layout.spelling import validation_range
 from engine.plan import Plan, get_value
 
 Role = Literal["plan", "first", "alternative"]
@@ -149,17 +150,7 @@ def layout_changes(plan: Plan, layout: Layout) -> dict[str, Any]:
 
 
 def validation_text(c: GpuCounts) -> str:
-    """The validation range as the ranks its layouts use ("1–2 GPUs"), with the
-    node-rounded count beside it when rounding made it larger ("2 (8 by node)"):
-    a QLoRA plan that fits on 2 GPUs never reads "validate on 8" alone.
-
-    (The engine rounds the range to nodes, ``engine.layout.counts``; the ranks behind
-    it are its layouts' world sizes.)"""
-    lo, hi = c.validation_low, c.validation_high
-    rounded = count_range(lo.gpus, hi.gpus, collapse=True)
-    if lo.layout is not None and hi.layout is not None:
-        ranks = count_range(lo.layout.world_size, hi.layout.world_size, collapse=True)
-        text = ranks if ranks == rounded else f"{ranks} ({rounded} by node)"
-    else:
-        text = rounded
-    return text + (" (straddles)" if c.straddles else "")
+    """The validation range in the engine's one spelling
+    (:func:`engine.layout.spelling.validation_range`): ascending, GPUs to buy, with the
+    ranks its layouts use beside it when they differ."""
+    return validation_range(c)

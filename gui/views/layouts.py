@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.errors import PlanError
+from engine.layout.batch import batch_change, step_words
 from engine.layout.counts import GpuCounts
 from engine.layout.lattice import Layout, ranks_per_node
 from engine.units import UnitChoice, fmt_bytes, fmt_range
@@ -44,7 +45,16 @@ from gui.views.layout_choice import (
 from gui.views.levers_table import LeversTable, fit_height
 from gui.views.topology import Topology, draw_topology, topology, topology_height
 
-COLUMNS = ("", "Layout", "Ranks", "GPUs to buy", "Peak per rank (low–high)", "Headroom", "Role")
+COLUMNS = (
+    "",
+    "Layout",
+    "Ranks",
+    "GPUs to buy",
+    "Global batch (tokens/step)",
+    "Peak per rank (low–high)",
+    "Headroom",
+    "Role",
+)
 PENDING = "Searching layouts… (the counts arrive from a background search)"
 REJECTIONS_LISTED = 200
 """Rejected layouts listed one per line; the title counts them all. A large model's
@@ -152,17 +162,16 @@ class LayoutsView(QScrollArea):
 
     def _show(self, k: GpuCounts, choice: LayoutChoice) -> None:
         def gpus(n: int | None) -> str:
-            return "none found" if n is None else f"{n:,} GPUs"
+            return "none found" if n is None else f"{n:,} GPU{'s' * (n != 1)}"
 
-        nodes = f" ({k.nodes} node(s) of {k.gpus_per_node})" if k.nodes else ""
         items = (
             ("1. Arithmetic minimum", gpus(k.arithmetic_min.gpus), k.arithmetic_min.reason),
             (
                 "2. Procure (first legal layout)",
-                gpus(k.first_layout.gpus) + nodes,
+                (k.shape if k.nodes else gpus(None)),
                 k.first_layout.reason,
             ),
-            ("3. Validation range", f"{validation_text(k)} GPUs", k.validation_reason),
+            ("3. Validation range", validation_text(k), k.validation_reason),
         )
         self.counts.setText(
             "".join(
@@ -176,8 +185,10 @@ class LayoutsView(QScrollArea):
         self._rows(choice.rows)
         shown = len(choice.rejected)
         hidden = f"; {choice.why_hidden}" if choice.hidden_rejections else ""
+        size = k.first_layout.gpus
+        at = f"of {size:,} GPU{'s' * (size != 1)} (the procurement size)" if size else ""
         self.rejected_title.setText(
-            f"<b>Rejected layouts at the procurement size: {shown}</b>{escape(hidden)}"
+            f"<b>{shown:,} layout{'s' * (shown != 1)} {at} rejected</b>{escape(hidden)}"
         )
         self.rejected.clear()
         for r in choice.rejected[:REJECTIONS_LISTED]:
@@ -200,10 +211,12 @@ class LayoutsView(QScrollArea):
         for i, r in enumerate(rows):
             button = QPushButton("Current" if r.role == "plan" else "Apply", self.table)
             button.setEnabled(r.role != "plan")
+            moved = batch_change(self.doc.plan, r.layout.global_batch)
             button.setToolTip(
                 "The plan has this layout"
                 if r.role == "plan"
                 else f"Set the plan to {r.layout.label()} (one undoable edit)"
+                + (f"; it {moved}" if moved else "")
             )
             button.clicked.connect(lambda _c=False, lay=r.layout: self.apply(lay))
             self.table.setCellWidget(i, 0, button)
@@ -218,13 +231,15 @@ class LayoutsView(QScrollArea):
                 r.layout.label(),
                 f"{r.layout.world_size:,}",
                 f"{r.gpus:,}",
+                step_words(r.layout.global_batch, self.doc.plan.batch.seq_len)
+                + (" — changes the plan's" if moved else ""),
                 fmt_range(r.low, r.high, u),
                 headroom,
                 role,
             ]
             for c, text in enumerate(cells, start=1):
                 item = QTableWidgetItem(text)
-                item.setToolTip(text)
+                item.setToolTip(f"This layout {moved}" if c == 4 and moved else text)
                 self.table.setItem(i, c, item)
         self.table.resizeColumnsToContents()
         fit_height(self.table, len(rows))

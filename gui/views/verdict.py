@@ -48,7 +48,12 @@ def layout_counts(c: GpuCounts) -> tuple[dict[str, str], str] | None:
         return None
     rng = validation_text(c)
     nodes = c.nodes
-    where = f"{nodes} node" + ("s" if nodes != 1 else "") if nodes else ""
+    got, per = c.first_layout.gpus, c.gpus_per_node
+    where = (
+        ("single GPU" if got == 1 else "partial node")
+        if got is not None and got < per
+        else (f"{nodes} node" + ("s" if nodes != 1 else "") if nodes else "")
+    )
     layout = c.first_layout.layout
     exact = layout is not None and layout.world_size == c.first_layout.gpus
     shape = f": {compact_shape(layout)}" if exact and layout is not None else ""

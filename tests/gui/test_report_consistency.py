@@ -28,12 +28,13 @@ from gui.report.sections.memory import phases_section
 
 def test_chosen_layout_is_the_plans_own_when_it_fits(qapp: Any) -> None:
     """The default plan (DP 8 on one node) fits: the report's chosen layout is DP8 on
-    8 GPUs, not the search's first legal DP4; a dense model's search proposes no EP
+    8 GPUs, not the search's first legal TP2 DP2 (4 GPUs, a partial node), which the
+    note offers as the way to buy less; a dense model's search proposes no EP
     layouts, so no 'needs a mixture-of-experts model' rejection is listed or counted."""
     html = layouts_section(gather(PlanFile(plan=default_plan(), name="t"), "gb"))
     chosen = html.split("<h2", 2)[1]
     assert "Chosen layout" in chosen and "TP1 PP1 CP1 EP1 DP8" in chosen
-    assert "The plan&#x27;s own layout fits: 8 GPUs to buy." in chosen
+    assert "The plan&#x27;s own layout fits on 8 GPUs; the fewest that fit are 4" in chosen
     assert "mixture-of-experts" not in html
     assert "EP &gt; 1" not in html and "EP 2" not in html
 

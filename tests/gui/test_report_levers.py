@@ -15,6 +15,7 @@ from engine.layout.levers import fit_levers
 from engine.plan import default_plan, with_value
 from engine.planfile import PlanFile
 from gui.__main__ import main
+from gui.views.lever_rows import with_vs_without
 
 pytestmark = pytest.mark.skipif(not have_poppler(), reason="poppler-utils (pdftotext) missing")
 HEADING = "Fit levers (alternatives, never applied)"
@@ -41,10 +42,11 @@ def test_the_report_lists_the_levers_the_cli_prints(qapp: Any, tmp_path: Path) -
         assert lv.counts is not None and lv.gpus is not None
         lay = lv.counts.first_layout.layout
         m = lv.counts.arithmetic_min.gpus
-        assert f"procure {lv.gpus} GPUs ({lay.label()}), arithmetic minimum {m}" in cli
+        gpus = f"{lv.gpus} GPU{'s' * (lv.gpus != 1)}"
+        assert f"procure {gpus} ({lay.label()}), arithmetic minimum {m}" in cli
         name = lv.name[:1].upper() + lv.name[1:]
         assert name in section
-        assert f"{lv.gpus} (the same without it)" in section  # the plan's own node of 8
+        assert with_vs_without(lv.gpus, base.first_layout.gpus) in section
         assert f"{m} instead of {base.arithmetic_min.gpus}" in section
         assert " ".join(lv.cost.split())[:40] in section
 

@@ -21,18 +21,19 @@ def _counts_shown(qtbot: Any, window: Any) -> Any:
 
 
 def test_the_plans_own_layout_is_chosen_when_it_fits(qtbot: Any, window: Any) -> None:
-    """The default plan (DP 8 on one node of 8) fits: it is the chosen layout and, since
-    DP 4 would cost the same node, the counts' procurement layout too (the plan's own
-    layout wins ties in engine.layout.counts) — both 8 GPUs, as the verdict panel says."""
+    """The default plan (DP 8 on one node of 8) fits: it is the chosen layout, on 8 GPUs;
+    the counts' procurement layout is TP2 DP2 on a partial node of 4 GPUs
+    (engine/layout/procure.py), which the note offers as the way to buy less."""
     view = _counts_shown(qtbot, window)
     choice = view.choice
     plan = window.doc.plan
     counts = an.analysis(plan).counts
     assert choice.chosen.role == "plan" and choice.chosen.layout == layout_of(plan)
-    assert counts.first_layout.layout == layout_of(plan) == counts.chosen.layout
-    assert not any(r.role == "first" for r in choice.rows)  # it is the plan's own row
-    assert choice.chosen.gpus == counts.first_layout.gpus == 8
+    assert counts.chosen.layout == layout_of(plan) and counts.first_layout.gpus == 4
+    assert [r.role for r in choice.rows][:2] == ["plan", "first"]
+    assert choice.chosen.gpus == 8
     assert "TP1 PP1 CP1 EP1 DP8" in view.note.text()
+    assert "the fewest that fit are 4 (TP2 PP1 CP1 EP1 DP2" in view.note.text()
     assert view.table.rowCount() == len(choice.rows)
     assert view.apply_buttons[0].text() == "Current" and not view.apply_buttons[0].isEnabled()
     assert view.topology.topo is not None and view.topology.topo.layout == layout_of(plan)

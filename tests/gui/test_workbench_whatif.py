@@ -203,3 +203,25 @@ def test_compare_shows_estimates_first_and_cancel_keeps_them(
     qtbot.waitUntil(lambda: not cw.runner.busy, timeout=30_000)
     assert cw.result is first and "cancelled" in cw.status.text()
     an.forget_analyses()
+
+
+def test_the_compare_window_closes_on_escape_and_ctrl_w(
+    qtbot: Any, window: Any, tmp_path: Path
+) -> None:
+    """It ignored both; each now closes it, as the window's dialogs do."""
+    from PySide6.QtCore import Qt
+
+    from engine.planfile import PlanFile, save
+
+    other = tmp_path / "lora.memplan"
+    save(PlanFile(plan=with_value(window.doc.plan, "method.kind", "lora")), other)
+    for key, mod in (
+        (Qt.Key.Key_Escape, Qt.KeyboardModifier.NoModifier),
+        (Qt.Key.Key_W, Qt.KeyboardModifier.ControlModifier),
+    ):
+        cw = window.workbench.compare.compare_with_files([str(other)])
+        qtbot.addWidget(cw)
+        cw.show()
+        qtbot.waitExposed(cw)
+        qtbot.keyClick(cw, key, mod)
+        qtbot.waitUntil(lambda cw=cw: not cw.isVisible(), timeout=5_000)

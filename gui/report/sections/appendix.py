@@ -82,9 +82,22 @@ def code_block(text: str) -> str:
 
 
 def appendix_section(c: ReportContent) -> str:
+    """The config the plan's own stack reads (``gui.report.content.appendix_formats``),
+    with its companion files listed after it — on paper nothing is "beside this file"."""
     out = [heading(1, "Appendix — generated framework configuration", "appendix")]
+    if not c.exports:
+        out.append(
+            '<p class="small">The plan runs as a plain PyTorch script (stack pytorch), '
+            "which reads no framework config file: none is generated. <span class='mono'>"
+            "memplan export</span> writes DeepSpeed, accelerate, torchtitan and Megatron-LM "
+            "configs on request.</p>"
+        )
     for exp in c.exports:
         out.append(f"<h2>{esc(exp.format)} — <span class='mono'>{esc(exp.filename)}</span></h2>")
-        out += [f'<p class="small">Note: {esc(n)}</p>' for n in exp.notes]
+        notes = [n.replace("(beside this file)", "(listed below)") for n in exp.notes]
+        out += [f'<p class="small">Note: {esc(n)}</p>' for n in notes]
         out.append(code_block(exp.text))
+        for extra in exp.extras:
+            out.append(f"<h3><span class='mono'>{esc(extra.filename)}</span></h3>")
+            out.append(code_block(extra.text))
     return "".join(out)

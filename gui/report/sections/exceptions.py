@@ -77,8 +77,8 @@ def warnings(c: ReportContent) -> list[str]:
     if t.verdict != "no offload traffic":
         out.append(f"Offload traffic: {t.verdict}")
     out += [f"Plan file: {m}" for m in c.pf.extra_messages]
-    for exp in c.exports:
-        out += [f"{exp.format} export: {n}" for n in exp.notes]
+    # the exports' notes (what a config cannot say) stay with their listing in the
+    # appendix: the warnings are what matters for the purchase
     out += [f"Not shown: {p}" for p in c.problems]
     return list(dict.fromkeys(out))
 

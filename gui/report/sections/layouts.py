@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 
 from engine.layout import Rejected
+from engine.layout.batch import step_words
 from engine.units import fmt_bytes
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table
@@ -30,23 +31,26 @@ def rejection_kinds(rejected: Sequence[Rejected]) -> list[tuple[Rejected, int]]:
     return [(same[0], len(same)) for same in kinds.values()]
 
 
-def counts_html(c: ReportContent) -> str:
-    """The three GPU counts with their reasons (also on the layouts page)."""
+def counts_html(c: ReportContent, reasons: bool = True) -> str:
+    """The three GPU counts with their reasons (the layouts page), or without them (the
+    title page, where the recommendation already says what they mean)."""
     k = c.counts
 
     def gpus(n: int | None) -> str:
-        return "none found" if n is None else f"{n} GPUs"
+        return "none found" if n is None else f"{n} GPU{'s' * (n != 1)}"
 
-    nodes = f" ({k.nodes} node(s) of {k.gpus_per_node})" if k.nodes else ""
     items = [
         ("1. Arithmetic minimum", gpus(k.arithmetic_min.gpus), k.arithmetic_min.reason),
         (
             "2. First legal layout (procurement)",
-            gpus(k.first_layout.gpus) + nodes,
+            k.shape if k.nodes else gpus(None),
             k.first_layout.reason,
         ),
-        ("3. Validation range", validation_text(k) + " GPUs", k.validation_reason),
+        ("3. Validation range", validation_text(k), k.validation_reason),
     ]
+    if not reasons:
+        lines = "<br>".join(f"<b>{esc(t)}:</b> {esc(v)}" for t, v, _ in items)
+        return f"<p>{lines}<br><span class='small'>Their reasons: the GPU counts page.</span></p>"
     return "".join(
         f'<p><b>{esc(t)}: {esc(v)}</b><br><span style="font-size: 8pt">{esc(why)}</span></p>'
         for t, v, why in items
@@ -69,27 +73,34 @@ def layouts_section(c: ReportContent) -> str:
         out.append(f'<p class="small">{esc(choice.note)}</p>')
         out.append(
             table(
-                ["Layout", "GPUs to buy", "Peak per rank (low–high)", "Headroom at high"],
+                ["Layout", "GPUs to buy", "Global batch", "Peak per rank (low–high)", "Headroom"],
                 [
                     [
                         esc(chosen.layout.label()),
                         str(chosen.gpus),
+                        esc(step_words(chosen.layout.global_batch, k.seq_len)),
                         size(chosen.low, chosen.high, "both"),
                         esc(fmt_bytes(chosen.headroom)),
                     ]
                 ],
-                [36, 12, 32, 20],
+                [28, 10, 22, 26, 14],
             )
         )
     out.append("<h2>Alternatives at the procurement size, by headroom</h2>")
     if k.alternatives:
         rows = [
-            [str(i), esc(o.layout.label()), size(o.low, o.high, "both"), esc(fmt_bytes(o.headroom))]
+            [
+                str(i),
+                esc(o.layout.label()),
+                esc(step_words(o.layout.global_batch, k.seq_len))
+                + ("" if o.layout.global_batch == k.plan_batch else " (not the plan's)"),
+                size(o.low, o.high, "both"),
+                esc(fmt_bytes(o.headroom)),
+            ]
             for i, o in enumerate(k.alternatives, start=1)
         ]
-        out.append(
-            table(["#", "Layout", "Peak per rank (low–high)", "Headroom"], rows, [5, 37, 38, 20])
-        )
+        head = ["#", "Layout", "Global batch", "Peak per rank (low–high)", "Headroom"]
+        out.append(table(head, rows, [4, 30, 24, 28, 14]))
     else:
         out.append('<p class="muted">No other layout of that size fits.</p>')
     out.append(levers_html(c))

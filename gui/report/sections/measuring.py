@@ -9,15 +9,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.estimate import Range
+from engine.layout.lattice import layout_of
 from engine.ledger.row import Row
 from engine.plan import get_value
-from engine.units import fmt_bytes, fmt_gb
+from engine.units import UnitChoice, fmt_bytes, fmt_gb
 from engine.validation.published import suite_summary
 from engine.validation.reconcile import runtime_range
 from engine.workload import compile_note, step_tokens
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table
 from gui.report.inputs import section_inputs, show
+from gui.report.sections.recommendation import validation_target
 
 if TYPE_CHECKING:
     from engine.validation.reconcile import Figure
@@ -130,8 +132,24 @@ def assumptions_section(c: ReportContent) -> str:
     return "".join(out) + validation_plan(c)
 
 
+def device_threshold(high: int, capacity: int, u: UnitChoice) -> str:
+    """The device figure's threshold: the high estimate, or capacity when the high
+    estimate is above it (a straddling layout: the measurement decides), never both at
+    once ("≤ 94.43 GB and ≤ capacity 84.93 GB" read as two answers)."""
+    if high <= capacity:
+        return f"≤ {fmt_bytes(high, u)} (capacity {fmt_bytes(capacity, u)})"
+    return (
+        f"≤ capacity {fmt_bytes(capacity, u)} — the high estimate "
+        f"{fmt_bytes(high, u)} is above it: this measurement decides"
+    )
+
+
 def validation_plan(c: ReportContent) -> str:
-    est, u = c.est, c.units
+    """The measurements that confirm or refute the estimate, on the layout the
+    recommendation says to measure (:func:`validation_target`): the low end of a
+    straddling range, else the recommended layout — never a failing plan's own."""
+    target = validation_target(c)
+    est, u = target.est, c.units
     h = est.heaviest
     rt = runtime_range(h) or (0, 0)
     ck = h.reserved_phases.get("checkpoint", h.reserved_peak)
@@ -178,8 +196,7 @@ def validation_plan(c: ReportContent) -> str:
         [
             "Device used — cudaMemGetInfo / nvidia-smi",
             rng(h.device_peak),
-            f"≤ {fmt_bytes(h.device_peak.high, u)} and ≤ capacity "
-            f"{fmt_bytes(est.capacity_bytes, u)}",
+            device_threshold(h.device_peak.high, est.capacity_bytes, u),
             "above capacity: the plan does not fit",
         ],
         [
@@ -209,9 +226,17 @@ def validation_plan(c: ReportContent) -> str:
     ]
     return (
         heading(2, "Validation plan")
-        + "<p style='font-size: 8pt'>Measure one representative micro-batch on the pinned "
-        "software stack, on the ranks of the heaviest stage "
-        f"(stage {est.heaviest_stage}), with the plan's batch geometry. Generate the probe "
+        + f"<p><b>Measure {esc(target.layout.label())} on {target.gpus:,} "
+        f"GPU{'s' * (target.gpus != 1)}</b> — {esc(target.why)}"
+        + (
+            ""
+            if target.layout == layout_of(c.pf.plan)
+            else " (apply it to the plan first: the thresholds below are its estimate, "
+            "not the plan's own layout's)"
+        )
+        + ".</p><p style='font-size: 8pt'>Measure one representative micro-batch on the "
+        "pinned software stack, on the ranks of the heaviest stage "
+        f"(stage {est.heaviest_stage}), with that layout's batch geometry. Generate the probe "
         "with <span class='mono'>memplan probe PLAN.memplan -o memplan_probe.py</span>, "
         "call <span class='mono'>probe.step()</span> after every optimizer step, then "
         "compare with <span class='mono'>memplan validate-run PLAN.memplan "

@@ -1,4 +1,5 @@
-"""The title page: what was planned, the verdict, the key figures and the GPU counts.
+"""The title page: the recommendation (what to buy, the margin, the measurement that
+decides), then what was planned, its verdict, the key figures and the GPU counts.
 
 Every number is formatted from an engine object; the exact integers are always printed
 next to the rounded sizes so a reader can audit a figure against ``memplan estimate``.
@@ -13,6 +14,7 @@ from engine.units import UnitChoice, fmt_bytes
 from gui.report.content import ReportContent
 from gui.report.html import VERDICT_COLORS, esc, figures_table, kv_table, size
 from gui.report.sections.layouts import counts_html
+from gui.report.sections.recommendation import recommendation_html
 
 
 def peak_line(label: str, r: Range, units: UnitChoice) -> str:
@@ -100,13 +102,14 @@ def title_page(c: ReportContent) -> str:
     problems = "".join(f'<p class="muted">Not shown: {esc(p)}</p>' for p in c.problems)
     return (
         '<p class="muted" style="font-size: 9pt">MemPlan — GPU memory procurement report</p>'
-        f"<h1>{esc(c.plan_name)}</h1>{notes}{kv_table(meta)}"
-        f'<h2>Verdict: <span style="color: {color}">{VERDICT_WORDS[est.verdict]}</span></h2>'
+        f"<h1>{esc(c.plan_name)}</h1>{recommendation_html(c)}{notes}{kv_table(meta)}"
+        "<h2>The plan as written — verdict: "
+        f'<span style="color: {color}">{VERDICT_WORDS[est.verdict]}</span></h2>'
         f'<p style="font-size: 8.5pt">{esc(est.verdict_reason)}</p>'
         f"<p>{peak_line('Per-rank HBM peak', h.fit_peak, c.units)}<br>"
         '<span class="small">what must fit the capacity: the live tensors, the fragmentation '
         "the allocator cannot release and the memory outside PyTorch, on the heaviest rank "
         f"(stage {est.heaviest_stage})</span></p>"
         f"{figures_table(key_figures(c), c.units)}"
-        f"<h2>GPU counts</h2>{counts_html(c)}{problems}"
+        f"<h2>GPU counts</h2>{counts_html(c, reasons=False)}{problems}"
     )

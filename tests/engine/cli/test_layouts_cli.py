@@ -26,7 +26,8 @@ def test_layouts_json_lists_counts_chosen_and_alternatives(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The object carries the counts of the same search the text prints: the chosen layout
-    is the first legal one, alternatives are ranked by headroom (largest first)."""
+    is the plan's own when it fits (DP 8; the first legal one, TP2 DP2 on a partial node of
+    4, otherwise), alternatives are ranked by headroom (largest first)."""
     doc = _json(capsys, *BOUNDED, "--json")
     plan = with_value(default_plan(), "policy.max_gpus", 64)
     k = an.analysis(plan).counts
@@ -36,7 +37,8 @@ def test_layouts_json_lists_counts_chosen_and_alternatives(
     assert doc["first_layout"]["gpus"] == k.first_layout.gpus
     assert doc["first_layout"]["nodes"] == k.nodes
     assert k.first_layout.layout is not None
-    assert doc["chosen"]["layout"]["label"] == k.first_layout.layout.label()
+    assert k.chosen is not None and k.chosen == k.plan_layout
+    assert doc["chosen"]["layout"]["label"] == k.chosen.layout.label()
     assert doc["chosen"]["high_bytes"] <= doc["search"]["limit_bytes"]
     heads = [a["headroom_bytes"] for a in doc["alternatives"]]
     assert heads == sorted(heads, reverse=True) and len(heads) == len(k.alternatives)

@@ -75,22 +75,23 @@ def test_the_walk_finds_the_closest_of_every_candidate(case: tuple[Plan, int]) -
 def test_a_no_fit_reason_names_a_layout_it_estimated_with_few_estimates() -> None:
     """Llama-3.1-405B at micro-batch 2 fits nowhere up to 16,384 GPUs; the search itself
     estimates only the plan's own TP 1 layout (the peak floor proves every shape over
-    without one). The reason names TP64 PP16 CP4 DP4 at 105.98 GB — the layout the
-    former replay of the whole search (1,605 estimates, every probe without floors or
-    proofs) named — and that is the walk's estimate of it, found with far fewer
-    estimates than there are candidates."""
+    without one). The reason names TP8 PP16 CP4 DP32 at 126.53 GB: the closest layout a
+    stack can run — TP stays within the 8-GPU node even for the arithmetic minimum
+    (``LayoutPreferences.relaxed``; it named TP64 PP16 CP4 DP4 at 105.98 GB when TP could
+    cross nodes) — and that is the walk's estimate of it, found with far fewer estimates
+    than there are candidates."""
     plan = with_values(
         plan_for_model_preset("llama-3.1-405b"), {"batch.micro_batch": 2, **PESSIMISTIC}
     )
     c = gpu_counts(plan, max_gpus=16384, budget_s=None)
     assert c.first_layout.gpus is None and c.arithmetic_min.gpus is None
     named = c.first_layout.outcome
-    assert named is not None and named.layout.label().startswith("TP64 PP16 [7,8×14,7] CP4")
+    assert named is not None and named.layout.label().startswith("TP8 PP16 [7,8×14,7] CP4")
     assert named == Evaluator(plan)(named.layout)  # an estimate, not a bound
     assert named.layout in _candidates(plan, 16384)
     reason = c.first_layout.reason
     assert "the closest (of the search's estimates and every shape's largest DP per " in reason
-    assert f"{named.layout.label()}, needs 105.98 GB" in reason
+    assert f"{named.layout.label()}, needs 126.53 GB" in reason
     assert c.arithmetic_min.outcome == named and c.validation_low.outcome == named
     assert c.estimates * 10 < len(_candidates(plan, 16384))
 

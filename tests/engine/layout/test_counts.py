@@ -31,8 +31,10 @@ def test_three_counts_by_hand() -> None:
     the limit is 100 B (capacity 100, no headroom), 8 GPUs per node, node rounding.
 
     High fits ⇔ 1000/N ≤ 100 ⇔ N ≥ 10: the arithmetic minimum is 10 ranks (TP1 DP10).
-    The cheapest legal layout needs 10 ranks → 2 nodes → procure 16 GPUs, and the first
-    one in preference order is TP1 PP1 CP1 EP1 DP10.
+    The cheapest legal layout needs 10 ranks → 2 nodes → procure 16 GPUs; the search's
+    first in preference order is TP1 DP10, 6 of the 16 GPUs idle, so the layout behind
+    the count is one of all 16 that fits (engine/layout/fill.py fill_bought): those
+    keeping the plan's global batch (DP 8 × 1 × 1 = 8) first, so TP2 DP8 (1000/16 = 63 B).
     Low fits ⇔ 700/N ≤ 100 ⇔ N ≥ 7 → 1 node: the validation range is 8–16 GPUs and it
     straddles (measure on 8 before buying 16).
     """
@@ -42,10 +44,11 @@ def test_three_counts_by_hand() -> None:
     assert c.arithmetic_min.layout is not None and c.arithmetic_min.layout.dp == 10
     assert c.first_layout.gpus == 16 and c.nodes == 2
     lay = c.first_layout.layout
-    assert lay is not None and (lay.tp, lay.pp, lay.cp, lay.ep, lay.dp) == (1, 1, 1, 1, 10)
+    assert lay is not None and (lay.tp, lay.pp, lay.cp, lay.ep, lay.dp) == (2, 1, 1, 1, 8)
+    assert c.first_layout.outcome is not None and c.first_layout.outcome.high == 63
     assert c.validation_low.gpus == 8 and c.validation_high.gpus == 16
     assert c.straddles and "straddles" in c.validation_reason
-    assert "procure 2 node(s) × 8 GPUs = 16 GPUs" in c.first_layout.reason
+    assert "procure 16 GPUs = 2 nodes × 8 (rounded to whole nodes)" in c.first_layout.reason
     # alternatives: layouts of 16 GPUs that fit, most headroom first
     heads = [o.headroom for o in c.alternatives]
     assert heads == sorted(heads, reverse=True) and all(o.fits_high for o in c.alternatives)
@@ -80,7 +83,8 @@ def test_default_plan_counts() -> None:
     where some layout's high estimate fits: its own layout fits, and no legal layout of
     N − 1 ranks does (every one estimated, topology preferences relaxed as the count
     relaxes them). It is at least 2 (states ÷ 2 = 64.2 GB) and the procurement count
-    rounds the practical minimum up to whole nodes of 8."""
+    rounds the practical minimum up to a shape the hardware is sold in: 1, 2 or 4 GPUs
+    below a node, whole nodes of 8 above (engine/layout/procure.py)."""
     c = gpu_counts(default_plan(), max_gpus=4096)
     n = c.arithmetic_min.gpus
     assert n is not None and n >= 2
@@ -93,26 +97,35 @@ def test_default_plan_counts() -> None:
 
     smaller = enumerate_layouts(default_plan(), n - 1, LayoutPreferences().relaxed()).legal
     assert not any(fits(lay) for lay in smaller)
-    assert c.first_layout.gpus is not None and c.first_layout.gpus % 8 == 0
+    assert c.first_layout.gpus is not None
+    assert c.first_layout.gpus in (1, 2, 4) or c.first_layout.gpus % 8 == 0
     assert c.validation_low.gpus is not None and c.validation_high.gpus is not None
     assert c.validation_low.gpus <= c.validation_high.gpus
     o = c.first_layout.outcome
     assert o is not None and o.high <= c.limit_bytes
 
-    assert c.alternatives and all(o.layout.world_size == 8 for o in c.alternatives)
+    bought = c.first_layout.gpus
+    assert c.alternatives and all(o.layout.world_size == bought for o in c.alternatives)
     # a dense model's lattice has no expert-parallel layouts to reject
     assert not any("mixture-of-experts" in r for x in c.rejected for r in x.reasons)
 
 
 def test_the_plans_own_layout_wins_when_it_fits() -> None:
-    """The default plan (DP 8 on one node of 8) fits; DP 4–7 would fit too and cost the
-    same node, so the procurement count's layout is the plan's own DP 8, and it is the
-    chosen layout — screen, counts and report agree."""
-    c = gpu_counts(default_plan(), max_gpus=64)
+    """The default plan at TP 4 DP 1 fits (TP shards every state 4 ways); TP2 DP2 fits too,
+    comes first in preference order (less model parallelism) and costs the same partial
+    node of 4 GPUs (engine/layout/procure.py), so the procurement count's layout is the
+    plan's own TP4, and it is the chosen layout — screen, counts and report agree. (At
+    DP 8 it is not a tie: 4 GPUs of TP2 DP2 cost less than 8.)"""
+    own = {"parallelism.tp": 4, "parallelism.dp": 1}
+    c = gpu_counts(with_values(default_plan(), own), max_gpus=64)
     assert c.plan_layout is not None and c.plan_layout.fits_high
-    assert c.first_layout.layout == c.plan_layout.layout and c.first_layout.gpus == 8
+    assert c.first_layout.layout == c.plan_layout.layout and c.first_layout.gpus == 4
     assert c.chosen == c.plan_layout
-    assert c.first_layout.reason.startswith("the plan's own layout TP1 PP1 CP1 EP1 DP8")
+    assert c.first_layout.reason.startswith("the plan's own layout TP4 PP1 CP1 EP1 DP1")
+    assert (
+        "a partial node (4 of 8 per node; below one node a purchase rounds up to 1, 2, 4 GPUs)"
+        in c.first_layout.reason
+    )
 
 
 def test_a_plan_that_does_not_fit_names_the_layout_to_use() -> None:
@@ -143,8 +156,9 @@ def test_the_search_stops_at_its_time_budget() -> None:
 
 def test_none_fits_names_the_closest_layout_the_search_always_named() -> None:
     """Llama-3.1-70B under plain DDP on H100 80 GB cannot fit up to 1,024 GPUs (every
-    rank holds all 16 B/parameter of its stage). The reason names the closest layout:
-    TP64 PP16 at 133.78 GB (recorded before the peak floor, which skips that layout — its
+    rank holds all 16 B/parameter of its stage). The reason names the closest layout a
+    stack can run, TP within the node: TP8 PP16 at 177.16 GB (TP64 PP16 at 133.78 GB when
+    TP could cross nodes; recorded before the peak floor, which skips that layout — its
     floor is over the limit — in the search; the closest's own walk over every shape's
     largest DP per regime, ``engine/layout/closest.py``, estimates it)."""
     plan = with_values(
@@ -152,7 +166,7 @@ def test_none_fits_names_the_closest_layout_the_search_always_named() -> None:
     )
     c = gpu_counts(plan, max_gpus=1024, budget_s=None)
     assert c.first_layout.gpus is None and c.arithmetic_min.gpus is None
-    assert "any TP), TP64 PP16 CP1 EP1 DP1 (mb 1 × ga 16), needs 133.78 GB" in (
+    assert "within a node), TP8 PP16 CP1 EP1 DP1 (mb 1 × ga 16), needs 177.16 GB" in (
         c.first_layout.reason
     )
 

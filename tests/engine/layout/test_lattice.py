@@ -85,10 +85,11 @@ def test_rules_and_preferences_reject_with_reasons() -> None:
     assert heads in r.reasons
     assert "TP 3 is not a power of two" in r.reasons
     assert "TP 3 does not fit evenly inside one node of 4 GPUs" in r.reasons
-    # relaxed rules (arithmetic minimum) drop only the topology reasons
+    # relaxed rules (arithmetic minimum) drop only the power-of-two preference: TP stays
+    # within a node, where every stack runs it
     lat = enumerate_layouts(tiny(**{"parallelism.dp": 3}), 3, LayoutPreferences().relaxed())
     r = next(x for x in lat.rejected if x.layout.tp == 3)
-    assert r.reasons == (heads,)
+    assert r.reasons == (heads, "TP 3 does not fit evenly inside one node of 4 GPUs")
 
 
 def test_global_batch_held_fixed() -> None:
