@@ -142,7 +142,7 @@ def _import(p: Path, base: Plan, kind: str | None, function: str | None) -> Impo
     if kind == "torchtitan":
         return import_torchtitan(text, base, function)
     if kind == "megatron":
-        return import_megatron(text, base)
+        return import_megatron(text, base, one_line(p.stem, 80))
     raise ValueError(f"unknown kind {kind!r}; choose {', '.join(KINDS)}")
 
 

@@ -34,6 +34,10 @@ FLAVORS: dict[tuple[str, str], tuple[str, str]] = {
 }
 """(family, flavor) → (MemPlan preset, why that preset when its name differs)."""
 
+MAX_LINE_CHARS = 40_000
+"""The longest text split as shell words (a torchtitan command is a few hundred
+characters); a longer one is split on blanks."""
+
 _FAMILY_ALIASES = {"llama3": "llama3", "llama3_ft": "llama3", "deepseek_v3": "deepseek_v3"}
 
 
@@ -81,8 +85,9 @@ def _int(raw: Any) -> int | None:
 def parse_command(text: str) -> CommandLine:
     """The overrides, world, ``--module``/``--config`` and config file of a command."""
     joined = text.replace("\\\n", " ")
-    try:
-        tokens = shlex.split(joined, comments=True)
+    try:  # shlex is quadratic in a token's length
+        long = len(joined) > MAX_LINE_CHARS
+        tokens = joined.split() if long else shlex.split(joined, comments=True)
     except ValueError:
         tokens = joined.split()
     out = CommandLine()
