@@ -102,6 +102,11 @@ class _Reader:
         if path:
             name = PurePath(str(path)).name
             text = companions.get(str(path), companions.get(name))
+            if text is None and "zero_stage" not in ds:
+                raise ValueError(
+                    f"its deepspeed_config_file {quote(path)} is not beside it, and the ZeRO "
+                    "stage is in that file: import the ds_config itself, or put it beside"
+                )
             if text is None:
                 self.warn.append(
                     f"deepspeed_config_file {quote(path)} was not found: plugin keys only"

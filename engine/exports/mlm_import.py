@@ -15,7 +15,8 @@ from engine.errors import quote
 from engine.exports.common import Imported, as_int, balanced_or
 from engine.exports.import_values import Sizes
 from engine.exports.mlm_pattern import PatternError, dense_and_step, moe_pattern
-from engine.exports.shell_script import Script, read_script
+from engine.exports.mlm_vocab import padded_vocab
+from engine.exports.shell_script import read_script, training_command
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan, with_values
 
@@ -47,33 +48,6 @@ MAX_LINE_CHARS = 40_000
 a longer line is refused (a 1 MiB script of such lines then reads in about a second)."""
 
 
-def _megatron_command(script: Script) -> tuple[list[str], list[str], set[str]]:
-    """(Megatron's words, the launcher's words, variables filled) of the command that runs
-    a training script (``pretrain_gpt.py``, ``train.py``) with the most ``--flags``; a file
-    with no such command (a bare argument list, or slime's ``MODEL_ARGS=( … )`` model
-    file) gives every ``--flag`` of its commands and arrays, in order."""
-    best: tuple[int, list[str], list[str], set[str]] | None = None
-    for tokens, used in script.commands:
-        at = next((i for i, t in enumerate(tokens) if t.endswith(".py")), None)
-        if at is None:
-            continue
-        flags = sum(1 for t in tokens[at + 1 :] if t.startswith("--"))
-        if flags and (best is None or flags > best[0]):
-            best = (flags, tokens[at + 1 :], tokens[:at], used)
-    if best is not None:
-        return best[1], best[2], best[3]
-    words: list[str] = []
-    used_all: set[str] = set()
-    for tokens, used in script.commands:
-        if any(t.startswith("--") for t in tokens):
-            words += tokens
-            used_all |= used
-    for arr in script.arrays.values():
-        if any(t.startswith("--") for t in arr):
-            words += arr
-    return words, [], used_all
-
-
 def parse_script(text: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """(Megatron flags, launcher flags, the script variables filled in) from a script or
     an argument list (:mod:`engine.exports.shell_script` reads its bash)."""
@@ -89,7 +63,7 @@ def _parse(text: str) -> tuple[dict[str, Any], dict[str, Any], list[str], int]:
                 f"(at most {MAX_LINE_CHARS:,})"
             )
     script = read_script(text)
-    words, launch, used = _megatron_command(script)
+    words, launch, used = training_command(script)
     launcher: dict[str, Any] = {}
     _pairs(launch, launcher)
     args: dict[str, Any] = {}
@@ -240,38 +214,6 @@ def _arch(a: dict[str, Any], base: ArchitectureSpec, s: Sizes, warn: list[str]) 
     return out
 
 
-_TOKENIZER_VOCAB = {
-    "GPT2BPETokenizer": (50257, "GPT-2's BPE vocabulary"),
-    "BertWordPieceLowerCase": (30522, "BERT's uncased WordPiece vocabulary"),
-    "BertWordPieceCase": (28996, "BERT's cased WordPiece vocabulary"),
-    "Llama2Tokenizer": (
-        32000,
-        "Llama-2's SentencePiece vocabulary (the --tokenizer-model decides)",
-    ),
-}
-
-
-def _vocab(a: dict[str, Any], tp: int, s: Sizes, res: list[str], warn: list[str]) -> int | None:
-    """The padded vocabulary Megatron builds: ``--vocab-size`` or the named tokenizer's,
-    rounded up to ``--make-vocab-size-divisible-by`` (128) × TP
-    (``megatron/training/tokenizer/tokenizer.py`` ``_vocab_size_with_padding``)."""
-    kind = a.get("--tokenizer-type")
-    if kind is None and "--merge-file" in a:
-        kind = "GPT2BPETokenizer"  # a GPT-2 vocab + merges pair
-    raw = s.optional("--vocab-size", a.get("--vocab-size"))
-    if raw is None and str(kind) in _TOKENIZER_VOCAB:
-        raw, why = _TOKENIZER_VOCAB[str(kind)]
-        res.append(f"vocabulary {raw:,}: --tokenizer-type {kind}, {why}")
-    if raw is None:
-        return None
-    div = s.size("--make-vocab-size-divisible-by", a.get("--make-vocab-size-divisible-by"), 128, "")
-    multiple = div * tp
-    padded = -(-raw // multiple) * multiple
-    if padded != raw:
-        res.append(f"vocabulary {raw:,} padded to {padded:,} (a multiple of {div} × TP {tp})")
-    return padded
-
-
 def _moe_layers(freq: Any, layers: int, warn: list[str]) -> tuple[int, int]:
     """(first_dense_layers, layer_step) of a ``--moe-layer-freq`` (see
     :mod:`engine.exports.mlm_pattern`); a pattern MemPlan cannot place exactly is
@@ -337,7 +279,7 @@ def import_megatron(text: str, base: Plan, name: str | None = None) -> Imported:
     tp = size("--tensor-model-parallel-size", 1)
     pp = size("--pipeline-model-parallel-size", 1)
     cp = size("--context-parallel-size", 1)
-    vocab = _vocab(a, tp, s, res, warn)
+    vocab = padded_vocab(a, tp, s, res)
     if vocab is None:
         warn.append(
             f"no --vocab-size and no tokenizer of known size "

@@ -233,3 +233,30 @@ def read_script(text: str) -> Script:
         except ValueError:
             continue  # a statement shlex cannot split (a stray quote): not a command
     return r.out
+
+
+def training_command(script: Script) -> tuple[list[str], list[str], set[str]]:
+    """(Megatron's words, the launcher's words, variables filled) of the command that runs
+    a training script (``pretrain_gpt.py``, ``train.py``) with the most ``--flags``; a file
+    with no such command (a bare argument list, or slime's ``MODEL_ARGS=( … )`` model
+    file) gives every ``--flag`` of its commands and arrays, in order."""
+    best: tuple[int, list[str], list[str], set[str]] | None = None
+    for tokens, used in script.commands:
+        at = next((i for i, t in enumerate(tokens) if t.endswith(".py")), None)
+        if at is None:
+            continue
+        flags = sum(1 for t in tokens[at + 1 :] if t.startswith("--"))
+        if flags and (best is None or flags > best[0]):
+            best = (flags, tokens[at + 1 :], tokens[:at], used)
+    if best is not None:
+        return best[1], best[2], best[3]
+    words: list[str] = []
+    used_all: set[str] = set()
+    for tokens, used in script.commands:
+        if any(t.startswith("--") for t in tokens):
+            words += tokens
+            used_all |= used
+    for arr in script.arrays.values():
+        if any(t.startswith("--") for t in arr):
+            words += arr
+    return words, [], used_all

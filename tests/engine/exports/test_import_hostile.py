@@ -196,8 +196,9 @@ def test_an_accelerate_companion_path_out_of_the_folder_is_not_followed(tmp_path
     inner.mkdir()
     _write(tmp_path, "ds.json", json.dumps({"zero_optimization": {"stage": 3}}))
     yaml = "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ../ds.json\n"
-    got = _import(_write(inner, "acc.yaml", yaml))
-    assert "deepspeed_config_file '../ds.json' was not found: plugin keys only" in got.warnings
+    # not followed out of the folder, and the ZeRO stage is in the file: refused
+    with pytest.raises(ValueError, match="deepspeed_config_file '../ds.json' is not beside it"):
+        _import(_write(inner, "acc.yaml", yaml))
     _write(inner, "ds.json", json.dumps({"zero_optimization": {"stage": 3}}))
     assert _import(inner / "acc.yaml").plan.parallelism.strategy == "zero3"  # the one beside
 
