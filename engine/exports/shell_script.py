@@ -126,6 +126,7 @@ class _Reader:
         self.env: dict[str, str] = {}
         self.used: set[str] = set()
         self.array_used: dict[str, set[str]] = {}
+        self.origin: dict[str, str] = {}
         self.out = Script()
 
     def expand(self, word: str) -> list[str]:
@@ -139,7 +140,9 @@ class _Reader:
                     return "\x00".join(self.out.arrays[name])
                 return m.group(0)
             if name in self.env:
-                self.used.add(f"{name}={self.env[name]}")
+                shown = " ".join(self.env[name].split())
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                self.used.add(f"{name}={shown}{self.origin.get(name, '')}")
                 return self.env[name]
             if m.group(3) is not None:
                 default = self.expand(m.group(3).strip("\"'"))
@@ -185,7 +188,10 @@ class _Reader:
         words = shlex.split(raw, comments=True)
         if len(words) > 1:
             return  # NAME=value command: an environment for one command
+        self.used = set()
         value = " ".join(self.expand(words[0])) if words else ""
+        defaulted = any(u.endswith("(its default)") for u in self.used)
+        self.origin[name] = " (its default)" if defaulted else ""
         if "$" not in value and "`" not in value:
             self.env[name] = (self.env.get(name, "") + value) if append else value
         else:
