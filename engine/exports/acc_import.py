@@ -92,6 +92,11 @@ class _Reader:
         ch["method.precision.loss_scaling"] = mp == "fp16"
         if half is None:
             ch["method.precision.policy"] = "fp32"
+        elif fsdp and self.base.method.kind in ("lora", "qlora"):
+            # accelerate's FSDP upcasts the trainable parameters — peft's adapters, already
+            # fp32 — so the base keeps the HF Trainer stack's default (the export agrees)
+            ch["method.precision.policy"] = "auto"
+            self.res.append("LoRA under FSDP: the base model's dtype is the stack default")
         else:
             ch["method.precision.policy"] = "autocast" if fsdp else "pure_16bit"
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.estimate import estimate
 from engine.exports import FORMATS
 from engine.exports.common import Imported
 from engine.exports.import_guard import ImportRefused
@@ -225,3 +226,20 @@ def test_megatron_export_writes_no_fp16_main_grads_and_no_offload_without_distop
     args, gaps = megatron_args(zero)
     assert "--optimizer-cpu-offload" not in args
     assert "offload.optimizer" in {g.field for g in gaps()}
+
+
+@pytest.mark.parametrize("kind", ["lora", "qlora"])
+def test_lora_under_accelerate_fsdp_one_estimate_both_ways(tmp_path: Path, kind: str) -> None:
+    """accelerate's FSDP upcasts only trainable parameters (peft's adapters are already
+    fp32), so the export lists no precision gap and the import keeps the stack's policy:
+    the plan, its accelerate YAML and the YAML imported over it give one estimate."""
+    plan = with_values(
+        default_plan(),
+        {"stack.name": "hf_trainer", "method.kind": kind, "parallelism.strategy": "fsdp2"},
+    )
+    exp = FORMATS["accelerate"].export(plan)
+    assert "method.precision.policy" not in {u.field for u in exp.unexpressed}
+    path = tmp_path / exp.filename
+    path.write_text(exp.text, encoding="utf-8")
+    back = import_file(path, plan).plan
+    assert estimate(back).fit_peak == estimate(plan).fit_peak
