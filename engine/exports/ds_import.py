@@ -117,7 +117,10 @@ class _Reader:
         self.sizes = Sizes()
 
     def auto(self, key: str, value: Any, why: str) -> Any:
-        self.res.append(f"{key} 'auto' = {value} ({why})")
+        said = "'auto'" if self.cfg.get(key.split(".")[0]) is not None else "not set"
+        if key.startswith("zero_optimization."):
+            said = "'auto'"
+        self.res.append(f"{key} {said} = {value} ({why})")
         return value
 
     def batch(self) -> None:
