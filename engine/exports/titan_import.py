@@ -145,6 +145,11 @@ def import_torchtitan(text: str, base: Plan, function: str | None = None) -> Imp
     """A plan from a torchtitan recipe / overrides / TOML over ``base``; ``function``
     names the recipe function of a file that holds several."""
     tree, ac, rec, cmd = _parse(text, function)
+    if not tree and cmd.config_file:
+        raise ValueError(
+            f"its settings are in --job.config-file {quote(cmd.config_file)}: import that "
+            "TOML (and this command over it with --base)"
+        )
     if not tree and not rec.flavor and not rec.function:
         big = (
             f"; a recipe over {MAX_RECIPE_CHARS // 1024} KiB is not read"
@@ -162,6 +167,11 @@ def import_torchtitan(text: str, base: Plan, function: str | None = None) -> Imp
         return sz.size(f"{sec}.{key}", body.get(key), default, used)
 
     arch = _model(rec, cmd, base, ch, res, warn)
+    if cmd.config_file:
+        warn.append(
+            f"--job.config-file {quote(cmd.config_file)} is not read from here: import that "
+            "TOML, then these overrides over it (--base); torchtitan's defaults are used"
+        )
     legacy = "local_batch_size" in t or "seq_len" in t or "global_batch_size" in t
     seq_key = "seq_len" if legacy else "max_context_length"
     seq = size(t, "training", seq_key, 2048, "torchtitan's default")

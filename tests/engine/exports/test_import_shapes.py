@@ -243,3 +243,11 @@ def test_lora_under_accelerate_fsdp_one_estimate_both_ways(tmp_path: Path, kind:
     path.write_text(exp.text, encoding="utf-8")
     back = import_file(path, plan).plan
     assert estimate(back).fit_peak == estimate(plan).fit_peak
+
+
+def test_torchtitan_job_config_file_is_named_not_silently_skipped(tmp_path: Path) -> None:
+    text = "torchrun --nproc_per_node 8 -m torchtitan.train --job.config-file llama3_8b.toml\n"
+    with pytest.raises(ImportRefused, match="settings are in --job.config-file 'llama3_8b.toml'"):
+        _import(tmp_path, "run.sh", text)
+    got = _import(tmp_path, "run.sh", text.replace("\n", " --training.seq_len 1024\n"))
+    assert got.warnings[0].startswith("--job.config-file 'llama3_8b.toml' is not read from here")
