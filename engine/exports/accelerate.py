@@ -70,7 +70,8 @@ def _fsdp_precision(plan: Plan, gaps: Gaps) -> None:
         # accelerate upcasts only the trainable parameters (peft's adapters, already
         # fp32): the base keeps the policy the HF Trainer stack gives it (the importer
         # leaves the policy to that default too)
-        default = resolved(with_values(plan, {"method.precision.policy": "auto"}))
+        auto = {"method.precision.policy": "auto", "stack.name": "hf_trainer"}
+        default = resolved(with_values(plan, auto))
         want = default.method.precision.policy
     if prec.policy != want:
         gaps.add(
