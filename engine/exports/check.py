@@ -140,8 +140,14 @@ try:
         sizes = (pc.dp_replicate_size, pc.dp_shard_size, pc.tp_size, pc.cp_size)
         done.append("ParallelismConfig " + "x".join(map(str, sizes)))
     from accelerate import Accelerator  # its full validation: plugin and mesh sizes
-    Accelerator()
-    done.append("Accelerator()")
+    try:
+        Accelerator()
+        done.append("Accelerator()")
+    except Exception as e:  # a rendezvous wants the other ranks: not this file's fault
+        low = str(e).lower()
+        if not any(w in low for w in ("rendezvous", "torch.distributed", "not set")):
+            raise
+        done.append("Accelerator() not run here (it needs the launched processes)")
     print("OK " + ", ".join(done))
 except Exception as e:
     report("accelerate", e)

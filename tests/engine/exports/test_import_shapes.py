@@ -251,3 +251,19 @@ def test_torchtitan_job_config_file_is_named_not_silently_skipped(tmp_path: Path
         _import(tmp_path, "run.sh", text)
     got = _import(tmp_path, "run.sh", text.replace("\n", " --training.seq_len 1024\n"))
     assert got.warnings[0].startswith("--job.config-file 'llama3_8b.toml' is not read from here")
+
+
+def test_parameter_only_offload_keeps_the_gradient_partition_in_hbm() -> None:
+    """DeepSpeed stage3.py moves the gradient partition to the host only ``if
+    self.offload_optimizer``: offloading parameters alone moves the 16-bit weights, and
+    the gradient and optimizer rows stay where they were."""
+    base = with_values(default_plan(), {"parallelism.strategy": "zero3"})
+
+    def rows(params: str) -> dict[str, int]:
+        e = estimate(with_values(base, {"offload.params": params}))
+        return {r.id: r.high for r in e.heaviest.rows}
+
+    kept, moved = rows("none"), rows("cpu")
+    assert "hbm.weights" in kept and "hbm.weights" not in moved
+    assert moved["hbm.grads"] == kept["hbm.grads"]
+    assert moved["hbm.optimizer.exp_avg"] == kept["hbm.optimizer.exp_avg"]
