@@ -18,6 +18,8 @@ checked by hand against each framework's parser; the derivations of the less obv
 - Megatron ``train_llama3_8b_h100_fp8.sh``: ``GLOBAL_BATCH_SIZE=128`` ÷ (micro 1 × DP
   8 ÷ TP 1) = 16 accumulation steps; ``--grad-reduce-in-bf16``; vocab 128,256 is already
   a multiple of 128 × TP 1 (``_vocab_size_with_padding``).
+- Megatron ``gptoss/02_train.sh``: ``PP_SIZE=${WORLD_SIZE}`` = ``$((8*1))`` = 8 stages: DP 1
+  and 128 accumulation steps of micro-batch 1; ``--recompute-activations`` = selective.
 - Megatron ``train_gpt3_175b_distributed.sh``: 8 GPUs per node × 1 node cannot hold
   TP 8 × PP 16 = 128 (Megatron's ``initialize_model_parallel`` refuses it): refused.
 - slime ``deepseek-v3.sh``: ``NLAYERS="${MODEL_ARGS_NUM_LAYERS:-61}"`` → 61 layers; its
