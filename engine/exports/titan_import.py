@@ -1,11 +1,16 @@
-"""A plan from a torchtitan configuration: a recipe module, ``--section.key`` overrides,
-or a 0.2-era TOML job file.
+"""A plan from a torchtitan configuration: a ``config_registry.py`` recipe function, a
+recipe module, a command line of ``--section.key`` overrides, or a 0.2-era TOML job file.
 
-A recipe is read, never run: its ``config.<section>.<key> = <literal>`` assignments and
-``activation_checkpoint`` choice are taken from the syntax tree (``ast.literal_eval``),
-and the registry function it starts from names the model. Older TOML files use
-``local_batch_size`` / ``global_batch_size`` / ``seq_len`` and an
-``[activation_checkpoint] mode``; both vocabularies are understood.
+A recipe is read, never run (:mod:`engine.exports.titan_recipe` walks its syntax tree);
+the model is the flavor it names (``model_registry("70B")``, a TOML's ``[model]
+name/flavor``) or the registry function it starts from, mapped to MemPlan's preset
+(:mod:`engine.exports.titan_cli`). ``data_parallel_shard_degree = -1`` — torchtitan's
+default — is resolved as ``parallel_dims.py`` does, over the world torchrun names or
+the base plan's. Sizes the file does not give take torchtitan's defaults
+(``TrainingConfig``: a 2048 context and 16,384 tokens per micro-batch; the TOML era's
+``local_batch_size`` 8). Older TOML files use ``local_batch_size`` /
+``global_batch_size`` / ``seq_len`` and an ``[activation_checkpoint] mode``; both
+vocabularies are understood.
 """
 
 from __future__ import annotations
