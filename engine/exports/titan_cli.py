@@ -16,6 +16,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.presets import model_section_for
+from engine.sections.model import ModelSection
+
 Tree = dict[str, dict[str, Any]]
 
 FLAVORS: dict[tuple[str, str], tuple[str, str]] = {
@@ -38,7 +41,37 @@ MAX_LINE_CHARS = 40_000
 """The longest text split as shell words (a torchtitan command is a few hundred
 characters); a longer one is split on blanks."""
 
+DERIVED: dict[tuple[str, str], tuple[str, str, dict[str, Any]]] = {
+    ("qwen3", "14B"): (
+        "qwen3-8b",
+        "Qwen3-14B",
+        {"hidden": 5120, "layers": 40, "heads": 40, "intermediate": 17408},
+    ),
+    ("qwen3", "32B"): (
+        "qwen3-8b",
+        "Qwen3-32B",
+        {"hidden": 5120, "layers": 64, "heads": 64, "intermediate": 25600},
+    ),
+}
+"""Dense flavors without a MemPlan preset: a preset of the same family with the dims of
+torchtitan's table (``models/qwen3/__init__.py`` ``_14b`` / ``_32b``: 8 KV heads of 128,
+vocabulary 151,936, untied output — as the 8B)."""
+
+FLAVOR_OF_FUNCTION = {"qwen3_14b": ("qwen3", "14B"), "qwen3_32b": ("qwen3", "32B")}
+"""Registry functions whose model is a derived flavor."""
+
 _FAMILY_ALIASES = {"llama3": "llama3", "llama3_ft": "llama3", "deepseek_v3": "deepseek_v3"}
+
+
+def derived_model(family: str | None, flavor: str | None) -> ModelSection | None:
+    """The model of a flavor MemPlan has no preset for but can build, or None."""
+    found = DERIVED.get((_FAMILY_ALIASES.get(family or "", family or ""), flavor or ""))
+    if found is None:
+        return None
+    preset, name, dims = found
+    base = model_section_for(preset)
+    arch = base.architecture.model_copy(update=dims)
+    return ModelSection(name=f"{name} (torchtitan flavor)", preset=None, architecture=arch)
 
 
 def preset_of(family: str | None, flavor: str | None) -> tuple[str, str]:
@@ -46,7 +79,7 @@ def preset_of(family: str | None, flavor: str | None) -> tuple[str, str]:
     fam = _FAMILY_ALIASES.get(family or "", family or "")
     found = FLAVORS.get((fam, flavor or ""))
     if found is None:
-        known = ", ".join(sorted({f"{f} {v}" for f, v in FLAVORS}))
+        known = ", ".join(sorted({f"{f} {v}" for f, v in (*FLAVORS, *DERIVED)}))
         raise ValueError(
             f"torchtitan's {fam or '?'} {flavor!r} flavor is not a MemPlan model preset "
             f"(those are {known}); import its config.json first and this file over it"

@@ -23,7 +23,13 @@ from typing import Any
 from engine.errors import field_path, quote
 from engine.exports.common import DTYPE_OF_TORCH, Imported, as_int, balanced_or
 from engine.exports.import_values import Sizes
-from engine.exports.titan_cli import CommandLine, parse_command, preset_of
+from engine.exports.titan_cli import (
+    FLAVOR_OF_FUNCTION,
+    CommandLine,
+    derived_model,
+    parse_command,
+    preset_of,
+)
 from engine.exports.titan_recipe import Recipe, read_recipe
 from engine.exports.torchtitan import BASE_CONFIGS, IMPLEMENTATION, SCHEDULE
 from engine.fileio.strict_json import MAX_DEPTH, ConfigFileError, check_tree, max_depth
@@ -312,6 +318,12 @@ def _model(
     """The model the file names (a registry function, a flavor), set into ``ch``."""
     fn = rec.base_fn or rec.function
     why = ""
+    family, flavor = FLAVOR_OF_FUNCTION.get(str(fn), (rec.family, rec.flavor))
+    made = derived_model(family, flavor) if flavor is not None else None
+    if made is not None:
+        ch["model"] = made.model_dump(mode="json")
+        res.append(f"{family} {flavor}: model {made.name}, dims from torchtitan's flavor table")
+        return made.architecture
     if rec.flavor is not None:
         preset, why = preset_of(rec.family, rec.flavor)
         said = f"{rec.family} {rec.flavor}"

@@ -267,3 +267,17 @@ def test_parameter_only_offload_keeps_the_gradient_partition_in_hbm() -> None:
     assert "hbm.weights" in kept and "hbm.weights" not in moved
     assert moved["hbm.grads"] == kept["hbm.grads"]
     assert moved["hbm.optimizer.exp_avg"] == kept["hbm.optimizer.exp_avg"]
+
+
+def test_torchtitan_qwen3_32b_flavor_has_the_tables_dims() -> None:
+    """torchtitan models/qwen3/__init__.py ``_32b``: dim 5120, 64 layers, 64 heads and 8
+    KV heads of 128, FFN 25,600, vocabulary 151,936, untied. Per layer: q 5120·8192 +
+    k,v 2·5120·1024 + o 8192·5120 + MLP 3·5120·25600 + norms 2·5120 + QK-norms 2·128
+    = 487,598,336; embeddings and head 2·151,936·5120 + final norm 5120 = 1,555,829,760;
+    total 64 · 487,598,336 + 1,555,829,760 = 32,762,123,264 (Qwen3-32B's 32.8 B)."""
+    from engine.exports.titan_cli import derived_model
+    from engine.models.summary import summarize
+
+    model = derived_model("qwen3", "32B")
+    assert model is not None
+    assert summarize(model.architecture).total == 64 * 487_598_336 + 1_555_829_760
