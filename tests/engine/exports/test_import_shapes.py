@@ -281,3 +281,82 @@ def test_torchtitan_qwen3_32b_flavor_has_the_tables_dims() -> None:
     model = derived_model("qwen3", "32B")
     assert model is not None
     assert summarize(model.architecture).total == 64 * 487_598_336 + 1_555_829_760
+
+
+GRID = {
+    "deepspeed": [
+        {"stack.name": "hf_trainer", "parallelism.strategy": "zero2"},
+        {"stack.name": "hf_trainer", "parallelism.strategy": "zero3", "offload.params": "cpu"},
+        {
+            "stack.name": "deepspeed",
+            "parallelism.strategy": "zero3",
+            "offload.optimizer": "cpu",
+            "offload.params": "cpu",
+        },
+    ],
+    "accelerate": [
+        {
+            "stack.name": "hf_trainer",
+            "parallelism.strategy": "zero3",
+            "method.precision.compute_dtype": "fp16",
+            "method.precision.loss_scaling": True,
+        },
+        {"stack.name": "hf_trainer", "parallelism.strategy": "fsdp1_shard_grad_op"},
+        {
+            "stack.name": "hf_trainer",
+            "parallelism.strategy": "fsdp2_hsdp",
+            "parallelism.dp": 16,
+            "parallelism.shard_group_size": 8,
+        },
+        {"stack.name": "hf_trainer", "method.kind": "lora", "parallelism.strategy": "fsdp2"},
+        {
+            "stack.name": "hf_trainer",
+            "parallelism.strategy": "ddp",
+            "method.precision.compute_dtype": "fp16",
+        },
+    ],
+    "megatron": [
+        {
+            "stack.name": "megatron_core",
+            "parallelism.strategy": "megatron_distopt",
+            "parallelism.tp": 4,
+            "parallelism.pp": 2,
+            "parallelism.dp": 2,
+            "parallelism.sequence_parallel": True,
+        },
+        {
+            "stack.name": "megatron_core",
+            "parallelism.strategy": "megatron_distopt",
+            "method.precision.compute_dtype": "fp16",
+            "method.precision.loss_scaling": True,
+        },
+    ],
+    "torchtitan": [
+        {
+            "stack.name": "torchtitan",
+            "parallelism.strategy": "fsdp2",
+            "parallelism.tp": 2,
+            "parallelism.dp": 4,
+        },
+        {
+            "stack.name": "torchtitan",
+            "parallelism.strategy": "fsdp2",
+            "method.recompute.policy": "full",
+        },
+    ],
+}
+
+
+@pytest.mark.parametrize(("fmt", "changes"), [(f, c) for f, plans in GRID.items() for c in plans])
+def test_a_grid_of_exports_reimports_to_the_same_estimate(
+    tmp_path: Path, fmt: str, changes: dict[str, object]
+) -> None:
+    """Twelve varied plans (fp16, offload, HSDP, LoRA, TP × PP) in their own format read
+    back to the same estimate (the fp16 DDP plan's accelerate gaps — loss scaling and
+    the reduce dtype — are the HF Trainer's own choices, which the import reads back)."""
+    plan = with_values(default_plan(), changes)
+    exp = FORMATS[fmt].export(plan)
+    for f in (exp, *exp.extras):
+        (tmp_path / f.filename).write_text(f.text, encoding="utf-8")
+    back = import_file(tmp_path / exp.filename, plan).plan
+    assert estimate(back).fit_peak == estimate(plan).fit_peak
