@@ -44,6 +44,13 @@ _FSDP_READ = {
 """fsdp_config keys read, or that change no memory (wrapping names the same units)."""
 
 
+_NOT_ACCELERATE = (
+    "it is YAML but not an accelerate config (no distributed_type, deepspeed_config, "
+    "fsdp_config or num_processes key): a trainer's recipe YAML (axolotl, LLaMA-Factory, "
+    "TRL) is not read; import the accelerate or DeepSpeed config it launches with"
+)
+
+
 class _Reader:
     def __init__(self, cfg: dict[str, Any], base: Plan) -> None:
         self.cfg, self.base = cfg, base
@@ -85,6 +92,11 @@ class _Reader:
         ch["method.precision.loss_scaling"] = mp == "fp16"
         if half is None:
             ch["method.precision.policy"] = "fp32"
+        elif fsdp and self.base.method.kind in ("lora", "qlora"):
+            # accelerate's FSDP upcasts the trainable parameters — peft's adapters, already
+            # fp32 — so the base keeps the HF Trainer stack's default (the export agrees)
+            ch["method.precision.policy"] = "auto"
+            self.res.append("LoRA under FSDP: the base model's dtype is the stack default")
         else:
             ch["method.precision.policy"] = "autocast" if fsdp else "pure_16bit"
 
@@ -95,6 +107,11 @@ class _Reader:
         if path:
             name = PurePath(str(path)).name
             text = companions.get(str(path), companions.get(name))
+            if text is None and "zero_stage" not in ds:
+                raise ValueError(
+                    f"its deepspeed_config_file {quote(path)} is not beside it, and the ZeRO "
+                    "stage is in that file: import the ds_config itself, or put it beside"
+                )
             if text is None:
                 self.warn.append(
                     f"deepspeed_config_file {quote(path)} was not found: plugin keys only"
@@ -138,6 +155,43 @@ class _Reader:
             self.ch["host.model_init"] = "full_copy_per_rank"
         return plan
 
+    def ds_parallelism(self) -> None:
+        """``parallelism_config`` beside DeepSpeed: Ulysses sequence parallelism (TRL's
+        ALST configs) splits each sequence over ``sp_size`` ranks, which MemPlan does not
+        model; sizes of 1 change nothing."""
+        pc = {str(k).removeprefix(_PC): v for k, v in self.section("parallelism_config").items()}
+        for key in sorted(pc):
+            if key.endswith("_size") and pc[key] not in (None, 1, "1"):
+                self.warn.append(
+                    f"parallelism_config {key} {quote(pc[key])} under DeepSpeed is not "
+                    "modelled: every rank is counted with whole sequences and ZeRO over all"
+                )
+
+    def fsdp1_strategy(self, f: dict[str, Any]) -> str:
+        """FSDP1's ShardingStrategy: ``fsdp_sharding_strategy`` (deprecated) or else
+        ``fsdp_reshard_after_forward`` — a strategy name or its number (1-5), what
+        ``accelerate config`` writes now; accelerate refuses true/false with FSDP1
+        (``FullyShardedDataParallelPlugin.__post_init__``)."""
+        raw = f.get("fsdp_sharding_strategy")
+        key = "fsdp_sharding_strategy"
+        if raw is None:
+            raw, key = (
+                f.get("fsdp_reshard_after_forward", "FULL_SHARD"),
+                "fsdp_reshard_after_forward",
+            )
+        if isinstance(raw, bool) or str(raw).lower() in ("true", "false"):
+            raise ValueError(
+                f"fsdp_config.{key} {quote(raw)} is a bool, which accelerate refuses with "
+                "fsdp_version 1 (it takes FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD)"
+            )
+        text = str(raw).upper()
+        names = list(FSDP1_STRATEGY.values())
+        if text.isdigit() and 1 <= int(text) <= len(names):
+            text = names[int(text) - 1]  # ShardingStrategy's numbers, FULL_SHARD = 1
+        if text not in _INV_FSDP1:
+            raise ValueError(f"fsdp_config.{key} {quote(raw)} is not an FSDP sharding strategy")
+        return _INV_FSDP1[text]
+
     def fsdp(self) -> None:
         f = self.section("fsdp_config")
         ch, sz = self.ch, self.sizes
@@ -153,8 +207,7 @@ class _Reader:
                 raf if isinstance(raf, bool) else str(raf).lower() == "true"
             )
         else:
-            s = str(f.get("fsdp_sharding_strategy", "FULL_SHARD")).upper()
-            ch["parallelism.strategy"] = _INV_FSDP1.get(s, "fsdp1_full_shard")
+            ch["parallelism.strategy"] = self.fsdp1_strategy(f)
             ch["parallelism.shard_group_size"] = None
             bp = str(f.get("fsdp_backward_prefetch", "BACKWARD_PRE")).upper()
             ch["parallelism.knobs.fsdp1_backward_prefetch"] = _INV_PREFETCH.get(bp, "backward_pre")
@@ -193,10 +246,17 @@ def import_accelerate(
     if text.lstrip().startswith("{"):
         cfg = loads_config(text)
     else:
-        cfg = read_flat_yaml(text)
+        try:
+            cfg = read_flat_yaml(text)
+        except ValueError:
+            if "distributed_type" not in text:
+                raise ValueError(_NOT_ACCELERATE) from None
+            raise
         check_tree(cfg)
     if not isinstance(cfg, dict):
         raise ValueError("an accelerate config must be a mapping")
+    if not {"distributed_type", "deepspeed_config", "fsdp_config", "num_processes"} & set(cfg):
+        raise ValueError(_NOT_ACCELERATE)
     # accelerate has no pipeline or expert parallelism: those are 1
     flat = {
         "parallelism.pp": 1,
@@ -214,12 +274,16 @@ def import_accelerate(
         r.ch.setdefault("parallelism.cp", 1)
         if plan is base:
             r.world(1, 1)
+        r.ds_parallelism()
     elif dt == "FSDP":
         r.fsdp()
     elif dt in ("MULTI_GPU", "NO"):
         r.ch["parallelism.strategy"] = "ddp"
         r.ch["parallelism.tp"] = r.ch["parallelism.cp"] = 1
         r.world(1, 1)
+        if dt == "NO":  # accelerate launches one process: no distributed training
+            r.ch["parallelism.dp"], r.ch["batch.global_batch"] = 1, None
+            r.res.append("distributed_type NO: one process, DP 1")
         r.precision(fsdp=False)
     else:
         r.warn.append(f"distributed_type {quote(dt)} is not modelled; the plan's strategy is kept")

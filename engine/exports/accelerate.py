@@ -27,7 +27,7 @@ from engine.exports.common import (
 from engine.exports.deepspeed import ds_config, export_deepspeed
 from engine.exports.deepspeed import expressed as ds_expressed
 from engine.exports.flat_yaml import to_yaml
-from engine.plan import Plan
+from engine.plan import Plan, with_values
 from engine.stacks.defaults import resolve_stack_defaults, resolved
 from engine.stacks.families import rule_of
 
@@ -66,6 +66,13 @@ def _deepspeed(plan: Plan, cfg: dict[str, Any], gaps: Gaps) -> None:
 def _fsdp_precision(plan: Plan, gaps: Gaps) -> None:
     prec = plan.method.precision
     want = "fp32" if prec.compute_dtype == "fp32" else "autocast"
+    if plan.method.kind in ("lora", "qlora") and want != "fp32":
+        # accelerate upcasts only the trainable parameters (peft's adapters, already
+        # fp32): the base keeps the policy the HF Trainer stack gives it (the importer
+        # leaves the policy to that default too)
+        auto = {"method.precision.policy": "auto", "stack.name": "hf_trainer"}
+        default = resolved(with_values(plan, auto))
+        want = default.method.precision.policy
     if prec.policy != want:
         gaps.add(
             "method.precision.policy",

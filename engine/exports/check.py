@@ -24,7 +24,10 @@ No check imports, sources or re-parses generated code (issue 33): the generated 
 are the user's to run; a check hands the framework MemPlan's own *data* — JSON and YAML
 files loaded by the framework's data loaders, flag lists and values passed as JSON.
 
-When the framework is not importable the result says which package is needed.
+When the framework is not importable the result says which package is needed (the
+framework, or the dependency it failed to import); a framework error that comes from
+asking for a GPU or a process group is "could not check here (needs a GPU)", not a
+refusal; argparse's own message is shown, not ``SystemExit: 2``.
 """
 
 from __future__ import annotations
@@ -50,13 +53,48 @@ PACKAGES = {
     "torchtitan": "torchtitan",
 }
 
+_REPORT = r"""
+def report(label, e):
+    text = f"{type(e).__name__}: {e}".replace("\n", " ")
+    low = text.lower()
+    if isinstance(e, ImportError) or "is not installed" in low:
+        name = getattr(e, "name", None) or low.split(" is not installed")[0].split()[-1]
+        print(f"MISSING {name}")
+    elif any(w in low for w in _NEEDS_GPU):
+        print(f"NEEDS {label}: {text}")
+    else:
+        print(f"ERROR {label}: {text}")
+def missing(e):
+    print(f"MISSING {getattr(e, 'name', None) or ''}"); sys.exit(0)
+"""
+"""Shared by the child scripts: a framework error that comes from asking for a GPU or a
+process group is "could not check here", not a refusal of the file."""
+
+NEEDS_GPU = (
+    "cuda",
+    "nccl",
+    "gpu",
+    "no accelerator",
+    "process group",
+    "init_process_group",
+    "sync_module_states",
+)
+"""Words of a framework's error that mean it wanted hardware this machine lacks
+(Megatron's ``validate_args`` asks the GPU; accelerate's FSDP1 plugin refuses
+``sync_module_states`` on CPU; ``Accelerator()`` starts a process group)."""
+
+
+def _prelude() -> str:
+    return f"import sys\n_NEEDS_GPU = {NEEDS_GPU!r}\n{_REPORT}"
+
+
 _DEEPSPEED = r"""
 import json, sys
 try:
     from deepspeed.runtime.config import DeepSpeedConfig
     import deepspeed.comm as dist
-except ImportError:
-    print("MISSING"); sys.exit(0)
+except ImportError as e:
+    missing(e)
 dist.get_rank = lambda *a, **k: 0  # no process group: the mpu below gives the DP size
 cfg = json.load(open(sys.argv[1])); world = int(sys.argv[2])
 class MPU:
@@ -68,7 +106,7 @@ try:
     stage, tbs = c.zero_optimization_stage, c.train_batch_size
     print(f"OK DeepSpeedConfig: stage {stage}, train_batch_size {tbs}")
 except Exception as e:
-    print(f"ERROR DeepSpeedConfig: {type(e).__name__}: {e}".replace("\n", " "))
+    report("DeepSpeedConfig", e)
 """
 
 _ACCELERATE = r"""
@@ -77,8 +115,8 @@ try:
     from accelerate.commands.config.config_args import load_config_from_file
     from accelerate.commands.launch import launch_command_parser, _validate_launch_command
     from accelerate.utils.launch import prepare_multi_gpu_env, prepare_deepspeed_cmd_env
-except ImportError:
-    print("MISSING"); sys.exit(0)
+except ImportError as e:
+    missing(e)
 path = sys.argv[1]
 try:
     cfg = load_config_from_file(path)
@@ -101,9 +139,18 @@ try:
         pc = ParallelismConfig()
         sizes = (pc.dp_replicate_size, pc.dp_shard_size, pc.tp_size, pc.cp_size)
         done.append("ParallelismConfig " + "x".join(map(str, sizes)))
+    from accelerate import Accelerator  # its full validation: plugin and mesh sizes
+    try:
+        Accelerator()
+        done.append("Accelerator()")
+    except Exception as e:  # a rendezvous wants the other ranks: not this file's fault
+        low = str(e).lower()
+        if not any(w in low for w in ("rendezvous", "torch.distributed", "not set")):
+            raise
+        done.append("Accelerator() not run here (it needs the launched processes)")
     print("OK " + ", ".join(done))
 except Exception as e:
-    print(f"ERROR accelerate: {type(e).__name__}: {e}".replace("\n", " "))
+    report("accelerate", e)
 """
 
 _MEGATRON = r"""
@@ -113,23 +160,29 @@ os.environ.update(json.loads(sys.argv[3]))
 os.environ.setdefault("WORLD_SIZE", sys.argv[2]); os.environ.setdefault("RANK", "0")
 try:
     from megatron.training.arguments import parse_args, validate_args
-except ImportError:
-    print("MISSING"); sys.exit(0)
+except ImportError as e:
+    missing(e)
+import contextlib, io
 sys.argv = ["pretrain_gpt.py", *argv]
+said = io.StringIO()
 try:
-    args = parse_args()
+    with contextlib.redirect_stderr(said):
+        args = parse_args()
     validate_args(args)
     print(f"OK Megatron-LM validate_args: DP {args.data_parallel_size}")
+except SystemExit as e:  # argparse's own message, not "SystemExit: 2"
+    lines = [ln for ln in said.getvalue().splitlines() if ln.strip()]
+    print("ERROR Megatron-LM argparse: " + (lines[-1] if lines else f"exit {e.code}"))
 except BaseException as e:
-    print(f"ERROR Megatron-LM: {type(e).__name__}: {e}".replace("\n", " "))
+    report("Megatron-LM", e)
 """
 
 _TORCHTITAN = r"""
 import importlib, json, sys
 try:
     import torchtitan
-except ImportError:
-    print("MISSING"); sys.exit(0)
+except ImportError as e:
+    missing(e)
 job = json.loads(sys.argv[1])
 try:
     cfg = getattr(importlib.import_module(job["module"]), job["function"])()
@@ -144,7 +197,7 @@ try:
         cfg.activation_checkpoint = None
     print(f"OK torchtitan {type(cfg).__qualname__}")
 except Exception as e:
-    print(f"ERROR torchtitan: {type(e).__name__}: {e}".replace("\n", " "))
+    report("torchtitan", e)
 """
 
 
@@ -168,29 +221,43 @@ class CheckResult:
     message: str
 
 
-def _run(fmt: str, script: str, args: list[str], timeout: float) -> CheckResult:
+def _run(
+    fmt: str, script: str, args: list[str], timeout: float, cwd: Path | None = None
+) -> CheckResult:
     if getattr(sys, "frozen", False):  # the desktop bundle has no interpreter to run
         return CheckResult(
             fmt, False, False, f"run `memplan export --check` where {fmt} is installed"
         )
     try:
         done = subprocess.run(
-            [sys.executable, "-c", script, *args],
+            [sys.executable, "-c", _prelude() + script, *args],
             capture_output=True,
             text=True,
             timeout=timeout,
             check=False,
+            cwd=cwd,  # accelerate reads deepspeed_config_file relative to the cwd
         )
     except subprocess.TimeoutExpired:
         return CheckResult(fmt, True, False, f"the {fmt} check ran past {timeout:.0f} s")
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(("OK", "ERROR", "MISSING"))]
+    heads = ("OK", "ERROR", "MISSING", "NEEDS")
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(heads)]
     if not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return CheckResult(fmt, True, False, f"the {fmt} check failed: {tail}")
-    last = lines[-1]
-    if last == "MISSING":
-        return CheckResult(fmt, False, False, f"install {PACKAGES[fmt]} to check this file")
-    return CheckResult(fmt, True, last.startswith("OK"), last.partition(" ")[2])
+    head, _, said = lines[-1].partition(" ")
+    if head == "MISSING":
+        return CheckResult(fmt, False, False, _missing(fmt, said.strip()))
+    if head == "NEEDS":
+        return CheckResult(fmt, False, False, f"could not check here (needs a GPU): {said}")
+    return CheckResult(fmt, True, head == "OK", said)
+
+
+def _missing(fmt: str, module: str) -> str:
+    """What to install: the framework itself, or the dependency it could not import."""
+    top = module.split(".")[0]
+    if not top or top == fmt or top in PACKAGES.get(fmt, ""):
+        return f"install {PACKAGES[fmt]} to check this file"
+    return f"could not check here (needs package {top}, which {fmt} imports)"
 
 
 def check_export(exp: Export, plan: Plan, timeout: float = 180.0) -> list[CheckResult]:
@@ -207,7 +274,7 @@ def check_export(exp: Export, plan: Plan, timeout: float = 180.0) -> list[CheckR
         if exp.format == "deepspeed":
             out.append(_run("deepspeed", _DEEPSPEED, [str(main), str(replicas(p))], timeout))
         elif exp.format == "accelerate":
-            out.append(_run("accelerate", _ACCELERATE, [str(main)], timeout))
+            out.append(_run("accelerate", _ACCELERATE, [str(main)], timeout, root))
             ds = root / "ds_config.json"
             if ds.exists():
                 out.append(_run("deepspeed", _DEEPSPEED, [str(ds), str(replicas(p))], timeout))

@@ -118,13 +118,33 @@ def _zero(plan: Plan) -> dict[str, Any]:
     return zero
 
 
+LR_PLACEHOLDER = 1e-5
+"""The learning rate written for a plain DeepSpeed job (MemPlan plans hold none)."""
+
+
+def _hyperparameters(plan: Plan, kind: str) -> dict[str, Any]:
+    """``optimizer.params``: the HF Trainer fills only the keys written ``"auto"`` from
+    its TrainingArguments (``integrations/deepspeed.py`` ``trainer_config_process``) and
+    DeepSpeed takes its own defaults (lr 1e-3) for missing ones, so every key is
+    written — ``"auto"`` under the HF Trainer, torch's AdamW / Lion defaults and a
+    placeholder learning rate for a plain DeepSpeed script."""
+    keys = ["lr", "betas", "weight_decay"] + (["eps"] if kind != "Lion" else [])
+    if resolve_stack_defaults(plan).stack == "hf_trainer":
+        return dict.fromkeys(keys, "auto")
+    betas = [0.9, 0.99] if kind == "Lion" else [0.9, 0.999]
+    out: dict[str, Any] = {"lr": LR_PLACEHOLDER, "betas": betas, "weight_decay": 0.0}
+    if kind != "Lion":
+        out["eps"] = 1e-8
+    return out
+
+
 def _optimizer(plan: Plan, gaps: Gaps) -> dict[str, Any] | None:
     opt = plan.method.optimizer
     kind = DS_OPTIMIZER.get(opt.name)
     if kind is None:
         gaps.add("method.optimizer.name", f"{opt.name} is not an optimizer DeepSpeed builds")
         return None
-    params: dict[str, Any] = {}
+    params = _hyperparameters(plan, kind)
     if opt.implementation == "foreach" and opt.name == "adamw":
         params["torch_adam"] = True  # torch.optim.AdamW (foreach on CUDA)
     elif opt.implementation != "fused":
@@ -243,4 +263,6 @@ def export_deepspeed(plan: Plan) -> Export:
     advice: tuple[str, ...] = ()
     if "nvme_path" in text:
         advice = (f"nvme_path is a placeholder ({NVME_PATH}): set your NVMe mount",)
+    if cfg.get("optimizer", {}).get("params", {}).get("lr") == LR_PLACEHOLDER:
+        advice += (f"optimizer.params.lr {LR_PLACEHOLDER} is a placeholder: set your rate",)
     return Export("deepspeed", "ds_config.json", text, gaps, TARGET, advice=advice)

@@ -23,12 +23,19 @@ from engine.stacks.catalog import concrete_stack
 
 _KNOBS = {
     "reduce_bucket_size": "ds_reduce_bucket_elements",
+    "prefetch_bucket_size": "ds_prefetch_bucket_elements",
+    "max_live_parameters": "ds_max_live_parameters",
+    "max_reuse_distance": "ds_max_reuse_distance",
+    "param_persistence_threshold": "ds_param_persistence_threshold",
     "allgather_bucket_size": "ds_allgather_bucket_elements",
     "stage3_prefetch_bucket_size": "ds_prefetch_bucket_elements",
     "stage3_max_live_parameters": "ds_max_live_parameters",
     "stage3_max_reuse_distance": "ds_max_reuse_distance",
     "stage3_param_persistence_threshold": "ds_param_persistence_threshold",
 }
+"""DeepSpeedZeroConfig's pydantic field names and their ``stage3_*`` aliases
+(``deepspeed/runtime/zero/config.py``) are the same setting; the HF Trainer fills
+``"auto"`` only under the alias names (``integrations/deepspeed.py``)."""
 _ZERO_PLUS = {
     "zero_hpz_partition_size": "ZeRO++ hpZ keeps a secondary parameter partition per node",
     "zero_quantized_weights": "ZeRO++ qwZ quantizes gathered weights",
@@ -55,6 +62,12 @@ _HARMLESS_TOP = {
     "checkpoint",
     "memory_breakdown",
     "log_level",
+    "comms_config",
+    "monitor_config",
+    "timers",
+    "compile",
+    "seed",
+    "gradient_accumulation_dtype",
 }
 _HARMLESS_ZERO = {
     "contiguous_gradients",
@@ -104,7 +117,10 @@ class _Reader:
         self.sizes = Sizes()
 
     def auto(self, key: str, value: Any, why: str) -> Any:
-        self.res.append(f"{key} 'auto' = {value} ({why})")
+        said = "'auto'" if self.cfg.get(key.split(".")[0]) is not None else "not set"
+        if key.startswith("zero_optimization."):
+            said = "'auto'"
+        self.res.append(f"{key} {said} = {value} ({why})")
         return value
 
     def batch(self) -> None:
@@ -241,7 +257,7 @@ class _Reader:
         known = set(_KNOBS) | set(_ZERO_PLUS) | _HARMLESS_ZERO
         known |= {"stage", "overlap_comm", "sub_group_size", "offload_optimizer", "offload_param"}
         known |= {"cpu_offload", "cpu_offload_param", "cpu_offload_use_pin_memory"}
-        for key in sorted(set(z) - known):
+        for key in sorted(k for k in set(z) - known if not k.startswith("_")):
             self.warn.append(f"{field_path(('zero_optimization', key))} is not modelled")
 
     def offload(self, z: dict[str, Any]) -> None:
@@ -337,9 +353,17 @@ class _Reader:
                 shown = quote(self.cfg[key])
                 self.warn.append(f"{key} = {shown} is not a mapping of settings: not read")
         for key in sorted(set(self.cfg) - known - _HARMLESS_TOP):
+            if key.startswith("_"):  # "_comment" and the like: notes, not settings
+                continue
             self.warn.append(f"{field_path((key,))} is not modelled")
         stack = self.base.stack.name
         runs = concrete_stack(stack, self.ch["parallelism.strategy"], self.base.method.kind)
+        if self.ch["parallelism.strategy"] == "ddp":
+            # ZeRO stage 0: DeepSpeed's engine all-reduces whole gradients over whole
+            # replicas (DDP's memory); the HF Trainer runs it, or a plain script
+            self.ch["stack.name"] = "hf_trainer" if runs == "hf_trainer" else "pytorch"
+            self.res.append("zero_optimization.stage 0: no partitioning, counted as DDP")
+            return
         self.ch["stack.name"] = stack if runs in ("deepspeed", "hf_trainer") else "deepspeed"
 
 

@@ -120,7 +120,7 @@ def import_model(path: Path, base: Plan) -> Imported:
     return Imported(Plan.model_validate(tree), tuple(res), tuple(warn))
 
 
-def _import(p: Path, base: Plan, kind: str | None) -> Imported:
+def _import(p: Path, base: Plan, kind: str | None, function: str | None) -> Imported:
     if not p.exists():
         raise ValueError(f"{p.name} does not exist")
     text = None if p.is_dir() else read_text(p, MAX_CONFIG_BYTES)
@@ -140,22 +140,27 @@ def _import(p: Path, base: Plan, kind: str | None) -> Imported:
     if kind == "accelerate":
         return import_accelerate(text, base, _companions(p, text))
     if kind == "torchtitan":
-        return import_torchtitan(text, base)
+        return import_torchtitan(text, base, function)
     if kind == "megatron":
-        return import_megatron(text, base)
+        return import_megatron(text, base, one_line(p.stem, 80))
     raise ValueError(f"unknown kind {kind!r}; choose {', '.join(KINDS)}")
 
 
 def import_file(path: str | Path, base: Plan, kind: str | None = None) -> Imported:
-    """Import ``path`` (of ``kind``, or detected) over ``base``.
+    """Import ``path`` (of ``kind``, or detected) over ``base``; ``FILE::function``
+    names the recipe function of a torchtitan ``config_registry.py``.
 
     Raises only :class:`ImportRefused` (a ``ValueError``): one sentence naming the file.
     The plan returned is proven to save and reopen; its notes are one printable line each.
     """
     p = Path(path)
+    function = None
+    if "::" in p.name and not p.exists():  # FILE::function names a recipe function
+        stem, _, function = p.name.rpartition("::")
+        p = p.with_name(stem)
     name = one_line(p.name or str(p), 80)
     try:
-        got = _import(p, base, kind)
+        got = _import(p, base, kind, function)
         prove_reopens(got.plan, name)
     except Exception as exc:  # every failure, even MemPlan's own, is one sentence
         raise refusal(name, exc) from exc

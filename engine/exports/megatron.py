@@ -175,13 +175,15 @@ def _precision(plan: Plan, a: dict[str, Any], gaps: Gaps) -> None:
         gaps.add("method.precision.policy", f"Megatron keeps an fp32 master; {prec.policy} no")
     a[f"--{c}"] = True
     aware = plan.method.optimizer.precision_aware or prec.optimizer_state_dtype != "fp32"
-    if prec.grad_dtype != "fp32" and aware:
-        a["--main-grads-dtype"] = prec.grad_dtype
+    if prec.grad_dtype == "bf16" and aware:
+        a["--main-grads-dtype"] = "bf16"
     elif prec.grad_dtype == "bf16":  # a bf16 grad buffer, copied to fp32 for the step
         a["--grad-reduce-in-bf16"] = True
     elif prec.grad_dtype != "fp32":
+        # arguments.py: --main-grads-dtype choices are fp32 and bf16 only
         gaps.add(
-            "method.precision.grad_dtype", "16-bit main grads need the precision-aware optimizer"
+            "method.precision.grad_dtype",
+            f"Megatron's main grads are fp32 or bf16, not {prec.grad_dtype}",
         )
     if prec.optimizer_state_dtype != "fp32":
         a["--exp-avg-dtype"] = a["--exp-avg-sq-dtype"] = prec.optimizer_state_dtype
@@ -213,7 +215,15 @@ def _optimizer(plan: Plan, a: dict[str, Any], gaps: Gaps) -> None:
         gaps.add("method.optimizer.name", f"{opt.name} is not a Megatron optimizer")
     if opt.implementation != "fused":
         gaps.add("method.optimizer.implementation", "Megatron's Adam is TE / Apex FusedAdam")
-    if off.optimizer == "cpu":
+    if off.optimizer == "cpu" and family_of(plan.parallelism.strategy) != "megatron":
+        # validate_args: CPU offload needs --use-precision-aware-optimizer, which
+        # megatron/core/optimizer/__init__.py runs only with the distributed optimizer
+        gaps.add(
+            "offload.optimizer",
+            "Megatron offloads the optimizer only with --use-distributed-optimizer "
+            f"(not {plan.parallelism.strategy}): not written",
+        )
+    elif off.optimizer == "cpu":
         a["--optimizer-cpu-offload"] = True
         a["--optimizer-offload-fraction"] = 1.0
         a["--use-precision-aware-optimizer"] = True

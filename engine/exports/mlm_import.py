@@ -9,18 +9,20 @@ as Megatron builds them. Flags that change memory but are not modelled are warne
 
 from __future__ import annotations
 
-import re
-import shlex
 from typing import Any
 
 from engine.errors import quote
 from engine.exports.common import Imported, as_int, balanced_or
 from engine.exports.import_values import Sizes
 from engine.exports.mlm_pattern import PatternError, dense_and_step, moe_pattern
+from engine.exports.mlm_vocab import padded_vocab
+from engine.exports.shell_script import read_script, training_command
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan, with_values
 
 _UNMODELLED = (
+    "--fp8-param-gather",
+    "--cross-entropy-loss-fusion",
     "--fp8-format",
     "--fp8",
     "--recompute-modules",
@@ -45,66 +47,29 @@ MAX_LINE_CHARS = 40_000
 ``[1, 1, …]`` is 30,000 characters); shlex takes quadratic time in a token's length, so
 a longer line is refused (a 1 MiB script of such lines then reads in about a second)."""
 
-_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)\s*$")
-_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
-
-
-def _variables(lines: list[str]) -> dict[str, str]:
-    """``NAME=value`` assignments of a launch script whose value is a plain word (or
-    expands to one from earlier assignments): what ``$NAME`` means further down."""
-    env: dict[str, str] = {}
-    for ln in lines:
-        m = _ASSIGN.match(ln)
-        if m is None:
-            continue
-        try:
-            words = shlex.split(m.group(2))
-        except ValueError:
-            continue
-        value = _expand(words[0] if len(words) == 1 else "", env)[0]
-        if value and "$" not in value and "(" not in value:
-            env[m.group(1)] = value
-    return env
-
-
-def _expand(token: str, env: dict[str, str]) -> tuple[str, list[str]]:
-    """``token`` with the script's ``$NAME`` / ``${NAME}`` filled in, and those used."""
-    used: list[str] = []
-
-    def one(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(2)
-        if name not in env:
-            return m.group(0)
-        used.append(f"{name}={env[name]}")
-        return env[name]
-
-    return _VAR.sub(one, token), used
-
 
 def parse_script(text: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """(Megatron flags, launcher flags, the script variables filled in) from a script or
-    an argument list."""
-    lines = [ln.split("#")[0] for ln in text.replace("\\\n", " ").splitlines()]
-    env = _variables(lines)
-    tokens: list[str] = []
-    filled: list[str] = []
-    for ln in lines:
+    an argument list (:mod:`engine.exports.shell_script` reads its bash)."""
+    args, launcher, filled, _ = _parse(text)
+    return args, launcher, filled
+
+
+def _parse(text: str) -> tuple[dict[str, Any], dict[str, Any], list[str], int]:
+    for ln in text.splitlines():
         if len(ln) > MAX_LINE_CHARS:  # shlex is quadratic in a token's length
             raise ValueError(
                 f"a line of {len(ln):,} characters is longer than any launch command "
                 f"(at most {MAX_LINE_CHARS:,})"
             )
-        if ("--" in ln or tokens) and not _ASSIGN.match(ln):
-            for tok in shlex.split(ln):
-                tok, used = _expand(tok, env)
-                tokens.append(tok)
-                filled += used
+    script = read_script(text)
+    words, launch, used = training_command(script)
     launcher: dict[str, Any] = {}
-    start = next((i + 1 for i, t in enumerate(tokens) if t.endswith(".py")), 0)
-    _pairs(tokens[:start], launcher)
+    _pairs(launch, launcher)
     args: dict[str, Any] = {}
-    _pairs(tokens[start:], args)
-    return args, launcher, sorted(set(filled))
+    _pairs(words, args)
+    filled = sorted(u for u in used if not u.split("=")[0].isdigit() or "default" in u)
+    return args, launcher, filled, script.skipped_else
 
 
 def parse_args(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -191,7 +156,7 @@ def _arch(a: dict[str, Any], base: ArchitectureSpec, s: Sizes, warn: list[str]) 
         "intermediate": s.size(
             "--ffn-hidden-size", a.get("--ffn-hidden-size"), 4 * hidden, "4 × hidden ="
         ),
-        "vocab": s.size("--vocab-size", a.get("--vocab-size"), base.vocab, "the plan's"),
+        "vocab": base.vocab,  # set by _vocab once TP is known
         "max_position": s.size(
             "--max-position-embeddings",
             a.get("--max-position-embeddings"),
@@ -209,9 +174,10 @@ def _arch(a: dict[str, Any], base: ArchitectureSpec, s: Sizes, warn: list[str]) 
         "qk_norm": "--qk-layernorm" in a,
         "sandwich_norm": False,
         "residual": "sequential",
-        "position": "learned"
-        if a.get("--position-embedding-type", "learned_absolute") == "learned_absolute"
-        else "rotary",
+        "position": "rotary"
+        if "--use-rotary-position-embeddings" in a
+        or a.get("--position-embedding-type", "learned_absolute") != "learned_absolute"
+        else "learned",
         "mtp_layers": s.size("--mtp-num-layers", a.get("--mtp-num-layers"), 0, "", 0),
         "moe": None,
         "mla": None,
@@ -295,12 +261,14 @@ def _precision(a: dict[str, Any], ch: dict[str, Any]) -> None:
         ch["method.precision.optimizer_state_dtype"] = str(a.get("--exp-avg-dtype", "fp32"))
 
 
-def import_megatron(text: str, base: Plan) -> Imported:
+def import_megatron(text: str, base: Plan, name: str | None = None) -> Imported:
     """A plan from Megatron-LM arguments over ``base``."""
-    a, launcher, filled = parse_script(text)
+    a, launcher, filled, skipped = _parse(text)
     if not a:
         raise ValueError("no Megatron-LM --flags found")
     warn: list[str] = []
+    if skipped:
+        warn.append(f"{skipped} if/else in the script: the first branch of each is read as taken")
     res: list[str] = [f"{v} (the script's own assignment)" for v in filled]
     s = Sizes()
     arch = _arch(a, base.model.architecture, s, warn)
@@ -311,10 +279,27 @@ def import_megatron(text: str, base: Plan) -> Imported:
     tp = size("--tensor-model-parallel-size", 1)
     pp = size("--pipeline-model-parallel-size", 1)
     cp = size("--context-parallel-size", 1)
+    vocab = padded_vocab(a, tp, s, res)
+    if vocab is None:
+        warn.append(
+            f"no --vocab-size and no tokenizer of known size "
+            f"({quote(a.get('--tokenizer-type', 'none named'))}): the plan's "
+            f"{arch['vocab']:,} used"
+        )
+    else:
+        arch["vocab"] = vocab
+    ch_model_name, preset = base.model.name, base.model.preset
+    if arch != base.model.architecture.model_dump(mode="json"):
+        ch_model_name, preset = (name or "Megatron-LM model"), None
+        res.append(f"model named {ch_model_name!r} after the script (its flags set the dims)")
+    if "--seq-length" not in a:
+        res.append(f"no --seq-length: the plan's {base.batch.seq_len} kept")
     ch: dict[str, Any] = {
         "stack.name": "megatron_core",
         "method.kind": "full",
         "model.architecture": arch,
+        "model.name": ch_model_name,
+        "model.preset": preset,
         "batch.seq_len": size("--seq-length", base.batch.seq_len, "the plan's"),
         "batch.micro_batch": size("--micro-batch-size", 1),
         "parallelism.tp": tp,
@@ -338,7 +323,14 @@ def import_megatron(text: str, base: Plan) -> Imported:
     nproc = s.optional("--nproc_per_node", launcher.get("--nproc_per_node")) or 0
     world = nproc * s.size("--nnodes", launcher.get("--nnodes"), 1, "")
     dp = base.parallelism.dp
-    if world and world % (tp * pp * cp) == 0:
+    ep = ch["parallelism.ep"] * ch["parallelism.expert_tp"]
+    if world and (world % (tp * pp * cp) or (world // pp) % ep):
+        raise ValueError(
+            f"torchrun's world of {world} GPUs does not hold TP {tp} × PP {pp} × CP {cp}"
+            f"{f' with EP {ep} in each pipeline stage' if ep > 1 else ''} (Megatron "
+            "refuses it); launch it on more nodes"
+        )
+    if world:
         dp = world // (tp * pp * cp)  # EP folds over TP × CP × DP (Megatron-Core)
     else:
         res.append(f"no torchrun world size: DP {dp} kept from the plan")
@@ -350,6 +342,8 @@ def import_megatron(text: str, base: Plan) -> Imported:
     ch["batch.grad_accum"], ch["batch.global_batch"] = max(1, gb // (mb * dp)), None
     _precision(a, ch)
     rg = a.get("--recompute-granularity")
+    if rg is None and "--recompute-activations" in a:
+        rg = "selective"  # arguments.py: --recompute-activations sets granularity selective
     ch["method.recompute.policy"] = {"full": "full", "selective": "selective"}.get(str(rg), "none")
     if rg == "full" and (
         a.get("--recompute-method") != "uniform" or a.get("--recompute-num-layers") != 1

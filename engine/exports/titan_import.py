@@ -1,11 +1,16 @@
-"""A plan from a torchtitan configuration: a recipe module, ``--section.key`` overrides,
-or a 0.2-era TOML job file.
+"""A plan from a torchtitan configuration: a ``config_registry.py`` recipe function, a
+recipe module, a command line of ``--section.key`` overrides, or a 0.2-era TOML job file.
 
-A recipe is read, never run: its ``config.<section>.<key> = <literal>`` assignments and
-``activation_checkpoint`` choice are taken from the syntax tree (``ast.literal_eval``),
-and the registry function it starts from names the model. Older TOML files use
-``local_batch_size`` / ``global_batch_size`` / ``seq_len`` and an
-``[activation_checkpoint] mode``; both vocabularies are understood.
+A recipe is read, never run (:mod:`engine.exports.titan_recipe` walks its syntax tree);
+the model is the flavor it names (``model_registry("70B")``, a TOML's ``[model]
+name/flavor``) or the registry function it starts from, mapped to MemPlan's preset
+(:mod:`engine.exports.titan_cli`). ``data_parallel_shard_degree = -1`` — torchtitan's
+default — is resolved as ``parallel_dims.py`` does, over the world torchrun names or
+the base plan's. Sizes the file does not give take torchtitan's defaults
+(``TrainingConfig``: a 2048 context and 16,384 tokens per micro-batch; the TOML era's
+``local_batch_size`` 8). Older TOML files use ``local_batch_size`` /
+``global_batch_size`` / ``seq_len`` and an ``[activation_checkpoint] mode``; both
+vocabularies are understood.
 """
 
 from __future__ import annotations
@@ -18,6 +23,14 @@ from typing import Any
 from engine.errors import field_path, quote
 from engine.exports.common import DTYPE_OF_TORCH, Imported, as_int, balanced_or
 from engine.exports.import_values import Sizes
+from engine.exports.titan_cli import (
+    FLAVOR_OF_FUNCTION,
+    CommandLine,
+    derived_model,
+    parse_command,
+    preset_of,
+)
+from engine.exports.titan_recipe import Recipe, read_recipe
 from engine.exports.torchtitan import BASE_CONFIGS, IMPLEMENTATION, SCHEDULE
 from engine.fileio.strict_json import MAX_DEPTH, ConfigFileError, check_tree, max_depth
 from engine.plan import Plan, with_values
@@ -26,7 +39,6 @@ from engine.presets import model_section_for
 Tree = dict[str, dict[str, Any]]
 _INV_SCHEDULE = {v.lower(): k for k, v in SCHEDULE.items()}
 _INV_IMPL = {v: k for k, v in IMPLEMENTATION.items()}
-_AC = {"FullAC": "full", "SelectiveAC": "selective", "None": "none"}
 _PRESET_OF = {fn: preset for preset, (_, fn) in BASE_CONFIGS.items()}
 _READ = {
     "training": {
@@ -68,63 +80,18 @@ _HARMLESS = {
     "pipeline_parallel_schedule_csv",
     "dataset",
     "dataset_path",
+    "enable_async_tensor_parallel",
 }
 """Keys that change no memory MemPlan counts (schedule, logging, data)."""
 
 
-def _recipe(text: str) -> tuple[Tree, str | None, str | None]:
-    """(section → key → value, AC policy, base function) from a recipe's syntax tree."""
-    tree: Tree = {}
-    ac: str | None = None
-    base: str | None = None
-    with warnings.catch_warnings():  # a mutated recipe's SyntaxWarnings are not the user's
-        warnings.simplefilter("ignore")
-        module = ast.parse(text)
-    for node in ast.walk(module):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("config_registry"):
-            base = node.names[0].name
-        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
-            continue
-        target = ast.unparse(node.targets[0]).split(".")
-        if target[:1] != ["config"]:
-            continue
-        if target[1:] == ["activation_checkpoint"]:
-            head = ast.unparse(node.value).split(".")[0].split("(")[0]
-            ac = _AC.get(head, "full")
-        elif len(target) == 3:
-            try:
-                value = ast.literal_eval(node.value)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                continue
-            section = tree.setdefault(target[1], {})
-            if isinstance(section, dict):
-                section[target[2]] = value
-    return tree, ac, base
-
-
-def _overrides(text: str) -> Tree:
-    """``--section.key value`` pairs anywhere in a command line."""
-    tokens = text.replace("\\\n", " ").split()
-    tree: Tree = {}
-    for i, tok in enumerate(tokens):
-        if tok.startswith("--") and "." in tok and i + 1 < len(tokens):
-            sec, _, key = tok[2:].partition(".")
-            raw = tokens[i + 1]
-            try:
-                value: Any = ast.literal_eval(raw)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                value = {"true": True, "false": False}.get(raw.lower(), raw)
-            tree.setdefault(sec, {})[key.replace("-", "_")] = value
-    return tree
-
-
-def _parse(text: str) -> tuple[Tree, str | None, str | None]:
+def _parse(text: str, function: str | None) -> tuple[Tree, str | None, Recipe, CommandLine]:
     """The settings of a recipe, a TOML file or overrides, in the plan loader's limits."""
     if max_depth(text) > MAX_DEPTH:
         raise ConfigFileError(f"it nests more than {MAX_DEPTH} levels deep")
-    tree, ac, base = _first_reading(text)
+    tree, ac, rec, cmd = _first_reading(text, function)
     check_tree(tree)
-    return tree, ac, base
+    return tree, ac, rec, cmd
 
 
 MAX_RECIPE_CHARS = 2**17
@@ -132,13 +99,26 @@ MAX_RECIPE_CHARS = 2**17
 takes seconds on a megabyte of statements and cannot be interrupted while it runs."""
 
 
-def _first_reading(text: str) -> tuple[Tree, str | None, str | None]:
+def _python(text: str) -> ast.Module | None:
+    if len(text) > MAX_RECIPE_CHARS:
+        return None
     try:
-        tree, ac, base = _recipe(text) if len(text) <= MAX_RECIPE_CHARS else ({}, None, None)
-        if tree:
-            return tree, ac, base
+        with warnings.catch_warnings():  # a mutated recipe's SyntaxWarnings are not the user's
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        pass  # not Python (or too deep to be a recipe): a TOML file or overrides
+        return None  # not Python (or too deep to be a recipe): a TOML file or overrides
+
+
+def _first_reading(text: str, function: str | None) -> tuple[Tree, str | None, Recipe, CommandLine]:
+    module = _python(text)
+    if module is not None:
+        try:
+            rec = read_recipe(module, function)
+        except RecursionError:
+            rec = Recipe()
+        if rec.tree or rec.flavor or rec.function:
+            return rec.tree, rec.ac, rec, CommandLine()
     try:
         toml = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, ValueError, RecursionError):
@@ -146,9 +126,19 @@ def _first_reading(text: str) -> tuple[Tree, str | None, str | None]:
     if toml:
         ac_section = toml.get("activation_checkpoint")
         mode = ac_section.get("mode") if isinstance(ac_section, dict) else None
-        modes = {"none": "none", "full": "full", "selective": "selective"}
-        return toml, modes.get(mode) if isinstance(mode, str) else None, None
-    return _overrides(text), None, None
+        found = toml.get("model")
+        model: dict[str, Any] = found if isinstance(found, dict) else {}
+        rec = Recipe(family=model.get("name"), flavor=model.get("flavor"))
+        rec.flavor = str(rec.flavor) if rec.flavor is not None else None
+        rec.family = str(rec.family) if rec.family is not None else None
+        return toml, _MODES.get(mode) if isinstance(mode, str) else None, rec, CommandLine()
+    cmd = parse_command(text)
+    mode = cmd.tree.get("activation_checkpoint", {}).get("mode")
+    rec = Recipe(function=cmd.function, family=cmd.module)
+    return cmd.tree, _MODES.get(mode) if isinstance(mode, str) else None, rec, cmd
+
+
+_MODES = {"none": "none", "full": "full", "selective": "selective"}
 
 
 def _table(tree: Tree, name: str, warn: list[str]) -> dict[str, Any]:
@@ -162,10 +152,16 @@ def _table(tree: Tree, name: str, warn: list[str]) -> dict[str, Any]:
     return body
 
 
-def import_torchtitan(text: str, base: Plan) -> Imported:
-    """A plan from a torchtitan recipe / overrides / TOML over ``base``."""
-    tree, ac, fn = _parse(text)
-    if not tree:
+def import_torchtitan(text: str, base: Plan, function: str | None = None) -> Imported:
+    """A plan from a torchtitan recipe / overrides / TOML over ``base``; ``function``
+    names the recipe function of a file that holds several."""
+    tree, ac, rec, cmd = _parse(text, function)
+    if not tree and cmd.config_file:
+        raise ValueError(
+            f"its settings are in --job.config-file {quote(cmd.config_file)}: import that "
+            "TOML (and this command over it with --base)"
+        )
+    if not tree and not rec.flavor and not rec.function:
         big = (
             f"; a recipe over {MAX_RECIPE_CHARS // 1024} KiB is not read"
             if len(text) > MAX_RECIPE_CHARS
@@ -181,36 +177,44 @@ def import_torchtitan(text: str, base: Plan) -> Imported:
     def size(body: dict[str, Any], sec: str, key: str, default: int, used: str) -> int:
         return sz.size(f"{sec}.{key}", body.get(key), default, used)
 
-    arch = base.model.architecture
-    if fn in _PRESET_OF:
-        model = model_section_for(_PRESET_OF[fn])
-        ch["model"] = model.model_dump(mode="json")
-        arch = model.architecture
-        res.append(f"{fn}: model {model.name} (torchtitan's registry spec)")
-    elif fn:
-        warn.append(f"{quote(fn)}: not a model MemPlan knows; the plan's model is kept")
-    seq_key = "max_context_length" if "max_context_length" in t else "seq_len"
-    seq = size(t, "training", seq_key, base.batch.seq_len, "the plan's")
+    arch = _model(rec, cmd, base, ch, res, warn)
+    if cmd.config_file:
+        warn.append(
+            f"--job.config-file {quote(cmd.config_file)} is not read from here: import that "
+            "TOML, then these overrides over it (--base); torchtitan's defaults are used"
+        )
+    legacy = "local_batch_size" in t or "seq_len" in t or "global_batch_size" in t
+    seq_key = "seq_len" if legacy else "max_context_length"
+    seq = size(t, "training", seq_key, 2048, "torchtitan's default")
     ch["batch.seq_len"] = seq
     mb_tokens = sz.optional(
         "training.num_tokens_per_microbatch_per_dp_rank",
         t.get("num_tokens_per_microbatch_per_dp_rank"),
     )
-    mb = mb_tokens // seq if mb_tokens else size(t, "training", "local_batch_size", 1, "")
+    if mb_tokens is None and not legacy:
+        mb_tokens = 16384  # TrainingConfig's default num_tokens_per_microbatch_per_dp_rank
+    default = "torchtitan's default"
+    mb = mb_tokens // seq if mb_tokens else size(t, "training", "local_batch_size", 8, default)
     if mb < 1:
         warn.append(f"{mb_tokens} tokens per micro-batch is under one sequence of {seq}: read as 1")
         mb = 1
     ch["batch.micro_batch"] = mb
     ep = size(p, "parallelism", "expert_parallel_degree", 1, "")
     rep = size(p, "parallelism", "data_parallel_replicate_degree", 1, "")
-    if p.get("data_parallel_shard_degree") == -1:
-        warn.append("data_parallel_shard_degree -1 (the rest of the world) is read as 1")
-        shard = 1
+    tp = size(p, "parallelism", "tensor_parallel_degree", 1, "")
+    cp = size(p, "parallelism", "context_parallel_degree", 1, "")
+    pp = size(p, "parallelism", "pipeline_parallel_degree", 1, "")
+    if p.get("data_parallel_shard_degree", -1) == -1:
+        shard = _rest_of_world(cmd.world, base, rep * cp * tp * pp, res)
     else:
         shard = size(p, "parallelism", "data_parallel_shard_degree", 1, "")
     # The plan folds EP over TP × CP × DP, so its DP is every data-parallel rank
     # (replicate × shard), the EP ranks among them; a shard degree of 1 is DDP.
-    if shard == 1:
+    if shard == 1 and rep == 1 and tp * cp * pp * ep > 1:
+        # no data parallelism beside TP/CP/PP/EP: torchtitan applies no DDP wrapper, so
+        # it is one unsharded replica (MemPlan's DDP on torchtitan runs no second dim)
+        strategy, dp, sg = "fsdp2", 1, None
+    elif shard == 1:
         strategy, dp, sg = "ddp", rep, None
     elif rep == 1:
         strategy, dp, sg = "fsdp2", shard, None
@@ -222,9 +226,9 @@ def import_torchtitan(text: str, base: Plan) -> Imported:
             "parallelism.dp": dp,
             "parallelism.shard_group_size": sg,
             "parallelism.ep": ep,
-            "parallelism.tp": size(p, "parallelism", "tensor_parallel_degree", 1, ""),
-            "parallelism.cp": size(p, "parallelism", "context_parallel_degree", 1, ""),
-            "parallelism.pp": size(p, "parallelism", "pipeline_parallel_degree", 1, ""),
+            "parallelism.tp": tp,
+            "parallelism.cp": cp,
+            "parallelism.pp": pp,
             "parallelism.sequence_parallel": p.get("enable_sequence_parallel", True) is True,
             "parallelism.pp_schedule": _INV_SCHEDULE.get(
                 str(p.get("pipeline_parallel_schedule", "1F1B")).lower(), "1f1b"
@@ -283,6 +287,73 @@ def import_torchtitan(text: str, base: Plan) -> Imported:
         for key in sorted(set(body) - _READ[sec] - _HARMLESS):
             warn.append(f"{field_path((sec, key))} is not modelled")
     return Imported(with_values(base, ch), tuple(res), (*sz.warnings, *warn))
+
+
+def _rest_of_world(world: int | None, base: Plan, others: int, res: list[str]) -> int:
+    """``data_parallel_shard_degree = -1`` as torchtitan's ``ParallelDims`` resolves it
+    (``parallel_dims.py``): world ÷ (replicate · cp · tp · pp)."""
+    whose = "torchrun's --nnodes × --nproc_per_node"
+    if world is None:
+        world, whose = base.parallelism.world_size, "the plan's"
+    if world % others:
+        raise ValueError(
+            f"data_parallel_shard_degree -1 leaves {world} GPUs ({whose}) ÷ "
+            f"replicate·cp·tp·pp {others}, not a whole number (torchtitan refuses it)"
+        )
+    res.append(
+        f"data_parallel_shard_degree -1: {world} GPUs ({whose}) ÷ replicate·cp·tp·pp "
+        f"{others} = {world // others} (torchtitan's parallel_dims.py)"
+    )
+    return world // others
+
+
+def _model(
+    rec: Recipe,
+    cmd: CommandLine,
+    base: Plan,
+    ch: dict[str, Any],
+    res: list[str],
+    warn: list[str],
+) -> Any:
+    """The model the file names (a registry function, a flavor), set into ``ch``."""
+    fn = rec.base_fn or rec.function
+    why = ""
+    family, flavor = FLAVOR_OF_FUNCTION.get(str(fn), (rec.family, rec.flavor))
+    made = derived_model(family, flavor) if flavor is not None else None
+    if made is not None:
+        ch["model"] = made.model_dump(mode="json")
+        res.append(f"{family} {flavor}: model {made.name}, dims from torchtitan's flavor table")
+        return made.architecture
+    if rec.flavor is not None:
+        preset, why = preset_of(rec.family, rec.flavor)
+        said = f"{rec.family} {rec.flavor}"
+    elif fn in _PRESET_OF:
+        preset, said = _PRESET_OF[fn], str(fn)
+    elif fn:
+        if cmd.function:
+            raise ValueError(
+                f"--config {fn} is not a torchtitan registry function MemPlan knows the "
+                "model of; name a file that holds it as FILE::function"
+            )
+        warn.append(f"{quote(fn)}: not a model MemPlan knows; the plan's model is kept")
+        return base.model.architecture
+    else:
+        res.append(f"no model named: the plan's {base.model.name} kept")
+        return base.model.architecture
+    try:
+        model = model_section_for(preset)
+    except KeyError:
+        raise ValueError(f"{said} has no MemPlan model preset ({preset})") from None
+    ch["model"] = model.model_dump(mode="json")
+    res.append(
+        f"{said}: model {model.name} (torchtitan's registry spec){'; ' + why if why else ''}"
+    )
+    if cmd.function:
+        warn.append(
+            f"--config {fn}: that function's own settings are not in this file; "
+            "torchtitan's defaults are used where the overrides say nothing"
+        )
+    return model.architecture
 
 
 def _precision(t: dict[str, Any], ch: dict[str, Any]) -> None:

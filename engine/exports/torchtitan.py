@@ -81,6 +81,12 @@ def _degrees(plan: Plan, gaps: Gaps) -> tuple[int, int]:
     if rule.shards_nothing and rule.family == "ddp":
         # torchtitan's DDP replicates only (a shard degree > 1 turns FSDP on); its DDP runs
         # no EP (legality says so), so EP is not carried here.
+        if par.dp == 1 and par.tp * par.pp * par.cp * par.ep > 1:
+            gaps.add(
+                "parallelism.strategy",
+                "one DP rank beside TP/PP/CP/EP is no data parallelism in torchtitan "
+                "(read back as one FSDP2 replica)",
+            )
         return par.dp, 1
     if par.strategy == "fsdp2_hsdp":
         sg = shard_group(plan)

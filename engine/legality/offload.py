@@ -97,12 +97,7 @@ def _deepspeed(strategy: Strategy, params: str, optimizer: str) -> list[Problem]
                 "offload.optimizer nvme (ZeRO-Infinity) needs parallelism.strategy zero3",
             )
         )
-    if params != "none" and optimizer == "none":
-        out.append(
-            Problem(
-                (_OPTIMIZER, _PARAMS),
-                "DeepSpeed parameter offload also needs offload.optimizer (cpu or "
-                "nvme): the optimizer step must run where the parameters live",
-            )
-        )
+    # Parameter-only offload is legal: DeepSpeed's stage3.py ``_configure_offloading``
+    # sets offload_param and offload_optimizer independently (axolotl ships
+    # zero3_bf16_cpuoffload_params.json); the optimizer step then runs on the GPU.
     return out

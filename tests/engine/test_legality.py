@@ -321,15 +321,6 @@ OFFLOAD = [
         "offload.optimizer nvme (ZeRO-Infinity) needs parallelism.strategy zero3",
         id="zero-nvme-needs-stage-3",
     ),
-    pytest.param(
-        "zero3",
-        "cpu",
-        "none",
-        ("offload.optimizer", "offload.params"),
-        "DeepSpeed parameter offload also needs offload.optimizer (cpu or nvme): the "
-        "optimizer step must run where the parameters live",
-        id="zero-param-offload-needs-optimizer-offload",
-    ),
 ]
 
 

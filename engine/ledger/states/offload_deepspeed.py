@@ -92,6 +92,10 @@ def deepspeed_offload(
             master_pinned = pin and not rule.params and r.state == "master"
             src = "deepspeed-zero3-offload" if rule.params else "deepspeed-zero12-offload"
             moved.append(move(r, opt_loc, master_pinned, source=src))
+        elif rule.params and off.optimizer == "none":
+            # parameter-only offload: stage3.py offloads gradients only with the
+            # optimizer (``if self.offload_optimizer``), so the partition stays in HBM
+            stay.append(r)
         elif rule.params:  # ZeRO-3: the 16-bit gradient buffer lives on the host
             why = " (grad_partitions_flat_buffer)"
             moved.append(move(r, "host", pin, why=why, source="deepspeed-zero3-offload"))

@@ -53,10 +53,6 @@ def node_ledgers(plan: Plan) -> NodeLedgers:
             "needs parallelism.strategy zero3",
         ),
         (
-            {"parallelism__strategy": "zero3", "offload__params": "cpu"},
-            "also needs offload.optimizer",
-        ),
-        (
             {"parallelism__strategy": "megatron_distopt", "offload__optimizer": "nvme"},
             "CPU only, not NVMe",
         ),
