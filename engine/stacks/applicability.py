@@ -173,6 +173,13 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         f"runtime.loss_impl {rt.loss_impl}",
         "applies to the chunked loss only (torchtitan's always runs 8 chunks)",
     )
+    fraction = rt.reserve_model == "fraction"
+    for name in ("fragmentation", "side_stream_cache"):
+        off_if(fraction, f"runtime.{name}", "runtime.reserve_model fraction",
+               "read by the allocator reserve model only (the fraction model takes "
+               "runtime.allocator_reserve)")  # fmt: skip
+    off_if(not fraction, "runtime.allocator_reserve", "runtime.reserve_model allocator",
+           "read by the fraction reserve model only")  # fmt: skip
     out += _knob_fields(plan)
     return tuple(out)
 
