@@ -68,6 +68,8 @@ class FieldSpec:
 
 
 def _label(name: str) -> str:
+    if name.endswith("_mb"):  # the unit column says MiB (:func:`_unit`)
+        name = name[: -len("_mb")]
     words = name.replace("_bytes", "").replace("_gbps", "").split("_")
     fixed = {
         "tp": "TP",

@@ -54,6 +54,42 @@ def test_field_specs_carry_metadata() -> None:
     assert specs["knobs"].kind == "section"
 
 
+def test_this_waves_fields_have_units_labels_and_undo_words() -> None:
+    """Issue 35/36 fields as the tabs show them: max_split_size_mb counts MiB (PyTorch's
+    CUDACachingAllocator parses it × 1024 × 1024), labelled without the "_mb"; the
+    allocator bands are float ranges; the Edit menu names each field in words."""
+    from engine.sections.runtime import RuntimeSection
+    from gui.undo_text import edit_text
+
+    rt = {s.name: s for s in field_specs(RuntimeSection, "runtime")}
+    assert rt["max_split_size_mb"].unit == "MiB" and rt["max_split_size_mb"].optional
+    assert rt["max_split_size_mb"].label == "Max split size"
+    assert rt["reserve_model"].choices == ("allocator", "fraction")
+    assert rt["fragmentation"].kind == "section" and rt["expandable_segments"].kind == "bool"
+    assert edit_text("runtime.reserve_model", "fraction") == (
+        "Set allocator reserve model to fraction"
+    )
+    assert edit_text("method.optimizer.paged", True) == "Turn paged optimizer on"
+    assert edit_text("method.recompute.modules", ["core_attn", "mlp"]) == (
+        "Set recompute modules to core_attn, mlp"
+    )
+    assert edit_text("method.dropout", 0.1) == "Set model dropout to 0.1"
+    assert edit_text("runtime.expandable_segments", None) == "Set expandable segments to auto"
+
+
+def test_the_reserve_models_bands_apply_to_their_own_model_only() -> None:
+    """runtime.allocator_reserve is read under reserve_model fraction only, fragmentation
+    and side_stream_cache under allocator only (engine/ledger/peaks/runtime.py
+    reserve_factors): the other model's bands are greyed with the reason."""
+    allocator = inapplicable(default_plan())
+    assert "fraction" in (reason_for("runtime.allocator_reserve.low", allocator) or "")
+    assert reason_for("runtime.fragmentation.low", allocator) is None
+    fraction = inapplicable(with_value(default_plan(), "runtime.reserve_model", "fraction"))
+    assert reason_for("runtime.allocator_reserve.high", fraction) is None
+    assert reason_for("runtime.side_stream_cache.high", fraction)
+    assert reason_for("runtime.fragmentation.low", fraction)
+
+
 def test_fields_that_do_not_apply_have_reasons() -> None:
     plan = default_plan()
     reasons = inapplicable(plan)
