@@ -46,6 +46,7 @@ class Painted:
     axis: ValueAxis
     tops: tuple[int, ...]
     capacities: tuple[int, ...]
+    cached: tuple[int, ...] = ()  # each bar's top with its releasable cache outlined
 
 
 def paint_panel(
@@ -81,6 +82,7 @@ def paint_panel(
     half = BAR_WIDTH * slot / 2
     painter.setPen(QPen(ink, 0.5))
     tops: list[int] = []
+    cached: list[int] = []
     for i, bar in enumerate(panel.bars):
         base = 0
         for group in bar_order(panel):
@@ -98,21 +100,20 @@ def paint_panel(
             painter.drawRect(QRectF(cx(i) - half, top, 2 * half, axis.y(bar.low) - top))
             painter.setPen(QPen(ink, 0.5))
         tops.append(base + max(bar.high - bar.low, 0))
-        _cache(painter, bar, axis, cx(i), half, ink)
+        cached.append(_cache(painter, bar, axis, cx(i), half, ink))
     painter.setBrush(Qt.BrushStyle.NoBrush)
     caps = _lines(painter, panel, axis, cx, slot, view.off_scale)
     _labels(painter, panel, units, ink, axis, cx, slot, plot)
-    return Painted(axis, tuple(tops), caps)
+    return Painted(axis, tuple(tops), caps, tuple(cached))
 
 
-def _cache(
-    painter: QPainter, bar: Bar, axis: ValueAxis, x: float, half: float, ink: QColor
-) -> None:
+def _cache(painter: QPainter, bar: Bar, axis: ValueAxis, x: float, half: float, ink: QColor) -> int:
     """The allocator's releasable cache over the bar (:attr:`Bar.cache`): a dotted
     outline with a light hatch, not a solid block, because the allocator frees it and
-    retries before an out-of-memory — reserved stays visible without counting toward fit."""
+    retries before an out-of-memory — reserved stays visible without counting toward fit.
+    Returns the outline's top in bytes (the bar's high when there is none)."""
     if bar.cache[1] <= 0:
-        return
+        return bar.high
     top = axis.y(bar.reserved_high)
     painter.setPen(QPen(ink, 1.0, Qt.PenStyle.DotLine))
     painter.setBrush(
@@ -120,6 +121,7 @@ def _cache(
     )
     painter.drawRect(QRectF(x - half, top, 2 * half, axis.y(bar.high) - top))
     painter.setPen(QPen(ink, 0.5))
+    return bar.reserved_high
 
 
 def _lines(

@@ -15,7 +15,7 @@ from engine.plan import default_plan, with_value, with_values
 from engine.sections.parallel import ParallelismSection
 from engine.stacks.applicability import inapplicable, reason_for
 from gui.fieldspec import field_specs, format_bytes_field, parse_bytes, parse_number
-from gui.views.chart_data import FRAGMENTATION_GROUP, panels, stack
+from gui.views.chart_data import FRAGMENTATION_GROUP, panels, stack, stage_bars
 
 
 def test_parse_bytes_units() -> None:
@@ -137,6 +137,23 @@ def test_phase_bars_stack_the_rows_live_at_each_phase_peak() -> None:
     assert steady["optimizer"] == 8_030_410_240
     assert "gradients" not in steady and FRAGMENTATION_GROUP not in steady
     assert sum(b.highlight for b in hbm.bars) == 1
+
+
+def test_stage_bars_are_each_stages_fit_peak() -> None:
+    """PP 2: each stage's bar at its own peak phase tops at that stage's fit peak
+    (engine/ledger/stage_estimate.py StageTotals.fit_peak), its cache reaches the stage's
+    reserved peak plus the memory outside PyTorch; the heaviest stage is marked."""
+    plan = with_values(default_plan(), {"parallelism.pp": 2, "parallelism.dp": 4})
+    est = estimate(plan)
+    bars = stage_bars(plan, est)
+    assert len(bars) == 2
+    for bar, stage in zip(bars, est.stages, strict=True):
+        assert (bar.low, bar.high) == (stage.totals.fit_peak.low, stage.totals.fit_peak.high)
+        outside = sum(
+            r.high for r in stage.rows if r.state == "runtime" and r.role != "cuda_context"
+        )
+        assert bar.reserved_high == stage.reserved_peak.high + outside
+        assert bar.highlight == (stage.stage == est.heaviest_stage)
 
 
 def test_the_fraction_reserve_model_has_no_releasable_cache() -> None:
