@@ -115,6 +115,9 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
     )
     off_if(par.pp == 1, "parallelism.pp_schedule", "pp 1", "applies when PP > 1")
     off_if(par.pp == 1, "parallelism.pp_layer_split", "pp 1", "applies when PP > 1")
+    off_if(par.pp == 1, "parallelism.pp_layout", "pp 1", "applies when PP > 1")
+    off_if(par.pp == 1, "parallelism.pp_split_policy", "pp 1", "applies when PP > 1")
+    off_if(par.cp == 1, "parallelism.cp_comm", "cp 1", "applies when CP > 1")
     off_if(
         par.pp_schedule != "interleaved_1f1b" and par.virtual_stages == 1,
         "parallelism.virtual_stages",

@@ -90,6 +90,18 @@ def test_the_reserve_models_bands_apply_to_their_own_model_only() -> None:
     assert reason_for("runtime.fragmentation.low", fraction)
 
 
+def test_pipeline_and_cp_fields_apply_with_their_dimension() -> None:
+    """pp_layout and pp_split_policy choose layers per stage and cp_comm the K/V
+    exchange: idle (and greyed) at PP 1 / CP 1, editable once PP or CP is above 1."""
+    one = inapplicable(default_plan())
+    for path in ("parallelism.pp_layout", "parallelism.pp_split_policy"):
+        assert reason_for(path, one) == "applies when PP > 1"
+    assert reason_for("parallelism.cp_comm", one) == "applies when CP > 1"
+    more = inapplicable(with_values(default_plan(), {"parallelism.pp": 2, "parallelism.cp": 2}))
+    for path in ("parallelism.pp_layout", "parallelism.pp_split_policy", "parallelism.cp_comm"):
+        assert reason_for(path, more) is None
+
+
 def test_fields_that_do_not_apply_have_reasons() -> None:
     plan = default_plan()
     reasons = inapplicable(plan)
