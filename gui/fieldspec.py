@@ -68,6 +68,8 @@ class FieldSpec:
 
 
 def _label(name: str) -> str:
+    if name.endswith("_mb"):  # the unit column says MiB (:func:`_unit`)
+        name = name[: -len("_mb")]
     words = name.replace("_bytes", "").replace("_gbps", "").split("_")
     fixed = {
         "tp": "TP",
@@ -107,6 +109,8 @@ def _unit(name: str, description: str) -> str:
         return "bytes"
     if name.endswith("_gbps"):
         return "GB/s"
+    if name.endswith("_mb"):  # PyTorch's and DeepSpeed's *_mb settings count MiB (2**20)
+        return "MiB"
     for match in reversed(re.findall(r"\(([^()]{1,24})\)", description)):
         for word in _UNIT_WORDS:
             if match == word or match.startswith(word):

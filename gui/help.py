@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from engine import FORMULA_VERSION, __version__
 from engine.estimate import VERDICT_WORDS, Verdict
 from engine.planfile import SCHEMA_VERSION
+from gui.views.chart_data import CACHE_LABEL, FRAGMENTATION_GROUP
 from gui.views.colors import CAPACITY_COLOR, LIMIT_COLOR, VERDICT_COLORS, group_color
 
 GROUP_MEANINGS: dict[str, str] = {
@@ -42,6 +43,8 @@ GROUP_MEANINGS: dict[str, str] = {
     "temporaries": "short-lived tensors of one operation (the optimizer step, the loss)",
     "runtime": "memory outside PyTorch's allocator: CUDA context, NCCL, cuBLAS workspaces",
     "allocator": "the caching allocator's reserve: reserved minus allocated",
+    FRAGMENTATION_GROUP: "the part of the allocator's reserve it cannot release "
+    "(fragmented segments): it counts toward fit",
     "offload": "states moved to host RAM or NVMe (pinned: page-locked host buffers)",
     "processes": "host processes: the training ranks, data-loader workers, the OS reserve",
     "checkpoint": "checkpoint files and the host buffers that stage them",
@@ -68,14 +71,19 @@ row in the Ledger tab). A row has a <b>low</b> and a <b>high</b> value; they are
 when the rule is exact.</p>
 <h3>The verdict</h3>
 <ul>{verdicts}</ul>
-<p>The peak that decides fit is the allocator's reserved peak plus the memory outside it,
-on the heaviest rank (the heaviest pipeline stage), compared with the <b>limit</b>: the
-usable capacity less the headroom policy.</p>
+<p>The peak that decides fit is the live tensors plus the fragmentation the caching
+allocator cannot release plus the memory outside PyTorch (NCCL buffers, cuBLAS workspaces,
+the CUDA context where the capacity includes it), on the heaviest rank (the heaviest
+pipeline stage), compared with the <b>limit</b>: the usable capacity less the headroom
+policy. Reserved memory is shown beside it, but its cached free blocks do not decide fit:
+before raising out-of-memory the allocator frees them and retries.</p>
 <h3>The chart</h3>
 <p>Bars stack the ledger rows by <b>group</b>, one colour each:</p>
 <table cellpadding="2">{groups}</table>
 <p><b>▨ Hatching</b> on top of a bar is the low–high range: the bar's solid part is the
-low estimate, the hatched part reaches the high one. {cap} the solid
+low estimate, the hatched part reaches the high one: the bar's top is the figure the
+verdict compares. <b>⬚ A dotted box</b> over an HBM bar is the {cache}: the rest of
+reserved memory, drawn so reserved stays visible. {cap} the solid
 red line is the <b>usable capacity</b>; {lim} the dashed amber line is
 the <b>limit</b> (capacity less headroom); the shaded band between them is the headroom.
 <b>▲</b> marks the phase (or stage) with the peak.</p>
@@ -100,7 +108,7 @@ NVLink inside a node and which cross the network.</p>
 fit boundary; <b>File → Compare</b> puts plans side by side with the rows and inputs
 that differ. Both can be added to the PDF report.</p>
 """
-"""The guide's text; {verdicts}, {groups} and the swatches {cap}, {lim} filled in."""
+"""The guide's text; {verdicts}, {groups}, {cache} and the swatches {cap}, {lim} filled in."""
 
 
 def guide_html() -> str:
@@ -116,7 +124,11 @@ def guide_html() -> str:
         for v, text in VERDICT_MEANINGS
     )
     return _GUIDE.format(
-        verdicts=verdicts, groups=groups, cap=_swatch(CAPACITY_COLOR), lim=_swatch(LIMIT_COLOR)
+        verdicts=verdicts,
+        groups=groups,
+        cap=_swatch(CAPACITY_COLOR),
+        lim=_swatch(LIMIT_COLOR),
+        cache=escape(CACHE_LABEL),
     )
 
 

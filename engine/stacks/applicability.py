@@ -115,6 +115,9 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
     )
     off_if(par.pp == 1, "parallelism.pp_schedule", "pp 1", "applies when PP > 1")
     off_if(par.pp == 1, "parallelism.pp_layer_split", "pp 1", "applies when PP > 1")
+    off_if(par.pp == 1, "parallelism.pp_layout", "pp 1", "applies when PP > 1")
+    off_if(par.pp == 1, "parallelism.pp_split_policy", "pp 1", "applies when PP > 1")
+    off_if(par.cp == 1, "parallelism.cp_comm", "cp 1", "applies when CP > 1")
     off_if(
         par.pp_schedule != "interleaved_1f1b" and par.virtual_stages == 1,
         "parallelism.virtual_stages",
@@ -173,6 +176,13 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         f"runtime.loss_impl {rt.loss_impl}",
         "applies to the chunked loss only (torchtitan's always runs 8 chunks)",
     )
+    fraction = rt.reserve_model == "fraction"
+    for name in ("fragmentation", "side_stream_cache"):
+        off_if(fraction, f"runtime.{name}", "runtime.reserve_model fraction",
+               "read by the allocator reserve model only (the fraction model takes "
+               "runtime.allocator_reserve)")  # fmt: skip
+    off_if(not fraction, "runtime.allocator_reserve", "runtime.reserve_model allocator",
+           "read by the fraction reserve model only")  # fmt: skip
     out += _knob_fields(plan)
     return tuple(out)
 

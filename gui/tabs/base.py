@@ -144,10 +144,13 @@ class TabPage(QScrollArea):
         include: set[str] | None,
         exclude: set[str],
         in_bytes: bool = False,
+        parent_help: str = "",
     ) -> None:
         for spec in field_specs(model, prefix):
             if in_bytes and spec.kind == "int":  # low/high of a byte range
                 spec = replace(spec, kind="bytes", unit="bytes")
+            if parent_help and not spec.description:  # a band's low/high: say what it is
+                spec = replace(spec, description=parent_help)
             if (include is not None and spec.name not in include) or spec.name in exclude:
                 continue
             if spec.kind == "section" and spec.model is not None:
@@ -160,7 +163,9 @@ class TabPage(QScrollArea):
                 head = QLabel(f"<b>{spec.label}</b>", grid.parentWidget())
                 head.setToolTip(spec.description)
                 grid.addWidget(head, grid.rowCount(), 0, 1, 3)
-                self._fill(grid, spec.model, spec.path, None, set(), spec.unit == "bytes")
+                self._fill(
+                    grid, spec.model, spec.path, None, set(), spec.unit == "bytes", spec.description
+                )
                 continue
             binding = FieldBinding(self.doc, spec, self.units, grid.parentWidget() or self)
             self.bindings[spec.path] = binding

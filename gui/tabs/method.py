@@ -22,12 +22,24 @@ from engine.stacks.catalog import concrete_stack, stack_info
 from gui.document import PlanDocument
 from gui.tabs.base import TabPage
 
+ALLOCATOR_FIELDS = (
+    "reserve_model",
+    "allocator_reserve",
+    "fragmentation",
+    "side_stream_cache",
+    "expandable_segments",
+    "max_split_size_mb",
+    "allocation_granularity_bytes",
+)
+"""The runtime fields that model the caching allocator: they decide the fragmentation
+the fit test counts and the reserved figure beside it, so they sit together."""
+
 
 class MethodTab(TabPage):
     def __init__(self, doc: PlanDocument, units: str, parent: QWidget | None = None) -> None:
         super().__init__(doc, units, parent)
         self.add_section("Training stack", StackSection, "stack")
-        self.add_section("Training method", MethodSection, "method", include=("kind",))
+        self.add_section("Training method", MethodSection, "method", include=("kind", "dropout"))
         self.stack_moved = QLabel("", self.widget())
         self.stack_moved.setObjectName("stackMoved")
         self.stack_moved.setWordWrap(True)
@@ -46,7 +58,20 @@ class MethodTab(TabPage):
         self.add_section(
             "Custom trainable subset", CustomTrainableSection, "method.custom", collapsed=True
         )
-        self.add_section("Runtime and kernels", RuntimeSection, "runtime", collapsed=True)
+        self.add_section(
+            "Runtime and kernels",
+            RuntimeSection,
+            "runtime",
+            exclude=ALLOCATOR_FIELDS,
+            collapsed=True,
+        )
+        self.add_section(
+            "Caching allocator (fit test)",
+            RuntimeSection,
+            "runtime",
+            include=ALLOCATOR_FIELDS,
+            collapsed=True,
+        )
         self.finish()
 
     def _concrete(self) -> ConcreteStack:

@@ -25,13 +25,19 @@ class ParallelismTab(TabPage):
             "Sharding strategy",
             ParallelismSection,
             "parallelism",
-            include=("strategy", "shard_group_size", "sequence_parallel"),
+            include=("strategy", "shard_group_size", "sequence_parallel", "tp_style", "cp_comm"),
         )
         self.add_section(
             "Pipeline",
             ParallelismSection,
             "parallelism",
-            include=("pp_schedule", "virtual_stages", "pp_layer_split"),
+            include=(
+                "pp_schedule",
+                "virtual_stages",
+                "pp_layer_split",
+                "pp_layout",
+                "pp_split_policy",
+            ),
         )
         self.add_section(
             "Framework knobs (code defaults)", StrategyKnobs, "parallelism.knobs", collapsed=True

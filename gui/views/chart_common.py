@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 
-from gui.views.chart_data import Panel
+from gui.views.chart_data import CACHE_LABEL, Panel
 from gui.views.colors import CAPACITY_COLOR, LIMIT_COLOR, group_color
 
 BAR_WIDTH = 0.62
@@ -38,10 +38,17 @@ def _entry(swatch: str, text: str) -> str:
 
 def legend_html(groups: list[str], spread: bool) -> str:
     """The legend of the ledger groups under the chart: it wraps between entries only,
-    never inside one ("limit = capacity − headroom" stays on one line)."""
-    parts = [_entry(f"<span style='color:{group_color(g).name()}'>■</span>", g) for g in groups]
+    never inside one ("limit = capacity − headroom" stays on one line). The releasable
+    allocator cache (:data:`CACHE_LABEL`, listed by :func:`panel_groups`) is an outline."""
+    parts = [
+        _entry(f"<span style='color:{group_color(g).name()}'>■</span>", g)
+        for g in groups
+        if g != CACHE_LABEL
+    ]
     if spread:
         parts.append(_entry("▨", "low–high range"))
+    if CACHE_LABEL in groups:
+        parts.append(_entry("⬚", CACHE_LABEL))
     parts.append(_entry(f"<span style='color:{CAPACITY_COLOR}'>━</span>", "usable capacity"))
     parts.append(
         _entry(f"<span style='color:{LIMIT_COLOR}'>╍</span>", "limit = capacity − headroom")
@@ -52,7 +59,8 @@ def legend_html(groups: list[str], spread: bool) -> str:
 
 def panel_groups(panels_: tuple[Panel, ...]) -> tuple[list[str], bool]:
     """The ledger groups the panels stack (in first-seen order) and whether any bar has
-    a low–high spread: what the legend lists."""
+    a low–high spread: what the legend lists (:data:`CACHE_LABEL` last when a bar
+    carries a releasable allocator cache)."""
     groups: list[str] = []
     spread = False
     for panel in panels_:
@@ -61,6 +69,8 @@ def panel_groups(panels_: tuple[Panel, ...]) -> tuple[list[str], bool]:
             for seg in bar.segments:
                 if seg.group not in groups:
                     groups.append(seg.group)
+    if any(bar.cache[1] > 0 for panel in panels_ for bar in panel.bars):
+        groups.append(CACHE_LABEL)
     return groups, spread
 
 

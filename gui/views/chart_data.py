@@ -1,10 +1,14 @@
 """The numbers behind the stacked ledger chart, free of Qt so they can be tested.
 
 Every bar is a sum of ledger rows grouped by ``Row.group``, stacked by the rows' low
-values, with the low–high spread on top. The HBM bars are the step's phases for the
-rank that decides fit (the phase timeline); host RAM is shown as one rank's share and
-as a whole node; NVMe per node. The node ledgers come from ``Estimate.nodes``, built for
-the busiest node, the same worst-rank rule the verdict uses.
+values, with the low–high spread on top. An HBM bar is the figure the fit test compares
+(:func:`engine.verdict.fit_parts`): the live rows, the fragmentation the caching allocator
+cannot release (:func:`~engine.ledger.peaks.runtime.stuck_bytes`) and the memory outside
+PyTorch; the rest of the allocator reserve — cached blocks freed before an out-of-memory —
+rides above it as :attr:`Bar.cache`, drawn apart so reserved stays visible. The HBM bars
+are the step's phases for the rank that decides fit (the phase timeline); host RAM is
+shown as one rank's share and as a whole node; NVMe per node. The node ledgers come from
+``Estimate.nodes``, built for the busiest node, the same worst-rank rule the verdict uses.
 """
 
 from __future__ import annotations
@@ -12,9 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.estimate import Estimate, StageEstimate
-from engine.ledger.peaks.runtime import outside_capacity
-from engine.ledger.row import PHASES, Row
+from engine.ledger.peaks.runtime import outside_capacity, stuck_bytes
+from engine.ledger.row import PHASES, Phase, Row
 from engine.plan import Plan
+
+FRAGMENTATION_GROUP = "fragmentation (not released)"
+"""The segment of an HBM bar holding the allocator reserve a free-and-retry cannot give
+back: the part of reserved − allocated that counts toward fit."""
+CACHE_LABEL = "allocator cache, released before OOM"
+"""What the outlined box above an HBM bar is (:attr:`Bar.cache`)."""
 
 GROUP_ORDER: tuple[str, ...] = (
     "weights",
@@ -29,6 +39,7 @@ GROUP_ORDER: tuple[str, ...] = (
     "checkpoint",
     "runtime",
     "allocator",
+    FRAGMENTATION_GROUP,
     "offload",
     "offload (pinned)",
     "processes",
@@ -52,13 +63,16 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class Bar:
-    """One stacked bar; ``capacity``/``limit`` are drawn as lines over it when known."""
+    """One stacked bar; ``capacity``/``limit`` are drawn as lines over it when known.
+    ``cache`` (low, high) is the allocator's releasable cache over the bar, outside its
+    segments: reserved memory the fit test does not count."""
 
     label: str
     segments: tuple[Segment, ...]
     capacity: int | None = None
     limit: int | None = None
     highlight: bool = False
+    cache: tuple[int, int] = (0, 0)
 
     @property
     def low(self) -> int:
@@ -67,6 +81,11 @@ class Bar:
     @property
     def high(self) -> int:
         return sum(s.high for s in self.segments)
+
+    @property
+    def reserved_high(self) -> int:
+        """The bar's top with the releasable cache over it (what the axis must reach)."""
+        return self.high + self.cache[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,37 +115,45 @@ def stack(rows: list[tuple[Row, float]]) -> tuple[Segment, ...]:
 
 def fit_rows(plan: Plan, rows: tuple[Row, ...]) -> list[tuple[Row, float]]:
     """The rows a bar stacks, on the basis the verdict compares with capacity: when the
-    capacity is what the framework can allocate, the CUDA context is already outside it."""
-    return [(r, 1.0) for r in rows if not outside_capacity(plan, r)]
+    capacity is what the framework can allocate, the CUDA context is already outside it.
+    The allocator reserve row (state ``allocator``) is left out: :func:`fit_bar` splits it."""
+    return [(r, 1.0) for r in rows if r.state != "allocator" and not outside_capacity(plan, r)]
+
+
+def fit_bar(
+    plan: Plan, est: Estimate, st: StageEstimate, phase: Phase, label: str, highlight: bool
+) -> Bar:
+    """One stage's HBM at ``phase`` as the fit test sees it: live rows and memory outside
+    PyTorch by group, the reserve that cannot be released as :data:`FRAGMENTATION_GROUP`
+    (the same :func:`stuck_bytes` the verdict adds) and the rest of the reserve — blocks
+    the allocator frees and retries before an out-of-memory — as the bar's ``cache``."""
+    rows = st.phase_rows(phase)
+    segments = list(stack(fit_rows(plan, rows)))
+    reserve = next((r for r in rows if r.state == "allocator"), None)
+    cache = (0, 0)
+    if reserve is not None:
+        t = st.totals
+        alloc = t.phases[phase]
+        stuck = stuck_bytes(t.reserve, alloc.low, alloc.high, t.steady)
+        if stuck[1] > 0:
+            segments.append(Segment(FRAGMENTATION_GROUP, stuck[0], stuck[1]))
+        cache = (max(0, reserve.low - stuck[0]), max(0, reserve.high - stuck[1]))
+    segments.sort(key=lambda s: group_sort_key(s.group))
+    return Bar(label, tuple(segments), est.capacity_bytes, est.limit_bytes, highlight, cache)
 
 
 def phase_bars(plan: Plan, est: Estimate, stage: StageEstimate | None = None) -> tuple[Bar, ...]:
     """HBM per phase of one stage (the heaviest by default), peak phase highlighted: the
-    rows live at each phase's peak moment, its allocator reserve and the memory outside
-    the allocator (``StageEstimate.phase_rows``)."""
+    rows live at each phase's peak moment, the reserve that cannot be released and the
+    memory outside the allocator (:func:`fit_bar`)."""
     st = stage or est.heaviest
-    return tuple(
-        Bar(
-            label=PHASE_LABELS[ph],
-            segments=stack(fit_rows(plan, st.phase_rows(ph))),
-            capacity=est.capacity_bytes,
-            limit=est.limit_bytes,
-            highlight=ph == st.peak_phase,
-        )
-        for ph in PHASES
-    )
+    return tuple(fit_bar(plan, est, st, ph, PHASE_LABELS[ph], ph == st.peak_phase) for ph in PHASES)
 
 
 def stage_bars(plan: Plan, est: Estimate) -> tuple[Bar, ...]:
     """HBM at each stage's peak phase; the heaviest stage (which decides fit) marked."""
     return tuple(
-        Bar(
-            label=f"Stage {st.stage}",
-            segments=stack(fit_rows(plan, st.phase_rows(st.peak_phase))),
-            capacity=est.capacity_bytes,
-            limit=est.limit_bytes,
-            highlight=st.stage == est.heaviest_stage,
-        )
+        fit_bar(plan, est, st, st.peak_phase, f"Stage {st.stage}", st.stage == est.heaviest_stage)
         for st in est.stages
     )
 

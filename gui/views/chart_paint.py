@@ -20,7 +20,7 @@ from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPainter, QPen
 from engine.estimate import Estimate
 from engine.plan import Plan
 from gui.views.chart_common import BAR_WIDTH, LABEL_ROOM, LINE_HALF, bar_order
-from gui.views.chart_data import Panel, panels, stage_bars
+from gui.views.chart_data import Bar, Panel, panels, stage_bars
 from gui.views.chart_scale import bar_label, note_lines, panel_scale
 from gui.views.colors import CAPACITY_COLOR, HEADROOM_FILL, LIMIT_COLOR, group_color
 from gui.views.paint_axes import ValueAxis, set_pixel_font, text_in
@@ -39,12 +39,14 @@ TICK_ROOM = 18.0
 @dataclass(frozen=True, slots=True)
 class Painted:
     """What one panel's drawing put on the axis, in bytes: each bar's top (its stacked
-    segments, plus the spread when hatched) and each capacity line drawn (one off the
-    axis is named in the note instead). Tests read the drawing from it."""
+    segments, plus the spread when hatched: the fit figure; the releasable cache drawn
+    over it is not counted) and each capacity line drawn (one off the axis is named in
+    the note instead). Tests read the drawing from it."""
 
     axis: ValueAxis
     tops: tuple[int, ...]
     capacities: tuple[int, ...]
+    cached: tuple[int, ...] = ()  # each bar's top with its releasable cache outlined
 
 
 def paint_panel(
@@ -52,7 +54,8 @@ def paint_panel(
 ) -> Painted:
     """Draw ``panel`` into ``rect``: title and notes (padded to ``lines`` lines so panels
     side by side keep their plots level), axis, stacked bars, the hatched low–high
-    spread, the headroom band, limit and capacity lines, and a label over each bar."""
+    spread, the releasable allocator cache outlined over it, the headroom band, limit
+    and capacity lines, and a label over each bar."""
     notes = note_lines(panel, units)
     title_h = TITLE_PX + 6 + max(lines, len(notes)) * (NOTE_PX + 3)
     text_in(painter, QRectF(rect.left(), rect.top(), rect.width(), TITLE_PX + 4), panel.title, ink,
@@ -79,6 +82,7 @@ def paint_panel(
     half = BAR_WIDTH * slot / 2
     painter.setPen(QPen(ink, 0.5))
     tops: list[int] = []
+    cached: list[int] = []
     for i, bar in enumerate(panel.bars):
         base = 0
         for group in bar_order(panel):
@@ -96,10 +100,28 @@ def paint_panel(
             painter.drawRect(QRectF(cx(i) - half, top, 2 * half, axis.y(bar.low) - top))
             painter.setPen(QPen(ink, 0.5))
         tops.append(base + max(bar.high - bar.low, 0))
+        cached.append(_cache(painter, bar, axis, cx(i), half, ink))
     painter.setBrush(Qt.BrushStyle.NoBrush)
     caps = _lines(painter, panel, axis, cx, slot, view.off_scale)
     _labels(painter, panel, units, ink, axis, cx, slot, plot)
-    return Painted(axis, tuple(tops), caps)
+    return Painted(axis, tuple(tops), caps, tuple(cached))
+
+
+def _cache(painter: QPainter, bar: Bar, axis: ValueAxis, x: float, half: float, ink: QColor) -> int:
+    """The allocator's releasable cache over the bar (:attr:`Bar.cache`): a dotted
+    outline with a light hatch, not a solid block, because the allocator frees it and
+    retries before an out-of-memory — reserved stays visible without counting toward fit.
+    Returns the outline's top in bytes (the bar's high when there is none)."""
+    if bar.cache[1] <= 0:
+        return bar.high
+    top = axis.y(bar.reserved_high)
+    painter.setPen(QPen(ink, 1.0, Qt.PenStyle.DotLine))
+    painter.setBrush(
+        QBrush(QColor(ink.red(), ink.green(), ink.blue(), 70), Qt.BrushStyle.Dense7Pattern)
+    )
+    painter.drawRect(QRectF(x - half, top, 2 * half, axis.y(bar.high) - top))
+    painter.setPen(QPen(ink, 0.5))
+    return bar.reserved_high
 
 
 def _lines(

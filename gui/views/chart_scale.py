@@ -33,7 +33,7 @@ class PanelScale:
 
 def panel_scale(panel: Panel) -> PanelScale:
     """The axis of ``panel``: its tallest bar, and the capacities near enough to it."""
-    tallest = max((b.high for b in panel.bars), default=0)
+    tallest = max((b.reserved_high for b in panel.bars), default=0)
     caps = [(i, b.capacity) for i, b in enumerate(panel.bars) if b.capacity]
     if tallest <= 0:  # nothing to read: show the capacity as before
         largest = max((c for _, c in caps), default=1)

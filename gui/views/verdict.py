@@ -1,7 +1,8 @@
 """The verdict and GPU counts panel: always visible above the results.
 
-It shows the verdict, the peak that decides fit (reserved memory plus what lives outside
-the allocator) against the limit and capacity, the headroom left, and the three GPU
+It shows the verdict, the peak that decides fit (live tensors plus the fragmentation the
+allocator cannot release plus what lives outside PyTorch, :func:`engine.verdict.fit_parts`;
+reserved beside it) against the limit and capacity, the headroom left, and the three GPU
 counts of the layout search (arithmetic minimum, node-rounded procurement count,
 validation range) with their reasons on hover. The panel never searches: the window
 hands it the counts ``engine.analysis`` computed on a worker thread.
@@ -19,11 +20,34 @@ from engine.layout import GpuCounts
 from engine.layout.lattice import Layout
 from engine.plan import Plan
 from engine.units import fmt_bytes, fmt_range
+from engine.verdict import fit_parts
 from gui.views.colors import VERDICT_COLORS
 from gui.views.layout_choice import validation_text
 
 NBSP = "\u00a0"
 """Keeps a figure and its unit together ("59.13 GB"): a narrow panel wraps at " / "."""
+
+
+def peak_tooltip(est: Estimate, units: Any) -> str:
+    """The fit peak in its parts (what the verdict adds up) and the allocator's figures
+    beside it: reserved is shown, but its releasable cache does not decide fit."""
+    st = est.heaviest
+    parts = fit_parts(st.totals)
+
+    def rng(pair: tuple[int, int]) -> str:
+        return fmt_range(pair[0], pair[1], units)
+
+    return (
+        f"What must fit, on the heaviest rank: live tensors {rng(parts.live)}\n"
+        f"+ fragmentation the allocator cannot release {rng(parts.fragmentation)}\n"
+        f"+ memory outside PyTorch (NCCL, cuBLAS, CUDA context) {rng(parts.outside)}\n"
+        f"reserved (allocator): {rng((st.reserved_peak.low, st.reserved_peak.high))} — its "
+        "cached free blocks are released before an out-of-memory\n"
+        f"on the device (with CUDA context, NCCL, cuBLAS): "
+        f"{rng((st.device_peak.low, st.device_peak.high))}"
+        + (f"\ndecided by: {est.decided_by}" if est.decided_by else "")
+    )
+
 
 COUNTS_PENDING = "no layout of this model fits within the search bound"
 COUNTS_UPDATING = "searching layouts…"
@@ -148,16 +172,13 @@ class VerdictPanel(QFrame):
         st = est.heaviest
         phase = st.peak_phase
         figure = fmt_range(peak.low, peak.high, u).replace(" G", NBSP + "G")  # wraps at "/"
+        reserved = fmt_bytes(st.reserved_peak.high, u).replace(" G", NBSP + "G")
         self.values["peak"].setText(
             f"<b>{figure}</b><br>at the {phase} peak"
             + (f", stage {est.heaviest_stage}" if len(est.stages) > 1 else "")
+            + f"<br><span style='font-size: 8pt;'>reserved {reserved}</span>"
         )
-        self.values["peak"].setToolTip(
-            f"allocated (tensors): {fmt_range(st.peak.low, st.peak.high, u)}\n"
-            f"reserved (allocator): {fmt_range(st.reserved_peak.low, st.reserved_peak.high, u)}"
-            f"\non the device (with CUDA context, NCCL, cuBLAS): "
-            f"{fmt_range(st.device_peak.low, st.device_peak.high, u)}"
-        )
+        self.values["peak"].setToolTip(peak_tooltip(est, u))
         self.names["limit"].setText(f"Limit ({plan.policy.headroom_percent:g} % headroom)")
         self.values["limit"].setText(fmt_bytes(est.limit_bytes, u))
         self.values["capacity"].setText(f"{fmt_bytes(est.capacity_bytes, u)} per GPU")

@@ -57,8 +57,13 @@ def test_an_export_entry_loads_the_exports_and_opens_the_save_dialog(
     from PySide6.QtWidgets import QFileDialog
 
     asked: list[str] = []
-    monkeypatch.setattr(
-        QFileDialog, "getSaveFileName", lambda *a: (asked.append(a[2]), ("", ""))[1]
-    )
+
+    def dialog(*a: Any, **kw: Any) -> tuple[str, str]:
+        # the export passes options=DontConfirmOverwrite: export_to asks once, naming
+        # every file it would replace (gui/framework_actions.py export_dialog)
+        asked.append(a[2])
+        return "", ""
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", dialog)
     window.framework.exports["deepspeed"].trigger()
     assert asked and asked[0].endswith(".json")

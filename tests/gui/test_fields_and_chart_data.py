@@ -15,7 +15,7 @@ from engine.plan import default_plan, with_value, with_values
 from engine.sections.parallel import ParallelismSection
 from engine.stacks.applicability import inapplicable, reason_for
 from gui.fieldspec import field_specs, format_bytes_field, parse_bytes, parse_number
-from gui.views.chart_data import panels, stack
+from gui.views.chart_data import FRAGMENTATION_GROUP, panels, stack, stage_bars
 
 
 def test_parse_bytes_units() -> None:
@@ -54,6 +54,54 @@ def test_field_specs_carry_metadata() -> None:
     assert specs["knobs"].kind == "section"
 
 
+def test_this_waves_fields_have_units_labels_and_undo_words() -> None:
+    """Issue 35/36 fields as the tabs show them: max_split_size_mb counts MiB (PyTorch's
+    CUDACachingAllocator parses it × 1024 × 1024), labelled without the "_mb"; the
+    allocator bands are float ranges; the Edit menu names each field in words."""
+    from engine.sections.runtime import RuntimeSection
+    from gui.undo_text import edit_text
+
+    rt = {s.name: s for s in field_specs(RuntimeSection, "runtime")}
+    assert rt["max_split_size_mb"].unit == "MiB" and rt["max_split_size_mb"].optional
+    assert rt["max_split_size_mb"].label == "Max split size"
+    assert rt["reserve_model"].choices == ("allocator", "fraction")
+    assert rt["fragmentation"].kind == "section" and rt["expandable_segments"].kind == "bool"
+    assert edit_text("runtime.reserve_model", "fraction") == (
+        "Set allocator reserve model to fraction"
+    )
+    assert edit_text("method.optimizer.paged", True) == "Turn paged optimizer on"
+    assert edit_text("method.recompute.modules", ["core_attn", "mlp"]) == (
+        "Set recompute modules to core_attn, mlp"
+    )
+    assert edit_text("method.dropout", 0.1) == "Set model dropout to 0.1"
+    assert edit_text("runtime.expandable_segments", None) == "Set expandable segments to auto"
+
+
+def test_the_reserve_models_bands_apply_to_their_own_model_only() -> None:
+    """runtime.allocator_reserve is read under reserve_model fraction only, fragmentation
+    and side_stream_cache under allocator only (engine/ledger/peaks/runtime.py
+    reserve_factors): the other model's bands are greyed with the reason."""
+    allocator = inapplicable(default_plan())
+    assert "fraction" in (reason_for("runtime.allocator_reserve.low", allocator) or "")
+    assert reason_for("runtime.fragmentation.low", allocator) is None
+    fraction = inapplicable(with_value(default_plan(), "runtime.reserve_model", "fraction"))
+    assert reason_for("runtime.allocator_reserve.high", fraction) is None
+    assert reason_for("runtime.side_stream_cache.high", fraction)
+    assert reason_for("runtime.fragmentation.low", fraction)
+
+
+def test_pipeline_and_cp_fields_apply_with_their_dimension() -> None:
+    """pp_layout and pp_split_policy choose layers per stage and cp_comm the K/V
+    exchange: idle (and greyed) at PP 1 / CP 1, editable once PP or CP is above 1."""
+    one = inapplicable(default_plan())
+    for path in ("parallelism.pp_layout", "parallelism.pp_split_policy"):
+        assert reason_for(path, one) == "applies when PP > 1"
+    assert reason_for("parallelism.cp_comm", one) == "applies when CP > 1"
+    more = inapplicable(with_values(default_plan(), {"parallelism.pp": 2, "parallelism.cp": 2}))
+    for path in ("parallelism.pp_layout", "parallelism.pp_split_policy", "parallelism.cp_comm"):
+        assert reason_for(path, more) is None
+
+
 def test_fields_that_do_not_apply_have_reasons() -> None:
     plan = default_plan()
     reasons = inapplicable(plan)
@@ -67,30 +115,69 @@ def test_fields_that_do_not_apply_have_reasons() -> None:
 
 
 def test_phase_bars_stack_the_rows_live_at_each_phase_peak() -> None:
-    """Default plan: each HBM bar stacks the rows live at its phase's peak moment, the
-    phase's allocator reserve and the memory outside the allocator except the CUDA
-    context (the capacity is what the framework can allocate, already net of it). So a
-    bar's high = reserved phase high + cuBLAS + NCCL; the verdict's fit peak is below the
-    peak bar by the cache a free-and-retry releases (the side-stream pools' 1.55–1.74 ×
-    4,896,931,840 B of gathered units and buckets: engine/allocator/reserve.py). In the
-    steady phase the model states are live: weights 4,015,130,624 B, optimizer
-    2 × 4,015,130,624 + 148,992 = 8,030,410,240 B, and no gradients (they are set to None
-    after the step)."""
+    """Default plan: each HBM bar is what the fit test compares (engine/verdict.py
+    fit_parts): the rows live at its phase's peak moment, the fragmentation the allocator
+    cannot release (engine/allocator/reserve.py stuck_extra) and the memory outside the
+    allocator except the CUDA context (the capacity is what the framework can allocate,
+    already net of it). The peak (backward) bar's high is the fit peak: live 48,664,282,624
+    + fragmentation 0.09 × (48,664,282,624 − steady 12,045,607,424) = 3,295,680,768 +
+    cuBLAS and NCCL 2,033,554,432 = 53,993,517,824 B; its low is 46,821,567,590 +
+    0.05 × (46,821,567,590 − 12,045,607,424) = 1,738,798,008 + 508,388,608. The rest of
+    reserved rides over each bar as its releasable cache (the side-stream pools' 1.55–1.74
+    × 4,896,931,840 B of gathered units and buckets), so bar + cache = reserved phase +
+    outside. In the steady phase the model states are live: weights 4,015,130,624 B,
+    optimizer 2 × 4,015,130,624 + 148,992 = 8,030,410,240 B, no gradients (set to None
+    after the step) and no fragmentation (nothing transient)."""
     plan = default_plan()
     est = estimate(plan)
     st = est.heaviest
     hbm = panels(plan, est)[0]
     outside = sum(r.high for r in st.rows if r.id in ("hbm.runtime.cublas", "hbm.runtime.nccl"))
+    assert outside == 2_033_554_432
     for bar, ph in zip(hbm.bars, PHASES, strict=True):
-        assert bar.high == st.reserved_phases[ph].high + outside
+        assert bar.reserved_high == st.reserved_phases[ph].high + outside
+        assert bar.cache == (int(4_896_931_840 * 1.55), int(4_896_931_840 * 1.74))
+        assert not any(s.group == "allocator" for s in bar.segments)
     peak_bar = next(b for b in hbm.bars if b.highlight)
-    assert peak_bar.high == st.reserved_peak.high + outside
-    assert peak_bar.high - est.fit_peak.high == int(4_896_931_840 * 1.74)
+    assert (peak_bar.low, peak_bar.high) == (est.fit_peak.low, est.fit_peak.high)
+    assert peak_bar.high == 48_664_282_624 + 3_295_680_768 + 2_033_554_432 == 53_993_517_824
+    assert peak_bar.low == 46_821_567_590 + 1_738_798_008 + 508_388_608
+    frag = {s.group: (s.low, s.high) for s in peak_bar.segments}[FRAGMENTATION_GROUP]
+    assert frag == (1_738_798_008, 3_295_680_768)
     steady = dict((s.group, s.low) for s in hbm.bars[0].segments)
     assert steady["weights"] == 4_015_130_624
     assert steady["optimizer"] == 8_030_410_240
-    assert "gradients" not in steady
+    assert "gradients" not in steady and FRAGMENTATION_GROUP not in steady
     assert sum(b.highlight for b in hbm.bars) == 1
+
+
+def test_stage_bars_are_each_stages_fit_peak() -> None:
+    """PP 2: each stage's bar at its own peak phase tops at that stage's fit peak
+    (engine/ledger/stage_estimate.py StageTotals.fit_peak), its cache reaches the stage's
+    reserved peak plus the memory outside PyTorch; the heaviest stage is marked."""
+    plan = with_values(default_plan(), {"parallelism.pp": 2, "parallelism.dp": 4})
+    est = estimate(plan)
+    bars = stage_bars(plan, est)
+    assert len(bars) == 2
+    for bar, stage in zip(bars, est.stages, strict=True):
+        assert (bar.low, bar.high) == (stage.totals.fit_peak.low, stage.totals.fit_peak.high)
+        outside = sum(
+            r.high for r in stage.rows if r.state == "runtime" and r.role != "cuda_context"
+        )
+        assert bar.reserved_high == stage.reserved_peak.high + outside
+        assert bar.highlight == (stage.stage == est.heaviest_stage)
+
+
+def test_the_fraction_reserve_model_has_no_releasable_cache() -> None:
+    """runtime.reserve_model fraction counts the whole reserve toward fit
+    (engine/allocator/reserve.py stuck_extra returns reserved_extra): the peak bar is
+    the fit peak and nothing is drawn as releasable."""
+    plan = with_value(default_plan(), "runtime.reserve_model", "fraction")
+    est = estimate(plan)
+    bars = panels(plan, est)[0].bars
+    peak_bar = next(b for b in bars if b.highlight)
+    assert peak_bar.high == est.fit_peak.high
+    assert all(b.cache == (0, 0) for b in bars)
 
 
 def _host_row(phases: frozenset[Phase], low: int, high: int, rid: str) -> Row:

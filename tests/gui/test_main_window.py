@@ -92,6 +92,14 @@ def test_default_plan_on_screen(qtbot: Any, window: Any) -> None:
     assert state_bytes(window) == DEFAULT_STATES
     assert hbm_bar_tops(window) == pytest.approx(expected_tops(window))
     assert max(hbm_bar_tops(window)) == pytest.approx(window.doc.estimate.fit_peak.high / GB)
+    # reserved stays visible: the releasable cache is outlined over each bar, up to the
+    # reserved peak plus the memory outside PyTorch (test_fields_and_chart_data)
+    bars = panels(window.doc.plan, window.doc.estimate)[0].bars
+    assert painted(window).cached == tuple(b.reserved_high for b in bars)
+    assert all(
+        c > t * GB for c, t in zip(painted(window).cached, hbm_bar_tops(window), strict=True)
+    )
+    assert "allocator cache, released before OOM" in window.legend.text().replace("&nbsp;", " ")
     assert table_bytes(window)["Weights (fp32)"] == "4,015,130,624"
     peak_gb = f"{window.doc.estimate.fit_peak.high / GB:.2f} GB"
     assert peak_gb in window.verdict.values["peak"].text().replace("\u00a0", " ")

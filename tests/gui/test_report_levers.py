@@ -12,7 +12,7 @@ from report_helpers import have_poppler, pdf_text
 import engine.analysis as an
 from engine.cli.text import render_levers
 from engine.layout.levers import fit_levers
-from engine.plan import default_plan, with_value
+from engine.plan import default_plan, with_values
 from engine.planfile import PlanFile
 from gui.__main__ import main
 from gui.views.lever_rows import with_vs_without
@@ -22,14 +22,17 @@ HEADING = "Fit levers (alternatives, never applied)"
 
 
 def test_the_report_lists_the_levers_the_cli_prints(qapp: Any, tmp_path: Path) -> None:
-    """For the default plan up to 64 GPUs: every lever `memplan layouts` names (its
-    render_levers text, "procure N GPUs (LAYOUT), arithmetic minimum M") is a row of the
-    report with the same N set against the plan's own count, the same layout and the
-    same minimum against the plan's own, and the same cost."""
+    """For the default plan at sequence 6,144 up to 64 GPUs (arithmetic minimum 4, which
+    every lever lowers; at 4,096 it is 3 and full recompute keeps 3): every lever
+    `memplan layouts` names (its render_levers text, "procure N GPUs (LAYOUT),
+    arithmetic minimum M") is a row of the report with the same N set against the plan's
+    own count, the same layout and the same minimum against the plan's own, and the
+    same cost."""
     from gui.report import gather, write_pdf
 
-    plan = with_value(default_plan(), "policy.max_gpus", 64)
+    plan = with_values(default_plan(), {"policy.max_gpus": 64, "batch.seq_len": 6144})
     base = an.analysis(plan).counts
+    assert base.arithmetic_min.gpus == 4
     levers = fit_levers(plan)
     cli = render_levers(levers, base)
     path = tmp_path / "levers.pdf"

@@ -120,7 +120,9 @@ def phases_section(c: ReportContent) -> str:
     out.append(f"<p class='small' align='center'>{legend}</p>")
     out.append(
         '<p class="small">HBM per rank of the heaviest stage at each phase\'s peak moment '
-        "(allocated tensors, the allocator reserve and the memory outside the allocator); "
+        "as the fit test counts it (live tensors, the fragmentation the allocator cannot "
+        "release and the memory outside PyTorch), with the allocator cache it releases "
+        "before an out-of-memory outlined above; "
         "host RAM per node and one rank's share; NVMe per node.</p>"
     )
     out.append(f'<p class="small">{METHOD_RESERVED}</p>')
