@@ -4,6 +4,7 @@ partition DeepSpeed builds for the step. Live only in the optimizer phase."""
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from itertools import starmap
 from operator import itemgetter, mul
@@ -37,9 +38,12 @@ def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
         return []
     gran = plan.runtime.allocation_granularity_bytes
     sharded = rule.optimizer
+    buckets: list[tuple[bool, str]] | None = None  # per allocation: (no decay, dtype)
     if one_per_tensor(rule, sharded):  # the allocations are the tensors' shards
         g = gran if gran > 1 else 1  # round_up's rule
         sized = []
+        hf = plan.stack.name == "hf_trainer"
+        buckets = [(hf and no_decay(t.name), t.state_dtype) for t in trainable]
         for t in trainable:  # shard_numel and round_up inlined (once per tensor and layout)
             n = t.group if sharded else 1
             if n == 1:
@@ -53,7 +57,13 @@ def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
         allocs = shard_allocs(trainable, sharded, rule, "state_dtype")
         sized = [(round_up(a.numel * DTYPE_BYTES[a.dtype], gran), a.copies) for a in allocs]
         dtypes = "/".join(sorted({a.dtype for a in allocs}))
-    if opt.implementation == "foreach":
+    if opt.implementation == "foreach" and buckets is not None:
+        n, groups = foreach_peak(sized, buckets)
+        formula = (
+            f"foreach: one {dtypes} copy of the largest parameter group's (sharded) "
+            f"tensors, {groups}"
+        )
+    elif opt.implementation == "foreach":
         n = sum(starmap(mul, sized))  # bytes × copies, in C
         allocs_n = sum(map(itemgetter(1), sized))
         formula = f"foreach: one {dtypes} copy of every (sharded) parameter, {allocs_n} allocations"
@@ -66,6 +76,46 @@ def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
     low = n if opt.name == "adamw" else 0
     note = "" if opt.name == "adamw" else " (measured for AdamW only: low 0)"
     return [step_temporaries_row(low, n, partial(_formula, formula, n, note), "torch-adamw")]
+
+
+NO_DECAY = re.compile(r"bias|layernorm|rmsnorm|(?:^|\.)norm(?:$|\.)|_norm(?:$|\.)")
+"""transformers ``Trainer.get_decay_parameter_names``' forbidden name patterns: those
+parameters go to the second (``weight_decay = 0``) group."""
+
+
+def no_decay(name: str) -> bool:
+    """Whether HF Trainer puts the parameter in its no-decay group (norms, biases)."""
+    return NO_DECAY.search(name.lower()) is not None
+
+
+def foreach_peak(sized: list[tuple[int, int]], buckets: list[tuple[bool, str]]) -> tuple[int, str]:
+    """The foreach step's peak over allocations of (bytes, copies), each in its
+    (param group, dtype) bucket, and the groups' words.
+
+    torch ``optim/adam.py`` ``_multi_tensor_adam`` runs once per param group (HF
+    Trainer's two: decay, then no-decay — ``Trainer.create_optimizer``; a plain script's
+    and torchtitan's one), and inside it per (device, dtype) bucket
+    (``_group_tensors_by_device_and_dtype``): ``exp_avg_sq_sqrt =
+    torch._foreach_sqrt(...)`` allocates one copy of the bucket's tensors, and the
+    previous bucket's list is still bound while the next is made (no ``del``); it is
+    freed when the group's call returns. So the peak is the largest group's largest
+    sum of two consecutive buckets (one bucket: its size)."""
+    totals: dict[tuple[bool, str], int] = {}
+    for (size, count), key in zip(sized, buckets, strict=True):
+        totals[key] = totals.get(key, 0) + size * count
+    peak = 0
+    for group in (False, True):
+        prev = 0
+        for (g, _), b in totals.items():
+            if g == group:
+                peak = max(peak, b + prev)
+                prev = b
+    two = any(g for g, _ in totals)
+    words = " + ".join(
+        f"{('no-decay' if g else 'decay') if two else 'one group'} {d} {fmt_count(b)} B"
+        for (g, d), b in totals.items()
+    )
+    return peak, words
 
 
 def loop_peak(sized: list[tuple[int, int]]) -> int:
