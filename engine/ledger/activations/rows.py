@@ -29,6 +29,7 @@ from engine.ledger.activations.kept import (
 )
 from engine.ledger.activations.loss import labels_parts, logits_at
 from engine.ledger.activations.packing import band_of, packing_formula
+from engine.ledger.activations.remaining import remaining_parts
 from engine.ledger.activations.schedule import InFlight, in_flight
 from engine.ledger.activations.stage_layers import StageLayers, Walk, counted_at, stage_layers
 from engine.ledger.activations.varying import (
@@ -46,6 +47,7 @@ from engine.ledger.row import (
     AT_LOSS,
     FORWARD,
     FORWARD_BACKWARD,
+    THROUGH_LAYERS,
     UNTIL_LAYERS_FREE,
     Formula,
     Row,
@@ -226,7 +228,9 @@ def in_flight_at(
     fixed: list[Varying] = []
     if g0.autocast and (n_plain or last):  # the head is outside every checkpoint
         fixed.append(casts_part(plan, g0, placed, n_layers, n_plain, last))
-    other_of, once_other = other_at(plan, n_ckpt > 0), once_at(plan, "other", UNTIL_LAYERS_FREE)
+    # rotary cos / sin and checkpoint inputs are read by every layer's backward, the
+    # first layer's too: live through the layers (item 6)
+    other_of, once_other = other_at(plan, n_ckpt > 0), once_at(plan, "other", THROUGH_LAYERS)
     if not callable(other_of):  # the same tensors at every size: their part made here
         fixed += [once_other(other_of)] if other_of else []
     head_of, once_head = (head_at(plan), once_at(plan, "head", AT_LOSS)) if last else (None, None)
@@ -306,6 +310,8 @@ def in_flight_at(
             )
 
         parts.append(new_varying((layer_span, layer_row, True, _SAVED)))
+        if not offload:  # what is left once the layers' backward frees them (item 6)
+            parts += remaining_parts(sl, band, source, dtype)
         parts += fixed
         if callable(other_of):
             other = other_of(g)
