@@ -17,6 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
+from engine.ledger.activations.eager_mask import mask_row
 from engine.ledger.activations.exchange import exchange_parts
 from engine.ledger.activations.geometry import Geometry, geometry
 from engine.ledger.activations.inputs import inputs_at
@@ -45,7 +46,6 @@ from engine.ledger.activations.working import working_at
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import (
     AT_LOSS,
-    FORWARD,
     FORWARD_BACKWARD,
     THROUGH_LAYERS,
     UNTIL_LAYERS_FREE,
@@ -55,7 +55,7 @@ from engine.ledger.row import (
     moments_in,
 )
 from engine.plan import Plan
-from engine.units import fmt_count, round_up
+from engine.units import fmt_count
 
 
 class FixedRows(NamedTuple):
@@ -131,36 +131,20 @@ def fixed_at(
     par = plan.parallelism
     exchange = par.cp > 1 or par.ep > 1  # else exchange_parts has none
     eager = plan.runtime.attention == "eager"
+    family = plan.model.architecture.family
 
     def at(g: Geometry, sl: StageLayers) -> FixedParts:
         held = working(g, sl)
         if exchange and sl.n_layers:
             held += exchange_parts(plan, g, placed)
         held += inputs(g)
-        return _new_fixed_parts((sl, held, [of_row(_mask_row(g))] if eager else []))
+        masks = [of_row(mask_row(g, family, sl.n_ckpt > 0))] if eager else []
+        return _new_fixed_parts((sl, held, masks))
 
     return at
 
 
 _new_fixed_parts = partial(tuple.__new__, FixedParts)  # built in C
-
-
-def _mask_row(g: Geometry) -> Row:
-    """Eager attention's causal mask, live in forward."""
-    mask = round_up(g.micro_batch * g.seq * g.seq * g.compute_bytes, g.granularity)
-    return make_row(
-        id="hbm.activations.forward.mask",
-        state="activations",
-        label="Eager attention causal mask (b × 1 × s × s)",
-        location="hbm",
-        kind="peak",
-        group="activations",
-        low=mask,
-        high=mask,
-        formula=lambda: f"{g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(mask)} B",
-        source="hf-transformers-llama",
-        phases=FORWARD,
-    )
 
 
 def activation_rows(
