@@ -298,7 +298,8 @@ def _fsdp_rows(
             rows.append(_buffer_row(1, second_last, gb, src, frozenset({"backward.layers"}), True))
     if keep_all:  # each unit still reshards after its own backward (kept_gathered)
         frees = fsdp2 or plan.batch.grad_accum == 1
-        return rows + kept_gathered_rows(n_layers, unit, src, frees)
+        ids = ("hbm.gathered.layers", "hbm.gathered.layers_left", "hbm.gathered.first_layer")
+        return rows + kept_gathered_rows(n_layers, unit, src, frees, ids)
     if fsdp2:
         live, why = 1, "current unit (the prefetched one is the all-gather buffer)"
     else:

@@ -29,15 +29,19 @@ from engine.ledger.row import (
 from engine.units import fmt_count
 
 
-def kept_gathered_rows(n_layers: int, unit: int, src: str, frees: bool) -> list[Row]:
+def kept_gathered_rows(
+    n_layers: int, unit: int, src: str, frees: bool, ids: tuple[str, str, str]
+) -> list[Row]:
     """The rows of the module docstring for ``n_layers`` units of ``unit`` bytes
     (``frees``: each unit is resharded after its backward; else one row, live
-    throughout forward and backward)."""
+    throughout forward and backward), with ``ids`` (all, left, first): written out in
+    ``peaks/gathered.py``, the home of ``hbm.gathered.*`` (``engine/ledger/__init__``)."""
+    all_id, left_id, first_id = ids
     n = n_layers * unit
     why = "reshard_after_forward=False / SHARD_GRAD_OP"
     rows = [
         make_row(
-            id="hbm.gathered.layers",
+            id=all_id,
             label="All layer units unsharded between forward and backward",
             state="gathered",
             location="hbm",
@@ -57,7 +61,7 @@ def kept_gathered_rows(n_layers: int, unit: int, src: str, frees: bool) -> list[
         left = (n_layers - 1) * unit
         rows.append(
             make_row(
-                id="hbm.gathered.layers_left",
+                id=left_id,
                 label="Layer units still unsharded at the second layer's backward",
                 state="gathered",
                 location="hbm",
@@ -74,7 +78,7 @@ def kept_gathered_rows(n_layers: int, unit: int, src: str, frees: bool) -> list[
         )
     rows.append(
         make_row(
-            id="hbm.gathered.first_layer",
+            id=first_id,
             label="The first layer's unit, unsharded at its backward",
             state="gathered",
             location="hbm",

@@ -12,6 +12,7 @@ from engine.plan import with_values
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
 
+IDS = ("hbm.gathered.layers", "hbm.gathered.layers_left", "hbm.gathered.first_layer")
 UNIT = 218_112_000 * 2
 """A Llama-3.1-8B decoder layer gathered in bf16: 218,112,000 parameters × 2 B."""
 
@@ -42,13 +43,13 @@ def test_fsdp2_reshards_each_layer_after_its_backward() -> None:
 def test_fsdp1_no_sync_micro_steps_keep_every_unit() -> None:
     """FSDP1 ``SHARD_GRAD_OP`` under accumulation keeps the units (no_sync micro-steps
     skip the free): one row, live through backward's end (conservative)."""
-    rows = kept_gathered_rows(4, 10, "fsdp1", frees=False)
+    rows = kept_gathered_rows(4, 10, "fsdp1", False, IDS)
     assert [r.id for r in rows] == ["hbm.gathered.layers"]
     assert rows[0].high == 40 and "backward.end" in rows[0].moments
 
 
 def test_two_layers_have_no_middle() -> None:
-    rows = kept_gathered_rows(2, 10, "fsdp2-prefetch", frees=True)
+    rows = kept_gathered_rows(2, 10, "fsdp2-prefetch", True, IDS)
     assert [(r.id, r.high) for r in rows] == [
         ("hbm.gathered.layers", 20),
         ("hbm.gathered.first_layer", 10),
