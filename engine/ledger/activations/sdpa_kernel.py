@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
+from engine.ledger.activations.geometry import Geometry, Term
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 
@@ -104,3 +105,26 @@ def sdpa_call(
     if same_heads:
         return SdpaCall("mem_efficient", seen, mask)
     return SdpaCall("math", seen, mask)
+
+
+def math_backward_terms(key: str, arch: ArchitectureSpec, g: Geometry) -> list[Term]:
+    """The math kernel's backward working set, when the layer runs it (else none):
+    ``matmul(attn, v)``'s backward makes the fp32 (b, h, s, s) gradient of the
+    probabilities and v's fp32 gradient per query head, and ``_safe_softmax``'s backward
+    the fp32 gradient of the scores beside it (torch ``_scaled_dot_product_attention_math``
+    under autograd) — two s × s fp32 tensors per head, larger than the MLP's gradients
+    whenever s·h exceeds the intermediate width (Falcon-7B at s 1,024: 71 · 1,024 · 4 · 2 B
+    a token against 3 · 18,176 · 2)."""
+    call = sdpa_call(key, arch, g.heads_local, g.kv_local, g.head_dim, g.v_dim)
+    if call.kernel != "math":
+        return []
+    return [
+        Term(
+            "grads of the probabilities and scores fp32 (s×s, math kernel)",
+            g.heads_local * g.seq,
+            4,
+            count=2,
+        ),
+        Term("grad of v fp32 per query head (math kernel)", g.heads_local * g.v_dim, 4),
+        Term("residual grads", g.hidden, g.residual_bytes, "seq", count=2),
+    ]

@@ -43,6 +43,7 @@ from engine.ledger.activations.geometry import (
     geometry,
     shape_free_geometry,
     terms_at,
+    terms_bytes,
     trainability,
 )
 from engine.ledger.activations.geometry import terms_formula as formula
@@ -50,6 +51,7 @@ from engine.ledger.activations.hf_moe import MoeShapes, moe_shapes, routing_weig
 from engine.ledger.activations.hf_moe import expert_terms as moe_expert_terms
 from engine.ledger.activations.hf_moe import router_terms as moe_router_terms
 from engine.ledger.activations.packing import band_of, packing_formula
+from engine.ledger.activations.sdpa_kernel import attention_key, math_backward_terms
 from engine.ledger.activations.stage_layers import LayerKind, StageLayers, layer_context
 from engine.ledger.activations.traits import traits_of
 from engine.ledger.activations.varying import Fixed, new_fixed
@@ -96,7 +98,7 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
     seq = geometry(plan).seq  # the local sequence: the micro-batch's size unread
     offload = plan.method.recompute.policy == "offload"
     combine = _moe_combine(plan, True)
-    terms, size = _working_sizes(reads_of(shape_free(plan), seq), combine)
+    terms, size = _working_sizes(reads_of(shape_free(plan), seq, attention_key(plan)), combine)
     shared_after = traits_of(plan.model.architecture).shared_after_routed
     band, packing = band_of(plan), packing_formula(plan)
 
@@ -206,15 +208,17 @@ class Reads(NamedTuple):
     fsdp2_ep: int  # the EP under FSDP2 (its unsharded expert grads are live), else 0
 
 
-def reads_of(free: Plan, seq: int) -> Reads:
-    """:class:`Reads` of a shape-free plan at a local sequence of ``seq``."""
+def reads_of(free: Plan, seq: int, attention: str | None = None) -> Reads:
+    """:class:`Reads` of a shape-free plan at a local sequence of ``seq`` (``attention``:
+    the plan's :func:`~engine.ledger.activations.sdpa_kernel.attention_key`, which reads
+    the sequence the shape-free plan lacks; default its ``runtime.attention``)."""
     rt = free.runtime
     return Reads(
         free.model.architecture,
         at_shape(shape_free_geometry(free), 1, seq),
         trainability(free),
         rt.activation_profile,
-        rt.attention,
+        rt.attention if attention is None else attention,
         free.method.recompute.policy,
         _fsdp2_ep(free),
     )
@@ -236,7 +240,7 @@ def _per_token_of(r: Reads, which: PerToken) -> tuple[Term, ...]:
     """:func:`_per_token` from exactly what it reads (:class:`Reads`)."""
     g, arch = r.g, r.arch
     if which == "work":
-        return tuple(_dense_of(arch, r.profile, g))
+        return tuple(_dense_of(arch, r.profile, g, r.attention))
     if which == "moe_work":
         return tuple(_moe_working_of(arch, g, r.fsdp2_ep))
     if which == "after_experts":
@@ -361,10 +365,11 @@ def _moe_working_of(arch: ArchitectureSpec, g: Geometry, fsdp2_ep: int) -> list[
 
 def _dense_terms(plan: Plan, g: Geometry) -> list[Term]:
     """:func:`_dense_of` of ``plan``."""
-    return _dense_of(plan.model.architecture, plan.runtime.activation_profile, g)
+    rt = plan.runtime
+    return _dense_of(plan.model.architecture, rt.activation_profile, g, rt.attention)
 
 
-def _dense_of(arch: ArchitectureSpec, profile: str, g: Geometry) -> list[Term]:
+def _dense_of(arch: ArchitectureSpec, profile: str, g: Geometry, attention: str) -> list[Term]:
     """Gradients in flight while one layer runs backward: the MLP intermediates' grads
     and the residual stream's incoming and outgoing grads (an estimate, banded).
 
@@ -380,4 +385,7 @@ def _dense_of(arch: ArchitectureSpec, profile: str, g: Geometry) -> list[Term]:
     ]
     if profile == "hf-transformers" and traits_of(arch).norm == "rms_gemma":
         terms.append(Term("Gemma fp32 (1 + w) norm backward gradient", g.hidden, 4, "seq"))
+    math = math_backward_terms(attention, arch, g) if profile == "hf-transformers" else []
+    if math and terms_bytes(math, g) > terms_bytes(terms, g):  # the attention's backward
+        return math
     return terms

@@ -18,10 +18,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.ledger.activations import hf
+from engine.ledger.activations import hf, working
 from engine.ledger.activations.geometry import geometry, trainability
 from engine.ledger.activations.kept import other_at
-from engine.ledger.activations.sdpa_kernel import attention_key, sdpa_call
+from engine.ledger.activations.sdpa_kernel import attention_key, math_backward_terms, sdpa_call
 from engine.ledger.activations.stage_layers import context, stage_layers
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
@@ -152,3 +152,22 @@ def test_padding_mask_kept_by_checkpoint() -> None:
     assert named["bool mask kept by checkpoint 1·1·4096·4096"] == 4_096 * 4_096
     unpadded = other_at(_plan("llama-3.1-8b", **{"method.recompute.policy": "full"}), True)
     assert not callable(unpadded)
+
+
+def test_math_kernel_backward_is_the_working_set() -> None:
+    """Falcon-7B s 4,096: the math kernel's backward holds two fp32 (s × s) gradients per
+    head (of the probabilities, of the scores: 2 · 71 · 4,096 · 4 = 2,326,528 B a token)
+    and v's fp32 gradient per head (4,544 · 4), far above the MLP's three 18,176-wide
+    16-bit gradients (109,056 B a token): that is the layer's working set. Llama (flash)
+    has none."""
+    plan = _plan("falcon-7b")
+    g = geometry(plan)
+    terms = {t.name: (t.width, t.bpe, t.count) for t in working._dense_terms(plan, g)}
+    assert terms["grads of the probabilities and scores fp32 (s×s, math kernel)"] == (
+        71 * 4_096,
+        4,
+        2,
+    )
+    assert terms["grad of v fp32 per query head (math kernel)"] == (4_544, 4, 1)
+    llama = _plan("llama-3.1-8b")
+    assert math_backward_terms(attention_key(llama), llama.model.architecture, g) == []
