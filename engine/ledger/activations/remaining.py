@@ -9,12 +9,12 @@ set, so without these rows nothing counted the layers not yet processed — the 
 one included — at ``backward.middle`` and ``backward.end`` (issue 35 item 6: FSDP2 plans
 traced 2.8–16 % above the ledger there):
 
-- ``hbm.activations.saved.middle`` — the second layer of backward (``backward.middle``,
+- ``hbm.activations.remaining.middle`` — the second layer of backward (``backward.middle``,
   stages of three layers or more): every saved set but the last layer's, whose backward
   is done and whose reduce-scatter is in flight (the moment the reduce-scatter row
   counts). The last layer's own set is the largest kind's, or a checkpoint input when
   the stage checkpoints (the smaller, so the row never undercounts);
-- ``hbm.activations.saved.first_layer`` — the first layer's backward (``backward.end``):
+- ``hbm.activations.remaining.first_layer`` — the first layer's backward (``backward.end``):
   its own saved set (a checkpoint input when checkpointed), plus the other micro-batches
   a pipeline stage still holds (``fly.times(one) − one``).
 
@@ -62,7 +62,7 @@ def remaining_parts(
     if middle:
         parts.append(
             _part(
-                "hbm.activations.saved.middle",
+                "hbm.activations.remaining.middle",
                 "Saved activations left at the second layer's backward",
                 lambda fly: max(0, fly.times(one) - last_own),
                 lambda fly: (
@@ -77,7 +77,7 @@ def remaining_parts(
         )
     parts.append(
         _part(
-            "hbm.activations.saved.first_layer",
+            "hbm.activations.remaining.first_layer",
             "Saved activations left at the first layer's backward",
             lambda fly: max(0, fly.times(one) - one) + first_own,
             lambda fly: (

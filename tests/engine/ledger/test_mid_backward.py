@@ -44,8 +44,8 @@ def test_middle_keeps_all_but_the_last_layer_and_its_gradient_shard() -> None:
     assert (rows["hbm.activations.saved.layers"].high, band(32 * s)[1]) == (
         32 * s * 105 // 100,
     ) * 2
-    assert rows["hbm.activations.saved.middle"].high == band(31 * s)[1]
-    assert rows["hbm.activations.saved.first_layer"].high == band(s)[1]
+    assert rows["hbm.activations.remaining.middle"].high == band(31 * s)[1]
+    assert rows["hbm.activations.remaining.first_layer"].high == band(s)[1]
     assert rows["hbm.grads.last_layer"].high == LAYER_PARAMS // 8 * 4 == 109_056_000
     rs = rows["hbm.buckets.reduce_scatter"].high
     grown = moments["backward.middle"].high - moments["backward.layers"].high
@@ -64,9 +64,9 @@ def test_rotary_tables_live_through_the_layers() -> None:
 def test_no_middle_rows_for_two_layers() -> None:
     """A stage of two layers has no middle layer: neither middle row exists."""
     rows, _, _ = _rows(**{"model.architecture.layers": 2})
-    assert "hbm.activations.saved.middle" not in rows
+    assert "hbm.activations.remaining.middle" not in rows
     assert "hbm.grads.last_layer" not in rows
-    assert "hbm.activations.saved.first_layer" in rows
+    assert "hbm.activations.remaining.first_layer" in rows
 
 
 def test_accumulation_leaves_the_gradients_to_the_persistent_row() -> None:
