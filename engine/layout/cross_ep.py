@@ -33,7 +33,8 @@ k times larger at e):
   last and whether the buffer splits follow, moment by moment; FSDP gathers at e when it
   does at e' (the expert group is larger);
 - gradients made before the first layer and unsharded accumulation: sums over the held
-  tensors, as the states; foreach temporaries likewise;
+  tensors, as the states; foreach temporaries likewise (the largest sum of two
+  consecutive (group, dtype) buckets: each bucket's sum is at least e''s);
 - activations (:mod:`engine.ledger.activations`): the only rows reading EP are the MoE
   backward's unsharded expert gradients (``working._expert_grads``: ceil(E/EP) experts,
   more at e) and the all-to-all send / receive buffers (``exchange.ep_dispatch_part``:
@@ -104,9 +105,9 @@ peek`: not counted among the layouts the search asked for)."""
 
 SUMMED_STEPS = frozenset({"adamw", "sgd_momentum", "lion"})
 """Optimizers whose step temporaries (``peaks/optimizer_step.optimizer_temp_rows``) are,
-under foreach, one copy of every sharded parameter summed (fused: none; plain SGD: none
-at all); Adafactor's factored temporaries, 8-bit Adam's quantized states and a custom
-optimizer's are left out."""
+under foreach, sums of sharded parameters' copies over a group's dtype buckets (fused:
+none; plain SGD: none at all); Adafactor's factored temporaries, 8-bit Adam's quantized
+states and a custom optimizer's are left out."""
 
 _ERRORS = (PlanError, NotImplementedError, ValueError)
 """What laying a wider layout out may raise: no bound is known then."""

@@ -119,6 +119,10 @@ def diagnose(plan: Plan, estimator: Estimator | None = None) -> Diagnosis:
     base = est_fn(plan)
     stage = base.heaviest
     live = [r for r in stage.rows if r.location == "hbm" and r.live_in(stage.peak_phase)]
+    moments = getattr(stage, "peak_moments", None)  # a peak row of another moment of the
+    if moments is not None:  # phase (what is left of the saved sets mid-backward) is not
+        at, acc = moments[stage.peak_phase], stage.accumulating  # at the peak
+        live = [r for r in live if r.kind == "persistent" or r.live_at(at, acc)]
     live.sort(key=lambda r: -r.high)
     peak = max(stage.fit_peak.high, 1)
     dominant = tuple(Dominant(r, r.high / peak) for r in live[:DOMINANT_ROWS])

@@ -50,6 +50,11 @@ REORDERED_SINCE_V1 = (
     "hbm.activations.saved.head",
     "hbm.buckets.reduce_scatter",
     "hbm.grads.before_first_layer",
+    # issue 35 item 6: what is left mid-backward (new rows; the default plan's peak is
+    # still at the loss, so the peaks below stay schema 1's)
+    "hbm.activations.remaining.middle",
+    "hbm.activations.remaining.first_layer",
+    "hbm.grads.last_layer",
 )
 """Rows the FSDP2 end-of-backward rule re-split after schema 1 (same peaks): the head's
 saved tensors left ``saved.other`` for ``saved.head`` (freed by backward's first ops);

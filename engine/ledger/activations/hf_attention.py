@@ -8,7 +8,11 @@ repeating K/V (``enable_gqa``). Per family:
 - a fused qkv projection (Phi-3, GPT-NeoX, GPT-2) hands SDPA views of its one output,
   so that whole output is kept; Falcon's new layout copies K and V out to every head
   (``FalconAttention._split_heads``), and Falcon always passes a (b, 1, s, s) mask, which
-  SDPA converts to the compute dtype per call and keeps;
+  SDPA converts to the compute dtype per call and the memory-efficient kernel keeps;
+- the kernel torch runs (:mod:`~engine.ledger.activations.sdpa_kernel`): a mask rules out
+  flash, grouped K/V without ``enable_gqa`` the memory-efficient kernel too; the math
+  kernel keeps fp32 q, k, v per query head and the fp32 (s × s) softmax (Falcon-7B);
+  with a padding mask ``repeat_kv``'s copies are kept (R9);
 - the kernel's output takes q's memory layout, and a q built by ``torch.cat`` (partial
   rotary; MLA's q_nope + q_rot) is (b, h, s, d)-contiguous, so o_proj's
   ``transpose(1, 2).reshape(b, s, -1)`` copies it;
@@ -32,6 +36,7 @@ from engine.ledger.activations.hf_norms import (
     l2_norm_saved,
     norm_saved,
 )
+from engine.ledger.activations.sdpa_kernel import SdpaCall, sdpa_call
 from engine.models.spec import ArchitectureSpec
 
 
@@ -101,11 +106,54 @@ def qkv_terms(c: HfLayer) -> list[Term]:
     return [Term("q (roped)", q, cb), Term("k (roped)", kv, cb), Term("v", v, cb)]
 
 
-def out_copied(c: HfLayer) -> bool:
+def out_copied(c: HfLayer, kernel: str = "flash") -> bool:
     """Whether o_proj's input is a copy of the kernel's output (q built by a cat:
-    partial rotary — Phi-3 always concatenates —, MLA)."""
+    partial rotary — Phi-3 always concatenates —, MLA). Only flash's output takes q's
+    layout: the memory-efficient kernel allocates its output (b, s, h, d)
+    (``_efficient_attention_forward``), so ``transpose(1, 2).reshape`` is a view."""
+    if kernel != "flash":
+        return False
     partial = c.rotary and (c.t.rotary_fraction < 1 or c.arch.family == "phi3")
     return c.g.mla is not None or partial
+
+
+def call_of(c: HfLayer) -> SdpaCall:
+    """The layer's :class:`~engine.ledger.activations.sdpa_kernel.SdpaCall`."""
+    g = c.g
+    return sdpa_call(c.attention, c.arch, g.heads_local, g.kv_local, g.head_dim, g.v_dim)
+
+
+def repeated_terms(c: HfLayer) -> list[Term]:
+    """q, k, v when ``repeat_kv`` copied K and V to every query head (a mask, or a head
+    dim over 256, rules out ``enable_gqa``): the copies are what the kernel keeps; the
+    projections' own K and V are kept by nobody (expand / reshape save nothing)."""
+    g, cb = c.g, c.g.compute_bytes
+    q = g.heads_local * g.head_dim
+    return [
+        Term("q (roped)", q, cb),
+        Term("k repeated to all heads (repeat_kv)", q, cb),
+        Term("v repeated to all heads (repeat_kv)", g.heads_local * g.v_dim, cb),
+    ]
+
+
+def math_terms(c: HfLayer) -> list[Term]:
+    """The math kernel (torch ``_scaled_dot_product_attention_math``): 16-bit q, k, v
+    are upcast to fp32 (``allowFP16BF16ReductionMathSDP`` is off by default), q and k
+    scaled, and the two ``matmul``s keep fp32 q, k and v broadcast to every query head
+    (bmm copies of a 1-head K/V) and the fp32 softmax (b, h, s, s); the mask is added
+    in place and kept by nobody, the 16-bit inputs neither (``to`` saves nothing).
+    Falcon's ``_split_heads`` index tensors stay (the index ops keep them)."""
+    g = c.g
+    q = g.heads_local * g.head_dim
+    terms = [
+        Term("q fp32, scaled (math kernel)", q, FP32),
+        Term("k fp32, scaled, per query head (math kernel)", q, FP32),
+        Term("v fp32, per query head (math kernel)", g.heads_local * g.v_dim, FP32),
+        Term("softmax fp32 (s×s, math kernel)", g.heads_local * g.seq, FP32),
+    ]
+    if c.arch.family == "falcon" and not falcon_new_layout(c.arch):
+        terms.append(Term("k, v index tensors int64", 1, INT64, "const", count=2))
+    return terms
 
 
 def attention_terms(c: HfLayer, in_grad: bool = True) -> list[Term]:
@@ -134,13 +182,19 @@ def attention_terms(c: HfLayer, in_grad: bool = True) -> list[Term]:
                 terms.append(Term("softmax 16-bit copy (s×s)", s, cb))
         if o_kept:
             terms.append(Term("attn output (contiguous copy, o_proj input)", out, cb))
+    elif (call := call_of(c)).kernel == "math":
+        terms += qk_norm_terms(c)
+        terms += math_terms(c)
+        if o_kept:
+            terms.append(Term("attn output (contiguous copy, o_proj input)", out, cb))
     else:
         terms += qk_norm_terms(c)
-        terms += qkv_terms(c)
-        if t.explicit_mask:
+        repeated = call.kv_heads != g.kv_local and c.arch.family != "falcon"
+        terms += repeated_terms(c) if repeated else qkv_terms(c)
+        if call.mask:
             terms.append(Term("SDPA mask in the compute dtype (s×s)", g.seq, cb))
         terms += [Term("attn output", out, cb), Term("log-sum-exp fp32", g.heads_local, FP32)]
-        if out_copied(c) and o_kept:
+        if out_copied(c, call.kernel) and o_kept:
             terms.append(Term("attn output copy (o_proj input)", out, cb))
     terms += adapter_terms(g, tr, "attn output", [("o", out)], cb)
     return terms

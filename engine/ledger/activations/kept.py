@@ -17,6 +17,7 @@ from engine.ledger.activations.geometry import (
     terms_formula,
 )
 from engine.ledger.activations.schedule import InFlight
+from engine.ledger.activations.sdpa_kernel import PADDING_MASK, attention_key
 from engine.ledger.activations.stage_layers import final_norm_at
 from engine.ledger.activations.traits import source_of, traits_of
 from engine.ledger.activations.varying import Span, Varying, new_varying
@@ -193,11 +194,13 @@ def other_at(
         fixed.append(
             (f"position_ids kept by checkpoint 1·{g0.seq}·8", round_up(g0.seq * INT64, gran))
         )
-    if not (ckpt and traits_of(arch).explicit_mask):
+    padded = attention_key(plan).endswith(PADDING_MASK)
+    if not (ckpt and (traits_of(arch).explicit_mask or padded)):
         return fixed
 
     def at(g: Geometry) -> list[tuple[Formula, int]]:
-        # FalconModel.forward builds one (b, 1, s, s) bool mask for every layer;
+        # FalconModel.forward (always) and create_causal_mask (with real padding,
+        # sdpa_kernel.padding_mask) build one (b, 1, s, s) bool mask for every layer;
         # each checkpointed layer keeps it as an input to recompute from
         m = g.micro_batch * g.seq * g.seq
         mask = f"bool mask kept by checkpoint {g.micro_batch}·1·{g.seq}·{g.seq}"

@@ -18,6 +18,7 @@ from functools import partial
 from typing import NamedTuple
 
 from engine.ledger.activations.compiled import compile_formula, fused_at
+from engine.ledger.activations.eager_mask import mask_row
 from engine.ledger.activations.exchange import exchange_parts
 from engine.ledger.activations.geometry import Geometry, geometry
 from engine.ledger.activations.inputs import inputs_at
@@ -32,6 +33,7 @@ from engine.ledger.activations.loss import labels_parts, logits_at
 from engine.ledger.activations.offload_activations import gpu_span, offloads
 from engine.ledger.activations.offload_activations import source_of as offload_source
 from engine.ledger.activations.packing import band_of, packing_formula
+from engine.ledger.activations.remaining import remaining_parts
 from engine.ledger.activations.schedule import InFlight, in_flight
 from engine.ledger.activations.stage_layers import StageLayers, Walk, counted_at, stage_layers
 from engine.ledger.activations.varying import (
@@ -47,8 +49,8 @@ from engine.ledger.activations.working import working_at
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import (
     AT_LOSS,
-    FORWARD,
     FORWARD_BACKWARD,
+    THROUGH_LAYERS,
     UNTIL_LAYERS_FREE,
     Formula,
     Row,
@@ -56,7 +58,7 @@ from engine.ledger.row import (
     moments_in,
 )
 from engine.plan import Plan
-from engine.units import fmt_count, round_up
+from engine.units import fmt_count
 
 
 class FixedRows(NamedTuple):
@@ -132,36 +134,20 @@ def fixed_at(
     par = plan.parallelism
     exchange = par.cp > 1 or par.ep > 1  # else exchange_parts has none
     eager = plan.runtime.attention == "eager"
+    family = plan.model.architecture.family
 
     def at(g: Geometry, sl: StageLayers) -> FixedParts:
         held = working(g, sl)
         if exchange and sl.n_layers:
             held += exchange_parts(plan, g, placed)
         held += inputs(g)
-        return _new_fixed_parts((sl, held, [of_row(_mask_row(g))] if eager else []))
+        masks = [of_row(mask_row(g, family, sl.n_ckpt > 0))] if eager else []
+        return _new_fixed_parts((sl, held, masks))
 
     return at
 
 
 _new_fixed_parts = partial(tuple.__new__, FixedParts)  # built in C
-
-
-def _mask_row(g: Geometry) -> Row:
-    """Eager attention's causal mask, live in forward."""
-    mask = round_up(g.micro_batch * g.seq * g.seq * g.compute_bytes, g.granularity)
-    return make_row(
-        id="hbm.activations.forward.mask",
-        state="activations",
-        label="Eager attention causal mask (b × 1 × s × s)",
-        location="hbm",
-        kind="peak",
-        group="activations",
-        low=mask,
-        high=mask,
-        formula=lambda: f"{g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(mask)} B",
-        source="hf-transformers-llama",
-        phases=FORWARD,
-    )
 
 
 def activation_rows(
@@ -230,7 +216,9 @@ def in_flight_at(
     fixed: list[Varying] = []
     if g0.autocast and (n_plain or last):  # the head is outside every checkpoint
         fixed.append(casts_part(plan, g0, placed, n_layers, n_plain, last))
-    other_of, once_other = other_at(plan, n_ckpt > 0), once_at(plan, "other", UNTIL_LAYERS_FREE)
+    # rotary cos / sin and checkpoint inputs are read by every layer's backward, the
+    # first layer's too: live through the layers (item 6)
+    other_of, once_other = other_at(plan, n_ckpt > 0), once_at(plan, "other", THROUGH_LAYERS)
     if not callable(other_of):  # the same tensors at every size: their part made here
         fixed += [once_other(other_of)] if other_of else []
     head_of, once_head = (head_at(plan), once_at(plan, "head", AT_LOSS)) if last else (None, None)
@@ -324,6 +312,8 @@ def in_flight_at(
             )
 
         parts.append(new_varying((layer_span, layer_row, True, _SAVED)))
+        if not offload:  # what is left once the layers' backward frees them (item 6)
+            parts += remaining_parts(sl, compiled_band(band, g, sl, fused), source, dtype)
         parts += fixed
         if callable(other_of):
             other = other_of(g)
@@ -336,3 +326,24 @@ def in_flight_at(
         return parts
 
     return at
+
+
+def compiled_band(
+    band: Callable[[int], Span],
+    g: Geometry,
+    sl: StageLayers,
+    fused: Callable[[Geometry, StageLayers], int] | None,
+) -> Callable[[int], Span]:
+    """The activation band of bytes that are saved sets of ``sl``'s layers: under
+    torch.compile the low end loses the fused intermediates' share of a saved set (the
+    same share :func:`in_flight_at` takes off the saved row), so the rows of what is left
+    after some layers' backward scale as the saved row does."""
+    removed = fused(g, sl) if fused is not None else 0
+    one = sl.one_bytes
+    if not removed or not one:
+        return band
+
+    def scaled(n: int) -> Span:
+        return band(n - n * removed // one)[0], band(n)[1]
+
+    return scaled

@@ -34,6 +34,7 @@ from engine.ledger.activations.geometry import (
 from engine.ledger.activations.geometry import terms_formula as formula
 from engine.ledger.activations.hf_layer import HfLayer
 from engine.ledger.activations.recompute_modules import core_attn, drop_recomputed, terms_key
+from engine.ledger.activations.sdpa_kernel import attention_key
 from engine.ledger.placement import stage_layer_ranges
 from engine.ledger.shape_free import shape_free
 from engine.models.spec import ArchitectureSpec, MoESpec
@@ -102,7 +103,7 @@ _new_layers = partial(tuple.__new__, StageLayers)
 def context(plan: Plan, g: Geometry, tr: Trainability) -> HfLayer:
     """The hf profile's view of the plan (parameters are fp32 under fp32 or autocast)."""
     return layer_context(
-        g, tr, plan.model.architecture, plan.runtime.attention, plan.method.recompute.policy
+        g, tr, plan.model.architecture, attention_key(plan), plan.method.recompute.policy
     )
 
 
@@ -205,7 +206,7 @@ def counted_at(plan: Plan, walk: Walk, seq: int) -> Callable[[Geometry], StageLa
         at_shape(shape_free_geometry(free), 1, seq),
         trainability(free),
         rt.activation_profile,
-        rt.attention,
+        attention_key(plan),  # the plan's own sequence: whether samples are padded
         terms_key(free.method.recompute, rt.activation_profile == "megatron"),
         tuple([k for k, _ in saved]),
     )
@@ -346,7 +347,7 @@ def final_norm_at(plan: Plan, seq: int) -> tuple[tuple[Term, ...], Callable[[int
         at_shape(shape_free_geometry(free), 1, seq),
         trainability(free),
         rt.activation_profile,
-        rt.attention,
+        attention_key(plan),  # the plan's own sequence: whether samples are padded
         free.method.recompute.policy,
     )
 

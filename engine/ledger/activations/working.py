@@ -4,12 +4,9 @@ While one decoder layer runs backward, the gradients it computes are live next t
 saved set it reads (recomputed first when the layer is checkpointed). The row is net of
 the layer's own saved tensors, which the saved-activation rows already count.
 
-Which layer runs backward when: ``backward.layers`` and ``backward.middle`` are the
-stage's last and middle layers (the largest kind of the stage stands for them),
-``backward.end`` its first layer. The two differ when a stage mixes dense and MoE
-layers (DeepSeek's ``first_k_dense_replace`` dense layers come first, Qwen2-MoE's
-``decoder_sparse_step``): the first layer's row then uses the first layer's own saved
-set and working set, not the largest layer's.
+``backward.layers`` / ``backward.middle`` are the stage's last and middle layers (its
+largest kind stands for them), ``backward.end`` its first layer — its own saved and
+working set where a stage mixes dense and MoE layers (DeepSeek's first dense layers).
 
 A dense layer's working set is an estimate (the MLP intermediates' gradients and the
 residual stream's incoming and outgoing gradients, banded). A transformers 5 MoE
@@ -45,6 +42,7 @@ from engine.ledger.activations.geometry import (
     geometry,
     shape_free_geometry,
     terms_at,
+    terms_bytes,
     trainability,
 )
 from engine.ledger.activations.geometry import terms_formula as formula
@@ -52,6 +50,7 @@ from engine.ledger.activations.hf_moe import MoeShapes, moe_shapes, routing_weig
 from engine.ledger.activations.hf_moe import expert_terms as moe_expert_terms
 from engine.ledger.activations.hf_moe import router_terms as moe_router_terms
 from engine.ledger.activations.packing import band_of, packing_formula
+from engine.ledger.activations.sdpa_kernel import attention_key, math_backward_terms
 from engine.ledger.activations.stage_layers import LayerKind, StageLayers, layer_context
 from engine.ledger.activations.traits import traits_of
 from engine.ledger.activations.varying import Fixed, new_fixed
@@ -98,7 +97,7 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
     seq = geometry(plan).seq  # the local sequence: the micro-batch's size unread
     offload = plan.method.recompute.policy == "offload"
     combine = _moe_combine(plan, True)
-    terms, size = _working_sizes(reads_of(shape_free(plan), seq), combine)
+    terms, size = _working_sizes(reads_of(shape_free(plan), seq, attention_key(plan)), combine)
     shared_after = traits_of(plan.model.architecture).shared_after_routed
     band, packing = band_of(plan), packing_formula(plan)
     fused = per_layer_at(plan)  # torch.compile: the recomputed saved set is the compiled one
@@ -218,15 +217,17 @@ class Reads(NamedTuple):
     fsdp2_ep: int  # the EP under FSDP2 (its unsharded expert grads are live), else 0
 
 
-def reads_of(free: Plan, seq: int) -> Reads:
-    """:class:`Reads` of a shape-free plan at a local sequence of ``seq``."""
+def reads_of(free: Plan, seq: int, attention: str | None = None) -> Reads:
+    """:class:`Reads` of a shape-free plan at a local sequence of ``seq`` (``attention``:
+    the plan's :func:`~engine.ledger.activations.sdpa_kernel.attention_key`, which reads
+    the sequence the shape-free plan lacks; default its ``runtime.attention``)."""
     rt = free.runtime
     return Reads(
         free.model.architecture,
         at_shape(shape_free_geometry(free), 1, seq),
         trainability(free),
         rt.activation_profile,
-        rt.attention,
+        rt.attention if attention is None else attention,
         free.method.recompute.policy,
         _fsdp2_ep(free),
     )
@@ -248,7 +249,7 @@ def _per_token_of(r: Reads, which: PerToken) -> tuple[Term, ...]:
     """:func:`_per_token` from exactly what it reads (:class:`Reads`)."""
     g, arch = r.g, r.arch
     if which == "work":
-        return tuple(_dense_of(arch, r.profile, g))
+        return tuple(_dense_of(arch, r.profile, g, r.attention))
     if which == "moe_work":
         return tuple(_moe_working_of(arch, g, r.fsdp2_ep))
     if which == "after_experts":
@@ -373,10 +374,11 @@ def _moe_working_of(arch: ArchitectureSpec, g: Geometry, fsdp2_ep: int) -> list[
 
 def _dense_terms(plan: Plan, g: Geometry) -> list[Term]:
     """:func:`_dense_of` of ``plan``."""
-    return _dense_of(plan.model.architecture, plan.runtime.activation_profile, g)
+    rt = plan.runtime
+    return _dense_of(plan.model.architecture, rt.activation_profile, g, rt.attention)
 
 
-def _dense_of(arch: ArchitectureSpec, profile: str, g: Geometry) -> list[Term]:
+def _dense_of(arch: ArchitectureSpec, profile: str, g: Geometry, attention: str) -> list[Term]:
     """Gradients in flight while one layer runs backward: the MLP intermediates' grads
     and the residual stream's incoming and outgoing grads (an estimate, banded).
 
@@ -392,4 +394,7 @@ def _dense_of(arch: ArchitectureSpec, profile: str, g: Geometry) -> list[Term]:
     ]
     if profile == "hf-transformers" and traits_of(arch).norm == "rms_gemma":
         terms.append(Term("Gemma fp32 (1 + w) norm backward gradient", g.hidden, 4, "seq"))
+    math = math_backward_terms(attention, arch, g) if profile == "hf-transformers" else []
+    if math and terms_bytes(math, g) > terms_bytes(terms, g):  # the attention's backward
+        return math
     return terms

@@ -43,7 +43,68 @@ def _made_before_first_layer(plan: Plan, trainable: list[HeldTensor]) -> list[He
     return out
 
 
+def _made_by_last_layer(trainable: list[HeldTensor]) -> tuple[list[HeldTensor], int]:
+    """The stage's last decoder layer's trainable tensors (one copy of a folded tensor)
+    and the stage's number of decoder layers (a folded unit stands for ``count``)."""
+    counts: dict[str, int] = {}
+    for t in trainable:
+        if t.unit.startswith("layer."):
+            counts[t.unit] = max(counts.get(t.unit, 0), t.count)
+    if not counts:
+        return [], 0
+    last = max(counts, key=lambda u: int(u.split(".")[1]))
+    return [recounted(t, 1) for t in trainable if t.unit == last], sum(counts.values())
+
+
+def middle_grad_rows(
+    plan: Plan, held: list[HeldTensor], ctx: ShardContext, grads_in_hbm: bool
+) -> list[Row]:
+    """The gradient shards live at ``backward.middle`` — the second layer's backward, at
+    the last layer's reduce-scatter (issue 35 item 6): the last decoder layer's, made by
+    its reduce-scatter (FSDP2 ``_fsdp_collectives.py`` ``foreach_reduce`` writes each
+    parameter's sharded ``grad``; DDP's per-tensor gradients likewise appear as backward
+    reaches them: ``AccumulateGrad``). None where ``backward_grad_rows`` makes none
+    (offloaded, flat or accumulated gradients), nor for stages of fewer than three
+    layers (no middle moment)."""
+    trainable = [t for t in held if t.trainable]
+    if not trainable or not grads_in_hbm or not grads_per_tensor(ctx.rule):
+        return []
+    if plan.batch.grad_accum > 1:
+        return []
+    made, n_layers = _made_by_last_layer(trainable)
+    if not made or n_layers < 3:
+        return []
+    n, formula, dtypes = grad_sized(made, ctx)
+    return [
+        make_row(
+            id="hbm.grads.last_layer",
+            label=f"Gradients of the last layer, made before the middle layers' ({dtypes})",
+            state="grads",
+            location="hbm",
+            kind="peak",
+            group="gradients",
+            low=n,
+            high=n,
+            formula=partial(suffixed, formula, "; the stage's last decoder layer's"),
+            source="torch-autograd-accumulate",
+            phases=BACKWARD,
+            backward=frozenset({"backward.middle"}),
+            dtype=dtypes,
+        )
+    ]
+
+
 def backward_grad_rows(
+    plan: Plan, held: list[HeldTensor], ctx: ShardContext, grads_in_hbm: bool
+) -> list[Row]:
+    """The gradients live at ``backward.end`` and ``backward.middle``
+    (:func:`middle_grad_rows`)."""
+    return _end_grad_rows(plan, held, ctx, grads_in_hbm) + middle_grad_rows(
+        plan, held, ctx, grads_in_hbm
+    )
+
+
+def _end_grad_rows(
     plan: Plan, held: list[HeldTensor], ctx: ShardContext, grads_in_hbm: bool
 ) -> list[Row]:
     """The gradients live at ``backward.end`` (none when they are offloaded, flat, or

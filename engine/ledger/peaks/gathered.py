@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from engine.ledger.groups import ranks_per_node
 from engine.ledger.peaks.gathered_nf4 import gathered_view, reused_layer_bytes, reused_per_element
+from engine.ledger.peaks.kept_gathered import kept_gathered_rows
 from engine.ledger.peaks.reuse import reused_at_loss
 from engine.ledger.placement import LocalTensor, expert_dp_group, stage_layer_ranges
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
@@ -292,25 +293,10 @@ def _fsdp_rows(
         )
         if split and "backward.layers" in moments and second_last is not None:
             rows.append(_buffer_row(1, second_last, gb, src, frozenset({"backward.layers"}), True))
-    if keep_all:
-        n = n_layers * unit
-        rows.append(
-            make_row(
-                id="hbm.gathered.layers",
-                label="All layer units unsharded between forward and backward",
-                state="gathered",
-                location="hbm",
-                kind="peak",
-                group="gathered",
-                low=n,
-                high=n,
-                formula=f"{n_layers} units × {fmt_count(unit)} B (reshard_after_forward=False / "
-                f"SHARD_GRAD_OP) = {fmt_count(n)} B",
-                source=src,
-                phases=FORWARD_BACKWARD,
-            )
-        )
-        return rows
+    if keep_all:  # each unit still reshards after its own backward (kept_gathered)
+        frees = fsdp2 or plan.batch.grad_accum == 1
+        ids = ("hbm.gathered.layers", "hbm.gathered.layers_left", "hbm.gathered.first_layer")
+        return rows + kept_gathered_rows(n_layers, unit, src, frees, ids)
     if fsdp2:
         live, why = 1, "current unit (the prefetched one is the all-gather buffer)"
     else:

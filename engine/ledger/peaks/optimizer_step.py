@@ -4,9 +4,10 @@ partition DeepSpeed builds for the step. Live only in the optimizer phase."""
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from itertools import starmap
-from operator import itemgetter, mul
+from operator import mul
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.peaks.adafactor_step import adafactor_temp_rows
@@ -36,6 +37,32 @@ def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
     if not trainable:
         return []
     gran = plan.runtime.allocation_granularity_bytes
+    if opt.implementation == "foreach":
+        hf = plan.stack.name == "hf_trainer"
+        keyed: dict[tuple[bool, str], list[HeldTensor]] = {}
+        for t in trainable:  # param group (HF: decay, no-decay), then dtype bucket
+            keyed.setdefault((hf and no_decay(t.name), t.state_dtype), []).append(t)
+        totals = {k: sum(starmap(mul, _sized(ts, rule, gran)[0])) for k, ts in keyed.items()}
+        n, groups = foreach_peak(totals)
+        dtypes = "/".join(sorted({d for _, d in totals}))
+        formula = (
+            f"foreach: one {dtypes} copy of the largest parameter group's (sharded) "
+            f"tensors, {groups}"
+        )
+    else:
+        # Tensor order within a layer repeats across layers, so one layer's sequence (plus
+        # the previous layer's last tensor before its first) gives the same maximum.
+        n = loop_peak(_sized(trainable, rule, gran)[0])
+        formula = "for-loop: max over tensors of 2·size(p_i) + size(p_(i−1))"
+    low = n if opt.name == "adamw" else 0
+    note = "" if opt.name == "adamw" else " (measured for AdamW only: low 0)"
+    return [step_temporaries_row(low, n, partial(_formula, formula, n, note), "torch-adamw")]
+
+
+def _sized(
+    trainable: list[HeldTensor], rule: StrategyRule, gran: int
+) -> tuple[list[tuple[int, int]], str]:
+    """The optimizer's allocations of these tensors as (bytes, copies), and their dtypes."""
     sharded = rule.optimizer
     if one_per_tensor(rule, sharded):  # the allocations are the tensors' shards
         g = gran if gran > 1 else 1  # round_up's rule
@@ -48,24 +75,47 @@ def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
                 d0 = t.shape[0]
                 numel = -(-d0 // n) * (t.numel // d0) if d0 else 0
             sized.append((-(-numel * DTYPE_BYTES[t.state_dtype] // g) * g, t.count))
-        dtypes = "/".join(sorted({t.state_dtype for t in trainable}))
-    else:
-        allocs = shard_allocs(trainable, sharded, rule, "state_dtype")
-        sized = [(round_up(a.numel * DTYPE_BYTES[a.dtype], gran), a.copies) for a in allocs]
-        dtypes = "/".join(sorted({a.dtype for a in allocs}))
-    if opt.implementation == "foreach":
-        n = sum(starmap(mul, sized))  # bytes × copies, in C
-        allocs_n = sum(map(itemgetter(1), sized))
-        formula = f"foreach: one {dtypes} copy of every (sharded) parameter, {allocs_n} allocations"
-    else:
-        # Tensor order within a layer repeats across layers, so one layer's sequence (plus
-        # the previous layer's last tensor before its first) gives the same maximum.
-        n = loop_peak(sized)
+        return sized, "/".join(sorted({t.state_dtype for t in trainable}))
+    allocs = shard_allocs(trainable, sharded, rule, "state_dtype")
+    sized = [(round_up(a.numel * DTYPE_BYTES[a.dtype], gran), a.copies) for a in allocs]
+    return sized, "/".join(sorted({a.dtype for a in allocs}))
 
-        formula = "for-loop: max over tensors of 2·size(p_i) + size(p_(i−1))"
-    low = n if opt.name == "adamw" else 0
-    note = "" if opt.name == "adamw" else " (measured for AdamW only: low 0)"
-    return [step_temporaries_row(low, n, partial(_formula, formula, n, note), "torch-adamw")]
+
+NO_DECAY = re.compile(r"bias|layernorm|rmsnorm|(?:^|\.)norm(?:$|\.)|_norm(?:$|\.)")
+"""transformers ``Trainer.get_decay_parameter_names``' forbidden name patterns: those
+parameters go to the second (``weight_decay = 0``) group."""
+
+
+def no_decay(name: str) -> bool:
+    """Whether HF Trainer puts the parameter in its no-decay group (norms, biases)."""
+    return NO_DECAY.search(name.lower()) is not None
+
+
+def foreach_peak(totals: dict[tuple[bool, str], int]) -> tuple[int, str]:
+    """The foreach step's peak from the bytes of each (no-decay group, dtype) bucket, in
+    the order torch meets them, and the buckets in words.
+
+    torch ``optim/adam.py`` ``_multi_tensor_adam`` runs once per param group (HF
+    Trainer's two: decay, then no-decay — ``Trainer.create_optimizer``; a plain script's
+    and torchtitan's one), and inside it per (device, dtype) bucket
+    (``_group_tensors_by_device_and_dtype``): ``exp_avg_sq_sqrt =
+    torch._foreach_sqrt(...)`` allocates one copy of the bucket's tensors, and the
+    previous bucket's list is still bound while the next is made (no ``del``); it is
+    freed when the group's call returns. So the peak is the largest group's largest
+    sum of two consecutive buckets (one bucket: its size)."""
+    peak = 0
+    for group in (False, True):
+        prev = 0
+        for (g, _), b in totals.items():
+            if g == group:
+                peak = max(peak, b + prev)
+                prev = b
+    two = any(g for g, _ in totals)
+    words = " + ".join(
+        f"{('no-decay' if g else 'decay') if two else 'one group'} {d} {fmt_count(b)} B"
+        for (g, d), b in totals.items()
+    )
+    return peak, words
 
 
 def loop_peak(sized: list[tuple[int, int]]) -> int:

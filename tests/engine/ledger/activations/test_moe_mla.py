@@ -50,14 +50,19 @@ def test_qwen3_moe_routes_top8_of_128_with_bf16_weights() -> None:
 
 def test_deepseek_v3_mla_heads_and_latents() -> None:
     """DeepSeek-V3: q/k head dim 128 (no-rope) + 64 (rope) = 192 on all 128 heads
-    (24,576); v is a view of kv_b_proj's output, 128 × (128 + 128) = 32,768; the o_proj
-    input is a copy (q is a cat); latents q 1,536 and kv 512 keep their norms and the
-    up-projections' inputs; the router copies its input to fp32 (7,168 × 4 B)."""
+    (24,576); v is a view of kv_b_proj's output, 128 × (128 + 128) = 32,768; latents q
+    1,536 and kv 512 keep their norms and the up-projections' inputs; the router copies
+    its input to fp32 (7,168 × 4 B). v's head dim (128) differs from q's (192), so flash
+    is ruled out (torch ``sdp_utils.cpp`` ``check_head_dim_size_flash`` wants one head dim)
+    and the memory-efficient kernel runs: its output is allocated (b, s, h, d)
+    (``_efficient_attention_forward``), so o_proj's ``transpose(1, 2).reshape`` is a view
+    and no output copy is kept — the output itself, 128 × 128 = 16,384, is."""
     w = _widths("deepseek-v3")
     assert w["q (cat of q_nope, roped q_rot)"][0] == 24_576
     assert w["k (k_nope and the shared roped k_rot, copied per head)"][0] == 24_576
     assert w["v: a view of kv_b_proj's output"][0] == 32_768
-    assert w["attn output copy (o_proj input)"][0] == 16_384
+    assert "attn output copy (o_proj input)" not in w
+    assert w["attn output"][0] == 16_384
     assert w["q latent out"][0] == 1_536 and w["kv latent out"][0] == 512
     assert w["router fp32 input copy"] == (7_168, 4, 1)
 
