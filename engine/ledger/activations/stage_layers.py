@@ -251,17 +251,19 @@ def _kind_terms(
             )
         ]
     )
-    ckpt = tuple(_checkpoint_terms(profile, policy, g))
+    ckpt = tuple(_checkpoint_terms(profile, policy, g, arch.fused_qkv))
     return out, ckpt, terms_at(ckpt, g).bytes
 
 
-def _checkpoint_terms(profile: str, policy: str, g: Geometry) -> list[Term]:
+def _checkpoint_terms(profile: str, policy: str, g: Geometry, fused_qkv: bool) -> list[Term]:
     """What a checkpointed layer keeps: its input, or — torchtitan's per-op SAC — its
     input and the cached op outputs."""
     if profile == "megatron":
         return mg.checkpoint_input_terms(g)
     if profile == "torchtitan":
-        return tt.op_sac_terms(g) if policy == "selective" else tt.checkpoint_input_terms(g)
+        if policy == "selective":
+            return tt.op_sac_terms(g, fused_qkv)
+        return tt.checkpoint_input_terms(g)
     return hf.checkpoint_input_terms(g)
 
 

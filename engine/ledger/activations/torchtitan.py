@@ -83,14 +83,22 @@ def checkpoint_input_terms(g: Geometry) -> list[Term]:
     return [Term("block input (checkpoint)", g.hidden, g.residual_bytes, "seq")]
 
 
-def op_sac_terms(g: Geometry) -> list[Term]:
-    """What per-op SAC keeps of a dense block (module docstring, selective)."""
+def op_sac_terms(g: Geometry, fused_qkv: bool = False) -> list[Term]:
+    """What per-op SAC keeps of a dense block (module docstring, selective).
+
+    ``fused_qkv`` (0.3's ``wqkv``, ``Attention.forward`` one ``self.wqkv(x)`` mm): the
+    mms run wqkv, wo, w1, w3, w2 (counts 1–5), so wqkv's whole output, q + 2·kv, is
+    cached and wo and w3 recomputed; w1 and w2 are cached either way."""
     c = g.compute_bytes
     q, kv = g.heads_local * g.head_dim, g.kv_local * g.head_dim
+    qkv = (
+        [Term("wqkv output (mm 1, cached)", q + 2 * kv, c)]
+        if fused_qkv
+        else [Term("wq output (mm 1, cached)", q, c), Term("wv output (mm 3, cached)", kv, c)]
+    )
     terms = [
         *checkpoint_input_terms(g),
-        Term("wq output (mm 1, cached)", q, c),
-        Term("wv output (mm 3, cached)", kv, c),
+        *qkv,
         Term("attention output (cached)", g.heads_local * g.v_dim, c),
         Term("attention logsumexp fp32 (cached)", g.heads_local, FP32),
         Term("w1 output (mm 5, cached)", g.inter_local, c),
