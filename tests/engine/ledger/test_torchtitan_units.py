@@ -1,0 +1,66 @@
+"""torchtitan 0.3's fused wqkv under per-op SAC, and its FSDP2 head / embedding units.
+
+Llama-3.1-8B on FSDP2 × 8, s 8192, micro-batch 2 (``test_torchtitan_profile.py``'s
+case, T = 16,384 tokens, bf16 activations; every term a multiple of 512 B).
+
+- **fused wqkv** (``torchtitan/models/llama3/__init__.py`` ``_build_llama3_layers``:
+  every 0.3 flavor passes ``fuse_qkv=True``; ``models/common/attention.py``
+  ``qkv = self.wqkv(x)``): the block's mms run wqkv, wo, w1, w3, w2, so
+  ``SelectiveAC``'s odd ``forward_mm_count`` caches wqkv (q + 2·kv = 4096 + 2·1024
+  wide, 12,288 B a token), w1 (28,672) and w2 (8192); with the block input 8192, the
+  attention output 8192 and fp32 logsumexp 128:
+  8192 + 12,288 + 8192 + 128 + 28,672 + 8192 = 65,664 B a token (the traced grid's
+  65,795 adds flex attention's fp32 max scores, 32·4, not counted).
+- **head and embedding units** (``torchtitan/distributed/fsdp.py``
+  ``apply_fsdp_to_decoder``): ``fully_shard([norm, lm_head])`` not resharded after
+  forward: 128,256 × 4096 × 2 + 4096 × 2 = 1,050,681,344 B, gathered in forward and at
+  ``backward.start``; ``fully_shard(tok_embeddings)`` resharded after forward:
+  128,256 × 4096 × 2 = 1,050,673,152 B, gathered again only for its own backward, the
+  last (``backward.end``). The forward's last all-gather is the head's, so no layer's
+  prefetch buffer waits through the loss: the buffer row is not live in forward nor at
+  ``backward.start``.
+"""
+
+from __future__ import annotations
+
+from engine.ledger.activations.stage_layers import stage_layers
+from engine.stacks.defaults import resolved
+from tests.engine.ledger.test_torchtitan_profile import SAC_PER_TOKEN, T, rows_of, titan
+
+FUSED_SAC_PER_TOKEN = 8192 + 12_288 + 8192 + 128 + 28_672 + 8192
+HEAD_UNIT = 128_256 * 4096 * 2 + 4096 * 2
+EMBEDDING_UNIT = 128_256 * 4096 * 2
+
+
+def test_fused_wqkv_caches_the_whole_qkv_output_under_per_op_sac() -> None:
+    plan = resolved(titan(model__architecture__fused_qkv=True))
+    sl = stage_layers(plan, 0)
+    assert FUSED_SAC_PER_TOKEN == 65_664 == SAC_PER_TOKEN + 2048
+    assert sl.ckpt_bytes == T * FUSED_SAC_PER_TOKEN == 1_075_838_976
+
+
+def test_the_head_unit_is_gathered_until_its_post_backward() -> None:
+    rows = rows_of(titan())
+    head = rows["hbm.gathered.root"]
+    assert head.low == head.high == HEAD_UNIT == 1_050_681_344
+    assert head.moments == {"forward", "backward.start"}
+
+
+def test_the_embedding_unit_is_gathered_only_for_its_backward() -> None:
+    emb = rows_of(titan())["hbm.gathered.embedding"]
+    assert emb.low == emb.high == EMBEDDING_UNIT == 1_050_673_152
+    assert emb.moments == {"backward.end"}
+
+
+def test_no_layer_prefetch_buffer_waits_through_the_loss() -> None:
+    buf = rows_of(titan())["hbm.gathered.all_gather_buffer"]
+    assert "forward" not in buf.moments and "backward.start" not in buf.moments
+    assert "backward.layers" in buf.moments
+
+
+def test_a_plain_fsdp2_script_keeps_one_root_unit() -> None:
+    """Under the pytorch stack the root unit (embedding, norm, head) stays gathered
+    from forward through backward, as before: 2 × 1,050,673,152 + 8192 B."""
+    rows = rows_of(titan(stack__name="pytorch"))
+    assert rows["hbm.gathered.root"].low == EMBEDDING_UNIT + HEAD_UNIT
+    assert "hbm.gathered.embedding" not in rows
