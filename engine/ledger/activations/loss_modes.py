@@ -23,13 +23,17 @@ that feeds the decoder's backward. Live at the loss, besides the saved activatio
 - under FSDP, lm_head's gradient accumulated unsharded in the fp32 reduce dtype across
   the chunks (``set_requires_gradient_sync(False)`` until the last; FSDP2
   ``FSDPParam.unsharded_accumulated_grad``), V·h·4 (V ÷ TP on each rank), and at the
-  last chunk the reduce-scatter's fp32 input, V·h·4 more, while the chunk's temporaries
-  are gone; in a later chunk's weight-gradient matmul its 16-bit gradient, V·h·c, is
-  live next to the chunk's logits and their 16-bit gradient, 2·k·V·c, before FSDP adds
-  it to the fp32 sum (``accumulate_unsharded_grad_if_needed``). The loop's row is the
-  largest of the three moments. (The scatter's V·h·4 ÷ N output is left out: the
-  activation rows never read DP, which the layout search's floors rely on,
-  :mod:`engine.layout.bound`.)
+  last chunk the reduce-scatter's fp32 input, V·h·4 more, next to that chunk's 16-bit
+  weight gradient, V·h·c, which FSDP2 frees only after the reduce-scatter
+  (``foreach_reduce`` copies it into the fp32 input), and the chunk's 16-bit logits
+  gradient, k·V·c, which lm_head's backward still holds when its weight gradient's hook
+  fires the scatter (the traced grid shows the four live together); in a later chunk's
+  weight-gradient matmul its 16-bit gradient, V·h·c, is live next to the chunk's logits
+  and their 16-bit gradient, 2·k·V·c, before FSDP adds it to the fp32 sum
+  (``accumulate_unsharded_grad_if_needed``). The loop's row is the largest of the three
+  moments. (The scatter's V·h·4 ÷ N output is not here: the activation rows never read
+  DP, which the layout search's floors rely on, :mod:`engine.layout.bound`;
+  :mod:`engine.ledger.peaks.titan_units` counts it.)
 """
 
 from __future__ import annotations
@@ -164,7 +168,8 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
         acc = round_up(t * h * FP32, gran)
         head_grad = round_up(v * h * FP32, gran) if fsdp else 0
         weight_mm = 2 * round_up(k * v * c, gran) + round_up(v * h * c, gran) if fsdp else 0
-        loop = max(chunk, head_grad, weight_mm)
+        last = head_grad + round_up(v * h * c, gran) + round_up(k * v * c, gran) if fsdp else 0
+        loop = max(chunk, last, weight_mm)
         parts = [
             _once(
                 loop,
@@ -177,8 +182,10 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                         f"max(chunk of {k} tokens {k}·{v}·{c} + "
                         f"{CHUNK_BACKWARD_FP32} × fp32 {k}·{v}·4 = {fmt_count(chunk)}"
                         + (
-                            f", lm_head reduce-scatter fp32 input {v}·{h}·4 = "
-                            f"{fmt_count(head_grad)}, weight-gradient matmul 2 × {k}·{v}·{c}"
+                            f", last chunk: lm_head reduce-scatter fp32 input {v}·{h}·4 + "
+                            f"its 16-bit gradient {v}·{h}·{c} + the chunk's logits' "
+                            f"gradient {k}·{v}·{c} = "
+                            f"{fmt_count(last)}, weight-gradient matmul 2 × {k}·{v}·{c}"
                             f" + {v}·{h}·{c} = {fmt_count(weight_mm)}"
                             if fsdp
                             else ""

@@ -1,8 +1,8 @@
 """Gathered parameter units (``hbm.gathered.*``): the unsharded parameters and prefetch
-of ZeRO-3 and FSDP (memory-model §3). Sizes come from the rank's own tensors (TP / PP placement, the strategy's chunking);
-DeepSpeed's live-parameter caps are a bound, so ZeRO-3 gives a low–high range. Which
-backward moments each unit is live at is decided here (:mod:`engine.ledger.phases`).
-"""
+of ZeRO-3 and FSDP (memory-model §3). Sizes come from the rank's own tensors (TP / PP
+placement, the strategy's chunking); DeepSpeed's live-parameter caps are a bound, so
+ZeRO-3 gives a low–high range. Which backward moments each unit is live at is decided
+here (:mod:`engine.ledger.phases`)."""
 
 from __future__ import annotations
 
@@ -259,7 +259,7 @@ def _fsdp_rows(
     keep_all = keeps_all_gathered(plan.parallelism)
     rows: list[Row] = []
     if root_b and fsdp2 and splits_root(plan):
-        rows += titan_root_rows(root, partial(_per_tensor, bpe=gb, gran=gran), gb)
+        rows += titan_root_rows(plan, root, partial(_per_tensor, bpe=gb, gran=gran), shard)
     elif root_b:
         rows.append(
             make_row(

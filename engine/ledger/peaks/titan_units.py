@@ -27,9 +27,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.ledger.placement import LocalTensor
-from engine.ledger.row import AT_LOSS, BACKWARD, FORWARD_BACKWARD, Moment, Row, make_row
+from engine.ledger.precision import DTYPE_BYTES
+from engine.ledger.row import (
+    AT_LOSS,
+    BACKWARD,
+    FORWARD,
+    FORWARD_BACKWARD,
+    Moment,
+    Row,
+    make_row,
+)
 from engine.plan import Plan
-from engine.units import fmt_count
+from engine.units import ceil_div, fmt_count, round_up
 
 HEAD_ROLES = frozenset({"final_norm", "lm_head"})
 """The roles ``fully_shard([norm, lm_head])`` groups."""
@@ -63,12 +72,14 @@ _EMBEDDING_WHY = "fully_shard(tok_embeddings): resharded after forward, gathered
 
 
 def titan_root_rows(
-    root: list[LocalTensor], size: Callable[[list[LocalTensor]], int], gb: int
+    plan: Plan, root: list[LocalTensor], size: Callable[[list[LocalTensor]], int], shard: int
 ) -> list[Row]:
     """The head and embedding units' gathered rows (``size``: a unit's gathered bytes,
-    :func:`engine.ledger.peaks.gathered._per_tensor` at the gather dtype)."""
+    :func:`engine.ledger.peaks.gathered._per_tensor` at the gather dtype), and under
+    the chunked loss the head's scatter output (:func:`_scatter_output`)."""
     head, embedding = head_and_embedding(root)
-    rows = []
+    gb = DTYPE_BYTES[plan.method.precision.compute_dtype]
+    rows = _scatter_output(plan, head, shard)
     for ts, head_unit in ((head, True), (embedding, False)):
         n = size(ts)
         if not n:
@@ -94,3 +105,31 @@ def titan_root_rows(
             )
         )
     return rows
+
+
+def _scatter_output(plan: Plan, head: list[LocalTensor], shard: int) -> list[Row]:
+    """torchtitan's chunked loss reduce-scatters lm_head's fp32 gradient at its last
+    chunk, inside forward (:mod:`~engine.ledger.activations.loss_modes`): the scatter's
+    output, this rank's fp32 shard of the head unit (dim 0 padded to N chunks,
+    ``FSDPParamGroup`` ``foreach_reduce``), is live next to its input until it is
+    added into the sharded gradient."""
+    if plan.runtime.loss_impl != "chunked":
+        return []
+    gran = plan.runtime.allocation_granularity_bytes
+    el = sum([ceil_div(t.shape[0], shard) * (t.numel // t.shape[0]) for t in head if t.shape])
+    n = round_up(el * 4, gran)
+    return [
+        make_row(
+            id="hbm.gathered.head_scatter_output",
+            label="Chunked loss: lm_head reduce-scatter output (fp32 shard)",
+            state="gathered",
+            location="hbm",
+            kind="peak",
+            group="gathered",
+            low=n,
+            high=n,
+            formula=f"{el:,} el. (÷ {shard} ranks, padded) × 4 B = {fmt_count(n)} B",
+            source="torchtitan-chunked-loss",
+            phases=FORWARD,
+        )
+    ]

@@ -64,3 +64,15 @@ def test_a_plain_fsdp2_script_keeps_one_root_unit() -> None:
     rows = rows_of(titan(stack__name="pytorch"))
     assert rows["hbm.gathered.root"].low == EMBEDDING_UNIT + HEAD_UNIT
     assert "hbm.gathered.embedding" not in rows
+
+
+def test_the_chunked_loss_scatter_output_is_the_head_units_fp32_shard() -> None:
+    """The chunked loss reduce-scatters lm_head's fp32 gradient at its last chunk
+    (``FSDPParamGroup.post_backward`` → ``foreach_reduce``): the output is this rank's
+    fp32 shard of the head unit, (128,256 ÷ 8 = 16,032 rows × 4096 + 4096 ÷ 8 = 512)
+    × 4 = 262,670,336 B, live in forward; none under the eager loss."""
+    rows = rows_of(titan(runtime__loss_impl="chunked"))
+    out = rows["hbm.gathered.head_scatter_output"]
+    assert out.low == (16_032 * 4096 + 512) * 4 == 262_670_336
+    assert out.phases == {"forward"}
+    assert "hbm.gathered.head_scatter_output" not in rows_of(titan(runtime__loss_impl="eager"))
