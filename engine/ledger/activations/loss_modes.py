@@ -228,3 +228,61 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
         return parts
 
     return at
+
+
+def titan_regather_at(plan: Plan) -> Callable[[Geometry], list[Varying]] | None:
+    """The head unit's second gather under torchtitan's FSDP2, the larger part of
+    ``backward.start`` (None where it does not apply).
+
+    FSDP2 runs the ``[norm, lm_head]`` unit's post-backward once lm_head's input
+    gradient exists (``FSDPParamGroup.post_backward``: reshard, reduce-scatter), before
+    ``norm``'s backward, whose pre-backward gathers the unit again: its all-gather
+    output (one more 16-bit copy of the unit; the first is
+    ``hbm.gathered.root``) lives next to the first scatter's fp32 input — the eager
+    loss's (V·h + h)·4; the chunked loss scattered in forward — while the eager loss's
+    own ``backward.start`` tensors (the fp32 log-probs and two fp32 T × V gradients,
+    3·T·V·4) are gone. The step's ``backward.start`` is the larger of the two moments,
+    so this row is what the second adds beyond the loss's: max(0, unit + scatter −
+    loss). Read once per plan, sized per micro-batch; the unit is whole on every rank
+    (no DP read). TP and CP plans are left out (their head is split)."""
+    par, rt = plan.parallelism, plan.runtime
+    if rt.activation_profile != "torchtitan" or plan.model.architecture.tied_embeddings:
+        return None
+    if not rule_of(par.strategy).fsdp or par.dp < 2 or par.tp > 1 or par.cp > 1:
+        return None
+    if rt.loss_impl not in ("eager", "chunked"):
+        return None
+    v, h = plan.model.architecture.vocab, plan.model.architecture.hidden
+    eager = rt.loss_impl == "eager"
+
+    def at(g: Geometry) -> list[Varying]:
+        c, gran = g.compute_bytes, g.granularity
+        unit = round_up(v * h * c, gran) + round_up(h * c, gran)
+        scatter = round_up((v * h + h) * FP32, gran) if eager else 0
+        loss = 3 * round_up(g.tokens * v * FP32, gran) if eager else 0
+        n = max(0, unit + scatter - loss)
+        if not n:
+            return []
+        return [
+            _once(
+                n,
+                _AT_LOSS,
+                lambda: make_row(
+                    id="hbm.gathered.head_regather",
+                    label="Head unit gathered again for norm's backward (beyond the loss's)",
+                    state="gathered",
+                    location="hbm",
+                    kind="peak",
+                    group="gathered",
+                    low=n,
+                    high=n,
+                    formula=f"max(0, all-gather {fmt_count(unit)} + scatter input "
+                    f"{fmt_count(scatter)} − loss {fmt_count(loss)}) = {fmt_count(n)} B",
+                    source="torchtitan-fsdp-units",
+                    phases=BACKWARD,
+                    backward=AT_LOSS,
+                ),
+            )
+        ]
+
+    return at

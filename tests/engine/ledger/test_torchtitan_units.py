@@ -76,3 +76,20 @@ def test_the_chunked_loss_scatter_output_is_the_head_units_fp32_shard() -> None:
     assert out.low == (16_032 * 4096 + 512) * 4 == 262_670_336
     assert out.phases == {"forward"}
     assert "hbm.gathered.head_scatter_output" not in rows_of(titan(runtime__loss_impl="eager"))
+
+
+def test_the_head_units_second_gather_adds_what_the_loss_does_not_cover() -> None:
+    """``backward.start`` is the larger of the eager loss's backward and the head unit's
+    second gather for ``norm``'s backward (``FSDPParamGroup.post_backward`` resharded it
+    first): all-gather 1,050,681,344 + the first scatter's fp32 input (128,256·4096 +
+    4096)·4 = 2,101,362,688, less the loss's 3·T·V·4. At s 8192 × 2 the loss's
+    3 × 16,384·128,256·4 = 25,216,155,648 covers it: no row. At s 512 × 1:
+    3 × 512·128,256·4 = 788,004,864, so 1,050,681,344 + 2,101,362,688 − 788,004,864 =
+    2,364,039,168 B. Chunked (scattered in forward): the all-gather alone."""
+    assert "hbm.gathered.head_regather" not in rows_of(titan(runtime__loss_impl="eager"))
+    short = titan(runtime__loss_impl="eager", batch__seq_len=512, batch__micro_batch=1)
+    row = rows_of(short)["hbm.gathered.head_regather"]
+    assert row.low == 1_050_681_344 + 2_101_362_688 - 788_004_864 == 2_364_039_168
+    assert row.moments == {"backward.start"}
+    chunked = titan(runtime__loss_impl="chunked", batch__seq_len=512, batch__micro_batch=1)
+    assert rows_of(chunked)["hbm.gathered.head_regather"].low == HEAD_UNIT
