@@ -317,7 +317,7 @@ def layer_kind_terms(
                 _megatron_terms(arch, attention, g, core_attn(policy), tr.dropout), policy
             )
         elif profile == "torchtitan" and not is_moe:
-            terms = tt.layer_terms(g)
+            terms = tt.layer_terms(g, arch.qk_norm)
         else:
             terms = hf.layer_terms(
                 c, moe_layer=is_moe, dense_width=hf.dense_width(arch, g.tp), ing=ing

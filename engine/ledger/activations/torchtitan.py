@@ -61,11 +61,27 @@ def _norm_terms(g: Geometry, label: str) -> list[Term]:
     ]
 
 
-def layer_terms(g: Geometry) -> list[Term]:
-    """A dense block's autograd saved set with no recompute (module docstring, none)."""
+def layer_terms(g: Geometry, qk_norm: bool = False) -> list[Term]:
+    """A dense block's autograd saved set with no recompute (module docstring, none).
+
+    ``qk_norm`` (torchtitan's qwen3 ``Attention``: ``q_norm`` / ``k_norm``, ``RMSNorm``
+    over each head's ``head_dim``, before the rotary): each fused norm keeps its input,
+    the projected q (H·d·c) and k (K·d·c), and an fp32 rstd per head (H·4, K·4); the
+    rotary against the cos / sin buffers keeps only the buffers."""
     c = g.compute_bytes
     q, kv = g.heads_local * g.head_dim, g.kv_local * g.head_dim
+    norms = (
+        [
+            Term("q_norm input (wq output)", q, c),
+            Term("q_norm rstd fp32", g.heads_local, FP32),
+            Term("k_norm input (wk output)", kv, c),
+            Term("k_norm rstd fp32", g.kv_local, FP32),
+        ]
+        if qk_norm
+        else []
+    )
     return [
+        *norms,
         *_norm_terms(g, "attention_norm"),
         Term("attention_norm output (wq, wk, wv input)", g.hidden, c),
         Term("attention q (after rotary)", q, c),

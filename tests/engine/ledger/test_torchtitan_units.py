@@ -93,3 +93,21 @@ def test_the_head_units_second_gather_adds_what_the_loss_does_not_cover() -> Non
     assert row.moments == {"backward.start"}
     chunked = titan(runtime__loss_impl="chunked", batch__seq_len=512, batch__micro_batch=1)
     assert rows_of(chunked)["hbm.gathered.head_regather"].low == HEAD_UNIT
+
+
+def test_qwen3_q_and_k_norms_keep_their_inputs_and_rstd() -> None:
+    """torchtitan's qwen3 block (``models/qwen3``: ``q_norm`` / ``k_norm`` RMSNorm over
+    head_dim 128, fused on CUDA): per token q 32·128·2 = 8192 + rstd 32·4 = 128, k
+    8·128·2 = 2048 + 8·4 = 32: 10,400 B more than the same block without them (the
+    traced Qwen3-8B layer keeps 162,222 B a token with none AC, the ledger's band
+    158,846–170,192)."""
+    from engine.ledger.activations import torchtitan as tt
+    from engine.ledger.activations.geometry import Geometry, terms_bytes
+
+    g = Geometry(
+        micro_batch=1, seq=1, hidden=4096, heads=32, kv_heads=8, head_dim=128, inter=12288,
+        vocab=151936, tp=1, sp=False, compute_bytes=2, embed_bytes=2, autocast=True,
+        granularity=1,
+    )  # fmt: skip
+    extra = terms_bytes(tt.layer_terms(g, True), g) - terms_bytes(tt.layer_terms(g), g)
+    assert extra == 8192 + 128 + 2048 + 32 == 10_400
