@@ -13,7 +13,7 @@ import pytest
 
 from engine.cli import main
 from engine.plan import Plan, with_values
-from engine.trace.titan.support import ac_mode, titan_refusal, uses_titan
+from engine.trace.titan.support import MISSING, ac_mode, titan_refusal, uses_titan
 from tests.trace.grid import tiny_arch
 from tests.trace.titan_grid import TitanCase
 
@@ -44,8 +44,10 @@ def test_the_grid_plan_is_runnable() -> None:
         ({"parallelism.tp": 3, "parallelism.dp": 2}, "tp (3) must divide 32, 8 and 14336"),
         ({"parallelism.pp": 2, "parallelism.dp": 4}, "pipeline, context and expert"),
         ({"method.optimizer.name": "sgd"}, "optimizer is AdamW"),
-        ({"runtime.loss": "fused"}, "no fused (logit-free) cross-entropy"),
-        ({"runtime.loss": "chunked", "runtime.loss_chunk_tokens": 300}, "must divide seq_len"),
+        ({"runtime.loss_impl": "fused"}, "no fused cross-entropy"),
+        ({"runtime.loss_impl": "vocab_parallel"}, "no vocab-parallel cross-entropy"),
+        ({"runtime.loss_impl": "compiled"}, "compiled loss"),
+        ({"runtime.loss_impl": "chunked", "batch.seq_len": 2052}, "multiple of it"),
         ({"runtime.attention": "eager"}, "flex attention only"),
         ({"method.recompute.policy": "offload"}, "no activation offload"),
         ({"method.kind": "lora"}, "full training only"),
@@ -82,3 +84,21 @@ def test_the_cli_refuses_with_one_line(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["trace", "--set", "stack.name=torchtitan", "--set", "runtime.loss=fused"]) == 1
     err = capsys.readouterr().err.strip()
     assert "fused" in err and "\n" not in err
+
+
+def test_the_torchtitan_defaults_are_what_the_trace_runs() -> None:
+    """A plan left at auto under torchtitan runs the chunked loss and zero_fill, and the
+    trace reads those resolved fields (not ``runtime.loss``)."""
+    from engine.stacks.defaults import resolved
+
+    rt = resolved(with_values(Plan(), {"stack.name": "torchtitan"})).runtime
+    assert (rt.loss_impl, rt.zero_grad) == ("chunked", "zero_fill")
+    assert titan_refusal(_titan(**{"runtime.loss_impl": "chunked"})) in (None, MISSING)
+
+
+def test_the_grid_plans_say_their_loss_and_zero_grad() -> None:
+    """Ledger and trace describe the same step: the grid sets both explicitly."""
+    rt = TitanCase(loss="standard").plan().runtime
+    assert (rt.loss_impl, rt.zero_grad) == ("eager", "zero_fill")
+    rt = TitanCase(loss="chunked", zero_grad="set_to_none").plan().runtime
+    assert (rt.loss_impl, rt.zero_grad) == ("chunked", "set_to_none")

@@ -41,8 +41,10 @@ AC: dict[str, dict[str, Any]] = {
 """AC mode name → plan changes (``sac_op``: per-op SelectiveAC; ``sac_every2``: 0.2's
 layer-every-2, rebuilt)."""
 
-LOSS_CHUNK_TOKENS = 256
-"""The chunked loss's chunk: ``seq_len`` ÷ 256 chunks (8 at s 2048, torchtitan's default)."""
+LOSS_IMPL: dict[str, str] = {"standard": "eager", "chunked": "chunked"}
+"""Grid loss name → ``runtime.loss_impl``: plain cross-entropy, or ``ChunkedLossWrapper``
+with its default 8 chunks. Set explicitly (with ``runtime.zero_grad``), so ledger and
+trace describe the same step whatever the stack's defaults become."""
 
 
 @dataclass(frozen=True)
@@ -56,12 +58,14 @@ class TitanCase:
     world: int = 1
     ac: str = "none"
     loss: str = "standard"
+    zero_grad: str = "zero_fill"
 
     @property
     def name(self) -> str:
         return (
             f"titan-{self.family}-L{self.layers}-s{self.seq_len}-b{self.micro_batch}"
             f"-fsdp{self.world}-{self.ac}-{self.loss}"
+            + ("" if self.zero_grad == "zero_fill" else f"-{self.zero_grad}")
         )
 
     def plan(self) -> Plan:
@@ -78,8 +82,8 @@ class TitanCase:
             "parallelism.dp": self.world,
             "batch.seq_len": self.seq_len,
             "batch.micro_batch": self.micro_batch,
-            "runtime.loss": self.loss,
-            "runtime.loss_chunk_tokens": LOSS_CHUNK_TOKENS,
+            "runtime.loss_impl": LOSS_IMPL[self.loss],
+            "runtime.zero_grad": self.zero_grad,
             **AC[self.ac],
         }
         return with_values(Plan(), changes)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from functools import partial
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry, trainability
-from engine.ledger.activations.loss_modes import compiled_at, titan_chunked_at
+from engine.ledger.activations.loss_modes import compiled_at, titan_chunked_at, titan_regather_at
 from engine.ledger.activations.loss_torchtune import chunked_output_at
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Span, Varying, built, new_varying
@@ -64,6 +64,14 @@ def logits_parts(plan: Plan, g: Geometry) -> list[Varying]:
 def logits_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     """:func:`logits_parts` at a micro-batch's geometry, the plan read here, once (never
     for the micro-batch's shape, which only ``g`` gives)."""
+    regather = titan_regather_at(plan)  # torchtitan's head unit under FSDP2
+    base = _logits_at(plan)
+    if regather is None:
+        return base
+    return lambda g: base(g) + regather(g)
+
+
+def _logits_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     rt = plan.runtime
     impl = rt.loss_impl  # resolved by the stack (never auto here)
     if impl == "compiled":

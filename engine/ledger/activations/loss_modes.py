@@ -23,13 +23,17 @@ that feeds the decoder's backward. Live at the loss, besides the saved activatio
 - under FSDP, lm_head's gradient accumulated unsharded in the fp32 reduce dtype across
   the chunks (``set_requires_gradient_sync(False)`` until the last; FSDP2
   ``FSDPParam.unsharded_accumulated_grad``), V·h·4 (V ÷ TP on each rank), and at the
-  last chunk the reduce-scatter's fp32 input, V·h·4 more, while the chunk's temporaries
-  are gone; in a later chunk's weight-gradient matmul its 16-bit gradient, V·h·c, is
-  live next to the chunk's logits and their 16-bit gradient, 2·k·V·c, before FSDP adds
-  it to the fp32 sum (``accumulate_unsharded_grad_if_needed``). The loop's row is the
-  largest of the three moments. (The scatter's V·h·4 ÷ N output is left out: the
-  activation rows never read DP, which the layout search's floors rely on,
-  :mod:`engine.layout.bound`.)
+  last chunk the reduce-scatter's fp32 input, V·h·4 more, next to that chunk's 16-bit
+  weight gradient, V·h·c, which FSDP2 frees only after the reduce-scatter
+  (``foreach_reduce`` copies it into the fp32 input), and the chunk's 16-bit logits
+  gradient, k·V·c, which lm_head's backward still holds when its weight gradient's hook
+  fires the scatter (the traced grid shows the four live together); in a later chunk's
+  weight-gradient matmul its 16-bit gradient, V·h·c, is live next to the chunk's logits
+  and their 16-bit gradient, 2·k·V·c, before FSDP adds it to the fp32 sum
+  (``accumulate_unsharded_grad_if_needed``). The loop's row is the largest of the three
+  moments. (The scatter's V·h·4 ÷ N output is not here: the activation rows never read
+  DP, which the layout search's floors rely on, :mod:`engine.layout.bound`;
+  :mod:`engine.ledger.peaks.titan_units` counts it.)
 """
 
 from __future__ import annotations
@@ -164,7 +168,8 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
         acc = round_up(t * h * FP32, gran)
         head_grad = round_up(v * h * FP32, gran) if fsdp else 0
         weight_mm = 2 * round_up(k * v * c, gran) + round_up(v * h * c, gran) if fsdp else 0
-        loop = max(chunk, head_grad, weight_mm)
+        last = head_grad + round_up(v * h * c, gran) + round_up(k * v * c, gran) if fsdp else 0
+        loop = max(chunk, last, weight_mm)
         parts = [
             once_part(
                 loop,
@@ -177,8 +182,10 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                         f"max(chunk of {k} tokens {k}·{v}·{c} + "
                         f"{CHUNK_BACKWARD_FP32} × fp32 {k}·{v}·4 = {fmt_count(chunk)}"
                         + (
-                            f", lm_head reduce-scatter fp32 input {v}·{h}·4 = "
-                            f"{fmt_count(head_grad)}, weight-gradient matmul 2 × {k}·{v}·{c}"
+                            f", last chunk: lm_head reduce-scatter fp32 input {v}·{h}·4 + "
+                            f"its 16-bit gradient {v}·{h}·{c} + the chunk's logits' "
+                            f"gradient {k}·{v}·{c} = "
+                            f"{fmt_count(last)}, weight-gradient matmul 2 × {k}·{v}·{c}"
                             f" + {v}·{h}·{c} = {fmt_count(weight_mm)}"
                             if fsdp
                             else ""
@@ -219,5 +226,63 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                 )
             )
         return parts
+
+    return at
+
+
+def titan_regather_at(plan: Plan) -> Callable[[Geometry], list[Varying]] | None:
+    """The head unit's second gather under torchtitan's FSDP2, the larger part of
+    ``backward.start`` (None where it does not apply).
+
+    FSDP2 runs the ``[norm, lm_head]`` unit's post-backward once lm_head's input
+    gradient exists (``FSDPParamGroup.post_backward``: reshard, reduce-scatter), before
+    ``norm``'s backward, whose pre-backward gathers the unit again: its all-gather
+    output (one more 16-bit copy of the unit; the first is
+    ``hbm.gathered.root``) lives next to the first scatter's fp32 input — the eager
+    loss's (V·h + h)·4; the chunked loss scattered in forward — while the eager loss's
+    own ``backward.start`` tensors (the fp32 log-probs and two fp32 T × V gradients,
+    3·T·V·4) are gone. The step's ``backward.start`` is the larger of the two moments,
+    so this row is what the second adds beyond the loss's: max(0, unit + scatter −
+    loss). Read once per plan, sized per micro-batch; the unit is whole on every rank
+    (no DP read). TP and CP plans are left out (their head is split)."""
+    par, rt = plan.parallelism, plan.runtime
+    if rt.activation_profile != "torchtitan" or plan.model.architecture.tied_embeddings:
+        return None
+    if not rule_of(par.strategy).fsdp or par.dp < 2 or par.tp > 1 or par.cp > 1:
+        return None
+    if rt.loss_impl not in ("eager", "chunked"):
+        return None
+    v, h = plan.model.architecture.vocab, plan.model.architecture.hidden
+    eager = rt.loss_impl == "eager"
+
+    def at(g: Geometry) -> list[Varying]:
+        c, gran = g.compute_bytes, g.granularity
+        unit = round_up(v * h * c, gran) + round_up(h * c, gran)
+        scatter = round_up((v * h + h) * FP32, gran) if eager else 0
+        loss = 3 * round_up(g.tokens * v * FP32, gran) if eager else 0
+        n = max(0, unit + scatter - loss)
+        if not n:
+            return []
+        return [
+            once_part(
+                n,
+                _AT_LOSS,
+                lambda: make_row(
+                    id="hbm.gathered.head_regather",
+                    label="Head unit gathered again for norm's backward (beyond the loss's)",
+                    state="gathered",
+                    location="hbm",
+                    kind="peak",
+                    group="gathered",
+                    low=n,
+                    high=n,
+                    formula=f"max(0, all-gather {fmt_count(unit)} + scatter input "
+                    f"{fmt_count(scatter)} − loss {fmt_count(loss)}) = {fmt_count(n)} B",
+                    source="torchtitan-fsdp-units",
+                    phases=BACKWARD,
+                    backward=AT_LOSS,
+                ),
+            )
+        ]
 
     return at

@@ -252,17 +252,19 @@ def _kind_terms(
             )
         ]
     )
-    ckpt = tuple(_checkpoint_terms(profile, policy, g))
+    ckpt = tuple(_checkpoint_terms(profile, policy, g, arch.fused_qkv))
     return out, ckpt, terms_at(ckpt, g).bytes
 
 
-def _checkpoint_terms(profile: str, policy: str, g: Geometry) -> list[Term]:
+def _checkpoint_terms(profile: str, policy: str, g: Geometry, fused_qkv: bool) -> list[Term]:
     """What a checkpointed layer keeps: its input, or — torchtitan's per-op SAC — its
     input and the cached op outputs."""
     if profile == "megatron":
         return mg.checkpoint_input_terms(g)
     if profile == "torchtitan":
-        return tt.op_sac_terms(g) if policy == "selective" else tt.checkpoint_input_terms(g)
+        if policy == "selective":
+            return tt.op_sac_terms(g, fused_qkv)
+        return tt.checkpoint_input_terms(g)
     return hf.checkpoint_input_terms(g)
 
 
@@ -316,7 +318,7 @@ def layer_kind_terms(
                 _megatron_terms(arch, attention, g, core_attn(policy), tr.dropout), policy
             )
         elif profile == "torchtitan" and not is_moe:
-            terms = tt.layer_terms(g)
+            terms = tt.layer_terms(g, arch.qk_norm)
         else:
             terms = hf.layer_terms(
                 c, moe_layer=is_moe, dense_width=hf.dense_width(arch, g.tp), ing=ing

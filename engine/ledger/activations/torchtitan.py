@@ -61,11 +61,27 @@ def _norm_terms(g: Geometry, label: str) -> list[Term]:
     ]
 
 
-def layer_terms(g: Geometry) -> list[Term]:
-    """A dense block's autograd saved set with no recompute (module docstring, none)."""
+def layer_terms(g: Geometry, qk_norm: bool = False) -> list[Term]:
+    """A dense block's autograd saved set with no recompute (module docstring, none).
+
+    ``qk_norm`` (torchtitan's qwen3 ``Attention``: ``q_norm`` / ``k_norm``, ``RMSNorm``
+    over each head's ``head_dim``, before the rotary): each fused norm keeps its input,
+    the projected q (H·d·c) and k (K·d·c), and an fp32 rstd per head (H·4, K·4); the
+    rotary against the cos / sin buffers keeps only the buffers."""
     c = g.compute_bytes
     q, kv = g.heads_local * g.head_dim, g.kv_local * g.head_dim
+    norms = (
+        [
+            Term("q_norm input (wq output)", q, c),
+            Term("q_norm rstd fp32", g.heads_local, FP32),
+            Term("k_norm input (wk output)", kv, c),
+            Term("k_norm rstd fp32", g.kv_local, FP32),
+        ]
+        if qk_norm
+        else []
+    )
     return [
+        *norms,
         *_norm_terms(g, "attention_norm"),
         Term("attention_norm output (wq, wk, wv input)", g.hidden, c),
         Term("attention q (after rotary)", q, c),
@@ -83,14 +99,22 @@ def checkpoint_input_terms(g: Geometry) -> list[Term]:
     return [Term("block input (checkpoint)", g.hidden, g.residual_bytes, "seq")]
 
 
-def op_sac_terms(g: Geometry) -> list[Term]:
-    """What per-op SAC keeps of a dense block (module docstring, selective)."""
+def op_sac_terms(g: Geometry, fused_qkv: bool = False) -> list[Term]:
+    """What per-op SAC keeps of a dense block (module docstring, selective).
+
+    ``fused_qkv`` (0.3's ``wqkv``, ``Attention.forward`` one ``self.wqkv(x)`` mm): the
+    mms run wqkv, wo, w1, w3, w2 (counts 1–5), so wqkv's whole output, q + 2·kv, is
+    cached and wo and w3 recomputed; w1 and w2 are cached either way."""
     c = g.compute_bytes
     q, kv = g.heads_local * g.head_dim, g.kv_local * g.head_dim
+    qkv = (
+        [Term("wqkv output (mm 1, cached)", q + 2 * kv, c)]
+        if fused_qkv
+        else [Term("wq output (mm 1, cached)", q, c), Term("wv output (mm 3, cached)", kv, c)]
+    )
     terms = [
         *checkpoint_input_terms(g),
-        Term("wq output (mm 1, cached)", q, c),
-        Term("wv output (mm 3, cached)", kv, c),
+        *qkv,
         Term("attention output (cached)", g.heads_local * g.v_dim, c),
         Term("attention logsumexp fp32 (cached)", g.heads_local, FP32),
         Term("w1 output (mm 5, cached)", g.inter_local, c),

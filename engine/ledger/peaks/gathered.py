@@ -1,11 +1,8 @@
 """Gathered parameter units (``hbm.gathered.*``): the unsharded parameters and prefetch
-of ZeRO-3 and FSDP (memory-model §3).
-
-Sizes come from the rank's own tensors, so they follow TP / PP placement and the
-strategy's chunking exactly; DeepSpeed's live-parameter caps are a bound rather than a
-count, so ZeRO-3 gives a low–high range. Which backward moments each unit is live at
-is decided here, with the strategy (see :mod:`engine.ledger.phases`).
-"""
+of ZeRO-3 and FSDP (memory-model §3). Sizes come from the rank's own tensors (TP / PP
+placement, the strategy's chunking); DeepSpeed's live-parameter caps are a bound, so
+ZeRO-3 gives a low–high range. Which backward moments each unit is live at is decided
+here (:mod:`engine.ledger.phases`)."""
 
 from __future__ import annotations
 
@@ -17,6 +14,7 @@ from engine.ledger.groups import ranks_per_node
 from engine.ledger.peaks.gathered_nf4 import gathered_view, reused_layer_bytes, reused_per_element
 from engine.ledger.peaks.kept_gathered import kept_gathered_rows
 from engine.ledger.peaks.reuse import reused_at_loss
+from engine.ledger.peaks.titan_units import HEAD_MOMENTS, splits_root, titan_root_rows
 from engine.ledger.placement import LocalTensor, expert_dp_group, stage_layer_ranges
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import (
@@ -142,9 +140,10 @@ def _group_free(placed: tuple[LocalTensor, ...], gb: int, gran: int) -> _Units:
 def _buffer_row(
     nbuf: int, buf: int, gb: int, src: str, moments: frozenset[Moment], last: bool = False
 ) -> Row:
-    """FSDP2's all-gather output buffer; ``last``: the one the last layer's backward
-    prefetches (the layer before it, smaller when it is dense and the last MoE)."""
+    """FSDP2's all-gather output buffer (``last``: the one the last layer's backward
+    prefetches; none at ``backward.start``: none in forward, torchtitan's head unit)."""
     what = "the unit before the last layer" if last else "one decoder-layer unit"
+    in_bwd = last or (moments and "backward.start" not in moments)
     return make_row(
         id="hbm.gathered.all_gather_buffer" + (".last_layer" if last else ""),
         label=f"All-gather output buffer of {nbuf} unit(s) (prefetch)",
@@ -156,7 +155,7 @@ def _buffer_row(
         high=nbuf * buf,
         formula=partial(_buffer_formula, nbuf, what, gb, nbuf * buf),
         source=src,
-        phases=BACKWARD if last else FORWARD_BACKWARD,
+        phases=BACKWARD if in_bwd else FORWARD_BACKWARD,
         backward=moments,
     )
 
@@ -260,7 +259,9 @@ def _fsdp_rows(
     src = "fsdp2-prefetch" if fsdp2 else "fsdp1"
     keep_all = keeps_all_gathered(plan.parallelism)
     rows: list[Row] = []
-    if root_b:
+    if root_b and fsdp2 and splits_root(plan):
+        rows += titan_root_rows(plan, root, partial(_per_tensor, bpe=gb, gran=gran), shard)
+    elif root_b:
         rows.append(
             make_row(
                 id="hbm.gathered.root",
@@ -286,6 +287,7 @@ def _fsdp_rows(
         # every unit stayed gathered: backward issues no all-gather; otherwise the
         # prefetched unit waits in it until the first layer's backward
         moments = NO_MOMENTS if keep_all else with_middle(BEFORE_FIRST_LAYER, n_layers)
+        moments -= HEAD_MOMENTS if splits_root(plan) else NO_MOMENTS
         second_last = flat[before] if before is not None else None
         split = nbuf == 1 and second_last is not None and second_last != buf
         rows.append(

@@ -1,13 +1,16 @@
 """torchtitan's losses in a traced step, and the two tracker fixes the chunked one needs.
 
-``standard`` is torchtitan's ``CrossEntropyLoss`` (``components/loss.py``
-``cross_entropy_loss``: the full ``[B, L, V]`` logits upcast to fp32, sum-reduced, then
-divided by the global valid-token count). ``chunked`` is its ``ChunkedLossWrapper``: the
-model stops before ``lm_head`` (``_skip_lm_head``), the hidden states are split into
+The plan's resolved ``runtime.loss_impl`` picks it: ``eager`` is torchtitan's
+``CrossEntropyLoss`` (``components/loss.py`` ``cross_entropy_loss``: the full
+``[B, L, V]`` logits upcast to fp32, sum-reduced, then divided by the global
+valid-token count). ``chunked`` is its ``ChunkedLossWrapper``: the model stops before
+``lm_head`` (``_skip_lm_head``), the hidden states are split into
 ``num_chunks`` equal pieces along the sequence, and ``lm_head`` + loss + backward run
 per chunk *inside the forward*, their gradients gathered into one fp32 buffer that the
-decoder's backward then consumes. Compiled losses (``compile.components = ["loss"]``)
-are not traceable on fake tensors under a dispatch-mode tracker and are not offered.
+decoder's backward then consumes; ``num_chunks`` is its config's default,
+:data:`~engine.ledger.activations.loss_modes.TORCHTITAN_CHUNKS` (8), as the ledger
+counts it. Compiled losses (``compile.components = ["loss"]``) are not traceable on fake
+tensors under a dispatch-mode tracker and are refused (``support.py``).
 
 Two things the chunked loss does break in ``FSDPMemTracker``
 (shared/reference/tracing.md):
@@ -30,17 +33,20 @@ from typing import Any
 
 import torch
 
+from engine.ledger.activations.loss_modes import TORCHTITAN_CHUNKS
+
 LOSS_PARENT = "ChunkedLossWrapper"
 """The parent name each chunk's ``lm_head`` forward runs under."""
 
 
-def build_loss(plan_loss: str, num_chunks: int, model: Any) -> Any:
-    """torchtitan's loss object; for ``chunked`` the model skips its head."""
+def build_loss(loss_impl: str, model: Any) -> Any:
+    """torchtitan's loss object for the plan's ``runtime.loss_impl`` (``eager`` or
+    ``chunked``: the others are refused before); for ``chunked`` the model skips its head."""
     from torchtitan.components.loss import ChunkedLossWrapper, CrossEntropyLoss
 
-    if plan_loss != "chunked":
+    if loss_impl != "chunked":
         return CrossEntropyLoss.Config().build()
-    loss = ChunkedLossWrapper.Config(num_chunks=num_chunks).build()
+    loss = ChunkedLossWrapper.Config(num_chunks=TORCHTITAN_CHUNKS).build()
     loss.set_lm_head(model.lm_head)
     model._skip_lm_head = True
     return loss

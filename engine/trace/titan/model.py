@@ -2,18 +2,19 @@
 
 The model is torchtitan 0.3.0's: its per-layer block configs
 (``models/llama3/__init__.py`` ``_build_llama3_layers``, ``models/qwen3/__init__.py``
-``_build_qwen3_layers``: fused ``wqkv``, SwiGLU ``feed_forward``, RMSNorm, RoPE, flex
-attention) filled with the plan's dimensions instead of a named flavor, then built under
-``torch.device("meta")`` in ``training.dtype`` as ``Trainer.__init__`` does. Its
-``parallelize_llama`` / ``parallelize_qwen3`` then apply the AC policy and FSDP2
-(``distributed/fsdp.py`` ``apply_fsdp_to_decoder``: one unit per block, the embedding
-its own, norm + lm_head together and not resharded after forward;
-``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``), always — with one
-rank it is a no-op all-gather that still casts. With ``tp > 1`` the model's own sharding
-declarations (``set_llama3_sharding_config`` via ``Config.update_from_config``, as the
-trainer calls it) shard the blocks as DTensors over a (dp_shard, tp) mesh, sequence
-parallel as the plan says, the logits vocabulary-sharded for the loss-parallel
-cross-entropy.
+``_build_qwen3_layers``: q/k/v as the plan's ``fused_qkv`` says — every 0.3 flavor
+passes ``fuse_qkv=True`` (one ``wqkv``), the Dec-2024 code had wq / wk / wv — SwiGLU
+``feed_forward``, RMSNorm, RoPE, flex attention) filled with the plan's dimensions
+instead of a named flavor, then built under ``torch.device("meta")`` in
+``training.dtype`` as ``Trainer.__init__`` does. Its ``parallelize_llama`` /
+``parallelize_qwen3`` then apply the AC policy and FSDP2 (``distributed/fsdp.py``
+``apply_fsdp_to_decoder``: one unit per block, the embedding its own, norm + lm_head
+together and not resharded after forward; ``MixedPrecisionPolicy(param_dtype=bf16,
+reduce_dtype=fp32)``), always — with one rank it is a no-op all-gather that still casts.
+With ``tp > 1`` the model's own sharding declarations (``set_llama3_sharding_config``
+via ``Config.update_from_config``, as the trainer calls it) shard the blocks as DTensors
+over a (dp_shard, tp) mesh, sequence parallel as the plan says, the logits
+vocabulary-sharded for the loss-parallel cross-entropy.
 
 The ``partial_dtensor`` SPMD backend is used: 0.3.0's default ``spmd_types`` hands
 ``fully_shard`` plain parameters that torch 2.13's FSDP2 refuses; ``partial_dtensor``
@@ -57,7 +58,7 @@ def _layers(plan: Plan) -> list[Any]:
         "n_kv_heads": arch.kv_heads,
         "hidden_dim": arch.intermediate,
         "attn_backend": "flex",
-        "fuse_qkv": True,
+        "fuse_qkv": arch.fused_qkv,
     }
     if arch.family in ("qwen3", "qwen3_moe"):
         from torchtitan.models.common import CosSinRoPE

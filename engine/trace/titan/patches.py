@@ -15,6 +15,14 @@ Each is set on entry to :func:`titan_patches` and undone on exit
 - **SPMD backend**: ``Trainer.__init__`` records ``partial_dtensor`` as the active
   backend (``distributed/utils.py`` ``set_spmd_backend``); the loss-parallel
   cross-entropy asserts it.
+- **RMSNorm as CUDA runs it**: ``nn.RMSNorm`` calls ``torch.rms_norm``, which on a
+  CUDA input runs the fused kernel ``aten._fused_rms_norm`` (saves the input and an
+  fp32 ``rstd`` per row; ``aten/src/ATen/native/layer_norm.cpp`` ``rms_norm_symint``)
+  but on CPU the composite decomposition, whose autograd keeps an fp32 upcast of the
+  input and the fp32 normalised tensor (+24,576 B per token per 4096-wide norm).
+  :class:`FusedRMSNorm` allocates what the CUDA kernel allocates instead: forward the
+  output (input's dtype) and rstd (fp32, one per row), saved input / rstd / weight;
+  backward the input's and the weight's gradients. A DTensor (TP) input keeps torch's.
 - **CPU backward guard**: ``flex_attention``'s ``_validate_device`` refuses inputs that
   require grad on CPU (the CPU kernel is inference-only); on fake tensors no kernel
   runs, so the guard is lifted.
@@ -27,7 +35,37 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+import torch
 import torch.nn.attention.flex_attention as flex
+import torch.nn.functional as functional
+
+
+class FusedRMSNorm(torch.autograd.Function):  # type: ignore[misc]
+    """``aten._fused_rms_norm`` / ``_fused_rms_norm_backward``'s allocations (module
+    docstring); values are never read on fake tensors."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, dims: int, weight: Any, eps: float | None) -> Any:
+        rstd = x.new_empty((*x.shape[: x.dim() - dims], *([1] * dims)), dtype=torch.float32)
+        ctx.save_for_backward(x, rstd, weight)
+        return torch.empty_like(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        x, _rstd, weight = ctx.saved_tensors
+        grad_w = torch.empty_like(weight) if weight is not None else None
+        return torch.empty_like(x), None, grad_w, None
+
+
+_TORCH_RMS_NORM = functional.rms_norm
+
+
+def _rms_norm(x: Any, normalized_shape: Any, weight: Any = None, eps: float | None = None) -> Any:
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(x, DTensor) or isinstance(weight, DTensor) or not x.is_floating_point():
+        return _TORCH_RMS_NORM(x, normalized_shape, weight, eps)
+    return FusedRMSNorm.apply(x, len(normalized_shape), weight, eps)
 
 
 def _no_device_guard(query: Any, key: Any, value: Any) -> None:
@@ -60,6 +98,7 @@ def titan_patches() -> Iterator[None]:
         stack.enter_context(_attr(titan_utils, "device_type", "cpu"))
         stack.enter_context(_attr(dist_utils, "_spmd_backend", "partial_dtensor"))
         stack.enter_context(_attr(flex, "_validate_device", _no_device_guard))
+        stack.enter_context(_attr(functional, "rms_norm", _rms_norm))
         stack.enter_context(_attr(flex, "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG", True))
         stack.enter_context(
             _attr(attention.FlexAttention, "_compiled_flex_attn", staticmethod(flex.flex_attention))

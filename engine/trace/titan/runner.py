@@ -8,8 +8,10 @@ shape — then the steps under ``FSDPMemTracker``. The attention ``BlockMask`` i
 once, before tracking, as ``Trainer.post_dataloading_process`` builds it per batch
 (``get_attention_masks``: causal, one document per row).
 
-One step is torchtitan's ``Trainer.train_step``: ``zero_grad(set_to_none=False)`` first
-(so the last step's gradients stay live through this forward), per micro-batch a
+One step is torchtitan's ``Trainer.train_step``: ``zero_grad`` first — as the plan's
+``runtime.zero_grad`` says: ``zero_fill`` is 0.3's ``set_to_none=False`` (the last step's
+gradients stay live through this forward), ``set_to_none`` the Dec-2024 code's plain
+``zero_grad()`` — then per micro-batch a
 forward + loss (the chunked loss runs its per-chunk backward here) and a backward, then
 ``clip_grad_norm_(foreach=True)`` and the optimizer step. The optimizer is what its
 ``OptimizersContainer`` builds by default: ``torch.optim.AdamW`` with
@@ -26,6 +28,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from engine.ledger.activations.loss_modes import TORCHTITAN_CHUNKS
 from engine.models.inventory import build_inventory, total_params
 from engine.plan import Plan
 from engine.trace.collect import Collector, model_states
@@ -114,8 +117,7 @@ def _trace(
     batch, seq = plan.batch.micro_batch, plan.batch.seq_len
     positions = torch.arange(seq).unsqueeze(0).expand(batch, seq)
     masks = model.get_attention_masks(positions)
-    chunks = seq // plan.runtime.loss_chunk_tokens
-    loss_fn = build_loss(plan.runtime.loss, chunks, model)
+    loss_fn = build_loss(plan.runtime.loss_impl, model)
     with FakeTensorMode(allow_non_fake_inputs=True):
         say("materialise on fake cpu tensors (init_weights skipped)")
         model.to_empty(device="cpu")
@@ -128,12 +130,12 @@ def _trace(
         valid = torch.tensor(batch * seq * plan.parallelism.dp, dtype=torch.int64)
         tracker = TitanTracker(model, optimizer)
         tracker.track_inputs((tokens, labels))
-        if plan.runtime.loss == "chunked":
+        if plan.runtime.loss_impl == "chunked":
             nest_head(tracker, model.lm_head)
         collector = Collector(tracker, optimizer, [tokens, labels])
         step = TitanStep(
             model, loss_fn, optimizer, params, tokens, labels, valid, masks,
-            tracker, plan.batch.grad_accum,
+            tracker, plan.batch.grad_accum, plan.runtime.zero_grad == "set_to_none",
         )  # fmt: skip
         with tracker:
             for index in range(steps):
@@ -159,9 +161,9 @@ def _setup(plan: Plan, built: TitanModel, rank: int, steps: int, model: Any) -> 
     params = list(model.parameters())
     tp = f", TP × {par.tp}{' + SP' if par.sequence_parallel else ''}" if par.tp > 1 else ""
     pure = plan.method.precision.policy == "pure_16bit"
-    loss: str = plan.runtime.loss
+    loss: str = "standard" if plan.runtime.loss_impl == "eager" else "chunked"
     if loss == "chunked":
-        loss = f"chunked × {plan.batch.seq_len // plan.runtime.loss_chunk_tokens}"
+        loss = f"chunked × {TORCHTITAN_CHUNKS}"
     return TraceSetup(
         family=plan.model.architecture.family,
         model_type=f"torchtitan {TITAN_VERSION} {built.model_name} ({loss} loss)",

@@ -1,7 +1,8 @@
 """One torchtitan training step under the tracker, phase by phase.
 
 ``Trainer.train_step`` (torchtitan 0.3.0 ``trainer.py``) in the trace's phases:
-``zero_grad`` (``set_to_none=False``: the gradients are zeroed in place and stay live),
+``zero_grad`` (``set_to_none=False`` in 0.3: the gradients are zeroed in place and stay
+live; ``set_to_none=True`` where the plan's ``runtime.zero_grad`` says so),
 then per micro-batch ``forward`` (model, then loss — the chunked loss runs its per-chunk
 backward here) and ``backward``, then ``optimizer`` (``dist_utils.clip_grad_norm_`` with
 ``foreach=True``, then the step). Gradient sync is on for every micro-batch: torchtitan
@@ -34,6 +35,7 @@ class TitanStep:
     masks: Any
     tracker: Any
     grad_accum: int
+    set_to_none: bool = False
 
 
 def _clip(params: list[Any]) -> None:
@@ -48,7 +50,7 @@ def run_titan_step(
     """One optimizer step; every phase's mark goes to ``sink``."""
     tracker = s.tracker
     with tracked_phase(tracker, f"{step}/zero_grad"):
-        s.optimizer.zero_grad(set_to_none=False)
+        s.optimizer.zero_grad(set_to_none=s.set_to_none)
     sink(step, 0, "zero_grad", tracker.end_phase())
     for micro in range(s.grad_accum):
         tracker.reset_mod_stats()

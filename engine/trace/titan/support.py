@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 
+from engine.ledger.activations.loss_modes import TORCHTITAN_CHUNKS
 from engine.plan import Plan
 from engine.stacks.defaults import resolve_stack_defaults, resolved
 
@@ -102,17 +103,33 @@ def _step_refusal(plan: Plan) -> str | None:
         return "torchtitan has no fp16 loss scaling"
     if m.recompute.policy == "offload":
         return "torchtitan has no activation offload to the host"
-    if rt.loss == "fused":
-        return "torchtitan has no fused (logit-free) cross-entropy; use standard or chunked"
-    if rt.loss == "chunked":
-        seq, chunk = plan.batch.seq_len, rt.loss_chunk_tokens
-        if seq % chunk or seq // chunk < 1:
-            return (
-                f"torchtitan's ChunkedLossWrapper splits the sequence into equal chunks: "
-                f"loss_chunk_tokens ({chunk}) must divide seq_len ({seq})"
-            )
+    loss = _loss_refusal(plan)
+    if loss is not None:
+        return loss
     if rt.attention == "eager":
         return "torchtitan 0.3 runs flex attention only (sdpa and eager are gone)"
+    return None
+
+
+def _loss_refusal(plan: Plan) -> str | None:
+    """The resolved ``runtime.loss_impl``: ``eager`` (plain cross-entropy) and
+    ``chunked`` (``ChunkedLossWrapper``, 8 equal chunks) run; the rest cannot."""
+    impl = plan.runtime.loss_impl
+    if impl == "compiled":
+        return (
+            "torchtitan's compiled loss (compile.components loss) does not run on fake "
+            "tensors under the memory tracker; set runtime.loss_impl eager or chunked"
+        )
+    if impl in ("fused", "vocab_parallel"):
+        return (
+            f"torchtitan has no {impl.replace('_', '-')} cross-entropy; "
+            "set runtime.loss_impl eager or chunked"
+        )
+    if impl == "chunked" and plan.batch.seq_len % TORCHTITAN_CHUNKS:
+        return (
+            f"torchtitan's ChunkedLossWrapper splits the sequence into {TORCHTITAN_CHUNKS} "
+            f"equal chunks: seq_len ({plan.batch.seq_len}) must be a multiple of it"
+        )
     return None
 
 

@@ -101,11 +101,13 @@ def test_other_stacks_keep_set_to_none() -> None:
 
 def test_chunked_loop_takes_the_largest_moment() -> None:
     """fp32 training (c = 4), s 4096, micro-batch 1: k = 512 tokens a chunk. A chunk's
-    logits and cross-entropy backward 512·V·(4 + 12) = 8192·V; the reduce-scatter input
-    4096·V·4 = 16,384·V; a later chunk's weight-gradient matmul, its logits and their
-    gradient 2 × 512·V·4 with lm_head's fresh gradient V·4096·4: 20,480·V =
-    2,626,682,880 B, the largest (in bf16 it never is: 2·k·V·2 + 2·V·h beats k·V·14 only
-    below k = h / 5, and 4·V·h only above k = h / 2)."""
+    logits and cross-entropy backward 512·V·(4 + 12) = 8192·V; a later chunk's
+    weight-gradient matmul, its logits and their gradient 2 × 512·V·4 with lm_head's
+    fresh gradient V·4096·4: 20,480·V; the last chunk (FSDP2 ``foreach_reduce``): the
+    reduce-scatter's fp32 input 4096·V·4, the chunk's weight gradient 4096·V·4 it was
+    copied from (freed after the scatter) and the chunk's logits gradient 512·V·4 that
+    lm_head's backward still holds: 34,816·V = 4,465,360,896 B, the largest (the traced
+    grid's last-chunk moment, ``docs/fidelity-grid.md``)."""
     plan = titan(
         method__precision__policy="fp32",
         method__precision__compute_dtype="fp32",
@@ -113,4 +115,4 @@ def test_chunked_loop_takes_the_largest_moment() -> None:
         batch__micro_batch=1,
     )
     chunk = rows_of(plan)["hbm.loss.chunk"]
-    assert chunk.low == 20_480 * 128_256 == 2_626_682_880
+    assert chunk.low == (16_384 + 16_384 + 2048) * 128_256 == 4_465_360_896

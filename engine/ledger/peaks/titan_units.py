@@ -1,0 +1,135 @@
+"""torchtitan's FSDP2 root units: the embedding its own unit, norm + lm_head another.
+
+``torchtitan/distributed/fsdp.py`` ``apply_fsdp_to_decoder`` (0.3.0; the same split in
+``parallelize_llama.apply_fsdp`` at 9dec370) wraps an untied model's ``tok_embeddings``
+in its own ``fully_shard`` with the job's ``reshard_after_forward`` (True without PP),
+and ``[norm, lm_head]`` in one ``fully_shard`` with ``reshard_after_forward`` only under
+the ``always`` policy ("FSDP would prefetch them immediately"). So, unlike a plain
+FSDP2 script whose root unit holds embedding, final norm and head from forward through
+backward (:mod:`engine.ledger.peaks.gathered`):
+
+- the head unit (final norm + lm_head) stays gathered from its forward to its own
+  post-backward, which runs as soon as lm_head's input gradient exists — before the
+  decoder layers' backward: live at ``forward`` and ``backward.start``;
+- the embedding unit is gathered at the start of forward (freed before the loss) and
+  again for its own backward, the step's last: live at ``backward.end`` only.
+
+The head unit is also forward's last all-gather, and its output buffer is freed once
+copied out, so no decoder layer's all-gather buffer waits through the loss: FSDP2's
+prefetch buffer row is live only once the layers' backward runs.
+
+A tied model groups all three in one unit not resharded after forward: the plain
+root row holds. Sizes are the tensors' own (one ``fully_shard`` per group, 16-bit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.ledger.placement import LocalTensor
+from engine.ledger.precision import DTYPE_BYTES
+from engine.ledger.row import (
+    AT_LOSS,
+    BACKWARD,
+    FORWARD,
+    FORWARD_BACKWARD,
+    Moment,
+    Row,
+    make_row,
+)
+from engine.plan import Plan
+from engine.units import ceil_div, fmt_count, round_up
+
+HEAD_ROLES = frozenset({"final_norm", "lm_head"})
+"""The roles ``fully_shard([norm, lm_head])`` groups."""
+
+HEAD_MOMENTS: frozenset[Moment] = AT_LOSS
+"""Within backward: gathered until the unit's post-backward, before the layers'."""
+
+EMBEDDING_MOMENTS: frozenset[Moment] = frozenset({"backward.end"})
+"""Within backward: gathered again for the embedding's own backward, the last."""
+
+
+def splits_root(plan: Plan) -> bool:
+    """Whether torchtitan's code shards embedding and head as separate units."""
+    return (
+        plan.runtime.activation_profile == "torchtitan"
+        and not plan.model.architecture.tied_embeddings
+        and plan.parallelism.knobs.fsdp_reshard_after_forward is not False
+    )
+
+
+def head_and_embedding(
+    root: list[LocalTensor],
+) -> tuple[list[LocalTensor], list[LocalTensor]]:
+    """The root's tensors as (head unit, embedding unit)."""
+    head = [t for t in root if t.tensor.role in HEAD_ROLES]
+    return head, [t for t in root if t.tensor.role not in HEAD_ROLES]
+
+
+_HEAD_WHY = "fully_shard([norm, lm_head]): not resharded after forward; at its post-backward"
+_EMBEDDING_WHY = "fully_shard(tok_embeddings): resharded after forward, gathered for its backward"
+
+
+def titan_root_rows(
+    plan: Plan, root: list[LocalTensor], size: Callable[[list[LocalTensor]], int], shard: int
+) -> list[Row]:
+    """The head and embedding units' gathered rows (``size``: a unit's gathered bytes,
+    :func:`engine.ledger.peaks.gathered._per_tensor` at the gather dtype), and under
+    the chunked loss the head's scatter output (:func:`_scatter_output`)."""
+    head, embedding = head_and_embedding(root)
+    gb = DTYPE_BYTES[plan.method.precision.compute_dtype]
+    rows = _scatter_output(plan, head, shard)
+    for ts, head_unit in ((head, True), (embedding, False)):
+        n = size(ts)
+        if not n:
+            continue
+        why = _HEAD_WHY if head_unit else _EMBEDDING_WHY
+        rows.append(
+            make_row(
+                id="hbm.gathered.root" if head_unit else "hbm.gathered.embedding",
+                label="Head unit unsharded (final norm, lm_head)"
+                if head_unit
+                else "Embedding unit unsharded (its backward)",
+                state="gathered",
+                location="hbm",
+                kind="peak",
+                group="gathered",
+                low=n,
+                high=n,
+                formula=f"{len(ts)} tensors × {gb} B = {fmt_count(n)} B (torchtitan {why})",
+                source="torchtitan-fsdp-units",
+                phases=FORWARD_BACKWARD if head_unit else BACKWARD,
+                backward=HEAD_MOMENTS if head_unit else EMBEDDING_MOMENTS,
+                role="root_unit" if head_unit else None,
+            )
+        )
+    return rows
+
+
+def _scatter_output(plan: Plan, head: list[LocalTensor], shard: int) -> list[Row]:
+    """torchtitan's chunked loss reduce-scatters lm_head's fp32 gradient at its last
+    chunk, inside forward (:mod:`~engine.ledger.activations.loss_modes`): the scatter's
+    output, this rank's fp32 shard of the head unit (dim 0 padded to N chunks,
+    ``FSDPParamGroup`` ``foreach_reduce``), is live next to its input until it is
+    added into the sharded gradient."""
+    if plan.runtime.loss_impl != "chunked":
+        return []
+    gran = plan.runtime.allocation_granularity_bytes
+    el = sum([ceil_div(t.shape[0], shard) * (t.numel // t.shape[0]) for t in head if t.shape])
+    n = round_up(el * 4, gran)
+    return [
+        make_row(
+            id="hbm.gathered.head_scatter_output",
+            label="Chunked loss: lm_head reduce-scatter output (fp32 shard)",
+            state="gathered",
+            location="hbm",
+            kind="peak",
+            group="gathered",
+            low=n,
+            high=n,
+            formula=f"{el:,} el. (÷ {shard} ranks, padded) × 4 B = {fmt_count(n)} B",
+            source="torchtitan-chunked-loss",
+            phases=FORWARD,
+        )
+    ]
