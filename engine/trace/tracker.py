@@ -24,7 +24,7 @@ from torch.distributed._tools.common_utils import get_untyped_storages
 from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _UpdateType
 
-from engine.trace.alloc_log import AllocLog
+from engine.trace.alloc_log import ALL_GATHER_STREAM, REDUCE_SCATTER_STREAM, AllocLog
 from engine.trace.patches import propagating
 from engine.trace.result import Snapshot
 
@@ -49,6 +49,13 @@ _TRACKER_CATEGORY: dict[str, str] = {
 runner registered itself: the inputs and, under DDP, the gradient buckets."""
 
 _TOTAL = "Total"
+
+_SIDE_STREAM: dict[str, int] = {
+    "All Gather": ALL_GATHER_STREAM,
+    "Reduce Scatter": REDUCE_SCATTER_STREAM,
+}
+"""FSDPMemTracker reference type (its ``.value``) → the FSDP2 stream its buffer is made
+on (``alloc_log.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +97,9 @@ class _PhaseTracking:
         old_reftype: Any = None,
     ) -> None:
         """The tracker's own bookkeeping, plus the allocation log (``alloc_log.py``):
-        a new storage is an alloc, a dying one a free, a resize both."""
+        a new storage is an alloc, a dying one a free, a resize both; a storage the
+        FSDPMemTracker re-marks as an all-gather or reduce-scatter buffer moves to that
+        stream."""
         super()._update_snap(u_type, winfo, old_mem_consumed, old_reftype)  # type: ignore[misc]
         nbytes = int(winfo.size) * int(winfo.element_size)
         if u_type == _UpdateType.ADD:
@@ -99,6 +108,10 @@ class _PhaseTracking:
             self.alloc_log.free(id(winfo))
         elif u_type == _UpdateType.SIZE:
             self.alloc_log.resize(id(winfo), nbytes)
+        elif u_type == _UpdateType.REF:
+            stream = _SIDE_STREAM.get(str(getattr(winfo.reftype, "value", "")))
+            if stream is not None:
+                self.alloc_log.retag(id(winfo), stream)
 
     def _current_total(self) -> int:
         snap: dict[Any, dict[Any, int]] = self._curr_mem_snap  # type: ignore[attr-defined]
