@@ -10,6 +10,8 @@ allocation events under the plan's allocator settings — and under the other
 into ``tests/data/reserved-replay.json``. One case per run, so a shell loop can bound
 each with ``timeout``. ``--table``: print the Markdown table of
 ``docs/reserved-replay.md`` from that JSON (with the ledger's ranges as they are now).
+``--published ID``: the same for a traceable published (allocated, reserved) row
+(:data:`PUBLISHED_PAIRS`), kept under ``published``.
 
 The committed JSON holds figures only, not the event lists (megabytes per case).
 """
@@ -66,11 +68,52 @@ def run_case(name: str) -> dict[str, Any]:
     }
 
 
-def merge(entry: dict[str, Any]) -> None:
+PUBLISHED = Path(__file__).resolve().parent / "data" / "published" / "cases.jsonl"
+PUBLISHED_PAIRS: dict[str, tuple[str, ...]] = {
+    "answerai-llama2-7b-lora-ctx512-bs1": ("answerai-llama2-7b-lora-ctx512-bs1-alloc",),
+    "answerai-llama2-7b-lora-ctx2048-bs1": ("answerai-llama2-7b-lora-ctx2048-bs1-alloc",),
+    "torchtitan-8b-fsdp8-sac": (),
+}
+"""Published reserved rows that can be traced → their published allocated row (if any).
+The Answer.AI runs are FSDP1, which no memory tracker covers: traced as FSDP2 over the
+same two ranks (the same shards; FSDP1's flat parameter is one all-gather per unit)."""
+
+
+def run_published(row_id: str) -> dict[str, Any]:
+    """Trace a published row's plan (``memplan`` overrides of tests/data/published) and
+    replay it; the published reserved (and allocated) figures beside."""
+    from engine.trace.runner import trace_plan  # torch: only when tracing
+    from tests.engine.allocator.published import plan_of
+
+    rows = {}
+    for line in PUBLISHED.read_text(encoding="utf-8").splitlines():
+        doc = json.loads(line)
+        rows[doc["id"]] = doc
+    row = rows[row_id]
+    sets = dict(row["memplan"]["set"])
+    substituted = sets.get("parallelism.strategy") == "fsdp1_full_shard"
+    if substituted:
+        sets["parallelism.strategy"] = "fsdp2"
+    plan = plan_of(row["memplan"]["preset"], sets)
+    result = trace_plan(plan)
+    own = replay_trace(plan, result.alloc_events)
+    allocated = [rows[a]["measured"]["low_gib"] for a in PUBLISHED_PAIRS[row_id]]
+    return {
+        "name": row_id,
+        "published_reserved_gib": row["measured"]["low_gib"],
+        "published_allocated_gib": allocated[0] if allocated else None,
+        "traced_as_fsdp2": substituted,
+        "traced_peak_allocated": result.peak_bytes,
+        "replay": own.to_json(),
+        **ledger_ranges(plan),
+    }
+
+
+def merge(entry: dict[str, Any], key: str = "cases") -> None:
     doc = json.loads(DATA.read_text(encoding="utf-8")) if DATA.exists() else {"cases": []}
-    kept = [c for c in doc["cases"] if c["name"] != entry["name"]] + [entry]
-    order = [c.name for c in cases()]
-    doc["cases"] = sorted(kept, key=lambda c: order.index(c["name"]))
+    kept = [c for c in doc.get(key, []) if c["name"] != entry["name"]] + [entry]
+    order = [c.name for c in cases()] if key == "cases" else list(PUBLISHED_PAIRS)
+    doc[key] = sorted(kept, key=lambda c: order.index(c["name"]))
     DATA.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
 
@@ -107,6 +150,11 @@ def table() -> str:
 def main(argv: list[str]) -> int:
     if argv == ["--table"]:
         print(table())
+        return 0
+    if len(argv) == 2 and argv[0] == "--published":
+        entry = run_published(argv[1])
+        merge(entry, "published")
+        print(json.dumps(entry, indent=1))
         return 0
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)

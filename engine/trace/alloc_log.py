@@ -14,13 +14,16 @@ an alloc of a new one — what the caching allocator sees. Re-categorising a sto
 activation becoming a gradient) is neither.
 
 Streams: a fake CPU run has one stream, so every event starts on 0. FSDP2 on a GPU makes
-the all-gather output on its all-gather stream and the reduce-scatter input on its
-reduce-scatter stream (``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``:
-``all_gather_stream`` / ``reduce_scatter_stream``; ``_fsdp_collectives.py`` allocates the
-buffers there), so the caching allocator keeps them in pools of their own. The
-FSDPMemTracker tells those buffers apart (its ``All Gather`` / ``Reduce Scatter``
-categories, set right after the buffer is made): :meth:`AllocLog.retag` moves the
-buffer's alloc, and its later free, to :data:`ALL_GATHER_STREAM` or
+two of its buffers on side streams (``torch/distributed/fsdp/_fully_shard/
+_fsdp_collectives.py``; the streams are ``_fsdp_param_group.py``'s): the all-gather
+output in ``foreach_all_gather`` under ``all_gather_copy_in_stream``, and the
+reduce-scatter output in ``foreach_reduce`` under ``reduce_scatter_stream`` (the
+reduce-scatter *input* is made on the current stream just before, so it stays on 0). The
+caching allocator keeps a pool per stream, so those blocks are never reused by the
+default stream. The trace tells them apart where the tracker does: the FSDPMemTracker
+marks the all-gather output (``All Gather``) right after it is made, and the tracker
+sees the reduce-scatter collective's output; :meth:`AllocLog.retag` moves the buffer's
+alloc, and its later free, to :data:`ALL_GATHER_STREAM` or
 :data:`REDUCE_SCATTER_STREAM`. The stream ids are labels; only their being different
 matters to the replay.
 
@@ -41,12 +44,12 @@ FIELDS: tuple[str, ...] = ("kind", "nbytes", "block", "stream", "phase")
 """The order of an event's values in its JSON array."""
 DEFAULT_STREAM = 0
 ALL_GATHER_STREAM = 1
-"""FSDP2's all-gather stream (the all-gather outputs)."""
+"""FSDP2's all-gather copy-in stream (the all-gather outputs are made there)."""
 REDUCE_SCATTER_STREAM = 2
-"""FSDP2's reduce-scatter stream (the reduce-scatter inputs)."""
+"""FSDP2's reduce-scatter stream (the reduce-scatter outputs are made there)."""
 STREAM_NAMES: dict[int, str] = {
     DEFAULT_STREAM: "default",
-    ALL_GATHER_STREAM: "all-gather",
+    ALL_GATHER_STREAM: "all-gather copy-in",
     REDUCE_SCATTER_STREAM: "reduce-scatter",
 }
 

@@ -7,7 +7,7 @@ wiring between the two for every view of a trace (``memplan trace`` text, ``--js
 the ``-o`` record, the window's trace panel, the report): the plan's
 ``PYTORCH_CUDA_ALLOC_CONF`` settings as the stack resolves them
 (``runtime.expandable_segments``, ``runtime.max_split_size_mb``), the streams the events
-use (FSDP2's all-gather and reduce-scatter buffers get pools of their own: see
+use (FSDP2's all-gather outputs and reduce-scatter outputs get pools of their own: see
 ``alloc_log.py``), and one JSON form kept in the record's ``extra["replay"]`` so a view
 reads it back without replaying again. Pure Python: no torch import.
 """
@@ -28,7 +28,7 @@ from engine.units import MiB, UnitChoice
 
 ONE_STREAM_NOTE = (
     "one stream: every request is served from the default stream's pools (a fake CPU run "
-    "has no side streams, and this trace has no FSDP2 all-gather or reduce-scatter buffers)"
+    "has no side streams, and this trace has no FSDP2 all-gather or reduce-scatter outputs)"
 )
 
 
@@ -65,8 +65,8 @@ class TraceReplay:
             return ONE_STREAM_NOTE
         names = ", ".join(STREAM_NAMES.get(s, f"stream {s}") for s in self.streams)
         return (
-            f"{len(self.streams)} streams, each with its own pools ({names}): FSDP2's "
-            "all-gather outputs and reduce-scatter inputs as the FSDPMemTracker marks them"
+            f"{len(self.streams)} streams, each with its own pools ({names}): FSDP2 makes "
+            "its all-gather and reduce-scatter outputs on side streams"
         )
 
     def to_json(self) -> dict[str, Any]:
