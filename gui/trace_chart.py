@@ -5,6 +5,8 @@ simulated: ``engine/trace/reserved.py``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QPainter, QPaintEvent
 from PySide6.QtWidgets import QWidget
@@ -20,17 +22,17 @@ CAPTION_HEIGHT = 16.0
 
 def caption(cmp: Comparison, replayed: TraceReplay | None, units: str) -> str:
     """Allocated and reserved side by side, as the chart's caption."""
-    u = units  # the chart's units are already a UnitChoice string
-    allocated = f"Allocated (traced) {fmt_bytes(cmp.peak.traced, u)}"  # type: ignore[arg-type]
+    u: Any = units  # the chart's units are already a UnitChoice string
+    allocated = f"Allocated (traced) {fmt_bytes(cmp.peak.traced, u)}"
     if replayed is None:
         return f"{allocated} · reserved: not replayed (a record from before the replay)"
     r = replayed.result
-    share = 100 * r.fragmentation_share
+    share = 100 * replayed.over_allocated / r.peak_allocated if r.peak_allocated else 0.0
     return (
-        f"{allocated} · reserved (allocator replay) "
-        f"{fmt_bytes(r.peak_reserved, u)} · fragmentation "  # type: ignore[arg-type]
-        f"{fmt_bytes(r.fragmentation, u)} ({share:.1f} %) · {len(replayed.streams)} "  # type: ignore[arg-type]
-        f"stream(s), expandable_segments {'on' if replayed.expandable_segments else 'off'}"
+        f"{allocated} · reserved (allocator replay) {fmt_bytes(r.peak_reserved, u)} · "
+        f"reserved − allocated {fmt_bytes(replayed.over_allocated, u)} ({share:.1f} %) · "
+        f"{len(replayed.streams)} stream(s), expandable_segments "
+        f"{'on' if replayed.expandable_segments else 'off'}"
     )
 
 

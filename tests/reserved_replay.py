@@ -124,9 +124,10 @@ def _gib(n: int) -> str:
 def table() -> str:
     doc = json.loads(DATA.read_text(encoding="utf-8"))
     head = (
-        "| case | traced alloc | replay reserved | frag (% alloc) | stuck | segs | streams "
-        "| reserved, other expandable | ledger alloc | ledger reserved | replay vs ledger |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        "| case | traced alloc | replay alloc | replay reserved | reserved − alloc | stuck "
+        "| segs | streams | reserved, other expandable | ledger alloc | ledger reserved "
+        "| replay vs ledger |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     )
     rows = [head]
     by_name = {c.name: c for c in cases()}
@@ -136,13 +137,38 @@ def table() -> str:
         la, lr = live["ledger_allocated"], live["ledger_reserved"]
         res = r["peak_reserved"]
         where = "inside" if lr[0] <= res <= lr[1] else ("below" if res < lr[0] else "ABOVE")
-        share = 100 * r["fragmentation"] / r["peak_allocated"]
+        over = res - r["peak_allocated"]
+        share = 100 * over / r["peak_allocated"]
         exp = "on" if r["expandable_segments"] else "off"
         rows.append(
-            f"| {e['name']} | {_gib(e['traced_peak_allocated'])} | {_gib(res)} (exp. {exp}) | "
-            f"{_gib(r['fragmentation'])} ({share:.1f} %) | {_gib(r['unreleasable'])} | "
-            f"{r['segments']} | {len(r['streams'])} | {_gib(o['peak_reserved'])} | "
-            f"{_gib(la[0])}–{_gib(la[1])} | {_gib(lr[0])}–{_gib(lr[1])} | {where} |"
+            f"| {e['name']} | {_gib(e['traced_peak_allocated'])} | {_gib(r['peak_allocated'])} "
+            f"| {_gib(res)} (exp. {exp}) | {_gib(over)} ({share:.1f} %) | "
+            f"{_gib(r['unreleasable'])} | {r['segments']} | {len(r['streams'])} | "
+            f"{_gib(o['peak_reserved'])} | {_gib(la[0])}–{_gib(la[1])} | "
+            f"{_gib(lr[0])}–{_gib(lr[1])} | {where} |"
+        )
+    return "\n".join(rows)
+
+
+def published_table() -> str:
+    """The traced published rows: published allocated / reserved beside the replay's."""
+    doc = json.loads(DATA.read_text(encoding="utf-8"))
+    rows = [
+        "| published row | published alloc | published reserved | published res − alloc "
+        "| traced alloc | replay alloc | replay reserved | replay res − alloc | ledger reserved |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for e in doc.get("published", []):
+        r, lr = e["replay"], e["ledger_reserved"]
+        pa, pr = e["published_allocated_gib"], e["published_reserved_gib"]
+        pub_gap = "—" if pa is None else f"{pr - pa:.2f} ({100 * (pr - pa) / pa:.1f} %)"
+        over = r["peak_reserved"] - r["peak_allocated"]
+        rows.append(
+            f"| {e['name']}{' (as FSDP2)' if e['traced_as_fsdp2'] else ''} | "
+            f"{'—' if pa is None else f'{pa:.2f}'} | {pr:.2f} | {pub_gap} | "
+            f"{_gib(e['traced_peak_allocated'])} | {_gib(r['peak_allocated'])} | "
+            f"{_gib(r['peak_reserved'])} | {_gib(over)} "
+            f"({100 * over / r['peak_allocated']:.1f} %) | {_gib(lr[0])}–{_gib(lr[1])} |"
         )
     return "\n".join(rows)
 
@@ -150,6 +176,8 @@ def table() -> str:
 def main(argv: list[str]) -> int:
     if argv == ["--table"]:
         print(table())
+        print()
+        print(published_table())
         return 0
     if len(argv) == 2 and argv[0] == "--published":
         entry = run_published(argv[1])

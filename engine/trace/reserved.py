@@ -24,7 +24,7 @@ from engine.plan import Plan
 from engine.stacks.defaults import resolved
 from engine.trace.alloc_log import STREAM_NAMES
 from engine.trace.replay import ReplayResult, replay, replay_lines
-from engine.units import MiB, UnitChoice
+from engine.units import MiB, UnitChoice, fmt_bytes
 
 ONE_STREAM_NOTE = (
     "one stream: every request is served from the default stream's pools (a fake CPU run "
@@ -51,6 +51,14 @@ class TraceReplay:
     expandable_segments: bool
     max_split_size_mb: int | None
     streams: tuple[int, ...]
+
+    @property
+    def over_allocated(self) -> int:
+        """Peak reserved − peak allocated, both the replay's: what
+        ``max_memory_reserved() − max_memory_allocated()`` shows after a GPU step, and
+        what published (allocated, reserved) pairs give. (The replay's fragmentation is
+        taken at the moment reserved last grew, which can be a small late segment.)"""
+        return self.result.peak_reserved - self.result.peak_allocated
 
     def settings(self) -> str:
         """The settings as ``PYTORCH_CUDA_ALLOC_CONF`` would spell them."""
@@ -130,9 +138,14 @@ def replay_text(r: TraceReplay, traced_peak: int, units: UnitChoice = "both") ->
     what the tracker counts that is not a device request)."""
     head = f"Reserved (allocator replay, PYTORCH_CUDA_ALLOC_CONF={r.settings()}):"
     gap = r.result.peak_allocated - traced_peak
-    same = "equal" if gap == 0 else f"{gap:+,} B from"
+    same = "equal to" if gap == 0 else f"{gap:+,} B from"
+    alloc = r.result.peak_allocated
+    share = 100 * r.over_allocated / alloc if alloc else 0.0
     return [
         head,
         *(f"  {line}" for line in replay_lines(r.result, units)),
-        f"  replay peak allocated {same} the tracker's peak; {r.streams_text()}",
+        f"  peak reserved − peak allocated {fmt_bytes(r.over_allocated, units)} "
+        f"({share:.1f} % of allocated)",
+        f"  replay peak allocated {same} the tracker's (the allocator books whole blocks: "
+        f"512-B rounding, unsplit remainders); {r.streams_text()}",
     ]

@@ -71,4 +71,5 @@ def test_the_report_prints_the_replay(qapp: Any, tmp_path: Path) -> None:
     text = pdf_text(path)
     assert "Replay peak reserved" in text and "41,943,040 B" in text
     assert "Replay fragmentation" in text and "Ledger range (reserved)" in text
+    assert "Replay reserved − allocated" in text
     assert "expandable_segments:False" in text

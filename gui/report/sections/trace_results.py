@@ -131,6 +131,7 @@ def _reserved_facts(c: ReportContent, r: RankResult) -> list[tuple[str, str]]:
     res = c.est.heaviest.reserved_peak
     where = "inside" if res.low <= x.peak_reserved <= res.high else "outside"
     share = 100 * x.fragmentation_share
+    over = 100 * replayed.over_allocated / x.peak_allocated if x.peak_allocated else 0.0
     return [
         (
             "Replay peak reserved",
@@ -138,9 +139,15 @@ def _reserved_facts(c: ReportContent, r: RankResult) -> list[tuple[str, str]]:
             f"(replay allocated {x.peak_allocated:,} B), in {esc(x.peak_phase)}",
         ),
         (
+            "Replay reserved − allocated",
+            f"{esc(fmt_bytes(replayed.over_allocated, u))} ({over:.1f} % of allocated: the "
+            "two peaks, as max_memory_reserved − max_memory_allocated)",
+        ),
+        (
             "Replay fragmentation",
-            f"{esc(fmt_bytes(x.fragmentation, u))} ({share:.1f} % of allocated), "
-            f"{esc(fmt_bytes(x.unreleasable, u))} not releasable; {x.segments:,} segments",
+            f"{esc(fmt_bytes(x.fragmentation, u))} ({share:.1f} % of allocated) when reserved "
+            f"last grew, {esc(fmt_bytes(x.unreleasable, u))} not releasable; "
+            f"{x.segments:,} segments",
         ),
         ("Ledger range (reserved)", f"{size(res.low, res.high, u)}: replay <b>{where}</b>"),
         (
