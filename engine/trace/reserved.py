@@ -134,11 +134,16 @@ def replay_trace(plan: Plan, events: Sequence[AllocEventLike]) -> TraceReplay:
 def replay_text(r: TraceReplay, traced_peak: int, units: UnitChoice = "both") -> list[str]:
     """The replay as every text view prints it: the settings and streams, then
     :func:`~engine.trace.replay.replay_lines`, and how the replay's allocated peak
-    compares with the tracker's (they differ only by the allocator's 512-B rounding and
-    what the tracker counts that is not a device request)."""
+    compares with the tracker's (the replay books whole blocks, as ``allocated_bytes``
+    does: 512-B rounding and the large pool's unsplit remainders of up to 1 MiB)."""
     head = f"Reserved (allocator replay, PYTORCH_CUDA_ALLOC_CONF={r.settings()}):"
     gap = r.result.peak_allocated - traced_peak
-    same = "equal to" if gap == 0 else f"{gap:+,} B from"
+    same = (
+        "equal to the tracker's"
+        if gap == 0
+        else f"{gap:+,} B from the tracker's (the allocator books whole blocks: 512-B "
+        "rounding, unsplit remainders)"
+    )
     alloc = r.result.peak_allocated
     share = 100 * r.over_allocated / alloc if alloc else 0.0
     return [
@@ -146,6 +151,5 @@ def replay_text(r: TraceReplay, traced_peak: int, units: UnitChoice = "both") ->
         *(f"  {line}" for line in replay_lines(r.result, units)),
         f"  peak reserved − peak allocated {fmt_bytes(r.over_allocated, units)} "
         f"({share:.1f} % of allocated)",
-        f"  replay peak allocated {same} the tracker's (the allocator books whole blocks: "
-        f"512-B rounding, unsplit remainders); {r.streams_text()}",
+        f"  replay peak allocated {same}; {r.streams_text()}",
     ]
