@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine.allocator.rules import AllocatorConfig
 from engine.plan import Plan, with_values
@@ -156,3 +158,39 @@ def test_a_record_from_before_the_replay_has_none() -> None:
         update={"extra": {k: v for k, v in record.extra.items() if k != "replay"}}
     )
     assert stored_replay(old) is None
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(("alloc", "free", "resize", "retag")),
+        st.integers(0, 5),
+        st.integers(1, 3 * MiB),
+        st.sampled_from((0, ALL_GATHER_STREAM, REDUCE_SCATTER_STREAM)),
+    ),
+    max_size=60,
+)
+
+
+@given(OPS)
+def test_every_free_is_on_its_alloc_s_stream(ops: list[tuple[str, int, int, int]]) -> None:
+    """Whatever the order of allocs, frees, resizes and retags, a block is freed on the
+    stream it was made on (the simulator frees by block id, but the pools are per
+    stream), and the replay of the log frees everything it allocated."""
+    log = AllocLog()
+    for op, key, nbytes, stream in ops:
+        if op == "alloc":
+            log.alloc(key, nbytes, stream)
+        elif op == "free":
+            log.free(key)
+        elif op == "resize":
+            log.resize(key, nbytes)
+        else:
+            log.retag(key, stream)
+    for key in range(6):
+        log.free(key)
+    made = {e.block: e.stream for e in log.events if e.kind == "alloc"}
+    freed = {e.block: e.stream for e in log.events if e.kind == "free"}
+    assert freed == made
+    r = replay_trace(Plan(), log.events)
+    assert r.result.peak_reserved >= r.result.peak_allocated
+    assert set(r.streams) == {e.stream for e in log.events} or not log.events
