@@ -26,7 +26,8 @@ from PySide6.QtWidgets import (
 )
 
 from engine.trace.compare import Comparison, compare
-from engine.trace.record import latest_trace, result_from_record
+from engine.trace.record import latest_trace, result_from_record, stored_replay
+from engine.trace.reserved import TraceReplay
 from engine.trace.text import summary
 from engine.units import UnitChoice
 from engine.validation.calibrate import propose
@@ -52,19 +53,33 @@ def records_of(doc: PlanDocument) -> list[MeasuredRecord]:
     return stored_records(doc.measurements)
 
 
-def trace_comparison(doc: PlanDocument, units: UnitChoice) -> tuple[Comparison | None, str]:
-    """The newest trace against the plan's estimate: the chart's data and its text."""
+def trace_comparison(
+    doc: PlanDocument, units: UnitChoice
+) -> tuple[Comparison | None, str, TraceReplay | None]:
+    """The newest trace against the plan's estimate: the chart's data, its text and the
+    allocator replay it carries."""
     if doc.estimate is None or not doc.measurements:
-        return None, ""
+        return None, "", None
     try:
         record = latest_trace(records_of(doc), doc.estimate.config_hash)
         if record is None:
-            return None, ""
+            return None, "", None
         result = result_from_record(record)
     except RecordError as exc:
-        return None, f"The stored trace cannot be shown: {exc}"
+        return None, f"The stored trace cannot be shown: {exc}", None
     cmp = compare(result, doc.estimate)
-    return cmp, summary(result, cmp, record.config_hash, doc.estimate.config_hash, units)
+    replayed = stored_replay(record)
+    res = doc.estimate.heaviest.reserved_peak
+    text = summary(
+        result,
+        cmp,
+        record.config_hash,
+        doc.estimate.config_hash,
+        units,
+        replayed,
+        (res.low, res.high),
+    )
+    return cmp, text, replayed
 
 
 def comparison_text(doc: PlanDocument, units: str) -> str:
@@ -110,8 +125,8 @@ class MeasuredView(QWidget):
     def show_document(self, doc: PlanDocument, units: str) -> None:
         u: UnitChoice = units  # type: ignore[assignment]
         self.trace.refresh(doc, u)
-        cmp, traced = trace_comparison(doc, u)
-        self.chart.show_comparison(cmp, units)
+        cmp, traced, replayed = trace_comparison(doc, u)
+        self.chart.show_comparison(cmp, units, replayed)
         text = comparison_text(doc, units)
         self.text.setPlainText(f"{traced}\n\n{text}" if traced else text)
 

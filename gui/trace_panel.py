@@ -5,7 +5,9 @@ Before anything runs the button says whether a trace is possible: without the
 the trace cannot run faithfully (DeepSpeed, Megatron, offload, QLoRA …) it is disabled
 and the support check's reason is shown. A trace runs in a worker process
 (:class:`gui.trace_process.TraceProcess`) while the window stays responsive; its record
-is attached to the document as one undoable edit, so Save writes it into the file.
+is attached to the document as one undoable edit, so Save writes it into the file. The
+outcome line gives the allocated peak and, beside it, the allocator replay's reserved
+peak (``engine/trace/reserved.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 from engine.trace import extra
+from engine.trace.record import stored_replay
 from engine.trace.support import refusal
 from engine.units import UnitChoice, fmt_bytes
 from engine.validation.records import MeasuredRecord
@@ -145,7 +148,12 @@ class TracePanel(QWidget):
         doc.set_measurements((*doc.measurements, record.to_json()), UNDO_TEXT)
         seconds = record.window.seconds or 0.0
         peak = fmt_bytes(record.max_allocated_bytes or 0, self.units)
-        text = f"Traced in {seconds:.1f} s: peak allocated {peak} (simulated); saved in the plan"
+        text = f"Traced in {seconds:.1f} s: peak allocated {peak}"
+        replayed = stored_replay(record)
+        if replayed is not None:
+            reserved = fmt_bytes(replayed.result.peak_reserved, self.units)
+            text += f", peak reserved {reserved} (allocator replay)"
+        text += " (simulated); saved in the plan"
         if record.config_hash != doc.plan.config_hash():
             text += " — the plan changed during the trace: the record is for the version traced"
         self._ended(text + ".")

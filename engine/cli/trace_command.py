@@ -1,7 +1,9 @@
 """``memplan trace``: the plan's training step measured on fake tensors, beside the ledger.
 
 Progress goes to stderr with elapsed seconds; the comparison (or ``--json``) to
-stdout. ``-o`` writes the trace as a measured record, ``--save`` stores it in the plan
+stdout, with the allocator replay's peak reserved and fragmentation beside the tracker's
+allocated peak and the ledger's reserved range (``engine/trace/reserved.py``). ``-o``
+writes the trace as a measured record, ``--save`` stores it in the plan
 file's measurements (``validate-run`` then compares it like a GPU run, marked
 *simulated (trace)*). Exit codes: 0 traced, 1 refused or failed (one reason), 2 usage,
 130 interrupted (Ctrl-C stops cleanly, without a traceback). The trace extra is
@@ -25,7 +27,7 @@ from engine.trace.compare import compare
 from engine.trace.errors import TraceError
 from engine.trace.extra import require_trace_extra
 from engine.trace.progress import format_line
-from engine.trace.record import trace_record
+from engine.trace.record import stored_replay, trace_record
 from engine.trace.text import render
 from engine.validation.store import attach
 
@@ -73,10 +75,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
         print("memplan: trace interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     record = trace_record(plan, result, pf.name if pf is not None else "")
+    replayed = stored_replay(record)
+    reserved = est.heaviest.reserved_peak
     if args.json:
-        print(json.dumps({**result.to_json(), "record": record.to_json()}, indent=2))
+        doc = {**result.to_json(), "replay": record.extra.get("replay")}
+        doc["ledger_reserved"] = [reserved.low, reserved.high]
+        print(json.dumps({**doc, "record": record.to_json()}, indent=2))
     else:
-        print(render(result, compare(result, est), args.units))
+        ledger = (reserved.low, reserved.high)
+        print(render(result, compare(result, est), args.units, replayed, ledger))
     if args.output:
         out = Path(args.output)
         try:

@@ -8,5 +8,7 @@ transformers config), ``build`` (model on meta), ``method`` (LoRA, recompute),
 ``dtypes``, ``shard`` (fake process group, TP, FSDP2 / HSDP, DDP), ``optim``,
 ``patches`` and ``tracker`` (the pitfall fixes), ``steps`` (the training loop),
 ``result`` (pure data), ``compare`` (traced vs the ledger), ``record`` (a trace as a
-measured record).
+measured record), ``alloc_log`` (the allocation events, tagged with FSDP2's side
+streams), ``replay`` and ``reserved`` (those events through the allocator simulator,
+under the plan's ``PYTORCH_CUDA_ALLOC_CONF``: reserved beside allocated).
 """

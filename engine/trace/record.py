@@ -4,7 +4,9 @@ It carries what ``validate-run`` compares — the allocated peak and its breakdo
 category — plus what a reader needs to trust it: the config hash it was traced for,
 the library versions, world size and rank, wall time, the phases and model states.
 Reserved, external and device memory are not measured by a trace (there is no
-allocator, context or NCCL), so they stay empty and are reported as *not measured*.
+allocator, context or NCCL), so they stay empty and are reported as *not measured*; the
+allocator replay of the trace's events (``reserved.py``) is kept beside them in
+``extra["replay"]`` as a simulated reserved figure (:func:`stored_replay`).
 :func:`result_from_record` reads the trace back from a stored record, so the window and
 the report compare it with the ledger per group and phase without running it again.
 """
@@ -17,14 +19,21 @@ from datetime import UTC, datetime
 
 from engine.plan import Plan
 from engine.trace.alloc_log import events_from_json, events_to_json
+from engine.trace.reserved import TraceReplay, replay_trace
 from engine.trace.result import TraceResult
 from engine.validation.identity import workload_hash
 from engine.validation.records import DeviceInfo, MeasuredRecord, RecordError, Window
 
 TRACE_NOTE = (
     "simulated measurement: PyTorch's memory trackers on fake tensors (no GPU); the "
-    "allocated peak only — no allocator reserve, CUDA context or NCCL buffers"
+    "allocated peak, and reserved only as the allocator replay simulates it — no CUDA "
+    "context or NCCL buffers"
 )
+OLD_TRACE_NOTES: tuple[str, ...] = (
+    "simulated measurement: PyTorch's memory trackers on fake tensors (no GPU); the "
+    "allocated peak only — no allocator reserve, CUDA context or NCCL buffers",
+)
+"""The note records made before the replay carried (read back as not a trace note)."""
 
 
 def trace_record(plan: Plan, result: TraceResult, plan_name: str = "") -> MeasuredRecord:
@@ -60,6 +69,7 @@ def trace_record(plan: Plan, result: TraceResult, plan_name: str = "") -> Measur
             "phases": [p.to_json() for p in result.phases],
             "setup": result.to_json()["setup"],
             "wall_seconds": round(result.wall_seconds, 3),
+            "replay": replay_trace(plan, result.alloc_events).to_json(),
         },
         notes=(TRACE_NOTE, *result.notes),
         alloc_events=events_to_json(result.alloc_events),
@@ -78,13 +88,22 @@ def result_from_record(record: MeasuredRecord) -> TraceResult:
         "model_states": extra.get("model_states"),
         "wall_seconds": extra.get("wall_seconds", record.window.seconds),
         "versions": {k: v for k, v in record.versions.items() if v is not None},
-        "notes": [n for n in record.notes if n != TRACE_NOTE],
+        "notes": [n for n in record.notes if n != TRACE_NOTE and n not in OLD_TRACE_NOTES],
     }
     try:
         events = events_from_json(record.alloc_events or [])
         return dataclasses.replace(TraceResult.from_json(doc), alloc_events=events)
     except ValueError as exc:
         raise RecordError(f"{record.title}: the stored trace cannot be read back ({exc})") from exc
+
+
+def stored_replay(record: MeasuredRecord) -> TraceReplay | None:
+    """The allocator replay a trace record keeps (None: a record from before the replay,
+    or a damaged one)."""
+    try:
+        return TraceReplay.from_json(record.extra.get("replay"))
+    except ValueError:
+        return None
 
 
 def latest_trace(records: Sequence[MeasuredRecord], config_hash: str) -> MeasuredRecord | None:

@@ -8,6 +8,7 @@ MemPlan. Every view that shows a trace (terminal, window, report) formats the sa
 from __future__ import annotations
 
 from engine.trace.compare import Comparison, Line
+from engine.trace.reserved import TraceReplay, replay_text
 from engine.trace.result import CATEGORY_LABELS, TraceResult
 from engine.units import UnitChoice, fmt_bytes, fmt_range
 
@@ -46,8 +47,37 @@ def header(result: TraceResult) -> list[str]:
     ]
 
 
-def render(result: TraceResult, cmp: Comparison, units: UnitChoice = "both") -> str:
-    """The trace and the ledger side by side (error = ledger mid − traced)."""
+def reserved_lines(
+    replayed: TraceReplay | None,
+    ledger_reserved: tuple[int, int] | None,
+    traced: int,
+    units: UnitChoice,
+) -> list[str]:
+    """The replay's reserved figures beside the ledger's reserved range."""
+    if replayed is None:
+        return []
+    lines = ["", *replay_text(replayed, traced, units)]
+    if ledger_reserved is not None:
+        low, high = ledger_reserved
+        res = replayed.result.peak_reserved
+        where = (
+            "inside it"
+            if low <= res <= high
+            else ("below its low" if res < low else "ABOVE its high")
+        )
+        lines.append(f"  ledger reserved {fmt_range(low, high, units)} — the replay lies {where}")
+    return lines
+
+
+def render(
+    result: TraceResult,
+    cmp: Comparison,
+    units: UnitChoice = "both",
+    replayed: TraceReplay | None = None,
+    ledger_reserved: tuple[int, int] | None = None,
+) -> str:
+    """The trace and the ledger side by side (error = ledger mid − traced), and the
+    allocator replay's reserved figures beside the ledger's reserved range."""
     peak = cmp.peak
     lines = header(result)
     lines += [
@@ -56,6 +86,7 @@ def render(result: TraceResult, cmp: Comparison, units: UnitChoice = "both") -> 
         f"{result.peak_phase.phase} ({result.peak_phase.moment})",
         f"Ledger estimate:       {fmt_range(peak.low or 0, peak.high or 0, units)} — "
         f"{_verdict(peak)}, error {_error(peak)} (ledger mid − traced)",
+        *reserved_lines(replayed, ledger_reserved, peak.traced, units),
         "",
         "At the peak, by ledger group (trace categories summed in):",
     ]
@@ -135,15 +166,19 @@ def summary(
     traced_hash: str | None,
     plan_hash: str,
     units: UnitChoice = "both",
+    replayed: TraceReplay | None = None,
+    ledger_reserved: tuple[int, int] | None = None,
 ) -> str:
     """A stored trace in a few lines (the window's Measured tab): the peak against the
-    ledger's range and where the two differ first, then what was traced."""
+    ledger's range, the replay's reserved beside the ledger's, and where the two differ
+    first, then what was traced."""
     peak = cmp.peak
     lines = [
         f"Traced peak {fmt_bytes(peak.traced, units)} in {result.peak_phase.phase} "
         f"({result.peak_phase.moment}); ledger {fmt_range(peak.low or 0, peak.high or 0, units)}"
         f" — {_verdict(peak)}, error {_error(peak)} (ledger mid − traced)"
     ]
+    lines += reserved_lines(replayed, ledger_reserved, peak.traced, units)[1:]
     warning = stale_warning(traced_hash, plan_hash)
     lines += [warning] if warning else []
     lines.append("Where the trace and the ledger differ:")

@@ -20,11 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch.distributed._tools.common_utils import get_untyped_storages
 from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _UpdateType
 
-from engine.trace.alloc_log import AllocLog
+from engine.trace.alloc_log import ALL_GATHER_STREAM, REDUCE_SCATTER_STREAM, AllocLog
 from engine.trace.patches import propagating
 from engine.trace.result import Snapshot
 
@@ -49,6 +50,15 @@ _TRACKER_CATEGORY: dict[str, str] = {
 runner registered itself: the inputs and, under DDP, the gradient buckets."""
 
 _TOTAL = "Total"
+
+_ALL_GATHER = "All Gather"
+"""The FSDPMemTracker reference type (its ``.value``) of an all-gather output, which
+FSDP2 makes on its all-gather copy-in stream (``alloc_log.py``)."""
+_REDUCE_SCATTER_OP = torch.ops.c10d._reduce_scatter_base_.default
+"""The collective whose output FSDP2 makes on its reduce-scatter stream
+(``_fsdp_collectives.foreach_reduce``: ``reduce_output`` inside
+``device_handle.stream(reduce_scatter_stream)``; the *input* is made on the current
+stream before it, so it stays on the default stream)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +100,8 @@ class _PhaseTracking:
         old_reftype: Any = None,
     ) -> None:
         """The tracker's own bookkeeping, plus the allocation log (``alloc_log.py``):
-        a new storage is an alloc, a dying one a free, a resize both."""
+        a new storage is an alloc, a dying one a free, a resize both; a storage the
+        FSDPMemTracker re-marks as an all-gather output moves to the all-gather stream."""
         super()._update_snap(u_type, winfo, old_mem_consumed, old_reftype)  # type: ignore[misc]
         nbytes = int(winfo.size) * int(winfo.element_size)
         if u_type == _UpdateType.ADD:
@@ -99,6 +110,8 @@ class _PhaseTracking:
             self.alloc_log.free(id(winfo))
         elif u_type == _UpdateType.SIZE:
             self.alloc_log.resize(id(winfo), nbytes)
+        elif u_type == _UpdateType.REF and str(getattr(winfo.reftype, "value", "")) == _ALL_GATHER:
+            self.alloc_log.retag(id(winfo), ALL_GATHER_STREAM)
 
     def _current_total(self) -> int:
         snap: dict[Any, dict[Any, int]] = self._curr_mem_snap  # type: ignore[attr-defined]
@@ -122,7 +135,18 @@ class _PhaseTracking:
         if propagating():
             return func(*args, **(kwargs or {}))
         self._last_op = str(getattr(func, "__name__", func))
-        return super().__torch_dispatch__(func, types, args, kwargs)  # type: ignore[misc]
+        out = super().__torch_dispatch__(func, types, args, kwargs)  # type: ignore[misc]
+        if func is _REDUCE_SCATTER_OP and args:
+            self._retag_storages(args[0], REDUCE_SCATTER_STREAM)
+        return out
+
+    def _retag_storages(self, tensor: Any, stream: int) -> None:
+        """Move the tracked storages behind ``tensor`` to ``stream`` in the log."""
+        winfos = self._WINFO  # type: ignore[attr-defined]
+        for st in get_untyped_storages(tensor):
+            winfo, _ = winfos.get(st, (None, None))
+            if winfo is not None:
+                self.alloc_log.retag(id(winfo), stream)
 
     def begin_phase(self) -> None:
         """Start a phase: its peak so far is what is live now."""

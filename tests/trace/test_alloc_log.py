@@ -15,7 +15,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.trace.alloc_log import AllocEvent, AllocLog, events_from_json, events_to_json
+from engine.trace.alloc_log import (
+    ALL_GATHER_STREAM,
+    REDUCE_SCATTER_STREAM,
+    AllocEvent,
+    AllocLog,
+    events_from_json,
+    events_to_json,
+)
 from engine.trace.record import result_from_record, trace_record
 from engine.validation.records import MeasuredRecord
 from tests.trace.grid import Case, measure
@@ -107,7 +114,17 @@ def replay(events: tuple[AllocEvent, ...], rounding: int) -> tuple[int, int]:
 @needs_trace_extra
 def test_a_traced_sequence_replays_to_the_tracker_totals() -> None:
     r = measure(Case("llama", {"strategy": "fsdp4"})).result
-    assert r.alloc_events and {e.stream for e in r.alloc_events} == {0}
+    # FSDP2 (_fsdp_collectives.py): all-gather outputs on the copy-in stream, made in
+    # forward and (regathered) in backward; reduce-scatter outputs on the reduce-scatter
+    # stream, in backward only (they become the sharded gradients, freed by zero_grad)
+    sides = {0, ALL_GATHER_STREAM, REDUCE_SCATTER_STREAM}
+    assert r.alloc_events and {e.stream for e in r.alloc_events} == sides
+    phase_of = {
+        s: {e.phase.split("/")[-1] for e in r.alloc_events if e.stream == s and e.kind == "alloc"}
+        for s in sides
+    }
+    assert phase_of[ALL_GATHER_STREAM] == {"forward", "backward"}
+    assert phase_of[REDUCE_SCATTER_STREAM] == {"backward"}
     phases = {e.phase for e in r.alloc_events}
     assert {"setup", "1/forward", "1/backward", "1/optimizer"} <= phases
     live, peak = replay(r.alloc_events, r.setup.rounding_bytes)

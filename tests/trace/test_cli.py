@@ -53,11 +53,24 @@ def test_trace_prints_saves_and_validates(
     assert main(["trace", str(path), "--save", "-o", str(record)]) == 0
     captured = capsys.readouterr()
     assert "Traced peak allocated" in captured.out and "Ledger estimate" in captured.out
+    # the allocator replay beside it: PyTorch's default settings (a pytorch-stack plan),
+    # FSDP2's all-gather and reduce-scatter buffers in pools of their own
+    assert "Reserved (allocator replay, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False)" in (
+        captured.out
+    )
+    assert "3 streams, each with its own pools" in captured.out
+    assert "ledger reserved" in captured.out
     assert "[" in captured.err and "step 2 of 2" in captured.err and "done" in captured.err
     doc = json.loads(record.read_text())
     assert doc["kind"] == "trace" and doc["world_size"] == 4
+    replayed = doc["extra"]["replay"]
+    assert replayed["streams"] == [0, 1, 2] and replayed["events"] == len(doc["alloc_events"])
+    assert replayed["peak_reserved"] >= replayed["peak_allocated"] >= doc["max_allocated_bytes"]
     assert load(path).measurements[0]["kind"] == "trace"
     assert main(["validate-run", str(path)]) == 0
     assert "simulated (trace)" in capsys.readouterr().out
     assert main(["trace", str(path), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["peak_bytes"] == doc["max_allocated_bytes"]
+    out = json.loads(capsys.readouterr().out)
+    assert out["peak_bytes"] == doc["max_allocated_bytes"]
+    assert out["replay"]["peak_reserved"] == replayed["peak_reserved"]
+    assert out["ledger_reserved"][0] <= out["ledger_reserved"][1]

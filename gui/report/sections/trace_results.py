@@ -6,7 +6,9 @@ CUDA context or NCCL. The report says so in its heading, prints the traced peak
 against the ledger's range, the traced bytes per ledger group and per phase (the
 engine's :mod:`engine.trace.compare`, read back from the stored record), the library
 versions, the config hash it was traced for — with a warning when that is not this
-plan's — and its wall time. The newest trace is also drawn (:func:`draw_trace_chart`).
+plan's — and its wall time. Beside the allocated peak it prints the allocator replay's
+reserved peak and fragmentation (``engine/trace/reserved.py``, kept in the record) against
+the ledger's reserved range. The newest trace is also drawn (:func:`draw_trace_chart`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QPainter
 
 from engine.trace.compare import Comparison, Line, compare
-from engine.trace.record import latest_trace, result_from_record
+from engine.trace.record import latest_trace, result_from_record, stored_replay
 from engine.trace.text import differences, stale_warning
 from engine.units import fmt_bytes
 from engine.validation.reconcile import RankResult
@@ -36,8 +38,9 @@ ERROR_SIGN = (
     "when the ledger is high)."
 )
 NOT_MEASURED = (
-    "A trace has no allocator reserve, no CUDA context or NCCL buffers and no device "
-    "total, so those figures are not measured and not compared."
+    "A trace has no allocator, no CUDA context or NCCL buffers and no device total: its "
+    "reserved figure is the allocator replay's simulation of the traced requests, and "
+    "the memory outside PyTorch is not measured."
 )
 
 
@@ -104,6 +107,7 @@ def _facts(c: ReportContent, r: RankResult) -> list[tuple[str, str]]:
     return [
         ("Traced peak (allocated)", f"{esc(fmt_bytes(traced, u))} — {traced:,} B{where}"),
         ("Ledger range (allocated)", ledger),
+        *_reserved_facts(c, r),
         ("Traced for config", traced_for),
         ("Versions", esc(versions)),
         ("Wall time", esc(f"{rec.window.seconds or 0:.1f} s, {steps} steps (the last reported)")),
@@ -113,6 +117,42 @@ def _facts(c: ReportContent, r: RankResult) -> list[tuple[str, str]]:
                 f"{setup.get('strategy', '?')}, rank {rec.rank} of {rec.world_size}, "
                 f"{setup.get('tracker', '?')}"
             ),
+        ),
+    ]
+
+
+def _reserved_facts(c: ReportContent, r: RankResult) -> list[tuple[str, str]]:
+    """The replay's reserved peak and fragmentation beside the ledger's reserved range."""
+    replayed = stored_replay(r.record)
+    u = c.units
+    if replayed is None:
+        return [("Replay (reserved)", "not in this record (traced before the replay)")]
+    x = replayed.result
+    res = c.est.heaviest.reserved_peak
+    where = "inside" if res.low <= x.peak_reserved <= res.high else "outside"
+    share = 100 * x.fragmentation_share
+    over = 100 * replayed.over_allocated / x.peak_allocated if x.peak_allocated else 0.0
+    return [
+        (
+            "Replay peak reserved",
+            f"{esc(fmt_bytes(x.peak_reserved, u))} — {x.peak_reserved:,} B "
+            f"(replay allocated {x.peak_allocated:,} B), in {esc(x.peak_phase)}",
+        ),
+        (
+            "Replay reserved − allocated",
+            f"{esc(fmt_bytes(replayed.over_allocated, u))} ({over:.1f} % of allocated: the "
+            "two peaks, as max_memory_reserved − max_memory_allocated)",
+        ),
+        (
+            "Replay fragmentation",
+            f"{esc(fmt_bytes(x.fragmentation, u))} ({share:.1f} % of allocated) when reserved "
+            f"last grew, {esc(fmt_bytes(x.unreleasable, u))} not releasable; "
+            f"{x.segments:,} segments",
+        ),
+        ("Ledger range (reserved)", f"{size(res.low, res.high, u)}: replay <b>{where}</b>"),
+        (
+            "Allocator settings",
+            esc(f"PYTORCH_CUDA_ALLOC_CONF={replayed.settings()}; {replayed.streams_text()}"),
         ),
     ]
 
