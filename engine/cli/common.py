@@ -14,6 +14,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.cli.arg_types import non_negative_float
+from engine.cli.plan_paths import did_you_mean
+from engine.fileio.number_text import number_from_text
 from engine.layout.counts import SEARCH_BUDGET_S
 from engine.plan import Plan, default_plan, describe_validation_error, with_values
 from engine.planfile import PlanFile, PlanFileError, load
@@ -47,7 +49,10 @@ def parse_set(item: str) -> tuple[str, Any]:
     try:
         value: Any = json.loads(raw)
     except ValueError:  # not JSON, or a number past Python's int-digit limit
-        value = raw
+        number = number_from_text(raw)  # "8,192", "8k": read as the window reads them
+        value = raw if number is None else number
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        value = int(value)  # "1e15" is the whole number the window reads it as
     return path, value
 
 
@@ -63,7 +68,8 @@ def apply_sets(plan: Plan, items: Sequence[str], notes: bool = False) -> Plan:
     try:
         result = with_values(plan, changes)
     except KeyError as exc:
-        raise CliError(f"--set: {exc.args[0]}") from exc
+        unknown = next((p for p in changes if f"{p!r}" in str(exc.args[0])), "")
+        raise CliError(f"--set: {exc.args[0]}{did_you_mean(unknown, plan)}") from exc
     except ValidationError as exc:
         problems = describe_validation_error(exc, "plan")
         raise CliError("; ".join(problems)) from exc

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from engine.layout import Rejected
 from engine.layout.batch import step_words
+from engine.layout.procure import rounding_noun
 from engine.units import fmt_bytes
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table
@@ -62,7 +63,7 @@ def layouts_section(c: ReportContent) -> str:
     out = [heading(1, "GPU counts and layouts", "layouts")]
     out.append(
         f'<p class="small">Searched up to {k.max_gpus:,} GPUs, {k.gpus_per_node} per node, '
-        f"rounding to whole {k.rounding}s, {k.estimates} estimates; limit "
+        f"rounding to whole {rounding_noun(k.rounding)}, {k.estimates} estimates; limit "
         f"{esc(fmt_bytes(k.limit_bytes))} per rank.</p>"
     )
     out.append(counts_html(c))
