@@ -14,7 +14,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.cli.arg_types import non_negative_float
-from engine.cli.plan_paths import did_you_mean
 from engine.fileio.number_text import number_from_text
 from engine.layout.counts import SEARCH_BUDGET_S
 from engine.plan import Plan, default_plan, describe_validation_error, with_values
@@ -68,6 +67,8 @@ def apply_sets(plan: Plan, items: Sequence[str], notes: bool = False) -> Plan:
     try:
         result = with_values(plan, changes)
     except KeyError as exc:
+        from engine.cli.plan_paths import did_you_mean  # only on an error: keep startup lean
+
         unknown = next((p for p in changes if f"{p!r}" in str(exc.args[0])), "")
         raise CliError(f"--set: {exc.args[0]}{did_you_mean(unknown, plan)}") from exc
     except ValidationError as exc:
