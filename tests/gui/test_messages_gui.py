@@ -38,3 +38,19 @@ def test_field_reads_suffixes_as_set_does(qtbot: Any, window: Any, text: str, va
     qtbot.keyClick(edit, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: window.doc.plan.batch.seq_len == value, timeout=3000)
     assert apply_sets(default_plan(), [f"{SEQ}={text}"]).batch.seq_len == value
+
+
+def test_the_dgx_a100_node_preset_is_bought_whole(qtbot: Any, window: Any) -> None:
+    """Picking "NVIDIA DGX A100" and applying it sets the A100 80 GB, the datasheet's
+    figures and whole-node rounding: the default plan's 4-GPU partial node becomes one
+    whole 8-GPU system (engine.layout.procure)."""
+    from engine.layout.procure import procurement
+
+    hardware = window.tabs["hardware"]
+    hardware.node.setCurrentIndex(hardware.node.findData("dgx-a100"))
+    hardware.apply_node()
+    plan = window.doc.plan
+    assert plan.hardware.accelerator == "a100-sxm-80gb"
+    assert plan.policy.rounding == "whole_node"
+    assert procurement(4, plan.hardware.gpus_per_node, plan.policy.rounding) == 8
+    assert window.doc.undo_stack.undoText() == f"Node {hardware.node.currentText()}"
