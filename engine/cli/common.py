@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from engine.cli.arg_types import non_negative_float
 from engine.fileio.number_text import number_from_text
 from engine.layout.counts import SEARCH_BUDGET_S
-from engine.plan import Plan, default_plan, describe_validation_error, with_values
+from engine.plan import Plan, default_plan, describe_validation_error, get_value, with_values
 from engine.planfile import PlanFile, PlanFileError, load
 from engine.presets import accelerator_changes, accelerators, model_section_for
 from engine.stacks.applicability import set_notes
@@ -55,6 +55,20 @@ def parse_set(item: str) -> tuple[str, Any]:
     return path, value
 
 
+def _typed_for(plan: Plan, item: str) -> tuple[str, Any]:
+    """:func:`parse_set`, except that a text field keeps the text as typed: a plan named
+    ``8k`` or ``1,000`` is a name, not the number those read as elsewhere."""
+    path, value = parse_set(item)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            current = get_value(plan, path)
+        except KeyError:
+            return path, value  # the plan's validation names the unknown field
+        if isinstance(current, str):
+            return path, item.split("=", 1)[1]
+    return path, value
+
+
 def apply_sets(plan: Plan, items: Sequence[str], notes: bool = False) -> Plan:
     """Apply ``--set`` overrides with the same validation as a file.
 
@@ -63,7 +77,7 @@ def apply_sets(plan: Plan, items: Sequence[str], notes: bool = False) -> Plan:
     """
     if not items:
         return plan
-    changes = with_accelerator_figures(dict(parse_set(i) for i in items), notes)
+    changes = with_accelerator_figures(dict(_typed_for(plan, i) for i in items), notes)
     try:
         result = with_values(plan, changes)
     except KeyError as exc:

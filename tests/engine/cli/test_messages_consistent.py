@@ -34,6 +34,9 @@ def test_suffixes_and_separators_are_read_by_set() -> None:
     assert parse_set(f"{SEQ}=8k") == (SEQ, 8000)
     assert apply_sets(default_plan(), [f"{SEQ}=8k"]).batch.seq_len == 8000
     assert parse_set("model.name=abc") == ("model.name", "abc")
+    # a text field keeps what was typed: "8k" and "1,000" are names there, not numbers
+    assert apply_sets(default_plan(), ["model.name=8k"]).model.name == "8k"
+    assert apply_sets(default_plan(), ["model.name=1,000"]).model.name == "1,000"
 
 
 def _refusal(value: str) -> str:
