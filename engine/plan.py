@@ -17,6 +17,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from engine.errors import PlanError, Problem, clip, field_path, quote, require
+from engine.fileio.number_text import expected_words
 from engine.legality import pipeline_layout, rules
 from engine.sections.base import CANONICAL_CONTEXT, Section
 from engine.sections.hardware import HardwareSection
@@ -210,7 +211,7 @@ def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]
             problems += [Problem(p.fields, f"{lead}{p.message}") for p in cause.problems]
             continue
         where = ".".join(p for p in (prefix, field_path(parts)) if p)  # short, escaped
-        msg = clip(item["msg"].removeprefix("Value error, "), 200)
+        msg = clip(_plain(item).removeprefix("Value error, "), 200)
         if item["type"] == "extra_forbidden":
             msg = "unknown field"
         elif item["type"] == "missing":
@@ -225,6 +226,30 @@ def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]
             Problem((loc,) if loc else (), f"{where or prefix or 'plan'}: {msg}{shown}")
         )
     return problems
+
+
+_WHOLE = {"int_parsing", "int_type", "int_from_float"}
+_NUMBER = {"float_parsing", "float_type"}
+_BOUNDS = {
+    "less_than_equal": ("le", "at most"),
+    "less_than": ("lt", "below"),
+    "greater_than_equal": ("ge", "at least"),
+    "greater_than": ("gt", "above"),
+}
+
+
+def _plain(item: Any) -> str:
+    """Pydantic's wording of the common number errors in the sentence every path uses
+    (``engine.fileio.number_text``): "expected a whole number", "must be at most 1,048,576"."""
+    kind = item["type"]
+    if kind in _WHOLE or kind in _NUMBER:
+        return expected_words(kind in _WHOLE)
+    if kind in _BOUNDS:
+        key, words = _BOUNDS[kind]
+        bound = item.get("ctx", {}).get(key)
+        if isinstance(bound, int | float):
+            return f"must be {words} {bound:,}"
+    return str(item["msg"])
 
 
 def describe_validation_error(err: ValidationError, prefix: str = "") -> list[str]:

@@ -46,6 +46,9 @@ class Node:
     source: str
     inter_node_gbps: float | None
     inter_node_source: str
+    sold_whole: bool = False
+    """A system sold only whole (a DGX): no single GPU or partial node of it is bought,
+    so applying the preset rounds procurement to whole nodes (``policy.rounding``)."""
 
 
 @cache
@@ -99,6 +102,8 @@ def node_changes(key: str) -> dict[str, Any]:
         changes["hardware.nvme_bytes_per_node"] = item.nvme_bytes_per_node
     if item.inter_node_gbps is not None:
         changes["hardware.inter_node_gbps"] = item.inter_node_gbps
+    if item.sold_whole:
+        changes["policy.rounding"] = "whole_node"
     return changes
 
 

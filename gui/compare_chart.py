@@ -26,6 +26,30 @@ ROWS_CHARTED = 8
 """Changed rows drawn on the right (the tables list them all)."""
 
 
+VERDICT_PX = 9
+VERDICT_BOX_HEIGHT = 30
+"""Room for the verdict under a bar: "STRADDLES THE LIMIT" wraps in a narrow slot (the
+report's chart gives each of two plans ~100 px), and a one-line box clipped both lines
+in the PDF. With four or more plans the text also shrinks (:func:`verdict_px`)."""
+_WRAP_TOP = Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop
+
+
+def verdict_px(painter: QPainter, box: QRectF, text: str) -> int:
+    """The largest pixel size, from :data:`VERDICT_PX` down to 6, at which ``text``
+    wrapped in ``box`` fits its height."""
+    for px in range(VERDICT_PX, 5, -1):
+        set_pixel_font(painter, px, True)
+        flags = int(_WRAP_TOP) | int(Qt.TextFlag.TextWordWrap)
+        if painter.fontMetrics().boundingRect(box.toRect(), flags, text).height() <= box.height():
+            return px
+    return 6
+
+
+def verdict_box(plot: QRectF, i: int, slot: float) -> QRectF:
+    """Where plan ``i``'s verdict is written, under its name below the plot."""
+    return QRectF(plot.left() + i * slot, plot.bottom() + 18, slot, VERDICT_BOX_HEIGHT)
+
+
 def side_color(i: int) -> QColor:
     return QColor(SIDE_COLORS[i % len(SIDE_COLORS)])
 
@@ -59,7 +83,7 @@ def _peaks(painter: QPainter, rect: QRectF, c: Comparison, units: str, fg: QColo
         11,
         bold=True,
     )
-    plot = rect.adjusted(64, 26, -6, -44)
+    plot = rect.adjusted(64, 26, -6, -(18 + VERDICT_BOX_HEIGHT + 2))
     ests = [s.estimate for s in c.sides]
     largest = max(
         [1, *(e.fit_peak.high for e in ests if e), *(e.capacity_bytes for e in ests if e)]
@@ -99,15 +123,9 @@ def _peaks(painter: QPainter, rect: QRectF, c: Comparison, units: str, fg: QColo
             painter.setPen(pen)
             y = axis.y(value)
             painter.drawLine(QPointF(x0 - slot * 0.12, y), QPointF(x0 + w + slot * 0.12, y))
-        verdict = QRectF(plot.left() + i * slot, plot.bottom() + 18, slot, 14)
-        text_in(
-            painter,
-            verdict,
-            VERDICT_WORDS[e.verdict],
-            QColor(VERDICT_COLORS[e.verdict]),
-            9,
-            bold=True,
-        )
+        box, words = verdict_box(plot, i, slot), VERDICT_WORDS[e.verdict]
+        px = verdict_px(painter, box, words)
+        text_in(painter, box, words, QColor(VERDICT_COLORS[e.verdict]), px, _WRAP_TOP, bold=True)
         size = fmt_gib(e.fit_peak.high) if units == "gib" else fmt_gb(e.fit_peak.high)
         text_in(painter, QRectF(x0 - 20, high_y - 15, w + 40, 14), size, fg, 9)
 

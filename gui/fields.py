@@ -211,8 +211,8 @@ class FieldBinding(QObject):
             return
         try:
             value = self.parse(editor.text())
-        except ValueError as exc:
-            self.set_error(str(exc))
+        except ValueError as exc:  # worded as --set words it: "path: sentence"
+            self.set_error(f"{self.spec.path}: {exc}")
             return
         if self.doc.set(self.spec.path, value, merge=True):
             self.doc.note_typing(self.spec.path, False)

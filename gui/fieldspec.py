@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from engine.errors import quote
+from engine.fileio.number_text import not_a_number, number_from_text
 from engine.units import GB, GiB, MiB
 
 Kind = Literal["bool", "choice", "int", "float", "bytes", "text", "list", "json", "section"]
@@ -277,22 +278,17 @@ def format_bytes_field(value: int, unit: str) -> str:
 
 
 def parse_number(text: str, kind: Kind, optional: bool) -> int | float | None:
-    """Parse a typed int/float; empty means None for optional fields."""
-    cleaned = text.strip().replace(",", "").replace("_", "")
+    """Parse a typed int/float as ``--set`` does (``engine.fileio.number_text``: "8,192",
+    "8k"); empty means None for optional fields."""
+    cleaned = text.strip()
     if not cleaned or cleaned.lower() in ("auto", "none"):
         if optional:
             return None
         raise ValueError("a value is required")
-    try:
-        if kind == "int":
-            as_float = float(cleaned)
-            if not as_float.is_integer():
-                raise ValueError
-            return int(as_float) if "e" in cleaned.lower() or "." in cleaned else int(cleaned)
-        return float(cleaned)
-    except ValueError:
-        what = "whole number" if kind == "int" else "number"
-        raise ValueError(f"not a {what}: {quote(text)}") from None
+    value = number_from_text(cleaned)
+    if value is None or (kind == "int" and not isinstance(value, int)):
+        raise ValueError(not_a_number(text, kind == "int"))
+    return value if kind == "int" else float(value)
 
 
 def parse_list(text: str) -> list[Any]:

@@ -14,8 +14,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.cli.arg_types import non_negative_float
+from engine.fileio.number_text import number_from_text
 from engine.layout.counts import SEARCH_BUDGET_S
-from engine.plan import Plan, default_plan, describe_validation_error, with_values
+from engine.plan import Plan, default_plan, describe_validation_error, get_value, with_values
 from engine.planfile import PlanFile, PlanFileError, load
 from engine.presets import accelerator_changes, accelerators, model_section_for
 from engine.stacks.applicability import set_notes
@@ -47,7 +48,24 @@ def parse_set(item: str) -> tuple[str, Any]:
     try:
         value: Any = json.loads(raw)
     except ValueError:  # not JSON, or a number past Python's int-digit limit
-        value = raw
+        number = number_from_text(raw)  # "8,192", "8k": read as the window reads them
+        value = raw if number is None else number
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        value = int(value)  # "1e15" is the whole number the window reads it as
+    return path, value
+
+
+def _typed_for(plan: Plan, item: str) -> tuple[str, Any]:
+    """:func:`parse_set`, except that a text field keeps the text as typed: a plan named
+    ``8k`` or ``1,000`` is a name, not the number those read as elsewhere."""
+    path, value = parse_set(item)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            current = get_value(plan, path)
+        except KeyError:
+            return path, value  # the plan's validation names the unknown field
+        if isinstance(current, str):
+            return path, item.split("=", 1)[1]
     return path, value
 
 
@@ -59,11 +77,14 @@ def apply_sets(plan: Plan, items: Sequence[str], notes: bool = False) -> Plan:
     """
     if not items:
         return plan
-    changes = with_accelerator_figures(dict(parse_set(i) for i in items), notes)
+    changes = with_accelerator_figures(dict(_typed_for(plan, i) for i in items), notes)
     try:
         result = with_values(plan, changes)
     except KeyError as exc:
-        raise CliError(f"--set: {exc.args[0]}") from exc
+        from engine.cli.plan_paths import did_you_mean  # only on an error: keep startup lean
+
+        unknown = next((p for p in changes if f"{p!r}" in str(exc.args[0])), "")
+        raise CliError(f"--set: {exc.args[0]}{did_you_mean(unknown, plan)}") from exc
     except ValidationError as exc:
         problems = describe_validation_error(exc, "plan")
         raise CliError("; ".join(problems)) from exc

@@ -31,7 +31,7 @@ from engine.exports.cached_model import (
 from engine.fileio.oneline import one_line
 from engine.models.hf_cache import ModelNotCachedError
 from engine.models.hf_config import ConfigImportError
-from engine.models.presets import format_models_table
+from engine.models.presets import format_models_table, preset_names
 from engine.models.safetensors_index import SafetensorsError
 from engine.models.summary import summarize
 from engine.plan import Plan, default_plan
@@ -125,7 +125,10 @@ def _cached(args: argparse.Namespace) -> CachedModelSection:
     try:
         found = model_section_for_cached(args.model, args.revision, mtp=args.mtp)
     except (ModelNotCachedError, ConfigImportError, SafetensorsError) as exc:
-        raise CliError(str(exc)) from exc
+        hint = ""
+        if args.model in preset_names():  # a preset's name given as a Hub id
+            hint = f" — {args.model!r} is a model preset: use --preset {args.model}"
+        raise CliError(f"{exc}{hint}") from exc
     for msg in found.messages:
         print(f"memplan: note: {args.model}: {msg}", file=sys.stderr)
     return found

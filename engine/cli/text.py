@@ -8,6 +8,7 @@ from engine.estimate import VERDICT_WORDS, Estimate, StageEstimate
 from engine.layout.batch import step_words
 from engine.layout.counts import Count, GpuCounts
 from engine.layout.levers import Lever
+from engine.layout.procure import rounding_noun
 from engine.layout.spelling import validation_range
 from engine.ledger.nodes.communication import Communication
 from engine.ledger.nodes.ledgers import NodeLedgers
@@ -227,7 +228,7 @@ def render_counts(counts: GpuCounts) -> str:
     validation = validation_range(counts)
     out = [
         f"GPU counts (searched up to {counts.max_gpus} GPUs, {counts.gpus_per_node} per node, "
-        f"rounding to {counts.rounding}s; {counts.estimates} estimates):",
+        f"rounding to {rounding_noun(counts.rounding)}; {counts.estimates} estimates):",
         *_own_line(counts),
         _count_line("1. arithmetic minimum", counts.arithmetic_min),
         _count_line("2. first legal layout (procurement)", counts.first_layout),

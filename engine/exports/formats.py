@@ -17,6 +17,7 @@ import engine.exports.deepspeed as deepspeed
 import engine.exports.megatron as megatron
 import engine.exports.torchtitan as torchtitan
 from engine.exports.common import Export, Imported
+from engine.exports.fit_note import with_fit_warning
 from engine.exports.peft_snippet import peft_snippet
 from engine.plan import Plan
 
@@ -34,8 +35,9 @@ class Format:
     read: Reader
 
     def export(self, plan: Plan) -> Export:
-        """The export, with the PEFT snippet beside it for LoRA / QLoRA plans."""
-        exp = self.write(plan)
+        """The export, with the PEFT snippet beside it for LoRA / QLoRA plans and a
+        warning when the plan does not fit."""
+        exp = with_fit_warning(self.write(plan), plan)
         snippet = peft_snippet(plan)
         if snippet is None:
             return exp

@@ -9,7 +9,9 @@ A3 ``a3-highgpu-1g/2g/4g/8g``, A2 ``a2-highgpu-1g…8g``; workstations hold 1, 2
 so a 3-rank layout pays for 4. From one node up, whole nodes: the interconnect a
 multi-node job needs is sold by the node.
 
-Under ``policy.rounding = "gpu"`` every GPU is bought alone (exact ranks).
+Under ``policy.rounding = "gpu"`` every GPU is bought alone (exact ranks). Under
+``"whole_node"`` — set by a node preset sold only whole, such as the DGX A100, which
+NVIDIA's datasheet offers as one 8-GPU system — even a 1-rank job pays for a node.
 
 The cost is monotone in the ranks, which the search's soundness needs
 (:func:`engine.layout.search.search_growing` bisects on it).
@@ -32,7 +34,7 @@ def procurement(world_size: int, gpus_per_node: int, rounding: str) -> int:
     hardware is sold in (a single GPU, a partial node, whole nodes)."""
     if rounding == "gpu":
         return world_size
-    if world_size <= gpus_per_node:
+    if world_size <= gpus_per_node and rounding != "whole_node":
         return next((s for s in partial_shapes(gpus_per_node) if s >= world_size), gpus_per_node)
     return -(-world_size // gpus_per_node) * gpus_per_node
 
@@ -42,9 +44,10 @@ def shape_words(gpus: int, gpus_per_node: int, rounding: str) -> str:
     ("16 GPUs = 2 nodes × 8 (rounded to whole nodes)")."""
     if rounding == "gpu":
         return f"{gpus:,} GPU{'s' if gpus != 1 else ''}: single GPUs (policy.rounding = gpu)"
-    if gpus == 1:
+    whole = rounding == "whole_node"
+    if gpus == 1 and not whole:
         return "1 GPU: a single GPU (a workstation or one cloud GPU), no node to fill"
-    if gpus < gpus_per_node:
+    if gpus < gpus_per_node and not whole:
         return (
             f"{gpus} GPUs: a partial node ({gpus} of {gpus_per_node} per node; below one "
             f"node a purchase rounds up to {', '.join(map(str, partial_shapes(gpus_per_node)))} "
@@ -53,7 +56,7 @@ def shape_words(gpus: int, gpus_per_node: int, rounding: str) -> str:
     nodes = gpus // gpus_per_node
     return (
         f"{gpus:,} GPUs = {nodes:,} node{'s' if nodes != 1 else ''} × {gpus_per_node} "
-        f"(rounded to whole nodes)"
+        f"(rounded to whole nodes{'; the node is sold whole' if whole else ''})"
     )
 
 
@@ -65,3 +68,9 @@ def shape_only(gpus: int, gpus_per_node: int, rounding: str) -> str:
         if cut in words:
             return words.split(cut, 1)[1]
     return words
+
+
+def rounding_noun(rounding: str) -> str:
+    """The unit a purchase rounds to, as a plural noun ("nodes", "GPUs", "whole nodes
+    (sold whole)") for "rounding to …" in a report's or the CLI's counts line."""
+    return {"gpu": "gpus", "whole_node": "nodes (sold whole)"}.get(rounding, "nodes")

@@ -128,8 +128,10 @@ class PolicySection(Section):
         description="The user's own margin (%) below the capacity: the estimate's range "
         "already covers what it knows to be uncertain, so none is stacked on by default.",
     )
-    rounding: Literal["node", "gpu"] = Field(
-        default="node", description="Round procurement counts to whole nodes or GPUs."
+    rounding: Literal["node", "gpu", "whole_node"] = Field(
+        default="node",
+        description="Round procurement counts to whole nodes (a single GPU or a partial node "
+        "below one node), to GPUs, or always to whole nodes (a system sold whole, e.g. a DGX).",
     )
     units: Literal["gb", "gib", "both"] = Field(default="both")
     max_gpus: int = Field(default=16_384, ge=1, le=10_000_000, description="Layout search bound.")

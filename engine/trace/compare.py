@@ -11,7 +11,7 @@ for the loss's backward as activations, the ledger in its ``logits`` group.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.estimate import Estimate
@@ -42,6 +42,14 @@ class Line:
     high: int | None
     parts: tuple[tuple[str, int], ...] = ()  # trace categories summed into ``traced``
     detail: str = ""
+    judged_in: str = ""  # the sum line that judges this one (the two sides split it apart)
+
+    @property
+    def split_apart(self) -> bool:
+        """Whether this group's own figure differs by classification only: the ledger
+        and the trace split its bytes with another group differently, so the sum line
+        (:attr:`judged_in`) is what is compared — its error is not an error."""
+        return bool(self.judged_in)
 
     @property
     def mid(self) -> int | None:
@@ -89,9 +97,11 @@ def _group_lines(result: TraceResult, stage: Any) -> tuple[Line, ...]:
         lines.append(Line(name, sum(v for _, v in parts), low, high, parts))
     pair = [line for line in lines if line.name in SKEWED]
     if len(pair) == len(SKEWED) and all(line.low is not None for line in pair):
+        joined = " + ".join(SKEWED)
+        lines = [replace(x, judged_in=joined) if x.name in SKEWED else x for x in lines]
         lines.append(
             Line(
-                " + ".join(SKEWED),
+                joined,
                 sum(line.traced for line in pair),
                 sum(line.low or 0 for line in pair),
                 sum(line.high or 0 for line in pair),

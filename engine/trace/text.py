@@ -14,6 +14,8 @@ from engine.units import UnitChoice, fmt_bytes, fmt_range
 
 
 def _verdict(line: Line) -> str:
+    if line.split_apart:  # a classification difference: the sum's row judges it
+        return f"split apart: see {line.judged_in}"
     if line.inside is None:
         return "no ledger row"
     return "inside" if line.inside else ("ledger high" if line.traced < line.low else "ABOVE")  # type: ignore[operator]
@@ -21,6 +23,8 @@ def _verdict(line: Line) -> str:
 
 def _error(line: Line) -> str:
     err = line.error_percent
+    if err is not None and line.split_apart:
+        return f"({err:+.1f} %)"  # not an error: the sum's row is
     return "—" if err is None else f"{err:+.1f} %"
 
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from html import escape
 
-from PySide6.QtCore import QRectF, QSize
+from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QPainter, QPaintEvent
 from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QListWidget,
+    QListWidgetItem,
     QPushButton,
     QScrollArea,
     QTableWidgetItem,
@@ -30,6 +31,7 @@ from engine.errors import PlanError
 from engine.layout.batch import batch_change, step_words
 from engine.layout.counts import GpuCounts
 from engine.layout.lattice import Layout, ranks_per_node
+from engine.layout.reason_kind import PREFERENCES_TITLE, RULES_TITLE, grouped
 from engine.units import UnitChoice, fmt_bytes, fmt_range
 from gui.document import PlanDocument
 from gui.views.chart_common import foreground
@@ -191,8 +193,21 @@ class LayoutsView(QScrollArea):
             f"<b>{shown:,} layout{'s' * (shown != 1)} {at} rejected</b>{escape(hidden)}"
         )
         self.rejected.clear()
-        for r in choice.rejected[:REJECTIONS_LISTED]:
-            self.rejected.addItem(f"{r.layout.label()}: {'; '.join(r.reasons)}")
+        listed = 0
+        for title, group in zip(
+            (RULES_TITLE, PREFERENCES_TITLE), grouped(choice.rejected), strict=True
+        ):
+            if not group:
+                continue
+            header = QListWidgetItem(f"{title}: {len(group):,}")  # rules apart from preferences
+            header.setFlags(Qt.ItemFlag.NoItemFlags)
+            font = header.font()
+            font.setBold(True)
+            header.setFont(font)
+            self.rejected.addItem(header)
+            for r in group[: max(0, REJECTIONS_LISTED - listed)]:
+                self.rejected.addItem(f"  {r.layout.label()}: {'; '.join(r.reasons)}")
+            listed += len(group)
         if shown > REJECTIONS_LISTED:
             self.rejected.addItem(f"… and {shown - REJECTIONS_LISTED:,} more, not listed")
         self.rejected.setVisible(shown > 0)

@@ -11,7 +11,7 @@ from PySide6.QtCore import (
     QSortFilterProxyModel,
     Qt,
 )
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QFontMetrics, QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
 from engine.ledger.row import ALL_PHASES, Row
@@ -36,6 +36,12 @@ WIDTH_SAMPLES = (
 """The widest text each column after Row holds in practice: the columns are sized from
 these once (sizing them to their contents re-measured every cell on every edit)."""
 CELL_PADDING = 16
+SORT_ARROW = 14
+"""Room for the header's sort indicator beside its title."""
+BYTES = COLUMNS.index("Bytes")
+ROW_NARROW_WIDTH = 170
+"""The Row column's narrowest on a small screen (names elide): at 1366 × 768 it gives
+way down to this so the Bytes column is shown whole, the GB/GiB columns scrolled to."""
 _PHASE_SHORT = {"steady": "S", "forward": "F", "backward": "B", "optimizer": "O", "checkpoint": "C"}
 
 
@@ -152,7 +158,22 @@ class LedgerTable(QTableView):
 
     def show_rows(self, rows: tuple[Row, ...]) -> None:
         self.ledger.set_rows(rows)
+        self._fit_to_content(rows)
         self._fit_row_column()
+
+    def _fit_to_content(self, rows: tuple[Row, ...]) -> None:
+        """Columns after Row as wide as their widest text in these rows (or their header):
+        the samples' widths left an 8B plan's Location and Phases columns twice too wide,
+        pushing Bytes past a 1366-px screen's edge. A few dozen rows × seven texts are
+        measured, not every cell's delegate (which is what made ``ResizeToContents`` slow)."""
+        head, metrics = self.horizontalHeader(), self.fontMetrics()
+        bold = QFontMetrics(head.font())
+        for col, name in enumerate(COLUMNS[1:], start=1):
+            texts = [LedgerModel._text(r, name) for r in rows]
+            widest = max((metrics.horizontalAdvance(t) for t in texts), default=0)
+            width = max(widest, bold.horizontalAdvance(name) + SORT_ARROW) + CELL_PADDING
+            if head.sectionSize(col) != width:
+                head.resizeSection(col, width)
 
     def _section_resized(self, index: int, _old: int, _new: int) -> None:
         if index:
@@ -163,10 +184,15 @@ class LedgerTable(QTableView):
         :data:`ROW_MIN_WIDTH` (a narrow window scrolls sideways instead of eliding every
         row's name to "Wei…")."""
         head = self.horizontalHeader()
-        others = sum(
-            head.sectionSize(c) for c in range(1, len(COLUMNS)) if not head.isSectionHidden(c)
-        )
-        head.resizeSection(0, max(ROW_MIN_WIDTH, self.viewport().width() - others))
+        shown = [c for c in range(1, len(COLUMNS)) if not head.isSectionHidden(c)]
+        others = sum(head.sectionSize(c) for c in shown)
+        room = self.viewport().width()
+        width = room - others
+        if width < ROW_MIN_WIDTH:  # narrow: the Row column gives way so Bytes is whole
+            through_bytes = sum(head.sectionSize(c) for c in shown if c <= BYTES)
+            width = min(ROW_MIN_WIDTH, max(ROW_NARROW_WIDTH, room - through_bytes))
+        if head.sectionSize(0) != width:
+            head.resizeSection(0, width)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)

@@ -51,8 +51,10 @@ def _ledger_box(painter: QPainter, solid: QRectF, hatched: QRectF, fg: QColor) -
         painter.setBrush(Qt.BrushStyle.NoBrush)
 
 
-def _value_color(line: Line, fg: QColor) -> QColor:
-    return QColor(OUTSIDE_COLOR) if line.inside is False else fg
+def value_color(line: Line, fg: QColor) -> QColor:
+    """Red for a figure outside the ledger's range — not for a group the two sides split
+    apart (activations vs logits): its sum is what is judged."""
+    return QColor(OUTSIDE_COLOR) if line.inside is False and not line.split_apart else fg
 
 
 def _title(painter: QPainter, rect: QRectF, title: str, fg: QColor) -> None:
@@ -97,7 +99,7 @@ def _groups(painter: QPainter, rect: QRectF, cmp: Comparison, units: str, fg: QC
             painter,
             QRectF(end + 3, top - 2, value_w, 2 * bar_h + 4),
             fmt_bytes(line.traced, u),
-            _value_color(line, fg),
+            value_color(line, fg),
             9,
             _LEFT,
         )
@@ -134,7 +136,7 @@ def _phases(painter: QPainter, rect: QRectF, cmp: Comparison, units: str, fg: QC
             painter,
             QRectF(x0 - slot * 0.1, min(traced_y, axis.y(line.high or 0)) - 15, slot * 0.9, 14),
             fmt_bytes(line.traced, u),
-            _value_color(line, fg),
+            value_color(line, fg),
             9,
         )
         name = PHASE_NAMES.get(line.name, line.name)

@@ -49,6 +49,9 @@ def peak_tooltip(est: Estimate, units: Any) -> str:
     )
 
 
+BADGE_MAX_WIDTH = 170
+"""The verdict badge's widest: two lines of 14 pt for the longest verdict."""
+
 COUNTS_PENDING = "no layout of this model fits within the search bound"
 COUNTS_UPDATING = "searching layouts…"
 COMPUTING = "computing the new plan…"
@@ -118,6 +121,10 @@ class VerdictPanel(QFrame):
         self.badge.setObjectName("verdictBadge")
         self.badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.badge.setMinimumWidth(130)
+        # "STRADDLES THE LIMIT" on one line took 280 px of a 1366-px screen and squeezed
+        # every figure beside it to six lines: the badge wraps to two lines instead.
+        self.badge.setWordWrap(True)
+        self.badge.setMaximumWidth(BADGE_MAX_WIDTH)
         self.stale = QLabel("", self)
         self.stale.setObjectName("staleNote")
         self.stale.setWordWrap(True)
@@ -163,7 +170,7 @@ class VerdictPanel(QFrame):
         self.badge.setText(text)
         set_style(
             self.badge,
-            f"background: {color}; color: white; font-weight: 700; font-size: 15pt;"
+            f"background: {color}; color: white; font-weight: 700; font-size: 14pt;"
             "border-radius: 6px; padding: 10px 14px;",
         )
         self.badge.setToolTip(est.verdict_reason)
@@ -174,9 +181,9 @@ class VerdictPanel(QFrame):
         figure = fmt_range(peak.low, peak.high, u).replace(" G", NBSP + "G")  # wraps at "/"
         reserved = fmt_bytes(st.reserved_peak.high, u).replace(" G", NBSP + "G")
         self.values["peak"].setText(
-            f"<b>{figure}</b><br>at the {phase} peak"
+            f"<b>{figure}</b><br><span style='font-size: 8pt;'>{phase} peak"
             + (f", stage {est.heaviest_stage}" if len(est.stages) > 1 else "")
-            + f"<br><span style='font-size: 8pt;'>reserved {reserved}</span>"
+            + f"; reserved {reserved}</span>"
         )
         self.values["peak"].setToolTip(peak_tooltip(est, u))
         self.names["limit"].setText(f"Limit ({plan.policy.headroom_percent:g} % headroom)")
@@ -205,7 +212,11 @@ class VerdictPanel(QFrame):
             self.counts.setToolTip("")
         else:
             texts, reasons = counts
-            self.counts.setText("<br>".join(f"{k}: <b>{v}</b>" for k, v in texts.items()))
+            self.counts.setText(
+                "<br>".join(f"{k}: <b>{v}</b>" for k, v in texts.items())
+                .replace(" (", "<br><span style='font-size: 8pt;'>(", 1)
+                .replace(")</b>", ")</span></b>", 1)
+            )
             self.counts.setToolTip(reasons)
 
     def show_counts_unavailable(self, reason: str) -> None:

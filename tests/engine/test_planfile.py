@@ -58,14 +58,14 @@ def test_hash_ignores_metadata_but_not_inputs() -> None:
         (lambda d: {k: v for k, v in d.items() if k != "schema_version"}, 'no "schema_version"'),
         (
             lambda d: {**d, "plan": {**d["plan"], "batch": {**d["plan"]["batch"], "seq_len": -4}}},
-            "plan.batch.seq_len: Input should be greater than or equal to 1 (got -4)",
+            "plan.batch.seq_len: must be at least 1 (got -4)",
         ),
         (
             lambda d: {
                 **d,
                 "plan": {**d["plan"], "batch": {**d["plan"]["batch"], "micro_batch": 10**9}},
             },
-            "plan.batch.micro_batch: Input should be less than or equal to 1000000",
+            "plan.batch.micro_batch: must be at most 1,000,000",
         ),
         (
             lambda d: {**d, "plan": {k: v for k, v in d["plan"].items() if k != "hardware"}},

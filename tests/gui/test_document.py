@@ -52,7 +52,7 @@ def test_invalid_value_is_reported_at_the_field_and_changes_nothing(qtbot: Any) 
     doc.fieldError.connect(lambda p, m: errors.append((p, m)))
     assert not doc.set("batch.seq_len", -1)
     assert errors and errors[0][0] == "batch.seq_len"
-    assert "batch.seq_len" in errors[0][1] and "greater than or equal to 1" in errors[0][1]
+    assert "batch.seq_len" in errors[0][1] and "must be at least 1" in errors[0][1]
     assert doc.plan is before_plan and doc.estimate is before_est
     assert doc.undo_stack.count() == 0
 

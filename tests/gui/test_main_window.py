@@ -162,8 +162,8 @@ def test_invalid_field_shows_engine_message(qtbot: Any, window: Any) -> None:
     before = window.doc.plan
     type_into(qtbot, window, "batch.seq_len", "-1")
     edit = editor(window, "batch.seq_len")
-    assert "greater than or equal to 1" in edit.property("error_message")
-    assert "greater than or equal to 1" in edit.toolTip()
+    assert "must be at least 1" in edit.property("error_message")
+    assert "must be at least 1" in edit.toolTip()
     assert window.doc.plan == before
 
 

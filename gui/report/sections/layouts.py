@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 from engine.layout import Rejected
 from engine.layout.batch import step_words
+from engine.layout.procure import rounding_noun
+from engine.layout.reason_kind import PREFERENCES_TITLE, RULES_TITLE, grouped
 from engine.units import fmt_bytes
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table
@@ -62,7 +64,7 @@ def layouts_section(c: ReportContent) -> str:
     out = [heading(1, "GPU counts and layouts", "layouts")]
     out.append(
         f'<p class="small">Searched up to {k.max_gpus:,} GPUs, {k.gpus_per_node} per node, '
-        f"rounding to whole {k.rounding}s, {k.estimates} estimates; limit "
+        f"rounding to whole {rounding_noun(k.rounding)}, {k.estimates} estimates; limit "
         f"{esc(fmt_bytes(k.limit_bytes))} per rank.</p>"
     )
     out.append(counts_html(c))
@@ -106,13 +108,17 @@ def layouts_section(c: ReportContent) -> str:
     out.append(levers_html(c))
     rejected = choice.rejected  # only the rejections that can apply to this model
     if rejected:
-        kinds = rejection_kinds(rejected)
+        out.append(f"<h3>Rejected layouts ({len(rejected)})</h3>")
+    for title, group in zip((RULES_TITLE, PREFERENCES_TITLE), grouped(rejected), strict=True):
+        if not group:
+            continue  # rules apart from preferences: a preference's layout would run
+        kinds = rejection_kinds(group)
         shown = kinds[:REJECTED_SHOWN]
         more = f", the first {len(shown)} shown" if len(kinds) > len(shown) else ""
         plural = "s" if len(kinds) > 1 else ""
         out.append(
-            f"<h3>Rejected layouts ({len(rejected)}, for {len(kinds)} kind{plural} of reason"
-            f"{more})</h3>"
+            f"<h4>{esc(title)}: {len(group)} layout{'s' * (len(group) != 1)}, "
+            f"{len(kinds)} kind{plural} of reason{more}</h4>"
         )
         rows = [[esc(r.layout.label()), esc("; ".join(r.reasons)), str(n)] for r, n in shown]
         out.append(

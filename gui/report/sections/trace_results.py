@@ -45,6 +45,8 @@ NOT_MEASURED = (
 
 
 def _verdict(line: Line) -> str:
+    if line.split_apart:  # a classification difference, judged in the sum's row
+        return f"split apart: see {line.judged_in}"
     if line.inside is None:
         return "no ledger row"
     if line.inside:
@@ -52,17 +54,19 @@ def _verdict(line: Line) -> str:
     return "above" if line.traced > (line.high or 0) else "below"
 
 
-def _line_row(line: Line) -> list[str]:
+def line_row(line: Line) -> list[str]:
     ledger = "—" if line.low is None or line.high is None else f"{line.low:,}–{line.high:,}"
     err = line.error_percent
     pct = "—" if err is None else f"{err:+.1f} %"
+    if line.split_apart and err is not None:
+        pct = f"({err:+.1f} %)"  # not an error: the sum's row is
     return [esc(line.name), f"{line.traced:,}", ledger, pct, _verdict(line)]
 
 
 def _lines_table(first: str, lines: tuple[Line, ...]) -> str:
     return table(
         [first, "Traced (B)", "Ledger low–high (B)", "Error", "Verdict"],
-        [_line_row(line) for line in lines],
+        [line_row(line) for line in lines],
         [20, 19, 34, 12, 15],
         numeric={1, 2, 3},
     )

@@ -28,7 +28,7 @@ def test_parse_set_types_values() -> None:
 def test_apply_sets_validates_like_a_file() -> None:
     plan = apply_sets(default_plan(), ["batch.seq_len=8192", "parallelism.strategy=zero3"])
     assert plan.batch.seq_len == 8192 and plan.parallelism.strategy == "zero3"
-    with pytest.raises(CliError, match=r"plan\.batch\.seq_len: Input should be"):
+    with pytest.raises(CliError, match=r"plan\.batch\.seq_len: must be at least 1 \(got -1\)"):
         apply_sets(default_plan(), ["batch.seq_len=-1"])
     with pytest.raises(CliError, match="unknown field 'batch.seqlen'"):
         apply_sets(default_plan(), ["batch.seqlen=1"])
