@@ -33,6 +33,7 @@ refusal; argparse's own message is shown, not ``SystemExit: 2``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -230,7 +231,7 @@ def _run(
         )
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _prelude() + script, *args],
+            [_python(), "-c", _prelude() + script, *args],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -250,6 +251,12 @@ def _run(
     if head == "NEEDS":
         return CheckResult(fmt, False, False, f"could not check here (needs a GPU): {said}")
     return CheckResult(fmt, True, head == "OK", said)
+
+
+def _python() -> str:
+    """The interpreter the checks run in: this one, or ``MEMPLAN_CHECK_PYTHON`` — a
+    scratch environment holding the frameworks (tests/engine/exports/framework_parsers)."""
+    return os.environ.get("MEMPLAN_CHECK_PYTHON") or sys.executable
 
 
 def _missing(fmt: str, module: str) -> str:
