@@ -166,16 +166,18 @@ except ImportError as e:
 import contextlib, io
 sys.argv = ["pretrain_gpt.py", *argv]
 said = io.StringIO()
+stage = "Megatron-LM"
 try:
     with contextlib.redirect_stderr(said):
         args = parse_args()
+    stage = "Megatron-LM validate_args (parse_args accepted the flags)"
     validate_args(args)
     print(f"OK Megatron-LM validate_args: DP {args.data_parallel_size}")
 except SystemExit as e:  # argparse's own message, not "SystemExit: 2"
     lines = [ln for ln in said.getvalue().splitlines() if ln.strip()]
     print("ERROR Megatron-LM argparse: " + (lines[-1] if lines else f"exit {e.code}"))
 except BaseException as e:
-    report("Megatron-LM", e)
+    report(stage, e)
 """
 
 _TORCHTITAN = r"""
