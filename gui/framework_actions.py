@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFileDialog,
+    QInputDialog,
     QLabel,
     QMessageBox,
     QPlainTextEdit,
@@ -34,6 +35,7 @@ from engine.exports import FORMATS, Export
 from engine.exports.check import CheckResult, check_export
 from engine.exports.common import changed_fields, existing, export_files
 from engine.exports.importers import import_file
+from engine.exports.titan_recipe import recipe_functions
 from engine.fileio.atomic import write_atomic
 from engine.legality.checks import plan_problems
 from engine.plan import Plan
@@ -175,11 +177,37 @@ class FrameworkActions:
         )
         return bool(path) and self.import_path(path)
 
+    def choose_recipe(self, p: Path) -> str | None:
+        """For a torchtitan registry file holding several recipe functions, the one the
+        user picks (the CLI's ``FILE::function``); "" when there is nothing to choose,
+        None when the user cancels."""
+        if p.suffix.lower() not in (".py", ".txt") or not p.is_file():
+            return ""
+        try:
+            names = recipe_functions(p.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            return ""  # the importer says what is wrong with the file
+        if len(names) < 2:
+            return ""
+        name, ok = QInputDialog.getItem(
+            self.window,
+            f"Import {p.name}",
+            f"{p.name} holds {len(names)} recipe functions; import which one?",
+            names,
+            0,
+            False,
+        )
+        return name if ok and name else None
+
     def import_path(self, path: str) -> bool:
         """Apply a framework config or model to the plan as one undo step."""
         p = Path(path)
+        function = self.choose_recipe(p)
+        if function is None:
+            return False
+        target = p.with_name(f"{p.name}::{function}") if function else p
         try:  # every refusal is one sentence naming the file (ImportRefused)
-            got = import_file(p, self.doc.plan)
+            got = import_file(target, self.doc.plan)
         except ValueError as exc:
             dialogs.show_error(self.window, "Cannot import", str(exc))
             return False

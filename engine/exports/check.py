@@ -33,6 +33,7 @@ refusal; argparse's own message is shown, not ``SystemExit: 2``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -165,16 +166,18 @@ except ImportError as e:
 import contextlib, io
 sys.argv = ["pretrain_gpt.py", *argv]
 said = io.StringIO()
+stage = "Megatron-LM"
 try:
     with contextlib.redirect_stderr(said):
         args = parse_args()
+    stage = "Megatron-LM validate_args (parse_args accepted the flags)"
     validate_args(args)
     print(f"OK Megatron-LM validate_args: DP {args.data_parallel_size}")
 except SystemExit as e:  # argparse's own message, not "SystemExit: 2"
     lines = [ln for ln in said.getvalue().splitlines() if ln.strip()]
     print("ERROR Megatron-LM argparse: " + (lines[-1] if lines else f"exit {e.code}"))
 except BaseException as e:
-    report("Megatron-LM", e)
+    report(stage, e)
 """
 
 _TORCHTITAN = r"""
@@ -230,7 +233,7 @@ def _run(
         )
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _prelude() + script, *args],
+            [_python(), "-c", _prelude() + script, *args],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -250,6 +253,12 @@ def _run(
     if head == "NEEDS":
         return CheckResult(fmt, False, False, f"could not check here (needs a GPU): {said}")
     return CheckResult(fmt, True, head == "OK", said)
+
+
+def _python() -> str:
+    """The interpreter the checks run in: this one, or ``MEMPLAN_CHECK_PYTHON`` — a
+    scratch environment holding the frameworks (tests/engine/exports/framework_parsers)."""
+    return os.environ.get("MEMPLAN_CHECK_PYTHON") or sys.executable
 
 
 def _missing(fmt: str, module: str) -> str:

@@ -221,6 +221,14 @@ def _moe_layers(freq: Any, layers: int, warn: list[str]) -> tuple[int, int]:
     if layers > MAX_LAYERS:
         return 0, 1  # the plan refuses the layer count itself
     shown = quote(freq)
+    if isinstance(freq, str) and freq.startswith("$"):
+        # slime builds it with a loop whose body branches on the index (dense for the
+        # first K layers): no bounded evaluation without running the script's `if`s
+        warn.append(
+            f"--moe-layer-freq {shown} is built at run time (a loop or command MemPlan "
+            f"does not run): assumed MoE in all {layers} layers, the largest expert memory"
+        )
+        return 0, 1
     try:
         pattern = moe_pattern(freq if isinstance(freq, int | str) else str(freq), layers)
     except PatternError as exc:

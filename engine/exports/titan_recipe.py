@@ -183,6 +183,17 @@ def _legacy(module: ast.Module) -> Recipe:
     return out
 
 
+def recipe_functions(text: str) -> list[str]:
+    """The recipe functions a torchtitan registry file defines, in file order — what
+    the window offers when the file holds several (parsed, never executed); empty for
+    a file that is not Python or holds none."""
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    return [f.name for f in module.body if isinstance(f, ast.FunctionDef) and _is_recipe(f)]
+
+
 def read_recipe(module: ast.Module, function: str | None) -> Recipe:
     """The settings of the recipe function ``function`` (or the file's only one)."""
     recipes = [f.name for f in module.body if isinstance(f, ast.FunctionDef) and _is_recipe(f)]

@@ -74,7 +74,8 @@ def test_a_gpu_the_framework_asks_for_is_could_not_check_not_refused(
     available, ok, message = _megatron(tmp_path, monkeypatch, _GPU)
     assert (available, ok) == (False, False)
     assert message == (
-        "could not check here (needs a GPU): Megatron-LM: RuntimeError: No CUDA GPUs are available"
+        "could not check here (needs a GPU): Megatron-LM validate_args (parse_args accepted "
+        "the flags): RuntimeError: No CUDA GPUs are available"
     )
 
 
