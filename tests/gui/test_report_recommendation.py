@@ -22,21 +22,22 @@ def _text(markup: str) -> str:
 
 def test_the_default_plan_leads_with_what_to_buy(qapp: Any) -> None:
     """Default plan (DP 8 fits): buy 8 × H100 (one node), run the plan's own DP 8 — the
-    window's chosen layout — and say the fewest that fit are 4 (TP2 DP2, a partial
-    node). The recommendation comes before the verdict heading."""
+    window's chosen layout — and say the fewest that fit are 4 (DP 4, a partial node).
+    The recommendation comes before the verdict heading."""
     page = title_page(gather(PlanFile(plan=default_plan(), name="t"), "gb"))
     text = " ".join(_text(page).split())
     buy = text.index("Buy 8 × NVIDIA H100")
     assert buy < text.index("The plan as written — verdict: FITS")
     assert "(1 node × 8 (rounded to whole nodes)) and run TP1 PP1 CP1 EP1 DP8" in text
-    assert "The fewest GPUs that fit are 4 (TP2 PP1 CP1 EP1 DP2" in text
+    assert "The fewest GPUs that fit are 4 (TP1 PP1 CP1 EP1 DP4" in text
     assert "Margin:" in text and "Measure first:" in text
     assert "A thin margin" not in text  # 8.22 GB of 76.44 GB: 10.8 %
 
 
 def test_a_plan_that_does_not_fit_recommends_the_counts_layout(qapp: Any) -> None:
     """Llama-3.1-70B's preset plan (TP 1 DP 8) does not fit: the page says to buy the
-    procurement count's layout and measure the low end of its straddling range — and the
+    procurement count's layout and measure the low end of its range when it straddles (else
+    that layout) — and the
     validation plan measures that layout, not the failing plan (whose device figure would
     have read "≤ 155.56 GB and ≤ capacity 84.93 GB" at once)."""
     c = gather(PlanFile(plan=plan_for_model_preset("llama-3.1-70b"), name="70b"), "gb")
@@ -48,8 +49,9 @@ def test_a_plan_that_does_not_fit_recommends_the_counts_layout(qapp: Any) -> Non
     assert "The plan as written does not fit" in text
     assert text.index("Buy ") < text.index("verdict: DOES NOT FIT")
     vp = " ".join(_text(validation_plan(c)).split())
-    low = k.validation_low
-    assert k.straddles and low.layout is not None
+    # the low end of a straddling range, else the recommended layout itself
+    low = k.validation_low if k.straddles else k.first_layout
+    assert low.layout is not None
     assert f"Measure {low.layout.label()} on {low.gpus:,} GPUs" in vp
     assert "Measure first: the per-rank peak (max_memory_reserved" in text
     assert f"of {low.layout.label()} on {low.gpus:,} GPUs" in text

@@ -33,7 +33,7 @@ def test_the_plans_own_layout_is_chosen_when_it_fits(qtbot: Any, window: Any) ->
     assert [r.role for r in choice.rows][:2] == ["plan", "first"]
     assert choice.chosen.gpus == 8
     assert "TP1 PP1 CP1 EP1 DP8" in view.note.text()
-    assert "the fewest that fit are 4 (TP2 PP1 CP1 EP1 DP2" in view.note.text()
+    assert "the fewest that fit are 4 (TP1 PP1 CP1 EP1 DP4" in view.note.text()
     assert view.table.rowCount() == len(choice.rows)
     assert view.apply_buttons[0].text() == "Current" and not view.apply_buttons[0].isEnabled()
     assert view.topology.topo is not None and view.topology.topo.layout == layout_of(plan)
