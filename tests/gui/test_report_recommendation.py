@@ -53,7 +53,7 @@ def test_a_plan_that_does_not_fit_recommends_the_counts_layout(qapp: Any) -> Non
     low = k.validation_low if k.straddles else k.first_layout
     assert low.layout is not None
     assert f"Measure {low.layout.label()} on {low.gpus:,} GPUs" in vp
-    assert "Measure first: the per-rank peak (max_memory_reserved" in text
+    assert "Measure first: the per-rank peak (max_memory_allocated plus the" in text
     assert f"of {low.layout.label()} on {low.gpus:,} GPUs" in text
 
 

@@ -92,8 +92,9 @@ def _measure(t: Target, c: ReportContent) -> str:
     peak = t.est.heaviest.fit_peak
     limit = esc(fmt_bytes(t.est.limit_bytes))
     head = (
-        f"<b>Measure first:</b> the per-rank peak (max_memory_reserved plus the memory "
-        f"outside the allocator, on the heaviest stage) of {esc(t.layout.label())} on "
+        f"<b>Measure first:</b> the per-rank peak (max_memory_allocated plus the "
+        f"fragmentation the allocator cannot release and the memory outside it — what the "
+        f"verdict compares — on the heaviest stage) of {esc(t.layout.label())} on "
         f"{t.gpus:,} GPU{'s' * (t.gpus != 1)} — {esc(t.why)}; the estimate says "
         f"{esc(fmt_range(peak.low, peak.high))}."
     )
