@@ -86,8 +86,9 @@ def test_cli_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_bad_plan_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A plan the engine refuses (param offload without optimizer offload) → 1 with the
-    engine's message, and no PDF."""
+    """A plan the engine refuses (TP 3 does not divide Llama-3.1-8B's 32 heads) → 1 with
+    the engine's message, and no PDF. (Parameter-only ZeRO-3 offload, the case this test
+    used, is legal since DeepSpeed runs it: ``_configure_offloading`` sets the two apart.)"""
     out = tmp_path / "bad.pdf"
     code = main(
         [
@@ -95,9 +96,7 @@ def test_cli_bad_plan_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]
             "-o",
             str(out),
             "--set",
-            "parallelism.strategy=zero3",
-            "--set",
-            "offload.params=cpu",
+            "parallelism.tp=3",
         ]
     )
     assert code == 1

@@ -124,6 +124,10 @@ def search_plans(draw: st.DrawFn, cross_ep: bool = False) -> tuple[Plan, int]:
         changes["method.optimizer.implementation"] = draw(
             st.sampled_from(["auto", "foreach", "fused"])
         )
+        # torchtitan's profile is out of the rule's scope (cross_ep.in_scope)
+        changes["runtime.activation_profile"] = draw(
+            st.sampled_from(["hf-transformers", "megatron"])
+        )
     if hold == "global_batch":
         changes["batch.global_batch"] = draw(st.sampled_from([8, 12, 16]))
         changes["batch.grad_accum"] = changes["batch.global_batch"] // changes["batch.micro_batch"]
