@@ -48,7 +48,12 @@ def stage_padded(st: StageEstimate) -> int:
     cached (the estimate summed them). The ledger's estimates only (its stages know their
     plan; a caller's estimator's rows are read); ``test_heaviest_padded`` compares the
     two."""
-    if st.source is None or st.built_rows is not None:
+    if (
+        st.source is None
+        or st.built_rows is not None
+        # torchtitan's head units are gathered inside its loss rows, not the shared rows
+        or st.source.runtime.activation_profile == "torchtitan"
+    ):
         return padded_bytes(st.rows)
     shared = shared_rows(st.source, st.stage)
     return padded_bytes(shared.head) + padded_bytes(shared.tail)
