@@ -21,6 +21,7 @@ from engine.ledger.row import Row
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
+from tests.engine.allocator.published import MEGATRON_1_7B
 
 GIB = 2**30
 LOGITS_8B = 4096 * 128_256 * 2  # 1,050,673,152 B, a multiple of 512
@@ -55,28 +56,9 @@ def test_hf_loss_keeps_its_two_fp32_copies() -> None:
 
 
 def _open_sci_ref(**changes: Any) -> Plan:
-    base = {
-        "model.preset": None,
-        "model.architecture.layers": 24,
-        "model.architecture.kv_heads": 32,
-        "model.architecture.vocab": 50432,
-        "model.architecture.qk_norm": True,
-        "model.architecture.max_position": 4096,
-        "model.architecture.tied_embeddings": True,
-        "stack.name": "megatron_core",
-        "parallelism.strategy": "megatron_distopt",
-        "parallelism.dp": 252,
-        "batch.seq_len": 4096,
-        "batch.micro_batch": 4,
-        "method.recompute.policy": "selective",
-        "runtime.attention": "flash_attn",
-        "hardware.accelerator": "a100-sxm-80gb",
-        "hardware.hbm_bytes": 68719476736,
-        "hardware.usable_policy": "custom",
-        "hardware.usable_hbm_bytes": 68182605824,
-        "hardware.gpus_per_node": 4,
-    }
-    return with_values(plan_for_model_preset("llama-3.2-1b"), {**base, **changes})
+    """The open-sci-ref 1.7B Megatron run's plan (the published suite's case, as the
+    allocator calibration builds it)."""
+    return with_values(plan_for_model_preset("llama-3.2-1b"), {**MEGATRON_1_7B, **changes})
 
 
 def _layer_bytes(plan: Plan, *, dropout: bool, qk_norm: bool) -> int:
