@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from engine.ledger.groups import ranks_per_node
 from engine.ledger.peaks.gathered_nf4 import gathered_view, reused_layer_bytes, reused_per_element
-from engine.ledger.peaks.kept_gathered import kept_gathered_rows
+from engine.ledger.peaks.kept_gathered import gathered_row, kept_gathered_rows
 from engine.ledger.peaks.reuse import reused_at_loss
 from engine.ledger.peaks.titan_units import HEAD_MOMENTS, splits_root, titan_root_rows
 from engine.ledger.placement import LocalTensor, expert_dp_group, stage_layer_ranges
@@ -327,18 +327,13 @@ def _fsdp_rows(
     if fsdp2 and isinstance(rs, int) and not isinstance(rs, bool) and rs > 1:
         kept = n_layers * ceil_div(unit, rs)
         rows.append(
-            make_row(
-                id="hbm.gathered.resharded",
-                label=f"Layer units kept 1/{rs} gathered after forward",
-                state="gathered",
-                location="hbm",
-                kind="peak",
-                group="gathered",
-                low=kept,
-                high=kept,
-                formula=f"{n_layers} × {fmt_count(unit)} B ÷ {rs} = {fmt_count(kept)} B",
-                source=src,
-                phases=FORWARD_BACKWARD,
+            gathered_row(
+                "hbm.gathered.resharded",
+                f"Layer units kept 1/{rs} gathered after forward",
+                kept,
+                f"{n_layers} × {fmt_count(unit)} B ÷ {rs} = {fmt_count(kept)} B",
+                src,
+                FORWARD_BACKWARD,
             )
         )
     return rows

@@ -22,11 +22,39 @@ from engine.ledger.row import (
     BACKWARD,
     FORWARD_BACKWARD,
     UNTIL_LAYERS_FREE,
+    Moment,
+    Phase,
     Row,
     make_row,
     with_middle,
 )
 from engine.units import fmt_count
+
+
+def gathered_row(
+    id_: str,
+    label: str,
+    n: int,
+    formula: str,
+    src: str,
+    phases: frozenset[Phase],
+    backward: frozenset[Moment] | None = None,
+) -> Row:
+    """An exact row of gathered (unsharded) parameters: ``n`` bytes at both ends."""
+    return make_row(
+        id=id_,
+        label=label,
+        state="gathered",
+        location="hbm",
+        kind="peak",
+        group="gathered",
+        low=n,
+        high=n,
+        formula=formula,
+        source=src,
+        phases=phases,
+        backward=backward,
+    )
 
 
 def kept_gathered_rows(
@@ -40,19 +68,14 @@ def kept_gathered_rows(
     n = n_layers * unit
     why = "reshard_after_forward=False / SHARD_GRAD_OP"
     rows = [
-        make_row(
-            id=all_id,
-            label="All layer units unsharded between forward and backward",
-            state="gathered",
-            location="hbm",
-            kind="peak",
-            group="gathered",
-            low=n,
-            high=n,
-            formula=f"{n_layers} units × {fmt_count(unit)} B ({why}) = {fmt_count(n)} B",
-            source=src,
-            phases=FORWARD_BACKWARD,
-            backward=UNTIL_LAYERS_FREE if frees else None,
+        gathered_row(
+            all_id,
+            "All layer units unsharded between forward and backward",
+            n,
+            f"{n_layers} units × {fmt_count(unit)} B ({why}) = {fmt_count(n)} B",
+            src,
+            FORWARD_BACKWARD,
+            UNTIL_LAYERS_FREE if frees else None,
         )
     ]
     if not frees or not n_layers:
@@ -60,36 +83,26 @@ def kept_gathered_rows(
     if with_middle(frozenset({"backward.middle"}), n_layers):
         left = (n_layers - 1) * unit
         rows.append(
-            make_row(
-                id=left_id,
-                label="Layer units still unsharded at the second layer's backward",
-                state="gathered",
-                location="hbm",
-                kind="peak",
-                group="gathered",
-                low=left,
-                high=left,
-                formula=f"{n_layers - 1} units × {fmt_count(unit)} B (the last one "
+            gathered_row(
+                left_id,
+                "Layer units still unsharded at the second layer's backward",
+                left,
+                f"{n_layers - 1} units × {fmt_count(unit)} B (the last one "
                 f"resharded after its backward) = {fmt_count(left)} B",
-                source=src,
-                phases=BACKWARD,
-                backward=frozenset({"backward.middle"}),
+                src,
+                BACKWARD,
+                frozenset({"backward.middle"}),
             )
         )
     rows.append(
-        make_row(
-            id=first_id,
-            label="The first layer's unit, unsharded at its backward",
-            state="gathered",
-            location="hbm",
-            kind="peak",
-            group="gathered",
-            low=unit,
-            high=unit,
-            formula=f"1 unit × {fmt_count(unit)} B (every later one resharded)",
-            source=src,
-            phases=BACKWARD,
-            backward=frozenset({"backward.end"}),
+        gathered_row(
+            first_id,
+            "The first layer's unit, unsharded at its backward",
+            unit,
+            f"1 unit × {fmt_count(unit)} B (every later one resharded)",
+            src,
+            BACKWARD,
+            frozenset({"backward.end"}),
         )
     )
     return rows
