@@ -164,25 +164,31 @@ def loads(text: str) -> Any:
             f"not a MemPlan plan: it nests more than {MAX_DEPTH} levels deep (a plan needs "
             "about six)"
         )
-    hooks = _Hooks()
     try:
-        doc = json.loads(
-            text,
-            object_pairs_hook=hooks.obj,
-            parse_int=hooks.integer,
-            parse_float=hooks.real,
-            parse_constant=hooks.constant,
-        )
+        doc, problem = _parsed(text)
     except json.JSONDecodeError as exc:
         raise PlanFileError(
             f"not a MemPlan file: it is not valid JSON (line {exc.lineno}, column {exc.colno}: "
             f"{exc.msg})"
         ) from exc
-    surrogates = bool(_SURROGATE_ESCAPE.search(text))
-    problem = _first_problem(doc, surrogates) if hooks.flagged or surrogates else None
     if problem:
         raise PlanFileError(problem)
     return doc
+
+
+def _parsed(text: str) -> tuple[Any, str | None]:
+    """``text`` parsed with the loader's hooks, and the first thing in it a plan cannot
+    hold (None when nothing): the one parse ``loads`` and ``loads_config`` share."""
+    hooks = _Hooks()
+    doc = json.loads(
+        text,
+        object_pairs_hook=hooks.obj,
+        parse_int=hooks.integer,
+        parse_float=hooks.real,
+        parse_constant=hooks.constant,
+    )
+    surrogates = bool(_SURROGATE_ESCAPE.search(text))
+    return doc, (_first_problem(doc, surrogates) if hooks.flagged or surrogates else None)
 
 
 def without_lone_surrogates(text: str) -> str:
@@ -209,21 +215,12 @@ def loads_config(text: str, name: str = "", depth: int = MAX_DEPTH) -> Any:
         raise ConfigFileError(
             f"{name or 'it'} nests more than {depth} levels deep; no config MemPlan reads does"
         )
-    hooks = _Hooks()
     try:
-        doc = json.loads(
-            text,
-            object_pairs_hook=hooks.obj,
-            parse_int=hooks.integer,
-            parse_float=hooks.real,
-            parse_constant=hooks.constant,
-        )
+        doc, problem = _parsed(text)
     except json.JSONDecodeError as exc:
         raise ConfigFileError(
             f"{name or 'it'} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
-    surrogates = bool(_SURROGATE_ESCAPE.search(text))
-    problem = _first_problem(doc, surrogates) if hooks.flagged or surrogates else None
     if problem:
         raise ConfigFileError(f"{name}: {problem}" if name else problem)
     return doc
