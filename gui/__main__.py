@@ -3,7 +3,7 @@
 Mounts the engine's subcommands (which import no Qt, so ``memplan estimate`` starts
 fast) and adds the front-end commands that need Qt. With no subcommand, or with a
 ``.memplan`` file as the only argument, it starts the desktop GUI. ``memplan report`` runs
-as a one-shot process (:mod:`gui.one_shot`): no cyclic collector, no interpreter teardown;
+as a one-shot process (:mod:`gui.workers.one_shot`): no cyclic collector, no interpreter teardown;
 so the engine is imported only once that is decided.
 """
 
@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 # engine as a library keeps its own plugins (nothing below ``gui.__main__`` sets this).
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from gui import one_shot
 from gui.display import has_display
+from gui.workers import one_shot
 
 Mount = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 """A hook that adds a subcommand to the ``memplan`` parser."""

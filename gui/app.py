@@ -13,7 +13,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 
 from engine.fileio.atomic import clean_stale_temps
-from gui import autosave, recovery
+from gui.files import autosave, recovery
 from gui.main_window import MainWindow
 from gui.settings import Settings, autosave_dir
 
@@ -52,7 +52,7 @@ def new_window(settings: Settings | None = None) -> MainWindow:
 
 
 def offer_recovery(window: MainWindow) -> bool:
-    """Offer every crashed instance's autosaves (see :mod:`gui.recovery`)."""
+    """Offer every crashed instance's autosaves (see :mod:`gui.files.recovery`)."""
     return recovery.offer_recovery(window, new_window)
 
 

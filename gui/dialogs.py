@@ -9,8 +9,8 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
-from gui.autosave import Orphan
-from gui.recovery_dialog import Choice, RecoveryDialog
+from gui.files.autosave import Orphan
+from gui.files.recovery_dialog import Choice, RecoveryDialog
 
 FILE_FILTER = "MemPlan plans (*.memplan);;All files (*)"
 

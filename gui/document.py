@@ -8,7 +8,7 @@ runs from a 0 ms single-shot timer. An invalid value never replaces the plan; a 
 the engine cannot lay out keeps the last valid estimate on screen, marked stale.
 
 A plan of a large model not estimated before (its tensor inventory takes up to a second
-to build) is estimated on a pool thread (:mod:`gui.cold_estimate`) while the last
+to build) is estimated on a pool thread (:mod:`gui.workers.cold_estimate`) while the last
 estimate stays on screen, marked stale with ``computingStarted``; the result is taken
 only if its plan is still the document's (a later edit or undo supersedes it, so no
 result arrives out of order).
@@ -30,11 +30,11 @@ from engine import planfile
 from engine.errors import PlanError, Problem
 from engine.estimate import Estimate, estimate
 from engine.plan import Plan, default_plan, get_value, validation_problems, with_values
-from gui import gc_policy
-from gui.cold_estimate import ColdEstimates
 from gui.companions import with_companions
-from gui.file_identity import UNTITLED, name_after_file, write
-from gui.undo_text import edit_text
+from gui.fields.undo_text import edit_text
+from gui.files.file_identity import UNTITLED, name_after_file, write
+from gui.workers import gc_policy
+from gui.workers.cold_estimate import ColdEstimates
 
 MERGE_ID = 0x6D70  # QUndoCommand.id() shared by mergeable field edits
 

@@ -36,15 +36,12 @@ from PySide6.QtWidgets import (
 
 from engine.errors import PlanError
 from engine.layout import GpuCounts
-from gui import gc_policy, gil_policy
-from gui.analysis_parts import AnalysisParts
-from gui.autosave import Autosaver
 from gui.document import PlanDocument
-from gui.file_actions import FileActions
-from gui.framework_menu import FrameworkMenu
+from gui.files.autosave import Autosaver
+from gui.files.file_actions import FileActions
+from gui.frameworks.framework_menu import FrameworkMenu
 from gui.history_actions import history_actions
 from gui.main_toolbar import main_toolbar
-from gui.measured_tab import MeasuredTab, measured_menu
 from gui.navigation import focus_field, tab_actions
 from gui.plan_properties import properties_action
 from gui.report.actions import ReportActions
@@ -56,6 +53,7 @@ from gui.tabs.method import MethodTab
 from gui.tabs.model import ModelTab, count_presets_soon, follow_totals
 from gui.tabs.offload import OffloadTab
 from gui.tabs.parallelism import ParallelismTab
+from gui.trace.measured_tab import MeasuredTab, measured_menu
 from gui.views.banner import InvalidBanner
 from gui.views.chart import LedgerChart, legend_html, panel_groups
 from gui.views.diagnostics import DiagnosticsList, suggestion_of
@@ -64,6 +62,8 @@ from gui.views.table import LedgerTable
 from gui.views.traffic import TrafficView
 from gui.views.verdict import COMPUTING, VerdictPanel
 from gui.workbench import Workbench
+from gui.workers import gc_policy, gil_policy
+from gui.workers.analysis_parts import AnalysisParts
 
 UNIT_LABELS = {"gb": "GB (10⁹ B)", "gib": "GiB (2³⁰ B)", "both": "GB and GiB"}
 

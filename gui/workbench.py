@@ -15,10 +15,10 @@ from typing import Any
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMainWindow, QMenu, QTabWidget
 
-from gui.compare_actions import CompareActions
+from gui.compare.compare_actions import CompareActions
 from gui.document import PlanDocument
 from gui.help import HelpMenu
-from gui.sweep_panel import SweepPanel
+from gui.sweep.sweep_panel import SweepPanel
 from gui.views.layouts import LayoutsView
 
 

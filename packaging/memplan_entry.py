@@ -5,7 +5,7 @@ bundle behaves exactly like a pip install: engine subcommands without Qt, the de
 app with no subcommand. One addition for whoever builds the bundle: with
 ``MEMPLAN_BUNDLE_SELFTEST`` set it runs ``bundle_selftest`` instead, which checks from
 inside the frozen program that resources and the Qt stack were bundled. And one for the
-window: with ``MEMPLAN_ANALYSIS_SERVER`` set (by ``gui.analysis_worker``) it is the
+window: with ``MEMPLAN_ANALYSIS_SERVER`` set (by ``gui.workers.analysis_worker``) it is the
 window's analysis worker process (a frozen program has no ``python -m``).
 """
 
@@ -16,7 +16,7 @@ import os
 
 def main() -> int:
     if os.environ.get("MEMPLAN_ANALYSIS_SERVER"):  # the window's worker process
-        from gui.analysis_server import main as serve
+        from gui.workers.analysis_server import main as serve
 
         return serve()
     mode = os.environ.get("MEMPLAN_BUNDLE_SELFTEST")

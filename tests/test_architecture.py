@@ -9,7 +9,9 @@ draws the edge, so it cannot hide the cycle here. The rules:
 - no import cycle at all;
 - no import against the layering (``FORBIDDEN`` below);
 - no Python file over ``MAX_LINES`` in engine/, gui/, tests/ or packaging/;
-- at most ``MAX_ROOT_MODULES`` modules at the engine root (the rest live in packages).
+- at most ``MAX_ROOT_MODULES`` modules at the engine root (the rest live in packages);
+- at most ``MAX_GUI_ROOT_MODULES`` modules at the GUI root, ``__init__`` and ``__main__``
+  included (the rest live in feature folders: ``gui/compare/``, ``gui/fields/`` …).
 
 An edge goes to the most specific module it names: ``from engine.layout import counts``
 is an edge to ``engine.layout.counts`` (a module), ``from engine.layout import Layout``
@@ -30,6 +32,7 @@ PACKAGES = ("engine", "gui", "resources")
 SIZE_CHECKED = ("engine", "gui", "tests", "packaging")
 MAX_LINES = 400
 MAX_ROOT_MODULES = 12
+MAX_GUI_ROOT_MODULES = 20
 
 Graph = Mapping[str, Mapping[str, int]]  # importer -> {imported module: first line}
 
@@ -254,6 +257,16 @@ def test_engine_root_stays_small() -> None:
     assert len(root) <= MAX_ROOT_MODULES, (
         f"{len(root)} modules at the engine root (at most {MAX_ROOT_MODULES}); move some "
         f"into a package: {', '.join(root)}"
+    )
+
+
+def test_gui_root_stays_small() -> None:
+    """The window's features live in folders (issue 34): a newcomer reads ``gui/`` as
+    the app's core (app, main window, document, settings) and a list of features."""
+    root = sorted(p.name for p in (REPO / "gui").glob("*.py"))
+    assert len(root) <= MAX_GUI_ROOT_MODULES, (
+        f"{len(root)} modules at the GUI root (at most {MAX_GUI_ROOT_MODULES}); move some "
+        f"into a feature folder: {', '.join(root)}"
     )
 
 

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from gui import dialogs
 from gui.document import PlanDocument
-from gui.job_status import JobStatus
+from gui.workers.job_status import JobStatus
 
 if TYPE_CHECKING:
     from gui.report.export_job import ReportExport

@@ -29,11 +29,11 @@ from PySide6.QtGui import QPagedPaintDevice
 from engine.analysis import analysis
 from engine.fileio.atomic import refuse_special
 from engine.planfile import PlanFile
-from gui.analysis_worker import WINDOW_PARTS
 from gui.report.charts import Recorded, record_screen_charts
 from gui.report.content import ReportContent, gather
 from gui.report.pdf import PageName, ReportCancelled, print_report, write_pdf
-from gui.workers import TaskRunner
+from gui.workers.analysis_worker import WINDOW_PARTS
+from gui.workers.workers import TaskRunner
 
 CANCELLED = "cancelled"
 """What a step returns when the user cancelled it (a result, not an error)."""

@@ -25,12 +25,12 @@ from PySide6.QtWidgets import (
 )
 
 from engine.sections.base import ByteRange
-from gui.band_field import BandFieldBinding, BandModeBinding
 from gui.document import PlanDocument, messages_by_field
-from gui.fields import CAPTION_STYLE, STACK_CAPTION_STYLE, FieldBinding, add_to_grid
-from gui.fieldspec import FieldSpec, field_specs
-from gui.plan_view import plan_view
-from gui.stack_badge import derived_for
+from gui.fields.band_field import BandFieldBinding, BandModeBinding
+from gui.fields.fields import CAPTION_STYLE, STACK_CAPTION_STYLE, FieldBinding, add_to_grid
+from gui.fields.fieldspec import FieldSpec, field_specs
+from gui.fields.plan_view import plan_view
+from gui.fields.stack_badge import derived_for
 
 PAGE_STYLE = (
     f"QLabel#fieldCaption {{ {CAPTION_STYLE} }} "

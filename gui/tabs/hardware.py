@@ -10,8 +10,8 @@ from engine.sections.runtime import PolicySection
 from engine.sections.workload import AcceptanceSection
 from engine.units import fmt_bytes
 from gui.document import PlanDocument
-from gui.fields import compact
-from gui.preset_hint import PendingPick
+from gui.fields.fields import compact
+from gui.fields.preset_hint import PendingPick
 from gui.tabs.base import TabPage
 
 

@@ -28,14 +28,14 @@ from PySide6.QtWidgets import (
 
 from engine.models.spec import ArchitectureSpec
 from engine.sections.model import ModelSection
-from gui import model_sources
 from gui.document import PlanDocument
-from gui.fields import compact
-from gui.preset_hint import PendingPick
+from gui.fields.fields import compact
+from gui.fields.preset_hint import PendingPick
+from gui.frameworks import model_sources
 from gui.tabs.base import TabPage
 
 if TYPE_CHECKING:
-    from gui.analysis_worker import AnalysisWorker
+    from gui.workers.analysis_worker import AnalysisWorker
 
 COUNTS_DELAY_MS = 400
 """The presets' parameter counts are asked for this long after the window is shown:

@@ -17,7 +17,7 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QLabel, QWidget
 
 from gui.document import PlanDocument
-from gui.undo_text import field_noun
+from gui.fields.undo_text import field_noun
 
 BANNER_STYLE = (
     "QLabel#invalidBanner { background: #FDECC8; color: #3D2A00; border: 1px solid #E0A526;"

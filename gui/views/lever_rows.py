@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from engine.errors import PlanError
 from engine.layout.counts import GpuCounts
 from engine.layout.levers import LeverSummary
-from gui.undo_text import field_noun, value_words
+from gui.fields.undo_text import field_noun, value_words
 
 PENDING = "Searching fit levers… (each is the plan with one change, searched like the plan)"
 NONE_LEFT = "None left to pull: the plan already uses every fit lever."

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from gui import app, dialogs, recovery
+from gui import app, dialogs
+from gui.files import recovery
 
 
 def main(mode: str, seq_len: int) -> None:

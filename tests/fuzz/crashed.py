@@ -9,7 +9,7 @@ from typing import Any
 from engine import planfile
 from engine.plan import Plan, default_plan, with_value
 from engine.planfile import PlanFile
-from gui.instance import lock_path
+from gui.files.instance import lock_path
 
 
 def crashed_autosave(

@@ -21,7 +21,7 @@ from engine import planfile
 from engine.errors import PlanFileError
 from engine.fileio.atomic import TEMP_PREFIX
 from engine.plan import default_plan, with_value
-from gui.autosave import discard, find_orphans
+from gui.files.autosave import discard, find_orphans
 from tests.fuzz.tally import Tally
 
 ROOT = Path(__file__).resolve().parents[2]

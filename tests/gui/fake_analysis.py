@@ -1,4 +1,4 @@
-"""A stand-in for ``gui.analysis_server`` in the worker tests (run as a script).
+"""A stand-in for ``gui.workers.analysis_server`` in the worker tests (run as a script).
 
 It serves like the real one, except for two sequence lengths: :data:`HANG_SEQ_LEN`
 computes for two minutes (a search the window must stop by killing the process) and
@@ -14,7 +14,7 @@ import time
 
 from engine.analysis import Part
 from engine.plan import Plan
-from gui.analysis_server import compute_part, main
+from gui.workers.analysis_server import compute_part, main
 
 HANG_SEQ_LEN = 1111
 CRASH_SEQ_LEN = 2222

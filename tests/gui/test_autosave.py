@@ -17,10 +17,11 @@ import pytest
 
 from engine import planfile
 from engine.plan import default_plan
-from gui import app, autosave, dialogs, recovery
-from gui.autosave import Autosaver, find_orphans
+from gui import app, dialogs
 from gui.document import PlanDocument
-from gui.instance import Claim, is_running, lock_path
+from gui.files import autosave, recovery
+from gui.files.autosave import Autosaver, find_orphans
+from gui.files.instance import Claim, is_running, lock_path
 from tests.fuzz.crashed import crashed_autosave, hashes_on_disk, plan_with
 
 SEQ_LENS = (1111, 2222, 3333)
@@ -244,7 +245,7 @@ def test_tidy_removes_only_unheld_leftovers(qtbot: Any, folder: Path, dead_pid: 
 def test_the_recovery_dialog_lists_each_plan_and_returns_each_choice(
     qtbot: Any, folder: Path, dead_pid: int
 ) -> None:
-    from gui.recovery_dialog import COLUMNS, RecoveryDialog
+    from gui.files.recovery_dialog import COLUMNS, RecoveryDialog
 
     good = crashed_autosave(folder, plan_with(3000), dead_pid, original="/p/mine.memplan")
     bad = crashed_autosave(folder, plan_with(3001), dead_pid, instance="dead02")

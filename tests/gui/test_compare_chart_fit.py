@@ -11,7 +11,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QImage, QPainter
 
 from engine.estimate import VERDICT_WORDS
-from gui.compare_chart import VERDICT_BOX_HEIGHT, verdict_box, verdict_px
+from gui.compare.compare_chart import VERDICT_BOX_HEIGHT, verdict_box, verdict_px
 from gui.report.html import CHART_WIDTH
 from gui.report.sections.comparison import COMPARISON_CHART_HEIGHT
 from gui.views.paint_axes import set_pixel_font

@@ -21,7 +21,7 @@ w = MainWindow(Settings(), autosave_ms=3_600_000)
 w.show()
 app.processEvents()
 texts = [a.text() for a in w.menuBar().actions()]
-print('gui.measured' in sys.modules, 'gui.framework_actions' in sys.modules,
+print('gui.trace.measured' in sys.modules, 'gui.frameworks.framework_actions' in sys.modules,
       '&Measured runs' in texts, w.framework.import_action.text(),
       len(w.framework.export_menu.actions()), w.attach_action.text())
 w.doc.undo_stack.setClean()
@@ -60,7 +60,7 @@ def test_an_export_entry_loads_the_exports_and_opens_the_save_dialog(
 
     def dialog(*a: Any, **kw: Any) -> tuple[str, str]:
         # the export passes options=DontConfirmOverwrite: export_to asks once, naming
-        # every file it would replace (gui/framework_actions.py export_dialog)
+        # every file it would replace (gui/frameworks/framework_actions.py export_dialog)
         asked.append(a[2])
         return "", ""
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from engine.plan import default_plan
 from engine.planfile import PlanFileError
-from gui.autosave import Autosaver, find_orphans
 from gui.document import PlanDocument
+from gui.files.autosave import Autosaver, find_orphans
 
 DEFAULT_STATES = 16_060_671_488
 

@@ -14,7 +14,7 @@ from engine.ledger.row import ALL_PHASES, PHASES, Phase, Row, make_row
 from engine.plan import default_plan, with_value, with_values
 from engine.sections.parallel import ParallelismSection
 from engine.stacks.applicability import inapplicable, reason_for
-from gui.fieldspec import field_specs, format_bytes_field, parse_bytes, parse_number
+from gui.fields.fieldspec import field_specs, format_bytes_field, parse_bytes, parse_number
 from gui.views.chart_data import FRAGMENTATION_GROUP, panels, stack, stage_bars
 
 
@@ -59,7 +59,7 @@ def test_this_waves_fields_have_units_labels_and_undo_words() -> None:
     CUDACachingAllocator parses it × 1024 × 1024), labelled without the "_mb"; the
     allocator bands are float ranges; the Edit menu names each field in words."""
     from engine.sections.runtime import RuntimeSection
-    from gui.undo_text import edit_text
+    from gui.fields.undo_text import edit_text
 
     rt = {s.name: s for s in field_specs(RuntimeSection, "runtime")}
     assert rt["max_split_size_mb"].unit == "MiB" and rt["max_split_size_mb"].optional

@@ -1,6 +1,6 @@
 """A plan's file identity: `created` is stamped once, at the first save, and kept; the
 GUI report prints the file's created / modified times; Save As names a never-named plan
-after its file, as `memplan new -o FILE` does (gui/file_identity.py)."""
+after its file, as `memplan new -o FILE` does (gui/files/file_identity.py)."""
 
 from __future__ import annotations
 

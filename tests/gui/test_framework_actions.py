@@ -20,7 +20,7 @@ def shown(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
     got: dict[str, list[str]] = {"info": [], "error": []}
     monkeypatch.setattr(dialogs, "show_info", lambda _p, _t, text: got["info"].append(text))
     monkeypatch.setattr(dialogs, "show_error", lambda _p, _t, text: got["error"].append(text))
-    import gui.framework_actions as fa  # exports over existing files ask (issue 33)
+    import gui.frameworks.framework_actions as fa  # exports over existing files ask (issue 33)
 
     monkeypatch.setattr(fa, "ask_overwrite", lambda _p, paths: not got["asked"].append(paths))
     got["asked"] = []

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import gui.framework_actions as fa
+import gui.frameworks.framework_actions as fa
 from gui import dialogs
 
 

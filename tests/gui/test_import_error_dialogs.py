@@ -13,7 +13,8 @@ import pytest
 from PySide6.QtWidgets import QMessageBox
 
 from engine.exports.import_guard import IMPORT_MESSAGE_CHARS
-from gui import dialogs, framework_actions
+from gui import dialogs
+from gui.frameworks import framework_actions
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 

@@ -24,7 +24,7 @@ def registry(tmp_path: Path) -> Path:
 
 
 def _answer(monkeypatch: pytest.MonkeyPatch, pick: str, ok: bool) -> list[list[str]]:
-    import gui.framework_actions as fa
+    import gui.frameworks.framework_actions as fa
 
     offered: list[list[str]] = []
 

@@ -1,7 +1,7 @@
 """A large model's first estimate comes off the GUI thread, and the window stays consistent.
 
 Applying a MoE preset not estimated here before changes the plan at once (one undo
-step) and estimates it on a pool thread (gui/cold_estimate.py); meanwhile the last
+step) and estimates it on a pool thread (gui/workers/cold_estimate.py); meanwhile the last
 plan's figures stay on screen, greyed, with no counts offered as the new plan's. These
 tests hold the thread's estimate back with an event (never a timing) to see that state,
 a second apply superseding the first, and undo.
@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-import gui.cold_estimate as cold_module
+import gui.workers.cold_estimate as cold_module
 from engine.estimate import Estimate
 from engine.models.presets import load_preset
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
-from gui.cold_estimate import heavy
 from gui.views.verdict import COUNTS_UPDATING, VERDICT_WORDS
+from gui.workers.cold_estimate import heavy
 
 FIRST, SECOND = "deepseek-v2-lite", "qwen1.5-moe-a2.7b"
 """Two MoE presets above the heavy threshold with small inventories (tens of ms)."""

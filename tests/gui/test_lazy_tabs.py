@@ -62,9 +62,9 @@ def test_the_analysis_worker_starts_once_the_window_is_shown(
     would compete with the window's own); shown, it searches and the counts arrive."""
     from PySide6.QtCore import QProcess
 
-    from gui.analysis_parts import SLOW_VIEWS_DELAY_MS
     from gui.main_window import MainWindow
     from gui.settings import Settings
+    from gui.workers.analysis_parts import SLOW_VIEWS_DELAY_MS
 
     win = MainWindow(Settings(), autosave_ms=3_600_000)
     qtbot.wait(3 * SLOW_VIEWS_DELAY_MS)

@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 
 from engine.plan import default_plan, get_value
-from gui import measured
+from gui.trace import measured
 
 
 def _record(tmp_path: Path, allocated: int, reserved: int, used: int) -> Path:

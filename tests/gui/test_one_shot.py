@@ -1,4 +1,4 @@
-"""`memplan report` as a one-shot process (gui.one_shot): the collector paused for the
+"""`memplan report` as a one-shot process (gui.workers.one_shot): the collector paused for the
 command and given back after it; the process's own command line ending without the
 interpreter's teardown, yet with its exit code and every line it printed."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gui import one_shot
 from gui.__main__ import main
+from gui.workers import one_shot
 
 
 def test_collector_paused_gives_back_its_former_state() -> None:

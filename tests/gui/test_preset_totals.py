@@ -13,7 +13,7 @@ import pytest
 
 import engine.models.presets as presets
 from engine.plan import default_plan
-from gui.analysis_server import TOTALS, decode, encode, serve
+from gui.workers.analysis_server import TOTALS, decode, encode, serve
 
 
 def _serve_in_thread(compute: Any, count: Any) -> tuple[BinaryIO, BinaryIO, threading.Thread]:
@@ -100,7 +100,7 @@ def test_model_tab_shows_counts_the_window_s_process_never_computed(
 def test_counts_still_wanted_are_asked_again_of_a_new_process(qtbot: Any) -> None:
     """A process killed (as a superseded search is) before it answered: the next one is
     asked for the counts not yet answered, and answers them."""
-    from gui.analysis_worker import AnalysisWorker
+    from gui.workers.analysis_worker import AnalysisWorker
 
     worker = AnalysisWorker()
     got: dict[str, int] = {}

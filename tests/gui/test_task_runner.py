@@ -8,7 +8,7 @@ from typing import Any
 
 
 def test_result_progress_and_thread(qtbot: Any) -> None:
-    from gui.workers import TaskRunner
+    from gui.workers.workers import TaskRunner
 
     runner = TaskRunner()
     seen: list[tuple[int, int]] = []
@@ -30,7 +30,7 @@ def test_result_progress_and_thread(qtbot: Any) -> None:
 
 
 def test_a_newer_task_drops_the_older_result_and_cancel_is_polled(qtbot: Any) -> None:
-    from gui.workers import TaskRunner
+    from gui.workers.workers import TaskRunner
 
     runner = TaskRunner()
     results: list[object] = []
@@ -49,7 +49,7 @@ def test_a_newer_task_drops_the_older_result_and_cancel_is_polled(qtbot: Any) ->
 
 
 def test_cancel_delivers_what_the_task_returns(qtbot: Any) -> None:
-    from gui.workers import TaskRunner
+    from gui.workers.workers import TaskRunner
 
     runner = TaskRunner()
     results: list[object] = []
@@ -70,7 +70,7 @@ def test_cancel_delivers_what_the_task_returns(qtbot: Any) -> None:
 
 
 def test_failure_is_reported(qtbot: Any) -> None:
-    from gui.workers import TaskRunner
+    from gui.workers.workers import TaskRunner
 
     runner = TaskRunner()
     failed: list[str] = []

@@ -17,7 +17,7 @@ from PySide6.QtCore import QTimer
 
 from engine.planfile import PlanFile, load, save
 from engine.trace import extra
-from gui.trace_panel import UNDO_TEXT
+from gui.trace.trace_panel import UNDO_TEXT
 from tests.trace.grid import Case
 from tests.trace.needs_extra import needs_trace_extra
 

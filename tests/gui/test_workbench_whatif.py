@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 
-import gui.sweep_panel as sp
+import gui.sweep.sweep_panel as sp
 from engine import FORMULA_VERSION
 from engine.estimate import estimate
 from engine.plan import with_value

@@ -14,7 +14,7 @@ import pytest
 import engine.analysis as an
 from engine.layout.counts import gpu_counts
 from engine.plan import default_plan, with_value
-from gui.analysis_worker import WINDOW_PARTS
+from gui.workers.analysis_worker import WINDOW_PARTS
 
 FAKE = Path(__file__).with_name("fake_analysis.py")
 sys.path.insert(0, str(FAKE.parent))
@@ -41,7 +41,7 @@ def _collect(worker: Any) -> dict[str, list[str]]:
 def test_parts_arrive_in_order_from_another_process(qtbot: Any) -> None:
     """Every slow part arrives, in order, computed by a process that is not this one,
     and is kept in this process's analysis of the plan (a report finds it ready)."""
-    from gui.analysis_worker import AnalysisWorker
+    from gui.workers.analysis_worker import AnalysisWorker
 
     worker = AnalysisWorker()
     got: list[tuple[str, str]] = []
@@ -63,7 +63,7 @@ def test_parts_arrive_in_order_from_another_process(qtbot: Any) -> None:
 def test_a_superseded_search_is_killed_and_its_parts_never_arrive(qtbot: Any) -> None:
     """A plan whose search hangs, then a newer plan: the hung process is killed after
     the grace time, a new one computes the newer plan, and nothing of the first arrives."""
-    from gui.analysis_worker import AnalysisWorker
+    from gui.workers.analysis_worker import AnalysisWorker
 
     worker = AnalysisWorker(command=fake_command)
     got = _collect(worker)
@@ -83,7 +83,7 @@ def test_a_superseded_search_is_killed_and_its_parts_never_arrive(qtbot: Any) ->
 
 
 def test_cancel_drops_the_running_jobs_parts(qtbot: Any) -> None:
-    from gui.analysis_worker import AnalysisWorker
+    from gui.workers.analysis_worker import AnalysisWorker
 
     worker = AnalysisWorker()
     got = _collect(worker)
@@ -95,7 +95,7 @@ def test_cancel_drops_the_running_jobs_parts(qtbot: Any) -> None:
 
 
 def test_a_dead_process_is_reported_and_the_next_plan_still_computes(qtbot: Any) -> None:
-    from gui.analysis_worker import AnalysisWorker
+    from gui.workers.analysis_worker import AnalysisWorker
 
     worker = AnalysisWorker(command=fake_command)
     got = _collect(worker)

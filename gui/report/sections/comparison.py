@@ -72,6 +72,6 @@ def draw_comparison_chart(c: ReportContent, painter: QPainter, rect: QRectF) -> 
     """The compare window's chart. Imported here: its module brings the window's widget
     classes, which a report without a comparison (``memplan report``) never needs."""
     if c.comparison is not None:
-        from gui.compare_chart import draw_comparison
+        from gui.compare.compare_chart import draw_comparison
 
         draw_comparison(painter, rect, c.comparison, c.units, QColor(INK))

@@ -3,7 +3,7 @@ calibrate.
 
 Records live in the plan file (``measurements``); attaching them — or a trace's record —
 is an undoable edit of the document like any other. The tab shows the newest trace
-(a simulated measurement: :mod:`gui.trace_panel` runs it) as a chart of traced vs
+(a simulated measurement: :mod:`gui.trace.trace_panel` runs it) as a chart of traced vs
 estimated per ledger group and phase with the sentences saying where they differ, then
 the engine's reconciliation of every record. Calibration is shown as explicit
 before → after changes that the user applies (one undo step) or not — never a silent
@@ -36,8 +36,8 @@ from engine.validation.reconcile import reconcile
 from engine.validation.records import MeasuredRecord, RecordError, load_records, stored_records
 from engine.validation.report import render
 from gui.document import PlanDocument
-from gui.trace_chart import TraceChart
-from gui.trace_panel import TracePanel
+from gui.trace.trace_chart import TraceChart
+from gui.trace.trace_panel import TracePanel
 
 NO_RECORDS = (
     "No measured runs are attached to this plan.\n\n"

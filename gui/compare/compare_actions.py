@@ -17,7 +17,7 @@ from engine.plan import Plan
 from engine.planfile import PlanFileError, load
 from engine.whatif.compare import Comparison
 from gui import dialogs
-from gui.compare_window import CompareWindow
+from gui.compare.compare_window import CompareWindow
 from gui.document import PlanDocument
 
 

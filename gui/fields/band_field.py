@@ -17,11 +17,11 @@ from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QWidget
 
 from engine.units import fmt_range
 from gui.document import PlanDocument
-from gui.fields import FieldBinding, compact, mark_from_stack
-from gui.fieldspec import FieldSpec
-from gui.plan_view import PlanView, plan_view
-from gui.stack_badge import badge_caption, badge_tooltip
-from gui.undo_text import field_noun
+from gui.fields.fields import FieldBinding, compact, mark_from_stack
+from gui.fields.fieldspec import FieldSpec
+from gui.fields.plan_view import PlanView, plan_view
+from gui.fields.stack_badge import badge_caption, badge_tooltip
+from gui.fields.undo_text import field_noun
 
 AUTO, CUSTOM = "auto", "custom"
 

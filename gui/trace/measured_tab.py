@@ -1,6 +1,6 @@
 """The Measured result tab and the Measured runs menu, without importing them at start.
 
-:mod:`gui.measured` (the trace panel and chart, the engine's trace comparison, records,
+:mod:`gui.trace.measured` (the trace panel and chart, the engine's trace comparison, records,
 reconciliation and calibration) is about 60 ms of imports a window that never looks at
 measurements would pay at every start. :class:`MeasuredTab` sits in the result tabs
 empty and builds the view the first time it is shown or asked for
@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QMenu, QVBoxLayout, QWidget
 from gui.document import PlanDocument
 
 if TYPE_CHECKING:
-    from gui.measured import MeasuredView
+    from gui.trace.measured import MeasuredView
 
 
 class MeasuredTab(QWidget):
@@ -41,7 +41,7 @@ class MeasuredTab(QWidget):
     def view(self) -> MeasuredView:
         """The view, built now (showing the last document given) if it was not yet."""
         if self._view is None:
-            from gui.measured import MeasuredView
+            from gui.trace.measured import MeasuredView
 
             self._view = MeasuredView(self)
             self.column.addWidget(self._view)
@@ -69,12 +69,12 @@ def measured_menu(menu: QMenu, window: QWidget, doc: PlanDocument) -> tuple[QAct
     does them is imported on first use)."""
 
     def attach() -> None:
-        from gui.measured import ask_attach
+        from gui.trace.measured import ask_attach
 
         ask_attach(window, doc)
 
     def calibrate() -> None:
-        from gui.measured import calibrate as propose_and_apply
+        from gui.trace.measured import calibrate as propose_and_apply
 
         propose_and_apply(window, doc)
 

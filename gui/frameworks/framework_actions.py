@@ -1,5 +1,5 @@
 """What File → Import Framework Config… / Import Model Folder… and Export Framework
-Config do (the menu entries are :mod:`gui.framework_menu`'s, which imports this module
+Config do (the menu entries are :mod:`gui.frameworks.framework_menu`'s, which imports this module
 on first use: ``engine.exports`` is tens of milliseconds of a start).
 
 The window's face of ``engine.exports``: an export refuses a plan that does not validate
@@ -41,7 +41,7 @@ from engine.legality.checks import plan_problems
 from engine.plan import Plan
 from gui import dialogs
 from gui.document import PlanDocument
-from gui.workers import TaskRunner
+from gui.workers.workers import TaskRunner
 
 IMPORT_FILTER = (
     "Framework configs and model configs (*.json *.yaml *.yml *.toml *.py *.sh *.txt);;"

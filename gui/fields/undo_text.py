@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.plan import Plan
 from engine.units import GB
-from gui.fieldspec import FieldSpec, choice_text, field_specs, format_bytes_field
+from gui.fields.fieldspec import FieldSpec, choice_text, field_specs, format_bytes_field
 
 FIELD_NOUNS: dict[str, str] = {
     "model.name": "model name",

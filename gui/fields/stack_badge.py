@@ -16,7 +16,7 @@ from typing import Any
 from engine.plan import Plan
 from engine.stacks.catalog import stack_info
 from engine.stacks.defaults import Derived, resolve_stack_defaults
-from gui.fieldspec import choice_text
+from gui.fields.fieldspec import choice_text
 
 STACK_PATH = "stack.name"
 """The stack chooser itself: at ``auto`` it is derived from the strategy and method."""

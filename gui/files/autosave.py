@@ -3,14 +3,14 @@
 Every few seconds a window with unsaved edits writes them to
 ``autosave-<instance>-<pid>-w<window>.memplan`` in the autosave folder (the user data
 directory), with a small ``.json`` sidecar naming the file it belongs to. The instance id
-is random per start and its lock file (:mod:`gui.instance`) says whether the instance
+is random per start and its lock file (:mod:`gui.files.instance`) says whether the instance
 still runs, so two instances never write, offer or delete each other's autosaves.
 
 An autosave is removed only when the plan it protects is safe some other way: saved,
 explicitly discarded, undone back to the saved state, closed after the user answered the
 unsaved-changes prompt, or recovered into a window that has already written its own
 autosave of it. A crash leaves it in place, and the next start offers it
-(:mod:`gui.recovery`).
+(:mod:`gui.files.recovery`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from engine import planfile
 from engine.fileio.atomic import write_atomic
 from gui.document import PlanDocument
-from gui.instance import InstanceLock, is_running, lock_is_stale
+from gui.files.instance import InstanceLock, is_running, lock_is_stale
 from gui.settings import autosave_dir
 
 INTERVAL_MS = 5000

@@ -2,7 +2,7 @@
 
 The estimate is sub-millisecond and stays on the GUI thread; the layout search, the
 diagnostics, the fit searches and the sensitivity re-estimate tens to thousands of plans.
-They run in :mod:`gui.analysis_server` under :class:`QProcess` — a thread would hold the
+They run in :mod:`gui.workers.analysis_server` under :class:`QProcess` — a thread would hold the
 GIL the GUI thread needs for every call into Qt, and the window stalled half a second
 after an edit (seconds for the largest models). The process's output arrives through the
 event loop, so the window never waits for it.
@@ -37,7 +37,7 @@ from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signa
 from engine.analysis import Part, analysis
 from engine.errors import PlanError
 from engine.plan import Plan
-from gui.analysis_server import TOTALS, decode, encode
+from gui.workers.analysis_server import TOTALS, decode, encode
 
 WINDOW_PARTS: tuple[Part, ...] = ("counts", "diagnosis", "fit", "sensitivity", "lever_summaries")
 """The slow parts the window shows or its report prints, in the order they are wanted.
@@ -68,11 +68,11 @@ runs the server instead of the app when it sees it (``packaging/memplan_entry.py
 
 
 def server_command() -> list[str]:
-    """``python -m gui.analysis_server`` in this interpreter (the window's environment);
+    """``python -m gui.workers.analysis_server`` in this interpreter (the window's environment);
     in a frozen bundle its own executable, told by :data:`SERVER_ENV`."""
     if getattr(sys, "frozen", False):
         return [sys.executable]
-    return [sys.executable, "-m", "gui.analysis_server"]
+    return [sys.executable, "-m", "gui.workers.analysis_server"]
 
 
 def _environment() -> QProcessEnvironment:

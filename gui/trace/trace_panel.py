@@ -4,7 +4,7 @@ Before anything runs the button says whether a trace is possible: without the
 ``memplan[trace]`` extra it is disabled with the install line as its tooltip; for a plan
 the trace cannot run faithfully (DeepSpeed, Megatron, offload, QLoRA …) it is disabled
 and the support check's reason is shown. A trace runs in a worker process
-(:class:`gui.trace_process.TraceProcess`) while the window stays responsive; its record
+(:class:`gui.trace.trace_process.TraceProcess`) while the window stays responsive; its record
 is attached to the document as one undoable edit, so Save writes it into the file. The
 outcome line gives the allocated peak and, beside it, the allocator replay's reserved
 peak (``engine/trace/reserved.py``).
@@ -21,7 +21,7 @@ from engine.trace.support import refusal
 from engine.units import UnitChoice, fmt_bytes
 from engine.validation.records import MeasuredRecord
 from gui.document import PlanDocument
-from gui.trace_process import TraceProcess
+from gui.trace.trace_process import TraceProcess
 
 TRACE_TIP = (
     "Build this plan's model with transformers on fake tensors and run two training steps "

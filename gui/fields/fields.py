@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 from engine.stacks.defaults import Derived
 from engine.units import GB, GiB
 from gui.document import PlanDocument
-from gui.fieldspec import (
+from gui.fields.fieldspec import (
     FieldSpec,
     choice_text,
     format_bytes_field,
@@ -44,9 +44,9 @@ from gui.fieldspec import (
     parse_list,
     parse_number,
 )
-from gui.plan_line_edit import PlanLineEdit
-from gui.preset_defaults import plan_default
-from gui.stack_badge import badge_caption, badge_tooltip, short_value
+from gui.fields.plan_line_edit import PlanLineEdit
+from gui.fields.preset_defaults import plan_default
+from gui.fields.stack_badge import badge_caption, badge_tooltip, short_value
 
 _UNSET: Any = object()
 
@@ -350,7 +350,7 @@ class FieldBinding(QObject):
 
     def defaults_moved(self) -> None:
         """A preset was applied: the caption's default is now its value
-        (:mod:`gui.preset_defaults`)."""
+        (:mod:`gui.fields.preset_defaults`)."""
         self._caption_for = _UNSET
         self._update_caption()
         self._update_tooltip()

@@ -10,10 +10,10 @@ field edited, an undo back to it).
 
 :class:`ColdEstimates` says whether an architecture is :meth:`~ColdEstimates.ready`
 (small, or estimated here before) and estimates a plan of any other on a pool thread
-(:class:`gui.workers.TaskRunner`; the engine is pure functions with thread-safe
+(:class:`gui.workers.workers.TaskRunner`; the engine is pure functions with thread-safe
 caches, as sweeps and comparisons use it). It must be a thread of this process: the
 inventory is wanted in this process's cache, for the edits that follow. While it runs
-the GUI thread gets the GIL back within :data:`gui.gil_policy.SWITCH_INTERVAL_S`. Only
+the GUI thread gets the GIL back within :data:`gui.workers.gil_policy.SWITCH_INTERVAL_S`. Only
 the latest request's result is delivered (:attr:`~ColdEstimates.done`), so a plan
 chosen while another is being estimated supersedes it.
 """
@@ -28,7 +28,7 @@ from engine.errors import PlanError
 from engine.estimate import Estimate, estimate
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
-from gui.workers import TaskRunner
+from gui.workers.workers import TaskRunner
 
 HEAVY_TENSOR_GROUPS = 256
 """Layers × routed experts above which a model's first estimate runs off the GUI thread.

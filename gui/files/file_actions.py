@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QMenu, QWidget
 from engine.planfile import PlanFileError
 from gui import dialogs
 from gui.document import PlanDocument
-from gui.save_check import save_problems
+from gui.files.save_check import save_problems
 from gui.settings import Settings
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from engine import presets as hardware_presets
 from engine.plan import Plan, default_plan
-from gui import model_sources
+from gui.frameworks import model_sources
 
 _DEFAULT_VALUES: dict[str, Any] = default_plan().model_dump(mode="json")
 

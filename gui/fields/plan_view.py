@@ -14,7 +14,7 @@ from typing import Any
 from engine.plan import Plan
 from engine.stacks.applicability import inapplicable, reason_for
 from engine.stacks.defaults import resolved
-from gui.stack_badge import derived_inputs
+from gui.fields.stack_badge import derived_inputs
 
 AUTO_BAND_REASON = "auto: the stack's default (shown); choose custom above to edit"
 """Why the low and high of a band left at auto are read-only."""

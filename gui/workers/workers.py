@@ -2,7 +2,7 @@
 
 :class:`TaskRunner` runs one at a time on a pool thread, with progress, Cancel, and only
 the latest task's result kept. (The window's own analysis after each edit runs in a
-child process instead: :mod:`gui.analysis_worker`.)
+child process instead: :mod:`gui.workers.analysis_worker`.)
 """
 
 from __future__ import annotations

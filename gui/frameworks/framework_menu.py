@@ -1,5 +1,5 @@
 """File → Import Framework Config…, Import Model Folder… and the Export Framework Config
-submenu, present from the window's start; what they do (:mod:`gui.framework_actions`,
+submenu, present from the window's start; what they do (:mod:`gui.frameworks.framework_actions`,
 and with it ``engine.exports``, tens of milliseconds of imports) is loaded the first time
 one is triggered or :attr:`FrameworkMenu.handler` is asked for."""
 
@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QMenu, QWidget
 from gui.document import PlanDocument
 
 if TYPE_CHECKING:
-    from gui.framework_actions import FrameworkActions
+    from gui.frameworks.framework_actions import FrameworkActions
 
 FORMAT_NAMES = {
     "deepspeed": "&DeepSpeed ds_config.json…",
@@ -52,7 +52,7 @@ class FrameworkMenu:
     def handler(self) -> FrameworkActions:
         """The exports and imports themselves, loaded on first use."""
         if self._handler is None:
-            from gui.framework_actions import FrameworkActions
+            from gui.frameworks.framework_actions import FrameworkActions
 
             self._handler = FrameworkActions(self.window, self.doc)
         return self._handler

@@ -20,7 +20,7 @@ own process competed with the GUI thread for the GIL). They are answered
 ``("total", key, count)`` one at a time while no job waits; a request never abandons
 a job.
 
-Run as ``python -m gui.analysis_server``; it imports the engine only (no Qt).
+Run as ``python -m gui.workers.analysis_server``; it imports the engine only (no Qt).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ sentences the save prompt shows (it asks; it never refuses).
 from __future__ import annotations
 
 from gui.document import PlanDocument
-from gui.undo_text import field_noun, value_words
+from gui.fields.undo_text import field_noun, value_words
 
 
 def save_problems(doc: PlanDocument) -> list[str]:

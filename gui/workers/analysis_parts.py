@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from gui.analysis_worker import AnalysisWorker
 from gui.document import PlanDocument
+from gui.workers.analysis_worker import AnalysisWorker
 
 SLOW_VIEWS_DELAY_MS = 150
 """Idle time after the last edit before the layout search and suggestions rerun."""

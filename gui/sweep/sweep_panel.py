@@ -2,9 +2,9 @@
 
 The analyst picks an input (sequence length, micro-batch, GPU count as DP, LoRA rank,
 TP, … or types any numeric field path), a range (``1024:32768:x2``, ``8:64:+8`` or a
-list) and presses Run. The sweep runs on a worker (``gui.workers.TaskRunner``) with a
+list) and presses Run. The sweep runs on a worker (``gui.workers.workers.TaskRunner``) with a
 progress bar and Cancel — a DeepSeek-V3 sweep takes seconds — while typing elsewhere
-never waits. The result is the chart of :mod:`gui.sweep_chart` and a table with every
+never waits. The result is the chart of :mod:`gui.sweep.sweep_chart` and a table with every
 value's peak, limit, capacity and verdict (or why the value is invalid). A sweep is of
 the plan as it was when Run was pressed; an edit afterwards marks it as of an earlier
 plan, and the report includes it only while it is of the plan reported.
@@ -36,9 +36,9 @@ from engine.plan import Plan
 from engine.units import fmt_bytes, fmt_range
 from engine.whatif.sweep import Sweep, SweepSpec, SweepSpecError, parse_vary, show_value, sweep
 from gui.document import PlanDocument
-from gui.sweep_chart import SweepChart
+from gui.sweep.sweep_chart import SweepChart
 from gui.views.grid import read_only_grid
-from gui.workers import TaskRunner
+from gui.workers.workers import TaskRunner
 
 SWEEP_INPUTS: tuple[tuple[str, str, str], ...] = (
     ("Sequence length", "batch.seq_len", "1024:131072:x2"),

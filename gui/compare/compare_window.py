@@ -5,7 +5,7 @@ screen) or Compare with File… (the plan on screen against other files); more f
 be added, and any plan but the last two removed. The comparison (each plan's estimate
 and GPU counts, a layout search each) runs on a worker with progress and Cancel; then
 the window shows the figures side by side (the same words as ``memplan compare``) above
-three tabs: the chart of :mod:`gui.compare_chart`, the ledger rows that differ (matched
+three tabs: the chart of :mod:`gui.compare.compare_chart`, the ledger rows that differ (matched
 by row id, with low/high deltas against the first plan) and the inputs that differ.
 """
 
@@ -43,8 +43,8 @@ from engine.whatif.compare import (
     summary,
 )
 from gui import dialogs
-from gui.compare_chart import ComparisonChart
-from gui.workers import TaskRunner
+from gui.compare.compare_chart import ComparisonChart
+from gui.workers.workers import TaskRunner
 
 WINDOW_SIZE = (1180, 720)
 """Opening size on a large screen; a smaller screen gets 92 % of its free area."""

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from engine.errors import clip
 from engine.units import fmt_count
-from gui.autosave import Orphan
+from gui.files.autosave import Orphan
 
 Choice = Literal["restore", "save", "discard", "later"]
 

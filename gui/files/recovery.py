@@ -14,11 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine import planfile
-from gui import autosave, dialogs
-from gui.autosave import Orphan
-from gui.instance import Claim
+from gui import dialogs
+from gui.files import autosave
+from gui.files.autosave import Orphan
+from gui.files.instance import Claim
+from gui.files.recovery_dialog import Choice
 from gui.main_window import MainWindow
-from gui.recovery_dialog import Choice
 from gui.settings import autosave_dir
 
 
