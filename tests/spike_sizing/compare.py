@@ -14,15 +14,18 @@ from engine.estimate import estimate
 from engine.layout.lattice import with_layout
 from engine.layout.point import Layout
 from engine.plan import Plan
-from tests.spike_sizing.shape import PART_FORMS, REF_DP, ShapeKernel, shape_kernel
+from tests.spike_sizing.shape import PART_FORMS, ShapeKernel, shape_kernel, unsharded
 from tests.spike_sizing.table import Table, table
 
 METRICS = ("peak", "steady", "moments", "fit", "heaviest")
-ShapeKey = tuple[int, int, int, int, int, int, tuple[int, ...] | None]
+ShapeKey = tuple[int, int, int, int, int, int, tuple[int, ...] | None, bool]
 
 
 def shape_key(v: int, lay: Layout) -> ShapeKey:
-    return (v, lay.tp, lay.pp, lay.cp, lay.micro_batch, lay.grad_accum, lay.pp_split)
+    return (
+        v, lay.tp, lay.pp, lay.cp, lay.micro_batch, lay.grad_accum, lay.pp_split,
+        unsharded(lay),
+    )  # fmt: skip
 
 
 @dataclass
@@ -98,11 +101,11 @@ def _one(rep: Report, plan: Plan, sk: ShapeKernel, tab: Table, i: int, lay: Layo
     }
     for m, good in ok.items():
         rep.exact[m] += int(good)
-    unsharded = lay.dp * lay.cp == 1
-    rep.unsharded += unsharded
+    one = unsharded(lay)
+    rep.unsharded += one
     if all(ok.values()):
-        rep.unsharded_exact += unsharded
+        rep.unsharded_exact += one
         return
-    missed = _missed(plan, sk, lay) if lay.dp != REF_DP else set()
+    missed = _missed(plan, sk, lay) if lay.dp != sk.layout.dp else set()
     for row in missed or {"(no row differs: composition)"}:
         rep.missed_rows[row] += 1

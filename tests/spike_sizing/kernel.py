@@ -69,14 +69,59 @@ class Part:
 
 @dataclass(frozen=True)
 class StageKernel:
-    """What the kernel needs of one stage of one shape."""
+    """What the kernel needs of one stage of one shape, compiled (:func:`compile_stage`):
+    the sharded parts folded into one weight matrix over (class, bytes) terms — a term's
+    bytes per rank are round_up(ceil(d0 / N) · rest · bytes, granularity), and a moment's
+    sharded bytes are a weighted sum of terms — and the padded units' parts."""
 
     base_low: IntArray  # per moment, the shape part
     base_high: IntArray
-    classes: Classes
-    units: tuple[tuple[IntArray, IntArray], ...]  # each distinct layer unit's (d0, rest)
-    parts: tuple[Part, ...]
+    parts: tuple[Part, ...]  # as found (for the report)
     granularity: int
+    term_d0: IntArray  # (T,)
+    term_row_bytes: IntArray  # (T,) rest · bytes
+    term_weights: IntArray  # (moments, T) copies live at each moment
+    padded: tuple[tuple[int, IntArray], ...]  # (bytes per element, live) per padded part
+    units: tuple[tuple[IntArray, IntArray], ...]  # each distinct layer unit's (d0, rest)
+    classes: Classes
+
+
+def compile_stage(
+    base_low: IntArray,
+    base_high: IntArray,
+    classes: Classes,
+    units: tuple[tuple[IntArray, IntArray], ...],
+    parts: tuple[Part, ...],
+    granularity: int,
+) -> StageKernel:
+    """Fold the sharded parts' (copies × live moments) into weights over distinct
+    (class, bytes) terms: the rounding is per term, so the sum stays exact."""
+    terms: dict[tuple[int, int], int] = {}
+    cols: list[IntArray] = []
+    padded: list[tuple[int, IntArray]] = []
+    for p in parts:
+        if isinstance(p.form, PaddedUnit):
+            padded.append((p.form.bytes_per_elem, p.live))
+            continue
+        w: IntArray = getattr(classes, p.form.weights)
+        if p.form.trainable_only:
+            w = np.where(classes.trainable, w, 0)
+        b: IntArray = getattr(classes, p.form.nbytes)
+        for c in range(classes.d0.shape[0]):
+            if not w[c]:
+                continue
+            t = terms.setdefault((c, int(b[c])), len(terms))
+            if t == len(cols):
+                cols.append(np.zeros(N_MOMENTS, dtype=np.int64))
+            cols[t] = cols[t] + w[c] * p.live
+    keys = list(terms)
+    d0 = np.array([classes.d0[c] for c, _ in keys], dtype=np.int64)
+    row_bytes = np.array([classes.rest[c] * b for c, b in keys], dtype=np.int64)
+    weights = np.stack(cols, axis=1) if cols else np.zeros((N_MOMENTS, 0), dtype=np.int64)
+    return StageKernel(
+        base_low, base_high, parts, granularity, d0, row_bytes, weights,
+        tuple(padded), units, classes,
+    )  # fmt: skip
 
 
 def _round_up(x: IntArray, g: int) -> IntArray:
@@ -84,7 +129,8 @@ def _round_up(x: IntArray, g: int) -> IntArray:
 
 
 def sharded_bytes(c: Classes, form: Sharded, n: IntArray, gran: int) -> IntArray:
-    """Σ over classes, for every N in ``n`` (shape (K,))."""
+    """One sharded part, Σ over classes, for every N in ``n`` (shape (K,)): the
+    uncompiled form, kept to name a part's bytes in the report."""
     w: IntArray = getattr(c, form.weights)
     if form.trainable_only:
         w = np.where(c.trainable, w, 0)
@@ -106,16 +152,11 @@ def padded_unit_bytes(
     return best
 
 
-def part_bytes(k: StageKernel, part: Part, n: IntArray) -> IntArray:
-    if isinstance(part.form, Sharded):
-        return sharded_bytes(k.classes, part.form, n, k.granularity)
-    return padded_unit_bytes(k.units, part.form.bytes_per_elem, n, k.granularity)
-
-
 def moment_bytes(k: StageKernel, n: IntArray) -> tuple[IntArray, IntArray]:
     """(lows, highs), each (K, moments): the stage's allocated bytes at every moment for
     every shard group in ``n``. Shard-group parts are exact (low = high)."""
-    add = np.zeros((n.shape[0], N_MOMENTS), dtype=np.int64)
-    for part in k.parts:
-        add += part_bytes(k, part, n)[:, None] * part.live[None, :]
+    per = _round_up(-(-k.term_d0[:, None] // n[None, :]) * k.term_row_bytes[:, None], k.granularity)
+    add: IntArray = (k.term_weights @ per).T  # (K, moments)
+    for bpe, live in k.padded:
+        add = add + padded_unit_bytes(k.units, bpe, n, k.granularity)[:, None] * live[None, :]
     return k.base_low[None, :] + add, k.base_high[None, :] + add

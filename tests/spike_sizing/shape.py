@@ -28,7 +28,7 @@ from engine.ledger.states.persistent import stage_held
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
 from tests.spike_sizing.classes import IntArray, tensor_classes
-from tests.spike_sizing.kernel import Form, PaddedUnit, Part, Sharded, StageKernel
+from tests.spike_sizing.kernel import Form, PaddedUnit, Part, Sharded, StageKernel, compile_stage
 
 REF_DP = 2
 """The reference shard group's DP: sharded (N ≥ 2), so every FSDP2 row exists."""
@@ -83,11 +83,20 @@ def _live(row: Row, accumulating: bool) -> IntArray:
     return out
 
 
+def unsharded(layout: Layout) -> bool:
+    """FSDP2 at a shard group of one rank (DP × CP = 1): the ledger's rows differ there
+    beyond the shard-group parts (no sharded units to gather, one communicator fewer), so
+    the spike takes that layout as a shape of its own, referenced at DP 1."""
+    return layout.dp * layout.cp == 1
+
+
 def shape_kernel(plan: Plan, layout: Layout) -> ShapeKernel:
     """The kernel of ``layout``'s shape (its DP ignored), from one decisive estimate at
-    :data:`REF_DP`. Raises :class:`~engine.errors.PlanError` where the shape cannot run."""
+    :data:`REF_DP` (at DP 1 for an :func:`unsharded` layout). Raises
+    :class:`~engine.errors.PlanError` where the shape cannot run."""
+    ref_dp = 1 if unsharded(layout) else REF_DP
     ref = Layout(
-        layout.tp, layout.pp, layout.cp, layout.ep, REF_DP,
+        layout.tp, layout.pp, layout.cp, layout.ep, ref_dp,
         layout.micro_batch, layout.grad_accum, layout.etp, layout.pp_split,
     )  # fmt: skip
     laid = with_layout(plan, ref)
@@ -114,9 +123,8 @@ def shape_kernel(plan: Plan, layout: Layout) -> ShapeKernel:
             if isinstance(form, str):
                 form = PaddedUnit(DTYPE_BYTES[dtypes[form]])
             parts.append(Part(row.id, form, live))
-        kernels.append(
-            StageKernel(lows, highs, tensor_classes(held, tied), _units(held), tuple(parts), gran)
-        )
+        classes, units = tensor_classes(held, tied), _units(held)
+        kernels.append(compile_stage(lows, highs, classes, units, tuple(parts), gran))
         peak = t.peak
         s_low, s_high = stuck_bytes(t.reserve, peak.low, peak.high, t.steady)
         fit = t.fit_peak

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.layout.lattice import check, enumerate_layouts, legal_shapes
+from engine.layout.lattice import _Judge, enumerate_layouts, legal_shapes
 from engine.layout.point import Layout, LayoutPreferences
 from engine.plan import Plan
 from tests.spike_sizing.shape import ShapeKernel, shape_kernel
@@ -59,9 +59,12 @@ def every_world(plan: Plan, max_world: int) -> Timed:
     prefs = LayoutPreferences()
     t = time.perf_counter()
     legal: list[Layout] = []
+    # the lattice's judge, made once: it judges each dimension's value once (what
+    # engine.layout.lattice.check builds afresh per call)
+    judge = _Judge(plan, prefs)
     for s in legal_shapes(plan, max_world, prefs):
         for dp in range(1, max_world // (s.tp * s.pp * s.cp) + 1):
-            got = check(plan, s.tp, s.pp, s.cp, s.ep, dp, prefs)
+            got = judge.check(s.tp, s.pp, s.cp, s.ep, dp)
             if isinstance(got, Layout):
                 legal.append(got)
     legality = time.perf_counter() - t
