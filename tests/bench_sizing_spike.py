@@ -1,6 +1,7 @@
 """Spike of issue 34 — run by hand, prints figures (not a test; pytest collects nothing).
 
-    PYTHONPATH=. python tests/bench_sizing_spike.py [--layouts N] [--seed S] [--no-search]
+    PYTHONPATH=. python tests/bench_sizing_spike.py [--layouts N (0: timings only)] [--seed S]
+                                                    [--no-search]
 
 The numbers-only sizing kernel (``tests/spike_sizing``) for Llama-3.1-405B on the default
 plan's FSDP2 stack: compared with ``estimate()`` on N random legal layouts (default
@@ -16,6 +17,7 @@ import statistics
 import time
 
 from engine.layout.counts import gpu_counts
+from engine.plan import Plan
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
 from tests.bench_engine import clear_caches
@@ -36,17 +38,9 @@ def _timed_line(what: str, t: Timed) -> str:
     )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--layouts", type=int, default=10_000)
-    ap.add_argument("--seed", type=int, default=34)
-    ap.add_argument("--no-search", action="store_true")
-    args = ap.parse_args()
-    plan = plan_for_model_preset(PRESET)
-    print(f"{PRESET}: stack {resolved(plan).parallelism.strategy}, default plan")
-
+def _exactness(plan: Plan, n: int, seed: int) -> None:
     t = time.perf_counter()
-    drawn = draw_layouts(plan, args.layouts, args.seed)
+    drawn = draw_layouts(plan, n, seed)
     print(f"drew {len(drawn):,} legal layouts in {time.perf_counter() - t:.1f} s")
     rep = compare(variants(plan), drawn)
     print(f"\n== exactness: {rep.layouts:,} layouts, {rep.shapes:,} shapes ==")
@@ -56,8 +50,8 @@ def main() -> None:
         print(f"  {m:<11} max |Δ| {rep.max_abs[m]:15,d} B   max rel {rep.max_rel[m]:.3e}")
     print(f"  shard group 1 (DP×CP = 1): {rep.unsharded:,} layouts, {rep.unsharded_exact} exact")
     print("  rows not reproduced (layouts):")
-    for row, n in rep.missed_rows.most_common():
-        print(f"    {row:<40} {n:6,d}")
+    for row, count in rep.missed_rows.most_common():
+        print(f"    {row:<40} {count:6,d}")
     med = statistics.median(rep.estimate_s)
     mean = statistics.fmean(rep.estimate_s)
     print(f"\n== timing (2 shared cores) ==\nestimate() per layout: median {med * 1e6:.0f} µs")
@@ -66,6 +60,19 @@ def main() -> None:
         f"compare pass: shape parts median {statistics.median(rep.shape_s) * 1e3:.2f} ms "
         f"per shape; tables {rep.table_s * 1e3:.1f} ms for {rep.layouts:,} layouts"
     )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layouts", type=int, default=10_000)
+    ap.add_argument("--seed", type=int, default=34)
+    ap.add_argument("--no-search", action="store_true")
+    args = ap.parse_args()
+    plan = plan_for_model_preset(PRESET)
+    print(f"{PRESET}: stack {resolved(plan).parallelism.strategy}, default plan")
+
+    if args.layouts > 0:
+        _exactness(plan, args.layouts, args.seed)
     clear_caches()
     print(_timed_line("one world (1,024 GPUs)", one_world(plan, 1024)))
     clear_caches()

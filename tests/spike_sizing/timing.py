@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.layout.lattice import _Judge, enumerate_layouts, legal_shapes
+from engine.layout.candidates import dp_candidates, layout_at
+from engine.layout.lattice import enumerate_layouts, legal_shapes
 from engine.layout.point import Layout, LayoutPreferences
 from engine.plan import Plan
 from tests.spike_sizing.shape import ShapeKernel, shape_kernel
@@ -54,19 +55,16 @@ def one_world(plan: Plan, world: int) -> Timed:
 
 
 def every_world(plan: Plan, max_world: int) -> Timed:
-    """Every legal shape (the search's :func:`legal_shapes`) at every DP that keeps the
-    world within ``max_world`` and passes the lattice's rules."""
+    """The search's own candidates: every legal shape (:func:`legal_shapes`) at every DP
+    its rules allow within ``max_world`` (:func:`dp_candidates`, :func:`layout_at`; the
+    padding-share preference, which the search applies per layout, not applied)."""
     prefs = LayoutPreferences()
     t = time.perf_counter()
     legal: list[Layout] = []
-    # the lattice's judge, made once: it judges each dimension's value once (what
-    # engine.layout.lattice.check builds afresh per call)
-    judge = _Judge(plan, prefs)
     for s in legal_shapes(plan, max_world, prefs):
-        for dp in range(1, max_world // (s.tp * s.pp * s.cp) + 1):
-            got = judge.check(s.tp, s.pp, s.cp, s.ep, dp)
-            if isinstance(got, Layout):
-                legal.append(got)
+        top = max_world // (s.tp * s.pp * s.cp)
+        for dp in dp_candidates(plan, s, top, prefs.pipeline_full):
+            legal.append(layout_at(plan, s, dp))
     legality = time.perf_counter() - t
     groups = _group(legal)
     shapes_s, table_s = _tables(plan, groups)
