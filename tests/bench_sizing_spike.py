@@ -49,6 +49,12 @@ def _exactness(plan: Plan, n: int, seed: int) -> None:
     for m in sorted(rep.max_abs):
         print(f"  {m:<11} max |Δ| {rep.max_abs[m]:15,d} B   max rel {rep.max_rel[m]:.3e}")
     print(f"  shard group 1 (DP×CP = 1): {rep.unsharded:,} layouts, {rep.unsharded_exact} exact")
+    print(
+        f"  at the shape's reference DP (exact by construction): {rep.at_reference:,} layouts, "
+        f"{rep.at_reference_exact:,} exact; elsewhere: "
+        f"{rep.layouts - rep.at_reference:,} layouts, "
+        f"{rep.exact['moments'] - rep.at_reference_exact:,} exact in every moment"
+    )
     print("  rows not reproduced (layouts):")
     for row, count in rep.missed_rows.most_common():
         print(f"    {row:<40} {count:6,d}")

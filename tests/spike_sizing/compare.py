@@ -37,6 +37,8 @@ class Report:
     max_rel: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     unsharded: int = 0  # layouts of shard group 1 (DP × CP = 1)
     unsharded_exact: int = 0  # of those, exact in every metric
+    at_reference: int = 0  # at their shape's reference DP: exact by construction
+    at_reference_exact: int = 0
     missed_rows: Counter[str] = field(default_factory=Counter)
     estimate_s: list[float] = field(default_factory=list)
     shape_s: list[float] = field(default_factory=list)
@@ -101,10 +103,12 @@ def _one(rep: Report, plan: Plan, sk: ShapeKernel, tab: Table, i: int, lay: Layo
     }
     for m, good in ok.items():
         rep.exact[m] += int(good)
-    one = unsharded(lay)
+    one, at_ref = unsharded(lay), lay.dp == sk.layout.dp
     rep.unsharded += one
+    rep.at_reference += at_ref
     if all(ok.values()):
         rep.unsharded_exact += one
+        rep.at_reference_exact += at_ref
         return
     missed = _missed(plan, sk, lay) if lay.dp != sk.layout.dp else set()
     for row in missed or {"(no row differs: composition)"}:
