@@ -25,7 +25,7 @@ from collections.abc import Callable
 from functools import _lru_cache_wrapper
 
 from engine.estimate import estimate
-from engine.layout.counts import gpu_counts
+from engine.layout.search.counts import gpu_counts
 from engine.models.presets import preset_names
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset

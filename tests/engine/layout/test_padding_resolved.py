@@ -15,8 +15,8 @@ where one tensor per expert (14,336 rows over 3: one row of 4,096) would read â‰
 
 from __future__ import annotations
 
-from engine.layout.padding import padding_problems, padding_share
-from engine.layout.point import Layout
+from engine.layout.lattice.padding import padding_problems, padding_share
+from engine.layout.lattice.point import Layout
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
 

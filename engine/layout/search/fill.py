@@ -12,11 +12,11 @@ still wins (it is on screen, and it fits).
 
 from __future__ import annotations
 
-from engine.layout.alternatives import ALTERNATIVES_EVALUATED
-from engine.layout.batch import target_global_batch
-from engine.layout.evaluate import Evaluator
-from engine.layout.lattice import LayoutPreferences, enumerate_layouts, layout_of
-from engine.layout.search import Found
+from engine.layout.lattice.batch import target_global_batch
+from engine.layout.lattice.shapes import LayoutPreferences, enumerate_layouts, layout_of
+from engine.layout.proofs.evaluate import Evaluator
+from engine.layout.search.alternatives import ALTERNATIVES_EVALUATED
+from engine.layout.search.minimum import Found
 
 
 def fill_bought(ev: Evaluator, found: Found | None, prefs: LayoutPreferences) -> Found | None:

@@ -1,14 +1,14 @@
 """What the search has proven about one regime of one shape: the DPs known to fail and
 the smallest known to fit (:class:`Known`), kept by
-:class:`engine.layout.regimes.SearchMemo` across a ``gpu_counts`` call's searches."""
+:class:`engine.layout.proofs.regimes.SearchMemo` across a ``gpu_counts`` call's searches."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.layout.group import below_dp, dp_span
-from engine.layout.point import Layout
+from engine.layout.lattice.group import below_dp, dp_span
+from engine.layout.lattice.point import Layout
 
 
 @dataclass

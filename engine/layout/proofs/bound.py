@@ -19,7 +19,7 @@ limit on their own (TP 4 without CP saves 124 GB per rank for DeepSeek-V3's 61 l
   (0.3 GB): a floor taken there exceeded the estimate;
 - the weights and optimizer state, live at every moment: the w ÷ pp ranks of a stage
   hold at least the stage's one-rank states between them
-  (:func:`engine.layout.floor.resident_states`), and every rank of a stage has the same
+  (:func:`engine.layout.proofs.floor.resident_states`), and every rank of a stage has the same
   activation rows, so the estimated (heaviest) rank holds the activations plus that
   share — which only shrinks as DP grows;
 - the allocator reserve, a fixed share of the peak phase's high (:func:`reserve_bytes`,
@@ -54,9 +54,9 @@ from functools import lru_cache
 
 from engine.errors import PlanError
 from engine.estimate import decisive_stages
-from engine.layout.floor import resident_states
-from engine.layout.lattice import with_layout
-from engine.layout.point import Layout
+from engine.layout.lattice.point import Layout
+from engine.layout.lattice.shapes import with_layout
+from engine.layout.proofs.floor import resident_states
 from engine.ledger.activations.rows import activation_rows
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.runtime import (
@@ -190,7 +190,7 @@ class PeakFloors:
     def laid(self, layout: Layout) -> Plan | None:
         """The resolved canonical (DP 1, widest EP) plan of ``layout``, which the floor
         lays out anyway (None: it cannot be): what reads neither DP nor which EP above
-        one (the EP all-to-all buffers, :mod:`engine.layout.cross_ep`) is read from it."""
+        one (the EP all-to-all buffers, :mod:`engine.layout.proofs.cross_ep`) is read from it."""
         stages = self._started(_canonical(layout, self.widest_ep))
         return None if stages is None else stages.laid
 
@@ -290,7 +290,7 @@ _STAGE: dict[str, StageValue] = {"high": _stage_floor, "low": _stage_floor_low}
 def peak_floors(plan: Plan) -> PeakFloors:
     """The plan's :class:`PeakFloors`, kept across searches: ``gpu_counts`` is pure and
     the GUI, the report and the CLI call it with the same plan, whose floors (and the
-    bounds built on them, :mod:`engine.layout.regimes`) are then worked out once. The
+    bounds built on them, :mod:`engine.layout.proofs.regimes`) are then worked out once. The
     last plan's only: keeping four made the next plans' searches slower (a bench of six
     presets in one process, ~15 %), for no gain but on returning to an older plan."""
     return PeakFloors(plan)

@@ -13,9 +13,9 @@ from functools import lru_cache
 
 from engine.errors import PlanError
 from engine.estimate import Estimate, StageEstimate, estimate
-from engine.layout.bound import peak_floors
-from engine.layout.floor import fewest_ranks
-from engine.layout.lattice import Layout, with_layout
+from engine.layout.lattice.shapes import Layout, with_layout
+from engine.layout.proofs.bound import peak_floors
+from engine.layout.proofs.floor import fewest_ranks
 from engine.ledger.row import Row
 from engine.ledger.stage_rows import shared_rows
 from engine.plan import Plan
@@ -24,7 +24,8 @@ Estimator = Callable[[Plan], Estimate]
 
 PADDED_STATES = frozenset({"gathered", "buckets"})
 """Row states whose size includes FSDP's dim-0 padding to the shard group (gathered
-units, reduce-scatter inputs): what can shrink when DP does (see layout.slack.slack)."""
+units, reduce-scatter inputs): what can shrink when DP does
+(see :func:`engine.layout.proofs.slack.slack`)."""
 
 
 def padded_bytes(rows: Iterable[Row]) -> int:
@@ -79,7 +80,7 @@ class Outcome:
     node_problems: tuple[str, ...] = ()  # host RAM / NVMe per node that does not fit
     padded: int = 0  # bytes of the heaviest stage's rows sized with FSDP padding
     # the same of the stage whose fit low is the estimate's (:func:`lowest_stage`): the
-    # low figure's slack (engine.layout.slack.slack) is that stage's padding
+    # low figure's slack (engine.layout.proofs.slack.slack) is that stage's padding
     padded_low: int = 0
 
     @property
@@ -127,12 +128,12 @@ class Evaluator:
         self.calls = 0
         self.peeks = 0  # reads by :meth:`peek` of layouts not asked for (not counted)
         self._ledger = estimator is None
-        # lower bounds on the peak (engine.layout.bound): the ledger's only, like fewest_ranks
+        # lower bounds on the peak (proofs.bound): the ledger's only, like fewest_ranks
         self.floors = peak_floors(plan) if self._ledger else None
 
     @property
     def fewest_ranks(self) -> int:
-        """The world size below which no layout can fit (:mod:`engine.layout.floor`);
+        """The world size below which no layout can fit (:mod:`engine.layout.proofs.floor`);
         1 under a caller's estimator, whose rows the floor knows nothing of."""
         return fewest_ranks(self.plan) if self._ledger else 1
 
@@ -147,7 +148,7 @@ class Evaluator:
         """``layout``'s outcome without asking for it: neither counted (:attr:`calls`)
         nor kept among :attr:`outcomes`, which stay the layouts the searches asked for (a
         count that finds nothing names the closest of them). The cross-EP rule
-        (:mod:`engine.layout.cross_ep`) reads a wider layout the search may never ask
+        (:mod:`engine.layout.proofs.cross_ep`) reads a wider layout the search may never ask
         for, or may refuse by a preference; the ledger's outcome is kept all the same
         (:func:`_ledger_outcomes`), so a search that asks for it later pays nothing."""
         got = self._cache.get(layout)

@@ -1,15 +1,15 @@
 """How much a rank's peak can fall as DP grows within one regime of a shape: the FSDP
 padding slack every proof by an estimate or a bound allows for (the regimes themselves:
-:mod:`engine.layout.regimes`)."""
+:mod:`engine.layout.proofs.regimes`)."""
 
 from __future__ import annotations
 
 import math
 
 from engine.allocator.reserve import share_bound
-from engine.layout.evaluate import Outcome
-from engine.layout.padding import padding_context, share_in
-from engine.layout.point import Layout
+from engine.layout.lattice.padding import padding_context, share_in
+from engine.layout.lattice.point import Layout
+from engine.layout.proofs.evaluate import Outcome
 from engine.ledger.peaks.runtime import reserve_factors
 from engine.plan import Plan
 

@@ -3,9 +3,9 @@ procurement size, ranked by headroom, and the rejected ones with their reasons."
 
 from __future__ import annotations
 
-from engine.layout.evaluate import Evaluator, Outcome
-from engine.layout.lattice import LayoutPreferences, Rejected, enumerate_layouts
-from engine.layout.search import Found
+from engine.layout.lattice.shapes import LayoutPreferences, Rejected, enumerate_layouts
+from engine.layout.proofs.evaluate import Evaluator, Outcome
+from engine.layout.search.minimum import Found
 from engine.units import fmt_bytes
 
 ALTERNATIVES_SHOWN, ALTERNATIVES_EVALUATED = 5, 16
@@ -18,7 +18,7 @@ def ranked_alternatives(
 ) -> tuple[tuple[Outcome, ...], tuple[Rejected, ...]]:
     """Fitting layouts of the procurement size by headroom, and the rejected ones: the
     high estimate alone ranks them, so a layout whose peak floor is over the limit
-    (:mod:`engine.layout.bound`) is not estimated."""
+    (:mod:`engine.layout.proofs.bound`) is not estimated."""
     if first is None:
         return (), ()
     size = min(first.cost, max_gpus)

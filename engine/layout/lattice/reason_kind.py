@@ -1,19 +1,21 @@
 """Which rejection reasons are rules and which are preferences, so a list of rejected
 layouts can show them in two groups: "cannot run" (engine.legality's rules, a stack's
-own limits, memory) and "runs, not preferred" (:class:`engine.layout.point.LayoutPreferences`
-— TP inside a node, powers of two, whole KV heads, a full pipeline, CP tokens per rank,
-the pipeline depth cap, FSDP padding). A reader deciding what to buy needs to know that
-TP 16 across two nodes is a choice, where TP 3 with 32 heads is impossible.
+own limits, memory) and "runs, not preferred"
+(:class:`engine.layout.lattice.point.LayoutPreferences` — TP inside a node, powers of
+two, whole KV heads, a full pipeline, CP tokens per rank, the pipeline depth cap, FSDP
+padding). A reader deciding what to buy needs to know that TP 16 across two nodes is a
+choice, where TP 3 with 32 heads is impossible.
 
 The preference messages are recognised by phrases of their wording in
-``engine.layout.lattice`` and ``engine.layout.padding``; the test re-judges layouts with
-no preferences (``LayoutPreferences.none()``) so a reworded message cannot slip through."""
+``engine.layout.lattice.shapes`` and ``engine.layout.lattice.padding``; the test
+re-judges layouts with no preferences (``LayoutPreferences.none()``) so a reworded
+message cannot slip through."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.layout.point import Rejected
+from engine.layout.lattice.point import Rejected
 
 PREFERENCE_PHRASES: tuple[str, ...] = (
     "(whole KV heads per rank preferred)",  # kv_replication

@@ -5,7 +5,7 @@ FSDP2 chunks every tensor on dim 0 into N equal chunks (rank r holds rows
 reduce-scatter input are ``ceil(d0/N) · N`` rows (``torch/distributed/fsdp/
 _fully_shard/_fsdp_param.py``, ``FSDPParam._init_sharded_param``); FSDP1 pads its flat
 parameter the same way. The padding is the one part of a rank's peak that can shrink
-when N does, so the layout search bounds it (:func:`engine.layout.slack.slack`) and
+when N does, so the layout search bounds it (:func:`engine.layout.proofs.slack.slack`) and
 prefers layouts where it stays small (``LayoutPreferences.max_padding_share``).
 """
 
@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from engine.layout.point import Layout
-from engine.ledger.groups import ranks_per_node
-from engine.ledger.placement import layer_classes
-from engine.ledger.sharding import shard_group_size
+from engine.layout.lattice.point import Layout
+from engine.layout.proofs import layer_classes, ranks_per_node, shard_group_size
 from engine.models.inventory import Tensor
 from engine.models.roles import is_expert_parallel, tp_split_dim
 from engine.models.spec import ArchitectureSpec
@@ -190,7 +188,7 @@ def share_in(context: Context, layout: Layout) -> tuple[int, int]:
 
 def padding_problems(plan: Plan, layout: Layout, max_share: float) -> tuple[str, ...]:
     """The preference against FSDP shard groups that pad a unit by more than
-    ``max_share`` (see :class:`engine.layout.point.LayoutPreferences`)."""
+    ``max_share`` (see :class:`engine.layout.lattice.point.LayoutPreferences`)."""
     if max_share >= 1:
         return ()
     return problems_in(padding_context(plan), layout, max_share)

@@ -67,8 +67,8 @@ the communicators e' has more; and the low fit peak is the largest of any stage'
 (:func:`engine.estimate.fit_range`, the same stages at every EP: they read PP and the
 split only), so any stage of e' bounds e's.
 
-Over a regime (the smaller DPs at e, :mod:`engine.layout.regimes`) a rank's peak by
-either figure falls by at most the FSDP padding slack (:mod:`engine.layout.slack`): the
+Over a regime (the smaller DPs at e, :mod:`engine.layout.proofs.regimes`) a rank's peak by
+either figure falls by at most the FSDP padding slack (:mod:`engine.layout.proofs.slack`): the
 search asks the rule for a layout with smaller DPs below it only where the layout pads
 nothing (slack 0 by both figures, so they are over too); a padded one is bounded or
 estimated as before, its own slack proving its regime.
@@ -84,12 +84,12 @@ from collections.abc import Callable
 from contextlib import suppress
 
 from engine.errors import PlanError
-from engine.layout.evaluate import Outcome
-from engine.layout.lattice import with_layout
-from engine.layout.low_bound import LowFloors
-from engine.layout.padding import padding_context, share_in
-from engine.layout.point import Layout
-from engine.layout.state_bound import StateFloors
+from engine.layout.lattice.padding import padding_context, share_in
+from engine.layout.lattice.point import Layout
+from engine.layout.lattice.shapes import with_layout
+from engine.layout.proofs.evaluate import Outcome
+from engine.layout.proofs.low_bound import LowFloors
+from engine.layout.proofs.state_bound import StateFloors
 from engine.ledger.activations.exchange import ep_dispatch_part
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.peaks.runtime import reserve_factors
@@ -100,7 +100,7 @@ from engine.plan import Plan
 from engine.stacks.defaults import resolved
 
 Estimate = Callable[[Layout], Outcome]
-"""The search's memoised estimate of a layout (:meth:`engine.layout.evaluate.Evaluator.
+"""The search's memoised estimate of a layout (:meth:`engine.layout.proofs.evaluate.Evaluator.
 peek`: not counted among the layouts the search asked for)."""
 
 SUMMED_STEPS = frozenset({"adamw", "sgd_momentum", "lion"})
@@ -169,7 +169,7 @@ class CrossEp:
         that figure — by a bound or by its ``estimate`` (made now and memoised: free
         when the search comes to that layout) — and, with ``regime``, so is every smaller
         DP of its regime: asked then only where the layout pads nothing (see the module's
-        docstring). The bound is the state bound (:mod:`engine.layout.state_bound`) by
+        docstring). The bound is the state bound (:mod:`engine.layout.proofs.state_bound`) by
         the high figure, and by the low one the low bound (:mod:`engine.layout.
         low_bound`), which dominates the state bound and which the low search works out
         for the wider layout when it probes it (memoised: one bound for every narrower

@@ -21,16 +21,16 @@ dead regime); otherwise the smallest fitting DP is bisected, and a probe that fa
 within its slack is resolved by estimating the values below it one by one. No
 monotonicity across shapes is assumed: shapes are pruned only by cost (a shape whose
 fewest ranks cost as much as the best found cannot beat it), and worlds below the floor
-of :func:`engine.layout.floor.fewest_ranks` (too few ranks to hold the model states at
+of :func:`engine.layout.proofs.floor.fewest_ranks` (too few ranks to hold the model states at
 all) are never estimated. Two things spare estimates without changing an answer: a
-layout whose peak floor (:mod:`engine.layout.bound`: activations, resident states,
+layout whose peak floor (:mod:`engine.layout.proofs.bound`: activations, resident states,
 reserve, runtime — what no DP or EP takes away) already exceeds the limit fails by the
 high estimate without one, and so does every smaller DP of its regime with a floor as
-high; and what a probe proved (:class:`~engine.layout.known.Known`) is kept across the
+high; and what a probe proved (:class:`~engine.layout.proofs.known.Known`) is kept across the
 growing bounds and the three counts' searches, so a regime is never probed twice below
 what it is known to fail at; an estimate made by one criterion's search proves what it
 can under the other (:func:`_teach_other`). Across shapes one relation is used, proven
-row by row (:mod:`engine.layout.cross_ep`): under FSDP2 a layout at a narrower EP holds at
+row by row (:mod:`engine.layout.proofs.cross_ep`): under FSDP2 a layout at a narrower EP holds at
 least what it holds at a wider one less a known δ, by either figure, so a MoE shape's
 narrow EPs fail by their widest EP's bound or estimate (made once for all of them). The
 hypothesis test ``tests/engine/layout/test_search_exact.py`` checks the answers against
@@ -42,19 +42,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from engine.layout.batch import held_batch
-from engine.layout.bound import PeakFloors
-from engine.layout.budget import Budget
-from engine.layout.candidates import RegimeKey
-from engine.layout.cross_ep import CrossEp
-from engine.layout.evaluate import Evaluator, Outcome
-from engine.layout.group import below_dp
-from engine.layout.low_bound import LowFloors
-from engine.layout.point import Layout
-from engine.layout.procure import procurement as procurement  # re-exported: its old home
-from engine.layout.regimes import SearchMemo
-from engine.layout.slack import slack
-from engine.layout.state_bound import StateFloors
+from engine.layout.lattice.batch import held_batch
+from engine.layout.lattice.candidates import RegimeKey
+from engine.layout.lattice.group import below_dp
+from engine.layout.lattice.point import Layout
+from engine.layout.proofs.bound import PeakFloors
+from engine.layout.proofs.cross_ep import CrossEp
+from engine.layout.proofs.evaluate import Evaluator, Outcome
+from engine.layout.proofs.low_bound import LowFloors
+from engine.layout.proofs.regimes import SearchMemo
+from engine.layout.proofs.slack import slack
+from engine.layout.proofs.state_bound import StateFloors
+from engine.layout.search.budget import Budget
 
 Cost = Callable[[int], int]
 
@@ -94,7 +93,7 @@ HIGH, LOW = Criterion("high"), Criterion("low")
 _UNKNOWN, _UNDER, _OVER, _DEAD = range(4)
 """What :meth:`_Shape._low_floor` proves of a layout."""
 _VERDICTS = {"unknown": _UNKNOWN, "under": _UNDER, "over": _OVER, "dead": _DEAD}
-""":meth:`engine.layout.low_bound.LowFloors.judge`'s verdicts as those."""
+""":meth:`engine.layout.proofs.low_bound.LowFloors.judge`'s verdicts as those."""
 
 
 @dataclass
@@ -252,7 +251,7 @@ def search_min(
     ``pipeline_full`` and ``max_padding_share`` preferences (they depend on DP, so they
     are applied here rather than to the shapes: none by default), the candidates and
     what earlier searches with the same preferences proved
-    (:class:`~engine.layout.known.Known`)."""
+    (:class:`~engine.layout.proofs.known.Known`)."""
     memo = SearchMemo(ev.plan, full=True, padding=1.0) if memo is None else memo
     best = start
     floor = ev.fewest_ranks
