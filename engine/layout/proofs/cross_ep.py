@@ -1,10 +1,10 @@
 """A layout's fit peaks bounded from below by the same layout at a wider EP.
 
 A MoE search meets every EP of a TP × PP × CP shape one after the other, each at the
-same top DP, and under FSDP2 the narrow EPs fail by far: Llama-4-Maverick at TP 1, CP 4,
-EP 1, DP 32 holds 287 GB against a 76 GB limit — a layer's 128 experts gathered, their
-reduce-scatter input and the MoE backward's unsharded expert gradients, which the peak
-floor and the state bound do not count (they depend on EP, not DP). What a rank holds at
+same top DP, and under FSDP2 the narrow EPs fail by far (``test_maverick_narrow_eps_
+are_over_by_the_widest``): a layer's experts gathered, their reduce-scatter input and the
+MoE backward's unsharded expert gradients, which the peak floor and the state bound do
+not count (they depend on EP, not DP). What a rank holds at
 a narrower EP is at least what it holds at a wider one, up to a small, known δ; so once
 the wider layout is known over by more than δ (its state bound or its estimate), the
 narrower one is over without an estimate.
@@ -72,9 +72,13 @@ either figure falls by at most the FSDP padding slack (:mod:`engine.layout.proof
 search asks the rule for a layout with smaller DPs below it only where the layout pads
 nothing (slack 0 by both figures, so they are over too); a padded one is bounded or
 estimated as before, its own slack proving its regime.
-``tests/engine/layout/test_cross_ep.py`` checks both figures' bounds against both
-estimates on random plans; ``test_search_exact.py`` checks the search's answers (the
-validation-low count among them) against brute force.
+
+The argument above enumerates rows: a row added or changed that reads EP, or that a
+wider EP can hold more of, must be checked against it.
+``tests/engine/layout/test_cross_ep.py::test_narrower_ep_holds_at_least_the_wider_less_delta``
+checks both figures' bounds against both estimates on random plans;
+``test_search_exact.py::test_counts_equal_brute_force_under_the_cross_ep_rule`` checks
+the search's answers (the validation-low count among them) against brute force.
 """
 
 from __future__ import annotations

@@ -1,8 +1,14 @@
-"""Estimating layouts as a black box, once each.
+"""Estimating layouts once each, and what the proofs read of an estimate.
 
-The search never looks inside the ledger: it asks ``estimate`` for a layout's peak and
-treats a :class:`PlanError` as "cannot run, for this reason". Each distinct layout is
-estimated at most once per search (estimates are the whole cost of a search).
+The search asks :class:`Evaluator` for a layout's peak and treats a :class:`PlanError`
+as "cannot run, for this reason"; each distinct layout is estimated at most once per
+search. This is a proof module, not a black box: under the ledger's own estimate it
+reads the rows FSDP pads (:func:`stage_padded`, through the stage's shared rows) for
+the padding slack, and asks the rank floor and the peak floor (``floor``, ``bound``)
+before anything is estimated; under a caller's estimator it reads only the rows that
+estimator returns, and the floors stay off. A new row sized with FSDP padding must be
+of :data:`PADDED_STATES`: ``tests/engine/layout/test_heaviest_padded.py`` compares the
+shared-row reading with the rows.
 """
 
 from __future__ import annotations
@@ -119,7 +125,8 @@ def _ledger_outcomes(plan: Plan) -> dict[Layout, Outcome]:
 
 
 class Evaluator:
-    """Memoised black-box estimates of one plan under different layouts."""
+    """Memoised estimates of one plan under different layouts, with the floors the
+    search asks first (the ledger's estimate only)."""
 
     def __init__(self, plan: Plan, estimator: Estimator | None = None) -> None:
         self.plan = plan

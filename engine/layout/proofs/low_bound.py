@@ -26,8 +26,10 @@ bound is over the limit by more than that slack is over it at every smaller DP o
 regime, and so is the layout's low fit peak there. It costs nearly an estimate for MoE
 models (the shared rows are most of one; an estimate of the same layout then reuses
 them), so the search asks for it only where it replaces an estimate one for one.
-``tests/engine/layout/test_low_bound.py`` checks the bound against the estimates and the
-regime rule against brute force.
+A new shared or activation row must keep it below the low estimate:
+``tests/engine/layout/test_low_bound.py::test_low_bound_at_most_the_low_estimate`` and
+``test_regime_wide_low_bound_proves_only_failures`` check the bound against the
+estimates and the regime rule against brute force.
 """
 
 from __future__ import annotations

@@ -6,6 +6,12 @@ Everything here is keyed by the shape and is the same in every round of the grow
 bound and in all three counts' searches of one :func:`engine.layout.search.counts.gpu_counts`
 call (one plan, one set of ``pipeline_full`` / ``max_padding_share`` preferences), so
 :class:`SearchMemo` computes a DP's layout, its padding verdict and its regime once.
+
+:func:`regime` is a proof: its key lists, from the ledger's rows, every step at which a
+rank's peak may rise with DP (a communicator appearing, an expert or HSDP shard group
+moving, ranks per node growing). A row that grows with DP anywhere else must add its
+step here, or the search skips a fitting layout:
+``tests/engine/layout/test_search_exact.py::test_counts_equal_brute_force`` catches it.
 """
 
 from __future__ import annotations

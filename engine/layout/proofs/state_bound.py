@@ -3,9 +3,9 @@
 The peak floor (:mod:`engine.layout.proofs.bound`) spreads a stage's one-rank states over every
 rank of the stage, which is what no layout can beat but far below what most layouts
 hold: under FSDP2 with EP, a rank keeps its experts sharded over the expert DP group
-only, and DDP keeps every state whole. MoE searches then estimate hundreds of layouts
-that fail by their states alone (Mixtral-8x22B at TP 2, CP 2, EP 8, DP 32 holds 203 GB of
-weights and optimizer state against a 76 GB limit). This bound, per decisive stage
+only, and DDP keeps every state whole. MoE searches would then estimate many layouts
+that fail by their states alone (``test_mixtral_8x22b_states_alone_exceed_the_limit``).
+This bound, per decisive stage
 (:func:`engine.estimate.decisive_stages`), adds moment by moment
 
 - the layout's own persistent HBM state rows (weights, master copies, gradients and
@@ -27,7 +27,9 @@ Why the search may apply it to a whole regime: persistent states only shrink as 
 within a regime (shards over a larger group, :mod:`engine.layout.proofs.regimes`; their padding
 too, ``ceil(rows / N)``), and the canonical activations depend on the batch only; so the
 bound at a batch's largest DP of a regime is at most the bound at each smaller DP with
-that batch. ``tests/engine/layout/test_state_bound.py`` checks the bound against both
+that batch. A new persistent state row must keep this argument (shrinks with DP within a
+regime): ``tests/engine/layout/test_state_bound.py::test_state_bound_at_most_the_estimate``
+and ``test_state_bound_falls_with_dp_within_a_regime`` check the bound against both
 estimates and its fall with DP; ``test_search_exact.py`` checks the search's answers
 against brute force.
 """

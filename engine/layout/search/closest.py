@@ -1,16 +1,15 @@
 """The closest layout of a plan that fits nowhere: what a "no layout fits" reason names.
 
-Where a count finds nothing, its reason names the closest layout estimated (node
-ledgers fitting first, then the most headroom: :func:`engine.layout.search.counts._none_fits`),
+Where a count finds nothing, its reason names the closest layout estimated (node ledgers
+fitting first, then the most headroom: :func:`engine.layout.search.counts._none_fits`),
 so the user sees how far the plan is from fitting. The search itself estimates almost
-nothing then: the peak floor proves most shapes over the limit without an estimate
-(DeepSeek-V3 at micro-batch 2 estimates 3 layouts up to 16,384 GPUs, Llama-3.1-405B at
-micro-batch 2 only its own TP 1 layout, 1,986 GB per rank), and the closest of those says
-little. So :func:`closest_candidates` estimates a bounded set besides: every legal shape
-— TP across nodes too, the arithmetic minimum's shapes (a superset of the practical
-ones) — at the largest DP of each of its regimes up to the search bound. Within a regime
-a rank's peak never rises with DP but by the FSDP padding (:mod:`engine.layout.proofs.regimes`),
-so a regime's largest DP is its least peak, near enough.
+nothing then: the peak floor proves most shapes over the limit without an estimate, and
+the closest of those says little. So :func:`closest_candidates` estimates a bounded set
+besides: every legal shape — TP across nodes too, the arithmetic minimum's shapes (a
+superset of the practical ones) — at the largest DP of each of its regimes up to the
+search bound. Within a regime a rank's peak never rises with DP but by the FSDP padding
+(:mod:`engine.layout.proofs.regimes`), so a regime's largest DP is its least peak, near
+enough.
 
 Most of those are never estimated: they are taken best-first by a lower bound on their
 high estimate, and the first whose bound is at least the best high found so far ends
@@ -27,9 +26,7 @@ Exact for the ranking the reason uses, with one exception: a layout whose node l
 fail ranks below every one whose ledgers fit, and no bound speaks of them, so nothing is
 ruled out until a layout with fitting ledgers is found; a plan whose every candidate fails
 them would estimate them all, so the walk stops after :data:`MOST_ESTIMATES` estimates
-(and says so: :func:`closest_candidates` returns False). The plans the search replayed
-before (every probe estimated again without floors nor proofs, up to thousands of
-estimates) name the same layouts this way with a handful to a hundred or so:
+(and says so: :func:`closest_candidates` returns False).
 ``tests/engine/layout/test_closest.py`` compares the walk with estimating every
 candidate.
 """
@@ -45,8 +42,8 @@ from engine.layout.proofs.regimes import SearchMemo
 from engine.layout.search.budget import Budget
 
 MOST_ESTIMATES = 512
-"""New estimates :func:`closest_candidates` makes at most (DeepSeek-V3 at micro-batch 2,
-the most among the no-fit plans measured, needs 135)."""
+"""New estimates :func:`closest_candidates` makes at most: a cap for plans whose every
+candidate fails its node ledgers, far above what a walk with fitting ledgers needs."""
 
 _ESTIMATE, _REFINE, _SHAPE = range(3)
 """What a queued candidate awaits: its estimate, its state bound, its regimes. At equal

@@ -55,9 +55,9 @@ class LeverSummary:
 
     A :class:`Lever` carries its whole search result (a GpuCounts with every count's
     outcome), which the window's worker process would otherwise pickle across to the
-    GUI thread after every settled edit (0.7 MB for DeepSeek-V3's five while the counts
-    held their alternatives); this is a few hundred bytes per lever, and the window and
-    the report print from the same one."""
+    GUI thread after every settled edit (most of a megabyte for a large MoE model's
+    levers); this is a few hundred bytes per lever, and the window and the report print
+    from the same one."""
 
     name: str
     changes: tuple[tuple[str, Any], ...]

@@ -28,9 +28,9 @@ def low_search(
 ) -> Found | None:
     """The validation-low search from ``start``, bounded first by the cheapest layout
     the search has already estimated that fits by the low figure (the high search's
-    estimates carry both figures: Llama-4-Maverick's high search estimates a layout of
-    128 GPUs fitting by the low figure while its answer, the low search's start, costs
-    192): every shape is then searched only up to that cost, not up to ``start``'s.
+    estimates carry both figures, and one may fit by the low figure at less than the
+    high search's answer, the low search's start): every shape is then searched only up
+    to that cost, not up to ``start``'s.
 
     The same answer as from ``start`` alone. That cheaper layout of cost C is not made
     the start (a start wins ties, and the preference order must decide them): the search

@@ -3,7 +3,8 @@
 For one model-parallel shape (TP, PP, CP, EP, with its split), adding data-parallel
 ranks shards the states further and, with the global batch held, lowers the
 accumulation; nothing a rank holds grows — except at known steps, which split the DP
-values into *regimes* (:func:`regime`) within which the peak never rises:
+values into *regimes* (:func:`engine.layout.proofs.regimes.regime`) within which the
+peak never rises:
 
 - DP (× CP) 1 → 2 adds the data-parallel NCCL communicator and DDP's bucket;
 - the expert DP group appears (folded EP) when it first exceeds one rank;
@@ -14,27 +15,32 @@ values into *regimes* (:func:`regime`) within which the peak never rises:
   RAM per node grows.
 
 Within a regime the peak can still rise by the padding of all-gather outputs and
-reduce-scatter inputs (FSDP pads each tensor to N equal chunks), which :func:`.slack.slack`
-bounds from above. So per regime: the largest affordable DP is estimated first; if it
-fails by more than its slack, no smaller DP of that regime fits (one estimate for a
-dead regime); otherwise the smallest fitting DP is bisected, and a probe that fails
-within its slack is resolved by estimating the values below it one by one. No
-monotonicity across shapes is assumed: shapes are pruned only by cost (a shape whose
-fewest ranks cost as much as the best found cannot beat it), and worlds below the floor
-of :func:`engine.layout.proofs.floor.fewest_ranks` (too few ranks to hold the model states at
-all) are never estimated. Two things spare estimates without changing an answer: a
-layout whose peak floor (:mod:`engine.layout.proofs.bound`: activations, resident states,
-reserve, runtime — what no DP or EP takes away) already exceeds the limit fails by the
-high estimate without one, and so does every smaller DP of its regime with a floor as
-high; and what a probe proved (:class:`~engine.layout.proofs.known.Known`) is kept across the
-growing bounds and the three counts' searches, so a regime is never probed twice below
-what it is known to fail at; an estimate made by one criterion's search proves what it
-can under the other (:func:`_teach_other`). Across shapes one relation is used, proven
-row by row (:mod:`engine.layout.proofs.cross_ep`): under FSDP2 a layout at a narrower EP holds at
+reduce-scatter inputs (FSDP pads each tensor to N equal chunks), which
+:func:`engine.layout.proofs.slack.slack` bounds from above. So per regime: the largest
+affordable DP is estimated first; if it fails by more than its slack, no smaller DP of
+that regime fits (one estimate for a dead regime); otherwise the smallest fitting DP is
+bisected, and a probe that fails within its slack is resolved by estimating the values
+below it one by one. No monotonicity across shapes is assumed: shapes are pruned only by
+cost (a shape whose fewest ranks cost as much as the best found cannot beat it), and
+worlds below the floor of :func:`engine.layout.proofs.floor.fewest_ranks` (too few ranks
+to hold the model states at all) are never estimated. Two things spare estimates without
+changing an answer: a layout whose peak floor (:mod:`engine.layout.proofs.bound`:
+activations, resident states, reserve, runtime — what no DP or EP takes away) already
+exceeds the limit fails by the high estimate without one, and so does every smaller DP
+of its regime with a floor as high; and what a probe proved
+(:class:`~engine.layout.proofs.known.Known`) is kept across the growing bounds and the
+three counts' searches, so a regime is never probed twice below what it is known to fail
+at; an estimate made by one criterion's search proves what it can under the other
+(:func:`_teach_other`). Across shapes one relation is used, proven row by row
+(:mod:`engine.layout.proofs.cross_ep`): under FSDP2 a layout at a narrower EP holds at
 least what it holds at a wider one less a known δ, by either figure, so a MoE shape's
-narrow EPs fail by their widest EP's bound or estimate (made once for all of them). The
-hypothesis test ``tests/engine/layout/test_search_exact.py`` checks the answers against
-brute force.
+narrow EPs fail by their widest EP's bound or estimate (made once for all of them).
+
+This module reads no ledger row: every proof it applies lives in
+:mod:`engine.layout.proofs`, which reads rows, and a row added to the ledger must be
+checked against those proofs; the hypothesis test
+``tests/engine/layout/test_search_exact.py::test_counts_equal_brute_force`` checks the
+answers against brute force.
 """
 
 from __future__ import annotations
