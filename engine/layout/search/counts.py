@@ -40,11 +40,10 @@ from engine.layout.lattice.shapes import (
 )
 from engine.layout.proofs.evaluate import Estimator, Evaluator, Outcome
 from engine.layout.proofs.regimes import SearchMemo
-from engine.layout.search.alternatives import ranked_alternatives
+from engine.layout.search.alternatives import fill_bought, ranked_alternatives
 from engine.layout.search.budget import Budget, BudgetSpent, Clock
 from engine.layout.search.closest import closer, closest_candidates
 from engine.layout.search.collector import collector_paused
-from engine.layout.search.fill import fill_bought
 from engine.layout.search.low_search import low_search
 from engine.layout.search.minimum import HIGH, LOW, Criterion, Found, search_growing
 from engine.layout.search.procure import procurement, shape_words

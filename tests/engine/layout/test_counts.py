@@ -33,7 +33,7 @@ def test_three_counts_by_hand() -> None:
     High fits ⇔ 1000/N ≤ 100 ⇔ N ≥ 10: the arithmetic minimum is 10 ranks (TP1 DP10).
     The cheapest legal layout needs 10 ranks → 2 nodes → procure 16 GPUs; the search's
     first in preference order is TP1 DP10, 6 of the 16 GPUs idle, so the layout behind
-    the count is one of all 16 that fits (engine/layout/search/fill.py fill_bought): those
+    the count is one of all 16 that fits (engine/layout/search/alternatives.py fill_bought): those
     keeping the plan's global batch (DP 8 × 1 × 1 = 8) first, so TP2 DP8 (1000/16 = 63 B).
     Low fits ⇔ 700/N ≤ 100 ⇔ N ≥ 7 → 1 node: the validation range is 8–16 GPUs and it
     straddles (measure on 8 before buying 16).
