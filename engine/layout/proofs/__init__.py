@@ -1,15 +1,11 @@
-"""The proofs: every part of the layout search that reads the ledger, row by row or
-through its builders, to skip estimates soundly — the rank floor (``floor``), the peak
-floor (``bound``), the state and low bounds (``state_bound``, ``low_bound``), the
-cross-EP rule (``cross_ep``), the padding slack (``slack``), the DP regimes
-(``regimes``, ``known``) and the evaluator that asks them before it estimates
-(``evaluate``). Only this package may import the ledger's internals
-(``tests/test_architecture.py``, ``test_only_the_proofs_read_ledger_internals``).
+"""The proofs: every part of the search that reads ledger rows to skip estimates soundly
+(``floor``, ``bound``, ``state_bound``, ``low_bound``, ``cross_ep``, ``regimes``, and
+``evaluate``: the padding slack, and the floors it asks before an estimate). Only this package may
+import ledger internals (``test_only_the_proofs_read_ledger_internals``); a row added to
+the ledger must pass each proof's oracle test, named in its docstring.
 
-This face re-exports the few ledger facts the lattice reads — ranks per node, a
-parallel group's shard size, the pipeline's layer split and layer classes — so the
-lattice and the search never name a ledger module. It imports no proof module (the
-proofs import the lattice, which imports this face)."""
+This face re-exports the ledger facts the lattice reads, and imports no proof module
+(the proofs import the lattice, which imports this face)."""
 
 from engine.ledger.groups import ranks_per_node
 from engine.ledger.placement import layer_classes, policy_split

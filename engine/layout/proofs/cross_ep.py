@@ -67,11 +67,12 @@ the communicators e' has more; and the low fit peak is the largest of any stage'
 (:func:`engine.estimate.fit_range`, the same stages at every EP: they read PP and the
 split only), so any stage of e' bounds e's.
 
-Over a regime (the smaller DPs at e, :mod:`engine.layout.proofs.regimes`) a rank's peak by
-either figure falls by at most the FSDP padding slack (:mod:`engine.layout.proofs.slack`): the
-search asks the rule for a layout with smaller DPs below it only where the layout pads
-nothing (slack 0 by both figures, so they are over too); a padded one is bounded or
-estimated as before, its own slack proving its regime.
+Over a regime (the smaller DPs at e, :mod:`engine.layout.proofs.regimes`) a rank's peak
+by either figure falls by at most the FSDP padding slack
+(:func:`engine.layout.proofs.evaluate.slack`): the search asks the rule for a layout
+with smaller DPs below it only where the layout pads nothing (slack 0 by both figures,
+so they are over too); a padded one is bounded or estimated as before, its own slack
+proving its regime.
 
 The argument above enumerates rows: a row added or changed that reads EP, or that a
 wider EP can hold more of, must be checked against it.

@@ -1,4 +1,5 @@
-"""Estimating layouts once each, and what the proofs read of an estimate.
+"""Estimating layouts once each, and what the proofs read of an estimate: its padded
+rows and the slack they allow (:func:`slack`).
 
 The search asks :class:`Evaluator` for a layout's peak and treats a :class:`PlanError`
 as "cannot run, for this reason"; each distinct layout is estimated at most once per
@@ -13,15 +14,19 @@ shared-row reading with the rows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from engine.allocator.reserve import share_bound
 from engine.errors import PlanError
 from engine.estimate import Estimate, StageEstimate, estimate
+from engine.layout.lattice.padding import padding_context, share_in
 from engine.layout.lattice.shapes import Layout, with_layout
 from engine.layout.proofs.bound import peak_floors
 from engine.layout.proofs.floor import fewest_ranks
+from engine.ledger.peaks.runtime import reserve_factors
 from engine.ledger.row import Row
 from engine.ledger.stage_rows import shared_rows
 from engine.plan import Plan
@@ -30,20 +35,13 @@ Estimator = Callable[[Plan], Estimate]
 
 PADDED_STATES = frozenset({"gathered", "buckets"})
 """Row states whose size includes FSDP's dim-0 padding to the shard group (gathered
-units, reduce-scatter inputs): what can shrink when DP does
-(see :func:`engine.layout.proofs.slack.slack`)."""
+units, reduce-scatter inputs): what can shrink when DP does (see :func:`slack`)."""
 
 
 def padded_bytes(rows: Iterable[Row]) -> int:
     """The high bytes of the rows of :data:`PADDED_STATES`: an upper bound on the FSDP
     padding among them."""
     return sum(r.high for r in rows if r.state in PADDED_STATES)
-
-
-def heaviest_padded(est: Estimate) -> int:
-    """:func:`padded_bytes` of the estimate's heaviest stage's rows, without building
-    them (:func:`stage_padded`)."""
-    return stage_padded(est.heaviest)
 
 
 def stage_padded(st: StageEstimate) -> int:
@@ -86,7 +84,7 @@ class Outcome:
     node_problems: tuple[str, ...] = ()  # host RAM / NVMe per node that does not fit
     padded: int = 0  # bytes of the heaviest stage's rows sized with FSDP padding
     # the same of the stage whose fit low is the estimate's (:func:`lowest_stage`): the
-    # low figure's slack (engine.layout.proofs.slack.slack) is that stage's padding
+    # low figure's slack (:func:`slack`) is that stage's padding
     padded_low: int = 0
 
     @property
@@ -108,6 +106,34 @@ class Outcome:
     def headroom(self) -> int:
         """Bytes left under the limit at the high estimate (negative: over)."""
         return self.limit - self.high
+
+
+def slack(plan: Plan, outcome: Outcome, figure: str = "high") -> int:
+    """An upper bound on how much a rank's peak by ``figure`` ("high" or "low") can
+    exceed that at a smaller DP of the same regime: only the padding FSDP adds to its
+    gathered units and reduce-scatter inputs can shrink away with fewer ranks (sharded
+    states only grow). It is at most the padded rows of the stage that figure is of —
+    the heaviest stage's (``Outcome.padded``) for the high figure, which is the largest
+    high of any stage's phases, and the stage of the largest low for the low figure
+    (``Outcome.padded_low``), which is the largest low of any stage's phases: each such
+    largest never falls with fewer ranks by more than its stage's padding — times the
+    largest padding share of any unit at that layout; 0 when parameters are not
+    gathered."""
+    padded = outcome.padded if figure == "high" else outcome.padded_low
+    return padded_slack(plan, outcome.layout, padded)
+
+
+def padded_slack(plan: Plan, layout: Layout, padded_bytes: int) -> int:
+    """:func:`slack` at ``layout`` of ``padded_bytes`` bytes of padded rows (an upper
+    bound on them gives an upper bound on the slack): the padding they can lose, and
+    the allocator reserve's share of it — the fit peak adds the reserve, a share of the
+    allocated peak (``int(peak × factor)``, so at most one byte more for the rounding),
+    which falls with it."""
+    pad, padded = share_in(padding_context(plan), layout)
+    if not pad:
+        return 0
+    lost = -(-padded_bytes * pad // padded)
+    return lost + math.ceil(lost * share_bound(reserve_factors(plan))) + 2
 
 
 def _decisive_estimate(plan: Plan) -> Estimate:
@@ -196,7 +222,7 @@ class Evaluator:
             est.capacity_bytes,
             node_problems=tuple(est.nodes.problems()),
             # a caller's estimator is a black box: its rows are all there is to read
-            padded=heaviest_padded(est) if self._ledger else padded_bytes(est.heaviest.rows),
+            padded=stage_padded(est.heaviest) if self._ledger else padded_bytes(est.heaviest.rows),
             padded_low=stage_padded(low) if self._ledger else padded_bytes(low.rows),
         )
 

@@ -21,7 +21,7 @@ time, the likeliest to settle it first, and no further than a verdict needs.
 Why the search may apply it to a whole regime (:meth:`engine.layout.search.minimum._Shape.
 probe`): within a regime every row only grows as DP falls, but for the FSDP padding of
 the stage's own gathered units and reduce-scatter inputs
-(:func:`engine.layout.proofs.slack.padded_slack` of the stage's padded rows): so a stage whose
+(:func:`engine.layout.proofs.evaluate.padded_slack` of the stage's padded rows): so a stage whose
 bound is over the limit by more than that slack is over it at every smaller DP of the
 regime, and so is the layout's low fit peak there. It costs nearly an estimate for MoE
 models (the shared rows are most of one; an estimate of the same layout then reuses
@@ -40,8 +40,7 @@ from engine.errors import PlanError
 from engine.layout.lattice.point import Layout
 from engine.layout.lattice.shapes import with_layout
 from engine.layout.proofs.bound import PeakFloors, StageFloor
-from engine.layout.proofs.evaluate import padded_bytes
-from engine.layout.proofs.slack import padded_slack
+from engine.layout.proofs.evaluate import padded_bytes, padded_slack
 from engine.ledger.peaks.runtime import reserve_factors, stuck_bytes
 from engine.ledger.phases import add_sums
 from engine.ledger.stage_rows import shared_rows

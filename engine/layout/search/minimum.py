@@ -16,7 +16,7 @@ peak never rises:
 
 Within a regime the peak can still rise by the padding of all-gather outputs and
 reduce-scatter inputs (FSDP pads each tensor to N equal chunks), which
-:func:`engine.layout.proofs.slack.slack` bounds from above. So per regime: the largest
+:func:`engine.layout.proofs.evaluate.slack` bounds from above. So per regime: the largest
 affordable DP is estimated first; if it fails by more than its slack, no smaller DP of
 that regime fits (one estimate for a dead regime); otherwise the smallest fitting DP is
 bisected, and a probe that fails within its slack is resolved by estimating the values
@@ -28,7 +28,7 @@ changing an answer: a layout whose peak floor (:mod:`engine.layout.proofs.bound`
 activations, resident states, reserve, runtime — what no DP or EP takes away) already
 exceeds the limit fails by the high estimate without one, and so does every smaller DP
 of its regime with a floor as high; and what a probe proved
-(:class:`~engine.layout.proofs.known.Known`) is kept across the growing bounds and the
+(:class:`~engine.layout.proofs.regimes.Known`) is kept across the growing bounds and the
 three counts' searches, so a regime is never probed twice below what it is known to fail
 at; an estimate made by one criterion's search proves what it can under the other
 (:func:`_teach_other`). Across shapes one relation is used, proven row by row
@@ -54,10 +54,9 @@ from engine.layout.lattice.group import below_dp
 from engine.layout.lattice.point import Layout
 from engine.layout.proofs.bound import PeakFloors
 from engine.layout.proofs.cross_ep import CrossEp
-from engine.layout.proofs.evaluate import Evaluator, Outcome
+from engine.layout.proofs.evaluate import Evaluator, Outcome, slack
 from engine.layout.proofs.low_bound import LowFloors
 from engine.layout.proofs.regimes import SearchMemo
-from engine.layout.proofs.slack import slack
 from engine.layout.proofs.state_bound import StateFloors
 from engine.layout.search.budget import Budget
 
@@ -257,7 +256,7 @@ def search_min(
     ``pipeline_full`` and ``max_padding_share`` preferences (they depend on DP, so they
     are applied here rather than to the shapes: none by default), the candidates and
     what earlier searches with the same preferences proved
-    (:class:`~engine.layout.proofs.known.Known`)."""
+    (:class:`~engine.layout.proofs.regimes.Known`)."""
     memo = SearchMemo(ev.plan, full=True, padding=1.0) if memo is None else memo
     best = start
     floor = ev.fewest_ranks

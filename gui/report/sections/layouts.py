@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from engine.layout import Rejected
 from engine.layout.lattice.batch import step_words
-from engine.layout.lattice.reason_kind import PREFERENCES_TITLE, RULES_TITLE, grouped
+from engine.layout.lattice.point import PREFERENCES_TITLE, RULES_TITLE, grouped
 from engine.layout.search.procure import rounding_noun
 from engine.units import fmt_bytes
 from gui.report.content import ReportContent

@@ -16,7 +16,7 @@ from layout_plans import SEARCH_SETTINGS, search_plans
 from engine.layout.lattice.group import Group, below_dp, dp_span
 from engine.layout.lattice.point import Layout
 from engine.layout.proofs import regimes
-from engine.layout.proofs.known import Known
+from engine.layout.proofs.regimes import Known
 from engine.layout.search.counts import gpu_counts
 from engine.plan import Plan
 

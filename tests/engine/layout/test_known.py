@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.layout.lattice.point import Layout
-from engine.layout.proofs.known import Known
+from engine.layout.proofs.regimes import Known
 
 SHAPE = Layout(tp=1, pp=1, cp=1, ep=1, dp=1, micro_batch=1, grad_accum=1, etp=1, pp_split=None)
 GROUP = [replace(SHAPE, dp=d) for d in range(1, 9)]

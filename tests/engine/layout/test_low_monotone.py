@@ -21,9 +21,8 @@ from layout_plans import SEARCH_SETTINGS, search_plans
 
 from engine.layout.lattice.point import LayoutPreferences
 from engine.layout.lattice.shapes import legal_shapes
-from engine.layout.proofs.evaluate import Evaluator
+from engine.layout.proofs.evaluate import Evaluator, slack
 from engine.layout.proofs.regimes import SearchMemo
-from engine.layout.proofs.slack import slack
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.reason_kind import grouped, is_preference, preference_only
+from engine.layout.lattice.point import Layout, grouped, is_preference, preference_only
 from engine.layout.lattice.shapes import LayoutPreferences, enumerate_layouts
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset

@@ -3,7 +3,7 @@
 Brute force estimates every legal layout of every world size up to the bound and takes
 the cheapest that fits (the plan's own layout among them); the search estimates a few
 per shape, pruning by DP regimes and cost (``engine/layout/search/minimum.py``), reusing what
-one search proved in the next (``proofs.known.Known``) and skipping layouts whose peak floor
+one search proved in the next (``proofs.regimes.Known``) and skipping layouts whose peak floor
 already exceeds the limit (``engine/layout/proofs/bound.py``). The plans
 (``layout_plans.search_plans``) put every non-monotone step the search must respect in
 play: DP 1 → 2, the expert DP group appearing, HSDP's shard group moving, ranks per

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from layout_plans import SEARCH_SETTINGS, search_plans
 
 from engine.layout.lattice.candidates import RegimeKey, dp_candidates, layout_at
-from engine.layout.lattice.padding import padding_problems
+from engine.layout.lattice.padding import padding_context, problems_in
 from engine.layout.lattice.point import Layout
 from engine.layout.lattice.shapes import LayoutPreferences, legal_shapes
 from engine.layout.proofs.bound import PeakFloors
@@ -38,7 +38,7 @@ def _walk(
         if d < fewest_dp:
             continue
         lay = layout_at(plan, shape, d)
-        if memo.padding < 1 and padding_problems(plan, lay, memo.padding):
+        if memo.padding < 1 and problems_in(padding_context(plan), lay, memo.padding):
             continue
         out.setdefault(regime(plan, lay), []).append(lay)
     return out
