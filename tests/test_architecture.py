@@ -305,6 +305,20 @@ def test_only_the_proofs_read_ledger_internals(graph: dict[str, dict[str, int]])
     assert not bad, "ledger internals imported outside engine.layout.proofs:\n" + "\n".join(bad)
 
 
+LAYOUT_LAYERS = (
+    Rule("engine.layout.lattice", ("engine.layout.search",), "the lattice is below the search"),
+    Rule("engine.layout.proofs", ("engine.layout.search",), "the proofs are below the search"),
+)
+
+
+def test_layout_layers(graph: dict[str, dict[str, int]]) -> None:
+    """lattice → proofs → search: the search reads the proofs and the lattice, never the
+    other way (the lattice reads only the proofs' face, which the cycle test keeps free
+    of proof modules)."""
+    bad = forbidden_edges(graph, LAYOUT_LAYERS)
+    assert not bad, "imports against engine.layout's layers:\n" + "\n".join(bad)
+
+
 # the guards can fail ---------------------------------------------------------------
 def test_cycle_finder_on_a_synthetic_graph() -> None:
     """a → b → c → a is one cycle, reported from its first module; d → e is none; the
