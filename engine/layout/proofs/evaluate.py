@@ -123,8 +123,8 @@ def slack(plan: Plan, outcome: Outcome, figure: str = "high") -> int:
     return padded_slack(plan, outcome.layout, padded)
 
 
-def padded_slack(plan: Plan, layout: Layout, padded_bytes: int) -> int:
-    """:func:`slack` at ``layout`` of ``padded_bytes`` bytes of padded rows (an upper
+def padded_slack(plan: Plan, layout: Layout, padded_rows: int) -> int:
+    """:func:`slack` at ``layout`` of ``padded_rows`` bytes of padded rows (an upper
     bound on them gives an upper bound on the slack): the padding they can lose, and
     the allocator reserve's share of it — the fit peak adds the reserve, a share of the
     allocated peak (``int(peak × factor)``, so at most one byte more for the rounding),
@@ -132,7 +132,7 @@ def padded_slack(plan: Plan, layout: Layout, padded_bytes: int) -> int:
     pad, padded = share_in(padding_context(plan), layout)
     if not pad:
         return 0
-    lost = -(-padded_bytes * pad // padded)
+    lost = -(-padded_rows * pad // padded)
     return lost + math.ceil(lost * share_bound(reserve_factors(plan))) + 2
 
 

@@ -247,8 +247,9 @@ def gpu_counts(
     within ``budget_s`` seconds (None: unbounded; ``clock`` replaces the wall clock).
     ``alternatives`` False ranks no alternatives nor rejections (a fit lever shows only
     its counts; the ranking estimates every legal layout of the procurement size).
-    ``estimator`` (default: the ledger's) replaces the estimate; the ledger's proofs
-    (:mod:`engine.layout.proofs`) then stay off, since they read its rows."""
+    ``estimator`` (default: the ledger's) replaces the estimate; the floors and bounds
+    of :mod:`engine.layout.proofs` then stay off (they read the ledger's rows), and the
+    regimes' padding slack reads the estimator's own rows."""
     prefs = prefs or LayoutPreferences()
     max_gpus = max_gpus or plan.policy.max_gpus
     g, rounding = plan.hardware.gpus_per_node, plan.policy.rounding
