@@ -319,7 +319,7 @@ _new_numbers = partial(tuple.__new__, StageNumbers)  # built in C
 def shared_rows(plan: Plan, stage: int) -> SharedRows:
     """``stage``'s shared rows in the resolved ``plan`` with their sums, exactly as
     :func:`stage_rows` adds them: the layout search's low bound
-    (:mod:`engine.layout.low_bound`) needs the sums exactly, bounds the activation rows
+    (:mod:`engine.layout.proofs.low_bound`) needs the sums exactly, bounds the activation rows
     from below and the FSDP padding from the padded states' rows (all shared ones)."""
     free = shape_free(plan)
     return shared_of(free, _makes(free)[stage].shared, False)

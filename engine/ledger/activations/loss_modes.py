@@ -32,7 +32,7 @@ that feeds the decoder's backward. Live at the loss, besides the saved activatio
   and their 16-bit gradient, 2·k·V·c, before FSDP adds it to the fp32 sum
   (``accumulate_unsharded_grad_if_needed``). The loop's row is the largest of the three
   moments. (The scatter's V·h·4 ÷ N output is not here: the activation rows never read
-  DP, which the layout search's floors rely on, :mod:`engine.layout.bound`;
+  DP, which the layout search's floors rely on, :mod:`engine.layout.proofs.bound`;
   :mod:`engine.ledger.peaks.titan_units` counts it.)
 """
 

@@ -1,7 +1,7 @@
 """A shape's candidate DP values and, per DP, what the search's regimes read: its
 layout, the FSDP padding preference's verdict and its regime key — the rules
 (:func:`dp_candidates`, :func:`layout_at`) and one shape's judge of them all
-(:class:`ShapeJudge`), which :class:`engine.layout.regimes.SearchMemo` keeps per shape."""
+(:class:`ShapeJudge`), which :class:`engine.layout.proofs.regimes.SearchMemo` keeps per shape."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from engine.errors import Problem
-from engine.layout.batch import batch_for, held_batch
-from engine.layout.padding import padding_context
-from engine.layout.point import Layout
-from engine.ledger.groups import ranks_per_node
-from engine.ledger.sharding import shard_group_size
+from engine.layout.lattice.batch import batch_for, held_batch
+from engine.layout.lattice.padding import padding_context
+from engine.layout.lattice.point import Layout
+from engine.layout.proofs import ranks_per_node, shard_group_size
 from engine.legality import rules
 from engine.plan import Plan
 from engine.stacks.families import rule_of
@@ -43,14 +42,15 @@ def layout_at(plan: Plan, shape: Layout, dp: int) -> Layout:
 
 
 class ShapeJudge:
-    """What the search's memo (:class:`engine.layout.regimes.SearchMemo`) asks of one
+    """What the search's memo (:class:`engine.layout.proofs.regimes.SearchMemo`) asks of one
     shape — its candidate DPs, and of each its layout, the padding preference's verdict
     and its regime — worked out from the shape's dimensions with what does not depend on
     DP read once: a dense model's shape has thousands of candidates, and every search
     round asks again. The same answers as :func:`dp_candidates`, :func:`layout_at`,
-    :func:`engine.layout.padding.problems_in` and :func:`engine.layout.regimes.regime`
-    (the shape-points test compares them with a walk that calls those). What does not
-    depend on the shape is read once per plan (:class:`_PlanFacts`)."""
+    :func:`engine.layout.lattice.padding.problems_in` and
+    :func:`engine.layout.proofs.regimes.regime` (the shape-points test compares them with
+    a walk that calls those). What does not depend on the shape is read once per plan
+    (:class:`_PlanFacts`)."""
 
     __slots__ = (
         "_dps",
@@ -123,7 +123,7 @@ class ShapeJudge:
         return self.shape.at_dp(dp, batch[0], batch[1])
 
     def regime(self, dp: int) -> RegimeKey:
-        """:func:`engine.layout.regimes.regime` of the shape at ``dp``: from
+        """:func:`engine.layout.proofs.regimes.regime` of the shape at ``dp``: from
         :attr:`settled` on, one key."""
         if dp >= self.settled:
             return self.settled_key

@@ -16,10 +16,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.errors import PlanError
-from engine.layout.batch import target_global_batch
-from engine.layout.counts import SEARCH_BUDGET_S, GpuCounts, gpu_counts
-from engine.layout.lattice import every_layout_refused
-from engine.layout.point import Layout
+from engine.layout.lattice.batch import target_global_batch
+from engine.layout.lattice.point import Layout
+from engine.layout.lattice.shapes import every_layout_refused
+from engine.layout.search.counts import SEARCH_BUDGET_S, GpuCounts, gpu_counts
 from engine.legality.offload import offload_problems
 from engine.plan import Plan, describe_validation_error, with_values
 
@@ -55,9 +55,9 @@ class LeverSummary:
 
     A :class:`Lever` carries its whole search result (a GpuCounts with every count's
     outcome), which the window's worker process would otherwise pickle across to the
-    GUI thread after every settled edit (0.7 MB for DeepSeek-V3's five while the counts
-    held their alternatives); this is a few hundred bytes per lever, and the window and
-    the report print from the same one."""
+    GUI thread after every settled edit (most of a megabyte for a large MoE model's
+    levers); this is a few hundred bytes per lever, and the window and the report print
+    from the same one."""
 
     name: str
     changes: tuple[tuple[str, Any], ...]

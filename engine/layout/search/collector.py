@@ -4,17 +4,15 @@ leaves alive is then frozen.
 A search builds hundreds of thousands of short-lived objects (plans, rows, held
 tensors) while the engine's caches keep a few hundred thousand long-lived ones; each
 generational collection the allocations trigger walks young objects, and the older
-generations' collections walk the caches' objects again, none of which are garbage.
-Measured on DeepSeek-V3's search to 16,384 GPUs: ~40 % of its time was the collector
-(``tests/bench_engine.py``; 1.9 s with it, 1.1 s without).
+generations' collections walk the caches' objects again, none of which are garbage: a
+large share of a big MoE search's time (``tests/bench_engine.py`` prints it).
 
 Turning the collector back on is not the end of that cost: every object the paused
-search allocated and kept (the caches' new entries) is still in the youngest
-generation, and the first collection after the pause walks them all — 68–100 ms after
-DeepSeek-V3's search, ~1.5 s summed over the 52 presets' searches. So the outermost
-pause ends with :func:`gc.freeze`: everything alive then moves to the permanent
-generation, which collections skip (reference counting still frees each object when
-its last reference goes, so the caches' evicted entries are freed as before).
+search allocated and kept (the caches' new entries) is still in the youngest generation,
+and the first collection after the pause walks them all (the bench prints that too). So
+the outermost pause ends with :func:`gc.freeze`: everything alive then moves to the
+permanent generation, which collections skip (reference counting still frees each object
+when its last reference goes, so the caches' evicted entries are freed as before).
 
 What freezing would keep is garbage in reference cycles that is pending at that
 moment. A search itself leaves none (``tests/engine/layout/test_collector.py`` checks

@@ -1,35 +1,32 @@
 """The closest layout of a plan that fits nowhere: what a "no layout fits" reason names.
 
-Where a count finds nothing, its reason names the closest layout estimated (node
-ledgers fitting first, then the most headroom: :func:`engine.layout.counts._none_fits`),
+Where a count finds nothing, its reason names the closest layout estimated (node ledgers
+fitting first, then the most headroom: :func:`engine.layout.search.counts._none_fits`),
 so the user sees how far the plan is from fitting. The search itself estimates almost
-nothing then: the peak floor proves most shapes over the limit without an estimate
-(DeepSeek-V3 at micro-batch 2 estimates 3 layouts up to 16,384 GPUs, Llama-3.1-405B at
-micro-batch 2 only its own TP 1 layout, 1,986 GB per rank), and the closest of those says
-little. So :func:`closest_candidates` estimates a bounded set besides: every legal shape
-— TP across nodes too, the arithmetic minimum's shapes (a superset of the practical
-ones) — at the largest DP of each of its regimes up to the search bound. Within a regime
-a rank's peak never rises with DP but by the FSDP padding (:mod:`engine.layout.regimes`),
-so a regime's largest DP is its least peak, near enough.
+nothing then: the peak floor proves most shapes over the limit without an estimate, and
+the closest of those says little. So :func:`closest_candidates` estimates a bounded set
+besides: every legal shape — TP across nodes too, the arithmetic minimum's shapes (a
+superset of the practical ones) — at the largest DP of each of its regimes up to the
+search bound. Within a regime a rank's peak never rises with DP but by the FSDP padding
+(:mod:`engine.layout.proofs.regimes`), so a regime's largest DP is its least peak, near
+enough.
 
 Most of those are never estimated: they are taken best-first by a lower bound on their
 high estimate, and the first whose bound is at least the best high found so far ends
 the walk — every candidate left is at least as high, so none is closer. The bounds:
 
-- a shape's, the least peak floor (:mod:`engine.layout.bound`) at its batches' largest
+- a shape's, the least peak floor (:mod:`engine.layout.proofs.bound`) at its batches' largest
   DPs: the floor only falls as DP grows with the batch held, so it is at most the floor
   at each regime's largest DP, and the shape's regimes are not worked out until it is the
   lowest bound left (a dense model's shape has thousands of DP values);
 - a regime's largest DP's, its peak floor, then (only when that is below the best) the
-  state bound's high (:mod:`engine.layout.state_bound`), tighter and costlier.
+  state bound's high (:mod:`engine.layout.proofs.state_bound`), tighter and costlier.
 
 Exact for the ranking the reason uses, with one exception: a layout whose node ledgers
 fail ranks below every one whose ledgers fit, and no bound speaks of them, so nothing is
 ruled out until a layout with fitting ledgers is found; a plan whose every candidate fails
 them would estimate them all, so the walk stops after :data:`MOST_ESTIMATES` estimates
-(and says so: :func:`closest_candidates` returns False). The plans the search replayed
-before (every probe estimated again without floors nor proofs, up to thousands of
-estimates) name the same layouts this way with a handful to a hundred or so:
+(and says so: :func:`closest_candidates` returns False).
 ``tests/engine/layout/test_closest.py`` compares the walk with estimating every
 candidate.
 """
@@ -39,14 +36,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from engine.layout.budget import Budget
-from engine.layout.evaluate import Evaluator, Outcome
-from engine.layout.point import Layout
-from engine.layout.regimes import SearchMemo
+from engine.layout.lattice.point import Layout
+from engine.layout.proofs.evaluate import Evaluator, Outcome
+from engine.layout.proofs.regimes import SearchMemo
+from engine.layout.search.budget import Budget
 
 MOST_ESTIMATES = 512
-"""New estimates :func:`closest_candidates` makes at most (DeepSeek-V3 at micro-batch 2,
-the most among the no-fit plans measured, needs 135)."""
+"""New estimates :func:`closest_candidates` makes at most: a cap for plans whose every
+candidate fails its node ledgers, far above what a walk with fitting ledgers needs."""
 
 _ESTIMATE, _REFINE, _SHAPE = range(3)
 """What a queued candidate awaits: its estimate, its state bound, its regimes. At equal
@@ -75,7 +72,7 @@ def closest_candidates(
     order, which breaks ties) at the largest DP of each regime up to ``max_gpus``. True
     when every candidate is estimated or ruled out by its bound; False when the walk
     stopped at :data:`MOST_ESTIMATES`. Raises
-    :class:`~engine.layout.budget.BudgetSpent` when the budget runs out."""
+    :class:`~engine.layout.search.budget.BudgetSpent` when the budget runs out."""
     floors = ev.floors
     state = None if floors is None else memo.state_floors(floors)
     best: Outcome | None = None

@@ -3,7 +3,8 @@
 For one model-parallel shape (TP, PP, CP, EP, with its split), adding data-parallel
 ranks shards the states further and, with the global batch held, lowers the
 accumulation; nothing a rank holds grows — except at known steps, which split the DP
-values into *regimes* (:func:`regime`) within which the peak never rises:
+values into *regimes* (:func:`engine.layout.proofs.regimes.regime`) within which the
+peak never rises:
 
 - DP (× CP) 1 → 2 adds the data-parallel NCCL communicator and DDP's bucket;
 - the expert DP group appears (folded EP) when it first exceeds one rank;
@@ -14,27 +15,32 @@ values into *regimes* (:func:`regime`) within which the peak never rises:
   RAM per node grows.
 
 Within a regime the peak can still rise by the padding of all-gather outputs and
-reduce-scatter inputs (FSDP pads each tensor to N equal chunks), which :func:`.slack.slack`
-bounds from above. So per regime: the largest affordable DP is estimated first; if it
-fails by more than its slack, no smaller DP of that regime fits (one estimate for a
-dead regime); otherwise the smallest fitting DP is bisected, and a probe that fails
-within its slack is resolved by estimating the values below it one by one. No
-monotonicity across shapes is assumed: shapes are pruned only by cost (a shape whose
-fewest ranks cost as much as the best found cannot beat it), and worlds below the floor
-of :func:`engine.layout.floor.fewest_ranks` (too few ranks to hold the model states at
-all) are never estimated. Two things spare estimates without changing an answer: a
-layout whose peak floor (:mod:`engine.layout.bound`: activations, resident states,
-reserve, runtime — what no DP or EP takes away) already exceeds the limit fails by the
-high estimate without one, and so does every smaller DP of its regime with a floor as
-high; and what a probe proved (:class:`~engine.layout.known.Known`) is kept across the
-growing bounds and the three counts' searches, so a regime is never probed twice below
-what it is known to fail at; an estimate made by one criterion's search proves what it
-can under the other (:func:`_teach_other`). Across shapes one relation is used, proven
-row by row (:mod:`engine.layout.cross_ep`): under FSDP2 a layout at a narrower EP holds at
+reduce-scatter inputs (FSDP pads each tensor to N equal chunks), which
+:func:`engine.layout.proofs.evaluate.slack` bounds from above. So per regime: the largest
+affordable DP is estimated first; if it fails by more than its slack, no smaller DP of
+that regime fits (one estimate for a dead regime); otherwise the smallest fitting DP is
+bisected, and a probe that fails within its slack is resolved by estimating the values
+below it one by one. No monotonicity across shapes is assumed: shapes are pruned only by
+cost (a shape whose fewest ranks cost as much as the best found cannot beat it), and
+worlds below the floor of :func:`engine.layout.proofs.floor.fewest_ranks` (too few ranks
+to hold the model states at all) are never estimated. Two things spare estimates without
+changing an answer: a layout whose peak floor (:mod:`engine.layout.proofs.bound`:
+activations, resident states, reserve, runtime — what no DP or EP takes away) already
+exceeds the limit fails by the high estimate without one, and so does every smaller DP
+of its regime with a floor as high; and what a probe proved
+(:class:`~engine.layout.proofs.regimes.Known`) is kept across the growing bounds and the
+three counts' searches, so a regime is never probed twice below what it is known to fail
+at; an estimate made by one criterion's search proves what it can under the other
+(:func:`_teach_other`). Across shapes one relation is used, proven row by row
+(:mod:`engine.layout.proofs.cross_ep`): under FSDP2 a layout at a narrower EP holds at
 least what it holds at a wider one less a known δ, by either figure, so a MoE shape's
-narrow EPs fail by their widest EP's bound or estimate (made once for all of them). The
-hypothesis test ``tests/engine/layout/test_search_exact.py`` checks the answers against
-brute force.
+narrow EPs fail by their widest EP's bound or estimate (made once for all of them).
+
+This module reads no ledger row: every proof it applies lives in
+:mod:`engine.layout.proofs`, which reads rows, and a row added to the ledger must be
+checked against those proofs; the hypothesis test
+``tests/engine/layout/test_search_exact.py::test_counts_equal_brute_force`` checks the
+answers against brute force.
 """
 
 from __future__ import annotations
@@ -42,19 +48,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from engine.layout.batch import held_batch
-from engine.layout.bound import PeakFloors
-from engine.layout.budget import Budget
-from engine.layout.candidates import RegimeKey
-from engine.layout.cross_ep import CrossEp
-from engine.layout.evaluate import Evaluator, Outcome
-from engine.layout.group import below_dp
-from engine.layout.low_bound import LowFloors
-from engine.layout.point import Layout
-from engine.layout.procure import procurement as procurement  # re-exported: its old home
-from engine.layout.regimes import SearchMemo
-from engine.layout.slack import slack
-from engine.layout.state_bound import StateFloors
+from engine.layout.lattice.batch import held_batch
+from engine.layout.lattice.candidates import RegimeKey
+from engine.layout.lattice.group import below_dp
+from engine.layout.lattice.point import Layout
+from engine.layout.proofs.bound import PeakFloors
+from engine.layout.proofs.cross_ep import CrossEp
+from engine.layout.proofs.evaluate import Evaluator, Outcome, slack
+from engine.layout.proofs.low_bound import LowFloors
+from engine.layout.proofs.regimes import SearchMemo
+from engine.layout.proofs.state_bound import StateFloors
+from engine.layout.search.budget import Budget
 
 Cost = Callable[[int], int]
 
@@ -94,7 +98,7 @@ HIGH, LOW = Criterion("high"), Criterion("low")
 _UNKNOWN, _UNDER, _OVER, _DEAD = range(4)
 """What :meth:`_Shape._low_floor` proves of a layout."""
 _VERDICTS = {"unknown": _UNKNOWN, "under": _UNDER, "over": _OVER, "dead": _DEAD}
-""":meth:`engine.layout.low_bound.LowFloors.judge`'s verdicts as those."""
+""":meth:`engine.layout.proofs.low_bound.LowFloors.judge`'s verdicts as those."""
 
 
 @dataclass
@@ -252,7 +256,7 @@ def search_min(
     ``pipeline_full`` and ``max_padding_share`` preferences (they depend on DP, so they
     are applied here rather than to the shapes: none by default), the candidates and
     what earlier searches with the same preferences proved
-    (:class:`~engine.layout.known.Known`)."""
+    (:class:`~engine.layout.proofs.regimes.Known`)."""
     memo = SearchMemo(ev.plan, full=True, padding=1.0) if memo is None else memo
     best = start
     floor = ev.fewest_ranks

@@ -3,7 +3,8 @@
 1. Arithmetic minimum: the fewest ranks whose *high* estimate fits the limit (usable
    HBM less the headroom policy): TP any divisor within a node, no rounding to nodes.
 2. First legal layout: the cheapest layout under the practical rules, and its
-   procurement count (a single GPU, a partial node or whole nodes: engine.layout.procure).
+   procurement count (a single GPU, a partial node or whole nodes:
+   engine.layout.search.procure).
 3. Validation range: the topology-rounded minimum by the *low* estimate and the first
    practical layout by the *high* one; when they differ the range straddles the
    limit and a measurement on the smaller count decides.
@@ -13,8 +14,8 @@ it wins every tie, so the procurement count, its layout and the plan on screen a
 (the plan's DP 8 is not traded for a DP 7 that costs the same node). Alongside: the
 fitting alternatives at the procurement size ranked by headroom, and the rejected
 layouts with their reasons. A count that finds nothing names the closest layout
-(:mod:`engine.layout.closest`). A time budget bounds the search; a search stopped by it
-says how far it got. ``gpu_counts`` is pure: the GUI, the report and the CLI call it
+(:mod:`engine.layout.search.closest`). A time budget bounds the search; a search
+stopped by it says how far it got. ``gpu_counts`` is pure: the GUI, the report and the CLI call it
 with the same plan and get the same answer.
 """
 
@@ -23,14 +24,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from engine.layout.alternatives import ranked_alternatives
-from engine.layout.batch import accumulation_words, batch_change, step_words, target_global_batch
-from engine.layout.budget import Budget, BudgetSpent, Clock
-from engine.layout.closest import closer, closest_candidates
-from engine.layout.collector import collector_paused
-from engine.layout.evaluate import Estimator, Evaluator, Outcome
-from engine.layout.fill import fill_bought
-from engine.layout.lattice import (
+from engine.layout.lattice.batch import (
+    accumulation_words,
+    batch_change,
+    step_words,
+    target_global_batch,
+)
+from engine.layout.lattice.shapes import (
     Layout,
     LayoutPreferences,
     Rejected,
@@ -38,17 +38,21 @@ from engine.layout.lattice import (
     layout_of,
     legal_shapes,
 )
-from engine.layout.low_search import low_search
-from engine.layout.procure import procurement, shape_words
-from engine.layout.regimes import SearchMemo
-from engine.layout.search import HIGH, LOW, Criterion, Found, search_growing
+from engine.layout.proofs.evaluate import Estimator, Evaluator, Outcome
+from engine.layout.proofs.regimes import SearchMemo
+from engine.layout.search.alternatives import fill_bought, ranked_alternatives
+from engine.layout.search.budget import Budget, BudgetSpent, Clock
+from engine.layout.search.closest import closer, closest_candidates
+from engine.layout.search.collector import collector_paused
+from engine.layout.search.low_search import low_search
+from engine.layout.search.minimum import HIGH, LOW, Criterion, Found, search_growing
+from engine.layout.search.procure import procurement, shape_words
 from engine.plan import Plan
 from engine.units import fmt_bytes
 
 SEARCH_BUDGET_S = 20.0
-"""Wall-clock seconds one search may take before it stops and says so (every preset
-searches to 16,384 GPUs in well under one; extreme plans — thousands of layers — stop
-here instead of running for minutes)."""
+"""Wall-clock seconds one search may take before it stops and says so: extreme plans
+(thousands of layers) stop here instead of running for minutes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +102,7 @@ class GpuCounts:
     @property
     def shape(self) -> str:
         """What the procurement count buys, in words (a single GPU, a partial node,
-        whole nodes; :func:`engine.layout.procure.shape_words`)."""
+        whole nodes; :func:`engine.layout.search.procure.shape_words`)."""
         g = self.first_layout.gpus
         return "none found" if g is None else shape_words(g, self.gpus_per_node, self.rounding)
 
@@ -115,14 +119,6 @@ class GpuCounts:
         """The most frequent rejection reasons at the procurement size, with counts."""
         counter = Counter(r for x in self.rejected for r in x.reasons)
         return counter.most_common(top)
-
-
-def count_range(low: int | None, high: int | None, collapse: bool = False) -> str:
-    """A GPU-count range as text. An open end (no layout fits within the search) reads
-    "at least 8", never "8–None"; ``collapse`` writes equal ends once ("8", not "8–8")."""
-    if high is None:
-        return "none" if low is None else f"at least {low}"
-    return str(low) if collapse and low == high else f"{low}–{high}"
 
 
 def _words(o: Outcome) -> str:
@@ -143,7 +139,7 @@ def _none_fits(
     """A count that found nothing: why, naming the closest of ``outcomes`` that fails
     the criterion (node ledgers fitting first, then the most headroom; the earliest of
     equals); ``every``: those hold the closest of every shape's largest DP per regime
-    (:mod:`engine.layout.closest`), which the reason then says."""
+    (:mod:`engine.layout.search.closest`), which the reason then says."""
     what = criterion.figure
     tried = [o for o in outcomes if o.ok and not criterion.accept(o)]
     bound = f"up to {max_gpus} GPUs" + (
@@ -227,7 +223,7 @@ def _closest(
     ev: Evaluator, max_gpus: int, prefs: LayoutPreferences, budget: Budget, memo: SearchMemo
 ) -> bool:
     """Estimate the layouts a count that found nothing may name as the closest
-    (:func:`engine.layout.closest.closest_candidates`, over the shapes of every count:
+    (:func:`engine.layout.search.closest.closest_candidates`, over the shapes of every count:
     the arithmetic minimum's); whether all were estimated or ruled out within the
     budget and the estimates' cap."""
     try:
@@ -251,10 +247,9 @@ def gpu_counts(
     within ``budget_s`` seconds (None: unbounded; ``clock`` replaces the wall clock).
     ``alternatives`` False ranks no alternatives nor rejections (a fit lever shows only
     its counts; the ranking estimates every legal layout of the procurement size).
-
-    ``estimator`` defaults to :func:`engine.estimate.estimate`; it is a parameter so
-    the search stays a black box over whatever the ledger counts.
-    """
+    ``estimator`` (default: the ledger's) replaces the estimate; the floors and bounds
+    of :mod:`engine.layout.proofs` then stay off (they read the ledger's rows), and the
+    regimes' padding slack reads the estimator's own rows."""
     prefs = prefs or LayoutPreferences()
     max_gpus = max_gpus or plan.policy.max_gpus
     g, rounding = plan.hardware.gpus_per_node, plan.policy.rounding
@@ -268,7 +263,7 @@ def gpu_counts(
     memo = SearchMemo(plan, prefs.pipeline_full, prefs.max_padding_share)
     first, low, arith = _search(ev, max_gpus, prefs, budget, seeded, memo)
     stopped = budget.spent
-    every = False  # the closest is that of every candidate (engine.layout.closest)
+    every = False  # the closest is that of every candidate (engine.layout.search.closest)
     if not stopped and None in (first, low, arith):
         every = _closest(ev, max_gpus, prefs, budget, memo)
         stopped = budget.spent

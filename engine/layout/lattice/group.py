@@ -1,12 +1,12 @@
 """One regime's candidate layouts as a view of its ascending DP values, each layout built
 when read.
 
-A dense model's shape has thousands of candidate DPs (Llama-3.1-405B's low search judges
-~14,000), and the search reads a few of them per regime: the largest, the ones its
-bisection probes, those it scans. So :class:`engine.layout.regimes.SearchMemo` keeps
-each regime's DP values only, and its windows and their slices are views of those
-lists (no copy); ``below``, ``between`` bisect the DP values directly. Every function
-here takes a plain list of layouts as well (the tests' walks build those).
+A dense model's shape has thousands of candidate DPs, and the search reads a few of them
+per regime: the largest, the ones its bisection probes, those it scans. So
+:class:`engine.layout.proofs.regimes.SearchMemo` keeps each regime's DP values only, and
+its windows and their slices are views of those lists (no copy); ``below``, ``between``
+bisect the DP values directly. Every function here takes a plain list of layouts as well
+(the tests' walks build those).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
-from engine.layout.point import Layout
+from engine.layout.lattice.point import Layout
 
 
 def _dp(layout: Layout) -> int:

@@ -3,9 +3,15 @@ regimes (the DP ranges within which a rank's peak never rises, up to the FSDP pa
 slack), and what probes have proven about each regime.
 
 Everything here is keyed by the shape and is the same in every round of the growing
-bound and in all three counts' searches of one :func:`engine.layout.counts.gpu_counts`
+bound and in all three counts' searches of one :func:`engine.layout.search.counts.gpu_counts`
 call (one plan, one set of ``pipeline_full`` / ``max_padding_share`` preferences), so
 :class:`SearchMemo` computes a DP's layout, its padding verdict and its regime once.
+
+:func:`regime` is a proof: its key lists, from the ledger's rows, every step at which a
+rank's peak may rise with DP (a communicator appearing, an expert or HSDP shard group
+moving, ranks per node growing). A row that grows with DP anywhere else must add its
+step here, or the search skips a fitting layout:
+``tests/engine/layout/test_search_exact.py::test_counts_equal_brute_force`` catches it.
 """
 
 from __future__ import annotations
@@ -16,14 +22,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from engine.errors import Problem
-from engine.layout.bound import PeakFloors
-from engine.layout.candidates import RegimeKey, ShapeJudge, held_micro_batch
-from engine.layout.cross_ep import CrossEp
-from engine.layout.group import Group
-from engine.layout.known import Known
-from engine.layout.low_bound import LowFloors
-from engine.layout.point import Layout
-from engine.layout.state_bound import StateFloors
+from engine.layout.lattice.candidates import RegimeKey, ShapeJudge, held_micro_batch
+from engine.layout.lattice.group import Group, below_dp, dp_span
+from engine.layout.lattice.point import Layout
+from engine.layout.proofs.bound import PeakFloors
+from engine.layout.proofs.cross_ep import CrossEp
+from engine.layout.proofs.low_bound import LowFloors
+from engine.layout.proofs.state_bound import StateFloors
 from engine.ledger.groups import ranks_per_node
 from engine.ledger.sharding import shard_group_size
 from engine.plan import Plan
@@ -37,7 +42,7 @@ shape's regimes hold a few DP values, a dense model's thousands."""
 def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
     """What may make a rank's peak rise between two DP values of one shape: layouts of
     one shape with equal regimes never hold more with more DP (see the module's
-    docstring), up to :func:`engine.layout.slack.slack`."""
+    docstring), up to :func:`engine.layout.proofs.evaluate.slack`."""
     par = plan.parallelism
     rpn = ranks_per_node(plan)
     dense = layout.dp * layout.cp
@@ -56,10 +61,46 @@ def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
     return tuple(key)
 
 
+@dataclass
+class Known:
+    """What the search has proven about one regime of one shape under one criterion:
+    every candidate DP up to ``dead_upto`` fails, and ``fits_at`` (if known) is
+    accepted. Kept across the growing bounds and the three counts' searches (the
+    arithmetic minimum's relaxed shapes include the practical ones), so a regime a
+    probe proved dead is never probed again below that DP."""
+
+    dead_upto: int = 0
+    fits_at: int | None = None
+
+    def unknown(self, group: Sequence[Layout]) -> Sequence[Layout]:
+        """The part of an ascending regime ``group`` whose answer is not yet known: above
+        the proven failures, and no further than the smallest known fit."""
+        return dp_span(group, self.dead_upto, self.fits_at)
+
+    def learn(self, group: Sequence[Layout], found: Layout | None) -> None:
+        """Record :meth:`_Shape.smallest`'s answer over ``group``: every layout before
+        ``found`` (all of them when None) fails."""
+        below = group if found is None else below_dp(group, found.dp)
+        if below:
+            self.dead_upto = max(self.dead_upto, below[-1].dp)
+        if found is not None:
+            self.fits_at = found.dp
+
+    def learn_one(self, dp: int, accepted: bool, all_below_fail: bool) -> None:
+        """Record one estimate made by the other criterion's search at ``dp`` of this
+        regime, judged by this criterion: accepted, it bounds the regime's smallest fit
+        from above; failing with every smaller DP of the regime (``all_below_fail``),
+        every candidate up to ``dp`` fails."""
+        if accepted:
+            self.fits_at = dp if self.fits_at is None else min(self.fits_at, dp)
+        elif all_below_fail:
+            self.dead_upto = max(self.dead_upto, dp)
+
+
 @lru_cache(maxsize=1)
 def _low_floors(floors: PeakFloors) -> LowFloors:
     """The low bound over ``floors`` (keyed by the object: one per plan, kept across
-    searches as :func:`engine.layout.bound.peak_floors` keeps the floors), its values
+    searches as :func:`engine.layout.proofs.bound.peak_floors` keeps the floors), its values
     cached: the GUI, the report and the CLI search the same plan again."""
     return LowFloors(floors)
 
@@ -81,7 +122,7 @@ def _cross_ep(floors: PeakFloors) -> CrossEp:
 def _shape_points(plan: Plan, full: bool, padding: float) -> dict[Layout, _ShapePoints]:
     """The shapes' candidates of one plan under one ``pipeline_full`` /
     ``max_padding_share`` pair, kept across searches as the floors are
-    (:func:`engine.layout.bound.peak_floors`): they depend on nothing else, and a dense
+    (:func:`engine.layout.proofs.bound.peak_floors`): they depend on nothing else, and a dense
     model's search judges tens of thousands of DP values."""
     return {}
 
@@ -111,7 +152,7 @@ class SearchMemo:
     floor_over: dict[tuple[Layout, int, str], int] = field(default_factory=dict)
     """Per (shape, fewest DP, figure): the largest top at which the peak floor by that
     figure was over the limit at every candidate
-    (:meth:`engine.layout.search._Shape.all_over_floor`). The candidates up to a smaller
+    (:meth:`engine.layout.search.minimum._Shape.all_over_floor`). The candidates up to a smaller
     top are a prefix of those (:class:`_ShapePoints`), each batch's largest of them at
     most that batch's largest there, and the floor only rises as DP falls with the batch
     held: every one of them is over too, and the search drops the shape without building
@@ -134,7 +175,7 @@ class SearchMemo:
         whatever its EP; within it at ``top``, it is within at every larger top, and the
         verdict is remembered both ways.
 
-        The floor reads no EP (:mod:`engine.layout.bound` takes it at the widest) and
+        The floor reads no EP (:mod:`engine.layout.proofs.bound` takes it at the widest) and
         no legality of the DP (a formula of the ranks per stage), so one verdict stands
         for every EP of a (TP, PP, CP, expert TP, split): a MoE model's shapes come in
         sets of up to nine EPs with one floor, and most large-model shapes are over it
@@ -180,7 +221,7 @@ class SearchMemo:
     def batch_tops(self, shape: Layout, top: int, fewest_dp: int) -> list[Layout]:
         """The shape at each batch's largest candidate DP of ``fewest_dp``…``top``, padding
         preference aside: a bound that never rises as DP falls with the batch held (the
-        peak floor, :mod:`engine.layout.bound`) is over the limit at every candidate when
+        peak floor, :mod:`engine.layout.proofs.bound`) is over the limit at every candidate when
         it is at these — so the search can drop a shape before building its regimes."""
         judge = self.judge(shape)
         dps = judge.candidates(top)
@@ -221,9 +262,9 @@ class _ShapePoints:
     """One shape's candidate layouts from ``fewest_dp`` up to the largest ``top`` asked
     for so far, by regime, each regime's DP values ascending, and the layouts of its first
     :data:`LISTED` (a longer window's are built when read:
-    :class:`~engine.layout.group.Group`; a list is what a few DP values cost least as).
+    :class:`~engine.layout.lattice.group.Group`; a list is what a few DP values cost least as).
     The candidates up to a smaller top are a prefix of those up to a larger one
-    (:func:`~engine.layout.candidates.dp_candidates`), so each DP is judged once and every
+    (:func:`~engine.layout.lattice.candidates.dp_candidates`), so each DP is judged once and every
     search round takes a window of these lists by bisection instead of walking thousands
     of DP values."""
 

@@ -1,21 +1,32 @@
-"""Estimating layouts as a black box, once each.
+"""Estimating layouts once each, and what the proofs read of an estimate: its padded
+rows and the slack they allow (:func:`slack`).
 
-The search never looks inside the ledger: it asks ``estimate`` for a layout's peak and
-treats a :class:`PlanError` as "cannot run, for this reason". Each distinct layout is
-estimated at most once per search (estimates are the whole cost of a search).
+The search asks :class:`Evaluator` for a layout's peak and treats a :class:`PlanError`
+as "cannot run, for this reason"; each distinct layout is estimated at most once per
+search. This is a proof module, not a black box: under the ledger's own estimate it
+reads the rows FSDP pads (:func:`stage_padded`, through the stage's shared rows) for
+the padding slack, and asks the rank floor and the peak floor (``floor``, ``bound``)
+before anything is estimated; under a caller's estimator it reads only the rows that
+estimator returns, and the floors stay off. A new row sized with FSDP padding must be
+of :data:`PADDED_STATES`: ``tests/engine/layout/test_heaviest_padded.py`` compares the
+shared-row reading with the rows.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from engine.allocator.reserve import share_bound
 from engine.errors import PlanError
 from engine.estimate import Estimate, StageEstimate, estimate
-from engine.layout.bound import peak_floors
-from engine.layout.floor import fewest_ranks
-from engine.layout.lattice import Layout, with_layout
+from engine.layout.lattice.padding import padding_context, share_in
+from engine.layout.lattice.shapes import Layout, with_layout
+from engine.layout.proofs.bound import peak_floors
+from engine.layout.proofs.floor import fewest_ranks
+from engine.ledger.peaks.runtime import reserve_factors
 from engine.ledger.row import Row
 from engine.ledger.stage_rows import shared_rows
 from engine.plan import Plan
@@ -24,19 +35,13 @@ Estimator = Callable[[Plan], Estimate]
 
 PADDED_STATES = frozenset({"gathered", "buckets"})
 """Row states whose size includes FSDP's dim-0 padding to the shard group (gathered
-units, reduce-scatter inputs): what can shrink when DP does (see layout.slack.slack)."""
+units, reduce-scatter inputs): what can shrink when DP does (see :func:`slack`)."""
 
 
 def padded_bytes(rows: Iterable[Row]) -> int:
     """The high bytes of the rows of :data:`PADDED_STATES`: an upper bound on the FSDP
     padding among them."""
     return sum(r.high for r in rows if r.state in PADDED_STATES)
-
-
-def heaviest_padded(est: Estimate) -> int:
-    """:func:`padded_bytes` of the estimate's heaviest stage's rows, without building
-    them (:func:`stage_padded`)."""
-    return stage_padded(est.heaviest)
 
 
 def stage_padded(st: StageEstimate) -> int:
@@ -79,7 +84,7 @@ class Outcome:
     node_problems: tuple[str, ...] = ()  # host RAM / NVMe per node that does not fit
     padded: int = 0  # bytes of the heaviest stage's rows sized with FSDP padding
     # the same of the stage whose fit low is the estimate's (:func:`lowest_stage`): the
-    # low figure's slack (engine.layout.slack.slack) is that stage's padding
+    # low figure's slack (:func:`slack`) is that stage's padding
     padded_low: int = 0
 
     @property
@@ -103,6 +108,34 @@ class Outcome:
         return self.limit - self.high
 
 
+def slack(plan: Plan, outcome: Outcome, figure: str = "high") -> int:
+    """An upper bound on how much a rank's peak by ``figure`` ("high" or "low") can
+    exceed that at a smaller DP of the same regime: only the padding FSDP adds to its
+    gathered units and reduce-scatter inputs can shrink away with fewer ranks (sharded
+    states only grow). It is at most the padded rows of the stage that figure is of —
+    the heaviest stage's (``Outcome.padded``) for the high figure, which is the largest
+    high of any stage's phases, and the stage of the largest low for the low figure
+    (``Outcome.padded_low``), which is the largest low of any stage's phases: each such
+    largest never falls with fewer ranks by more than its stage's padding — times the
+    largest padding share of any unit at that layout; 0 when parameters are not
+    gathered."""
+    padded = outcome.padded if figure == "high" else outcome.padded_low
+    return padded_slack(plan, outcome.layout, padded)
+
+
+def padded_slack(plan: Plan, layout: Layout, padded_rows: int) -> int:
+    """:func:`slack` at ``layout`` of ``padded_rows`` bytes of padded rows (an upper
+    bound on them gives an upper bound on the slack): the padding they can lose, and
+    the allocator reserve's share of it — the fit peak adds the reserve, a share of the
+    allocated peak (``int(peak × factor)``, so at most one byte more for the rounding),
+    which falls with it."""
+    pad, padded = share_in(padding_context(plan), layout)
+    if not pad:
+        return 0
+    lost = -(-padded_rows * pad // padded)
+    return lost + math.ceil(lost * share_bound(reserve_factors(plan))) + 2
+
+
 def _decisive_estimate(plan: Plan) -> Estimate:
     """The search needs only the verdict's inputs: skip stages that cannot be heaviest."""
     return estimate(plan, decisive_only=True)
@@ -118,7 +151,8 @@ def _ledger_outcomes(plan: Plan) -> dict[Layout, Outcome]:
 
 
 class Evaluator:
-    """Memoised black-box estimates of one plan under different layouts."""
+    """Memoised estimates of one plan under different layouts, with the floors the
+    search asks first (the ledger's estimate only)."""
 
     def __init__(self, plan: Plan, estimator: Estimator | None = None) -> None:
         self.plan = plan
@@ -127,12 +161,12 @@ class Evaluator:
         self.calls = 0
         self.peeks = 0  # reads by :meth:`peek` of layouts not asked for (not counted)
         self._ledger = estimator is None
-        # lower bounds on the peak (engine.layout.bound): the ledger's only, like fewest_ranks
+        # lower bounds on the peak (proofs.bound): the ledger's only, like fewest_ranks
         self.floors = peak_floors(plan) if self._ledger else None
 
     @property
     def fewest_ranks(self) -> int:
-        """The world size below which no layout can fit (:mod:`engine.layout.floor`);
+        """The world size below which no layout can fit (:mod:`engine.layout.proofs.floor`);
         1 under a caller's estimator, whose rows the floor knows nothing of."""
         return fewest_ranks(self.plan) if self._ledger else 1
 
@@ -147,7 +181,7 @@ class Evaluator:
         """``layout``'s outcome without asking for it: neither counted (:attr:`calls`)
         nor kept among :attr:`outcomes`, which stay the layouts the searches asked for (a
         count that finds nothing names the closest of them). The cross-EP rule
-        (:mod:`engine.layout.cross_ep`) reads a wider layout the search may never ask
+        (:mod:`engine.layout.proofs.cross_ep`) reads a wider layout the search may never ask
         for, or may refuse by a preference; the ledger's outcome is kept all the same
         (:func:`_ledger_outcomes`), so a search that asks for it later pays nothing."""
         got = self._cache.get(layout)
@@ -188,7 +222,7 @@ class Evaluator:
             est.capacity_bytes,
             node_problems=tuple(est.nodes.problems()),
             # a caller's estimator is a black box: its rows are all there is to read
-            padded=heaviest_padded(est) if self._ledger else padded_bytes(est.heaviest.rows),
+            padded=stage_padded(est.heaviest) if self._ledger else padded_bytes(est.heaviest.rows),
             padded_low=stage_padded(low) if self._ledger else padded_bytes(low.rows),
         )
 

@@ -5,7 +5,7 @@ FSDP2 chunks every tensor on dim 0 into N equal chunks (rank r holds rows
 reduce-scatter input are ``ceil(d0/N) · N`` rows (``torch/distributed/fsdp/
 _fully_shard/_fsdp_param.py``, ``FSDPParam._init_sharded_param``); FSDP1 pads its flat
 parameter the same way. The padding is the one part of a rank's peak that can shrink
-when N does, so the layout search bounds it (:func:`engine.layout.slack.slack`) and
+when N does, so the layout search bounds it (:func:`engine.layout.proofs.evaluate.slack`) and
 prefers layouts where it stays small (``LayoutPreferences.max_padding_share``).
 """
 
@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from engine.layout.point import Layout
-from engine.ledger.groups import ranks_per_node
-from engine.ledger.placement import layer_classes
-from engine.ledger.sharding import shard_group_size
+from engine.layout.lattice.point import Layout
+from engine.layout.proofs import layer_classes, ranks_per_node, shard_group_size
 from engine.models.inventory import Tensor
 from engine.models.roles import is_expert_parallel, tp_split_dim
 from engine.models.spec import ArchitectureSpec
@@ -77,7 +75,7 @@ def _split(rows: Rows, tps: tuple[int, int], ep: int) -> Split:
 
 
 class Padding:
-    """What :func:`padding_share` reads of one plan — its parallelism, resolved
+    """What :func:`share_in` reads of one plan — its parallelism, resolved
     architecture and ranks per node — with the shares it has worked out: a search asks
     for the share of every DP of every shape (thousands), and many of them shard alike
     (the same shard groups and TPs), so each (TP, CP, DP, EP, expert TP) is looked up in
@@ -110,7 +108,7 @@ class Padding:
         self._split: dict[tuple[int, int, int], tuple[Split, ...]] = {}
 
     def share(self, tp: int, cp: int, dp: int, ep: int, etp: int) -> tuple[int, int]:
-        """:func:`padding_share` at these dimensions (not PP: FSDP units are layers, and
+        """:func:`share_in` at these dimensions (not PP: FSDP units are layers, and
         a stage's units are padded like any other's)."""
         dims = (tp, cp, dp, ep, etp)
         got = self._by_dims.get(dims)
@@ -156,7 +154,7 @@ class Padding:
 
 
 Context = Padding | None
-"""What :func:`padding_share` reads of a plan (:func:`padding_context`)."""
+"""What :func:`share_in` reads of a plan (:func:`padding_context`)."""
 
 
 @lru_cache(maxsize=8)
@@ -171,33 +169,22 @@ def padding_context(plan: Plan) -> Context:
     return Padding(par, resolved(plan).model.architecture, ranks_per_node(plan))
 
 
-def padding_share(plan: Plan, layout: Layout) -> tuple[int, int]:
-    """The largest share of padding in any FSDP unit at this layout, as (padding,
-    padded size) in elements; (0, 1) when the strategy gathers no parameters. Taken of
-    the resolved architecture — the tensors the ledger shards: an ``auto`` expert storage
-    is one tensor per expert, the stack's own (``stacked`` / ``fused_gate_up``) one tensor
-    of all experts split on the expert dimension, which pads where there are fewer
-    experts than ranks."""
-    return share_in(padding_context(plan), layout)
-
-
 def share_in(context: Context, layout: Layout) -> tuple[int, int]:
-    """:func:`padding_share` of a plan whose :func:`padding_context` is ``context``."""
+    """The largest share of padding in any FSDP unit at this layout, as (padding,
+    padded size) in elements, of the plan whose :func:`padding_context` is ``context``;
+    (0, 1) when the strategy gathers no parameters. Taken of the resolved architecture —
+    the tensors the ledger shards: an ``auto`` expert storage is one tensor per expert,
+    the stack's own (``stacked`` / ``fused_gate_up``) one tensor of all experts split on
+    the expert dimension, which pads where there are fewer experts than ranks."""
     if context is None:
         return 0, 1
     return context.share(layout.tp, layout.cp, layout.dp, layout.ep, layout.etp)
 
 
-def padding_problems(plan: Plan, layout: Layout, max_share: float) -> tuple[str, ...]:
-    """The preference against FSDP shard groups that pad a unit by more than
-    ``max_share`` (see :class:`engine.layout.point.LayoutPreferences`)."""
-    if max_share >= 1:
-        return ()
-    return problems_in(padding_context(plan), layout, max_share)
-
-
 def problems_in(context: Context, layout: Layout, max_share: float) -> tuple[str, ...]:
-    """:func:`padding_problems` of a plan whose :func:`padding_context` is ``context``."""
+    """The preference against FSDP shard groups that pad a unit by more than
+    ``max_share`` (see :class:`engine.layout.lattice.point.LayoutPreferences`), for the
+    plan whose :func:`padding_context` is ``context``."""
     if max_share >= 1:
         return ()
     pad, padded = share_in(context, layout)

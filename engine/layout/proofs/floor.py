@@ -6,9 +6,10 @@ nothing is offloaded, and sharding only divides tensors (rounding each shard up)
 TP, EP, PP and replication only add copies: summed over the ranks of any layout, the
 persistent states are at least what one rank holds when the plan runs on one GPU. So a
 layout of ``w`` ranks has some rank holding at least that total ÷ ``w``; when that is
-over the HBM limit, no layout of ``w`` ranks fits, by either estimate. DeepSeek-V3
-(671 B parameters, 18 B each under the distributed optimizer) cannot fit fewer than ~160
-H100s, and the search need not estimate a single layout below that.
+over the HBM limit, no layout of ``w`` ranks fits, by either estimate, and the search
+need not estimate a single layout below that. It reads the ledger's state rows (a
+proof): a new state row must keep it below every layout's
+(``tests/engine/layout/test_floor.py::test_no_layout_holds_less_than_the_floor_share``).
 """
 
 from __future__ import annotations

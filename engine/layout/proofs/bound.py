@@ -1,9 +1,10 @@
 """Sound lower bounds on a layout's high and low fit peaks without an estimate.
 
-A DeepSeek-V3 layout search meets ~1,700 shapes (TP × PP × CP × EP) and most of them
+A large model's layout search meets many shapes (TP × PP × CP × EP) and most of them
 fail by the same margin at every DP: a stage's saved activations come near the HBM
-limit on their own (TP 4 without CP saves 124 GB per rank for DeepSeek-V3's 61 layers at
-4,096 tokens). The bound, per stage that can be the heaviest
+limit on their own (``test_deepseek_v3_tp4_without_cp_is_over_the_limit_by_activations``).
+The bound reads the ledger's rows (a proof, :mod:`engine.layout.proofs`), per stage that
+can be the heaviest
 (:func:`engine.estimate.decisive_stages`), adds up what no DP or EP can take away:
 
 - the activation rows that need no placed tensors (:func:`activation_rows` given none:
@@ -14,12 +15,12 @@ limit on their own (TP 4 without CP saves 124 GB per rank for DeepSeek-V3's 61 l
   holds the unsharded gradients of its local experts, ⌈experts ÷ EP⌉ of them
   (``working.moe_working_terms``), which only falls as EP grows. So they are computed
   once per (TP, PP, CP, expert TP, split, micro-batch, accumulation), at DP 1 and the
-  widest EP (one expert per rank), a lower bound at every EP — not at EP 1, where
-  Llama-4-Maverick's 128 experts put 17 GB in the working set that EP 64 does not
-  (0.3 GB): a floor taken there exceeded the estimate;
+  widest EP (one expert per rank), a lower bound at every EP — not at EP 1, where a
+  many-expert model's working set holds every expert's gradient: a floor taken there
+  exceeds the estimate (``test_floor_counts_the_moe_working_set_at_the_widest_ep``);
 - the weights and optimizer state, live at every moment: the w ÷ pp ranks of a stage
   hold at least the stage's one-rank states between them
-  (:func:`engine.layout.floor.resident_states`), and every rank of a stage has the same
+  (:func:`engine.layout.proofs.floor.resident_states`), and every rank of a stage has the same
   activation rows, so the estimated (heaviest) rank holds the activations plus that
   share — which only shrinks as DP grows;
 - the allocator reserve, a fixed share of the peak phase's high (:func:`reserve_bytes`,
@@ -38,12 +39,13 @@ the resident share (counted by its low already), the reserve's low on that and t
 runtime's low. A stage's low fit peak is the largest low of any of its moments plus the
 reserve's low and its runtime's low (:func:`engine.ledger.phases.peak_phase_of`), and the
 job's is the largest of any stage's (:func:`engine.estimate.fit_range`): one stage's low
-floor over the limit proves the layout fails by the low figure. DeepSeek-V3's low search
-drops 424 of the 473 layouts it bounded one by one (each bound its shared rows, nearly an
-estimate) by this floor, worked out once per shape. The hypothesis test
-``tests/engine/layout/test_bound.py`` checks both floors against the estimate on random
-plans and layouts, and the search's answers stay those of brute force
-(``test_search_exact.py``).
+floor over the limit proves the layout fails by the low figure, once per shape, before
+any per-layout low bound (:mod:`engine.layout.proofs.low_bound`) is worked out.
+
+A row added to or changed in the activations, the states or the runtime must keep both
+floors at most the estimate: ``tests/engine/layout/test_bound.py::
+test_floor_at_most_the_estimate`` (random plans and layouts) and ``..._on_presets``
+check it, and the counts stay those of brute force (``test_search_exact.py``).
 """
 
 from __future__ import annotations
@@ -54,9 +56,9 @@ from functools import lru_cache
 
 from engine.errors import PlanError
 from engine.estimate import decisive_stages
-from engine.layout.floor import resident_states
-from engine.layout.lattice import with_layout
-from engine.layout.point import Layout
+from engine.layout.lattice.point import Layout
+from engine.layout.lattice.shapes import with_layout
+from engine.layout.proofs.floor import resident_states
 from engine.ledger.activations.rows import activation_rows
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.runtime import (
@@ -190,7 +192,7 @@ class PeakFloors:
     def laid(self, layout: Layout) -> Plan | None:
         """The resolved canonical (DP 1, widest EP) plan of ``layout``, which the floor
         lays out anyway (None: it cannot be): what reads neither DP nor which EP above
-        one (the EP all-to-all buffers, :mod:`engine.layout.cross_ep`) is read from it."""
+        one (the EP all-to-all buffers, :mod:`engine.layout.proofs.cross_ep`) is read from it."""
         stages = self._started(_canonical(layout, self.widest_ep))
         return None if stages is None else stages.laid
 
@@ -290,7 +292,7 @@ _STAGE: dict[str, StageValue] = {"high": _stage_floor, "low": _stage_floor_low}
 def peak_floors(plan: Plan) -> PeakFloors:
     """The plan's :class:`PeakFloors`, kept across searches: ``gpu_counts`` is pure and
     the GUI, the report and the CLI call it with the same plan, whose floors (and the
-    bounds built on them, :mod:`engine.layout.regimes`) are then worked out once. The
-    last plan's only: keeping four made the next plans' searches slower (a bench of six
-    presets in one process, ~15 %), for no gain but on returning to an older plan."""
+    bounds built on them, :mod:`engine.layout.proofs.regimes`) are then worked out once.
+    The last plan's only: more kept plans' floors slow the next plans' searches (measure
+    with ``tests/bench_engine.py``), for no gain but on returning to an older plan."""
     return PeakFloors(plan)

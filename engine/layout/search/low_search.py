@@ -1,6 +1,6 @@
 """The validation-low search, bounded first by a cheaper layout already known to fit.
 
-The three counts' searches run in turn (:func:`engine.layout.counts.gpu_counts`): the
+The three counts' searches run in turn (:func:`engine.layout.search.counts.gpu_counts`): the
 high search's estimates carry both figures, so when the low search begins, some of
 them may already fit by the low figure at less than its start costs. Searching every
 shape only up to the cheapest of those spares the low search its probes of the worlds
@@ -9,11 +9,11 @@ between — one low bound or estimate per shape, most of them proofs that fail.
 
 from __future__ import annotations
 
-from engine.layout.budget import Budget
-from engine.layout.evaluate import Evaluator, Outcome
-from engine.layout.point import Layout
-from engine.layout.regimes import SearchMemo
-from engine.layout.search import LOW, Cost, Found, search_growing
+from engine.layout.lattice.point import Layout
+from engine.layout.proofs.evaluate import Evaluator, Outcome
+from engine.layout.proofs.regimes import SearchMemo
+from engine.layout.search.budget import Budget
+from engine.layout.search.minimum import LOW, Cost, Found, search_growing
 
 
 def low_search(
@@ -28,9 +28,9 @@ def low_search(
 ) -> Found | None:
     """The validation-low search from ``start``, bounded first by the cheapest layout
     the search has already estimated that fits by the low figure (the high search's
-    estimates carry both figures: Llama-4-Maverick's high search estimates a layout of
-    128 GPUs fitting by the low figure while its answer, the low search's start, costs
-    192): every shape is then searched only up to that cost, not up to ``start``'s.
+    estimates carry both figures, and one may fit by the low figure at less than the
+    high search's answer, the low search's start): every shape is then searched only up
+    to that cost, not up to ``start``'s.
 
     The same answer as from ``start`` alone. That cheaper layout of cost C is not made
     the start (a start wins ties, and the preference order must decide them): the search

@@ -10,7 +10,7 @@ allocator reserve's low and the runtime rows inside the capacity
   temporaries, checkpoint event: :func:`engine.ledger.stage_rows.shared_rows`) at the
   layout itself, exactly — a small share of an estimate's work;
 - its activation rows at the canonical layout (DP 1, the widest EP), which the real
-  ones only add to (:mod:`engine.layout.bound`: the autocast weight copies and the
+  ones only add to (:mod:`engine.layout.proofs.bound`: the autocast weight copies and the
   all-to-all buffers are what they lack);
 
 the largest low of those sums, its reserve's low and the runtime rows inside the
@@ -18,16 +18,18 @@ capacity (exact) are at most the stage's own low fit peak, and so at most the la
 One stage over the limit proves the layout fails; the stages are worked out one at a
 time, the likeliest to settle it first, and no further than a verdict needs.
 
-Why the search may apply it to a whole regime (:meth:`engine.layout.search._Shape.
+Why the search may apply it to a whole regime (:meth:`engine.layout.search.minimum._Shape.
 probe`): within a regime every row only grows as DP falls, but for the FSDP padding of
 the stage's own gathered units and reduce-scatter inputs
-(:func:`engine.layout.slack.padded_slack` of the stage's padded rows): so a stage whose
+(:func:`engine.layout.proofs.evaluate.padded_slack` of the stage's padded rows): so a stage whose
 bound is over the limit by more than that slack is over it at every smaller DP of the
 regime, and so is the layout's low fit peak there. It costs nearly an estimate for MoE
 models (the shared rows are most of one; an estimate of the same layout then reuses
 them), so the search asks for it only where it replaces an estimate one for one.
-``tests/engine/layout/test_low_bound.py`` checks the bound against the estimates and the
-regime rule against brute force.
+A new shared or activation row must keep it below the low estimate:
+``tests/engine/layout/test_low_bound.py::test_low_bound_at_most_the_low_estimate`` and
+``test_regime_wide_low_bound_proves_only_failures`` check the bound against the
+estimates and the regime rule against brute force.
 """
 
 from __future__ import annotations
@@ -35,11 +37,10 @@ from __future__ import annotations
 from typing import Literal
 
 from engine.errors import PlanError
-from engine.layout.bound import PeakFloors, StageFloor
-from engine.layout.evaluate import padded_bytes
-from engine.layout.lattice import with_layout
-from engine.layout.point import Layout
-from engine.layout.slack import padded_slack
+from engine.layout.lattice.point import Layout
+from engine.layout.lattice.shapes import with_layout
+from engine.layout.proofs.bound import PeakFloors, StageFloor
+from engine.layout.proofs.evaluate import padded_bytes, padded_slack
 from engine.ledger.peaks.runtime import reserve_factors, stuck_bytes
 from engine.ledger.phases import add_sums
 from engine.ledger.stage_rows import shared_rows

@@ -11,15 +11,17 @@ range beside the count, never as a second "low–high" that reads backwards.
 
 from __future__ import annotations
 
-from engine.layout.counts import GpuCounts, count_range
+from engine.layout.search.counts import GpuCounts
 
 
 def ascending(low: int | None, high: int | None) -> str:
-    """A GPU-count range, ascending and with equal ends written once ("4", "4–8",
-    "at least 8" when the high end was not found)."""
-    if low is not None and high is not None and low > high:
+    """A GPU-count range, ascending and with equal ends written once ("4", "4–8"); an
+    open end (no layout fits within the search) reads "at least 8", never "8–None"."""
+    if high is None:
+        return "none" if low is None else f"at least {low}"
+    if low is not None and low > high:
         low, high = high, low
-    return count_range(low, high, collapse=True)
+    return str(low) if low == high else f"{low}–{high}"
 
 
 def validation_range(c: GpuCounts) -> str:

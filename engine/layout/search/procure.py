@@ -14,7 +14,7 @@ Under ``policy.rounding = "gpu"`` every GPU is bought alone (exact ranks). Under
 NVIDIA's datasheet offers as one 8-GPU system — even a 1-rank job pays for a node.
 
 The cost is monotone in the ranks, which the search's soundness needs
-(:func:`engine.layout.search.search_growing` bisects on it).
+(:func:`engine.layout.search.minimum.search_growing` bisects on it).
 """
 
 from __future__ import annotations

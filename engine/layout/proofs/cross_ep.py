@@ -1,10 +1,10 @@
 """A layout's fit peaks bounded from below by the same layout at a wider EP.
 
 A MoE search meets every EP of a TP × PP × CP shape one after the other, each at the
-same top DP, and under FSDP2 the narrow EPs fail by far: Llama-4-Maverick at TP 1, CP 4,
-EP 1, DP 32 holds 287 GB against a 76 GB limit — a layer's 128 experts gathered, their
-reduce-scatter input and the MoE backward's unsharded expert gradients, which the peak
-floor and the state bound do not count (they depend on EP, not DP). What a rank holds at
+same top DP, and under FSDP2 the narrow EPs fail by far (``test_maverick_narrow_eps_
+are_over_by_the_widest``): a layer's experts gathered, their reduce-scatter input and the
+MoE backward's unsharded expert gradients, which the peak floor and the state bound do
+not count (they depend on EP, not DP). What a rank holds at
 a narrower EP is at least what it holds at a wider one, up to a small, known δ; so once
 the wider layout is known over by more than δ (its state bound or its estimate), the
 narrower one is over without an estimate.
@@ -67,14 +67,19 @@ the communicators e' has more; and the low fit peak is the largest of any stage'
 (:func:`engine.estimate.fit_range`, the same stages at every EP: they read PP and the
 split only), so any stage of e' bounds e's.
 
-Over a regime (the smaller DPs at e, :mod:`engine.layout.regimes`) a rank's peak by
-either figure falls by at most the FSDP padding slack (:mod:`engine.layout.slack`): the
-search asks the rule for a layout with smaller DPs below it only where the layout pads
-nothing (slack 0 by both figures, so they are over too); a padded one is bounded or
-estimated as before, its own slack proving its regime.
-``tests/engine/layout/test_cross_ep.py`` checks both figures' bounds against both
-estimates on random plans; ``test_search_exact.py`` checks the search's answers (the
-validation-low count among them) against brute force.
+Over a regime (the smaller DPs at e, :mod:`engine.layout.proofs.regimes`) a rank's peak
+by either figure falls by at most the FSDP padding slack
+(:func:`engine.layout.proofs.evaluate.slack`): the search asks the rule for a layout
+with smaller DPs below it only where the layout pads nothing (slack 0 by both figures,
+so they are over too); a padded one is bounded or estimated as before, its own slack
+proving its regime.
+
+The argument above enumerates rows: a row added or changed that reads EP, or that a
+wider EP can hold more of, must be checked against it.
+``tests/engine/layout/test_cross_ep.py::test_narrower_ep_holds_at_least_the_wider_less_delta``
+checks both figures' bounds against both estimates on random plans;
+``test_search_exact.py::test_counts_equal_brute_force_under_the_cross_ep_rule`` checks
+the search's answers (the validation-low count among them) against brute force.
 """
 
 from __future__ import annotations
@@ -84,12 +89,12 @@ from collections.abc import Callable
 from contextlib import suppress
 
 from engine.errors import PlanError
-from engine.layout.evaluate import Outcome
-from engine.layout.lattice import with_layout
-from engine.layout.low_bound import LowFloors
-from engine.layout.padding import padding_context, share_in
-from engine.layout.point import Layout
-from engine.layout.state_bound import StateFloors
+from engine.layout.lattice.padding import padding_context, share_in
+from engine.layout.lattice.point import Layout
+from engine.layout.lattice.shapes import with_layout
+from engine.layout.proofs.evaluate import Outcome
+from engine.layout.proofs.low_bound import LowFloors
+from engine.layout.proofs.state_bound import StateFloors
 from engine.ledger.activations.exchange import ep_dispatch_part
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.peaks.runtime import reserve_factors
@@ -100,7 +105,7 @@ from engine.plan import Plan
 from engine.stacks.defaults import resolved
 
 Estimate = Callable[[Layout], Outcome]
-"""The search's memoised estimate of a layout (:meth:`engine.layout.evaluate.Evaluator.
+"""The search's memoised estimate of a layout (:meth:`engine.layout.proofs.evaluate.Evaluator.
 peek`: not counted among the layouts the search asked for)."""
 
 SUMMED_STEPS = frozenset({"adamw", "sgd_momentum", "lion"})
@@ -169,7 +174,7 @@ class CrossEp:
         that figure — by a bound or by its ``estimate`` (made now and memoised: free
         when the search comes to that layout) — and, with ``regime``, so is every smaller
         DP of its regime: asked then only where the layout pads nothing (see the module's
-        docstring). The bound is the state bound (:mod:`engine.layout.state_bound`) by
+        docstring). The bound is the state bound (:mod:`engine.layout.proofs.state_bound`) by
         the high figure, and by the low one the low bound (:mod:`engine.layout.
         low_bound`), which dominates the state bound and which the low search works out
         for the wider layout when it probes it (memoised: one bound for every narrower

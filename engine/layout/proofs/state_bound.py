@@ -1,17 +1,17 @@
 """Lower bounds on a layout's fit peaks that count its own persistent states exactly.
 
-The peak floor (:mod:`engine.layout.bound`) spreads a stage's one-rank states over every
+The peak floor (:mod:`engine.layout.proofs.bound`) spreads a stage's one-rank states over every
 rank of the stage, which is what no layout can beat but far below what most layouts
 hold: under FSDP2 with EP, a rank keeps its experts sharded over the expert DP group
-only, and DDP keeps every state whole. MoE searches then estimate hundreds of layouts
-that fail by their states alone (Mixtral-8x22B at TP 2, CP 2, EP 8, DP 32 holds 203 GB of
-weights and optimizer state against a 76 GB limit). This bound, per decisive stage
+only, and DDP keeps every state whole. MoE searches would then estimate many layouts
+that fail by their states alone (``test_mixtral_8x22b_states_alone_exceed_the_limit``).
+This bound, per decisive stage
 (:func:`engine.estimate.decisive_stages`), adds moment by moment
 
 - the layout's own persistent HBM state rows (weights, master copies, gradients and
   optimizer state that stay in HBM: :func:`engine.ledger.states.persistent.
   persistent_stage_rows`, the rows the estimate itself counts), and
-- the canonical activation rows of :mod:`engine.layout.bound` (DP 1 and the widest
+- the canonical activation rows of :mod:`engine.layout.proofs.bound` (DP 1 and the widest
   EP: a subset of the layout's own, each at most its real size),
 
 so every moment's sums are at most the estimate's. The high fit peak is the largest
@@ -24,10 +24,12 @@ low counts: both bounds are the largest stage's, and one stage over the limit pr
 either figure over.
 
 Why the search may apply it to a whole regime: persistent states only shrink as DP grows
-within a regime (shards over a larger group, :mod:`engine.layout.regimes`; their padding
+within a regime (shards over a larger group, :mod:`engine.layout.proofs.regimes`; their padding
 too, ``ceil(rows / N)``), and the canonical activations depend on the batch only; so the
 bound at a batch's largest DP of a regime is at most the bound at each smaller DP with
-that batch. ``tests/engine/layout/test_state_bound.py`` checks the bound against both
+that batch. A new persistent state row must keep this argument (shrinks with DP within a
+regime): ``tests/engine/layout/test_state_bound.py::test_state_bound_at_most_the_estimate``
+and ``test_state_bound_falls_with_dp_within_a_regime`` check the bound against both
 estimates and its fall with DP; ``test_search_exact.py`` checks the search's answers
 against brute force.
 """
@@ -35,9 +37,9 @@ against brute force.
 from __future__ import annotations
 
 from engine.errors import PlanError
-from engine.layout.bound import PeakFloors, StageFloor
-from engine.layout.lattice import with_layout
-from engine.layout.point import Layout
+from engine.layout.lattice.point import Layout
+from engine.layout.lattice.shapes import with_layout
+from engine.layout.proofs.bound import PeakFloors, StageFloor
 from engine.ledger.peaks.runtime import reserve_factors, stuck_bytes
 from engine.ledger.phases import add_sums, moment_sums, timeline_of
 from engine.ledger.states.persistent import persistent_stage_rows
