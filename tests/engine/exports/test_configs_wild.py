@@ -118,3 +118,20 @@ def test_the_corpus_table_counts_every_repository() -> None:
     assert table[("pytorch/torchtitan", "refused")] == 0  # qwen3 32B: built from its flavor
     hf = [n for n in CONFIGS if n.startswith("hf_")]
     assert sum(EXPECTED[n]["outcome"] == "right" for n in hf) >= 3  # field-producing models
+
+
+HF_MODELS = [n for n in CONFIGS if n.startswith("hf_") and EXPECTED[n]["outcome"] == "right"]
+
+
+@pytest.mark.parametrize("name", HF_MODELS)
+def test_a_real_config_json_imports_the_same_as_a_model_folder(name: str, tmp_path: Path) -> None:
+    """Saved as ``<model>/config.json`` — how a download or a checkpoint holds it — the file
+    is read as a model folder: the same architecture, the folder's name, nothing warned."""
+    folder = tmp_path / "Some-Model"
+    folder.mkdir()
+    (folder / "config.json").write_bytes((WILD / name).read_bytes())
+    loose = import_file(WILD / name, default_plan())
+    got = import_file(folder, default_plan())
+    assert got.plan.model.architecture == loose.plan.model.architecture
+    assert got.plan.model.name == "Some-Model"
+    assert got.warnings == ()
