@@ -220,14 +220,6 @@ except BaseException as e:
 """
 
 
-def titan_job(plan: Plan) -> str:
-    """The recipe as data for the torchtitan check: the registry module and function
-    (from MemPlan's own table), the overrides, the plan's world size."""
-    module, function, args = titan_argv(plan)
-    world = resolved(plan).parallelism.world_size
-    return json.dumps({"module": module, "function": function, "argv": args, "world": world})
-
-
 @dataclass(frozen=True, slots=True)
 class CheckResult:
     """What the framework said: whether it was there, whether it accepted the file."""
@@ -283,6 +275,16 @@ def _missing(fmt: str, module: str) -> str:
     return f"could not check here (needs package {top}, which {fmt} imports)"
 
 
+def check_titan(
+    module: str, function: str, overrides: list[str], world: int, timeout: float = 180.0
+) -> CheckResult:
+    """torchtitan 0.3.0's ``ConfigManager.parse_args`` on ``--module module --config
+    function`` and the tyro ``overrides`` (data: the words, never a file), then
+    ``ParallelDims`` over ``world`` GPUs and the trainer's batch rule."""
+    job = {"module": module, "function": function, "argv": overrides, "world": world}
+    return _run("torchtitan", _TORCHTITAN, [json.dumps(job)], timeout)
+
+
 def check_export(exp: Export, plan: Plan, timeout: float = 180.0) -> list[CheckResult]:
     """Load ``exp`` (and its ds_config companion) with the framework's own classes."""
     p = resolved(plan)
@@ -306,5 +308,5 @@ def check_export(exp: Export, plan: Plan, timeout: float = 180.0) -> list[CheckR
             env = json.dumps(launch_env(plan))
             out.append(_run("megatron", _MEGATRON, [flags, world, env], timeout))
         elif exp.format == "torchtitan":
-            out.append(_run("torchtitan", _TORCHTITAN, [titan_job(plan)], timeout))
+            out.append(check_titan(*titan_argv(plan), p.parallelism.world_size, timeout))
         return out

@@ -9,7 +9,6 @@ function, tyro on the recipe's overrides, ``Trainer.Config.__post_init__``) and
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 from collections import Counter
 from typing import Any
@@ -19,7 +18,7 @@ from export_grid import GRID, grid_plan
 from roundtrip import differences, same_estimate, scrambled
 
 from engine.exports import FORMATS, import_export
-from engine.exports.check import _TORCHTITAN, CheckResult, _run, check_export
+from engine.exports.check import CheckResult, check_export, check_titan
 from engine.exports.torchtitan import titan_argv
 from engine.legality.checks import plan_problems
 from engine.plan import get_value
@@ -88,8 +87,7 @@ def _titan_check(label: str, drop: str = "", rename: tuple[str, str] = ("", ""))
     plan = grid_plan(model, changes)
     module, function, args = titan_argv(plan)
     args = [rename[1] if a == rename[0] else a for a in args if a != drop]
-    job = {"module": module, "function": function, "argv": args, "world": 64}
-    return _run("torchtitan", _TORCHTITAN, [json.dumps(job)], 300)
+    return check_titan(module, function, args, plan.parallelism.world_size, 300)
 
 
 @needs_torchtitan
