@@ -58,15 +58,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "TP + FSDP torchtitan step: loss_parallel and async-TP buffers, and the reserve of "
         "the TP streams, not modelled [now: reserved 53.4-57.0 GiB against 71.9 (-23.3 %)]"
     ),
-    "torchtitan-8b-h200-fsdp32-float8-compile": (
-        "torch.compile modelled on torchtitan's profile (w2 output, SwiGLU pair) but the "
-        "run's own config (June 2025, H200) only partly stated: 65.9-83.7 GiB against 48.0 "
-        "(+56 %) [now: reserved 63.8-73.3 GiB against 48.0 (+42.9 %)]"
-    ),
-    "torchtitan-8b-h200-fsdp64-float8-compile": (
-        "as the 32-GPU H200 row: 64.3-81.8 GiB against 47.0 (+56 %) [now: reserved 62.4-71.9 "
-        "GiB against 47.0 (+42.9 %)]"
-    ),
     "torchtune-3b-full-opt-in-bwd": (
         "35.8 small rows (the tied embedding's lm_head gradient held in the autograd buffer "
         "through the layers' backward, the hidden-state gradient of the chunks) [now: "
