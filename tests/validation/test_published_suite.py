@@ -45,6 +45,12 @@ KNOWN_FAILURES: dict[str, str] = {
         "fragmentation of a run at the card's edge (issue 36 calibration) [now: device "
         "67.7-71.4 GiB against 79.2-80.0 (-12.6 %)]"
     ),
+    "torchtitan-8b-fsdp128-sac-compile": (
+        "at 9dec370's FSDP2 units (whole-model root unit resharded after forward, the last "
+        "block kept) the side-stream pools read the 2.1 GB root all-gather: the low end "
+        "(torch.compile's recomputed intermediates) passes the measured figure by 0.04 GiB "
+        "[now: reserved 62.0-71.7 GiB against 62.0 (+7.8 %)]"
+    ),
     "torchtitan-8b-fsdp8-cp1-32k-full-ac": (
         "torch.compile and Float8 not modelled on torchtitan's profile; reserve of a "
         "32k-token full-AC step (issue 36 calibration) [now: reserved 77.5-81.2 GiB against "
