@@ -40,11 +40,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "backward, foreach temporaries): 57.3-59.3 GiB against 60.0 [now: allocated 57.3-59.3 "
         "GiB against 60.0 (-2.8 %)]"
     ),
-    "unsloth-hf-fa2-llama31-8b-qlora-80gb-maxctx": (
-        "device basis at the longest context: the new allocator reserve under-predicts the "
-        "fragmentation of a run at the card's edge (issue 36 calibration) [now: device "
-        "67.7-71.4 GiB against 79.2-80.0 (-12.6 %)]"
-    ),
     "torchtitan-8b-fsdp128-sac-compile": (
         "at 9dec370's FSDP2 units (whole-model root unit resharded after forward, the last "
         "block kept) the side-stream pools read the 2.1 GB root all-gather: the low end "

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from functools import partial
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry, trainability
+from engine.ledger.activations.library_versions import version_tuple
 from engine.ledger.activations.loss_modes import compiled_at, titan_chunked_at, titan_regather_at
 from engine.ledger.activations.loss_torchtune import chunked_output_at
 from engine.ledger.activations.schedule import InFlight
@@ -123,6 +124,11 @@ def _logits(
         fwd_parts = [(lambda: f"logits {t}·{v}·{c}", logits)]
         if lp_bytes != c and not megatron:  # Megatron's upcast is the saved softmax (R5)
             fwd_parts.append((lambda: f"fp32 upcast {t}·{v}·4", alloc(t, FP32)))
+        if shifts_logits(rt):
+            ts = t - g.micro_batch
+            fwd_parts.append(
+                (lambda: f"shifted logits copy {ts}·{v}·{lp_bytes}", alloc(ts, lp_bytes))
+            )
         if g.autocast:
             hid = round_up(t * g.hidden * FP32, gran)
             fwd_parts.append(
@@ -254,6 +260,21 @@ def _logits(
             )
         )
     return parts
+
+
+SHIFT_COPY_UNTIL = (4, 49, 0)
+"""The first transformers release whose causal-LM loss pads the labels instead of
+copying the shifted logits (#35646)."""
+
+
+def shifts_logits(rt: RuntimeSection) -> bool:
+    """Whether the hf-transformers loss copies the shifted logits: up to 4.48
+    ``loss_utils.ForCausalLMLoss`` (and the models' own loss before 4.46) ran
+    ``shift_logits = logits[..., :-1, :].contiguous()`` on the upcast logits, a copy of
+    b·(s − 1)·V alive with the upcast and the log-probs while ``cross_entropy`` runs."""
+    return rt.activation_profile == "hf-transformers" and (
+        version_tuple(rt.transformers_version) < SHIFT_COPY_UNTIL
+    )
 
 
 def _dtensor_loss_parallel(rt: RuntimeSection, g: Geometry, lp_bytes: int) -> bool:
