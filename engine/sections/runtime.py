@@ -21,6 +21,24 @@ class RuntimeSection(Section):
         description="bitsandbytes version the QLoRA rows follow: before 0.43.2 each 4-bit "
         "linear kept its input for backward (MatMul4Bit ctx.tensors = (A, B)).",
     )
+    transformers_version: str = Field(
+        default="5.24.0",
+        pattern=r"^\d+\.\d+(\.\d+)?$",
+        max_length=20,
+        description="transformers version the hf-transformers loss rows follow: before 4.49 "
+        "ForCausalLMLoss shifted the fp32 logits with logits[..., :-1, :].contiguous() "
+        "(one more fp32 copy in the loss's forward; removed by #35646).",
+    )
+    torchtitan_version: str = Field(
+        default="0.3.0",
+        pattern=r"^\d+\.\d+(\.\d+)?$",
+        max_length=20,
+        description="torchtitan version the torchtitan rows follow (default: the 0.3.0 the "
+        "tracer runs): before 0.2.0 apply_fsdp wraps the whole model as the root FSDP2 unit "
+        "(embedding, final norm and output, resharded after forward) and keeps the last "
+        "block gathered after forward; from 0.2.0 (#1094) the embedding and [norm, output] "
+        "are units of their own.",
+    )
     activation_profile: Literal["auto", "hf-transformers", "megatron", "torchtitan"] = Field(
         default="auto",
         description="Which implementation's saved tensors the activation model counts; "

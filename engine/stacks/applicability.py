@@ -216,6 +216,22 @@ def _knob_fields(plan: Plan) -> list[NoEffect]:
                 "the bitsandbytes version changes QLoRA's 4-bit linears only",
             )
         )
+    if plan.runtime.activation_profile != "hf-transformers":
+        out.append(
+            NoEffect(
+                "runtime.transformers_version",
+                f"runtime.activation_profile {plan.runtime.activation_profile}",
+                "the transformers version changes the hf-transformers loss only",
+            )
+        )
+    if plan.runtime.activation_profile != "torchtitan":
+        out.append(
+            NoEffect(
+                "runtime.torchtitan_version",
+                f"runtime.activation_profile {plan.runtime.activation_profile}",
+                "the torchtitan version changes torchtitan's FSDP2 units only",
+            )
+        )
     if m.optimizer.name not in ("adamw", "adam8bit"):
         out.append(
             NoEffect(

@@ -91,6 +91,8 @@ FIELD_NOUNS: dict[str, str] = {
     "runtime.loss_impl": "cross-entropy implementation",
     "runtime.zero_grad": "zero_grad mode",
     "runtime.bitsandbytes_version": "bitsandbytes version",
+    "runtime.transformers_version": "transformers version",
+    "runtime.torchtitan_version": "torchtitan version",
     "runtime.reserve_model": "allocator reserve model",
     "runtime.expandable_segments": "expandable segments",
     "runtime.max_split_size_mb": "allocator max split size",

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from functools import partial
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry, trainability
+from engine.ledger.activations.library_versions import version_tuple
 from engine.ledger.activations.loss_modes import compiled_at, titan_chunked_at, titan_regather_at
 from engine.ledger.activations.loss_torchtune import chunked_output_at
 from engine.ledger.activations.schedule import InFlight
@@ -123,6 +124,11 @@ def _logits(
         fwd_parts = [(lambda: f"logits {t}·{v}·{c}", logits)]
         if lp_bytes != c and not megatron:  # Megatron's upcast is the saved softmax (R5)
             fwd_parts.append((lambda: f"fp32 upcast {t}·{v}·4", alloc(t, FP32)))
+        if shifts_logits(rt):
+            ts = t - g.micro_batch
+            fwd_parts.append(
+                (lambda: f"shifted logits copy {ts}·{v}·{lp_bytes}", alloc(ts, lp_bytes))
+            )
         if g.autocast:
             hid = round_up(t * g.hidden * FP32, gran)
             fwd_parts.append(
@@ -139,16 +145,15 @@ def _logits(
         if g.micro_batch > 1 and rt.activation_profile == "hf-transformers":
             pad = round_up(g.micro_batch * (g.seq + 1) * INT64, gran)
             fwd_parts.append((lambda: f"padded labels {g.micro_batch}·{g.seq + 1}·8", pad))
-        n_bwd = 1 if megatron else 2
         one = logits if lp_bytes == c else alloc(t, lp_bytes)
+        dtensor = _dtensor_loss_parallel(rt, g, lp_bytes)
+        if dtensor:
+            src = "torch-loss-parallel"
+            fwd_parts.append((lambda: f"loss_parallel shifted logits {t}·{v}·4", one))
+        n_bwd = 1 if megatron else 3 if dtensor else 2
         bwd = logits if megatron else n_bwd * one  # Megatron: the in-place grad's 16-bit cast
         bwd_formula: Formula = (
-            (
-                lambda: (
-                    f"grad of log-probs and of logits {n_bwd} × {t}·{v}·{lp_bytes} = "
-                    f"{fmt_count(bwd)} B"
-                )
-            )
+            (lambda: f"{_BWD_WHAT[dtensor]} {n_bwd} × {t}·{v}·{lp_bytes} = {fmt_count(bwd)} B")
             if not megatron
             else (lambda: f"softmax grad computed in place; the 16-bit cast {t}·{v}·{c}")
         )
@@ -255,6 +260,47 @@ def _logits(
             )
         )
     return parts
+
+
+SHIFT_COPY_UNTIL = (4, 49, 0)
+"""The first transformers release whose causal-LM loss pads the labels instead of
+copying the shifted logits (#35646)."""
+
+
+def shifts_logits(rt: RuntimeSection) -> bool:
+    """Whether the hf-transformers loss copies the shifted logits: up to 4.48
+    ``loss_utils.ForCausalLMLoss`` (and the models' own loss before 4.46) ran
+    ``shift_logits = logits[..., :-1, :].contiguous()`` on the upcast logits, a copy of
+    b·(s − 1)·V alive with the upcast and the log-probs while ``cross_entropy`` runs."""
+    return rt.activation_profile == "hf-transformers" and (
+        version_tuple(rt.transformers_version) < SHIFT_COPY_UNTIL
+    )
+
+
+def _dtensor_loss_parallel(rt: RuntimeSection, g: Geometry, lp_bytes: int) -> bool:
+    """Whether the eager loss runs as DTensor's ``loss_parallel`` (torchtitan under TP:
+    ``train_context`` enters ``loss_parallel()`` unless ``training.disable_loss_parallel``,
+    and ``apply_tp`` keeps the output layer's logits ``Shard(-1)``).
+
+    ``torch/distributed/tensor/parallel/loss.py`` replaces the ops: ``_log_softmax``
+    makes ``shifted = x - x_max`` and then ``result = shifted - logsumexp`` beside the
+    fp32 input (one more fp32 T × V/t buffer in forward than ATen's in-place kernel);
+    ``_nll_loss_and_log_softmax_backward`` returns ``(grad_input + torch.exp(x)) *
+    grad_output`` with ``grad_input = torch.zeros_like(x)``: the saved log-probs, the
+    zeros, the sum and the exp (then the product) are four fp32 buffers at once, where
+    ATen's backward has three."""
+    return (
+        rt.activation_profile == "torchtitan"
+        and g.tp > 1
+        and not g.gathered_logits
+        and lp_bytes == FP32
+    )
+
+
+_BWD_WHAT = {
+    False: "grad of log-probs and of logits",
+    True: "loss_parallel backward: zeros_like(log-probs), grad + exp(log-probs), product",
+}
 
 
 _FORWARD = moments_in(FORWARD)

@@ -41,8 +41,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry
+from engine.ledger.activations.library_versions import version_tuple
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Span, Varying, new_varying
+from engine.ledger.peaks.titan_units import SPLIT_UNITS_SINCE
 from engine.ledger.row import (
     AT_LOSS,
     BACKWARD,
@@ -248,6 +250,8 @@ def titan_regather_at(plan: Plan) -> Callable[[Geometry], list[Varying]] | None:
     par, rt = plan.parallelism, plan.runtime
     if rt.activation_profile != "torchtitan" or plan.model.architecture.tied_embeddings:
         return None
+    if version_tuple(rt.torchtitan_version) < SPLIT_UNITS_SINCE:
+        return None  # the whole-model root regathers after the loss's backward (titan_units)
     if not rule_of(par.strategy).fsdp or par.dp < 2 or par.tp > 1 or par.cp > 1:
         return None
     if rt.loss_impl not in ("eager", "chunked"):

@@ -107,6 +107,10 @@ def search_plans(draw: st.DrawFn, cross_ep: bool = False) -> tuple[Plan, int]:
         # torchtitan's loss modes and zero_grad (engine/ledger/activations/loss_modes.py)
         "runtime.loss_impl": draw(st.sampled_from(["auto", "auto", "compiled", "chunked"])),
         "runtime.zero_grad": draw(st.sampled_from(["auto", "auto", "zero_fill"])),
+        # torchtitan's FSDP2 units before 0.2.0: the whole-model root (titan_units)
+        "runtime.torchtitan_version": draw(st.sampled_from(["0.3.0", "0.3.0", "0.1.0"])),
+        # transformers' loss before 4.49: the shifted logits copy (activations/loss.py)
+        "runtime.transformers_version": draw(st.sampled_from(["5.24.0", "5.24.0", "4.47.0"])),
         "hardware.usable_policy": draw(st.sampled_from(["framework_visible", "marketed"])),
         "hardware.gpus_per_node": draw(st.sampled_from([2, 4, 8])),
         "hardware.usable_hbm_bytes": draw(st.integers(2_500_000_000, 8_000_000_000)),

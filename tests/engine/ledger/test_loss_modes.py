@@ -116,3 +116,33 @@ def test_chunked_loop_takes_the_largest_moment() -> None:
     )
     chunk = rows_of(plan)["hbm.loss.chunk"]
     assert chunk.low == (16_384 + 16_384 + 2048) * 128_256 == 4_465_360_896
+
+
+def test_eager_loss_under_torchtitan_loss_parallel() -> None:
+    """TP 2 (DP 4): torchtitan enters ``loss_parallel()`` and keeps the logits
+    ``Shard(-1)``, so each rank's eager loss runs DTensor's ops on V / 2 = 64,128 columns
+    (``torch/distributed/tensor/parallel/loss.py``). With X = T·64,128·4 =
+    4,202,692,608 B: ``_log_softmax`` holds the fp32 input, ``shifted = x - x_max`` and
+    the result, so the forward transient is the bf16 logits X / 2 plus the upcast and
+    ``shifted`` (2 X) = 10,506,731,520 B next to the saved log-probs X;
+    ``_nll_loss_and_log_softmax_backward``'s ``(zeros_like(x) + exp(x)) * grad_output``
+    holds the zeros, the exp and the sum (then the product) beside the saved x: 3 X of
+    backward temporaries, 12,608,077,824 B (ATen's log_softmax backward: 2 X). The plain
+    PyTorch stack under TP (hf-transformers profile, its logits whole on every rank, no
+    DTensor loss) keeps ATen's two full-vocabulary buffers, 2 · T·V·4."""
+    x = 16_384 * 64_128 * 4
+    rows = rows_of(titan(runtime__loss_impl="eager", parallelism__tp=2, parallelism__dp=4))
+    assert rows["hbm.loss.saved"].low == x == 4_202_692_608
+    assert rows["hbm.loss.forward_transient"].low == x // 2 + 2 * x == 10_506_731_520
+    assert rows["hbm.loss.backward_transient"].low == 3 * x == 12_608_077_824
+    one_rank = rows_of(titan(runtime__loss_impl="eager"))  # TP 1: ATen's kernels
+    assert one_rank["hbm.loss.backward_transient"].low == 2 * TV * 4
+    plain = rows_of(
+        titan(
+            stack__name="pytorch",
+            runtime__loss_impl="eager",
+            parallelism__tp=2,
+            parallelism__dp=4,
+        )
+    )
+    assert plain["hbm.loss.backward_transient"].low == 2 * TV * 4
