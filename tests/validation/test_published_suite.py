@@ -138,12 +138,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "LitGPT activation profile (as litgpt-llama2-7b-lora): -4.6 % [now: allocated "
         "17.7-17.9 GiB against 18.4 (-3.0 %)]"
     ),
-    "litgpt-gemma2-9b-qlora-a10g": (
-        "litgpt quantizes the 256k-vocab lm_head too (its bnb 0.42 input kept is not a row) "
-        "and its soft-capping of the final logits keeps one more V-wide tensor a token; the "
-        "soft-capped attention now runs eager (litgpt model.py) [now: allocated 16.2-16.7 GiB "
-        "against 19.5 (-15.5 %)]"
-    ),
     "answerai-llama2-7b-qlora-ctx2048-bs1": (
         "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
         "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
