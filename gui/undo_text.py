@@ -74,6 +74,7 @@ FIELD_NOUNS: dict[str, str] = {
     "policy.max_gpus": "GPU search bound",
     "runtime.framework": "framework",
     "runtime.attention": "attention kernel",
+    "runtime.kv_expanded": "K/V copied to every head",
     "runtime.loss": "loss implementation",
     "workload.packing": "sequence packing",
     "workload.mean_sample_tokens": "mean sample length",

@@ -35,11 +35,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "(fully_shard(model) root resharded, the last block kept), which the plan cannot say "
         "(no torchtitan version field) [now: reserved 76.2-81.6 GiB against 82.4 (-4.2 %)]"
     ),
-    "torchtune-3b-full-packed": (
-        "35.8 small source-confirmed rows (tied embedding gradient 3 x V.h at the end of "
-        "backward, foreach temporaries): 57.3-59.3 GiB against 60.0 [now: allocated 57.3-59.3 "
-        "GiB against 60.0 (-2.8 %)]"
-    ),
     "unsloth-hf-fa2-llama31-8b-qlora-80gb-maxctx": (
         "device basis at the longest context: the new allocator reserve under-predicts the "
         "fragmentation of a run at the card's edge (issue 36 calibration) [now: device "
@@ -128,11 +123,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "R8 QLoRA fp32 MLP intermediates + LitGPT activation profile (bnb 0.42's kept 4-bit "
         "inputs now counted, 35.11): -24.6 % [now: allocated 10.1-10.7 GiB against 12.7 "
         "(-18.4 %)]"
-    ),
-    "litgpt-mistral-7b-lora-a10g": (
-        "LitGPT activation profile (as litgpt-llama2-7b-lora): -5.4 %, and the fit peak's low "
-        "end passes the 24 GB card's headroom limit [now: allocated 18.6-18.9 GiB against "
-        "19.2 (-2.4 %)]"
     ),
     "litgpt-llama3-8b-lora-a10g": (
         "LitGPT activation profile (as litgpt-llama2-7b-lora): -4.6 % [now: allocated "
