@@ -67,3 +67,16 @@ def test_a_multi_head_model_has_nothing_to_copy() -> None:
     on = estimate(_plan(model__architecture=mha, runtime__kv_expanded=True)).heaviest.peak
     off = estimate(_plan(model__architecture=mha)).heaviest.peak
     assert on == off
+
+
+def test_the_field_is_idle_outside_sdpa_and_idle_means_no_change() -> None:
+    """engine/stacks/applicability.py greys runtime.kv_expanded unless the attention is an
+    SDPA call: eager attention already keeps K and V repeated to every head, so turning it
+    on there leaves the peak exactly as it was (SmolLM's grouped heads, s 1,024)."""
+    from engine.stacks.applicability import inapplicable
+
+    eager = _plan(runtime__attention="eager")
+    assert "runtime.kv_expanded" in inapplicable(eager)
+    assert "runtime.kv_expanded" not in inapplicable(_plan())
+    with_copies = _plan(runtime__attention="eager", runtime__kv_expanded=True)
+    assert estimate(with_copies).heaviest.peak == estimate(eager).heaviest.peak
