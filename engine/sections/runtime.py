@@ -48,6 +48,13 @@ class RuntimeSection(Section):
     attention: Literal["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "eager"] = Field(
         default="sdpa_flash"
     )
+    kv_expanded: bool = Field(
+        default=False,
+        description="The model code copies K and V out to every query head before the "
+        "attention call, so the kernel keeps those copies (torchtune 0.4's "
+        "MultiHeadAttention: expand + flatten; LitGPT's CausalSelfAttention: expand + "
+        "reshape); off = transformers' enable_gqa / repeat_kv rules.",
+    )
     loss: Literal["standard", "chunked", "fused"] = Field(
         default="standard",
         description="Cross-entropy: HF standard (fp32 logits), chunked, or fused (no full logits).",

@@ -176,6 +176,13 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         f"runtime.loss_impl {rt.loss_impl}",
         "applies to the chunked loss only (torchtitan's always runs 8 chunks)",
     )
+    off_if(
+        not rt.attention.startswith("sdpa"),
+        "runtime.kv_expanded",
+        f"runtime.attention {rt.attention}",
+        "K/V copies matter to an SDPA call only (eager keeps them anyway, flash-attn "
+        "takes grouped heads)",
+    )
     fraction = rt.reserve_model == "fraction"
     for name in ("fragmentation", "side_stream_cache"):
         off_if(fraction, f"runtime.{name}", "runtime.reserve_model fraction",
