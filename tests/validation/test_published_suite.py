@@ -162,19 +162,9 @@ KNOWN_FAILURES: dict[str, str] = {
         "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
         "(issue 36 calibration) [now: reserved 12.5-13.3 GiB against 16.1 (-20.2 %)]"
     ),
-    "answerai-llama2-7b-lora-ctx512-bs1-alloc": (
-        "35.8 small rows (foreach temporaries, FSDP1 flat-parameter padding): 8.24-8.26 GiB "
-        "against 8.28 (-0.4 %) [now: allocated 8.2-8.3 GiB against 8.3 (-0.4 %)]"
-    ),
     "answerai-llama2-7b-lora-ctx2048-bs1-alloc": (
         "35.6 FSDP peak in mid-backward (the layer's saved set and gradients) + 35.8 small "
         "rows: -2.2 % [now: allocated 8.9-9.0 GiB against 9.2 (-2.2 %)]"
-    ),
-    "answerai-llama2-7b-qlora-ctx2048-bs10": (
-        "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
-        "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
-        "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 16.2-17.2 GiB against 21.0 (-20.3 %)]"
     ),
     "answerai-llama2-7b-lora-ctx2048-bs6": (
         "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
