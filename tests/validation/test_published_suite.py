@@ -144,12 +144,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "soft-capped attention now runs eager (litgpt model.py) [now: allocated 16.2-16.7 GiB "
         "against 19.5 (-15.5 %)]"
     ),
-    "answerai-llama2-7b-qlora-ctx2048-bs1": (
-        "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
-        "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
-        "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 4.4-5.1 GiB against 5.2 (-9.3 %)]"
-    ),
     "answerai-llama2-7b-qlora-ctx2048-bs4": (
         "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
         "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "

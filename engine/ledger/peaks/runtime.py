@@ -23,6 +23,7 @@ from engine.allocator.reserve import (
 )
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.groups import stage_groups
+from engine.ledger.peaks.fsdp1_wrap import wrap_init
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
 from engine.sections.runtime import RuntimeSection
@@ -214,7 +215,8 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     k = plan.parallelism.knobs  # the units the layers row counts (gathered._fsdp_rows)
     live = 2 if k.fsdp1_limit_all_gathers or k.fsdp1_backward_prefetch == "backward_pre" else 1
     unit = layers // live
-    return SideBytes(total, fsdp1_init_cache(root, unit), unit, root)
+    init = wrap_init(plan, root, unit) or fsdp1_init_cache(root, unit)
+    return SideBytes(total, init, unit, root)
 
 
 SIDE_GROUPS = frozenset({"gathered", "buckets"})

@@ -24,7 +24,7 @@ from engine.plan import with_values
 from engine.stacks.defaults import resolved
 from tests.engine.allocator.published import ANSWERAI_7B_LORA, plan_of
 
-INIT = (1_333_829_632, 2_525_040_640)  # fsdp1_init_cache(ROOT, UNIT), test_fsdp1.py
+INIT = (1_604_317_184, 2_070_925_312)  # the wrap's replay, test_construction.py
 UNIT, ROOT = 404_766_720, 524_296_192
 BLOCK, REQUEST = 786_432_000, 1_572_096_000
 
