@@ -47,9 +47,24 @@ def wrap_init(plan: Plan, root: int, unit: int) -> tuple[int, int] | None:
     embed = a.vocab * h * 2
     top = (embed, 2 * h, embed) if heads == 2 else (embed, 2 * h)
     units = (layer,) * a.layers + (top,)
-    world = plan.parallelism.dp
+    strategy = plan.parallelism.strategy
+    if strategy.startswith("fsdp1_hybrid"):  # the shard group is not the whole DP group
+        return None
+    world = 1 if strategy == "fsdp1_no_shard" else plan.parallelism.dp
     sync = plan.parallelism.knobs.fsdp1_sync_module_states
     if sync is None:
         return wrap_cache(units, world, False), wrap_cache(units, world, True)
     got = wrap_cache(units, world, sync)
     return got, got
+
+
+def no_shard_units(plan: Plan, frozen: int, nf4: int) -> tuple[int, int]:
+    """(root, layer unit) unsharded bytes of a NO_SHARD plan from its base weight rows:
+    the root holds the embedding, the final norm and an untied lm_head in 16 bits; a
+    layer unit is the packed 4-bit row's share plus its two 16-bit norms under QLoRA,
+    else the frozen row's share once the root is taken out."""
+    a = plan.model.architecture
+    root = a.vocab * a.hidden * 2 * (1 if a.tied_embeddings else 2) + 2 * a.hidden
+    if nf4:
+        return root, nf4 // a.layers + 4 * a.hidden
+    return root, (frozen - root) // a.layers

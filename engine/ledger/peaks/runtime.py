@@ -23,7 +23,7 @@ from engine.allocator.reserve import (
 )
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.groups import stage_groups
-from engine.ledger.peaks.fsdp1_wrap import wrap_init
+from engine.ledger.peaks.fsdp1_wrap import no_shard_units, wrap_init
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
 from engine.sections.runtime import RuntimeSection
@@ -210,6 +210,13 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
         return SideBytes(total)
     root = sum(r.high for r in rows if r.role == "root_unit")
     layers = sum(r.high for r in rows if r.role == "layer_units")
+    if not layers and plan.parallelism.strategy == "fsdp1_no_shard":
+        held = {r.id: r.high for r in rows if r.location == "hbm"}
+        frozen, nf4 = held.get("hbm.weights.frozen", 0), held.get("hbm.weights.nf4", 0)
+        root, unit = no_shard_units(plan, frozen, nf4)
+        init = wrap_init(plan, root, unit) if unit > 0 else None
+        # no all-gather, so no side-stream unit; the root bounds the cached blocks
+        return SideBytes(total, init, 0, root) if init else SideBytes(total)
     if not layers:
         return SideBytes(total)
     k = plan.parallelism.knobs  # the units the layers row counts (gathered._fsdp_rows)

@@ -60,3 +60,46 @@ def test_no_shard_keeps_the_flat_parameter_whole() -> None:
     (386 MiB), the norms' small segment (2 MiB) and the flat parameter's segment tail
     (388 MiB − 404,766,720 B = 2,080,768 B, split off as it exceeds 1 MiB) stay cached."""
     assert wrap_cache((LAYER,), 1, False) == 386 * MiB + 2 * MiB + 2_080_768
+
+
+def test_no_shard_with_sync_caches_the_buckets_beside_the_originals() -> None:
+    """NO_SHARD with sync: the buckets (300 MiB, 86.02 → 88 MiB) are freed before the
+    flat parameter (388 MiB segment, kept, its 2,080,768 B tail free) and fit no later
+    flat parameter, while every later layer reuses them and the originals' blocks:
+    386 + 300 + 88 + 2 MiB + 2,080,768 B = 815,775,744 B after one layer, and each kept
+    flat parameter's segment adds its tail: + 31 × 2,080,768 = 880,279,552 B after 32."""
+    assert wrap_cache((LAYER,), 1, True) == (386 + 300 + 88 + 2) * MiB + 2_080_768
+    assert wrap_cache((LAYER,), 1, True) == 815_775_744
+    assert wrap_cache((LAYER,) * 32, 1, True) == 815_775_744 + 31 * 2_080_768 == 880_279_552
+
+
+def test_a_no_shard_plan_carries_its_replayed_wrap_and_the_loss_floor() -> None:
+    """Answer.AI's LoRA under FSDP1 NO_SHARD ("DDP"), micro-batch 4, s 2048, with
+    sync_module_states: the side bytes carry the replay of its 32 layers and root
+    (no all-gather, so no side-pool unit), and the loss's backward reserves its
+    allocated bytes + that cache + the 16-bit logits 4·2048·32000·2 = 524,288,000 B
+    (the shifted log-probs 4·2047·32000·4 = 1,048,064,000 B exceed the root's
+    524,296,192 B: tests/engine/allocator/test_loss_floor.py)."""
+    from engine.estimate import estimate
+    from engine.plan import with_values
+    from engine.stacks.defaults import resolved
+    from tests.engine.allocator.published import ANSWERAI_7B_LORA, plan_of
+
+    sets = {**ANSWERAI_7B_LORA, "batch.seq_len": 2048, "parallelism.strategy": "fsdp1_no_shard"}
+    plan = resolved(
+        with_values(
+            plan_of("llama-2-7b", sets),
+            {
+                "batch.micro_batch": 4,
+                "runtime.kept_logits": "fp32",
+                "parallelism.knobs.fsdp1_sync_module_states": True,
+            },
+        )
+    )
+    st = estimate(plan).heaviest
+    side = st.totals.side
+    cache = wrap_cache((LAYER,) * 32 + (ROOT,), 1, True)
+    assert side.init == (cache, cache) and side.unit == 0  # type: ignore[attr-defined]
+    assert side.logits == (524_288_000, 1_048_064_000)  # type: ignore[attr-defined]
+    at = st.totals.at_loss("backward")
+    assert at is not None and st.reserved_peak.low == at[0] + cache + 524_288_000
