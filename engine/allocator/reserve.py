@@ -42,13 +42,20 @@ class SideBytes(int):
     """The gathered units and gradient buckets of a stage (its value, an ``int`` as
     before: the side-stream pools' working sets), carrying ``init``: the (low, high)
     bytes FSDP1's construction left cached on the compute stream (:func:`fsdp1_init_cache`;
-    (0, 0) elsewhere) and ``unit``, FSDP1's largest layer unit (0 elsewhere). An ``int``
-    so every place that passes or sums the side bytes reads it unchanged."""
+    (0, 0) elsewhere) and ``unit``, FSDP1's largest layer unit (0 elsewhere); ``root``
+    the root unit's unsharded bytes, ``logits`` the eager loss's requests
+    (:func:`with_logits`) and ``pre`` the pool of FSDP1's pre-unshard stream under CPU
+    offload: ``_runtime_utils._unshard`` runs ``handle.pre_unshard()`` under
+    ``pre_unshard_stream``, whose ``flat_param_to(device)`` copies the CPU shard into a
+    block of that stream's pool, freed once the all-gather replaced it, so the pool
+    keeps the largest shard (the root's or a layer's) between uses. An ``int`` so every
+    place that passes or sums the side bytes reads it unchanged."""
 
     init: tuple[int, int]
     unit: int
     root: int
     logits: tuple[int, int]
+    pre: int
 
     def __new__(
         cls,
@@ -57,12 +64,14 @@ class SideBytes(int):
         unit: int = 0,
         root: int = 0,
         logits: tuple[int, int] = (0, 0),
+        pre: int = 0,
     ) -> SideBytes:
         made = super().__new__(cls, streams)
         made.init = init
         made.unit = unit
         made.root = root
         made.logits = logits
+        made.pre = pre
         return made
 
 
@@ -73,7 +82,7 @@ def with_logits(side: int, block: int, request: int) -> int:
     FSDP1 :class:`SideBytes` or the loss makes no fp32 request."""
     if not isinstance(side, SideBytes) or side.init == (0, 0) or request <= 0:
         return side
-    return SideBytes(int(side), side.init, side.unit, side.root, (block, request))
+    return SideBytes(int(side), side.init, side.unit, side.root, (block, request), side.pre)
 
 
 def loss_floor(side: int, at_loss: tuple[int, int]) -> tuple[int, int] | None:
@@ -169,7 +178,8 @@ def reserved_extra(
     if not m.fsdp1:
         extra = (extra[0] + int(side * m.side[0]), extra[1] + int(side * m.side[1]))
     else:  # FSDP1: at most one unit more than the rows count (see ReserveModel.fsdp1)
-        extra = (extra[0], extra[1] + getattr(side, "unit", 0))
+        pre = getattr(side, "pre", 0)  # the pre-unshard stream's pool (SideBytes.pre)
+        extra = (extra[0] + pre, extra[1] + getattr(side, "unit", 0) + pre)
         floor = None if at_loss is None or m.expandable else loss_floor(side, at_loss)
         if floor is not None:
             extra = (max(extra[0], floor[0] - low), max(extra[1], floor[1] - high))

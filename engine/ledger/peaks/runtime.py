@@ -223,7 +223,9 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     live = 2 if k.fsdp1_limit_all_gathers or k.fsdp1_backward_prefetch == "backward_pre" else 1
     unit = layers // live
     init = wrap_init(plan, root, unit) or fsdp1_init_cache(root, unit)
-    return SideBytes(total, init, unit, root)
+    # CPU offload: the pre-unshard stream's pool keeps the largest shard copy (SideBytes.pre)
+    pre = -(-max(root, unit) // plan.parallelism.dp) if plan.offload.params == "cpu" else 0
+    return SideBytes(total, init, unit, root, (0, 0), pre)
 
 
 SIDE_GROUPS = frozenset({"gathered", "buckets"})
