@@ -58,11 +58,14 @@ def buckets(sizes: Sequence[int], limit: int = BROADCAST_BUCKET) -> list[int]:
 
 
 @lru_cache(maxsize=256)
-def wrap_cache(units: tuple[tuple[int, ...], ...], world: int, sync: bool) -> int:
+def wrap_cache(
+    units: tuple[tuple[int, ...], ...], world: int, sync: bool, offload: bool = False
+) -> int:
     """Bytes cached but unused after FSDP1 wrapped ``units`` (each its parameters' byte
     sizes in registration order, in wrap order) over ``world`` ranks (1: NO_SHARD),
     broadcasting the states when ``sync``; the shards (or whole flat parameters) stay
-    live, as they do in training."""
+    live, as they do in training — unless ``offload``: ``CPUOffload(offload_params=True)``
+    then moves each shard to the CPU (``flat_param_to(cpu)``) and its block is freed."""
     sim = Simulator()
     ids = count()
     for params in units:
@@ -82,7 +85,12 @@ def wrap_cache(units: tuple[tuple[int, ...], ...], world: int, sync: bool) -> in
         total = sum(params)
         sim.malloc(flat, total)
         if world > 1:
-            sim.malloc(next(ids), -(-total // world))  # the padded shard, kept
+            shard = next(ids)
+            sim.malloc(shard, -(-total // world))  # the padded shard, kept
+            sim.free(flat)
+            if offload:
+                sim.free(shard)
+        elif offload:
             sim.free(flat)
         for i in originals:
             sim.free(i)

@@ -52,9 +52,10 @@ def wrap_init(plan: Plan, root: int, unit: int) -> tuple[int, int] | None:
         return None
     world = 1 if strategy == "fsdp1_no_shard" else plan.parallelism.dp
     sync = plan.parallelism.knobs.fsdp1_sync_module_states
+    off = plan.offload.params == "cpu"
     if sync is None:
-        return wrap_cache(units, world, False), wrap_cache(units, world, True)
-    got = wrap_cache(units, world, sync)
+        return wrap_cache(units, world, False, off), wrap_cache(units, world, True, off)
+    got = wrap_cache(units, world, sync, off)
     return got, got
 
 

@@ -103,3 +103,11 @@ def test_a_no_shard_plan_carries_its_replayed_wrap_and_the_loss_floor() -> None:
     assert side.logits == (524_288_000, 1_048_064_000)  # type: ignore[attr-defined]
     at = st.totals.at_loss("backward")
     assert at is not None and st.reserved_peak.low == at[0] + cache + 524_288_000
+
+
+def test_cpu_offload_frees_each_shard_into_the_cache() -> None:
+    """``CPUOffload(offload_params=True)``: the shard moves to the CPU
+    (``flat_param_to(cpu)``), so its 202,383,360 B block rejoins bucket 1's segment:
+    one layer with sync leaves 1,018,159,104 + 202,383,360 = 1,220,542,464 B (the whole
+    300 MiB segment free again)."""
+    assert wrap_cache((LAYER,), 2, True, offload=True) == 1_018_159_104 + 202_383_360
