@@ -80,6 +80,15 @@ class RuntimeSection(Section):
     logits_fp32_upcast: bool = Field(
         default=True, description="HF causal-LM loss upcasts logits to fp32 (transformers #30860)."
     )
+    kept_logits: Literal["none", "fp32", "compute"] = Field(
+        default="none",
+        description="Logits the training loop keeps through backward by holding the model "
+        "output (under the eager loss): none (HF Trainer's compute_loss returns the loss "
+        "only); fp32 (a loop that holds `output` until after the step, as Answer.AI's "
+        "fsdp_qlora train.py, under transformers <= 4.44, whose LlamaForCausalLM upcasts "
+        "with logits.float() in forward and copies logits[..., :-1, :].contiguous() for "
+        "the loss); compute (such a loop under transformers >= 4.45: the 16-bit logits).",
+    )
     activation_band: FractionRange = Field(
         default=FractionRange(low=0.98, high=1.05),
         description="Multiplier band on the counted activations (implementation variance).",

@@ -92,6 +92,7 @@ FIELD_NOUNS: dict[str, str] = {
     "method.recompute.offload_activations": "activation offloading",
     "runtime.loss_impl": "cross-entropy implementation",
     "runtime.zero_grad": "zero_grad mode",
+    "runtime.kept_logits": "logits kept by the loop",
     "runtime.bitsandbytes_version": "bitsandbytes version",
     "runtime.transformers_version": "transformers version",
     "runtime.torchtitan_version": "torchtitan version",

@@ -136,12 +136,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "soft-capped attention now runs eager (litgpt model.py) [now: allocated 16.2-16.7 GiB "
         "against 19.5 (-15.5 %)]"
     ),
-    "answerai-llama2-7b-qlora-ctx2048-bs1": (
-        "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
-        "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
-        "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 4.4-5.1 GiB against 5.2 (-9.3 %)]"
-    ),
     "answerai-llama2-7b-qlora-ctx2048-bs4": (
         "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
         "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
@@ -154,19 +148,9 @@ KNOWN_FAILURES: dict[str, str] = {
         "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
         "(issue 36 calibration) [now: reserved 12.5-13.3 GiB against 16.1 (-20.2 %)]"
     ),
-    "answerai-llama2-7b-lora-ctx512-bs1-alloc": (
-        "35.8 small rows (foreach temporaries, FSDP1 flat-parameter padding): 8.24-8.26 GiB "
-        "against 8.28 (-0.4 %) [now: allocated 8.2-8.3 GiB against 8.3 (-0.4 %)]"
-    ),
     "answerai-llama2-7b-lora-ctx2048-bs1-alloc": (
         "35.6 FSDP peak in mid-backward (the layer's saved set and gradients) + 35.8 small "
         "rows: -2.2 % [now: allocated 8.9-9.0 GiB against 9.2 (-2.2 %)]"
-    ),
-    "answerai-llama2-7b-qlora-ctx2048-bs10": (
-        "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
-        "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
-        "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 16.2-17.2 GiB against 21.0 (-20.3 %)]"
     ),
     "answerai-llama2-7b-lora-ctx2048-bs6": (
         "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
