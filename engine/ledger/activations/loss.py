@@ -30,6 +30,7 @@ from functools import partial
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry, trainability
 from engine.ledger.activations.library_versions import version_tuple
+from engine.ledger.activations.loss_kept import fixed_part, kept_bytes, kept_part
 from engine.ledger.activations.loss_modes import compiled_at, titan_chunked_at, titan_regather_at
 from engine.ledger.activations.loss_torchtune import chunked_output_at
 from engine.ledger.activations.schedule import InFlight
@@ -40,7 +41,6 @@ from engine.ledger.row import (
     FORWARD,
     FORWARD_BACKWARD,
     Formula,
-    Moment,
     Row,
     make_row,
     moments_in,
@@ -121,7 +121,7 @@ def _logits(
     if rt.loss == "standard":
         tvb = t * v
         logits = -(-tvb * c // gran) * gran if gran > 1 else tvb * c  # alloc(t, c), inlined
-        kept = 0 if megatron else _kept_bytes(rt, logits, alloc(t, FP32))
+        kept = 0 if megatron else kept_bytes(rt, logits, alloc(t, FP32))
         if kept and rt.kept_logits == "fp32":  # the upcast is the kept output; the shift copies it
             shift = t - g.micro_batch
             fwd_parts = [(lambda: f"shifted fp32 copy {shift}·{v}·4", alloc(shift, FP32))]
@@ -192,7 +192,7 @@ def _logits(
 
         parts = [new_varying((saved_span, saved_row, True, _SAVED))]
         if kept:
-            parts.append(_kept_part(rt, kept, t, v, FP32 if rt.kept_logits == "fp32" else c, src))
+            parts.append(kept_part(rt, kept, t, v, FP32 if rt.kept_logits == "fp32" else c, src))
     else:
         k = min(rt.loss_chunk_tokens, t)
         chunk = alloc(k, c) + (2 * alloc(k, FP32) if lp_bytes == FP32 else alloc(k, c))
@@ -230,7 +230,7 @@ def _logits(
             bwd_formula = f"one chunk recomputed plus its fp32 grad = {fmt_count(bwd)} B"
     fwd = sum([n for _, n in fwd_parts])
     parts.append(
-        _fixed_part(
+        fixed_part(
             fwd,
             _FORWARD,
             lambda: make_row(
@@ -253,7 +253,7 @@ def _logits(
     )
     if bwd:
         parts.append(
-            _fixed_part(
+            fixed_part(
                 bwd,
                 _AT_LOSS,
                 lambda: make_row(
@@ -320,57 +320,6 @@ _FORWARD = moments_in(FORWARD)
 _AT_LOSS = moments_in(BACKWARD, AT_LOSS)
 _SAVED = moments_in(FORWARD_BACKWARD, AT_LOSS)
 """The parts' moments (what make_row gives their rows)."""
-
-
-_KEPT = moments_in(frozenset({"forward", "backward", "optimizer"}))
-
-
-def _kept_bytes(rt: RuntimeSection, logits: int, fp32: int) -> int:
-    """Bytes of the logits a training loop keeps by holding the model output
-    (``runtime.kept_logits``), 0 when it keeps none."""
-    return {"none": 0, "fp32": fp32, "compute": logits}[rt.kept_logits]
-
-
-def _kept_part(rt: RuntimeSection, kept: int, t: int, v: int, bpe: int, src: str) -> Varying:
-    """The model output's logits, held by the loop from the loss through backward and the
-    optimizer step.
-
-    Answer.AI's fsdp_qlora ``train.py`` (``fsdp_main``) binds ``output = model(...)``,
-    calls ``loss.backward()`` and ``optimizer.step()``, and only then ``output = None``
-    ("Delete the output so more memory frees up before the next forward pass"); under
-    transformers <= 4.44 ``LlamaForCausalLM.forward`` returns ``logits = logits.float()``,
-    so that output holds fp32 T × V bytes while the loss backward's log-probs and their
-    gradients are live (HF Trainer's ``compute_loss`` returns the loss alone, so its
-    output is freed before backward: ``none``)."""
-    dtype = "fp32" if rt.kept_logits == "fp32" else "16-bit"
-
-    def build() -> Row:
-        return make_row(
-            id="hbm.loss.kept_output",
-            label=f"Loss: {dtype} logits the training loop's output keeps",
-            state="loss",
-            location="hbm",
-            kind="peak",
-            group="logits",
-            low=kept,
-            high=kept,
-            formula=lambda: (
-                f"{t}·{v}·{bpe} = {fmt_count(kept)} B (runtime.kept_logits: the output is "
-                "held until after the optimizer step)"
-            ),
-            source=src,
-            phases=frozenset({"forward", "backward", "optimizer"}),
-        )
-
-    return _fixed_part(kept, _KEPT, build)
-
-
-def _fixed_part(n: int, moments: frozenset[Moment], build: Callable[[], Row]) -> Varying:
-    """A row of one micro-batch's ``n`` bytes whatever the micro-batches in flight, as a
-    :class:`Varying` (the same bytes at every :class:`InFlight`; the row built from
-    ``build`` — which writes ``n`` — when read)."""
-    span = (n, n)
-    return new_varying((lambda fly: span, lambda fly: build(), True, moments))
 
 
 def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
