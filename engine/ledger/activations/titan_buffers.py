@@ -1,0 +1,82 @@
+"""torchtitan's RoPE caches (``hbm.buffers.rope_cache``): one per attention layer.
+
+torchtitan 0.3.0 builds a RoPE module inside every attention module
+(``torchtitan/models/common/attention.py``: ``self.rope = config.rope.build()``), and each
+registers its own non-persistent ``cache`` buffer (``models/common/rope.py``
+``RoPE.__init__``: ``register_buffer("cache", self._precompute_cache())``), sized to the
+RoPE config's ``max_seq_len`` — which ``Decoder.Config.update_from_config`` sets to
+``training.seq_len`` for every layer before the model is built
+(``models/common/decoder.py``). So a stage holds, for the whole step, per layer:
+
+- ``ComplexRoPE`` (llama3, deepseek_v3): ``(max_seq_len, dim / 2)`` complex64, that is
+  S · d · 4 B;
+- ``CosSinRoPE`` (qwen3): ``cat([cos, sin], -1)`` of ``(max_seq_len, dim)`` fp32 each,
+  S · d · 8 B;
+
+with d the rotary dimension (the head dim; MLA's rope dims). Buffers are neither
+sharded by FSDP2 nor cast by its ``MixedPrecisionPolicy``, and TP leaves them whole, so
+every rank holds all of its stage's. They do not depend on the micro-batch, only on the
+plan's sequence length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+
+from engine.ledger.activations.geometry import FP32, Geometry, geometry
+from engine.ledger.activations.hf import rotary_dim
+from engine.ledger.activations.varying import Fixed
+from engine.ledger.row import ALL_PHASES, make_row, moments_in
+from engine.plan import Plan
+from engine.units import fmt_count, round_up
+
+COS_SIN_FAMILIES = frozenset({"qwen3", "qwen3_moe"})
+"""Families torchtitan builds with ``CosSinRoPE`` (fp32 cos and sin); the others with
+``ComplexRoPE`` (complex64, half the width)."""
+
+_HELD = moments_in(ALL_PHASES)
+
+
+def rope_cache_bytes_per_position(family: str, dim: int) -> int:
+    """One position's cache bytes: complex64 d/2 (= 4·d) or fp32 cos + sin (= 8·d)."""
+    return 2 * dim * FP32 if family in COS_SIN_FAMILIES else (dim // 2) * 2 * FP32
+
+
+@lru_cache(maxsize=256)
+def rope_caches_at(plan: Plan) -> Callable[[Geometry, int], list[Fixed]] | None:
+    """The stage's RoPE caches for ``n_layers`` layers at a micro-batch's geometry
+    (its granularity only); None where the plan is not torchtitan's or has no RoPE."""
+    arch = plan.model.architecture
+    if plan.runtime.activation_profile != "torchtitan" or arch.position != "rotary":
+        return None
+    seq = plan.batch.seq_len
+    dim = rotary_dim(arch, geometry(plan))
+    per_position = rope_cache_bytes_per_position(arch.family, dim)
+    kind = (
+        f"fp32 cos + sin 2·{dim}·4" if arch.family in COS_SIN_FAMILIES else f"complex64 {dim}/2·8"
+    )
+
+    def at(g: Geometry, n_layers: int) -> list[Fixed]:
+        if n_layers == 0:
+            return []
+        one = round_up(seq * per_position, g.granularity)
+        n = n_layers * one
+        row = make_row(
+            id="hbm.buffers.rope_cache",
+            label=f"RoPE caches, one per attention layer ({n_layers})",
+            state="buffers",
+            location="hbm",
+            kind="persistent",
+            group="buffers",
+            low=n,
+            high=n,
+            formula=lambda: (
+                f"{n_layers} × {seq} positions × {kind} = {n_layers} × {fmt_count(one)} B"
+                f" (each rounded to {g.granularity}) = {fmt_count(n)} B"
+            ),
+            source="torchtitan-rope-cache",
+        )
+        return [Fixed((n, n), lambda: row, True, _HELD)]
+
+    return at
