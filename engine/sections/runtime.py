@@ -27,8 +27,10 @@ class RuntimeSection(Section):
         "auto = the stack's (megatron under Megatron-Core, torchtitan under torchtitan, "
         "hf-transformers otherwise).",
     )
-    attention: Literal["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "eager"] = Field(
-        default="sdpa_flash"
+    attention: Literal["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "flex", "eager"] = Field(
+        default="sdpa_flash",
+        description="The attention kernel: flex = torch's flex_attention (torchtitan 0.3's "
+        "default attn_backend), which also keeps an fp32 row max per head and token.",
     )
     loss: Literal["standard", "chunked", "fused"] = Field(
         default="standard",

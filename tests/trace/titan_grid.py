@@ -84,6 +84,7 @@ class TitanCase:
             "batch.micro_batch": self.micro_batch,
             "runtime.loss_impl": LOSS_IMPL[self.loss],
             "runtime.zero_grad": self.zero_grad,
+            "runtime.attention": "flex",  # 0.3.0 model_registry's attn_backend default
             **AC[self.ac],
         }
         return with_values(Plan(), changes)
