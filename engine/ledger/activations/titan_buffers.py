@@ -13,7 +13,12 @@ RoPE config's ``max_seq_len`` — which ``Decoder.Config.update_from_config`` se
 - ``CosSinRoPE`` (qwen3): ``cat([cos, sin], -1)`` of ``(max_seq_len, dim)`` fp32 each,
   S · d · 8 B;
 
-with d the rotary dimension (the head dim; MLA's rope dims). Buffers are neither
+with d the rotary dimension (the head dim; MLA's rope dims). ``runtime.rope_cache =
+per_model`` is the earlier llama code instead (torchtitan ``models/llama/model.py``
+``Transformer.__init__`` at 9dec370, Dec 2024, and through 2025:
+``register_buffer("freqs_cis", precompute_freqs_cis(dim // n_heads, max_seq_len * 2,
+rope_theta))``): one complex64 buffer of 2·S positions on the model, 2·S·d·4 B. Buffers
+are neither
 sharded by FSDP2 nor cast by its ``MixedPrecisionPolicy``, and TP leaves them whole, so
 every rank holds all of its stage's. They do not depend on the micro-batch, only on the
 plan's sequence length.
@@ -50,21 +55,24 @@ def rope_caches_at(plan: Plan) -> Callable[[Geometry, int], list[Fixed]] | None:
     arch = plan.model.architecture
     if plan.runtime.activation_profile != "torchtitan" or arch.position != "rotary":
         return None
-    seq = plan.batch.seq_len
+    per_model = plan.runtime.rope_cache == "per_model"
+    seq = plan.batch.seq_len * (2 if per_model else 1)
     dim = rotary_dim(arch, geometry(plan))
-    per_position = rope_cache_bytes_per_position(arch.family, dim)
-    kind = (
-        f"fp32 cos + sin 2·{dim}·4" if arch.family in COS_SIN_FAMILIES else f"complex64 {dim}/2·8"
-    )
+    family = "llama" if per_model else arch.family  # freqs_cis is complex
+    per_position = rope_cache_bytes_per_position(family, dim)
+    kind = f"fp32 cos + sin 2·{dim}·4" if family in COS_SIN_FAMILIES else f"complex64 {dim}/2·8"
 
     def at(g: Geometry, n_layers: int) -> list[Fixed]:
         if n_layers == 0:
             return []
+        copies = 1 if per_model else n_layers
         one = round_up(seq * per_position, g.granularity)
-        n = n_layers * one
+        n = copies * one
         row = make_row(
             id="hbm.buffers.rope_cache",
-            label=f"RoPE caches, one per attention layer ({n_layers})",
+            label="RoPE cache, the model's freqs_cis (2 × seq_len positions)"
+            if per_model
+            else f"RoPE caches, one per attention layer ({n_layers})",
             state="buffers",
             location="hbm",
             kind="persistent",
@@ -72,7 +80,7 @@ def rope_caches_at(plan: Plan) -> Callable[[Geometry, int], list[Fixed]] | None:
             low=n,
             high=n,
             formula=lambda: (
-                f"{n_layers} × {seq} positions × {kind} = {n_layers} × {fmt_count(one)} B"
+                f"{copies} × {seq} positions × {kind} = {copies} × {fmt_count(one)} B"
                 f" (each rounded to {g.granularity}) = {fmt_count(n)} B"
             ),
             source="torchtitan-rope-cache",

@@ -22,6 +22,7 @@ from tests.engine.ledger.test_torchtitan_profile import (
     FULL_PER_TOKEN,
     NONE_PER_TOKEN,
     SAC_PER_TOKEN,
+    rows_of,
     titan,
 )
 
@@ -58,3 +59,23 @@ def test_the_plan_kernel_decides() -> None:
     assert none - none_sdpa == 128
     _, full = _per_token(runtime__attention="flex", method__recompute__policy="full")
     assert full == FULL_PER_TOKEN
+
+
+def test_torchtitan_fuses_qkv_by_default() -> None:
+    """``runtime.qkv_fusion`` auto → fused under torchtitan (0.3.0
+    ``_build_llama3_layers(fuse_qkv=True)``): the Llama preset's separate q / k / v
+    become one ``wqkv`` — one fused-AdamW step counter a layer instead of three (2 × 512 B
+    less a layer, 32 layers: 32,768 B) and per-op SAC caches wqkv's q + 2·kv = 6,144
+    elements a token (mm 1) where separate projections cache wq's 4,096 and wv's 1,024;
+    the other stacks keep the model's own layout; a plan that says ``as_model`` keeps it."""
+    plan = resolved(titan(runtime__qkv_fusion="auto"))
+    assert plan.runtime.qkv_fusion == "fused" and plan.model.architecture.fused_qkv
+    kept = resolved(titan())  # the shared case pins as_model (the Dec-2024 code)
+    assert not kept.model.architecture.fused_qkv
+    other = resolved(titan(stack__name="pytorch", runtime__qkv_fusion="auto"))
+    assert other.runtime.qkv_fusion == "as_model" and not other.model.architecture.fused_qkv
+    steps = rows_of(titan(runtime__qkv_fusion="auto"))["hbm.optimizer.step"].low
+    assert rows_of(titan())["hbm.optimizer.step"].low - steps == 32 * 2 * 512
+    _, sac = _per_token(runtime__qkv_fusion="auto")
+    _, sac_separate = _per_token()
+    assert sac - sac_separate == (4096 + 2 * 1024 - 4096 - 1024) * 2
