@@ -247,13 +247,6 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     return at
 
 
-WORLD_ONE_REDUCE_COPIES = 3
-"""fp32 copies of a unit's gradients FSDP2's ``foreach_reduce`` holds at world size 1
-(torch 2.13 ``_fully_shard/_fsdp_collectives.py``): the reduce-scatter input, a
-full-size output, and ``reduce_scatter_input / gradient_divide_factor``, which
-torchtitan's ``gradient_divide_factor`` 1.0 (``distributed/fsdp.py``) makes a tensor."""
-
-
 def titan_regather_at(plan: Plan) -> Callable[[Geometry], list[Varying]] | None:
     """The head unit's second gather under torchtitan's FSDP2, the larger part of
     ``backward.start`` (None where it does not apply).
@@ -272,25 +265,19 @@ def titan_regather_at(plan: Plan) -> Callable[[Geometry], list[Varying]] | None:
     par, rt = plan.parallelism, plan.runtime
     if rt.activation_profile != "torchtitan" or plan.model.architecture.tied_embeddings:
         return None
-    if not rule_of(par.strategy).fsdp or par.tp > 1 or par.cp > 1:
+    if not rule_of(par.strategy).fsdp or par.dp < 2 or par.tp > 1 or par.cp > 1:
         return None
     if rt.loss_impl not in ("eager", "chunked"):
         return None
     v, h = plan.model.architecture.vocab, plan.model.architecture.hidden
     eager = rt.loss_impl == "eager"
-    copies = WORLD_ONE_REDUCE_COPIES if par.dp == 1 else 1
 
     def at(g: Geometry) -> list[Varying]:
         c, gran = g.compute_bytes, g.granularity
         unit = round_up(v * h * c, gran) + round_up(h * c, gran)
-        one = round_up((v * h + h) * FP32, gran) if eager else 0
-        # world size 1: foreach_reduce's copies, next to the 16-bit gradient (the size
-        # of hbm.gathered.root, which post_backward's reshard has freed), outweigh the
-        # later regather with one copy left
-        scatter = copies * one
-        moment = max(unit + one, scatter) if copies > 1 else unit + scatter
+        scatter = round_up((v * h + h) * FP32, gran) if eager else 0
         loss = 3 * round_up(g.tokens * v * FP32, gran) if eager else 0
-        n = max(0, moment - loss)
+        n = max(0, unit + scatter - loss)
         if not n:
             return []
         return [
@@ -306,14 +293,8 @@ def titan_regather_at(plan: Plan) -> Callable[[Geometry], list[Varying]] | None:
                     group="gathered",
                     low=n,
                     high=n,
-                    formula=(
-                        f"max(0, all-gather {fmt_count(unit)} + scatter input "
-                        f"{fmt_count(scatter)} − loss {fmt_count(loss)}) = {fmt_count(n)} B"
-                        if copies == 1
-                        else f"world size 1: max(0, max(all-gather {fmt_count(unit)} + "
-                        f"scatter input {fmt_count(one)}, {copies} fp32 reduce copies "
-                        f"{fmt_count(scatter)}) − loss {fmt_count(loss)}) = {fmt_count(n)} B"
-                    ),
+                    formula=f"max(0, all-gather {fmt_count(unit)} + scatter input "
+                    f"{fmt_count(scatter)} − loss {fmt_count(loss)}) = {fmt_count(n)} B",
                     source="torchtitan-fsdp-units",
                     phases=BACKWARD,
                     backward=AT_LOSS,

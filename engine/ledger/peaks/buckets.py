@@ -57,9 +57,7 @@ def bucket_rows(
             if rule.params
             else _zero_row(plan, trainable, formats)
         ]
-    # torchtitan applies fully_shard even to one rank (0.3.0 models/llama3/parallelize.py)
-    titan = rule.family == "fsdp2" and plan.runtime.activation_profile == "torchtitan"
-    if rule.fsdp and rule.grads and (shard > 1 or titan):
+    if rule.fsdp and rule.grads and shard > 1:
         fsdp2 = rule.family == "fsdp2"
         if unsharded is not None:
             return regrouped_reduce_scatter_rows(plan, held, unsharded, formats, fsdp2, shard)

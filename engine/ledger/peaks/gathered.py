@@ -177,7 +177,7 @@ def gathered_rows(
     n_expert: int | None = None,  # the routed experts' shard group (None: the plan's)
 ) -> list[Row]:
     """Unsharded parameter units and prefetch of ZeRO-3 / FSDP strategies."""
-    if not rule.params or (shard <= 1 and not _titan_world_one(plan, rule)):
+    if not rule.params or shard <= 1:
         return []
     placed = gathered_view(plan, placed, gather_bytes(plan, formats))  # QLoRA's packed data
     if rule.fsdp:
@@ -379,10 +379,3 @@ def _zero3_rows(plan: Plan, placed: tuple[LocalTensor, ...], formats: StateForma
             backward=IN_LAYERS,
         )
     ]
-
-
-def _titan_world_one(plan: Plan, rule: StrategyRule) -> bool:
-    """torchtitan applies ``fully_shard`` even to a shard group of one (0.3.0
-    ``models/llama3/parallelize.py``: "a no-op for the all-gather but still installs the
-    MixedPrecisionPolicy"): its units are cast, gathered and reduced as at any size."""
-    return rule.family == "fsdp2" and plan.runtime.activation_profile == "torchtitan"
