@@ -45,8 +45,10 @@ class RuntimeSection(Section):
         "auto = the stack's (megatron under Megatron-Core, torchtitan under torchtitan, "
         "hf-transformers otherwise).",
     )
-    attention: Literal["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "eager"] = Field(
-        default="sdpa_flash"
+    attention: Literal["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "flex", "eager"] = Field(
+        default="sdpa_flash",
+        description="The attention kernel: flex = torch's flex_attention (torchtitan 0.3's "
+        "default attn_backend), which also keeps an fp32 row max per head and token.",
     )
     kv_expanded: bool = Field(
         default=False,
@@ -76,6 +78,20 @@ class RuntimeSection(Section):
         description="What the step's zero_grad does: set_to_none frees the gradients until "
         "backward makes them; zero_fill (set_to_none=False) keeps them allocated through the "
         "next forward; auto = the stack's (torchtitan: zero_fill, else set_to_none).",
+    )
+    qkv_fusion: Literal["auto", "as_model", "fused"] = Field(
+        default="auto",
+        description="Whether the stack's model code runs q / k / v as one projection: "
+        "fused = one wqkv weight per layer whatever the checkpoint's layout (one optimizer "
+        "tensor, one cached mm under torchtitan's per-op SAC); as_model = the "
+        "architecture's fused_qkv; auto = the stack's (torchtitan 0.3: fused, else as_model).",
+    )
+    rope_cache: Literal["auto", "per_layer", "per_model"] = Field(
+        default="auto",
+        description="torchtitan's RoPE cache buffers: per_layer = one (seq_len positions) "
+        "per attention layer (0.3's models/common/rope.py); per_model = one freqs_cis of "
+        "2 × seq_len positions on the model (the 2024–25 llama code); auto = per_layer "
+        "under torchtitan (other stacks' rotary buffers are their own rows).",
     )
     logits_fp32_upcast: bool = Field(
         default=True, description="HF causal-LM loss upcasts logits to fp32 (transformers #30860)."

@@ -121,6 +121,11 @@ def _runtime_refusal(plan: Plan) -> str | None:
             "flash-attn (the flash_attn package) is a CUDA-only kernel; trace with "
             "runtime.attention = sdpa_flash, which saves the same tensors"
         )
+    if rt.attention == "flex":
+        return (
+            "flex attention is traced on the torchtitan stack only (transformers' "
+            "flex_attention path is not built); trace with runtime.attention = sdpa_flash"
+        )
     if rt.attention == "sdpa_mem_efficient":
         return (
             "SDPA's memory-efficient kernel is CUDA-only; the CPU build has the flash and math "

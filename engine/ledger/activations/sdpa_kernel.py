@@ -98,7 +98,7 @@ def sdpa_call(
     attention = attention.removesuffix(KV_EXPANDED)
     if attention == "eager":
         return SdpaCall("eager", heads, False)
-    if attention == "flash_attn":
+    if attention in ("flash_attn", "flex"):  # flex: enable_gqa, no (b, 1, s, s) mask
         return SdpaCall("flash", kv_heads, False)
     grouped = kv_heads != heads
     if arch.family == "falcon":
