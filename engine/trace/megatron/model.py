@@ -67,6 +67,7 @@ def _config(plan: Plan) -> Any:
         hidden_dropout=0.0,
         attention_dropout=0.0,
         bias_dropout_fusion=False,
+        bias_activation_fusion=True,
         apply_rope_fusion=False,
         masked_softmax_fusion=False,
         gradient_accumulation_fusion=False,

@@ -38,6 +38,11 @@ tensor's bytes are — only where it is placed or how a value nobody reads is pr
   ``torch.optim.AdamW`` (single-tensor loop on CPU: one temporary the size of each
   parameter shard); production runs TE / Apex ``FusedAdam``, which updates in place.
   AdamW is built ``fused=True`` while the optimizer is made (:func:`fused_adamw`).
+- **Megatron's fused SwiGLU, uncompiled**: with ``bias_activation_fusion`` (Megatron-LM's
+  default ``--bias-swiglu-fusion``) the MLP runs ``fusions/fused_bias_swiglu.py``
+  ``SwiGLUFunction``, which saves only its input (the fc1 output); its ``swiglu`` /
+  ``swiglu_back`` are wrapped in ``torch.compile`` (``jit.py`` ``jit_fuser``), which is
+  refused under a tracking dispatch mode on fake tensors, so their eager originals run.
 - **RMSNorm as CUDA runs it**: ``torch.nn.RMSNorm`` (the local spec's ``WrappedTorchNorm``)
   on CPU keeps an fp32 upcast of its input; the CUDA fused kernel (and TE's RMSNorm)
   saves the input and an fp32 ``rstd`` per row — ``titan/patches.py``'s ``FusedRMSNorm``.
@@ -142,6 +147,7 @@ def megatron_patches() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "Apex / TE not installed" fallbacks at import
         import megatron.core.distributed.param_and_grad_buffer as buffers
+        import megatron.core.fusions.fused_bias_swiglu as swiglu
         import megatron.core.optimizer.clip_grads as clip_grads
     mlog = logging.getLogger("megatron")
     level = mlog.level
@@ -152,6 +158,10 @@ def megatron_patches() -> Iterator[None]:
         stack.enter_context(_attr(buffers, "_coalescing_manager", _one_by_one))
         stack.enter_context(_attr(clip_grads, "l2_norm_impl", _l2_norm))
         stack.enter_context(_attr(functional, "rms_norm", _rms_norm))
+        for name in ("swiglu", "swiglu_back"):
+            compiled = getattr(swiglu, name)
+            eager = getattr(compiled, "_torchdynamo_orig_callable", compiled)
+            stack.enter_context(_attr(swiglu, name, eager))
         stack.enter_context(TraceDevice())
         try:
             yield
