@@ -5,7 +5,11 @@
 RMSNorm, SwiGLU, RoPE, no linear biases; bf16 parameters; no dropout — a dropout mask
 is not what the ledger's ``megatron`` profile counts), the ``local`` layer spec
 (``models/gpt/gpt_layer_specs.py`` ``get_gpt_layer_local_spec``) with SDPA in its
-core-attention slot (``attention.py``), then ``DistributedDataParallel`` (fp32 main
+core-attention slot (``attention.py``) — built with bf16 as the default dtype, which is
+what Megatron-LM's ``training.py`` ``get_model`` gets from ``Float16Module``
+(``module.bfloat16()``: every parameter bf16, the local spec's torch RMSNorm weights
+included; ``_apply`` cannot swap fake parameters, so the cast is made at construction)
+— then ``DistributedDataParallel`` (fp32 main
 grads: ``grad_reduce_in_fp32``; the distributed optimizer's layout when the plan's
 strategy is ``megatron_distopt``) and ``get_megatron_optimizer`` (Adam with decoupled
 weight decay, bf16, fp32 main parameters). Everything is built inside the trace's fake
@@ -101,14 +105,19 @@ def build_megatron(plan: Plan) -> MegatronModel:
     arch = plan.model.architecture
     distopt = plan.parallelism.strategy == "megatron_distopt"
     config = _config(plan)
-    model = GPTModel(
-        config,
-        _spec(),
-        vocab_size=arch.vocab,
-        max_sequence_length=plan.batch.seq_len,
-        position_embedding_type="rope",
-        share_embeddings_and_output_weights=arch.tied_embeddings,
-    )
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        model = GPTModel(
+            config,
+            _spec(),
+            vocab_size=arch.vocab,
+            max_sequence_length=plan.batch.seq_len,
+            position_embedding_type="rope",
+            share_embeddings_and_output_weights=arch.tied_embeddings,
+        )
+    finally:
+        torch.set_default_dtype(default)
     ddp_config = DistributedDataParallelConfig(
         grad_reduce_in_fp32=True, overlap_grad_reduce=False, use_distributed_optimizer=distopt
     )
