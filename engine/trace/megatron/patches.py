@@ -11,9 +11,9 @@ tensor's bytes are — only where it is placed or how a value nobody reads is pr
   ``MixedPrecisionOptimizer.__init__`` (``torch.tensor([1.0], device='cuda')``: the
   found-inf / scale scalars), ``optimizer/clip_grads.py`` ``get_grad_norm_fp32``
   (``torch.zeros(1, device='cuda')``), ``utils.py`` ``GlobalMemoryBuffer.get_tensor``.
-  ``torch.cuda.current_device`` answers 0 (a CPU build raises) and every factory call
-  asking for a CUDA device gets the trace's fake ``cpu`` instead: same shape, same
-  dtype, so the same bytes. ``Tensor.type()`` reports ``torch.cuda.*`` so the
+  ``torch.cuda.current_device`` answers the trace's device (a CPU build raises) and
+  every factory call asking for a CUDA device gets the trace's fake ``cpu`` instead:
+  same shape, same dtype, so the same bytes. ``Tensor.type()`` reports ``torch.cuda.*`` so the
   distributed optimizer's dtype check (``distrib_optimizer.py``
   ``_build_model_and_main_param_groups``) accepts the parameters; ``.cuda()`` is a no-op.
 - **scalar reads**: a fake tensor has no value; ``.item()`` answers 0 — the grad norm
@@ -43,6 +43,16 @@ tensor's bytes are — only where it is placed or how a value nobody reads is pr
   ``SwiGLUFunction``, which saves only its input (the fc1 output); its ``swiglu`` /
   ``swiglu_back`` are wrapped in ``torch.compile`` (``jit.py`` ``jit_fuser``), which is
   refused under a tracking dispatch mode on fake tensors, so their eager originals run.
+- **the CUDA RNG tracker**: ``tensor_parallel/random.py`` ``CudaRNGStatesTracker.fork``
+  swaps in a per-TP-rank CUDA generator state around dropout (the sequence-parallel
+  embedding dropout runs inside it); the states are registered by
+  ``model_parallel_cuda_manual_seed``, which a CPU build cannot run. The fork allocates
+  nothing (dropout is 0 here), so it runs as a plain context.
+- **the local norm under sequence parallelism**: ``transformer/torch_norm.py``
+  ``WrappedTorchNorm.__new__`` asserts ``not config.sequence_parallel`` (Apex's and TE's
+  norms take it); :func:`_wrapped_norm` builds the same ``torch.nn.RMSNorm`` and marks its
+  weight ``sequence_parallel`` as TE's ``TENorm`` does, so its gradient is all-reduced over
+  TP (``distributed/finalize_model_grads.py``). A norm's bytes do not depend on it.
 - **RMSNorm as CUDA runs it**: ``torch.nn.RMSNorm`` (the local spec's ``WrappedTorchNorm``)
   on CPU keeps an fp32 upcast of its input; the CUDA fused kernel (and TE's RMSNorm)
   saves the input and an fp32 ``rstd`` per row — ``titan/patches.py``'s ``FusedRMSNorm``.
@@ -89,8 +99,11 @@ class TraceDevice(TorchFunctionMode):  # type: ignore[misc]
         return func(*args, **kwargs)
 
 
-def _current_device() -> int:
-    return 0
+def _current_device() -> str:
+    """The trace's device: also where the mode is not active (a custom autograd
+    Function's backward, e.g. ``tensor_parallel/layers.py``'s sequence-parallel
+    reduce-scatter buffer)."""
+    return TRACE_DEVICE
 
 
 def _all_gather_object(out: list[Any], obj: Any, group: Any = None) -> None:
@@ -125,8 +138,28 @@ _TORCH_RMS_NORM = functional.rms_norm
 
 
 @contextmanager
+def _no_fork(self: Any, name: str = "model-parallel-rng") -> Iterator[None]:
+    yield
+
+
+def _wrapped_norm(
+    cls: Any,
+    config: Any,
+    hidden_size: int,
+    eps: float = 1e-5,
+    persist_layer_norm: bool = False,
+    zero_centered_gamma: bool = False,
+    normalization: str = "LayerNorm",
+) -> Any:
+    """``WrappedTorchNorm.__new__`` for RMSNorm, sequence parallelism allowed."""
+    norm = torch.nn.RMSNorm(normalized_shape=hidden_size, eps=eps)
+    norm.weight.sequence_parallel = bool(config.sequence_parallel)
+    return norm
+
+
+@contextmanager
 def _attr(owner: Any, name: str, value: Any) -> Iterator[None]:
-    original = getattr(owner, name)
+    original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
     setattr(owner, name, value)
     try:
         yield
@@ -149,6 +182,8 @@ def megatron_patches() -> Iterator[None]:
         import megatron.core.distributed.param_and_grad_buffer as buffers
         import megatron.core.fusions.fused_bias_swiglu as swiglu
         import megatron.core.optimizer.clip_grads as clip_grads
+        from megatron.core.tensor_parallel.random import CudaRNGStatesTracker
+        from megatron.core.transformer.torch_norm import WrappedTorchNorm
     mlog = logging.getLogger("megatron")
     level = mlog.level
     mlog.setLevel(logging.ERROR)
@@ -158,6 +193,8 @@ def megatron_patches() -> Iterator[None]:
         stack.enter_context(_attr(buffers, "_coalescing_manager", _one_by_one))
         stack.enter_context(_attr(clip_grads, "l2_norm_impl", _l2_norm))
         stack.enter_context(_attr(functional, "rms_norm", _rms_norm))
+        stack.enter_context(_attr(WrappedTorchNorm, "__new__", staticmethod(_wrapped_norm)))
+        stack.enter_context(_attr(CudaRNGStatesTracker, "fork", _no_fork))
         for name in ("swiglu", "swiglu_back"):
             compiled = getattr(swiglu, name)
             eager = getattr(compiled, "_torchdynamo_orig_callable", compiled)

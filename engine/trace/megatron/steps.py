@@ -6,11 +6,12 @@ and stays allocated — then ``optimizer.zero_grad()``); per micro-batch a ``for
 (``GPTModel`` with labels returns the per-token fp32 loss from its vocab-parallel
 cross-entropy; ``loss_func`` sums it, as ``pretrain_gpt.py`` does) and a ``backward``
 (``pipeline_parallel/schedules.py`` ``forward_backward_no_pipelining``: every
-micro-batch but the last under ``no_sync``, then ``finalize_model_grads`` →
-``finish_grad_sync``: the buckets' reduce-scatter (distributed optimizer) or all-reduce
-into the grad buffer); then ``optimizer`` (``optimizer.step()``: grad norm, clip, the
-Adam step on the fp32 main shards, the copy back into the bf16 params and their
-all-gather).
+micro-batch but the last under ``no_sync``, then
+``distributed/finalize_model_grads.py`` ``finalize_model_grads``: ``finish_grad_sync`` —
+the buckets' reduce-scatter (distributed optimizer) or all-reduce in the grad buffer —
+and the sequence-parallel norm weights' all-reduce over TP); then ``optimizer``
+(``optimizer.step()``: grad norm, clip, the Adam step on the fp32 main shards, the
+copy back into the bf16 params and their all-gather).
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ def run_megatron_step(
                 loss.backward()
                 del loss
                 if last:
-                    s.ddp.finish_grad_sync()
+                    from megatron.core.distributed import finalize_model_grads
+
+                    finalize_model_grads([s.ddp])
             sink(step, micro, "backward", tracker.end_phase())
     with tracked_phase(tracker, f"{step}/optimizer"):
         s.optimizer.step()

@@ -35,12 +35,6 @@ def _layout_refusal(plan: Plan) -> str | None:
         )
     if par.pp > 1 or par.cp > 1 or par.ep > 1 or par.expert_tp > 1:
         return "Megatron-Core pipeline, context and expert parallelism are not traced yet"
-    if par.tp > 1 and par.sequence_parallel:
-        return (
-            "Megatron-Core sequence parallelism is not traced yet: the local spec's torch "
-            "RMSNorm refuses it (transformer/torch_norm.py WrappedTorchNorm; production "
-            "runs TE's norm); set parallelism.sequence_parallel false"
-        )
     arch = plan.model.architecture
     if par.tp > 1 and (arch.heads % par.tp or arch.kv_heads % par.tp or arch.intermediate % par.tp):
         return (
