@@ -75,7 +75,21 @@ def _config(plan: Plan) -> Any:
         apply_rope_fusion=False,
         masked_softmax_fusion=False,
         gradient_accumulation_fusion=False,
+        **_recompute(plan),
     )
+
+
+def _recompute(plan: Plan) -> dict[str, Any]:
+    """The plan's recompute as Megatron-LM's arguments set it: ``full`` is
+    ``--recompute-granularity full --recompute-method uniform --recompute-num-layers 1``
+    (every layer's input kept, the layer recomputed in backward)."""
+    if plan.method.recompute.policy == "full":
+        return {
+            "recompute_granularity": "full",
+            "recompute_method": "uniform",
+            "recompute_num_layers": 1,
+        }
+    return {}
 
 
 def _spec() -> Any:

@@ -48,6 +48,11 @@ tensor's bytes are — only where it is placed or how a value nobody reads is pr
   embedding dropout runs inside it); the states are registered by
   ``model_parallel_cuda_manual_seed``, which a CPU build cannot run. The fork allocates
   nothing (dropout is 0 here), so it runs as a plain context.
+- **the CUDA RNG state around recompute**: ``tensor_parallel/random.py``
+  ``CheckpointFunction`` (full recompute) saves and restores the CUDA generator state
+  (``_get_cuda_rng_state`` / ``_set_cuda_rng_state``) so a recomputed dropout draws the
+  same mask; the state is a host tensor, never device memory, and a CPU build has no CUDA
+  generator: an empty state is saved and restoring it does nothing.
 - **the local norm under sequence parallelism**: ``transformer/torch_norm.py``
   ``WrappedTorchNorm.__new__`` asserts ``not config.sequence_parallel`` (Apex's and TE's
   norms take it); :func:`_wrapped_norm` builds the same ``torch.nn.RMSNorm`` and marks its
@@ -137,6 +142,14 @@ def _rms_norm(x: Any, normalized_shape: Any, weight: Any = None, eps: float | No
 _TORCH_RMS_NORM = functional.rms_norm
 
 
+def _no_cuda_rng_state(*args: Any, **kwargs: Any) -> Any:
+    return torch.empty(0, dtype=torch.uint8)
+
+
+def _keep_cuda_rng_state(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
 @contextmanager
 def _no_fork(self: Any, name: str = "model-parallel-rng") -> Iterator[None]:
     yield
@@ -182,6 +195,7 @@ def megatron_patches() -> Iterator[None]:
         import megatron.core.distributed.param_and_grad_buffer as buffers
         import megatron.core.fusions.fused_bias_swiglu as swiglu
         import megatron.core.optimizer.clip_grads as clip_grads
+        import megatron.core.tensor_parallel.random as tp_random
         from megatron.core.tensor_parallel.random import CudaRNGStatesTracker
         from megatron.core.transformer.torch_norm import WrappedTorchNorm
     mlog = logging.getLogger("megatron")
@@ -195,6 +209,8 @@ def megatron_patches() -> Iterator[None]:
         stack.enter_context(_attr(functional, "rms_norm", _rms_norm))
         stack.enter_context(_attr(WrappedTorchNorm, "__new__", staticmethod(_wrapped_norm)))
         stack.enter_context(_attr(CudaRNGStatesTracker, "fork", _no_fork))
+        stack.enter_context(_attr(tp_random, "_get_cuda_rng_state", _no_cuda_rng_state))
+        stack.enter_context(_attr(tp_random, "_set_cuda_rng_state", _keep_cuda_rng_state))
         for name in ("swiglu", "swiglu_back"):
             compiled = getattr(swiglu, name)
             eager = getattr(compiled, "_torchdynamo_orig_callable", compiled)

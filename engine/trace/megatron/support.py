@@ -69,8 +69,8 @@ def _step_refusal(plan: Plan) -> str | None:
         return f"the Megatron-Core trace runs Adam(W); {m.optimizer.name} is not traced with it"
     if m.precision.compute_dtype != "bf16" or m.precision.loss_scaling:
         return "the Megatron-Core trace runs bf16 with fp32 main grads (no fp16 loss scaling)"
-    if m.recompute.policy != "none":
-        return f"Megatron-Core recompute ({m.recompute.policy}) is not traced yet; set none"
+    if m.recompute.policy not in ("none", "full"):
+        return f"Megatron-Core recompute {m.recompute.policy} is not traced yet (none and full are)"
     return None
 
 
