@@ -69,6 +69,11 @@ def _step_refusal(plan: Plan) -> str | None:
         return f"the Megatron-Core trace runs Adam(W); {m.optimizer.name} is not traced with it"
     if m.precision.compute_dtype != "bf16" or m.precision.loss_scaling:
         return "the Megatron-Core trace runs bf16 with fp32 main grads (no fp16 loss scaling)"
+    if m.recompute.policy == "selective":
+        return (
+            "Megatron-Core's selective recompute checkpoints the core attention, the one "
+            "module the trace substitutes (SDPA for TE's fused attention): not traced"
+        )
     if m.recompute.policy not in ("none", "full"):
         return f"Megatron-Core recompute {m.recompute.policy} is not traced yet (none and full are)"
     return None
