@@ -191,3 +191,21 @@ def test_the_slice_plans_are_runnable_or_say_the_package_is_missing() -> None:
     for tp, sp in ((1, False), (2, False), (2, True)):
         plan = _plan(2, tp, **{"parallelism.sequence_parallel": sp})
         assert megatron_refusal(plan) in (None, MISSING)
+
+
+def test_a_missing_megatron_core_is_refused_with_the_install_hint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without the package (``megatron`` itself absent, so ``find_spec("megatron.core")``
+    would raise) the refusal names the extra instead of failing."""
+    import importlib.util
+
+    from engine.trace.megatron import support
+
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, package: str | None = None) -> object:
+        return None if name.split(".")[0] == "megatron" else real(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    assert support.megatron_refusal(_plan(2)) == support.MISSING

@@ -92,6 +92,10 @@ def megatron_refusal(plan: Plan) -> str | None:
         reason = check(plan)
         if reason is not None:
             return reason
-    if importlib.util.find_spec("megatron.core") is None:
+    # the parent first: find_spec of a submodule imports its parent, and raises without it
+    if (
+        importlib.util.find_spec("megatron") is None
+        or importlib.util.find_spec("megatron.core") is None
+    ):
         return MISSING
     return None
