@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from engine.plan import Plan
 from engine.stacks.defaults import resolve_stack_defaults, resolved
+from engine.trace.megatron.support import megatron_refusal, uses_megatron
 
 TRACEABLE_STRATEGIES: frozenset[str] = frozenset({"ddp", "fsdp2", "fsdp2_hsdp"})
 MOE_FAMILIES: frozenset[str] = frozenset(
@@ -30,8 +31,8 @@ def _strategy_refusal(plan: Plan) -> str | None:
         )
     if stack == "megatron_core" or par.strategy == "megatron_distopt":
         return (
-            "Megatron-Core cannot be traced: its grad buffers and distributed optimizer are "
-            "allocated on CUDA and need gloo groups (docs/trace-frameworks.md)"
+            "the distributed optimizer is traced with Megatron-Core's own code: set "
+            "stack.name megatron_core (docs/trace-frameworks.md)"
         )
     if par.strategy.startswith("fsdp1"):
         return (
@@ -163,6 +164,8 @@ def refusal(plan: Plan) -> str | None:
     """Why this plan cannot be traced (one sentence), or None when it can (judged on the
     plan as computed: fields left to the training stack take its defaults)."""
     plan = resolved(plan)
+    if uses_megatron(plan):  # Megatron-Core's own code traces it (engine/trace/megatron)
+        return megatron_refusal(plan)
     for check in (_strategy_refusal, _tp_refusal, _method_refusal, _runtime_refusal):
         reason = check(plan)
         if reason is not None:

@@ -39,7 +39,9 @@ def _row(line: Line, units: UnitChoice, width: int) -> str:
 def header(result: TraceResult) -> list[str]:
     s, v = result.setup, result.versions
     libraries = " · ".join(
-        f"{name} {v[name]}" for name in ("torch", "torchtitan", "transformers", "peft") if name in v
+        f"{name} {v[name]}"
+        for name in ("torch", "torchtitan", "megatron-core", "transformers", "peft")
+        if name in v
     )
     return [
         f"Trace: {s.model_type} — {s.strategy}, rank {s.rank} of {s.world_size} "
