@@ -45,16 +45,16 @@ KNOWN_FAILURES: dict[str, str] = {
     "torchtitan-8b-fsdp8-cp1-32k-full-ac": (
         "reserve of a 32k-token full-AC step: the loss backward's multi-GB requests cannot "
         "reuse forward's cached blocks (issue 36 calibration), not modelled [now: reserved "
-        "77.9-81.7 GiB against 83.9 (-4.8 %)]"
+        "78.0-81.8 GiB against 83.9 (-4.8 %)]"
     ),
     "torchtitan-8b-fsdp4-cp2-64k-full-ac": (
         "as the 32k row, with ring-attention CP chunks (torchtitan's CP not modelled per "
-        "chunk) [now: reserved 77.9-81.7 GiB against 84.2 (-5.2 %)]"
+        "chunk) [now: reserved 78.0-81.8 GiB against 84.2 (-5.1 %)]"
     ),
     "torchtitan-70b-fsdp32-tp8-full-ac": (
         "loss_parallel's extra fp32 buffers now counted; remaining: async-TP buffers and the "
         "reserve of the TP streams and of the loss backward's large requests, not modelled "
-        "[now: reserved 62.0-66.0 GiB against 71.9 (-10.9 %)]"
+        "[now: reserved 62.1-66.1 GiB against 71.9 (-10.9 %)]"
     ),
     "torchtune-3b-full-opt-in-bwd": (
         "35.8 small rows (the tied embedding's lm_head gradient held in the autograd buffer "
