@@ -36,6 +36,7 @@ from engine.sections.stack import ConcreteStack
 from engine.stacks.accelerators import nccl_band
 from engine.stacks.catalog import stack_info
 from engine.stacks.families import StrategyRule
+from engine.stacks.titan_versions import qkv_fusion, rope_cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,28 +246,6 @@ def _zero_grad(c: Context) -> Choice:
     return "set_to_none", "torch.optim zero_grad's default set_to_none=True", "torch-adamw"
 
 
-def _qkv_fusion(c: Context) -> Choice:
-    """torchtitan 0.3 fuses q / k / v into one ``wqkv``; a plan training only some
-    projections (``custom`` roles q, v …) names the model's own, so keeps them."""
-    if c.stack == "torchtitan" and c.kind == "full":
-        return (
-            "fused",
-            "every 0.3 llama3 / qwen3 flavor builds one wqkv per layer (fuse_qkv=True)",
-            "torchtitan-fused-qkv",
-        )
-    return "as_model", "the model's own q / k / v projections", "hf-transformers-llama"
-
-
-def _rope_cache(c: Context) -> Choice:
-    if c.stack == "torchtitan":
-        return (
-            "per_layer",
-            "0.3 builds a RoPE module with its own cache buffer in every attention layer",
-            "torchtitan-rope-cache",
-        )
-    return "per_model", "read only under torchtitan's profile", "stack-pytorch"
-
-
 def _tp_style(c: Context) -> Choice:
     if c.stack in ("megatron_core", "torchtitan"):
         return (
@@ -365,8 +344,8 @@ RULES: tuple[Rule, ...] = (
     ("runtime.activation_profile", "auto", _profile),
     ("runtime.loss_impl", "auto", _loss_impl),
     ("runtime.zero_grad", "auto", _zero_grad),
-    ("runtime.qkv_fusion", "auto", _qkv_fusion),
-    ("runtime.rope_cache", "auto", _rope_cache),
+    ("runtime.qkv_fusion", "auto", lambda c: qkv_fusion(c.stack, c.kind, c.plan.runtime)),
+    ("runtime.rope_cache", "auto", lambda c: rope_cache(c.stack, c.plan.runtime)),
     ("parallelism.tp_style", "auto", _tp_style),
     ("model.architecture.moe.expert_storage", "auto", _expert_storage),
     ("method.qlora.quant_storage", "auto", _quant_storage),
