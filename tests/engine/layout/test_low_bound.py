@@ -241,8 +241,9 @@ def test_torchtitan_head_regather_is_outside_the_bounds_padded_rows() -> None:
     The first four are shared rows: the bound's padded bytes, 351,698,944. The last is
     an activation row, whole on every rank and absent from the bound's canonical (DP 1)
     activation sums, so the bound cannot lose it as DP falls: the regime rule's slack
-    need not cover it (:func:`_stage_falls` on this plan), and the bound stays below the
-    stage's low fit peak."""
+    need not cover it (:func:`_stage_falls` on this plan; brute force agrees with the
+    rule where it proves a regime dead), and the bound stays below the stage's low fit
+    peak."""
     plan = with_values(default_plan(), TITAN_FSDP1)
     lay = Layout(1, 1, 1, 1, 2, 1, 1, 1, None)
     st = estimate(with_layout(plan, lay)).stages[0]
@@ -259,6 +260,10 @@ def test_torchtitan_head_regather_is_outside_the_bounds_padded_rows() -> None:
     assert low.bound <= st.fit_peak.low
     assert _stage_parts(plan, legal_layouts(plan, 2))
     assert _stage_falls(plan, 16)
+    # at a 1.5 GB limit the rule proves layouts of this plan dead by that slack (7 up
+    # to 16 GPUs), each failing by the low estimate, as every smaller DP of its regime
+    tight = with_values(plan, {"hardware.usable_hbm_bytes": 1_500_000_000})
+    assert _regime_rule_against_brute_force(tight, 16)
 
 
 @SEARCH_SETTINGS
