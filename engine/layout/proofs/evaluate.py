@@ -45,14 +45,16 @@ def padded_bytes(rows: Iterable[Row]) -> int:
 
 
 def stage_padded(st: StageEstimate) -> int:
-    """:func:`padded_bytes` of one stage's rows, without building them: every row of
-    :data:`PADDED_STATES` is one of the stage's shared rows (the gathered units, bucket
-    and reduce-scatter inputs, dequantized copies that
-    :func:`engine.ledger.stage_rows.shared_rows` lists — its low bound's argument too),
-    the activation rows and the allocator reserve hold none, and those shared rows are
-    cached (the estimate summed them). The ledger's estimates only (its stages know their
-    plan; a caller's estimator's rows are read); ``test_heaviest_padded`` compares the
-    two."""
+    """:func:`padded_bytes` of one stage's rows, without building them where it can: a
+    row of :data:`PADDED_STATES` is one of the stage's shared rows (the gathered units,
+    bucket and reduce-scatter inputs, dequantized copies that
+    :func:`engine.ledger.stage_rows.shared_rows` lists, which are cached: the estimate
+    summed them) — but for torchtitan's head unit gathered again inside its loss rows
+    (``hbm.gathered.head_regather``, an activation row), so a torchtitan plan's rows are
+    read whole. The low bound's padded bytes are its shared rows' only
+    (:class:`engine.layout.proofs.low_bound.StageLow`: its activation rows do not change
+    with DP). The ledger's estimates only (its stages know their plan; a caller's
+    estimator's rows are read); ``test_heaviest_padded`` compares the two."""
     if (
         st.source is None
         or st.built_rows is not None

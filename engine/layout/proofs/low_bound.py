@@ -21,9 +21,17 @@ time, the likeliest to settle it first, and no further than a verdict needs.
 Why the search may apply it to a whole regime (:meth:`engine.layout.search.minimum._Shape.
 probe`): within a regime every row only grows as DP falls, but for the FSDP padding of
 the stage's own gathered units and reduce-scatter inputs
-(:func:`engine.layout.proofs.evaluate.padded_slack` of the stage's padded rows): so a stage whose
+(:func:`engine.layout.proofs.evaluate.padded_slack` of the padded rows among the bound's
+shared rows, :attr:`StageLow.padded`): so a stage whose
 bound is over the limit by more than that slack is over it at every smaller DP of the
-regime, and so is the layout's low fit peak there. It costs nearly an estimate for MoE
+regime, and so is the layout's low fit peak there. The bound's activation rows are the
+canonical layout's, the same at every DP of the shape, so they lose nothing as DP
+falls: an activation row of a padded state (torchtitan's head unit gathered again
+inside the loss rows, ``hbm.gathered.head_regather``, whole on every rank) is in the
+estimate's padded rows (:func:`engine.layout.proofs.evaluate.stage_padded`) but never in
+the bound, and its slack need not cover it
+(``test_low_bound.py::test_stage_bounds_fall_by_at_most_their_slack`` checks this step
+of the proof itself, stage by stage, over every regime). It costs nearly an estimate for MoE
 models (the shared rows are most of one; an estimate of the same layout then reuses
 them), so the search asks for it only where it replaces an estimate one for one.
 A new shared or activation row must keep it below the low estimate:
@@ -55,8 +63,10 @@ _ERRORS = (PlanError, NotImplementedError, ValueError)
 
 
 class StageLow:
-    """One decisive stage's lower bound on its low fit peak, and its padded rows' bytes
-    (what the regime rule's slack is of)."""
+    """One decisive stage's lower bound on its low fit peak, and the bytes of the padded
+    rows among its shared rows (what the regime rule's slack is of: all the bound can
+    lose as DP falls; at most the estimate's :func:`~engine.layout.proofs.evaluate.
+    stage_padded`, which also counts activation rows of a padded state)."""
 
     __slots__ = ("bound", "padded")
 
