@@ -203,7 +203,7 @@ def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]
     act on: a legality rule's own fields and wording, else the error's location."""
     problems = []
     for item in err.errors():
-        parts = [p for p in item["loc"] if not str(p).startswith("function-")]
+        parts = [p for p in item["loc"] if not _union_tag(p)]
         loc = ".".join(str(p) for p in parts)  # the field to mark, as the plan spells it
         cause = item.get("ctx", {}).get("error")
         if isinstance(cause, PlanError):
@@ -226,6 +226,18 @@ def validation_problems(err: ValidationError, prefix: str = "") -> list[Problem]
             Problem((loc,) if loc else (), f"{where or prefix or 'plan'}: {msg}{shown}")
         )
     return problems
+
+
+_UNION_TAGS = frozenset({"bool", "int", "float", "str", "none"})
+_TAG_PREFIXES = ("function-", "literal[", "lax-or-strict[", "json-or-python[", "constrained-")
+
+
+def _union_tag(part: object) -> bool:
+    """Whether a pydantic location part names a validator or a union member (``bool`` of
+    ``bool | int``) rather than a field: no plan field is spelled so, and a user acts on
+    the field."""
+    text = str(part)
+    return text in _UNION_TAGS or text.startswith(_TAG_PREFIXES)
 
 
 _WHOLE = {"int_parsing", "int_type", "int_from_float"}

@@ -66,8 +66,10 @@ def _base(plan: Plan, gaps: Gaps) -> tuple[str, str]:
     same = False
     if found is not None:
         try:
+            mine = without_storage(plan.model.architecture)
             theirs = without_storage(model_section_for(preset).architecture)
-            same = theirs == without_storage(plan.model.architecture)
+            # fused q / k / v is torchtitan's own code (runtime.qkv_fusion), not the spec
+            same = theirs.model_copy(update={"fused_qkv": mine.fused_qkv}) == mine
         except KeyError:
             same = False
     why = "torchtitan's GroupedExperts holds w1, w2, w3 as (experts, …) parameters"

@@ -97,7 +97,7 @@ class Calibration:
 
 def _fraction_band(low: float, high: float) -> dict[str, float]:
     scale = 10**FRACTION_DIGITS
-    lo = max(0.0, math.floor(low * scale) / scale)
+    lo = min(FRACTION_MAX, max(0.0, math.floor(low * scale) / scale))
     hi = min(FRACTION_MAX, math.ceil(high * scale) / scale)
     return {"low": lo, "high": max(lo, hi)}
 

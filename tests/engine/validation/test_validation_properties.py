@@ -3,7 +3,7 @@ proposal is a valid plan edit that its inverse undoes exactly."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine.plan import default_plan, with_values
@@ -38,6 +38,9 @@ PLAN = default_plan()
     ),
     st.floats(0.0, 0.5, allow_nan=False),
 )
+# allocated a few hundred kB over the default plan's steady part: the transient is tiny, so
+# the measured fragmentation is ~4e9, past FractionRange's bound of 10 (clamped, both ends)
+@example(pairs=[(12_045_607_425, 1.0)], margin=0.0)
 def test_any_proposal_applies_and_undoes(pairs: list[tuple[int, float]], margin: float) -> None:
     records = [
         MeasuredRecord(
