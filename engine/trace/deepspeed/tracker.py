@@ -59,6 +59,12 @@ class DeepSpeedTracker(PlainTracker):
         self.module: Any = None
         self._stepping = False
 
+    def _track(self, reftype: Any, t: Any) -> None:
+        """Meta tensors hold no memory: ZeRO-1/2 keeps a meta copy of every parameter
+        (``stage_1_and_2.py`` ``round_robin_bit16_meta``), which MemTracker would count."""
+        if t.device.type != "meta":
+            super()._track(reftype, t)
+
     def _register_global_optimizer_hook(self) -> None:
         """The inner optimizer's hooks, except that inside ``engine.step`` the whole
         call stays an optimizer region (DeepSpeed works before and after the inner step)."""
