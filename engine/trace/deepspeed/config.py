@@ -12,11 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from engine.plan import Plan
+from engine.stacks.defaults import resolved
 from engine.trace.deepspeed.support import STAGES
 
 
 def ds_config(plan: Plan) -> dict[str, Any]:
-    """The ds_config dict of a resolved, accepted plan."""
+    """The ds_config dict of an accepted plan (fields left to the stack resolved first:
+    ``overlap_comm`` ``None`` is the stage's default)."""
+    plan = resolved(plan)
     k = plan.parallelism.knobs
     stage = STAGES[plan.parallelism.strategy]
     zero: dict[str, Any] = {

@@ -13,8 +13,10 @@
   each call (``zero_`` allocates nothing): uninitialised memory read as bf16 is often
   NaN, and DeepSpeed's bf16 ``check_grad_overflow`` would then skip every step — and
   with it the optimizer state the trace is meant to measure;
-- DeepSpeed's communication backend is forgotten on exit (``deepspeed.comm.comm.cdb``),
-  so the next trace wraps its own fake process group.
+- DeepSpeed's communication backend (``deepspeed.comm.comm.cdb``) and the process
+  groups it caches (``deepspeed/utils/groups.py``: ``_WORLD_GROUP``,
+  ``_DATA_PARALLEL_GROUP``, …) are reset on exit, so the next trace in the process
+  wraps its own fake process group rather than a destroyed one.
 
 Everything is restored on exit.
 """
@@ -37,6 +39,11 @@ FILLED: tuple[str, ...] = (
 )
 """``deepspeed/comm/torch.py`` ``TorchBackend`` collectives whose first argument is an
 output (a tensor or a list of them)."""
+
+
+def _cache(name: str, value: Any) -> bool:
+    """A module global of ``deepspeed.utils.groups`` that caches process groups."""
+    return not name.startswith("__") and (value is None or isinstance(value, dict))
 
 
 def _zero(out: Any) -> None:
@@ -85,6 +92,8 @@ def deepspeed_environment(world: int, rank: int) -> Iterator[None]:
     from deepspeed.accelerator.cpu_accelerator import CPU_Accelerator
     from deepspeed.accelerator.real_accelerator import get_accelerator, set_accelerator
 
+    groups: Any = importlib.import_module("deepspeed.utils.groups")
+    cached = {k: v for k, v in vars(groups).items() if _cache(k, v)}
     before = get_accelerator()
     set_accelerator(CPU_Accelerator())
     build_shm = ds_torch.build_shm_op
@@ -100,6 +109,8 @@ def deepspeed_environment(world: int, rank: int) -> Iterator[None]:
             setattr(backend, name, original)
         ds_torch.build_shm_op = build_shm
         ds_comm.cdb = None
+        for name, value in cached.items():
+            setattr(groups, name, dict(value) if isinstance(value, dict) else value)
         set_accelerator(before)
         for name, value in saved.items():
             if value is None:
