@@ -42,8 +42,9 @@ MISSING = (
 
 
 def uses_deepspeed(plan: Plan) -> bool:
-    """Whether the plan (``auto`` resolved) runs DeepSpeed's code."""
-    return resolve_stack_defaults(plan).stack == "deepspeed"
+    """Whether the plan (``auto`` resolved) runs DeepSpeed's code: the ``deepspeed``
+    stack, or a ZeRO strategy under another (the HF Trainer runs DeepSpeed's engine)."""
+    return resolve_stack_defaults(plan).stack == "deepspeed" or plan.parallelism.strategy in STAGES
 
 
 def _size_refusal(plan: Plan) -> str | None:
