@@ -19,7 +19,13 @@ from engine.plan import default_plan, with_values
 from engine.trace.compare import compare
 from engine.trace.deepspeed.config import ds_config
 from engine.trace.deepspeed.grid import grid_plan
-from engine.trace.deepspeed.support import FIX, MISSING, deepspeed_refusal, uses_deepspeed
+from engine.trace.deepspeed.support import (
+    FIX,
+    MISSING,
+    deepspeed_refusal,
+    tensor_bytes,
+    uses_deepspeed,
+)
 from engine.trace.result import TraceResult
 from tests.trace.needs_extra import needs_trace_extra
 
@@ -32,14 +38,25 @@ q, o 2 × 512·512 + k, v 2 × 512·256 + gate, up, down 3 × 512·1408 + 2 norm
 
 
 def test_big_plans_are_refused_with_the_limit_and_the_fix() -> None:
-    """Llama-3.1-8B cannot be materialised on this machine: one sentence, the limit
-    (300M parameters), the plan's count and the fix."""
+    """Llama-3.1-8B cannot be materialised on this machine: one sentence, the plan's
+    bytes, the limit and the fix. N = 8,030,261,248 parameters, dp 8, s 4096, vocab
+    128,256: 4 N + 16 N / 8 + 14 · 4096 · 128,256 = 32,121,044,992 + 16,060,522,496 +
+    7,354,712,064 = 55,536,279,552 B."""
     plan = with_values(default_plan(), {"stack.name": "deepspeed", "parallelism.strategy": "zero3"})
+    assert tensor_bytes(plan) == 55_536_279_552
     reason = deepspeed_refusal(plan)
     assert reason is not None
-    assert "at most 300,000,000 parameters" in reason
-    assert "8,030,261,248" in reason
+    assert "about 55,536,279,552 B of tensors here, at most 1,200,000,000 B" in reason
     assert reason.endswith(FIX)
+
+
+def test_the_grid_fits_the_limit() -> None:
+    """The grid's largest shape, h1024-L4-v32k: N = embedding and head 2 · 32,000 · 1024
+    = 65,536,000 + 4 layers × (q, o 2 · 1024² + k, v 2 · 1024 · 512 + gate, up, down
+    3 · 1024 · 2816 + 2 norms · 1024 = 11,798,528) + final norm 1024 = 112,731,136; at dp 8
+    4 N + 16 N / 8 = 676,386,816, logits 14 · 512 · 32,000 = 229,376,000 → 905,762,816 B,
+    under 1.2 GB (that run peaked at 1.33 GB RSS with the libraries)."""
+    assert tensor_bytes(grid_plan("h1024-L4-v32k", 1)) == 905_762_816
 
 
 def test_buckets_of_the_code_default_are_refused() -> None:

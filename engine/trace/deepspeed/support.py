@@ -4,7 +4,7 @@ DeepSpeed's engine re-views parameters into flat buffers (``param.data = …``) 
 converts them to ZeRO-3 parameters in ways fake tensors refuse
 (``docs/trace-frameworks.md``), so a ``deepspeed`` plan is traced on **real** CPU tensors
 with a fake process group: the plan itself, materialised. That bounds the plans it takes
-(:data:`MAX_PARAMS`, :data:`MAX_TOKENS`, the reduce bucket) — the machine is shared and a
+(:data:`MAX_TENSOR_BYTES`, :data:`MAX_TOKENS`, the buckets) — the machine is shared and a
 2-core CPU runs the step. Decided from the plan alone (no torch), so the CLI and the GUI
 refuse with one sentence before importing anything.
 """
@@ -23,9 +23,11 @@ DS_VERSION = "0.19.8"
 STAGES: dict[str, int] = {"zero1": 1, "zero2": 2, "zero3": 3}
 """Plan strategy → ``zero_optimization.stage``."""
 
-MAX_PARAMS = 300_000_000
-"""At most this many parameters: the bf16 model, its flat copy made while
-``deepspeed.initialize`` runs, the fp32 partition and the Adam moments stay < 2 GB of RAM."""
+MAX_TENSOR_BYTES = 1_200_000_000
+"""At most this many bytes of tensors (:func:`tensor_bytes`), so the process stays under
+2 GB of RAM on a shared machine: torch, transformers and DeepSpeed take about 0.55 GB
+before any tensor (measured: the grid's h1024-L4-v32k plan, 112M parameters at dp 8,
+peaked at 1.33 GB RSS for 0.91 GB by this formula)."""
 MAX_TOKENS = 16_384
 """At most this many tokens per micro-batch (the fp32 logits of 32k vocab × 16k tokens
 are 2 GiB already)."""
@@ -47,12 +49,24 @@ def uses_deepspeed(plan: Plan) -> bool:
     return resolve_stack_defaults(plan).stack == "deepspeed" or plan.parallelism.strategy in STAGES
 
 
-def _size_refusal(plan: Plan) -> str | None:
+def tensor_bytes(plan: Plan) -> int:
+    """Bytes of tensors the traced process holds at once, from the plan alone: per
+    parameter 2 B of bf16 module plus 2 B for its flat copy while ``deepspeed.initialize``
+    runs (ZeRO-3 materialises the whole model before partitioning it), 16 B ÷ dp for the
+    fp32 master, both moments and the step's fp32 gradient; per token and vocabulary
+    entry 14 B of logits (bf16, the fp32 upcast, the fp32 gradient of both)."""
     n = total_params(build_inventory(plan.model.architecture))
-    if n > MAX_PARAMS:
+    tokens = plan.batch.micro_batch * plan.batch.seq_len
+    return 4 * n + 16 * n // plan.parallelism.dp + 14 * tokens * plan.model.architecture.vocab
+
+
+def _size_refusal(plan: Plan) -> str | None:
+    need = tensor_bytes(plan)
+    if need > MAX_TENSOR_BYTES:
         return (
             f"DeepSpeed is traced on real CPU tensors, so the plan must be small enough to "
-            f"materialise: at most {MAX_PARAMS:,} parameters (this plan has {n:,}); {FIX}"
+            f"materialise: about {need:,} B of tensors here, at most {MAX_TENSOR_BYTES:,} B; "
+            f"{FIX}"
         )
     tokens = plan.batch.micro_batch * plan.batch.seq_len
     if tokens > MAX_TOKENS:
