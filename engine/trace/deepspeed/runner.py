@@ -219,7 +219,7 @@ def _setup(plan: Plan, built: Any, rank: int, steps: int, module: Any, stage: in
         rank=rank,
         mesh=(world,),
         strategy=f"DeepSpeed ZeRO-{stage} × {world}",
-        tracker="MemTracker (real cpu tensors)",
+        tracker="MemTracker on real cpu tensors",
         steps=steps,
         micro_batches=plan.batch.grad_accum,
         attention=str(built.config._attn_implementation),
