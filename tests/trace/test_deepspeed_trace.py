@@ -157,3 +157,28 @@ def test_traced_peak_inside_the_ledger_range(stage: int) -> None:
     line = compare(result, estimate(grid_plan("h512-L2-v8k", stage))).peak
     print(f"ZeRO-{stage}: traced {line.traced:,} B, ledger {line.low:,}-{line.high:,} B")
     assert line.inside
+
+
+@needs_trace_extra
+@needs_deepspeed
+def test_zero3_rows_at_the_peak_match_the_ledger_exactly() -> None:
+    """ZeRO-3 at the backward peak (the loss's backward), rank 0 of 8, against the rows
+    the ledger builds from the same knobs (deepspeed runtime/zero/stage3.py):
+
+    - gathered: only the head, 8192 · 512 × 2 = 8,388,608 B (``hbm.gathered.reused.root``:
+      it is reused at once by backward; every decoder layer was released after its forward);
+    - gradients: the flat partition ``grad_partitions_flat_buffer``, N / 8 × 2 → 3,572,736 B;
+    - buckets: one ``reduce_bucket_size`` 1e6 × 2 B → 2,000,384 B, allocated at init;
+    - optimizer: fp32 master + exp_avg + exp_avg_sq, 3 × 7,144,960, + step 512 B.
+    """
+    cmp = compare(_traced(3), estimate(grid_plan("h512-L2-v8k", 3)))
+    lines = {line.name: line for line in cmp.groups}
+    expected = {
+        "gathered": 8192 * 512 * 2,
+        "gradients": 3_572_736,
+        "buckets": 2_000_384,
+        "optimizer": 3 * 7_144_960 + 512,
+    }
+    for name, value in expected.items():
+        line = lines[name]
+        assert (line.traced, line.low, line.high) == (value, value, value), name
