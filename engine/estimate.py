@@ -121,7 +121,8 @@ def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
     lows, highs = numbers.sums()
     peak_phase, low, high = peak_phase_of(lows, highs)
     steady, side, model = (lows[0], highs[0]), numbers.side, memo.reserve
-    r_low, r_high = reserve_bytes(model, low, high, steady, side)
+    at_loss = (lows[2], highs[2]) if peak_phase == "backward" else None  # backward.start
+    r_low, r_high = reserve_bytes(model, low, high, steady, side, at_loss)
     s_low, s_high = stuck_bytes(model, low, high, steady)
     (rt_low, rt_high), (fit_low, fit_high) = numbers.runtime, numbers.inside
     return _new_totals(

@@ -63,6 +63,13 @@ FORBIDDEN: tuple[Rule, ...] = (
 )
 
 
+LEDGER_FACE = frozenset({"engine.ledger"})
+"""The ledger's public face: its package (``engine/ledger/__init__.py``). Everything
+else under ``engine.ledger.`` is an internal, which in ``engine.layout`` only the
+proofs may read: they are the search's only knowledge of rows."""
+LEDGER_READERS = "engine.layout.proofs"
+
+
 # the graph -------------------------------------------------------------------------
 def under(module: str, prefix: str) -> bool:
     """``module`` is ``prefix`` or inside it; the empty prefix holds everything."""
@@ -293,6 +300,38 @@ def test_no_private_name_imported_from_another_module() -> None:
     assert not bad, "private names imported across modules:\n" + "\n".join(bad)
 
 
+def ledger_internal_edges(graph: Graph, package: str = "engine.layout") -> list[str]:
+    """Imports of a ledger internal by a module of ``package`` outside the proofs."""
+    return [
+        f"{importer} (line {line}) → {target}"
+        for importer, targets in sorted(graph.items())
+        if under(importer, package) and not under(importer, LEDGER_READERS)
+        for target, line in targets.items()
+        if under(target, "engine.ledger") and target not in LEDGER_FACE
+    ]
+
+
+def test_only_the_proofs_read_ledger_internals(graph: dict[str, dict[str, int]]) -> None:
+    """A row the lattice or the search read directly would carry obligations no proof
+    states: route the fact through ``engine.layout.proofs``' face instead."""
+    bad = ledger_internal_edges(graph)
+    assert not bad, "ledger internals imported outside engine.layout.proofs:\n" + "\n".join(bad)
+
+
+LAYOUT_LAYERS = (
+    Rule("engine.layout.lattice", ("engine.layout.search",), "the lattice is below the search"),
+    Rule("engine.layout.proofs", ("engine.layout.search",), "the proofs are below the search"),
+)
+
+
+def test_layout_layers(graph: dict[str, dict[str, int]]) -> None:
+    """lattice → proofs → search: the search reads the proofs and the lattice, never the
+    other way (the lattice reads only the proofs' face, which the cycle test keeps free
+    of proof modules)."""
+    bad = forbidden_edges(graph, LAYOUT_LAYERS)
+    assert not bad, "imports against engine.layout's layers:\n" + "\n".join(bad)
+
+
 # the guards can fail ---------------------------------------------------------------
 def test_cycle_finder_on_a_synthetic_graph() -> None:
     """a → b → c → a is one cycle, reported from its first module; d → e is none; the
@@ -336,3 +375,17 @@ def test_layering_rules_catch_a_wrong_edge() -> None:
         "engine.ledger.rows (line 3) → engine.layout.search: " + FORBIDDEN[1].why,
         "engine.whatif.fit (line 5) → engine.cli.common: " + FORBIDDEN[2].why,
     ]
+
+
+def test_ledger_rule_catches_an_internal_import() -> None:
+    """The search importing ``stage_rows`` is caught; the same import in a proof, and the
+    ledger's face anywhere, are not."""
+    search, proof = "engine.layout.search.counts", "engine.layout.proofs.bound"
+    known = {"engine.ledger", "engine.ledger.stage_rows", search, proof}
+    internal = "from engine.ledger.stage_rows import shared_rows\n"
+    face = "from engine.ledger import DYNAMIC_IDS\n"
+    g = {
+        search: imports_of(search, internal + face, False, known),
+        proof: imports_of(proof, internal, False, known),
+    }
+    assert ledger_internal_edges(g) == [f"{search} (line 1) → engine.ledger.stage_rows"]

@@ -42,17 +42,70 @@ class SideBytes(int):
     """The gathered units and gradient buckets of a stage (its value, an ``int`` as
     before: the side-stream pools' working sets), carrying ``init``: the (low, high)
     bytes FSDP1's construction left cached on the compute stream (:func:`fsdp1_init_cache`;
-    (0, 0) elsewhere) and ``unit``, FSDP1's largest layer unit (0 elsewhere). An ``int``
-    so every place that passes or sums the side bytes reads it unchanged."""
+    (0, 0) elsewhere) and ``unit``, FSDP1's largest layer unit (0 elsewhere); ``root``
+    the root unit's unsharded bytes, ``logits`` the eager loss's requests
+    (:func:`with_logits`) and ``pre`` the pool of FSDP1's pre-unshard stream under CPU
+    offload: ``_runtime_utils._unshard`` runs ``handle.pre_unshard()`` under
+    ``pre_unshard_stream``, whose ``flat_param_to(device)`` copies the CPU shard into a
+    block of that stream's pool, freed once the all-gather replaced it, so the pool
+    keeps the largest shard (the root's or a layer's) between uses. An ``int`` so every
+    place that passes or sums the side bytes reads it unchanged."""
 
     init: tuple[int, int]
     unit: int
+    root: int
+    logits: tuple[int, int]
+    pre: int
 
-    def __new__(cls, streams: int, init: tuple[int, int] = (0, 0), unit: int = 0) -> SideBytes:
+    def __new__(
+        cls,
+        streams: int,
+        init: tuple[int, int] = (0, 0),
+        unit: int = 0,
+        root: int = 0,
+        logits: tuple[int, int] = (0, 0),
+        pre: int = 0,
+    ) -> SideBytes:
         made = super().__new__(cls, streams)
         made.init = init
         made.unit = unit
+        made.root = root
+        made.logits = logits
+        made.pre = pre
         return made
+
+
+def with_logits(side: int, block: int, request: int) -> int:
+    """``side`` carrying the eager loss's ``logits``: the 16-bit logits' block freed at the
+    fp32 upcast (0 without one) and the smallest fp32 T × V request of the loss (0 where
+    no such loss runs), which :func:`loss_floor` reads; ``side`` unchanged when it is no
+    FSDP1 :class:`SideBytes` or the loss makes no fp32 request."""
+    if not isinstance(side, SideBytes) or side.init == (0, 0) or request <= 0:
+        return side
+    return SideBytes(int(side), side.init, side.unit, side.root, (block, request), side.pre)
+
+
+def loss_floor(side: int, at_loss: tuple[int, int]) -> tuple[int, int] | None:
+    """(low, high) reserved while the eager loss's backward runs, when its fp32 T × V
+    requests are larger than every block FSDP1's construction left cached; None when
+    they are not (the construction cache is then reused as :func:`_compute_cache` says).
+
+    The caching allocator serves a request from the smallest free block of its pool at
+    least as large (``c10/cuda/CUDACachingAllocator.cpp`` ``get_free_block``:
+    ``pool.blocks.lower_bound``), else from a new segment: blocks of a layer unit's
+    flat parameter, its broadcast buckets and the root unit's are all smaller than such
+    a request, so the whole construction cache stays reserved beside the loss. The loss
+    itself leaves one block more: ``LlamaForCausalLM``'s ``logits.float()`` frees the
+    16-bit logits, and the fp32 tensors that follow (the log-probs' gradient, then the
+    logits' gradient in ``log_softmax_backward``) are twice its size, so each takes a
+    segment of its own while that block waits for the 16-bit gradient the cast's
+    backward makes. ``at_loss`` is the allocated (low, high) at ``backward.start``."""
+    if not isinstance(side, SideBytes):
+        return None
+    block, request = side.logits
+    if request <= max(side.root, side.unit):
+        return None
+    return at_loss[0] + side.init[0] + block, at_loss[1] + side.init[1] + block
 
 
 def fsdp1_init_cache(root: int, unit: int) -> tuple[int, int]:
@@ -112,10 +165,12 @@ def reserved_extra(
     high: int,
     steady: tuple[int, int] | None = None,
     side: int = 0,
+    at_loss: tuple[int, int] | None = None,
 ) -> tuple[int, int]:
     """(low, high) of reserved − allocated over an allocated range ``low``–``high`` whose
     persistent part is ``steady`` (None: all of it, so no transient) and whose stage
-    holds ``side`` bytes of gathered units and buckets."""
+    holds ``side`` bytes of gathered units and buckets; ``at_loss``: the allocated range
+    at the loss's backward when this range is the backward phase's (:func:`loss_floor`)."""
     if m.fraction:
         return int(low * m.frag[0]), int(high * m.frag[1])
     t_low, t_high = _transient(low, high, steady)
@@ -123,7 +178,11 @@ def reserved_extra(
     if not m.fsdp1:
         extra = (extra[0] + int(side * m.side[0]), extra[1] + int(side * m.side[1]))
     else:  # FSDP1: at most one unit more than the rows count (see ReserveModel.fsdp1)
-        extra = (extra[0], extra[1] + getattr(side, "unit", 0))
+        pre = getattr(side, "pre", 0)  # the pre-unshard stream's pool (SideBytes.pre)
+        extra = (extra[0] + pre, extra[1] + getattr(side, "unit", 0) + pre)
+        floor = None if at_loss is None or m.expandable else loss_floor(side, at_loss)
+        if floor is not None:
+            extra = (max(extra[0], floor[0] - low), max(extra[1], floor[1] - high))
     if m.ceiling is None:
         return extra
     stuck = stuck_extra(m, low, high, steady)

@@ -16,9 +16,12 @@ caller (the CLI, or the window's worker thread). What runs:
   flags as MemPlan computed them (:func:`engine.exports.megatron.megatron_args`), with
   ``WORLD_SIZE`` set to the plan's world and the script's environment from
   :func:`~engine.exports.megatron.launch_env`.
-- torchtitan: call the registry function the recipe starts from and set the recipe's
-  values (:func:`engine.exports.torchtitan.titan_config`) on the ``Trainer.Config`` it
-  returns.
+- torchtitan (0.3.0): ``ConfigManager().parse_args`` — the registry function named by
+  ``--module/--config``, then tyro on the recipe's overrides
+  (:func:`engine.exports.torchtitan.titan_argv`), which builds every section and runs
+  ``Trainer.Config.__post_init__``; then ``ParallelDims`` over the plan's world (its
+  degrees must multiply to it) and the batch-size rule ``Trainer.__init__`` asserts
+  (global batch a multiple of local batch × DP replicas).
 
 No check imports, sources or re-parses generated code (issue 33): the generated files
 are the user's to run; a check hands the framework MemPlan's own *data* — JSON and YAML
@@ -42,7 +45,7 @@ from pathlib import Path
 
 from engine.exports.common import Export
 from engine.exports.megatron import argv, launch_env, megatron_args
-from engine.exports.torchtitan import titan_config
+from engine.exports.torchtitan import titan_argv
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
 from engine.workload import replicas
@@ -181,37 +184,40 @@ except BaseException as e:
 """
 
 _TORCHTITAN = r"""
-import importlib, json, sys
-try:
-    import torchtitan
-except ImportError as e:
-    missing(e)
+import contextlib, io, json, sys
 job = json.loads(sys.argv[1])
 try:
-    cfg = getattr(importlib.import_module(job["module"]), job["function"])()
-    for section, values in job["sections"].items():
-        for key, value in values.items():
-            setattr(getattr(cfg, section), key, value)
-    if job["ac"] != "none":
-        from torchtitan.distributed import activation_checkpoint as ac
-        policy = {"full": ac.FullAC, "selective": ac.SelectiveAC}[job["ac"]]
-        cfg.activation_checkpoint = policy.Config()
-    else:
-        cfg.activation_checkpoint = None
-    print(f"OK torchtitan {type(cfg).__qualname__}")
-except Exception as e:
+    from torchtitan.config import ConfigManager
+    from torchtitan.distributed.parallel_dims import ParallelDims
+except ImportError as e:
+    missing(e)
+said = io.StringIO()
+try:
+    with contextlib.redirect_stderr(said):
+        head = ["--module", job["module"], "--config", job["function"]]
+        cfg = ConfigManager().parse_args([*head, *job["argv"]])
+    dims = ParallelDims.from_config(cfg.parallelism, job["world"])
+    t = cfg.training
+    dp = dims.dp_replicate * dims.dp_shard  # the "batch" mesh of Trainer.__init__
+    gb = t.global_batch_size if t.global_batch_size > 0 else t.local_batch_size * dp
+    if gb % (t.local_batch_size * dp):
+        raise ValueError(
+            "global batch size must be multiple of local batch size times data-parallel "
+            f"degree ({gb} % ({t.local_batch_size} * {dp}) != 0)"
+        )
+    print(
+        f"OK torchtitan ConfigManager.parse_args + ParallelDims (world {job['world']}): "
+        f"local batch {t.local_batch_size}, global {gb}, seq {t.seq_len}, "
+        f"dp_shard {dims.dp_shard}"
+    )
+except SystemExit as e:  # tyro's own message, not "SystemExit: 2"
+    lines = said.getvalue().splitlines()
+    box = [ln.strip(" │╭╮╰╯─") for ln in lines if ln[:1] in "│╭"] or lines  # tyro's panel
+    words = [ln for ln in box if ln and not ln.startswith("For full helptext")]
+    print("ERROR torchtitan ConfigManager: " + (" ".join(words[:4]) or f"exit {e.code}"))
+except BaseException as e:
     report("torchtitan", e)
 """
-
-
-def titan_job(plan: Plan) -> str:
-    """The recipe's values as JSON data for the torchtitan check: the registry module
-    and function (from MemPlan's own table), each section's fields, the AC policy."""
-    module, function, sections, _ac, _gaps = titan_config(plan)
-    rc = resolved(plan).method.recompute.policy
-    ac = rc if rc in ("none", "full", "selective") else "full"
-    job = {"module": module, "function": function, "sections": sections, "ac": ac}
-    return json.dumps(job)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +275,16 @@ def _missing(fmt: str, module: str) -> str:
     return f"could not check here (needs package {top}, which {fmt} imports)"
 
 
+def check_titan(
+    module: str, function: str, overrides: list[str], world: int, timeout: float = 180.0
+) -> CheckResult:
+    """torchtitan 0.3.0's ``ConfigManager.parse_args`` on ``--module module --config
+    function`` and the tyro ``overrides`` (data: the words, never a file), then
+    ``ParallelDims`` over ``world`` GPUs and the trainer's batch rule."""
+    job = {"module": module, "function": function, "argv": overrides, "world": world}
+    return _run("torchtitan", _TORCHTITAN, [json.dumps(job)], timeout)
+
+
 def check_export(exp: Export, plan: Plan, timeout: float = 180.0) -> list[CheckResult]:
     """Load ``exp`` (and its ds_config companion) with the framework's own classes."""
     p = resolved(plan)
@@ -292,5 +308,5 @@ def check_export(exp: Export, plan: Plan, timeout: float = 180.0) -> list[CheckR
             env = json.dumps(launch_env(plan))
             out.append(_run("megatron", _MEGATRON, [flags, world, env], timeout))
         elif exp.format == "torchtitan":
-            out.append(_run("torchtitan", _TORCHTITAN, [titan_job(plan)], timeout))
+            out.append(check_titan(*titan_argv(plan), p.parallelism.world_size, timeout))
         return out

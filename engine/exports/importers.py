@@ -113,7 +113,10 @@ def import_model(path: Path, base: Plan) -> Imported:
         warn += got.notes
     if spec is None:
         raise ValueError(f"{path.name} holds no config.json to build the architecture from")
-    name = (path.name if folder else path.parent.name) or "imported model"
+    # a model folder, or the folder a config.json sits in, names the model; a config saved
+    # under its own name (``Llama-3.1-8B_config.json``) names it itself
+    loose = folder is None and path.name.lower() != "config.json"
+    name = (path.name if folder else path.stem if loose else path.parent.name) or "imported model"
     model = ModelSection(name=one_line(name, 200), preset=None, architecture=spec, hf_config=kept)
     tree = base.model_dump(mode="json")
     tree["model"] = model.model_dump(mode="json")

@@ -115,8 +115,17 @@ def _int(raw: Any) -> int | None:
         return None
 
 
+_LIST_KEYS = {"parallelism.module_fqns_per_model_part"}
+"""Overrides whose value is several words (tyro's ``list[list[str]]``: ``a,b c,d``)."""
+
+
+def _is_subcommand(token: str) -> bool:
+    return token.replace("_", "-").startswith("activation-checkpoint:")
+
+
 def parse_command(text: str) -> CommandLine:
-    """The overrides, world, ``--module``/``--config`` and config file of a command."""
+    """The overrides, world, ``--module``/``--config`` and config file of a command; tyro's
+    ``--section.no-key`` is ``key = False`` and ``activation-checkpoint:full`` the AC."""
     joined = text.replace("\\\n", " ")
     try:  # shlex is quadratic in a token's length
         long = len(joined) > MAX_LINE_CHARS
@@ -129,17 +138,30 @@ def parse_command(text: str) -> CommandLine:
     while i < len(tokens):
         tok = tokens[i]
         i += 1
+        if _is_subcommand(tok):
+            out.tree.setdefault("activation_checkpoint", {})["mode"] = tok.partition(":")[2]
+            continue
         if not tok.startswith("--"):
             continue
         key, eq, inline = tok[2:].partition("=")
+        norm = key.replace("-", "_")
+        if norm in _LIST_KEYS and not eq:
+            words = []
+            while (
+                i < len(tokens) and not tokens[i].startswith("-") and not _is_subcommand(tokens[i])
+            ):
+                words.append(tokens[i].split(","))
+                i += 1
+            sec, _, name = norm.partition(".")
+            out.tree.setdefault(sec, {})[name] = words
+            continue
         nxt = tokens[i] if i < len(tokens) else None
         if eq:
             raw: Any = inline
-        elif nxt is not None and not nxt.startswith("--"):
+        elif nxt is not None and not nxt.startswith("--") and not _is_subcommand(nxt):
             raw, i = nxt, i + 1
         else:
             raw = "true"
-        norm = key.replace("-", "_")
         if norm == "nnodes":
             nodes = _int(raw.split(":")[-1])
         elif norm == "nproc_per_node":
@@ -152,6 +174,8 @@ def parse_command(text: str) -> CommandLine:
             out.config_file = raw
         elif "." in norm:
             sec, _, name = norm.partition(".")
+            if name.startswith("no_") and not eq and raw == "true":
+                name, raw = name[3:], "false"
             out.tree.setdefault(sec, {})[name] = _literal(raw)
     if procs:
         out.world = procs * (nodes or 1)

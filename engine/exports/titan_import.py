@@ -66,6 +66,7 @@ _READ = {
         "pipeline_parallel_schedule",
         "module_fqns_per_model_part",
         "num_pp_microbatches",
+        "pipeline_parallel_microbatch_size",
     },
 }
 _HARMLESS = {
@@ -73,7 +74,7 @@ _HARMLESS = {
     "max_norm",
     "gc_freq",
     "gc_debug",
-    "disable_cuda_graphs",
+    "disable_cuda_graphs",  # a PP recipe must set it in 0.3.0; CUDA graphs are not modelled
     "spmd_backend",
     "context_parallel_load_balancer",
     "context_parallel_ptrr_mask_key",
@@ -258,11 +259,17 @@ def import_torchtitan(text: str, base: Plan, function: str | None = None) -> Imp
         else:
             warn.append("module_fqns_per_model_part with virtual stages is not read")
     step = sz.optional("training.num_tokens_per_train_step", t.get("num_tokens_per_train_step"))
+    raw_gb = t.get("global_batch_size")
     gb = (
         step // seq
         if step
-        else sz.optional("training.global_batch_size", t.get("global_batch_size"))
+        else None
+        if raw_gb == -1  # 0.3.0's default: local batch × DP, one accumulation step
+        else sz.optional("training.global_batch_size", raw_gb)
     )
+    if legacy and pp > 1:
+        mb, gb = _pp_micro(p, mb, gb or mb * dp, sz, warn), gb or mb * dp
+        ch["batch.micro_batch"] = mb
     per_step = mb * dp
     ga = gb // per_step if gb and gb % per_step == 0 else 1
     if gb and gb % per_step:
@@ -287,6 +294,21 @@ def import_torchtitan(text: str, base: Plan, function: str | None = None) -> Imp
         for key in sorted(set(body) - _READ[sec] - _HARMLESS):
             warn.append(f"{field_path((sec, key))} is not modelled")
     return Imported(with_values(base, ch), tuple(res), (*sz.warnings, *warn))
+
+
+def _pp_micro(p: dict[str, Any], local: int, gb: int, sz: Sizes, warn: list[str]) -> int:
+    """The plan's micro-batch under 0.3.0's PP: ``local_batch_size`` is split into
+    pipeline microbatches of ``pipeline_parallel_microbatch_size`` (default 1;
+    ``trainer.py`` ``num_pipeline_parallel_microbatches``), so the plan's accumulation
+    is global ÷ (that size × DP)."""
+    raw = p.get("pipeline_parallel_microbatch_size")
+    micro = sz.size("parallelism.pipeline_parallel_microbatch_size", raw, 1, "torchtitan's default")
+    if local % micro:
+        warn.append(
+            f"local_batch_size {local} is not a multiple of pipeline_parallel_microbatch_size "
+            f"{micro} (torchtitan refuses it)"
+        )
+    return micro
 
 
 def _rest_of_world(world: int | None, base: Plan, others: int, res: list[str]) -> int:

@@ -1,14 +1,23 @@
 """A torchtitan recipe (a Python configuration function) from a plan.
 
-Targets torchtitan main at commit b5bcd76 (2026-08-21; ``assets/version.txt`` 0.2.2),
-where a run is ``--module M --config F``: a function returning ``Trainer.Config``
-(``torchtitan/config/README.md``); the TOML JobConfig is gone and the ``--section.key``
-flags are frozen. The recipe starts from the registry function for the model and sets
-``training`` (token-based batch: ``num_tokens_per_microbatch_per_dp_rank`` = micro ×
-sequence, ``num_tokens_per_train_step`` = global batch × sequence), ``parallelism`` (its
-DP degrees multiply to the plan's DP × EP: EP is carved out of ``data_parallel_shard``),
-``optimizer.implementation`` and ``activation_checkpoint`` (``FullAC`` / ``SelectiveAC`` /
-None). The equivalent command-line overrides are in the docstring.
+Targets torchtitan 0.3.0, the release users ``pip install`` and the version MemPlan's
+``trace`` extra pins. A run there is ``--module M --config F`` (``config/manager.py``
+``ConfigManager``): a registry function returning ``Trainer.Config``, then tyro
+overrides ``--section.key value`` (booleans as ``--section.key`` /
+``--section.no-key``, the activation checkpointing as the ``activation-checkpoint:full``
+subcommand). The recipe starts from the registry function for the model and sets
+``training`` (``local_batch_size`` = the plan's micro-batch, or micro × accumulation
+under PP, where ``pipeline_parallel_microbatch_size`` = the micro-batch splits it;
+``global_batch_size``; ``seq_len``), ``parallelism`` (its DP degrees multiply to the
+plan's DP; EP is carved out of ``data_parallel_shard``), ``optimizer.implementation``
+and ``activation_checkpoint`` (``FullAC`` / ``SelectiveAC`` / None). A PP recipe sets
+``training.disable_cuda_graphs``: 0.3.0's ``Trainer.Config.__post_init__`` refuses PP
+with CUDA graphs on (their default). The same job as overrides is in the docstring, and
+is what ``--check`` hands ``ConfigManager.parse_args``.
+
+torchtitan main after 0.3.0 (b5bcd76) renamed the batch fields to token counts
+(``num_tokens_per_microbatch_per_dp_rank``, ``num_tokens_per_train_step``,
+``max_context_length``) and PP's to ``num_pp_microbatches``; the importer reads both.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from engine.stacks.defaults import resolve_stack_defaults, resolved
 from engine.stacks.families import rule_of
 from engine.workload import global_batch
 
-TARGET = "torchtitan main @ b5bcd76 (2026-08-21, the --module/--config recipes)"
+TARGET = "torchtitan 0.3.0 (pip; --module/--config recipes)"
 SCHEDULE = {"1f1b": "1F1B", "interleaved_1f1b": "Interleaved1F1B", "gpipe": "GPipe"}
 IMPLEMENTATION = {"fused": "fused", "foreach": "foreach", "for_loop": "for-loop"}
 AC = {"none": "None", "full": "FullAC.Config()", "selective": "SelectiveAC.Config()"}
@@ -131,10 +140,11 @@ def _pipeline(plan: Plan, gaps: Gaps) -> dict[str, Any]:
     out: dict[str, Any] = {
         "pipeline_parallel_degree": par.pp,
         "pipeline_parallel_schedule": SCHEDULE[par.pp_schedule],
-        "num_pp_microbatches": plan.batch.grad_accum if par.pp > 1 else 1,
     }
     if par.pp == 1:
         return out
+    # local_batch_size is split into pipeline microbatches of this size (trainer.py)
+    out["pipeline_parallel_microbatch_size"] = plan.batch.micro_batch
     if par.virtual_stages > 1:
         gaps.add("parallelism.virtual_stages", "set module_fqns_per_model_part per chunk")
         return out
@@ -176,13 +186,18 @@ def titan_config(plan: Plan) -> tuple[str, str, dict[str, dict[str, Any]], str, 
         gaps.add("method.recompute.policy", f"{rc} is not a torchtitan AC policy")
     if par.tp == 1 and par.sequence_parallel:
         gaps.add("parallelism.sequence_parallel", "needs TP")
-    training = {
-        "num_tokens_per_microbatch_per_dp_rank": b.micro_batch * b.seq_len,
-        "max_context_length": b.seq_len,
-        "num_tokens_per_train_step": global_batch(plan) * b.seq_len,
+    # Under PP torchtitan runs one accumulation step of local_batch_size ÷ micro pipeline
+    # microbatches (trainer.py num_pipeline_parallel_microbatches); else local = micro.
+    local = b.micro_batch * (b.grad_accum if par.pp > 1 else 1)
+    training: dict[str, Any] = {
+        "local_batch_size": local,
+        "global_batch_size": global_batch(plan),
+        "seq_len": b.seq_len,
         **_precision(plan, gaps),
         "enable_cpu_offload": off.params == "cpu",
     }
+    if par.pp > 1:
+        training["disable_cuda_graphs"] = True
     parallelism = {
         "data_parallel_replicate_degree": rep,
         "data_parallel_shard_degree": shard,
@@ -238,15 +253,35 @@ def _py(v: Any) -> str:
     return repr(v)
 
 
+AC_SUBCOMMAND = {"none": "none", "full": "full", "selective": "selective"}
+"""The plan's recompute policy as 0.3.0's tyro subcommand ``activation-checkpoint:…``."""
+
+
+def _flag(section: str, key: str, value: Any) -> list[str]:
+    """One tyro override as 0.3.0's ``--help`` spells it (``--training.local-batch-size 8``,
+    ``--training.no-enable-cpu-offload``, a list of lists as comma-joined words)."""
+    name = key.replace("_", "-")
+    if isinstance(value, bool):
+        return [f"--{section}.{name}" if value else f"--{section}.no-{name}"]
+    if isinstance(value, list):
+        return [f"--{section}.{name}", *(",".join(part) for part in value)]
+    return [f"--{section}.{name}", str(value)]
+
+
+def titan_argv(plan: Plan) -> tuple[str, str, list[str]]:
+    """(registry module, function, overrides): the recipe as torchtitan 0.3.0's command
+    line, the arguments ``ConfigManager.parse_args`` takes after ``--module/--config``."""
+    module, fn, sections, _ac, _gaps = titan_config(plan)
+    out = [w for sec, body in sections.items() for k, v in body.items() for w in _flag(sec, k, v)]
+    rc = resolved(plan).method.recompute.policy
+    out.append(f"activation-checkpoint:{AC_SUBCOMMAND.get(rc, 'full')}")
+    return module, fn, out
+
+
 def export_torchtitan(plan: Plan) -> Export:
     module, fn, sections, ac, gaps = titan_config(plan)
     world = resolved(plan).parallelism.world_size
-    flags = " ".join(
-        f"--{sec}.{k} {v}"
-        for sec, body in sections.items()
-        for k, v in body.items()
-        if not isinstance(v, list)
-    )
+    flags = " ".join(titan_argv(plan)[2])
     lines = [
         f'"""torchtitan recipe for {docstring_text(plan.model.name)}, written by MemPlan '
         f"({TARGET}).",
@@ -256,7 +291,7 @@ def export_torchtitan(plan: Plan) -> Export:
         "(several nodes: torchrun --nnodes N --nproc_per_node G -m torchtitan.train "
         "--module memplan_recipe --config memplan_job)",
         "",
-        "The same job through the frozen --section.key overrides (no pipeline split, no AC):",
+        "The same job as torchtitan 0.3.0's command-line overrides:",
         f"    ./run_train.sh --module {module} --config {fn} {flags}",
         '"""',
         "",

@@ -49,10 +49,17 @@ class StageTotals(NamedTuple):
             phases, peak_moments = phase_totals(self.lows, self.highs)
             reserved = {}
             for ph, r in phases.items():
-                low, high = reserve_bytes(self.reserve, r.low, r.high, self.steady, self.side)
+                at = self.at_loss(ph)
+                low, high = reserve_bytes(self.reserve, r.low, r.high, self.steady, self.side, at)
                 reserved[ph] = new_range((r.low + low, r.high + high))
             made += [phases, peak_moments, reserved]
         return made
+
+    def at_loss(self, phase: Phase) -> tuple[int, int] | None:
+        """The allocated (low, high) at the loss's backward (``backward.start``) for the
+        backward phase's reserve, None for the others."""
+        i = _MOMENT_NAMES.index("backward.start")
+        return (self.lows[i], self.highs[i]) if phase == "backward" else None
 
     @property
     def steady(self) -> tuple[int, int]:
@@ -130,7 +137,8 @@ class StageEstimate:
         """What max_memory_reserved reports: :attr:`peak` plus the allocator reserve."""
         t = self.totals
         peak = t.peak
-        low, high = reserve_bytes(t.reserve, peak.low, peak.high, t.steady, t.side)
+        at = t.at_loss(t.peak_phase)
+        low, high = reserve_bytes(t.reserve, peak.low, peak.high, t.steady, t.side, at)
         return new_range((peak.low + low, peak.high + high))
 
     @property
@@ -181,7 +189,7 @@ class StageEstimate:
             plan = self.source
             t = self.totals
             reserves = {
-                ph: reserve_row(plan, r.low, r.high, t.steady, t.side)
+                ph: reserve_row(plan, r.low, r.high, t.steady, t.side, t.at_loss(ph))
                 for ph, r in self.phases.items()
             }
             object.__setattr__(self, "built_reserves", reserves)

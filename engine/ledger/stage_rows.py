@@ -43,7 +43,7 @@ from engine.ledger.activations.rows import FixedParts, MakeUp, make_up
 from engine.ledger.activations.schedule import InFlight, in_flight, in_flights
 from engine.ledger.activations.stage_layers import Walk, layer_walks
 from engine.ledger.activations.varying import Span, Varying, built
-from engine.ledger.peaks.runtime import reserve_factors
+from engine.ledger.peaks.runtime import loss_side, reserve_factors
 from engine.ledger.phases import live_positions
 from engine.ledger.placement import LocalTensor, representative_stages, stage_layer_ranges
 from engine.ledger.row import NO_MOMENTS, Row
@@ -252,7 +252,9 @@ def _base(plan: Plan, fixed: _FixedPart, shared_stage: int) -> _Base:
             for i in live_positions(p.moments, NO_MOMENTS, accumulating):
                 lows[i] += low
                 highs[i] += high
-    return _Base(lows, highs, shared.runtime, shared.inside, fixed.live, shared.side)
+    last = shared_stage == plan.parallelism.pp - 1  # the stage with the loss
+    side = loss_side(shared.side, plan, last)
+    return _Base(lows, highs, shared.runtime, shared.inside, fixed.live, side)
 
 
 class StageNumbers(NamedTuple):
@@ -319,7 +321,7 @@ _new_numbers = partial(tuple.__new__, StageNumbers)  # built in C
 def shared_rows(plan: Plan, stage: int) -> SharedRows:
     """``stage``'s shared rows in the resolved ``plan`` with their sums, exactly as
     :func:`stage_rows` adds them: the layout search's low bound
-    (:mod:`engine.layout.low_bound`) needs the sums exactly, bounds the activation rows
+    (:mod:`engine.layout.proofs.low_bound`) needs the sums exactly, bounds the activation rows
     from below and the FSDP padding from the padded states' rows (all shared ones)."""
     free = shape_free(plan)
     return shared_of(free, _makes(free)[stage].shared, False)

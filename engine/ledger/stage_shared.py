@@ -100,7 +100,7 @@ def shared_of(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
         sums,
         (part.runtime[0] + rt_low, part.runtime[1] + rt_high),
         (part.inside[0] + in_low, part.inside[1] + in_high),
-        side_bytes(part.tail, plan),
+        side_bytes((*part.head, *part.tail), plan),  # head: NO_SHARD's weight rows
     )
 
 

@@ -108,9 +108,10 @@ def stored_dtype(cfg: Mapping[str, Any]) -> StoredDtype:
     if isinstance(quant, Mapping):
         if quant.get("quant_method") == "fp8" and quant.get("fmt", "e4m3") == "e4m3":
             return "fp8_e4m3"
-        raise ConfigImportError(
-            f"config.json key 'quantization_config' (quant_method "
-            f"{quote(quant.get('quant_method'))}) is not supported; import the unquantised model"
+        raise ConfigImportError(  # a GPTQ / AWQ / bnb checkpoint: packed ints, own scales
+            f"config.json key 'quantization_config' makes its weights "
+            f"{quote(quant.get('quant_method'))}-quantised, which MemPlan cannot express "
+            "(of quantised checkpoints only FP8 e4m3 is modelled); import the unquantised model"
         )
     raw = cfg.get("torch_dtype", cfg.get("dtype"))
     if raw is None:

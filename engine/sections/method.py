@@ -50,6 +50,12 @@ class QloraSection(Section):
         description="Keep norms, embeddings and lm_head in fp32, as "
         "prepare_model_for_kbit_training does.",
     )
+    quantize_lm_head: bool = Field(
+        default=False,
+        description="Quantize the output projection (lm_head) too, as Lightning Fabric's "
+        "BitsandbytesPrecision does (LitGPT: it swaps every torch.nn.Linear); "
+        "transformers keeps it in 16-bit (get_keys_to_not_convert).",
+    )
     quant_storage: QuantStorage = Field(
         default="auto",
         description="dtype the packed 4-bit data is stored in (bnb_4bit_quant_storage). "

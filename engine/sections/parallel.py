@@ -47,6 +47,13 @@ class StrategyKnobs(Section):
     fsdp1_backward_prefetch: Literal["backward_pre", "backward_post", "none"] = Field(
         default="backward_pre"
     )
+    fsdp1_sync_module_states: bool | None = Field(
+        default=None,
+        description="FSDP1 sync_module_states: each unit's states broadcast from rank 0 in "
+        "250 MiB buckets at wrap time (their blocks stay cached); None = not stated, "
+        "both ends of the reserve band (torch's default False; accelerate's plugin and "
+        "fsdp_qlora's default low_memory set True).",
+    )
     ds_prefetch_bucket_elements: int = Field(
         default=50_000_000,
         ge=0,

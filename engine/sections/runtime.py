@@ -21,14 +21,41 @@ class RuntimeSection(Section):
         description="bitsandbytes version the QLoRA rows follow: before 0.43.2 each 4-bit "
         "linear kept its input for backward (MatMul4Bit ctx.tensors = (A, B)).",
     )
+    transformers_version: str = Field(
+        default="5.24.0",
+        pattern=r"^\d+\.\d+(\.\d+)?$",
+        max_length=20,
+        description="transformers version the hf-transformers loss rows follow: before 4.49 "
+        "ForCausalLMLoss shifted the fp32 logits with logits[..., :-1, :].contiguous() "
+        "(one more fp32 copy in the loss's forward; removed by #35646).",
+    )
+    torchtitan_version: str = Field(
+        default="0.3.0",
+        pattern=r"^\d+\.\d+(\.\d+)?$",
+        max_length=20,
+        description="torchtitan version the torchtitan rows follow (default: the 0.3.0 the "
+        "tracer runs): before 0.2.0 apply_fsdp wraps the whole model as the root FSDP2 unit "
+        "(embedding, final norm and output, resharded after forward) and keeps the last "
+        "block gathered after forward; from 0.2.0 (#1094) the embedding and [norm, output] "
+        "are units of their own.",
+    )
     activation_profile: Literal["auto", "hf-transformers", "megatron", "torchtitan"] = Field(
         default="auto",
         description="Which implementation's saved tensors the activation model counts; "
         "auto = the stack's (megatron under Megatron-Core, torchtitan under torchtitan, "
         "hf-transformers otherwise).",
     )
-    attention: Literal["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "eager"] = Field(
-        default="sdpa_flash"
+    attention: Literal["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "flex", "eager"] = Field(
+        default="sdpa_flash",
+        description="The attention kernel: flex = torch's flex_attention (torchtitan 0.3's "
+        "default attn_backend), which also keeps an fp32 row max per head and token.",
+    )
+    kv_expanded: bool = Field(
+        default=False,
+        description="The model code copies K and V out to every query head before the "
+        "attention call, so the kernel keeps those copies (torchtune 0.4's "
+        "MultiHeadAttention: expand + flatten; LitGPT's CausalSelfAttention: expand + "
+        "reshape); off = transformers' enable_gqa / repeat_kv rules.",
     )
     loss: Literal["standard", "chunked", "fused"] = Field(
         default="standard",
@@ -52,8 +79,31 @@ class RuntimeSection(Section):
         "backward makes them; zero_fill (set_to_none=False) keeps them allocated through the "
         "next forward; auto = the stack's (torchtitan: zero_fill, else set_to_none).",
     )
+    qkv_fusion: Literal["auto", "as_model", "fused"] = Field(
+        default="auto",
+        description="Whether the stack's model code runs q / k / v as one projection: "
+        "fused = one wqkv weight per layer whatever the checkpoint's layout (one optimizer "
+        "tensor, one cached mm under torchtitan's per-op SAC); as_model = the "
+        "architecture's fused_qkv; auto = the stack's (torchtitan 0.3: fused, else as_model).",
+    )
+    rope_cache: Literal["auto", "per_layer", "per_model"] = Field(
+        default="auto",
+        description="torchtitan's RoPE cache buffers: per_layer = one (seq_len positions) "
+        "per attention layer (0.3's models/common/rope.py); per_model = one freqs_cis of "
+        "2 × seq_len positions on the model (the 2024–25 llama code); auto = per_layer "
+        "under torchtitan (other stacks' rotary buffers are their own rows).",
+    )
     logits_fp32_upcast: bool = Field(
         default=True, description="HF causal-LM loss upcasts logits to fp32 (transformers #30860)."
+    )
+    kept_logits: Literal["none", "fp32", "compute"] = Field(
+        default="none",
+        description="Logits the training loop keeps through backward by holding the model "
+        "output (under the eager loss): none (HF Trainer's compute_loss returns the loss "
+        "only); fp32 (a loop that holds `output` until after the step, as Answer.AI's "
+        "fsdp_qlora train.py, under transformers <= 4.44, whose LlamaForCausalLM upcasts "
+        "with logits.float() in forward and copies logits[..., :-1, :].contiguous() for "
+        "the loss); compute (such a loop under transformers >= 4.45: the 16-bit logits).",
     )
     activation_band: FractionRange = Field(
         default=FractionRange(low=0.98, high=1.05),

@@ -176,6 +176,13 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         f"runtime.loss_impl {rt.loss_impl}",
         "applies to the chunked loss only (torchtitan's always runs 8 chunks)",
     )
+    off_if(
+        not rt.attention.startswith("sdpa"),
+        "runtime.kv_expanded",
+        f"runtime.attention {rt.attention}",
+        "K/V copies matter to an SDPA call only (eager keeps them anyway, flash-attn "
+        "takes grouped heads)",
+    )
     fraction = rt.reserve_model == "fraction"
     for name in ("fragmentation", "side_stream_cache"):
         off_if(fraction, f"runtime.{name}", "runtime.reserve_model fraction",
@@ -214,6 +221,22 @@ def _knob_fields(plan: Plan) -> list[NoEffect]:
                 "runtime.bitsandbytes_version",
                 f"method.kind {m.kind}",
                 "the bitsandbytes version changes QLoRA's 4-bit linears only",
+            )
+        )
+    if plan.runtime.activation_profile != "hf-transformers":
+        out.append(
+            NoEffect(
+                "runtime.transformers_version",
+                f"runtime.activation_profile {plan.runtime.activation_profile}",
+                "the transformers version changes the hf-transformers loss only",
+            )
+        )
+    if plan.runtime.activation_profile != "torchtitan":
+        out.append(
+            NoEffect(
+                "runtime.torchtitan_version",
+                f"runtime.activation_profile {plan.runtime.activation_profile}",
+                "the torchtitan version changes torchtitan's FSDP2 units only",
             )
         )
     if m.optimizer.name not in ("adamw", "adam8bit"):

@@ -163,6 +163,11 @@ def _batchless(sections: tuple[Section, ...]) -> ResolvedPlan:
         values[path] = value
     out = _replace(plan, values) if values else plan
     assert isinstance(out, Plan)
+    if out.runtime.qkv_fusion == "fused" and not out.model.architecture.fused_qkv:
+        # the stack's model code fuses q / k / v (torchtitan's wqkv): the model the
+        # ledger counts is that one (one tensor, one optimizer step, one SAC mm)
+        out = _replace(out, {"model.architecture.fused_qkv": True})
+        assert isinstance(out, Plan)
     return ResolvedPlan(with_shared_sections(out), stack, MappingProxyType(derived))
 
 

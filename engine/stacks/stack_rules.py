@@ -245,6 +245,28 @@ def _zero_grad(c: Context) -> Choice:
     return "set_to_none", "torch.optim zero_grad's default set_to_none=True", "torch-adamw"
 
 
+def _qkv_fusion(c: Context) -> Choice:
+    """torchtitan 0.3 fuses q / k / v into one ``wqkv``; a plan training only some
+    projections (``custom`` roles q, v …) names the model's own, so keeps them."""
+    if c.stack == "torchtitan" and c.kind == "full":
+        return (
+            "fused",
+            "every 0.3 llama3 / qwen3 flavor builds one wqkv per layer (fuse_qkv=True)",
+            "torchtitan-fused-qkv",
+        )
+    return "as_model", "the model's own q / k / v projections", "hf-transformers-llama"
+
+
+def _rope_cache(c: Context) -> Choice:
+    if c.stack == "torchtitan":
+        return (
+            "per_layer",
+            "0.3 builds a RoPE module with its own cache buffer in every attention layer",
+            "torchtitan-rope-cache",
+        )
+    return "per_model", "read only under torchtitan's profile", "stack-pytorch"
+
+
 def _tp_style(c: Context) -> Choice:
     if c.stack in ("megatron_core", "torchtitan"):
         return (
@@ -343,6 +365,8 @@ RULES: tuple[Rule, ...] = (
     ("runtime.activation_profile", "auto", _profile),
     ("runtime.loss_impl", "auto", _loss_impl),
     ("runtime.zero_grad", "auto", _zero_grad),
+    ("runtime.qkv_fusion", "auto", _qkv_fusion),
+    ("runtime.rope_cache", "auto", _rope_cache),
     ("parallelism.tp_style", "auto", _tp_style),
     ("model.architecture.moe.expert_storage", "auto", _expert_storage),
     ("method.qlora.quant_storage", "auto", _quant_storage),
@@ -358,9 +382,12 @@ experts' storage of a dense model) is not resolved."""
 STACK_FIELDS: frozenset[str] = frozenset(path for path, _, _ in RULES)
 
 SHOWN_ONLY_IF: dict[str, Callable[[Context], bool]] = {
+    "runtime.qkv_fusion": lambda c: c.stack == "torchtitan",
+    "runtime.rope_cache": lambda c: c.stack == "torchtitan",
     "method.qlora.quant_storage": lambda c: c.kind == "qlora",
     "method.dropout": lambda c: c.stack == "megatron_core" or c.rule.family == "megatron",
 }
 """Fields resolved in every plan (the ledger must never read ``auto``) but counted among
 the stack's derived inputs only where they apply (QLoRA's storage under a QLoRA plan,
-the dropout Megatron's model applies)."""
+the dropout Megatron's model applies, torchtitan's own model code: its fused wqkv and
+its RoPE caches)."""

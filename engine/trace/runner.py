@@ -28,6 +28,7 @@ from engine.trace.collect import Collector, model_states
 from engine.trace.deepspeed.support import uses_deepspeed
 from engine.trace.dtypes import casts_compute, compute_dtype, dtype_name, param_dtype
 from engine.trace.errors import TraceError, TraceFailed, TraceRefused
+from engine.trace.megatron.support import uses_megatron
 from engine.trace.method import apply_lora, apply_recompute
 from engine.trace.optim import make_optimizer, state_tensors
 from engine.trace.patches import trace_patches
@@ -115,6 +116,12 @@ def trace_plan(
         from engine.trace.titan.runner import trace_titan
 
         return _one_reason(lambda: trace_titan(plan, options.steps, options.rank, say, should_stop))
+    if uses_megatron(plan):  # Megatron-Core's own code (engine/trace/megatron)
+        from engine.trace.megatron.runner import trace_megatron
+
+        return _one_reason(
+            lambda: trace_megatron(plan, options.steps, options.rank, say, should_stop)
+        )
     rank = _check(plan, options)
     started = time.perf_counter()
     return _one_reason(lambda: _trace_hf(plan, options, rank, say, should_stop, started))

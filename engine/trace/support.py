@@ -12,6 +12,7 @@ from __future__ import annotations
 from engine.plan import Plan
 from engine.stacks.defaults import resolve_stack_defaults, resolved
 from engine.trace.deepspeed.support import deepspeed_refusal, uses_deepspeed
+from engine.trace.megatron.support import megatron_refusal, uses_megatron
 
 TRACEABLE_STRATEGIES: frozenset[str] = frozenset({"ddp", "fsdp2", "fsdp2_hsdp"})
 MOE_FAMILIES: frozenset[str] = frozenset(
@@ -26,8 +27,8 @@ def _strategy_refusal(plan: Plan) -> str | None:
     par, stack = plan.parallelism, resolve_stack_defaults(plan).stack
     if stack == "megatron_core" or par.strategy == "megatron_distopt":
         return (
-            "Megatron-Core cannot be traced: its grad buffers and distributed optimizer are "
-            "allocated on CUDA and need gloo groups (docs/trace-frameworks.md)"
+            "the distributed optimizer is traced with Megatron-Core's own code: set "
+            "stack.name megatron_core (docs/trace-frameworks.md)"
         )
     if par.strategy.startswith("fsdp1"):
         return (
@@ -117,6 +118,11 @@ def _runtime_refusal(plan: Plan) -> str | None:
             "flash-attn (the flash_attn package) is a CUDA-only kernel; trace with "
             "runtime.attention = sdpa_flash, which saves the same tensors"
         )
+    if rt.attention == "flex":
+        return (
+            "flex attention is traced on the torchtitan stack only (transformers' "
+            "flex_attention path is not built); trace with runtime.attention = sdpa_flash"
+        )
     if rt.attention == "sdpa_mem_efficient":
         return (
             "SDPA's memory-efficient kernel is CUDA-only; the CPU build has the flash and math "
@@ -156,6 +162,8 @@ def refusal(plan: Plan) -> str | None:
     plan = resolved(plan)
     if uses_deepspeed(plan):
         return deepspeed_refusal(plan)  # DeepSpeed's own engine, on real CPU tensors
+    if uses_megatron(plan):  # Megatron-Core's own code traces it (engine/trace/megatron)
+        return megatron_refusal(plan)
     for check in (_strategy_refusal, _tp_refusal, _method_refusal, _runtime_refusal):
         reason = check(plan)
         if reason is not None:

@@ -40,7 +40,7 @@ def header(result: TraceResult) -> list[str]:
     s, v = result.setup, result.versions
     libraries = " · ".join(
         f"{name} {v[name]}"
-        for name in ("torch", "torchtitan", "deepspeed", "transformers", "peft")
+        for name in ("torch", "torchtitan", "megatron-core", "deepspeed", "transformers", "peft")
         if name in v
     )
     tensors = "" if "real cpu tensors" in s.tracker else ", fake cpu tensors"  # DeepSpeed's

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.layout.evaluate import Estimator
+from engine.layout.proofs.evaluate import Estimator
 from engine.plan import Plan, with_values
 from engine.stacks.defaults import resolved
 

@@ -8,8 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 
-from engine.layout.point import Layout, Rejected
-from engine.layout.reason_kind import PREFERENCES_TITLE, RULES_TITLE, grouped
+from engine.layout.lattice.point import PREFERENCES_TITLE, RULES_TITLE, Layout, Rejected, grouped
 
 
 def test_the_list_has_a_header_per_group(qtbot: Any, window: Any) -> None:

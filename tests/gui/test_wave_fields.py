@@ -21,6 +21,8 @@ WAVE_FIELDS = (
     "runtime.loss_impl",
     "runtime.zero_grad",
     "runtime.bitsandbytes_version",
+    "runtime.transformers_version",
+    "runtime.torchtitan_version",
     "runtime.reserve_model",
     "runtime.fragmentation.low",
     "runtime.side_stream_cache.high",

@@ -65,6 +65,20 @@ STUB_MODULES: dict[str, str] = {
         "class SelectiveAC:\n    class Config:\n        pass\n"
     ),
     "torchtitan/trainer.py": "class Trainer:\n    class Config:\n        pass\n",
+    "torchtitan/config/__init__.py": (
+        "import types\n\n\n"
+        "class ConfigManager:\n"
+        "    def parse_args(self, args):\n"
+        "        t = types.SimpleNamespace(local_batch_size=1, global_batch_size=-1, seq_len=1)\n"
+        "        return types.SimpleNamespace(training=t, parallelism=None)\n"
+    ),
+    "torchtitan/distributed/parallel_dims.py": (
+        "class ParallelDims:\n"
+        "    dp_replicate = dp_shard = 1\n\n"
+        "    @classmethod\n"
+        "    def from_config(cls, parallelism, world_size):\n"
+        "        return cls()\n"
+    ),
     "torchtitan/models/__init__.py": "",
     **{
         f"torchtitan/models/{m}/{f}": _NS if f == "config_registry.py" else ""

@@ -59,9 +59,15 @@ FREE_TEXT_FIELDS: dict[str, int] = {
 """The plan's free-text fields (dotted path → the length used): any string a plan file
 may hold (``roles`` a tuple of them, ``hf_config`` a JSON object, keys and values).
 ``hardware.accelerator`` (a catalogue key), ``parallelism.pp_layout`` (a parsed layout)
-and ``runtime.bitsandbytes_version`` (digits and dots) are validated; the Megatron shell
+and the ``runtime.*_version`` fields (digits and dots) are validated; the Megatron shell
 test covers the layouts."""
 
 VALIDATED_TEXT_FIELDS = frozenset(
-    {"hardware.accelerator", "parallelism.pp_layout", "runtime.bitsandbytes_version"}
+    {
+        "hardware.accelerator",
+        "parallelism.pp_layout",
+        "runtime.bitsandbytes_version",
+        "runtime.transformers_version",
+        "runtime.torchtitan_version",
+    }
 )

@@ -31,6 +31,7 @@ def _plan(**changes: Any) -> Plan:
         ({"method.optimizer.name": "lion"}, "Lion"),
         ({"method.precision.policy": "amp_master"}, "amp_master"),
         ({"runtime.attention": "flash_attn"}, "CUDA-only"),
+        ({"runtime.attention": "flex"}, "torchtitan stack only"),
         ({"parallelism.pp": 2, "parallelism.dp": 4}, "pipeline"),
         ({"method.recompute.policy": "offload"}, "offload"),
         ({"parallelism.tp": 16, "parallelism.dp": 1}, "kv_heads"),

@@ -6,9 +6,10 @@ Llama-3.1-8B (or Qwen3-8B, or Qwen3-30B-A3B for the MoE flavor) preset's layer s
 hidden, heads, KV heads, FFN width or experts, vocabulary all as published — with 2–4
 layers, FSDP2 over a fake world, one AC mode and one loss. The trace runs torchtitan
 0.3.0's own code (``engine/trace/titan``).
-The architecture is marked ``fused_qkv``: every torchtitan flavor builds one ``wqkv``
-weight per layer (``fuse_qkv=True``), so fused AdamW keeps one step counter for it,
-not three — with the preset's separate q/k/v the ledger counts 2 × 512 B more per layer.
+The preset's architecture keeps its own separate q/k/v: the stack's
+``runtime.qkv_fusion`` default (``auto`` → ``fused`` under torchtitan: every 0.3 flavor
+builds one ``wqkv`` weight per layer, ``fuse_qkv=True``) makes ledger and trace count
+one tensor — so fused AdamW keeps one step counter for it, not three.
 
 :func:`per_layer_token_bytes` turns two traces that differ only in their layer count
 into what one layer saves per token — the figure the ledger's activation profile for
@@ -70,9 +71,7 @@ class TitanCase:
 
     def plan(self) -> Plan:
         _, arch = load_preset(PRESETS[self.family])
-        arch = arch.model_copy(
-            update={"layers": self.layers, "max_position": self.seq_len, "fused_qkv": True}
-        )
+        arch = arch.model_copy(update={"layers": self.layers, "max_position": self.seq_len})
         changes: dict[str, Any] = {
             "model.name": f"{PRESETS[self.family]} × {self.layers} layers",
             "model.preset": None,
@@ -84,6 +83,7 @@ class TitanCase:
             "batch.micro_batch": self.micro_batch,
             "runtime.loss_impl": LOSS_IMPL[self.loss],
             "runtime.zero_grad": self.zero_grad,
+            "runtime.attention": "flex",  # 0.3.0 model_registry's attn_backend default
             **AC[self.ac],
         }
         return with_values(Plan(), changes)

@@ -30,42 +30,31 @@ CASES = load_cases()
 
 KNOWN_FAILURES: dict[str, str] = {
     "torchtitan-8b-fsdp8-sac": (
-        "FSDP2 units of the code the ledger follows (torchtitan 0.3 apply_fsdp_to_decoder: "
-        "embedding resharded after forward, [norm, lm_head] kept) differ from 9dec370's "
-        "(fully_shard(model) root resharded, the last block kept), which the plan cannot say "
-        "(no torchtitan version field) [now: reserved 76.2-81.6 GiB against 82.4 (-4.2 %)]"
+        "with runtime.torchtitan_version 0.0.2 (9dec370's whole-model root unit) allocated "
+        "follows the code; the remaining gap is reserve: the loss backward's multi-GB "
+        "requests cannot reuse forward's cached blocks, and freed sharded grads stay in the "
+        "reduce-scatter stream's pool (not modelled) [now: reserved 76.7-82.2 GiB against "
+        "82.4 (-3.6 %)]"
     ),
-    "torchtune-3b-full-packed": (
-        "35.8 small source-confirmed rows (tied embedding gradient 3 x V.h at the end of "
-        "backward, foreach temporaries): 57.3-59.3 GiB against 60.0 [now: allocated 57.3-59.3 "
-        "GiB against 60.0 (-2.8 %)]"
-    ),
-    "unsloth-hf-fa2-llama31-8b-qlora-80gb-maxctx": (
-        "device basis at the longest context: the new allocator reserve under-predicts the "
-        "fragmentation of a run at the card's edge (issue 36 calibration) [now: device "
-        "67.7-71.4 GiB against 79.2-80.0 (-12.6 %)]"
+    "torchtitan-8b-fsdp128-sac-compile": (
+        "at 9dec370's FSDP2 units (whole-model root unit resharded after forward, the last "
+        "block kept) the side-stream pools read the 2.1 GB root all-gather: the low end "
+        "(torch.compile's recomputed intermediates) passes the measured figure by 0.04 GiB "
+        "[now: reserved 62.0-71.7 GiB against 62.0 (+7.8 %)]"
     ),
     "torchtitan-8b-fsdp8-cp1-32k-full-ac": (
-        "torch.compile and Float8 not modelled on torchtitan's profile; reserve of a "
-        "32k-token full-AC step (issue 36 calibration) [now: reserved 77.5-81.2 GiB against "
-        "83.9 (-5.4 %)]"
+        "reserve of a 32k-token full-AC step: the loss backward's multi-GB requests cannot "
+        "reuse forward's cached blocks (issue 36 calibration), not modelled [now: reserved "
+        "78.0-81.8 GiB against 83.9 (-4.8 %)]"
     ),
     "torchtitan-8b-fsdp4-cp2-64k-full-ac": (
         "as the 32k row, with ring-attention CP chunks (torchtitan's CP not modelled per "
-        "chunk) [now: reserved 77.5-81.2 GiB against 84.2 (-5.8 %)]"
+        "chunk) [now: reserved 78.0-81.8 GiB against 84.2 (-5.1 %)]"
     ),
     "torchtitan-70b-fsdp32-tp8-full-ac": (
-        "TP + FSDP torchtitan step: loss_parallel and async-TP buffers, and the reserve of "
-        "the TP streams, not modelled [now: reserved 53.4-57.0 GiB against 71.9 (-23.3 %)]"
-    ),
-    "torchtitan-8b-h200-fsdp32-float8-compile": (
-        "torch.compile modelled on torchtitan's profile (w2 output, SwiGLU pair) but the "
-        "run's own config (June 2025, H200) only partly stated: 65.9-83.7 GiB against 48.0 "
-        "(+56 %) [now: reserved 63.8-73.3 GiB against 48.0 (+42.9 %)]"
-    ),
-    "torchtitan-8b-h200-fsdp64-float8-compile": (
-        "as the 32-GPU H200 row: 64.3-81.8 GiB against 47.0 (+56 %) [now: reserved 62.4-71.9 "
-        "GiB against 47.0 (+42.9 %)]"
+        "loss_parallel's extra fp32 buffers now counted; remaining: async-TP buffers and the "
+        "reserve of the TP streams and of the loss backward's large requests, not modelled "
+        "[now: reserved 62.1-66.1 GiB against 71.9 (-10.9 %)]"
     ),
     "torchtune-3b-full-opt-in-bwd": (
         "35.8 small rows (the tied embedding's lm_head gradient held in the autograd buffer "
@@ -93,16 +82,16 @@ KNOWN_FAILURES: dict[str, str] = {
     "torchtune-8b-lora-4090": (
         "weights 14.96 GiB + AC layer inputs 1.0 + compiled chunked-output logits 0.98 exceed "
         "the published 16.2: the 4090 run's setup (activation offloading?) is not stated "
-        "[now: allocated 17.1-17.3 GiB against 16.2 (+6.1 %)]"
+        "[now: allocated 17.0-17.2 GiB against 16.2 (+5.5 %)]"
     ),
     "torchtune-8b-qlora-4090": (
-        "torchao NF4 QLoRA step under compile not traced [now: allocated 7.4-7.9 GiB against "
-        "7.4 (+3.8 %)]"
+        "torchao NF4 QLoRA step under compile not traced [now: allocated 7.5-8.0 GiB against "
+        "7.4 (+4.2 %)]"
     ),
     "torchtune-70b-lora-8xa100": (
         "torchtune's FSDP2 LoRA wrap (the unsharded root's 3.9 GiB, prefetch of the layer "
-        "all-gathers) not checked against its recipe [now: allocated 30.1-31.1 GiB against "
-        "27.6 (+10.9 %)]"
+        "all-gathers) not checked against its recipe [now: allocated 29.8-30.8 GiB against "
+        "27.6 (+9.9 %)]"
     ),
     "peft-llama2-70b-qlora-fsdp-no-offload": (
         "the FSDP1 side pools hold what the gathered rows count plus at most one unit "
@@ -116,8 +105,8 @@ KNOWN_FAILURES: dict[str, str] = {
         "(FlatParamHandle._free_unsharded_flat_param records the compute stream; issue 36), "
         "no longer the torchtitan FSDP2 multiplier: the reserve of a large HF step's "
         "transient (0.3-0.9 of it in the Answer.AI large-batch rows) is not modelled; FSDP1 "
-        "CPU offload's pre-unshard copies not modelled [now: device 11.3-14.2 GiB against "
-        "18.3-19.6 (-32.7 %)]"
+        "CPU offload's pre-unshard copies not modelled [now: device 12.8-15.7 GiB against "
+        "18.3-19.6 (-24.7 %)]"
     ),
     "litgpt-llama2-7b-lora-a10g": (
         "LitGPT's own GPT modules are modelled with the hf-transformers activation profile "
@@ -126,81 +115,54 @@ KNOWN_FAILURES: dict[str, str] = {
     ),
     "litgpt-llama2-7b-qlora-a10g": (
         "R8 QLoRA fp32 MLP intermediates + LitGPT activation profile (bnb 0.42's kept 4-bit "
-        "inputs now counted, 35.11): -24.6 % [now: allocated 10.1-10.7 GiB against 12.7 "
-        "(-18.4 %)]"
-    ),
-    "litgpt-mistral-7b-lora-a10g": (
-        "LitGPT activation profile (as litgpt-llama2-7b-lora): -5.4 %, and the fit peak's low "
-        "end passes the 24 GB card's headroom limit [now: allocated 18.6-18.9 GiB against "
-        "19.2 (-2.4 %)]"
+        "inputs now counted, 35.11): -24.6 % [now: allocated 9.9-10.9 GiB against 12.7 (-18.3 "
+        "%)]"
     ),
     "litgpt-llama3-8b-lora-a10g": (
         "LitGPT activation profile (as litgpt-llama2-7b-lora): -4.6 % [now: allocated "
-        "17.7-17.9 GiB against 18.4 (-3.0 %)]"
-    ),
-    "litgpt-gemma2-9b-qlora-a10g": (
-        "litgpt quantizes the 256k-vocab lm_head too (its bnb 0.42 input kept is not a row) "
-        "and its soft-capping of the final logits keeps one more V-wide tensor a token; the "
-        "soft-capped attention now runs eager (litgpt model.py) [now: allocated 16.2-16.7 GiB "
-        "against 19.5 (-15.5 %)]"
-    ),
-    "answerai-llama2-7b-qlora-ctx2048-bs1": (
-        "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
-        "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
-        "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 4.4-5.1 GiB against 5.2 (-9.3 %)]"
+        "17.9-18.1 GiB against 18.4 (-2.0 %)]"
     ),
     "answerai-llama2-7b-qlora-ctx2048-bs4": (
         "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
         "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
         "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 8.3-8.8 GiB against 11.2 (-23.8 %)]"
+        "(issue 36 calibration) [now: reserved 10.9-11.1 GiB against 11.2 (-1.9 %)]"
     ),
     "answerai-llama2-7b-lora-ctx2048-bs4": (
         "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
         "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
         "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 12.5-13.3 GiB against 16.1 (-20.2 %)]"
-    ),
-    "answerai-llama2-7b-lora-ctx512-bs1-alloc": (
-        "35.8 small rows (foreach temporaries, FSDP1 flat-parameter padding): 8.24-8.26 GiB "
-        "against 8.28 (-0.4 %) [now: allocated 8.2-8.3 GiB against 8.3 (-0.4 %)]"
+        "(issue 36 calibration) [now: reserved 15.4-15.7 GiB against 16.1 (-3.5 %)]"
     ),
     "answerai-llama2-7b-lora-ctx2048-bs1-alloc": (
         "35.6 FSDP peak in mid-backward (the layer's saved set and gradients) + 35.8 small "
-        "rows: -2.2 % [now: allocated 8.9-9.0 GiB against 9.2 (-2.2 %)]"
-    ),
-    "answerai-llama2-7b-qlora-ctx2048-bs10": (
-        "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
-        "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
-        "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 16.2-17.2 GiB against 21.0 (-20.3 %)]"
+        "rows: -2.2 % [now: allocated 9.2-9.3 GiB against 9.2 (+1.2 %)]"
     ),
     "answerai-llama2-7b-lora-ctx2048-bs6": (
         "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
         "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
         "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 15.1-16.1 GiB against 21.4 (-26.9 %)]"
+        "(issue 36 calibration) [now: reserved 18.8-19.0 GiB against 21.4 (-11.4 %)]"
     ),
     "answerai-llama2-7b-qlora-ddp-ctx2048-bs8": (
         "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
         "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
         "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 15.5-16.2 GiB against 20.9 (-24.2 %)]"
+        "(issue 36 calibration) [now: reserved 19.0-19.3 GiB against 20.9 (-8.7 %)]"
     ),
     "answerai-llama2-7b-lora-ddp-ctx2048-bs4": (
         "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
         "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
         "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 18.7-19.1 GiB against 22.0 (-14.3 %)]"
+        "(issue 36 calibration) [now: reserved 21.4-21.5 GiB against 22.0 (-2.6 %)]"
     ),
     "answerai-llama2-70b-qlora-cpu-offload-bs2": (
         "the FSDP1 side pools hold what the gathered rows count plus at most one unit "
         "(FlatParamHandle._free_unsharded_flat_param records the compute stream; issue 36), "
         "no longer the torchtitan FSDP2 multiplier: the reserve of a large HF step's "
         "transient (0.3-0.9 of it in the Answer.AI large-batch rows) is not modelled; FSDP1 "
-        "CPU offload's pre-unshard copies not modelled [now: reserved 9.7-11.9 GiB against "
-        "14.9 (-27.6 %)]"
+        "CPU offload's pre-unshard copies not modelled [now: reserved 12.1-14.5 GiB against "
+        "14.9 (-10.7 %)]"
     ),
 }
 """Expressible cases outside their range or with a contradicted verdict today, each with

@@ -45,7 +45,7 @@ checkpointed: a checkpointed layer keeps only its input). MoE layers, other norm
 activations, and the megatron profile keep eager figures at both ends. The lowered low
 end depends on the dense layers only, never on EP or the expert terms, so the activation
 rows' low stays non-decreasing in the rest of their bytes (the cross-EP bound of
-:mod:`engine.layout.cross_ep` reads that).
+:mod:`engine.layout.proofs.cross_ep` reads that).
 """
 
 from __future__ import annotations

@@ -43,7 +43,12 @@ LINEAR_ROLES = frozenset({"q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "d
 
 
 def _weight_casts(
-    placed: Iterable[LocalTensor], c: int, gran: int, qlora: bool, tied: bool
+    placed: Iterable[LocalTensor],
+    c: int,
+    gran: int,
+    qlora: bool,
+    tied: bool,
+    q_head: bool = False,
 ) -> tuple[int, int]:
     """Autocast's 16-bit copies of linear weights, each kept by its matmul for backward.
 
@@ -54,7 +59,7 @@ def _weight_casts(
     """
     layers, head = 0, 0
     for t in placed:
-        if t.tensor.kind != "weight" or (qlora and is_quantized(t.tensor)):
+        if t.tensor.kind != "weight" or (qlora and is_quantized(t.tensor, q_head)):
             continue
         n = round_up(t.numel * c, gran) * t.count
         if t.tensor.role in LINEAR_ROLES and t.tensor.layer is not None:
@@ -79,6 +84,7 @@ def casts_part(
         g.granularity,
         plan.method.kind == "qlora",
         plan.model.architecture.tied_embeddings,
+        plan.method.qlora.quantize_lm_head,
     )
     per_layer = per_layers // max(n_layers, 1)
     one = per_layer * n_plain + (head if last else 0)

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from functools import partial
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry, trainability
+from engine.ledger.activations.library_versions import version_tuple
+from engine.ledger.activations.loss_kept import fixed_part, kept_bytes, kept_part
 from engine.ledger.activations.loss_modes import compiled_at, titan_chunked_at, titan_regather_at
 from engine.ledger.activations.loss_torchtune import chunked_output_at
 from engine.ledger.activations.schedule import InFlight
@@ -39,7 +41,6 @@ from engine.ledger.row import (
     FORWARD,
     FORWARD_BACKWARD,
     Formula,
-    Moment,
     Row,
     make_row,
     moments_in,
@@ -120,9 +121,25 @@ def _logits(
     if rt.loss == "standard":
         tvb = t * v
         logits = -(-tvb * c // gran) * gran if gran > 1 else tvb * c  # alloc(t, c), inlined
-        fwd_parts = [(lambda: f"logits {t}·{v}·{c}", logits)]
-        if lp_bytes != c and not megatron:  # Megatron's upcast is the saved softmax (R5)
+        kept = 0 if megatron else kept_bytes(rt, logits, alloc(t, FP32))
+        if kept and rt.kept_logits == "fp32":  # the upcast is the kept output; the shift copies it
+            shift = t - g.micro_batch
+            fwd_parts = [(lambda: f"shifted fp32 copy {shift}·{v}·4", alloc(shift, FP32))]
+        elif kept:  # the 16-bit logits are the kept output
+            fwd_parts = (
+                [(lambda: f"fp32 upcast {t}·{v}·4", alloc(t, FP32))] if lp_bytes != c else []
+            )
+        else:
+            fwd_parts = [(lambda: f"logits {t}·{v}·{c}", logits)]
+        if (
+            lp_bytes != c and not megatron and not kept
+        ):  # Megatron's upcast is the saved softmax (R5)
             fwd_parts.append((lambda: f"fp32 upcast {t}·{v}·4", alloc(t, FP32)))
+        if shifts_logits(rt):
+            ts = t - g.micro_batch
+            fwd_parts.append(
+                (lambda: f"shifted logits copy {ts}·{v}·{lp_bytes}", alloc(ts, lp_bytes))
+            )
         if g.autocast:
             hid = round_up(t * g.hidden * FP32, gran)
             fwd_parts.append(
@@ -139,16 +156,15 @@ def _logits(
         if g.micro_batch > 1 and rt.activation_profile == "hf-transformers":
             pad = round_up(g.micro_batch * (g.seq + 1) * INT64, gran)
             fwd_parts.append((lambda: f"padded labels {g.micro_batch}·{g.seq + 1}·8", pad))
-        n_bwd = 1 if megatron else 2
         one = logits if lp_bytes == c else alloc(t, lp_bytes)
+        dtensor = _dtensor_loss_parallel(rt, g, lp_bytes)
+        if dtensor:
+            src = "torch-loss-parallel"
+            fwd_parts.append((lambda: f"loss_parallel shifted logits {t}·{v}·4", one))
+        n_bwd = 1 if megatron else 3 if dtensor else 2
         bwd = logits if megatron else n_bwd * one  # Megatron: the in-place grad's 16-bit cast
         bwd_formula: Formula = (
-            (
-                lambda: (
-                    f"grad of log-probs and of logits {n_bwd} × {t}·{v}·{lp_bytes} = "
-                    f"{fmt_count(bwd)} B"
-                )
-            )
+            (lambda: f"{_BWD_WHAT[dtensor]} {n_bwd} × {t}·{v}·{lp_bytes} = {fmt_count(bwd)} B")
             if not megatron
             else (lambda: f"softmax grad computed in place; the 16-bit cast {t}·{v}·{c}")
         )
@@ -175,6 +191,8 @@ def _logits(
             )
 
         parts = [new_varying((saved_span, saved_row, True, _SAVED))]
+        if kept:
+            parts.append(kept_part(rt, kept, t, v, FP32 if rt.kept_logits == "fp32" else c, src))
     else:
         k = min(rt.loss_chunk_tokens, t)
         chunk = alloc(k, c) + (2 * alloc(k, FP32) if lp_bytes == FP32 else alloc(k, c))
@@ -212,7 +230,7 @@ def _logits(
             bwd_formula = f"one chunk recomputed plus its fp32 grad = {fmt_count(bwd)} B"
     fwd = sum([n for _, n in fwd_parts])
     parts.append(
-        _fixed_part(
+        fixed_part(
             fwd,
             _FORWARD,
             lambda: make_row(
@@ -235,7 +253,7 @@ def _logits(
     )
     if bwd:
         parts.append(
-            _fixed_part(
+            fixed_part(
                 bwd,
                 _AT_LOSS,
                 lambda: make_row(
@@ -257,18 +275,51 @@ def _logits(
     return parts
 
 
+SHIFT_COPY_UNTIL = (4, 49, 0)
+"""The first transformers release whose causal-LM loss pads the labels instead of
+copying the shifted logits (#35646)."""
+
+
+def shifts_logits(rt: RuntimeSection) -> bool:
+    """Whether the hf-transformers loss copies the shifted logits: up to 4.48
+    ``loss_utils.ForCausalLMLoss`` (and the models' own loss before 4.46) ran
+    ``shift_logits = logits[..., :-1, :].contiguous()`` on the upcast logits, a copy of
+    b·(s − 1)·V alive with the upcast and the log-probs while ``cross_entropy`` runs."""
+    return rt.activation_profile == "hf-transformers" and (
+        version_tuple(rt.transformers_version) < SHIFT_COPY_UNTIL
+    )
+
+
+def _dtensor_loss_parallel(rt: RuntimeSection, g: Geometry, lp_bytes: int) -> bool:
+    """Whether the eager loss runs as DTensor's ``loss_parallel`` (torchtitan under TP:
+    ``train_context`` enters ``loss_parallel()`` unless ``training.disable_loss_parallel``,
+    and ``apply_tp`` keeps the output layer's logits ``Shard(-1)``).
+
+    ``torch/distributed/tensor/parallel/loss.py`` replaces the ops: ``_log_softmax``
+    makes ``shifted = x - x_max`` and then ``result = shifted - logsumexp`` beside the
+    fp32 input (one more fp32 T × V/t buffer in forward than ATen's in-place kernel);
+    ``_nll_loss_and_log_softmax_backward`` returns ``(grad_input + torch.exp(x)) *
+    grad_output`` with ``grad_input = torch.zeros_like(x)``: the saved log-probs, the
+    zeros, the sum and the exp (then the product) are four fp32 buffers at once, where
+    ATen's backward has three."""
+    return (
+        rt.activation_profile == "torchtitan"
+        and g.tp > 1
+        and not g.gathered_logits
+        and lp_bytes == FP32
+    )
+
+
+_BWD_WHAT = {
+    False: "grad of log-probs and of logits",
+    True: "loss_parallel backward: zeros_like(log-probs), grad + exp(log-probs), product",
+}
+
+
 _FORWARD = moments_in(FORWARD)
 _AT_LOSS = moments_in(BACKWARD, AT_LOSS)
 _SAVED = moments_in(FORWARD_BACKWARD, AT_LOSS)
 """The parts' moments (what make_row gives their rows)."""
-
-
-def _fixed_part(n: int, moments: frozenset[Moment], build: Callable[[], Row]) -> Varying:
-    """A row of one micro-batch's ``n`` bytes whatever the micro-batches in flight, as a
-    :class:`Varying` (the same bytes at every :class:`InFlight`; the row built from
-    ``build`` — which writes ``n`` — when read)."""
-    span = (n, n)
-    return new_varying((lambda fly: span, lambda fly: build(), True, moments))
 
 
 def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:

@@ -27,13 +27,19 @@ that feeds the decoder's backward. Live at the loss, besides the saved activatio
   weight gradient, V·h·c, which FSDP2 frees only after the reduce-scatter
   (``foreach_reduce`` copies it into the fp32 input), and the chunk's 16-bit logits
   gradient, k·V·c, which lm_head's backward still holds when its weight gradient's hook
-  fires the scatter (the traced grid shows the four live together); in a later chunk's
-  weight-gradient matmul its 16-bit gradient, V·h·c, is live next to the chunk's logits
-  and their 16-bit gradient, 2·k·V·c, before FSDP adds it to the fp32 sum
+  fires the scatter, and the chunk's hidden-state gradient, k·h·c: ``h_chunk`` is a
+  leaf, so lm_head's input gradient lands in ``h_chunk.grad``, which the loop drops
+  (``h_chunk.grad = None``) only after ``chunk_loss.backward()`` has returned, FSDP2's
+  post-backward scatter included (the traced grid shows the five live together); in a
+  later chunk's weight-gradient matmul its 16-bit gradient, V·h·c, is live next to the
+  chunk's logits and their 16-bit gradient, 2·k·V·c, before FSDP adds it to the fp32 sum
   (``accumulate_unsharded_grad_if_needed``). The loop's row is the largest of the three
-  moments. (The scatter's V·h·4 ÷ N output is not here: the activation rows never read
-  DP, which the layout search's floors rely on, :mod:`engine.layout.bound`;
-  :mod:`engine.ledger.peaks.titan_units` counts it.)
+  moments. With more than one sequence in the micro-batch the loop also holds a copy
+  of the hidden states, 8 × k·h·c: ``_chunk_local`` splits (b, s, h) along the sequence,
+  a strided view once b > 1, and ``.contiguous()`` copies each chunk, which
+  ``h_chunks`` keeps until the wrapper returns. (The scatter's V·h·4 ÷ N output is not
+  here: the activation rows never read DP, which the layout search's floors rely on,
+  :mod:`engine.layout.proofs.bound`; :mod:`engine.ledger.peaks.titan_units` counts it.)
 """
 
 from __future__ import annotations
@@ -41,8 +47,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry
+from engine.ledger.activations.library_versions import version_tuple
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Span, Varying, new_varying
+from engine.ledger.peaks.titan_units import SPLIT_UNITS_SINCE
 from engine.ledger.row import (
     AT_LOSS,
     BACKWARD,
@@ -168,8 +176,12 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
         acc = round_up(t * h * FP32, gran)
         head_grad = round_up(v * h * FP32, gran) if fsdp else 0
         weight_mm = 2 * round_up(k * v * c, gran) + round_up(v * h * c, gran) if fsdp else 0
-        last = head_grad + round_up(v * h * c, gran) + round_up(k * v * c, gran) if fsdp else 0
-        loop = max(chunk, last, weight_mm)
+        h_grad = round_up(k * h * c, gran)  # the chunk's h_chunk.grad (module docstring)
+        last = head_grad + round_up(v * h * c, gran) + round_up(k * v * c, gran) + h_grad
+        last = last if fsdp else 0
+        # micro-batch > 1: each (b, s/8, h) split is a strided view, so .contiguous() copies
+        copies = TORCHTITAN_CHUNKS * h_grad if g.micro_batch > 1 else 0
+        loop = max(chunk, last, weight_mm) + copies
         parts = [
             once_part(
                 loop,
@@ -184,13 +196,20 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                         + (
                             f", last chunk: lm_head reduce-scatter fp32 input {v}·{h}·4 + "
                             f"its 16-bit gradient {v}·{h}·{c} + the chunk's logits' "
-                            f"gradient {k}·{v}·{c} = "
+                            f"gradient {k}·{v}·{c} + its input's gradient {k}·{h}·{c} = "
                             f"{fmt_count(last)}, weight-gradient matmul 2 × {k}·{v}·{c}"
                             f" + {v}·{h}·{c} = {fmt_count(weight_mm)}"
                             if fsdp
                             else ""
                         )
-                        + f") = {fmt_count(loop)} B"
+                        + ")"
+                        + (
+                            f" + the {TORCHTITAN_CHUNKS} contiguous chunk copies of the "
+                            f"hidden states {TORCHTITAN_CHUNKS} × {k}·{h}·{c}"
+                            if copies
+                            else ""
+                        )
+                        + f" = {fmt_count(loop)} B"
                     ),
                     src,
                     FORWARD,
@@ -248,6 +267,8 @@ def titan_regather_at(plan: Plan) -> Callable[[Geometry], list[Varying]] | None:
     par, rt = plan.parallelism, plan.runtime
     if rt.activation_profile != "torchtitan" or plan.model.architecture.tied_embeddings:
         return None
+    if version_tuple(rt.torchtitan_version) < SPLIT_UNITS_SINCE:
+        return None  # the whole-model root regathers after the loss's backward (titan_units)
     if not rule_of(par.strategy).fsdp or par.dp < 2 or par.tp > 1 or par.cp > 1:
         return None
     if rt.loss_impl not in ("eager", "chunked"):

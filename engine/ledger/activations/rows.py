@@ -36,6 +36,7 @@ from engine.ledger.activations.packing import band_of, packing_formula
 from engine.ledger.activations.remaining import remaining_parts
 from engine.ledger.activations.schedule import InFlight, in_flight
 from engine.ledger.activations.stage_layers import StageLayers, Walk, counted_at, stage_layers
+from engine.ledger.activations.titan_buffers import rope_caches_at
 from engine.ledger.activations.varying import (
     Fixed,
     Span,
@@ -131,6 +132,7 @@ def fixed_at(
     """:func:`fixed_rows` as :class:`FixedParts` at a micro-batch's geometry and its
     stage's layers counted there, the plan read here, once."""
     working, inputs = working_at(plan), inputs_at(plan, last)
+    rope = rope_caches_at(plan)
     par = plan.parallelism
     exchange = par.cp > 1 or par.ep > 1  # else exchange_parts has none
     eager = plan.runtime.attention == "eager"
@@ -141,6 +143,8 @@ def fixed_at(
         if exchange and sl.n_layers:
             held += exchange_parts(plan, g, placed)
         held += inputs(g)
+        if rope is not None:
+            held += rope(g, sl.n_layers)
         masks = [of_row(mask_row(g, family, sl.n_ckpt > 0))] if eager else []
         return _new_fixed_parts((sl, held, masks))
 

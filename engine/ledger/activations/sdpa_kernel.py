@@ -23,6 +23,13 @@ What the modeling code hands it (transformers 5.24):
   heads over one K/V head) therefore runs the math kernel; its new layout broadcasts K
   and V to every head first, so the memory-efficient one runs.
 
+Other model code copies K and V out to every query head itself before the call
+(``runtime.kv_expanded``): torchtune 0.4's ``MultiHeadAttention.forward``
+(torchtune/modules/attention.py: ``k.unsqueeze(2).expand(...).flatten(1, 2)``, a copy)
+and LitGPT's ``CausalSelfAttention.forward`` (``k.expand(...)`` then ``reshape``, a
+copy); the kernel then sees equal head counts, no mask, and keeps the copies — what
+``repeat_kv`` leaves, without its mask.
+
 ``runtime.attention = sdpa_mem_efficient`` (flash disabled, e.g. a GPU without it) takes
 the same rules without flash; ``flash_attn`` (the flash-attn package) unpads a padded
 batch and handles grouped heads itself, so it keeps flash's set; ``eager`` is eager.
@@ -42,7 +49,9 @@ from engine.plan import Plan
 Kernel = Literal["flash", "mem_efficient", "math", "eager"]
 
 PADDING_MASK = "+padding_mask"
-"""Suffix of :func:`attention_key` when the batch carries a real padding mask."""
+"""Suffix of :func:`attention_key` when the batch carries a real padding mask (last)."""
+KV_EXPANDED = "+kv_expanded"
+"""Suffix of :func:`attention_key` when the model code copies K/V to every query head."""
 
 FLASH_MAX_HEAD_DIM = 256
 """Flash's (and ``use_gqa_in_sdpa``'s) largest head dim."""
@@ -66,10 +75,15 @@ def padding_mask(plan: Plan) -> bool:
 
 
 def attention_key(plan: Plan) -> str:
-    """``runtime.attention``, with :data:`PADDING_MASK` appended for an SDPA call that
-    gets a padding mask: what :func:`sdpa_call` reads of the plan."""
-    attention = plan.runtime.attention
-    if attention.startswith("sdpa") and padding_mask(plan):
+    """``runtime.attention``, with :data:`KV_EXPANDED` appended for an SDPA call the
+    model code hands K/V copied to every query head, then :data:`PADDING_MASK` for one
+    that gets a padding mask: what :func:`sdpa_call` reads of the plan."""
+    attention: str = plan.runtime.attention
+    if not attention.startswith("sdpa"):
+        return attention
+    if plan.runtime.kv_expanded:
+        attention += KV_EXPANDED
+    if padding_mask(plan):
         return attention + PADDING_MASK
     return attention
 
@@ -80,9 +94,11 @@ def sdpa_call(
     """The :class:`SdpaCall` of a layer with these (local) heads and head dims under the
     attention key ``key`` (:func:`attention_key`); see the module docstring."""
     attention = key.removesuffix(PADDING_MASK)
+    expanded = attention.endswith(KV_EXPANDED)
+    attention = attention.removesuffix(KV_EXPANDED)
     if attention == "eager":
         return SdpaCall("eager", heads, False)
-    if attention == "flash_attn":
+    if attention in ("flash_attn", "flex"):  # flex: enable_gqa, no (b, 1, s, s) mask
         return SdpaCall("flash", kv_heads, False)
     grouped = kv_heads != heads
     if arch.family == "falcon":
@@ -91,8 +107,8 @@ def sdpa_call(
         seen = kv_heads if arch.kv_heads == 1 and arch.residual != "parallel_two_norms" else heads
     else:
         mask = key.endswith(PADDING_MASK)
-        gqa = grouped and not mask and head_dim == v_dim <= FLASH_MAX_HEAD_DIM
-        seen = kv_heads if gqa or not grouped else heads  # repeat_kv
+        gqa = grouped and not mask and not expanded and head_dim == v_dim <= FLASH_MAX_HEAD_DIM
+        seen = kv_heads if gqa or not grouped else heads  # repeat_kv, or the model's copies
     same_heads = seen == heads
     flash = (
         attention == "sdpa_flash"

@@ -252,18 +252,20 @@ def _kind_terms(
             )
         ]
     )
-    ckpt = tuple(_checkpoint_terms(profile, policy, g, arch.fused_qkv))
+    ckpt = tuple(_checkpoint_terms(profile, policy, g, arch.fused_qkv, attention == "flex"))
     return out, ckpt, terms_at(ckpt, g).bytes
 
 
-def _checkpoint_terms(profile: str, policy: str, g: Geometry, fused_qkv: bool) -> list[Term]:
+def _checkpoint_terms(
+    profile: str, policy: str, g: Geometry, fused_qkv: bool, flex: bool
+) -> list[Term]:
     """What a checkpointed layer keeps: its input, or — torchtitan's per-op SAC — its
     input and the cached op outputs."""
     if profile == "megatron":
         return mg.checkpoint_input_terms(g)
     if profile == "torchtitan":
         if policy == "selective":
-            return tt.op_sac_terms(g, fused_qkv)
+            return tt.op_sac_terms(g, fused_qkv, flex)
         return tt.checkpoint_input_terms(g)
     return hf.checkpoint_input_terms(g)
 
@@ -318,7 +320,7 @@ def layer_kind_terms(
                 _megatron_terms(arch, attention, g, core_attn(policy), tr.dropout), policy
             )
         elif profile == "torchtitan" and not is_moe:
-            terms = tt.layer_terms(g, arch.qk_norm)
+            terms = tt.layer_terms(g, arch.qk_norm, attention == "flex")
         else:
             terms = hf.layer_terms(
                 c, moe_layer=is_moe, dense_width=hf.dense_width(arch, g.tp), ing=ing

@@ -37,9 +37,13 @@ MLA latents are not counted yet). A torchtitan MoE block's terms are the hf-tran
 profile's (:mod:`~engine.ledger.activations.stage_layers` falls back), its per-op SAC
 set is counted with the dense rule on the routed width. torchtitan trains every weight,
 so the terms read no trainability, and its attention is always a fused kernel (SDPA at
-9dec370, flex in 0.3, whose cached outputs add a second fp32 per-head row, the max
-scores, 4·H per token under per-op SAC — not counted: ``runtime.attention`` has no
-flex). Under context parallelism the ring attention calls the kernel once per K/V
+9dec370; flex in 0.3, ``models/llama3/__init__.py`` ``model_registry(attn_backend=
+"flex")``). Flex (``runtime.attention = flex``) keeps a second fp32 per-head row next to
+the log-sum-exp, the row max: torch's ``FlexAttentionAutogradOp.forward``
+(``torch/_higher_order_ops/flex_attention.py``) saves ``query, key, value, out,
+logsumexp, max_scores`` (each (B, H, L), fp32), and per-op SAC caches all of the
+``flex_attention`` op's outputs, so 4·H more per token with no AC and under per-op SAC.
+Under context parallelism the ring attention calls the kernel once per K/V
 chunk, and per-op SAC caches each call's output: not counted either.
 """
 
@@ -61,7 +65,12 @@ def _norm_terms(g: Geometry, label: str) -> list[Term]:
     ]
 
 
-def layer_terms(g: Geometry, qk_norm: bool = False) -> list[Term]:
+def _flex_terms(g: Geometry, flex: bool, note: str = "") -> list[Term]:
+    """Flex attention's fp32 row max, saved beside the log-sum-exp (module docstring)."""
+    return [Term(f"flex attention max scores fp32{note}", g.heads_local, FP32)] if flex else []
+
+
+def layer_terms(g: Geometry, qk_norm: bool = False, flex: bool = False) -> list[Term]:
     """A dense block's autograd saved set with no recompute (module docstring, none).
 
     ``qk_norm`` (torchtitan's qwen3 ``Attention``: ``q_norm`` / ``k_norm``, ``RMSNorm``
@@ -88,6 +97,7 @@ def layer_terms(g: Geometry, qk_norm: bool = False) -> list[Term]:
         Term("attention k (after rotary), v", kv, c, count=2),
         Term("attention output (wo input)", g.heads_local * g.v_dim, c),
         Term("attention logsumexp fp32", g.heads_local, FP32),
+        *_flex_terms(g, flex),
         *_norm_terms(g, "ffn_norm"),
         Term("ffn_norm output (w1, w3 input)", g.hidden, c),
         Term("w1 out, silu out, w3 out, product (w2 input)", g.inter_local, c, count=4),
@@ -99,7 +109,7 @@ def checkpoint_input_terms(g: Geometry) -> list[Term]:
     return [Term("block input (checkpoint)", g.hidden, g.residual_bytes, "seq")]
 
 
-def op_sac_terms(g: Geometry, fused_qkv: bool = False) -> list[Term]:
+def op_sac_terms(g: Geometry, fused_qkv: bool = False, flex: bool = False) -> list[Term]:
     """What per-op SAC keeps of a dense block (module docstring, selective).
 
     ``fused_qkv`` (0.3's ``wqkv``, ``Attention.forward`` one ``self.wqkv(x)`` mm): the
@@ -117,6 +127,7 @@ def op_sac_terms(g: Geometry, fused_qkv: bool = False) -> list[Term]:
         *qkv,
         Term("attention output (cached)", g.heads_local * g.v_dim, c),
         Term("attention logsumexp fp32 (cached)", g.heads_local, FP32),
+        *_flex_terms(g, flex, " (cached)"),
         Term("w1 output (mm 5, cached)", g.inter_local, c),
         Term("w2 output (mm 7, cached)", g.hidden, c),
     ]

@@ -10,13 +10,23 @@ when it was loaded in fp32, plus the 2 B cast copy. The largest quantized weight
 the peak. Forward (and a checkpointed layer's recomputation) takes the same
 dequantize-then-linear path for more tokens than the fused kernel serves
 (backends/cuda/ops.py ``gemm_4bit``), but never while the loss is live.
+
+A 4-bit **lm_head** (``method.qlora.quantize_lm_head``: Lightning Fabric's
+``BitsandbytesPrecision``, LitGPT) is the exception: it runs at the end of forward, on
+every chunk of LitGPT's ``GPT.forward(lm_head_chunk_size=128)`` (litgpt/lora.py), and
+again in each chunk's backward, while the layers' saved activations are all alive. The
+same whole-weight dequantize-then-cast happens there (bitsandbytes 0.42
+``MatMul4Bit.forward``: ``linear(A, dequantize_4bit(B, quant_state).to(A.dtype).t())``;
+Lightning quantizes from fp16 — ``_Linear4bit.quantize``: ``weight.to(dtype=torch.half)``
+— so its copy is 2 B + the 2 B cast). For a large vocabulary this is the largest
+transient of the step (Gemma-2-9B: 256,000 × 3,584 × 4 B = 3.4 GiB).
 """
 
 from __future__ import annotations
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.precision import DTYPE_BYTES
-from engine.ledger.row import BACKWARD, IN_LAYERS, Row, make_row
+from engine.ledger.row import AT_LOSS, BACKWARD, FORWARD_BACKWARD, IN_LAYERS, Row, make_row
 from engine.sections.method import QloraSection
 from engine.units import fmt_count, round_up
 
@@ -24,15 +34,18 @@ FP32_BYTES = 4
 
 
 def dequantize_rows(held: list[HeldTensor], q: QloraSection, granularity: int) -> list[Row]:
-    """The largest 4-bit weight dequantized for its backward matmul, on this rank."""
-    quantized = [t for t in held if t.category == "quantized"]
+    """The largest 4-bit weight dequantized for its backward matmul, on this rank, and a
+    4-bit lm_head's at the loss (:func:`head_row`)."""
+    quantized = [t for t in held if t.category == "quantized" and t.unit != "root"]
+    heads = [t for t in held if t.category == "quantized" and t.unit == "root"]
+    rows = [head_row(max(t.numel for t in heads), q, granularity)] if heads else []
     if not quantized:
-        return []
+        return rows
     largest = max(t.numel for t in quantized)
+    low, high = _span(largest, q, granularity)
     c = DTYPE_BYTES[q.compute_dtype]
-    low = round_up(largest * c, granularity)
-    high = round_up(largest * FP32_BYTES, granularity) + (low if c != FP32_BYTES else 0)
     return [
+        *rows,
         make_row(
             id="hbm.dequantized.nf4",
             label="4-bit weight dequantized for its backward matmul",
@@ -48,5 +61,36 @@ def dequantize_rows(held: list[HeldTensor], q: QloraSection, granularity: int) -
             source="bnb-matmul4bit",
             phases=BACKWARD,
             backward=IN_LAYERS,
-        )
+        ),
     ]
+
+
+def _span(numel: int, q: QloraSection, granularity: int) -> tuple[int, int]:
+    """(low, high) bytes of one dequantized weight of ``numel`` elements: in the compute
+    dtype (quantized from it, ``.to`` copies nothing) up to fp32 plus the cast copy."""
+    c = DTYPE_BYTES[q.compute_dtype]
+    low = round_up(numel * c, granularity)
+    return low, round_up(numel * FP32_BYTES, granularity) + (low if c != FP32_BYTES else 0)
+
+
+def head_row(numel: int, q: QloraSection, granularity: int) -> Row:
+    """A 4-bit lm_head dequantized for each chunk's matmul: live at the end of forward
+    (every layer's activations kept) and in the loss's backward."""
+    low, high = _span(numel, q, granularity)
+    c = DTYPE_BYTES[q.compute_dtype]
+    return make_row(
+        id="hbm.dequantized.lm_head",
+        label="4-bit lm_head dequantized for its matmul (forward and backward)",
+        state="gathered",
+        location="hbm",
+        kind="peak",
+        group="gathered",
+        low=low,
+        high=high,
+        formula=f"lm_head {fmt_count(numel)} el. × {c} B (quantized from "
+        f"{q.compute_dtype}) up to × {FP32_BYTES} B (quantized from fp32) + its {c} B "
+        f"cast = {fmt_count(low)}–{fmt_count(high)} B, once per chunk",
+        source="bnb-matmul4bit",
+        phases=FORWARD_BACKWARD,
+        backward=AT_LOSS,
+    )

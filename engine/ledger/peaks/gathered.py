@@ -14,7 +14,13 @@ from engine.ledger.groups import ranks_per_node
 from engine.ledger.peaks.gathered_nf4 import gathered_view, reused_layer_bytes, reused_per_element
 from engine.ledger.peaks.kept_gathered import gathered_row, kept_gathered_rows
 from engine.ledger.peaks.reuse import reused_at_loss
-from engine.ledger.peaks.titan_units import HEAD_MOMENTS, splits_root, titan_root_rows
+from engine.ledger.peaks.titan_units import (
+    HEAD_MOMENTS,
+    splits_root,
+    titan_root_rows,
+    whole_root,
+    whole_root_rows,
+)
 from engine.ledger.placement import LocalTensor, expert_dp_group, stage_layer_ranges
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import (
@@ -261,6 +267,8 @@ def _fsdp_rows(
     rows: list[Row] = []
     if root_b and fsdp2 and splits_root(plan):
         rows += titan_root_rows(plan, root, partial(_per_tensor, bpe=gb, gran=gran), shard)
+    elif root_b and fsdp2 and whole_root(plan):
+        rows += whole_root_rows(plan, root_b, len(root), unit)
     elif root_b:
         rows.append(
             make_row(

@@ -23,7 +23,7 @@ from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.states.quantized import FLOATING_STORAGE, is_quantized, packed_elements
 from engine.plan import Plan
 
-_VIEWS: dict[int, tuple[tuple[LocalTensor, ...], str, int, tuple[LocalTensor, ...]]] = {}
+_VIEWS: dict[int, tuple[tuple[LocalTensor, ...], str, int, bool, tuple[LocalTensor, ...]]] = {}
 """:func:`gathered_view` by the placed tuple's identity (the placement is cached, so a
 layout search passes the same tuple again; the entry holds it, so its id is not reused)
 — the view must be the same tuple each time for the gathered units' own cache."""
@@ -37,13 +37,14 @@ def gathered_view(plan: Plan, placed: tuple[LocalTensor, ...], gb: int) -> tuple
     if plan.method.kind != "qlora":
         return placed
     storage = plan.method.qlora.quant_storage
+    head = plan.method.qlora.quantize_lm_head
     got = _VIEWS.get(id(placed))
-    if got is not None and got[0] is placed and got[1] == storage and got[2] == gb:
-        return got[3]
+    if got is not None and got[0] is placed and got[1:4] == (storage, gb, head):
+        return got[4]
     floating = storage in FLOATING_STORAGE
     out: list[LocalTensor] = []
     for t in placed:
-        if not is_quantized(t.tensor):
+        if not is_quantized(t.tensor, head):
             out.append(t)
         elif floating:
             packed_bytes = packed_elements(t.numel, storage) * DTYPE_BYTES[storage]
@@ -51,7 +52,7 @@ def gathered_view(plan: Plan, placed: tuple[LocalTensor, ...], gb: int) -> tuple
     view = tuple(out)
     if len(_VIEWS) >= 1024:
         _VIEWS.clear()
-    _VIEWS[id(placed)] = (placed, storage, gb, view)
+    _VIEWS[id(placed)] = (placed, storage, gb, head, view)
     return view
 
 

@@ -154,6 +154,15 @@ def deepspeed_step_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
     gradient of the partition, one at a time, freed before the flatten): the moment's
     temporary is the larger of the two, the fp64 copy of the largest gradient piece in
     the partition (≤ the partition) or the flatten and its fp32 copy (source review R6).
+
+    With fp16 gradients the loss scaler's overflow check runs first, alone (R12;
+    ``check_grad_overflow`` is on for fp16 only, runtime/engine.py
+    ``_configure_zero_optimizer``): ZeRO-1/2's ``has_overflow_partitioned_grads_serial``
+    calls ``_has_inf_or_nan`` on each gradient piece — ``x.float()``, ``isnan``,
+    ``isinf``, ``logical_or`` and its ``.float()``, all alive at once: 4 + 1 + 1 + 1 + 4 B
+    an element of the largest piece; ZeRO-3's ``has_overflow`` runs
+    ``torch.isinf(grad_partitions_flat_buffer).any()`` (then ``isnan``): 1 B an element
+    of the rank's partition.
     """
     if rule.family != "deepspeed" or plan.offload.optimizer != "none":
         return []
@@ -180,6 +189,13 @@ def deepspeed_step_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) 
         if norm > high:
             copy += f"; the norm's fp64 copy of a {fmt_count(piece)}-el. gradient is larger"
         low, high = max(low, norm), max(high, norm)
+    if any(a.dtype == "fp16" for a in allocs):  # R12 (see the docstring)
+        piece = numel if rule.params else min(max(t.numel for t in trainable), numel)
+        wide = 0 if rule.params else 2 * round_up(piece * 4, gran)
+        check = wide + round_up(piece, gran) * (1 if rule.params else 3)
+        if check > high:
+            copy += f"; the fp16 overflow check of a {fmt_count(piece)}-el. piece is larger"
+        low, high = max(low, check), max(high, check)
     return [
         make_row(
             id="hbm.optimizer_step.fp32_grad_partition",

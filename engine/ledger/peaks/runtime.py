@@ -16,10 +16,14 @@ from engine.allocator.reserve import (
     ReserveModel,
     SideBytes,
     fsdp1_init_cache,
+    loss_floor,
     reserved_extra,
     stuck_extra,
+    with_logits,
 )
+from engine.ledger.activations.geometry import geometry
 from engine.ledger.groups import stage_groups
+from engine.ledger.peaks.fsdp1_wrap import no_shard_units, wrap_init
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
 from engine.sections.runtime import RuntimeSection
@@ -157,11 +161,32 @@ def reserve_bytes(
     peak_high: int,
     steady: tuple[int, int] | None = None,
     side: int = 0,
+    at_loss: tuple[int, int] | None = None,
 ) -> tuple[int, int]:
     """(low, high) of reserved − allocated (:func:`~engine.allocator.reserve.reserved_extra`)
     over this allocated range, whose persistent part is ``steady`` (None: no transient
-    bytes known, so only the ``fraction`` model adds any)."""
-    return reserved_extra(model, peak_low, peak_high, steady, side)
+    bytes known, so only the ``fraction`` model adds any); ``at_loss`` the allocated
+    range at the loss's backward when the range is the backward phase's."""
+    return reserved_extra(model, peak_low, peak_high, steady, side, at_loss)
+
+
+def loss_side(side: int, plan: Plan, last: bool) -> int:
+    """``side`` with the eager loss's fp32 requests (:func:`~engine.allocator.reserve.
+    with_logits`) when the stage computes Hugging Face's causal-LM loss: the smallest is
+    the shifted log-probs, ``b·(s − 1)·V·4`` (transformers <= 4.44 ``shift_logits =
+    logits[..., :-1, :].contiguous()``; later versions pad the labels, so ``b·s·V·4``),
+    and the block the upcast frees is the 16-bit logits, ``b·s·V·c``."""
+    rt = plan.runtime
+    if not last or rt.loss_impl != "eager" or rt.activation_profile != "hf-transformers":
+        return side
+    if not isinstance(side, SideBytes) or side.init == (0, 0):
+        return side
+    g = geometry(plan)
+    b, s, v, c = plan.batch.micro_batch, plan.batch.seq_len, g.logits_vocab, g.compute_bytes
+    if not rt.logits_fp32_upcast and c != 4:
+        return side
+    tokens = b * (s - 1) if rt.kept_logits == "fp32" else b * s
+    return with_logits(side, b * s * v * c if c != 4 else 0, tokens * v * 4)
 
 
 def stuck_bytes(
@@ -185,11 +210,22 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
         return SideBytes(total)
     root = sum(r.high for r in rows if r.role == "root_unit")
     layers = sum(r.high for r in rows if r.role == "layer_units")
+    if not layers and plan.parallelism.strategy == "fsdp1_no_shard":
+        held = {r.id: r.high for r in rows if r.location == "hbm"}
+        frozen, nf4 = held.get("hbm.weights.frozen", 0), held.get("hbm.weights.nf4", 0)
+        root, unit = no_shard_units(plan, frozen, nf4)
+        init = wrap_init(plan, root, unit) if unit > 0 else None
+        # no all-gather, so no side-stream unit; the root bounds the cached blocks
+        return SideBytes(total, init, 0, root) if init else SideBytes(total)
     if not layers:
         return SideBytes(total)
     k = plan.parallelism.knobs  # the units the layers row counts (gathered._fsdp_rows)
     live = 2 if k.fsdp1_limit_all_gathers or k.fsdp1_backward_prefetch == "backward_pre" else 1
-    return SideBytes(total, fsdp1_init_cache(root, layers // live), layers // live)
+    unit = layers // live
+    init = wrap_init(plan, root, unit) or fsdp1_init_cache(root, unit)
+    # CPU offload: the pre-unshard stream's pool keeps the largest shard copy (SideBytes.pre)
+    pre = -(-max(root, unit) // plan.parallelism.dp) if plan.offload.params == "cpu" else 0
+    return SideBytes(total, init, unit, root, (0, 0), pre)
 
 
 SIDE_GROUPS = frozenset({"gathered", "buckets"})
@@ -202,10 +238,11 @@ def reserve_row(
     peak_high: int,
     steady: tuple[int, int] | None = None,
     side: int = 0,
+    at_loss: tuple[int, int] | None = None,
 ) -> Row:
     """The caching allocator's reserve over the allocated peak (reserved − allocated)."""
     model = reserve_factors(plan)
-    low, high = reserve_bytes(model, peak_low, peak_high, steady, side)
+    low, high = reserve_bytes(model, peak_low, peak_high, steady, side, at_loss)
     stuck = stuck_bytes(model, peak_low, peak_high, steady)
     if model.fraction:
         band = plan.runtime.allocator_reserve
@@ -230,12 +267,20 @@ def reserve_row(
                 else f"side-stream pools {model.side[0]:.2f}–{model.side[1]:.2f} × "
                 f"{fmt_count(side)} B gathered/buckets"
             )
+            floor = (
+                " — or, at least, the loss's backward's allocated bytes plus the whole "
+                "construction cache and the 16-bit logits' freed block, none of which "
+                "its fp32 T × V requests fit (allocator.reserve.loss_floor)"
+                if at_loss is not None and loss_floor(side, at_loss) is not None
+                else ""
+            )
             return (
                 f"fragmentation {model.frag[0]:.2f}–{model.frag[1]:.2f} × transient "
                 f"{fmt_count(max(0, peak_low - st[0]))}–{fmt_count(max(0, peak_high - st[1]))} B "
                 f"+ {pools}; of it {fmt_count(stuck[0])}–"
                 f"{fmt_count(stuck[1])} B cannot be released before an OOM"
                 + (" (expandable_segments on)" if model.expandable else "")
+                + floor
             )
 
     return make_row(

@@ -20,12 +20,25 @@ prefetch buffer row is live only once the layers' backward runs.
 
 A tied model groups all three in one unit not resharded after forward: the plain
 root row holds. Sizes are the tensors' own (one ``fully_shard`` per group, 16-bit).
+
+Before 0.2.0 (``runtime.torchtitan_version``; the split came with #1094, 83e6941,
+2025-07-28) ``parallelize_llama.apply_fsdp`` (9dec370, e7c0cae) wrapped each block with
+``reshard_after_forward = int(layer_id) < len(model.layers) - 1`` and then
+``fully_shard(model, reshard_after_forward=not pp_enabled)``: embedding, final norm and
+output are the root unit, resharded by its post-forward when ``model(...)`` returns —
+before ``train.py`` computes the loss — and gathered again by its pre-backward hook on
+the logits once their gradient exists, after the loss's backward; the root's
+post-backward runs in the final callback, so the unit stays gathered through the
+layers' backward (:func:`whole_root_rows`). The last block is never resharded after
+forward: its unit stays gathered through the loss until its own backward makes it the
+current unit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from engine.ledger.activations.library_versions import version_tuple
 from engine.ledger.placement import LocalTensor
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.row import (
@@ -33,6 +46,7 @@ from engine.ledger.row import (
     BACKWARD,
     FORWARD,
     FORWARD_BACKWARD,
+    IN_LAYERS,
     Moment,
     Row,
     make_row,
@@ -50,13 +64,78 @@ EMBEDDING_MOMENTS: frozenset[Moment] = frozenset({"backward.end"})
 """Within backward: gathered again for the embedding's own backward, the last."""
 
 
+SPLIT_UNITS_SINCE = (0, 2, 0)
+"""The first torchtitan release with embedding and [norm, output] as units of their own."""
+
+
+def _titan_resharding(plan: Plan) -> bool:
+    return (
+        plan.runtime.activation_profile == "torchtitan"
+        and plan.parallelism.knobs.fsdp_reshard_after_forward is not False
+    )
+
+
 def splits_root(plan: Plan) -> bool:
     """Whether torchtitan's code shards embedding and head as separate units."""
     return (
-        plan.runtime.activation_profile == "torchtitan"
+        _titan_resharding(plan)
         and not plan.model.architecture.tied_embeddings
-        and plan.parallelism.knobs.fsdp_reshard_after_forward is not False
+        and version_tuple(plan.runtime.torchtitan_version) >= SPLIT_UNITS_SINCE
     )
+
+
+def whole_root(plan: Plan) -> bool:
+    """Whether torchtitan's code (before 0.2.0) reshards the whole-model root unit after
+    forward and keeps the last block gathered (module docstring)."""
+    return _titan_resharding(plan) and (
+        version_tuple(plan.runtime.torchtitan_version) < SPLIT_UNITS_SINCE
+    )
+
+
+_ROOT_WHY = "fully_shard(model): resharded after forward, gathered again after the loss's backward"
+_LAST_WHY = "reshard_after_forward=False for the last block: gathered until its backward"
+
+
+def whole_root_rows(plan: Plan, root_b: int, n_root: int, unit: int) -> list[Row]:
+    """Before 0.2.0: the whole-model root unit (``root_b`` bytes gathered, live in
+    forward and through the layers' backward, not at the loss's backward) and the last
+    block's unit (``unit``, the largest layer unit), kept from forward through the loss."""
+    gb = DTYPE_BYTES[plan.method.precision.compute_dtype]
+    rows = [
+        make_row(
+            id="hbm.gathered.root",
+            label="Root unit unsharded (embedding, final norm, output)",
+            state="gathered",
+            location="hbm",
+            kind="peak",
+            group="gathered",
+            low=root_b,
+            high=root_b,
+            formula=f"{n_root} tensors × {gb} B = {fmt_count(root_b)} B (torchtitan {_ROOT_WHY})",
+            source="torchtitan-fsdp-units-2024",
+            phases=FORWARD_BACKWARD,
+            backward=IN_LAYERS,
+            role="root_unit",
+        )
+    ]
+    if unit:
+        rows.append(
+            make_row(
+                id="hbm.gathered.last_layer_kept",
+                label="Last decoder block kept unsharded after forward",
+                state="gathered",
+                location="hbm",
+                kind="peak",
+                group="gathered",
+                low=unit,
+                high=unit,
+                formula=f"one layer unit {fmt_count(unit)} B (torchtitan {_LAST_WHY})",
+                source="torchtitan-fsdp-units-2024",
+                phases=FORWARD_BACKWARD,
+                backward=AT_LOSS,
+            )
+        )
+    return rows
 
 
 def head_and_embedding(

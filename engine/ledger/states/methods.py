@@ -150,7 +150,7 @@ def held_tensors(
         upcast = "fp32" if q.upcast_non_quantized else q.compute_dtype
         adapter_dtype = base if cast_all else lora.adapter_dtype
         for t in placed:
-            if qlora and is_quantized(t.tensor):
+            if qlora and is_quantized(t.tensor, q.quantize_lm_head):
                 b.add_local(t, "quantized", False, "nf4")
             elif qlora:
                 b.add_local(t, "frozen", False, base if cast_all else upcast)

@@ -33,6 +33,15 @@ def offloads_nothing(plan: Plan) -> bool:
     return off.optimizer == "none" and off.params == "none"
 
 
+STAYS_ON_DEVICE = frozenset({"hbm.weights.nf4_constants"})
+"""Weight rows FSDP's CPU offload leaves in HBM: bitsandbytes keeps a 4-bit weight's
+absmax constants in its ``QuantState``, an attribute and no parameter. FSDP1 moves the
+module to the device first (``_init_utils._move_module_to_device``: ``param.to(device)``,
+which ``Params4bit.to`` extends to its ``quant_state``), then sends only the flat
+parameter to the CPU (``_init_param_handle_from_params``: ``flat_param_to(cpu)`` under
+``CPUOffload(offload_params=True)``); FSDP2 offloads the registered parameters alone."""
+
+
 def _fsdp(rows: list[Row], plan: Plan, rule: StrategyRule) -> tuple[list[Row], list[Row]]:
     """CPUOffload / CPUOffloadPolicy: every state on the CPU; parameters and gradients
     pinned (always under FSDP1, with ``pin_memory`` under FSDP2), optimizer state not."""
@@ -41,7 +50,7 @@ def _fsdp(rows: list[Row], plan: Plan, rule: StrategyRule) -> tuple[list[Row], l
     moved: list[Row] = []
     for r in rows:
         cls = OFFLOAD_CLASS.get(r.state)
-        if cls is None:
+        if cls is None or r.id in STAYS_ON_DEVICE:
             stay.append(r)
         elif cls == "params":
             why = " (sharded parameters)"

@@ -31,11 +31,17 @@ SECOND_LEVEL_BLOCK = 256
 """Double quantization groups 256 first-level absmax constants (QLoRA paper §3)."""
 
 
-def is_quantized(t: Tensor) -> bool:
+def is_quantized(t: Tensor, lm_head: bool = False) -> bool:
     """Linear layers bitsandbytes replaces with 4-bit ones — the projections the roles
-    table marks as adapter targets; embeddings, lm_head, norms and routers stay
-    unquantized (transformers keeps the output embedding in full precision)."""
-    return t.kind == "weight" and len(t.shape) == 2 and role_info(t.role).lora_target
+    table marks as adapter targets; embeddings, norms and routers stay unquantized.
+    transformers keeps the output embedding in full precision too
+    (``get_keys_to_not_convert``); Lightning Fabric's ``BitsandbytesPrecision`` (LitGPT)
+    swaps every ``torch.nn.Linear`` for its 4-bit class, lm_head included
+    (lightning/fabric/plugins/precision/bitsandbytes.py ``module_init_context``,
+    ``_convert_layers``): ``lm_head`` is ``method.qlora.quantize_lm_head``."""
+    if t.kind != "weight" or len(t.shape) != 2:
+        return False
+    return role_info(t.role).lora_target or (lm_head and t.role == "lm_head")
 
 
 def _constants_bytes(numel: int, q: QloraSection) -> list[int]:

@@ -108,6 +108,9 @@ def _step_refusal(plan: Plan) -> str | None:
         return loss
     if rt.attention == "eager":
         return "torchtitan 0.3 runs flex attention only (sdpa and eager are gone)"
+    # any other kernel traces as flex (0.3.0 models/common/config_utils.py
+    # get_attention_config: flex, flex_flash, varlen); the ledger counts flex's fp32 row
+    # max only where the plan says runtime.attention = flex
     return None
 
 

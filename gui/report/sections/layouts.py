@@ -9,9 +9,9 @@ import re
 from collections.abc import Sequence
 
 from engine.layout import Rejected
-from engine.layout.batch import step_words
-from engine.layout.procure import rounding_noun
-from engine.layout.reason_kind import PREFERENCES_TITLE, RULES_TITLE, grouped
+from engine.layout.lattice.batch import step_words
+from engine.layout.lattice.point import PREFERENCES_TITLE, RULES_TITLE, grouped
+from engine.layout.search.procure import rounding_noun
 from engine.units import fmt_bytes
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table

@@ -36,10 +36,13 @@ def test_the_construction_cache_of_a_7b_lora() -> None:
     the root's originals and lm_head bucket). The ledger reads the same unit and root off
     its gathered rows (layers row = 2 units under limit_all_gathers)."""
     assert fsdp1_init_cache(ROOT, UNIT) == (1_333_829_632, 2_525_040_640)
+    # a plain Llama layer's plan replays its wrap instead (tests/engine/allocator/
+    # test_construction.py): without and with sync_module_states, inside the formula band
     plan = resolved(plan_of("llama-2-7b", {**ANSWERAI_7B_LORA, "batch.seq_len": 512}))
     side = estimate(plan).heaviest.totals.side
     assert isinstance(side, SideBytes)
-    assert side.unit == UNIT and side.init == (1_333_829_632, 2_525_040_640)
+    assert side.unit == UNIT and side.init == (1_604_317_184, 2_070_925_312)
+    assert 1_333_829_632 <= side.init[0] <= side.init[1] <= 2_525_040_640
 
 
 def test_fsdp2_and_zero3_carry_no_construction_cache() -> None:

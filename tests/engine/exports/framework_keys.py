@@ -3,7 +3,7 @@
 ``tests/data/framework_keys/*.json`` hold key names only (no code), extracted from the
 frameworks' source at the version and commit each file records: DeepSpeed 0.19.6
 (pydantic config fields and aliases, the keys ``runtime/config.py`` reads), accelerate
-1.15.0 (``ClusterConfig`` fields, the ``accelerate launch`` option groups), torchtitan main
+1.15.0 (``ClusterConfig`` fields, the ``accelerate launch`` option groups), torchtitan 0.3.0
 (the config dataclasses' fields) and Megatron-LM main (every ``add_megatron_arguments``
 option). Each checker returns the keys of an exported file that the framework would not
 know, with their place, so a test failure names them.

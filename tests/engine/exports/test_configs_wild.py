@@ -24,6 +24,20 @@ checked by hand against each framework's parser; the derivations of the less obv
   TP 8 × PP 16 = 128 (Megatron's ``initialize_model_parallel`` refuses it): refused.
 - slime ``deepseek-v3.sh``: ``NLAYERS="${MODEL_ARGS_NUM_LAYERS:-61}"`` → 61 layers; its
   ``MOE_LAYER_FREQ`` is built by a bash loop, which is warned, not run.
+- Hugging Face ``config.json`` (meta-llama/Llama-3.1-8B, Qwen/Qwen3-8B,
+  Qwen/Qwen3-30B-A3B at the revisions SOURCES.tsv names; the JSON text as quoted in
+  citsjtu2020/LLM-Prof ``sglang/Model_Config.md`` @ 8434c8d), each against its
+  transformers config class: ``LlamaConfig`` — ``head_dim`` absent, so hidden ÷ heads
+  (stored as None: derived), ``attention_bias``/``mlp_bias`` false → no biases,
+  ``tie_word_embeddings`` false, ``rope_scaling`` llama3 changes no memory;
+  ``Qwen3Config`` — ``head_dim`` 128 given, q/k RMSNorm in every ``Qwen3Attention``
+  (qk_norm); ``Qwen3MoeConfig`` — ``num_experts`` 128, top-8, ``moe_intermediate_size``
+  768, ``decoder_sparse_step`` 1 with ``mlp_only_layers`` [] → every one of the 48
+  layers sparse (no dense first layers), no shared expert and a bias-free router
+  (``Qwen3MoeSparseMoeBlock``); ``torch_dtype`` bfloat16 → bf16 storage. The model is
+  named after the file. Nothing is guessed, so nothing is warned: "right".
+- A GPTQ model's config.json is refused: its ``quantization_config`` makes the weights
+  GPTQ-packed integers, which MemPlan cannot express.
 - DeepSpeed stage 0 (LLaMA-Factory ``ds_z0_config.json``) is plain data parallelism:
   DDP; axolotl's ``zero3_bf16_cpuoffload_params.json`` offloads parameters only, which
   DeepSpeed's ``_configure_offloading`` allows (``runtime/zero/stage3.py``).
@@ -102,3 +116,22 @@ def test_the_corpus_table_counts_every_repository() -> None:
     )
     assert sum(table.values()) == len(CONFIGS)
     assert table[("pytorch/torchtitan", "refused")] == 0  # qwen3 32B: built from its flavor
+    hf = [n for n in CONFIGS if n.startswith("hf_")]
+    assert sum(EXPECTED[n]["outcome"] == "right" for n in hf) >= 3  # field-producing models
+
+
+HF_MODELS = [n for n in CONFIGS if n.startswith("hf_") and EXPECTED[n]["outcome"] == "right"]
+
+
+@pytest.mark.parametrize("name", HF_MODELS)
+def test_a_real_config_json_imports_the_same_as_a_model_folder(name: str, tmp_path: Path) -> None:
+    """Saved as ``<model>/config.json`` — how a download or a checkpoint holds it — the file
+    is read as a model folder: the same architecture, the folder's name, nothing warned."""
+    folder = tmp_path / "Some-Model"
+    folder.mkdir()
+    (folder / "config.json").write_bytes((WILD / name).read_bytes())
+    loose = import_file(WILD / name, default_plan())
+    got = import_file(folder, default_plan())
+    assert got.plan.model.architecture == loose.plan.model.architecture
+    assert got.plan.model.name == "Some-Model"
+    assert got.warnings == ()

@@ -1,9 +1,10 @@
 """Issue 39's export grid: every plan of :data:`export_grid.GRID` exports whole (nothing
 unexpressed), re-imports over a base scrambled in every expressed field to the same
-plan and the same estimate to the byte, and — for torchtitan, installed with the trace
-extra — passes torchtitan's own ``Trainer.Config`` from the registry function the
-recipe names. DeepSpeed and Megatron-LM are checked by ``framework_parsers`` in a
-scratch environment (docs/export-parsers.md)."""
+plan and the same estimate to the byte, and — for torchtitan 0.3.0, installed with the
+trace extra — passes torchtitan's own ``ConfigManager.parse_args`` (the registry
+function, tyro on the recipe's overrides, ``Trainer.Config.__post_init__``) and
+``ParallelDims`` over the plan's world. DeepSpeed and Megatron-LM are checked by
+``framework_parsers`` in a scratch environment (docs/export-parsers.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from export_grid import GRID, grid_plan
 from roundtrip import differences, same_estimate, scrambled
 
 from engine.exports import FORMATS, import_export
-from engine.exports.check import check_export
+from engine.exports.check import CheckResult, check_export, check_titan
+from engine.exports.torchtitan import titan_argv
 from engine.legality.checks import plan_problems
 from engine.plan import get_value
 
@@ -56,25 +58,47 @@ def test_grid_plan_reimports_to_the_same_estimate(
 
 
 TITAN = [g for g in GRID if g[1] == "torchtitan"]
-
-
-@pytest.mark.skipif(
+needs_torchtitan = pytest.mark.skipif(
     importlib.util.find_spec("torchtitan") is None or getattr(sys, "frozen", False),
     reason="torchtitan (the trace extra) is not installed",
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 39 finding: the recipe targets torchtitan main b5bcd76 (token-based "
-    "training.num_tokens_per_*, parallelism.num_pp_microbatches); torchtitan 0.3.0, the "
-    "trace extra's pin, has local_batch_size / global_batch_size / seq_len and refuses them",
-)
+
+
+@needs_torchtitan
 @pytest.mark.parametrize(("label", "fmt", "model", "changes"), TITAN, ids=[g[0] for g in TITAN])
 def test_torchtitan_accepts_the_grid_recipe(
     label: str, fmt: str, model: str, changes: dict[str, Any]
 ) -> None:
-    """torchtitan's registry function returns its ``Trainer.Config``; the recipe's values
-    set on it as data (engine.exports.check) are accepted."""
+    """torchtitan 0.3.0's ``ConfigManager.parse_args`` takes the recipe's overrides over
+    its registry function, and its ``ParallelDims`` the degrees over the plan's world."""
     plan = grid_plan(model, changes)
     (result,) = check_export(FORMATS[fmt].export(plan), plan, timeout=300)
     assert result.available, result.message
     assert result.ok, result.message
+    b = plan.batch
+    local = b.micro_batch * (b.grad_accum if plan.parallelism.pp > 1 else 1)
+    assert f"local batch {local}, " in result.message
+    assert f"seq {b.seq_len}," in result.message
+
+
+def _titan_check(label: str, drop: str = "", rename: tuple[str, str] = ("", "")) -> CheckResult:
+    """The check of the grid plan ``label`` with one override dropped or renamed."""
+    (_, _, model, changes) = next(g for g in TITAN if g[0] == label)
+    plan = grid_plan(model, changes)
+    module, function, args = titan_argv(plan)
+    args = [rename[1] if a == rename[0] else a for a in args if a != drop]
+    return check_titan(module, function, args, plan.parallelism.world_size, 300)
+
+
+@needs_torchtitan
+def test_torchtitan_check_refuses_what_0_3_0_refuses() -> None:
+    """The check can fail, with torchtitan's own words: a PP recipe without
+    ``--training.disable-cuda-graphs`` (``Trainer.Config._validate_cuda_graphs``), and a
+    field of torchtitan main's token-based batch that 0.3.0's tyro does not know."""
+    cuda = _titan_check("titan-pp2-hsdp", drop="--training.disable-cuda-graphs")
+    assert cuda.available and not cuda.ok
+    assert "CUDA graphs do not support pipeline parallelism" in cuda.message
+    renamed = ("--training.seq-len", "--training.max-context-length")
+    main_era = _titan_check("titan-pp2-hsdp", rename=renamed)
+    assert main_era.available and not main_era.ok
+    assert "Unrecognized options: --training.max-context-length" in main_era.message

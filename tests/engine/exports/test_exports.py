@@ -118,8 +118,10 @@ def test_accelerate_deepspeed_points_at_the_full_ds_config() -> None:
 
 
 def test_torchtitan_recipe_targets_the_config_mechanism() -> None:
-    """torchtitan main: token-based batch (micro 2 × 4096 tokens per DP rank), no
-    float16, CPU offload as training.enable_cpu_offload."""
+    """torchtitan 0.3.0 (``config/configs.py`` ``TrainingConfig``): micro-batch 2 is
+    ``local_batch_size 2``; the default plan's 8 DP ranks × 2 × accumulation 1 is
+    ``global_batch_size 16``; no float16; CPU offload as ``training.enable_cpu_offload``,
+    the same values as tyro overrides in the docstring (``--training.enable-cpu-offload``)."""
     plan = _plan(
         **{
             "stack.name": "torchtitan",
@@ -128,12 +130,40 @@ def test_torchtitan_recipe_targets_the_config_mechanism() -> None:
             "offload.optimizer": "cpu",
         }
     )
+    assert (plan.parallelism.dp, plan.batch.grad_accum) == (8, 1)
     text = export_torchtitan(plan).text
     assert "def memplan_job() -> Trainer.Config:" in text and "MODULE=memplan_recipe" in text
-    assert "config.training.num_tokens_per_microbatch_per_dp_rank = 8192" in text
+    assert "config.training.local_batch_size = 2" in text
+    assert "config.training.global_batch_size = 16" in text
     assert "config.training.enable_cpu_offload = True" in text
+    assert "--training.local-batch-size 2 --training.global-batch-size 16" in text
+    assert "--training.enable-cpu-offload " in text
+    assert "num_tokens_per" not in text and "num_pp_microbatches" not in text
     fp16 = export_torchtitan(_plan(**{"method.precision.compute_dtype": "fp16"}))
     assert "method.precision.compute_dtype" in {u.field for u in fp16.unexpressed}
+
+
+def test_torchtitan_pp_recipe_splits_local_batch_into_pipeline_microbatches() -> None:
+    """0.3.0's trainer runs local_batch_size ÷ pipeline_parallel_microbatch_size
+    microbatches in one accumulation step (``trainer.py``), so a PP plan of micro 1 ×
+    accumulation 8 is local 8, microbatch size 1, and CUDA graphs off
+    (``Trainer.Config._validate_cuda_graphs`` refuses PP with them)."""
+    plan = _plan(
+        "llama-3.1-70b",
+        **{
+            "stack.name": "torchtitan",
+            "parallelism.strategy": "fsdp2",
+            "parallelism.dp": 4,
+            "parallelism.pp": 2,
+            "batch.micro_batch": 1,
+            "batch.grad_accum": 8,
+        },
+    )
+    text = export_torchtitan(plan).text
+    assert "config.training.local_batch_size = 8" in text
+    assert "config.parallelism.pipeline_parallel_microbatch_size = 1" in text
+    assert "config.training.disable_cuda_graphs = True" in text
+    assert "config.training.global_batch_size = 32" in text  # 1 × 8 × DP 4
 
 
 def test_megatron_states_the_model_megatron_would_otherwise_change() -> None:

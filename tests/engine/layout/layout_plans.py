@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.layout.lattice import Lattice, LayoutPreferences, enumerate_layouts, with_layout
-from engine.layout.point import Layout
+from engine.layout.lattice.point import Layout
+from engine.layout.lattice.shapes import Lattice, LayoutPreferences, enumerate_layouts, with_layout
 from engine.ledger.phases import Range
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset
@@ -56,14 +56,14 @@ OPTIMIZERS = ["adamw", "adamw", "sgd_momentum", "lion", "adafactor"]
 
 
 CROSS_EP_OPTIMIZERS = ["adamw", "adamw", "sgd", "sgd_momentum", "lion"]
-"""The optimizers whose step the cross-EP rule covers (``engine/layout/cross_ep.py``)."""
+"""The optimizers whose step the cross-EP rule covers (``engine/layout/proofs/cross_ep.py``)."""
 
 
 @st.composite
 def search_plans(draw: st.DrawFn, cross_ep: bool = False) -> tuple[Plan, int]:
     """A random small plan and a GPU bound; ``cross_ep``: a MoE under plain FSDP2 of
     full training with 4 or 8 experts in any storage, what the cross-EP rule
-    (``engine/layout/cross_ep.py``) holds for, so that several EPs of each shape meet."""
+    (``engine/layout/proofs/cross_ep.py``) holds for, so that several EPs of each shape meet."""
     moe = cross_ep or draw(st.booleans())
     arch: dict[str, Any] = {
         "family": "llama",
@@ -107,6 +107,10 @@ def search_plans(draw: st.DrawFn, cross_ep: bool = False) -> tuple[Plan, int]:
         # torchtitan's loss modes and zero_grad (engine/ledger/activations/loss_modes.py)
         "runtime.loss_impl": draw(st.sampled_from(["auto", "auto", "compiled", "chunked"])),
         "runtime.zero_grad": draw(st.sampled_from(["auto", "auto", "zero_fill"])),
+        # torchtitan's FSDP2 units before 0.2.0: the whole-model root (titan_units)
+        "runtime.torchtitan_version": draw(st.sampled_from(["0.3.0", "0.3.0", "0.1.0"])),
+        # transformers' loss before 4.49: the shifted logits copy (activations/loss.py)
+        "runtime.transformers_version": draw(st.sampled_from(["5.24.0", "5.24.0", "4.47.0"])),
         "hardware.usable_policy": draw(st.sampled_from(["framework_visible", "marketed"])),
         "hardware.gpus_per_node": draw(st.sampled_from([2, 4, 8])),
         "hardware.usable_hbm_bytes": draw(st.integers(2_500_000_000, 8_000_000_000)),

@@ -1,4 +1,4 @@
-"""The search's peak floors (``engine/layout/bound.py``) never exceed the estimate.
+"""The search's peak floors (``engine/layout/proofs/bound.py``) never exceed the estimate.
 
 The search skips a layout, and every smaller DP of its regime with the same batch, when
 the floor alone is over the limit; that is sound only if the floor is at most the high
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from layout_plans import bound_below_estimates, legal_layouts, preset_plans, search_plans
 
 from engine.estimate import estimate
-from engine.layout.bound import PeakFloors
-from engine.layout.lattice import Lattice, LayoutPreferences, enumerate_layouts, with_layout
+from engine.layout.lattice.shapes import Lattice, LayoutPreferences, enumerate_layouts, with_layout
+from engine.layout.proofs.bound import PeakFloors
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 

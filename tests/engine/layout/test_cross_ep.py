@@ -1,4 +1,4 @@
-"""The cross-EP rule (``engine/layout/cross_ep.py``): a layout's high and low fit peaks
+"""The cross-EP rule (``engine/layout/proofs/cross_ep.py``): a layout's high and low fit peaks
 are at least the same layout's at a wider EP less δ of that figure.
 
 The search skips estimating a layout (and, where it pads nothing, every smaller DP of its
@@ -24,14 +24,14 @@ from layout_plans import PESSIMISTIC, SEARCH_SETTINGS, legal_layouts, search_pla
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.layout.bound import PeakFloors
-from engine.layout.cross_ep import CrossEp, in_scope
-from engine.layout.evaluate import Evaluator
-from engine.layout.lattice import LayoutPreferences, legal_shapes, with_layout
-from engine.layout.low_bound import LowFloors
-from engine.layout.point import Layout
-from engine.layout.regimes import SearchMemo
-from engine.layout.state_bound import StateFloors
+from engine.layout.lattice.point import Layout
+from engine.layout.lattice.shapes import LayoutPreferences, legal_shapes, with_layout
+from engine.layout.proofs.bound import PeakFloors
+from engine.layout.proofs.cross_ep import CrossEp, in_scope
+from engine.layout.proofs.evaluate import Evaluator
+from engine.layout.proofs.low_bound import LowFloors
+from engine.layout.proofs.regimes import SearchMemo
+from engine.layout.proofs.state_bound import StateFloors
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved

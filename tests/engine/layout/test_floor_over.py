@@ -1,4 +1,4 @@
-"""The peak floor's verdict (``PeakFloors.over``, ``engine/layout/bound.py``) that the
+"""The peak floor's verdict (``PeakFloors.over``, ``engine/layout/proofs/bound.py``) that the
 search prunes by: worked out stage by stage and stopped at the first stage over the
 limit, it says what ``floor > limit`` says wherever the floor is known — by the high
 figure (the procurement and arithmetic searches) and the low one (the validation-low
@@ -19,9 +19,9 @@ from layout_plans import SEARCH_SETTINGS, legal_layouts, search_plans
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.layout.bound import PeakFloors
-from engine.layout.lattice import with_layout
-from engine.layout.point import Layout
+from engine.layout.lattice.point import Layout
+from engine.layout.lattice.shapes import with_layout
+from engine.layout.proofs.bound import PeakFloors
 from engine.ledger.peaks.runtime import reserve_row
 from engine.plan import Plan
 

@@ -1,5 +1,5 @@
 """A regime's candidate layouts read through a view of its DP values
-(``engine/layout/group.py``) are those of the list the view stands for, and the search
+(``engine/layout/lattice/group.py``) are those of the list the view stands for, and the search
 reads the same answers through views as through lists.
 
 Views are what the search gets for a regime longer than ``regimes.LISTED`` (a dense
@@ -13,11 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from layout_plans import SEARCH_SETTINGS, search_plans
 
-from engine.layout import regimes
-from engine.layout.counts import gpu_counts
-from engine.layout.group import Group, below_dp, dp_span
-from engine.layout.known import Known
-from engine.layout.point import Layout
+from engine.layout.lattice.group import Group, below_dp, dp_span
+from engine.layout.lattice.point import Layout
+from engine.layout.proofs import regimes
+from engine.layout.proofs.regimes import Known
+from engine.layout.search.counts import gpu_counts
 from engine.plan import Plan
 
 SHAPE = Layout(tp=2, pp=1, cp=1, ep=1, dp=1, micro_batch=2, grad_accum=3)

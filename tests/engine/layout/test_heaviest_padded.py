@@ -1,6 +1,6 @@
 """The padded bytes an estimate's outcome keeps (``Outcome.padded``, what the search's
-slack reads) worked out from the heaviest stage's shared rows
-(``evaluate.heaviest_padded``) equal those of its full rows, on random small plans
+slack reads) worked out from the heaviest stage's shared rows (``evaluate.stage_padded``
+of the heaviest stage) equal those of its full rows, on random small plans
 (``layout_plans.search_plans``: FSDP1/2, HSDP, ZeRO, DDP, MoE, LoRA) at every legal
 layout of a random world, and on real models (QLoRA's dequantized copies among them) at
 every legal layout of 8 GPUs — before the rows are built and after."""
@@ -13,8 +13,8 @@ from layout_plans import SEARCH_SETTINGS, legal_layouts, preset_plans, search_pl
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.layout.evaluate import heaviest_padded, padded_bytes
-from engine.layout.lattice import with_layout
+from engine.layout.lattice.shapes import with_layout
+from engine.layout.proofs.evaluate import padded_bytes, stage_padded
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 
@@ -29,9 +29,9 @@ def _compare(plan: Plan, world: int) -> int:
             est = estimate(with_layout(plan, lay), decisive_only=True)
         except PlanError:
             continue
-        got = heaviest_padded(est)
+        got = stage_padded(est.heaviest)
         assert got == padded_bytes(est.heaviest.rows), lay
-        assert heaviest_padded(est) == got, lay  # the rows built by now
+        assert stage_padded(est.heaviest) == got, lay  # the rows built by now
         padded += got > 0
     return padded
 

@@ -1,4 +1,4 @@
-"""The low search's bound (``engine/layout/low_bound.py``) never exceeds the low estimate.
+"""The low search's bound (``engine/layout/proofs/low_bound.py``) never exceeds the low estimate.
 
 The low search skips a layout when a stage's bound is over the limit, and a regime's
 smaller DPs when it is over by more than the stage's padding slack; sound only if each
@@ -23,18 +23,18 @@ from layout_plans import (
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.layout.bound import PeakFloors
-from engine.layout.evaluate import Evaluator, stage_padded
-from engine.layout.lattice import (
+from engine.layout.lattice.point import Layout
+from engine.layout.lattice.shapes import (
     Lattice,
     LayoutPreferences,
     legal_shapes,
     with_layout,
 )
-from engine.layout.low_bound import LowFloors
-from engine.layout.point import Layout
-from engine.layout.regimes import SearchMemo
-from engine.layout.state_bound import StateFloors
+from engine.layout.proofs.bound import PeakFloors
+from engine.layout.proofs.evaluate import Evaluator, stage_padded
+from engine.layout.proofs.low_bound import LowFloors
+from engine.layout.proofs.regimes import SearchMemo
+from engine.layout.proofs.state_bound import StateFloors
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 
@@ -166,7 +166,7 @@ def test_regime_wide_low_bound_on_presets() -> None:
 
 def _dominates_state_bound(plan: Plan, layouts: tuple[Layout, ...]) -> int:
     """Where the low bound is known, it is at least the state bound's low
-    (:mod:`engine.layout.state_bound`): what lets the low search skip the state bound of
+    (:mod:`engine.layout.proofs.state_bound`): what lets the low search skip the state bound of
     a layout within the low one (``search._Shape.probe``). How many layouts compared."""
     floors = PeakFloors(plan)
     low, states = LowFloors(floors), StateFloors(floors)

@@ -19,11 +19,10 @@ from __future__ import annotations
 from hypothesis import given
 from layout_plans import SEARCH_SETTINGS, search_plans
 
-from engine.layout.evaluate import Evaluator
-from engine.layout.lattice import legal_shapes
-from engine.layout.point import LayoutPreferences
-from engine.layout.regimes import SearchMemo
-from engine.layout.slack import slack
+from engine.layout.lattice.point import LayoutPreferences
+from engine.layout.lattice.shapes import legal_shapes
+from engine.layout.proofs.evaluate import Evaluator, slack
+from engine.layout.proofs.regimes import SearchMemo
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 

@@ -15,8 +15,8 @@ where one tensor per expert (14,336 rows over 3: one row of 4,096) would read â‰
 
 from __future__ import annotations
 
-from engine.layout.padding import padding_problems, padding_share
-from engine.layout.point import Layout
+from engine.layout.lattice.padding import padding_context, problems_in, share_in
+from engine.layout.lattice.point import Layout
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
 
@@ -29,10 +29,10 @@ def test_fused_experts_pad_as_the_ledger_shards_them() -> None:
     assert plan.model.architecture.moe.expert_storage == "auto"
     arch = resolved(plan).model.architecture
     assert arch.moe is not None and arch.moe.expert_storage == "fused_gate_up"
-    pad, padded = padding_share(plan, Layout(tp=1, pp=1, cp=1, ep=1, dp=3))
+    pad, padded = share_in(padding_context(plan), Layout(tp=1, pp=1, cp=1, ep=1, dp=3))
     expert_share = 3 * INTER * HIDDEN / (9 * 3 * INTER * HIDDEN + 10240 * HIDDEN)
     assert 0.98 * expert_share < pad / padded < 1 / 9
-    assert padding_problems(plan, Layout(tp=1, pp=1, cp=1, ep=1, dp=3), 0.05)
+    assert problems_in(padding_context(plan), Layout(tp=1, pp=1, cp=1, ep=1, dp=3), 0.05)
     # DP 8 divides the 8 experts: no expert padding; only the small dense tensors pad.
-    pad8, padded8 = padding_share(plan, Layout(tp=1, pp=1, cp=1, ep=1, dp=8))
+    pad8, padded8 = share_in(padding_context(plan), Layout(tp=1, pp=1, cp=1, ep=1, dp=8))
     assert pad8 / padded8 < 0.001

@@ -1,4 +1,4 @@
-"""The FSDP padding share (``engine/layout/padding.py``) that the search's candidates and
+"""The FSDP padding share (``engine/layout/lattice/padding.py``) that the search's candidates and
 slacks read, worked out as the module's docstring says — each tensor's local dim-0 rows
 padded to its shard group, the largest share of any unit — without its caches, merged
 rows or shortcuts (the experts' group left out where no tensor is routed, a non-hybrid
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from layout_plans import SEARCH_SETTINGS, TINY_MOE, legal_layouts, search_plans
 
 from engine.errors import PlanError
-from engine.layout.padding import padding_share
-from engine.layout.point import Layout
+from engine.layout.lattice.padding import padding_context, share_in
+from engine.layout.lattice.point import Layout
 from engine.ledger.groups import ranks_per_node
 from engine.ledger.placement import layer_classes
 from engine.ledger.sharding import shard_group_size
@@ -62,7 +62,7 @@ def _reference(plan: Plan, lay: Layout) -> tuple[int, int]:
 def test_padding_share_is_the_reference(case: tuple[Plan, int], world: int) -> None:
     plan, _ = case
     for lay in legal_layouts(plan, world).legal:
-        assert padding_share(plan, lay) == _reference(plan, lay), lay
+        assert share_in(padding_context(plan), lay) == _reference(plan, lay), lay
 
 
 @SEARCH_SETTINGS
@@ -95,7 +95,7 @@ def test_padding_share_is_the_reference_where_it_pads(
         assume(False)
     for tp, cp, dp, ep, etp in dims:
         lay = Layout(tp=tp, pp=1, cp=cp, ep=ep, dp=dp, etp=etp)
-        assert padding_share(plan, lay) == _reference(plan, lay), lay
+        assert share_in(padding_context(plan), lay) == _reference(plan, lay), lay
 
 
 def test_stacked_experts_pad_by_their_local_experts() -> None:
@@ -117,6 +117,6 @@ def test_stacked_experts_pad_by_their_local_experts() -> None:
         if is_expert_parallel(t)
     ]
     assert experts and all(t.stacked for t in experts)
-    pad, padded = padding_share(plan, lay)
+    pad, padded = share_in(padding_context(plan), lay)
     assert pad * 4 >= padded * 3 * 0.9  # the expert unit: ~3/4 padding
     assert (pad, padded) == _reference(plan, lay)

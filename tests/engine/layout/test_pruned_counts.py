@@ -1,8 +1,8 @@
-"""The bounds the search prunes by (``engine/layout/bound.py``, ``low_bound.py``,
+"""The bounds the search prunes by (``engine/layout/proofs/bound.py``, ``low_bound.py``,
 ``state_bound.py``, the floor of ``floor.py``) change no count on real models.
 
 A caller's estimator turns every bound off (they know only the ledger's rows, see
-``engine.layout.evaluate.Evaluator``): the search then estimates each regime's probes
+``engine.layout.proofs.evaluate.Evaluator``): the search then estimates each regime's probes
 and takes nothing on trust but the DP regimes themselves. On a sample of presets — dense
 and MoE, FSDP2, DDP, ZeRO and Megatron — the three counts and their layouts equal that
 unpruned search's, to 1,024 GPUs.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from engine.estimate import Estimate, estimate
-from engine.layout.counts import GpuCounts, gpu_counts
+from engine.layout.search.counts import GpuCounts, gpu_counts
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 

@@ -1,4 +1,4 @@
-"""The DP regimes (``engine/layout/regimes.py``): within one, a rank's peak never rises
+"""The DP regimes (``engine/layout/proofs/regimes.py``): within one, a rank's peak never rises
 with DP (up to the FSDP padding slack), which the search's pruning rests on."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from dataclasses import replace
 from layout_plans import TINY_MOE
 
 from engine.estimate import estimate
-from engine.layout.lattice import with_layout
-from engine.layout.point import Layout
-from engine.layout.regimes import regime
+from engine.layout.lattice.point import Layout
+from engine.layout.lattice.shapes import with_layout
+from engine.layout.proofs.regimes import regime
 from engine.plan import default_plan, with_values
 
 

@@ -2,9 +2,9 @@
 
 Brute force estimates every legal layout of every world size up to the bound and takes
 the cheapest that fits (the plan's own layout among them); the search estimates a few
-per shape, pruning by DP regimes and cost (``engine/layout/search.py``), reusing what
-one search proved in the next (``search.Known``) and skipping layouts whose peak floor
-already exceeds the limit (``engine/layout/bound.py``). The plans
+per shape, pruning by DP regimes and cost (``engine/layout/search/minimum.py``), reusing what
+one search proved in the next (``proofs.regimes.Known``) and skipping layouts whose peak floor
+already exceeds the limit (``engine/layout/proofs/bound.py``). The plans
 (``layout_plans.search_plans``) put every non-monotone step the search must respect in
 play: DP 1 → 2, the expert DP group appearing, HSDP's shard group moving, ranks per
 node still growing, FSDP padding.
@@ -16,9 +16,14 @@ from hypothesis import given, settings
 from layout_plans import SEARCH_SETTINGS, search_plans
 
 from engine.estimate import estimate
-from engine.layout.counts import gpu_counts
-from engine.layout.lattice import LayoutPreferences, enumerate_layouts, layout_of, with_layout
-from engine.layout.search import procurement
+from engine.layout.lattice.shapes import (
+    LayoutPreferences,
+    enumerate_layouts,
+    layout_of,
+    with_layout,
+)
+from engine.layout.search.counts import gpu_counts
+from engine.layout.search.procure import procurement
 from engine.plan import Plan
 
 
@@ -59,7 +64,7 @@ def test_counts_equal_brute_force(case: tuple[Plan, int]) -> None:
 @settings(SEARCH_SETTINGS, max_examples=150)
 @given(search_plans(cross_ep=True))
 def test_counts_equal_brute_force_under_the_cross_ep_rule(case: tuple[Plan, int]) -> None:
-    """The same on MoE plans the cross-EP rule holds for (``engine/layout/cross_ep.py``:
+    """The same on MoE plans the cross-EP rule holds for (``engine/layout/proofs/cross_ep.py``:
     FSDP2, 4 or 8 experts, so each shape meets EP 1, 2, 4 and 8), where the search
     proves narrow EPs over by their widest EP's bound or estimate."""
     _check(case)

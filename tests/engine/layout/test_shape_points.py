@@ -1,4 +1,4 @@
-"""The search's per-shape bookkeeping (``engine/layout/regimes.py``): the regimes it
+"""The search's per-shape bookkeeping (``engine/layout/proofs/regimes.py``): the regimes it
 builds once and windows by bisection are exactly those a walk up every candidate DP
 finds, and the peak floor over the limit at each batch's largest DP of a shape is over
 it at every DP of the shape — the rule by which the search drops a whole shape before
@@ -18,12 +18,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from layout_plans import SEARCH_SETTINGS, search_plans
 
-from engine.layout.bound import PeakFloors
-from engine.layout.candidates import RegimeKey, dp_candidates, layout_at
-from engine.layout.lattice import LayoutPreferences, legal_shapes
-from engine.layout.padding import padding_problems
-from engine.layout.point import Layout
-from engine.layout.regimes import SearchMemo, regime
+from engine.layout.lattice.candidates import RegimeKey, dp_candidates, layout_at
+from engine.layout.lattice.padding import padding_context, problems_in
+from engine.layout.lattice.point import Layout
+from engine.layout.lattice.shapes import LayoutPreferences, legal_shapes
+from engine.layout.proofs.bound import PeakFloors
+from engine.layout.proofs.regimes import SearchMemo, regime
 from engine.plan import Plan, with_values
 
 
@@ -38,7 +38,7 @@ def _walk(
         if d < fewest_dp:
             continue
         lay = layout_at(plan, shape, d)
-        if memo.padding < 1 and padding_problems(plan, lay, memo.padding):
+        if memo.padding < 1 and problems_in(padding_context(plan), lay, memo.padding):
             continue
         out.setdefault(regime(plan, lay), []).append(lay)
     return out

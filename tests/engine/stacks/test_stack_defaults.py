@@ -69,7 +69,12 @@ def test_the_default_plan_resolves_every_auto_field_and_records_where_from() -> 
     the model's dropout are resolved but listed only where they apply (a QLoRA plan,
     Megatron's model)."""
     dense = resolve_stack_defaults(default_plan()).derived
-    shown = STACK_FIELDS - {"method.qlora.quant_storage", "method.dropout"}
+    shown = STACK_FIELDS - {
+        "method.qlora.quant_storage",
+        "method.dropout",
+        "runtime.qkv_fusion",  # torchtitan's model code only
+        "runtime.rope_cache",
+    }
     assert set(dense) == shown - {"model.architecture.moe.expert_storage"}
     assert resolved(default_plan()).method.qlora.quant_storage == "bf16"  # FSDP2
     plan = _moe_default_plan()

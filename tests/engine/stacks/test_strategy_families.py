@@ -68,6 +68,7 @@ ALTERNATIVES: dict[str, list[Any]] = {
     "fsdp_prefetch_units": [3],
     "fsdp1_limit_all_gathers": [False],
     "fsdp1_backward_prefetch": ["none"],
+    "fsdp1_sync_module_states": [True, False],
     "ds_prefetch_bucket_elements": [10**9],
     "ds_max_live_parameters": [10**6],
     "ds_max_reuse_distance": [5],

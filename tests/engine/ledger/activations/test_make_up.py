@@ -45,7 +45,7 @@ def _rows(mu: MakeUp, g: Any, fly: Any) -> tuple[list[Row], list[tuple[int, int]
 
 EXTRA: dict[str, st.SearchStrategy[Any]] = {
     "runtime.attention": st.sampled_from(
-        ["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "eager"]
+        ["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "flex", "eager"]
     ),
     "method.recompute.policy": st.sampled_from(["none", "full", "selective", "offload", "every_k"]),
     "method.precision.policy": st.sampled_from(["amp_master", "autocast", "pure_16bit", "fp32"]),

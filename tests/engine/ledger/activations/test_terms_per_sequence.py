@@ -39,7 +39,7 @@ from engine.stacks.defaults import resolved
 @given(
     st.sampled_from(["llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "gemma-2-9b", "falcon-7b"]),
     st.sampled_from(["hf-transformers", "megatron", "torchtitan"]),
-    st.sampled_from(["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "eager"]),
+    st.sampled_from(["sdpa_flash", "sdpa_mem_efficient", "flash_attn", "flex", "eager"]),
     st.sampled_from(["none", "selective", "full", "every_k"]),
     st.sampled_from(["full", "lora"]),
     st.sampled_from([(1, False, 1), (2, True, 1), (4, False, 2)]),

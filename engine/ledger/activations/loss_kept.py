@@ -1,0 +1,63 @@
+"""The loss rows' fixed parts: a row of the same bytes whatever the micro-batches in
+flight, and the logits a training loop keeps by holding the model's output
+(``runtime.kept_logits``) — apart from :mod:`loss` so that module stays one job (the
+loss's own buffers)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.ledger.activations.varying import Varying, new_varying
+from engine.ledger.row import Moment, Row, make_row, moments_in
+from engine.sections.runtime import RuntimeSection
+from engine.units import fmt_count
+
+KEPT_MOMENTS = moments_in(frozenset({"forward", "backward", "optimizer"}))
+
+
+def kept_bytes(rt: RuntimeSection, logits: int, fp32: int) -> int:
+    """Bytes of the logits a training loop keeps by holding the model output
+    (``runtime.kept_logits``), 0 when it keeps none."""
+    return {"none": 0, "fp32": fp32, "compute": logits}[rt.kept_logits]
+
+
+def kept_part(rt: RuntimeSection, kept: int, t: int, v: int, bpe: int, src: str) -> Varying:
+    """The model output's logits, held by the loop from the loss through backward and the
+    optimizer step.
+
+    Answer.AI's fsdp_qlora ``train.py`` (``fsdp_main``) binds ``output = model(...)``,
+    calls ``loss.backward()`` and ``optimizer.step()``, and only then ``output = None``
+    ("Delete the output so more memory frees up before the next forward pass"); under
+    transformers <= 4.44 ``LlamaForCausalLM.forward`` returns ``logits = logits.float()``,
+    so that output holds fp32 T × V bytes while the loss backward's log-probs and their
+    gradients are live (HF Trainer's ``compute_loss`` returns the loss alone, so its
+    output is freed before backward: ``none``)."""
+    dtype = "fp32" if rt.kept_logits == "fp32" else "16-bit"
+
+    def build() -> Row:
+        return make_row(
+            id="hbm.loss.kept_output",
+            label=f"Loss: {dtype} logits the training loop's output keeps",
+            state="loss",
+            location="hbm",
+            kind="peak",
+            group="logits",
+            low=kept,
+            high=kept,
+            formula=lambda: (
+                f"{t}·{v}·{bpe} = {fmt_count(kept)} B (runtime.kept_logits: the output is "
+                "held until after the optimizer step)"
+            ),
+            source=src,
+            phases=frozenset({"forward", "backward", "optimizer"}),
+        )
+
+    return fixed_part(kept, KEPT_MOMENTS, build)
+
+
+def fixed_part(n: int, moments: frozenset[Moment], build: Callable[[], Row]) -> Varying:
+    """A row of one micro-batch's ``n`` bytes whatever the micro-batches in flight, as a
+    :class:`Varying` (the same bytes at every :class:`InFlight`; the row built from
+    ``build`` — which writes ``n`` — when read)."""
+    span = (n, n)
+    return new_varying((lambda fly: span, lambda fly: build(), True, moments))
