@@ -25,6 +25,7 @@ from engine.plan import Plan
 from engine.stacks.defaults import resolved
 from engine.trace.build import build_meta_model, retie
 from engine.trace.collect import Collector, model_states
+from engine.trace.deepspeed.support import uses_deepspeed
 from engine.trace.dtypes import casts_compute, compute_dtype, dtype_name, param_dtype
 from engine.trace.errors import TraceError, TraceFailed, TraceRefused
 from engine.trace.megatron.support import uses_megatron
@@ -105,6 +106,12 @@ def trace_plan(
     Fields left to the training stack are traced as its defaults."""
     plan = resolved(plan)
     say = progress or (lambda _msg: None)
+    if uses_deepspeed(plan):  # DeepSpeed's own engine, on real CPU tensors
+        from engine.trace.deepspeed.runner import trace_deepspeed
+
+        return _one_reason(
+            lambda: trace_deepspeed(plan, options.steps, options.rank, say, should_stop)
+        )
     if uses_titan(plan):
         from engine.trace.titan.runner import trace_titan
 

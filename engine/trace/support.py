@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from engine.plan import Plan
 from engine.stacks.defaults import resolve_stack_defaults, resolved
+from engine.trace.deepspeed.support import deepspeed_refusal, uses_deepspeed
 from engine.trace.megatron.support import megatron_refusal, uses_megatron
 
 TRACEABLE_STRATEGIES: frozenset[str] = frozenset({"ddp", "fsdp2", "fsdp2_hsdp"})
@@ -24,11 +25,6 @@ names the per-layer DTensor TP plan shards (transformers' own base_model_tp_plan
 
 def _strategy_refusal(plan: Plan) -> str | None:
     par, stack = plan.parallelism, resolve_stack_defaults(plan).stack
-    if stack == "deepspeed" or par.strategy in ("zero1", "zero2", "zero3"):
-        return (
-            "DeepSpeed (ZeRO) cannot be traced: its engine moves and re-views parameters in "
-            "ways fake CPU tensors refuse (docs/trace-frameworks.md)"
-        )
     if stack == "megatron_core" or par.strategy == "megatron_distopt":
         return (
             "the distributed optimizer is traced with Megatron-Core's own code: set "
@@ -164,6 +160,8 @@ def refusal(plan: Plan) -> str | None:
     """Why this plan cannot be traced (one sentence), or None when it can (judged on the
     plan as computed: fields left to the training stack take its defaults)."""
     plan = resolved(plan)
+    if uses_deepspeed(plan):
+        return deepspeed_refusal(plan)  # DeepSpeed's own engine, on real CPU tensors
     if uses_megatron(plan):  # Megatron-Core's own code traces it (engine/trace/megatron)
         return megatron_refusal(plan)
     for check in (_strategy_refusal, _tp_refusal, _method_refusal, _runtime_refusal):

@@ -40,12 +40,13 @@ def header(result: TraceResult) -> list[str]:
     s, v = result.setup, result.versions
     libraries = " · ".join(
         f"{name} {v[name]}"
-        for name in ("torch", "torchtitan", "megatron-core", "transformers", "peft")
+        for name in ("torch", "torchtitan", "megatron-core", "deepspeed", "transformers", "peft")
         if name in v
     )
+    tensors = "" if "real cpu tensors" in s.tracker else ", fake cpu tensors"  # DeepSpeed's
     return [
         f"Trace: {s.model_type} — {s.strategy}, rank {s.rank} of {s.world_size} "
-        f"({s.tracker}, fake cpu tensors, {s.rounding_bytes}-B rounding)",
+        f"({s.tracker}{tensors}, {s.rounding_bytes}-B rounding)",
         f"  {libraries} · {s.steps} steps in {result.wall_seconds:.1f} s, step {s.steps} reported",
         f"  {s.n_params:,} parameters ({s.n_trainable:,} trainable), {s.param_dtype} "
         f"parameters, {s.compute_dtype} compute, attention {s.attention}, recompute "

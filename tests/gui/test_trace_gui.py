@@ -142,7 +142,7 @@ def test_a_plan_the_trace_cannot_run_is_refused_before_running(qtbot: Any, windo
     qtbot.waitUntil(lambda: not window.doc.pending)
     p = panel(window)
     assert not p.button.isEnabled()
-    assert p.status.text().startswith("Cannot trace this plan: DeepSpeed (ZeRO)")
+    assert p.status.text().startswith("Cannot trace this plan: DeepSpeed is traced on real CPU")
     assert not p.start() and not p.running
 
 

@@ -1,0 +1,1 @@
+"""``memplan trace`` of a ``deepspeed`` plan: DeepSpeed's own ZeRO engine on real CPU tensors."""
