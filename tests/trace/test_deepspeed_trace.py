@@ -182,3 +182,19 @@ def test_zero3_rows_at_the_peak_match_the_ledger_exactly() -> None:
     for name, value in expected.items():
         line = lines[name]
         assert (line.traced, line.low, line.high) == (value, value, value), name
+
+
+def test_process_wide_rebindings_are_put_back() -> None:
+    """ZeRO-3 rebinds ``torch.nn.functional.linear`` to its ``zero3_linear_wrap`` and never
+    restores it; a later trace in the same process (the test session, a reused trace
+    worker) then saved different tensors for backward (four HF grid cases read 7-9 %
+    below the ledger). The trace's environment puts the binding back."""
+    pytest.importorskip("deepspeed")
+    import torch
+
+    from engine.trace.deepspeed.environment import deepspeed_environment
+
+    original = torch.nn.functional.linear
+    with deepspeed_environment(8, 0):
+        torch.nn.functional.linear = lambda *a, **k: None  # as zero.Init does
+    assert torch.nn.functional.linear is original

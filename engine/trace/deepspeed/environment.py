@@ -102,9 +102,18 @@ def deepspeed_environment(world: int, rank: int) -> Iterator[None]:
     originals = {name: getattr(backend, name) for name in FILLED}
     for name, original in originals.items():
         setattr(backend, name, _filling(original))
+    # DeepSpeed rebinds these process-wide (ZeRO-3's ``zero3_linear_wrap`` replaces
+    # ``F.linear``; its RNG tracker wraps ``torch.manual_seed``) and never puts them back,
+    # which changed what a later trace in the same process saved for backward
+    import torch
+
+    process_wide = [(torch.nn.functional, "linear"), (torch, "manual_seed")]
+    bound = [(owner, name, getattr(owner, name)) for owner, name in process_wide]
     try:
         yield
     finally:
+        for owner, name, value in bound:
+            setattr(owner, name, value)
         for name, original in originals.items():
             setattr(backend, name, original)
         ds_torch.build_shm_op = build_shm
