@@ -97,3 +97,13 @@ def test_megatron_loss_backward_counts_the_heads_input_gradient() -> None:
     plus the output layer's input gradient 4096 · 4096 · 2 = 33,554,432 B."""
     rows = _rows(estimate(_plan("megatron_core", "megatron_distopt")))
     assert rows["hbm.loss.backward_transient"].high == LOGITS + DGRAD == 1_084_227_584
+
+
+def test_megatron_batch_holds_position_ids_and_the_loss_mask() -> None:
+    """Megatron-LM ``megatron/training/utils.py`` ``get_batch_on_this_tp_rank`` moves
+    ``tokens``, ``labels``, ``position_ids`` (int64) and ``loss_mask`` (fp32) to the GPU:
+    s 4096, b 1 → 3 × 4096 · 8 + 4096 · 4 = 114,688 B (the HF batch's input_ids and
+    labels would be 65,536 B)."""
+    rows = _rows(estimate(_plan("megatron_core", "megatron_distopt")))
+    assert rows["hbm.inputs.batch"].low == rows["hbm.inputs.batch"].high == 114_688
+    assert _rows(estimate(_plan("pytorch")))["hbm.inputs.batch"].high == 65_536
