@@ -43,7 +43,7 @@ from engine.ledger.states.persistent import placing_parallelism, stage_states_at
 from engine.ledger.states.zero_accumulation import next_partition_rows
 from engine.ledger.states.zero_grad import grads_kept, kept_between_steps
 from engine.plan import SECTION_ORDER, Plan, SectionsKey
-from engine.stacks.families import rule_of
+from engine.stacks.families import stack_rule_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,7 @@ _GROUP_OF = attrgetter("group")
 def _part(plan: Plan, stage: int, dense: int, expert: int, grads_in_hbm: bool) -> _Part:
     """:class:`_Part` of ``stage`` of a plan at DP 1 and CP 1 (:func:`_at_placing`) whose
     dense and routed-expert tensors shard over ``dense`` and ``expert`` ranks."""
-    rule = rule_of(plan.parallelism.strategy)
+    rule = stack_rule_of(plan.parallelism.strategy, plan.stack.name)
     formats = resolve_formats(plan.method.precision)
     placed, held_t, ctx, head, unsharded = stage_states_at(plan, stage, dense, expert)
     kept = kept_between_steps(plan)  # zero_grad(set_to_none=False)

@@ -141,8 +141,36 @@ STRATEGIES: dict[Strategy, StrategyRule] = {
 }
 
 
+MEGATRON_DDP = StrategyRule(
+    "Megatron DDP (no distributed optimizer)",
+    "megatron",
+    False,
+    False,
+    False,
+    "flat",
+    "megatron-ddp",
+    (),
+)
+"""Strategy ``ddp`` under ``stack.name`` megatron_core: Megatron-Core's own
+``DistributedDataParallel``, not torch's. Megatron-Core 0.16.1
+``megatron/core/distributed/param_and_grad_buffer.py``: ``_ParamAndGradBuffer.__init__``
+allocates ``grad_data`` (every ``param.main_grad`` a view of it) when the model is wrapped,
+and ``_ParamAndGradBucketGroup.start_grad_sync`` all-reduces each bucket's ``grad_data``
+view in place (``torch.distributed.all_reduce(bucket.grad_data, ...)``): no torch
+``Reducer`` buckets and no per-tensor ``.grad`` made during backward. Every state is
+replicated (``shards_nothing``), but the family is Megatron's."""
+
+
 def rule_of(strategy: Strategy) -> StrategyRule:
     """The table row of a strategy."""
+    return STRATEGIES[strategy]
+
+
+def stack_rule_of(strategy: Strategy, stack: str) -> StrategyRule:
+    """:func:`rule_of` as the plan's stack runs it: ``ddp`` under Megatron-Core is
+    :data:`MEGATRON_DDP` (its grad buffer, not torch DDP's reducer)."""
+    if strategy == "ddp" and stack == "megatron_core":
+        return MEGATRON_DDP
     return STRATEGIES[strategy]
 
 

@@ -101,35 +101,28 @@ def test_model_states_equal_the_ledger(layers: int, tp: int, sp: bool) -> None:
 
 
 PEAK_CASES = [
-    # measured when written: traced 13,396,327,936 B, 240,845 B (0.002 %) above the
-    # ledger's high end, at the output layer's backward mm. The ledger's loss rows at that
-    # moment (saved 1,050,673,152 + backward transient 525,336,576) leave out the head's
-    # input gradient, bf16 s × h = 2048 × 4096 × 2 = 16,777,216 B, which the dgrad mm
-    # makes while the logits' gradient is live (traced "temporaries" 1,592,786,944 =
-    # 1,576,009,728 + 16,777,216). A strict xfail: it fails the day the ledger counts it.
-    pytest.param(
-        2,
-        1,
-        False,
-        marks=pytest.mark.xfail(
-            strict=True, reason="ledger's head backward leaves out the s×h bf16 input grad"
-        ),
-        id=IDS[0],
-    ),
+    # traced 13,396,327,936 B: inside since the ledger's Megatron loss backward counts the
+    # head's input gradient, bf16 s × h = 2048 × 4096 × 2 = 16,777,216 B, beside the
+    # logits gradient's 16-bit cast (traced "temporaries" at the output layer's dgrad mm:
+    # 1,592,786,944 = 1,576,009,728 + 16,777,216); it was 240,845 B above the high end
+    pytest.param(2, 1, False, id=IDS[0]),
     # traced 7,908,392,448: inside, mid error −0.05 % (TP 2 halves the logits, so the
     # head's 16 MiB input gradient fits in the ledger's range)
     pytest.param(2, 2, False, id=IDS[1]),
-    # traced 7,849,651,712 B, 27,934,311 B (0.36 %) above the high end: the head's input
-    # gradient as above, plus Megatron's GlobalMemoryBuffer ("mpu") that the local
+    # traced 7,849,651,712 B, 11,132,519 B (0.14 %) above the high end (27,934,311 B
+    # before the ledger counted the head's input gradient): Megatron's GlobalMemoryBuffer
+    # ("mpu", megatron/core/utils.py GlobalMemoryBuffer.get_tensor) that the *local*
     # linears' sequence-parallel all-gather keeps between steps, s × h bf16 = 16,777,216 B
-    # (tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication; TE's
-    # linears gather into their own transient buffers). Neither has a ledger row.
+    # (tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication.forward /
+    # backward). The trace runs the local spec; the megatron profile prices the default
+    # Transformer Engine spec, whose linears all-gather into per-call buffers freed after
+    # use, so the ledger has no row for it (docs/trace-frameworks.md).
     pytest.param(
         2,
         2,
         True,
         marks=pytest.mark.xfail(
-            strict=True, reason="head input grad + the SP all-gather's GlobalMemoryBuffer"
+            strict=True, reason="local spec: the SP all-gather's GlobalMemoryBuffer (TE spec: none)"
         ),
         id=IDS[2],
     ),

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, shape_free_geometry
 from engine.ledger.activations.hf import rotary_dim
@@ -26,12 +26,14 @@ def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
     :class:`Fixed` parts at a micro-batch's geometry: the plan
     read here, once (it is never read for the micro-batch's shape, which only ``g``
     gives); the buffers, which do not scale with it, built here too."""
-    label = "Input batch (input_ids" + (", labels)" if last else ")")
-    n_in = 2 if last else 1
     free = shape_free(plan)
     buffers = _buffers(
         free.model.architecture, free.runtime.activation_profile, shape_free_geometry(free)
     )
+    if free.runtime.activation_profile == "megatron":
+        return partial(_megatron_batch, last, buffers)
+    label = "Input batch (input_ids" + (", labels)" if last else ")")
+    n_in = 2 if last else 1
 
     def at(g: Geometry) -> list[Fixed]:
         gran = g.granularity
@@ -55,6 +57,45 @@ def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
         return [new_fixed(((batch, batch), row, True, _HELD)), *buffers]
 
     return at
+
+
+def _megatron_batch(last: bool, buffers: tuple[Fixed, ...], g: Geometry) -> list[Fixed]:
+    """Megatron-LM's GPT batch on the GPU (``megatron/training/utils.py``
+    ``get_batch_on_this_tp_rank``, called by ``pretrain_gpt.py`` ``get_batch``): ``tokens``
+    and ``position_ids`` (int64, ``megatron/core/datasets/gpt_dataset.py``
+    ``_get_ltor_masks_and_position_ids``: ``torch.arange(..., dtype=torch.long)``), and on
+    the last stage ``labels`` (int64) and ``loss_mask`` (``torch.float``, 4 B), each
+    ``.cuda()``'d. Not counted: the b × 1 × s × s bool ``attention_mask`` the dataset
+    adds when ``create_attention_mask_in_dataloader`` is on (Megatron-LM's default; s² B,
+    17 GB at s 131,072): the recipes turn it off (``--no-create-attention-mask-in-
+    dataloader``), TE's causal fused attention never reads it, and ``memplan trace`` of
+    Megatron-Core (``engine/trace/megatron``) feeds none."""
+    gran, t = g.granularity, g.micro_batch * g.seq
+    ints = (3 if last else 2) * round_up(t * INT64, gran)
+    low = ints + (round_up(t * FP32, gran) if last else 0)
+    what = "tokens, position_ids" + (", labels" if last else "")
+    n = 3 if last else 2
+
+    def row() -> Row:
+        return make_row(
+            id="hbm.inputs.batch",
+            label="Input batch (" + what + (", loss_mask)" if last else ")"),
+            state="inputs",
+            location="hbm",
+            kind="persistent",
+            group="inputs",
+            low=low,
+            high=low,
+            formula=lambda: (
+                f"int64 {what}: {n} × {g.micro_batch}·{g.seq}·8"
+                + (f" + fp32 loss_mask {g.micro_batch}·{g.seq}·4" if last else "")
+                + f" = {fmt_count(low)} B (no attention_mask: "
+                "--no-create-attention-mask-in-dataloader)"
+            ),
+            source="megatron-gpt-batch",
+        )
+
+    return [new_fixed(((low, low), row, True, _HELD)), *buffers]
 
 
 @lru_cache(maxsize=256)

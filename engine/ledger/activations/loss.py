@@ -19,8 +19,15 @@ Megatron's vocab-parallel cross-entropy (``megatron/core/tensor_parallel/
 cross_entropy.py``) upcasts with ``.float()`` and turns that copy into the softmax in
 place (``torch.exp(..., out=)``, ``div_``): the fp32 copy *is* the saved softmax, so the
 forward adds only the 16-bit logits to it; its backward scales it in place
-(``grad_input.mul_``) and autograd casts the result to the logits' 16-bit dtype, the one
-backward temporary (source review R5).
+(``grad_input.mul_``) and autograd casts the result to the logits' 16-bit dtype (source
+review R5). That cast is still live when the output layer's backward makes its input
+gradient: Megatron-Core 0.16.1 ``tensor_parallel/layers.py``
+``LinearWithGradAccumulationAndAsyncCommunication.backward`` runs
+``grad_input = grad_output.matmul(weight)`` — T × h in the 16-bit dtype, the full
+sequence under TP too (the column-parallel head's partial sums are all-reduced, or under
+sequence parallelism reduce-scattered, only afterwards) — so the backward transient is
+the cast plus T·h·2 B (measured by ``memplan trace`` of Megatron-Core: the traced
+temporaries at the head's dgrad mm are 1,576,009,728 + 16,777,216 B at T 2048, h 4096).
 """
 
 from __future__ import annotations
@@ -162,11 +169,17 @@ def _logits(
             src = "torch-loss-parallel"
             fwd_parts.append((lambda: f"loss_parallel shifted logits {t}·{v}·4", one))
         n_bwd = 1 if megatron else 3 if dtensor else 2
-        bwd = logits if megatron else n_bwd * one  # Megatron: the in-place grad's 16-bit cast
+        dgrad = round_up(t * g.hidden * c, gran) if megatron else 0  # the head's input grad
+        bwd = logits + dgrad if megatron else n_bwd * one  # Megatron: the 16-bit cast + dgrad
         bwd_formula: Formula = (
             (lambda: f"{_BWD_WHAT[dtensor]} {n_bwd} × {t}·{v}·{lp_bytes} = {fmt_count(bwd)} B")
             if not megatron
-            else (lambda: f"softmax grad computed in place; the 16-bit cast {t}·{v}·{c}")
+            else (
+                lambda: (
+                    f"softmax grad computed in place; the 16-bit cast {t}·{v}·{c} + the "
+                    f"output layer's input grad {t}·{g.hidden}·{c} = {fmt_count(bwd)} B"
+                )
+            )
         )
 
         def saved_span(fly: InFlight) -> Span:

@@ -47,9 +47,11 @@ def bucket_rows(
     if not trainable:
         return []
     replicas = max(map(_GROUP_OF, trainable), default=1)
-    if rule.shards_nothing and rule.family != "fsdp1" and replicas > 1:
+    if rule.shards_nothing and rule.family not in ("fsdp1", "megatron") and replicas > 1:
         # FSDP1 NO_SHARD has no DDP reducer: its post-backward hook all-reduces each
-        # unit's flat_param.grad in place (torch/distributed/fsdp/_runtime_utils.py)
+        # unit's flat_param.grad in place (torch/distributed/fsdp/_runtime_utils.py);
+        # nor has Megatron's DDP: it all-reduces its grad buffer's buckets in place
+        # (families.MEGATRON_DDP)
         return [_ddp_row(plan, trainable, formats)]
     if rule.family == "deepspeed":
         return [

@@ -33,12 +33,14 @@ from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
 from engine.sections.method import MethodSection
 from engine.sections.parallel import ParallelismSection
-from engine.stacks.families import rule_of
+from engine.stacks.families import StrategyRule, stack_rule_of
 
-Key = tuple[ArchitectureSpec, MethodSection, ParallelismSection, int, int, int, int]
+Key = tuple[ArchitectureSpec, MethodSection, ParallelismSection, int, int, int, int, StrategyRule]
 """What a stage's states read (:func:`_key`): the architecture, the method, the
 parallelism without its DP and CP (:func:`_placing`), the dense and expert shard group
-sizes, the allocator granularity and the representative stage."""
+sizes, the allocator granularity, the representative stage and the strategy's rule as
+the plan's stack runs it (:func:`~engine.stacks.families.stack_rule_of`: Megatron-Core's
+``ddp`` keeps its grad buffer)."""
 
 
 _PLACINGS: dict[tuple[object, ...], ParallelismSection] = {}
@@ -117,11 +119,12 @@ def _held(
     expert: int,
     granularity: int,
     stage: int,
+    rule: StrategyRule,
 ) -> tuple[tuple[HeldTensor, ...], ShardContext]:
     at = _placement(arch, method, par, stage)
     held = regrouped_from(at.parts, dense, expert)
     words = group_words_of(at.experts, dense, expert)
-    return tuple(held), ShardContext(rule_of(par.strategy), words, granularity)
+    return tuple(held), ShardContext(rule, words, granularity)
 
 
 def _key(plan: Plan, stage: int) -> Key:
@@ -136,6 +139,7 @@ def _key(plan: Plan, stage: int) -> Key:
         shard_group_size(par, expert_dp_group(par), rpn),
         plan.runtime.allocation_granularity_bytes,
         representative_stages(arch, placing)[stage],
+        stack_rule_of(par.strategy, plan.stack.name),
     )
 
 
@@ -153,8 +157,9 @@ def _rows(
     expert: int,
     granularity: int,
     stage: int,
+    rule: StrategyRule,
 ) -> tuple[Row, ...]:
-    held, ctx = _held(arch, method, par, dense, expert, granularity, stage)
+    held, ctx = _held(arch, method, par, dense, expert, granularity, stage, rule)
     formats = resolve_formats(method.precision)
     folded = _folded(arch, method, par, stage) if one_pass.applies(ctx) else None
     rows = regrouped_persistent_rows(folded, dense, expert, held, formats, method.optimizer, ctx)
@@ -216,7 +221,8 @@ def stage_states_at(plan: Plan, stage: int, dense: int, expert: int) -> StageSta
     placing = _placing(par)
     gran = plan.runtime.allocation_granularity_bytes
     rep = representative_stages(arch, placing)[stage]
-    return _states_at(plan, (arch, plan.method, placing, dense, expert, gran, rep))
+    rule = stack_rule_of(par.strategy, plan.stack.name)
+    return _states_at(plan, (arch, plan.method, placing, dense, expert, gran, rep, rule))
 
 
 def placing_parallelism(par: ParallelismSection) -> ParallelismSection:
@@ -252,8 +258,9 @@ def _shard_elems(
     expert: int,
     granularity: int,
     stage: int,
+    rule: StrategyRule,
 ) -> tuple[int, int]:
-    held, ctx = _held(arch, method, par, dense, expert, granularity, stage)
+    held, ctx = _held(arch, method, par, dense, expert, granularity, stage, rule)
     trainable = [t for t in held if t.trainable]
     opt = _elems(trainable, ctx.rule.optimizer, ctx, "state_dtype")
     return opt, _elems(list(held), ctx.rule.params, ctx, "param_dtype")
