@@ -47,10 +47,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry
-from engine.ledger.activations.library_versions import version_tuple
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Span, Varying, new_varying
-from engine.ledger.peaks.titan_units import SPLIT_UNITS_SINCE
+from engine.ledger.peaks.titan_units import head_regather_terms, regathers_head
 from engine.ledger.row import (
     AT_LOSS,
     BACKWARD,
@@ -263,24 +262,16 @@ def titan_regather_at(plan: Plan) -> Callable[[Geometry], list[Varying]] | None:
     3·T·V·4) are gone. The step's ``backward.start`` is the larger of the two moments,
     so this row is what the second adds beyond the loss's: max(0, unit + scatter −
     loss). Read once per plan, sized per micro-batch; the unit is whole on every rank
-    (no DP read). TP and CP plans are left out (their head is split)."""
-    par, rt = plan.parallelism, plan.runtime
-    if rt.activation_profile != "torchtitan" or plan.model.architecture.tied_embeddings:
+    and the row reads no DP (at DP 1 too where torchtitan shards one rank; the extra
+    fp32 copies of the world-1 reduce are a shared row,
+    :func:`engine.ledger.peaks.titan_units.world_one_reduce_rows`). Under TP the unit is
+    this rank's ⌈V ÷ TP⌉ lm_head rows (:func:`~engine.ledger.peaks.titan_units.
+    head_regather_terms`); CP plans are left out."""
+    if not regathers_head(plan):
         return None
-    if version_tuple(rt.torchtitan_version) < SPLIT_UNITS_SINCE:
-        return None  # the whole-model root regathers after the loss's backward (titan_units)
-    if not rule_of(par.strategy).fsdp or par.dp < 2 or par.tp > 1 or par.cp > 1:
-        return None
-    if rt.loss_impl not in ("eager", "chunked"):
-        return None
-    v, h = plan.model.architecture.vocab, plan.model.architecture.hidden
-    eager = rt.loss_impl == "eager"
 
     def at(g: Geometry) -> list[Varying]:
-        c, gran = g.compute_bytes, g.granularity
-        unit = round_up(v * h * c, gran) + round_up(h * c, gran)
-        scatter = round_up((v * h + h) * FP32, gran) if eager else 0
-        loss = 3 * round_up(g.tokens * v * FP32, gran) if eager else 0
+        unit, scatter, loss = head_regather_terms(plan, g)
         n = max(0, unit + scatter - loss)
         if not n:
             return []
