@@ -117,13 +117,17 @@ def head_regather_terms(plan: Plan, g: Geometry) -> tuple[int, int, int]:
     loss, the eager loss's ``backward.start`` tensors) on one rank at micro-batch ``g``.
     Under TP lm_head is ``ColwiseParallel`` (``parallelize.py`` ``apply_non_moe_tp``):
     the unit holds this rank's ⌈V ÷ TP⌉ rows and the whole norm; the loss's tensors are
-    T × the logits' vocabulary (``Geometry.logits_vocab``)."""
+    T × the logits' vocabulary (``Geometry.logits_vocab``) fp32, the kept log-probs and
+    ATen's two gradients — three; under DTensor's ``loss_parallel`` (vocab-parallel
+    logits, ``activations/loss.py`` ``_dtensor_loss_parallel``) its backward's three
+    beside the log-probs — four (``hbm.loss.saved`` + ``hbm.loss.backward_transient``)."""
     arch = plan.model.architecture
     v, h, c, gran = ceil_div(arch.vocab, g.tp), arch.hidden, g.compute_bytes, g.granularity
     eager = plan.runtime.loss_impl == "eager"
     unit = round_up(v * h * c, gran) + round_up(h * c, gran)
     one = round_up((v * h + h) * FP32, gran) if eager else 0
-    loss = 3 * round_up(g.tokens * g.logits_vocab * FP32, gran) if eager else 0
+    held = 4 if g.tp > 1 and not g.gathered_logits else 3
+    loss = held * round_up(g.tokens * g.logits_vocab * FP32, gran) if eager else 0
     return unit, one, loss
 
 

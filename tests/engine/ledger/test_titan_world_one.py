@@ -85,11 +85,15 @@ def test_tensor_parallel_regathers_its_vocab_share() -> None:
     """Under TP 2 lm_head is ``ColwiseParallel`` (torchtitan ``apply_non_moe_tp``): the
     head unit holds ⌈128,256 ÷ 2⌉ = 64,128 rows and the whole norm, (64,128·4,096 +
     4,096)·2 = 525,344,768 B gathered again, next to its fp32 scatter input
-    (64,128·4,096 + 4,096)·4 = 1,050,689,536; the vocab-parallel loss's tensors are
-    3·512·64,128·4 = 394,002,432: the row is 1,182,031,872 B (the TP grid case went
-    −5.9 % → −0.4 % when this was counted)."""
+    (64,128·4,096 + 4,096)·4 = 1,050,689,536; DTensor's ``loss_parallel`` backward
+    (``torch/distributed/tensor/parallel/loss.py``) holds four fp32 T × V/2 tensors — the
+    log-probs, ``zeros_like``, ``grad + exp``, the product — 4·512·64,128·4 =
+    525,336,576, gone by norm's backward: the row is 1,050,697,728 B (the TP grid case
+    went −5.9 % → −0.4 % when this was counted)."""
     rows = _rows(2, parallelism__tp=2)
     half = 64_128 * 4096 + 4096
+    loss = 4 * 512 * 64_128 * 4
     assert rows["hbm.gathered.root"].low == half * 2 == 525_344_768
-    assert rows["hbm.gathered.head_regather"].low == half * 2 + half * 4 - 3 * 512 * 64_128 * 4
-    assert rows["hbm.gathered.head_regather"].low == 1_182_031_872
+    assert rows["hbm.loss.saved"].low + rows["hbm.loss.backward_transient"].low == loss
+    assert rows["hbm.gathered.head_regather"].low == half * 2 + half * 4 - loss
+    assert rows["hbm.gathered.head_regather"].low == 1_050_697_728
