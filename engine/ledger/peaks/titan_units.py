@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.ledger.activations.geometry import FP32, Geometry, geometry
+from engine.ledger.activations.geometry import FP32, Geometry
 from engine.ledger.activations.library_versions import version_tuple
 from engine.ledger.placement import LocalTensor
 from engine.ledger.precision import DTYPE_BYTES
@@ -131,41 +131,6 @@ def head_regather_terms(plan: Plan, g: Geometry) -> tuple[int, int, int]:
     return unit, one, loss
 
 
-def world_one_reduce_rows(plan: Plan, shard: int) -> list[Row]:
-    """At a shard group of one, the head unit's post-backward (right after lm_head's
-    backward) holds :data:`WORLD_ONE_REDUCE_COPIES` fp32 copies of its gradient — more
-    than the regather moment's unit + one copy that the activation row
-    ``hbm.gathered.head_regather`` counts at every DP. This row is the difference, so
-    the activation rows stay free of DP (the layout search's floors read them at DP 1
-    as a lower bound at every DP, :mod:`engine.layout.proofs.bound`). Eager loss only:
-    the chunked loss reduces in forward (``hbm.gathered.head_scatter_output``)."""
-    if shard != 1 or plan.runtime.loss_impl != "eager" or not regathers_head(plan):
-        return []
-    unit, one, loss = head_regather_terms(plan, geometry(plan))
-    copies = WORLD_ONE_REDUCE_COPIES * one
-    n = max(0, max(unit + one, copies) - loss) - max(0, unit + one - loss)
-    if not n:
-        return []
-    return [
-        make_row(
-            id="hbm.buckets.head_reduce_world_one",
-            label="Head unit's fp32 reduce copies at a shard group of 1 (beyond its regather)",
-            state="buckets",
-            location="hbm",
-            kind="peak",
-            group="buckets",
-            low=n,
-            high=n,
-            formula=f"max(0, {WORLD_ONE_REDUCE_COPIES} fp32 copies {fmt_count(copies)} − loss "
-            f"{fmt_count(loss)}) − max(0, all-gather {fmt_count(unit)} + scatter input "
-            f"{fmt_count(one)} − loss) = {fmt_count(n)} B",
-            source="torchtitan-fsdp-units",
-            phases=BACKWARD,
-            backward=AT_LOSS,
-        )
-    ]
-
-
 def _titan_resharding(plan: Plan) -> bool:
     return (
         plan.runtime.activation_profile == "torchtitan"
@@ -256,7 +221,7 @@ def titan_root_rows(
     the chunked loss the head's scatter output (:func:`_scatter_output`)."""
     head, embedding = head_and_embedding(root)
     gb = DTYPE_BYTES[plan.method.precision.compute_dtype]
-    rows = _scatter_output(plan, head, shard) + world_one_reduce_rows(plan, shard)
+    rows = _scatter_output(plan, head, shard)
     for ts, head_unit in ((head, True), (embedding, False)):
         n = size(ts)
         if not n:

@@ -18,7 +18,8 @@ copy (V·h + h)·4 = (128,256·4,096 + 4,096)·4 = 2,101,362,688 B; the 16-bit u
 788,004,864. The regather row (every DP, no DP read: the layout floors take the activation
 rows at DP 1 as a lower bound at every DP) is unit + one copy − loss = 2,364,039,168; at a
 shard group of 1 the reduce's three copies, 6,304,088,064 − 788,004,864 = 5,516,083,200,
-exceed it by 3,152,044,032 — a shared row (``hbm.buckets.head_reduce_world_one``). Traced
+exceed it by 3,152,044,032 (``hbm.buckets.head_reduce_world_one``, DP 1 only, built only
+with the head's placed tensors so the floors' DP-1 activation sums leave it out). Traced
 (tests/trace, 2 layers, world 1): 31,221,448,192 B at lm_head's backward, inside the
 ledger's range (was −21.0 % before these rows).
 """
