@@ -47,10 +47,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry
-from engine.ledger.activations.library_versions import version_tuple
 from engine.ledger.activations.schedule import InFlight
-from engine.ledger.activations.varying import Span, Varying, new_varying
-from engine.ledger.peaks.titan_units import SPLIT_UNITS_SINCE
+from engine.ledger.activations.varying import Fixed, Span, Varying, new_varying, of_row
+from engine.ledger.peaks.titan_units import (
+    WORLD_ONE_REDUCE_COPIES,
+    head_regather_terms,
+    regathers_head,
+    shards_one_rank,
+)
+from engine.ledger.placement import LocalTensor
 from engine.ledger.row import (
     AT_LOSS,
     BACKWARD,
@@ -263,24 +268,16 @@ def titan_regather_at(plan: Plan) -> Callable[[Geometry], list[Varying]] | None:
     3·T·V·4) are gone. The step's ``backward.start`` is the larger of the two moments,
     so this row is what the second adds beyond the loss's: max(0, unit + scatter −
     loss). Read once per plan, sized per micro-batch; the unit is whole on every rank
-    (no DP read). TP and CP plans are left out (their head is split)."""
-    par, rt = plan.parallelism, plan.runtime
-    if rt.activation_profile != "torchtitan" or plan.model.architecture.tied_embeddings:
+    and the row reads no DP (at DP 1 too where torchtitan shards one rank; the extra
+    fp32 copies of the world-1 reduce are :func:`titan_world_one_at`'s, which the
+    layout floors never build). Under TP the unit is
+    this rank's ⌈V ÷ TP⌉ lm_head rows (:func:`~engine.ledger.peaks.titan_units.
+    head_regather_terms`); CP plans are left out."""
+    if not regathers_head(plan):
         return None
-    if version_tuple(rt.torchtitan_version) < SPLIT_UNITS_SINCE:
-        return None  # the whole-model root regathers after the loss's backward (titan_units)
-    if not rule_of(par.strategy).fsdp or par.dp < 2 or par.tp > 1 or par.cp > 1:
-        return None
-    if rt.loss_impl not in ("eager", "chunked"):
-        return None
-    v, h = plan.model.architecture.vocab, plan.model.architecture.hidden
-    eager = rt.loss_impl == "eager"
 
     def at(g: Geometry) -> list[Varying]:
-        c, gran = g.compute_bytes, g.granularity
-        unit = round_up(v * h * c, gran) + round_up(h * c, gran)
-        scatter = round_up((v * h + h) * FP32, gran) if eager else 0
-        loss = 3 * round_up(g.tokens * v * FP32, gran) if eager else 0
+        unit, scatter, loss = head_regather_terms(plan, g)
         n = max(0, unit + scatter - loss)
         if not n:
             return []
@@ -305,5 +302,53 @@ def titan_regather_at(plan: Plan) -> Callable[[Geometry], list[Varying]] | None:
                 ),
             )
         ]
+
+    return at
+
+
+def titan_world_one_at(
+    plan: Plan, placed: tuple[LocalTensor, ...]
+) -> Callable[[Geometry], list[Fixed]] | None:
+    """At one rank (torchtitan 0.3.0 shards it, :func:`~engine.ledger.peaks.titan_units.
+    shards_one_rank`) the head unit's post-backward, right after lm_head's backward, holds
+    :data:`~engine.ledger.peaks.titan_units.WORLD_ONE_REDUCE_COPIES` fp32 copies of its
+    gradient (``foreach_reduce`` at world size 1) where a larger world holds the scatter
+    input and the regathered unit (:func:`titan_regather_at`): this part is what the
+    copies add beyond that, max(0, 3·copy − loss) − max(0, unit + copy − loss), eager loss
+    only (the chunked loss reduces in forward). None elsewhere — and without placed
+    tensors: the layout search's floors build the activation rows of DP 1 with none as a
+    lower bound at every DP (:mod:`engine.layout.proofs.bound`), which this DP-1 part
+    would break; the estimate places the head's tensors on the last stage."""
+    par = plan.parallelism
+    if par.dp != 1 or plan.runtime.loss_impl != "eager":
+        return None
+    if not (shards_one_rank(plan) and regathers_head(plan)):
+        return None
+    if not any(t.tensor.role == "lm_head" for t in placed):
+        return None
+
+    def at(g: Geometry) -> list[Fixed]:
+        unit, one, loss = head_regather_terms(plan, g)
+        copies = WORLD_ONE_REDUCE_COPIES * one
+        n = max(0, copies - loss) - max(0, unit + one - loss)
+        if n <= 0:
+            return []
+        row = make_row(
+            id="hbm.buckets.head_reduce_world_one",
+            label="Head unit's fp32 reduce copies at one rank (beyond its regather)",
+            state="buckets",
+            location="hbm",
+            kind="peak",
+            group="buckets",
+            low=n,
+            high=n,
+            formula=f"max(0, {WORLD_ONE_REDUCE_COPIES} fp32 copies {fmt_count(copies)} − loss "
+            f"{fmt_count(loss)}) − max(0, all-gather {fmt_count(unit)} + scatter input "
+            f"{fmt_count(one)} − loss) = {fmt_count(n)} B",
+            source="torchtitan-fsdp-units",
+            phases=BACKWARD,
+            backward=AT_LOSS,
+        )
+        return [of_row(row)]
 
     return at

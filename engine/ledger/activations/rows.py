@@ -30,6 +30,7 @@ from engine.ledger.activations.kept import (
     profile_source,
 )
 from engine.ledger.activations.loss import labels_parts, logits_at
+from engine.ledger.activations.loss_modes import titan_world_one_at
 from engine.ledger.activations.offload_activations import gpu_span, offloads
 from engine.ledger.activations.offload_activations import source_of as offload_source
 from engine.ledger.activations.packing import band_of, packing_formula
@@ -135,6 +136,7 @@ def fixed_at(
     rope = rope_caches_at(plan)
     par = plan.parallelism
     exchange = par.cp > 1 or par.ep > 1  # else exchange_parts has none
+    world_one = titan_world_one_at(plan, placed)  # torchtitan's head reduce at one rank
     eager = plan.runtime.attention == "eager"
     family = plan.model.architecture.family
 
@@ -145,6 +147,8 @@ def fixed_at(
         held += inputs(g)
         if rope is not None:
             held += rope(g, sl.n_layers)
+        if world_one is not None:
+            held += world_one(g)
         masks = [of_row(mask_row(g, family, sl.n_ckpt > 0))] if eager else []
         return _new_fixed_parts((sl, held, masks))
 

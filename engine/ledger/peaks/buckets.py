@@ -11,6 +11,7 @@ from operator import attrgetter
 
 from engine.ledger.held import HeldTensor
 from engine.ledger.peaks.reduce_scatter import reduce_scatter_rows, regrouped_reduce_scatter_rows
+from engine.ledger.peaks.titan_units import shards_one_rank
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import (
     ALL_PHASES,
@@ -59,7 +60,9 @@ def bucket_rows(
             if rule.params
             else _zero_row(plan, trainable, formats)
         ]
-    if rule.fsdp and rule.grads and shard > 1:
+    # torchtitan (0.3.0) applies fully_shard even to one rank (titan_units.shards_one_rank)
+    titan = rule.family == "fsdp2" and shards_one_rank(plan)
+    if rule.fsdp and rule.grads and (shard > 1 or titan):
         fsdp2 = rule.family == "fsdp2"
         if unsharded is not None:
             return regrouped_reduce_scatter_rows(plan, held, unsharded, formats, fsdp2, shard)

@@ -16,6 +16,7 @@ from engine.ledger.peaks.kept_gathered import gathered_row, kept_gathered_rows
 from engine.ledger.peaks.reuse import reused_at_loss
 from engine.ledger.peaks.titan_units import (
     HEAD_MOMENTS,
+    shards_one_rank,
     splits_root,
     titan_root_rows,
     whole_root,
@@ -183,7 +184,7 @@ def gathered_rows(
     n_expert: int | None = None,  # the routed experts' shard group (None: the plan's)
 ) -> list[Row]:
     """Unsharded parameter units and prefetch of ZeRO-3 / FSDP strategies."""
-    if not rule.params or shard <= 1:
+    if not rule.params or (shard <= 1 and not (rule.family == "fsdp2" and shards_one_rank(plan))):
         return []
     placed = gathered_view(plan, placed, gather_bytes(plan, formats))  # QLoRA's packed data
     if rule.fsdp:

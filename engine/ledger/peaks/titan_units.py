@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from engine.ledger.activations.geometry import FP32, Geometry
 from engine.ledger.activations.library_versions import version_tuple
 from engine.ledger.placement import LocalTensor
 from engine.ledger.precision import DTYPE_BYTES
@@ -52,6 +53,7 @@ from engine.ledger.row import (
     make_row,
 )
 from engine.plan import Plan
+from engine.stacks.families import rule_of
 from engine.units import ceil_div, fmt_count, round_up
 
 HEAD_ROLES = frozenset({"final_norm", "lm_head"})
@@ -66,6 +68,67 @@ EMBEDDING_MOMENTS: frozenset[Moment] = frozenset({"backward.end"})
 
 SPLIT_UNITS_SINCE = (0, 2, 0)
 """The first torchtitan release with embedding and [norm, output] as units of their own."""
+
+
+ONE_RANK_SINCE = (0, 3, 0)
+"""The first torchtitan release the ledger follows that applies ``fully_shard`` at a
+shard degree of 1: 0.3.0 ``models/llama3/parallelize.py`` ("Always run
+apply_fsdp_to_decoder -- with shard_degree=1 it is a no-op for the all-gather but still
+installs the MixedPrecisionPolicy"); 0.2.0's ``models/llama3/infra/parallelize.py``
+applies FSDP only ``if parallel_dims.fsdp_enabled`` (``dp_shard > 1`` or CP)."""
+
+WORLD_ONE_REDUCE_COPIES = 3
+"""fp32 copies of a unit's gradients FSDP2's ``foreach_reduce`` holds at world size 1
+(torch 2.13 ``_fully_shard/_fsdp_collectives.py``): the reduce-scatter input, a
+full-size output, and ``reduce_scatter_input / gradient_divide_factor``, which
+torchtitan's ``gradient_divide_factor`` 1.0 (``distributed/fsdp.py``) makes a tensor."""
+
+
+def shards_one_rank(plan: Plan) -> bool:
+    """Whether torchtitan's FSDP2 units are cast, gathered and reduced at a shard group
+    of one as at any size (:data:`ONE_RANK_SINCE`); other stacks' DP-1 plans do not wrap."""
+    return (
+        plan.runtime.activation_profile == "torchtitan"
+        and rule_of(plan.parallelism.strategy).family == "fsdp2"
+        and version_tuple(plan.runtime.torchtitan_version) >= ONE_RANK_SINCE
+    )
+
+
+def regathers_head(plan: Plan) -> bool:
+    """Whether torchtitan's ``[norm, lm_head]`` unit is resharded at its post-backward
+    and gathered again for ``norm``'s backward (``loss_modes.titan_regather_at``): an
+    untied model under FSDP, eager or chunked loss, no CP (its head is split), from
+    0.2.0 (before, the whole root regathers after the loss's backward), at DP 1 only
+    where torchtitan shards one rank (:func:`shards_one_rank`)."""
+    par, rt = plan.parallelism, plan.runtime
+    return (
+        rt.activation_profile == "torchtitan"
+        and not plan.model.architecture.tied_embeddings
+        and version_tuple(rt.torchtitan_version) >= SPLIT_UNITS_SINCE
+        and rule_of(par.strategy).fsdp
+        and par.cp == 1
+        and rt.loss_impl in ("eager", "chunked")
+        and (par.dp > 1 or shards_one_rank(plan))
+    )
+
+
+def head_regather_terms(plan: Plan, g: Geometry) -> tuple[int, int, int]:
+    """(the head unit's 16-bit gathered bytes, its fp32 scatter input under the eager
+    loss, the eager loss's ``backward.start`` tensors) on one rank at micro-batch ``g``.
+    Under TP lm_head is ``ColwiseParallel`` (``parallelize.py`` ``apply_non_moe_tp``):
+    the unit holds this rank's ⌈V ÷ TP⌉ rows and the whole norm; the loss's tensors are
+    T × the logits' vocabulary (``Geometry.logits_vocab``) fp32, the kept log-probs and
+    ATen's two gradients — three; under DTensor's ``loss_parallel`` (vocab-parallel
+    logits, ``activations/loss.py`` ``_dtensor_loss_parallel``) its backward's three
+    beside the log-probs — four (``hbm.loss.saved`` + ``hbm.loss.backward_transient``)."""
+    arch = plan.model.architecture
+    v, h, c, gran = ceil_div(arch.vocab, g.tp), arch.hidden, g.compute_bytes, g.granularity
+    eager = plan.runtime.loss_impl == "eager"
+    unit = round_up(v * h * c, gran) + round_up(h * c, gran)
+    one = round_up((v * h + h) * FP32, gran) if eager else 0
+    held = 4 if g.tp > 1 and not g.gathered_logits else 3
+    loss = held * round_up(g.tokens * g.logits_vocab * FP32, gran) if eager else 0
+    return unit, one, loss
 
 
 def _titan_resharding(plan: Plan) -> bool:

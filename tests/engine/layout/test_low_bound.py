@@ -63,13 +63,20 @@ def test_low_bound_at_most_the_low_estimate_on_presets() -> None:
 
 HEAD_REGATHER = "hbm.gathered.head_regather"
 """torchtitan's head unit gathered again inside the loss rows
-(``engine/ledger/activations/loss_modes.py::titan_regather_at``): the one activation row
-of a padded state, so in the estimate's padded rows but not the bound's shared ones."""
+(``engine/ledger/activations/loss_modes.py::titan_regather_at``): an activation row of a
+padded state, so in the estimate's padded rows but not the bound's shared ones."""
+
+HEAD_REDUCE_WORLD_ONE = "hbm.buckets.head_reduce_world_one"
+"""torchtitan's head reduce copies at one rank (``loss_modes.titan_world_one_at``): the
+other activation row of a padded state, DP 1 only and built only with placed tensors, so
+never in the bound's canonical activation sums either (nor its shared rows): the bound
+cannot lose it as DP falls, and its slack need not cover it (at a shard group of one it
+holds no padding anyway)."""
 
 
 def _activation_padded(st: StageEstimate) -> int:
     """The high bytes of the stage's padded-state rows that are activation rows."""
-    return sum(r.high for r in st.rows if r.id == HEAD_REGATHER)
+    return sum(r.high for r in st.rows if r.id in (HEAD_REGATHER, HEAD_REDUCE_WORLD_ONE))
 
 
 def _stage_parts(plan: Plan, lattice: Lattice) -> int:
