@@ -17,6 +17,7 @@ from functools import partial
 from typing import NamedTuple
 
 from engine.ledger.held import HeldTensor
+from engine.ledger.peaks.titan_units import splits_root
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import AFTER_LAST_LAYER, BACKWARD, IN_LAYERS, Row, make_row, with_middle
 from engine.plan import Plan
@@ -150,9 +151,11 @@ def _fsdp1_formula(one: int, c: int, gbytes: int, low: int, more: int) -> str:
 
 
 def _with_root(plan: Plan, first: Row, root: int) -> list[Row]:
-    """``first`` and, when the root unit trains, its unsharded gradients' row."""
+    """``first`` and, when the root unit trains, its unsharded gradients' row (none where
+    torchtitan shards embedding and [norm, output] as units of their own: the head's
+    grads are reduce-scattered at its own post-backward, before the layers' backward)."""
     rows = [first]
-    if root:
+    if root and not splits_root(plan):
         c = DTYPE_BYTES[plan.method.precision.compute_dtype]
         rb = round_up(root * c, plan.runtime.allocation_granularity_bytes)
         rows.append(
