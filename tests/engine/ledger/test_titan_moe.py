@@ -84,3 +84,15 @@ def test_only_torchtitan_moe_plans_get_the_candidate() -> None:
     assert tm.working_at(dense) is None
     hf = with_values(_plan("full"), {"runtime.activation_profile": "hf-transformers"})
     assert tm.working_at(hf) is None
+
+
+def test_no_root_grads_row_under_torchtitans_split_units() -> None:
+    """torchtitan ≥ 0.2 shards [norm, output] as a unit of its own under FSDP2: its grads
+    are reduce-scattered at its own post-backward, so none waits through the layers'
+    backward (traced: no 151,936 × 2,048 × 2 = 622,329,856-B grad live at layer 0's
+    backward); the layers' reduce-scatter row stays."""
+    from engine.estimate import estimate
+
+    ids = {r.id for r in estimate(_plan("none")).heaviest.rows}
+    assert "hbm.buckets.root_grads" not in ids
+    assert "hbm.buckets.reduce_scatter" in ids
