@@ -77,6 +77,12 @@ PEAKS: tuple[object, ...] = (
     # one rank: torchtitan still applies fully_shard, and FSDP2's world-1 foreach_reduce
     # holds three fp32 copies of the head's gradient (was −21.0 %; +0.00 % since)
     CASES[6],
+    # Qwen3-8B layers (q / k norms, CosSinRoPE caches) with no AC: +0.01 %; Qwen3-30B-A3B
+    # layers under torchtitan's default per-op SAC: +0.11 %, the peak in layer 0's experts'
+    # backward at w1's _grouped_mm (titan_moe.py: the experts' unsharded grads, no
+    # root-grads row since the head unit reduces at its own post-backward)
+    TitanCase("qwen3", layers=2, seq_len=512, world=2, ac="none"),
+    TitanCase("qwen3_moe", layers=2, seq_len=512, world=2, ac="sac_op"),
 )
 
 

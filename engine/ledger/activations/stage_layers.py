@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from engine.ledger.activations import hf
 from engine.ledger.activations import megatron as mg
+from engine.ledger.activations import titan_moe as tm
 from engine.ledger.activations import torchtitan as tt
 from engine.ledger.activations.geometry import (
     Geometry,
@@ -252,7 +253,12 @@ def _kind_terms(
             )
         ]
     )
-    ckpt = tuple(_checkpoint_terms(profile, policy, g, arch.fused_qkv, attention == "flex"))
+    flex = attention == "flex"
+    moe_sac = tm.checkpoint_terms(g, arch, arch.fused_qkv, flex)  # torchtitan, all MoE
+    if profile == "torchtitan" and policy == "selective" and moe_sac is not None:
+        ckpt = tuple(moe_sac)
+    else:
+        ckpt = tuple(_checkpoint_terms(profile, policy, g, arch.fused_qkv, flex))
     return out, ckpt, terms_at(ckpt, g).bytes
 
 
@@ -319,8 +325,11 @@ def layer_kind_terms(
             terms = drop_recomputed(
                 _megatron_terms(arch, attention, g, core_attn(policy), tr.dropout), policy
             )
-        elif profile == "torchtitan" and not is_moe:
-            terms = tt.layer_terms(g, arch.qk_norm, attention == "flex")
+        elif profile == "torchtitan":
+            flex = attention == "flex"
+            terms = (
+                tm.block_terms(g, arch, flex) if is_moe else tt.layer_terms(g, arch.qk_norm, flex)
+            )
         else:
             terms = hf.layer_terms(
                 c, moe_layer=is_moe, dense_width=hf.dense_width(arch, g.tp), ing=ing

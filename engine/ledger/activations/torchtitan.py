@@ -32,19 +32,18 @@ I the MLP width, c the compute dtype's bytes and r the residual stream's:
   (i + 1) % k == 0 keep their input and the others their whole saved set;
 - **full** (``FullAC``): each block keeps its input.
 
-Llama-style dense blocks (torchtitan's llama3; its qwen3's q / k norms and deepseek_v3's
-MLA latents are not counted yet). A torchtitan MoE block's terms are the hf-transformers
-profile's (:mod:`~engine.ledger.activations.stage_layers` falls back), its per-op SAC
-set is counted with the dense rule on the routed width. torchtitan trains every weight,
-so the terms read no trainability, and its attention is always a fused kernel (SDPA at
-9dec370; flex in 0.3, ``models/llama3/__init__.py`` ``model_registry(attn_backend=
-"flex")``). Flex (``runtime.attention = flex``) keeps a second fp32 per-head row next to
-the log-sum-exp, the row max: torch's ``FlexAttentionAutogradOp.forward``
-(``torch/_higher_order_ops/flex_attention.py``) saves ``query, key, value, out,
-logsumexp, max_scores`` (each (B, H, L), fp32), and per-op SAC caches all of the
-``flex_attention`` op's outputs, so 4·H more per token with no AC and under per-op SAC.
-Under context parallelism the ring attention calls the kernel once per K/V
-chunk, and per-op SAC caches each call's output: not counted either.
+Llama-style dense blocks (torchtitan's llama3 and qwen3, with its q / k norms;
+deepseek_v3's MLA latents are not counted yet). A torchtitan MoE block's terms are
+:mod:`~engine.ledger.activations.titan_moe`'s (attention half from here). torchtitan
+trains every weight, so the terms read no trainability, and its attention is always a
+fused kernel (SDPA at 9dec370; flex in 0.3, ``models/llama3/__init__.py``
+``model_registry(attn_backend="flex")``). Flex (``runtime.attention = flex``) keeps a
+second fp32 per-head row next to the log-sum-exp, the row max: torch's
+``FlexAttentionAutogradOp.forward`` (``torch/_higher_order_ops/flex_attention.py``)
+saves ``query, key, value, out, logsumexp, max_scores`` (each (B, H, L), fp32), and
+per-op SAC caches all of the ``flex_attention`` op's outputs, so 4·H more per token with
+no AC and under per-op SAC. Under context parallelism the ring attention calls the
+kernel once per K/V chunk, and per-op SAC caches each call's output: not counted either.
 """
 
 from __future__ import annotations
@@ -57,7 +56,7 @@ RECOMPUTED_MMS = ("wk", "wo", "w3")
 """The block's matmuls per-op SAC recomputes (even ``forward_mm_count``)."""
 
 
-def _norm_terms(g: Geometry, label: str) -> list[Term]:
+def norm_terms(g: Geometry, label: str) -> list[Term]:
     """``nn.RMSNorm`` as torch's fused kernel runs it: its input and the fp32 rstd."""
     return [
         Term(f"{label} input", g.hidden, g.residual_bytes, "seq"),
@@ -71,7 +70,18 @@ def _flex_terms(g: Geometry, flex: bool, note: str = "") -> list[Term]:
 
 
 def layer_terms(g: Geometry, qk_norm: bool = False, flex: bool = False) -> list[Term]:
-    """A dense block's autograd saved set with no recompute (module docstring, none).
+    """A dense block's autograd saved set with no recompute (module docstring, none)."""
+    c = g.compute_bytes
+    return [
+        *attention_terms(g, qk_norm, flex),
+        *norm_terms(g, "ffn_norm"),
+        Term("ffn_norm output (w1, w3 input)", g.hidden, c),
+        Term("w1 out, silu out, w3 out, product (w2 input)", g.inter_local, c, count=4),
+    ]
+
+
+def attention_terms(g: Geometry, qk_norm: bool = False, flex: bool = False) -> list[Term]:
+    """The attention half of a block's saved set (the MoE block shares it).
 
     ``qk_norm`` (torchtitan's qwen3 ``Attention``: ``q_norm`` / ``k_norm``, ``RMSNorm``
     over each head's ``head_dim``, before the rotary): each fused norm keeps its input,
@@ -91,16 +101,13 @@ def layer_terms(g: Geometry, qk_norm: bool = False, flex: bool = False) -> list[
     )
     return [
         *norms,
-        *_norm_terms(g, "attention_norm"),
+        *norm_terms(g, "attention_norm"),
         Term("attention_norm output (wq, wk, wv input)", g.hidden, c),
         Term("attention q (after rotary)", q, c),
         Term("attention k (after rotary), v", kv, c, count=2),
         Term("attention output (wo input)", g.heads_local * g.v_dim, c),
         Term("attention logsumexp fp32", g.heads_local, FP32),
         *_flex_terms(g, flex),
-        *_norm_terms(g, "ffn_norm"),
-        Term("ffn_norm output (w1, w3 input)", g.hidden, c),
-        Term("w1 out, silu out, w3 out, product (w2 input)", g.inter_local, c, count=4),
     ]
 
 
@@ -110,7 +117,20 @@ def checkpoint_input_terms(g: Geometry) -> list[Term]:
 
 
 def op_sac_terms(g: Geometry, fused_qkv: bool = False, flex: bool = False) -> list[Term]:
-    """What per-op SAC keeps of a dense block (module docstring, selective).
+    """What per-op SAC keeps of a dense block (module docstring, selective)."""
+    c = g.compute_bytes
+    terms = [
+        *attention_op_sac_terms(g, fused_qkv, flex),
+        Term("w1 output (mm 5, cached)", g.inter_local, c),
+        Term("w2 output (mm 7, cached)", g.hidden, c),
+    ]
+    if g.sp:
+        terms.append(Term("wo, w2 reduce-scatter outputs (cached)", g.hidden, c, "seq", count=2))
+    return terms
+
+
+def attention_op_sac_terms(g: Geometry, fused_qkv: bool, flex: bool) -> list[Term]:
+    """What per-op SAC keeps of a block's input and attention half (the MoE block too).
 
     ``fused_qkv`` (0.3's ``wqkv``, ``Attention.forward`` one ``self.wqkv(x)`` mm): the
     mms run wqkv, wo, w1, w3, w2 (counts 1–5), so wqkv's whole output, q + 2·kv, is
@@ -122,23 +142,18 @@ def op_sac_terms(g: Geometry, fused_qkv: bool = False, flex: bool = False) -> li
         if fused_qkv
         else [Term("wq output (mm 1, cached)", q, c), Term("wv output (mm 3, cached)", kv, c)]
     )
-    terms = [
+    return [
         *checkpoint_input_terms(g),
         *qkv,
         Term("attention output (cached)", g.heads_local * g.v_dim, c),
         Term("attention logsumexp fp32 (cached)", g.heads_local, FP32),
         *_flex_terms(g, flex, " (cached)"),
-        Term("w1 output (mm 5, cached)", g.inter_local, c),
-        Term("w2 output (mm 7, cached)", g.hidden, c),
     ]
-    if g.sp:
-        terms.append(Term("wo, w2 reduce-scatter outputs (cached)", g.hidden, c, "seq", count=2))
-    return terms
 
 
 def final_norm_terms(g: Geometry) -> list[Term]:
     """The final ``norm`` and the output projection's input (last stage)."""
     return [
-        *_norm_terms(g, "final norm"),
+        *norm_terms(g, "final norm"),
         Term("final norm output (output input)", g.hidden, g.compute_bytes),
     ]

@@ -3,10 +3,10 @@
 While one decoder layer runs backward, the gradients it computes are live next to the
 saved set it reads (recomputed first when the layer is checkpointed). The row is net of
 the layer's own saved tensors, which the saved-activation rows already count.
-
 ``backward.layers`` / ``backward.middle`` are the stage's last and middle layers (its
 largest kind stands for them), ``backward.end`` its first layer — its own saved and
 working set where a stage mixes dense and MoE layers (DeepSeek's first dense layers).
+A torchtitan MoE layer's is :mod:`~engine.ledger.activations.titan_moe`'s.
 
 A dense layer's working set is an estimate (the MLP intermediates' gradients and the
 residual stream's incoming and outgoing gradients, banded). A transformers 5 MoE
@@ -31,6 +31,7 @@ from operator import attrgetter
 from typing import Literal, NamedTuple
 
 from engine.ledger.activations import hf
+from engine.ledger.activations import titan_moe as tm
 from engine.ledger.activations.compiled import SOURCE as COMPILE_SOURCE
 from engine.ledger.activations.compiled import per_layer_at
 from engine.ledger.activations.geometry import (
@@ -101,6 +102,7 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
     shared_after = traits_of(plan.model.architecture).shared_after_routed
     band, packing = band_of(plan), packing_formula(plan)
     fused = per_layer_at(plan)  # torch.compile: the recomputed saved set is the compiled one
+    titan = tm.working_at(plan)
 
     def part(
         g: Geometry, sl: StageLayers, kind: LayerKind, moments: frozenset[Moment], first: bool
@@ -122,6 +124,8 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
                 (work_b, work_text, combine_freed),
                 (size["after_experts"](mb), after_text, moe_saved),
             ]
+        elif kind.moe and titan:  # torchtitan's MoE block (titan_moe.working_at)
+            candidates = [titan(g, 0 if recomputed else kind.bytes)]
         else:
             candidates = [(work_b, work_text, 0)]
         removed = min(recomputed, fused(mb)) if fused and recomputed and not kind.moe else 0
@@ -192,15 +196,11 @@ _BYTES = attrgetter("bytes")
 
 def _moe_combine(plan: Plan, moe_layer: bool) -> bool:
     """Whether the layer's backward starts with transformers' grouped-mm combine."""
-    return (
-        moe_layer
-        and plan.runtime.activation_profile == "hf-transformers"
-        and plan.model.architecture.moe is not None
-    )
+    hf_moe = plan.runtime.activation_profile == "hf-transformers"
+    return moe_layer and hf_moe and plan.model.architecture.moe is not None
 
 
-PerToken = Literal["work", "moe_work", "moe_saved", "routed", "after_experts"]
-"""The term lists :func:`_per_token` builds."""
+PerToken = Literal["work", "moe_work", "moe_saved", "routed", "after_experts"]  # _per_token's
 
 
 class Reads(NamedTuple):

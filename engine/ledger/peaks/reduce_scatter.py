@@ -17,6 +17,7 @@ from functools import partial
 from typing import NamedTuple
 
 from engine.ledger.held import HeldTensor
+from engine.ledger.peaks.titan_units import splits_root
 from engine.ledger.precision import DTYPE_BYTES, StateFormats
 from engine.ledger.row import AFTER_LAST_LAYER, BACKWARD, IN_LAYERS, Row, make_row, with_middle
 from engine.plan import Plan
@@ -115,7 +116,7 @@ def reduce_scatter_rows(
         if fsdp2
         else _fsdp1_row(plan, formats, one)
     )
-    return _with_root(plan, first, root)
+    return _with_root(plan, first, root, fsdp2)
 
 
 def _fsdp1_row(plan: Plan, formats: StateFormats, one: int) -> Row:
@@ -149,10 +150,12 @@ def _fsdp1_formula(one: int, c: int, gbytes: int, low: int, more: int) -> str:
     )
 
 
-def _with_root(plan: Plan, first: Row, root: int) -> list[Row]:
-    """``first`` and, when the root unit trains, its unsharded gradients' row."""
+def _with_root(plan: Plan, first: Row, root: int, fsdp2: bool) -> list[Row]:
+    """``first`` and, when the root unit trains, its unsharded gradients' row (none where
+    torchtitan's FSDP2 shards embedding and [norm, output] as units of their own: the
+    head's grads are reduce-scattered at its own post-backward, before the layers')."""
     rows = [first]
-    if root:
+    if root and not (fsdp2 and splits_root(plan)):
         c = DTYPE_BYTES[plan.method.precision.compute_dtype]
         rb = round_up(root * c, plan.runtime.allocation_granularity_bytes)
         rows.append(
@@ -235,7 +238,7 @@ def regrouped_reduce_scatter_rows(
     padding to the shard groups is worked out per call (a test compares the two)."""
     r = _reduced(plan, unsharded)
     if not fsdp2:
-        return _with_root(plan, _fsdp1_row(plan, formats, r.one), r.root)
+        return _with_root(plan, _fsdp1_row(plan, formats, r.one), r.root, False)
     de = held[r.dense].group if r.dense >= 0 else 1
     ex = held[r.expert].group if r.expert >= 0 else 1
     numel = 0
@@ -246,4 +249,4 @@ def regrouped_reduce_scatter_rows(
             s += -(-d0 // g) * g * rest  # ceil_div, inlined
         numel = max(numel, s)
     first = _fsdp2_row(plan, numel, r.n_layers, formats.reduce_bytes, shard)
-    return _with_root(plan, first, r.root)
+    return _with_root(plan, first, r.root, True)
