@@ -29,10 +29,9 @@ TORCHTITAN_8B = {
     "hardware.usable_hbm_bytes": 102005473280,
     "runtime.loss_impl": "eager",
     "runtime.zero_grad": "set_to_none",
-    # PR #165 (April 2024) ran torchtitan's 2024 llama code: one freqs_cis buffer on the
-    # model and separate wq / wk / wv (both still so in 0.2.0's models/llama3/model/model.py)
-    "runtime.rope_cache": "per_model",
-    "runtime.qkv_fusion": "as_model",
+    # PR #165 (April 2024) ran torchtitan's 2024 code, before 0.2.0 (#1094): the whole
+    # model is the root FSDP2 unit, one freqs_cis buffer, separate wq / wk / wv
+    "runtime.torchtitan_version": "0.0.2",
 }
 """dev.jsonl ``torchtitan-8b-fsdp8-sac``: Llama-3.1-8B, FSDP2 over 8 × H100 96 GB, with
 torchtitan's 2024 step (plain cross-entropy, ``zero_grad()`` at torch's default

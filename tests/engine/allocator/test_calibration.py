@@ -43,7 +43,20 @@ CASES = [
     ),
     # torchtitan PR #165, FSDP2 over 8 × H100 (Llama-3-8B as recorded in MemPlan's source
     # entry): full AC 23.92 % active, 32.64 % reserved of 95 GiB — gap 8.28 GiB, 36.5 %
-    ("torchtitan-full-ac", "llama-3.1-8b", TORCHTITAN_8B, 0.2392, 0.3264),
+    pytest.param(
+        "torchtitan-full-ac",
+        "llama-3.1-8b",
+        TORCHTITAN_8B,
+        0.2392,
+        0.3264,
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="inside (36.5 against 36.4-42.6) but 6.2 points wide with the pre-0.2.0 "
+            "units the run had: the side-stream pools' sigma range (1.55-1.74) over 5.3 GB of "
+            "gathered and bucket bytes (the whole-model root unit among them) is 4.2 points, "
+            "fragmentation's 5-9 % of the transient 2.0",
+        ),
+    ),
     # selective AC 52.13 % / 62.51 % — gap 9.86 GiB, 19.9 %
     ("torchtitan-sac", "llama-3.1-8b", TORCHTITAN_8B, 0.5213, 0.6251),
 ]
