@@ -256,3 +256,21 @@ def test_schema_1_files_keep_their_meaning_under_ep_folding(tmp_path: Path) -> N
     assert pf.upgraded_from == 1
     assert (par.ep, par.dp, par.world_size) == (8, 16, 16)
     assert par.pp_split_policy == "even"
+
+
+def test_a_bad_union_value_names_the_field_not_the_union_member() -> None:
+    """``fsdp_reshard_after_forward`` is ``bool | int``: pydantic reports one error per
+    member with the member's tag in the location (``….fsdp_reshard_after_forward.bool``),
+    which no user can act on; the message names the field itself."""
+    from pydantic import ValidationError
+
+    from engine.plan import Plan, describe_validation_error
+
+    doc = json.loads(default_plan().model_dump_json())
+    doc["parallelism"]["knobs"]["fsdp_reshard_after_forward"] = "sometimes"
+    with pytest.raises(ValidationError) as caught:
+        Plan.model_validate(doc)
+    problems = describe_validation_error(caught.value, "plan")
+    assert problems
+    for text in problems:
+        assert text.startswith("plan.parallelism.knobs.fsdp_reshard_after_forward: "), text
