@@ -322,6 +322,7 @@ def shared_rows(plan: Plan, stage: int) -> SharedRows:
     """``stage``'s shared rows in the resolved ``plan`` with their sums, exactly as
     :func:`stage_rows` adds them: the layout search's low bound
     (:mod:`engine.layout.proofs.low_bound`) needs the sums exactly, bounds the activation rows
-    from below and the FSDP padding from the padded states' rows (all shared ones)."""
+    from below and the FSDP padding from the padded states' shared rows (torchtitan's
+    head units regathered inside the loss rows are activation rows the bound never holds)."""
     free = shape_free(plan)
     return shared_of(free, _makes(free)[stage].shared, False)

@@ -27,7 +27,9 @@ bound is over the limit by more than that slack is over it at every smaller DP o
 regime, and so is the layout's low fit peak there. The bound's activation rows are the
 canonical layout's, the same at every DP of the shape, so they lose nothing as DP
 falls: an activation row of a padded state (torchtitan's head unit gathered again
-inside the loss rows, ``hbm.gathered.head_regather``, whole on every rank) is in the
+inside the loss rows, ``hbm.gathered.head_regather``, whole on every rank; at a shard
+group of one its world-1 reduce copies, ``hbm.buckets.head_reduce_world_one``, built only
+with placed tensors) is in the
 estimate's padded rows (:func:`engine.layout.proofs.evaluate.stage_padded`) but never in
 the bound, and its slack need not cover it
 (``test_low_bound.py::test_stage_bounds_fall_by_at_most_their_slack`` checks this step
