@@ -23,3 +23,22 @@ def test_zero12_ipg_bucket_is_not_live_at_the_loss() -> None:
         assert "backward.start" not in bucket.moments
         assert "forward" not in bucket.moments
         assert {"backward.layers", "backward.end"} <= bucket.moments
+
+
+def test_zero3_holds_no_decoder_layer_at_the_loss() -> None:
+    """parameter_offload.py ``post_sub_module_forward_function`` calls
+    partitioned_param_coordinator.py ``release_sub_module`` after each decoder layer's
+    forward, so at the loss (the ``forward`` and ``backward.start`` moments) only the head
+    is gathered: 8192 · 512 × 2 B = 8,388,608 B (``hbm.gathered.reused.root``). One layer,
+    2,950,144 el. × 2 B = 5,900,288 B, is gathered only once the layers' backward runs."""
+    est = estimate(grid_plan("h512-L2-v8k", 3))
+    rows = {r.id: r for r in est.rows}
+    layer, head = rows["hbm.gathered.layers"], rows["hbm.gathered.reused.root"]
+    assert layer.low == 2_950_144 * 2 == 5_900_288
+    assert "forward" not in layer.moments and "backward.start" not in layer.moments
+    assert head.low == head.high == 8192 * 512 * 2
+    assert {"forward", "backward.start"} <= head.moments
+    gathered_at_loss = sum(
+        r.high for r in est.rows if r.group == "gathered" and "forward" in r.moments
+    )
+    assert gathered_at_loss == 8_388_608
