@@ -17,6 +17,7 @@ from engine.ledger.row import (
     ALL_PHASES,
     BACKWARD,
     FORWARD_BACKWARD,
+    IN_LAYERS,
     Row,
     make_row,
 )
@@ -100,11 +101,13 @@ def _ddp_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> 
 def _zero_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) -> Row:
     """ZeRO-1/2: the IPG reduce buckets of ``setup_buckets``.
 
-    DeepSpeed 0.19.6 stage_1_and_2.py ``setup_buckets`` allocates one
-    ``reduce_bucket_size`` buffer in the model dtype when backward starts (with
-    ``contiguous_gradients``, the default), and a second only with ``overlap_comm``;
-    ``_release_ipg_buffers`` frees them at the end of backward. The post-step all-gather
-    writes into the flat 16-bit buffer itself (runtime/utils.py
+    DeepSpeed 0.19.8 stage_1_and_2.py ``setup_buckets`` allocates one
+    ``reduce_bucket_size`` buffer in the model dtype (with ``contiguous_gradients``, the
+    default), and a second only with ``overlap_comm``; ``_release_ipg_buffers`` frees them
+    at the end of backward. ``setup_buckets`` is called from ``process_gradients``, i.e.
+    from the first parameter's gradient hook — after the loss's backward (the
+    ``backward.start`` moment), so the buffers live only from the layers' backward on.
+    The post-step all-gather writes into the flat 16-bit buffer itself (runtime/utils.py
     ``all_gather_into_tensor_dp_groups``), so ``allgather_bucket_size`` allocates nothing.
     """
     k, gran, gbytes = (
@@ -128,10 +131,11 @@ def _zero_row(plan: Plan, trainable: list[HeldTensor], formats: StateFormats) ->
         formula=f"{n_buf} × reduce_bucket_size {fmt_count(k.ds_reduce_bucket_elements)} el. × "
         f"{gbytes} B"
         + (" (a second buffer with overlap_comm)" if overlap else "")
-        + f" = {fmt_count(n)} B, freed at the end of backward; the all-gather allocates "
-        "nothing",
+        + f" = {fmt_count(n)} B, allocated at the first parameter's gradient (after the "
+        "loss's backward), freed at the end of backward; the all-gather allocates nothing",
         source="deepspeed-zero12-buckets",
         phases=BACKWARD,
+        backward=IN_LAYERS,
     )
 
 

@@ -360,7 +360,14 @@ def _layers_formula(why: str, live: int, unit: int, n: int) -> str:
 
 
 def _zero3_rows(plan: Plan, placed: tuple[LocalTensor, ...], formats: StateFormats) -> list[Row]:
-    """ZeRO-3: one layer gathered, up to the live-parameter cap with prefetch."""
+    """ZeRO-3: one layer gathered, up to the live-parameter cap with prefetch.
+
+    Not live at the forward moment (the loss): DeepSpeed 0.19.8
+    runtime/zero/parameter_offload.py ``post_sub_module_forward_function`` calls
+    ``PartitionedParameterCoordinator.release_sub_module`` (partitioned_param_coordinator.py)
+    on each decoder layer once its forward ends, so at the loss only the head stays
+    gathered (``hbm.gathered.reused.*`` counts what the reuse distance keeps) — the
+    trace grid's h512 ZeRO-3 case held one layer fewer than this row counted there."""
     k = plan.parallelism.knobs
     gran = plan.runtime.allocation_granularity_bytes
     gb = gather_bytes(plan, formats)
@@ -384,7 +391,7 @@ def _zero3_rows(plan: Plan, placed: tuple[LocalTensor, ...], formats: StateForma
             f"{fmt_count(k.ds_max_live_parameters)}, "
             f"layer + prefetch bucket {fmt_count(k.ds_prefetch_bucket_elements)}) el. × {gb} B",
             source="deepspeed-zero3-config",
-            phases=FORWARD_BACKWARD,
+            phases=BACKWARD,
             backward=IN_LAYERS,
         )
     ]
