@@ -11,7 +11,6 @@ matches CUDA FlashAttention-2.
 
 from __future__ import annotations
 
-import platform
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,10 +23,11 @@ from engine.models.inventory import build_inventory, total_params
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
 from engine.trace.build import build_meta_model, retie
+from engine.trace.checks import checked_rank, trace_versions
 from engine.trace.collect import Collector, model_states
 from engine.trace.deepspeed.support import uses_deepspeed
 from engine.trace.dtypes import casts_compute, compute_dtype, dtype_name, param_dtype
-from engine.trace.errors import TraceError, TraceFailed, TraceRefused
+from engine.trace.errors import TraceError, TraceFailed
 from engine.trace.megatron.support import uses_megatron
 from engine.trace.method import apply_lora, apply_recompute
 from engine.trace.optim import make_optimizer, state_tensors
@@ -58,42 +58,10 @@ class TraceOptions:
     hf_config: Mapping[str, Any] | None = None
 
 
-def heaviest_rank(plan: Plan) -> int:
-    """The rank to measure by default: rank 0, whose FSDP2 shards are the ceil-divided
-    ones (dim-0 chunks give the first ranks the larger pieces) — the heaviest of the one
-    pipeline stage the trace runs."""
-    return 0
-
-
-def _versions() -> dict[str, str]:
-    import peft
-    import transformers
-
-    return {
-        "torch": str(torch.__version__),
-        "transformers": str(transformers.__version__),
-        "peft": str(peft.__version__),
-        "python": platform.python_version(),
-    }
-
-
 def _batch(plan: Plan) -> tuple[Any, Any]:
     shape = (plan.batch.micro_batch, plan.batch.seq_len)
     vocab = plan.model.architecture.vocab
     return torch.randint(0, vocab, shape), torch.randint(0, vocab, shape)
-
-
-def _check(plan: Plan, options: TraceOptions) -> int:
-    reason = refusal(plan)
-    if reason is not None:
-        raise TraceRefused(reason)
-    if options.steps < 2:
-        raise TraceRefused("a trace needs at least 2 steps: the first creates optimizer state")
-    world = plan.parallelism.world_size
-    rank = heaviest_rank(plan) if options.rank is None else options.rank
-    if not 0 <= rank < world:
-        raise TraceRefused(f"rank {rank} is not in the plan's world of {world} ranks")
-    return rank
 
 
 def trace_plan(
@@ -122,7 +90,7 @@ def trace_plan(
         return _one_reason(
             lambda: trace_megatron(plan, options.steps, options.rank, say, should_stop)
         )
-    rank = _check(plan, options)
+    rank = checked_rank(plan, refusal(plan), options.steps, options.rank)
     started = time.perf_counter()
     return _one_reason(lambda: _trace_hf(plan, options, rank, say, should_stop, started))
 
@@ -210,7 +178,7 @@ def _trace(
         setup=setup,
         phases=tuple(collector.records),
         model_states=model_states(collector.records, state_bytes),
-        versions=_versions(),
+        versions=trace_versions("transformers", "peft"),
         wall_seconds=time.perf_counter() - started,
         notes=tuple(notes),
         alloc_events=tuple(tracker.alloc_log.events),

@@ -17,7 +17,6 @@ categories (``tracker.py``). One step is forward, ``engine.backward``, ``engine.
 
 from __future__ import annotations
 
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,12 +27,12 @@ import torch
 from engine.models.inventory import build_inventory, total_params
 from engine.plan import Plan
 from engine.trace.build import ATTENTION, MetaModel, hf_config
+from engine.trace.checks import checked_rank, trace_versions
 from engine.trace.collect import Collector, model_states
 from engine.trace.deepspeed.config import ds_config
 from engine.trace.deepspeed.environment import deepspeed_environment
 from engine.trace.deepspeed.support import STAGES, deepspeed_refusal
 from engine.trace.deepspeed.tracker import DeepSpeedTracker, retag_after_calls
-from engine.trace.errors import TraceRefused
 from engine.trace.optim import LEARNING_RATE
 from engine.trace.patches import trace_patches
 from engine.trace.progress import step_message
@@ -64,30 +63,6 @@ class _States:
     state: dict[Any, dict[str, Any]]
 
 
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    return {
-        "torch": str(torch.__version__),
-        "deepspeed": metadata.version("deepspeed"),
-        "transformers": metadata.version("transformers"),
-        "python": platform.python_version(),
-    }
-
-
-def _check(plan: Plan, steps: int, rank: int | None) -> int:
-    reason = deepspeed_refusal(plan)
-    if reason is not None:
-        raise TraceRefused(reason)
-    if steps < 2:
-        raise TraceRefused("a trace needs at least 2 steps: the first creates optimizer state")
-    world = plan.parallelism.world_size
-    chosen = 0 if rank is None else rank
-    if not 0 <= chosen < world:
-        raise TraceRefused(f"rank {chosen} is not in the plan's world of {world} ranks")
-    return chosen
-
-
 def trace_deepspeed(
     plan: Plan,
     steps: int,
@@ -97,7 +72,7 @@ def trace_deepspeed(
 ) -> TraceResult:
     """Trace a (resolved) deepspeed plan; raises a ``TraceError`` with one reason.
     Failures inside torch / DeepSpeed are turned into one by the caller."""
-    chosen = _check(plan, steps, rank)
+    chosen = checked_rank(plan, deepspeed_refusal(plan), steps, rank)
     started = time.perf_counter()
     world = plan.parallelism.world_size
     with (
@@ -178,7 +153,7 @@ def _trace(
         setup=_setup(plan, built, rank, steps, engine.module, stage),
         phases=tuple(collector.records),
         model_states=model_states(collector.records, state_bytes),
-        versions=_versions(),
+        versions=trace_versions("deepspeed", "transformers"),
         wall_seconds=time.perf_counter() - started,
         notes=(*NOTES, *built.notes),
         alloc_events=tuple(tracker.alloc_log.events),

@@ -12,7 +12,6 @@ DDP param buffer, so that buffer is what ``parameters`` measures.
 
 from __future__ import annotations
 
-import platform
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,8 +22,8 @@ from torch.distributed._tools.mem_tracker import _MemRefType
 
 from engine.models.inventory import build_inventory, total_params
 from engine.plan import Plan
+from engine.trace.checks import checked_rank, trace_versions
 from engine.trace.collect import Collector, model_states
-from engine.trace.errors import TraceRefused
 from engine.trace.megatron.model import MegatronModel, build_megatron, init_parallel
 from engine.trace.megatron.patches import megatron_patches
 from engine.trace.megatron.steps import MegatronStep, run_megatron_step
@@ -66,30 +65,6 @@ class _States:
         return out
 
 
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    return {
-        "torch": str(torch.__version__),
-        "megatron-core": metadata.version("megatron-core"),
-        "python": platform.python_version(),
-    }
-
-
-def _check(plan: Plan, steps: int, rank: int | None) -> int:
-    reason = megatron_refusal(plan)
-    if reason is not None:
-        raise TraceRefused(reason)
-    if steps < 2:
-        raise TraceRefused("a trace needs at least 2 steps: the first creates optimizer state")
-    chosen = 0 if rank is None else rank
-    if not 0 <= chosen < plan.parallelism.world_size:
-        raise TraceRefused(
-            f"rank {chosen} is not in the plan's world of {plan.parallelism.world_size} ranks"
-        )
-    return chosen
-
-
 def trace_megatron(
     plan: Plan,
     steps: int,
@@ -99,7 +74,7 @@ def trace_megatron(
 ) -> TraceResult:
     """Trace a (resolved) Megatron-Core plan; raises a ``TraceError`` with one reason.
     Failures inside torch / Megatron are turned into one by the caller."""
-    chosen = _check(plan, steps, rank)
+    chosen = checked_rank(plan, megatron_refusal(plan), steps, rank)
     started = time.perf_counter()
     with (
         trace_patches(plan.runtime.allocation_granularity_bytes),
@@ -158,7 +133,7 @@ def _trace(
         setup=_setup(plan, rank, steps, built),
         phases=tuple(collector.records),
         model_states=model_states(collector.records, state_bytes),
-        versions=_versions(),
+        versions=trace_versions("megatron-core"),
         wall_seconds=time.perf_counter() - started,
         notes=NOTES,
         alloc_events=tuple(tracker.alloc_log.events),

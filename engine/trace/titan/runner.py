@@ -20,7 +20,6 @@ forward + loss (the chunked loss runs its per-chunk backward here) and a backwar
 
 from __future__ import annotations
 
-import platform
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,8 +30,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from engine.ledger.activations.loss_modes import TORCHTITAN_CHUNKS
 from engine.models.inventory import build_inventory, total_params
 from engine.plan import Plan
+from engine.trace.checks import checked_rank, trace_versions
 from engine.trace.collect import Collector, model_states
-from engine.trace.errors import TraceRefused
 from engine.trace.optim import LEARNING_RATE, state_tensors
 from engine.trace.patches import trace_patches
 from engine.trace.progress import step_message
@@ -61,29 +60,6 @@ class TitanTracker(ShardedTracker):
     supports_higher_order_operators = True
 
 
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    return {
-        "torch": str(torch.__version__),
-        "torchtitan": metadata.version("torchtitan"),
-        "python": platform.python_version(),
-    }
-
-
-def _check(plan: Plan, steps: int, rank: int | None) -> int:
-    reason = titan_refusal(plan)
-    if reason is not None:
-        raise TraceRefused(reason)
-    if steps < 2:
-        raise TraceRefused("a trace needs at least 2 steps: the first creates optimizer state")
-    world = plan.parallelism.world_size
-    chosen = 0 if rank is None else rank
-    if not 0 <= chosen < world:
-        raise TraceRefused(f"rank {chosen} is not in the plan's world of {world} ranks")
-    return chosen
-
-
 def trace_titan(
     plan: Plan,
     steps: int,
@@ -93,7 +69,7 @@ def trace_titan(
 ) -> TraceResult:
     """Trace a (resolved) torchtitan plan; raises a ``TraceError`` with one reason.
     Failures inside torch / torchtitan are turned into one by the caller."""
-    chosen = _check(plan, steps, rank)
+    chosen = checked_rank(plan, titan_refusal(plan), steps, rank)
     started = time.perf_counter()
     with (
         trace_patches(plan.runtime.allocation_granularity_bytes),
@@ -146,7 +122,7 @@ def _trace(
         setup=_setup(plan, built, rank, steps, model),
         phases=tuple(collector.records),
         model_states=model_states(collector.records, state_bytes),
-        versions=_versions(),
+        versions=trace_versions("torchtitan"),
         wall_seconds=time.perf_counter() - started,
         notes=NOTES,
         alloc_events=tuple(tracker.alloc_log.events),
