@@ -24,6 +24,7 @@ from engine.ledger.row import (
     UNTIL_LAYERS_FREE,
     Moment,
     Phase,
+    Role,
     Row,
     make_row,
     with_middle,
@@ -39,6 +40,7 @@ def gathered_row(
     src: str,
     phases: frozenset[Phase],
     backward: frozenset[Moment] | None = None,
+    role: Role | None = None,
 ) -> Row:
     """An exact row of gathered (unsharded) parameters: ``n`` bytes at both ends."""
     return make_row(
@@ -54,6 +56,7 @@ def gathered_row(
         source=src,
         phases=phases,
         backward=backward,
+        role=role,
     )
 
 

@@ -40,6 +40,7 @@ from collections.abc import Callable
 
 from engine.ledger.activations.geometry import FP32, Geometry
 from engine.ledger.activations.library_versions import version_tuple
+from engine.ledger.peaks.kept_gathered import gathered_row
 from engine.ledger.placement import LocalTensor
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.row import (
@@ -50,7 +51,6 @@ from engine.ledger.row import (
     IN_LAYERS,
     Moment,
     Row,
-    make_row,
 )
 from engine.plan import Plan
 from engine.stacks.families import rule_of
@@ -165,37 +165,27 @@ def whole_root_rows(plan: Plan, root_b: int, n_root: int, unit: int) -> list[Row
     block's unit (``unit``, the largest layer unit), kept from forward through the loss."""
     gb = DTYPE_BYTES[plan.method.precision.compute_dtype]
     rows = [
-        make_row(
-            id="hbm.gathered.root",
-            label="Root unit unsharded (embedding, final norm, output)",
-            state="gathered",
-            location="hbm",
-            kind="peak",
-            group="gathered",
-            low=root_b,
-            high=root_b,
-            formula=f"{n_root} tensors × {gb} B = {fmt_count(root_b)} B (torchtitan {_ROOT_WHY})",
-            source="torchtitan-fsdp-units-2024",
-            phases=FORWARD_BACKWARD,
-            backward=IN_LAYERS,
+        gathered_row(
+            "hbm.gathered.root",
+            "Root unit unsharded (embedding, final norm, output)",
+            root_b,
+            f"{n_root} tensors × {gb} B = {fmt_count(root_b)} B (torchtitan {_ROOT_WHY})",
+            "torchtitan-fsdp-units-2024",
+            FORWARD_BACKWARD,
+            IN_LAYERS,
             role="root_unit",
         )
     ]
     if unit:
         rows.append(
-            make_row(
-                id="hbm.gathered.last_layer_kept",
-                label="Last decoder block kept unsharded after forward",
-                state="gathered",
-                location="hbm",
-                kind="peak",
-                group="gathered",
-                low=unit,
-                high=unit,
-                formula=f"one layer unit {fmt_count(unit)} B (torchtitan {_LAST_WHY})",
-                source="torchtitan-fsdp-units-2024",
-                phases=FORWARD_BACKWARD,
-                backward=AT_LOSS,
+            gathered_row(
+                "hbm.gathered.last_layer_kept",
+                "Last decoder block kept unsharded after forward",
+                unit,
+                f"one layer unit {fmt_count(unit)} B (torchtitan {_LAST_WHY})",
+                "torchtitan-fsdp-units-2024",
+                FORWARD_BACKWARD,
+                AT_LOSS,
             )
         )
     return rows
@@ -228,21 +218,16 @@ def titan_root_rows(
             continue
         why = _HEAD_WHY if head_unit else _EMBEDDING_WHY
         rows.append(
-            make_row(
-                id="hbm.gathered.root" if head_unit else "hbm.gathered.embedding",
-                label="Head unit unsharded (final norm, lm_head)"
+            gathered_row(
+                "hbm.gathered.root" if head_unit else "hbm.gathered.embedding",
+                "Head unit unsharded (final norm, lm_head)"
                 if head_unit
                 else "Embedding unit unsharded (its backward)",
-                state="gathered",
-                location="hbm",
-                kind="peak",
-                group="gathered",
-                low=n,
-                high=n,
-                formula=f"{len(ts)} tensors × {gb} B = {fmt_count(n)} B (torchtitan {why})",
-                source="torchtitan-fsdp-units",
-                phases=FORWARD_BACKWARD if head_unit else BACKWARD,
-                backward=HEAD_MOMENTS if head_unit else EMBEDDING_MOMENTS,
+                n,
+                f"{len(ts)} tensors × {gb} B = {fmt_count(n)} B (torchtitan {why})",
+                "torchtitan-fsdp-units",
+                FORWARD_BACKWARD if head_unit else BACKWARD,
+                HEAD_MOMENTS if head_unit else EMBEDDING_MOMENTS,
                 role="root_unit" if head_unit else None,
             )
         )
@@ -261,17 +246,12 @@ def _scatter_output(plan: Plan, head: list[LocalTensor], shard: int) -> list[Row
     el = sum([ceil_div(t.shape[0], shard) * (t.numel // t.shape[0]) for t in head if t.shape])
     n = round_up(el * 4, gran)
     return [
-        make_row(
-            id="hbm.gathered.head_scatter_output",
-            label="Chunked loss: lm_head reduce-scatter output (fp32 shard)",
-            state="gathered",
-            location="hbm",
-            kind="peak",
-            group="gathered",
-            low=n,
-            high=n,
-            formula=f"{el:,} el. (÷ {shard} ranks, padded) × 4 B = {fmt_count(n)} B",
-            source="torchtitan-chunked-loss",
-            phases=FORWARD,
+        gathered_row(
+            "hbm.gathered.head_scatter_output",
+            "Chunked loss: lm_head reduce-scatter output (fp32 shard)",
+            n,
+            f"{el:,} el. (÷ {shard} ranks, padded) × 4 B = {fmt_count(n)} B",
+            "torchtitan-chunked-loss",
+            FORWARD,
         )
     ]
