@@ -156,14 +156,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
         "(issue 36 calibration) [now: reserved 21.4-21.5 GiB against 22.0 (-2.6 %)]"
     ),
-    "answerai-llama2-70b-qlora-cpu-offload-bs2": (
-        "the FSDP1 side pools hold what the gathered rows count plus at most one unit "
-        "(FlatParamHandle._free_unsharded_flat_param records the compute stream; issue 36), "
-        "no longer the torchtitan FSDP2 multiplier: the reserve of a large HF step's "
-        "transient (0.3-0.9 of it in the Answer.AI large-batch rows) is not modelled; FSDP1 "
-        "CPU offload's pre-unshard copies not modelled [now: reserved 12.1-14.5 GiB against "
-        "14.9 (-10.7 %)]"
-    ),
 }
 """Expressible cases outside their range or with a contradicted verdict today, each with
 the issue-35 item (or source-review finding R#) that explains it."""
