@@ -93,22 +93,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "all-gathers) not checked against its recipe [now: allocated 29.8-30.8 GiB against "
         "27.6 (+9.9 %)]"
     ),
-    "peft-llama2-70b-qlora-fsdp-no-offload": (
-        "the plan now runs what the doc's March-2024 code ran (bf16 adapters, no kbit "
-        "upcast, lora_dropout 0.1, bitsandbytes 0.43.0 keeping each 4-bit linear's input, "
-        "transformers 4.39), which lowers it; checked and counted: FSDP1 root unit kept "
-        "gathered through backward, 2 layer units in flight (BACKWARD_PRE + "
-        "limit_all_gathers), adapters as nested units (peft fsdp_auto_wrap_policy via "
-        "Trainer._fsdp_qlora_plugin_updates), quant_state whole on every rank, one "
-        "dequantized weight at a time; MixedPrecision(bf16) over bf16 flat params is a "
-        "no-op (_uses_param_mixed_precision false). Not modelled: accelerate's "
-        "accumulate() runs FSDP.no_sync on the first of 2 micro-batches, keeping the "
-        "adapters' unsharded gradients (0.19 GiB) to the second; the nvidia-smi basis "
-        "over HF's load path (from_pretrained quantizes every weight on each rank's GPU "
-        "and moves it to CPU/meta under fsdp_cpu_ram_efficient_loading) is not replayed "
-        "by the FSDP1 construction cache [now: device 29.2-32.1 GiB against 33.2-35.6 "
-        "(-10.9 %)]"
-    ),
     "peft-llama2-70b-qlora-fsdp-cpu-offload-2x24gb": (
         "the plan now runs what the doc's March-2024 code ran (bf16 adapters, no kbit "
         "upcast, lora_dropout 0.1, bitsandbytes 0.43.0 keeping each 4-bit linear's input, "
