@@ -121,3 +121,32 @@ def test_bitsandbytes_plans_keep_their_config_hash() -> None:
     ao = with_values(plan, {"method.qlora.nf4_impl": "torchao"})
     assert ao.canonical_tree()["method"]["qlora"]["nf4_impl"] == "torchao"
     assert ao.config_hash() != plan.config_hash()
+
+
+def test_torchao_linear_keeps_no_input_whatever_the_bitsandbytes_version() -> None:
+    """torchao's LinearNF4.forward saves only the NF4 weight (ctx.save_for_backward(weight)),
+    so an old bitsandbytes (< 0.43.2, whose MatMul4Bit kept its input) changes nothing
+    under torchao, while under bitsandbytes it adds the kept inputs (no AC, so each layer's
+    saved set is counted whole; LoRA on q and v only, so the MLP's inputs are kept by the
+    old bitsandbytes alone)."""
+    no_ac = {"method.recompute.policy": "none", "method.lora.targets": ["q", "v"]}
+
+    def saved(impl: str, version: str) -> int:
+        extra = {**no_ac, "method.qlora.nf4_impl": impl, "runtime.bitsandbytes_version": version}
+        return int(_rows(**extra)["hbm.activations.saved.layers"].high)
+
+    assert saved("torchao", "0.41.0") == saved("torchao", "0.45.0")
+    assert saved("bitsandbytes", "0.41.0") > saved("bitsandbytes", "0.45.0")
+
+
+def test_bitsandbytes_fields_grey_under_torchao() -> None:
+    """engine/stacks/applicability.py: double_quant, quant_storage and the bitsandbytes
+    version are bitsandbytes settings."""
+    from engine.stacks.applicability import inapplicable
+
+    plan = with_values(plan_for_model_preset("llama-3.1-8b"), QLORA_8B)
+    fields = ("method.qlora.double_quant", "method.qlora.quant_storage")
+    bnb = inapplicable(plan)
+    assert not any(f in bnb for f in (*fields, "runtime.bitsandbytes_version"))
+    ao = inapplicable(with_values(plan, {"method.qlora.nf4_impl": "torchao"}))
+    assert all(f in ao for f in (*fields, "runtime.bitsandbytes_version"))
