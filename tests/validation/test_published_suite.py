@@ -64,12 +64,6 @@ KNOWN_FAILURES: dict[str, str] = {
     "torchtune-3b-full-act-offload": (
         "as the opt-in-bwd row [now: allocated 21.4-21.6 GiB against 21.8 (-1.5 %)]"
     ),
-    "torchtune-3b-full-adamw8bit": (
-        "not explained by the rows: bnb 8-bit AdamW state (1 B a moment + fp32 absmax per "
-        "256) over the act-offload row's 21.8 leaves 14.2-14.5 GiB against 17.6 (-18 %); the "
-        "run's 8-bit optimizer build is not stated [now: allocated 15.5-15.7 GiB against 17.6 "
-        "(-11.5 %)]"
-    ),
     "torchtune-3b-lora-packed": (
         "every chunk's 16-bit logits (1.96 GiB) next to the frozen 3B and the adapters' "
         "states at the forward's end already reach 8.59 GiB against 8.5 (+1 % at the low end) "
