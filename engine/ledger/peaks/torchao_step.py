@@ -11,7 +11,10 @@ amax, then the code search) and writes ``p.copy_(p_f32)``. So the step's scratch
 that of one parameter — the largest one bounds it — and how much of it Inductor keeps
 as buffers is not known here: where every upcast fuses into the kernels that read them,
 none (the low end, 0); where each named fp32 tensor is a buffer, four copies of the
-parameter at 4 B an element (the high end). Under torchtune's ``optimizer_in_bwd`` the
+parameter at 4 B an element (the high end). (A hand-written copy of the step compiled by
+torch 2.13's Inductor for the CPU keeps the two dequantized, lerped moments as fp32
+buffers — two copies — in one fused kernel; the GPU's choice in the run's torch is not
+traced.) Under torchtune's ``optimizer_in_bwd`` the
 step runs inside backward, from the parameter's post-accumulate-grad hook
 (:mod:`engine.ledger.peaks.optimizer_in_backward`).
 """
