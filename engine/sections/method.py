@@ -128,6 +128,14 @@ class OptimizerSection(Section):
         description="bitsandbytes paged optimizer (paged_adamw_8bit / paged_adamw_32bit): "
         "the state lives in CUDA unified memory and pages to host under pressure.",
     )
+    adam8bit_library: Literal["bitsandbytes", "torchao"] = Field(
+        default="bitsandbytes",
+        description="Whose 8-bit AdamW (name = adam8bit): bitsandbytes (AdamW8bit: one "
+        "CUDA kernel updates each tensor in place; tensors under 4096 elements keep fp32 "
+        "state) or torchao (low_bit_optim AdamW8bit, torchtune's: each parameter's step "
+        "is torch.compile'd from fp32 upcasts; small tensors keep state in the "
+        "parameter's dtype).",
+    )
     custom_bytes_per_param: float = Field(
         default=8.0,
         ge=0.0,

@@ -244,6 +244,14 @@ def _knob_fields(plan: Plan) -> list[NoEffect]:
                 "the torchtitan version changes torchtitan's FSDP2 units only",
             )
         )
+    if m.optimizer.name != "adam8bit":
+        out.append(
+            NoEffect(
+                "method.optimizer.adam8bit_library",
+                f"method.optimizer.name {m.optimizer.name}",
+                "whose 8-bit AdamW applies to optimizer adam8bit only",
+            )
+        )
     if m.optimizer.name not in ("adamw", "adam8bit"):
         out.append(
             NoEffect(

@@ -86,6 +86,7 @@ FIELD_NOUNS: dict[str, str] = {
     "method.qlora.quantize_lm_head": "QLoRA 4-bit lm_head",
     "method.optimizer.precision_aware": "precision-aware optimizer",
     "method.optimizer.paged": "paged optimizer",
+    "method.optimizer.adam8bit_library": "8-bit AdamW library",
     "method.optimizer.in_backward": "optimizer step in backward",
     "method.precision.float8": "Float8 training",
     "method.precision.float8_all_gather": "Float8 all-gather",
