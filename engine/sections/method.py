@@ -149,6 +149,18 @@ class OptimizerSection(Section):
         "for the step (off: Megatron's default).",
     )
 
+    @model_serializer(mode="wrap")
+    def _canonical(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        """Leave ``adam8bit_library`` out of the canonical form while it is bitsandbytes
+        (what every plan meant before the field existed), so those plans keep their
+        config hash (``CANONICAL_CONTEXT``)."""
+        data: dict[str, Any] = handler(self)
+        if self.adam8bit_library == "bitsandbytes" and (info.context or {}).get("canonical"):
+            data.pop("adam8bit_library", None)
+        return data
+
 
 ConcretePolicy = Literal["fp32", "amp_master", "autocast", "pure_16bit"]
 PrecisionPolicy = Literal["auto", "fp32", "amp_master", "autocast", "pure_16bit"]
