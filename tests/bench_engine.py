@@ -87,7 +87,10 @@ def rounds_ms(fn: Callable[[], float], rounds: int) -> str:
 
 
 def clear_caches() -> None:
-    """Empty every functools cache in the engine (a cold estimate)."""
+    """Empty every functools cache in the engine (a cold estimate). Thaws first: a search
+    ends by freezing what is alive (``engine/layout/search/collector.py``), and
+    ``gc.get_objects`` does not list frozen objects, so the caches would be missed."""
+    gc.unfreeze()
     for obj in gc.get_objects():
         if isinstance(obj, _lru_cache_wrapper) and obj.__module__.startswith("engine"):
             obj.cache_clear()
