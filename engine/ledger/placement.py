@@ -299,7 +299,6 @@ def _class_parts(arch: ArchitectureSpec, par: ParallelismSection) -> ClassParts:
     return tuple((t, place_tensor(t, arch, par, 1)) for t in root), tuple(parts)
 
 
-@lru_cache(maxsize=256)
 def experts_folded(
     tensors: tuple[Tensor, ...], n_experts: int, ep: int
 ) -> tuple[tuple[Tensor, int], ...]:
@@ -307,7 +306,8 @@ def experts_folded(
     one representative (the lowest expert index) per expert tensor kind, and how many
     experts of rank 0's EP slice [0, E/ep) it stands for. DeepSeek-V3's 256 experts × 3
     matrices become 3 tensors; every sum multiplies by the count, so bytes and
-    allocation counts stay exact."""
+    allocation counts stay exact. Not cached: its one caller, :func:`_class_parts`, is,
+    once per placement of the architecture."""
     local = ceil_div(n_experts, ep) if ep > 1 else n_experts
     out: list[tuple[Tensor, int]] = []
     kinds: dict[tuple[object, ...], int] = {}
