@@ -44,12 +44,9 @@ class SideBytes(int):
     bytes FSDP1's construction left cached on the compute stream (:func:`fsdp1_init_cache`;
     (0, 0) elsewhere) and ``unit``, FSDP1's largest layer unit (0 elsewhere); ``root``
     the root unit's unsharded bytes, ``logits`` the eager loss's requests
-    (:func:`with_logits`) and ``pre`` the pool of FSDP1's pre-unshard stream under CPU
-    offload: ``_runtime_utils._unshard`` runs ``handle.pre_unshard()`` under
-    ``pre_unshard_stream``, whose ``flat_param_to(device)`` copies the CPU shard into a
-    block of that stream's pool, freed once the all-gather replaced it, so the pool
-    keeps the largest shard (the root's or a layer's) between uses; ``forward`` the
-    compute stream's cache at the loss after a checkpointed forward, replayed
+    (:func:`with_logits`) and ``pre`` the (low, high) pool of FSDP1's pre-unshard
+    stream under CPU offload (:func:`pre_unshard_pool`); ``forward`` the compute
+    stream's cache at the loss after a checkpointed forward, replayed
     (:func:`engine.allocator.checkpointed.loss_cache`; 0: not replayed) and ``wrap``
     the FSDP1 units it replays (set by the ledger; None: none known). An ``int`` so
     every place that passes or sums the side bytes reads it unchanged."""
@@ -58,7 +55,7 @@ class SideBytes(int):
     unit: int
     root: int
     logits: tuple[int, int]
-    pre: int
+    pre: tuple[int, int]
     forward: int
     wrap: tuple[tuple[tuple[int, ...], ...], int] | None
 
@@ -69,7 +66,7 @@ class SideBytes(int):
         unit: int = 0,
         root: int = 0,
         logits: tuple[int, int] = (0, 0),
-        pre: int = 0,
+        pre: tuple[int, int] = (0, 0),
         forward: int = 0,
     ) -> SideBytes:
         made = super().__new__(cls, streams)
@@ -81,6 +78,32 @@ class SideBytes(int):
         made.forward = forward
         made.wrap = None
         return made
+
+
+def pre_unshard_pool(root: int, unit: int, shards: int, nested_units: bool) -> tuple[int, int]:
+    """(low, high) bytes FSDP1's pre-unshard stream keeps under ``CPUOffload(offload_params
+    =True)``, from the root unit's and the largest layer unit's unsharded bytes, their
+    ``shards`` and whether each layer unit holds nested units (LoRA adapters).
+
+    ``_runtime_utils._unshard`` runs ``handle.pre_unshard()`` on ``pre_unshard_stream``
+    *before* the ``limit_all_gathers`` rate limiter; under offload it calls
+    ``flat_param_to(device, non_blocking=True)``: a device copy of the CPU shard, made in
+    that stream's pool. ``FlatParamHandle._all_gather_flat_param`` then records the
+    unshard stream on it (``_no_dispatch_record_stream``), so its block returns to the
+    pool only when the all-gather that reads it is done on the GPU. The forward starts
+    with the root unit's copy (its shard, the embedding and head, is the largest) and the
+    host reaches the first layer's ``pre_unshard`` long before that copy and its
+    all-gather finish, so two blocks are live at once: the root's shard and a layer's.
+    Later copies find one of them free (each layer shard fits the root's block). With
+    nested units (peft's ``fsdp_auto_wrap_policy`` and fsdp_qlora's lambda policy wrap
+    every adapter Linear) the third unshard inside the first layer already waits on the
+    rate limiter (``_free_event_queue.dequeue_if_needed``, two free events) for the first
+    adapter's reshard, which follows both all-gathers: low = high. Without them nothing
+    makes the host wait before the third layer's unshard (it waits on the first layer's
+    free event), so up to three layer shards can be pending beside the root's."""
+    root_shard, unit_shard = -(-root // shards), -(-unit // shards)
+    low = root_shard + unit_shard if root_shard else unit_shard
+    return low, low if nested_units else low + 2 * unit_shard
 
 
 def with_logits(side: int, block: int, request: int) -> int:
@@ -215,11 +238,14 @@ def reserved_extra(
     if not m.fsdp1:
         extra = (extra[0] + int(side * m.side[0]), extra[1] + int(side * m.side[1]))
     else:  # FSDP1: at most one unit more than the rows count (see ReserveModel.fsdp1)
-        pre = getattr(side, "pre", 0)  # the pre-unshard stream's pool (SideBytes.pre)
-        extra = (extra[0] + pre, extra[1] + getattr(side, "unit", 0) + pre)
+        pre = getattr(side, "pre", (0, 0))  # the pre-unshard stream's pool (SideBytes.pre)
+        extra = (extra[0] + pre[0], extra[1] + getattr(side, "unit", 0) + pre[1])
         floor = None if at_loss is None or m.expandable else loss_floor(side, at_loss)
-        if floor is not None:
-            extra = (max(extra[0], floor[0] - low), max(extra[1], floor[1] - high))
+        if floor is not None:  # the pre-unshard pool is a stream pool of its own
+            extra = (
+                max(extra[0], floor[0] - low + pre[0]),
+                max(extra[1], floor[1] - high + pre[1]),
+            )
     if m.ceiling is None:
         return extra
     stuck = stuck_extra(m, low, high, steady)

@@ -75,6 +75,11 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         "a master-weights engine (DeepSpeed bf16.enabled) casts peft's fp32 upcasts back "
         "to the working dtype",
     )
+    torchao = m.kind == "qlora" and m.qlora.nf4_impl == "torchao"
+    for field in ("method.qlora.double_quant", "method.qlora.quant_storage"):
+        off_if(torchao, field, "method.qlora.nf4_impl torchao",
+               "bitsandbytes settings: torchao's NF4Tensor always double-quantizes and "
+               "keeps its data as uint8")  # fmt: skip
     off_if(
         m.kind != "custom",
         "method.custom",
@@ -215,12 +220,12 @@ def _knob_fields(plan: Plan) -> list[NoEffect]:
                 "megatron activation profile)",
             )
         )
-    if m.kind != "qlora":
+    if m.kind != "qlora" or m.qlora.nf4_impl == "torchao":
         out.append(
             NoEffect(
                 "runtime.bitsandbytes_version",
-                f"method.kind {m.kind}",
-                "the bitsandbytes version changes QLoRA's 4-bit linears only",
+                f"method.kind {m.kind}" if m.kind != "qlora" else "method.qlora.nf4_impl torchao",
+                "the bitsandbytes version changes QLoRA's bitsandbytes 4-bit linears only",
             )
         )
     if plan.runtime.activation_profile != "hf-transformers":

@@ -82,6 +82,7 @@ FIELD_NOUNS: dict[str, str] = {
     "method.dropout": "model dropout",
     "method.lora.dropout": "LoRA dropout",
     "method.qlora.quant_storage": "QLoRA quant storage dtype",
+    "method.qlora.nf4_impl": "NF4 library",
     "method.qlora.quantize_lm_head": "QLoRA 4-bit lm_head",
     "method.optimizer.precision_aware": "precision-aware optimizer",
     "method.optimizer.paged": "paged optimizer",

@@ -17,6 +17,7 @@ from engine.allocator.reserve import (
     SideBytes,
     fsdp1_init_cache,
     loss_floor,
+    pre_unshard_pool,
     reserved_extra,
     stuck_extra,
     with_forward,
@@ -230,8 +231,11 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     live = 2 if k.fsdp1_limit_all_gathers or k.fsdp1_backward_prefetch == "backward_pre" else 1
     unit = layers // live
     init = wrap_init(plan, root, unit) or fsdp1_init_cache(root, unit)
-    # CPU offload: the pre-unshard stream's pool keeps the largest shard copy (SideBytes.pre)
-    pre = -(-max(root, unit) // plan.parallelism.dp) if plan.offload.params == "cpu" else 0
+    # CPU offload: the pre-unshard stream's pool (SideBytes.pre); adapters are units of
+    # their own under FSDP1 (use_orig_params=False needs uniform requires_grad per unit)
+    nested = plan.method.kind in ("lora", "qlora")
+    off = plan.offload.params == "cpu"
+    pre = pre_unshard_pool(root, unit, plan.parallelism.dp, nested) if off else (0, 0)
     made = SideBytes(total, init, unit, root, (0, 0), pre)
     made.wrap = wrap_units(plan, root, unit)  # the loss stage replays its forward with them
     return made
