@@ -36,12 +36,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "reduce-scatter stream's pool (not modelled) [now: reserved 76.7-82.2 GiB against "
         "82.4 (-3.6 %)]"
     ),
-    "torchtitan-8b-fsdp128-sac-compile": (
-        "at 9dec370's FSDP2 units (whole-model root unit resharded after forward, the last "
-        "block kept) the side-stream pools read the 2.1 GB root all-gather: the low end "
-        "(torch.compile's recomputed intermediates) passes the measured figure by 0.04 GiB "
-        "[now: reserved 62.0-71.7 GiB against 62.0 (+7.8 %)]"
-    ),
     "torchtitan-8b-fsdp8-cp1-32k-full-ac": (
         "reserve of a 32k-token full-AC step: the loss backward's multi-GB requests cannot "
         "reuse forward's cached blocks (issue 36 calibration), not modelled [now: reserved "
@@ -99,14 +93,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "gives 16.05-16.30 GiB (inside) but no source states it [now: allocated 17.0-17.2 GiB "
         "against 16.2 (+5.5 %)]"
     ),
-    "torchtune-8b-qlora-4090": (
-        "torchao NF4 now modelled (method.qlora.nf4_impl torchao: linear_nf4's compiled "
-        "dequantize is one bf16 weight, 112 MiB, the high end fell from 8.0 to 7.75); the low "
-        "end is the loss moment: NF4 base 3.35 + bf16 embedding and output 1.96 + adapters "
-        "and moments 0.12 + 32 checkpointed inputs 1.0 (x 0.98 band) + the final norm's fp32 "
-        "input 0.06 + chunk logits 0.98 = 7.45 GiB (+64 MiB RoPE cache not counted) against "
-        "7.4 [now: allocated 7.4-7.8 GiB against 7.4 (+2.7 %)]"
-    ),
     "torchtune-70b-lora-8xa100": (
         "torchtune 30b8519 lora_finetune_distributed: shard_model fully_shards each layers.i "
         "then the root (embedding, norm, output), reshard_after_forward True for the layers; "
@@ -119,24 +105,24 @@ KNOWN_FAILURES: dict[str, str] = {
         "29.8-30.8 GiB against 27.6 (+9.9 %)]"
     ),
     "peft-llama2-70b-qlora-fsdp-cpu-offload-2x24gb": (
-        "the plan now runs what the doc's March-2024 code ran (bf16 adapters, no kbit "
-        "upcast, lora_dropout 0.1, bitsandbytes 0.43.0 keeping each 4-bit linear's input, "
+        "the plan now runs what the doc's March-2024 code ran (bf16 adapters, no kbit upcast, "
+        "lora_dropout 0.1, bitsandbytes 0.43.0 keeping each 4-bit linear's input, "
         "transformers 4.39), which lowers it; checked and counted: FSDP1 root unit kept "
         "gathered through backward, 2 layer units in flight (BACKWARD_PRE + "
         "limit_all_gathers), adapters as nested units (peft fsdp_auto_wrap_policy via "
         "Trainer._fsdp_qlora_plugin_updates), quant_state whole on every rank, one "
-        "dequantized weight at a time; MixedPrecision(bf16) over bf16 flat params is a "
-        "no-op (_uses_param_mixed_precision false). Not modelled: accelerate's "
-        "accumulate() runs FSDP.no_sync on the first of 2 micro-batches, keeping the "
-        "adapters' unsharded gradients (0.19 GiB) to the second; the nvidia-smi basis "
-        "over HF's load path (from_pretrained quantizes every weight on each rank's GPU "
-        "and moves it to CPU/meta under fsdp_cpu_ram_efficient_loading) is not replayed "
-        "by the FSDP1 construction cache; under offload the pre-unshard pool (root shard "
-        "+ a layer's, 0.69 GiB) is counted and the NF4 constants stay in HBM; read as GiB "
-        "both PEFT figures sit ~3.5 GiB above MemPlan's high end (19.6 vs 16.0, 35.6 vs "
-        "32.1), and the runs differ by 16.0 against MemPlan's 16.1 GiB of offloaded "
-        "states: the missing bytes are common to both runs, not an offload term [now: "
-        "device 13.0-16.0 GiB against 18.3-19.6 (-23.4 %)]"
+        "dequantized weight at a time; MixedPrecision(bf16) over bf16 flat params is a no-op "
+        "(_uses_param_mixed_precision false). Not modelled: accelerate's accumulate() runs "
+        "FSDP.no_sync on the first of 2 micro-batches, keeping the adapters' unsharded "
+        "gradients (0.19 GiB) to the second; the nvidia-smi basis over HF's load path "
+        "(from_pretrained quantizes every weight on each rank's GPU and moves it to CPU/meta "
+        "under fsdp_cpu_ram_efficient_loading) is not replayed by the FSDP1 construction "
+        "cache; under offload the pre-unshard pool (root shard + a layer's, 0.69 GiB) is "
+        "counted and the NF4 constants stay in HBM; read as GiB both PEFT figures sit ~3.5 "
+        "GiB above MemPlan's high end (19.6 vs 16.0, 35.6 vs 32.1), and the runs differ by "
+        "16.0 against MemPlan's 16.1 GiB of offloaded states: the missing bytes are common to "
+        "both runs, not an offload term [now: device 13.0-16.0 GiB against 18.3-19.6 (-23.4 "
+        "%)]"
     ),
     "litgpt-llama2-7b-lora-a10g": (
         "LitGPT's own GPT modules are modelled with the hf-transformers activation profile "
