@@ -45,14 +45,19 @@ class SideBytes(int):
     (0, 0) elsewhere) and ``unit``, FSDP1's largest layer unit (0 elsewhere); ``root``
     the root unit's unsharded bytes, ``logits`` the eager loss's requests
     (:func:`with_logits`) and ``pre`` the (low, high) pool of FSDP1's pre-unshard
-    stream under CPU offload (:func:`pre_unshard_pool`). An ``int`` so every place that
-    passes or sums the side bytes reads it unchanged."""
+    stream under CPU offload (:func:`pre_unshard_pool`); ``forward`` the compute
+    stream's cache at the loss after a checkpointed forward, replayed
+    (:func:`engine.allocator.checkpointed.loss_cache`; 0: not replayed) and ``wrap``
+    the FSDP1 units it replays (set by the ledger; None: none known). An ``int`` so
+    every place that passes or sums the side bytes reads it unchanged."""
 
     init: tuple[int, int]
     unit: int
     root: int
     logits: tuple[int, int]
     pre: tuple[int, int]
+    forward: int
+    wrap: tuple[tuple[tuple[int, ...], ...], int] | None
 
     def __new__(
         cls,
@@ -62,6 +67,7 @@ class SideBytes(int):
         root: int = 0,
         logits: tuple[int, int] = (0, 0),
         pre: tuple[int, int] = (0, 0),
+        forward: int = 0,
     ) -> SideBytes:
         made = super().__new__(cls, streams)
         made.init = init
@@ -69,6 +75,8 @@ class SideBytes(int):
         made.root = root
         made.logits = logits
         made.pre = pre
+        made.forward = forward
+        made.wrap = None
         return made
 
 
@@ -105,7 +113,21 @@ def with_logits(side: int, block: int, request: int) -> int:
     FSDP1 :class:`SideBytes` or the loss makes no fp32 request."""
     if not isinstance(side, SideBytes) or side.init == (0, 0) or request <= 0:
         return side
-    return SideBytes(int(side), side.init, side.unit, side.root, (block, request), side.pre)
+    made = SideBytes(
+        int(side), side.init, side.unit, side.root, (block, request), side.pre, side.forward
+    )
+    made.wrap = side.wrap
+    return made
+
+
+def with_forward(side: int, cache: int) -> int:
+    """``side`` carrying the replayed compute-stream ``cache`` at the loss
+    (:attr:`SideBytes.forward`), which :func:`loss_floor`'s high end reads."""
+    if not isinstance(side, SideBytes):
+        return side
+    made = SideBytes(int(side), side.init, side.unit, side.root, side.logits, side.pre, cache)
+    made.wrap = side.wrap
+    return made
 
 
 def loss_floor(side: int, at_loss: tuple[int, int]) -> tuple[int, int] | None:
@@ -122,13 +144,28 @@ def loss_floor(side: int, at_loss: tuple[int, int]) -> tuple[int, int] | None:
     16-bit logits, and the fp32 tensors that follow (the log-probs' gradient, then the
     logits' gradient in ``log_softmax_backward``) are twice its size, so each takes a
     segment of its own while that block waits for the 16-bit gradient the cast's
-    backward makes. ``at_loss`` is the allocated (low, high) at ``backward.start``."""
+    backward makes. ``at_loss`` is the allocated (low, high) at ``backward.start``.
+
+    With a replayed forward (:attr:`SideBytes.forward`) the high end is the loss's
+    allocated bytes plus that replay's cache — the construction cache the forward left,
+    the checkpointed layers' working set and the pieces their kept outputs were cut from,
+    and the 16-bit block (:mod:`engine.allocator.checkpointed`) — plus the side pools'
+    layer units, which nothing frees on the unshard stream while the loss runs: the
+    in-flight units the gathered rows count and at most one more (``ReserveModel.fsdp1``).
+    The low end stays the construction cache and the block alone: the step's own
+    requests may reuse the forward's blocks in an order the replay does not follow, and
+    a job at its card's capacity frees every wholly free cached segment and retries
+    (``CUDACachingAllocator`` ``release_cached_blocks``) before its peak is read."""
     if not isinstance(side, SideBytes):
         return None
     block, request = side.logits
     if request <= max(side.root, side.unit):
         return None
-    return at_loss[0] + side.init[0] + block, at_loss[1] + side.init[1] + block
+    low, high = at_loss[0] + side.init[0] + block, at_loss[1] + side.init[1] + block
+    if side.forward:
+        pools = max(0, int(side) - side.root) + side.unit
+        high = max(high, at_loss[1] + side.forward + pools)
+    return low, high
 
 
 def fsdp1_init_cache(root: int, unit: int) -> tuple[int, int]:

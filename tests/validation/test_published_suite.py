@@ -144,39 +144,19 @@ KNOWN_FAILURES: dict[str, str] = {
         "LitGPT activation profile (as litgpt-llama2-7b-lora): -4.6 % [now: allocated "
         "17.9-18.1 GiB against 18.4 (-2.0 %)]"
     ),
-    "answerai-llama2-7b-qlora-ctx2048-bs4": (
-        "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
-        "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
-        "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 10.9-11.1 GiB against 11.2 (-1.9 %)]"
-    ),
-    "answerai-llama2-7b-lora-ctx2048-bs4": (
-        "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
-        "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
-        "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 15.4-15.7 GiB against 16.1 (-3.5 %)]"
-    ),
     "answerai-llama2-7b-lora-ctx2048-bs1-alloc": (
         "35.6 FSDP peak in mid-backward (the layer's saved set and gradients) + 35.8 small "
         "rows: -2.2 % [now: allocated 9.2-9.3 GiB against 9.2 (+1.2 %)]"
     ),
     "answerai-llama2-7b-lora-ctx2048-bs6": (
-        "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
-        "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
-        "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 18.8-19.0 GiB against 21.4 (-11.4 %)]"
-    ),
-    "answerai-llama2-7b-qlora-ddp-ctx2048-bs8": (
-        "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
-        "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
-        "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 19.0-19.3 GiB against 20.9 (-8.7 %)]"
-    ),
-    "answerai-llama2-7b-lora-ddp-ctx2048-bs4": (
-        "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
-        "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "
-        "under-predicts the reserve of HF FSDP1 / DDP runs of a 7B model on 24-48 GB cards "
-        "(issue 36 calibration) [now: reserved 21.4-21.5 GiB against 22.0 (-2.6 %)]"
+        "reserved basis: the high end replays the checkpointed forward and the loss through "
+        "the allocator simulator (engine/allocator/checkpointed.py: each layer's kept output "
+        "cut out of a freed MLP block, the forward's blocks cached beside the loss's fp32 "
+        "requests) plus the unshard pool's layer units; 0.08 GiB short at the high end. A "
+        "fake-tensor replay of the same step (transformers 4.40 layer, peft LoRA, reentrant "
+        "checkpoint) gives 19.5 GiB compute-stream reserved + 1.2-1.6 GiB unshard pool; "
+        "steps 2-3 add nothing; not modelled: the 384 LoRA units' own all-gathers "
+        "[now: reserved 18.8-21.3 GiB against 21.4 (-6.1 %)]"
     ),
 }
 """Expressible cases outside their range or with a contradicted verdict today, each with

@@ -20,11 +20,12 @@ from engine.allocator.reserve import (
     pre_unshard_pool,
     reserved_extra,
     stuck_extra,
+    with_forward,
     with_logits,
 )
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.groups import stage_groups
-from engine.ledger.peaks.fsdp1_wrap import no_shard_units, wrap_init
+from engine.ledger.peaks.fsdp1_wrap import forward_cache, no_shard_units, wrap_init, wrap_units
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
 from engine.sections.runtime import RuntimeSection
@@ -187,7 +188,9 @@ def loss_side(side: int, plan: Plan, last: bool) -> int:
     if not rt.logits_fp32_upcast and c != 4:
         return side
     tokens = b * (s - 1) if rt.kept_logits == "fp32" else b * s
-    return with_logits(side, b * s * v * c if c != 4 else 0, tokens * v * 4)
+    side = with_logits(side, b * s * v * c if c != 4 else 0, tokens * v * 4)
+    wrap = getattr(side, "wrap", None)  # FSDP1's units: replay the checkpointed forward
+    return with_forward(side, forward_cache(plan, wrap)) if wrap else side
 
 
 def stuck_bytes(
@@ -217,7 +220,11 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
         root, unit = no_shard_units(plan, frozen, nf4)
         init = wrap_init(plan, root, unit) if unit > 0 else None
         # no all-gather, so no side-stream unit; the root bounds the cached blocks
-        return SideBytes(total, init, 0, root) if init else SideBytes(total)
+        if not init:
+            return SideBytes(total)
+        made = SideBytes(total, init, 0, root)
+        made.wrap = wrap_units(plan, root, unit)
+        return made
     if not layers:
         return SideBytes(total)
     k = plan.parallelism.knobs  # the units the layers row counts (gathered._fsdp_rows)
@@ -229,7 +236,9 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     nested = plan.method.kind in ("lora", "qlora")
     off = plan.offload.params == "cpu"
     pre = pre_unshard_pool(root, unit, plan.parallelism.dp, nested) if off else (0, 0)
-    return SideBytes(total, init, unit, root, (0, 0), pre)
+    made = SideBytes(total, init, unit, root, (0, 0), pre)
+    made.wrap = wrap_units(plan, root, unit)  # the loss stage replays its forward with them
+    return made
 
 
 SIDE_GROUPS = frozenset({"gathered", "buckets"})
