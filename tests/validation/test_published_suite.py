@@ -52,23 +52,21 @@ KNOWN_FAILURES: dict[str, str] = {
     ),
     "torchtune-3b-full-opt-in-bwd": (
         "the peak is lm_head's backward (backward.start), 0.4-0.5 GiB short; checked and "
-        "ruled out there: the chunks' weight gradients meet in the autograd input buffer "
-        "in place (input_buffer.cpp accumulate, can_accumulate_inplace), the 3-D chunk "
-        "folds to mm with a copy of its input only (LinearAlgebra.cpp should_fold), the "
-        "compiled CE keeps its bf16 input (no fp32 chunk at the head), no step runs there "
-        "(the tied weight's hook fires after the embedding); the layers' moment stays "
-        "below it (the AC row's 24.9 bounds a layer's working set near 0.95 GiB); "
-        "torchtune's fp32 RoPE cache (Llama3ScaledRoPE, 131072 x 64 x 2 x 4 = 64 MiB) is "
-        "real and not counted (hf profile) [now: allocated 22.6-22.7 GiB against 23.1 "
-        "(-1.9 %)]"
+        "ruled out there: the chunks' weight gradients meet in the autograd input buffer in "
+        "place (input_buffer.cpp accumulate, can_accumulate_inplace), the 3-D chunk folds to "
+        "mm with a copy of its input only (LinearAlgebra.cpp should_fold), the compiled CE "
+        "keeps its bf16 input (no fp32 chunk at the head), no step runs there (the tied "
+        "weight's hook fires after the embedding); the layers' moment stays below it (the AC "
+        "row's 24.9 bounds a layer's working set near 0.95 GiB); torchtune's fp32 RoPE cache "
+        "(Llama3ScaledRoPE, 131072 x 64 x 2 x 4 = 64 MiB) is real and not counted (hf "
+        "profile) [now: allocated 22.6-22.7 GiB against 23.1 (-1.9 %)]"
     ),
     "torchtune-3b-full-act-offload": (
-        "as the opt-in-bwd row, the same 0.4-0.5 GiB at the head: the 1.3 GiB the table "
-        "drops is the 28 checkpointed inputs (_NoopSaveInputs saves them under "
-        "OffloadActivations' hooks); at the head no layer input is left in the forward "
-        "stash (the final norm's saves, the last 5 ids, hold it), so the ledger's 1-5 "
-        "inputs there overstate by up to 0.23 GiB [now: allocated 21.4-21.6 GiB against "
-        "21.8 (-1.5 %)]"
+        "as the opt-in-bwd row, the same 0.4-0.5 GiB at the head: the 1.3 GiB the table drops "
+        "is the 28 checkpointed inputs (_NoopSaveInputs saves them under OffloadActivations' "
+        "hooks); at the head no layer input is left in the forward stash (the final norm's "
+        "saves, the last 5 ids, hold it), so the ledger's 1-5 inputs there overstate by up to "
+        "0.23 GiB [now: allocated 21.4-21.6 GiB against 21.8 (-1.5 %)]"
     ),
     "torchtune-3b-lora-packed": (
         "torchtune 1814feb source floor at the loss (recipes/lora_finetune_single_device.py "
@@ -154,9 +152,9 @@ KNOWN_FAILURES: dict[str, str] = {
         "cut out of a freed MLP block, the forward's blocks cached beside the loss's fp32 "
         "requests) plus the unshard pool's layer units; 0.08 GiB short at the high end. A "
         "fake-tensor replay of the same step (transformers 4.40 layer, peft LoRA, reentrant "
-        "checkpoint) gives 19.5 GiB compute-stream reserved + 1.2-1.6 GiB unshard pool; "
-        "steps 2-3 add nothing; not modelled: the 384 LoRA units' own all-gathers "
-        "[now: reserved 18.8-21.3 GiB against 21.4 (-6.1 %)]"
+        "checkpoint) gives 19.5 GiB compute-stream reserved + 1.2-1.6 GiB unshard pool; steps "
+        "2-3 add nothing; not modelled: the 384 LoRA units' own all-gathers [now: reserved "
+        "18.8-21.3 GiB against 21.4 (-6.1 %)]"
     ),
 }
 """Expressible cases outside their range or with a contradicted verdict today, each with
