@@ -22,15 +22,21 @@ pool. The two bands are plan inputs (``runtime.fragmentation`` 0.05–0.09: 0.07
 Megatron-LM 1.7B run, 0.059 between torchtitan PR #165's two runs;
 ``runtime.side_stream_cache`` 1.55–1.74: torchtitan PR #165 keeps 7.6 GiB beyond its
 fragmentation where MemPlan's gathered and bucket rows sum to 4.56 GiB), calibrated on
-published (allocated, reserved) pairs (``tests/engine/allocator/test_calibration.py``);
-the ``fraction`` model keeps the old band over the whole peak as an explicit
-pessimistic option.
+published (allocated, reserved) pairs (``tests/engine/allocator/test_calibration.py``;
+the PR #165 pair turned out to be a Llama-2-7B run without expandable segments, not the
+8B plan the band was fitted on — see that test); FSDP2 reads its streams' pools from
+the code instead (:mod:`engine.allocator.fsdp2_pools`: ``side`` × the all-gather
+stream's working set, the sharded gradients in the reduce-scatter stream's pool,
+torchtitan's freed logits), checked on torchtitan's December 2024 runs; the
+``fraction`` model keeps the old band over the whole peak as an explicit pessimistic
+option.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from engine.allocator.fsdp2_pools import NO_POOLS, Fsdp2Pools, fsdp2_extra
 from engine.allocator.rules import LARGE_BUFFER
 
 STREAM_POOLS = 3
@@ -48,14 +54,16 @@ class SideBytes(int):
     offload: ``_runtime_utils._unshard`` runs ``handle.pre_unshard()`` under
     ``pre_unshard_stream``, whose ``flat_param_to(device)`` copies the CPU shard into a
     block of that stream's pool, freed once the all-gather replaced it, so the pool
-    keeps the largest shard (the root's or a layer's) between uses. An ``int`` so every
-    place that passes or sums the side bytes reads it unchanged."""
+    keeps the largest shard (the root's or a layer's) between uses; ``fsdp2`` FSDP2's
+    stream pools (:class:`~engine.allocator.fsdp2_pools.Fsdp2Pools`; empty elsewhere).
+    An ``int`` so every place that passes or sums the side bytes reads it unchanged."""
 
     init: tuple[int, int]
     unit: int
     root: int
     logits: tuple[int, int]
     pre: int
+    fsdp2: Fsdp2Pools
 
     def __new__(
         cls,
@@ -65,6 +73,7 @@ class SideBytes(int):
         root: int = 0,
         logits: tuple[int, int] = (0, 0),
         pre: int = 0,
+        fsdp2: Fsdp2Pools = NO_POOLS,
     ) -> SideBytes:
         made = super().__new__(cls, streams)
         made.init = init
@@ -72,6 +81,7 @@ class SideBytes(int):
         made.root = root
         made.logits = logits
         made.pre = pre
+        made.fsdp2 = fsdp2
         return made
 
 
@@ -82,7 +92,9 @@ def with_logits(side: int, block: int, request: int) -> int:
     FSDP1 :class:`SideBytes` or the loss makes no fp32 request."""
     if not isinstance(side, SideBytes) or side.init == (0, 0) or request <= 0:
         return side
-    return SideBytes(int(side), side.init, side.unit, side.root, (block, request), side.pre)
+    return SideBytes(
+        int(side), side.init, side.unit, side.root, (block, request), side.pre, side.fsdp2
+    )
 
 
 def loss_floor(side: int, at_loss: tuple[int, int]) -> tuple[int, int] | None:
@@ -174,10 +186,15 @@ def reserved_extra(
     if m.fraction:
         return int(low * m.frag[0]), int(high * m.frag[1])
     t_low, t_high = _transient(low, high, steady)
-    extra = _compute_cache(m, (t_low, t_high), side)
-    if not m.fsdp1:
+    pools = getattr(side, "fsdp2", None)
+    if pools and pools.ag and not m.fsdp1:  # FSDP2: its streams' pools (fsdp2_pools)
+        loss = None if at_loss is None else (at_loss[0] >= low, at_loss[1] >= high)
+        extra = fsdp2_extra(m.frag, m.side, pools, (t_low, t_high), loss)
+    elif not m.fsdp1:
+        extra = _compute_cache(m, (t_low, t_high), side)
         extra = (extra[0] + int(side * m.side[0]), extra[1] + int(side * m.side[1]))
     else:  # FSDP1: at most one unit more than the rows count (see ReserveModel.fsdp1)
+        extra = _compute_cache(m, (t_low, t_high), side)
         pre = getattr(side, "pre", 0)  # the pre-unshard stream's pool (SideBytes.pre)
         extra = (extra[0] + pre, extra[1] + getattr(side, "unit", 0) + pre)
         floor = None if at_loss is None or m.expandable else loss_floor(side, at_loss)

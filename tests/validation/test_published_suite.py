@@ -29,28 +29,6 @@ from engine.validation.published import (
 CASES = load_cases()
 
 KNOWN_FAILURES: dict[str, str] = {
-    "torchtitan-8b-fsdp8-sac": (
-        "with runtime.torchtitan_version 0.0.2 (9dec370's whole-model root unit) allocated "
-        "follows the code; the remaining gap is reserve: the loss backward's multi-GB "
-        "requests cannot reuse forward's cached blocks, and freed sharded grads stay in the "
-        "reduce-scatter stream's pool (not modelled) [now: reserved 76.7-82.2 GiB against "
-        "82.4 (-3.6 %)]"
-    ),
-    "torchtitan-8b-fsdp128-sac-compile": (
-        "at 9dec370's FSDP2 units (whole-model root unit resharded after forward, the last "
-        "block kept) the side-stream pools read the 2.1 GB root all-gather: the low end "
-        "(torch.compile's recomputed intermediates) passes the measured figure by 0.04 GiB "
-        "[now: reserved 62.0-71.7 GiB against 62.0 (+7.8 %)]"
-    ),
-    "torchtitan-8b-fsdp8-cp1-32k-full-ac": (
-        "reserve of a 32k-token full-AC step: the loss backward's multi-GB requests cannot "
-        "reuse forward's cached blocks (issue 36 calibration), not modelled [now: reserved "
-        "78.0-81.8 GiB against 83.9 (-4.8 %)]"
-    ),
-    "torchtitan-8b-fsdp4-cp2-64k-full-ac": (
-        "as the 32k row, with ring-attention CP chunks (torchtitan's CP not modelled per "
-        "chunk) [now: reserved 78.0-81.8 GiB against 84.2 (-5.1 %)]"
-    ),
     "torchtitan-70b-fsdp32-tp8-full-ac": (
         "loss_parallel's extra fp32 buffers now counted; remaining: async-TP buffers and the "
         "reserve of the TP streams and of the loss backward's large requests, not modelled "

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 
+from engine.allocator.fsdp2_pools import Fsdp2Pools
 from engine.allocator.reserve import (
     ReserveModel,
     SideBytes,
@@ -22,6 +23,7 @@ from engine.allocator.reserve import (
     with_logits,
 )
 from engine.ledger.activations.geometry import geometry
+from engine.ledger.activations.loss import dtensor_loss_parallel
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.fsdp1_wrap import no_shard_units, wrap_init
 from engine.ledger.row import Row, make_row
@@ -177,6 +179,8 @@ def loss_side(side: int, plan: Plan, last: bool) -> int:
     logits[..., :-1, :].contiguous()``; later versions pad the labels, so ``b·s·V·4``),
     and the block the upcast frees is the 16-bit logits, ``b·s·V·c``."""
     rt = plan.runtime
+    if last and isinstance(side, SideBytes) and side.fsdp2.ag:
+        return _titan_loss(side, plan)
     if not last or rt.loss_impl != "eager" or rt.activation_profile != "hf-transformers":
         return side
     if not isinstance(side, SideBytes) or side.init == (0, 0):
@@ -187,6 +191,28 @@ def loss_side(side: int, plan: Plan, last: bool) -> int:
         return side
     tokens = b * (s - 1) if rt.kept_logits == "fp32" else b * s
     return with_logits(side, b * s * v * c if c != 4 else 0, tokens * v * 4)
+
+
+def _titan_loss(side: SideBytes, plan: Plan) -> SideBytes:
+    """FSDP2 ``side`` with torchtitan's plain loss at the loss's backward
+    (:mod:`~engine.allocator.fsdp2_pools`): the 16-bit logits block freed before backward
+    (``train.py``: ``loss_fn`` upcasts ``pred.flatten(0, 1).float()``, then ``del pred``)
+    and the loss's T × V blocks live then — the fp32 log-probs it saved and the
+    gradients its backward makes (as :mod:`~engine.ledger.activations.loss` counts them:
+    two, three under DTensor's loss_parallel). Unchanged for another profile or loss."""
+    rt = plan.runtime
+    if rt.activation_profile != "torchtitan" or rt.loss_impl not in ("eager", "vocab_parallel"):
+        return side
+    g = geometry(plan)
+    c = g.compute_bytes
+    if c == 4 or not rt.logits_fp32_upcast or rt.kept_logits != "none":
+        return side
+    tv = g.tokens * g.logits_vocab
+    gran = g.granularity
+    one = -(-tv * 4 // gran) * gran
+    n = 1 + (3 if dtensor_loss_parallel(rt, g, 4) else 2)
+    pools = side.fsdp2._replace(hole=-(-tv * c // gran) * gran, loss=n * one)
+    return SideBytes(int(side), side.init, side.unit, side.root, side.logits, side.pre, pools)
 
 
 def stuck_bytes(
@@ -206,6 +232,8 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     unit's and the layer units' gathered rows."""
     rows = tuple(rows)
     total = sum(r.high for r in rows if r.group in SIDE_GROUPS and r.location == "hbm")
+    if plan is not None and family_of(plan.parallelism.strategy) == "fsdp2":
+        return SideBytes(total, fsdp2=fsdp2_pools(rows, plan))
     if plan is None or family_of(plan.parallelism.strategy) != "fsdp1":
         return SideBytes(total)
     root = sum(r.high for r in rows if r.role == "root_unit")
@@ -226,6 +254,26 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     # CPU offload: the pre-unshard stream's pool keeps the largest shard copy (SideBytes.pre)
     pre = -(-max(root, unit) // plan.parallelism.dp) if plan.offload.params == "cpu" else 0
     return SideBytes(total, init, unit, root, (0, 0), pre)
+
+
+def fsdp2_pools(rows: tuple[Row, ...], plan: Plan) -> Fsdp2Pools:
+    """FSDP2's side-stream pools from the stage's rows (:mod:`~engine.allocator.
+    fsdp2_pools`): the all-gather stream's working set, the root unit's all-gather output
+    beside one layer unit's (the ``root_unit`` row and the largest ``all_gather_output``
+    row), and the sharded gradients the reduce-scatter stream allocated, which
+    ``zero_grad(set_to_none=True)`` frees into its pool (the persistent gradient rows;
+    none free when zeros are filled, gradients accumulate over micro-batches or CPU
+    offload copies them out, ``foreach_reduce``'s ``new_sharded_grad.to("cpu")``)."""
+    hbm = [r for r in rows if r.location == "hbm"]
+    root = sum(r.high for r in hbm if r.role == "root_unit")
+    ag = root + max((r.high for r in hbm if r.role == "all_gather_output"), default=0)
+    freed = (
+        plan.runtime.zero_grad == "set_to_none"
+        and plan.batch.grad_accum == 1
+        and plan.offload.params != "cpu"
+    )
+    rs = sum(r.high for r in hbm if r.group == "gradients" and r.kind == "persistent")
+    return Fsdp2Pools(ag, rs if freed else 0)
 
 
 SIDE_GROUPS = frozenset({"gathered", "buckets"})
