@@ -75,3 +75,32 @@ def fsdp2_extra(
         hole = pools.hole if loss_end else 0
         ends.append(int(t * frag[i]) + int(pools.ag * side[i]) + rs + hole)
     return ends[0], ends[1]
+
+
+def fsdp2_formula(
+    frag: tuple[float, float],
+    side: tuple[float, float],
+    pools: Fsdp2Pools,
+    transient: tuple[int, int],
+    at_loss: tuple[bool, bool] | None,
+) -> str:
+    """:func:`fsdp2_extra`'s terms in words, with the numbers substituted."""
+    loss = at_loss is not None and at_loss[1]
+    t = [max(0, x - (pools.loss if loss else 0)) for x in transient]
+    rs = (
+        f"{pools.rs:,} B"
+        if loss
+        else f"0–{pools.rs:,} B"
+        if at_loss is None
+        else "0 B (refilled by the layers' reduce-scatters)"
+    )
+    text = (
+        f"fragmentation {frag[0]:.2f}–{frag[1]:.2f} × transient {t[0]:,}–{t[1]:,} B"
+        + (f" (the loss's {pools.loss:,} B of T × V blocks counted apart)" if loss else "")
+        + f" + FSDP2 all-gather stream {side[0]:.2f}–{side[1]:.2f} × {pools.ag:,} B "
+        f"(root and one layer unit's all-gather outputs) + reduce-scatter stream's freed "
+        f"sharded gradients {rs}"
+    )
+    if loss and pools.hole:
+        text += f" + the 16-bit logits' freed block {pools.hole:,} B (torchtitan del pred)"
+    return text

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 
-from engine.allocator.fsdp2_pools import Fsdp2Pools
+from engine.allocator.fsdp2_pools import NO_POOLS, Fsdp2Pools, fsdp2_formula
 from engine.allocator.reserve import (
     ReserveModel,
     SideBytes,
@@ -322,6 +322,18 @@ def reserve_row(
                 if at_loss is not None and loss_floor(side, at_loss) is not None
                 else ""
             )
+            fsdp2 = getattr(side, "fsdp2", NO_POOLS)
+            if fsdp2.ag and not model.fsdp1:
+                loss = (
+                    None if at_loss is None else (at_loss[0] >= peak_low, at_loss[1] >= peak_high)
+                )
+                span = (max(0, peak_low - st[0]), max(0, peak_high - st[1]))
+                pools = fsdp2_formula(model.frag, model.side, fsdp2, span, loss)
+                return (
+                    f"{pools}; of it {fmt_count(stuck[0])}–{fmt_count(stuck[1])} B cannot be "
+                    "released before an OOM"
+                    + (" (expandable_segments on)" if model.expandable else "")
+                )
             return (
                 f"fragmentation {model.frag[0]:.2f}–{model.frag[1]:.2f} × transient "
                 f"{fmt_count(max(0, peak_low - st[0]))}–{fmt_count(max(0, peak_high - st[1]))} B "

@@ -108,3 +108,12 @@ def test_the_band_is_ordered_and_the_loss_moment_never_below_the_layers(
         assert 0 <= low <= high
     low, _ = fsdp2_extra(FRAG, SIDE, pools, (t, t), (True, True))
     assert low >= rs + hole + int(ag * SIDE[0])
+
+
+def test_the_reserve_row_names_each_pool_with_its_bytes() -> None:
+    """The row's formula says what the numbers are (test_torchtitan_2024_pools_from_the_rows)."""
+    est = estimate(case_plan(_case("torchtitan-8b-fsdp8-sac")))
+    row = next(r for r in est.rows if r.id == "hbm.runtime.allocator_reserve")
+    text = row.formula
+    for part in ("2,537,578,496", "4,015,130,624", "4,202,692,608", "25,216,155,648"):
+        assert part in text
