@@ -30,9 +30,15 @@ CASES = load_cases()
 
 KNOWN_FAILURES: dict[str, str] = {
     "torchtitan-70b-fsdp32-tp8-full-ac": (
-        "loss_parallel's extra fp32 buffers now counted; remaining: async-TP buffers and the "
-        "reserve of the TP streams and of the loss backward's large requests, not modelled "
-        "[now: reserved 62.1-66.1 GiB against 71.9 (-10.9 %)]"
+        "counted now: loss_parallel's four fp32 T x V/8 blocks at the loss's backward, the "
+        "freed bf16 logits block beside them (3.9 GiB, train.py del pred), the reduce-scatter "
+        "pool's freed fp32 grads (1.0 GiB at 32 ranks), foreach AdamW (9dec370); ruled out: "
+        "the output layer's Shard(1)->Replicate input (saved.head holds it), loss_parallel's "
+        "backward order (its free region leaves the same one bf16 block); remaining 5.6-8.1 "
+        "GiB unexplained, no allocated figure published: Float8ColwiseParallel / "
+        "PrepareFloat8ModuleInput (fp8 all-gathers of the SP inputs and their bf16 copies "
+        "under compile) are the unread candidates [now: reserved 63.8-66.3 GiB against 71.9 "
+        "(-9.5 %)]"
     ),
     "torchtune-3b-full-opt-in-bwd": (
         "35.8 small rows (the tied embedding's lm_head gradient held in the autograd buffer "
