@@ -62,8 +62,9 @@ def fsdp2_extra(
     """(low, high) reserved − allocated of an FSDP2 stage over an allocated range whose
     transient part is ``transient``; ``at_loss``: for the backward phase, whether each
     end is the loss's backward (the moment before any reduce-scatter), None for the other
-    phases — whose moments hold the reduce-scatter pool free (steady, forward) or
-    allocated (the optimizer step), so 0 to ``rs``.
+    phases. Elsewhere than at the loss the reduce-scatter pool is free (steady, forward,
+    the layers' backward before their reduce-scatters refill it) or allocated (the
+    optimizer step, the end of backward), so 0 to ``rs``.
 
     At the loss's backward: fragmentation × (transient − the loss's blocks) + the freed
     16-bit logits + ``side`` × ``ag`` + ``rs``; elsewhere the loss's terms are 0."""
@@ -71,7 +72,7 @@ def fsdp2_extra(
     for i in (0, 1):
         loss_end = at_loss is not None and at_loss[i]
         t = max(0, transient[i] - (pools.loss if loss_end else 0))
-        rs = pools.rs if loss_end or (at_loss is None and i == 1) else 0
+        rs = pools.rs if loss_end or i == 1 else 0
         hole = pools.hole if loss_end else 0
         ends.append(int(t * frag[i]) + int(pools.ag * side[i]) + rs + hole)
     return ends[0], ends[1]
@@ -87,13 +88,7 @@ def fsdp2_formula(
     """:func:`fsdp2_extra`'s terms in words, with the numbers substituted."""
     loss = at_loss is not None and at_loss[1]
     t = [max(0, x - (pools.loss if loss else 0)) for x in transient]
-    rs = (
-        f"{pools.rs:,} B"
-        if loss
-        else f"0–{pools.rs:,} B"
-        if at_loss is None
-        else "0 B (refilled by the layers' reduce-scatters)"
-    )
+    rs = f"{pools.rs:,} B" if loss else f"0–{pools.rs:,} B"
     text = (
         f"fragmentation {frag[0]:.2f}–{frag[1]:.2f} × transient {t[0]:,}–{t[1]:,} B"
         + (f" (the loss's {pools.loss:,} B of T × V blocks counted apart)" if loss else "")
