@@ -199,9 +199,13 @@ def _titan_loss(side: SideBytes, plan: Plan) -> SideBytes:
     (``train.py``: ``loss_fn`` upcasts ``pred.flatten(0, 1).float()``, then ``del pred``)
     and the loss's T × V blocks live then — the fp32 log-probs it saved and the
     gradients its backward makes (as :mod:`~engine.ledger.activations.loss` counts them:
-    two, three under DTensor's loss_parallel). Unchanged for another profile or loss."""
+    two, three under DTensor's loss_parallel). Unchanged for another profile or loss, and
+    under pipeline parallelism, whose schedule computes the loss and keeps the stage's
+    output for its backward (no ``del pred``)."""
     rt = plan.runtime
     if rt.activation_profile != "torchtitan" or rt.loss_impl not in ("eager", "vocab_parallel"):
+        return side
+    if plan.parallelism.pp > 1:
         return side
     g = geometry(plan)
     c = g.compute_bytes

@@ -117,3 +117,23 @@ def test_the_reserve_row_names_each_pool_with_its_bytes() -> None:
     text = row.formula
     for part in ("2,537,578,496", "4,015,130,624", "4,202,692,608", "25,216,155,648"):
         assert part in text
+
+
+def test_no_logits_hole_under_pipeline_parallelism() -> None:
+    """torchtitan's ``del pred`` runs in its non-PP branch only: under PP the schedule
+    computes the loss and keeps the last stage's output for its backward, so the last
+    stage has no freed logits block; without PP the same plan has the bf16 logits,
+    2 × 8,192 × 128,256 × 2 = 4,202,692,608 B."""
+    sets = {
+        "stack.name": "torchtitan",
+        "parallelism.strategy": "fsdp2",
+        "runtime.loss_impl": "eager",
+        "runtime.torchtitan_version": "0.0.2",
+        "batch.micro_batch": 2,
+        "batch.seq_len": 8192,
+    }
+    flat = estimate(resolved(plan_of("llama-3.1-8b", {**sets, "parallelism.dp": 8})))
+    assert flat.heaviest.totals.side.fsdp2.hole == 4_202_692_608  # type: ignore[attr-defined]
+    pp = {**sets, "parallelism.dp": 4, "parallelism.pp": 2}
+    last = estimate(resolved(plan_of("llama-3.1-8b", pp))).stages[-1]
+    assert last.totals.side.fsdp2.hole == 0  # type: ignore[attr-defined]
