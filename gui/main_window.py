@@ -57,6 +57,7 @@ from gui.trace.measured_tab import MeasuredTab, measured_menu
 from gui.views.banner import InvalidBanner
 from gui.views.chart import LedgerChart, legend_html, panel_groups
 from gui.views.diagnostics import DiagnosticsList, suggestion_of
+from gui.views.legend_label import LegendLabel
 from gui.views.stages import StagesView
 from gui.views.table import LedgerTable
 from gui.views.traffic import TrafficView
@@ -143,10 +144,9 @@ class MainWindow(QMainWindow):
         self.banner = InvalidBanner(self.doc, self.go_to_field, self)
         self.verdict = VerdictPanel(self)
         self.chart = LedgerChart(self)
-        self.chart.setMinimumHeight(250)
-        self.legend = QLabel(self)
+        self.chart.setMinimumHeight(180)
+        self.legend = LegendLabel(self)
         self.legend.setObjectName("chartLegend")
-        self.legend.setWordWrap(True)
         self.table = LedgerTable(self)
         self.stages = StagesView(self)
         self.diagnostics = DiagnosticsList(self)

@@ -11,8 +11,9 @@ re-estimates: ``estimate``'s own cache answers), fresh (plans never estimated be
 differing in the micro-batch: what an edit costs) and cold (caches cleared); then the
 full three-count GPU search to 16,384 GPUs for every model preset (its default plan,
 FSDP2 on H100 nodes; the issue-34 targets: ≤ 100 ms median, ≤ 200 ms the slowest),
-with the estimates it needed and whether it stopped at its budget, their median and
-slowest; last, for the slowest preset, what the cyclic garbage collector costs a search
+with the estimates it needed and whether it stopped at its budget (wall and this
+process's CPU time: on a shared machine the CPU figure is the steadier), their median
+and slowest; last, for the slowest preset, what the cyclic garbage collector costs a search
 (``engine/layout/search/collector.py``: the same cold search with the collector running,
 and the first full collection after a paused one). The figures the engine's docstrings
 once quoted belong here.
@@ -87,7 +88,10 @@ def rounds_ms(fn: Callable[[], float], rounds: int) -> str:
 
 
 def clear_caches() -> None:
-    """Empty every functools cache in the engine (a cold estimate)."""
+    """Empty every functools cache in the engine (a cold estimate). Thaws first: a search
+    ends by freezing what is alive (``engine/layout/search/collector.py``), and
+    ``gc.get_objects`` does not list frozen objects, so the caches would be missed."""
+    gc.unfreeze()
     for obj in gc.get_objects():
         if isinstance(obj, _lru_cache_wrapper) and obj.__module__.startswith("engine"):
             obj.cache_clear()
@@ -158,20 +162,24 @@ def main() -> None:
         return
     names = [n for n in args.presets.split(",") if n] or preset_names()
     times: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     for name in names:
         plan = plan_for_model_preset(name)
-        t = time.perf_counter()
+        t, c0 = time.perf_counter(), time.process_time()
         c = gpu_counts(plan, max_gpus=16384, budget_s=args.budget)
+        cpu[name] = time.process_time() - c0
         t = times[name] = time.perf_counter() - t
         stop = "  STOPPED AT BUDGET" if c.stopped else ""
         print(
-            f"gpu_counts(≤16384) {name:<24} {t * 1e3:9.1f} ms  {c.estimates:6d} estimates  "
-            f"procure {c.first_layout.gpus}{stop}"
+            f"gpu_counts(≤16384) {name:<24} {t * 1e3:9.1f} ms ({cpu[name] * 1e3:7.1f} ms CPU)  "
+            f"{c.estimates:6d} estimates  procure {c.first_layout.gpus}{stop}"
         )
     slowest = max(times, key=times.__getitem__)
     print(
-        f"full searches: median {statistics.median(times.values()) * 1e3:.1f} ms, slowest "
-        f"{times[slowest] * 1e3:.1f} ms ({slowest}), over {len(times)} presets"
+        f"full searches: median {statistics.median(times.values()) * 1e3:.1f} ms "
+        f"({statistics.median(cpu.values()) * 1e3:.1f} ms CPU), slowest "
+        f"{times[slowest] * 1e3:.1f} ms ({slowest}; {max(cpu.values()) * 1e3:.1f} ms the "
+        f"most CPU), over {len(times)} presets"
     )
     collector_figures(slowest, args.budget)
 

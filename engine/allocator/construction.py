@@ -67,9 +67,27 @@ def wrap_cache(
     live, as they do in training — unless ``offload``: ``CPUOffload(offload_params=True)``
     then moves each shard to the CPU (``flat_param_to(cpu)``) and its block is freed."""
     sim = Simulator()
-    ids = count()
+    replay_wrap(sim, units, world, sync, offload)
+    return sim.cached_free()
+
+
+def replay_wrap(
+    sim: Simulator,
+    units: tuple[tuple[int, ...], ...],
+    world: int,
+    sync: bool,
+    offload: bool = False,
+) -> None:
+    """FSDP1's construction requests (:func:`wrap_cache`) replayed into ``sim``, whose
+    block ids from ``-1`` down are taken here (a later replay of the step keeps the
+    shards and the cache as the wrap left them)."""
+    ids = count(1)
+
+    def new() -> int:
+        return -next(ids)
+
     for params in units:
-        originals = [next(ids) for _ in params]
+        originals = [new() for _ in params]
         for i, n in zip(originals, params, strict=True):
             sim.malloc(i, n)
         if sync:
@@ -77,15 +95,15 @@ def wrap_cache(
             for n in buckets(params):
                 if len(flying) >= IN_FLIGHT:
                     sim.free(flying.pop(0))
-                flying.append(next(ids))
+                flying.append(new())
                 sim.malloc(flying[-1], n)
             for i in flying:
                 sim.free(i)
-        flat = next(ids)
+        flat = new()
         total = sum(params)
         sim.malloc(flat, total)
         if world > 1:
-            shard = next(ids)
+            shard = new()
             sim.malloc(shard, -(-total // world))  # the padded shard, kept
             sim.free(flat)
             if offload:
@@ -94,4 +112,3 @@ def wrap_cache(
             sim.free(flat)
         for i in originals:
             sim.free(i)
-    return sim.cached_free()

@@ -50,20 +50,23 @@ class SideBytes(int):
     bytes FSDP1's construction left cached on the compute stream (:func:`fsdp1_init_cache`;
     (0, 0) elsewhere) and ``unit``, FSDP1's largest layer unit (0 elsewhere); ``root``
     the root unit's unsharded bytes, ``logits`` the eager loss's requests
-    (:func:`with_logits`) and ``pre`` the pool of FSDP1's pre-unshard stream under CPU
-    offload: ``_runtime_utils._unshard`` runs ``handle.pre_unshard()`` under
-    ``pre_unshard_stream``, whose ``flat_param_to(device)`` copies the CPU shard into a
-    block of that stream's pool, freed once the all-gather replaced it, so the pool
-    keeps the largest shard (the root's or a layer's) between uses; ``fsdp2`` FSDP2's
-    stream pools (:class:`~engine.allocator.fsdp2_pools.Fsdp2Pools`; empty elsewhere).
-    An ``int`` so every place that passes or sums the side bytes reads it unchanged."""
+    (:func:`with_logits`) and ``pre`` the (low, high) pool of FSDP1's pre-unshard
+    stream under CPU offload (:func:`pre_unshard_pool`); ``forward`` the compute
+    stream's cache at the loss after a checkpointed forward, replayed
+    (:func:`engine.allocator.checkpointed.loss_cache`; 0: not replayed) and ``wrap``
+    the FSDP1 units it replays (set by the ledger; None: none known); ``fsdp2`` FSDP2's
+    stream pools (:class:`~engine.allocator.fsdp2_pools.Fsdp2Pools`, set by
+    :func:`with_fsdp2`; empty elsewhere). An ``int`` so every place that passes or sums
+    the side bytes reads it unchanged."""
 
     init: tuple[int, int]
     unit: int
     root: int
     logits: tuple[int, int]
-    pre: int
-    fsdp2: Fsdp2Pools
+    pre: tuple[int, int]
+    forward: int
+    wrap: tuple[tuple[tuple[int, ...], ...], int] | None
+    fsdp2: Fsdp2Pools = NO_POOLS
 
     def __new__(
         cls,
@@ -72,8 +75,8 @@ class SideBytes(int):
         unit: int = 0,
         root: int = 0,
         logits: tuple[int, int] = (0, 0),
-        pre: int = 0,
-        fsdp2: Fsdp2Pools = NO_POOLS,
+        pre: tuple[int, int] = (0, 0),
+        forward: int = 0,
     ) -> SideBytes:
         made = super().__new__(cls, streams)
         made.init = init
@@ -81,8 +84,35 @@ class SideBytes(int):
         made.root = root
         made.logits = logits
         made.pre = pre
-        made.fsdp2 = fsdp2
+        made.forward = forward
+        made.wrap = None
         return made
+
+
+def pre_unshard_pool(root: int, unit: int, shards: int, nested_units: bool) -> tuple[int, int]:
+    """(low, high) bytes FSDP1's pre-unshard stream keeps under ``CPUOffload(offload_params
+    =True)``, from the root unit's and the largest layer unit's unsharded bytes, their
+    ``shards`` and whether each layer unit holds nested units (LoRA adapters).
+
+    ``_runtime_utils._unshard`` runs ``handle.pre_unshard()`` on ``pre_unshard_stream``
+    *before* the ``limit_all_gathers`` rate limiter; under offload it calls
+    ``flat_param_to(device, non_blocking=True)``: a device copy of the CPU shard, made in
+    that stream's pool. ``FlatParamHandle._all_gather_flat_param`` then records the
+    unshard stream on it (``_no_dispatch_record_stream``), so its block returns to the
+    pool only when the all-gather that reads it is done on the GPU. The forward starts
+    with the root unit's copy (its shard, the embedding and head, is the largest) and the
+    host reaches the first layer's ``pre_unshard`` long before that copy and its
+    all-gather finish, so two blocks are live at once: the root's shard and a layer's.
+    Later copies find one of them free (each layer shard fits the root's block). With
+    nested units (peft's ``fsdp_auto_wrap_policy`` and fsdp_qlora's lambda policy wrap
+    every adapter Linear) the third unshard inside the first layer already waits on the
+    rate limiter (``_free_event_queue.dequeue_if_needed``, two free events) for the first
+    adapter's reshard, which follows both all-gathers: low = high. Without them nothing
+    makes the host wait before the third layer's unshard (it waits on the first layer's
+    free event), so up to three layer shards can be pending beside the root's."""
+    root_shard, unit_shard = -(-root // shards), -(-unit // shards)
+    low = root_shard + unit_shard if root_shard else unit_shard
+    return low, low if nested_units else low + 2 * unit_shard
 
 
 def with_logits(side: int, block: int, request: int) -> int:
@@ -92,9 +122,36 @@ def with_logits(side: int, block: int, request: int) -> int:
     FSDP1 :class:`SideBytes` or the loss makes no fp32 request."""
     if not isinstance(side, SideBytes) or side.init == (0, 0) or request <= 0:
         return side
-    return SideBytes(
-        int(side), side.init, side.unit, side.root, (block, request), side.pre, side.fsdp2
+    made = SideBytes(
+        int(side), side.init, side.unit, side.root, (block, request), side.pre, side.forward
     )
+    made.wrap = side.wrap
+    made.fsdp2 = side.fsdp2
+    return made
+
+
+def with_fsdp2(side: int, pools: Fsdp2Pools) -> SideBytes:
+    """``side`` as a :class:`SideBytes` carrying FSDP2's stream ``pools``."""
+    if isinstance(side, SideBytes):
+        made = SideBytes(
+            int(side), side.init, side.unit, side.root, side.logits, side.pre, side.forward
+        )
+        made.wrap = side.wrap
+    else:
+        made = SideBytes(side)
+    made.fsdp2 = pools
+    return made
+
+
+def with_forward(side: int, cache: int) -> int:
+    """``side`` carrying the replayed compute-stream ``cache`` at the loss
+    (:attr:`SideBytes.forward`), which :func:`loss_floor`'s high end reads."""
+    if not isinstance(side, SideBytes):
+        return side
+    made = SideBytes(int(side), side.init, side.unit, side.root, side.logits, side.pre, cache)
+    made.wrap = side.wrap
+    made.fsdp2 = side.fsdp2
+    return made
 
 
 def loss_floor(side: int, at_loss: tuple[int, int]) -> tuple[int, int] | None:
@@ -111,13 +168,28 @@ def loss_floor(side: int, at_loss: tuple[int, int]) -> tuple[int, int] | None:
     16-bit logits, and the fp32 tensors that follow (the log-probs' gradient, then the
     logits' gradient in ``log_softmax_backward``) are twice its size, so each takes a
     segment of its own while that block waits for the 16-bit gradient the cast's
-    backward makes. ``at_loss`` is the allocated (low, high) at ``backward.start``."""
+    backward makes. ``at_loss`` is the allocated (low, high) at ``backward.start``.
+
+    With a replayed forward (:attr:`SideBytes.forward`) the high end is the loss's
+    allocated bytes plus that replay's cache — the construction cache the forward left,
+    the checkpointed layers' working set and the pieces their kept outputs were cut from,
+    and the 16-bit block (:mod:`engine.allocator.checkpointed`) — plus the side pools'
+    layer units, which nothing frees on the unshard stream while the loss runs: the
+    in-flight units the gathered rows count and at most one more (``ReserveModel.fsdp1``).
+    The low end stays the construction cache and the block alone: the step's own
+    requests may reuse the forward's blocks in an order the replay does not follow, and
+    a job at its card's capacity frees every wholly free cached segment and retries
+    (``CUDACachingAllocator`` ``release_cached_blocks``) before its peak is read."""
     if not isinstance(side, SideBytes):
         return None
     block, request = side.logits
     if request <= max(side.root, side.unit):
         return None
-    return at_loss[0] + side.init[0] + block, at_loss[1] + side.init[1] + block
+    low, high = at_loss[0] + side.init[0] + block, at_loss[1] + side.init[1] + block
+    if side.forward:
+        pools = max(0, int(side) - side.root) + side.unit
+        high = max(high, at_loss[1] + side.forward + pools)
+    return low, high
 
 
 def fsdp1_init_cache(root: int, unit: int) -> tuple[int, int]:
@@ -186,20 +258,22 @@ def reserved_extra(
     if m.fraction:
         return int(low * m.frag[0]), int(high * m.frag[1])
     t_low, t_high = _transient(low, high, steady)
-    pools = getattr(side, "fsdp2", None)
-    if pools and pools.ag and not m.fsdp1:  # FSDP2: its streams' pools (fsdp2_pools)
+    extra = _compute_cache(m, (t_low, t_high), side)
+    pools = getattr(side, "fsdp2", NO_POOLS)
+    if pools.ag and not m.fsdp1:  # FSDP2: its streams' pools (fsdp2_pools)
         loss = None if at_loss is None else (at_loss[0] >= low, at_loss[1] >= high)
         extra = fsdp2_extra(m.frag, m.side, pools, (t_low, t_high), loss)
     elif not m.fsdp1:
-        extra = _compute_cache(m, (t_low, t_high), side)
         extra = (extra[0] + int(side * m.side[0]), extra[1] + int(side * m.side[1]))
     else:  # FSDP1: at most one unit more than the rows count (see ReserveModel.fsdp1)
-        extra = _compute_cache(m, (t_low, t_high), side)
-        pre = getattr(side, "pre", 0)  # the pre-unshard stream's pool (SideBytes.pre)
-        extra = (extra[0] + pre, extra[1] + getattr(side, "unit", 0) + pre)
+        pre = getattr(side, "pre", (0, 0))  # the pre-unshard stream's pool (SideBytes.pre)
+        extra = (extra[0] + pre[0], extra[1] + getattr(side, "unit", 0) + pre[1])
         floor = None if at_loss is None or m.expandable else loss_floor(side, at_loss)
-        if floor is not None:
-            extra = (max(extra[0], floor[0] - low), max(extra[1], floor[1] - high))
+        if floor is not None:  # the pre-unshard pool is a stream pool of its own
+            extra = (
+                max(extra[0], floor[0] - low + pre[0]),
+                max(extra[1], floor[1] - high + pre[1]),
+            )
     if m.ceiling is None:
         return extra
     stuck = stuck_extra(m, low, high, steady)

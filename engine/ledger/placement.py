@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from math import prod
 
-from engine.models.inventory import Tensor, build_inventory
+from engine.models.inventory import Tensor, layer_tensors, root_tensors
+from engine.models.layouts import layer_kind
 from engine.models.roles import is_expert_parallel, tp_split_dim
 from engine.models.spec import ArchitectureSpec
 from engine.sections.parallel import ParallelismSection
@@ -131,7 +132,7 @@ class LayerClass:
     layers: tuple[int, ...]
 
 
-def _within_layer(name: str, layer: int) -> str:
+def within_layer(name: str, layer: int) -> str:
     """A layer tensor's name after its layer index — ``model.layers.3.mlp.up_proj.weight``
     → ``mlp.up_proj.weight``, and likewise Falcon's and GPT-2's ``transformer.h.3.…`` /
     ``h.3.…`` — so that layers of one shape fold into one class whatever the family
@@ -150,24 +151,27 @@ def layer_classes(arch: ArchitectureSpec) -> tuple[tuple[Tensor, ...], tuple[Lay
 
     A 126-layer model holds 126 copies of the same nine tensors; the ledger's arithmetic
     is per tensor, so folding them keeps every number exact (sums multiply by the count)
-    while making the work per estimate independent of depth — what lets the layout search
-    estimate thousands of layouts quickly. Layers stay apart when their tensors' names
-    within the layer, shapes, roles or expert indices differ (MoE models' dense layers).
+    while making the work per estimate independent of depth. Layers stay apart when their
+    tensors' names within the layer, shapes, roles or expert indices differ (MoE models'
+    dense layers). Only the first layer of each :func:`layer_kind` is built (what a
+    layer's tensors read of its index): DeepSeek-V3's 58 MoE layers of 768 expert
+    matrices each are one layer built, not 44,544 tensors
+    (``tests/engine/ledger/test_layer_classes.py`` compares with folding the whole
+    inventory).
     """
-    root: list[Tensor] = []
-    by_layer: dict[int, list[Tensor]] = {}
-    for t in build_inventory(arch):
-        if t.layer is None:
-            root.append(t)
-        else:
-            by_layer.setdefault(t.layer, []).append(t)
-    classes: dict[tuple[object, ...], tuple[list[Tensor], list[int]]] = {}
-    for layer, ts in by_layer.items():
-        signature = tuple(
-            (_within_layer(t.name, layer), t.shape, t.role, t.kind, t.expert) for t in ts
-        )
-        classes.setdefault(signature, (ts, []))[1].append(layer)
-    return tuple(root), tuple(LayerClass(tuple(ts), tuple(ls)) for ts, ls in classes.values())
+    classes: dict[tuple[object, ...], tuple[tuple[Tensor, ...], list[int]]] = {}
+    of_kind: dict[bool | None, list[int]] = {}
+    for layer in range(arch.layers):
+        kind = layer_kind(arch, layer)
+        layers = of_kind.get(kind)
+        if layers is None:
+            ts = layer_tensors(arch, layer)
+            signature = tuple(
+                (within_layer(t.name, layer), t.shape, t.role, t.kind, t.expert) for t in ts
+            )
+            layers = of_kind[kind] = classes.setdefault(signature, (ts, []))[1]
+        layers.append(layer)
+    return root_tensors(arch), tuple(LayerClass(ts, tuple(ls)) for ts, ls in classes.values())
 
 
 def place_tensor(
@@ -295,7 +299,6 @@ def _class_parts(arch: ArchitectureSpec, par: ParallelismSection) -> ClassParts:
     return tuple((t, place_tensor(t, arch, par, 1)) for t in root), tuple(parts)
 
 
-@lru_cache(maxsize=256)
 def experts_folded(
     tensors: tuple[Tensor, ...], n_experts: int, ep: int
 ) -> tuple[tuple[Tensor, int], ...]:
@@ -303,7 +306,8 @@ def experts_folded(
     one representative (the lowest expert index) per expert tensor kind, and how many
     experts of rank 0's EP slice [0, E/ep) it stands for. DeepSeek-V3's 256 experts × 3
     matrices become 3 tensors; every sum multiplies by the count, so bytes and
-    allocation counts stay exact."""
+    allocation counts stay exact. Not cached: its one caller, :func:`_class_parts`, is,
+    once per placement of the architecture."""
     local = ceil_div(n_experts, ep) if ep > 1 else n_experts
     out: list[tuple[Tensor, int]] = []
     kinds: dict[tuple[object, ...], int] = {}

@@ -45,7 +45,7 @@ from engine.ledger.activations.stage_layers import Walk, layer_walks
 from engine.ledger.activations.varying import Span, Varying, built
 from engine.ledger.peaks.runtime import loss_side, reserve_factors
 from engine.ledger.phases import live_positions
-from engine.ledger.placement import LocalTensor, representative_stages, stage_layer_ranges
+from engine.ledger.placement import representative_stages, stage_layer_ranges
 from engine.ledger.row import NO_MOMENTS, Row
 from engine.ledger.shape_free import shape_free, size_free
 from engine.ledger.stage_shared import SharedRows, holds_grads, shared_of
@@ -71,10 +71,10 @@ def stage_memo(plan: Plan) -> StageMemo:
     return tuple.__new__(StageMemo, (plan.batch.grad_accum > 1, keep, reserve, {}))
 
 
-@lru_cache(maxsize=256)
 def _step_rules(free: Plan) -> tuple[bool, ReserveModel]:
     """(keeps_all_gathered, reserve_factors) of a shape-free plan: neither reads the
-    micro-batch's shape."""
+    micro-batch's shape. Not cached: two field reads and a tuple, cheaper than a cache
+    key of the plan."""
     return keeps_all_gathered(free.parallelism), reserve_factors(free)
 
 
@@ -132,20 +132,13 @@ class _FixedPart(NamedTuple):
 
 
 @lru_cache(maxsize=1024)
-def _placed(free: Plan, stage: int) -> tuple[LocalTensor, ...]:
-    """:func:`stage_placed` of a shape-free plan (placement never reads the shape),
-    cached on it: one slot read instead of the placement cache's key of sections."""
-    return stage_placed(free, stage)
-
-
-@lru_cache(maxsize=1024)
 def _make_up(sized: Plan, walk: Walk, placing: int, last: bool) -> MakeUp:
     """The :class:`MakeUp` of a stage whose layers walk as ``walk`` and which places the
     tensors of stage ``placing`` (its representative), of a plan without its
     micro-batch's size (:func:`~engine.ledger.shape_free.size_free`): made once for
     every plan that differs only there (the window's batch edits, the fit search), and
     built from that plan, so a part that did read the size would be wrong at once."""
-    return make_up(sized, walk, last, _placed(shape_free(sized), placing))
+    return make_up(sized, walk, last, stage_placed(shape_free(sized), placing))
 
 
 def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:

@@ -147,7 +147,8 @@ def _part(plan: Plan, stage: int, dense: int, expert: int, grads_in_hbm: bool) -
     tail += accumulation_rows(plan, held, rule)
     tail += next_partition_rows(plan, held, ctx)  # ZeRO-2 under accumulation (R7)
     if plan.method.kind == "qlora":
-        tail += dequantize_rows(held, plan.method.qlora, plan.runtime.allocation_granularity_bytes)
+        gran, compiled = plan.runtime.allocation_granularity_bytes, plan.workload.torch_compile
+        tail += dequantize_rows(held, plan.method.qlora, gran, compiled)
     tail += float8_rows(plan.method.precision, placed, plan.runtime.allocation_granularity_bytes)
     tail += [] if stepped else optimizer_temp_rows(plan, held, rule)
     tail += deepspeed_step_rows(plan, held, rule)

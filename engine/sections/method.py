@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import (
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from engine.sections.base import Section
 
@@ -56,6 +62,14 @@ class QloraSection(Section):
         "BitsandbytesPrecision does (LitGPT: it swaps every torch.nn.Linear); "
         "transformers keeps it in 16-bit (get_keys_to_not_convert).",
     )
+    nf4_impl: Literal["bitsandbytes", "torchao"] = Field(
+        default="bitsandbytes",
+        description="The library that holds the 4-bit weights: bitsandbytes (transformers / "
+        "PEFT, LitGPT, Answer.AI) or torchao's NF4Tensor (torchtune's QLoRA: int8 block "
+        "scalers, per-256-block factors and the lookup table in the weight's dtype; its "
+        "linear_nf4 dequantizes the whole weight in eager code through int64 indices, "
+        "one fused 16-bit copy under torch.compile).",
+    )
     quant_storage: QuantStorage = Field(
         default="auto",
         description="dtype the packed 4-bit data is stored in (bnb_4bit_quant_storage). "
@@ -64,6 +78,18 @@ class QloraSection(Section):
         "stack's: bf16 where the strategy shards parameters (peft's FSDP / ZeRO-3 "
         "recipes), uint8 otherwise (bitsandbytes' default).",
     )
+
+    @model_serializer(mode="wrap")
+    def _canonical(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        """Leave ``nf4_impl`` out of the canonical form while it is bitsandbytes (what
+        every plan meant before the field existed), so those plans keep their config
+        hash (``CANONICAL_CONTEXT``)."""
+        data: dict[str, Any] = handler(self)
+        if self.nf4_impl == "bitsandbytes" and (info.context or {}).get("canonical"):
+            data.pop("nf4_impl", None)
+        return data
 
 
 class CustomTrainableSection(Section):
@@ -102,6 +128,14 @@ class OptimizerSection(Section):
         description="bitsandbytes paged optimizer (paged_adamw_8bit / paged_adamw_32bit): "
         "the state lives in CUDA unified memory and pages to host under pressure.",
     )
+    adam8bit_library: Literal["bitsandbytes", "torchao"] = Field(
+        default="bitsandbytes",
+        description="Whose 8-bit AdamW (name = adam8bit): bitsandbytes (AdamW8bit: one "
+        "CUDA kernel updates each tensor in place; tensors under 4096 elements keep fp32 "
+        "state) or torchao (low_bit_optim AdamW8bit, torchtune's: each parameter's step "
+        "is torch.compile'd from fp32 upcasts; small tensors keep state in the "
+        "parameter's dtype).",
+    )
     custom_bytes_per_param: float = Field(
         default=8.0,
         ge=0.0,
@@ -114,6 +148,18 @@ class OptimizerSection(Section):
         "16-bit main grads in place (decoupled_grad), so no fp32 main-grad shard is made "
         "for the step (off: Megatron's default).",
     )
+
+    @model_serializer(mode="wrap")
+    def _canonical(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        """Leave ``adam8bit_library`` out of the canonical form while it is bitsandbytes
+        (what every plan meant before the field existed), so those plans keep their
+        config hash (``CANONICAL_CONTEXT``)."""
+        data: dict[str, Any] = handler(self)
+        if self.adam8bit_library == "bitsandbytes" and (info.context or {}).get("canonical"):
+            data.pop("adam8bit_library", None)
+        return data
 
 
 ConcretePolicy = Literal["fp32", "amp_master", "autocast", "pure_16bit"]

@@ -75,6 +75,11 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         "a master-weights engine (DeepSpeed bf16.enabled) casts peft's fp32 upcasts back "
         "to the working dtype",
     )
+    torchao = m.kind == "qlora" and m.qlora.nf4_impl == "torchao"
+    for field in ("method.qlora.double_quant", "method.qlora.quant_storage"):
+        off_if(torchao, field, "method.qlora.nf4_impl torchao",
+               "bitsandbytes settings: torchao's NF4Tensor always double-quantizes and "
+               "keeps its data as uint8")  # fmt: skip
     off_if(
         m.kind != "custom",
         "method.custom",
@@ -215,12 +220,12 @@ def _knob_fields(plan: Plan) -> list[NoEffect]:
                 "megatron activation profile)",
             )
         )
-    if m.kind != "qlora":
+    if m.kind != "qlora" or m.qlora.nf4_impl == "torchao":
         out.append(
             NoEffect(
                 "runtime.bitsandbytes_version",
-                f"method.kind {m.kind}",
-                "the bitsandbytes version changes QLoRA's 4-bit linears only",
+                f"method.kind {m.kind}" if m.kind != "qlora" else "method.qlora.nf4_impl torchao",
+                "the bitsandbytes version changes QLoRA's bitsandbytes 4-bit linears only",
             )
         )
     if plan.runtime.activation_profile != "hf-transformers":
@@ -237,6 +242,14 @@ def _knob_fields(plan: Plan) -> list[NoEffect]:
                 "runtime.torchtitan_version",
                 f"runtime.activation_profile {plan.runtime.activation_profile}",
                 "the torchtitan version changes torchtitan's FSDP2 units only",
+            )
+        )
+    if m.optimizer.name != "adam8bit":
+        out.append(
+            NoEffect(
+                "method.optimizer.adam8bit_library",
+                f"method.optimizer.name {m.optimizer.name}",
+                "whose 8-bit AdamW applies to optimizer adam8bit only",
             )
         )
     if m.optimizer.name not in ("adamw", "adam8bit"):

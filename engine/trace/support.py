@@ -83,6 +83,8 @@ def _method_refusal(plan: Plan) -> str | None:
     if m.kind == "custom":
         return "a custom trainable subset is not traced; use full or lora"
     opt = m.optimizer.name
+    if opt == "adam8bit" and m.optimizer.adam8bit_library == "torchao":
+        return "8-bit Adam (torchao) is not traced: the tracer runs no torchao optimizer"
     if opt == "adam8bit":
         return "8-bit Adam (bitsandbytes) cannot be traced: its kernels are CUDA-only"
     if opt == "lion":

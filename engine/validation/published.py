@@ -19,7 +19,8 @@ fits        the job ran on that card (no figure)        the fit peak's low ≤ t
 ==========  ==========================================  ====================================
 
 *Inside* means MemPlan's [low, high] overlaps the published [low, high] (a band where the
-source's unit is ambiguous). The *error* is that of MemPlan's midpoint against the
+source's unit is ambiguous; a single printed figure spans half its last digit each
+side, :mod:`engine.validation.printed`). The *error* is that of MemPlan's midpoint against the
 published midpoint, in percent of the published one: positive when MemPlan says more.
 A verdict *contradicts* the run when MemPlan calls a job that ran on the card
 ``does_not_fit``.
@@ -42,6 +43,7 @@ from engine.estimate import Estimate, Verdict, estimate
 from engine.plan import Plan, default_plan, describe_validation_error, with_values
 from engine.presets import accelerator_changes, accelerators, model_section_for
 from engine.units import GiB
+from engine.validation.printed import half_step_gib
 
 Basis = Literal["allocated", "reserved", "device", "fits"]
 BASES: tuple[Basis, ...] = ("allocated", "reserved", "device", "fits")
@@ -196,12 +198,15 @@ def basis_range(est: Estimate, basis: Basis) -> tuple[int, int]:
 
 
 def compare(case: PublishedCase, low: int, high: int, capacity: int) -> tuple[bool, float | None]:
-    """Inside or not, and the signed midpoint error in percent (None for ``fits``)."""
+    """Inside or not, and the signed midpoint error in percent (None for ``fits``). A
+    single printed figure is the interval its last digit allows
+    (:func:`~engine.validation.printed.half_step_gib`); the error is against the figure."""
     if case.basis == "fits" or case.low_gib is None or case.high_gib is None:
         return low <= capacity, None
     p_low, p_high = case.low_gib * GiB, case.high_gib * GiB
-    inside = low <= p_high and high >= p_low
     p_mid = (p_low + p_high) / 2
+    half = half_step_gib(case.as_published, case.low_gib, case.high_gib) * GiB
+    inside = low <= p_high + half and high >= p_low - half
     return inside, ((low + high) / 2 - p_mid) / p_mid * 100
 
 

@@ -46,3 +46,33 @@ def test_the_bytes_column_is_whole(qtbot: Any, window: Any) -> None:
     widest = max(table.fontMetrics().horizontalAdvance(LedgerModel._text(r, "Bytes")) for r in rows)
     assert head.sectionSize(BYTES) >= widest
     assert COLUMNS[BYTES] == "Bytes"
+
+
+def test_the_legend_gets_the_height_its_lines_need(qtbot: Any, window: Any) -> None:
+    """At 1280 × 728 the chart legend wraps to three lines; a plain word-wrapped QLabel
+    got one line's height from the splitter and painted the other two over the chart's
+    phase names. The legend (gui.views.legend_label) now claims its wrapped height."""
+    _laptop(qtbot, window)
+    legend = window.legend
+    line = legend.fontMetrics().lineSpacing()
+    assert legend.height() >= 2.5 * line  # three lines at this width, whole
+    assert legend.height() >= legend.heightForWidth(legend.width()) - 1
+    chart_bottom = window.chart.mapTo(window, window.chart.rect().bottomLeft()).y()
+    assert legend.mapTo(window, legend.rect().topLeft()).y() > chart_bottom  # not over it
+
+
+def test_the_legend_claim_shrinks_when_the_window_widens(qtbot: Any) -> None:
+    """The claimed height follows the width both ways: QLabel.heightForWidth never
+    answers below a minimum already set, so a claim read from it would only grow."""
+    from gui.views.chart_common import legend_html
+    from gui.views.legend_label import LegendLabel
+
+    label = LegendLabel()
+    qtbot.addWidget(label)
+    label.setText(legend_html(["weights", "optimizer", "activations", "logits", "gradients"], True))
+    label.show()  # a hidden widget's resize is deferred until it shows
+    label.resize(200, 20)
+    narrow = label.minimumHeight()
+    assert narrow > 3 * label.fontMetrics().lineSpacing()
+    label.resize(1600, narrow)
+    assert 0 < label.minimumHeight() < narrow

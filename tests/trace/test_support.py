@@ -28,6 +28,10 @@ def _plan(**changes: Any) -> Plan:
         ({"offload.optimizer": "cpu"}, "offload"),
         ({"method.kind": "qlora"}, "CUDA-only"),
         ({"method.optimizer.name": "adam8bit"}, "bitsandbytes"),
+        (
+            {"method.optimizer.name": "adam8bit", "method.optimizer.adam8bit_library": "torchao"},
+            "torchao",
+        ),
         ({"method.optimizer.name": "lion"}, "Lion"),
         ({"method.precision.policy": "amp_master"}, "amp_master"),
         ({"runtime.attention": "flash_attn"}, "CUDA-only"),

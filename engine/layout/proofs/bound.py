@@ -54,6 +54,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from engine.allocator.reserve import ReserveModel
 from engine.errors import PlanError
 from engine.estimate import decisive_stages
 from engine.layout.lattice.point import Layout
@@ -85,8 +86,9 @@ class StageFloor:
     resident: int  # one-rank weights + optimizer bytes of the stage
     runtime: int  # CUDA context, cuBLAS, the kept communicators' NCCL buffers (high)
     activation_sums: Sums  # the activation rows' allocated moment sums (low, high)
-    runtime_low: int = 0  # the same runtime rows' low
-    activation_low: int = 0  # the activation rows' largest low of any moment
+    runtime_low: int  # the same runtime rows' low
+    activation_low: int  # the activation rows' largest low of any moment
+    reserve: ReserveModel  # the canonical plan's reserve factors (every layout of it reads them)
 
 
 def _canonical(layout: Layout, widest_ep: int) -> Layout:
@@ -121,7 +123,7 @@ class _Stages:
     index in a dict, each entry set once (``setdefault``): concurrent searches of one
     plan share the floors (:func:`peak_floors`), and at worst work a stage out twice."""
 
-    __slots__ = ("accumulating", "done", "laid", "ranges", "resident", "stages")
+    __slots__ = ("accumulating", "done", "laid", "ranges", "reserve", "resident", "stages")
 
     def __init__(self, plan: Plan, laid: Plan) -> None:
         par = laid.parallelism
@@ -130,6 +132,7 @@ class _Stages:
         self.resident = resident_states(plan, par.pp, par.pp_layer_split)
         self.accumulating = laid.batch.grad_accum > 1
         self.stages = decisive_stages(laid)
+        self.reserve = reserve_factors(laid)  # read by every layout's floor: once here
         self.done: dict[int, StageFloor] = {}
 
     def floor(self, i: int) -> StageFloor:
@@ -154,7 +157,9 @@ class _Stages:
         act = max(span.high for span in timeline_of(sums).phases.values())
         runtime_low, runtime_high = _runtime(laid, s)
         act_low = max(low for low, _ in sums)
-        return StageFloor(s, act, self.resident[s], runtime_high, sums, runtime_low, act_low)
+        return StageFloor(
+            s, act, self.resident[s], runtime_high, sums, runtime_low, act_low, self.reserve
+        )
 
 
 _ERRORS = (PlanError, NotImplementedError, ValueError)
@@ -271,7 +276,7 @@ def _stage_floor(laid: Plan, st: StageFloor, per_stage_ranks: int) -> int:
     """One stage's high floor: its activations and share of the resident states, the
     allocator reserve on them and the runtime every DP and EP keeps."""
     held = st.activations + -(-st.resident // per_stage_ranks)
-    return held + stuck_bytes(reserve_factors(laid), 0, held)[1] + st.runtime
+    return held + stuck_bytes(st.reserve, 0, held)[1] + st.runtime
 
 
 def _stage_floor_low(laid: Plan, st: StageFloor, per_stage_ranks: int) -> int:
@@ -282,7 +287,7 @@ def _stage_floor_low(laid: Plan, st: StageFloor, per_stage_ranks: int) -> int:
     reserve's low on it and its runtime rows' low inside the capacity
     (:func:`engine.ledger.phases.peak_phase_of`), each at least these."""
     held = st.activation_low + -(-st.resident // per_stage_ranks)
-    return held + stuck_bytes(reserve_factors(laid), held, held)[0] + st.runtime_low
+    return held + stuck_bytes(st.reserve, held, held)[0] + st.runtime_low
 
 
 _STAGE: dict[str, StageValue] = {"high": _stage_floor, "low": _stage_floor_low}

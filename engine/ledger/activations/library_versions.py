@@ -38,7 +38,8 @@ def bnb_keeps_input(version: str) -> bool:
 
 def kept_input_roles(method: MethodSection, bnb_version: str) -> frozenset[str]:
     """Frozen projections that keep their input anyway (empty but for QLoRA under an old
-    bitsandbytes)."""
-    if method.kind != "qlora" or not bnb_keeps_input(bnb_version):
+    bitsandbytes; torchao's ``LinearNF4`` saves only the NF4 weight)."""
+    torchao = method.qlora.nf4_impl == "torchao"
+    if method.kind != "qlora" or torchao or not bnb_keeps_input(bnb_version):
         return frozenset()
     return QUANTIZED_DENSE_ROLES

@@ -11,6 +11,18 @@ the peak. Forward (and a checkpointed layer's recomputation) takes the same
 dequantize-then-linear path for more tokens than the fused kernel serves
 (backends/cuda/ops.py ``gemm_4bit``), but never while the loss is live.
 
+torchao's ``NF4Tensor`` (``method.qlora.nf4_impl = torchao``, torchtune's QLoRA;
+torchao/dtypes/nf4tensor.py ``LinearNF4``): forward runs ``F.linear(input,
+weight.to(input.dtype))`` and backward ``grad_output @ weight.to(grad_output.dtype)``;
+``Tensor.to`` with a dtype always dequantizes (``function_to_dtype`` →
+``get_original_weight``). Eager, ``get_original_weight`` keeps its locals until it
+returns: two int64 index tensors of n/2 (8n B), the two table lookups and the two scaled
+halves (n/2 each in the weight's dtype c) and their stack (n·c) — 8n + 3n·c B at the
+stack (14n for bf16; the scalers' ``flatten`` copy, n/2·c, is freed before it). Under
+``torch.compile`` (torchtune compiles each decoder layer, the LoRA linears inside) the
+dequantization is pointwise and Inductor fuses it into one kernel: only the n·c weight
+the matmul reads.
+
 A 4-bit **lm_head** (``method.qlora.quantize_lm_head``: Lightning Fabric's
 ``BitsandbytesPrecision``, LitGPT) is the exception: it runs at the end of forward, on
 every chunk of LitGPT's ``GPT.forward(lm_head_chunk_size=128)`` (litgpt/lora.py), and
@@ -33,15 +45,20 @@ from engine.units import fmt_count, round_up
 FP32_BYTES = 4
 
 
-def dequantize_rows(held: list[HeldTensor], q: QloraSection, granularity: int) -> list[Row]:
+def dequantize_rows(
+    held: list[HeldTensor], q: QloraSection, granularity: int, compiled: bool = False
+) -> list[Row]:
     """The largest 4-bit weight dequantized for its backward matmul, on this rank, and a
-    4-bit lm_head's at the loss (:func:`head_row`)."""
+    4-bit lm_head's at the loss (:func:`head_row`); ``compiled``: the layers run under
+    torch.compile (read by torchao's NF4 only)."""
     quantized = [t for t in held if t.category == "quantized" and t.unit != "root"]
     heads = [t for t in held if t.category == "quantized" and t.unit == "root"]
     rows = [head_row(max(t.numel for t in heads), q, granularity)] if heads else []
     if not quantized:
         return rows
     largest = max(t.numel for t in quantized)
+    if q.nf4_impl == "torchao":
+        return [*rows, torchao_row(largest, q, granularity, compiled)]
     low, high = _span(largest, q, granularity)
     c = DTYPE_BYTES[q.compute_dtype]
     return [
@@ -63,6 +80,44 @@ def dequantize_rows(held: list[HeldTensor], q: QloraSection, granularity: int) -
             backward=IN_LAYERS,
         ),
     ]
+
+
+def torchao_bytes(numel: int, c: int, granularity: int, compiled: bool) -> int:
+    """Peak bytes of one torchao NF4 weight of ``numel`` elements dequantized to a
+    ``c``-byte dtype (module doc): the fused copy compiled; eager, at the stack, the two
+    int64 halves, two lookups, two scaled halves and the stacked weight."""
+    if compiled:
+        return round_up(numel * c, granularity)
+    half = numel // 2
+    eager = [half * 8] * 2 + [half * c] * 4 + [numel * c]
+    return sum(round_up(b, granularity) for b in eager)
+
+
+def torchao_row(numel: int, q: QloraSection, granularity: int, compiled: bool) -> Row:
+    """torchao's ``linear_nf4`` dequantizing the largest NF4 weight for a layer's matmul."""
+    c = DTYPE_BYTES[q.compute_dtype]
+    n = torchao_bytes(numel, c, granularity, compiled)
+    how = (
+        f"{c} B (one fused kernel under torch.compile)"
+        if compiled
+        else f"(8 + 3 × {c}) B (eager get_original_weight: two int64 index halves, two "
+        f"lookups, two scaled halves and their stack)"
+    )
+    return make_row(
+        id="hbm.dequantized.nf4",
+        label="4-bit weight dequantized for its backward matmul",
+        state="gathered",
+        location="hbm",
+        kind="peak",
+        group="gathered",
+        low=n,
+        high=n,
+        formula=f"largest quantized weight {fmt_count(numel)} el. × {how} = "
+        f"{fmt_count(n)} B, one linear at a time (torchao linear_nf4)",
+        source="torchao-nf4",
+        phases=BACKWARD,
+        backward=IN_LAYERS,
+    )
 
 
 def _span(numel: int, q: QloraSection, granularity: int) -> tuple[int, int]:

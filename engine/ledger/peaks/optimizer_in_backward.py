@@ -41,8 +41,11 @@ def in_backward_rows(plan: Plan, held: list[HeldTensor], ctx: ShardContext) -> l
     largest = max(trainable, key=lambda t: t.numel)
     one = recounted(largest, 1)  # one layer's copy of a folded tensor
     grad, _, dtypes = grad_sized([one], ctx)
-    temps = sum(r.high for r in optimizer_temp_rows(plan, [one], ctx.rule))
+    steps = optimizer_temp_rows(plan, [one], ctx.rule)
+    low = grad + sum(r.low for r in steps)
+    temps = sum(r.high for r in steps)
     total = grad + temps
+    span = fmt_count(temps) if low == total else f"{fmt_count(low - grad)}–{fmt_count(temps)}"
     return [
         make_row(
             id="hbm.grads.in_backward",
@@ -51,11 +54,11 @@ def in_backward_rows(plan: Plan, held: list[HeldTensor], ctx: ShardContext) -> l
             location="hbm",
             kind="peak",
             group="gradients",
-            low=total,
+            low=low,
             high=total,
             formula=f"largest parameter {largest.name} ({fmt_count(one.numel)} el.): "
             f"gradient {fmt_count(grad)} B ({dtypes}) + its step's temporaries "
-            f"{fmt_count(temps)} B",
+            f"{span} B",
             source=SOURCE,
             phases=BACKWARD,
             backward=IN_LAYERS,

@@ -12,6 +12,7 @@ from operator import mul
 from engine.ledger.held import HeldTensor
 from engine.ledger.peaks.adafactor_step import adafactor_temp_rows
 from engine.ledger.peaks.step_temporaries import step_temporaries_row
+from engine.ledger.peaks.torchao_step import compiled_step, torchao_step_rows
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.row import OPTIMIZER, Row, make_row
 from engine.ledger.states.allocs import one_per_tensor, shard_allocs
@@ -22,14 +23,12 @@ from engine.units import fmt_count, round_up
 
 def optimizer_temp_rows(plan: Plan, held: list[HeldTensor], rule: StrategyRule) -> list[Row]:
     """The optimizer step's temporaries (none when it runs off the GPU, fused, or for
-    optimizers without them)."""
+    optimizers without them; torchao's 8-bit AdamW: :mod:`torchao_step`)."""
     opt = plan.method.optimizer
-    if (
-        plan.offload.optimizer != "none"
-        or plan.offload.params != "none"
-        or opt.implementation == "fused"
-        or opt.name in ("adam8bit", "sgd")
-    ):
+    off_gpu = plan.offload.optimizer != "none" or plan.offload.params != "none"
+    if compiled_step(opt) and not off_gpu:
+        return torchao_step_rows(opt, held, rule, plan.runtime.allocation_granularity_bytes)
+    if off_gpu or opt.implementation == "fused" or opt.name in ("adam8bit", "sgd"):
         return []
     if opt.name == "adafactor":
         return adafactor_temp_rows(plan, held, rule)

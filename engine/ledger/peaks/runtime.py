@@ -18,14 +18,17 @@ from engine.allocator.reserve import (
     SideBytes,
     fsdp1_init_cache,
     loss_floor,
+    pre_unshard_pool,
     reserved_extra,
     stuck_extra,
+    with_forward,
+    with_fsdp2,
     with_logits,
 )
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import dtensor_loss_parallel
 from engine.ledger.groups import stage_groups
-from engine.ledger.peaks.fsdp1_wrap import no_shard_units, wrap_init
+from engine.ledger.peaks.fsdp1_wrap import forward_cache, no_shard_units, wrap_init, wrap_units
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
 from engine.sections.runtime import RuntimeSection
@@ -190,7 +193,9 @@ def loss_side(side: int, plan: Plan, last: bool) -> int:
     if not rt.logits_fp32_upcast and c != 4:
         return side
     tokens = b * (s - 1) if rt.kept_logits == "fp32" else b * s
-    return with_logits(side, b * s * v * c if c != 4 else 0, tokens * v * 4)
+    side = with_logits(side, b * s * v * c if c != 4 else 0, tokens * v * 4)
+    wrap = getattr(side, "wrap", None)  # FSDP1's units: replay the checkpointed forward
+    return with_forward(side, forward_cache(plan, wrap)) if wrap else side
 
 
 def _titan_loss(side: SideBytes, plan: Plan) -> SideBytes:
@@ -216,7 +221,7 @@ def _titan_loss(side: SideBytes, plan: Plan) -> SideBytes:
     one = -(-tv * 4 // gran) * gran
     n = 1 + (3 if dtensor_loss_parallel(rt, g, 4) else 2)
     pools = side.fsdp2._replace(hole=-(-tv * c // gran) * gran, loss=n * one)
-    return SideBytes(int(side), side.init, side.unit, side.root, side.logits, side.pre, pools)
+    return with_fsdp2(side, pools)
 
 
 def stuck_bytes(
@@ -237,7 +242,7 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     rows = tuple(rows)
     total = sum(r.high for r in rows if r.group in SIDE_GROUPS and r.location == "hbm")
     if plan is not None and family_of(plan.parallelism.strategy) == "fsdp2":
-        return SideBytes(total, fsdp2=fsdp2_pools(rows, plan))
+        return with_fsdp2(total, fsdp2_pools(rows, plan))
     if plan is None or family_of(plan.parallelism.strategy) != "fsdp1":
         return SideBytes(total)
     root = sum(r.high for r in rows if r.role == "root_unit")
@@ -248,16 +253,25 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
         root, unit = no_shard_units(plan, frozen, nf4)
         init = wrap_init(plan, root, unit) if unit > 0 else None
         # no all-gather, so no side-stream unit; the root bounds the cached blocks
-        return SideBytes(total, init, 0, root) if init else SideBytes(total)
+        if not init:
+            return SideBytes(total)
+        made = SideBytes(total, init, 0, root)
+        made.wrap = wrap_units(plan, root, unit)
+        return made
     if not layers:
         return SideBytes(total)
     k = plan.parallelism.knobs  # the units the layers row counts (gathered._fsdp_rows)
     live = 2 if k.fsdp1_limit_all_gathers or k.fsdp1_backward_prefetch == "backward_pre" else 1
     unit = layers // live
     init = wrap_init(plan, root, unit) or fsdp1_init_cache(root, unit)
-    # CPU offload: the pre-unshard stream's pool keeps the largest shard copy (SideBytes.pre)
-    pre = -(-max(root, unit) // plan.parallelism.dp) if plan.offload.params == "cpu" else 0
-    return SideBytes(total, init, unit, root, (0, 0), pre)
+    # CPU offload: the pre-unshard stream's pool (SideBytes.pre); adapters are units of
+    # their own under FSDP1 (use_orig_params=False needs uniform requires_grad per unit)
+    nested = plan.method.kind in ("lora", "qlora")
+    off = plan.offload.params == "cpu"
+    pre = pre_unshard_pool(root, unit, plan.parallelism.dp, nested) if off else (0, 0)
+    made = SideBytes(total, init, unit, root, (0, 0), pre)
+    made.wrap = wrap_units(plan, root, unit)  # the loss stage replays its forward with them
+    return made
 
 
 def fsdp2_pools(rows: tuple[Row, ...], plan: Plan) -> Fsdp2Pools:

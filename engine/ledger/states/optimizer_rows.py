@@ -13,7 +13,7 @@ from engine.ledger.held import HeldTensor
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.row import Row, make_row
 from engine.ledger.states.allocs import ShardContext, one_per_tensor, shard_allocs
-from engine.ledger.states.optimizers import OPTIMIZER_LABELS, OPTIMIZER_SOURCES, state_allocs
+from engine.ledger.states.optimizers import OPTIMIZER_LABELS, optimizer_source, state_allocs
 from engine.ledger.states.paged import hbm_low, paged_host_rows
 from engine.sections.method import OptimizerSection
 from engine.units import fmt_count
@@ -127,7 +127,7 @@ def _optimizer_rows_from(
     """One row per optimizer state of its ``totals`` (:func:`optimizer_totals_by_state`)."""
     rows = []
     share = f", sharded ÷ {ctx.group_words}" if ctx.rule.optimizer else ""
-    source = OPTIMIZER_SOURCES.get(opt.name, "user-input")
+    source = optimizer_source(opt)
     for name, n, raw, allocations in totals:
         rows.append(
             make_row(

@@ -18,6 +18,9 @@ BNB_BLOCK = 256
 """bitsandbytes 8-bit optimizers quantize states in blocks of 256 with an fp32 absmax."""
 BNB_MIN_8BIT_SIZE = 4096
 """bitsandbytes keeps tensors with fewer elements than this in 32-bit (min_8bit_size)."""
+TORCHAO_QMAP_BYTES = 256 * 4
+"""torchao's 8-bit state keeps its own fp32 lookup table of 256 codes per moment tensor
+(subclass_8bit.py ``OptimState8bit.zeros``: ``torch.tensor(QMAP_SIGNED, device=...)``)."""
 STEP_BYTES = 4
 """torch.optim keeps ``step`` as a float32 scalar tensor per parameter (measured)."""
 
@@ -55,6 +58,8 @@ def state_allocs(
             StateAlloc("exp_avg_sq", numel * state_bytes),
             StateAlloc("step", STEP_BYTES),
         ]
+    if name == "adam8bit" and opt.adam8bit_library == "torchao":
+        return torchao_8bit_allocs(numel, state_bytes)
     if name == "adam8bit":
         if numel < BNB_MIN_8BIT_SIZE:
             return [
@@ -89,11 +94,40 @@ def state_allocs(
     return [StateAlloc("custom_state", round(opt.custom_bytes_per_param * numel))]
 
 
+def torchao_8bit_allocs(numel: int, state_bytes: int) -> list[StateAlloc]:
+    """torchao ``AdamW8bit``'s state for one parameter of ``numel`` elements.
+
+    torchao/prototype/low_bit_optim/adam.py ``_AdamBase._new_buffer`` (torchao at the
+    November 2024 torchtune README, ao 26648c2): a tensor of at least 4096 elements whose
+    size divides into blocks of 256 gets an ``OptimState8bit`` per moment
+    (subclass_8bit.py ``OptimState8bit.zeros``: uint8 ``codes`` of the tensor's size, an
+    fp32 ``scale`` per block of 256 and its own 256-entry fp32 ``qmap``); any other
+    tensor gets ``torch.zeros_like(p)``, the parameter's dtype (``state_bytes``). The
+    ``step`` counter is ``torch.tensor(0.0)``, on the host: no HBM.
+    """
+    if numel < BNB_MIN_8BIT_SIZE or numel % BNB_BLOCK:
+        return [
+            StateAlloc("exp_avg", numel * state_bytes),
+            StateAlloc("exp_avg_sq", numel * state_bytes),
+        ]
+    blocks = numel // BNB_BLOCK
+    return [
+        StateAlloc("exp_avg", numel),
+        StateAlloc("exp_avg_sq", numel),
+        StateAlloc("exp_avg_scale", blocks * 4),
+        StateAlloc("exp_avg_sq_scale", blocks * 4),
+        StateAlloc("quant_map", 2 * TORCHAO_QMAP_BYTES),
+    ]
+
+
 OPTIMIZER_LABELS: dict[str, str] = {
     "exp_avg": "first moment (exp_avg)",
     "exp_avg_sq": "second moment (exp_avg_sq)",
     "step": "step counters",
     "quant_absmax": "8-bit block absmax constants",
+    "exp_avg_scale": "8-bit first moment's block scales",
+    "exp_avg_sq_scale": "8-bit second moment's block scales",
+    "quant_map": "8-bit code lookup tables",
     "momentum_buffer": "momentum buffer",
     "exp_avg_sq_row": "factored second moment, rows",
     "exp_avg_sq_col": "factored second moment, columns",
@@ -109,3 +143,13 @@ OPTIMIZER_SOURCES: dict[str, str] = {
     "adafactor": "adafactor-paper",
     "custom": "user-input",
 }
+
+
+def optimizer_source(opt: OptimizerSection) -> str:
+    """The optimizer state rows' source key (torchao's 8-bit AdamW has its own)."""
+    if opt.name == "adam8bit" and opt.adam8bit_library == "torchao":
+        return TORCHAO_SOURCE
+    return OPTIMIZER_SOURCES.get(opt.name, "user-input")
+
+
+TORCHAO_SOURCE = "torchao-low-bit-optim"

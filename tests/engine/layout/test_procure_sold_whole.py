@@ -40,4 +40,10 @@ def test_applying_the_preset_sets_the_rounding() -> None:
     assert plan.policy.rounding == "whole_node"
     assert plan.hardware.accelerator == "a100-sxm-80gb"
     assert plan.hardware.inter_node_gbps == 25.0
-    assert "policy.rounding" not in node_changes("dgx-h100")
+    # Every DGX is sold as one system (H100, H200, B200 as well as A100); a node
+    # preset that is not a DGX leaves the rounding alone.
+    for key in ("dgx-h100", "dgx-h200", "dgx-b200"):
+        assert node_changes(key)["policy.rounding"] == "whole_node", key
+        assert "sold as one 8-GPU system" in node(key).source
+    assert "policy.rounding" not in node_changes("mi300x-platform")
+    assert "policy.rounding" not in node_changes("single-gpu")

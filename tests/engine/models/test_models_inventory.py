@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from engine.models.inventory import build_inventory, total_params
+from dataclasses import replace
+
+from engine.models.inventory import build_inventory, stored_dtype, total_params
+from engine.models.layouts import family_layout
 from engine.models.roles import is_embedding, is_expert_parallel, role_info, tp_split_dim
 from engine.models.spec import ArchitectureSpec, MLASpec, MoESpec
 from engine.models.summary import summarize
 from engine.models.tensor import Role
+from engine.presets import plan_for_model_preset
 
 TINY_QWEN3 = ArchitectureSpec(
     family="qwen3",
@@ -253,3 +257,21 @@ def test_summary_dense() -> None:
     assert s.largest_layer.params == 454 and s.largest_unit.unit == "layer 0"  # root: 184
     assert s.by_dtype == {"bf16": 1_092}
     assert sum(r.params for r in s.rows) == s.total
+
+
+def test_stamping_a_stored_dtype_changes_the_dtype_alone() -> None:
+    """The inventory stamps each tensor's stored dtype by building it field by field
+    (``inventory._stamped``, faster than ``dataclasses.replace``): on DeepSeek-V3's FP8
+    checkpoint, where 2-D weights become fp8_e4m3 and the rest stay 16-bit, every
+    stamped tensor equals ``replace(raw, dtype=…)`` of the layout's own tensor — so a
+    field added to ``Tensor`` out of order would show here."""
+    spec = plan_for_model_preset("deepseek-v3").model.architecture
+    raw = tuple(family_layout(spec))
+    stamped = build_inventory(spec)
+    assert len(raw) == len(stamped)
+    changed = 0
+    for r, t in zip(raw, stamped, strict=True):
+        want = stored_dtype(spec, r)
+        assert t == replace(r, dtype=want)
+        changed += want != r.dtype
+    assert changed > 40_000  # 58 MoE layers × 768 expert matrices alone are 44,544
