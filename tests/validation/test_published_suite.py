@@ -35,10 +35,12 @@ KNOWN_FAILURES: dict[str, str] = {
         "pool's freed fp32 grads (1.0 GiB at 32 ranks), foreach AdamW (9dec370); ruled out: "
         "the output layer's Shard(1)->Replicate input (saved.head holds it), loss_parallel's "
         "backward order (its free region leaves the same one bf16 block); remaining 5.6-8.1 "
-        "GiB unexplained, no allocated figure published: Float8ColwiseParallel / "
-        "PrepareFloat8ModuleInput (fp8 all-gathers of the SP inputs and their bf16 copies "
-        "under compile) are the unread candidates [now: reserved 63.8-66.3 GiB against 71.9 "
-        "(-9.5 %)]"
+        "GiB unexplained, no allocated figure published. Unread candidates: the last "
+        "layer's forward working set under full AC at b 16 (8.6 GiB, freed around the "
+        "kept block inputs) leaving holes the loss's 7.8 GiB fp32 requests cannot take (a "
+        "replay of this plan, tests/reserved_replay.py, would tell); Float8ColwiseParallel "
+        "/ PrepareFloat8ModuleInput's fp8 all-gathers of the SP inputs under compile [now: "
+        "reserved 63.8-66.3 GiB against 71.9 (-9.5 %)]"
     ),
     "torchtune-3b-full-opt-in-bwd": (
         "the peak is lm_head's backward (backward.start), 0.4-0.5 GiB short; checked and "
