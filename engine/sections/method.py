@@ -14,6 +14,7 @@ AUTO = "auto"
 in one place, :func:`engine.stacks.defaults.resolve_stack_defaults`."""
 
 LoraTarget = Literal["q", "k", "v", "o", "qkv", "gate", "up", "gate_up", "down", "lm_head"]
+LoraImplementation = Literal["peft", "litgpt"]
 
 
 class LoraSection(Section):
@@ -31,6 +32,14 @@ class LoraSection(Section):
         default="fp32",
         description="Adapter weights' dtype; PEFT keeps them fp32 over a bf16 base "
         "(autocast_adapter_dtype=True, measured).",
+    )
+    implementation: LoraImplementation = Field(
+        default="peft",
+        description="Whose LoRA code runs: peft wraps each targeted projection; litgpt "
+        "is LitGPT's LoRAQKVLinear (litgpt/lora.py): the q / k / v targets are flags of "
+        "one adapter on the model's fused qkv linear (one dropout, A of r per enabled "
+        "part), whose zero_pad index_copy keeps the adapter output for backward when "
+        "not all three are enabled; the model runs its fused qkv.",
     )
 
 

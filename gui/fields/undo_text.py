@@ -81,6 +81,7 @@ FIELD_NOUNS: dict[str, str] = {
     "workload.torch_compile": "torch.compile",
     "method.dropout": "model dropout",
     "method.lora.dropout": "LoRA dropout",
+    "method.lora.implementation": "LoRA implementation",
     "method.qlora.quant_storage": "QLoRA quant storage dtype",
     "method.qlora.quantize_lm_head": "QLoRA 4-bit lm_head",
     "method.optimizer.precision_aware": "precision-aware optimizer",

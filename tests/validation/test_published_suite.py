@@ -108,11 +108,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "CPU offload's pre-unshard copies not modelled [now: device 12.8-15.7 GiB against "
         "18.3-19.6 (-24.7 %)]"
     ),
-    "litgpt-llama2-7b-lora-a10g": (
-        "LitGPT's own GPT modules are modelled with the hf-transformers activation profile "
-        "(no litgpt profile; its fit keeps the logits through backward): -7.5 % [now: "
-        "allocated 17.4-17.8 GiB against 18.4 (-4.3 %)]"
-    ),
     "litgpt-llama2-7b-qlora-a10g": (
         "R8 QLoRA fp32 MLP intermediates + LitGPT activation profile (bnb 0.42's kept 4-bit "
         "inputs now counted, 35.11): -24.6 % [now: allocated 9.9-10.9 GiB against 12.7 (-18.3 "
