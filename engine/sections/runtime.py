@@ -57,6 +57,14 @@ class RuntimeSection(Section):
         "MultiHeadAttention: expand + flatten; LitGPT's CausalSelfAttention: expand + "
         "reshape); off = transformers' enable_gqa / repeat_kv rules.",
     )
+    previous_output_kept: bool = Field(
+        default=False,
+        description="The training loop keeps the previous micro-batch's output, and the "
+        "autograd graph it references, until the next forward returns (LitGPT's finetune "
+        "fit(): logits = model(...) is never deleted): the old logits, and what custom "
+        "autograd functions hold as ctx attributes (bitsandbytes before 0.43.2: every "
+        "4-bit linear's input), stay live through the next forward.",
+    )
     loss: Literal["standard", "chunked", "fused"] = Field(
         default="standard",
         description="Cross-entropy: HF standard (fp32 logits), chunked, or fused (no full logits).",

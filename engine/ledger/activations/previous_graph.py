@@ -1,0 +1,90 @@
+"""The previous micro-batch's output and graph, kept through the next forward
+(``runtime.previous_output_kept``, LitGPT's finetune loop).
+
+LitGPT's ``fit`` (litgpt/finetune/lora.py, 2024) runs ``logits = model(input_ids,
+lm_head_chunk_size=128)`` and never deletes ``logits``: the previous micro-batch's list
+of 16-bit logit chunks, and the autograd graph its ``grad_fn`` references, live until
+the next forward returns and the name is rebound. Backward released the graph's saved
+tensors (``retain_graph=False``), but not what custom autograd functions keep as plain
+``ctx`` attributes: bitsandbytes before 0.43.2 stores every 4-bit linear's 16-bit input
+as ``ctx.tensors = (A, B)`` (bitsandbytes 0.42 autograd/_functions.py
+``MatMul4Bit.forward``), so those inputs of the previous micro-batch stay too — for a
+dense decoder layer the attention input, the attention output (o's input; SDPA's own
+saved copy is gone), the MLP input and the MLP product (down's input), and the 4-bit
+lm_head's input.
+
+They are live through the whole next forward, up to the end of its last lm_head chunk,
+and freed before the loss runs. The ledger's forward moment stands at the loss, which
+holds the loss's saved log-probs instead; the end of the model's forward exceeds it by
+what is kept here less those log-probs (the chunked-output loss's, when it runs), which
+is this row (never below zero).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.ledger.activations.geometry import FP32, Geometry
+from engine.ledger.activations.hf import dense_width
+from engine.ledger.activations.library_versions import bnb_keeps_input
+from engine.ledger.activations.varying import Fixed
+from engine.ledger.row import FORWARD, make_row, moments_in
+from engine.plan import Plan
+from engine.units import fmt_count, round_up
+
+_FORWARD = moments_in(FORWARD)
+
+
+def previous_graph_at(plan: Plan, last: bool) -> Callable[[Geometry, int], list[Fixed]] | None:
+    """The row at a micro-batch's geometry for a stage of ``n_layers`` layers; None when
+    the loop drops its output (every stack but LitGPT's)."""
+    rt, method = plan.runtime, plan.method
+    if not rt.previous_output_kept:
+        return None
+    arch = plan.model.architecture
+    ctx_kept = (
+        method.kind == "qlora" and bnb_keeps_input(rt.bitsandbytes_version) and arch.moe is None
+    )
+    head_kept = ctx_kept and method.qlora.quantize_lm_head
+    chunked = rt.loss_impl == "chunked_output"
+    upcast = rt.logits_fp32_upcast
+
+    def at(g: Geometry, n_layers: int) -> list[Fixed]:
+        c, gran, t = g.compute_bytes, g.granularity, g.tokens
+        v = g.logits_vocab
+        kept: list[tuple[str, int]] = []
+        if last:
+            kept.append((f"logits {t}·{v}·{c}", round_up(t * v * c, gran)))
+        if ctx_kept and n_layers:
+            widths = (g.hidden, g.heads_local * g.v_dim, g.hidden, dense_width(arch, g.tp))
+            one = sum(round_up(t * w * c, gran) for w in widths)
+            text = " + ".join(f"{t}·{w}·{c}" for w in widths)
+            kept.append((f"4-bit linears' inputs {n_layers} × ({text})", n_layers * one))
+        if last and head_kept:
+            kept.append((f"lm_head input {t}·{g.hidden}·{c}", round_up(t * g.hidden * c, gran)))
+        held = sum(b for _, b in kept)
+        lp = FP32 if upcast else c
+        later = round_up(t * v * lp, gran) if last and chunked else 0
+        n = max(0, held - later)
+        if not n:
+            return []
+        row = make_row(
+            id="hbm.activations.previous_step",
+            label="Previous micro-batch's output and graph, kept through this forward",
+            state="activations",
+            location="hbm",
+            kind="peak",
+            group="activations",
+            low=n,
+            high=n,
+            formula=lambda: (
+                " + ".join(f"{k} = {fmt_count(b)}" for k, b in kept)
+                + (f" − the loss's log-probs {t}·{v}·{lp} (not yet made)" if later else "")
+                + f" = {fmt_count(n)} B"
+            ),
+            source="litgpt-fit-previous-graph",
+            phases=FORWARD,
+        )
+        return [Fixed((n, n), lambda: row, True, _FORWARD)]
+
+    return at

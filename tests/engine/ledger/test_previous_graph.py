@@ -1,0 +1,77 @@
+"""The previous micro-batch's output and graph kept through the next forward
+(``runtime.previous_output_kept``: LitGPT's finetune ``fit``).
+
+litgpt/finetune/lora.py ``fit`` rebinds ``logits = model(...)`` only when the next
+forward returns; bitsandbytes 0.42 ``MatMul4Bit.forward`` keeps each 4-bit linear's
+input as ``ctx.tensors`` (autograd/_functions.py), which backward does not release while
+the graph lives. Plans: SmolLM's shapes with an untied head (hidden 576, 9 heads of 64,
+intermediate 1,536, 30 layers, vocab 49,152), QLoRA on bf16, one sequence of 1,024
+tokens, LitGPT's chunked-output loss without upcast; every tensor is a multiple of 512 B.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger_plans import SMOL, make_plan
+
+from engine.estimate import estimate
+
+ROW = "hbm.activations.previous_step"
+
+
+def _plan(**changes: Any) -> Any:
+    base: dict[str, Any] = {
+        "model__architecture": {**SMOL, "tied_embeddings": False},
+        "method__kind": "qlora",
+        "method__lora__targets": ["q", "v"],
+        "method__lora__adapter_dtype": "bf16",
+        "method__qlora__quantize_lm_head": True,
+        "method__qlora__upcast_non_quantized": False,
+        "method__precision__policy": "pure_16bit",
+        "parallelism__strategy": "ddp",
+        "parallelism__dp": 1,
+        "batch__seq_len": 1024,
+        "batch__micro_batch": 1,
+        "method__recompute__policy": "none",
+        "runtime__loss_impl": "chunked_output",
+        "runtime__logits_fp32_upcast": False,
+        "runtime__bitsandbytes_version": "0.42.0",
+        "runtime__previous_output_kept": True,
+        "runtime__activation_band": {"low": 1.0, "high": 1.0},
+    }
+    return make_plan(**{**base, **changes})
+
+
+def _row(plan: Any) -> Any:
+    return {r.id: r for r in estimate(plan).rows}.get(ROW)
+
+
+def test_old_bitsandbytes_keeps_every_4bit_input_of_the_previous_micro_batch() -> None:
+    """Kept: the old logits 1,024 · 49,152 · 2 = 100,663,296 B; per layer the attention
+    input, o's input (9 · 64), the MLP input and down's input (1,536), 1,024 · (576 +
+    576 + 576 + 1,536) · 2 = 6,684,672 B, × 30 = 200,540,160 B; lm_head's input
+    1,024 · 576 · 2 = 1,179,648 B. Less the loss's log-probs the loss moment holds and
+    the end of the forward does not, 1,024 · 49,152 · 2: 201,719,808 B, at the forward
+    moment only — and the forward moment grows by exactly that."""
+    row = _row(_plan())
+    assert row.low == row.high == 100_663_296 + 200_540_160 + 1_179_648 - 100_663_296
+    assert row.high == 201_719_808
+    assert row.moments == frozenset({"forward"})
+    on = estimate(_plan()).heaviest.moments["forward"]
+    off = estimate(_plan(runtime__previous_output_kept=False)).heaviest.moments["forward"]
+    assert on.low - off.low == on.high - off.high == 201_719_808
+
+
+def test_without_kept_inputs_the_old_logits_only_stand_in_for_the_log_probs() -> None:
+    """bitsandbytes 0.43.2 stores (None, B), and a bf16 LoRA has no 4-bit linear: only
+    the old logits are kept, as large as the log-probs the loss moment holds (both
+    1,024 · 49,152 · 2 B) — no row. With the fp32 upcast the log-probs are larger."""
+    assert _row(_plan(runtime__bitsandbytes_version="0.43.2")) is None
+    assert _row(_plan(method__kind="lora")) is None
+    assert _row(_plan(runtime__logits_fp32_upcast=True, method__kind="lora")) is None
+
+
+def test_a_loop_that_drops_its_output_keeps_nothing() -> None:
+    """The default (every stack but LitGPT's): no row."""
+    assert _row(_plan(runtime__previous_output_kept=False)) is None
