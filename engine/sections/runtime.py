@@ -111,7 +111,9 @@ class RuntimeSection(Section):
         "only); fp32 (a loop that holds `output` until after the step, as Answer.AI's "
         "fsdp_qlora train.py, under transformers <= 4.44, whose LlamaForCausalLM upcasts "
         "with logits.float() in forward and copies logits[..., :-1, :].contiguous() for "
-        "the loss); compute (such a loop under transformers >= 4.45: the 16-bit logits).",
+        "the loss); compute (such a loop under transformers >= 4.45: the 16-bit logits). "
+        "Under the chunked-output loss, fp32 is LitGPT's fit holding Lightning Fabric's "
+        "output, whose chunks convert_output casts to fp32 (the loss then runs on them).",
     )
     activation_band: FractionRange = Field(
         default=FractionRange(low=0.98, high=1.05),

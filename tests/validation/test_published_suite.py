@@ -108,14 +108,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "CPU offload's pre-unshard copies not modelled [now: device 12.8-15.7 GiB against "
         "18.3-19.6 (-24.7 %)]"
     ),
-    "litgpt-llama3-8b-lora-a10g": (
-        "LitGPT's step itself is modelled (fused-qkv adapter, zero_pad source, expanded "
-        "K/V, previous logits): a fake-tensor trace of litgpt 2024-04 lora.GPT (CUDA "
-        "dropout mask) gives 17.94-18.0 GiB, the ledger 17.9-18.1; the published 18.4 is "
-        "~0.4 GiB above both, unexplained (outside the traced ops: cuBLAS/cuDNN "
-        "workspaces of the adapter's grouped conv1d, not modelled) [now: allocated "
-        "17.9-18.1 GiB against 18.4 (-2.1 %)]"
-    ),
     "answerai-llama2-7b-qlora-ctx2048-bs4": (
         "reserved basis: the allocator reserve model (fragmentation 5-9 % of the transient "
         "part plus the side-stream pools, fitted to three Megatron / torchtitan pairs) "

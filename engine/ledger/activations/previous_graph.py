@@ -47,14 +47,16 @@ def previous_graph_at(plan: Plan, last: bool) -> Callable[[Geometry, int], list[
     )
     head_kept = ctx_kept and method.qlora.quantize_lm_head
     chunked = rt.loss_impl == "chunked_output"
-    upcast = rt.logits_fp32_upcast
+    fp32_out = rt.kept_logits == "fp32"  # Fabric casts the output to fp32
+    upcast = rt.logits_fp32_upcast or fp32_out
 
     def at(g: Geometry, n_layers: int) -> list[Fixed]:
         c, gran, t = g.compute_bytes, g.granularity, g.tokens
         v = g.logits_vocab
+        ob = FP32 if fp32_out else c
         kept: list[tuple[str, int]] = []
         if last:
-            kept.append((f"logits {t}·{v}·{c}", round_up(t * v * c, gran)))
+            kept.append((f"logits {t}·{v}·{ob}", round_up(t * v * ob, gran)))
         if ctx_kept and n_layers:
             widths = (g.hidden, g.heads_local * g.v_dim, g.hidden, dense_width(arch, g.tp))
             one = sum(round_up(t * w * c, gran) for w in widths)

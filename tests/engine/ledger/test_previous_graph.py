@@ -75,3 +75,20 @@ def test_without_kept_inputs_the_old_logits_only_stand_in_for_the_log_probs() ->
 def test_a_loop_that_drops_its_output_keeps_nothing() -> None:
     """The default (every stack but LitGPT's): no row."""
     assert _row(_plan(runtime__previous_output_kept=False)) is None
+
+
+def test_fabric_fp32_output_held_by_the_loop() -> None:
+    """runtime.kept_logits fp32 under the chunked-output loss (Lightning Fabric's
+    convert_output casts LitGPT's logit chunks to fp32; fit holds them): bf16 LoRA, the
+    same SmolLM plan, t = 1,024 tokens, V = 49,152, t·V = 50,331,648, chunks of k = 128.
+    Forward: the logits 4 B instead of 2 and the log-probs 4 B instead of 2: +4·t·V =
+    201,326,592 B. Loss backward: log-probs +2·t·V, the held logits 4·t·V (freed before
+    backward when not held), one chunk's two gradients 2·k·V·(4 − 2): +6·t·V + 4·128·V
+    = 327,155,712 B. Optimizer step: the held logits, 4·t·V = 201,326,592 B."""
+    lora = {"method__kind": "lora", "runtime__previous_output_kept": False}
+    on = estimate(_plan(runtime__kept_logits="fp32", **lora)).heaviest.moments
+    off = estimate(_plan(**lora)).heaviest.moments
+    tv = 1024 * 49152
+    assert on["forward"].high - off["forward"].high == 4 * tv == 201_326_592
+    assert on["backward.start"].high - off["backward.start"].high == 6 * tv + 4 * 128 * 49152
+    assert on["optimizer"].high - off["optimizer"].high == 4 * tv
