@@ -75,6 +75,7 @@ FIELD_NOUNS: dict[str, str] = {
     "runtime.framework": "framework",
     "runtime.attention": "attention kernel",
     "runtime.kv_expanded": "K/V copied to every head",
+    "runtime.previous_output_kept": "previous output kept",
     "runtime.loss": "loss implementation",
     "workload.packing": "sequence packing",
     "workload.mean_sample_tokens": "mean sample length",
