@@ -73,6 +73,13 @@ class QloraSection(Section):
         "stack's: bf16 where the strategy shards parameters (peft's FSDP / ZeRO-3 "
         "recipes), uint8 otherwise (bitsandbytes' default).",
     )
+    quantized_from: Literal["any", "bf16", "fp16", "fp32"] = Field(
+        default="any",
+        description="dtype the weights were quantized from (quant_state.dtype), which "
+        "dequantize_4bit returns before the cast to the compute dtype: any = unknown, "
+        "from the compute dtype up to fp32; fp16 = Lightning Fabric's "
+        "BitsandbytesPrecision (LitGPT: _Linear4bit.quantize casts to torch.half).",
+    )
 
 
 class CustomTrainableSection(Section):

@@ -13,11 +13,19 @@ dense decoder layer the attention input, the attention output (o's input; SDPA's
 saved copy is gone), the MLP input and the MLP product (down's input), and the 4-bit
 lm_head's input.
 
-They are live through the whole next forward, up to the end of its last lm_head chunk,
-and freed before the loss runs. The ledger's forward moment stands at the loss, which
-holds the loss's saved log-probs instead; the end of the model's forward exceeds it by
-what is kept here less those log-probs (the chunked-output loss's, when it runs), which
-is this row (never below zero).
+They are live through the whole next forward, up to the rebinding of ``logits``, and
+freed before the loss runs. The ledger's forward moment stands at the loss: the held
+logits, the loss's saved log-probs (and a 4-bit head's dequantized weight, its own row,
+``peaks/dequantize.py``). Two moments of the next forward exceed it by this row:
+
+- the model's last lm_head chunk: the old graph and the new 16-bit chunks, neither the
+  held logits nor the log-probs (the dequantized head is live there too);
+- with Lightning Fabric's fp32 output (``runtime.kept_logits = fp32``: ``_FabricModule.
+  forward`` returns ``precision.convert_output(output)``), the end of that cast: the old
+  graph, the new 16-bit chunks and their fp32 copies, no dequantized head.
+
+The row is the larger excess, never below zero (a bf16 LoRA's: the cast's, 16-bit
+chunks + fp32 copies + old fp32 logits against held logits + log-probs, T·V·c).
 """
 
 from __future__ import annotations
@@ -45,7 +53,8 @@ def previous_graph_at(plan: Plan, last: bool) -> Callable[[Geometry, int], list[
     ctx_kept = (
         method.kind == "qlora" and bnb_keeps_input(rt.bitsandbytes_version) and arch.moe is None
     )
-    head_kept = ctx_kept and method.qlora.quantize_lm_head
+    head_quantized = method.kind == "qlora" and method.qlora.quantize_lm_head
+    head_kept = ctx_kept and head_quantized
     chunked = rt.loss_impl == "chunked_output"
     fp32_out = rt.kept_logits == "fp32"  # Fabric casts the output to fp32
     upcast = rt.logits_fp32_upcast or fp32_out
@@ -54,6 +63,7 @@ def previous_graph_at(plan: Plan, last: bool) -> Callable[[Geometry, int], list[
         c, gran, t = g.compute_bytes, g.granularity, g.tokens
         v = g.logits_vocab
         ob = FP32 if fp32_out else c
+        head_low = round_up(v * g.hidden * c, gran) if head_quantized else 0
         kept: list[tuple[str, int]] = []
         if last:
             kept.append((f"logits {t}·{v}·{ob}", round_up(t * v * ob, gran)))
@@ -64,10 +74,24 @@ def previous_graph_at(plan: Plan, last: bool) -> Callable[[Geometry, int], list[
             kept.append((f"4-bit linears' inputs {n_layers} × ({text})", n_layers * one))
         if last and head_kept:
             kept.append((f"lm_head input {t}·{g.hidden}·{c}", round_up(t * g.hidden * c, gran)))
-        held = sum(b for _, b in kept)
+        old = sum(b for _, b in kept)
         lp = FP32 if upcast else c
-        later = round_up(t * v * lp, gran) if last and chunked else 0
-        n = max(0, held - later)
+        n, why = old, ""
+        if last and chunked:
+            # the forward moment stands at the loss: held logits and log-probs (and the
+            # dequantized head, a row of its own); the model's last lm_head chunk holds
+            # the 16-bit chunks and the old graph instead, and Fabric's cast (its end:
+            # 16-bit and fp32 chunks both) the old graph but no dequantized head
+            loss = round_up(t * v * ob, gran) + round_up(t * v * lp, gran)
+            chunks = round_up(t * v * c, gran)
+            n = old + chunks - loss
+            why = f" + 16-bit chunks {t}·{v}·{c} − at the loss {t}·{v}·{ob} + {t}·{v}·{lp}"
+            if fp32_out:
+                cast = old + chunks + round_up(t * v * FP32, gran) - head_low - loss
+                if cast > n:
+                    n = cast
+                    why += f" + fp32 copies {t}·{v}·4 − dequantized head {fmt_count(head_low)}"
+        n = max(0, n)
         if not n:
             return []
         row = make_row(
@@ -80,9 +104,7 @@ def previous_graph_at(plan: Plan, last: bool) -> Callable[[Geometry, int], list[
             low=n,
             high=n,
             formula=lambda: (
-                " + ".join(f"{k} = {fmt_count(b)}" for k, b in kept)
-                + (f" − the loss's log-probs {t}·{v}·{lp} (not yet made)" if later else "")
-                + f" = {fmt_count(n)} B"
+                " + ".join(f"{k} = {fmt_count(b)}" for k, b in kept) + f"{why} = {fmt_count(n)} B"
             ),
             source="litgpt-fit-previous-graph",
             phases=FORWARD,

@@ -92,3 +92,17 @@ def test_fabric_fp32_output_held_by_the_loop() -> None:
     assert on["forward"].high - off["forward"].high == 4 * tv == 201_326_592
     assert on["backward.start"].high - off["backward.start"].high == 6 * tv + 4 * 128 * 49152
     assert on["optimizer"].high - off["optimizer"].high == 4 * tv
+
+
+def test_fabric_cast_moment_with_the_previous_output_held() -> None:
+    """Fabric's fp32 output and the previous one both held (LitGPT), t·V = 50,331,648.
+    The forward moment (the loss) holds the fp32 logits and fp32 log-probs, 8·t·V.
+    bf16 LoRA: the last lm_head chunk holds the 16-bit chunks and the old fp32 logits,
+    6·t·V (−2·t·V); the end of the cast the 16-bit chunks, their fp32 copies and the old
+    fp32 logits, 10·t·V: the row is 2·t·V = 100,663,296 B.
+    QLoRA: the old graph adds X = 200,540,160 + 1,179,648 = 201,719,808 B of 4-bit inputs;
+    the last chunk: X − 2·t·V = 101,056,512; the cast: X + 2·t·V less the dequantized head
+    the loss moment counts (49,152 · 576 · 2 = 56,623,104) = 245,760,000 B, the larger."""
+    held = {"runtime__kept_logits": "fp32"}
+    assert _row(_plan(method__kind="lora", **held)).high == 2 * 50_331_648
+    assert _row(_plan(**held)).high == 201_719_808 + 100_663_296 - 56_623_104 == 245_760_000
