@@ -35,11 +35,11 @@ KNOWN_FAILURES: dict[str, str] = {
         "pool's freed fp32 grads (1.0 GiB at 32 ranks), foreach AdamW (9dec370); ruled out: "
         "the output layer's Shard(1)->Replicate input (saved.head holds it), loss_parallel's "
         "backward order (its free region leaves the same one bf16 block); remaining 5.6-8.1 "
-        "GiB unexplained, no allocated figure published. Unread candidates: the last "
-        "layer's forward working set under full AC at b 16 (8.6 GiB, freed around the "
-        "kept block inputs) leaving holes the loss's 7.8 GiB fp32 requests cannot take (a "
-        "replay of this plan, tests/reserved_replay.py, would tell); Float8ColwiseParallel "
-        "/ PrepareFloat8ModuleInput's fp8 all-gathers of the SP inputs under compile [now: "
+        "GiB unexplained, no allocated figure published. Unread candidates: the last layer's "
+        "forward working set under full AC at b 16 (8.6 GiB, freed around the kept block "
+        "inputs) leaving holes the loss's 7.8 GiB fp32 requests cannot take (a replay of this "
+        "plan, tests/reserved_replay.py, would tell); Float8ColwiseParallel / "
+        "PrepareFloat8ModuleInput's fp8 all-gathers of the SP inputs under compile [now: "
         "reserved 63.8-66.3 GiB against 71.9 (-9.5 %)]"
     ),
     "torchtune-3b-full-opt-in-bwd": (
@@ -119,20 +119,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "16.0 against MemPlan's 16.1 GiB of offloaded states: the missing bytes are common to "
         "both runs, not an offload term [now: device 13.0-16.0 GiB against 18.3-19.6 (-23.4 "
         "%)]"
-    ),
-    "litgpt-llama2-7b-lora-a10g": (
-        "LitGPT's own GPT modules are modelled with the hf-transformers activation profile "
-        "(no litgpt profile; its fit keeps the logits through backward): -7.5 % [now: "
-        "allocated 17.4-17.8 GiB against 18.4 (-4.3 %)]"
-    ),
-    "litgpt-llama2-7b-qlora-a10g": (
-        "R8 QLoRA fp32 MLP intermediates + LitGPT activation profile (bnb 0.42's kept 4-bit "
-        "inputs now counted, 35.11): -24.6 % [now: allocated 9.9-10.9 GiB against 12.7 (-18.3 "
-        "%)]"
-    ),
-    "litgpt-llama3-8b-lora-a10g": (
-        "LitGPT activation profile (as litgpt-llama2-7b-lora): -4.6 % [now: allocated "
-        "17.9-18.1 GiB against 18.4 (-2.0 %)]"
     ),
     "answerai-llama2-7b-lora-ctx2048-bs1-alloc": (
         "35.6 FSDP peak in mid-backward (the layer's saved set and gradients) + 35.8 small "

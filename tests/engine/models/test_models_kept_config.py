@@ -37,19 +37,26 @@ def hash_as_before_the_field(plan: Plan) -> str:
     (every other input, ``None`` ones included) with the field's key removed. Derived, not
     pinned, so that inputs added later (with their own defaults) do not break this test.
     Inputs added later that are themselves left out of the canonical form at their
-    default (``method.qlora.nf4_impl``, ``method.optimizer.adam8bit_library``) are
+    default (:data:`LEFT_OUT_AT_DEFAULT`) are
     removed too: the hash never saw them at that default."""
     tree = plan.model_dump(mode="json")
     del tree["model"]["hf_config"]
-    for section, key, default in LEFT_OUT_AT_DEFAULT:
-        if tree["method"][section][key] == default:
-            del tree["method"][section][key]
+    for path, default in LEFT_OUT_AT_DEFAULT:
+        *parents, key = path.split(".")
+        node = tree
+        for part in parents:
+            node = node[part]
+        if node[key] == default:
+            del node[key]
     return canonical_hash(tree)
 
 
 LEFT_OUT_AT_DEFAULT = (
-    ("qlora", "nf4_impl", "bitsandbytes"),
-    ("optimizer", "adam8bit_library", "bitsandbytes"),
+    ("method.qlora.nf4_impl", "bitsandbytes"),
+    ("method.qlora.quantized_from", "any"),
+    ("method.optimizer.adam8bit_library", "bitsandbytes"),
+    ("method.lora.implementation", "peft"),
+    ("runtime.previous_output_kept", False),
 )
 
 
