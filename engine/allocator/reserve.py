@@ -22,15 +22,21 @@ pool. The two bands are plan inputs (``runtime.fragmentation`` 0.05–0.09: 0.07
 Megatron-LM 1.7B run, 0.059 between torchtitan PR #165's two runs;
 ``runtime.side_stream_cache`` 1.55–1.74: torchtitan PR #165 keeps 7.6 GiB beyond its
 fragmentation where MemPlan's gathered and bucket rows sum to 4.56 GiB), calibrated on
-published (allocated, reserved) pairs (``tests/engine/allocator/test_calibration.py``);
-the ``fraction`` model keeps the old band over the whole peak as an explicit
-pessimistic option.
+published (allocated, reserved) pairs (``tests/engine/allocator/test_calibration.py``;
+the PR #165 pair turned out to be a Llama-2-7B run without expandable segments, not the
+8B plan the band was fitted on — see that test); FSDP2 reads its streams' pools from
+the code instead (:mod:`engine.allocator.fsdp2_pools`: ``side`` × the all-gather
+stream's working set, the sharded gradients in the reduce-scatter stream's pool,
+torchtitan's freed logits), checked on torchtitan's December 2024 runs; the
+``fraction`` model keeps the old band over the whole peak as an explicit pessimistic
+option.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from engine.allocator.fsdp2_pools import NO_POOLS, Fsdp2Pools, fsdp2_extra
 from engine.allocator.rules import LARGE_BUFFER
 
 STREAM_POOLS = 3
@@ -48,8 +54,10 @@ class SideBytes(int):
     stream under CPU offload (:func:`pre_unshard_pool`); ``forward`` the compute
     stream's cache at the loss after a checkpointed forward, replayed
     (:func:`engine.allocator.checkpointed.loss_cache`; 0: not replayed) and ``wrap``
-    the FSDP1 units it replays (set by the ledger; None: none known). An ``int`` so
-    every place that passes or sums the side bytes reads it unchanged."""
+    the FSDP1 units it replays (set by the ledger; None: none known); ``fsdp2`` FSDP2's
+    stream pools (:class:`~engine.allocator.fsdp2_pools.Fsdp2Pools`, set by
+    :func:`with_fsdp2`; empty elsewhere). An ``int`` so every place that passes or sums
+    the side bytes reads it unchanged."""
 
     init: tuple[int, int]
     unit: int
@@ -58,6 +66,7 @@ class SideBytes(int):
     pre: tuple[int, int]
     forward: int
     wrap: tuple[tuple[tuple[int, ...], ...], int] | None
+    fsdp2: Fsdp2Pools = NO_POOLS
 
     def __new__(
         cls,
@@ -117,6 +126,20 @@ def with_logits(side: int, block: int, request: int) -> int:
         int(side), side.init, side.unit, side.root, (block, request), side.pre, side.forward
     )
     made.wrap = side.wrap
+    made.fsdp2 = side.fsdp2
+    return made
+
+
+def with_fsdp2(side: int, pools: Fsdp2Pools) -> SideBytes:
+    """``side`` as a :class:`SideBytes` carrying FSDP2's stream ``pools``."""
+    if isinstance(side, SideBytes):
+        made = SideBytes(
+            int(side), side.init, side.unit, side.root, side.logits, side.pre, side.forward
+        )
+        made.wrap = side.wrap
+    else:
+        made = SideBytes(side)
+    made.fsdp2 = pools
     return made
 
 
@@ -127,6 +150,7 @@ def with_forward(side: int, cache: int) -> int:
         return side
     made = SideBytes(int(side), side.init, side.unit, side.root, side.logits, side.pre, cache)
     made.wrap = side.wrap
+    made.fsdp2 = side.fsdp2
     return made
 
 
@@ -235,7 +259,11 @@ def reserved_extra(
         return int(low * m.frag[0]), int(high * m.frag[1])
     t_low, t_high = _transient(low, high, steady)
     extra = _compute_cache(m, (t_low, t_high), side)
-    if not m.fsdp1:
+    pools = getattr(side, "fsdp2", NO_POOLS)
+    if pools.ag and not m.fsdp1:  # FSDP2: its streams' pools (fsdp2_pools)
+        loss = None if at_loss is None else (at_loss[0] >= low, at_loss[1] >= high)
+        extra = fsdp2_extra(m.frag, m.side, pools, (t_low, t_high), loss)
+    elif not m.fsdp1:
         extra = (extra[0] + int(side * m.side[0]), extra[1] + int(side * m.side[1]))
     else:  # FSDP1: at most one unit more than the rows count (see ReserveModel.fsdp1)
         pre = getattr(side, "pre", (0, 0))  # the pre-unshard stream's pool (SideBytes.pre)

@@ -52,10 +52,18 @@ State = Literal[
 CheckpointPart = Literal["weights", "adapters", "optimizer"]
 """What a persistent state row contributes to a checkpoint: the model's weights, LoRA
 adapters (all PEFT saves), or the optimizer (master copy and state)."""
-Role = Literal["root_unit", "layer_units", "cuda_context", "cublas_workspace", "nccl_buffers"]
+Role = Literal[
+    "root_unit",
+    "layer_units",
+    "all_gather_output",
+    "cuda_context",
+    "cublas_workspace",
+    "nccl_buffers",
+]
 """A row other code asks for by name: FSDP's root unit (the largest unit a consolidated
-checkpoint gathers), its layer units in flight (what FSDP1's reserve reads) and the
-runtime rows each runtime input scales."""
+checkpoint gathers), its layer units in flight (what FSDP1's reserve reads), FSDP2's
+all-gather output buffer (the all-gather stream's pool, what FSDP2's reserve reads) and
+the runtime rows each runtime input scales."""
 
 PHASES: tuple[Phase, ...] = ("steady", "forward", "backward", "optimizer", "checkpoint")
 LOCATIONS: tuple[Location, ...] = ("hbm", "host", "nvme", "checkpoint")

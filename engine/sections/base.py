@@ -43,6 +43,20 @@ class Section(BaseModel):
         return fields_equal(self, other)
 
 
+def drop_later_defaults(
+    section: Section, data: dict[str, Any], context: Any, later: dict[str, Any]
+) -> dict[str, Any]:
+    """In the canonical form only (``CANONICAL_CONTEXT``), leave out each input added
+    after plans were saved while it holds the value every earlier plan meant (``later``:
+    field name → that value), so those plans keep their config hash. Files and field
+    paths keep every key."""
+    if (context or {}).get("canonical"):
+        for name, meant in later.items():
+            if getattr(section, name) == meant:
+                data.pop(name, None)
+    return data
+
+
 _HASH_SLOT: Final[Any] = Section.__dict__["_field_hash"]
 """The slot holding a section's field hash, read and set through its descriptor."""
 

@@ -12,7 +12,7 @@ from pydantic import (
     model_validator,
 )
 
-from engine.sections.base import Section
+from engine.sections.base import Section, drop_later_defaults
 
 Dtype = Literal["fp32", "bf16", "fp16"]
 AUTO = "auto"
@@ -20,6 +20,7 @@ AUTO = "auto"
 in one place, :func:`engine.stacks.defaults.resolve_stack_defaults`."""
 
 LoraTarget = Literal["q", "k", "v", "o", "qkv", "gate", "up", "gate_up", "down", "lm_head"]
+LoraImplementation = Literal["peft", "litgpt"]
 
 
 class LoraSection(Section):
@@ -38,6 +39,22 @@ class LoraSection(Section):
         description="Adapter weights' dtype; PEFT keeps them fp32 over a bf16 base "
         "(autocast_adapter_dtype=True, measured).",
     )
+    implementation: LoraImplementation = Field(
+        default="peft",
+        description="Whose LoRA code runs: peft wraps each targeted projection; litgpt "
+        "is LitGPT's LoRAQKVLinear (litgpt/lora.py): the q / k / v targets are flags of "
+        "one adapter on the model's fused qkv linear (one dropout, A of r per enabled "
+        "part), whose zero_pad index_copy keeps the adapter output for backward when "
+        "not all three are enabled; the model runs its fused qkv.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _canonical(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        """Leave ``implementation`` out of the canonical form at peft (what every plan
+        meant before it existed): :func:`~engine.sections.base.drop_later_defaults`."""
+        return drop_later_defaults(self, handler(self), info.context, {"implementation": "peft"})
 
 
 QuantStorage = Literal["auto", "uint8", "bf16", "fp16", "fp32"]
@@ -78,18 +95,23 @@ class QloraSection(Section):
         "stack's: bf16 where the strategy shards parameters (peft's FSDP / ZeRO-3 "
         "recipes), uint8 otherwise (bitsandbytes' default).",
     )
+    quantized_from: Literal["any", "bf16", "fp16", "fp32"] = Field(
+        default="any",
+        description="dtype the weights were quantized from (quant_state.dtype), which "
+        "dequantize_4bit returns before the cast to the compute dtype: any = unknown, "
+        "from the compute dtype up to fp32; fp16 = Lightning Fabric's "
+        "BitsandbytesPrecision (LitGPT: _Linear4bit.quantize casts to torch.half).",
+    )
 
     @model_serializer(mode="wrap")
     def _canonical(
         self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> dict[str, Any]:
-        """Leave ``nf4_impl`` out of the canonical form while it is bitsandbytes (what
-        every plan meant before the field existed), so those plans keep their config
-        hash (``CANONICAL_CONTEXT``)."""
-        data: dict[str, Any] = handler(self)
-        if self.nf4_impl == "bitsandbytes" and (info.context or {}).get("canonical"):
-            data.pop("nf4_impl", None)
-        return data
+        """Leave ``nf4_impl`` (bitsandbytes) and ``quantized_from`` (any) out of the
+        canonical form at what every plan meant before they existed, so those plans keep
+        their config hash (:func:`~engine.sections.base.drop_later_defaults`)."""
+        later = {"nf4_impl": "bitsandbytes", "quantized_from": "any"}
+        return drop_later_defaults(self, handler(self), info.context, later)
 
 
 class CustomTrainableSection(Section):
@@ -155,11 +177,9 @@ class OptimizerSection(Section):
     ) -> dict[str, Any]:
         """Leave ``adam8bit_library`` out of the canonical form while it is bitsandbytes
         (what every plan meant before the field existed), so those plans keep their
-        config hash (``CANONICAL_CONTEXT``)."""
-        data: dict[str, Any] = handler(self)
-        if self.adam8bit_library == "bitsandbytes" and (info.context or {}).get("canonical"):
-            data.pop("adam8bit_library", None)
-        return data
+        config hash (:func:`~engine.sections.base.drop_later_defaults`)."""
+        later = {"adam8bit_library": "bitsandbytes"}
+        return drop_later_defaults(self, handler(self), info.context, later)
 
 
 ConcretePolicy = Literal["fp32", "amp_master", "autocast", "pure_16bit"]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
-from engine.sections.base import ByteRange, FractionRange, Section
+from engine.sections.base import ByteRange, FractionRange, Section, drop_later_defaults
 from engine.units import GiB, MiB
 
 
@@ -57,6 +57,14 @@ class RuntimeSection(Section):
         "MultiHeadAttention: expand + flatten; LitGPT's CausalSelfAttention: expand + "
         "reshape); off = transformers' enable_gqa / repeat_kv rules.",
     )
+    previous_output_kept: bool = Field(
+        default=False,
+        description="The training loop keeps the previous micro-batch's output, and the "
+        "autograd graph it references, until the next forward returns (LitGPT's finetune "
+        "fit(): logits = model(...) is never deleted): the old logits, and what custom "
+        "autograd functions hold as ctx attributes (bitsandbytes before 0.43.2: every "
+        "4-bit linear's input), stay live through the next forward.",
+    )
     loss: Literal["standard", "chunked", "fused"] = Field(
         default="standard",
         description="Cross-entropy: HF standard (fp32 logits), chunked, or fused (no full logits).",
@@ -106,7 +114,9 @@ class RuntimeSection(Section):
         "only); fp32 (a loop that holds `output` until after the step, as Answer.AI's "
         "fsdp_qlora train.py, under transformers <= 4.44, whose LlamaForCausalLM upcasts "
         "with logits.float() in forward and copies logits[..., :-1, :].contiguous() for "
-        "the loss); compute (such a loop under transformers >= 4.45: the 16-bit logits).",
+        "the loss); compute (such a loop under transformers >= 4.45: the 16-bit logits). "
+        "Under the chunked-output loss, fp32 is LitGPT's fit holding Lightning Fabric's "
+        "output, whose chunks convert_output casts to fp32 (the loss then runs on them).",
     )
     activation_band: FractionRange = Field(
         default=FractionRange(low=0.98, high=1.05),
@@ -169,6 +179,15 @@ class RuntimeSection(Section):
         le=2**30,
         description="CUDA caching allocator rounds each allocation up to 512 bytes.",
     )
+
+    @model_serializer(mode="wrap")
+    def _canonical(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        """Leave ``previous_output_kept`` out of the canonical form while off (what every
+        plan meant before it existed): :func:`~engine.sections.base.drop_later_defaults`."""
+        later = {"previous_output_kept": False}
+        return drop_later_defaults(self, handler(self), info.context, later)
 
 
 class PolicySection(Section):

@@ -163,12 +163,20 @@ def _batchless(sections: tuple[Section, ...]) -> ResolvedPlan:
         values[path] = value
     out = _replace(plan, values) if values else plan
     assert isinstance(out, Plan)
-    if out.runtime.qkv_fusion == "fused" and not out.model.architecture.fused_qkv:
-        # the stack's model code fuses q / k / v (torchtitan's wqkv): the model the
-        # ledger counts is that one (one tensor, one optimizer step, one SAC mm)
+    if fused_model(out) and not out.model.architecture.fused_qkv:
+        # the stack's model code fuses q / k / v (torchtitan's wqkv, LitGPT's attn): the
+        # model the ledger counts is that one (one tensor, one optimizer step, one SAC mm)
         out = _replace(out, {"model.architecture.fused_qkv": True})
         assert isinstance(out, Plan)
     return ResolvedPlan(with_shared_sections(out), stack, MappingProxyType(derived))
+
+
+def fused_model(plan: Plan) -> bool:
+    """Whether the stack's model code runs q / k / v as one projection: qkv_fusion
+    fused, or LitGPT's LoRA (its CausalSelfAttention has one ``attn`` linear, litgpt/
+    model.py, which LoRAQKVLinear wraps)."""
+    lora = plan.method.kind in ("lora", "qlora") and plan.method.lora.implementation == "litgpt"
+    return plan.runtime.qkv_fusion == "fused" or lora
 
 
 def resolved(plan: Plan) -> Plan:

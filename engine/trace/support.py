@@ -82,6 +82,11 @@ def _method_refusal(plan: Plan) -> str | None:
         )
     if m.kind == "custom":
         return "a custom trainable subset is not traced; use full or lora"
+    if m.kind == "lora" and m.lora.implementation == "litgpt":
+        return (
+            "LitGPT's LoRA (method.lora.implementation litgpt) is not traced: the trace "
+            "runs transformers' model with PEFT adapters, not LitGPT's GPT"
+        )
     opt = m.optimizer.name
     if opt == "adam8bit" and m.optimizer.adam8bit_library == "torchao":
         return "8-bit Adam (torchao) is not traced: the tracer runs no torchao optimizer"

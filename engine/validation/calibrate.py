@@ -138,8 +138,12 @@ def _fragmentation(
     """Under the allocator reserve model, ``runtime.fragmentation`` from reserved and
     allocated: ``f = (reserved − allocated − side × σ) / (allocated − steady)`` with the
     stage's persistent part ``steady`` and gathered/bucket bytes ``side`` and σ the middle
-    of ``runtime.side_stream_cache`` (engine/allocator/reserve.py). None when no record
-    has both figures or the stages carry no totals (a stub estimate)."""
+    of ``runtime.side_stream_cache`` (engine/allocator/reserve.py); under FSDP2 the side
+    cache is its streams' pools at the loss's backward, where such a run peaks
+    (engine/allocator/fsdp2_pools.py: σ × the all-gather working set + the freed sharded
+    gradients + torchtitan's freed logits block, the loss's T × V blocks out of the
+    transient). None when no record has both figures or the stages carry no totals (a
+    stub estimate)."""
     rt = resolved(plan).runtime
     sigma = (rt.side_stream_cache.low + rt.side_stream_cache.high) / 2
     if family_of(plan.parallelism.strategy) == "fsdp1":  # no multiplier (ReserveModel.fsdp1)
@@ -152,7 +156,12 @@ def _fragmentation(
         transient = r.max_allocated_bytes - totals.steady[1]
         if transient <= 0:
             continue
-        gap = r.max_reserved_bytes - r.max_allocated_bytes - totals.side * sigma
+        side_cache = totals.side * sigma
+        pools = getattr(totals.side, "fsdp2", None)
+        if pools is not None and pools.ag and sigma:  # FSDP2 (fsdp2_pools)
+            side_cache = pools.ag * sigma + pools.rs + pools.hole
+            transient = max(1, transient - pools.loss)
+        gap = r.max_reserved_bytes - r.max_allocated_bytes - side_cache
         fractions.append(max(0.0, gap / transient))
     if not fractions:
         return None

@@ -51,9 +51,10 @@ def test_attach_compare_and_undo(qtbot: Any, window: Any, tmp_path: Path) -> Non
 
 def test_calibrate_is_an_undoable_edit(qtbot: Any, window: Any, tmp_path: Path) -> None:
     """Reserved 52.0 GB over allocated 47.5 GB: a 4.5 GB gap, less than the default
-    plan's side-stream cache (1.645 × 4,896,931,840 B of gathered units and buckets =
-    8.06 GB), so the compute stream's fragmentation calibrates to 0 — set explicitly (the
-    default is 0.05–0.09), and undo restores the plan."""
+    plan's FSDP2 stream pools at the loss (1.645 × the 2,537,578,496 B all-gather working
+    set + 4,015,130,624 B of freed sharded gradients = 8.19 GB), so the compute stream's
+    fragmentation calibrates to 0 — set explicitly (the default is 0.05–0.09), and undo
+    restores the plan."""
     path = _record(tmp_path, 47_500_000_000, 52_000_000_000, 53_200_000_000)
     measured.attach_paths(window, window.doc, [str(path)])
     before = window.doc.plan.config_hash()

@@ -40,6 +40,7 @@ def _plan(**changes: Any) -> Plan:
         ({"method.recompute.policy": "offload"}, "offload"),
         ({"parallelism.tp": 16, "parallelism.dp": 1}, "kv_heads"),
         ({"runtime.loss": "fused"}, "standard"),
+        ({"method.kind": "lora", "method.lora.implementation": "litgpt"}, "LitGPT"),
     ],
 )
 def test_refusals_name_the_reason(changes: dict[str, Any], words: str) -> None:

@@ -29,26 +29,18 @@ from engine.validation.published import (
 CASES = load_cases()
 
 KNOWN_FAILURES: dict[str, str] = {
-    "torchtitan-8b-fsdp8-sac": (
-        "with runtime.torchtitan_version 0.0.2 (9dec370's whole-model root unit) allocated "
-        "follows the code; the remaining gap is reserve: the loss backward's multi-GB "
-        "requests cannot reuse forward's cached blocks, and freed sharded grads stay in the "
-        "reduce-scatter stream's pool (not modelled) [now: reserved 76.7-82.2 GiB against "
-        "82.4 (-3.6 %)]"
-    ),
-    "torchtitan-8b-fsdp8-cp1-32k-full-ac": (
-        "reserve of a 32k-token full-AC step: the loss backward's multi-GB requests cannot "
-        "reuse forward's cached blocks (issue 36 calibration), not modelled [now: reserved "
-        "78.0-81.8 GiB against 83.9 (-4.8 %)]"
-    ),
-    "torchtitan-8b-fsdp4-cp2-64k-full-ac": (
-        "as the 32k row, with ring-attention CP chunks (torchtitan's CP not modelled per "
-        "chunk) [now: reserved 78.0-81.8 GiB against 84.2 (-5.1 %)]"
-    ),
     "torchtitan-70b-fsdp32-tp8-full-ac": (
-        "loss_parallel's extra fp32 buffers now counted; remaining: async-TP buffers and the "
-        "reserve of the TP streams and of the loss backward's large requests, not modelled "
-        "[now: reserved 62.1-66.1 GiB against 71.9 (-10.9 %)]"
+        "counted now: loss_parallel's four fp32 T x V/8 blocks at the loss's backward, the "
+        "freed bf16 logits block beside them (3.9 GiB, train.py del pred), the reduce-scatter "
+        "pool's freed fp32 grads (1.0 GiB at 32 ranks), foreach AdamW (9dec370); ruled out: "
+        "the output layer's Shard(1)->Replicate input (saved.head holds it), loss_parallel's "
+        "backward order (its free region leaves the same one bf16 block); remaining 5.6-8.1 "
+        "GiB unexplained, no allocated figure published. Unread candidates: the last layer's "
+        "forward working set under full AC at b 16 (8.6 GiB, freed around the kept block "
+        "inputs) leaving holes the loss's 7.8 GiB fp32 requests cannot take (a replay of this "
+        "plan, tests/reserved_replay.py, would tell); Float8ColwiseParallel / "
+        "PrepareFloat8ModuleInput's fp8 all-gathers of the SP inputs under compile [now: "
+        "reserved 63.8-66.3 GiB against 71.9 (-9.5 %)]"
     ),
     "torchtune-3b-full-opt-in-bwd": (
         "the peak is lm_head's backward (backward.start), 0.4-0.5 GiB short; checked and "
@@ -139,20 +131,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "16.0 against MemPlan's 16.1 GiB of offloaded states: the missing bytes are common to "
         "both runs, not an offload term [now: device 13.0-16.0 GiB against 18.3-19.6 (-23.4 "
         "%)]"
-    ),
-    "litgpt-llama2-7b-lora-a10g": (
-        "LitGPT's own GPT modules are modelled with the hf-transformers activation profile "
-        "(no litgpt profile; its fit keeps the logits through backward): -7.5 % [now: "
-        "allocated 17.4-17.8 GiB against 18.4 (-4.3 %)]"
-    ),
-    "litgpt-llama2-7b-qlora-a10g": (
-        "R8 QLoRA fp32 MLP intermediates + LitGPT activation profile (bnb 0.42's kept 4-bit "
-        "inputs now counted, 35.11): -24.6 % [now: allocated 9.9-10.9 GiB against 12.7 (-18.3 "
-        "%)]"
-    ),
-    "litgpt-llama3-8b-lora-a10g": (
-        "LitGPT activation profile (as litgpt-llama2-7b-lora): -4.6 % [now: allocated "
-        "17.9-18.1 GiB against 18.4 (-2.0 %)]"
     ),
     "answerai-llama2-7b-lora-ctx2048-bs1-alloc": (
         "35.6 FSDP peak in mid-backward (the layer's saved set and gradients) + 35.8 small "

@@ -17,6 +17,7 @@ from typing import Literal, NamedTuple
 from engine.ledger.activations.library_versions import kept_input_roles
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.shape_free import shape_free
+from engine.ledger.states.lora import litgpt_parts
 from engine.plan import Plan
 from engine.sections.method import MethodSection
 from engine.stacks.defaults import require_resolved
@@ -134,6 +135,7 @@ class Trainability(NamedTuple):
     adapter_dropout: bool = False
     dropout: bool = False  # the model's hidden / attention dropout (method.dropout > 0)
     kept_inputs: frozenset[str] = frozenset()  # frozen linears keeping their input anyway
+    fused_parts: frozenset[str] = frozenset()  # LitGPT: q / k / v parts of the qkv adapter
 
     def needs_input(self, role: str) -> bool:
         return role in self.linear_roles or role in self.adapter_roles
@@ -175,8 +177,12 @@ def _trainability(m: MethodSection, tied: bool, kept: frozenset[str] = frozenset
             dropout=drop,
         )
     # PEFT wraps the modules whose tensor role is a target, literally: "q" adapts a
-    # separate q_proj, "qkv" a fused one (engine/ledger/states/lora.py is_target)
+    # separate q_proj, "qkv" a fused one (engine/ledger/states/lora.py is_target);
+    # LitGPT's q / k / v flags are parts of one adapter on its fused qkv linear
     adapters = frozenset(m.lora.targets)
+    parts = litgpt_parts(m.lora)
+    if parts:
+        adapters = (adapters - parts) | {"qkv"}
     return Trainability(
         embedding=False,
         norms=False,
@@ -193,6 +199,7 @@ def _trainability(m: MethodSection, tied: bool, kept: frozenset[str] = frozenset
         adapter_dropout=m.lora.dropout > 0,
         dropout=drop,
         kept_inputs=kept,  # library_versions: an old bitsandbytes' 4-bit linears
+        fused_parts=parts,
     )
 
 

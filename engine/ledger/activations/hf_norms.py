@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.ledger.activations.geometry import FP32, Geometry, Term, TokenAxis, Trainability
+from engine.ledger.activations.litgpt_lora import a_out_width, zero_pad_terms
 from engine.ledger.activations.traits import NormKind
 
 
@@ -145,5 +146,6 @@ def adapter_terms(
             a_bytes = tr.adapter_bytes
         if tr.adapter_dropout:
             terms.append(Term(f"lora {role} dropout mask", width, 1))
-        terms.append(Term(f"lora {role} A out", tr.rank, a_bytes))
+        terms.append(Term(f"lora {role} A out", a_out_width(tr, role), a_bytes))
+        terms += zero_pad_terms(g, tr, role, a_bytes)
     return terms

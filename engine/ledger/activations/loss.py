@@ -164,7 +164,7 @@ def _logits(
             pad = round_up(g.micro_batch * (g.seq + 1) * INT64, gran)
             fwd_parts.append((lambda: f"padded labels {g.micro_batch}·{g.seq + 1}·8", pad))
         one = logits if lp_bytes == c else alloc(t, lp_bytes)
-        dtensor = _dtensor_loss_parallel(rt, g, lp_bytes)
+        dtensor = dtensor_loss_parallel(rt, g, lp_bytes)
         if dtensor:
             src = "torch-loss-parallel"
             fwd_parts.append((lambda: f"loss_parallel shifted logits {t}·{v}·4", one))
@@ -303,7 +303,7 @@ def shifts_logits(rt: RuntimeSection) -> bool:
     )
 
 
-def _dtensor_loss_parallel(rt: RuntimeSection, g: Geometry, lp_bytes: int) -> bool:
+def dtensor_loss_parallel(rt: RuntimeSection, g: Geometry, lp_bytes: int) -> bool:
     """Whether the eager loss runs as DTensor's ``loss_parallel`` (torchtitan under TP:
     ``train_context`` enters ``loss_parallel()`` unless ``training.disable_loss_parallel``,
     and ``apply_tp`` keeps the output layer's logits ``Shard(-1)``).

@@ -42,6 +42,14 @@ With ``runtime.logits_fp32_upcast`` off the
 cross-entropy runs on the 16-bit chunk itself (LitGPT's ``chunked_cross_entropy``,
 litgpt/utils.py, over ``GPT.forward``'s ``lm_head_chunk_size`` list): no fp32 copy, and
 the log-probs and both gradients are c bytes an element.
+
+With ``runtime.kept_logits = fp32`` the loop holds the model's output, cast to fp32,
+through backward and the step: LitGPT's ``fit`` binds ``logits = model(...)`` (never
+deleted) and Lightning Fabric's ``_FabricModule.forward`` returns
+``precision.convert_output(output)``, which casts every floating tensor of the output to
+the default dtype, fp32 (lightning/fabric/plugins/precision/half.py and bitsandbytes.py
+``convert_output``): the list holds fp32 chunks (T·V·4, the 16-bit ones freed), the
+cross-entropy runs on them (fp32 log-probs, no copy), and the list stays live.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry, trainability
+from engine.ledger.activations.loss_kept import kept_part
 from engine.ledger.activations.loss_modes import loss_row, once_part
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Span, Varying, new_varying
@@ -68,6 +77,8 @@ TORCHTUNE_CHUNKS = 8
 """``CEWithChunkedOutputLoss(num_output_chunks=8)``'s default, the recipes' configs'."""
 
 SOURCE = "torchtune-chunked-output-loss"
+LITGPT_SOURCE = "litgpt-fit-previous-graph"
+"""The loop holding Fabric's fp32 output (LitGPT's fit)."""
 
 _FORWARD = moments_in(FORWARD)
 _AT_LOSS = moments_in(BACKWARD, AT_LOSS)
@@ -87,6 +98,7 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     upcast = plan.runtime.logits_fp32_upcast
     h = plan.model.architecture.hidden
     head_trains = trainability(plan).lm_head
+    held = plan.runtime.kept_logits == "fp32"  # LitGPT: Fabric's fp32 output, held
 
     def at(g: Geometry) -> list[Varying]:
         c, gran, t = g.compute_bytes, g.granularity, g.tokens
@@ -103,12 +115,12 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                 "written into the donated saved logits, AOT Autograd donated_buffer)"
             )
         else:
-            lp = FP32 if upcast else c
+            lp = FP32 if upcast or held else c
             one = round_up(t * v * lp, gran)
             saved_formula = f"log-probs of every chunk {t}·{v}·{lp}"
             saved_label = "Chunked-output loss: log-probs of every chunk kept"
-            copy = round_up(k * v * FP32, gran) if upcast and c != FP32 else 0
-            fwd = logits + copy
+            copy = round_up(k * v * FP32, gran) if upcast and c != FP32 and not held else 0
+            fwd = (round_up(t * v * FP32, gran) if held else logits) + copy
             bwd = 2 * round_up(k * v * lp, gran)
             bwd_formula = (
                 f"a chunk's grads of log-probs and of its logits 2 × {k}·{v}·{lp} = "
@@ -151,7 +163,9 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
             )
 
         parts = [new_varying((span, row, True, _SAVED))]
-        if fwd:
+        if fwd and held:
+            parts.append(kept_part(plan.runtime, fwd, t, v, FP32, LITGPT_SOURCE))
+        elif fwd:
             parts.append(
                 once_part(
                     fwd,

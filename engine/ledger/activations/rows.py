@@ -40,6 +40,7 @@ from engine.ledger.activations.offload_activations import (
 )
 from engine.ledger.activations.offload_activations import source_of as offload_source
 from engine.ledger.activations.packing import band_of, packing_formula
+from engine.ledger.activations.previous_graph import previous_graph_at
 from engine.ledger.activations.remaining import remaining_parts
 from engine.ledger.activations.schedule import InFlight, in_flight
 from engine.ledger.activations.stage_layers import StageLayers, Walk, counted_at, stage_layers
@@ -140,6 +141,7 @@ def fixed_at(
     stage's layers counted there, the plan read here, once."""
     working, inputs = working_at(plan), inputs_at(plan, last)
     rope = rope_caches_at(plan)
+    previous = previous_graph_at(plan, last)  # LitGPT's fit keeps the last logits
     par = plan.parallelism
     exchange = par.cp > 1 or par.ep > 1  # else exchange_parts has none
     world_one = titan_world_one_at(plan, placed)  # torchtitan's head reduce at one rank
@@ -153,6 +155,8 @@ def fixed_at(
         held += inputs(g)
         if rope is not None:
             held += rope(g, sl.n_layers)
+        if previous is not None:
+            held += previous(g, sl.n_layers)
         if world_one is not None:
             held += world_one(g)
         masks = [of_row(mask_row(g, family, sl.n_ckpt > 0))] if eager else []

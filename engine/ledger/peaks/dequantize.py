@@ -60,7 +60,6 @@ def dequantize_rows(
     if q.nf4_impl == "torchao":
         return [*rows, torchao_row(largest, q, granularity, compiled)]
     low, high = _span(largest, q, granularity)
-    c = DTYPE_BYTES[q.compute_dtype]
     return [
         *rows,
         make_row(
@@ -72,9 +71,8 @@ def dequantize_rows(
             group="gathered",
             low=low,
             high=high,
-            formula=f"largest quantized weight {fmt_count(largest)} el. × {c} B (quantized "
-            f"from {q.compute_dtype}) up to × {FP32_BYTES} B (quantized from fp32) + its "
-            f"{c} B cast = {fmt_count(low)}–{fmt_count(high)} B, one linear at a time",
+            formula=f"largest quantized weight {fmt_count(largest)} el. {_from(q)} = "
+            f"{fmt_count(low)}–{fmt_count(high)} B, one linear at a time",
             source="bnb-matmul4bit",
             phases=BACKWARD,
             backward=IN_LAYERS,
@@ -122,17 +120,35 @@ def torchao_row(numel: int, q: QloraSection, granularity: int, compiled: bool) -
 
 def _span(numel: int, q: QloraSection, granularity: int) -> tuple[int, int]:
     """(low, high) bytes of one dequantized weight of ``numel`` elements: in the compute
-    dtype (quantized from it, ``.to`` copies nothing) up to fp32 plus the cast copy."""
+    dtype (quantized from it, ``.to`` copies nothing) up to fp32 plus the cast copy; one
+    figure when ``method.qlora.quantized_from`` names the dtype (fp16 + its bf16 cast
+    under Lightning's plugin)."""
     c = DTYPE_BYTES[q.compute_dtype]
-    low = round_up(numel * c, granularity)
-    return low, round_up(numel * FP32_BYTES, granularity) + (low if c != FP32_BYTES else 0)
+    cast = round_up(numel * c, granularity)
+    if q.quantized_from != "any":
+        n = round_up(numel * DTYPE_BYTES[q.quantized_from], granularity)
+        exact = n + (cast if q.quantized_from != q.compute_dtype else 0)
+        return exact, exact
+    return cast, round_up(numel * FP32_BYTES, granularity) + (cast if c != FP32_BYTES else 0)
+
+
+def _from(q: QloraSection) -> str:
+    """The formula's words for the dtype dequantize_4bit returns."""
+    c = DTYPE_BYTES[q.compute_dtype]
+    if q.quantized_from != "any":
+        d = DTYPE_BYTES[q.quantized_from]
+        cast = f" + its {c} B cast" if q.quantized_from != q.compute_dtype else ""
+        return f"× {d} B (quantized from {q.quantized_from}){cast}"
+    return (
+        f"× {c} B (quantized from {q.compute_dtype}) up to × {FP32_BYTES} B (quantized from "
+        f"fp32) + its {c} B cast"
+    )
 
 
 def head_row(numel: int, q: QloraSection, granularity: int) -> Row:
     """A 4-bit lm_head dequantized for each chunk's matmul: live at the end of forward
     (every layer's activations kept) and in the loss's backward."""
     low, high = _span(numel, q, granularity)
-    c = DTYPE_BYTES[q.compute_dtype]
     return make_row(
         id="hbm.dequantized.lm_head",
         label="4-bit lm_head dequantized for its matmul (forward and backward)",
@@ -142,9 +158,8 @@ def head_row(numel: int, q: QloraSection, granularity: int) -> Row:
         group="gathered",
         low=low,
         high=high,
-        formula=f"lm_head {fmt_count(numel)} el. × {c} B (quantized from "
-        f"{q.compute_dtype}) up to × {FP32_BYTES} B (quantized from fp32) + its {c} B "
-        f"cast = {fmt_count(low)}–{fmt_count(high)} B, once per chunk",
+        formula=f"lm_head {fmt_count(numel)} el. {_from(q)} = {fmt_count(low)}–"
+        f"{fmt_count(high)} B, once per chunk",
         source="bnb-matmul4bit",
         phases=FORWARD_BACKWARD,
         backward=AT_LOSS,

@@ -164,6 +164,7 @@ def _buffer_row(
         source=src,
         phases=BACKWARD if in_bwd else FORWARD_BACKWARD,
         backward=moments,
+        role="all_gather_output",
     )
 
 

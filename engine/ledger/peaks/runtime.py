@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 
+from engine.allocator.fsdp2_pools import NO_POOLS, Fsdp2Pools, fsdp2_formula
 from engine.allocator.reserve import (
     ReserveModel,
     SideBytes,
@@ -21,9 +22,11 @@ from engine.allocator.reserve import (
     reserved_extra,
     stuck_extra,
     with_forward,
+    with_fsdp2,
     with_logits,
 )
 from engine.ledger.activations.geometry import geometry
+from engine.ledger.activations.loss import dtensor_loss_parallel
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.fsdp1_wrap import forward_cache, no_shard_units, wrap_init, wrap_units
 from engine.ledger.row import Row, make_row
@@ -179,6 +182,8 @@ def loss_side(side: int, plan: Plan, last: bool) -> int:
     logits[..., :-1, :].contiguous()``; later versions pad the labels, so ``b·s·V·4``),
     and the block the upcast frees is the 16-bit logits, ``b·s·V·c``."""
     rt = plan.runtime
+    if last and isinstance(side, SideBytes) and side.fsdp2.ag:
+        return _titan_loss(side, plan)
     if not last or rt.loss_impl != "eager" or rt.activation_profile != "hf-transformers":
         return side
     if not isinstance(side, SideBytes) or side.init == (0, 0):
@@ -191,6 +196,32 @@ def loss_side(side: int, plan: Plan, last: bool) -> int:
     side = with_logits(side, b * s * v * c if c != 4 else 0, tokens * v * 4)
     wrap = getattr(side, "wrap", None)  # FSDP1's units: replay the checkpointed forward
     return with_forward(side, forward_cache(plan, wrap)) if wrap else side
+
+
+def _titan_loss(side: SideBytes, plan: Plan) -> SideBytes:
+    """FSDP2 ``side`` with torchtitan's plain loss at the loss's backward
+    (:mod:`~engine.allocator.fsdp2_pools`): the 16-bit logits block freed before backward
+    (``train.py``: ``loss_fn`` upcasts ``pred.flatten(0, 1).float()``, then ``del pred``)
+    and the loss's T × V blocks live then — the fp32 log-probs it saved and the
+    gradients its backward makes (as :mod:`~engine.ledger.activations.loss` counts them:
+    two, three under DTensor's loss_parallel). Unchanged for another profile or loss, and
+    under pipeline parallelism, whose schedule computes the loss and keeps the stage's
+    output for its backward (no ``del pred``)."""
+    rt = plan.runtime
+    if rt.activation_profile != "torchtitan" or rt.loss_impl not in ("eager", "vocab_parallel"):
+        return side
+    if plan.parallelism.pp > 1:
+        return side
+    g = geometry(plan)
+    c = g.compute_bytes
+    if c == 4 or not rt.logits_fp32_upcast or rt.kept_logits != "none":
+        return side
+    tv = g.tokens * g.logits_vocab
+    gran = g.granularity
+    one = -(-tv * 4 // gran) * gran
+    n = 1 + (3 if dtensor_loss_parallel(rt, g, 4) else 2)
+    pools = side.fsdp2._replace(hole=-(-tv * c // gran) * gran, loss=n * one)
+    return with_fsdp2(side, pools)
 
 
 def stuck_bytes(
@@ -210,6 +241,8 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     unit's and the layer units' gathered rows."""
     rows = tuple(rows)
     total = sum(r.high for r in rows if r.group in SIDE_GROUPS and r.location == "hbm")
+    if plan is not None and family_of(plan.parallelism.strategy) == "fsdp2":
+        return with_fsdp2(total, fsdp2_pools(rows, plan))
     if plan is None or family_of(plan.parallelism.strategy) != "fsdp1":
         return SideBytes(total)
     root = sum(r.high for r in rows if r.role == "root_unit")
@@ -239,6 +272,26 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     made = SideBytes(total, init, unit, root, (0, 0), pre)
     made.wrap = wrap_units(plan, root, unit)  # the loss stage replays its forward with them
     return made
+
+
+def fsdp2_pools(rows: tuple[Row, ...], plan: Plan) -> Fsdp2Pools:
+    """FSDP2's side-stream pools from the stage's rows (:mod:`~engine.allocator.
+    fsdp2_pools`): the all-gather stream's working set, the root unit's all-gather output
+    beside one layer unit's (the ``root_unit`` row and the largest ``all_gather_output``
+    row), and the sharded gradients the reduce-scatter stream allocated, which
+    ``zero_grad(set_to_none=True)`` frees into its pool (the persistent gradient rows;
+    none free when zeros are filled, gradients accumulate over micro-batches or CPU
+    offload copies them out, ``foreach_reduce``'s ``new_sharded_grad.to("cpu")``)."""
+    hbm = [r for r in rows if r.location == "hbm"]
+    root = sum(r.high for r in hbm if r.role == "root_unit")
+    ag = root + max((r.high for r in hbm if r.role == "all_gather_output"), default=0)
+    freed = (
+        plan.runtime.zero_grad == "set_to_none"
+        and plan.batch.grad_accum == 1
+        and plan.offload.params != "cpu"
+    )
+    rs = sum(r.high for r in hbm if r.group == "gradients" and r.kind == "persistent")
+    return Fsdp2Pools(ag, rs if freed else 0)
 
 
 SIDE_GROUPS = frozenset({"gathered", "buckets"})
@@ -287,6 +340,18 @@ def reserve_row(
                 if at_loss is not None and loss_floor(side, at_loss) is not None
                 else ""
             )
+            fsdp2 = getattr(side, "fsdp2", NO_POOLS)
+            if fsdp2.ag and not model.fsdp1:
+                loss = (
+                    None if at_loss is None else (at_loss[0] >= peak_low, at_loss[1] >= peak_high)
+                )
+                span = (max(0, peak_low - st[0]), max(0, peak_high - st[1]))
+                pools = fsdp2_formula(model.frag, model.side, fsdp2, span, loss)
+                return (
+                    f"{pools}; of it {fmt_count(stuck[0])}–{fmt_count(stuck[1])} B cannot be "
+                    "released before an OOM"
+                    + (" (expandable_segments on)" if model.expandable else "")
+                )
             return (
                 f"fragmentation {model.frag[0]:.2f}–{model.frag[1]:.2f} × transient "
                 f"{fmt_count(max(0, peak_low - st[0]))}–{fmt_count(max(0, peak_high - st[1]))} B "

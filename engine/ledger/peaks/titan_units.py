@@ -119,7 +119,7 @@ def head_regather_terms(plan: Plan, g: Geometry) -> tuple[int, int, int]:
     the unit holds this rank's ⌈V ÷ TP⌉ rows and the whole norm; the loss's tensors are
     T × the logits' vocabulary (``Geometry.logits_vocab``) fp32, the kept log-probs and
     ATen's two gradients — three; under DTensor's ``loss_parallel`` (vocab-parallel
-    logits, ``activations/loss.py`` ``_dtensor_loss_parallel``) its backward's three
+    logits, ``activations/loss.py`` ``dtensor_loss_parallel``) its backward's three
     beside the log-probs — four (``hbm.loss.saved`` + ``hbm.loss.backward_transient``)."""
     arch = plan.model.architecture
     v, h, c, gran = ceil_div(arch.vocab, g.tp), arch.hidden, g.compute_bytes, g.granularity

@@ -37,6 +37,33 @@ TORCHTITAN_8B = {
 torchtitan's 2024 step (plain cross-entropy, ``zero_grad()`` at torch's default
 ``set_to_none=True``: the chunked loss and ``set_to_none=False`` came later)."""
 
+TORCHTITAN_PR165 = {
+    "stack.name": "torchtitan",
+    "parallelism.strategy": "fsdp2",
+    "parallelism.dp": 8,
+    "batch.seq_len": 2048,
+    "batch.micro_batch": 8,
+    "hardware.accelerator": "h100-sxm-80gb",
+    "hardware.hbm_bytes": 103079215104,
+    "hardware.usable_policy": "custom",
+    "hardware.usable_hbm_bytes": 102005473280,
+    "runtime.loss_impl": "eager",
+    "runtime.logits_fp32_upcast": False,
+    "runtime.kept_logits": "compute",
+    "runtime.zero_grad": "set_to_none",
+    "runtime.expandable_segments": False,
+    "method.optimizer.implementation": "foreach",
+    "runtime.torchtitan_version": "0.0.2",
+}
+"""The run torchtitan PR #165 measured (commit 83c879f18, 2024-03-28), as its code ran
+it (preset llama-2-7b): ``train_configs/llama_7b.toml`` — model ``llama`` flavor 7B
+(Llama-2 shapes, the Llama-2 tokenizer's 32,000 words), ``batch_size = 8``,
+``seq_len = 2048``; ``train.py`` computes ``F.cross_entropy(pred.flatten(0, 1),
+labels.flatten(0, 1))`` on the 16-bit ``pred`` (no fp32 upcast) and keeps ``pred``
+bound through ``loss.backward()``; ``AdamW(..., foreach=True)``; ``optimizer.zero_grad()``
+at torch's ``set_to_none=True``; ``run_llama_train.sh`` sets no ``PYTORCH_CUDA_ALLOC_CONF``
+(``expandable_segments:True`` came with a5e57e4a9, 2024-10-22)."""
+
 MEGATRON_1_7B = {
     "model.preset": None,
     "model.name": "open-sci-ref 1.7B (Megatron GPT, tied)",

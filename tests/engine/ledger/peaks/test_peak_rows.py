@@ -79,17 +79,23 @@ def test_runtime_rows_are_outside_allocated() -> None:
     1,024 (rotary) = 12,045,607,424 B and carries no reserve; the transient part at the
     backward.start peak is 46,821,567,590 − 12,045,607,424 = 34,775,960,166 B (low) and
     48,664,282,624 − 12,045,607,424 = 36,618,675,200 B (high), × 0.05–0.09 fragmentation;
-    the side streams add 1.55–1.74 × the gathered and bucket rows (2,101,354,496 root +
-    436,224,000 buffer + 436,224,000 layer + 872,448,000 reduce-scatter + 1,050,681,344
-    root grads = 4,896,931,840 B). The device peak adds CUDA context, NCCL and cuBLAS."""
+    FSDP2's side streams (engine/allocator/fsdp2_pools.py, torch ``_fsdp_collectives.py``)
+    add 1.55–1.74 × the all-gather stream's working set — the root unit's all-gather
+    output beside one layer unit's, 2,101,354,496 + 436,224,000 = 2,537,578,496 B — and,
+    at the loss's backward, before any reduce-scatter, the reduce-scatter stream's pool
+    of the sharded fp32 gradients ``zero_grad(set_to_none=True)`` freed, 4,015,130,624 B
+    (the unsharded units, the reduce-scatter input and the root's gradients are
+    compute-stream blocks: in the transient). The device peak adds CUDA context, NCCL and
+    cuBLAS."""
     est = estimate(default_plan())
     nccl = _row(default_plan(), "hbm.runtime.nccl")
     assert (nccl.low, nccl.high) == (500_000_000, 2_000_000_000)
     h = est.heaviest
     assert h.totals.steady == (12_045_607_424, 12_045_607_424)
-    assert h.totals.side == 4_896_931_840
-    low = 46_821_567_590 + int(34_775_960_166 * 0.05) + int(4_896_931_840 * 1.55)
-    high = 48_664_282_624 + int(36_618_675_200 * 0.09) + int(4_896_931_840 * 1.74)
+    assert h.totals.side == 4_896_931_840  # the gathered and bucket rows, as before
+    ag, rs = 2_537_578_496, 4_015_130_624
+    low = 46_821_567_590 + int(34_775_960_166 * 0.05) + int(ag * 1.55) + rs
+    high = 48_664_282_624 + int(36_618_675_200 * 0.09) + int(ag * 1.74) + rs
     assert (h.reserved_peak.low, h.reserved_peak.high) == (low, high)
     assert h.device_peak.low > h.reserved_peak.low
     # the fit adds only the fragmentation a free-and-retry cannot release, not the
