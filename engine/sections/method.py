@@ -257,8 +257,9 @@ class RecomputeSection(Section):
     offload_activations: bool = Field(
         default=False,
         description="torchtune enable_activation_offloading: every saved tensor (under "
-        "checkpointing, the layers' inputs) goes to pinned host memory on a side stream and "
-        "comes back one layer ahead of backward; the output layer's input stays.",
+        "checkpointing, the layers' inputs) goes to pinned host memory on a side stream, the "
+        "last few staying stashed on the GPU, and comes back when its layer's backward "
+        "unpacks it; the output layer's input stays.",
     )
 
 

@@ -94,12 +94,15 @@ class RuntimeSection(Section):
         "tensor, one cached mm under torchtitan's per-op SAC); as_model = the "
         "architecture's fused_qkv; auto = the stack's (torchtitan 0.3: fused, else as_model).",
     )
-    rope_cache: Literal["auto", "per_layer", "per_model"] = Field(
+    rope_cache: Literal["auto", "per_layer", "per_model", "torchtune"] = Field(
         default="auto",
-        description="torchtitan's RoPE cache buffers: per_layer = one (seq_len positions) "
-        "per attention layer (0.3's models/common/rope.py); per_model = one freqs_cis of "
-        "2 × seq_len positions on the model (the 2024–25 llama code); auto = per_layer "
-        "under torchtitan (other stacks' rotary buffers are their own rows).",
+        description="The model code's RoPE cache buffers: per_layer = torchtitan 0.3's, one "
+        "(seq_len positions) per attention layer (models/common/rope.py); per_model = one "
+        "freqs_cis of 2 × seq_len positions on the model (torchtitan's 2024–25 llama code); "
+        "torchtune = torchtune's model builders: one fp32 cos / sin cache of the model's "
+        "max_position positions shared by every layer (Llama3ScaledRoPE, in place of "
+        "transformers' inv_freq); auto = per_layer under torchtitan, else transformers' "
+        "inv_freq only (there is no torchtune stack: a torchtune plan names it).",
     )
     logits_fp32_upcast: bool = Field(
         default=True, description="HF causal-LM loss upcasts logits to fp32 (transformers #30860)."

@@ -28,7 +28,10 @@ def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
     gives); the buffers, which do not scale with it, built here too."""
     free = shape_free(plan)
     buffers = _buffers(
-        free.model.architecture, free.runtime.activation_profile, shape_free_geometry(free)
+        free.model.architecture,
+        free.runtime.activation_profile,
+        shape_free_geometry(free),
+        free.runtime.rope_cache != "torchtune",  # torchtune's RoPE has no inv_freq
     )
     if free.runtime.activation_profile == "megatron":
         return partial(_megatron_batch, last, buffers)
@@ -99,15 +102,19 @@ def _megatron_batch(last: bool, buffers: tuple[Fixed, ...], g: Geometry) -> list
 
 
 @lru_cache(maxsize=256)
-def _buffers(arch: ArchitectureSpec, profile: str, g: Geometry) -> tuple[Fixed, ...]:
+def _buffers(
+    arch: ArchitectureSpec, profile: str, g: Geometry, hf_rotary: bool = True
+) -> tuple[Fixed, ...]:
     """The rotary and embedding-scale buffers (none under the megatron profile), from
     exactly what they read (``g`` for its widths only: the buffers do not scale with
-    tokens), so layouts differing elsewhere share them."""
+    tokens), so layouts differing elsewhere share them. ``hf_rotary`` False: the model
+    code is torchtune's, whose RoPE buffers are ``hbm.buffers.rope_cache``
+    (:mod:`~engine.ledger.activations.tune_rope`), not transformers' ``inv_freq``."""
     if profile != "hf-transformers":
         return ()
     gran = g.granularity
     parts: list[tuple[str, int]] = []
-    if arch.position == "rotary":
+    if arch.position == "rotary" and hf_rotary:
         half = rotary_dim(arch, g) // 2
         inv = round_up(half * FP32, gran)
         parts.append((f"rotary inv_freq and original_inv_freq, 2 × fp32 {half}·4", 2 * inv))

@@ -192,7 +192,9 @@ def other_at(
     g0 = geometry(plan)  # its widths and local sequence: the micro-batch's size unread
     gran = g0.granularity
     fixed: list[tuple[Formula, int]] = []
-    if arch.position == "rotary":
+    # torchtune's RoPE module indexes its own cache inside each layer (tune_rope): no
+    # cos / sin computed once per forward and read by every layer
+    if arch.position == "rotary" and plan.runtime.rope_cache != "torchtune":
         d = hf.rotary_dim(arch, g0)
         cs = round_up(g0.seq * d * g0.embed_bytes, gran)
         fixed.append((f"rotary cos, sin 2 × 1·{g0.seq}·{d}·{g0.embed_bytes}", 2 * cs))

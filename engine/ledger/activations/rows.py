@@ -31,7 +31,13 @@ from engine.ledger.activations.kept import (
 )
 from engine.ledger.activations.loss import labels_parts, logits_at
 from engine.ledger.activations.loss_modes import titan_world_one_at
-from engine.ledger.activations.offload_activations import gpu_span, offloads
+from engine.ledger.activations.offload_activations import (
+    at_loss,
+    gpu_span,
+    offloads,
+    stash_offload,
+    unpacked_parts,
+)
 from engine.ledger.activations.offload_activations import source_of as offload_source
 from engine.ledger.activations.packing import band_of, packing_formula
 from engine.ledger.activations.previous_graph import previous_graph_at
@@ -221,6 +227,11 @@ def in_flight_at(
     g0 = geometry(plan)  # widths and dtypes only: autocast's casts do not scale
     n_plain = n_layers - n_ckpt
     offload, host_source = offloads(plan), offload_source(plan)
+    stash = stash_offload(plan, n_layers, n_ckpt)  # torchtune's: inputs placed per moment
+    kept = at_loss(plan, n_ckpt) if stash else None
+    saved_moments, saved_backward = (
+        (moments_in(FORWARD_BACKWARD, AT_LOSS), AT_LOSS) if stash else (_SAVED, UNTIL_LAYERS_FREE)
+    )
     band, packing = band_of(plan), packing_formula(plan)
     fused = fused_at(plan)  # torch.compile's fused intermediates (None: eager)
     label = f"Saved activations, {n_layers} decoder layers ({plan.runtime.activation_profile})"
@@ -241,7 +252,7 @@ def in_flight_at(
         layer_formula: Callable[[InFlight], Formula]
         if offload:
             full_b, plain = sl.largest, sl.one_bytes
-            gpu_low, gpu_high, gpu_why = gpu_span(sl)
+            gpu_low, gpu_high, gpu_why = gpu_span(sl, kept)
             gpu = (gpu_low, gpu_high)
 
             def host_span(fly: InFlight) -> Span:
@@ -319,13 +330,15 @@ def in_flight_at(
                 formula=layer_formula(fly),
                 source=source,
                 phases=FORWARD_BACKWARD,
-                backward=UNTIL_LAYERS_FREE,
+                backward=saved_backward,
                 dtype=dtype,
             )
 
-        parts.append(new_varying((layer_span, layer_row, True, _SAVED)))
+        parts.append(new_varying((layer_span, layer_row, True, saved_moments)))
         if not offload:  # what is left once the layers' backward frees them (item 6)
             parts += remaining_parts(sl, compiled_band(band, g, sl, fused), source, dtype)
+        elif stash:  # the inputs torchtune's unpack brings back, layer by layer
+            parts += unpacked_parts(sl, dtype)
         parts += fixed
         if callable(other_of):
             other = other_of(g)

@@ -31,6 +31,7 @@ from functools import lru_cache
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry
 from engine.ledger.activations.hf import rotary_dim
+from engine.ledger.activations.tune_rope import tune_rope_at
 from engine.ledger.activations.varying import Fixed
 from engine.ledger.row import ALL_PHASES, make_row, moments_in
 from engine.plan import Plan
@@ -51,7 +52,11 @@ def rope_cache_bytes_per_position(family: str, dim: int) -> int:
 @lru_cache(maxsize=256)
 def rope_caches_at(plan: Plan) -> Callable[[Geometry, int], list[Fixed]] | None:
     """The stage's RoPE caches for ``n_layers`` layers at a micro-batch's geometry
-    (its granularity only); None where the plan is not torchtitan's or has no RoPE."""
+    (its granularity only); None where the plan is not torchtitan's or has no RoPE.
+    ``runtime.rope_cache = torchtune`` is torchtune's one shared cache instead
+    (:mod:`tune_rope`), under whichever profile."""
+    if plan.runtime.rope_cache == "torchtune":
+        return tune_rope_at(plan)
     arch = plan.model.architecture
     if plan.runtime.activation_profile != "torchtitan" or arch.position != "rotary":
         return None
