@@ -22,7 +22,10 @@ Each is set on entry to :func:`titan_patches` and undone on exit
   input and the fp32 normalised tensor (+24,576 B per token per 4096-wide norm).
   :class:`FusedRMSNorm` allocates what the CUDA kernel allocates instead: forward the
   output (input's dtype) and rstd (fp32, one per row), saved input / rstd / weight;
-  backward the input's and the weight's gradients. A DTensor (TP) input keeps torch's.
+  backward the input's and the weight's gradients. A DTensor input (TP + SP: the norms
+  run on sequence shards) takes it too: on CUDA its ``is_cuda`` sends it to the fused
+  kernel, for which DTensor has sharding rules (``distributed/tensor/_ops/_math_ops.py``
+  ``_fused_rms_norm``); on CPU the composite ran (+24,576 B a token a norm kept).
 - **fp32 autocast as CUDA runs it**: the MoE router computes its gate under
   ``torch.autocast(device_type=x.device.type, dtype=torch.float32)``
   (``models/common/moe.py`` ``TokenChoiceTopKRouter.forward``); on CUDA that casts the
@@ -68,9 +71,7 @@ _TORCH_RMS_NORM = functional.rms_norm
 
 
 def _rms_norm(x: Any, normalized_shape: Any, weight: Any = None, eps: float | None = None) -> Any:
-    from torch.distributed.tensor import DTensor
-
-    if isinstance(x, DTensor) or isinstance(weight, DTensor) or not x.is_floating_point():
+    if not x.is_floating_point():
         return _TORCH_RMS_NORM(x, normalized_shape, weight, eps)
     return FusedRMSNorm.apply(x, len(normalized_shape), weight, eps)
 
