@@ -13,7 +13,7 @@ traced 2.8–16 % above the ledger there):
   stages of three layers or more): every saved set but the last layer's, whose backward
   is done and whose reduce-scatter is in flight (the moment the reduce-scatter row
   counts). The last layer's own set is the largest kind's, or a checkpoint input when
-  the stage checkpoints (the smaller, so the row never undercounts);
+  that layer is checkpointed (``StageLayers.ends``; under ``every_k`` it may not be);
 - ``hbm.activations.remaining.first_layer`` — the first layer's backward (``backward.end``):
   its own saved set (a checkpoint input when checkpointed), plus the other micro-batches
   a pipeline stage still holds (``fly.times(one) − one``).
@@ -55,8 +55,8 @@ def remaining_parts(
     if not sl.n_layers:
         return []
     one = sl.one_bytes
-    last_own = sl.ckpt_bytes if sl.n_ckpt else max([k.bytes for k in sl.kinds])
-    first_own = sl.ckpt_bytes if sl.n_ckpt else sl.kinds[0].bytes
+    last_own = sl.ckpt_bytes if sl.ends[0] else max([k.bytes for k in sl.kinds])
+    first_own = sl.ckpt_bytes if sl.ends[2] else sl.kinds[0].bytes
     parts: list[Varying] = []
     middle = with_middle(_MIDDLE, sl.n_layers)
     if middle:

@@ -117,7 +117,7 @@ class MakeUp(NamedTuple):
 def make_up(plan: Plan, walk: Walk, last: bool, placed: tuple[LocalTensor, ...]) -> MakeUp:
     """The :class:`MakeUp` of a stage whose layers walk as ``walk`` placing ``placed``."""
     g = geometry(plan)  # for its local sequence and widths only
-    _, n_ckpt, n_layers = walk
+    _, n_ckpt, n_layers, _ = walk
     return MakeUp(
         counted_at(plan, walk, g.seq),
         fixed_at(plan, last, placed),

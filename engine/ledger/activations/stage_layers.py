@@ -56,7 +56,7 @@ class LayerKind(NamedTuple):
 
 class StageLayers(NamedTuple):
     """The stage's layers: each kind's saved set, the checkpointed ones, the largest (a
-    named tuple, as :class:`LayerKind`: every fresh estimate builds them per make-up)."""
+    named tuple: every fresh estimate builds them per make-up)."""
 
     kinds: tuple[LayerKind, ...]
     n_layers: int
@@ -64,6 +64,7 @@ class StageLayers(NamedTuple):
     ckpt: tuple[Term, ...]
     ckpt_bytes: int
     largest: int  # the largest layer's saved set (recomputed in backward)
+    ends: Ends = (False, False, False)  # its last, second-last, first layer checkpointed
 
     @property
     def n_plain(self) -> int:
@@ -135,9 +136,12 @@ Saved = tuple[tuple[tuple[bool, bool], int], ...]
 set), in order of first appearance."""
 
 
-Walk = tuple[Saved, int, int]
+Ends = tuple[bool, bool, bool]
+"""Whether the stage's last, second-last and first layers — whose backward runs at
+``backward.layers`` / ``middle`` / ``end`` — are checkpointed (``every_k``: some are)."""
+Walk = tuple[Saved, int, int, Ends]
 """What a stage's layers are to its activation rows: its kinds (:data:`Saved`), its
-checkpointed layers and its layers (:func:`layer_walk`)."""
+checkpointed layers, its layers and its :data:`Ends` (:func:`layer_walk`)."""
 
 
 def stage_layers(plan: Plan, stage: int) -> StageLayers:
@@ -199,7 +203,7 @@ def counted_at(plan: Plan, walk: Walk, seq: int) -> Callable[[Geometry], StageLa
     sequence: the kinds' terms and their bytes as functions of the micro-batch's size
     (:func:`~engine.ledger.activations.geometry.terms_at`) looked up here, once
     (:func:`_kind_terms`), only those bytes worked out there."""
-    saved, n_ckpt, n_layers = walk
+    saved, n_ckpt, n_layers, ends = walk
     free = shape_free(plan)
     rt = free.runtime
     kinds, ckpt, ckpt_bytes = _kind_terms(
@@ -219,7 +223,7 @@ def counted_at(plan: Plan, walk: Walk, seq: int) -> Callable[[Geometry], StageLa
             [_new_kind((name, terms, size(b), n, is_moe)) for name, terms, size, is_moe, n in named]
         )
         return _new_layers(
-            (counted, n_layers, n_ckpt, ckpt, ckpt_bytes(b), max([k.bytes for k in counted]))
+            (counted, n_layers, n_ckpt, ckpt, ckpt_bytes(b), max([k.bytes for k in counted]), ends)
         )
 
     return at
@@ -284,22 +288,22 @@ def _walk(
     layers: range,
     frozen_input: bool,
 ) -> Walk:
-    """(the stage's kinds, checkpointed layers, layers) of the layers in ``layers``
-    (``frozen_input``: the first of them takes a frozen embedding's output, which needs
-    no gradient)."""
+    """The :data:`Walk` of the layers in ``layers`` (``frozen_input``: the first of them
+    takes a frozen embedding's output, which needs no gradient)."""
     order: dict[tuple[bool, bool], int] = {}  # kinds in order of first appearance: saved
-    n_ckpt = 0
+    n_ckpt, n, ckpt = 0, len(layers), [False] * len(layers)
     for pos, i in enumerate(layers):
         is_moe = moe is not None and moe.is_moe_layer(i)
-        if _checkpointed(rec, profile, i, pos, len(layers)):
-            n_ckpt += 1
+        if _checkpointed(rec, profile, i, pos, n):
+            n_ckpt, ckpt[pos] = n_ckpt + 1, True
             order.setdefault((is_moe, True), 0)
             continue
         key = (is_moe, not (frozen_input and pos == 0))
         order[key] = order.get(key, 0) + 1
     if not order:
         order[(False, True)] = 0
-    return tuple(order.items()), n_ckpt, len(layers)
+    ends = (ckpt[-1], ckpt[max(0, n - 2)], ckpt[0]) if n else (False, False, False)
+    return tuple(order.items()), n_ckpt, n, ends
 
 
 @lru_cache(maxsize=1024)

@@ -1,26 +1,25 @@
 """The backward working set of the layer whose backward runs at each moment.
 
 While one decoder layer runs backward, the gradients it computes are live next to the
-saved set it reads (recomputed first when the layer is checkpointed). The row is net of
-the layer's own saved tensors, which the saved-activation rows already count.
-``backward.layers`` / ``backward.middle`` are the stage's last and middle layers (its
-largest kind stands for them), ``backward.end`` its first layer — its own saved and
-working set where a stage mixes dense and MoE layers (DeepSeek's first dense layers).
-A torchtitan MoE layer's is :mod:`~engine.ledger.activations.titan_moe`'s.
+saved set it reads (recomputed first when checkpointed); the row is net of the layer's
+own saved tensors, which the saved-activation rows count. ``backward.layers`` /
+``backward.middle`` are the stage's last and middle layers (its largest kind stands for
+them), ``backward.end`` its first layer (its own kind where a stage mixes dense and MoE
+layers: DeepSeek's). A torchtitan MoE layer's is :mod:`~engine.ledger.activations.titan_moe`'s;
+under torchtitan's chunked loss the layer's own pre-backward all-gather is one more
+candidate (:mod:`~engine.ledger.peaks.titan_prefetch`).
 
 A dense layer's working set is an estimate (the MLP intermediates' gradients and the
 residual stream's incoming and outgoing gradients, banded). A transformers 5 MoE
-layer's is the combine's backward, which runs first and is the layer's largest
-(``integrations/moe.py``, ``grouped_mm_experts_forward``, transformers 5.24): the
-forward ends ``weighted_out = proj_out * sample_weights_g.unsqueeze(-1)`` (the routing
-weights' dtype promotes it: fp32 where they are fp32), ``weighted_out[inv_perm]``,
-``.view(T, k, h).sum(dim=1)`` and ``.to(hidden_states.dtype)``. Its backward holds, at
-once: the ``.to`` backward's upcast gradient (T × h, only when the dtype promoted), the
-sum's expanded gradient made contiguous for the view (T·k × h), and the index's
-backward — a zeroed T·k × h tensor and the ``index_put`` result (two more) — while the
-layer's output gradient (one T × h residual gradient) is live and nothing has reached
-the layer's input yet (traced: tests/fidelity_grid.py, mixtral / qwen3_moe / qwen2_moe /
-granitemoe, FSDP2 + full recompute: the peak is "at index_put" in layer 0's experts).
+layer's is the combine's backward, its first and largest (``integrations/moe.py``
+``grouped_mm_experts_forward``, 5.24: ``weighted_out = proj_out *
+sample_weights_g.unsqueeze(-1)`` — fp32 where the routing weights are —,
+``weighted_out[inv_perm]``, ``.view(T, k, h).sum(dim=1)``, ``.to(hidden_states.dtype)``):
+the ``.to`` backward's upcast gradient (T × h, only when promoted), the sum's expanded
+gradient made contiguous (T·k × h), the index backward's zeroed T·k × h tensor and
+``index_put`` result, and the layer's output gradient (traced: tests/fidelity_grid.py,
+mixtral / qwen3_moe / qwen2_moe / granitemoe, FSDP2 + full recompute: the peak is "at
+index_put" in layer 0's experts).
 """
 
 from __future__ import annotations
@@ -55,9 +54,9 @@ from engine.ledger.activations.sdpa_kernel import attention_key, math_backward_t
 from engine.ledger.activations.stage_layers import LayerKind, StageLayers, layer_context
 from engine.ledger.activations.traits import traits_of
 from engine.ledger.activations.varying import Fixed, new_fixed
+from engine.ledger.peaks.titan_prefetch import own_gather_at
 from engine.ledger.row import (
     BACKWARD,
-    IN_LAYERS,
     Formula,
     Moment,
     Row,
@@ -72,29 +71,30 @@ from engine.stacks.families import family_of
 from engine.units import ceil_div, fmt_count
 
 NORM_BACKWARD_FP32 = 4
-"""fp32 T × h tensors live at once in the composite RMSNorm's backward
-(``<Family>RMSNorm.forward``: ``hidden_states.to(float32)``, ``pow(2).mean(-1)``,
-``hidden_states * torch.rsqrt(variance + eps)``, ``weight * hidden_states.to(dtype)``):
-the upcast gradient, the gradient of the normalised input and the pow / mean branch's
-two (traced: granitemoe / qwen3_moe, FSDP2 + full recompute, at
-``post_attention_layernorm``'s ``mul``)."""
+"""fp32 T × h tensors live at once in the composite RMSNorm's backward (``.to(float32)``,
+``pow(2).mean(-1)``, ``* rsqrt(variance + eps)``, ``weight * .to(dtype)``): the upcast
+gradient, the normalised input's and the pow / mean branch's two (traced: granitemoe /
+qwen3_moe, FSDP2 + full recompute, at ``post_attention_layernorm``'s ``mul``)."""
 
-FIRST_LAYER: frozenset[Moment] = frozenset({"backward.end"})
-LATER_LAYERS: frozenset[Moment] = IN_LAYERS - FIRST_LAYER
-_LIVE: dict[frozenset[Moment], frozenset[Moment]] = {
-    m: moments_in(BACKWARD, m) for m in (IN_LAYERS, FIRST_LAYER, LATER_LAYERS)
+_IDS: dict[Moment, tuple[str, str]] = {
+    "backward.layers": ("hbm.activations.working.layer", "one"),
+    "backward.middle": ("hbm.activations.working.middle_layer", "the middle"),
+    "backward.end": ("hbm.activations.working.first_layer", "the first"),
 }
-"""A working-set row's moments, by its backward moments (what make_row gives it)."""
+"""A part's row id and words by its earliest moment; the moments in ``Ends``' order."""
+_ENDS: tuple[Moment, ...] = tuple(_IDS)
 
 
 @lru_cache(maxsize=256)
 def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
-    """The backward working set — one part when the stage's first layer is of its
-    largest kind, else two: the largest kind's at the later layers' moments and the
-    first layer's at the end — as :class:`Fixed` parts at a micro-batch's geometry and its
-    stage's layers counted there: the plan read here, once (never for the micro-batch's
-    shape, which only ``g`` gives), the term lists looked up per local sequence. Cached
-    on the plan: a pipeline's make-ups (first, middle, last stages) share it."""
+    """The backward working set — one part per (layer kind, checkpointed) of the layers
+    whose backward runs at each moment: the largest kind's at the last and second-last
+    layers' moments, the first layer's own at the end, each recomputed only where that
+    layer is checkpointed (``StageLayers.ends``: under ``every_k`` torchtitan's
+    ``(i + 1) % k == 0`` leaves the first layer whole) — as :class:`Fixed` parts at a
+    micro-batch's geometry and its stage's layers counted there: the plan read here, once
+    (never for the micro-batch's shape, which only ``g`` gives), the term lists looked up
+    per local sequence. Cached on the plan: a pipeline's make-ups share it."""
     seq = geometry(plan).seq  # the local sequence: the micro-batch's size unread
     offload = plan.method.recompute.policy == "offload"
     combine = _moe_combine(plan, True)
@@ -102,18 +102,18 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
     shared_after = traits_of(plan.model.architecture).shared_after_routed
     band, packing = band_of(plan), packing_formula(plan)
     fused = per_layer_at(plan)  # torch.compile: the recomputed saved set is the compiled one
-    titan = tm.working_at(plan)
+    titan, own_gather = tm.working_at(plan), own_gather_at(plan)
 
     def part(
-        g: Geometry, sl: StageLayers, kind: LayerKind, moments: frozenset[Moment], first: bool
+        g: Geometry, sl: StageLayers, kind: LayerKind, moments: frozenset[Moment], ckpt: bool
     ) -> Fixed:
         moe, mb = kind.moe and combine, g.micro_batch
         key: PerToken = "moe_work" if moe else "work"
         work = terms[key]
         work_b = size[key](mb)
         work_text: Formula = _words(work, g, "")
-        recomputed = kind.bytes if (sl.n_ckpt or offload) else 0
-        own = sl.ckpt_bytes if sl.n_ckpt else (0 if offload else kind.bytes)
+        recomputed = kind.bytes if (ckpt or offload) else 0
+        own = sl.ckpt_bytes if ckpt else (0 if offload else kind.bytes)
         freed = 0  # the saved tensors already freed at the chosen moment (when recomputed)
         if moe:
             moe_saved = size["moe_saved"](mb)
@@ -136,13 +136,15 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
             if n > net:
                 net, work_b, work_text, freed = n, b, words, fr
         lo, hi = band(max(0, net - removed))[0], band(net)[1]
-        which = f"the first ({kind.name}) layer" if first else "one layer"
+        grad = terms_bytes([Term("residual grad", g.hidden, g.residual_bytes, "seq")], g)
+        gather, gather_words = own_gather(g.compute_bytes, grad) if own_gather else (0, "")
+        lo, hi = max(lo, gather), max(hi, gather)  # the larger moment of the layer's backward
+        rid, which = _IDS[next(m for m in _ENDS if m in moments)]
+        which += " layer" if rid.endswith(".layer") else f" ({kind.name}) layer"
 
         def row() -> Row:
             return make_row(
-                id="hbm.activations.working.first_layer"
-                if first
-                else "hbm.activations.working.layer",
+                id=rid,
                 state="activations",
                 label=f"Backward working set of {which}, net of its own freed tensors",
                 location="hbm",
@@ -156,6 +158,7 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
                     + (f" − its MoE tensors already freed {fmt_count(freed)}" if freed else "")
                     + f" − the layer's own saved {fmt_count(own)}) = {fmt_count(net)} B; "
                     "× activation band"
+                    + (f"; at least, {gather_words}" if gather else "")
                     + packing
                     + (
                         f"; torch.compile: low end without {fmt_count(removed)} B of the "
@@ -170,18 +173,15 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
                 backward=moments,
             )
 
-        return new_fixed(((lo, hi), row, True, _LIVE[moments]))
+        return new_fixed(((lo, hi), row, True, moments_in(BACKWARD, moments)))
 
     def at(g: Geometry, sl: StageLayers) -> list[Fixed]:
-        kinds = sl.kinds
-        largest = max(kinds, key=_BYTES)
-        first = kinds[0]
-        if (first.moe, first.bytes) == (largest.moe, largest.bytes):
-            return [part(g, sl, largest, IN_LAYERS, False)]
-        return [
-            part(g, sl, largest, LATER_LAYERS, False),
-            part(g, sl, first, FIRST_LAYER, True),
-        ]
+        largest, first = max(sl.kinds, key=_BYTES), sl.kinds[0]
+        end = largest if (first.moe, first.bytes) == (largest.moe, largest.bytes) else first
+        groups: dict[tuple[LayerKind, bool], set[Moment]] = {}
+        for m, kind, ckpt in zip(_ENDS, (largest, largest, end), sl.ends, strict=True):
+            groups.setdefault((kind, ckpt), set()).add(m)
+        return [part(g, sl, k, frozenset(ms), ck) for (k, ck), ms in groups.items()]
 
     return at
 

@@ -14,8 +14,10 @@ from engine.ledger.groups import ranks_per_node
 from engine.ledger.peaks.gathered_nf4 import gathered_view, reused_layer_bytes, reused_per_element
 from engine.ledger.peaks.kept_gathered import gathered_row, kept_gathered_rows
 from engine.ledger.peaks.reuse import reused_at_loss
+from engine.ledger.peaks.titan_prefetch import own_buffer
 from engine.ledger.peaks.titan_units import (
     HEAD_MOMENTS,
+    no_backward_prefetch,
     shards_one_rank,
     splits_root,
     titan_root_rows,
@@ -268,7 +270,7 @@ def _fsdp_rows(
     keep_all = keeps_all_gathered(plan.parallelism)
     rows: list[Row] = []
     if root_b and fsdp2 and splits_root(plan):
-        rows += titan_root_rows(plan, root, partial(_per_tensor, bpe=gb, gran=gran), shard)
+        rows += titan_root_rows(plan, root, partial(_per_tensor, bpe=gb, gran=gran), shard, unit)
     elif root_b and fsdp2 and whole_root(plan):
         rows += whole_root_rows(plan, root_b, len(root), unit)
     elif root_b:
@@ -297,12 +299,12 @@ def _fsdp_rows(
         # every unit stayed gathered: backward issues no all-gather; otherwise the
         # prefetched unit waits in it until the first layer's backward
         moments = NO_MOMENTS if keep_all else with_middle(BEFORE_FIRST_LAYER, n_layers)
-        moments -= HEAD_MOMENTS if splits_root(plan) else NO_MOMENTS
+        own = no_backward_prefetch(plan)  # torchtitan's chunked loss: each its own unit
+        moments -= BEFORE_FIRST_LAYER if own else HEAD_MOMENTS if splits_root(plan) else NO_MOMENTS
         second_last = flat[before] if before is not None else None
         split = nbuf == 1 and second_last is not None and second_last != buf
-        rows.append(
-            _buffer_row(nbuf, buf, gb, src, moments - {"backward.layers"} if split else moments)
-        )
+        row = _buffer_row(nbuf, buf, gb, src, moments - {"backward.layers"} if split else moments)
+        rows.append(own_buffer(row) if own else row)
         if split and "backward.layers" in moments and second_last is not None:
             rows.append(_buffer_row(1, second_last, gb, src, frozenset({"backward.layers"}), True))
     if keep_all:  # each unit still reshards after its own backward (kept_gathered)

@@ -40,8 +40,9 @@ from collections.abc import Callable
 
 from engine.ledger.activations.geometry import FP32, Geometry
 from engine.ledger.activations.library_versions import version_tuple
+from engine.ledger.groups import ranks_per_node
 from engine.ledger.peaks.kept_gathered import gathered_row
-from engine.ledger.placement import LocalTensor
+from engine.ledger.placement import LocalTensor, dense_dp_group, expert_dp_group
 from engine.ledger.precision import DTYPE_BYTES
 from engine.ledger.row import (
     AT_LOSS,
@@ -52,8 +53,9 @@ from engine.ledger.row import (
     Moment,
     Row,
 )
+from engine.ledger.sharding import shard_group_size
 from engine.plan import Plan
-from engine.stacks.families import rule_of
+from engine.stacks.families import keeps_all_gathered, rule_of
 from engine.units import ceil_div, fmt_count, round_up
 
 HEAD_ROLES = frozenset({"final_norm", "lm_head"})
@@ -109,6 +111,29 @@ def regathers_head(plan: Plan) -> bool:
         and par.cp == 1
         and rt.loss_impl in ("eager", "chunked")
         and (par.dp > 1 or shards_one_rank(plan))
+    )
+
+
+def no_backward_prefetch(plan: Plan) -> bool:
+    """Whether the plan's decoder backward runs without FSDP2 prefetch (``titan_prefetch``):
+    torchtitan's chunked loss under FSDP2 whose layer units are resharded after forward
+    and gathered at all (a shard group above one, or torchtitan sharding one rank)."""
+    par, rt = plan.parallelism, plan.runtime
+    return (
+        rt.activation_profile == "torchtitan"
+        and rt.loss_impl == "chunked"
+        and rule_of(par.strategy).family == "fsdp2"
+        and not keeps_all_gathered(par)
+        and (shard_groups(plan)[0] > 1 or shards_one_rank(plan))
+    )
+
+
+def shard_groups(plan: Plan) -> tuple[int, int]:
+    """(the dense tensors' shard group, the routed experts')."""
+    par, rpn = plan.parallelism, ranks_per_node(plan)
+    return (
+        shard_group_size(par, dense_dp_group(par), rpn),
+        shard_group_size(par, expert_dp_group(par), rpn),
     )
 
 
@@ -204,19 +229,34 @@ _EMBEDDING_WHY = "fully_shard(tok_embeddings): resharded after forward, gathered
 
 
 def titan_root_rows(
-    plan: Plan, root: list[LocalTensor], size: Callable[[list[LocalTensor]], int], shard: int
+    plan: Plan,
+    root: list[LocalTensor],
+    size: Callable[[list[LocalTensor]], int],
+    shard: int,
+    unit: int = 0,
 ) -> list[Row]:
     """The head and embedding units' gathered rows (``size``: a unit's gathered bytes,
-    :func:`engine.ledger.peaks.gathered._per_tensor` at the gather dtype), and under
-    the chunked loss the head's scatter output (:func:`_scatter_output`)."""
+    :func:`engine.ledger.peaks.gathered._per_tensor` at the gather dtype; ``unit``: the
+    largest decoder-layer unit's), and under the chunked loss the head's scatter output
+    (:func:`_scatter_output`).
+
+    With no backward prefetch (:func:`no_backward_prefetch`) the embedding unit is
+    all-gathered only after the first layer's post-backward, whose unit and own
+    all-gather output (≥ 2 × ``unit``, the working-set row's pre-backward candidate)
+    are freed by then: its unit and its all-gather output (2 × its bytes) count at
+    ``backward.end`` only by what they add beyond those."""
     head, embedding = head_and_embedding(root)
     gb = DTYPE_BYTES[plan.method.precision.compute_dtype]
     rows = _scatter_output(plan, head, shard)
+    own = no_backward_prefetch(plan)
     for ts, head_unit in ((head, True), (embedding, False)):
         n = size(ts)
         if not n:
             continue
         why = _HEAD_WHY if head_unit else _EMBEDDING_WHY
+        words = f"{len(ts)} tensors × {gb} B = {fmt_count(n)} B (torchtitan {why})"
+        if own and not head_unit:
+            n, words = _after_first_layer(n, unit)
         rows.append(
             gathered_row(
                 "hbm.gathered.root" if head_unit else "hbm.gathered.embedding",
@@ -224,7 +264,7 @@ def titan_root_rows(
                 if head_unit
                 else "Embedding unit unsharded (its backward)",
                 n,
-                f"{len(ts)} tensors × {gb} B = {fmt_count(n)} B (torchtitan {why})",
+                words,
                 "torchtitan-fsdp-units",
                 FORWARD_BACKWARD if head_unit else BACKWARD,
                 HEAD_MOMENTS if head_unit else EMBEDDING_MOMENTS,
@@ -232,6 +272,18 @@ def titan_root_rows(
             )
         )
     return rows
+
+
+def _after_first_layer(n: int, unit: int) -> tuple[int, str]:
+    """The embedding unit's bytes beyond the first layer's freed unit and all-gather
+    output, and why (:func:`titan_root_rows`)."""
+    beyond = max(0, 2 * n - 2 * unit)
+    return beyond, (
+        f"torchtitan {_EMBEDDING_WHY}; chunked loss, no backward prefetch: after the first "
+        f"layer's post-backward, its unit + all-gather output 2 × {fmt_count(n)} − the first "
+        f"layer's unit + all-gather output 2 × {fmt_count(unit)}, at least 0 = "
+        f"{fmt_count(beyond)} B"
+    )
 
 
 def _scatter_output(plan: Plan, head: list[LocalTensor], shard: int) -> list[Row]:

@@ -22,7 +22,17 @@ Each is set on entry to :func:`titan_patches` and undone on exit
   input and the fp32 normalised tensor (+24,576 B per token per 4096-wide norm).
   :class:`FusedRMSNorm` allocates what the CUDA kernel allocates instead: forward the
   output (input's dtype) and rstd (fp32, one per row), saved input / rstd / weight;
-  backward the input's and the weight's gradients. A DTensor (TP) input keeps torch's.
+  backward the input's and the weight's gradients. A DTensor input (TP + SP: the norms
+  run on sequence shards) takes it too: on CUDA its ``is_cuda`` sends it to the fused
+  kernel, for which DTensor has sharding rules (``distributed/tensor/_ops/_math_ops.py``
+  ``_fused_rms_norm``); on CPU the composite ran (+24,576 B a token a norm kept).
+- **fp32 autocast as CUDA runs it**: the MoE router computes its gate under
+  ``torch.autocast(device_type=x.device.type, dtype=torch.float32)``
+  (``models/common/moe.py`` ``TokenChoiceTopKRouter.forward``); on CUDA that casts the
+  mm's bf16 input and weight to fp32 (both kept for its backward: T·h·4 + E·h·4) and
+  makes the scores fp32, but CPU autocast supports only 16-bit dtypes and disables
+  itself, so the gate ran in bf16. :func:`_autocast` makes a CPU fp32 autocast cast
+  ``F.linear``'s floating inputs to fp32, as CUDA's does; every other autocast is torch's.
 - **CPU backward guard**: ``flex_attention``'s ``_validate_device`` refuses inputs that
   require grad on CPU (the CPU kernel is inference-only); on fake tensors no kernel
   runs, so the guard is lifted.
@@ -61,11 +71,30 @@ _TORCH_RMS_NORM = functional.rms_norm
 
 
 def _rms_norm(x: Any, normalized_shape: Any, weight: Any = None, eps: float | None = None) -> Any:
-    from torch.distributed.tensor import DTensor
-
-    if isinstance(x, DTensor) or isinstance(weight, DTensor) or not x.is_floating_point():
+    if not x.is_floating_point():
         return _TORCH_RMS_NORM(x, normalized_shape, weight, eps)
     return FusedRMSNorm.apply(x, len(normalized_shape), weight, eps)
+
+
+class _Fp32Linear(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
+    """``F.linear`` with its floating inputs cast to fp32 (CUDA fp32 autocast's rule)."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func is functional.linear:
+            args = tuple(
+                a.float() if torch.is_tensor(a) and a.is_floating_point() else a for a in args
+            )
+        return func(*args, **(kwargs or {}))
+
+
+_TORCH_AUTOCAST = torch.autocast
+
+
+def _autocast(device_type: str, dtype: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """``torch.autocast``, but a CPU fp32 one runs as CUDA's (module docstring)."""
+    if device_type == "cpu" and dtype is torch.float32:
+        return _Fp32Linear()
+    return _TORCH_AUTOCAST(device_type, dtype, *args, **kwargs)
 
 
 def _no_device_guard(query: Any, key: Any, value: Any) -> None:
@@ -99,6 +128,7 @@ def titan_patches() -> Iterator[None]:
         stack.enter_context(_attr(dist_utils, "_spmd_backend", "partial_dtensor"))
         stack.enter_context(_attr(flex, "_validate_device", _no_device_guard))
         stack.enter_context(_attr(functional, "rms_norm", _rms_norm))
+        stack.enter_context(_attr(torch, "autocast", _autocast))
         stack.enter_context(_attr(flex, "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG", True))
         stack.enter_context(
             _attr(attention.FlexAttention, "_compiled_flex_attn", staticmethod(flex.flex_attention))

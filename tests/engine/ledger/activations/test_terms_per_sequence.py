@@ -70,7 +70,7 @@ def test_layer_terms_do_not_read_the_micro_batch(
     except (ValueError, PlanError):
         return
     g, tr = geometry(plan), trainability(plan)
-    saved, _, _ = walk = layer_walk(plan, 0)
+    saved, _, _, _ = walk = layer_walk(plan, 0)
     kinds = tuple(k for k, _ in saved)
     args = (plan.model.architecture, tr, profile, attention, plan.method.recompute.policy)
     own = layer_kind_terms.__wrapped__(args[0], g, *args[1:], kinds)
