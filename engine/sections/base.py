@@ -32,9 +32,9 @@ class Section(BaseModel):
         (hundreds of lookups per estimate), and pydantic's own hash walks every nested
         model on each. The slot is outside the fields: ``model_copy``, pickling and
         equality never see it, so a copy with a field changed hashes afresh."""
-        try:
-            return _HASH_SLOT.__get__(self)  # type: ignore[no-any-return]
-        except AttributeError:  # not hashed yet (read the slot itself: no __getattr__)
+        try:  # a plain read of a set slot: pydantic's __getattr__ runs only when unset
+            return self._field_hash  # type: ignore[attr-defined,no-any-return]
+        except AttributeError:  # not hashed yet
             value = hash((type(self), *self.__dict__.values()))
             _HASH_SLOT.__set__(self, value)
             return value
