@@ -173,11 +173,11 @@ class _Own(NamedTuple):
     grads: bool
 
 
-@lru_cache(maxsize=1024)
 def _own(plan: Plan, stage: int) -> _Own:
-    """The stage's activation rows (and the last stage's logits), cached on the whole
-    plan: a plan whose rows are read again (the window's redraws, an undo, the analysis
-    asking once more) rebuilds nothing. The rows are those of
+    """The stage's activation rows (and the last stage's logits). Not cached: a stage's
+    rows are built once per estimate, when a view first reads them, and kept on its
+    :class:`~engine.ledger.stage_estimate.StageEstimate` (which the estimate's own
+    cache keeps for redraws, an undo, the analysis asking once more). The rows are those of
     :func:`~engine.ledger.activations.rows.activation_rows`, in its order, built from
     the make-up's :func:`_fixed` parts."""
     free = shape_free(plan)

@@ -32,9 +32,9 @@ class Section(BaseModel):
         (hundreds of lookups per estimate), and pydantic's own hash walks every nested
         model on each. The slot is outside the fields: ``model_copy``, pickling and
         equality never see it, so a copy with a field changed hashes afresh."""
-        try:  # a plain read of a set slot: pydantic's __getattr__ runs only when unset
-            return self._field_hash  # type: ignore[attr-defined,no-any-return]
-        except AttributeError:  # not hashed yet
+        try:
+            return _read_hash(self)  # type: ignore[no-any-return]
+        except AttributeError:  # not hashed yet (the slot read: no pydantic __getattr__)
             value = hash((type(self), *self.__dict__.values()))
             _HASH_SLOT.__set__(self, value)
             return value
@@ -45,6 +45,10 @@ class Section(BaseModel):
 
 _HASH_SLOT: Final[Any] = Section.__dict__["_field_hash"]
 """The slot holding a section's field hash, read and set through its descriptor."""
+_read_hash: Final[Any] = _HASH_SLOT.__get__
+"""The slot's read, bound once: a call as fast as an attribute read when the slot is
+set, and an ``AttributeError`` straight from the slot when not (an attribute read would
+go on to pydantic's ``__getattr__``, several times slower)."""
 
 
 def slot_hash(section: Section, compute: Callable[[], int]) -> int:
@@ -52,7 +56,7 @@ def slot_hash(section: Section, compute: Callable[[], int]) -> int:
     for a section whose hash is not its fields' (``ModelSection``: its hf_config is a
     dict), kept as every section's is (:meth:`Section.__hash__`)."""
     try:
-        return _HASH_SLOT.__get__(section)  # type: ignore[no-any-return]
+        return _read_hash(section)  # type: ignore[no-any-return]
     except AttributeError:  # not hashed yet
         value = compute()
         _HASH_SLOT.__set__(section, value)
