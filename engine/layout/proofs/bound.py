@@ -72,7 +72,7 @@ from engine.ledger.peaks.runtime import (
     runtime_rows,
     stuck_bytes,
 )
-from engine.ledger.phases import Sums, live_positions, timeline_of
+from engine.ledger.phases import Sums, live_positions
 from engine.ledger.placement import stage_layer_ranges
 from engine.ledger.row import MOMENTS, NO_MOMENTS
 from engine.legality import rules
@@ -158,7 +158,8 @@ class _Stages:
     def _work(self, i: int) -> StageFloor:
         s, laid = self.stages[i], self.laid
         sums = activation_sums(laid, s, len(self.ranges[s]), self.accumulating)
-        act = max(span.high for span in timeline_of(sums).phases.values())
+        # the peak phase's high: every moment is some phase's, whose high is its largest
+        act = max(high for _, high in sums)
         runtime_low, runtime_high = _runtime(laid, s)
         act_low = max(low for low, _ in sums)
         return StageFloor(

@@ -7,7 +7,8 @@ tensors, summed by :func:`~engine.ledger.phases.moment_sums`). The two must be e
 moment by moment, low and high: on random small plans over every legal layout of a
 random world size, every stage, and on the real models of ``layout_plans``. A part
 whose ``allocated`` flag or live moments disagreed with its row's, or a row left out of
-the numbers, fails here.
+the numbers, fails here; so does a moment outside every phase (the floor reads the peak
+phase's high as the largest moment's).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from engine.errors import PlanError
 from engine.layout.lattice.shapes import with_layout
 from engine.layout.proofs.bound import activation_sums
 from engine.ledger.activations.rows import activation_rows
-from engine.ledger.phases import moment_sums
+from engine.ledger.phases import moment_sums, timeline_of
 from engine.ledger.placement import stage_layer_ranges
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
@@ -42,7 +43,12 @@ def _compare(plan: Plan, world: int) -> int:
                 rows = activation_rows(laid, s, len(layers), ())
             except (PlanError, NotImplementedError):
                 continue
-            assert activation_sums(laid, s, len(layers), acc) == moment_sums(rows, acc), (lay, s)
+            sums = activation_sums(laid, s, len(layers), acc)
+            assert sums == moment_sums(rows, acc), (lay, s)
+            # the floor takes the largest moment's high for the peak phase's: every
+            # moment is some phase's
+            peak = max(r.high for r in timeline_of(sums).phases.values())
+            assert peak == max(high for _, high in sums), (lay, s)
             compared += 1
     return compared
 
