@@ -17,6 +17,7 @@ from engine.ledger.phases import Range as Range
 from engine.ledger.phases import new_range, peak_phase_of
 from engine.ledger.placement import layer_classes, stage_layer_ranges
 from engine.ledger.row import LOCATIONS, Location, Row
+from engine.ledger.shape_free import shape_free
 from engine.ledger.stage_estimate import StageEstimate as StageEstimate
 from engine.ledger.stage_estimate import StageTotals
 from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_memo, stage_numbers
@@ -221,10 +222,11 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
     check(plan)
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
-        memo = stage_memo(plan)
+        free = shape_free(plan)
+        memo = stage_memo(plan, free)
         stages = tuple(
             _stage(numbers, s, memo, plan)
-            for s, numbers in zip(indices, stage_numbers(plan, indices), strict=True)
+            for s, numbers in zip(indices, stage_numbers(plan, indices, free), strict=True)
         )
     except NotImplementedError as exc:
         raise PlanError(str(exc)) from exc

@@ -61,11 +61,11 @@ def size_free(plan: Plan) -> Plan:
     rows read once (:func:`engine.ledger.activations.rows.make_up`), evaluated at each
     plan's own micro-batch. One object for every plan of the same shape-free plan and
     sequence length."""
-    return _size_free(shape_free(plan), plan.batch.seq_len)
+    return size_free_of(shape_free(plan), plan.batch.seq_len)
 
 
 @lru_cache(maxsize=256)
-def _size_free(free: Plan, seq_len: int) -> Plan:
+def size_free_of(free: Plan, seq_len: int) -> Plan:
     """:func:`size_free`'s plan of this shape-free plan and sequence length (its
     sections, which the cache entry keeps alive through ``free``)."""
     batch = BatchSection.model_construct(

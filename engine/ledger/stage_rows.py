@@ -47,7 +47,7 @@ from engine.ledger.peaks.runtime import loss_side, reserve_factors
 from engine.ledger.phases import live_positions
 from engine.ledger.placement import representative_stages, stage_layer_ranges
 from engine.ledger.row import NO_MOMENTS, Row
-from engine.ledger.shape_free import shape_free, size_free
+from engine.ledger.shape_free import shape_free, size_free_of
 from engine.ledger.stage_shared import SharedRows, holds_grads, shared_of
 from engine.ledger.states.persistent import placing_parallelism, stage_placed
 from engine.plan import Plan
@@ -65,17 +65,11 @@ class StageMemo(NamedTuple):
     stages: dict[tuple[int, int, int], Any]
 
 
-def stage_memo(plan: Plan) -> StageMemo:
-    """A fresh :class:`StageMemo` of the resolved ``plan`` (built in C)."""
-    keep, reserve = _step_rules(shape_free(plan))
-    return tuple.__new__(StageMemo, (plan.batch.grad_accum > 1, keep, reserve, {}))
-
-
-def _step_rules(free: Plan) -> tuple[bool, ReserveModel]:
-    """(keeps_all_gathered, reserve_factors) of a shape-free plan: neither reads the
-    micro-batch's shape. Not cached: two field reads and a tuple, cheaper than a cache
-    key of the plan."""
-    return keeps_all_gathered(free.parallelism), reserve_factors(free)
+def stage_memo(plan: Plan, free: Plan) -> StageMemo:
+    """A fresh :class:`StageMemo` of the resolved ``plan`` whose shape-free plan is
+    ``free`` (built in C): neither rule reads the micro-batch's shape."""
+    rules = (keeps_all_gathered(free.parallelism), reserve_factors(free))
+    return tuple.__new__(StageMemo, (plan.batch.grad_accum > 1, *rules, {}))
 
 
 class _Make(NamedTuple):
@@ -141,28 +135,22 @@ def _make_up(sized: Plan, walk: Walk, placing: int, last: bool) -> MakeUp:
     return make_up(sized, walk, last, stage_placed(shape_free(sized), placing))
 
 
-def _fixed(plan: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
+def _fixed(plan: Plan, free: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
     """The :func:`fixed_rows` of a stage whose layers walk as ``walk`` and which places
-    the tensors of stage ``placing`` (its representative), at the plan's micro-batch:
-    the stages of one make-up (DeepSeek-V3's middle stages) share them, whatever their
-    micro-batches in flight. Its varying parts too (they read the same). Cached
-    (:func:`_fixed_at`): :func:`stage_numbers` asks once per make-up and estimate,
-    :func:`_own` once per stage whose rows are read — of the same plan, or of one
-    differing only where the make-up does not look. A few entries serve (the rows are
-    read right after the numbers); more would only keep each fresh micro-batch's parts
-    alive for the collector to scan."""
-    return _fixed_at(size_free(plan), plan.batch.micro_batch, walk, placing, last)
+    the tensors of stage ``placing`` (its representative), at the plan's micro-batch
+    (``free``: its shape-free plan): the stages of one make-up (DeepSeek-V3's middle
+    stages) share them, whatever their micro-batches in flight, and its varying parts
+    too (they read the same). Worked out once per make-up and estimate
+    (:func:`stage_numbers`), and again when a view reads a stage's rows (:func:`_own`):
+    not cached, as every fresh micro-batch would miss and evict.
 
-
-@lru_cache(maxsize=32)
-def _fixed_at(sized: Plan, micro_batch: int, walk: Walk, placing: int, last: bool) -> _FixedPart:
-    """:func:`_fixed` of the plans whose :func:`~engine.ledger.shape_free.size_free`
-    plan is ``sized`` at a micro-batch of ``micro_batch`` sequences: built from exactly
-    that (the geometry is ``sized``'s at that size; gradient accumulation is
-    ``sized``'s), so a part that read anything else would be wrong at once."""
+    Built from the plan's :func:`~engine.ledger.shape_free.size_free` plan (the geometry
+    is its at the plan's micro-batch; gradient accumulation is its), so a part that read
+    anything else of the plan would be wrong at once."""
+    sized = size_free_of(free, plan.batch.seq_len)
     mu = _make_up(sized, walk, placing, last)
     one = geometry(sized)
-    g = at_shape(one, micro_batch, one.seq)
+    g = at_shape(one, plan.batch.micro_batch, one.seq)
     layers = mu.layers(g)
     fixed = mu.fixed(g, layers)
     accumulating = sized.batch.grad_accum > 1
@@ -185,15 +173,16 @@ class _Own(NamedTuple):
     grads: bool
 
 
-@lru_cache(maxsize=1024)
 def _own(plan: Plan, stage: int) -> _Own:
-    """The stage's activation rows (and the last stage's logits), cached on the whole
-    plan: a plan whose rows are read again (the window's redraws, an undo, the analysis
-    asking once more) rebuilds nothing. The rows are those of
+    """The stage's activation rows (and the last stage's logits). Not cached: a stage's
+    rows are built once per estimate, when a view first reads them, and kept on its
+    :class:`~engine.ledger.stage_estimate.StageEstimate` (which the estimate's own
+    cache keeps for redraws, an undo, the analysis asking once more). The rows are those of
     :func:`~engine.ledger.activations.rows.activation_rows`, in its order, built from
     the make-up's :func:`_fixed` parts."""
-    mk = _makes(shape_free(plan))[stage]
-    fixed = _fixed(plan, mk.walk, mk.placing, mk.last)
+    free = shape_free(plan)
+    mk = _makes(free)[stage]
+    fixed = _fixed(plan, free, mk.walk, mk.placing, mk.last)
     fly = in_flight(plan, stage)
     saved, labels, logits = built(fixed.saved, fly), built(fixed.labels, fly), []
     if mk.last:
@@ -227,14 +216,14 @@ class _Base(NamedTuple):
     side: int  # SharedRows.side
 
 
-def _base(plan: Plan, fixed: _FixedPart, shared_stage: int) -> _Base:
+def _base(plan: Plan, free: Plan, fixed: _FixedPart, shared_stage: int) -> _Base:
     """:class:`_Base` of a stage of this make-up (its :func:`_fixed` part) whose shared
     rows are ``shared_stage``'s (see :class:`_Make`): worked out once per estimate
     (:func:`stage_numbers` keeps it for the make-up's stages)."""
     # Activation rows never hold gradients, nor are they runtime rows (activations,
     # inputs, buffers and the loss's tensors): the shared rows decide both, as
     # :func:`stage_rows` does.
-    shared = shared_of(shape_free(plan), shared_stage, False)
+    shared = shared_of(free, shared_stage, False)
     sums = shared.sums
     lows, highs = [low for low, _ in sums], [high for _, high in sums]
     accumulating = plan.batch.grad_accum > 1
@@ -288,10 +277,11 @@ class StageNumbers(NamedTuple):
         return lows, highs
 
 
-def stage_numbers(plan: Plan, stages: Sequence[int]) -> list[StageNumbers]:
-    """:func:`stage_rows`' numbers of these stages without building a row (see
-    :class:`StageNumbers`); stages of one make-up work its parts and base out once."""
-    makes = _makes(shape_free(plan))
+def stage_numbers(plan: Plan, stages: Sequence[int], free: Plan) -> list[StageNumbers]:
+    """:func:`stage_rows`' numbers of these stages of the resolved ``plan`` (``free``:
+    its shape-free plan) without building a row (see :class:`StageNumbers`); stages of
+    one make-up work its parts and base out once."""
+    makes = _makes(free)
     fixed: dict[tuple[Walk, int, bool], _FixedPart] = {}
     bases: dict[tuple[Walk, int, bool, int], _Base] = {}
     out = []
@@ -302,8 +292,8 @@ def stage_numbers(plan: Plan, stages: Sequence[int]) -> list[StageNumbers]:
         if base is None:
             part = fixed.get(key[:3])
             if part is None:
-                part = fixed[key[:3]] = _fixed(plan, mk.walk, mk.placing, mk.last)
-            base = bases[key] = _base(plan, part, mk.shared)
+                part = fixed[key[:3]] = _fixed(plan, free, mk.walk, mk.placing, mk.last)
+            base = bases[key] = _base(plan, free, part, mk.shared)
         out.append(_new_numbers((base, fly, mk.layers, (id(base), fly.num, fly.den))))
     return out
 

@@ -33,8 +33,8 @@ class Section(BaseModel):
         model on each. The slot is outside the fields: ``model_copy``, pickling and
         equality never see it, so a copy with a field changed hashes afresh."""
         try:
-            return _HASH_SLOT.__get__(self)  # type: ignore[no-any-return]
-        except AttributeError:  # not hashed yet (read the slot itself: no __getattr__)
+            return _read_hash(self)  # type: ignore[no-any-return]
+        except AttributeError:  # not hashed yet (the slot read: no pydantic __getattr__)
             value = hash((type(self), *self.__dict__.values()))
             _HASH_SLOT.__set__(self, value)
             return value
@@ -59,6 +59,10 @@ def drop_later_defaults(
 
 _HASH_SLOT: Final[Any] = Section.__dict__["_field_hash"]
 """The slot holding a section's field hash, read and set through its descriptor."""
+_read_hash: Final[Any] = _HASH_SLOT.__get__
+"""The slot's read, bound once: a call as fast as an attribute read when the slot is
+set, and an ``AttributeError`` straight from the slot when not (an attribute read would
+go on to pydantic's ``__getattr__``, several times slower)."""
 
 
 def slot_hash(section: Section, compute: Callable[[], int]) -> int:
@@ -66,7 +70,7 @@ def slot_hash(section: Section, compute: Callable[[], int]) -> int:
     for a section whose hash is not its fields' (``ModelSection``: its hf_config is a
     dict), kept as every section's is (:meth:`Section.__hash__`)."""
     try:
-        return _HASH_SLOT.__get__(section)  # type: ignore[no-any-return]
+        return _read_hash(section)  # type: ignore[no-any-return]
     except AttributeError:  # not hashed yet
         value = compute()
         _HASH_SLOT.__set__(section, value)

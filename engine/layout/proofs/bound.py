@@ -7,7 +7,8 @@ The bound reads the ledger's rows (a proof, :mod:`engine.layout.proofs`), per st
 can be the heaviest
 (:func:`engine.estimate.decisive_stages`), adds up what no DP or EP can take away:
 
-- the activation rows that need no placed tensors (:func:`activation_rows` given none:
+- the activation rows that need no placed tensors
+  (:func:`~engine.ledger.activations.rows.activation_rows` given none:
   the autocast weight copies count no weights, the all-to-all row is absent, every
   other row is the estimate's own). They depend on TP, CP, the stage's layers, the
   micro-batch and the micro-batches in flight, not on DP (``engine/ledger/activations``
@@ -60,7 +61,10 @@ from engine.estimate import decisive_stages
 from engine.layout.lattice.point import Layout
 from engine.layout.lattice.shapes import with_layout
 from engine.layout.proofs.floor import resident_states
-from engine.ledger.activations.rows import activation_rows
+from engine.ledger.activations.geometry import geometry
+from engine.ledger.activations.rows import fixed_at, varying_parts
+from engine.ledger.activations.schedule import in_flight
+from engine.ledger.activations.stage_layers import stage_layers
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.runtime import (
     outside_capacity,
@@ -68,8 +72,9 @@ from engine.ledger.peaks.runtime import (
     runtime_rows,
     stuck_bytes,
 )
-from engine.ledger.phases import Sums, moment_sums, timeline_of
+from engine.ledger.phases import Sums, live_positions
 from engine.ledger.placement import stage_layer_ranges
+from engine.ledger.row import MOMENTS, NO_MOMENTS
 from engine.legality import rules
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
@@ -152,14 +157,43 @@ class _Stages:
 
     def _work(self, i: int) -> StageFloor:
         s, laid = self.stages[i], self.laid
-        rows = activation_rows(laid, s, len(self.ranges[s]), ())
-        sums = moment_sums(rows, self.accumulating)
-        act = max(span.high for span in timeline_of(sums).phases.values())
+        sums = activation_sums(laid, s, len(self.ranges[s]), self.accumulating)
+        # the peak phase's high: every moment is some phase's, whose high is its largest
+        act = max(high for _, high in sums)
         runtime_low, runtime_high = _runtime(laid, s)
         act_low = max(low for low, _ in sums)
         return StageFloor(
             s, act, self.resident[s], runtime_high, sums, runtime_low, act_low, self.reserve
         )
+
+
+def activation_sums(plan: Plan, stage: int, n_layers: int, accumulating: bool) -> Sums:
+    """The allocated moment sums of
+    :func:`~engine.ledger.activations.rows.activation_rows` of ``stage`` placing no
+    tensors, without building a row: its fixed parts' bytes, and its varying parts'
+    (the saved rows', the labels') at the stage's micro-batches in flight, each added
+    at its live moments — the numbers the rows are built from, as
+    :func:`engine.ledger.stage_rows.stage_numbers` sums them (activation rows are never
+    live at accumulated moments only). ``tests/engine/layout/test_bound_numbers.py``
+    compares them with the rows' sums."""
+    last = stage == plan.parallelism.pp - 1
+    sl = stage_layers(plan, stage)
+    g = geometry(plan)
+    fixed = fixed_at(plan, last, ())(g, sl)
+    saved, labels = varying_parts(plan, sl, last, n_layers, ())
+    fly = in_flight(plan, stage)
+    lows, highs = [0] * len(MOMENTS), [0] * len(MOMENTS)
+    spans = [p.span for p in (*fixed.held, *fixed.tail) if p.allocated]
+    lives = [p.moments for p in (*fixed.held, *fixed.tail) if p.allocated]
+    for p in (*saved, *labels):
+        if p.allocated:
+            spans.append(p.span(fly))
+            lives.append(p.moments)
+    for (low, high), moments in zip(spans, lives, strict=True):
+        for k in live_positions(moments, NO_MOMENTS, accumulating):
+            lows[k] += low
+            highs[k] += high
+    return tuple(zip(lows, highs, strict=True))
 
 
 _ERRORS = (PlanError, NotImplementedError, ValueError)
