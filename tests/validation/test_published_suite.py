@@ -87,6 +87,23 @@ KNOWN_FAILURES: dict[str, str] = {
         "loss-moment floor (base + states + logits + offload stash) is 4.69 GiB (+64 MiB RoPE "
         "cache not counted) against 4.6 [now: allocated 4.7-5.1 GiB against 4.6 (+6.7 %)]"
     ),
+    "torchtune-8b-qlora-4090": (
+        "the forward's and backward's cuBLAS workspaces (2 x 8,519,680 B on an RTX 4090: "
+        "CublasHandlePool.cpp setWorkspaceForHandle allocates one per (handle, stream) "
+        "through the caching allocator, so peak_memory_active holds them) are real; "
+        "MemPlan's low end was already at the printed figure's upper edge (7.4499 against "
+        "[7.35, 7.45)), so 16 MiB tip it: the excess is in the other rows' low ends (not "
+        "found) [now: allocated 7.47-7.77 GiB against 7.4 (+2.9 %)]"
+    ),
+    "torchtitan-8b-fsdp128-sac-compile": (
+        "the forward's and backward's cuBLAS workspaces (2 x 32 MiB on H100, Hopper's "
+        "default in CublasHandlePool.cpp parseChosenWorkspaceSize; allocated through the "
+        "caching allocator, so in max_memory_reserved) are real; MemPlan's low end was "
+        "already at the printed figure's upper edge (62.03 against [61.95, 62.05)), so 64 "
+        "MiB tip it; the reserve calibration on torchtitan #165 (runtime.side_stream_cache, "
+        "runtime.fragmentation) was fitted with those 64 MiB unexplained and should be "
+        "refitted with them allocated [now: reserved 62.1-71.7 GiB against 62.0 (+7.9 %)]"
+    ),
     "torchtune-8b-lora-4090": (
         "weights 14.96 GiB + 32 checkpointed layer inputs 1.0 + compiled chunked-output "
         "logits 0.98 (+ the 64 MiB RoPE cache the ledger omits) exceed the published 16.2; "
