@@ -26,7 +26,8 @@ def workspace_row(rt: RuntimeSection, accelerator: str, runtime_group: str) -> R
     band = workspace_band(rt.framework_version, accelerator)
     per = rt.cublas_workspace_bytes
     low, high = (band.low, band.high) if per is None else (per.low, per.high)
-    why = band.why if per is None else "runtime.cublas_workspace_bytes as set"
+    as_set = per is not None and (per.low, per.high) != (band.low, band.high)
+    why = "runtime.cublas_workspace_bytes as set" if as_set else band.why
     n = TRAINING_HANDLES
     return make_row(
         id="hbm.runtime.cublas",
