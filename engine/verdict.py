@@ -1,9 +1,9 @@
 """The fit test: what must fit the card, and which part of it decides.
 
-A job runs out of memory when, at some moment, the live tensors plus the fragmentation
-the allocator cannot release plus the memory outside PyTorch (CUDA context, NCCL
-buffers, cuBLAS workspaces) exceed what the card exposes. Cached blocks that are wholly
-free do not count: before raising out-of-memory the caching allocator frees them and
+A job runs out of memory when, at some moment, the live tensors (the cuBLAS workspaces
+among them) plus the fragmentation the allocator cannot release plus the memory outside
+PyTorch (CUDA context, NCCL buffers) exceed what the card exposes. Cached blocks that are
+wholly free do not count: before raising out-of-memory the caching allocator frees them and
 retries (``c10/cuda/CUDACachingAllocator.cpp``, the free-and-retry path), so reserved
 memory above the live tensors does not by itself make a job fail. The verdict names
 which of the three parts pushes the figure over the limit (or, for a fit, what is

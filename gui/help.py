@@ -41,7 +41,8 @@ GROUP_MEANINGS: dict[str, str] = {
     "buckets": "communication buckets of gradient reduction and parameter gathering",
     "buffers": "non-trainable model buffers (rotary tables, norms' statistics)",
     "temporaries": "short-lived tensors of one operation (the optimizer step, the loss)",
-    "runtime": "memory outside PyTorch's allocator: CUDA context, NCCL, cuBLAS workspaces",
+    "runtime": "memory outside PyTorch's allocator: CUDA context, NCCL",
+    "workspace": "cuBLAS workspaces, one per (handle, stream) that runs a GEMM: allocated",
     "allocator": "the caching allocator's reserve: reserved minus allocated",
     FRAGMENTATION_GROUP: "the part of the allocator's reserve it cannot release "
     "(fragmented segments): it counts toward fit",

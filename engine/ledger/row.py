@@ -43,7 +43,8 @@ State = Literal[
     "buckets",  # gradient communication buffers
     "grad_accumulation",  # unsharded gradients held across micro-batches
     "optimizer_step",  # the optimizer step's temporaries
-    "runtime",  # device memory outside PyTorch: CUDA context, NCCL, cuBLAS
+    "workspace",  # cuBLAS(Lt) workspaces the caching allocator holds per (handle, stream)
+    "runtime",  # device memory outside PyTorch: CUDA context, NCCL
     "allocator",  # the caching allocator's reserve over what is allocated
     "checkpoint",  # a checkpoint being assembled, staged or stored
     "swap_buffers",  # host staging buffers of NVMe offload

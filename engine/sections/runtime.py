@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from engine.sections.base import ByteRange, FractionRange, Section, drop_later_defaults
 from engine.units import GiB, MiB
@@ -13,7 +19,12 @@ from engine.units import GiB, MiB
 class RuntimeSection(Section):
     """What the software stack adds beyond the model's own tensors."""
 
-    framework_version: str = Field(default="torch 2.13", max_length=100)
+    framework_version: str = Field(
+        default="torch 2.13",
+        max_length=100,
+        description="The torch build, 'torch X.Y[.Z][+cuNNN]': the cuBLAS workspace rows "
+        "follow it (torch 2.2-2.3 built for CUDA >= 12.2 leave the workspace to cuBLAS).",
+    )
     bitsandbytes_version: str = Field(
         default="0.45.0",
         pattern=r"^\d+\.\d+(\.\d+)?$",
@@ -132,9 +143,14 @@ class RuntimeSection(Section):
         "generation: 0.5–0.7 GB on Ampere (NVIDIA/nccl #964), 0.5–2 GB on Hopper and later, "
         "whose extra channels and NVLS buffers raise it (NVIDIA/nccl #864, #986).",
     )
-    cublas_workspace_bytes: ByteRange = Field(
-        default=ByteRange(low=8 * MiB, high=32 * MiB),
-        description="cuBLAS workspace per handle (8 MiB; 32 MiB on Hopper).",
+    cublas_workspace_bytes: ByteRange | None = Field(
+        default=None,
+        description="cuBLAS(Lt) workspace of one (handle, stream), which PyTorch allocates "
+        "through its caching allocator (CublasHandlePool.cpp setWorkspaceForHandle), two "
+        "in a training step (the forward's thread and autograd's device thread); None = "
+        "torch's default for runtime.framework_version and the card: 8,519,680 B "
+        "(:4096:2:16:8), 32 MiB on Hopper (and Blackwell from torch 2.12), + 1 MiB "
+        "cuBLASLt before 2.12 (engine/stacks/blas_workspace.py).",
     )
     reserve_model: Literal["allocator", "fraction"] = Field(
         default="allocator",
@@ -180,14 +196,33 @@ class RuntimeSection(Section):
         description="CUDA caching allocator rounds each allocation up to 512 bytes.",
     )
 
+    @field_validator("cublas_workspace_bytes", mode="before")
+    @classmethod
+    def _legacy_auto(cls, value: Any) -> Any:
+        """The band every plan held before the field followed torch and the card (8-32
+        MiB, one handle outside PyTorch) means auto: saved plans follow the new rule."""
+        band = value.model_dump() if isinstance(value, ByteRange) else value
+        if isinstance(band, dict) and (band.get("low"), band.get("high")) == _LEGACY:
+            return None
+        return value
+
     @model_serializer(mode="wrap")
     def _canonical(
         self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> dict[str, Any]:
         """Leave ``previous_output_kept`` out of the canonical form while off (what every
-        plan meant before it existed): :func:`~engine.sections.base.drop_later_defaults`."""
+        plan meant before it existed, :func:`~engine.sections.base.drop_later_defaults`),
+        and write an auto cuBLAS workspace as the old default band, so plans saved
+        before either change keep their config hash (``CANONICAL_CONTEXT``)."""
         later = {"previous_output_kept": False}
-        return drop_later_defaults(self, handler(self), info.context, later)
+        data = drop_later_defaults(self, handler(self), info.context, later)
+        if self.cublas_workspace_bytes is None and (info.context or {}).get("canonical"):
+            data["cublas_workspace_bytes"] = {"low": _LEGACY[0], "high": _LEGACY[1]}
+        return data
+
+
+_LEGACY = (8 * MiB, 32 * MiB)
+"""``cublas_workspace_bytes``' default before it was auto (one handle, outside PyTorch)."""
 
 
 class PolicySection(Section):

@@ -34,6 +34,7 @@ from typing import Any
 from engine.plan import Plan
 from engine.sections.stack import ConcreteStack
 from engine.stacks.accelerators import nccl_band
+from engine.stacks.blas_workspace import workspace_band
 from engine.stacks.catalog import stack_info
 from engine.stacks.families import StrategyRule
 from engine.stacks.titan_versions import qkv_fusion, rope_cache
@@ -317,6 +318,11 @@ def _nccl(c: Context) -> Choice:
     return {"low": band.low, "high": band.high}, band.why, band.source
 
 
+def _cublas(c: Context) -> Choice:
+    band = workspace_band(c.plan.runtime.framework_version, c.plan.hardware.accelerator)
+    return {"low": band.low, "high": band.high}, band.why, "cublas-workspace"
+
+
 def _overlap_comm(c: Context) -> Choice:
     stage3 = c.rule.zero_stage == 3 and c.rule.family == "deepspeed"
     return stage3, "overlap_comm defaults to True for stage 3 only", "deepspeed-zero-config"
@@ -351,6 +357,7 @@ RULES: tuple[Rule, ...] = (
     ("method.qlora.quant_storage", "auto", _quant_storage),
     ("method.dropout", None, _dropout),
     ("runtime.nccl_bytes_per_communicator", None, _nccl),
+    ("runtime.cublas_workspace_bytes", None, _cublas),
     ("parallelism.knobs.ds_overlap_comm", None, _overlap_comm),
     ("runtime.expandable_segments", None, _expandable),
 )

@@ -13,8 +13,8 @@ is the measured spread widened by ``margin`` (a fraction, 5 % by default) each s
   transient allocated bytes; under ``fraction`` ``runtime.allocator_reserve`` =
   ``(max_reserved − max_allocated) / max_allocated``; band ``[min f·(1−m), max f·(1+m)]``.
 - the external-memory inputs (``runtime.cuda_context_bytes``,
-  ``runtime.nccl_bytes_per_communicator``, ``runtime.cublas_workspace_bytes``) from
-  ``external_bytes``: one measured number cannot split three inputs, so it fixes one
+  ``runtime.nccl_bytes_per_communicator``) from
+  ``external_bytes``: one measured number cannot split two inputs, so it fixes one
   position ``t = (E − L) / (H − L)`` inside the runtime rows' summed range ``[L, H]`` and
   every input whose row is in the estimate moves to that position in its own band
   (each runtime row is a count × its input, so the rows then sum to E).
@@ -63,9 +63,9 @@ FRACTION_MAX = 10.0  # FractionRange's upper bound in engine/sections/base.py
 RUNTIME_FIELDS: dict[str, Role] = {
     "runtime.cuda_context_bytes": "cuda_context",
     "runtime.nccl_bytes_per_communicator": "nccl_buffers",
-    "runtime.cublas_workspace_bytes": "cublas_workspace",
 }
-"""Each external-memory input and the role of the runtime row it scales."""
+"""Each external-memory input and the role of the runtime row it scales (the cuBLAS
+workspaces are allocated through PyTorch's caching allocator: not external memory)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,10 +40,10 @@ def peak_tooltip(est: Estimate, units: Any) -> str:
     return (
         f"What must fit, on the heaviest rank: live tensors {rng(parts.live)}\n"
         f"+ fragmentation the allocator cannot release {rng(parts.fragmentation)}\n"
-        f"+ memory outside PyTorch (NCCL, cuBLAS, CUDA context) {rng(parts.outside)}\n"
+        f"+ memory outside PyTorch (NCCL, CUDA context) {rng(parts.outside)}\n"
         f"reserved (allocator): {rng((st.reserved_peak.low, st.reserved_peak.high))} — its "
         "cached free blocks are released before an out-of-memory\n"
-        f"on the device (with CUDA context, NCCL, cuBLAS): "
+        f"on the device (with CUDA context, NCCL): "
         f"{rng((st.device_peak.low, st.device_peak.high))}"
         + (f"\ndecided by: {est.decided_by}" if est.decided_by else "")
     )

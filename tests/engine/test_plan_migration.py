@@ -63,16 +63,31 @@ schema 1 added the layer's bf16 gradients and one more input in flight); the gra
 live at backward.end became a row of their own, all but the first layer's."""
 
 
+WORKSPACES = 2 * 33_554_432
+"""The default plan's cuBLAS workspaces on H100: the forward's and backward's (handle,
+stream), 32 MiB each on Hopper (CublasHandlePool.cpp parseChosenWorkspaceSize), which
+PyTorch allocates through its caching allocator; schema 1 counted one 8–32 MiB handle
+outside PyTorch (``hbm.runtime.cublas``), so the allocated peak gains them and the fit
+peak gains them, less that band, plus the pinned 0.05–0.2 reserve fraction of them."""
+
+
 def _assert_v1_bytes(figures: dict[str, Any]) -> None:
     """Schema 1's default-plan figures, but for the re-split rows, whose sums are
-    checked: saved.other + saved.head = schema 1's saved.other."""
+    checked: saved.other + saved.head = schema 1's saved.other; and the cuBLAS
+    workspaces (:data:`WORKSPACES`), now allocated bytes."""
     v1 = V1["default"]
-    assert {k: figures[k] for k in ("peak", "fit_peak", "host")} == {
-        k: v1[k] for k in ("peak", "fit_peak", "host")
-    }
+    assert figures["host"] == v1["host"]
+    assert figures["peak"] == [v1["peak"][0] + WORKSPACES, v1["peak"][1] + WORKSPACES]
+    old_cublas = v1["rows"]["hbm.runtime.cublas"]
+    assert old_cublas == [8 * 2**20, 32 * 2**20]
+    for i, fraction in enumerate((0.05, 0.2)):  # int() of the reserve: within a byte
+        grown = WORKSPACES - old_cublas[i] + WORKSPACES * fraction
+        assert abs(figures["fit_peak"][i] - v1["fit_peak"][i] - grown) <= 1
     rows, old = figures["rows"], v1["rows"]
-    kept = {r: b for r, b in rows.items() if r not in REORDERED_SINCE_V1}
-    assert kept == {r: b for r, b in old.items() if r not in REORDERED_SINCE_V1}
+    assert rows["hbm.runtime.cublas"] == [WORKSPACES, WORKSPACES]
+    moved = (*REORDERED_SINCE_V1, "hbm.runtime.cublas", "hbm.runtime.allocator_reserve")
+    kept = {r: b for r, b in rows.items() if r not in moved}
+    assert kept == {r: b for r, b in old.items() if r not in moved}
     other, head = rows["hbm.activations.saved.other"], rows["hbm.activations.saved.head"]
     assert [other[0] + head[0], other[1] + head[1]] == old["hbm.activations.saved.other"]
     assert rows["hbm.buckets.reduce_scatter"] == [218_112_000 * 4] * 2

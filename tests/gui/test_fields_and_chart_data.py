@@ -119,23 +119,24 @@ def test_phase_bars_stack_the_rows_live_at_each_phase_peak() -> None:
     fit_parts): the rows live at its phase's peak moment, the fragmentation the allocator
     cannot release (engine/allocator/reserve.py stuck_extra) and the memory outside the
     allocator except the CUDA context (the capacity is what the framework can allocate,
-    already net of it). The peak (backward) bar's high is the fit peak: live 48,664,282,624
-    + fragmentation 0.09 × (48,664,282,624 − steady 12,045,607,424) = 3,295,680,768 +
-    cuBLAS and NCCL 2,033,554,432 = 53,993,517,824 B; its low is 46,821,567,590 +
-    0.05 × (46,821,567,590 − 12,045,607,424) = 1,738,798,008 + 508,388,608. The rest of
-    reserved rides over each bar as its releasable cache (FSDP2's stream pools,
-    engine/allocator/fsdp2_pools.py: 1.55–1.74 × the all-gather working set 2,537,578,496
-    B, plus the reduce-scatter pool's 4,015,130,624 B of freed sharded gradients — at the
-    loss's backward, where the backward bar peaks; 0 to it in the other phases), so bar +
-    cache = reserved phase + outside. In the steady phase the model states are live:
-    weights 4,015,130,624 B, optimizer 2 × 4,015,130,624 + 148,992 = 8,030,410,240 B, no
-    gradients (set to None after the step) and no fragmentation (nothing transient)."""
+    already net of it). The peak (backward) bar's high is the fit peak: live 48,731,391,488
+    (the two 32 MiB cuBLAS workspaces among the live tensors) + fragmentation 0.09 ×
+    (48,731,391,488 − steady 12,112,716,288) = 3,295,680,768 + NCCL 2,000,000,000 =
+    54,027,072,256 B; its low is 46,888,676,454 + 0.05 × (46,888,676,454 −
+    12,112,716,288) = 1,738,798,008 + 500,000,000. The rest of reserved rides over each
+    bar as its releasable cache (FSDP2's stream pools, engine/allocator/fsdp2_pools.py:
+    1.55–1.74 × the all-gather working set 2,537,578,496 B, plus the reduce-scatter
+    pool's 4,015,130,624 B of freed sharded gradients — at the loss's backward, where the
+    backward bar peaks; 0 to it in the other phases), so bar + cache = reserved phase +
+    outside. In the steady phase the model states are live: weights 4,015,130,624 B,
+    optimizer 2 × 4,015,130,624 + 148,992 = 8,030,410,240 B, no gradients (set to None
+    after the step) and no fragmentation (nothing transient)."""
     plan = default_plan()
     est = estimate(plan)
     st = est.heaviest
     hbm = panels(plan, est)[0]
-    outside = sum(r.high for r in st.rows if r.id in ("hbm.runtime.cublas", "hbm.runtime.nccl"))
-    assert outside == 2_033_554_432
+    outside = sum(r.high for r in st.rows if r.id == "hbm.runtime.nccl")
+    assert outside == 2_000_000_000
     for bar, ph in zip(hbm.bars, PHASES, strict=True):
         assert bar.reserved_high == st.reserved_phases[ph].high + outside
         ag, rs = 2_537_578_496, 4_015_130_624
@@ -144,8 +145,8 @@ def test_phase_bars_stack_the_rows_live_at_each_phase_peak() -> None:
         assert not any(s.group == "allocator" for s in bar.segments)
     peak_bar = next(b for b in hbm.bars if b.highlight)
     assert (peak_bar.low, peak_bar.high) == (est.fit_peak.low, est.fit_peak.high)
-    assert peak_bar.high == 48_664_282_624 + 3_295_680_768 + 2_033_554_432 == 53_993_517_824
-    assert peak_bar.low == 46_821_567_590 + 1_738_798_008 + 508_388_608
+    assert peak_bar.high == 48_731_391_488 + 3_295_680_768 + 2_000_000_000 == 54_027_072_256
+    assert peak_bar.low == 46_888_676_454 + 1_738_798_008 + 500_000_000
     frag = {s.group: (s.low, s.high) for s in peak_bar.segments}[FRAGMENTATION_GROUP]
     assert frag == (1_738_798_008, 3_295_680_768)
     steady = dict((s.group, s.low) for s in hbm.bars[0].segments)

@@ -73,16 +73,17 @@ def test_fields_grey_and_come_back_with_what_reads_them(qtbot: Any, window: Any)
 def test_the_guide_and_the_verdict_say_what_fit_adds_up(window: Any) -> None:
     """The guide names the three parts of the fit figure and the outlined cache; the
     verdict's peak tooltip lists the parts (engine/verdict.py fit_parts) of the default
-    plan — live 48.66 GB + fragmentation 3.30 GB + outside PyTorch 2.03 GB, high ends —
-    with reserved beside them."""
+    plan — live 48.73 GB (the two 32 MiB cuBLAS workspaces among them) + fragmentation
+    3.30 GB + outside PyTorch 2.00 GB (NCCL; the CUDA context is net of the capacity),
+    high ends — with reserved beside them."""
     from gui.help import guide_html
 
     guide = guide_html()
     assert "fragmentation the caching\nallocator cannot release" in guide
     assert "allocator cache, released before OOM" in guide
     tip = window.verdict.values["peak"].toolTip()
-    assert "live tensors" in tip and "48.66 GB" in tip
+    assert "live tensors" in tip and "48.73 GB" in tip
     assert "cannot release" in tip and "3.30 GB" in tip
-    assert "outside PyTorch" in tip and "2.03 GB" in tip
+    assert "outside PyTorch" in tip and "2.00 GB" in tip
     assert "reserved (allocator)" in tip
     assert "reserved" in window.verdict.values["peak"].text()

@@ -21,7 +21,7 @@ from engine.models.inventory import build_inventory
 from engine.models.presets import load_preset
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan, with_values
-from engine.trace.compare import compare
+from engine.trace.compare import compare, unseen
 from engine.trace.result import TraceResult
 
 FAMILY_PRESET: dict[str, str] = {
@@ -229,11 +229,13 @@ class Measured:
 
     @property
     def low(self) -> int:
-        return self.est.peak.low
+        """The ledger's low end less the cuBLAS workspaces, which no fake-tensor trace
+        allocates (``engine.trace.compare.unseen``)."""
+        return self.est.peak.low - unseen(self.est.heaviest)[0]
 
     @property
     def high(self) -> int:
-        return self.est.peak.high
+        return self.est.peak.high - unseen(self.est.heaviest)[1]
 
     @property
     def inside(self) -> bool:

@@ -31,6 +31,7 @@ import pytest
 from engine.estimate import Estimate, estimate
 from engine.models.presets import load_preset
 from engine.plan import Plan, with_values
+from engine.trace.compare import unseen
 from engine.trace.megatron.support import megatron_refusal
 from engine.trace.result import TraceResult
 from tests.trace.needs_extra import needs_trace_extra
@@ -134,7 +135,8 @@ PEAK_CASES = [
 def test_traced_peak_lies_inside_the_ledger(layers: int, tp: int, sp: bool) -> None:
     pytest.importorskip("megatron.core")
     result, est = _measured(layers, tp, sp)
-    low, high = est.peak.low, est.peak.high
+    ws = unseen(est.heaviest)  # the cuBLAS workspaces: no fake-tensor trace makes them
+    low, high = est.peak.low - ws[0], est.peak.high - ws[1]
     mid_error = 100.0 * ((low + high) / 2 - result.peak_bytes) / result.peak_bytes
     print(f"traced {result.peak_bytes:,} ledger {low:,}–{high:,} mid error {mid_error:+.2f} %")
     assert low <= result.peak_bytes <= high

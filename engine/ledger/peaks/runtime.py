@@ -1,10 +1,12 @@
-"""Device memory outside PyTorch's tensors (memory-model §5).
+"""Device memory outside PyTorch's tensors (memory-model §5), and the cuBLAS workspaces.
 
-CUDA context, NCCL buffers per communicator and cuBLAS workspaces are not in
+CUDA context and NCCL buffers per communicator are not in
 ``torch.cuda.memory_allocated``; the caching allocator's reserve is the gap between
 reserved and allocated. These rows carry group ``runtime`` / ``allocator`` so totals can
 be reported both as allocated (tensors only) and as reserved / device; their states
-(``runtime``, ``allocator``) keep them out of the allocated timeline.
+(``runtime``, ``allocator``) keep them out of the allocated timeline. The cuBLAS
+workspaces are made here too, but PyTorch allocates them through its caching allocator
+(:mod:`engine.ledger.peaks.blas_workspace`): allocated bytes.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from engine.allocator.reserve import (
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import dtensor_loss_parallel
 from engine.ledger.groups import stage_groups
+from engine.ledger.peaks.blas_workspace import workspace_row
 from engine.ledger.peaks.fsdp1_wrap import forward_cache, no_shard_units, wrap_init, wrap_units
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
@@ -57,7 +60,7 @@ def communicators(plan: Plan, stage: int) -> list[str]:
 
 def runtime_rows(plan: Plan, stage: int) -> list[Row]:
     rt = plan.runtime
-    rows = list(_context_rows(rt))
+    rows = list(_context_rows(rt, plan.hardware.accelerator))
     comms = communicators(plan, stage)
     if comms:
         n = len(comms)
@@ -97,15 +100,16 @@ def _nccl_formula(n: int, low: int, high: int, why: str, comms: tuple[str, ...])
     )
 
 
-_CONTEXT: dict[int, tuple[RuntimeSection, tuple[Row, Row]]] = {}
-""":func:`_context_rows` by the runtime section's identity (a layout search's plans share
-one; the entry holds it, so its id is not reused)."""
+_CONTEXT: dict[tuple[int, str], tuple[RuntimeSection, tuple[Row, Row]]] = {}
+""":func:`_context_rows` by the runtime section's identity and the card (a layout
+search's plans share one; the entry holds it, so its id is not reused)."""
 
 
-def _context_rows(rt: RuntimeSection) -> tuple[Row, Row]:
-    """The CUDA context's and cuBLAS workspace's rows, which read only the runtime
-    section: made once per section (rows are immutable, so stages share them)."""
-    got = _CONTEXT.get(id(rt))
+def _context_rows(rt: RuntimeSection, accelerator: str) -> tuple[Row, Row]:
+    """The CUDA context's and cuBLAS workspaces' rows, which read only the runtime
+    section and the card: made once per pair (rows are immutable, so stages share them)."""
+    key = (id(rt), accelerator)
+    got = _CONTEXT.get(key)
     if got is not None and got[0] is rt:
         return got[1]
     rows = (
@@ -122,23 +126,11 @@ def _context_rows(rt: RuntimeSection) -> tuple[Row, Row]:
             formula="per process, lazy vs eager module loading (runtime.cuda_context_bytes)",
             source="cuda-context",
         ),
-        make_row(
-            id="hbm.runtime.cublas",
-            label="cuBLAS workspace",
-            state="runtime",
-            role="cublas_workspace",
-            location="hbm",
-            kind="persistent",
-            group=RUNTIME_GROUP,
-            low=rt.cublas_workspace_bytes.low,
-            high=rt.cublas_workspace_bytes.high,
-            formula="one handle on the compute stream (8 MiB; 32 MiB on Hopper)",
-            source="cublas-workspace",
-        ),
+        workspace_row(rt, accelerator, RUNTIME_GROUP),
     )
     if len(_CONTEXT) >= 1024:
         _CONTEXT.clear()
-    _CONTEXT[id(rt)] = (rt, rows)
+    _CONTEXT[key] = (rt, rows)
     return rows
 
 

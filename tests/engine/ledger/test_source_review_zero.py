@@ -40,7 +40,8 @@ def test_zero1_step_holds_the_partition_not_the_full_gradients() -> None:
     only, and the step sees the 2·P/4 = 4,015,130,624 B partition. The optimizer moment
     is the states plus that partition plus the step's flatten (2·P/4) and fp32 copy
     (4·P/4): 4,015,130,624 + 4,015,130,624 + 8,030,261,248 = 16,060,522,496 B above the
-    steady moment — 52.35 GiB in all, the source review's figure."""
+    steady moment — 52.35 GiB in all, the source review's figure, + 2 × 32 MiB of cuBLAS
+    workspaces on H100 (allocated through the caching allocator): 52.41 GiB."""
     plan = _zero1()
     assert resolved(plan).method.precision.grad_dtype == "bf16"
     est = estimate(plan)
@@ -53,7 +54,8 @@ def test_zero1_step_holds_the_partition_not_the_full_gradients() -> None:
     assert part.source == "deepspeed-zero1-partition"
     m = est.heaviest.moments
     assert m["optimizer"].high - m["steady"].high == 4_015_130_624 * 2 + 8_030_261_248
-    assert round(m["optimizer"].high / GIB, 2) == 52.35
+    assert round((m["optimizer"].high - 2 * 33_554_432) / GIB, 2) == 52.35
+    assert round(m["optimizer"].high / GIB, 2) == 52.41
 
 
 def test_zero1_peak_moves_to_the_reduce_at_the_end_of_backward() -> None:

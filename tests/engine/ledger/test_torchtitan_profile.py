@@ -36,6 +36,9 @@ T = 2 * 8192
 SAC_PER_TOKEN = 8192 + 8192 + 2048 + 8192 + 128 + 28672 + 8192
 NONE_PER_TOKEN = 2 * (8192 + 4 + 8192) + 8192 + 4096 + 8192 + 128 + 4 * 28672
 FULL_PER_TOKEN = 8192
+WORKSPACES = 2 * 33_554_432
+"""The forward's and backward's cuBLAS workspaces on H100 (CublasHandlePool.cpp: 32 MiB per
+(handle, stream) on Hopper, allocated through the caching allocator)."""
 
 CASE: dict[str, Any] = {
     "stack.name": "torchtitan",
@@ -158,7 +161,7 @@ def test_the_benchmark_case_as_torchtitan_ran_it() -> None:
     est = estimate(titan(runtime__loss_impl="eager", runtime__zero_grad="set_to_none")).heaviest
     assert est.peak_moments[est.peak_phase] == "backward.start"
     low, high = est.peak
-    assert (low, high) == (71_275_573_923, 73_610_291_302)
+    assert (low, high) == (71_275_573_923 + WORKSPACES, 73_610_291_302 + WORKSPACES)
     assert 66 * GiB < low < high < 69 * GiB
     saved = rows_of(titan(runtime__loss_impl="eager"))["hbm.activations.saved.layers"]
     assert saved.low == int(33_353_105_408 * 0.98)

@@ -48,6 +48,8 @@ def hash_as_before_the_field(plan: Plan) -> str:
             node = node[part]
         if node[key] == default:
             del node[key]
+    if tree["runtime"]["cublas_workspace_bytes"] is None:  # auto hashes as the old band
+        tree["runtime"]["cublas_workspace_bytes"] = {"low": 8 * 2**20, "high": 32 * 2**20}
     return canonical_hash(tree)
 
 

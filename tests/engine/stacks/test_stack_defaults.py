@@ -172,7 +172,7 @@ def test_the_cli_names_the_stack_and_lists_its_defaults(
     ``--formulas`` each with its reason and source; ``--json`` carries them."""
     assert main(["estimate", "--no-counts", "--set", "parallelism.strategy=zero2"]) == 0
     out = capsys.readouterr().out
-    assert "Training stack: DeepSpeed — stack.name deepspeed (auto); 12 input(s)" in out
+    assert "Training stack: DeepSpeed — stack.name deepspeed (auto); 13 input(s)" in out
     assert (
         main(["estimate", "--no-counts", "--formulas", "--set", "parallelism.strategy=zero2"]) == 0
     )

@@ -2,10 +2,11 @@
 GiB = 2^30 B).
 
 The plan's runtime inputs are set to round numbers: CUDA context 256–768 MiB, NCCL
-512–1024 MiB per communicator, cuBLAS 8–32 MiB, activation band 1.0–1.25. The stub
-stage's runtime rows are those bands (one communicator, one handle), so the runtime range
-is L = 256+512+8 = 776 MiB … H = 768+1024+32 = 1824 MiB; its activation rows are a
-counted 2 GiB × band = 2–2.5 GiB.
+512–1024 MiB per communicator, activation band 1.0–1.25. The stub stage's runtime rows
+are those bands (one communicator), so the runtime range is L = 256+512 = 768 MiB …
+H = 768+1024 = 1792 MiB; its activation rows are a counted 2 GiB × band = 2–2.5 GiB. The
+cuBLAS workspaces are allocated bytes (PyTorch allocates them through its caching
+allocator), not external memory: calibration leaves them alone.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ PLAN: Plan = with_values(
     {
         "runtime.cuda_context_bytes": _band(256 * MiB, 768 * MiB),
         "runtime.nccl_bytes_per_communicator": _band(512 * MiB, 1024 * MiB),
-        "runtime.cublas_workspace_bytes": _band(8 * MiB, 32 * MiB),
         "runtime.activation_band": {"low": 1.0, "high": 1.25},
     },
 )
@@ -42,7 +42,6 @@ STAGE = StubStage(
         row("hbm.act", "activations", 2 * GiB, 5 * GiB // 2),
         row("hbm.runtime.cuda_context", "runtime", 256 * MiB, 768 * MiB, role="cuda_context"),
         row("hbm.runtime.nccl", "runtime", 512 * MiB, 1024 * MiB, role="nccl_buffers"),
-        row("hbm.runtime.cublas", "runtime", 8 * MiB, 32 * MiB, role="cublas_workspace"),
     ),
     peak=Range(6 * GiB, 13 * GiB // 2),
 )
@@ -59,14 +58,14 @@ RECORDS = [
         rank=0,
         max_allocated_bytes=10 * GiB,
         max_reserved_bytes=23 * GiB // 2,
-        external_bytes=1300 * MiB,
+        external_bytes=1280 * MiB,
         breakdown={"activations": 9 * GiB // 4},
     ),
     rec(
         rank=1,
         max_allocated_bytes=10 * GiB,
         max_reserved_bytes=11 * GiB,
-        external_bytes=1300 * MiB,
+        external_bytes=1280 * MiB,
         breakdown={"activations": 17 * GiB // 8},
     ),
 ]
@@ -74,9 +73,9 @@ RECORDS = [
 
 def test_proposals_by_hand_without_margin() -> None:
     """allocator: (11.5−10)/10 = 0.15 and (11−10)/10 = 0.10 → band 0.10–0.15.
-    external: t = (1300 − 776)/(1824 − 776) = 524/1048 = 0.5 for both ranks, so each
+    external: t = (1280 − 768)/(1792 − 768) = 512/1024 = 0.5 for both ranks, so each
     input moves to the middle of its band: context 256 + 0.5·512 = 512 MiB, NCCL
-    512 + 0.5·512 = 768 MiB, cuBLAS 8 + 0.5·24 = 20 MiB (low = high: one position).
+    512 + 0.5·512 = 768 MiB (low = high: one position); no cuBLAS proposal.
     activations: counted = 2.5 GiB / 1.25 = 2 GiB; ratios 2.25/2 = 1.125 and
     2.125/2 = 1.0625 → band 1.0625–1.125."""
     cal = propose(PLAN, RECORDS, est=EST, margin=0.0)
@@ -84,7 +83,6 @@ def test_proposals_by_hand_without_margin() -> None:
         "runtime.allocator_reserve": {"low": 0.1, "high": 0.15},
         "runtime.cuda_context_bytes": _band(512 * MiB, 512 * MiB),
         "runtime.nccl_bytes_per_communicator": _band(768 * MiB, 768 * MiB),
-        "runtime.cublas_workspace_bytes": _band(20 * MiB, 20 * MiB),
         "runtime.activation_band": {"low": 1.0625, "high": 1.125},
     }
     assert cal.inverse["runtime.allocator_reserve"] == {"low": 0.11, "high": 0.36}
@@ -94,9 +92,8 @@ def test_proposals_by_hand_without_margin() -> None:
 
 def test_margin_widens_the_measured_spread() -> None:
     """margin 5 %: allocator 0.10·0.95 = 0.095 … 0.15·1.05 = 0.1575. External:
-    t_lo = (1300·0.95 − 776)/1048 = 459/1048 = 0.43798, t_hi = (1300·1.05 − 776)/1048 =
-    589/1048 = 0.56202; context 256 + 0.43798·512 = 480.24 MiB → 480 MiB (down),
-    256 + 0.56202·512 = 543.76 MiB → 544 MiB (up)."""
+    t_lo = (1280·0.95 − 768)/1024 = 448/1024 = 0.4375, t_hi = (1280·1.05 − 768)/1024 =
+    576/1024 = 0.5625; context 256 + 0.4375·512 = 480 MiB, 256 + 0.5625·512 = 544 MiB."""
     changes = propose(PLAN, RECORDS, est=EST, margin=0.05).changes
     assert changes["runtime.allocator_reserve"] == {"low": 0.095, "high": 0.1575}
     assert changes["runtime.cuda_context_bytes"] == _band(480 * MiB, 544 * MiB)

@@ -76,36 +76,36 @@ def test_runtime_rows_are_outside_allocated() -> None:
     """One DP communicator (8 ranks) on H100: 0.5–2.0 GB (Hopper band, NVIDIA/nccl #864,
     #986). Reserved follows the allocator model (engine/allocator/reserve.py): the steady
     (persistent) part is 4 states × 4,015,130,624 B + 148,992 (step) + 65,536 (batch) +
-    1,024 (rotary) = 12,045,607,424 B and carries no reserve; the transient part at the
-    backward.start peak is 46,821,567,590 − 12,045,607,424 = 34,775,960,166 B (low) and
-    48,664,282,624 − 12,045,607,424 = 36,618,675,200 B (high), × 0.05–0.09 fragmentation;
-    FSDP2's side streams (engine/allocator/fsdp2_pools.py, torch ``_fsdp_collectives.py``)
-    add 1.55–1.74 × the all-gather stream's working set — the root unit's all-gather
-    output beside one layer unit's, 2,101,354,496 + 436,224,000 = 2,537,578,496 B — and,
-    at the loss's backward, before any reduce-scatter, the reduce-scatter stream's pool
-    of the sharded fp32 gradients ``zero_grad(set_to_none=True)`` freed, 4,015,130,624 B
-    (the unsharded units, the reduce-scatter input and the root's gradients are
-    compute-stream blocks: in the transient). The device peak adds CUDA context, NCCL and
-    cuBLAS."""
+    1,024 (rotary) + 2 × 33,554,432 (the forward's and backward's cuBLAS workspaces on
+    Hopper, allocated through the caching allocator: CublasHandlePool.cpp
+    setWorkspaceForHandle) = 12,112,716,288 B and carries no reserve; the transient part
+    at the backward.start peak is 46,888,676,454 − 12,112,716,288 = 34,775,960,166 B (low)
+    and 48,731,391,488 − 12,112,716,288 = 36,618,675,200 B (high), × 0.05–0.09
+    fragmentation; FSDP2's side streams (engine/allocator/fsdp2_pools.py, torch
+    ``_fsdp_collectives.py``) add 1.55–1.74 × the all-gather stream's working set — the
+    root unit's all-gather output beside one layer unit's, 2,101,354,496 + 436,224,000 =
+    2,537,578,496 B — and, at the loss's backward, before any reduce-scatter, the
+    reduce-scatter stream's pool of the sharded fp32 gradients
+    ``zero_grad(set_to_none=True)`` freed, 4,015,130,624 B (the unsharded units, the
+    reduce-scatter input and the root's gradients are compute-stream blocks: in the
+    transient). The device peak adds CUDA context and NCCL."""
     est = estimate(default_plan())
     nccl = _row(default_plan(), "hbm.runtime.nccl")
     assert (nccl.low, nccl.high) == (500_000_000, 2_000_000_000)
     h = est.heaviest
-    assert h.totals.steady == (12_045_607_424, 12_045_607_424)
+    assert h.totals.steady == (12_112_716_288, 12_112_716_288)
     assert h.totals.side == 4_896_931_840  # the gathered and bucket rows, as before
     ag, rs = 2_537_578_496, 4_015_130_624
-    low = 46_821_567_590 + int(34_775_960_166 * 0.05) + int(ag * 1.55) + rs
-    high = 48_664_282_624 + int(36_618_675_200 * 0.09) + int(ag * 1.74) + rs
+    low = 46_888_676_454 + int(34_775_960_166 * 0.05) + int(ag * 1.55) + rs
+    high = 48_731_391_488 + int(36_618_675_200 * 0.09) + int(ag * 1.74) + rs
     assert (h.reserved_peak.low, h.reserved_peak.high) == (low, high)
     assert h.device_peak.low > h.reserved_peak.low
     # the fit adds only the fragmentation a free-and-retry cannot release, not the
-    # side-stream caches: allocated + 0.05–0.09 × transient + cuBLAS and NCCL (the CUDA
-    # context is already taken from the framework-visible capacity)
+    # side-stream caches: allocated (cuBLAS workspaces in it) + 0.05–0.09 × transient +
+    # NCCL (the CUDA context is already taken from the framework-visible capacity)
     stuck = (int(34_775_960_166 * 0.05), int(36_618_675_200 * 0.09))
-    rt_low = 8_388_608 + 500_000_000
-    rt_high = 33_554_432 + 2_000_000_000
-    assert est.fit_peak.low == 46_821_567_590 + stuck[0] + rt_low
-    assert est.fit_peak.high == 48_664_282_624 + stuck[1] + rt_high
+    assert est.fit_peak.low == 46_888_676_454 + stuck[0] + 500_000_000
+    assert est.fit_peak.high == 48_731_391_488 + stuck[1] + 2_000_000_000
     pessimistic = with_value(default_plan(), "runtime.reserve_model", "fraction")
     p = estimate(pessimistic).heaviest
     assert p.reserved_peak.high == p.peak.high + int(p.peak.high * 0.36)
