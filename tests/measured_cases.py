@@ -131,6 +131,9 @@ def plan_for_case(case: Case) -> Plan:
         "method.recompute.policy": "full" if i["ac"] == "full" else "none",
         "runtime.attention": _ATTENTION.get(i.get("attn", "sdpa"), "sdpa_flash"),
         "runtime.activation_profile": "hf-transformers",
+        # fake-tensor steps never call cuBLAS, so no workspace was allocated (a real
+        # CUDA step holds two: engine/stacks/blas_workspace.py)
+        "runtime.cublas_workspace_bytes": {"low": 0, "high": 0},
         **_PRECISION[i["precision"]],
     }
     if case.lora:
