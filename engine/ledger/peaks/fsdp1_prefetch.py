@@ -64,5 +64,6 @@ def root_prefetch_rows(plan: Plan, unit: int, n_layers: int) -> list[Row]:
             source="fsdp1",
             phases=BACKWARD,
             backward=AT_LOSS,
+            role="prefetched_unit",
         )
     ]

@@ -31,7 +31,6 @@ from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import dtensor_loss_parallel
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.blas_workspace import workspace_row
-from engine.ledger.peaks.fsdp1_prefetch import PREFETCH_ID
 from engine.ledger.peaks.fsdp1_wrap import forward_cache, no_shard_units, wrap_init, wrap_units
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
@@ -232,8 +231,8 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     ``plan`` with sharded units, with the cache its construction leaves on the compute
     stream (:func:`~engine.allocator.reserve.fsdp1_init_cache`), read from the root
     unit's and the layer units' gathered rows."""
-    rows = tuple(rows)  # FSDP1's root prefetch sits in a cached unshard block (SideBytes.ahead)
-    ahead = sum(r.high for r in rows if r.id == PREFETCH_ID)
+    rows = tuple(rows)  # FSDP1's root prefetch: in a cached unshard block (SideBytes.ahead)
+    ahead = sum(r.high for r in rows if r.role == "prefetched_unit")
     total = sum(r.high for r in rows if r.group in SIDE_GROUPS and r.location == "hbm") - ahead
     if plan is not None and family_of(plan.parallelism.strategy) == "fsdp2":
         return with_fsdp2(total, fsdp2_pools(rows, plan))
