@@ -67,6 +67,9 @@ class SideBytes(int):
     forward: int
     wrap: tuple[tuple[tuple[int, ...], ...], int] | None
     fsdp2: Fsdp2Pools = NO_POOLS
+    ahead: int = 0
+    """FSDP1's last layer unit the root prefetches before the loss's backward (a block
+    of the unshard pool the side bytes already hold; :func:`loss_floor`)."""
 
     def __new__(
         cls,
@@ -125,8 +128,7 @@ def with_logits(side: int, block: int, request: int) -> int:
     made = SideBytes(
         int(side), side.init, side.unit, side.root, (block, request), side.pre, side.forward
     )
-    made.wrap = side.wrap
-    made.fsdp2 = side.fsdp2
+    made.wrap, made.fsdp2, made.ahead = side.wrap, side.fsdp2, side.ahead
     return made
 
 
@@ -136,7 +138,7 @@ def with_fsdp2(side: int, pools: Fsdp2Pools) -> SideBytes:
         made = SideBytes(
             int(side), side.init, side.unit, side.root, side.logits, side.pre, side.forward
         )
-        made.wrap = side.wrap
+        made.wrap, made.ahead = side.wrap, side.ahead
     else:
         made = SideBytes(side)
     made.fsdp2 = pools
@@ -149,8 +151,7 @@ def with_forward(side: int, cache: int) -> int:
     if not isinstance(side, SideBytes):
         return side
     made = SideBytes(int(side), side.init, side.unit, side.root, side.logits, side.pre, cache)
-    made.wrap = side.wrap
-    made.fsdp2 = side.fsdp2
+    made.wrap, made.fsdp2, made.ahead = side.wrap, side.fsdp2, side.ahead
     return made
 
 
@@ -186,8 +187,8 @@ def loss_floor(side: int, at_loss: tuple[int, int]) -> tuple[int, int] | None:
     if request <= max(side.root, side.unit):
         return None
     low, high = at_loss[0] + side.init[0] + block, at_loss[1] + side.init[1] + block
-    if side.forward:
-        pools = max(0, int(side) - side.root) + side.unit
+    if side.forward:  # the root and the prefetched unit are live in the pools (ahead)
+        pools = max(0, int(side) - side.root - side.ahead) + side.unit
         high = max(high, at_loss[1] + side.forward + pools)
     return low, high
 

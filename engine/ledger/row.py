@@ -57,13 +57,16 @@ Role = Literal[
     "root_unit",
     "layer_units",
     "all_gather_output",
+    "prefetched_unit",
     "cuda_context",
     "cublas_workspace",
     "nccl_buffers",
 ]
 """A row other code asks for by name: FSDP's root unit (the largest unit a consolidated
 checkpoint gathers), its layer units in flight (what FSDP1's reserve reads), FSDP2's
-all-gather output buffer (the all-gather stream's pool, what FSDP2's reserve reads) and
+all-gather output buffer (the all-gather stream's pool, what FSDP2's reserve reads),
+FSDP1's last layer unit the root prefetches before the loss (in the unshard pool the
+layer units hold, so the side bytes leave it out) and
 the runtime rows each runtime input scales."""
 
 PHASES: tuple[Phase, ...] = ("steady", "forward", "backward", "optimizer", "checkpoint")

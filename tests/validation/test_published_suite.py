@@ -150,20 +150,17 @@ KNOWN_FAILURES: dict[str, str] = {
     ),
     "answerai-llama2-7b-lora-ctx2048-bs6": (
         "reserved basis: the high end replays the checkpointed forward and the loss through "
-        "the allocator simulator (engine/allocator/checkpointed.py: each layer's kept output "
-        "cut out of a freed MLP block, the forward's blocks cached beside the loss's fp32 "
-        "requests) plus the unshard pool's layer units; 0.08 GiB short at the high end. A "
-        "fake-tensor replay of the same step (transformers 4.40 layer, peft LoRA, reentrant "
-        "checkpoint) gives 19.5 GiB compute-stream reserved + 1.2-1.6 GiB unshard pool; steps "
-        "2-3 add nothing; not modelled: the 384 LoRA units' own all-gathers. Found: the "
-        "root's pre-backward (BACKWARD_PRE) prefetches the last layer's unit (0.38 GiB) "
-        "before the loss's backward, this run's allocated peak "
-        "(_exec_order_utils.get_handle_to_backward_prefetch: the handle before the root in "
-        "post-forward order); counted as a row at the loss (tried) the high end is 22.0 GiB "
-        "(inside), but the reserve's loss floor (allocator.reserve.loss_floor) then counts "
-        "that side-stream block as compute-stream bytes and the reserved bs1 cases rise above "
-        "theirs (10.3-10.7 against 10.2): it needs the unshard stream's pool to hold it first "
-        "[now: reserved 18.8-21.3 GiB against 21.4 (-6.1 %)]"
+        "the allocator simulator (engine/allocator/checkpointed.py) plus the unshard pool's "
+        "layer units. Now counted: the root's pre-backward (BACKWARD_PRE, "
+        "_exec_order_utils.get_handle_to_backward_prefetch) prefetches the last layer's "
+        "unit (0.38 GiB) before the loss's backward (hbm.gathered.last_layer_prefetch): "
+        "allocated at the loss +0.38, the reserved low end +0.38; the high end does not "
+        "move, because that block is one of the unshard pool's cached layer blocks the "
+        "high end already held (loss_floor: SideBytes.ahead; counting it as compute-stream "
+        "bytes too gave 22.0 GiB by counting it twice). 0.07 GiB short at the high end; a "
+        "fake-tensor replay gives 19.5 GiB compute-stream reserved + 1.2-1.6 GiB unshard "
+        "pool; not modelled: the 384 LoRA units' own all-gathers "
+        "[now: reserved 19.2-21.3 GiB against 21.4 (-5.2 %)]"
     ),
 }
 """Expressible cases outside their range or with a contradicted verdict today, each with

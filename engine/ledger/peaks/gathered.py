@@ -11,6 +11,7 @@ from functools import partial
 from typing import NamedTuple
 
 from engine.ledger.groups import ranks_per_node
+from engine.ledger.peaks.fsdp1_prefetch import fsdp1_in_flight
 from engine.ledger.peaks.gathered_nf4 import gathered_view, reused_layer_bytes, reused_per_element
 from engine.ledger.peaks.kept_gathered import gathered_row, kept_gathered_rows
 from engine.ledger.peaks.reuse import reused_at_loss
@@ -314,9 +315,8 @@ def _fsdp_rows(
     if fsdp2:
         live, why = 1, "current unit (the prefetched one is the all-gather buffer)"
     else:
-        two = k.fsdp1_limit_all_gathers or k.fsdp1_backward_prefetch == "backward_pre"
-        live = 2 if two else 1
-        why = "current + next (limit_all_gathers / BACKWARD_PRE)" if two else "current"
+        live, why, ahead = fsdp1_in_flight(plan, unit, n_layers)
+        rows += ahead  # the last layer's unit the root prefetches before the loss
     n = live * unit
     rows.append(
         make_row(

@@ -231,8 +231,9 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     ``plan`` with sharded units, with the cache its construction leaves on the compute
     stream (:func:`~engine.allocator.reserve.fsdp1_init_cache`), read from the root
     unit's and the layer units' gathered rows."""
-    rows = tuple(rows)
-    total = sum(r.high for r in rows if r.group in SIDE_GROUPS and r.location == "hbm")
+    rows = tuple(rows)  # FSDP1's root prefetch: in a cached unshard block (SideBytes.ahead)
+    ahead = sum(r.high for r in rows if r.role == "prefetched_unit")
+    total = sum(r.high for r in rows if r.group in SIDE_GROUPS and r.location == "hbm") - ahead
     if plan is not None and family_of(plan.parallelism.strategy) == "fsdp2":
         return with_fsdp2(total, fsdp2_pools(rows, plan))
     if plan is None or family_of(plan.parallelism.strategy) != "fsdp1":
@@ -262,6 +263,7 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     off = plan.offload.params == "cpu"
     pre = pre_unshard_pool(root, unit, plan.parallelism.dp, nested) if off else (0, 0)
     made = SideBytes(total, init, unit, root, (0, 0), pre)
+    made.ahead = ahead
     made.wrap = wrap_units(plan, root, unit)  # the loss stage replays its forward with them
     return made
 

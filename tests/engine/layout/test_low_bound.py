@@ -232,12 +232,15 @@ full shard, chunked loss, a 3-layer 1024-wide Llama of vocab 32,000."""
 
 def test_torchtitan_head_regather_is_outside_the_bounds_padded_rows() -> None:
     """At TP 1, PP 1, CP 1, DP 2 (bf16, 512 B granularity) the stage's padded rows
-    (``evaluate.stage_padded``) are 417,236,992 B:
+    (``evaluate.stage_padded``) are 439,392,256 B:
 
     - ``hbm.gathered.root`` (FSDP1 root kept gathered): embedding + lm_head + final norm,
       (2 × 32,000 × 1,024 + 1,024) el. × 2 B = 131,074,048;
     - ``hbm.gathered.layers``: two layer units, 2 × 11,077,632 el. × 2 B = 44,310,528
       (q, o 1,024²; k, v 1,024 × 256; gate, up, down 3 × 1,024 × 2,752; two norms);
+    - ``hbm.gathered.last_layer_prefetch`` (FSDP1 BACKWARD_PRE: the root's pre-backward
+      gathers the last layer before the loss, ``fsdp1_prefetch``): 11,077,632 × 2 B =
+      22,155,264;
     - ``hbm.buckets.reduce_scatter``: 11,077,632 × (2 + 4) B + one more 2-byte input in
       flight 44,310,528 = 110,776,320;
     - ``hbm.buckets.root_grads``: the head unit, 32,769,024 el. × 2 B = 65,538,048;
@@ -245,7 +248,7 @@ def test_torchtitan_head_regather_is_outside_the_bounds_padded_rows() -> None:
       round_up(32,000 × 1,024 × 2, 512) + round_up(1,024 × 2, 512) = 65,538,048, the
       chunked loss adding no scatter input and taking no loss tensor away.
 
-    The first four are shared rows: the bound's padded bytes, 351,698,944. The last is
+    The first five are shared rows: the bound's padded bytes, 373,854,208. The last is
     an activation row, whole on every rank and absent from the bound's canonical (DP 1)
     activation sums, so the bound cannot lose it as DP falls: the regime rule's slack
     need not cover it (:func:`_stage_falls` on this plan; brute force agrees with the
@@ -260,10 +263,11 @@ def test_torchtitan_head_regather_is_outside_the_bounds_padded_rows() -> None:
     assert rows["hbm.buckets.reduce_scatter"] == 11_077_632 * 6 + 44_310_528 == 110_776_320
     assert rows["hbm.buckets.root_grads"] == 32_769_024 * 2 == 65_538_048
     assert rows[HEAD_REGATHER] == 32_000 * 1_024 * 2 + 2_048 == 65_538_048
-    assert stage_padded(st) == 417_236_992
+    assert rows["hbm.gathered.last_layer_prefetch"] == 11_077_632 * 2 == 22_155_264
+    assert stage_padded(st) == 439_392_256
     floors = LowFloors(PeakFloors(plan))
     low = (floors.stage_lows(lay) or {})[0]
-    assert low.padded == 351_698_944 == stage_padded(st) - rows[HEAD_REGATHER]
+    assert low.padded == 373_854_208 == stage_padded(st) - rows[HEAD_REGATHER]
     assert low.bound <= st.fit_peak.low
     assert _stage_parts(plan, legal_layouts(plan, 2))
     assert _stage_falls(plan, 16)
