@@ -9,7 +9,7 @@ from functools import lru_cache, partial
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, shape_free_geometry
 from engine.ledger.activations.hf import rotary_dim
 from engine.ledger.activations.traits import source_of, traits_of
-from engine.ledger.activations.varying import Fixed, new_fixed
+from engine.ledger.activations.varying import Fixed, held_buffer, new_fixed
 from engine.ledger.row import ALL_PHASES, Row, make_row, moments_in
 from engine.ledger.shape_free import shape_free
 from engine.models.spec import ArchitectureSpec
@@ -123,19 +123,14 @@ def _buffers(
     if not parts:
         return ()
     n = sum([b for _, b in parts])
-    row = make_row(
+    part = held_buffer(
         id="hbm.buffers.rotary",
         label="Module buffers (rotary inv_freq, embedding scale)",
-        state="buffers",
-        location="hbm",
-        kind="persistent",
-        group="buffers",
-        low=n,
-        high=n,
+        n=n,
         formula=lambda: (
             " + ".join(f"{k} {fmt_count(b)}" for k, b in parts)
             + f", each rounded to {gran} = {fmt_count(n)} B"
         ),
         source=source_of(arch),
     )
-    return (Fixed((n, n), lambda: row, True, _HELD),)
+    return (part,)

@@ -32,16 +32,13 @@ from functools import lru_cache
 from engine.ledger.activations.geometry import FP32, Geometry, geometry
 from engine.ledger.activations.hf import rotary_dim
 from engine.ledger.activations.tune_rope import tune_rope_at
-from engine.ledger.activations.varying import Fixed
-from engine.ledger.row import ALL_PHASES, make_row, moments_in
+from engine.ledger.activations.varying import Fixed, held_buffer
 from engine.plan import Plan
 from engine.units import fmt_count, round_up
 
 COS_SIN_FAMILIES = frozenset({"qwen3", "qwen3_moe"})
 """Families torchtitan builds with ``CosSinRoPE`` (fp32 cos and sin); the others with
 ``ComplexRoPE`` (complex64, half the width)."""
-
-_HELD = moments_in(ALL_PHASES)
 
 
 def rope_cache_bytes_per_position(family: str, dim: int) -> int:
@@ -73,23 +70,18 @@ def rope_caches_at(plan: Plan) -> Callable[[Geometry, int], list[Fixed]] | None:
         copies = 1 if per_model else n_layers
         one = round_up(seq * per_position, g.granularity)
         n = copies * one
-        row = make_row(
+        part = held_buffer(
             id="hbm.buffers.rope_cache",
             label="RoPE cache, the model's freqs_cis (2 × seq_len positions)"
             if per_model
             else f"RoPE caches, one per attention layer ({n_layers})",
-            state="buffers",
-            location="hbm",
-            kind="persistent",
-            group="buffers",
-            low=n,
-            high=n,
+            n=n,
             formula=lambda: (
                 f"{copies} × {seq} positions × {kind} = {copies} × {fmt_count(one)} B"
                 f" (each rounded to {g.granularity}) = {fmt_count(n)} B"
             ),
             source="torchtitan-rope-cache",
         )
-        return [Fixed((n, n), lambda: row, True, _HELD)]
+        return [part]
 
     return at

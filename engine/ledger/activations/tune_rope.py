@@ -32,13 +32,11 @@ from functools import lru_cache
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry
 from engine.ledger.activations.hf import rotary_dim
-from engine.ledger.activations.varying import Fixed
-from engine.ledger.row import ALL_PHASES, make_row, moments_in
+from engine.ledger.activations.varying import Fixed, held_buffer
 from engine.plan import Plan
 from engine.units import fmt_count, round_up
 
 SOURCE = "torchtune-rope-cache"
-_HELD = moments_in(ALL_PHASES)
 
 
 def tune_rope_bytes(max_positions: int, dim: int, granularity: int) -> tuple[int, int]:
@@ -63,15 +61,10 @@ def tune_rope_at(plan: Plan) -> Callable[[Geometry, int], list[Fixed]] | None:
             return []
         cache, theta = tune_rope_bytes(positions, dim, g.granularity)
         n = cache + theta
-        row = make_row(
+        part = held_buffer(
             id="hbm.buffers.rope_cache",
             label="RoPE cache, one module shared by every layer (max_seq_len positions)",
-            state="buffers",
-            location="hbm",
-            kind="persistent",
-            group="buffers",
-            low=n,
-            high=n,
+            n=n,
             formula=lambda: (
                 f"cache fp32 [{positions}, {dim // 2}, 2]·4 = {fmt_count(cache)} B + theta "
                 f"fp32 {dim // 2}·4 = {fmt_count(theta)} B (each rounded to "
@@ -79,6 +72,6 @@ def tune_rope_at(plan: Plan) -> Callable[[Geometry, int], list[Fixed]] | None:
             ),
             source=SOURCE,
         )
-        return [Fixed((n, n), lambda: row, True, _HELD)]
+        return [part]
 
     return at

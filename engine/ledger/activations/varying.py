@@ -22,7 +22,7 @@ from functools import partial
 from typing import NamedTuple
 
 from engine.ledger.activations.schedule import InFlight
-from engine.ledger.row import Moment, Row
+from engine.ledger.row import ALL_PHASES, Formula, Moment, Row, make_row, moments_in
 
 Span = tuple[int, int]
 """A (low, high) byte count."""
@@ -70,6 +70,29 @@ def of_row(row: Row) -> Fixed:
     """A row already built, as a :class:`Fixed` part (rows seldom present: the CP / EP
     exchange buffers, the eager mask)."""
     return Fixed((row.low, row.high), lambda: row, row.allocated, row.moments)
+
+
+_HELD = moments_in(ALL_PHASES)
+"""Every moment of the step: a persistent buffer's life."""
+
+
+def held_buffer(*, id: str, label: str, n: int, formula: Formula, source: str) -> Fixed:
+    """A module buffer held the whole step in HBM, exact (``n`` bytes both ends): the
+    RoPE caches and rotary / embedding-scale buffers of each stack's model are this one
+    row shape, and differ only in their bytes, words and source."""
+    row = make_row(
+        id=id,
+        label=label,
+        state="buffers",
+        location="hbm",
+        kind="persistent",
+        group="buffers",
+        low=n,
+        high=n,
+        formula=formula,
+        source=source,
+    )
+    return Fixed((n, n), lambda: row, True, _HELD)
 
 
 def fixed_built(parts: Iterable[Fixed]) -> list[Row]:
