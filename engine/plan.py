@@ -89,7 +89,7 @@ class Plan(Section):
 
     def canonical_tree(self) -> dict[str, Any]:
         """The inputs as hashed: the JSON dump in its canonical form, where an optional
-        input still at its default ``None`` may be left out (``CANONICAL_CONTEXT``)."""
+        input added later may be left out at the value earlier plans meant (``EvolvedSection``)."""
         tree: dict[str, Any] = self.model_dump(mode="json", context=CANONICAL_CONTEXT)
         return tree
 

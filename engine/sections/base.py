@@ -5,15 +5,24 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 CANONICAL_CONTEXT: Final[dict[str, Any]] = {"canonical": True}
 """Serialization context of a plan's canonical form (what its config hash is taken of).
-A section may leave out, in that form only, an optional input that holds its default
-``None`` — so adding such an input to the schema changes the hash of no existing plan
-(``ModelSection.hf_config``). Every other dump (files, field paths) keeps every key."""
+A section may leave out, in that form only, an input added later while it holds the
+value earlier plans meant (:class:`EvolvedSection`) — so adding such an input to the
+schema changes the hash of no existing plan. Every other dump (files, field paths)
+keeps every key."""
 
 
 class Section(BaseModel):
@@ -43,18 +52,31 @@ class Section(BaseModel):
         return fields_equal(self, other)
 
 
-def drop_later_defaults(
-    section: Section, data: dict[str, Any], context: Any, later: dict[str, Any]
-) -> dict[str, Any]:
-    """In the canonical form only (``CANONICAL_CONTEXT``), leave out each input added
-    after plans were saved while it holds the value every earlier plan meant (``later``:
-    field name → that value), so those plans keep their config hash. Files and field
-    paths keep every key."""
-    if (context or {}).get("canonical"):
-        for name, meant in later.items():
-            if getattr(section, name) == meant:
-                data.pop(name, None)
-    return data
+class EvolvedSection(Section):
+    """A section that gained inputs after plans were saved with it.
+
+    ``LATER_INPUTS`` maps each such input to the value every earlier plan meant; in the
+    canonical form only (``CANONICAL_CONTEXT``) an input holding that value is left out,
+    so those plans keep their config hash. Files and field paths keep every key. One
+    serializer for every such section, on this class only, so sections without later
+    inputs pay nothing on a dump."""
+
+    LATER_INPUTS: ClassVar[dict[str, Any]] = {}
+
+    @model_serializer(mode="wrap")
+    def _canonical(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if (info.context or {}).get("canonical"):
+            for name, meant in self.LATER_INPUTS.items():
+                if getattr(self, name) == meant:
+                    data.pop(name, None)
+            self._canonical_extra(data)
+        return data
+
+    def _canonical_extra(self, data: dict[str, Any]) -> None:
+        """A section's own canonical rewriting beyond leaving keys out (none here)."""
 
 
 _HASH_SLOT: Final[Any] = Section.__dict__["_field_hash"]

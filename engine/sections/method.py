@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     Field,
-    SerializationInfo,
-    SerializerFunctionWrapHandler,
-    model_serializer,
     model_validator,
 )
 
-from engine.sections.base import Section, drop_later_defaults
+from engine.sections.base import EvolvedSection, Section
 
 Dtype = Literal["fp32", "bf16", "fp16"]
 AUTO = "auto"
@@ -23,7 +20,7 @@ LoraTarget = Literal["q", "k", "v", "o", "qkv", "gate", "up", "gate_up", "down",
 LoraImplementation = Literal["peft", "litgpt"]
 
 
-class LoraSection(Section):
+class LoraSection(EvolvedSection):
     """LoRA adapters (Hu et al. 2021) as PEFT builds them."""
 
     rank: int = Field(default=16, ge=1, le=65536, description="Adapter rank r (count).")
@@ -48,19 +45,13 @@ class LoraSection(Section):
         "not all three are enabled; the model runs its fused qkv.",
     )
 
-    @model_serializer(mode="wrap")
-    def _canonical(
-        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
-    ) -> dict[str, Any]:
-        """Leave ``implementation`` out of the canonical form at peft (what every plan
-        meant before it existed): :func:`~engine.sections.base.drop_later_defaults`."""
-        return drop_later_defaults(self, handler(self), info.context, {"implementation": "peft"})
+    LATER_INPUTS: ClassVar[dict[str, Any]] = {"implementation": "peft"}
 
 
 QuantStorage = Literal["auto", "uint8", "bf16", "fp16", "fp32"]
 
 
-class QloraSection(Section):
+class QloraSection(EvolvedSection):
     """4-bit NormalFloat base weights (Dettmers et al. 2023)."""
 
     block_size: int = Field(default=64, ge=16, le=4096, description="Elements per absmax block.")
@@ -103,15 +94,10 @@ class QloraSection(Section):
         "BitsandbytesPrecision (LitGPT: _Linear4bit.quantize casts to torch.half).",
     )
 
-    @model_serializer(mode="wrap")
-    def _canonical(
-        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
-    ) -> dict[str, Any]:
-        """Leave ``nf4_impl`` (bitsandbytes) and ``quantized_from`` (any) out of the
-        canonical form at what every plan meant before they existed, so those plans keep
-        their config hash (:func:`~engine.sections.base.drop_later_defaults`)."""
-        later = {"nf4_impl": "bitsandbytes", "quantized_from": "any"}
-        return drop_later_defaults(self, handler(self), info.context, later)
+    LATER_INPUTS: ClassVar[dict[str, Any]] = {
+        "nf4_impl": "bitsandbytes",
+        "quantized_from": "any",
+    }
 
 
 class CustomTrainableSection(Section):
@@ -128,7 +114,7 @@ class CustomTrainableSection(Section):
 OptimizerName = Literal["adamw", "adam8bit", "sgd", "sgd_momentum", "adafactor", "lion", "custom"]
 
 
-class OptimizerSection(Section):
+class OptimizerSection(EvolvedSection):
     """The optimizer and how its step is implemented."""
 
     name: OptimizerName = Field(default="adamw", description="Optimizer algorithm.")
@@ -171,15 +157,7 @@ class OptimizerSection(Section):
         "for the step (off: Megatron's default).",
     )
 
-    @model_serializer(mode="wrap")
-    def _canonical(
-        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
-    ) -> dict[str, Any]:
-        """Leave ``adam8bit_library`` out of the canonical form while it is bitsandbytes
-        (what every plan meant before the field existed), so those plans keep their
-        config hash (:func:`~engine.sections.base.drop_later_defaults`)."""
-        later = {"adam8bit_library": "bitsandbytes"}
-        return drop_later_defaults(self, handler(self), info.context, later)
+    LATER_INPUTS: ClassVar[dict[str, Any]] = {"adam8bit_library": "bitsandbytes"}
 
 
 ConcretePolicy = Literal["fp32", "amp_master", "autocast", "pure_16bit"]

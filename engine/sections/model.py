@@ -9,12 +9,12 @@ the settings the architecture fields do not model.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field
 
 from engine.models.spec import ArchitectureSpec
-from engine.sections.base import Section, slot_hash
+from engine.sections.base import EvolvedSection, slot_hash
 
 LLAMA_31_8B = ArchitectureSpec(
     family="llama",
@@ -31,7 +31,7 @@ LLAMA_31_8B = ArchitectureSpec(
 parameters, which equals the count in its safetensors metadata."""
 
 
-class ModelSection(Section):
+class ModelSection(EvolvedSection):
     """The model: a preset name for display, and the full architecture for computing."""
 
     name: str = Field(
@@ -55,16 +55,7 @@ class ModelSection(Section):
         "describes the architecture fields.",
     )
 
-    @model_serializer(mode="wrap")
-    def _canonical(
-        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
-    ) -> dict[str, Any]:
-        """Leave ``hf_config`` out of the canonical form while it is None, so every plan
-        saved before the field existed keeps its config hash (``CANONICAL_CONTEXT``)."""
-        data: dict[str, Any] = handler(self)
-        if self.hf_config is None and (info.context or {}).get("canonical"):
-            data.pop("hf_config", None)
-        return data
+    LATER_INPUTS: ClassVar[dict[str, Any]] = {"hf_config": None}
 
     def __hash__(self) -> int:
         """Hashable although ``hf_config`` is a dict (plans key caches): by its JSON.

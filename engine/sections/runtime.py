@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     Field,
-    SerializationInfo,
-    SerializerFunctionWrapHandler,
     field_validator,
-    model_serializer,
 )
 
-from engine.sections.base import ByteRange, FractionRange, Section, drop_later_defaults
+from engine.sections.base import ByteRange, EvolvedSection, FractionRange, Section
 from engine.units import GiB, MiB
 
 
-class RuntimeSection(Section):
+class RuntimeSection(EvolvedSection):
     """What the software stack adds beyond the model's own tensors."""
 
     framework_version: str = Field(
@@ -206,19 +203,13 @@ class RuntimeSection(Section):
             return None
         return value
 
-    @model_serializer(mode="wrap")
-    def _canonical(
-        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
-    ) -> dict[str, Any]:
-        """Leave ``previous_output_kept`` out of the canonical form while off (what every
-        plan meant before it existed, :func:`~engine.sections.base.drop_later_defaults`),
-        and write an auto cuBLAS workspace as the old default band, so plans saved
-        before either change keep their config hash (``CANONICAL_CONTEXT``)."""
-        later = {"previous_output_kept": False}
-        data = drop_later_defaults(self, handler(self), info.context, later)
-        if self.cublas_workspace_bytes is None and (info.context or {}).get("canonical"):
+    LATER_INPUTS: ClassVar[dict[str, Any]] = {"previous_output_kept": False}
+
+    def _canonical_extra(self, data: dict[str, Any]) -> None:
+        """Write an auto cuBLAS workspace as the old default band, so plans saved
+        before it followed torch and the card keep their config hash."""
+        if self.cublas_workspace_bytes is None:
             data["cublas_workspace_bytes"] = {"low": _LEGACY[0], "high": _LEGACY[1]}
-        return data
 
 
 _LEGACY = (8 * MiB, 32 * MiB)
