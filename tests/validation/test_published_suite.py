@@ -149,19 +149,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "cuBLAS workspaces (2 x 8,519,680 B) are in it [now: allocated 9.2-9.3 GiB against "
         "9.2 (+1.3 %)]"
     ),
-    "answerai-llama2-7b-lora-ctx2048-bs6": (
-        "reserved basis: the high end replays the checkpointed forward and the loss through "
-        "the allocator simulator (engine/allocator/checkpointed.py) plus the unshard pool's "
-        "layer units. Now counted: the root's pre-backward (BACKWARD_PRE, "
-        "_exec_order_utils.get_handle_to_backward_prefetch) prefetches the last layer's unit "
-        "(0.38 GiB) before the loss's backward (hbm.gathered.last_layer_prefetch): allocated "
-        "at the loss +0.38, the reserved low end +0.38; the high end does not move, because "
-        "that block is one of the unshard pool's cached layer blocks the high end already "
-        "held (loss_floor: SideBytes.ahead; counting it as compute-stream bytes too gave 22.0 "
-        "GiB by counting it twice). 0.07 GiB short at the high end; a fake-tensor replay "
-        "gives 19.5 GiB compute-stream reserved + 1.2-1.6 GiB unshard pool; not modelled: the "
-        "384 LoRA units' own all-gathers [now: reserved 19.2-21.3 GiB against 21.4 (-5.2 %)]"
-    ),
 }
 """Expressible cases outside their range or with a contradicted verdict today, each with
 the issue-35 item (or source-review finding R#) that explains it."""

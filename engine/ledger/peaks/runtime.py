@@ -19,6 +19,7 @@ from engine.allocator.reserve import (
     ReserveModel,
     SideBytes,
     fsdp1_init_cache,
+    grad_pool_free,
     loss_floor,
     pre_unshard_pool,
     reserved_extra,
@@ -31,6 +32,7 @@ from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import dtensor_loss_parallel
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.blas_workspace import workspace_row
+from engine.ledger.peaks.fsdp1_grad_pool import fsdp1_grad_pool
 from engine.ledger.peaks.fsdp1_wrap import forward_cache, no_shard_units, wrap_init, wrap_units
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
@@ -159,12 +161,14 @@ def reserve_bytes(
     steady: tuple[int, int] | None = None,
     side: int = 0,
     at_loss: tuple[int, int] | None = None,
+    moment: str | None = None,
 ) -> tuple[int, int]:
     """(low, high) of reserved − allocated (:func:`~engine.allocator.reserve.reserved_extra`)
     over this allocated range, whose persistent part is ``steady`` (None: no transient
     bytes known, so only the ``fraction`` model adds any); ``at_loss`` the allocated
-    range at the loss's backward when the range is the backward phase's."""
-    return reserved_extra(model, peak_low, peak_high, steady, side, at_loss)
+    range at the loss's backward when the range is the backward phase's; ``moment`` the
+    moment the range peaks at (FSDP1's freed gradients: None, not counted)."""
+    return reserved_extra(model, peak_low, peak_high, steady, side, at_loss, moment)
 
 
 def loss_side(side: int, plan: Plan, last: bool) -> int:
@@ -265,6 +269,7 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
     made = SideBytes(total, init, unit, root, (0, 0), pre)
     made.ahead = ahead
     made.wrap = wrap_units(plan, root, unit)  # the loss stage replays its forward with them
+    made.grads, made.grads_at = fsdp1_grad_pool(rows, plan)
     return made
 
 
@@ -299,10 +304,11 @@ def reserve_row(
     steady: tuple[int, int] | None = None,
     side: int = 0,
     at_loss: tuple[int, int] | None = None,
+    moment: str | None = None,
 ) -> Row:
     """The caching allocator's reserve over the allocated peak (reserved − allocated)."""
     model = reserve_factors(plan)
-    low, high = reserve_bytes(model, peak_low, peak_high, steady, side, at_loss)
+    low, high = reserve_bytes(model, peak_low, peak_high, steady, side, at_loss, moment)
     stuck = stuck_bytes(model, peak_low, peak_high, steady)
     if model.fraction:
         band = plan.runtime.allocator_reserve
@@ -319,10 +325,17 @@ def reserve_row(
 
         def formula() -> str:
             init, unit = getattr(side, "init", (0, 0)), getattr(side, "unit", 0)
+            freed = grad_pool_free(side, moment)
             pools = (
                 f"FSDP1: the larger of it and the construction cache {fmt_count(init[0])}–"
                 f"{fmt_count(init[1])} B less the compute stream's transient, + side pools "
                 f"0–{fmt_count(unit)} B (one unit beyond the {fmt_count(side)} B gathered)"
+                + (
+                    f" + {fmt_count(freed)} B of sharded gradients zero_grad freed into the "
+                    "post-backward stream's pool"
+                    if freed
+                    else ""
+                )
                 if model.fsdp1
                 else f"side-stream pools {model.side[0]:.2f}–{model.side[1]:.2f} × "
                 f"{fmt_count(side)} B gathered/buckets"
