@@ -8,8 +8,10 @@ allocator code stays free of rows and plans.
 
 from __future__ import annotations
 
+from engine.allocator.reserve import grad_pool_free
 from engine.ledger.row import Moment, Row
 from engine.plan import Plan
+from engine.units import fmt_count
 
 
 def fsdp1_grad_pool(rows: tuple[Row, ...], plan: Plan) -> tuple[int, frozenset[str]]:
@@ -32,3 +34,14 @@ def fsdp1_grad_pool(rows: tuple[Row, ...], plan: Plan) -> tuple[int, frozenset[s
         *(r.moments | (r.accumulated_moments if accumulating else none) for r in grads)
     )
     return sum(r.high for r in grads), at
+
+
+def pool_words(side: int, moment: str | None) -> str:
+    """The reserve row's words for the pool's free bytes at ``moment`` ("" when none)."""
+    freed = grad_pool_free(side, moment)
+    if not freed:
+        return ""
+    return (
+        f" + {fmt_count(freed)} B of sharded gradients zero_grad freed into the "
+        "post-backward stream's pool"
+    )

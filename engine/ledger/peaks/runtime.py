@@ -19,7 +19,6 @@ from engine.allocator.reserve import (
     ReserveModel,
     SideBytes,
     fsdp1_init_cache,
-    grad_pool_free,
     loss_floor,
     pre_unshard_pool,
     reserved_extra,
@@ -32,7 +31,7 @@ from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import dtensor_loss_parallel
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.blas_workspace import workspace_row
-from engine.ledger.peaks.fsdp1_grad_pool import fsdp1_grad_pool
+from engine.ledger.peaks.fsdp1_grad_pool import fsdp1_grad_pool, pool_words
 from engine.ledger.peaks.fsdp1_wrap import forward_cache, no_shard_units, wrap_init, wrap_units
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
@@ -325,17 +324,11 @@ def reserve_row(
 
         def formula() -> str:
             init, unit = getattr(side, "init", (0, 0)), getattr(side, "unit", 0)
-            freed = grad_pool_free(side, moment)
             pools = (
                 f"FSDP1: the larger of it and the construction cache {fmt_count(init[0])}–"
                 f"{fmt_count(init[1])} B less the compute stream's transient, + side pools "
                 f"0–{fmt_count(unit)} B (one unit beyond the {fmt_count(side)} B gathered)"
-                + (
-                    f" + {fmt_count(freed)} B of sharded gradients zero_grad freed into the "
-                    "post-backward stream's pool"
-                    if freed
-                    else ""
-                )
+                + pool_words(side, moment)
                 if model.fsdp1
                 else f"side-stream pools {model.side[0]:.2f}–{model.side[1]:.2f} × "
                 f"{fmt_count(side)} B gathered/buckets"
