@@ -14,7 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 
-from engine.allocator.fsdp2_pools import NO_POOLS, Fsdp2Pools, fsdp2_formula
+from engine.allocator.fsdp2_pools import (
+    NO_POOLS,
+    Fsdp2Pools,
+    fsdp2_formula,
+    reduce_scatter_inputs,
+)
 from engine.allocator.reserve import (
     ReserveModel,
     SideBytes,
@@ -32,10 +37,12 @@ from engine.ledger.activations.loss import dtensor_loss_parallel
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.blas_workspace import workspace_row
 from engine.ledger.peaks.fsdp1_wrap import forward_cache, no_shard_units, wrap_init, wrap_units
+from engine.ledger.precision import DTYPE_BYTES, resolve_formats
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
 from engine.sections.runtime import RuntimeSection
 from engine.stacks.accelerators import nccl_band
+from engine.stacks.blas_workspace import torch_build
 from engine.stacks.families import family_of
 from engine.units import fmt_count
 
@@ -285,7 +292,20 @@ def fsdp2_pools(rows: tuple[Row, ...], plan: Plan) -> Fsdp2Pools:
         and plan.offload.params != "cpu"
     )
     rs = sum(r.high for r in hbm if r.group == "gradients" and r.kind == "persistent")
-    return Fsdp2Pools(ag, rs if freed else 0)
+    layer, own = _rs_inputs(hbm, plan, root)
+    return Fsdp2Pools(ag, rs if freed else 0, rs_layer=layer, rs_root=own)
+
+
+def _rs_inputs(hbm: list[Row], plan: Plan, root: int) -> tuple[int, int]:
+    """:func:`~engine.allocator.fsdp2_pools.reduce_scatter_inputs` of the plan's torch: a
+    layer unit's input (the ``reduce_scatter_input`` row) and, under full fine-tuning
+    (every root parameter has a gradient), the root unit's gathered bytes in the reduce
+    dtype (the same padded elements)."""
+    prec = plan.method.precision
+    own = root * resolve_formats(prec).reduce_bytes // DTYPE_BYTES[prec.compute_dtype]
+    layer = max((r.high for r in hbm if r.role == "reduce_scatter_input"), default=0)
+    version = torch_build(plan.runtime.framework_version).version
+    return reduce_scatter_inputs(version, layer, own if plan.method.kind == "full" else 0)
 
 
 SIDE_GROUPS = frozenset({"gathered", "buckets"})
