@@ -93,6 +93,7 @@ def fsdp2_extra(
     pools: Fsdp2Pools,
     transient: tuple[int, int],
     at_loss: tuple[bool, bool] | None,
+    before_rs: tuple[bool, bool] | None = None,
 ) -> tuple[int, int]:
     """(low, high) reserved − allocated of an FSDP2 stage over an allocated range whose
     transient part is ``transient``; ``at_loss``: for the backward phase, whether each
@@ -108,15 +109,22 @@ def fsdp2_extra(
     ``rs_root``, is free at the loss's backward, and one layer block more at the high end
     (still awaiting its collective when the next was requested: see the module
     docstring); elsewhere a layer's input may be live (the
-    ``hbm.buckets.reduce_scatter`` row counts it), so the low end keeps ``rs_root``."""
+    ``hbm.buckets.reduce_scatter`` row counts it), so the low end keeps ``rs_root``.
+
+    ``before_rs``: for the backward phase, whether each end is a moment before any
+    reduce-scatter — the loss's backward or the last layer's (``backward.layers``): the
+    reduce-scatter stream's pools are as free there as at the loss, without the loss's
+    terms (None: the loss's moment alone)."""
     ends: list[int] = []
+    free = at_loss if before_rs is None else before_rs
     for i in (0, 1):
         loss_end = at_loss is not None and at_loss[i]
+        free_end = loss_end or (free is not None and free[i])
         t = max(0, transient[i] - (pools.loss if loss_end else 0))
-        rs = pools.rs if loss_end or i == 1 else 0
+        rs = pools.rs if free_end or i == 1 else 0
         hole = pools.hole if loss_end else 0
         ends.append(
-            int(t * frag[i]) + int(pools.ag * side[i]) + rs + hole + _rs_in(pools, i, loss_end)
+            int(t * frag[i]) + int(pools.ag * side[i]) + rs + hole + _rs_in(pools, i, free_end)
         )
     return ends[0], ends[1]
 
@@ -135,11 +143,13 @@ def fsdp2_formula(
     pools: Fsdp2Pools,
     transient: tuple[int, int],
     at_loss: tuple[bool, bool] | None,
+    before_rs: tuple[bool, bool] | None = None,
 ) -> str:
     """:func:`fsdp2_extra`'s terms in words, with the numbers substituted."""
     loss = at_loss is not None and at_loss[1]
+    free = loss or (before_rs is not None and before_rs[1])
     t = [max(0, x - (pools.loss if loss else 0)) for x in transient]
-    rs = f"{pools.rs:,} B" if loss else f"0–{pools.rs:,} B"
+    rs = f"{pools.rs:,} B" if free else f"0–{pools.rs:,} B"
     text = (
         f"fragmentation {frag[0]:.2f}–{frag[1]:.2f} × transient {t[0]:,}–{t[1]:,} B"
         + (f" (the loss's {pools.loss:,} B of T × V blocks counted apart)" if loss else "")
@@ -150,10 +160,10 @@ def fsdp2_formula(
     if loss and pools.hole:
         text += f" + the 16-bit logits' freed block {pools.hole:,} B (torchtitan del pred)"
     if pools.rs_layer:
-        low = _rs_in(pools, 0, loss)
+        low = _rs_in(pools, 0, free)
         text += (
             f" + reduce-scatter inputs on their stream (torch < 2.5) {low:,}–"
-            f"{_rs_in(pools, 1, loss):,} B (a layer's {pools.rs_layer:,} B"
+            f"{_rs_in(pools, 1, free):,} B (a layer's {pools.rs_layer:,} B"
             + (f", the root's {pools.rs_root:,} B beside it" if pools.rs_root else "")
             + ", one layer's more awaiting its collective)"
         )

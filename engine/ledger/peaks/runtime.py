@@ -23,6 +23,7 @@ from engine.allocator.fsdp2_pools import (
 from engine.allocator.reserve import (
     ReserveModel,
     SideBytes,
+    before_rs_ends,
     fsdp1_init_cache,
     loss_floor,
     pre_unshard_pool,
@@ -297,10 +298,8 @@ def fsdp2_pools(rows: tuple[Row, ...], plan: Plan) -> Fsdp2Pools:
 
 
 def _rs_inputs(hbm: list[Row], plan: Plan, root: int) -> tuple[int, int]:
-    """:func:`~engine.allocator.fsdp2_pools.reduce_scatter_inputs` of the plan's torch: a
-    layer unit's input (the ``reduce_scatter_input`` row) and, under full fine-tuning
-    (every root parameter has a gradient), the root unit's gathered bytes in the reduce
-    dtype (the same padded elements)."""
+    """:func:`~engine.allocator.fsdp2_pools.reduce_scatter_inputs`: the layer's input row;
+    the root's gathered elements in the reduce dtype where all train (full fine-tuning)."""
     prec = plan.method.precision
     own = root * resolve_formats(prec).reduce_bytes // DTYPE_BYTES[prec.compute_dtype]
     layer = max((r.high for r in hbm if r.role == "reduce_scatter_input"), default=0)
@@ -360,7 +359,12 @@ def reserve_row(
                     None if at_loss is None else (at_loss[0] >= peak_low, at_loss[1] >= peak_high)
                 )
                 span = (max(0, peak_low - st[0]), max(0, peak_high - st[1]))
-                pools = fsdp2_formula(model.frag, model.side, fsdp2, span, loss)
+                free = (
+                    None
+                    if at_loss is None or loss is None
+                    else before_rs_ends(at_loss, peak_low, peak_high, loss)
+                )
+                pools = fsdp2_formula(model.frag, model.side, fsdp2, span, loss, free)
                 return (
                     f"{pools}; of it {fmt_count(stuck[0])}–{fmt_count(stuck[1])} B cannot be "
                     "released before an OOM"

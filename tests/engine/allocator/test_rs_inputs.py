@@ -155,3 +155,31 @@ def test_calibrate_takes_the_inputs_pool_out_of_the_fragmentation() -> None:
     pools = 1.645 * 929_062_912 + 3_369_207_808 + LAYER + ROOT
     f = (res - alloc - pools) / (alloc - steady)
     assert band["low"] <= f <= band["high"] and band["high"] - band["low"] <= 2e-4
+
+
+def test_the_last_layers_backward_frees_the_pools_too() -> None:
+    """``backward.layers`` (the last layer's backward) comes before any reduce-scatter:
+    the freed sharded gradients (1.5 GB) and the inputs' blocks are as free there as at
+    the loss, without the loss's terms (no hole, the loss blocks stay in the transient):
+    0.05 × 10 GB + 1.55 × 1 GB + 1.5 GB + 1,858,125,824 B = 5,408,125,824 B; high 0.9 +
+    1.74 + 1.5 GB + 2,667,659,264 B = 6,807,659,264 B. Without that moment (a plain
+    pair) the low end keeps neither: 2.05 GB + the root's block."""
+    pools = Fsdp2Pools(
+        ag=10**9, rs=1_500_000_000, hole=5 * 10**8, loss=4 * 10**9, rs_layer=LAYER, rs_root=ROOT
+    )
+    t = (10**10, 10**10)
+    got = fsdp2_extra(FRAG, SIDE, pools, t, (False, False), (True, True))
+    assert got == (5_408_125_824, 6_807_659_264)
+    assert fsdp2_extra(FRAG, SIDE, pools, t, (False, False))[0] == 3_098_592_384
+
+
+def test_the_pr165_sac_plan_peaks_before_any_reduce_scatter() -> None:
+    """The SAC plan's backward peaks at the last layer's backward (its low end there,
+    48,023,545,916 B, above the loss's 47,872,556,584 B): the reserve's low end is
+    0.05 × (48,023,545,916 − 10,177,240,576 steady) + 1.55 × 929,062,912 + the freed
+    3,369,207,808 B + 809,533,440 + 1,048,592,384 B = 8,559,696,412 B (it was
+    4,380,955,164 B without the moment: no gradients, no layer block)."""
+    est = estimate(resolved(plan_of("llama-2-7b", TORCHTITAN_PR165)))
+    t = est.heaviest.totals
+    assert (t.lows[2], t.lows[3], t.steady[0]) == (47_872_556_584, 48_023_545_916, 10_177_240_576)
+    assert est.heaviest.reserved_peak.low - est.peak.low == 8_559_696_412
