@@ -183,3 +183,22 @@ def test_the_pr165_sac_plan_peaks_before_any_reduce_scatter() -> None:
     t = est.heaviest.totals
     assert (t.lows[2], t.lows[3], t.steady[0]) == (47_872_556_584, 48_023_545_916, 10_177_240_576)
     assert est.heaviest.reserved_peak.low - est.peak.low == 8_559_696_412
+
+
+@given(
+    t=st.integers(0, 10**11),
+    rs=st.integers(0, 10**10),
+    layer=st.integers(0, 10**10),
+    hole=st.integers(0, 10**10),
+)
+def test_a_moment_before_any_reduce_scatter_never_lowers_the_reserve(
+    t: int, rs: int, layer: int, hole: int
+) -> None:
+    """Marking an end as before any reduce-scatter only frees pools: each end is at
+    least the plain moment's, and the loss's own terms (the hole) never appear there."""
+    pools = Fsdp2Pools(ag=10**9, rs=rs, hole=hole, rs_layer=layer, rs_root=layer // 2)
+    plain = fsdp2_extra(FRAG, SIDE, pools, (t, t), (False, False))
+    early = fsdp2_extra(FRAG, SIDE, pools, (t, t), (False, False), (True, True))
+    assert plain[0] <= early[0] <= early[1] and plain[1] <= early[1]
+    no_hole = fsdp2_extra(FRAG, SIDE, pools._replace(hole=0), (t, t), (False, False), (True, True))
+    assert early == no_hole
