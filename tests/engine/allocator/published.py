@@ -64,9 +64,10 @@ labels.flatten(0, 1))`` on the 16-bit ``pred`` (no fp32 upcast) and keeps ``pred
 bound through ``loss.backward()``; ``AdamW(..., foreach=True)``; ``optimizer.zero_grad()``
 at torch's ``set_to_none=True``; ``run_llama_train.sh`` sets no ``PYTORCH_CUDA_ALLOC_CONF``
 (``expandable_segments:True`` came with a5e57e4a9, 2024-10-22); the README: "install the
-latest pytorch nightly" — in March 2024 a 2.4.0.dev build (2.3 was branched off on
-March 18), whose FSDP2 (``torch.distributed._composable.fsdp``) made the reduce-scatter
-input on the reduce-scatter stream (pytorch#129721 moved it, June 2024, torch 2.5)."""
+latest pytorch nightly" — at the end of March 2024 main's nightlies were 2.4.0.dev
+builds (torch 2.3's release branch was cut that month); either way a torch whose FSDP2
+(``torch.distributed._composable.fsdp``) made the reduce-scatter input on the
+reduce-scatter stream (pytorch#129721 moved it, June 2024, torch 2.5)."""
 
 MEGATRON_1_7B = {
     "model.preset": None,
