@@ -14,10 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 
-from engine.allocator.fsdp2_pools import NO_POOLS, Fsdp2Pools, fsdp2_formula
+from engine.allocator.fsdp2_pools import (
+    NO_POOLS,
+    Fsdp2Pools,
+    fsdp2_formula,
+    reduce_scatter_inputs,
+)
 from engine.allocator.reserve import (
     ReserveModel,
     SideBytes,
+    before_rs_ends,
     fsdp1_init_cache,
     loss_floor,
     pre_unshard_pool,
@@ -32,10 +38,12 @@ from engine.ledger.activations.loss import dtensor_loss_parallel
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.blas_workspace import workspace_row
 from engine.ledger.peaks.fsdp1_wrap import forward_cache, no_shard_units, wrap_init, wrap_units
+from engine.ledger.precision import DTYPE_BYTES, resolve_formats
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
 from engine.sections.runtime import RuntimeSection
 from engine.stacks.accelerators import nccl_band
+from engine.stacks.blas_workspace import torch_build
 from engine.stacks.families import family_of
 from engine.units import fmt_count
 
@@ -285,7 +293,18 @@ def fsdp2_pools(rows: tuple[Row, ...], plan: Plan) -> Fsdp2Pools:
         and plan.offload.params != "cpu"
     )
     rs = sum(r.high for r in hbm if r.group == "gradients" and r.kind == "persistent")
-    return Fsdp2Pools(ag, rs if freed else 0)
+    layer, own = _rs_inputs(hbm, plan, root)
+    return Fsdp2Pools(ag, rs if freed else 0, rs_layer=layer, rs_root=own)
+
+
+def _rs_inputs(hbm: list[Row], plan: Plan, root: int) -> tuple[int, int]:
+    """:func:`~engine.allocator.fsdp2_pools.reduce_scatter_inputs`: the layer's input row;
+    the root's gathered elements in the reduce dtype where all train (full fine-tuning)."""
+    prec = plan.method.precision
+    own = root * resolve_formats(prec).reduce_bytes // DTYPE_BYTES[prec.compute_dtype]
+    layer = max((r.high for r in hbm if r.role == "reduce_scatter_input"), default=0)
+    version = torch_build(plan.runtime.framework_version).version
+    return reduce_scatter_inputs(version, layer, own if plan.method.kind == "full" else 0)
 
 
 SIDE_GROUPS = frozenset({"gathered", "buckets"})
@@ -340,7 +359,12 @@ def reserve_row(
                     None if at_loss is None else (at_loss[0] >= peak_low, at_loss[1] >= peak_high)
                 )
                 span = (max(0, peak_low - st[0]), max(0, peak_high - st[1]))
-                pools = fsdp2_formula(model.frag, model.side, fsdp2, span, loss)
+                free = (
+                    None
+                    if at_loss is None or loss is None
+                    else before_rs_ends(at_loss, peak_low, peak_high, loss)
+                )
+                pools = fsdp2_formula(model.frag, model.side, fsdp2, span, loss, free)
                 return (
                     f"{pools}; of it {fmt_count(stuck[0])}–{fmt_count(stuck[1])} B cannot be "
                     "released before an OOM"
