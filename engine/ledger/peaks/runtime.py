@@ -32,6 +32,7 @@ from engine.ledger.activations.loss import dtensor_loss_parallel
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks.blas_workspace import workspace_row
 from engine.ledger.peaks.fsdp1_wrap import forward_cache, no_shard_units, wrap_init, wrap_units
+from engine.ledger.peaks.titan_head_gather import head_gather_hole
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
 from engine.sections.runtime import RuntimeSection
@@ -212,7 +213,8 @@ def _titan_loss(side: SideBytes, plan: Plan) -> SideBytes:
     gran = g.granularity
     one = -(-tv * 4 // gran) * gran
     n = 1 + (3 if dtensor_loss_parallel(rt, g, 4) else 2)
-    pools = side.fsdp2._replace(hole=-(-tv * c // gran) * gran, loss=n * one)
+    hole = head_gather_hole(plan, -(-tv * c // gran) * gran, one)
+    pools = side.fsdp2._replace(hole=hole, loss=n * one)
     return with_fsdp2(side, pools)
 
 
