@@ -39,9 +39,8 @@ class Fsdp2Pools(NamedTuple):
     """The bytes :func:`fsdp2_extra` reads: ``ag`` the all-gather stream's working set,
     ``rs`` the sharded gradients its reduce-scatter stream keeps (0 where they stay
     allocated: ``zero_grad`` filling zeros, gradient accumulation, CPU offload),
-    ``hole`` and ``loss`` the freed 16-bit logits (with, under TP + SP, the output
-    projection's all-gather buffer: :mod:`engine.ledger.peaks.titan_head_gather`) and the
-    loss's live T × V blocks at the loss's backward (0 without torchtitan's plain loss)."""
+    ``hole`` and ``loss`` the freed 16-bit logits and the loss's live T × V blocks at
+    the loss's backward (0 without torchtitan's plain loss)."""
 
     ag: int = 0
     rs: int = 0
@@ -98,8 +97,5 @@ def fsdp2_formula(
         f"sharded gradients {rs}"
     )
     if loss and pools.hole:
-        text += (
-            f" + the compute stream's free blocks at the loss {pools.hole:,} B (torchtitan "
-            "del pred's 16-bit logits; under TP + SP also the output's all-gather buffer)"
-        )
+        text += f" + the 16-bit logits' freed block {pools.hole:,} B (torchtitan del pred)"
     return text

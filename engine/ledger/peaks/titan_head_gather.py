@@ -26,11 +26,29 @@ def head_gather_hole(plan: Plan, logits: int, request: int) -> int:
     buffer smaller than the logits stays free beside them (both count); one at least as
     large takes the logits, whose block is then inside it (only the buffer counts); one
     as large as a fp32 request is reused (only the logits count)."""
-    g = geometry(plan)
-    if g.tp == 1 or not g.sp or g.micro_batch == 1:
-        return logits
-    gran = g.granularity
-    buffer = -(-g.tokens * g.hidden * g.compute_bytes // gran) * gran
-    if buffer >= request:
+    buffer = buffer_bytes(plan)
+    if not buffer or buffer >= request:
         return logits
     return buffer if buffer >= logits else buffer + logits
+
+
+def buffer_bytes(plan: Plan) -> int:
+    """The output projection's all-gather buffer, c·b·s·h rounded to the allocator's
+    granularity (0 without TP + SP, or at local batch 1, where torch views the buffer)."""
+    g = geometry(plan)
+    if g.tp == 1 or not g.sp or g.micro_batch == 1:
+        return 0
+    gran = g.granularity
+    return -(-g.tokens * g.hidden * g.compute_bytes // gran) * gran
+
+
+def formula_note(plan: Plan, hole: int) -> str:
+    """Words for the reserve row's formula where the freed-block term at the loss
+    (FSDP2's ``hole``, named there after the 16-bit logits) holds the buffer too."""
+    buffer = buffer_bytes(plan)
+    if not hole or not buffer or hole < buffer:
+        return ""
+    return (
+        f"; the freed-block term ({hole:,} B) counts, beside or around the 16-bit logits, "
+        f"the output projection's SP all-gather buffer ({buffer:,} B, freed after its cat)"
+    )

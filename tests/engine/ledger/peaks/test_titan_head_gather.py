@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.estimate import estimate
 from engine.ledger.peaks.titan_head_gather import head_gather_hole
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
@@ -73,3 +74,13 @@ def test_no_buffer_without_the_copy() -> None:
 
 def test_a_buffer_as_large_as_a_loss_request_is_reused() -> None:
     assert head_gather_hole(plan(), LOGITS_70B, 131_072 * 8192 * 2) == LOGITS_70B
+
+
+def test_the_reserve_row_says_what_the_freed_block_term_holds() -> None:
+    """The 2D row's reserve formula names the buffer beside the logits (6,350,176,256 B
+    in all, the buffer 2,147,483,648 B); without TP it has no such words."""
+    for made, words in ((plan(), True), (plan(parallelism__tp=1, parallelism__dp=256), False)):
+        rows = {r.id: r for r in estimate(made).heaviest.rows}
+        text = rows["hbm.runtime.allocator_reserve"].formula
+        assert ("SP all-gather buffer (2,147,483,648 B" in text) is words
+        assert ("(6,350,176,256 B)" in text) is words
