@@ -36,6 +36,7 @@ from engine.allocator.reserve import (
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import dtensor_loss_parallel
 from engine.ledger.groups import stage_groups
+from engine.ledger.peaks import titan_head_gather
 from engine.ledger.peaks.blas_workspace import workspace_row
 from engine.ledger.peaks.fsdp1_wrap import forward_cache, no_shard_units, wrap_init, wrap_units
 from engine.ledger.precision import DTYPE_BYTES, resolve_formats
@@ -220,7 +221,8 @@ def _titan_loss(side: SideBytes, plan: Plan) -> SideBytes:
     gran = g.granularity
     one = -(-tv * 4 // gran) * gran
     n = 1 + (3 if dtensor_loss_parallel(rt, g, 4) else 2)
-    pools = side.fsdp2._replace(hole=-(-tv * c // gran) * gran, loss=n * one)
+    hole = titan_head_gather.head_gather_hole(plan, -(-tv * c // gran) * gran, one)
+    pools = side.fsdp2._replace(hole=hole, loss=n * one)
     return with_fsdp2(side, pools)
 
 
@@ -369,6 +371,7 @@ def reserve_row(
                     f"{pools}; of it {fmt_count(stuck[0])}–{fmt_count(stuck[1])} B cannot be "
                     "released before an OOM"
                     + (" (expandable_segments on)" if model.expandable else "")
+                    + titan_head_gather.formula_note(plan, fsdp2.hole if loss and loss[1] else 0)
                 )
             return (
                 f"fragmentation {model.frag[0]:.2f}–{model.frag[1]:.2f} × transient "
