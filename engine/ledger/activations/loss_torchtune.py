@@ -105,6 +105,19 @@ def chunk_tokens(g: Geometry) -> int:
     return g.micro_batch * ceil_div(g.seq, TORCHTUNE_CHUNKS)
 
 
+def lm_head_moment(logits: int, chunk: int, head: int, chunks: int) -> tuple[int, bool]:
+    """Bytes of lm_head's backward moment over the chunks' 16-bit logit gradients
+    (``logits`` in all, ``chunk`` the largest) and the weight's gradients (``head`` each),
+    and whether it is the first out-of-place sum (module doc): that sum holds three
+    weight gradients next to the C − 2 chunks not done; the product before it two, next
+    to C − 1; one chunk sums nothing (its gradient and its one product)."""
+    if chunks < 2:
+        return logits + head, False
+    second = logits - chunk + 2 * head
+    first_sum = logits - 2 * chunk + 3 * head
+    return max(second, first_sum), first_sum >= second
+
+
 def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     """torchtune's chunked-output loss rows at a micro-batch's geometry (module doc)."""
     v = geometry(plan).logits_vocab
@@ -148,25 +161,21 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
         # chunks' gradients, or the product before it, 2 V × h next to C − 1; the saved
         # row (logits or log-probs) stands for the gradients
         head = round_up(v * h * c, gran) if head_trains else 0
-        chunk = round_up(k * v * c, gran)
-        if ceil_div(g.seq, ceil_div(g.seq, TORCHTUNE_CHUNKS)) > 1:
-            second = logits - chunk + 2 * head  # the second chunk's product being made
-            first_sum = logits - 2 * chunk + 3 * head  # old sum, product, the new sum
-        else:  # one chunk (s = 1): its gradient and its one product, nothing to sum
-            second, first_sum = logits + head, 0
-        at_head = max(0, max(second, first_sum) - one) if head else 0
+        chunks = ceil_div(g.seq, ceil_div(g.seq, TORCHTUNE_CHUNKS))
+        moment, first = lm_head_moment(logits, round_up(k * v * c, gran), head, chunks)
+        at_head = max(0, moment - one) if head else 0
         bwd_low = 0 if compiled else bwd  # donated buffers: the gradient reuses the input
         if at_head > bwd_low:
             bwd_low = at_head
         if at_head > bwd:
             ce_text = bwd_formula
             bwd = at_head
-            if first_sum >= second:
+            if first:
                 sum_text = (
                     f"first out-of-place sum 3 × weight gradient {v}·{h}·{c} + the "
                     f"gradients of the chunks not done {t - 2 * k}·{v}·{c}"
                 )
-            elif first_sum:
+            elif chunks > 1:
                 sum_text = (
                     f"2 × weight gradient {v}·{h}·{c} + the other chunks' gradients {t - k}·{v}·{c}"
                 )
