@@ -63,7 +63,7 @@ KNOWN_FAILURES: dict[str, str] = {
         "as the opt-in-bwd row (the out-of-place first sum now counted, +0.49 GiB); the "
         "1.3 GiB the table drops is the checkpointed inputs (_NoopSaveInputs saves them "
         "under OffloadActivations' hooks), but the table's ratio 0.9452 (-5.48 %) on the "
-        "pinned 23.104-23.118 makes the drop 1.2654-1.2681 GiB = 27 inputs of 48 MiB, not "
+        "pinned 23.104-23.118 makes the drop 1.2649-1.2680 GiB = 27 inputs of 48 MiB, not "
         "28: one 48 MiB tensor more stays at the head than the forward stash explains (the "
         "final norm's five offloaded saves evict the last layer input, pack_tensor; "
         "fwd_stash empties at the first unpacking node's hook), mechanism not found; the "
