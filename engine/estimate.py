@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 
+from engine.allocator.reserve import AtLoss
 from engine.errors import PlanError
 from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
@@ -122,7 +123,8 @@ def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
     lows, highs = numbers.sums()
     peak_phase, low, high = peak_phase_of(lows, highs)
     steady, side, model = (lows[0], highs[0]), numbers.side, memo.reserve
-    at_loss = (lows[2], highs[2]) if peak_phase == "backward" else None  # backward.start
+    # backward.start, carrying backward.layers (before any reduce-scatter: AtLoss)
+    at_loss = AtLoss((lows[2], highs[2]), (lows[3], highs[3])) if peak_phase == "backward" else None
     # the peak phase's peak moment, read only where FSDP1 frees gradients into a pool
     moment = phase_totals(lows, highs)[1][peak_phase] if getattr(side, "grads", 0) else None
     r_low, r_high = reserve_bytes(model, low, high, steady, side, at_loss, moment)

@@ -21,6 +21,22 @@ allocated it (``c10/cuda/CUDACachingAllocator.cpp``: one pool per stream):
   (``reduce_scatter_comm.allocate`` runs before the stream switch) and the unsharded
   gradients are compute-stream transients: ``runtime.fragmentation`` covers them.
 
+Before torch 2.5 the reduce-scatter *input* was made on the reduce-scatter stream too
+(``torch/distributed/_composable/fsdp/_fsdp_collectives.py`` ``foreach_reduce_scatter``
+as of March 2024: ``torch.empty`` of the flat input in the reduce dtype under
+``torch.cuda.stream(reduce_scatter_stream)``; pytorch#129721, June 2024, moved the
+copy-in to the default stream "to avoid fragmenting that memory across stream memory
+pools"). Each layer unit's input is freed on that stream once its collective is issued,
+so the next layer's reuses its block (same size, best fit); the root unit's, reduced
+last, is larger where it holds the embedding and the output (a segment of its own, as
+every request of 10 MiB or more gets); and ProcessGroupNCCL records its stream on the
+collective's input (``recordStream``, TORCH_NCCL_AVOID_RECORD_STREAMS unset), so the
+block is reusable only once the reduce-scatter has run on the GPU
+(``CUDACachingAllocator`` ``insert_events`` / ``process_events``): when autograd
+requests the next layer's input before that — the host one layer ahead of the GPU — a
+second layer block is made. That pool (``rs_layer`` + ``rs_root``, and one more layer
+block at the high end) is free at the loss's backward, before any reduce-scatter.
+
 torchtitan's plain loss (``train.py`` at 9dec370: ``loss_fn`` is
 ``cross_entropy(pred.flatten(0, 1).float(), ...)``, then ``del pred`` before
 ``loss.backward()``) frees the 16-bit logits and their fp32 upcast before backward:
@@ -40,16 +56,35 @@ class Fsdp2Pools(NamedTuple):
     ``rs`` the sharded gradients its reduce-scatter stream keeps (0 where they stay
     allocated: ``zero_grad`` filling zeros, gradient accumulation, CPU offload),
     ``hole`` and ``loss`` the freed 16-bit logits and the loss's live T × V blocks at
-    the loss's backward (0 without torchtitan's plain loss)."""
+    the loss's backward (0 without torchtitan's plain loss); ``rs_layer`` and ``rs_root``
+    the reduce-scatter inputs kept in the reduce-scatter stream's pool before torch 2.5
+    (a layer unit's, and the root unit's block beside it where the root's is larger; 0
+    from torch 2.5 on, where the input is a compute-stream transient)."""
 
     ag: int = 0
     rs: int = 0
     hole: int = 0
     loss: int = 0
+    rs_layer: int = 0
+    rs_root: int = 0
 
 
 NO_POOLS = Fsdp2Pools()
 """Another family's stage: no FSDP2 pools."""
+
+RS_INPUT_ON_DEFAULT_STREAM = (2, 5)
+"""The torch release whose FSDP2 makes the reduce-scatter input on the default stream
+(pytorch#129721, June 2024; torch 2.4 was cut before it)."""
+
+
+def reduce_scatter_inputs(torch: tuple[int, int], layer: int, root: int) -> tuple[int, int]:
+    """(``rs_layer``, ``rs_root``) under torch ``torch`` (major, minor), from the largest
+    layer unit's reduce-scatter input and the root unit's (0: its parameters have no
+    gradients): (0, 0) from :data:`RS_INPUT_ON_DEFAULT_STREAM` on; before it the layer's
+    block, and the root's beside it only where larger (else it reuses the layer's)."""
+    if torch >= RS_INPUT_ON_DEFAULT_STREAM or not layer:
+        return 0, 0
+    return layer, root if root > layer else 0
 
 
 def fsdp2_extra(
@@ -58,6 +93,7 @@ def fsdp2_extra(
     pools: Fsdp2Pools,
     transient: tuple[int, int],
     at_loss: tuple[bool, bool] | None,
+    before_rs: tuple[bool, bool] | None = None,
 ) -> tuple[int, int]:
     """(low, high) reserved − allocated of an FSDP2 stage over an allocated range whose
     transient part is ``transient``; ``at_loss``: for the backward phase, whether each
@@ -67,15 +103,38 @@ def fsdp2_extra(
     optimizer step, the end of backward), so 0 to ``rs``.
 
     At the loss's backward: fragmentation × (transient − the loss's blocks) + the freed
-    16-bit logits + ``side`` × ``ag`` + ``rs``; elsewhere the loss's terms are 0."""
+    16-bit logits + ``side`` × ``ag`` + ``rs``; elsewhere the loss's terms are 0.
+
+    Before torch 2.5 (``rs_layer``): the reduce-scatter inputs' pool, ``rs_layer`` +
+    ``rs_root``, is free at the loss's backward, and one layer block more at the high end
+    (still awaiting its collective when the next was requested: see the module
+    docstring); elsewhere a layer's input may be live (the
+    ``hbm.buckets.reduce_scatter`` row counts it), so the low end keeps ``rs_root``.
+
+    ``before_rs``: for the backward phase, whether each end is a moment before any
+    reduce-scatter — the loss's backward or the last layer's (``backward.layers``): the
+    reduce-scatter stream's pools are as free there as at the loss, without the loss's
+    terms (None: the loss's moment alone)."""
     ends: list[int] = []
+    free = at_loss if before_rs is None else before_rs
     for i in (0, 1):
         loss_end = at_loss is not None and at_loss[i]
+        free_end = loss_end or (free is not None and free[i])
         t = max(0, transient[i] - (pools.loss if loss_end else 0))
-        rs = pools.rs if loss_end or i == 1 else 0
+        rs = pools.rs if free_end or i == 1 else 0
         hole = pools.hole if loss_end else 0
-        ends.append(int(t * frag[i]) + int(pools.ag * side[i]) + rs + hole)
+        ends.append(
+            int(t * frag[i]) + int(pools.ag * side[i]) + rs + hole + _rs_in(pools, i, free_end)
+        )
     return ends[0], ends[1]
+
+
+def _rs_in(pools: Fsdp2Pools, i: int, loss_end: bool) -> int:
+    """The free part of the reduce-scatter inputs' pool at the low (``i`` 0) or high end
+    (:func:`fsdp2_extra`); 0 from torch 2.5 on."""
+    if i == 1:
+        return 2 * pools.rs_layer + pools.rs_root
+    return pools.rs_layer + pools.rs_root if loss_end else pools.rs_root
 
 
 def fsdp2_formula(
@@ -84,11 +143,13 @@ def fsdp2_formula(
     pools: Fsdp2Pools,
     transient: tuple[int, int],
     at_loss: tuple[bool, bool] | None,
+    before_rs: tuple[bool, bool] | None = None,
 ) -> str:
     """:func:`fsdp2_extra`'s terms in words, with the numbers substituted."""
     loss = at_loss is not None and at_loss[1]
+    free = loss or (before_rs is not None and before_rs[1])
     t = [max(0, x - (pools.loss if loss else 0)) for x in transient]
-    rs = f"{pools.rs:,} B" if loss else f"0–{pools.rs:,} B"
+    rs = f"{pools.rs:,} B" if free else f"0–{pools.rs:,} B"
     text = (
         f"fragmentation {frag[0]:.2f}–{frag[1]:.2f} × transient {t[0]:,}–{t[1]:,} B"
         + (f" (the loss's {pools.loss:,} B of T × V blocks counted apart)" if loss else "")
@@ -98,4 +159,12 @@ def fsdp2_formula(
     )
     if loss and pools.hole:
         text += f" + the 16-bit logits' freed block {pools.hole:,} B (torchtitan del pred)"
+    if pools.rs_layer:
+        low = _rs_in(pools, 0, free)
+        text += (
+            f" + reduce-scatter inputs on their stream (torch < 2.5) {low:,}–"
+            f"{_rs_in(pools, 1, free):,} B (a layer's {pools.rs_layer:,} B"
+            + (f", the root's {pools.rs_root:,} B beside it" if pools.rs_root else "")
+            + ", one layer's more awaiting its collective)"
+        )
     return text

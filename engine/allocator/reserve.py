@@ -275,6 +275,32 @@ class ReserveModel(NamedTuple):
     (:func:`fsdp1_init_cache`)."""
 
 
+class AtLoss(tuple[int, int]):
+    """The allocated (low, high) at the loss's backward (``backward.start``), carrying
+    ``layers``: the (low, high) at the last layer's backward (``backward.layers``), the
+    other moment before any reduce-scatter has run — where FSDP2's reduce-scatter stream
+    pool is as free as at the loss (:func:`~engine.allocator.fsdp2_pools.fsdp2_extra`
+    ``before_rs``). A plain pair where no such moment is known."""
+
+    layers: tuple[int, int] | None
+
+    def __new__(cls, loss: tuple[int, int], layers: tuple[int, int] | None = None) -> AtLoss:
+        made = super().__new__(cls, loss)
+        made.layers = layers
+        return made
+
+
+def before_rs_ends(
+    at_loss: tuple[int, int], low: int, high: int, loss: tuple[bool, bool]
+) -> tuple[bool, bool]:
+    """Whether each end of the range is a moment before any reduce-scatter: the loss's
+    backward, or the last layer's (:class:`AtLoss` ``layers``)."""
+    layers = getattr(at_loss, "layers", None)
+    if layers is None:
+        return loss
+    return loss[0] or layers[0] >= low, loss[1] or layers[1] >= high
+
+
 def reserved_extra(
     m: ReserveModel,
     low: int,
@@ -297,7 +323,8 @@ def reserved_extra(
     pools = getattr(side, "fsdp2", NO_POOLS)
     if pools.ag and not m.fsdp1:  # FSDP2: its streams' pools (fsdp2_pools)
         loss = None if at_loss is None else (at_loss[0] >= low, at_loss[1] >= high)
-        extra = fsdp2_extra(m.frag, m.side, pools, (t_low, t_high), loss)
+        free = None if at_loss is None or loss is None else before_rs_ends(at_loss, low, high, loss)
+        extra = fsdp2_extra(m.frag, m.side, pools, (t_low, t_high), loss, free)
     elif not m.fsdp1:
         extra = (extra[0] + int(side * m.side[0]), extra[1] + int(side * m.side[1]))
     else:  # FSDP1: at most one unit more than the rows count (see ReserveModel.fsdp1)

@@ -58,6 +58,7 @@ Role = Literal[
     "layer_units",
     "all_gather_output",
     "prefetched_unit",
+    "reduce_scatter_input",
     "cuda_context",
     "cublas_workspace",
     "nccl_buffers",
@@ -66,7 +67,8 @@ Role = Literal[
 checkpoint gathers), its layer units in flight (what FSDP1's reserve reads), FSDP2's
 all-gather output buffer (the all-gather stream's pool, what FSDP2's reserve reads),
 FSDP1's last layer unit the root prefetches before the loss (in the unshard pool the
-layer units hold, so the side bytes leave it out) and
+layer units hold, so the side bytes leave it out), FSDP2's reduce-scatter input of a
+layer unit (the reduce-scatter stream's pool before torch 2.5) and
 the runtime rows each runtime input scales."""
 
 PHASES: tuple[Phase, ...] = ("steady", "forward", "backward", "optimizer", "checkpoint")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
-from engine.allocator.reserve import ReserveModel
+from engine.allocator.reserve import AtLoss, ReserveModel
 from engine.ledger.peaks.runtime import reserve_bytes, reserve_row
 from engine.ledger.phases import Range, new_range, phase_totals
 from engine.ledger.row import MOMENTS, Location, Moment, Phase, Row
@@ -60,8 +60,9 @@ class StageTotals(NamedTuple):
     def at_loss(self, phase: Phase) -> tuple[int, int] | None:
         """The allocated (low, high) at the loss's backward (``backward.start``) for the
         backward phase's reserve, None for the others."""
-        i = _MOMENT_NAMES.index("backward.start")
-        return (self.lows[i], self.highs[i]) if phase == "backward" else None
+        i = _MOMENT_NAMES.index("backward.start")  # carrying backward.layers (AtLoss)
+        at = AtLoss((self.lows[i], self.highs[i]), (self.lows[i + 1], self.highs[i + 1]))
+        return at if phase == "backward" else None
 
     @property
     def steady(self) -> tuple[int, int]:

@@ -160,6 +160,7 @@ def _fragmentation(
         pools = getattr(totals.side, "fsdp2", None)
         if pools is not None and pools.ag and sigma:  # FSDP2 (fsdp2_pools)
             side_cache = pools.ag * sigma + pools.rs + pools.hole
+            side_cache += pools.rs_layer + pools.rs_root  # torch < 2.5: RS inputs' pool
             transient = max(1, transient - pools.loss)
         gap = r.max_reserved_bytes - r.max_allocated_bytes - side_cache
         fractions.append(max(0.0, gap / transient))

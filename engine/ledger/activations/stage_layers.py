@@ -346,17 +346,15 @@ def layer_kind_terms(
 
 
 def final_norm_terms(plan: Plan, g: Geometry) -> tuple[Term, ...]:
-    """The last stage's final norm and lm_head input (its saved terms): widths per
-    token like the layers' (:func:`layer_kind_terms`), so built once per local sequence
-    at one sequence, and shared across micro-batch sizes."""
+    """The last stage's final norm and lm_head input (its saved terms): widths per token
+    like the layers' (:func:`layer_kind_terms`), built once per local sequence."""
     return final_norm_at(plan, g.seq)[0]
 
 
 def final_norm_at(plan: Plan, seq: int) -> tuple[tuple[Term, ...], Callable[[int], int]]:
     """:func:`final_norm_terms` at a local sequence of ``seq``, and their bytes as a
     function of the micro-batch's size (:func:`~engine.ledger.activations.geometry.
-    terms_at`), built from exactly what they read (layouts differing elsewhere share
-    them)."""
+    terms_at`), built from exactly what they read (other layouts share them)."""
     free = shape_free(plan)
     rt = free.runtime
     return _final_norm_terms(
@@ -366,6 +364,7 @@ def final_norm_at(plan: Plan, seq: int) -> tuple[tuple[Term, ...], Callable[[int
         rt.activation_profile,
         attention_key(plan),  # the plan's own sequence: whether samples are padded
         free.method.recompute.policy,
+        tt.composite_final_norm(rt.torchtitan_version),
     )
 
 
@@ -377,11 +376,12 @@ def _final_norm_terms(
     profile: str,
     attention: str,
     policy: str,
+    composite: bool,  # torchtitan's own RMSNorm (before 0.1.0)
 ) -> tuple[tuple[Term, ...], Callable[[int], int]]:
     if profile == "megatron":
         terms = tuple(mg.final_terms(g))
     elif profile == "torchtitan":
-        terms = tuple(tt.final_norm_terms(g))
+        terms = tuple(tt.final_norm_terms(g, composite))
     else:
         terms = tuple(hf.final_norm_terms(layer_context(g, tr, arch, attention, policy)))
     return terms, terms_at(terms, g).bytes

@@ -49,6 +49,7 @@ kernel once per K/V chunk, and per-op SAC caches each call's output: not counted
 from __future__ import annotations
 
 from engine.ledger.activations.geometry import FP32, Geometry, Term
+from engine.ledger.activations.library_versions import version_tuple
 
 SAVED_MMS = ("wq", "wv", "w1", "w2")
 """The block's matmuls whose outputs per-op SAC caches (odd ``forward_mm_count``)."""
@@ -151,9 +152,39 @@ def attention_op_sac_terms(g: Geometry, fused_qkv: bool, flex: bool) -> list[Ter
     ]
 
 
-def final_norm_terms(g: Geometry) -> list[Term]:
-    """The final ``norm`` and the output projection's input (last stage)."""
+NN_RMSNORM_SINCE = (0, 1, 0)
+"""The first torchtitan release on ``nn.RMSNorm`` (#985, 3b39d7a, 2025-03-19, removed
+``torchtitan/models/norms.py``'s own ``RMSNorm``; ``assets/version.txt`` still said 0.0.2
+until 0.1.0, so a 0.0.2 plan is read as the 2024 code the published runs used)."""
+
+
+def composite_final_norm(version: str) -> bool:
+    """Whether this torchtitan's final norm is its own eager composite ``RMSNorm``."""
+    return version_tuple(version) < NN_RMSNORM_SINCE
+
+
+def final_norm_terms(g: Geometry, composite: bool = False) -> list[Term]:
+    """The final ``norm`` and the output projection's input (last stage).
+
+    ``composite``: torchtitan before 0.1.0 (9dec370 ``torchtitan/models/norms.py``
+    ``RMSNorm.forward``: ``self._norm(x.float()).type_as(x) * self.weight``, with
+    ``_norm(x) = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)``). The final
+    norm sits outside the compiled blocks, so autograd keeps what each op saves: the
+    fp32 upcast (``pow`` and the ``x * rsqrt`` product keep it), the rsqrt, and the
+    16-bit ``type_as`` output (the ``* self.weight`` product keeps it) — 4·h + 4 + c·h
+    a token where ``nn.RMSNorm``'s fused kernel keeps its 16-bit input and the rstd."""
+    c = g.compute_bytes
+    head = Term("final norm output (output input)", g.hidden, c)
+    if not composite:
+        return [*norm_terms(g, "final norm"), head]
     return [
-        *norm_terms(g, "final norm"),
-        Term("final norm output (output input)", g.hidden, g.compute_bytes),
+        Term(
+            "final norm fp32 input (x.float(), kept by pow and the rsqrt product)",
+            g.hidden,
+            FP32,
+            "seq",
+        ),
+        Term("final norm rsqrt fp32", 1, FP32, "seq"),
+        Term("final norm type_as output (kept by * weight)", g.hidden, c, "seq"),
+        head,
     ]

@@ -71,6 +71,7 @@ def _fsdp2_row(plan: Plan, numel: int, n_layers: int, reduce_bytes: int, shard: 
         id="hbm.buckets.reduce_scatter",
         label="Reduce-scatter input of the previous layer (one at a time)",
         state="buckets",
+        role="reduce_scatter_input",
         location="hbm",
         kind="peak",
         group="buckets",

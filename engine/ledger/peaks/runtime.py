@@ -14,13 +14,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 
-from engine.allocator.fsdp2_pools import NO_POOLS, Fsdp2Pools, fsdp2_formula
+from engine.allocator.fsdp2_pools import (
+    NO_POOLS,
+    Fsdp2Pools,
+    fsdp2_formula,
+    reduce_scatter_inputs,
+)
 from engine.allocator.reserve import (
     ReserveModel,
     SideBytes,
-    fsdp1_init_cache,
+    before_rs_ends,
     loss_floor,
-    pre_unshard_pool,
     reserved_extra,
     stuck_extra,
     with_forward,
@@ -30,13 +34,17 @@ from engine.allocator.reserve import (
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.loss import dtensor_loss_parallel
 from engine.ledger.groups import stage_groups
+from engine.ledger.peaks import titan_head_gather
 from engine.ledger.peaks.blas_workspace import workspace_row
-from engine.ledger.peaks.fsdp1_grad_pool import fsdp1_grad_pool, pool_words
-from engine.ledger.peaks.fsdp1_wrap import forward_cache, no_shard_units, wrap_init, wrap_units
+from engine.ledger.peaks.fsdp1_grad_pool import pool_words
+from engine.ledger.peaks.fsdp1_side import fsdp1_side
+from engine.ledger.peaks.fsdp1_wrap import forward_cache
+from engine.ledger.precision import DTYPE_BYTES, resolve_formats
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
 from engine.sections.runtime import RuntimeSection
 from engine.stacks.accelerators import nccl_band
+from engine.stacks.blas_workspace import torch_build
 from engine.stacks.families import family_of
 from engine.units import fmt_count
 
@@ -215,7 +223,8 @@ def _titan_loss(side: SideBytes, plan: Plan) -> SideBytes:
     gran = g.granularity
     one = -(-tv * 4 // gran) * gran
     n = 1 + (3 if dtensor_loss_parallel(rt, g, 4) else 2)
-    pools = side.fsdp2._replace(hole=-(-tv * c // gran) * gran, loss=n * one)
+    hole = titan_head_gather.head_gather_hole(plan, -(-tv * c // gran) * gran, one)
+    pools = side.fsdp2._replace(hole=hole, loss=n * one)
     return with_fsdp2(side, pools)
 
 
@@ -241,35 +250,7 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
         return with_fsdp2(total, fsdp2_pools(rows, plan))
     if plan is None or family_of(plan.parallelism.strategy) != "fsdp1":
         return SideBytes(total)
-    root = sum(r.high for r in rows if r.role == "root_unit")
-    layers = sum(r.high for r in rows if r.role == "layer_units")
-    if not layers and plan.parallelism.strategy == "fsdp1_no_shard":
-        held = {r.id: r.high for r in rows if r.location == "hbm"}
-        frozen, nf4 = held.get("hbm.weights.frozen", 0), held.get("hbm.weights.nf4", 0)
-        root, unit = no_shard_units(plan, frozen, nf4)
-        init = wrap_init(plan, root, unit) if unit > 0 else None
-        # no all-gather, so no side-stream unit; the root bounds the cached blocks
-        if not init:
-            return SideBytes(total)
-        made = SideBytes(total, init, 0, root)
-        made.wrap = wrap_units(plan, root, unit)
-        return made
-    if not layers:
-        return SideBytes(total)
-    k = plan.parallelism.knobs  # the units the layers row counts (gathered._fsdp_rows)
-    live = 2 if k.fsdp1_limit_all_gathers or k.fsdp1_backward_prefetch == "backward_pre" else 1
-    unit = layers // live
-    init = wrap_init(plan, root, unit) or fsdp1_init_cache(root, unit)
-    # CPU offload: the pre-unshard stream's pool (SideBytes.pre); adapters are units of
-    # their own under FSDP1 (use_orig_params=False needs uniform requires_grad per unit)
-    nested = plan.method.kind in ("lora", "qlora")
-    off = plan.offload.params == "cpu"
-    pre = pre_unshard_pool(root, unit, plan.parallelism.dp, nested) if off else (0, 0)
-    made = SideBytes(total, init, unit, root, (0, 0), pre)
-    made.ahead = ahead
-    made.wrap = wrap_units(plan, root, unit)  # the loss stage replays its forward with them
-    made.grads, made.grads_at = fsdp1_grad_pool(rows, plan)
-    return made
+    return fsdp1_side(rows, plan, total, ahead)
 
 
 def fsdp2_pools(rows: tuple[Row, ...], plan: Plan) -> Fsdp2Pools:
@@ -289,7 +270,18 @@ def fsdp2_pools(rows: tuple[Row, ...], plan: Plan) -> Fsdp2Pools:
         and plan.offload.params != "cpu"
     )
     rs = sum(r.high for r in hbm if r.group == "gradients" and r.kind == "persistent")
-    return Fsdp2Pools(ag, rs if freed else 0)
+    layer, own = _rs_inputs(hbm, plan, root)
+    return Fsdp2Pools(ag, rs if freed else 0, rs_layer=layer, rs_root=own)
+
+
+def _rs_inputs(hbm: list[Row], plan: Plan, root: int) -> tuple[int, int]:
+    """:func:`~engine.allocator.fsdp2_pools.reduce_scatter_inputs`: the layer's input row;
+    the root's gathered elements in the reduce dtype where all train (full fine-tuning)."""
+    prec = plan.method.precision
+    own = root * resolve_formats(prec).reduce_bytes // DTYPE_BYTES[prec.compute_dtype]
+    layer = max((r.high for r in hbm if r.role == "reduce_scatter_input"), default=0)
+    version = torch_build(plan.runtime.framework_version).version
+    return reduce_scatter_inputs(version, layer, own if plan.method.kind == "full" else 0)
 
 
 SIDE_GROUPS = frozenset({"gathered", "buckets"})
@@ -346,11 +338,17 @@ def reserve_row(
                     None if at_loss is None else (at_loss[0] >= peak_low, at_loss[1] >= peak_high)
                 )
                 span = (max(0, peak_low - st[0]), max(0, peak_high - st[1]))
-                pools = fsdp2_formula(model.frag, model.side, fsdp2, span, loss)
+                free = (
+                    None
+                    if at_loss is None or loss is None
+                    else before_rs_ends(at_loss, peak_low, peak_high, loss)
+                )
+                pools = fsdp2_formula(model.frag, model.side, fsdp2, span, loss, free)
                 return (
                     f"{pools}; of it {fmt_count(stuck[0])}–{fmt_count(stuck[1])} B cannot be "
                     "released before an OOM"
                     + (" (expandable_segments on)" if model.expandable else "")
+                    + titan_head_gather.formula_note(plan, fsdp2.hole if loss and loss[1] else 0)
                 )
             return (
                 f"fragmentation {model.frag[0]:.2f}–{model.frag[1]:.2f} × transient "

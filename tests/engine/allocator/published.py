@@ -54,6 +54,7 @@ TORCHTITAN_PR165 = {
     "runtime.expandable_segments": False,
     "method.optimizer.implementation": "foreach",
     "runtime.torchtitan_version": "0.0.2",
+    "runtime.framework_version": "torch 2.4",
 }
 """The run torchtitan PR #165 measured (commit 83c879f18, 2024-03-28), as its code ran
 it (preset llama-2-7b): ``train_configs/llama_7b.toml`` — model ``llama`` flavor 7B
@@ -62,7 +63,11 @@ it (preset llama-2-7b): ``train_configs/llama_7b.toml`` — model ``llama`` flav
 labels.flatten(0, 1))`` on the 16-bit ``pred`` (no fp32 upcast) and keeps ``pred``
 bound through ``loss.backward()``; ``AdamW(..., foreach=True)``; ``optimizer.zero_grad()``
 at torch's ``set_to_none=True``; ``run_llama_train.sh`` sets no ``PYTORCH_CUDA_ALLOC_CONF``
-(``expandable_segments:True`` came with a5e57e4a9, 2024-10-22)."""
+(``expandable_segments:True`` came with a5e57e4a9, 2024-10-22); the README: "install the
+latest pytorch nightly" — at the end of March 2024 main's nightlies were 2.4.0.dev
+builds (torch 2.3's release branch was cut that month); either way a torch whose FSDP2
+(``torch.distributed._composable.fsdp``) made the reduce-scatter input on the
+reduce-scatter stream (pytorch#129721 moved it, June 2024, torch 2.5)."""
 
 MEGATRON_1_7B = {
     "model.preset": None,

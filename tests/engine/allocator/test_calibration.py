@@ -31,18 +31,30 @@ from tests.engine.allocator.published import (
 TITAN_CAPACITY = 95 * GiB
 """torchtitan logs memory as a percentage of the card's 95 GiB (H100 96 GB, PR #165)."""
 
-_PR165_MISS = (
-    "the run had no expandable segments (torchtitan set them in run_llama_train.sh from "
-    "a5e57e4a9, 2024-10-22) and the model has no term for the per-request segments' "
-    "fragmentation: on the run's own plan (Llama-2-7B, b 8, s 2048, bf16 loss) it "
-    "predicts 8.8-25.7 % (full AC) and 6.8-16.7 % (SAC) against 36.5 and 19.9 %. The "
-    "earlier fit (side-stream 1.55-1.74 over all gathered and bucket rows) was made on "
-    "a Llama-3.1-8B b 2 s 8192 plan, not the run's; FSDP2's pools are now validated on "
-    "torchtitan's December 2024 runs (expandable segments, tests/data/published)"
+_PR165_WIDTH = (
+    "inside (30.2-36.6 % against the measured 36.5 %) but 6.4 points wide: the "
+    "fragmentation band (0.05-0.09 of 13.2 GiB transient: 2.3 points), the all-gather "
+    "stream's multiplier (1.55-1.74 of 0.87 GiB: 0.7) and whether a second layer's fp32 "
+    "reduce-scatter input was still awaiting its collective when the next was requested "
+    "(0.75 GiB: 3.3; ProcessGroupNCCL recordStream, how far the host ran ahead is not "
+    "known). Before torch 2.5's move of that input to the default stream (pytorch#129721) "
+    "the run kept 1.73-2.48 GiB of inputs in the reduce-scatter stream's pool, which the "
+    "model now counts (engine/allocator/fsdp2_pools.py); the compute stream's per-request "
+    "segments (no expandable segments) replay at 10-11 % of the transient on torchtitan "
+    "0.3's step (docs/reserved-replay.md), above the band's 9 %, not used here"
+)
+
+START = (
+    "the published peak is at the start of backward (the loss's or the first layer's), "
+    "before any reduce-scatter: each layer's backward frees its saved tensors (full AC: "
+    "its input, 8 x 2,048 x 4,096 x 2 = 134,217,728 B) and adds its fp32 sharded "
+    "gradients (202,383,360 x 4 / 8 = 101,191,680 B), and in torch 2.4 the reduce-scatter "
+    "input is freed when foreach_reduce_scatter returns, so the live bytes fall layer "
+    "by layer; the reduce-scatter stream's pool is then free"
 )
 
 CASES = [
-    # (id, preset, sets, allocated B, reserved B)
+    # (id, preset, sets, allocated B, reserved B, evaluated at the start of backward)
     # Megatron-LM 1.7B (open-sci-ref, A100 64 GB): "max allocated: 50277.15625 | max
     # reserved: 53386.0" MB (2^20 B) — gap 6.18 % of allocated
     (
@@ -51,25 +63,28 @@ CASES = [
         MEGATRON_1_7B,
         int(50_277.15625 * MiB),
         53_386 * MiB,
+        False,
     ),
     # torchtitan PR #165, FSDP2 over 8 × H100, Llama-2-7B at b 8 × s 2048 (its code:
     # published.TORCHTITAN_PR165): full AC 23.92 % active, 32.64 % reserved of 95.04 GiB
     # — gap 8.29 GiB, 36.5 % of allocated; selective AC 52.13 % / 62.51 % — 19.9 %
+    # (peak *active*, which also counts freed blocks awaiting another stream's event)
     pytest.param(
         "torchtitan-full-ac",
         "llama-2-7b",
-        TORCHTITAN_PR165,
+        {**TORCHTITAN_PR165, "method.recompute.policy": "full"},
         0.2392,
         0.3264,
-        marks=pytest.mark.xfail(strict=True, reason=_PR165_MISS),
+        True,
+        marks=pytest.mark.xfail(strict=True, reason=_PR165_WIDTH),
     ),
-    pytest.param(
+    (
         "torchtitan-sac",
         "llama-2-7b",
         TORCHTITAN_PR165,
         0.5213,
         0.6251,
-        marks=pytest.mark.xfail(strict=True, reason=_PR165_MISS),
+        True,
     ),
 ]
 
@@ -78,14 +93,22 @@ def _bytes(x: float) -> int:
     return int(x * TITAN_CAPACITY) if isinstance(x, float) else int(x)
 
 
-@pytest.mark.parametrize(("case", "preset", "sets", "allocated", "reserved"), CASES)
+@pytest.mark.parametrize(("case", "preset", "sets", "allocated", "reserved", "start"), CASES)
 def test_the_measured_gap_is_inside_a_band_no_wider_than_6_points(
-    case: str, preset: str, sets: dict[str, object], allocated: float, reserved: float
+    case: str,
+    preset: str,
+    sets: dict[str, object],
+    allocated: float,
+    reserved: float,
+    start: bool,
 ) -> None:
+    """The band at the measured peak: for the FSDP2 runs at the start of backward
+    (:data:`START`), where the reserve model counts its streams' pools as free."""
     plan = resolved(plan_of(preset, sets))
     st = estimate(plan).heaviest.totals
     alloc, res = _bytes(allocated), _bytes(reserved)
-    low, high = reserved_extra(reserve_factors(plan), alloc, alloc, st.steady, st.side)
+    at = (alloc, alloc) if start else None
+    low, high = reserved_extra(reserve_factors(plan), alloc, alloc, st.steady, st.side, at)
     pts = (100 * low / alloc, 100 * high / alloc)
     measured = 100 * (res - alloc) / alloc
     assert pts[0] <= measured <= pts[1], (case, pts, measured)

@@ -15,10 +15,17 @@ chunk of k = 2 × 4096 / 8 = 1,024 tokens at a time.
   high end, 0 at the low (AOT Autograd's donated buffers let Inductor write it into the
   dead saved chunk) (a frozen lm_head: LoRA);
 - lm_head's backward when the head trains (the tied embedding of a full fine-tune, h
-  3072): the weight's input buffer holds the running sum and a chunk's product,
-  2 × 128,256 × 3072 × 2 = 1,576,009,728 B, next to the other 7 chunks' bf16 gradients
-  2,101,346,304 − 262,668,288 = 1,838,678,016 B: net of the saved row (compiled
-  2,101,411,840) 1,313,275,904 B, more than the loss's own moment;
+  3072), last chunk first: each chunk's weight gradient reaches the weight's input
+  buffer as a view (``TBackward0``'s ``grad.t()`` of ``mm_mat2_backward``'s
+  ``grad.t().mm(x).t()``, torch/csrc/autograd/FunctionsManual.cpp) whose base the view
+  keeps, so ``InputBuffer::accumulate`` (torch/csrc/autograd/input_buffer.cpp,
+  ``can_accumulate_inplace`` wants ``storage().use_count() == 1``) makes the first sum
+  out of place: last chunk's product + the next one's + their sum,
+  3 × 128,256 × 3072 × 2 = 2,364,014,592 B, next to the 6 chunks' bf16 gradients not
+  yet done, 2,101,346,304 − 2 × 262,668,288 = 1,576,009,728 B: 3,940,024,320 B, net of
+  the saved row (compiled 2,101,411,840) 1,838,612,480 B, more than the loss's own
+  moment and than the product before it (7 chunks' 1,838,678,016 + 2 × 788,004,864 =
+  3,414,687,744 B);
 - eager: log_softmax keeps each chunk's fp32 output, T·V·4 = 4,202,692,608 B over the
   chunks; the forward holds every chunk's bf16 logits and one chunk's fp32 copy,
   2,101,346,304 + 1,024 × 128,256 × 4 = 2,626,682,880 B; the loss's backward a chunk's
@@ -109,14 +116,38 @@ def test_no_upcast_runs_the_cross_entropy_on_bf16_chunks() -> None:
     assert rows["hbm.loss.output_chunks_backward"].low == 525_336_576
 
 
-def test_a_trained_lm_head_sums_its_chunk_gradients_in_backward() -> None:
-    """Full fine-tune of the tied 3B (module docstring): compiled, the lm_head moment
-    1,838,678,016 + 1,576,009,728 − 2,101,411,840 = 1,313,275,904 B is the loss's
-    backward row; eager, the fp32 log-probs' saved row (4,202,692,608 B) already covers
-    it and the loss's own 2 × 1,024 × 128,256 × 4 stays."""
+def test_a_trained_lm_head_sums_its_chunk_gradients_out_of_place_first() -> None:
+    """Full fine-tune of the tied 3B (module docstring): compiled, the first out-of-place
+    sum 1,576,009,728 + 2,364,014,592 − 2,101,411,840 = 1,838,612,480 B is the loss's
+    backward row (in place it would be 3,414,687,744 − 2,101,411,840 = 1,313,275,904);
+    eager, the fp32 log-probs' saved row (4,202,692,608 B) already covers it and the
+    loss's own 2 × 1,024 × 128,256 × 4 stays."""
     comp = rows_of(tune(workload__torch_compile=True))["hbm.loss.output_chunks_backward"]
-    assert comp.low == comp.high == 1_838_678_016 + 1_576_009_728 - 2_101_411_840
-    assert comp.low == 1_313_275_904
-    assert "lm_head backward" in comp.formula
+    assert comp.low == comp.high == 1_576_009_728 + 2_364_014_592 - 2_101_411_840
+    assert comp.low == 1_838_612_480
+    assert "first out-of-place sum" in comp.formula
     eager = rows_of(tune())["hbm.loss.output_chunks_backward"]
     assert eager.low == 2 * 1_024 * 128_256 * 4
+
+
+def test_chunks_wider_than_the_hidden_peak_at_the_second_product() -> None:
+    """s 16,384 × micro-batch 2: k = 2 × 2,048 = 4,096 tokens a chunk > h 3,072, so the
+    moment before the first sum is the larger: 7 chunks' gradients
+    32,768 × 128,256 × 2 − 4,096 × 128,256 × 2 = 7,354,712,064 + 2 × 788,004,864 =
+    8,930,721,792 B (the first sum: 6 chunks' 6,304,038,912 + 3 × 788,004,864 =
+    8,668,053,504 B), net of the saved row 8,405,385,216 + 2 × 32,768 × 4 =
+    8,405,647,360 B: 525,074,432 B, the row's low end; the compiled loss's own chunk
+    gradient 4,096 × 128,256 × 2 = 1,050,673,152 B stays its high end."""
+    plan = tune(workload__torch_compile=True, batch__seq_len=16_384)
+    back = rows_of(plan)["hbm.loss.output_chunks_backward"]
+    assert back.low == 8_930_721_792 - 8_405_647_360 == 525_074_432
+    assert back.high == 1_050_673_152
+
+
+def test_a_single_token_has_one_chunk_and_no_sum() -> None:
+    """s 1 × micro-batch 2: one chunk (``chunk`` of one position), so lm_head makes one
+    weight gradient and sums nothing: 2 × 128,256 × 2 = 513,024 B of gradient +
+    788,004,864, net of the saved row 513,024 + 2 × round_up(2 × 4, 512) = 514,048 B:
+    788,003,840 B."""
+    back = rows_of(tune(workload__torch_compile=True, batch__seq_len=1))
+    assert back["hbm.loss.output_chunks_backward"].low == 788_003_840
