@@ -15,7 +15,7 @@ from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
 from engine.ledger.peaks.runtime import reserve_bytes, stuck_bytes
 from engine.ledger.phases import Range as Range
-from engine.ledger.phases import new_range, peak_phase_of
+from engine.ledger.phases import new_range, peak_phase_of, phase_totals
 from engine.ledger.placement import layer_classes, stage_layer_ranges
 from engine.ledger.row import LOCATIONS, Location, Row
 from engine.ledger.shape_free import shape_free
@@ -125,7 +125,9 @@ def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
     steady, side, model = (lows[0], highs[0]), numbers.side, memo.reserve
     # backward.start, carrying backward.layers (before any reduce-scatter: AtLoss)
     at_loss = AtLoss((lows[2], highs[2]), (lows[3], highs[3])) if peak_phase == "backward" else None
-    r_low, r_high = reserve_bytes(model, low, high, steady, side, at_loss)
+    # the peak phase's peak moment, read only where FSDP1 frees gradients into a pool
+    moment = phase_totals(lows, highs)[1][peak_phase] if getattr(side, "grads", 0) else None
+    r_low, r_high = reserve_bytes(model, low, high, steady, side, at_loss, moment)
     s_low, s_high = stuck_bytes(model, low, high, steady)
     (rt_low, rt_high), (fit_low, fit_high) = numbers.runtime, numbers.inside
     return _new_totals(

@@ -70,6 +70,11 @@ class SideBytes(int):
     ahead: int = 0
     """FSDP1's last layer unit the root prefetches before the loss's backward (a block
     of the unshard pool the side bytes already hold; :func:`loss_floor`)."""
+    grads: int = 0
+    """FSDP1's sharded gradients, made in its post-backward stream's pool and freed there
+    by ``zero_grad(set_to_none=True)`` (:func:`grad_pool_free`; 0: none kept)."""
+    grads_at: frozenset[str] = frozenset()
+    """The moments those gradients are live at (their blocks then in use, not free)."""
 
     def __new__(
         cls,
@@ -128,7 +133,7 @@ def with_logits(side: int, block: int, request: int) -> int:
     made = SideBytes(
         int(side), side.init, side.unit, side.root, (block, request), side.pre, side.forward
     )
-    made.wrap, made.fsdp2, made.ahead = side.wrap, side.fsdp2, side.ahead
+    _carry(made, side)
     return made
 
 
@@ -138,7 +143,7 @@ def with_fsdp2(side: int, pools: Fsdp2Pools) -> SideBytes:
         made = SideBytes(
             int(side), side.init, side.unit, side.root, side.logits, side.pre, side.forward
         )
-        made.wrap, made.ahead = side.wrap, side.ahead
+        _carry(made, side)
     else:
         made = SideBytes(side)
     made.fsdp2 = pools
@@ -151,8 +156,34 @@ def with_forward(side: int, cache: int) -> int:
     if not isinstance(side, SideBytes):
         return side
     made = SideBytes(int(side), side.init, side.unit, side.root, side.logits, side.pre, cache)
-    made.wrap, made.fsdp2, made.ahead = side.wrap, side.fsdp2, side.ahead
+    _carry(made, side)
     return made
+
+
+def _carry(made: SideBytes, side: SideBytes) -> None:
+    """The attributes :class:`SideBytes`' constructor does not take, copied over."""
+    made.wrap, made.fsdp2, made.ahead = side.wrap, side.fsdp2, side.ahead
+    made.grads, made.grads_at = side.grads, side.grads_at
+
+
+def grad_pool_free(side: int, moment: str | None) -> int:
+    """Bytes of FSDP1's post-backward stream pool that are reserved but free at ``moment``
+    (0 where no moment is given, or the gradients are live then).
+
+    ``torch/distributed/fsdp/_runtime_utils.py`` ``_post_backward_hook`` runs
+    ``_reduce_grad`` under ``state._post_backward_stream``, where
+    ``_get_reduce_scatter_tensors`` makes the sharded gradient
+    (``new_sharded_grad = torch.empty_like(chunks[0])``): its block belongs to that
+    stream's pool. ``_accumulate_sharded_grad`` keeps it as ``_saved_grad_shard`` and
+    ``FlatParamHandle.prepare_gradient_for_optim`` (``_flat_param.py``) makes it the
+    flat parameter's ``.grad`` — no copy to the compute stream. The step's
+    ``zero_grad()`` (``set_to_none=True``) frees it back to that pool, which only the
+    next backward's reduce-scatters reuse and nothing releases (no ``empty_cache``): from
+    the second step on the pool stays reserved through the forward and the loss, beside
+    the compute stream's own blocks."""
+    if not isinstance(side, SideBytes) or not side.grads or moment is None:
+        return 0
+    return 0 if moment in side.grads_at else side.grads
 
 
 def loss_floor(side: int, at_loss: tuple[int, int]) -> tuple[int, int] | None:
@@ -277,11 +308,14 @@ def reserved_extra(
     steady: tuple[int, int] | None = None,
     side: int = 0,
     at_loss: tuple[int, int] | None = None,
+    moment: str | None = None,
 ) -> tuple[int, int]:
     """(low, high) of reserved − allocated over an allocated range ``low``–``high`` whose
     persistent part is ``steady`` (None: all of it, so no transient) and whose stage
     holds ``side`` bytes of gathered units and buckets; ``at_loss``: the allocated range
-    at the loss's backward when this range is the backward phase's (:func:`loss_floor`)."""
+    at the loss's backward when this range is the backward phase's (:func:`loss_floor`);
+    ``moment``: the moment the range peaks at (None: not known), for FSDP1's freed
+    gradients (:func:`grad_pool_free`)."""
     if m.fraction:
         return int(low * m.frag[0]), int(high * m.frag[1])
     t_low, t_high = _transient(low, high, steady)
@@ -295,12 +329,14 @@ def reserved_extra(
         extra = (extra[0] + int(side * m.side[0]), extra[1] + int(side * m.side[1]))
     else:  # FSDP1: at most one unit more than the rows count (see ReserveModel.fsdp1)
         pre = getattr(side, "pre", (0, 0))  # the pre-unshard stream's pool (SideBytes.pre)
-        extra = (extra[0] + pre[0], extra[1] + getattr(side, "unit", 0) + pre[1])
+        grads = grad_pool_free(side, moment)  # the post-backward stream's freed gradients
+        extra = (extra[0] + pre[0] + grads, extra[1] + getattr(side, "unit", 0) + pre[1] + grads)
         floor = None if at_loss is None or m.expandable else loss_floor(side, at_loss)
-        if floor is not None:  # the pre-unshard pool is a stream pool of its own
+        if floor is not None:  # the pre-unshard and post-backward pools are streams' own
+            grads = grad_pool_free(side, "backward.start")
             extra = (
-                max(extra[0], floor[0] - low + pre[0]),
-                max(extra[1], floor[1] - high + pre[1]),
+                max(extra[0], floor[0] - low + pre[0] + grads),
+                max(extra[1], floor[1] - high + pre[1] + grads),
             )
     if m.ceiling is None:
         return extra

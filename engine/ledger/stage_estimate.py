@@ -49,8 +49,10 @@ class StageTotals(NamedTuple):
             phases, peak_moments = phase_totals(self.lows, self.highs)
             reserved = {}
             for ph, r in phases.items():
-                at = self.at_loss(ph)
-                low, high = reserve_bytes(self.reserve, r.low, r.high, self.steady, self.side, at)
+                at, m = self.at_loss(ph), peak_moments[ph]
+                low, high = reserve_bytes(
+                    self.reserve, r.low, r.high, self.steady, self.side, at, m
+                )
                 reserved[ph] = new_range((r.low + low, r.high + high))
             made += [phases, peak_moments, reserved]
         return made
@@ -138,8 +140,8 @@ class StageEstimate:
         """What max_memory_reserved reports: :attr:`peak` plus the allocator reserve."""
         t = self.totals
         peak = t.peak
-        at = t.at_loss(t.peak_phase)
-        low, high = reserve_bytes(t.reserve, peak.low, peak.high, t.steady, t.side, at)
+        at, m = t.at_loss(t.peak_phase), t.peak_moments[t.peak_phase]
+        low, high = reserve_bytes(t.reserve, peak.low, peak.high, t.steady, t.side, at, m)
         return new_range((peak.low + low, peak.high + high))
 
     @property
@@ -190,7 +192,9 @@ class StageEstimate:
             plan = self.source
             t = self.totals
             reserves = {
-                ph: reserve_row(plan, r.low, r.high, t.steady, t.side, t.at_loss(ph))
+                ph: reserve_row(
+                    plan, r.low, r.high, t.steady, t.side, t.at_loss(ph), t.peak_moments[ph]
+                )
                 for ph, r in self.phases.items()
             }
             object.__setattr__(self, "built_reserves", reserves)

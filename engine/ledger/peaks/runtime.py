@@ -24,9 +24,7 @@ from engine.allocator.reserve import (
     ReserveModel,
     SideBytes,
     before_rs_ends,
-    fsdp1_init_cache,
     loss_floor,
-    pre_unshard_pool,
     reserved_extra,
     stuck_extra,
     with_forward,
@@ -38,7 +36,9 @@ from engine.ledger.activations.loss import dtensor_loss_parallel
 from engine.ledger.groups import stage_groups
 from engine.ledger.peaks import titan_head_gather
 from engine.ledger.peaks.blas_workspace import workspace_row
-from engine.ledger.peaks.fsdp1_wrap import forward_cache, no_shard_units, wrap_init, wrap_units
+from engine.ledger.peaks.fsdp1_grad_pool import pool_words
+from engine.ledger.peaks.fsdp1_side import fsdp1_side
+from engine.ledger.peaks.fsdp1_wrap import forward_cache
 from engine.ledger.precision import DTYPE_BYTES, resolve_formats
 from engine.ledger.row import Row, make_row
 from engine.plan import Plan
@@ -168,12 +168,14 @@ def reserve_bytes(
     steady: tuple[int, int] | None = None,
     side: int = 0,
     at_loss: tuple[int, int] | None = None,
+    moment: str | None = None,
 ) -> tuple[int, int]:
     """(low, high) of reserved − allocated (:func:`~engine.allocator.reserve.reserved_extra`)
     over this allocated range, whose persistent part is ``steady`` (None: no transient
     bytes known, so only the ``fraction`` model adds any); ``at_loss`` the allocated
-    range at the loss's backward when the range is the backward phase's."""
-    return reserved_extra(model, peak_low, peak_high, steady, side, at_loss)
+    range at the loss's backward when the range is the backward phase's; ``moment`` the
+    moment the range peaks at (FSDP1's freed gradients: None, not counted)."""
+    return reserved_extra(model, peak_low, peak_high, steady, side, at_loss, moment)
 
 
 def loss_side(side: int, plan: Plan, last: bool) -> int:
@@ -248,34 +250,7 @@ def side_bytes(rows: Iterable[Row], plan: Plan | None = None) -> SideBytes:
         return with_fsdp2(total, fsdp2_pools(rows, plan))
     if plan is None or family_of(plan.parallelism.strategy) != "fsdp1":
         return SideBytes(total)
-    root = sum(r.high for r in rows if r.role == "root_unit")
-    layers = sum(r.high for r in rows if r.role == "layer_units")
-    if not layers and plan.parallelism.strategy == "fsdp1_no_shard":
-        held = {r.id: r.high for r in rows if r.location == "hbm"}
-        frozen, nf4 = held.get("hbm.weights.frozen", 0), held.get("hbm.weights.nf4", 0)
-        root, unit = no_shard_units(plan, frozen, nf4)
-        init = wrap_init(plan, root, unit) if unit > 0 else None
-        # no all-gather, so no side-stream unit; the root bounds the cached blocks
-        if not init:
-            return SideBytes(total)
-        made = SideBytes(total, init, 0, root)
-        made.wrap = wrap_units(plan, root, unit)
-        return made
-    if not layers:
-        return SideBytes(total)
-    k = plan.parallelism.knobs  # the units the layers row counts (gathered._fsdp_rows)
-    live = 2 if k.fsdp1_limit_all_gathers or k.fsdp1_backward_prefetch == "backward_pre" else 1
-    unit = layers // live
-    init = wrap_init(plan, root, unit) or fsdp1_init_cache(root, unit)
-    # CPU offload: the pre-unshard stream's pool (SideBytes.pre); adapters are units of
-    # their own under FSDP1 (use_orig_params=False needs uniform requires_grad per unit)
-    nested = plan.method.kind in ("lora", "qlora")
-    off = plan.offload.params == "cpu"
-    pre = pre_unshard_pool(root, unit, plan.parallelism.dp, nested) if off else (0, 0)
-    made = SideBytes(total, init, unit, root, (0, 0), pre)
-    made.ahead = ahead
-    made.wrap = wrap_units(plan, root, unit)  # the loss stage replays its forward with them
-    return made
+    return fsdp1_side(rows, plan, total, ahead)
 
 
 def fsdp2_pools(rows: tuple[Row, ...], plan: Plan) -> Fsdp2Pools:
@@ -320,10 +295,11 @@ def reserve_row(
     steady: tuple[int, int] | None = None,
     side: int = 0,
     at_loss: tuple[int, int] | None = None,
+    moment: str | None = None,
 ) -> Row:
     """The caching allocator's reserve over the allocated peak (reserved − allocated)."""
     model = reserve_factors(plan)
-    low, high = reserve_bytes(model, peak_low, peak_high, steady, side, at_loss)
+    low, high = reserve_bytes(model, peak_low, peak_high, steady, side, at_loss, moment)
     stuck = stuck_bytes(model, peak_low, peak_high, steady)
     if model.fraction:
         band = plan.runtime.allocator_reserve
@@ -344,6 +320,7 @@ def reserve_row(
                 f"FSDP1: the larger of it and the construction cache {fmt_count(init[0])}–"
                 f"{fmt_count(init[1])} B less the compute stream's transient, + side pools "
                 f"0–{fmt_count(unit)} B (one unit beyond the {fmt_count(side)} B gathered)"
+                + pool_words(side, moment)
                 if model.fsdp1
                 else f"side-stream pools {model.side[0]:.2f}–{model.side[1]:.2f} × "
                 f"{fmt_count(side)} B gathered/buckets"

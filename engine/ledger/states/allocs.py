@@ -59,6 +59,7 @@ class ShardContext:
     rule: StrategyRule
     group_words: str  # e.g. "8 (data-parallel shard group)"
     granularity: int  # allocator rounding per allocation (bytes)
+    no_sync: bool = False  # parallelism.knobs.accumulate_without_sync
 
 
 def shard_allocs(

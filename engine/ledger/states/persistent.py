@@ -124,7 +124,8 @@ def _held(
     at = _placement(arch, method, par, stage)
     held = regrouped_from(at.parts, dense, expert)
     words = group_words_of(at.experts, dense, expert)
-    return tuple(held), ShardContext(rule, words, granularity)
+    no_sync = par.knobs.accumulate_without_sync
+    return tuple(held), ShardContext(rule, words, granularity, no_sync)
 
 
 def _key(plan: Plan, stage: int) -> Key:

@@ -170,6 +170,10 @@ def _grad_row(n: int, formula: Formula, dtypes: str, ctx: ShardContext) -> Row:
         moments, accumulated = STEP_GRADIENT_MOMENTS, STEP_ACCUMULATED_MOMENTS
     else:
         moments, accumulated = GRADIENT_MOMENTS, ACCUMULATED_MOMENTS
+    if ctx.no_sync and ctx.rule.grads and ctx.rule.fsdp:
+        # FSDP's no_sync: no sharded gradient before the synced micro-batch's backward
+        # (NO_ACCUMULATION); the unsharded ones are the accumulation row
+        accumulated = NO_ACCUMULATION
     return make_row(
         id="hbm.grads",
         label=f"Gradients ({dtypes})",
@@ -186,6 +190,14 @@ def _grad_row(n: int, formula: Formula, dtypes: str, ctx: ShardContext) -> Row:
         dtype=dtypes,
     )
 
+
+NO_ACCUMULATION: frozenset[Moment] = frozenset()
+"""FSDP1 ``_runtime_utils._post_backward_hook`` returns before ``_reduce_grad`` while
+``not state._sync_gradients`` (inside ``FullyShardedDataParallel.no_sync``), keeping the
+unsharded ``.grad``, and ``_post_backward_final_callback`` leaves it for the next
+micro-batch; FSDP2's ``set_requires_gradient_sync(False)`` skips ``foreach_reduce`` the
+same way: under ``accumulate_without_sync`` the sharded gradients exist only from the
+last micro-batch's backward on (not across micro-batches)."""
 
 AT_BACKWARD_END: frozenset[Moment] = frozenset({"backward.end"})
 AT_STEP: frozenset[Moment] = frozenset({"optimizer"})
