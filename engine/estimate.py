@@ -24,7 +24,7 @@ from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_memo, stage_
 from engine.legality.checks import check
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
-from engine.verdict import FitParts, fit_parts, judge
+from engine.verdict import FitParts, deciding, fit_parts, judge, reason
 from engine.verdict import Verdict as Verdict
 
 VERDICT_WORDS: dict[Verdict, str] = {
@@ -73,15 +73,28 @@ class Estimate:
     capacity_bytes: int
     limit_bytes: int  # capacity less the headroom policy
     verdict: Verdict
-    verdict_reason: str
     # what must fit the capacity: reserved peak plus memory outside the allocator — the
     # heaviest stage's high, and the largest low of any stage (:func:`fit_range`)
     fit_peak: Range
+    # the fit peak's parts at each end (engine.verdict.fit_parts): what the reason names
+    fit_parts: FitParts
     nodes: NodeLedgers
     batch: StepBatch
     notes: tuple[str, ...] = field(default=())
     # which part of the fit peak takes it over the limit (engine.verdict.decider)
     decided_by: str = ""
+    # why the host or NVMe ledgers do not fit (engine.ledger.nodes), each a sentence
+    node_problems: tuple[str, ...] = ()
+
+    @property
+    def verdict_reason(self) -> str:
+        """The verdict in words, with the numbers (:func:`engine.verdict.reason`), the
+        node ledgers' problems first: worked out when a view shows it, so an estimate
+        that is only compared (the layout search, a sweep's counts) formats nothing."""
+        hbm = reason(self.fit_peak, self.fit_parts, self.limit_bytes, self.capacity_bytes)
+        if self.node_problems:
+            return "; ".join([*self.node_problems, f"HBM: {hbm}"])
+        return hbm
 
     @property
     def config_hash(self) -> str:
@@ -243,12 +256,12 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
     if top.totals.fit_peak.low < fit.low:  # another stage's low decides the low end
         low = fit_parts(next(s.totals for s in stages if s.totals.fit_peak.low == fit.low))
         parts = FitParts(*((lo[0], hi[1]) for lo, hi in zip(low, parts, strict=True)))
-    verdict, reason, decided = judge(fit, parts, limit, capacity)
+    verdict: Verdict = judge(fit, limit)
+    decided: str = deciding(verdict, parts, limit)
     nodes = node_ledgers(plan, communication=not decisive_only)
     problems = node_problems(plan)
     if problems:
         verdict, decided = "does_not_fit", "host or NVMe"
-        reason = "; ".join([*problems, f"HBM: {reason}"])
     return Estimate(
         plan=original,
         world_size=plan.parallelism.world_size,
@@ -257,8 +270,8 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
         capacity_bytes=capacity,
         limit_bytes=limit,
         verdict=verdict,
-        verdict_reason=reason,
         fit_peak=fit,
+        fit_parts=parts,
         nodes=nodes,
         batch=StepBatch(
             plan.batch.micro_batch,
@@ -268,4 +281,5 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
         ),
         notes=() if decisive_only else tuple(n for n in (expert_padding_note(plan),) if n),
         decided_by=decided,
+        node_problems=problems,
     )
