@@ -12,7 +12,7 @@ from functools import lru_cache, partial
 from engine.errors import PlanError
 from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
-from engine.ledger.peaks.runtime import reserve_bytes, stuck_bytes
+from engine.ledger.peaks.runtime import stuck_bytes
 from engine.ledger.phases import Range as Range
 from engine.ledger.phases import new_range, peak_phase_of
 from engine.ledger.placement import layer_classes, stage_layer_ranges
@@ -130,21 +130,20 @@ def _stage(numbers: StageNumbers, stage: int, memo: StageMemo, plan: Plan) -> St
 
 def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
     """A stage's :class:`StageTotals` from its numbers: the peak phase — the first with
-    the largest (high, low) (:func:`~engine.ledger.phases.peak_phase_of`) — and its
-    allocator reserve, device and fit peaks; each phase's range is worked out when read."""
+    the largest (high, low) (:func:`~engine.ledger.phases.peak_phase_of`) — and its fit
+    peak (the unreleasable part of the reserve added); the allocator reserve itself, the
+    device peak and each phase's range are worked out when read."""
     lows, highs = numbers.sums()
     peak_phase, low, high = peak_phase_of(lows, highs)
     steady, side, model = (lows[0], highs[0]), numbers.side, memo.reserve
-    at_loss = (lows[2], highs[2]) if peak_phase == "backward" else None  # backward.start
-    r_low, r_high = reserve_bytes(model, low, high, steady, side, at_loss)
     s_low, s_high = stuck_bytes(model, low, high, steady)
-    (rt_low, rt_high), (fit_low, fit_high) = numbers.runtime, numbers.inside
+    fit_low, fit_high = numbers.inside
     return _new_totals(
         (
             lows,
             highs,
             peak_phase,
-            new_range((low + r_low + rt_low, high + r_high + rt_high)),
+            numbers.runtime,
             new_range((low + s_low + fit_low, high + s_high + fit_high)),
             memo.accumulating,
             memo.keep_all_gathered,
