@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from engine.errors import PlanError, Problem, clip, field_path, quote, require
 from engine.fileio.number_text import expected_words
 from engine.legality import pipeline_layout, rules
-from engine.sections.base import _HASH_SLOT, CANONICAL_CONTEXT, Section, _read_hash
+from engine.sections.base import CANONICAL_CONTEXT, Section
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
 from engine.sections.model import ModelSection
@@ -67,24 +67,6 @@ class Plan(Section):
     policy: PolicySection = Field(default_factory=PolicySection)
     workload: WorkloadSection = Field(default_factory=WorkloadSection)
     acceptance: AcceptanceSection = Field(default_factory=AcceptanceSection)
-
-    def __hash__(self) -> int:
-        """The hash of the sections' hashes, kept in the plan's hash slot as a section's
-        is (:meth:`Section.__hash__`), read from the sections' slots in C when every
-        section is hashed — an edit's plan (only the section it changed is new), an
-        estimate's resolved plan (none is) — instead of one Python ``__hash__`` call per
-        section. The same number either way: a hashed section's slot holds its hash."""
-        try:
-            return _read_hash(self)  # type: ignore[no-any-return]
-        except AttributeError:  # not hashed yet
-            pass
-        sections = self.__dict__.values()
-        try:
-            value = hash((Plan, *map(_read_hash, sections)))
-        except AttributeError:  # a section not hashed yet: hash each (filling its slot)
-            value = hash((Plan, *map(hash, sections)))
-        _HASH_SLOT.__set__(self, value)
-        return value
 
     @model_validator(mode="after")
     def _cross_section(self) -> Plan:

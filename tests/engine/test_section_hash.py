@@ -70,20 +70,3 @@ def test_architecture_hash_follows_content(a: int, b: int) -> None:
     other = moe.model_copy(update={"moe": moe.moe.model_copy(update={"top_k": 1})})
     assert moe != other and len({moe, other}) == 2
     assert hash(other) == hash(other.model_copy())
-
-
-@given(st.sampled_from(["batch.micro_batch", "batch.seq_len", "parallelism.dp"]), st.integers(1, 8))
-def test_a_plan_hashes_alike_whether_its_sections_were_hashed_first(field: str, n: int) -> None:
-    """``Plan.__hash__`` reads the sections' slots in C when all are filled and hashes
-    each section when one is not (engine/plan.py): two equal plans, one hashed before any
-    section (every slot empty), one after all its sections were hashed (every slot full),
-    and one with a single new section (the edit's case), hash the same."""
-    value = 2**n if field != "batch.seq_len" else 512 * n
-    cold = with_values(default_plan(), {field: value})
-    warm = with_values(default_plan(), {field: value})
-    for section in warm.__dict__.values():
-        hash(section)
-    edited = with_values(warm, {field: value})  # one new section, the rest hashed
-    assert hash(cold) == hash(warm) == hash(edited)
-    other = with_values(warm, {field: value + 1})
-    assert other != warm and hash(other) == hash(with_values(default_plan(), {field: value + 1}))
