@@ -90,32 +90,34 @@ def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
     search over micro-batch sizes, the layout search's thousands of layouts) resolve in
     one copy. Run on that plan, not merely keyed on it, a rule that did read the batch
     or a layout field would be wrong at once, in every golden plan, not only on a cache
-    hit. A plan whose sections but the batch are those of a plan resolved before (an
-    edit of the batch keeps their objects) finds all of that in one lookup
-    (:func:`_resolved_sections`)."""
+    hit."""
+    par: Section = plan.parallelism
+    free = _layout_free(
+        plan.parallelism.strategy, plan.parallelism.tp_style, plan.parallelism.knobs
+    )
     fields = plan.__dict__
-    r, par = _resolved_sections(SectionsKey([fields[name] for name in _NOT_BATCH]))
-    batch = shared_section(fields["batch"])
-    if batch is r.plan.batch and par is r.plan.parallelism:
+    r = _batchless(
+        SectionsKey([free if name == "parallelism" else fields[name] for name in _NOT_BATCH])
+    )
+    batch = shared_section(plan.batch)
+    done = r.plan.parallelism
+    own = plan.parallelism
+    if done.tp_style != own.tp_style or done.knobs != own.knobs:
+        par = _decided(own, done.tp_style, done.knobs)
+    else:
+        par = shared_section(par)
+    if batch is r.plan.batch and par is done:
         return r
     out = with_fields(r.plan, {"batch": batch, "parallelism": par})
     return ResolvedPlan(out, r.stack, r.derived)
 
 
 @lru_cache(maxsize=1024)
-def _resolved_sections(sections: SectionsKey) -> tuple[ResolvedPlan, Section]:
-    """The batchless resolution of a plan of these sections (every one but the batch, in
-    :data:`_NOT_BATCH` order; compared by identity) and its own parallelism section with
-    the fields the stack's rules decided."""
-    own = sections[_PARALLELISM]
-    assert isinstance(own, ParallelismSection)
-    free = _layout_free(own.strategy, own.tp_style, own.knobs)
-    r = _batchless(SectionsKey([free if s is own else s for s in sections]))
-    done = r.plan.parallelism
-    if done.tp_style != own.tp_style or done.knobs != own.knobs:
-        # shared: equal layouts whose tp_style is auto take the very same section
-        return r, shared_section(with_fields(own, {"tp_style": done.tp_style, "knobs": done.knobs}))
-    return r, shared_section(own)
+def _decided(own: ParallelismSection, tp_style: str, knobs: StrategyKnobs) -> Section:
+    """``own`` with the fields the stack's rules decide (cached: every fresh plan of one
+    layout whose ``tp_style`` is ``auto`` — each batch edit in the window — would
+    otherwise copy and hash a new parallelism section)."""
+    return shared_section(with_fields(own, {"tp_style": tp_style, "knobs": knobs}))
 
 
 _FREE_PARALLELISM: Final[ParallelismSection] = ParallelismSection()
@@ -137,7 +139,6 @@ FIXED_BATCH: Final[BatchSection] = BatchSection()
 """The batch the stack's rules see (any would do: they never read it)."""
 
 _NOT_BATCH: Final[tuple[str, ...]] = tuple(n for n in SECTION_ORDER if n != "batch")
-_PARALLELISM: Final[int] = _NOT_BATCH.index("parallelism")
 
 
 @lru_cache(maxsize=1024)

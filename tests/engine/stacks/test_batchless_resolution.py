@@ -46,12 +46,11 @@ def test_a_batch_edit_resolves_to_the_same_sections_but_the_batch(
     strategy: str, micro_batch: int
 ) -> None:
     """An edit of the batch keeps every other section's object (engine/plan.py
-    ``with_values``), so its resolution is one lookup on those objects
-    (``_resolved_sections``) and the resolved plan holds the very sections the unedited
-    plan's resolution holds — the decided parallelism (``tp_style`` and ``knobs`` filled
-    in) among them — but its own batch. An equal layout made afresh (another object)
-    resolves to that same decided parallelism too: the engine's caches compare sections
-    by identity."""
+    ``with_values``), and the resolved plan holds the very sections the unedited plan's
+    resolution holds (``_batchless``) — the decided parallelism (``tp_style`` and
+    ``knobs`` filled in, ``_decided``) among them — but its own batch. An equal layout
+    made afresh (another object) resolves to that same decided parallelism too: the
+    engine's caches compare sections by identity."""
     plan = with_values(default_plan(), {"parallelism.strategy": strategy})
     edited = with_values(plan, {"batch.micro_batch": micro_batch + 64})
     a, b = resolve_stack_defaults(plan).plan, resolve_stack_defaults(edited).plan
