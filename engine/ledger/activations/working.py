@@ -178,8 +178,6 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
     def at(g: Geometry, sl: StageLayers) -> list[Fixed]:
         largest, first = max(sl.kinds, key=_BYTES), sl.kinds[0]
         end = largest if (first.moe, first.bytes) == (largest.moe, largest.bytes) else first
-        # grouped by identity, not by a kind's (dataclass) hash: the kinds are ``largest``
-        # twice and ``end``, which is ``largest`` or a kind of other bytes or MoE-ness
         groups: dict[tuple[int, bool], tuple[LayerKind, bool, set[Moment]]] = {}
         for m, kind, ckpt in zip(_ENDS, (largest, largest, end), sl.ends, strict=True):
             groups.setdefault((id(kind), ckpt), (kind, ckpt, set()))[2].add(m)
