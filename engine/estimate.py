@@ -9,13 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 
-from engine.allocator.reserve import AtLoss
 from engine.errors import PlanError
 from engine.ledger.expert_padding import expert_padding_note
 from engine.ledger.nodes.ledgers import NodeLedgers, node_ledgers, node_problems
-from engine.ledger.peaks.runtime import reserve_bytes, stuck_bytes
+from engine.ledger.peaks.runtime import stuck_bytes
 from engine.ledger.phases import Range as Range
-from engine.ledger.phases import new_range, peak_phase_of, phase_totals
+from engine.ledger.phases import new_range, peak_phase_of
 from engine.ledger.placement import layer_classes, stage_layer_ranges
 from engine.ledger.row import LOCATIONS, Location, Row
 from engine.ledger.shape_free import shape_free
@@ -25,7 +24,7 @@ from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_memo, stage_
 from engine.legality.checks import check
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
-from engine.verdict import FitParts, fit_parts, judge
+from engine.verdict import FitParts, deciding, fit_parts, judge, reason
 from engine.verdict import Verdict as Verdict
 
 VERDICT_WORDS: dict[Verdict, str] = {
@@ -74,15 +73,28 @@ class Estimate:
     capacity_bytes: int
     limit_bytes: int  # capacity less the headroom policy
     verdict: Verdict
-    verdict_reason: str
     # what must fit the capacity: reserved peak plus memory outside the allocator — the
     # heaviest stage's high, and the largest low of any stage (:func:`fit_range`)
     fit_peak: Range
+    # the fit peak's parts at each end (engine.verdict.fit_parts): what the reason names
+    fit_parts: FitParts
     nodes: NodeLedgers
     batch: StepBatch
     notes: tuple[str, ...] = field(default=())
     # which part of the fit peak takes it over the limit (engine.verdict.decider)
     decided_by: str = ""
+    # why the host or NVMe ledgers do not fit (engine.ledger.nodes), each a sentence
+    node_problems: tuple[str, ...] = ()
+
+    @property
+    def verdict_reason(self) -> str:
+        """The verdict in words, with the numbers (:func:`engine.verdict.reason`), the
+        node ledgers' problems first: worked out when a view shows it, so an estimate
+        that is only compared (the layout search, a sweep's counts) formats nothing."""
+        hbm = reason(self.fit_peak, self.fit_parts, self.limit_bytes, self.capacity_bytes)
+        if self.node_problems:
+            return "; ".join([*self.node_problems, f"HBM: {hbm}"])
+        return hbm
 
     @property
     def config_hash(self) -> str:
@@ -118,24 +130,20 @@ def _stage(numbers: StageNumbers, stage: int, memo: StageMemo, plan: Plan) -> St
 
 def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
     """A stage's :class:`StageTotals` from its numbers: the peak phase — the first with
-    the largest (high, low) (:func:`~engine.ledger.phases.peak_phase_of`) — and its
-    allocator reserve, device and fit peaks; each phase's range is worked out when read."""
+    the largest (high, low) (:func:`~engine.ledger.phases.peak_phase_of`) — and its fit
+    peak (the unreleasable part of the reserve added); the allocator reserve itself, the
+    device peak and each phase's range are worked out when read."""
     lows, highs = numbers.sums()
     peak_phase, low, high = peak_phase_of(lows, highs)
     steady, side, model = (lows[0], highs[0]), numbers.side, memo.reserve
-    # backward.start, carrying backward.layers (before any reduce-scatter: AtLoss)
-    at_loss = AtLoss((lows[2], highs[2]), (lows[3], highs[3])) if peak_phase == "backward" else None
-    # the peak phase's peak moment, read only where FSDP1 frees gradients into a pool
-    moment = phase_totals(lows, highs)[1][peak_phase] if getattr(side, "grads", 0) else None
-    r_low, r_high = reserve_bytes(model, low, high, steady, side, at_loss, moment)
     s_low, s_high = stuck_bytes(model, low, high, steady)
-    (rt_low, rt_high), (fit_low, fit_high) = numbers.runtime, numbers.inside
+    fit_low, fit_high = numbers.inside
     return _new_totals(
         (
             lows,
             highs,
             peak_phase,
-            new_range((low + r_low + rt_low, high + r_high + rt_high)),
+            numbers.runtime,
             new_range((low + s_low + fit_low, high + s_high + fit_high)),
             memo.accumulating,
             memo.keep_all_gathered,
@@ -247,12 +255,12 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
     if top.totals.fit_peak.low < fit.low:  # another stage's low decides the low end
         low = fit_parts(next(s.totals for s in stages if s.totals.fit_peak.low == fit.low))
         parts = FitParts(*((lo[0], hi[1]) for lo, hi in zip(low, parts, strict=True)))
-    verdict, reason, decided = judge(fit, parts, limit, capacity)
+    verdict: Verdict = judge(fit, limit)
+    decided: str = deciding(verdict, parts, limit)
     nodes = node_ledgers(plan, communication=not decisive_only)
     problems = node_problems(plan)
     if problems:
         verdict, decided = "does_not_fit", "host or NVMe"
-        reason = "; ".join([*problems, f"HBM: {reason}"])
     return Estimate(
         plan=original,
         world_size=plan.parallelism.world_size,
@@ -261,8 +269,8 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
         capacity_bytes=capacity,
         limit_bytes=limit,
         verdict=verdict,
-        verdict_reason=reason,
         fit_peak=fit,
+        fit_parts=parts,
         nodes=nodes,
         batch=StepBatch(
             plan.batch.micro_batch,
@@ -272,4 +280,5 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
         ),
         notes=() if decisive_only else tuple(n for n in (expert_padding_note(plan),) if n),
         decided_by=decided,
+        node_problems=problems,
     )

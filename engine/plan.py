@@ -72,15 +72,7 @@ class Plan(Section):
     def _cross_section(self) -> Plan:
         """Stage rules that need the model refuse a file at load time; the rest of
         legality (:mod:`engine.legality.checks`) refuses only ``estimate()``."""
-        par, arch = self.parallelism, self.model.architecture
-        layout = pipeline_layout.layout_problems(
-            par.pp_layout, par.pp, par.virtual_stages, arch.layers, arch.mtp_layers
-        )
-        require(
-            *layout,
-            rules.split_sums_to_layers(par.pp_layer_split, arch.layers),
-            rules.pp_within_layers(par.pp, arch.layers),
-        )
+        cross_section_rules(self)
         return self
 
     def to_canonical_json(self) -> str:
@@ -108,6 +100,20 @@ class Plan(Section):
 def _config_hash(plan: Plan) -> str:
     """Cached: every estimate carries its plan's hash, and equal plans hash equally."""
     return canonical_hash(plan.canonical_tree())
+
+
+def cross_section_rules(plan: Plan) -> None:
+    """Raise :class:`PlanError` when the plan's pipeline does not fit its model (the
+    plan's validator; :func:`with_values` runs it on a plan it puts together)."""
+    par, arch = plan.parallelism, plan.model.architecture
+    layout = pipeline_layout.layout_problems(
+        par.pp_layout, par.pp, par.virtual_stages, arch.layers, arch.mtp_layers
+    )
+    require(
+        *layout,
+        rules.split_sums_to_layers(par.pp_layer_split, arch.layers),
+        rules.pp_within_layers(par.pp, arch.layers),
+    )
 
 
 def canonical_json(tree: Any) -> str:
@@ -177,7 +183,11 @@ def with_values(plan: Plan, changes: dict[str, Any]) -> Plan:
     cross-section rules run on the whole; every other section is ``plan``'s own object
     (frozen, validated when it was built — pydantic takes a model instance as it is). An
     edit so validates only what it changes, and the engine's caches, which key on
-    sections, find the untouched ones already hashed and compare them by identity.
+    sections, find the untouched ones already hashed and compare them by identity. A
+    touched section is validated by its own class and the plan put together without
+    validation (:func:`with_fields`; the sweeps, sensitivities and lever searches derive
+    plans this way by the hundred); a refusal goes through the whole plan's validation,
+    so its error names the field by its path in the plan, as it always has.
     Raises ``KeyError`` for an unknown path and ``pydantic.ValidationError`` for a bad
     value, so callers can name the field in their message.
     """
@@ -190,7 +200,29 @@ def with_values(plan: Plan, changes: dict[str, Any]) -> Plan:
     }
     for path, value in changes.items():
         _set_in(tree, path.split("."), value, path)
-    return Plan.model_validate(tree)
+    try:  # the touched sections validated alone, the cross-section rules run on the whole
+        new = with_fields(
+            plan, {name: _SECTION_TYPES[name].model_validate(tree[name]) for name in touched}
+        )
+        cross_section_rules(new)
+    except ValueError:  # pydantic's ValidationError or a rule's PlanError: refused as ever
+        return Plan.model_validate(tree)  # (raises, naming the field path from the plan)
+    return new
+
+
+def _section_types() -> dict[str, type[Section]]:
+    out: dict[str, type[Section]] = {}
+    for name, info in Plan.model_fields.items():
+        cls = info.annotation
+        assert isinstance(cls, type) and issubclass(cls, Section), name
+        out[name] = cls
+    return out
+
+
+_SECTION_TYPES: dict[str, type[Section]] = _section_types()
+"""Each plan section's class: :func:`with_values` validates a touched section by its own
+class — what validating the whole plan does to it — without pydantic's pass over the
+plan's twelve other (instance, kept as they are) fields."""
 
 
 def with_value(plan: Plan, path: str, value: Any) -> Plan:

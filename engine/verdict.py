@@ -62,29 +62,41 @@ def _parts_text(parts: FitParts, end: int) -> str:
     )
 
 
-def judge(peak: Range, parts: FitParts, limit: int, capacity: int) -> tuple[Verdict, str, Decider]:
-    """(verdict, reason, decider) of the fit peak ``peak`` against the limit."""
+def judge(peak: Range, limit: int) -> Verdict:
+    """The verdict of the fit peak ``peak`` against the limit: numbers only, so an
+    estimate (hundreds per layout search) builds no sentence it may never show."""
     if peak.high <= limit:
+        return "fits"
+    return "does_not_fit" if peak.low > limit else "straddles"
+
+
+def deciding(verdict: Verdict, parts: FitParts, limit: int) -> Decider:
+    """The part that decides ``verdict`` (of :func:`judge`) when it is not a fit ("" for
+    a fit): at the low end when even the low estimate is over the limit, else at the
+    high end."""
+    if verdict == "fits":
+        return ""
+    return decider(parts, limit, 0 if verdict == "does_not_fit" else 1) or "live tensors"
+
+
+def reason(peak: Range, parts: FitParts, limit: int, capacity: int) -> str:
+    """The verdict of :func:`judge` in words, with the numbers: built when a view shows
+    it (the terminal, the window's badge, a report), never by ``estimate()`` itself."""
+    verdict = judge(peak, limit)
+    if verdict == "fits":
         return (
-            "fits",
             f"the high estimate {peak.high:,} B ({_parts_text(parts, 1)}) is within the "
-            f"limit {limit:,} B",
-            "",
+            f"limit {limit:,} B"
         )
-    if peak.low > limit:
-        who = decider(parts, limit, 0) or "live tensors"
+    who = deciding(verdict, parts, limit)
+    if verdict == "does_not_fit":
         over = "capacity" if peak.low > capacity else "limit"
         bound = capacity if over == "capacity" else limit
         return (
-            "does_not_fit",
             f"even the low estimate {peak.low:,} B ({_parts_text(parts, 0)}) exceeds the "
-            f"{over} {bound:,} B: {who} decide{'s' if who != 'live tensors' else ''}",
-            who,
+            f"{over} {bound:,} B: {who} decide{'s' if who != 'live tensors' else ''}"
         )
-    who = decider(parts, limit, 1) or "live tensors"
     return (
-        "straddles",
         f"the range {peak.low:,}–{peak.high:,} B straddles the limit {limit:,} B, "
-        f"at the high end by {who}: measure before buying",
-        who,
+        f"at the high end by {who}: measure before buying"
     )

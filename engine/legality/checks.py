@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from engine.errors import PlanError, Problem
 from engine.legality import pipeline_layout, rules
 from engine.legality.offload import offload_problems
 from engine.legality.stack import dimension_problems, stack_problems
 from engine.models.spec import ArchitectureSpec
-from engine.plan import Plan
-from engine.sections.method import MethodKind
-from engine.sections.parallel import Strategy
-from engine.sections.stack import ConcreteStack, StackName
+from engine.plan import Plan, SectionsKey
+from engine.sections.method import MethodKind, MethodSection
+from engine.sections.model import ModelSection
+from engine.sections.offload import OffloadSection
+from engine.sections.parallel import ParallelismSection, Strategy
+from engine.sections.stack import ConcreteStack, StackName, StackSection
 from engine.stacks.catalog import concrete_stack
 
 Found = tuple[Problem, ...]
@@ -112,13 +114,25 @@ _CACHED: Final[_Groups] = _Groups(*(lru_cache(maxsize=1024)(g) for g in _UNCACHE
 group is given nothing else to read, so a cached answer is the group's answer)."""
 
 
+Split = tuple[Found, Found, Found]
+"""A plan's problems but the two that read the batch: those before the CP rule (TP,
+pipeline), those between it and the batch rule (CP and EP, DP), those after (offload,
+stack)."""
+
+
 def _problems(plan: Plan, groups: _Groups) -> list[Problem]:
     """The problems of ``groups`` on ``plan``, with the two rules that read the batch in
     their places: context parallelism against the sequence length, an explicit global
-    batch."""
-    par, b, arch = plan.parallelism, plan.batch, plan.model.architecture
-    st = par.strategy
-    stack = concrete_stack(plan.stack.name, st, plan.method.kind)
+    batch. The rest read five sections only; cached, they are looked up once for those
+    sections' objects (:func:`_sections_problems`: an edit of the batch, or any section
+    but these, keeps them), else group by group."""
+    fields = plan.__dict__
+    if groups is _CACHED:
+        key = SectionsKey([fields[name] for name in _READ])
+        head, mid, tail = _sections_problems(key)
+    else:
+        head, mid, tail = _split(*_typed(fields), groups)
+    par, b = plan.parallelism, plan.batch
     # (CP 1 divides every sequence; without a global batch the batch rule has nothing)
     cp = rules.cp_problems(par.cp, b.seq_len) if par.cp > 1 else ()
     batch = (
@@ -126,20 +140,61 @@ def _problems(plan: Plan, groups: _Groups) -> list[Problem]:
         if b.global_batch is not None
         else ()
     )
-    layers = par.layer_split
-    return [
+    return [*head, *cp, *mid, *batch, *tail]
+
+
+_READ: Final[tuple[str, ...]] = ("parallelism", "model", "stack", "method", "offload")
+"""The sections every rule but the CP and batch rules reads (those read the batch too)."""
+
+
+def _typed(
+    fields: dict[str, Any],
+) -> tuple[ParallelismSection, ModelSection, StackSection, MethodSection, OffloadSection]:
+    return (
+        fields["parallelism"],
+        fields["model"],
+        fields["stack"],
+        fields["method"],
+        fields["offload"],
+    )
+
+
+@lru_cache(maxsize=1024)
+def _sections_problems(key: SectionsKey) -> Split:
+    """:func:`_split` of the :data:`_READ` sections in ``key`` (compared by identity:
+    the cache holds the sections, so their identities stay theirs)."""
+    return _split(*_typed(dict(zip(_READ, key, strict=True))), _CACHED)
+
+
+def _split(
+    par: ParallelismSection,
+    model: ModelSection,
+    stack_section: StackSection,
+    method: MethodSection,
+    offload: OffloadSection,
+    groups: _Groups,
+) -> Split:
+    """The problems of ``groups`` on these sections, in :data:`Split`'s three parts."""
+    st, arch, kind = par.strategy, model.architecture, method.kind
+    stack = concrete_stack(stack_section.name, st, kind)
+    head = (
         *groups.tp(par.tp, arch, stack, st),
         *groups.pp(
-            par.pp, par.pp_layout, par.virtual_stages, layers, par.pp_schedule, arch, stack, st
+            par.pp,
+            par.pp_layout,
+            par.virtual_stages,
+            par.layer_split,
+            par.pp_schedule,
+            arch,
+            stack,
+            st,
         ),
-        *cp,
+    )
+    mid = (
         *groups.cp_ep(par.cp, par.ep, arch, stack, st),
         *groups.dp(par.dp, par.shard_group_size, par.ep, par.expert_tp, par.stage_ranks, arch),
-        *batch,
-        *groups.whole(
-            st, plan.offload.params, plan.offload.optimizer, plan.stack.name, plan.method.kind
-        ),
-    ]
+    )
+    return head, mid, groups.whole(st, offload.params, offload.optimizer, stack_section.name, kind)
 
 
 def check(plan: Plan) -> None:

@@ -18,7 +18,7 @@ from engine.errors import PlanError, Problem
 from engine.estimate import estimate
 from engine.layout.lattice.shapes import Layout, check, enumerate_layouts, with_layout
 from engine.layout.search.counts import gpu_counts
-from engine.legality.checks import plan_problems
+from engine.legality.checks import plan_problems, rule_problems
 from engine.plan import (
     Plan,
     default_plan,
@@ -353,6 +353,38 @@ def test_several_problems_are_all_reported_and_joined() -> None:
         estimate(plan)
     assert str(info.value) == "; ".join(p.message for p in problems)
     assert lattice_reasons(plan) == tuple(p.message for p in problems)
+
+
+def test_a_batch_edit_keeps_the_cached_problems_and_their_order() -> None:
+    """TP 3 on 4 heads, CP 3 on sequence 4, EP 2 on a dense model, global batch 3 over
+    DP 2, the optimizer on NVMe under FSDP2: a problem in every part of the order (TP,
+    CP, EP, batch, offload). Edits of the batch keep the five sections the rest read, so
+    ``plan_problems`` answers them from the entry of those sections' objects
+    (``engine/legality/checks.py`` ``_sections_problems``) — and still reads the batch
+    afresh: sequence 6 takes the CP problem away, global batch 4 at accumulation 1 gives
+    the accumulation problem instead. Each equals every rule run afresh."""
+    plan = tiny(
+        parallelism__tp=3,
+        parallelism__cp=3,
+        parallelism__ep=2,
+        parallelism__dp=2,
+        batch__global_batch=3,
+        offload__optimizer="nvme",
+    )
+    tp, cp, ep = "parallelism.tp", "parallelism.cp", "parallelism.ep"
+    batch, offload = "batch.global_batch", "parallelism.strategy"
+    six = with_values(plan, {"batch.seq_len": 6})
+    four = with_values(plan, {"batch.seq_len": 12, "batch.global_batch": 4})
+    for laid, fields in (
+        (plan, [tp, cp, ep, batch, offload]),
+        (six, [tp, ep, batch, offload]),
+        (four, [tp, ep, batch, offload]),
+    ):
+        assert laid.parallelism is plan.parallelism and laid.model is plan.model
+        got = plan_problems(laid)
+        assert [p.fields[0] for p in got] == fields
+        assert got == rule_problems(laid)
+    assert plan_problems(four)[2].fields == ("batch.global_batch", "batch.grad_accum")
 
 
 def test_a_plain_message_is_one_problem_without_fields() -> None:

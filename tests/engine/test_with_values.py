@@ -6,6 +6,8 @@ result equals the plan rebuilt from scratch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -56,3 +58,60 @@ def test_every_plan_field_is_a_section_with_values_carries() -> None:
     """with_values rebuilds a plan from SECTION_ORDER alone: a Plan field outside it
     would silently fall back to its default on every edit."""
     assert set(SECTION_ORDER) == set(Plan.model_fields)
+
+
+EDITS = st.dictionaries(
+    st.sampled_from(
+        [
+            "batch.micro_batch",
+            "batch.seq_len",
+            "parallelism.pp",
+            "parallelism.virtual_stages",
+            "parallelism.dp",
+            "model.architecture.layers",
+            "hardware.gpus_per_node",
+        ]
+    ),
+    st.one_of(st.integers(-1, 160), st.just("x"), st.none()),
+    min_size=1,
+    max_size=3,
+)
+
+
+def _rebuilt(plan: Plan, changes: dict[str, object]) -> Plan:
+    """The plan rebuilt by validating the whole of it (the reference)."""
+    tree = plan.model_dump(mode="json")
+    for path, value in changes.items():
+        section, *rest = path.split(".")
+        node = tree[section]
+        for key in rest[:-1]:
+            node = node[key]
+        node[rest[-1]] = value
+    return Plan.model_validate(tree)
+
+
+def _outcome(make: Callable[[], Plan]) -> Plan | list[tuple[object, str]]:
+    """The plan made, or its validation errors as (field path, message)."""
+    try:
+        return make()
+    except ValidationError as err:
+        return [(e["loc"], e["msg"]) for e in err.errors()]
+
+
+@given(EDITS)
+def test_an_edit_equals_the_whole_plan_validated_or_is_refused_alike(
+    changes: dict[str, object],
+) -> None:
+    """with_values validates a touched section by its own class and runs the
+    cross-section rules on the plan it puts together (engine/plan.py); a refusal goes
+    through the whole plan's validation. Either way the result is the whole plan's:
+    the same plan, or the same errors at the same field paths (bad values: 0, −1,
+    text, none; pipelines deeper than the layers, virtual stages that do not divide)."""
+    plan = with_values(default_plan(), {"parallelism.pp": 2, "parallelism.dp": 4})
+    want = _outcome(lambda: _rebuilt(plan, changes))
+    got = _outcome(lambda: with_values(plan, changes))
+    assert got == want
+    if isinstance(got, Plan):
+        assert got.model_dump(mode="json") == _rebuilt(plan, changes).model_dump(mode="json")
+        touched = {path.split(".")[0] for path in changes}
+        assert all(getattr(got, n) is getattr(plan, n) for n in SECTION_ORDER if n not in touched)

@@ -178,10 +178,10 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
     def at(g: Geometry, sl: StageLayers) -> list[Fixed]:
         largest, first = max(sl.kinds, key=_BYTES), sl.kinds[0]
         end = largest if (first.moe, first.bytes) == (largest.moe, largest.bytes) else first
-        groups: dict[tuple[LayerKind, bool], set[Moment]] = {}
+        groups: dict[tuple[int, bool], tuple[LayerKind, bool, set[Moment]]] = {}
         for m, kind, ckpt in zip(_ENDS, (largest, largest, end), sl.ends, strict=True):
-            groups.setdefault((kind, ckpt), set()).add(m)
-        return [part(g, sl, k, frozenset(ms), ck) for (k, ck), ms in groups.items()]
+            groups.setdefault((id(kind), ckpt), (kind, ckpt, set()))[2].add(m)
+        return [part(g, sl, k, frozenset(ms), ck) for k, ck, ms in groups.values()]
 
     return at
 

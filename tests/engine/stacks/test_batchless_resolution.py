@@ -38,3 +38,26 @@ def test_a_plan_resolved_twice_is_the_same_object() -> None:
     """Cached on the plan too: the window and every view resolve the same plan again."""
     plan = with_values(default_plan(), {"batch.micro_batch": 3})
     assert resolve_stack_defaults(plan) is resolve_stack_defaults(plan)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(["fsdp2", "zero3", "megatron_distopt"]), st.integers(1, 64))
+def test_a_batch_edit_resolves_to_the_same_sections_but_the_batch(
+    strategy: str, micro_batch: int
+) -> None:
+    """An edit of the batch keeps every other section's object (engine/plan.py
+    ``with_values``), and the resolved plan holds the very sections the unedited plan's
+    resolution holds (``_batchless``) — the decided parallelism (``tp_style`` and
+    ``knobs`` filled in, ``_decided``) among them — but its own batch. An equal layout
+    made afresh (another object) resolves to that same decided parallelism too: the
+    engine's caches compare sections by identity."""
+    plan = with_values(default_plan(), {"parallelism.strategy": strategy})
+    edited = with_values(plan, {"batch.micro_batch": micro_batch + 64})
+    a, b = resolve_stack_defaults(plan).plan, resolve_stack_defaults(edited).plan
+    assert a.batch == plan.batch and b.batch == edited.batch and a.batch != b.batch
+    for name, section in a.__dict__.items():
+        assert name == "batch" or b.__dict__[name] is section, name
+    assert a.parallelism.tp_style != "auto" and plan.parallelism.tp_style == "auto"
+    again = with_values(edited, {"parallelism.strategy": strategy})  # new, equal sections
+    assert again.parallelism is not plan.parallelism
+    assert resolve_stack_defaults(again).plan.parallelism is a.parallelism
