@@ -17,13 +17,12 @@ step here, or the search skips a fitting layout:
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from engine.errors import Problem
 from engine.layout.lattice.candidates import RegimeKey, ShapeJudge, held_micro_batch
-from engine.layout.lattice.group import Group, below_dp, dp_span
 from engine.layout.lattice.point import Layout
 from engine.layout.proofs.bound import PeakFloors
 from engine.layout.proofs.cross_ep import CrossEp
@@ -34,9 +33,22 @@ from engine.ledger.sharding import shard_group_size
 from engine.plan import Plan
 from engine.stacks.families import rule_of
 
-LISTED = 16
-"""Layouts of a regime built as its DP values are judged (the rest when read): a MoE
-shape's regimes hold a few DP values, a dense model's thousands."""
+
+def _dp(layout: Layout) -> int:
+    return layout.dp
+
+
+def below_dp(group: Sequence[Layout], dp: int) -> Sequence[Layout]:
+    """The layouts of an ascending ``group`` with DP below ``dp``."""
+    return group[: bisect_left(group, dp, key=_dp)]
+
+
+def dp_span(group: Sequence[Layout], above: int, upto: int | None) -> Sequence[Layout]:
+    """The layouts of an ascending ``group`` of DP above ``above`` and (unless None) at
+    most ``upto``."""
+    start = bisect_right(group, above, key=_dp)
+    end = len(group) if upto is None else bisect_right(group, upto, key=_dp)
+    return group[start:end]
 
 
 def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
@@ -149,15 +161,6 @@ class SearchMemo:
     proofs: Proofs = field(default_factory=dict)
     _points: dict[Layout, _ShapePoints] | None = None
     _judges: dict[Layout, ShapeJudge] | None = None
-    floor_over: dict[tuple[Layout, int, str], int] = field(default_factory=dict)
-    """Per (shape, fewest DP, figure): the largest top at which the peak floor by that
-    figure was over the limit at every candidate
-    (:meth:`engine.layout.search.minimum._Shape.all_over_floor`). The candidates up to a smaller
-    top are a prefix of those (:class:`_ShapePoints`), each batch's largest of them at
-    most that batch's largest there, and the floor only rises as DP falls with the batch
-    held: every one of them is over too, and the search drops the shape without building
-    its batches' tops again."""
-
     free_over: dict[tuple[object, ...], int] = field(default_factory=dict)
     """Per (TP, PP, CP, expert TP, split, figure): the largest top at which the peak
     floor by that figure was over the limit at DP = top itself (:meth:`over_at_top`)."""
@@ -260,19 +263,15 @@ class SearchMemo:
 @dataclass
 class _ShapePoints:
     """One shape's candidate layouts from ``fewest_dp`` up to the largest ``top`` asked
-    for so far, by regime, each regime's DP values ascending, and the layouts of its first
-    :data:`LISTED` (a longer window's are built when read:
-    :class:`~engine.layout.lattice.group.Group`; a list is what a few DP values cost least as).
-    The candidates up to a smaller top are a prefix of those up to a larger one
+    for so far, by regime, each regime's DP values and layouts ascending. The candidates
+    up to a smaller top are a prefix of those up to a larger one
     (:func:`~engine.layout.lattice.candidates.dp_candidates`), so each DP is judged once and every
-    search round takes a window of these lists by bisection instead of walking thousands
-    of DP values."""
+    search round takes a window of these lists by bisection."""
 
     fewest_dp: int
     upto: int = 0
     dps: dict[RegimeKey, list[int]] = field(default_factory=dict)
-    layouts: dict[RegimeKey, list[Layout]] = field(default_factory=dict)  # the first LISTED
-    make: Callable[[int], Layout] | None = None  # the shape's layout at a DP
+    layouts: dict[RegimeKey, list[Layout]] = field(default_factory=dict)
 
     def extend(self, memo: SearchMemo, shape: Layout, top: int) -> None:
         """Judge the candidates above what is done, up to ``top``."""
@@ -280,22 +279,16 @@ class _ShapePoints:
             return
         judge = memo.judge(shape)
         cands = judge.candidates(top)
-        if self.make is None:
-            self.make = judge.layout
         dps, layouts, make = self.dps, self.layouts, judge.layout
         last: RegimeKey | None = None
-        n = 0  # DP values in the regime's list
         for d in cands[bisect_right(cands, max(self.upto, self.fewest_dp - 1)) :]:
             if judge.refused(d):
                 continue
             key = judge.regime(d)
             if key != last:  # the regime changes at few DP values: look its lists up then
                 last, at, lays = key, dps.setdefault(key, []), layouts.setdefault(key, [])
-                n = len(at)
             at.append(d)
-            n += 1
-            if n <= LISTED:  # so the layouts are those of a prefix of the DPs
-                lays.append(make(d))
+            lays.append(make(d))
         self.upto = top
 
     def window(self, fewest_dp: int, top: int) -> dict[RegimeKey, Sequence[Layout]]:
@@ -307,10 +300,4 @@ class _ShapePoints:
             if i < j:
                 spans.append((dps[i], key, i, j))
         spans.sort(key=lambda span: span[0])
-        make = self.make
-        assert make is not None  # set by the first extend, before any window
-        out: dict[RegimeKey, Sequence[Layout]] = {}
-        for _, key, i, j in spans:
-            listed = self.layouts[key]
-            out[key] = listed[i:j] if j <= len(listed) else Group(self.dps[key], i, j, make)
-        return out
+        return {key: self.layouts[key][i:j] for _, key, i, j in spans}

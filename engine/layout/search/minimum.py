@@ -50,13 +50,12 @@ from dataclasses import dataclass, field
 
 from engine.layout.lattice.batch import held_batch
 from engine.layout.lattice.candidates import RegimeKey
-from engine.layout.lattice.group import below_dp
 from engine.layout.lattice.point import Layout
 from engine.layout.proofs.bound import PeakFloors
 from engine.layout.proofs.cross_ep import CrossEp
 from engine.layout.proofs.evaluate import Evaluator, Outcome, slack
 from engine.layout.proofs.low_bound import LowFloors
-from engine.layout.proofs.regimes import SearchMemo
+from engine.layout.proofs.regimes import SearchMemo, below_dp
 from engine.layout.proofs.state_bound import StateFloors
 from engine.layout.search.budget import Budget
 
@@ -297,14 +296,8 @@ def search_min(
             and memo.over_at_top(floors, shape, top, criterion.figure, searcher.limit)
         ):
             continue
-        if prunes:
-            over_key = (shape, fewest_dp, criterion.figure)
-            over = memo.floor_over.get(over_key, 0)
-            if top <= over:  # every candidate up to a larger top was over: these too
-                continue
-            if searcher.all_over_floor(memo.batch_tops(shape, top, fewest_dp)):
-                memo.floor_over[over_key] = top
-                continue
+        if prunes and searcher.all_over_floor(memo.batch_tops(shape, top, fewest_dp)):
+            continue
         got: Layout | None = None
         for key, whole in memo.regimes(shape, top, fewest_dp).items():
             group: Sequence[Layout] = whole if got is None else below_dp(whole, got.dp)
