@@ -16,7 +16,7 @@ FSDP2 on H100 nodes; the issue-34 targets: ≤ 100 ms median, ≤ 200 ms the slo
 with the estimates it needed and whether it stopped at its budget (wall and this
 process's CPU time: on a shared machine the CPU figure is the steadier), their median
 and slowest; last, for the slowest preset, what the cyclic garbage collector costs a search
-(``engine/layout/search/collector.py``: the same cold search with the collector running,
+(``engine/layout/counts.py``: the same cold search with the collector running,
 and the first full collection after a paused one). The figures the engine's docstrings
 once quoted belong here.
 """
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from functools import _lru_cache_wrapper, partial
 
 from engine.estimate import estimate
-from engine.layout.search.counts import gpu_counts
+from engine.layout.counts import gpu_counts
 from engine.models.presets import preset_names
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset
@@ -98,7 +98,7 @@ def rounds_ms(fn: Callable[[], float], rounds: int) -> str:
 
 def clear_caches() -> None:
     """Empty every functools cache in the engine (a cold estimate). Thaws first: a search
-    ends by freezing what is alive (``engine/layout/search/collector.py``), and
+    ends by freezing what is alive (``engine/layout/counts.py``), and
     ``gc.get_objects`` does not list frozen objects, so the caches would be missed."""
     gc.unfreeze()
     for obj in gc.get_objects():

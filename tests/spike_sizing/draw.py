@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 import random
 
-from engine.layout.lattice.point import Layout, LayoutPreferences
-from engine.layout.lattice.shapes import check
+from engine.layout.point import Layout, LayoutPreferences
+from engine.layout.shapes import check
 from engine.legality import rules
 from engine.plan import Plan, with_values
 

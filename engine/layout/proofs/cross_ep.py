@@ -89,12 +89,11 @@ from collections.abc import Callable
 from contextlib import suppress
 
 from engine.errors import PlanError
-from engine.layout.lattice.padding import padding_context, share_in
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import with_layout
+from engine.layout.candidates import padding_context, share_in
+from engine.layout.point import Layout
 from engine.layout.proofs.evaluate import Outcome
-from engine.layout.proofs.low_bound import LowFloors
-from engine.layout.proofs.state_bound import StateFloors
+from engine.layout.proofs.stage_bounds import LowFloors, StateFloors
+from engine.layout.shapes import with_layout
 from engine.ledger.activations.exchange import ep_dispatch_part
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.peaks.runtime import reserve_factors
@@ -174,7 +173,7 @@ class CrossEp:
         that figure — by a bound or by its ``estimate`` (made now and memoised: free
         when the search comes to that layout) — and, with ``regime``, so is every smaller
         DP of its regime: asked then only where the layout pads nothing (see the module's
-        docstring). The bound is the state bound (:mod:`engine.layout.proofs.state_bound`) by
+        docstring). The bound is the state bound (:mod:`engine.layout.proofs.stage_bounds`) by
         the high figure, and by the low one the low bound (:mod:`engine.layout.
         low_bound`), which dominates the state bound and which the low search works out
         for the wider layout when it probes it (memoised: one bound for every narrower

@@ -3,7 +3,7 @@ regimes (the DP ranges within which a rank's peak never rises, up to the FSDP pa
 slack), and what probes have proven about each regime.
 
 Everything here is keyed by the shape and is the same in every round of the growing
-bound and in all three counts' searches of one :func:`engine.layout.search.counts.gpu_counts`
+bound and in all three counts' searches of one :func:`engine.layout.counts.gpu_counts`
 call (one plan, one set of ``pipeline_full`` / ``max_padding_share`` preferences), so
 :class:`SearchMemo` computes a DP's layout, its padding verdict and its regime once.
 
@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from engine.errors import Problem
-from engine.layout.lattice.candidates import RegimeKey, ShapeJudge, held_micro_batch
-from engine.layout.lattice.point import Layout
+from engine.layout.candidates import RegimeKey, ShapeJudge, held_micro_batch
+from engine.layout.point import Layout
 from engine.layout.proofs.bound import PeakFloors
 from engine.layout.proofs.cross_ep import CrossEp
-from engine.layout.proofs.low_bound import LowFloors
-from engine.layout.proofs.state_bound import StateFloors
+from engine.layout.proofs.stage_bounds import LowFloors, StateFloors
 from engine.ledger.groups import ranks_per_node
 from engine.ledger.sharding import shard_group_size
 from engine.plan import Plan
@@ -265,7 +264,7 @@ class _ShapePoints:
     """One shape's candidate layouts from ``fewest_dp`` up to the largest ``top`` asked
     for so far, by regime, each regime's DP values and layouts ascending. The candidates
     up to a smaller top are a prefix of those up to a larger one
-    (:func:`~engine.layout.lattice.candidates.dp_candidates`), so each DP is judged once and every
+    (:func:`~engine.layout.candidates.dp_candidates`), so each DP is judged once and every
     search round takes a window of these lists by bisection."""
 
     fewest_dp: int

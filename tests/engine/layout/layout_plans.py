@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import Lattice, LayoutPreferences, enumerate_layouts, with_layout
+from engine.layout.point import Layout
+from engine.layout.shapes import Lattice, LayoutPreferences, enumerate_layouts, with_layout
 from engine.ledger.phases import Range
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset

@@ -8,9 +8,9 @@ from dataclasses import replace
 from layout_plans import TINY_MOE
 
 from engine.estimate import estimate
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import with_layout
+from engine.layout.point import Layout
 from engine.layout.proofs.regimes import regime
+from engine.layout.shapes import with_layout
 from engine.plan import default_plan, with_values
 
 
