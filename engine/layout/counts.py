@@ -70,7 +70,20 @@ _ends = 0
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Pause the cyclic collector for the ``with`` block (see the module docstring)."""
+    """Pause the cyclic collector for the ``with`` block, and freeze what it leaves alive.
+
+    A search builds hundreds of thousands of short-lived objects while the engine's
+    caches keep a few hundred thousand long-lived ones; generational collections
+    triggered by the allocations walk the caches' objects again, none of them garbage
+    (``tests/bench_engine.py`` prints the cost). Turning the collector back on is not the
+    end of it: what the paused search kept is in the youngest generation, and the first
+    collection would walk it all; so the outermost pause ends with :func:`gc.freeze`
+    (collections skip frozen objects; reference counting still frees them). Freezing
+    would keep cyclic garbage pending then: a search leaves none (``test_collector.py``),
+    and every :data:`THAW_EVERY`-th pause thaws instead, handing everything back to the
+    oldest generation. Process-wide by nature, so counted: nested and concurrent
+    searches (the GUI's worker threads) restore the collector when the last one ends,
+    and only if it was enabled when the first began (nothing is frozen then)."""
     global _depth, _resume
     with _lock:
         if _depth == 0:
@@ -358,7 +371,13 @@ def ascending(low: int | None, high: int | None) -> str:
 def validation_range(c: GpuCounts) -> str:
     """The validation range as GPUs to buy ("4–8 GPUs"), with the ranks its layouts use
     when they differ ("8 GPUs (layouts of 1–2 ranks)") and "(straddles)" when the low
-    and high estimates disagree: the same words everywhere the range is shown."""
+    and high estimates disagree: the same words everywhere the range is shown (the
+    window, the CLI, the comparison and the PDF report).
+
+    The counts are GPUs to buy, low then high (the search makes them ascending); the
+    ranks do not ascend with them (a 4-rank layout can fit by the low estimate where a
+    2-rank one fits by the high, both on one 4-GPU node), so they are written as their
+    own ascending range, never as a second "low–high" that reads backwards."""
     lo, hi = c.validation_low, c.validation_high
     text = ascending(lo.gpus, hi.gpus)
     if text == "none":

@@ -131,7 +131,8 @@ class Layout:
     def at_dp(self, dp: int, micro_batch: int, grad_accum: int) -> Layout:
         """This shape at ``dp`` data-parallel ranks running this batch: what
         ``dataclasses.replace`` gives, built directly (the search builds one per candidate
-        DP of every shape, thousands per search, and ``replace`` costs 5× more)."""
+        DP of every shape, thousands per search; ``tests/bench_engine.py`` prints what
+        ``replace`` would cost)."""
         return Layout(
             self.tp, self.pp, self.cp, self.ep, dp, micro_batch, grad_accum, self.etp, self.pp_split
         )
