@@ -236,7 +236,7 @@ class ShapeJudge:
     DP read once: a dense model's shape has thousands of candidates, and every search
     round asks again. The same answers as :func:`dp_candidates`, :func:`layout_at`,
     :func:`engine.layout.candidates.problems_in` and
-    :func:`engine.layout.proofs.regimes.regime` (the shape-points test compares them with
+    the regime key by definition (the shape-points test compares them with
     a walk that calls those). What does not depend on the shape is read once per plan
     (:class:`_PlanFacts`)."""
 
@@ -311,7 +311,7 @@ class ShapeJudge:
         return self.shape.at_dp(dp, batch[0], batch[1])
 
     def regime(self, dp: int) -> RegimeKey:
-        """:func:`engine.layout.proofs.regimes.regime` of the shape at ``dp``: from
+        """The regime key of the shape at ``dp`` (:mod:`engine.layout.proofs.regimes`): from
         :attr:`settled` on, one key."""
         if dp >= self.settled:
             return self.settled_key

@@ -3,7 +3,7 @@
 For one model-parallel shape (TP, PP, CP, EP, with its split), adding data-parallel
 ranks shards the states further and, with the global batch held, lowers the
 accumulation; nothing a rank holds grows — except at known steps, which split the DP
-values into *regimes* (:func:`engine.layout.proofs.regimes.regime`) within which the
+values into *regimes* (:mod:`engine.layout.proofs.regimes`) within which the
 peak never rises:
 
 - DP (× CP) 1 → 2 adds the data-parallel NCCL communicator and DDP's bucket;

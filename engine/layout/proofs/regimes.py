@@ -7,7 +7,8 @@ bound and in all three counts' searches of one :func:`engine.layout.counts.gpu_c
 call (one plan, one set of ``pipeline_full`` / ``max_padding_share`` preferences), so
 :class:`SearchMemo` computes a DP's layout, its padding verdict and its regime once.
 
-:func:`regime` is a proof: its key lists, from the ledger's rows, every step at which a
+:meth:`ShapeJudge.regime <engine.layout.candidates.ShapeJudge.regime>` is a proof: its
+key lists, from the ledger's rows, every step at which a
 rank's peak may rise with DP (a communicator appearing, an expert or HSDP shard group
 moving, ranks per node growing). A row that grows with DP anywhere else must add its
 step here, or the search skips a fitting layout:
@@ -27,10 +28,7 @@ from engine.layout.point import Layout
 from engine.layout.proofs.bound import PeakFloors
 from engine.layout.proofs.cross_ep import CrossEp
 from engine.layout.proofs.stage_bounds import LowFloors, StateFloors
-from engine.ledger.groups import ranks_per_node
-from engine.ledger.sharding import shard_group_size
 from engine.plan import Plan
-from engine.stacks.families import rule_of
 
 
 def _dp(layout: Layout) -> int:
@@ -48,28 +46,6 @@ def dp_span(group: Sequence[Layout], above: int, upto: int | None) -> Sequence[L
     start = bisect_right(group, above, key=_dp)
     end = len(group) if upto is None else bisect_right(group, upto, key=_dp)
     return group[start:end]
-
-
-def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
-    """What may make a rank's peak rise between two DP values of one shape: layouts of
-    one shape with equal regimes never hold more with more DP (see the module's
-    docstring), up to :func:`engine.layout.proofs.evaluate.slack`."""
-    par = plan.parallelism
-    rpn = ranks_per_node(plan)
-    dense = layout.dp * layout.cp
-    key: list[object] = [dense > 1, layout.dp if layout.world_size < rpn else 0]
-    moe = plan.model.architecture.moe is not None
-    edp = layout.tp * layout.cp * layout.dp // (layout.ep * layout.etp)
-    if moe:
-        key.append(edp > 1 and edp != dense)
-    if rule_of(par.strategy).hybrid:
-        laid = par.model_copy(update={"tp": layout.tp, "cp": layout.cp, "dp": layout.dp})
-        shard = shard_group_size(laid, dense, rpn)
-        key += [shard, dense > shard]
-        if moe:  # the experts' shard group moves too: DP 4, 6, 8 on 2-GPU nodes, EP 2
-            expert_shard = shard_group_size(laid, edp, rpn)  # shard 2, 1, 2 experts
-            key += [expert_shard, edp > expert_shard]
-    return tuple(key)
 
 
 @dataclass

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
-from layout_plans import SEARCH_SETTINGS, search_plans
+from layout_plans import SEARCH_SETTINGS, regime, search_plans
 
 from engine.layout.candidates import (
     RegimeKey,
@@ -27,7 +27,7 @@ from engine.layout.candidates import (
 )
 from engine.layout.point import Layout
 from engine.layout.proofs.bound import PeakFloors
-from engine.layout.proofs.regimes import SearchMemo, regime
+from engine.layout.proofs.regimes import SearchMemo
 from engine.layout.shapes import LayoutPreferences, legal_shapes
 from engine.plan import Plan, with_values
 
