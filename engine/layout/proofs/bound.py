@@ -254,8 +254,9 @@ def activation_sums(plan: Plan, stage: int, n_layers: int, accumulating: bool) -
     return tuple(zip(lows, highs, strict=True))
 
 
-_ERRORS = (PlanError, NotImplementedError, ValueError)
-"""What laying a canonical plan out may raise: no floor is known then."""
+LAYOUT_ERRORS = (PlanError, NotImplementedError, ValueError)
+"""What laying a plan out (or building its rows) may raise: no bound is known then; the
+estimate says why."""
 
 
 class PeakFloors:
@@ -281,7 +282,7 @@ class PeakFloors:
             if stages is not None:
                 try:
                     got = (stages.laid, stages.all())
-                except _ERRORS:
+                except LAYOUT_ERRORS:
                     self._stages[key] = None
             self._cache[key] = got
         return self._cache[key]
@@ -299,7 +300,7 @@ class PeakFloors:
             self.calls += 1
             try:
                 self._stages[key] = _Stages(self.plan, resolved(with_layout(self.plan, key)))
-            except _ERRORS:
+            except LAYOUT_ERRORS:
                 self._stages[key] = None
         return self._stages[key]
 
@@ -339,7 +340,7 @@ class PeakFloors:
             for i in range(len(stages.stages)):
                 try:
                     st = stages.floor(i)
-                except _ERRORS:
+                except LAYOUT_ERRORS:
                     self._cache[key], self._stages[key] = None, None
                     return False
                 if stage_floor(stages.laid, st, per_stage_ranks) > limit:

@@ -88,9 +88,9 @@ import math
 from collections.abc import Callable
 from contextlib import suppress
 
-from engine.errors import PlanError
 from engine.layout.candidates import padding_context, share_in
 from engine.layout.point import Layout
+from engine.layout.proofs.bound import LAYOUT_ERRORS
 from engine.layout.proofs.evaluate import Outcome
 from engine.layout.proofs.stage_bounds import LowFloors, StateFloors
 from engine.layout.shapes import with_layout
@@ -112,9 +112,6 @@ SUMMED_STEPS = frozenset({"adamw", "sgd_momentum", "lion"})
 under foreach, sums of sharded parameters' copies over a group's dtype buckets (fused:
 none; plain SGD: none at all); Adafactor's factored temporaries, 8-bit Adam's quantized
 states and a custom optimizer's are left out."""
-
-_ERRORS = (PlanError, NotImplementedError, ValueError)
-"""What laying a wider layout out may raise: no bound is known then."""
 
 
 def in_scope(plan: Plan) -> bool:
@@ -152,7 +149,7 @@ class CrossEp:
         # (low, high) ends of the reserve's factor and of one communicator's NCCL buffers
         self.factors, self.per_communicator = (0.0, 0.0), (0, 0)
         if plan.model.architecture.moe is not None:
-            with suppress(*_ERRORS):
+            with suppress(*LAYOUT_ERRORS):
                 base = resolved(plan)
                 # neither reads the layout: the reserve is the plan's, the NCCL buffers
                 # the accelerator's (``stacks/stack_rules.py`` ``_nccl``)
@@ -253,7 +250,7 @@ class CrossEp:
         key = (wide.tp, wide.cp, wide.pp, wide.pp_split, wide.micro_batch, wide.etp)
         if key not in self._dispatch:
             self._dispatch[key] = None
-            with suppress(*_ERRORS):
+            with suppress(*LAYOUT_ERRORS):
                 # the peak floor's plan of the layout (DP 1, the widest EP) when there is
                 # one: the search has laid it out already
                 floors = None if self.state is None else self.state.floors

@@ -81,9 +81,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from engine.errors import PlanError
 from engine.layout.point import Layout
-from engine.layout.proofs.bound import PeakFloors, StageFloor
+from engine.layout.proofs.bound import LAYOUT_ERRORS, PeakFloors, StageFloor
 from engine.layout.proofs.evaluate import padded_bytes, padded_slack
 from engine.layout.shapes import with_layout
 from engine.ledger.peaks.runtime import reserve_factors, stuck_bytes
@@ -150,7 +149,7 @@ class StateFloors:
                 return None
             try:
                 rows = persistent_stage_rows(laid, st.stage)
-            except (PlanError, NotImplementedError, ValueError):
+            except LAYOUT_ERRORS:
                 self._laid[layout] = None
                 return None
             held = moment_sums(rows, laid.batch.grad_accum > 1)
@@ -168,15 +167,13 @@ class StateFloors:
         if layout not in self._laid:
             try:
                 self._laid[layout] = resolved(with_layout(self.plan, layout))
-            except (PlanError, NotImplementedError, ValueError):
+            except LAYOUT_ERRORS:
                 self._laid[layout] = None
         return self._laid[layout]
 
 
 Verdict = Literal["dead", "over", "under", "unknown"]
 """What the bound proves of a layout (:meth:`LowFloors.judge`)."""
-
-_ERRORS = (PlanError, NotImplementedError, ValueError)
 
 
 class StageLow:
@@ -275,7 +272,7 @@ class LowFloors:
             try:
                 laid = resolved(with_layout(self.plan, layout))
                 check(laid)
-            except _ERRORS:
+            except LAYOUT_ERRORS:
                 laid = None
             if laid is not None:
                 # the stage holding the most that no DP or EP takes away first: the
@@ -293,7 +290,7 @@ class LowFloors:
         st, laid = got.order[i], got.laid
         try:
             sh = shared_rows(laid, st.stage)
-        except _ERRORS:
+        except LAYOUT_ERRORS:
             return None
         self.stages_worked += 1
         low = max(lo for lo, _ in add_sums(sh.sums, st.activation_sums))
