@@ -30,9 +30,9 @@ from typing import Any, Literal, TypeVar, cast
 
 from engine.errors import PlanError
 from engine.estimate import Estimate, estimate
-from engine.layout.lattice.shapes import Layout, layout_of
-from engine.layout.search.counts import SEARCH_BUDGET_S, GpuCounts, gpu_counts
-from engine.layout.search.levers import Lever, LeverSummary, fit_levers
+from engine.layout.counts import SEARCH_BUDGET_S, GpuCounts, gpu_counts
+from engine.layout.levers import Lever, LeverSummary, fit_levers
+from engine.layout.shapes import Layout, layout_of
 from engine.plan import Plan
 from engine.whatif.diagnostics import Diagnosis, diagnose
 from engine.whatif.fit import FitResult, largest_micro_batch, longest_sequence

@@ -16,14 +16,16 @@ FSDP2 on H100 nodes; the issue-34 targets: ≤ 100 ms median, ≤ 200 ms the slo
 with the estimates it needed and whether it stopped at its budget (wall and this
 process's CPU time: on a shared machine the CPU figure is the steadier), their median
 and slowest; last, for the slowest preset, what the cyclic garbage collector costs a search
-(``engine/layout/search/collector.py``: the same cold search with the collector running,
-and the first full collection after a paused one). The figures the engine's docstrings
+(``engine/layout/counts.py``: the same cold search with the collector running,
+and the first full collection after a paused one); and what ``Layout.at_dp`` saves over
+``dataclasses.replace``. The figures the engine's docstrings
 once quoted belong here.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import itertools
 import statistics
@@ -32,7 +34,8 @@ from collections.abc import Callable
 from functools import _lru_cache_wrapper, partial
 
 from engine.estimate import estimate
-from engine.layout.search.counts import gpu_counts
+from engine.layout.counts import gpu_counts
+from engine.layout.point import Layout
 from engine.models.presets import preset_names
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset
@@ -98,7 +101,7 @@ def rounds_ms(fn: Callable[[], float], rounds: int) -> str:
 
 def clear_caches() -> None:
     """Empty every functools cache in the engine (a cold estimate). Thaws first: a search
-    ends by freezing what is alive (``engine/layout/search/collector.py``), and
+    ends by freezing what is alive (``engine/layout/counts.py``), and
     ``gc.get_objects`` does not list frozen objects, so the caches would be missed."""
     gc.unfreeze()
     for obj in gc.get_objects():
@@ -111,6 +114,27 @@ def cold_s(plan: Plan) -> float:
     t = time.perf_counter()
     estimate(plan)
     return time.perf_counter() - t
+
+
+def layout_copy_figures(repeat: int) -> None:
+    """What ``Layout.at_dp`` (``engine/layout/point.py``) saves over ``dataclasses.replace``
+    per layout the search builds (one per candidate DP of every shape)."""
+    lay = Layout(tp=8, pp=4, cp=1, ep=1, dp=1, micro_batch=1, grad_accum=8, pp_split=(32,) * 4)
+    n = 10_000
+
+    def built() -> None:
+        for d in range(n):
+            lay.at_dp(d, 1, 8)
+
+    def replaced() -> None:
+        for d in range(n):
+            dataclasses.replace(lay, dp=d, micro_batch=1, grad_accum=8)
+
+    at_dp, rep = median_s(built, repeat) / n, median_s(replaced, repeat) / n
+    print(
+        f"Layout.at_dp {at_dp * 1e9:.0f} ns, dataclasses.replace {rep * 1e9:.0f} ns "
+        f"({rep / at_dp:.1f}× at_dp) per layout"
+    )
 
 
 def collector_figures(name: str, budget: float) -> None:
@@ -170,6 +194,7 @@ def main() -> None:
         print(
             f"  {name:<34} warm {warm}   fresh {fresh}   fresh seq {seq}   cold {cold * 1e3:7.1f}"
         )
+    layout_copy_figures(min(args.repeat, 5))
     if args.no_search:
         return
     names = [n for n in args.presets.split(",") if n] or preset_names()

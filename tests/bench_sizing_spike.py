@@ -16,7 +16,7 @@ import argparse
 import statistics
 import time
 
-from engine.layout.search.counts import gpu_counts
+from engine.layout.counts import gpu_counts
 from engine.plan import Plan
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved

@@ -318,17 +318,24 @@ def test_only_the_proofs_read_ledger_internals(graph: dict[str, dict[str, int]])
     assert not bad, "ledger internals imported outside engine.layout.proofs:\n" + "\n".join(bad)
 
 
+LATTICE = ("engine.layout.point", "engine.layout.shapes", "engine.layout.candidates")
+SEARCH = (
+    "engine.layout.minimum",
+    "engine.layout.counts",
+    "engine.layout.beside",
+    "engine.layout.levers",
+)
 LAYOUT_LAYERS = (
-    Rule("engine.layout.lattice", ("engine.layout.search",), "the lattice is below the search"),
-    Rule("engine.layout.proofs", ("engine.layout.search",), "the proofs are below the search"),
+    *(Rule(m, SEARCH, "the lattice is below the search") for m in LATTICE),
+    Rule("engine.layout.proofs", SEARCH, "the proofs are below the search"),
 )
 
 
 def test_layout_layers(graph: dict[str, dict[str, int]]) -> None:
-    """lattice → proofs → search: the search reads the proofs and the lattice, never the
-    other way (the lattice reads only the proofs' face, which the cycle test keeps free
-    of proof modules)."""
+    """lattice → proofs → search, never the other way (the lattice reads only the proofs'
+    face); every module named in the rules exists (a renamed one would guard nothing)."""
     bad = forbidden_edges(graph, LAYOUT_LAYERS)
+    bad += [f"{m}: no such module" for m in (*LATTICE, *SEARCH) if m not in graph]
     assert not bad, "imports against engine.layout's layers:\n" + "\n".join(bad)
 
 
@@ -364,7 +371,7 @@ def test_function_level_import_draws_an_edge() -> None:
 
 def test_layering_rules_catch_a_wrong_edge() -> None:
     g = {
-        "engine.ledger.rows": {"engine.layout.search": 3, "engine.units": 1},
+        "engine.ledger.rows": {"engine.layout": 3, "engine.units": 1},
         "engine.plan": {"gui.display": 9},
         "engine.whatif.fit": {"engine.cli.common": 5},
         "engine.cli.text": {"engine.cli.common": 2},
@@ -372,7 +379,7 @@ def test_layering_rules_catch_a_wrong_edge() -> None:
     }
     assert forbidden_edges(g) == [
         "engine.plan (line 9) → gui.display: " + FORBIDDEN[0].why,
-        "engine.ledger.rows (line 3) → engine.layout.search: " + FORBIDDEN[1].why,
+        "engine.ledger.rows (line 3) → engine.layout: " + FORBIDDEN[1].why,
         "engine.whatif.fit (line 5) → engine.cli.common: " + FORBIDDEN[2].why,
     ]
 
@@ -380,7 +387,7 @@ def test_layering_rules_catch_a_wrong_edge() -> None:
 def test_ledger_rule_catches_an_internal_import() -> None:
     """The search importing ``stage_rows`` is caught; the same import in a proof, and the
     ledger's face anywhere, are not."""
-    search, proof = "engine.layout.search.counts", "engine.layout.proofs.bound"
+    search, proof = "engine.layout.counts", "engine.layout.proofs.bound"
     known = {"engine.ledger", "engine.ledger.stage_rows", search, proof}
     internal = "from engine.ledger.stage_rows import shared_rows\n"
     face = "from engine.ledger import DYNAMIC_IDS\n"

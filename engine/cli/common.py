@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from engine.cli.arg_types import non_negative_float
 from engine.fileio.number_text import number_from_text
-from engine.layout.search.counts import SEARCH_BUDGET_S
+from engine.layout.counts import SEARCH_BUDGET_S
 from engine.plan import Plan, default_plan, describe_validation_error, get_value, with_values
 from engine.planfile import PlanFile, PlanFileError, load
 from engine.presets import accelerator_changes, accelerators, model_section_for

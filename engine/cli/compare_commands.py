@@ -24,7 +24,7 @@ from engine.cli.json_form import JSON_VERSION
 from engine.cli.layout_json import layout_json
 from engine.cli.text import table
 from engine.fileio.oneline import one_line
-from engine.layout.search.counts import GpuCounts
+from engine.layout.counts import GpuCounts
 from engine.plan import Plan
 from engine.planfile import PlanFileError, load
 from engine.units import UnitChoice, fmt_range

@@ -22,8 +22,8 @@ from engine.cli.layout_json import counts_json, fit_json, lattice_json, levers_j
 from engine.cli.text import render_counts, render_fit, render_levers
 from engine.errors import PlanError
 from engine.estimate import VERDICT_WORDS
-from engine.layout.lattice.shapes import Lattice, enumerate_layouts
 from engine.layout.proofs.evaluate import Evaluator, Outcome
+from engine.layout.shapes import Lattice, enumerate_layouts
 from engine.plan import Plan, describe_validation_error, with_value
 from engine.units import fmt_bytes, fmt_range
 

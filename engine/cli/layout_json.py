@@ -11,10 +11,10 @@ from typing import Any
 from engine import __version__
 from engine.analysis import FitLimits
 from engine.cli.json_form import JSON_VERSION
-from engine.layout.lattice.shapes import Lattice, Layout, Rejected
+from engine.layout import Count, GpuCounts
+from engine.layout.levers import Lever
 from engine.layout.proofs.evaluate import Outcome
-from engine.layout.search.counts import Count, GpuCounts
-from engine.layout.search.levers import Lever
+from engine.layout.shapes import Lattice, Layout, Rejected
 from engine.whatif.fit import FitResult
 
 

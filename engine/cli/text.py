@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from engine.analysis import FitLimits
 from engine.estimate import VERDICT_WORDS, Estimate, StageEstimate
-from engine.layout.lattice.batch import step_words
-from engine.layout.search.counts import Count, GpuCounts
-from engine.layout.search.levers import Lever
-from engine.layout.search.procure import rounding_noun
-from engine.layout.search.spelling import validation_range
+from engine.layout import Count, GpuCounts
+from engine.layout.counts import validation_range
+from engine.layout.levers import Lever
+from engine.layout.point import rounding_noun, step_words
 from engine.ledger.nodes.communication import Communication
 from engine.ledger.nodes.ledgers import NodeLedgers
 from engine.ledger.row import LOCATIONS, PHASES, Row

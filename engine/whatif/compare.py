@@ -19,8 +19,7 @@ from typing import Any
 from engine.analysis import analysis
 from engine.errors import PlanError
 from engine.estimate import VERDICT_WORDS, Estimate
-from engine.layout.search.counts import SEARCH_BUDGET_S, GpuCounts
-from engine.layout.search.spelling import validation_range
+from engine.layout.counts import SEARCH_BUDGET_S, GpuCounts, validation_range
 from engine.ledger.row import Row
 from engine.plan import Plan, free_json_paths
 from engine.units import UnitChoice, fmt_bytes, fmt_range

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.layout.lattice.batch import keeps_global_batch, target_global_batch
+from engine.layout.point import keeps_global_batch, target_global_batch
 from engine.layout.proofs.evaluate import Estimator
 from engine.plan import Plan
 
@@ -83,7 +83,7 @@ def largest_micro_batch(
     """The largest micro-batch that fits the plan's layout.
 
     With ``hold_fixed = global_batch``, or a global batch the user set (a
-    hyperparameter: :func:`engine.layout.lattice.batch.keeps_global_batch`), only micro-batches
+    hyperparameter: :func:`engine.layout.point.keeps_global_batch`), only micro-batches
     that divide the per-replica batch are legal, and accumulation shrinks to keep the
     global batch.
     """

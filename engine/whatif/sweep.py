@@ -237,7 +237,7 @@ def parse_vary(item: str, plan: Plan) -> SweepSpec:
 def _changes(plan: Plan, path: str, value: Any) -> dict[str, Any]:
     """The edit one sweep point makes: the value, and with a global batch set, the
     accumulation that keeps it when DP or the micro-batch moves (a set global batch is a
-    hyperparameter: :func:`engine.layout.lattice.batch.keeps_global_batch`). Where no whole
+    hyperparameter: :func:`engine.layout.point.keeps_global_batch`). Where no whole
     accumulation reaches it, the plan's own rule says why."""
     b, par = plan.batch, plan.parallelism
     if b.global_batch is None or path not in ("parallelism.dp", "batch.micro_batch"):

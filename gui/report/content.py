@@ -21,7 +21,7 @@ from engine.errors import PlanError
 from engine.estimate import Estimate
 from engine.exports import EXPORTERS, Export
 from engine.layout import GpuCounts
-from engine.layout.search.levers import LeverSummary
+from engine.layout.levers import LeverSummary
 from engine.plan import Plan
 from engine.planfile import SCHEMA_VERSION, PlanFile
 from engine.stacks.catalog import concrete_stack

@@ -6,7 +6,7 @@ The rule that keeps the counts, the chosen layout and the plan on screen in agre
 when the plan's own layout fits, it is the chosen one — the search's first legal layout
 (the fewest ranks that fit) is then offered as an alternative, not presented as a
 contradiction of a plan that works. When the plan does not fit, the first legal layout
-is the chosen one. (``engine.layout.search.counts`` applies the same rule: the plan's own
+is the chosen one. (``engine.layout.counts`` applies the same rule: the plan's own
 layout wins every tie, and ``GpuCounts.chosen`` names it.)
 
 Rejected layouts are listed only when their reason can apply to this model: a dense
@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from engine.estimate import Estimate
-from engine.layout.lattice.shapes import Layout, Rejected, layout_of, with_layout
-from engine.layout.search.counts import GpuCounts
-from engine.layout.search.procure import procurement
-from engine.layout.search.spelling import validation_range
+from engine.layout.counts import GpuCounts, validation_range
+from engine.layout.point import procurement
+from engine.layout.shapes import Layout, Rejected, layout_of, with_layout
 from engine.plan import Plan, get_value
 
 Role = Literal["plan", "first", "alternative"]
@@ -151,6 +150,6 @@ def layout_changes(plan: Plan, layout: Layout) -> dict[str, Any]:
 
 def validation_text(c: GpuCounts) -> str:
     """The validation range in the engine's one spelling
-    (:func:`engine.layout.search.spelling.validation_range`): ascending, GPUs to buy, with the
+    (:func:`engine.layout.counts.validation_range`): ascending, GPUs to buy, with the
     ranks its layouts use beside it when they differ."""
     return validation_range(c)

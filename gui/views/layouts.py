@@ -28,10 +28,9 @@ from PySide6.QtWidgets import (
 )
 
 from engine.errors import PlanError
-from engine.layout.lattice.batch import batch_change, step_words
-from engine.layout.lattice.point import PREFERENCES_TITLE, RULES_TITLE, grouped
-from engine.layout.lattice.shapes import Layout, ranks_per_node
-from engine.layout.search.counts import GpuCounts
+from engine.layout.counts import GpuCounts
+from engine.layout.point import PREFERENCES_TITLE, RULES_TITLE, batch_change, grouped, step_words
+from engine.layout.shapes import Layout, ranks_per_node
 from engine.units import UnitChoice, fmt_bytes, fmt_range
 from gui.document import PlanDocument
 from gui.views.chart_common import foreground

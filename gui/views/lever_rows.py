@@ -1,6 +1,6 @@
 """The fit levers as rows of words: what the Layouts tab and the PDF report print.
 
-A lever (``engine.layout.search.levers``) is the plan with one change — full recompute,
+A lever (``engine.layout.levers``) is the plan with one change — full recompute,
 offload, LoRA, QLoRA, micro-batch 1 — searched like the plan. The analyst's question is
 "how many GPUs would that save, and at what price", so each row sets the lever's count
 against the plan's own ("256 instead of 512"), names the change by the fields' labels
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.errors import PlanError
-from engine.layout.search.counts import GpuCounts
-from engine.layout.search.levers import LeverSummary
+from engine.layout.counts import GpuCounts
+from engine.layout.levers import LeverSummary
 from gui.fields.undo_text import field_noun, value_words
 
 PENDING = "Searching fit levers… (each is the plan with one change, searched like the plan)"

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.layout.search.levers import LeverSummary
+from engine.layout.levers import LeverSummary
 from gui.document import PlanDocument
 from gui.views.grid import read_only_grid
 from gui.views.lever_rows import INTRO, LeverRow, levers_status

@@ -18,7 +18,7 @@ from math import gcd
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen
 
-from engine.layout.lattice.shapes import Layout
+from engine.layout.shapes import Layout
 from gui.views.paint_axes import set_pixel_font, text_in
 
 DIMS: tuple[str, ...] = ("tp", "cp", "ep", "dp", "pp")

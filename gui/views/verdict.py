@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QVBoxLay
 
 from engine.estimate import VERDICT_WORDS, Estimate
 from engine.layout import GpuCounts
-from engine.layout.lattice.shapes import Layout
+from engine.layout.shapes import Layout
 from engine.plan import Plan
 from engine.units import fmt_bytes, fmt_range
 from engine.verdict import fit_parts

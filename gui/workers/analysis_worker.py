@@ -41,7 +41,7 @@ from gui.workers.analysis_server import TOTALS, decode, encode
 
 WINDOW_PARTS: tuple[Part, ...] = ("counts", "diagnosis", "fit", "sensitivity", "lever_summaries")
 """The slow parts the window shows or its report prints, in the order they are wanted.
-The fit levers come last, and as their summaries (``engine.layout.search.levers.LeverSummary``),
+The fit levers come last, and as their summaries (``engine.layout.levers.LeverSummary``),
 not the levers themselves: they cost the most (for DeepSeek-V3 ~23 s of the process's
 CPU, five more searches), so the counts never wait for them and a newer edit abandons
 them like any part (killed after :data:`CANCEL_GRACE_MS`); and a lever holds its whole

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.layout.lattice.shapes import LayoutPreferences
+from engine.layout.shapes import LayoutPreferences
 from engine.plan import Plan, default_plan, with_values
 
 TINY = {

@@ -12,7 +12,7 @@ import pytest
 
 import engine.analysis as an
 from engine.errors import PlanError
-from engine.layout.search.counts import gpu_counts
+from engine.layout.counts import gpu_counts
 from engine.plan import default_plan, with_value
 from engine.whatif.diagnostics import diagnose
 from engine.whatif.fit import largest_micro_batch, longest_sequence

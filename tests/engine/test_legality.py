@@ -16,8 +16,8 @@ from pydantic import ValidationError
 
 from engine.errors import PlanError, Problem
 from engine.estimate import estimate
-from engine.layout.lattice.shapes import Layout, check, enumerate_layouts, with_layout
-from engine.layout.search.counts import gpu_counts
+from engine.layout.counts import gpu_counts
+from engine.layout.shapes import Layout, check, enumerate_layouts, with_layout
 from engine.legality.checks import plan_problems, rule_problems
 from engine.plan import (
     Plan,

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from legality_plans import MOE, NO_PREFERENCES, tiny, tiny_changes
 
-from engine.layout.lattice.shapes import (
+from engine.layout.shapes import (
     Layout,
     LayoutPreferences,
     candidate_pipeline,

@@ -12,7 +12,7 @@ from engine.errors import PlanError, PlanFileError
 from engine.estimate import estimate
 from engine.exports import EXPORTERS
 from engine.fileio import strict_json
-from engine.layout.search.counts import gpu_counts
+from engine.layout.counts import gpu_counts
 from engine.plan import Plan
 from engine.whatif.diagnostics import diagnose
 from engine.whatif.fit import largest_micro_batch, longest_sequence

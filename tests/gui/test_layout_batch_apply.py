@@ -7,7 +7,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 
-from engine.layout.lattice.shapes import layout_of
+from engine.layout.shapes import layout_of
 
 
 def test_apply_keeps_a_typed_global_batch(qtbot: Any, window: Any) -> None:

@@ -43,8 +43,8 @@ def test_field_reads_suffixes_as_set_does(qtbot: Any, window: Any, text: str, va
 def test_the_dgx_a100_node_preset_is_bought_whole(qtbot: Any, window: Any) -> None:
     """Picking "NVIDIA DGX A100" and applying it sets the A100 80 GB, the datasheet's
     figures and whole-node rounding: the default plan's 4-GPU partial node becomes one
-    whole 8-GPU system (engine.layout.search.procure)."""
-    from engine.layout.search.procure import procurement
+    whole 8-GPU system (engine.layout.point)."""
+    from engine.layout.point import procurement
 
     hardware = window.tabs["hardware"]
     hardware.node.setCurrentIndex(hardware.node.findData("dgx-a100"))

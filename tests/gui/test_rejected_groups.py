@@ -8,7 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 
-from engine.layout.lattice.point import PREFERENCES_TITLE, RULES_TITLE, Layout, Rejected, grouped
+from engine.layout.point import PREFERENCES_TITLE, RULES_TITLE, Layout, Rejected, grouped
 
 
 def test_the_list_has_a_header_per_group(qtbot: Any, window: Any) -> None:

@@ -15,7 +15,7 @@ from PySide6.QtGui import QAbstractTextDocumentLayout, QTextBlock, QTextDocument
 
 from engine.cli.common import with_model
 from engine.layout import Rejected
-from engine.layout.lattice.shapes import layout_of
+from engine.layout.shapes import layout_of
 from engine.plan import default_plan, with_values
 from engine.planfile import PlanFile
 from gui.report.builder import ReportDocument, build_document

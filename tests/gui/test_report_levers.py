@@ -11,7 +11,7 @@ from report_helpers import have_poppler, pdf_text
 
 import engine.analysis as an
 from engine.cli.text import render_levers
-from engine.layout.search.levers import fit_levers
+from engine.layout.levers import fit_levers
 from engine.plan import default_plan, with_values
 from engine.planfile import PlanFile
 from gui.__main__ import main

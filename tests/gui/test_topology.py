@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QImage, QPainter
 
-from engine.layout.lattice.shapes import Layout
+from engine.layout.shapes import Layout
 from gui.views.topology import (
     DP_CARRIES,
     crossing_groups,

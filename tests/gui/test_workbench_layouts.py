@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 
 import engine.analysis as an
 from engine.estimate import estimate
-from engine.layout.lattice.shapes import Layout, layout_of
+from engine.layout.shapes import Layout, layout_of
 from engine.plan import default_plan, with_value, with_values
 from gui.views.layout_choice import choose, layout_changes, relevant_rejections
 
@@ -23,7 +23,7 @@ def _counts_shown(qtbot: Any, window: Any) -> Any:
 def test_the_plans_own_layout_is_chosen_when_it_fits(qtbot: Any, window: Any) -> None:
     """The default plan (DP 8 on one node of 8) fits: it is the chosen layout, on 8 GPUs;
     the counts' procurement layout is TP2 DP2 on a partial node of 4 GPUs
-    (engine/layout/search/procure.py), which the note offers as the way to buy less."""
+    (engine/layout/point.py), which the note offers as the way to buy less."""
     view = _counts_shown(qtbot, window)
     choice = view.choice
     plan = window.doc.plan
@@ -81,7 +81,7 @@ def test_rejections_that_cannot_apply_to_a_dense_model_are_hidden() -> None:
     counts = an.analysis(plan).counts
     kept = relevant_rejections(plan, counts.rejected)
     assert kept == counts.rejected and all(r.layout.ep == 1 for r in kept)
-    from engine.layout.lattice.shapes import Rejected
+    from engine.layout.shapes import Rejected
 
     tp3 = Rejected(Layout(3, 1, 1, 1, 1), ("TP 3 does not divide the 32 attention heads",))
     ep2 = Rejected(Layout(1, 1, 1, 2, 4), ("EP 2 needs a mixture-of-experts model",))

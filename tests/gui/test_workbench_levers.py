@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 import engine.analysis as an
-from engine.layout.search.levers import fit_levers
+from engine.layout.levers import fit_levers
 from engine.plan import default_plan, with_values
 from gui.views.lever_rows import PENDING, with_vs_without
 

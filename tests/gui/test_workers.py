@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import engine.analysis as an
-from engine.layout.search.counts import gpu_counts
+from engine.layout.counts import gpu_counts
 from engine.plan import default_plan, with_value
 from gui.workers.analysis_worker import WINDOW_PARTS
 

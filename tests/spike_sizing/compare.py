@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.estimate import estimate
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import with_layout
+from engine.layout.point import Layout
+from engine.layout.shapes import with_layout
 from engine.plan import Plan
 from tests.spike_sizing.shape import PART_FORMS, ShapeKernel, shape_kernel, unsharded
 from tests.spike_sizing.table import Table, table

@@ -1,6 +1,6 @@
 """Random legal layouts of a plan: TP, PP, CP and DP drawn, the micro-batch and
 accumulation varied through the plan, each judged by the lattice's own rules
-(:func:`engine.layout.lattice.check`, every rule of :mod:`engine.legality` and the
+(:func:`engine.layout.shapes.check`, every rule of :mod:`engine.legality` and the
 search's default preferences) and kept only when legal."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 import random
 
-from engine.layout.lattice.point import Layout, LayoutPreferences
-from engine.layout.lattice.shapes import check
+from engine.layout.point import Layout, LayoutPreferences
+from engine.layout.shapes import check
 from engine.legality import rules
 from engine.plan import Plan, with_values
 

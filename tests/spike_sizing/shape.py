@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.estimate import Estimate, estimate
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import with_layout
+from engine.layout.point import Layout
+from engine.layout.shapes import with_layout
 from engine.ledger.held import HeldTensor
 from engine.ledger.peaks.runtime import stuck_bytes
 from engine.ledger.phases import live_positions

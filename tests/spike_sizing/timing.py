@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.layout.lattice.candidates import dp_candidates, layout_at
-from engine.layout.lattice.point import Layout, LayoutPreferences
-from engine.layout.lattice.shapes import enumerate_layouts, legal_shapes
+from engine.layout.candidates import dp_candidates, layout_at
+from engine.layout.point import Layout, LayoutPreferences
+from engine.layout.shapes import enumerate_layouts, legal_shapes
 from engine.plan import Plan
 from tests.spike_sizing.shape import ShapeKernel, shape_kernel
 from tests.spike_sizing.table import table

@@ -1,6 +1,7 @@
 """The proofs: every part of the search that reads ledger rows to skip estimates soundly
-(``floor``, ``bound``, ``state_bound``, ``low_bound``, ``cross_ep``, ``regimes``, and
-``evaluate``: the padding slack, and the floors it asks before an estimate). Only this package may
+(``bound``: the rank floor and the peak floor; ``stage_bounds``: the state and low
+bounds; ``cross_ep``, ``regimes``, and ``evaluate``: the padding slack, and the floors it
+asks before an estimate). Only this package may
 import ledger internals (``test_only_the_proofs_read_ledger_internals``); a row added to
 the ledger must pass each proof's oracle test, named in its docstring.
 

@@ -1,52 +1,46 @@
-"""Sound lower bounds on a layout's high and low fit peaks without an estimate.
+"""Sound lower bounds on the GPU count and on a layout's fit peaks, without an estimate.
 
-A large model's layout search meets many shapes (TP × PP × CP × EP) and most of them
-fail by the same margin at every DP: a stage's saved activations come near the HBM
+**The rank floor** (:func:`fewest_ranks`). Every byte of the weights, gradients and
+optimizer state lives in some rank's HBM when nothing is offloaded, and sharding only
+divides tensors (rounding each shard up) while TP, EP, PP and replication only add
+copies: summed over the ranks of any layout, the persistent states are at least what one
+rank holds when the plan runs on one GPU. So some rank of a ``w``-rank layout holds at
+least that total ÷ ``w``; over the HBM limit, no layout of ``w`` ranks fits by either
+estimate (``test_floor.py::test_no_layout_holds_less_than_the_floor_share``).
+
+**The peak floor** (:class:`PeakFloors`). Most shapes (TP × PP × CP × EP) of a large
+model fail by the same margin at every DP: a stage's saved activations come near the
 limit on their own (``test_deepseek_v3_tp4_without_cp_is_over_the_limit_by_activations``).
-The bound reads the ledger's rows (a proof, :mod:`engine.layout.proofs`), per stage that
-can be the heaviest
-(:func:`engine.estimate.decisive_stages`), adds up what no DP or EP can take away:
+Per stage that can be the heaviest (:func:`engine.estimate.decisive_stages`) it adds up
+what no DP or EP can take away:
 
 - the activation rows that need no placed tensors
-  (:func:`~engine.ledger.activations.rows.activation_rows` given none:
-  the autocast weight copies count no weights, the all-to-all row is absent, every
-  other row is the estimate's own). They depend on TP, CP, the stage's layers, the
-  micro-batch and the micro-batches in flight, not on DP (``engine/ledger/activations``
-  does not read it), and on EP in one term only: a MoE layer's backward working set
-  holds the unsharded gradients of its local experts, ⌈experts ÷ EP⌉ of them
+  (:func:`~engine.ledger.activations.rows.activation_rows` given none: the autocast
+  weight copies count no weights, the all-to-all row is absent, every other row is the
+  estimate's own). They read TP, CP, the stage's layers, the micro-batch and the
+  micro-batches in flight, not DP, and EP in one term only: a MoE layer's backward
+  working set holds the unsharded gradients of ⌈experts ÷ EP⌉ local experts
   (``working.moe_working_terms``), which only falls as EP grows. So they are computed
   once per (TP, PP, CP, expert TP, split, micro-batch, accumulation), at DP 1 and the
-  widest EP (one expert per rank), a lower bound at every EP — not at EP 1, where a
-  many-expert model's working set holds every expert's gradient: a floor taken there
-  exceeds the estimate (``test_floor_counts_the_moe_working_set_at_the_widest_ep``);
+  widest EP — not at EP 1, where a floor would exceed the estimate
+  (``test_floor_counts_the_moe_working_set_at_the_widest_ep``);
 - the weights and optimizer state, live at every moment: the w ÷ pp ranks of a stage
-  hold at least the stage's one-rank states between them
-  (:func:`engine.layout.proofs.floor.resident_states`), and every rank of a stage has the same
-  activation rows, so the estimated (heaviest) rank holds the activations plus that
-  share — which only shrinks as DP grows;
-- the allocator reserve, a fixed share of the peak phase's high (:func:`reserve_bytes`,
-  the figure :func:`~engine.ledger.peaks.runtime.reserve_row` shows);
+  hold at least the stage's one-rank states between them (:func:`resident_states`) and
+  share its activation rows, so the heaviest rank holds the activations plus that share,
+  which only shrinks as DP grows;
+- the allocator reserve on those (:func:`~engine.ledger.peaks.runtime.stuck_bytes`);
 - the CUDA context and cuBLAS workspace (when inside the capacity) and one NCCL
   communicator per TP, CP and pipeline-neighbour group, which every DP and EP keeps.
 
-Why each is a lower bound: a phase's high is the largest sum of the rows live at one of
-its moments (:func:`engine.ledger.phases.timeline`), which only grows with more rows;
-the fit peak is the peak phase's high plus its reserve plus the runtime rows inside the
-capacity; each stage's fit peak is at most the heaviest stage's.
-
-The low floor, for the validation-low search, is the same sum by the low figure: the
-activations' largest low of any moment (every moment's low only grows with more rows),
-the resident share (counted by its low already), the reserve's low on that and the kept
-runtime's low. A stage's low fit peak is the largest low of any of its moments plus the
-reserve's low and its runtime's low (:func:`engine.ledger.phases.peak_phase_of`), and the
-job's is the largest of any stage's (:func:`engine.estimate.fit_range`): one stage's low
-floor over the limit proves the layout fails by the low figure, once per shape, before
-any per-layout low bound (:mod:`engine.layout.proofs.low_bound`) is worked out.
-
-A row added to or changed in the activations, the states or the runtime must keep both
-floors at most the estimate: ``tests/engine/layout/test_bound.py::
-test_floor_at_most_the_estimate`` (random plans and layouts) and ``..._on_presets``
-check it, and the counts stay those of brute force (``test_search_exact.py``).
+A phase's high is the largest sum of the rows live at one of its moments
+(:func:`engine.ledger.phases.timeline`), which only grows with more rows, and the fit
+peak adds the reserve and the runtime inside the capacity. The low floor is the same
+sum by the low figure (the activations' largest low of any moment, the resident share,
+the reserve's and the kept runtime's low): a stage's low fit peak is at least it
+(:func:`engine.ledger.phases.peak_phase_of`), and the job's is the largest of any
+stage's (:func:`engine.estimate.fit_range`). A row added to or changed in the
+activations, the states or the runtime must keep both floors at most the estimate
+(``test_bound.py::test_floor_at_most_the_estimate`` and ``..._on_presets``).
 """
 
 from __future__ import annotations
@@ -58,9 +52,8 @@ from functools import lru_cache
 from engine.allocator.reserve import ReserveModel
 from engine.errors import PlanError
 from engine.estimate import decisive_stages
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import with_layout
-from engine.layout.proofs.floor import resident_states
+from engine.layout.point import Layout
+from engine.layout.shapes import with_layout
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.activations.rows import fixed_at, varying_parts
 from engine.ledger.activations.schedule import in_flight
@@ -75,9 +68,74 @@ from engine.ledger.peaks.runtime import (
 from engine.ledger.phases import Sums, live_positions
 from engine.ledger.placement import stage_layer_ranges
 from engine.ledger.row import MOMENTS, NO_MOMENTS
+from engine.ledger.states.persistent import all_state_rows
 from engine.legality import rules
 from engine.plan import Plan
 from engine.stacks.defaults import resolved
+
+STATE_GROUPS = frozenset({"weights", "gradients", "optimizer"})
+RESIDENT_GROUPS = frozenset({"weights", "optimizer"})
+
+
+def _one_gpu(plan: Plan, pp: int = 1, split: tuple[int, ...] | None = None) -> Plan:
+    """The plan on one rank (no TP, PP, CP, EP or DP; no explicit split), or on one
+    rank per stage of a ``pp``-stage pipeline split as ``split``."""
+    par = plan.parallelism.model_copy(
+        update={
+            "tp": 1,
+            "pp": pp,
+            "cp": 1,
+            "ep": 1,
+            "dp": 1,
+            "expert_tp": 1,
+            "virtual_stages": 1,
+            "pp_layer_split": split,
+            "pp_layout": None,
+            "shard_group_size": None,
+        }
+    )
+    return plan.model_copy(update={"parallelism": par})
+
+
+def _states(one: Plan, stage: int, groups: frozenset[str]) -> int:
+    """Bytes (low) of one rank's persistent HBM rows of ``groups`` on ``stage``."""
+    return sum(
+        r.low
+        for r in all_state_rows(one, stage)
+        if r.location == "hbm" and r.kind == "persistent" and r.group in groups
+    )
+
+
+def _offloaded(plan: Plan) -> bool:
+    off = plan.offload
+    return off.params != "none" or off.optimizer != "none"
+
+
+@lru_cache(maxsize=256)
+def fewest_ranks(plan: Plan) -> int:
+    """The smallest world size whose average share of the model states fits the HBM
+    limit (1 when something is offloaded: offload moves states off HBM, so the floor
+    would not hold)."""
+    if _offloaded(plan):
+        return 1
+    total = _states(resolved(_one_gpu(plan)), 0, STATE_GROUPS)
+    limit = plan.hbm_limit_bytes
+    return max(1, -(-total // limit)) if limit > 0 else 1
+
+
+@lru_cache(maxsize=1024)
+def resident_states(plan: Plan, pp: int, split: tuple[int, ...] | None) -> tuple[int, ...]:
+    """Per stage of a ``pp``-stage pipeline split as ``split``, the bytes of weights and
+    optimizer state one rank holds when each stage runs on one rank — the states live
+    at every moment of the step (gradients are not: made in backward, freed after the
+    step). The w ÷ pp ranks of a stage in any layout of w ranks hold at least that
+    much between them (the floor's argument), so one of them holds its share; all 0
+    when something is offloaded."""
+    if _offloaded(plan):
+        return (0,) * pp
+    one = resolved(_one_gpu(plan, pp, split))
+    return tuple(_states(one, s, RESIDENT_GROUPS) for s in range(pp))
+
 
 KEPT_GROUPS = frozenset({"tp", "cp", "pp_prev", "pp_next"})
 """Communicators a rank joins at every DP and EP of its shape (``stage_groups``)."""
@@ -196,8 +254,9 @@ def activation_sums(plan: Plan, stage: int, n_layers: int, accumulating: bool) -
     return tuple(zip(lows, highs, strict=True))
 
 
-_ERRORS = (PlanError, NotImplementedError, ValueError)
-"""What laying a canonical plan out may raise: no floor is known then."""
+LAYOUT_ERRORS = (PlanError, NotImplementedError, ValueError)
+"""What laying a plan out (or building its rows) may raise: no bound is known then; the
+estimate says why."""
 
 
 class PeakFloors:
@@ -223,7 +282,7 @@ class PeakFloors:
             if stages is not None:
                 try:
                     got = (stages.laid, stages.all())
-                except _ERRORS:
+                except LAYOUT_ERRORS:
                     self._stages[key] = None
             self._cache[key] = got
         return self._cache[key]
@@ -241,7 +300,7 @@ class PeakFloors:
             self.calls += 1
             try:
                 self._stages[key] = _Stages(self.plan, resolved(with_layout(self.plan, key)))
-            except _ERRORS:
+            except LAYOUT_ERRORS:
                 self._stages[key] = None
         return self._stages[key]
 
@@ -281,7 +340,7 @@ class PeakFloors:
             for i in range(len(stages.stages)):
                 try:
                     st = stages.floor(i)
-                except _ERRORS:
+                except LAYOUT_ERRORS:
                     self._cache[key], self._stages[key] = None, None
                     return False
                 if stage_floor(stages.laid, st, per_stage_ranks) > limit:

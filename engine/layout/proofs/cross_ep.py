@@ -88,13 +88,12 @@ import math
 from collections.abc import Callable
 from contextlib import suppress
 
-from engine.errors import PlanError
-from engine.layout.lattice.padding import padding_context, share_in
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import with_layout
+from engine.layout.candidates import padding_context, share_in
+from engine.layout.point import Layout
+from engine.layout.proofs.bound import LAYOUT_ERRORS
 from engine.layout.proofs.evaluate import Outcome
-from engine.layout.proofs.low_bound import LowFloors
-from engine.layout.proofs.state_bound import StateFloors
+from engine.layout.proofs.stage_bounds import LowFloors, StateFloors
+from engine.layout.shapes import with_layout
 from engine.ledger.activations.exchange import ep_dispatch_part
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.peaks.runtime import reserve_factors
@@ -113,9 +112,6 @@ SUMMED_STEPS = frozenset({"adamw", "sgd_momentum", "lion"})
 under foreach, sums of sharded parameters' copies over a group's dtype buckets (fused:
 none; plain SGD: none at all); Adafactor's factored temporaries, 8-bit Adam's quantized
 states and a custom optimizer's are left out."""
-
-_ERRORS = (PlanError, NotImplementedError, ValueError)
-"""What laying a wider layout out may raise: no bound is known then."""
 
 
 def in_scope(plan: Plan) -> bool:
@@ -153,7 +149,7 @@ class CrossEp:
         # (low, high) ends of the reserve's factor and of one communicator's NCCL buffers
         self.factors, self.per_communicator = (0.0, 0.0), (0, 0)
         if plan.model.architecture.moe is not None:
-            with suppress(*_ERRORS):
+            with suppress(*LAYOUT_ERRORS):
                 base = resolved(plan)
                 # neither reads the layout: the reserve is the plan's, the NCCL buffers
                 # the accelerator's (``stacks/stack_rules.py`` ``_nccl``)
@@ -174,7 +170,7 @@ class CrossEp:
         that figure — by a bound or by its ``estimate`` (made now and memoised: free
         when the search comes to that layout) — and, with ``regime``, so is every smaller
         DP of its regime: asked then only where the layout pads nothing (see the module's
-        docstring). The bound is the state bound (:mod:`engine.layout.proofs.state_bound`) by
+        docstring). The bound is the state bound (:mod:`engine.layout.proofs.stage_bounds`) by
         the high figure, and by the low one the low bound (:mod:`engine.layout.
         low_bound`), which dominates the state bound and which the low search works out
         for the wider layout when it probes it (memoised: one bound for every narrower
@@ -254,7 +250,7 @@ class CrossEp:
         key = (wide.tp, wide.cp, wide.pp, wide.pp_split, wide.micro_batch, wide.etp)
         if key not in self._dispatch:
             self._dispatch[key] = None
-            with suppress(*_ERRORS):
+            with suppress(*LAYOUT_ERRORS):
                 # the peak floor's plan of the layout (DP 1, the widest EP) when there is
                 # one: the search has laid it out already
                 floors = None if self.state is None else self.state.floors

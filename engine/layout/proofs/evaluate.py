@@ -5,27 +5,30 @@ The search asks :class:`Evaluator` for a layout's peak and treats a :class:`Plan
 as "cannot run, for this reason"; each distinct layout is estimated at most once per
 search. This is a proof module, not a black box: under the ledger's own estimate it
 reads the rows FSDP pads (:func:`stage_padded`, through the stage's shared rows) for
-the padding slack, and asks the rank floor and the peak floor (``floor``, ``bound``)
+the padding slack, and asks the rank floor and the peak floor (``bound``)
 before anything is estimated; under a caller's estimator it reads only the rows that
 estimator returns, and the floors stay off. A new row sized with FSDP padding must be
 of :data:`PADDED_STATES`: ``tests/engine/layout/test_heaviest_padded.py`` compares the
 shared-row reading with the rows.
+
+The wall-clock budget one GPU-count search runs within: extreme plans (thousands of
+layers) stop at it and say how far they got instead of running for minutes.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from engine.allocator.reserve import share_bound
 from engine.errors import PlanError
 from engine.estimate import Estimate, StageEstimate, estimate
-from engine.layout.lattice.padding import padding_context, share_in
-from engine.layout.lattice.shapes import Layout, with_layout
-from engine.layout.proofs.bound import peak_floors
-from engine.layout.proofs.floor import fewest_ranks
+from engine.layout.candidates import padding_context, share_in
+from engine.layout.proofs.bound import fewest_ranks, peak_floors
+from engine.layout.shapes import Layout, with_layout
 from engine.ledger.peaks.runtime import reserve_factors
 from engine.ledger.row import Row
 from engine.ledger.stage_rows import shared_rows
@@ -52,7 +55,7 @@ def stage_padded(st: StageEstimate) -> int:
     summed them) — but for torchtitan's head unit gathered again inside its loss rows
     (``hbm.gathered.head_regather``, an activation row), so a torchtitan plan's rows are
     read whole. The low bound's padded bytes are its shared rows' only
-    (:class:`engine.layout.proofs.low_bound.StageLow`: its activation rows do not change
+    (:class:`engine.layout.proofs.stage_bounds.StageLow`: its activation rows do not change
     with DP). The ledger's estimates only (its stages know their plan; a caller's
     estimator's rows are read); ``test_heaviest_padded`` compares the two."""
     if (
@@ -168,7 +171,7 @@ class Evaluator:
 
     @property
     def fewest_ranks(self) -> int:
-        """The world size below which no layout can fit (:mod:`engine.layout.proofs.floor`);
+        """The world size below which no layout can fit (:mod:`engine.layout.proofs.bound`);
         1 under a caller's estimator, whose rows the floor knows nothing of."""
         return fewest_ranks(self.plan) if self._ledger else 1
 
@@ -231,3 +234,31 @@ class Evaluator:
     @property
     def outcomes(self) -> list[Outcome]:
         return list(self._cache.values())
+
+
+Clock = Callable[[], float]
+
+
+class BudgetSpent(Exception):
+    """The search's time budget ran out before the next estimate."""
+
+
+@dataclass
+class Budget:
+    """A wall-clock budget for one search (``seconds`` None: unbounded)."""
+
+    seconds: float | None
+    clock: Clock = time.monotonic
+    started: float = field(default=0.0)
+    spent: bool = False
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def check(self) -> None:
+        if self.seconds is not None and self.elapsed() > self.seconds:
+            self.spent = True
+            raise BudgetSpent

@@ -3,11 +3,12 @@ regimes (the DP ranges within which a rank's peak never rises, up to the FSDP pa
 slack), and what probes have proven about each regime.
 
 Everything here is keyed by the shape and is the same in every round of the growing
-bound and in all three counts' searches of one :func:`engine.layout.search.counts.gpu_counts`
+bound and in all three counts' searches of one :func:`engine.layout.counts.gpu_counts`
 call (one plan, one set of ``pipeline_full`` / ``max_padding_share`` preferences), so
 :class:`SearchMemo` computes a DP's layout, its padding verdict and its regime once.
 
-:func:`regime` is a proof: its key lists, from the ledger's rows, every step at which a
+:meth:`ShapeJudge.regime <engine.layout.candidates.ShapeJudge.regime>` is a proof: its
+key lists, from the ledger's rows, every step at which a
 rank's peak may rise with DP (a communicator appearing, an expert or HSDP shard group
 moving, ranks per node growing). A row that grows with DP anywhere else must add its
 step here, or the search skips a fitting layout:
@@ -17,48 +18,34 @@ step here, or the search skips a fitting layout:
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from engine.errors import Problem
-from engine.layout.lattice.candidates import RegimeKey, ShapeJudge, held_micro_batch
-from engine.layout.lattice.group import Group, below_dp, dp_span
-from engine.layout.lattice.point import Layout
+from engine.layout.candidates import RegimeKey, ShapeJudge, held_micro_batch
+from engine.layout.point import Layout
 from engine.layout.proofs.bound import PeakFloors
 from engine.layout.proofs.cross_ep import CrossEp
-from engine.layout.proofs.low_bound import LowFloors
-from engine.layout.proofs.state_bound import StateFloors
-from engine.ledger.groups import ranks_per_node
-from engine.ledger.sharding import shard_group_size
+from engine.layout.proofs.stage_bounds import LowFloors, StateFloors
 from engine.plan import Plan
-from engine.stacks.families import rule_of
-
-LISTED = 16
-"""Layouts of a regime built as its DP values are judged (the rest when read): a MoE
-shape's regimes hold a few DP values, a dense model's thousands."""
 
 
-def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
-    """What may make a rank's peak rise between two DP values of one shape: layouts of
-    one shape with equal regimes never hold more with more DP (see the module's
-    docstring), up to :func:`engine.layout.proofs.evaluate.slack`."""
-    par = plan.parallelism
-    rpn = ranks_per_node(plan)
-    dense = layout.dp * layout.cp
-    key: list[object] = [dense > 1, layout.dp if layout.world_size < rpn else 0]
-    moe = plan.model.architecture.moe is not None
-    edp = layout.tp * layout.cp * layout.dp // (layout.ep * layout.etp)
-    if moe:
-        key.append(edp > 1 and edp != dense)
-    if rule_of(par.strategy).hybrid:
-        laid = par.model_copy(update={"tp": layout.tp, "cp": layout.cp, "dp": layout.dp})
-        shard = shard_group_size(laid, dense, rpn)
-        key += [shard, dense > shard]
-        if moe:  # the experts' shard group moves too: DP 4, 6, 8 on 2-GPU nodes, EP 2
-            expert_shard = shard_group_size(laid, edp, rpn)  # shard 2, 1, 2 experts
-            key += [expert_shard, edp > expert_shard]
-    return tuple(key)
+def _dp(layout: Layout) -> int:
+    return layout.dp
+
+
+def below_dp(group: Sequence[Layout], dp: int) -> Sequence[Layout]:
+    """The layouts of an ascending ``group`` with DP below ``dp``."""
+    return group[: bisect_left(group, dp, key=_dp)]
+
+
+def dp_span(group: Sequence[Layout], above: int, upto: int | None) -> Sequence[Layout]:
+    """The layouts of an ascending ``group`` of DP above ``above`` and (unless None) at
+    most ``upto``."""
+    start = bisect_right(group, above, key=_dp)
+    end = len(group) if upto is None else bisect_right(group, upto, key=_dp)
+    return group[start:end]
 
 
 @dataclass
@@ -149,15 +136,6 @@ class SearchMemo:
     proofs: Proofs = field(default_factory=dict)
     _points: dict[Layout, _ShapePoints] | None = None
     _judges: dict[Layout, ShapeJudge] | None = None
-    floor_over: dict[tuple[Layout, int, str], int] = field(default_factory=dict)
-    """Per (shape, fewest DP, figure): the largest top at which the peak floor by that
-    figure was over the limit at every candidate
-    (:meth:`engine.layout.search.minimum._Shape.all_over_floor`). The candidates up to a smaller
-    top are a prefix of those (:class:`_ShapePoints`), each batch's largest of them at
-    most that batch's largest there, and the floor only rises as DP falls with the batch
-    held: every one of them is over too, and the search drops the shape without building
-    its batches' tops again."""
-
     free_over: dict[tuple[object, ...], int] = field(default_factory=dict)
     """Per (TP, PP, CP, expert TP, split, figure): the largest top at which the peak
     floor by that figure was over the limit at DP = top itself (:meth:`over_at_top`)."""
@@ -260,19 +238,15 @@ class SearchMemo:
 @dataclass
 class _ShapePoints:
     """One shape's candidate layouts from ``fewest_dp`` up to the largest ``top`` asked
-    for so far, by regime, each regime's DP values ascending, and the layouts of its first
-    :data:`LISTED` (a longer window's are built when read:
-    :class:`~engine.layout.lattice.group.Group`; a list is what a few DP values cost least as).
-    The candidates up to a smaller top are a prefix of those up to a larger one
-    (:func:`~engine.layout.lattice.candidates.dp_candidates`), so each DP is judged once and every
-    search round takes a window of these lists by bisection instead of walking thousands
-    of DP values."""
+    for so far, by regime, each regime's DP values and layouts ascending. The candidates
+    up to a smaller top are a prefix of those up to a larger one
+    (:func:`~engine.layout.candidates.dp_candidates`), so each DP is judged once and every
+    search round takes a window of these lists by bisection."""
 
     fewest_dp: int
     upto: int = 0
     dps: dict[RegimeKey, list[int]] = field(default_factory=dict)
-    layouts: dict[RegimeKey, list[Layout]] = field(default_factory=dict)  # the first LISTED
-    make: Callable[[int], Layout] | None = None  # the shape's layout at a DP
+    layouts: dict[RegimeKey, list[Layout]] = field(default_factory=dict)
 
     def extend(self, memo: SearchMemo, shape: Layout, top: int) -> None:
         """Judge the candidates above what is done, up to ``top``."""
@@ -280,22 +254,16 @@ class _ShapePoints:
             return
         judge = memo.judge(shape)
         cands = judge.candidates(top)
-        if self.make is None:
-            self.make = judge.layout
         dps, layouts, make = self.dps, self.layouts, judge.layout
         last: RegimeKey | None = None
-        n = 0  # DP values in the regime's list
         for d in cands[bisect_right(cands, max(self.upto, self.fewest_dp - 1)) :]:
             if judge.refused(d):
                 continue
             key = judge.regime(d)
             if key != last:  # the regime changes at few DP values: look its lists up then
                 last, at, lays = key, dps.setdefault(key, []), layouts.setdefault(key, [])
-                n = len(at)
             at.append(d)
-            n += 1
-            if n <= LISTED:  # so the layouts are those of a prefix of the DPs
-                lays.append(make(d))
+            lays.append(make(d))
         self.upto = top
 
     def window(self, fewest_dp: int, top: int) -> dict[RegimeKey, Sequence[Layout]]:
@@ -307,10 +275,4 @@ class _ShapePoints:
             if i < j:
                 spans.append((dps[i], key, i, j))
         spans.sort(key=lambda span: span[0])
-        make = self.make
-        assert make is not None  # set by the first extend, before any window
-        out: dict[RegimeKey, Sequence[Layout]] = {}
-        for _, key, i, j in spans:
-            listed = self.layouts[key]
-            out[key] = listed[i:j] if j <= len(listed) else Group(self.dps[key], i, j, make)
-        return out
+        return {key: self.layouts[key][i:j] for _, key, i, j in spans}

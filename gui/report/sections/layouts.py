@@ -9,9 +9,7 @@ import re
 from collections.abc import Sequence
 
 from engine.layout import Rejected
-from engine.layout.lattice.batch import step_words
-from engine.layout.lattice.point import PREFERENCES_TITLE, RULES_TITLE, grouped
-from engine.layout.search.procure import rounding_noun
+from engine.layout.point import PREFERENCES_TITLE, RULES_TITLE, grouped, rounding_noun, step_words
 from engine.units import fmt_bytes
 from gui.report.content import ReportContent
 from gui.report.html import esc, heading, size, table

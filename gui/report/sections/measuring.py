@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.estimate import Range
-from engine.layout.lattice.shapes import layout_of
+from engine.layout.shapes import layout_of
 from engine.ledger.row import Row
 from engine.plan import get_value
 from engine.units import UnitChoice, fmt_bytes, fmt_gb

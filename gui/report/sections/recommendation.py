@@ -4,7 +4,7 @@ margin, the one measurement that decides, and the layout the validation plan mea
 A purchasing meeting reads the first page and signs it: for a plan that does not fit,
 the failing plan's red verdict is not the answer to "what do we buy" — the layout the
 counts chose is. The plan's own verdict follows, under its own heading. Every figure
-is the counts' (``engine.layout.search.counts``) with the window's choice rule
+is the counts' (``engine.layout.counts``) with the window's choice rule
 (:func:`gui.views.layout_choice.choose`), so page, window and CLI name the same layout.
 """
 
@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.estimate import Estimate, estimate
-from engine.layout.lattice.batch import batch_change, step_words
-from engine.layout.lattice.shapes import Layout, layout_of, with_layout
-from engine.layout.search.procure import shape_only
+from engine.layout.point import batch_change, shape_only, step_words
+from engine.layout.shapes import Layout, layout_of, with_layout
 from engine.presets import accelerator
 from engine.units import fmt_bytes, fmt_range
 from gui.report.content import ReportContent

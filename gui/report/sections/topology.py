@@ -12,7 +12,7 @@ from __future__ import annotations
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QPainter
 
-from engine.layout.lattice.shapes import ranks_per_node
+from engine.layout.shapes import ranks_per_node
 from gui.report.content import ReportContent
 from gui.report.html import CHART_WIDTH, INK, chart, esc, heading, table
 from gui.views.layout_choice import choose

@@ -10,7 +10,7 @@ import pytest
 
 import engine.analysis as an
 from engine.cli import main
-from engine.layout.lattice.shapes import enumerate_layouts
+from engine.layout.shapes import enumerate_layouts
 from engine.plan import default_plan, with_value
 from engine.whatif.fit import largest_micro_batch, longest_sequence
 

@@ -11,7 +11,7 @@ import pytest
 
 import engine.analysis as an
 from engine.cli import main
-from engine.layout.search.counts import SEARCH_BUDGET_S
+from engine.layout.counts import SEARCH_BUDGET_S
 from engine.plan import default_plan
 
 

@@ -13,11 +13,14 @@ from hypothesis import strategies as st
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import Lattice, LayoutPreferences, enumerate_layouts, with_layout
+from engine.layout.point import Layout
+from engine.layout.shapes import Lattice, LayoutPreferences, enumerate_layouts, with_layout
+from engine.ledger.groups import ranks_per_node
 from engine.ledger.phases import Range
+from engine.ledger.sharding import shard_group_size
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset
+from engine.stacks.families import rule_of
 
 TINY_MOE: dict[str, Any] = {
     "family": "mixtral",
@@ -197,3 +200,24 @@ def bound_below_estimates(
         assert value <= figure(estimate(laid, decisive_only=True).fit_peak), lay
         compared += 1
     return compared
+
+
+def regime(plan: Plan, layout: Layout) -> tuple[object, ...]:
+    """The regime key by definition (``engine/layout/proofs/regimes.py``'s docstring),
+    one layout at a time: what ``ShapeJudge.regime`` must give (``test_shape_points``)."""
+    par = plan.parallelism
+    rpn = ranks_per_node(plan)
+    dense = layout.dp * layout.cp
+    key: list[object] = [dense > 1, layout.dp if layout.world_size < rpn else 0]
+    moe = plan.model.architecture.moe is not None
+    edp = layout.tp * layout.cp * layout.dp // (layout.ep * layout.etp)
+    if moe:
+        key.append(edp > 1 and edp != dense)
+    if rule_of(par.strategy).hybrid:
+        laid = par.model_copy(update={"tp": layout.tp, "cp": layout.cp, "dp": layout.dp})
+        shard = shard_group_size(laid, dense, rpn)
+        key += [shard, dense > shard]
+        if moe:  # the experts' shard group moves too: DP 4, 6, 8 on 2-GPU nodes, EP 2
+            expert_shard = shard_group_size(laid, edp, rpn)  # shard 2, 1, 2 experts
+            key += [expert_shard, edp > expert_shard]
+    return tuple(key)

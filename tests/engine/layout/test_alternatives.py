@@ -1,4 +1,4 @@
-"""The alternatives a count ranks (``engine/layout/search/alternatives.py``) are those of
+"""The alternatives a count ranks (``engine/layout/beside.py``) are those of
 estimating every legal layout of the procurement size: skipping the layouts whose peak
 floor is over the limit (:mod:`engine.layout.proofs.bound`) drops only layouts that fail by the
 high estimate — which alone ranks the fitting ones — and none the estimate refuses; and
@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from engine.layout.lattice.shapes import LayoutPreferences, Rejected, enumerate_layouts
-from engine.layout.proofs.evaluate import Evaluator, Outcome
-from engine.layout.search.alternatives import (
+from engine.layout.beside import (
     ALTERNATIVES_EVALUATED,
     ALTERNATIVES_SHOWN,
     ranked_alternatives,
 )
-from engine.layout.search.counts import gpu_counts
-from engine.layout.search.minimum import Found
+from engine.layout.counts import gpu_counts
+from engine.layout.minimum import Found
+from engine.layout.proofs.evaluate import Evaluator, Outcome
+from engine.layout.shapes import LayoutPreferences, Rejected, enumerate_layouts
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from layout_plans import bound_below_estimates, legal_layouts, preset_plans, search_plans
 
 from engine.estimate import estimate
-from engine.layout.lattice.shapes import Lattice, LayoutPreferences, enumerate_layouts, with_layout
 from engine.layout.proofs.bound import PeakFloors
+from engine.layout.shapes import Lattice, LayoutPreferences, enumerate_layouts, with_layout
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from layout_plans import legal_layouts, preset_plans, search_plans
 
 from engine.errors import PlanError
-from engine.layout.lattice.shapes import with_layout
 from engine.layout.proofs.bound import activation_sums
+from engine.layout.shapes import with_layout
 from engine.ledger.activations.rows import activation_rows
 from engine.ledger.phases import moment_sums, timeline_of
 from engine.ledger.placement import stage_layer_ranges

@@ -1,4 +1,4 @@
-"""The closest layout a "no layout fits" reason names (``engine/layout/search/closest.py``).
+"""The closest layout a "no layout fits" reason names (``engine/layout/beside.py``).
 
 The walk estimates only the candidates — every relaxed shape at the largest DP of each
 regime — whose lower bound (peak floor, then state bound) is below the closest found so
@@ -14,14 +14,13 @@ import pytest
 from hypothesis import given
 from layout_plans import PESSIMISTIC, SEARCH_SETTINGS, search_plans
 
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import LayoutPreferences, legal_shapes
-from engine.layout.proofs.evaluate import Evaluator, Outcome
+from engine.layout import beside as closest_module
+from engine.layout.beside import closer, closest_candidates
+from engine.layout.counts import gpu_counts
+from engine.layout.point import Layout
+from engine.layout.proofs.evaluate import Budget, Evaluator, Outcome
 from engine.layout.proofs.regimes import SearchMemo
-from engine.layout.search import closest as closest_module
-from engine.layout.search.budget import Budget
-from engine.layout.search.closest import closer, closest_candidates
-from engine.layout.search.counts import gpu_counts
+from engine.layout.shapes import LayoutPreferences, legal_shapes
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 

@@ -7,9 +7,8 @@ import gc
 import threading
 
 from engine.estimate import Estimate, estimate
+from engine.layout.counts import THAW_EVERY, collector_paused, gpu_counts
 from engine.layout.proofs.evaluate import Estimator
-from engine.layout.search.collector import THAW_EVERY, collector_paused
-from engine.layout.search.counts import gpu_counts
 from engine.plan import Plan, default_plan
 from engine.presets import plan_for_model_preset
 

@@ -7,10 +7,10 @@ from layout_fakes import fake_estimator, shards
 from layout_plans import PESSIMISTIC
 
 from engine.estimate import estimate
-from engine.layout.lattice.shapes import Layout, LayoutPreferences, enumerate_layouts, with_layout
+from engine.layout.counts import gpu_counts
 from engine.layout.proofs.bound import peak_floors
 from engine.layout.proofs.evaluate import Evaluator
-from engine.layout.search.counts import gpu_counts
+from engine.layout.shapes import Layout, LayoutPreferences, enumerate_layouts, with_layout
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset
 
@@ -33,7 +33,7 @@ def test_three_counts_by_hand() -> None:
     High fits ⇔ 1000/N ≤ 100 ⇔ N ≥ 10: the arithmetic minimum is 10 ranks (TP1 DP10).
     The cheapest legal layout needs 10 ranks → 2 nodes → procure 16 GPUs; the search's
     first in preference order is TP1 DP10, 6 of the 16 GPUs idle, so the layout behind
-    the count is one of all 16 that fits (engine/layout/search/alternatives.py fill_bought): those
+    the count is one of all 16 that fits (engine/layout/beside.py fill_bought): those
     keeping the plan's global batch (DP 8 × 1 × 1 = 8) first, so TP2 DP8 (1000/16 = 63 B).
     Low fits ⇔ 700/N ≤ 100 ⇔ N ≥ 7 → 1 node: the validation range is 8–16 GPUs and it
     straddles (measure on 8 before buying 16).
@@ -84,7 +84,7 @@ def test_default_plan_counts() -> None:
     N − 1 ranks does (every one estimated, topology preferences relaxed as the count
     relaxes them). It is at least 2 (states ÷ 2 = 64.2 GB) and the procurement count
     rounds the practical minimum up to a shape the hardware is sold in: 1, 2 or 4 GPUs
-    below a node, whole nodes of 8 above (engine/layout/search/procure.py)."""
+    below a node, whole nodes of 8 above (engine/layout/point.py)."""
     c = gpu_counts(default_plan(), max_gpus=4096)
     n = c.arithmetic_min.gpus
     assert n is not None and n >= 2
@@ -113,7 +113,7 @@ def test_default_plan_counts() -> None:
 def test_the_plans_own_layout_wins_when_it_fits() -> None:
     """The default plan at TP 4 DP 1 fits (TP shards every state 4 ways); TP2 DP2 fits too,
     comes first in preference order (less model parallelism) and costs the same partial
-    node of 4 GPUs (engine/layout/search/procure.py), so the procurement count's layout is the
+    node of 4 GPUs (engine/layout/point.py), so the procurement count's layout is the
     plan's own TP4, and it is the chosen layout — screen, counts and report agree. (At
     DP 8 it is not a tie: 4 GPUs of TP2 DP2 cost less than 8.)"""
     own = {"parallelism.tp": 4, "parallelism.dp": 1}
@@ -161,7 +161,7 @@ def test_none_fits_names_the_closest_layout_the_search_always_named() -> None:
     cuBLAS workspaces became allocated bytes; TP64 PP16 at 133.78 GB when
     TP could cross nodes; recorded before the peak floor, which skips that layout — its
     floor is over the limit — in the search; the closest's own walk over every shape's
-    largest DP per regime, ``engine/layout/search/closest.py``, estimates it)."""
+    largest DP per regime, ``engine/layout/beside.py``, estimates it)."""
     plan = with_values(
         plan_for_model_preset("llama-3.1-70b"), {"parallelism.strategy": "ddp", **PESSIMISTIC}
     )

@@ -24,14 +24,13 @@ from layout_plans import PESSIMISTIC, SEARCH_SETTINGS, legal_layouts, search_pla
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import LayoutPreferences, legal_shapes, with_layout
+from engine.layout.point import Layout
 from engine.layout.proofs.bound import PeakFloors
 from engine.layout.proofs.cross_ep import CrossEp, in_scope
 from engine.layout.proofs.evaluate import Evaluator
-from engine.layout.proofs.low_bound import LowFloors
 from engine.layout.proofs.regimes import SearchMemo
-from engine.layout.proofs.state_bound import StateFloors
+from engine.layout.proofs.stage_bounds import LowFloors, StateFloors
+from engine.layout.shapes import LayoutPreferences, legal_shapes, with_layout
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
@@ -168,7 +167,7 @@ def test_maverick_narrow_eps_are_over_by_the_widest_low_bound() -> None:
 
 
 def _rule_against_brute_force(plan: Plan, max_gpus: int) -> int:
-    """The rule as the search asks it (``search._Shape.probe``, by either figure, with
+    """The rule as the search asks it (``minimum._Shape.probe``, by either figure, with
     the smaller DPs of each regime below a layout) against brute force: wherever it
     proves a layout over, that layout fails by the figure — and with its regime, every
     smaller DP of the regime does. How many layouts it proved."""

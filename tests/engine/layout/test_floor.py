@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from engine.estimate import estimate
-from engine.layout.proofs.floor import STATE_GROUPS, fewest_ranks
+from engine.layout.proofs.bound import STATE_GROUPS, fewest_ranks
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset
 

@@ -19,9 +19,9 @@ from layout_plans import SEARCH_SETTINGS, legal_layouts, search_plans
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import with_layout
+from engine.layout.point import Layout
 from engine.layout.proofs.bound import PeakFloors
+from engine.layout.shapes import with_layout
 from engine.ledger.peaks.runtime import reserve_row
 from engine.plan import Plan
 

@@ -13,8 +13,8 @@ from layout_plans import SEARCH_SETTINGS, legal_layouts, preset_plans, search_pl
 
 from engine.errors import PlanError
 from engine.estimate import estimate
-from engine.layout.lattice.shapes import with_layout
 from engine.layout.proofs.evaluate import padded_bytes, stage_padded
+from engine.layout.shapes import with_layout
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 

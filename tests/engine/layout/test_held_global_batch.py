@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.layout.lattice.batch import batch_change, held_batch, step_words
-from engine.layout.lattice.shapes import Layout, with_layout
-from engine.layout.search.counts import gpu_counts
-from engine.layout.search.levers import fit_levers
-from engine.layout.search.spelling import ascending, validation_range
+from engine.layout.counts import ascending, gpu_counts, validation_range
+from engine.layout.levers import fit_levers
+from engine.layout.point import batch_change, held_batch, step_words
+from engine.layout.shapes import Layout, with_layout
 from engine.plan import Plan, default_plan, with_values
 
 
@@ -79,5 +78,5 @@ def test_the_validation_range_reads_ascending() -> None:
     odd = dataclasses.replace(k, validation_low=lo, validation_high=hi, straddles=False)
     assert validation_range(odd) == "4 GPUs (layouts of 2–4 ranks)"
     # the default plan: the low estimate fits 2 ranks (CP2), the high one needs 4, each a
-    # partial-node purchase of its own size (engine/layout/search/procure.py): a straddling range
+    # partial-node purchase of its own size (engine/layout/point.py): a straddling range
     assert validation_range(k) == "2–4 GPUs (straddles)"

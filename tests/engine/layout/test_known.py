@@ -1,5 +1,5 @@
 """What a regime's proofs (:class:`engine.layout.proofs.regimes.Known`) learn from one estimate
-made by the other criterion's search (``search._teach_other``).
+made by the other criterion's search (``minimum._teach_other``).
 
 The regime is DP 1…8 (ascending); ``unknown`` keeps the DPs whose answer is not proven:
 above the proven failures and no further than the smallest known fit.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.layout.lattice.point import Layout
+from engine.layout.point import Layout
 from engine.layout.proofs.regimes import Known
 
 SHAPE = Layout(tp=1, pp=1, cp=1, ep=1, dp=1, micro_batch=1, grad_accum=1, etp=1, pp_split=None)

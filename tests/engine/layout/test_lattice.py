@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.layout.lattice.shapes import Layout, LayoutPreferences, enumerate_layouts, legal_shapes
+from engine.layout.shapes import Layout, LayoutPreferences, enumerate_layouts, legal_shapes
 from engine.legality.rules import divisors
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset

@@ -8,8 +8,8 @@ import pickle
 import engine.analysis as an
 from engine.cli.layout_json import levers_json
 from engine.cli.text import render_levers
-from engine.layout.search.counts import gpu_counts
-from engine.layout.search.levers import LeverSummary, fit_levers
+from engine.layout.counts import gpu_counts
+from engine.layout.levers import LeverSummary, fit_levers
 from engine.plan import default_plan, with_value, with_values
 
 

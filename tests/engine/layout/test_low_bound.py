@@ -1,4 +1,4 @@
-"""The low search's bound (``engine/layout/proofs/low_bound.py``) never exceeds the low estimate.
+"""The low search's bound (``engine/layout/proofs/stage_bounds.py``) never exceeds the low estimate.
 
 The low search skips a layout when a stage's bound is over the limit, and a regime's
 smaller DPs when it is over by more than the stage's padding slack; sound only if each
@@ -23,18 +23,17 @@ from layout_plans import (
 
 from engine.errors import PlanError
 from engine.estimate import StageEstimate, estimate
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import (
+from engine.layout.point import Layout
+from engine.layout.proofs.bound import PeakFloors
+from engine.layout.proofs.evaluate import Evaluator, padded_slack, stage_padded
+from engine.layout.proofs.regimes import SearchMemo
+from engine.layout.proofs.stage_bounds import LowFloors, StateFloors
+from engine.layout.shapes import (
     Lattice,
     LayoutPreferences,
     legal_shapes,
     with_layout,
 )
-from engine.layout.proofs.bound import PeakFloors
-from engine.layout.proofs.evaluate import Evaluator, padded_slack, stage_padded
-from engine.layout.proofs.low_bound import LowFloors
-from engine.layout.proofs.regimes import SearchMemo
-from engine.layout.proofs.state_bound import StateFloors
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset
 
@@ -150,7 +149,7 @@ def test_deepseek_v3_pp3_one_stage_over_settles_it() -> None:
 
 
 def _regime_rule_against_brute_force(plan: Plan, max_gpus: int) -> int:
-    """The low search's regime-wide rule (``search._Shape._low_floor``) against
+    """The low search's regime-wide rule (``minimum._Shape._low_floor``) against
     brute force: wherever the bound proves a regime's DP dead (a stage over the limit by
     more than its padding slack), that layout and every smaller DP of its regime fail by
     the low estimate. How many layouts the rule proved."""
@@ -291,8 +290,8 @@ def test_stage_bounds_fall_by_at_most_their_slack_on_presets() -> None:
 
 def _dominates_state_bound(plan: Plan, layouts: tuple[Layout, ...]) -> int:
     """Where the low bound is known, it is at least the state bound's low
-    (:mod:`engine.layout.proofs.state_bound`): what lets the low search skip the state bound of
-    a layout within the low one (``search._Shape.probe``). How many layouts compared."""
+    (:mod:`engine.layout.proofs.stage_bounds`): what lets the low search skip the state bound of
+    a layout within the low one (``minimum._Shape.probe``). How many layouts compared."""
     floors = PeakFloors(plan)
     low, states = LowFloors(floors), StateFloors(floors)
     compared = 0

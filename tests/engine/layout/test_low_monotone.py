@@ -1,7 +1,7 @@
 """The low fit peak never falls with fewer data-parallel ranks within a regime (beyond
 the FSDP padding slack): what every proof by the low figure rests on — a layout that
 fails by it at a regime's DP fails at each smaller DP of the regime
-(``search.Criterion.all_below_fail``, the low bound's regime rule, what one search's
+(``minimum.Criterion.all_below_fail``, the low bound's regime rule, what one search's
 estimates teach the other).
 
 It holds because the low figure is the largest low of any phase of any stage
@@ -19,10 +19,10 @@ from __future__ import annotations
 from hypothesis import given
 from layout_plans import SEARCH_SETTINGS, search_plans
 
-from engine.layout.lattice.point import LayoutPreferences
-from engine.layout.lattice.shapes import legal_shapes
+from engine.layout.point import LayoutPreferences
 from engine.layout.proofs.evaluate import Evaluator, slack
 from engine.layout.proofs.regimes import SearchMemo
+from engine.layout.shapes import legal_shapes
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 

@@ -1,4 +1,4 @@
-"""The low search's first bound (``engine/layout/search/low_search.py``) changes no answer.
+"""The low search's first bound (``engine/layout/counts.py``) changes no answer.
 
 It bounds the validation-low search by the cheapest layout the high search already
 found fitting by the low figure, through a stand-in start one cost unit above it (a
@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given
 from layout_plans import PESSIMISTIC, SEARCH_SETTINGS, search_plans
 
+from engine.layout import counts as low_search
+from engine.layout.counts import GpuCounts, gpu_counts
+from engine.layout.minimum import Cost
 from engine.layout.proofs.evaluate import Evaluator, Outcome
-from engine.layout.search import low_search
-from engine.layout.search.counts import GpuCounts, gpu_counts
-from engine.layout.search.minimum import Cost
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 

@@ -4,9 +4,9 @@ for DeepSeek-V3 (63 = 61 layers + embedding + head ÷ 21 is a "regular" split)."
 
 from __future__ import annotations
 
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import LayoutPreferences, check, legal_shapes
-from engine.layout.search.counts import gpu_counts
+from engine.layout.counts import gpu_counts
+from engine.layout.point import Layout
+from engine.layout.shapes import LayoutPreferences, check, legal_shapes
 from engine.plan import default_plan, with_values
 
 PREFS = LayoutPreferences()

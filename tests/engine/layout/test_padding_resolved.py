@@ -15,8 +15,8 @@ where one tensor per expert (14,336 rows over 3: one row of 4,096) would read â‰
 
 from __future__ import annotations
 
-from engine.layout.lattice.padding import padding_context, problems_in, share_in
-from engine.layout.lattice.point import Layout
+from engine.layout.candidates import padding_context, problems_in, share_in
+from engine.layout.point import Layout
 from engine.presets import plan_for_model_preset
 from engine.stacks.defaults import resolved
 

@@ -1,4 +1,4 @@
-"""The FSDP padding share (``engine/layout/lattice/padding.py``) that the search's candidates and
+"""The FSDP padding share (``engine/layout/candidates.py``) that the search's candidates and
 slacks read, worked out as the module's docstring says — each tensor's local dim-0 rows
 padded to its shard group, the largest share of any unit — without its caches, merged
 rows or shortcuts (the experts' group left out where no tensor is routed, a non-hybrid
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from layout_plans import SEARCH_SETTINGS, TINY_MOE, legal_layouts, search_plans
 
 from engine.errors import PlanError
-from engine.layout.lattice.padding import padding_context, share_in
-from engine.layout.lattice.point import Layout
+from engine.layout.candidates import padding_context, share_in
+from engine.layout.point import Layout
 from engine.ledger.groups import ranks_per_node
 from engine.ledger.placement import layer_classes
 from engine.ledger.sharding import shard_group_size

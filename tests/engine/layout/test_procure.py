@@ -1,4 +1,4 @@
-"""Procurement shapes: a single GPU, a partial node, whole nodes (engine/layout/search/procure.py);
+"""Procurement shapes: a single GPU, a partial node, whole nodes (engine/layout/point.py);
 no proposal the plan's stack has no recipe for; the CP token rule worded as a preference."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.layout.lattice.shapes import enumerate_layouts
-from engine.layout.search.counts import gpu_counts
-from engine.layout.search.procure import partial_shapes, procurement, shape_words
+from engine.layout.counts import gpu_counts
+from engine.layout.point import partial_shapes, procurement, shape_words
+from engine.layout.shapes import enumerate_layouts
 from engine.legality.stack import adapter_tp_words
 from engine.plan import default_plan, with_values
 
@@ -37,7 +37,7 @@ def test_shapes_by_hand() -> None:
 
 @given(st.integers(1, 64), st.integers(1, 200), st.sampled_from(["node", "gpu"]))
 def test_cost_is_monotone_and_covers_the_ranks(g: int, w: int, rounding: str) -> None:
-    """The search bisects on the cost (engine/layout/search/minimum.py search_growing): it must
+    """The search bisects on the cost (engine/layout/minimum.py search_growing): it must
     never fall as ranks grow, and it always pays for every rank."""
     assert procurement(w, g, rounding) >= w
     assert procurement(w + 1, g, rounding) >= procurement(w, g, rounding)

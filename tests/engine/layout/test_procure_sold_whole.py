@@ -1,9 +1,9 @@
 """A node preset sold whole (the DGX A100) makes procurement round to whole nodes even
-below one node (engine/layout/search/procure.py), and its figures are the datasheet's."""
+below one node (engine/layout/point.py), and its figures are the datasheet's."""
 
 from __future__ import annotations
 
-from engine.layout.search.procure import procurement, rounding_noun, shape_words
+from engine.layout.point import procurement, rounding_noun, shape_words
 from engine.plan import default_plan, with_values
 from engine.presets import node, node_changes
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from engine.estimate import Estimate, estimate
-from engine.layout.search.counts import GpuCounts, gpu_counts
+from engine.layout.counts import GpuCounts, gpu_counts
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
 

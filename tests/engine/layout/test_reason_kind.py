@@ -1,14 +1,14 @@
 """Rejections split into rules and preferences (issue 38: "Rejected" lists mixed them).
 The split is checked against the lattice itself: a layout the default preferences reject
 is "preference only" exactly when the lattice judged with no preference at all
-(``LayoutPreferences.hard_rules_only()``, engine/layout/lattice/point.py) accepts it."""
+(``LayoutPreferences.hard_rules_only()``, engine/layout/point.py) accepts it."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.layout.lattice.point import Layout, grouped, is_preference, preference_only
-from engine.layout.lattice.shapes import LayoutPreferences, enumerate_layouts
+from engine.layout.point import Layout, grouped, is_preference, preference_only
+from engine.layout.shapes import LayoutPreferences, enumerate_layouts
 from engine.plan import Plan, default_plan, with_values
 from engine.presets import plan_for_model_preset
 

@@ -8,9 +8,9 @@ from dataclasses import replace
 from layout_plans import TINY_MOE
 
 from engine.estimate import estimate
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import with_layout
-from engine.layout.proofs.regimes import regime
+from engine.layout.candidates import ShapeJudge
+from engine.layout.point import Layout
+from engine.layout.shapes import with_layout
 from engine.plan import default_plan, with_values
 
 
@@ -39,5 +39,6 @@ def test_hsdp_experts_shard_group_splits_regimes() -> None:
         for lay in (four, six)
     }
     assert peak[6] > peak[4]
-    assert regime(plan, four) != regime(plan, six)
-    assert regime(plan, six) == regime(plan, replace(four, dp=10))  # shard group 1 again
+    judge = ShapeJudge(plan, replace(four, dp=1), 1.0)
+    assert judge.regime(4) != judge.regime(6)
+    assert judge.regime(6) == judge.regime(10)  # shard group 1 again

@@ -2,7 +2,7 @@
 
 Brute force estimates every legal layout of every world size up to the bound and takes
 the cheapest that fits (the plan's own layout among them); the search estimates a few
-per shape, pruning by DP regimes and cost (``engine/layout/search/minimum.py``), reusing what
+per shape, pruning by DP regimes and cost (``engine/layout/minimum.py``), reusing what
 one search proved in the next (``proofs.regimes.Known``) and skipping layouts whose peak floor
 already exceeds the limit (``engine/layout/proofs/bound.py``). The plans
 (``layout_plans.search_plans``) put every non-monotone step the search must respect in
@@ -16,14 +16,14 @@ from hypothesis import given, settings
 from layout_plans import SEARCH_SETTINGS, search_plans
 
 from engine.estimate import estimate
-from engine.layout.lattice.shapes import (
+from engine.layout.counts import gpu_counts
+from engine.layout.point import procurement
+from engine.layout.shapes import (
     LayoutPreferences,
     enumerate_layouts,
     layout_of,
     with_layout,
 )
-from engine.layout.search.counts import gpu_counts
-from engine.layout.search.procure import procurement
 from engine.plan import Plan
 
 

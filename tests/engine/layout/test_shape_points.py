@@ -2,7 +2,7 @@
 builds once and windows by bisection are exactly those a walk up every candidate DP
 finds, and the peak floor over the limit at each batch's largest DP of a shape is over
 it at every DP of the shape — the rule by which the search drops a whole shape before
-building its regimes (``search._Shape.all_over_floor``).
+building its regimes (``minimum._Shape.all_over_floor``).
 
 Both checked on random small plans (``layout_plans.search_plans``: held micro-batch or
 global batch, HSDP, MoE folding, FSDP padding preferences) over every shape the hard
@@ -16,14 +16,19 @@ from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
-from layout_plans import SEARCH_SETTINGS, search_plans
+from layout_plans import SEARCH_SETTINGS, regime, search_plans
 
-from engine.layout.lattice.candidates import RegimeKey, dp_candidates, layout_at
-from engine.layout.lattice.padding import padding_context, problems_in
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import LayoutPreferences, legal_shapes
+from engine.layout.candidates import (
+    RegimeKey,
+    dp_candidates,
+    layout_at,
+    padding_context,
+    problems_in,
+)
+from engine.layout.point import Layout
 from engine.layout.proofs.bound import PeakFloors
-from engine.layout.proofs.regimes import SearchMemo, regime
+from engine.layout.proofs.regimes import SearchMemo
+from engine.layout.shapes import LayoutPreferences, legal_shapes
 from engine.plan import Plan, with_values
 
 

@@ -1,4 +1,4 @@
-"""The state bound (``engine/layout/proofs/state_bound.py``) never exceeds the estimate, and
+"""The state bound (``engine/layout/proofs/stage_bounds.py``) never exceeds the estimate, and
 falls with DP within a regime.
 
 The search skips a layout, and every smaller DP of its regime with the same batch, when
@@ -25,16 +25,16 @@ from layout_plans import (
 )
 
 from engine.estimate import estimate
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import (
+from engine.layout.point import Layout
+from engine.layout.proofs.bound import PeakFloors
+from engine.layout.proofs.regimes import SearchMemo
+from engine.layout.proofs.stage_bounds import StateFloors
+from engine.layout.shapes import (
     Lattice,
     LayoutPreferences,
     legal_shapes,
     with_layout,
 )
-from engine.layout.proofs.bound import PeakFloors
-from engine.layout.proofs.regimes import SearchMemo
-from engine.layout.proofs.state_bound import StateFloors
 from engine.plan import Plan
 from engine.presets import plan_for_model_preset
 

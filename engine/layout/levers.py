@@ -16,10 +16,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.errors import PlanError
-from engine.layout.lattice.batch import target_global_batch
-from engine.layout.lattice.point import Layout
-from engine.layout.lattice.shapes import every_layout_refused
-from engine.layout.search.counts import SEARCH_BUDGET_S, GpuCounts, gpu_counts
+from engine.layout.counts import SEARCH_BUDGET_S, GpuCounts, gpu_counts
+from engine.layout.point import Layout, target_global_batch
+from engine.layout.shapes import every_layout_refused
 from engine.legality.offload import offload_problems
 from engine.plan import Plan, describe_validation_error, with_values
 

@@ -1,19 +1,37 @@
-"""One point of the layout lattice, the preferences that rank points as practical, and a
-rejected point's reasons. Plain values: nothing here knows a plan.
+"""One point of the layout lattice, the preferences that rank points as practical, a
+rejected point's reasons, the batch a point runs with and the GPUs it is bought as.
 
 A rejected point's reasons fall in two groups a view shows apart (:func:`grouped`):
 "cannot run" (engine.legality's rules, a stack's own limits, memory) and "runs, not
 preferred" (:class:`LayoutPreferences`): a reader deciding what to buy needs to know
 that TP 16 across two nodes is a choice, where TP 3 with 32 heads is impossible. The
 preference messages are recognised by phrases of their wording
-(:data:`PREFERENCE_PHRASES`, from ``lattice.shapes`` and ``lattice.padding``); the test
-re-judges layouts with no preferences (``LayoutPreferences.none()``) so a reworded
-message cannot slip through."""
+(:data:`PREFERENCE_PHRASES`, from ``shapes`` and ``candidates``); the test re-judges
+layouts with no preferences (``LayoutPreferences.none()``) so a reworded message cannot
+slip through.
+
+A purchase comes in the shapes the hardware is sold in: whole nodes of the chosen node
+preset, or — for a job smaller than one node — a single GPU or a partial node. A 1-GPU
+QLoRA job runs on a workstation or one cloud GPU; rounding it to "one node × 8 GPUs,
+7 idle" is not what its owner buys. Partial nodes come in powers of two up to the node
+(cloud instances of the same GPU are offered as 1, 2, 4 and 8 GPUs, e.g. Google Cloud
+A3 ``a3-highgpu-1g/2g/4g/8g``, A2 ``a2-highgpu-1g…8g``; workstations hold 1, 2 or 4),
+so a 3-rank layout pays for 4. From one node up, whole nodes: the interconnect a
+multi-node job needs is sold by the node. Under ``policy.rounding = "gpu"`` every GPU
+is bought alone (exact ranks); under ``"whole_node"`` — set by a node preset sold only
+whole, such as the DGX A100, which NVIDIA's datasheet offers as one 8-GPU system — even
+a 1-rank job pays for a node. The cost is monotone in the ranks, which the search's
+soundness needs (:func:`engine.layout.minimum.search_growing` bisects on it).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+
+from engine.errors import Problem
+from engine.legality import rules
+from engine.plan import Plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +131,8 @@ class Layout:
     def at_dp(self, dp: int, micro_batch: int, grad_accum: int) -> Layout:
         """This shape at ``dp`` data-parallel ranks running this batch: what
         ``dataclasses.replace`` gives, built directly (the search builds one per candidate
-        DP of every shape, thousands per search, and ``replace`` costs 5× more)."""
+        DP of every shape, thousands per search; ``tests/bench_engine.py`` prints what
+        ``replace`` would cost)."""
         return Layout(
             self.tp, self.pp, self.cp, self.ep, dp, micro_batch, grad_accum, self.etp, self.pp_split
         )
@@ -197,3 +216,132 @@ def grouped(rejected: Sequence[Rejected]) -> tuple[list[Rejected], list[Rejected
     rules = [r for r in rejected if not preference_only(r)]
     prefs = [r for r in rejected if preference_only(r)]
     return rules, prefs
+
+
+def target_global_batch(plan: Plan) -> int:
+    """The global batch the plan asks for: explicit, or micro × accumulation × replicas."""
+    b, par = plan.batch, plan.parallelism
+    if b.global_batch is not None:
+        return b.global_batch
+    return b.micro_batch * b.grad_accum * par.dp
+
+
+def keeps_global_batch(plan: Plan) -> bool:
+    """True when a new layout must keep the plan's global batch: the plan holds it, or
+    the user set it. A global batch typed in is a training hyperparameter (the learning
+    rate and schedule were tuned for it), so a layout raises grad_accum to keep it rather
+    than letting it follow DP — whatever ``hold_fixed`` says about the micro-batch."""
+    b = plan.batch
+    return b.hold_fixed == "global_batch" or b.global_batch is not None
+
+
+def held_batch(plan: Plan) -> int | None:
+    """The global batch every layout must keep, or None when only the micro-batch is
+    held (no global batch set: it then follows DP, and every layout row shows it)."""
+    return target_global_batch(plan) if keeps_global_batch(plan) else None
+
+
+def batch_for(plan: Plan, dp: int, pp: int = 1) -> tuple[int, int] | Problem:
+    """(micro-batch, accumulation) for DP replicas and PP stages, or why the batch is
+    unreachable.
+
+    With ``hold_fixed = global_batch`` the global batch stays and accumulation absorbs
+    the change (a pipeline that then gets fewer than p micro-batches is judged by the
+    ``pipeline_full`` preference). With ``micro_batch`` the micro-batch stays and
+    accumulation is the plan's, raised to p for a pipeline of p stages — the schedule's
+    minimum m ≥ p, without which 1F1B idles and holds fewer micro-batches than any
+    efficient run; the global batch follows.
+    """
+    b = plan.batch
+    held = held_batch(plan)
+    if held is None:
+        return b.micro_batch, max(b.grad_accum, pp) if pp > 1 else b.grad_accum
+    unreachable = rules.global_batch_reachable(held, b.micro_batch, dp)
+    if unreachable:
+        return unreachable
+    return b.micro_batch, held // (b.micro_batch * dp)
+
+
+def accumulation_words(plan: Plan, pp: int, grad_accum: int) -> str:
+    """Why a layout runs ``grad_accum`` micro-batches per step, for a count's reason."""
+    held = held_batch(plan)
+    if held is not None:
+        return f"grad_accum {grad_accum} reaches the held global batch {held:,}"
+    if pp > 1 and grad_accum > plan.batch.grad_accum:
+        return f"grad_accum {grad_accum} = the pipeline schedule's minimum m ≥ p = {pp}"
+    return f"grad_accum {grad_accum} as the plan sets it"
+
+
+def step_words(global_batch: int, seq_len: int) -> str:
+    """A layout's global batch and tokens per step, as every layout row shows them."""
+    return f"{global_batch:,} seq × {seq_len:,} = {global_batch * seq_len:,} tokens/step"
+
+
+def batch_change(plan: Plan, global_batch: int) -> str:
+    """What running a layout of ``global_batch`` sequences does to the plan's step, in
+    words ("" when it keeps it): a layout whose DP differs moves the global batch when
+    only the micro-batch is held, and a reader must see that before applying it."""
+    now = target_global_batch(plan)
+    if global_batch == now:
+        return ""
+    s = plan.batch.seq_len
+    return (
+        f"changes the global batch {now:,} → {global_batch:,} "
+        f"({now * s:,} → {global_batch * s:,} tokens/step): set batch.global_batch to keep it"
+    )
+
+
+def partial_shapes(gpus_per_node: int) -> tuple[int, ...]:
+    """The sizes smaller than one node a purchase may take: powers of two below it."""
+    out, n = [], 1
+    while n < gpus_per_node:
+        out.append(n)
+        n *= 2
+    return tuple(out)
+
+
+def procurement(world_size: int, gpus_per_node: int, rounding: str) -> int:
+    """GPUs paid for to run ``world_size`` ranks: exact GPUs, or the smallest shape the
+    hardware is sold in (a single GPU, a partial node, whole nodes)."""
+    if rounding == "gpu":
+        return world_size
+    if world_size <= gpus_per_node and rounding != "whole_node":
+        return next((s for s in partial_shapes(gpus_per_node) if s >= world_size), gpus_per_node)
+    return -(-world_size // gpus_per_node) * gpus_per_node
+
+
+def shape_words(gpus: int, gpus_per_node: int, rounding: str) -> str:
+    """The purchase's shape and the rounding that made it, in words, after its count
+    ("16 GPUs = 2 nodes × 8 (rounded to whole nodes)")."""
+    if rounding == "gpu":
+        return f"{gpus:,} GPU{'s' if gpus != 1 else ''}: single GPUs (policy.rounding = gpu)"
+    whole = rounding == "whole_node"
+    if gpus == 1 and not whole:
+        return "1 GPU: a single GPU (a workstation or one cloud GPU), no node to fill"
+    if gpus < gpus_per_node and not whole:
+        return (
+            f"{gpus} GPUs: a partial node ({gpus} of {gpus_per_node} per node; below one "
+            f"node a purchase rounds up to {', '.join(map(str, partial_shapes(gpus_per_node)))} "
+            f"GPUs)"
+        )
+    nodes = gpus // gpus_per_node
+    return (
+        f"{gpus:,} GPUs = {nodes:,} node{'s' if nodes != 1 else ''} × {gpus_per_node} "
+        f"(rounded to whole nodes{'; the node is sold whole' if whole else ''})"
+    )
+
+
+def shape_only(gpus: int, gpus_per_node: int, rounding: str) -> str:
+    """The shape without the count, for a sentence that names it first ("Buy 16 ×
+    H100: 2 nodes × 8 (rounded to whole nodes)")."""
+    words = shape_words(gpus, gpus_per_node, rounding)
+    for cut in (": ", " = "):
+        if cut in words:
+            return words.split(cut, 1)[1]
+    return words
+
+
+def rounding_noun(rounding: str) -> str:
+    """The unit a purchase rounds to, as a plural noun ("nodes", "GPUs", "whole nodes
+    (sold whole)") for "rounding to …" in a report's or the CLI's counts line."""
+    return {"gpu": "gpus", "whole_node": "nodes (sold whole)"}.get(rounding, "nodes")

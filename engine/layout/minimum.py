@@ -3,7 +3,7 @@
 For one model-parallel shape (TP, PP, CP, EP, with its split), adding data-parallel
 ranks shards the states further and, with the global batch held, lowers the
 accumulation; nothing a rank holds grows — except at known steps, which split the DP
-values into *regimes* (:func:`engine.layout.proofs.regimes.regime`) within which the
+values into *regimes* (:mod:`engine.layout.proofs.regimes`) within which the
 peak never rises:
 
 - DP (× CP) 1 → 2 adds the data-parallel NCCL communicator and DDP's bucket;
@@ -22,7 +22,7 @@ that regime fits (one estimate for a dead regime); otherwise the smallest fittin
 bisected, and a probe that fails within its slack is resolved by estimating the values
 below it one by one. No monotonicity across shapes is assumed: shapes are pruned only by
 cost (a shape whose fewest ranks cost as much as the best found cannot beat it), and
-worlds below the floor of :func:`engine.layout.proofs.floor.fewest_ranks` (too few ranks
+worlds below the floor of :func:`engine.layout.proofs.bound.fewest_ranks` (too few ranks
 to hold the model states at all) are never estimated. Two things spare estimates without
 changing an answer: a layout whose peak floor (:mod:`engine.layout.proofs.bound`:
 activations, resident states, reserve, runtime — what no DP or EP takes away) already
@@ -48,17 +48,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from engine.layout.lattice.batch import held_batch
-from engine.layout.lattice.candidates import RegimeKey
-from engine.layout.lattice.group import below_dp
-from engine.layout.lattice.point import Layout
+from engine.layout.candidates import RegimeKey
+from engine.layout.point import Layout, held_batch
 from engine.layout.proofs.bound import PeakFloors
 from engine.layout.proofs.cross_ep import CrossEp
-from engine.layout.proofs.evaluate import Evaluator, Outcome, slack
-from engine.layout.proofs.low_bound import LowFloors
-from engine.layout.proofs.regimes import SearchMemo
-from engine.layout.proofs.state_bound import StateFloors
-from engine.layout.search.budget import Budget
+from engine.layout.proofs.evaluate import Budget, Evaluator, Outcome, slack
+from engine.layout.proofs.regimes import SearchMemo, below_dp
+from engine.layout.proofs.stage_bounds import LowFloors, StateFloors
 
 Cost = Callable[[int], int]
 
@@ -98,7 +94,7 @@ HIGH, LOW = Criterion("high"), Criterion("low")
 _UNKNOWN, _UNDER, _OVER, _DEAD = range(4)
 """What :meth:`_Shape._low_floor` proves of a layout."""
 _VERDICTS = {"unknown": _UNKNOWN, "under": _UNDER, "over": _OVER, "dead": _DEAD}
-""":meth:`engine.layout.proofs.low_bound.LowFloors.judge`'s verdicts as those."""
+""":meth:`engine.layout.proofs.stage_bounds.LowFloors.judge`'s verdicts as those."""
 
 
 @dataclass
@@ -160,7 +156,7 @@ class _Shape:
         return self.floors is not None
 
     def all_over_floor(self, tops: list[Layout]) -> bool:
-        """Whether the peak floor (:mod:`.bound`) by the criterion's figure is over the
+        """Whether the peak floor (:mod:`.proofs.bound`) by the criterion's figure is over the
         limit at every batch's largest DP ``tops`` of a shape, and so at every DP of it
         (the floor only falls as DP grows with the batch held, in every regime): each of
         its regimes' probes would prove it dead without an estimate, as :meth:`probe`
@@ -173,25 +169,26 @@ class _Shape:
 
     def _over_floor(self, layout: Layout) -> bool:
         """Whether the layout's activations and resident share exceed the limit
-        (:mod:`.bound`), or its activations and own states do (:mod:`.state_bound`), by
-        the criterion's figure: it fails without an estimate."""
+        (:mod:`.proofs.bound`), or its activations and own states do
+        (:mod:`.proofs.stage_bounds`), by the criterion's figure: it fails without an
+        estimate."""
         return self._peak_over(layout) or self._state_over(layout)
 
     def _peak_over(self, layout: Layout) -> bool:
-        """Whether the peak floor (:mod:`.bound`) by the criterion's figure exceeds the
+        """Whether the peak floor (:mod:`.proofs.bound`) by the criterion's figure exceeds the
         limit: the cheapest bound, its parts shared by every DP and EP of the shape."""
         floors = self.floors
         return floors is not None and floors.over(layout, self.limit, self.criterion.figure)
 
     def _state_over(self, layout: Layout) -> bool:
-        """Whether the state bound (:mod:`.state_bound`) by the criterion's figure exceeds
+        """Whether the state bound (:mod:`.proofs.stage_bounds`) by the criterion's figure exceeds
         the limit."""
         if self.state_floors is None:
             return False
         return self.state_floors.over(layout, self.criterion.figure, self.limit)
 
     def _low_floor(self, layout: Layout, regime: bool) -> int:
-        """What the layout's low fit peak bound (:mod:`.low_bound`, the low search only)
+        """What the layout's low fit peak bound (:mod:`.proofs.stage_bounds`, the low search only)
         proves: :data:`_DEAD`, a stage over the limit — and with ``regime`` over by more
         than its padding slack, which, as a failing estimate would, proves every smaller
         DP of its regime failing too; :data:`_OVER`, over by less than that (the layout
@@ -199,7 +196,7 @@ class _Shape:
         still estimated); :data:`_UNDER`, every stage within the limit; :data:`_UNKNOWN`,
         no bound known.
 
-        Asked before the state bound (:mod:`.state_bound`), which it dominates: its
+        Asked before the state bound (:mod:`.proofs.stage_bounds`), which it dominates: its
         shared rows hold the layout's persistent states (the state bound's rows) among
         others, at the same moments and over the same canonical activations, it takes
         every stage's largest low where the state bound takes the smallest, and its
@@ -297,14 +294,8 @@ def search_min(
             and memo.over_at_top(floors, shape, top, criterion.figure, searcher.limit)
         ):
             continue
-        if prunes:
-            over_key = (shape, fewest_dp, criterion.figure)
-            over = memo.floor_over.get(over_key, 0)
-            if top <= over:  # every candidate up to a larger top was over: these too
-                continue
-            if searcher.all_over_floor(memo.batch_tops(shape, top, fewest_dp)):
-                memo.floor_over[over_key] = top
-                continue
+        if prunes and searcher.all_over_floor(memo.batch_tops(shape, top, fewest_dp)):
+            continue
         got: Layout | None = None
         for key, whole in memo.regimes(shape, top, fewest_dp).items():
             group: Sequence[Layout] = whole if got is None else below_dp(whole, got.dp)

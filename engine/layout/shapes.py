@@ -20,9 +20,17 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from engine.errors import Problem
-from engine.layout.lattice.batch import batch_for, held_batch, target_global_batch
-from engine.layout.lattice.padding import padding_context, problems_in
-from engine.layout.lattice.point import Layout, LayoutPreferences, Rejected, is_pow2, split_words
+from engine.layout.candidates import padding_context, problems_in
+from engine.layout.point import (
+    Layout,
+    LayoutPreferences,
+    Rejected,
+    batch_for,
+    held_batch,
+    is_pow2,
+    split_words,
+    target_global_batch,
+)
 from engine.layout.proofs import policy_split, ranks_per_node
 from engine.legality import pipeline_layout, rules
 from engine.legality.offload import offload_problems
@@ -117,7 +125,7 @@ class _Judge:
         # judged once per value; a plain dict, not ``functools.cache`` of bound methods,
         # which would hold the judge in a reference cycle (garbage the layout search,
         # run with the cyclic collector paused and then frozen, would never free:
-        # :mod:`engine.layout.search.collector`)
+        # :mod:`engine.layout.counts`)
         self._judged: dict[tuple[object, object], object] = {}
 
     def _once(self, judge: Callable[[_Judge, _V], _T], value: _V) -> _T:

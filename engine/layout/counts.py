@@ -4,69 +4,154 @@
    HBM less the headroom policy): TP any divisor within a node, no rounding to nodes.
 2. First legal layout: the cheapest layout under the practical rules, and its
    procurement count (a single GPU, a partial node or whole nodes:
-   engine.layout.search.procure).
+   :func:`engine.layout.point.procurement`).
 3. Validation range: the topology-rounded minimum by the *low* estimate and the first
    practical layout by the *high* one; when they differ the range straddles the
-   limit and a measurement on the smaller count decides.
+   limit and a measurement on the smaller count decides (:func:`validation_range`
+   spells it the same everywhere).
 
 The plan's own layout is estimated first and takes part in every count: when it fits,
 it wins every tie, so the procurement count, its layout and the plan on screen agree
 (the plan's DP 8 is not traded for a DP 7 that costs the same node). Alongside: the
-fitting alternatives at the procurement size ranked by headroom, and the rejected
-layouts with their reasons. A count that finds nothing names the closest layout
-(:mod:`engine.layout.search.closest`). A time budget bounds the search; a search
-stopped by it says how far it got. ``gpu_counts`` is pure: the GUI, the report and the CLI call it
-with the same plan and get the same answer.
+fitting alternatives at the procurement size ranked by headroom, the rejected layouts
+with their reasons, and for a count that finds nothing the closest layout
+(:mod:`engine.layout.beside`). A time budget bounds the search; a search stopped by it
+says how far it got. ``gpu_counts`` is pure: the GUI, the report and the CLI call it
+with the same plan and get the same answer. It runs with Python's cyclic collector
+paused (:func:`collector_paused`).
 """
 
 from __future__ import annotations
 
+import gc
+import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from engine.layout.lattice.batch import (
-    accumulation_words,
-    batch_change,
-    step_words,
+from engine.layout.beside import (
+    Count,
+    arith_count,
+    closest_candidates,
+    fill_bought,
+    first_count,
+    none_fits,
+    ranked_alternatives,
+    validation_words,
+)
+from engine.layout.minimum import HIGH, LOW, Cost, Found, search_growing
+from engine.layout.point import (
+    Layout,
+    procurement,
+    shape_words,
     target_global_batch,
 )
-from engine.layout.lattice.shapes import (
-    Layout,
+from engine.layout.proofs.evaluate import Budget, BudgetSpent, Clock, Estimator, Evaluator, Outcome
+from engine.layout.proofs.regimes import SearchMemo
+from engine.layout.shapes import (
     LayoutPreferences,
     Rejected,
     every_layout_refused,
     layout_of,
     legal_shapes,
 )
-from engine.layout.proofs.evaluate import Estimator, Evaluator, Outcome
-from engine.layout.proofs.regimes import SearchMemo
-from engine.layout.search.alternatives import fill_bought, ranked_alternatives
-from engine.layout.search.budget import Budget, BudgetSpent, Clock
-from engine.layout.search.closest import closer, closest_candidates
-from engine.layout.search.collector import collector_paused
-from engine.layout.search.low_search import low_search
-from engine.layout.search.minimum import HIGH, LOW, Criterion, Found, search_growing
-from engine.layout.search.procure import procurement, shape_words
 from engine.plan import Plan
 from engine.units import fmt_bytes
+
+THAW_EVERY = 32
+"""One outermost pause in this many ends by thawing instead of freezing."""
+
+_lock = threading.Lock()
+_depth = 0
+_resume = False
+_ends = 0
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic collector for the ``with`` block, and freeze what it leaves alive.
+
+    A search builds hundreds of thousands of short-lived objects while the engine's
+    caches keep a few hundred thousand long-lived ones; generational collections
+    triggered by the allocations walk the caches' objects again, none of them garbage
+    (``tests/bench_engine.py`` prints the cost). Turning the collector back on is not the
+    end of it: what the paused search kept is in the youngest generation, and the first
+    collection would walk it all; so the outermost pause ends with :func:`gc.freeze`
+    (collections skip frozen objects; reference counting still frees them). Freezing
+    would keep cyclic garbage pending then: a search leaves none (``test_collector.py``),
+    and every :data:`THAW_EVERY`-th pause thaws instead, handing everything back to the
+    oldest generation. Process-wide by nature, so counted: nested and concurrent
+    searches (the GUI's worker threads) restore the collector when the last one ends,
+    and only if it was enabled when the first began (nothing is frozen then)."""
+    global _depth, _resume
+    with _lock:
+        if _depth == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _resume:
+                _settle()
+                gc.enable()
+
+
+def _settle() -> None:
+    """Freeze what is alive as the last pause ends — or, one time in
+    :data:`THAW_EVERY`, thaw everything frozen so far (called under the lock)."""
+    global _ends
+    _ends += 1
+    if _ends % THAW_EVERY:
+        gc.freeze()
+    else:
+        gc.unfreeze()
+
+
+def low_search(
+    ev: Evaluator,
+    shapes: list[Layout],
+    max_gpus: int,
+    cost: Cost,
+    budget: Budget,
+    start: Found | None,
+    memo: SearchMemo,
+    g: int,
+) -> Found | None:
+    """The validation-low search from ``start``, bounded first by the cheapest layout
+    the search has already estimated that fits by the low figure (the high search's
+    estimates carry both figures, and one may fit by the low figure at less than the
+    high search's answer, the low search's start): every shape is then searched only up
+    to that cost, not up to ``start``'s.
+
+    The same answer as from ``start`` alone. That cheaper layout of cost C is not made
+    the start (a start wins ties, and the preference order must decide them): the search
+    starts from a stand-in costing C + 1, so it searches every layout costing at most C
+    and, being exact, finds the preferred one of the least cost — which costs at most C,
+    below ``start``'s cost, where the search from ``start`` finds the same. If it finds
+    nothing (the cheaper layout is the plan's own, outside the legal shapes), the search
+    runs from ``start``."""
+    cheaper = cheapest_low_fit(ev, cost)
+    if cheaper is not None and (start is None or cost(cheaper.layout.world_size) < start.cost):
+        stand_in = Found(cheaper, cost(cheaper.layout.world_size) + 1)
+        found = search_growing(ev, shapes, max_gpus, cost, LOW, budget, stand_in, memo, g)
+        if found is not stand_in:
+            return found
+    return search_growing(ev, shapes, max_gpus, cost, LOW, budget, start, memo, g)
+
+
+def cheapest_low_fit(ev: Evaluator, cost: Cost) -> Outcome | None:
+    """The least costly outcome estimated so far that fits by the low figure."""
+    fits = [o for o in ev.outcomes if o.fits_low]
+    return min(fits, key=lambda o: cost(o.layout.world_size), default=None)
+
 
 SEARCH_BUDGET_S = 20.0
 """Wall-clock seconds one search may take before it stops and says so: extreme plans
 (thousands of layers) stop here instead of running for minutes."""
-
-
-@dataclass(frozen=True, slots=True)
-class Count:
-    """One of the counts: the layout behind it (if any), GPUs paid for, and why."""
-
-    gpus: int | None
-    layout: Layout | None
-    outcome: Outcome | None
-    reason: str
-
-    @property
-    def world_size(self) -> int | None:
-        return self.layout.world_size if self.layout else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +187,7 @@ class GpuCounts:
     @property
     def shape(self) -> str:
         """What the procurement count buys, in words (a single GPU, a partial node,
-        whole nodes; :func:`engine.layout.search.procure.shape_words`)."""
+        whole nodes; :func:`engine.layout.point.shape_words`)."""
         g = self.first_layout.gpus
         return "none found" if g is None else shape_words(g, self.gpus_per_node, self.rounding)
 
@@ -119,54 +204,6 @@ class GpuCounts:
         """The most frequent rejection reasons at the procurement size, with counts."""
         counter = Counter(r for x in self.rejected for r in x.reasons)
         return counter.most_common(top)
-
-
-def _words(o: Outcome) -> str:
-    return (
-        f"high estimate {fmt_bytes(o.high)} per rank within the limit "
-        f"{fmt_bytes(o.limit)} ({fmt_bytes(o.headroom)} to spare)"
-    )
-
-
-def _none_fits(
-    plan: Plan,
-    outcomes: list[Outcome],
-    max_gpus: int,
-    criterion: Criterion,
-    stopped: bool,
-    every: bool = False,
-) -> Count:
-    """A count that found nothing: why, naming the closest of ``outcomes`` that fails
-    the criterion (node ledgers fitting first, then the most headroom; the earliest of
-    equals); ``every``: those hold the closest of every shape's largest DP per regime
-    (:mod:`engine.layout.search.closest`), which the reason then says."""
-    what = criterion.figure
-    tried = [o for o in outcomes if o.ok and not criterion.accept(o)]
-    bound = f"up to {max_gpus} GPUs" + (
-        " (the search stopped at its time budget)" if stopped else ""
-    )
-    if not tried:
-        errors = sorted({o.error or "" for o in outcomes})
-        refused = "; ".join(every_layout_refused(plan))
-        why = f"; estimates failed: {errors[0]}" if errors else ""
-        why = f"; every layout is refused: {refused}" if refused else why
-        return Count(None, None, None, f"no legal layout {bound}{why}")
-    best = tried[0]
-    for o in tried[1:]:
-        if closer(o, best):
-            best = o
-    need = best.high if what == "high" else best.low
-    nodes = "".join(f"; {p}" for p in best.node_problems)
-    of = " (of the search's estimates and every shape's largest DP per regime, TP within a node)"
-    of = of if every else " estimated"
-    return Count(
-        None,
-        None,
-        best,
-        f"no layout {bound} fits by the {what} estimate; the closest{of}, "
-        f"{best.layout.label()}, needs {fmt_bytes(need)} per rank against a limit of "
-        f"{fmt_bytes(best.limit)}{nodes}",
-    )
 
 
 Seeds = tuple[Found | None, Found | None, Found | None]
@@ -223,7 +260,7 @@ def _closest(
     ev: Evaluator, max_gpus: int, prefs: LayoutPreferences, budget: Budget, memo: SearchMemo
 ) -> bool:
     """Estimate the layouts a count that found nothing may name as the closest
-    (:func:`engine.layout.search.closest.closest_candidates`, over the shapes of every count:
+    (:func:`engine.layout.beside.closest_candidates`, over the shapes of every count:
     the arithmetic minimum's); whether all were estimated or ruled out within the
     budget and the estimates' cap."""
     try:
@@ -263,7 +300,7 @@ def gpu_counts(
     memo = SearchMemo(plan, prefs.pipeline_full, prefs.max_padding_share)
     first, low, arith = _search(ev, max_gpus, prefs, budget, seeded, memo)
     stopped = budget.spent
-    every = False  # the closest is that of every candidate (engine.layout.search.closest)
+    every = False  # the closest is that of every candidate (engine.layout.beside)
     if not stopped and None in (first, low, arith):
         every = _closest(ev, max_gpus, prefs, budget, memo)
         stopped = budget.spent
@@ -275,14 +312,14 @@ def gpu_counts(
             f"the budget ({budget.seconds:g} s): the counts are the best found so far"
         )
     arith_c = (
-        _arith_count(plan, arith, g)
+        arith_count(plan, arith, g)
         if arith
-        else _none_fits(plan, tried, max_gpus, HIGH, stopped, every)
+        else none_fits(plan, tried, max_gpus, HIGH, stopped, every)
     )
     first_c = (
-        _first_count(plan, first, g, rounding, own)
+        first_count(plan, first, g, rounding, own)
         if first
-        else _none_fits(plan, tried, max_gpus, HIGH, stopped, every)
+        else none_fits(plan, tried, max_gpus, HIGH, stopped, every)
     )
     low_c = (
         Count(
@@ -293,7 +330,7 @@ def gpu_counts(
             f"{fmt_bytes(low.outcome.low)} on {low.cost} GPUs",
         )
         if low
-        else _none_fits(plan, tried, max_gpus, LOW, stopped, every)
+        else none_fits(plan, tried, max_gpus, LOW, stopped, every)
     )
     straddles = bool(low and first and low.cost < first.cost)
     skip = stopped or not alternatives
@@ -304,7 +341,7 @@ def gpu_counts(
         validation_low=low_c,
         validation_high=first_c,
         straddles=straddles,
-        validation_reason=_validation_words(low, first),
+        validation_reason=validation_words(low, first),
         alternatives=ranked,
         rejected=rejected,
         gpus_per_node=g,
@@ -321,74 +358,33 @@ def gpu_counts(
     )
 
 
-def _batch_words(plan: Plan, lay: Layout) -> str:
-    moved = batch_change(plan, lay.global_batch)
-    return accumulation_words(plan, lay.pp, lay.grad_accum) + (
-        f"; global batch {step_words(lay.global_batch, plan.batch.seq_len)}"
-        + (f" ({moved})" if moved else "")
-    )
-
-
-def _arith_count(plan: Plan, found: Found, g: int) -> Count:
-    o = found.outcome
-    w = o.layout.world_size
-    nodes = -(-w // g)
-    own = " (the plan's own layout)" if o.layout == layout_of(plan) else ""
-    return Count(
-        w,
-        o.layout,
-        o,
-        f"{w} ranks ({o.layout.label()}{own}; {_batch_words(plan, o.layout)}) is the least "
-        f"whose {_words(o)}, counting ranks, not nodes, TP any divisor within a node "
-        f"(rounded up: {nodes} node(s) of {g}); every smaller count's high estimate exceeds "
-        f"the limit or cannot be laid out with PP ≤ {plan.policy.max_pp} (policy.max_pp)",
-    )
-
-
-def _first_count(plan: Plan, found: Found, g: int, rounding: str, own: Outcome | None) -> Count:
-    o = found.outcome
-    w = o.layout.world_size
-    paid = shape_words(found.cost, g, rounding)
-    idle = f", {found.cost - w} of them idle unless DP grows" if found.cost > w else ""
-    if own is not None and o.layout == own.layout:
-        head = f"the plan's own layout {o.layout.label()} on {w} ranks fits"
-    else:
-        head = (
-            f"{o.layout.label()} on {w} ranks is the first legal layout (TP inside a node, "
-            f"power-of-two TP, whole heads, layers, sequence and experts, a full pipeline "
-            f"of PP ≤ {plan.policy.max_pp} (policy.max_pp), reachable batch) that fits"
-        )
-    mine = ""
-    if own is not None and o.layout != own.layout:
-        if own.fits_high:
-            mine = (
-                f"; the plan's own layout {own.layout.label()} also fits, on "
-                f"{own.layout.world_size} ranks"
-            )
-        elif own.ok:
-            extra = "".join(f"; {p}" for p in own.node_problems)
-            mine = (
-                f"; the plan's own layout {own.layout.label()} does not fit "
-                f"({fmt_bytes(own.high)} per rank{extra}): lay the plan out as above"
-            )
-    return Count(
-        found.cost,
-        o.layout,
-        o,
-        f"{head}: its {_words(o)}; {_batch_words(plan, o.layout)}; procure {paid}{idle}{mine}",
-    )
-
-
-def _validation_words(low: Found | None, high: Found | None) -> str:
+def ascending(low: int | None, high: int | None) -> str:
+    """A GPU-count range, ascending and with equal ends written once ("4", "4–8"); an
+    open end (no layout fits within the search) reads "at least 8", never "8–None"."""
     if high is None:
-        return "no layout fits by the high estimate within the search bound"
-    if low is None or low.cost >= high.cost:
-        return (
-            f"low and high estimates agree: {high.cost} GPUs; the range does not straddle the limit"
-        )
-    return (
-        f"the range straddles the limit: the low estimate fits on {low.cost} GPUs "
-        f"({low.outcome.layout.label()}) but the high estimate needs {high.cost} "
-        f"({high.outcome.layout.label()}); measure the peak on {low.cost} GPUs before "
-        f"buying, and take {high.cost} if it exceeds the limit"
-    )
+        return "none" if low is None else f"at least {low}"
+    if low is not None and low > high:
+        low, high = high, low
+    return str(low) if low == high else f"{low}–{high}"
+
+
+def validation_range(c: GpuCounts) -> str:
+    """The validation range as GPUs to buy ("4–8 GPUs"), with the ranks its layouts use
+    when they differ ("8 GPUs (layouts of 1–2 ranks)") and "(straddles)" when the low
+    and high estimates disagree: the same words everywhere the range is shown (the
+    window, the CLI, the comparison and the PDF report).
+
+    The counts are GPUs to buy, low then high (the search makes them ascending); the
+    ranks do not ascend with them (a 4-rank layout can fit by the low estimate where a
+    2-rank one fits by the high, both on one 4-GPU node), so they are written as their
+    own ascending range, never as a second "low–high" that reads backwards."""
+    lo, hi = c.validation_low, c.validation_high
+    text = ascending(lo.gpus, hi.gpus)
+    if text == "none":
+        return "none found"
+    text += " GPUs" if text != "1" else " GPU"
+    if lo.layout is not None and hi.layout is not None:
+        ranks = ascending(lo.layout.world_size, hi.layout.world_size)
+        if ranks != ascending(lo.gpus, hi.gpus):
+            text += f" (layouts of {ranks} rank{'s' if ranks != '1' else ''})"
+    return text + (" (straddles)" if c.straddles else "")
