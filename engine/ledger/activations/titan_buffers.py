@@ -31,6 +31,7 @@ from functools import lru_cache
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry
 from engine.ledger.activations.hf import rotary_dim
+from engine.ledger.activations.hf_rope_cache import hf_rope_caches_at
 from engine.ledger.activations.tune_rope import tune_rope_at
 from engine.ledger.activations.varying import Fixed, held_buffer
 from engine.plan import Plan
@@ -51,9 +52,12 @@ def rope_caches_at(plan: Plan) -> Callable[[Geometry, int], list[Fixed]] | None:
     """The stage's RoPE caches for ``n_layers`` layers at a micro-batch's geometry
     (its granularity only); None where the plan is not torchtitan's or has no RoPE.
     ``runtime.rope_cache = torchtune`` is torchtune's one shared cache instead
-    (:mod:`tune_rope`), under whichever profile."""
+    (:mod:`tune_rope`), under whichever profile; the hf-transformers profile's are the
+    old transformers releases' per-layer cos / sin caches (:mod:`hf_rope_cache`)."""
     if plan.runtime.rope_cache == "torchtune":
         return tune_rope_at(plan)
+    if plan.runtime.activation_profile == "hf-transformers":  # transformers < 4.41's caches
+        return hf_rope_caches_at(plan)
     arch = plan.model.architecture
     if plan.runtime.activation_profile != "torchtitan" or arch.position != "rotary":
         return None
