@@ -29,13 +29,41 @@ copy-in to the default stream "to avoid fragmenting that memory across stream me
 pools"). Each layer unit's input is freed on that stream once its collective is issued,
 so the next layer's reuses its block (same size, best fit); the root unit's, reduced
 last, is larger where it holds the embedding and the output (a segment of its own, as
-every request of 10 MiB or more gets); and ProcessGroupNCCL records its stream on the
-collective's input (``recordStream``, TORCH_NCCL_AVOID_RECORD_STREAMS unset), so the
-block is reusable only once the reduce-scatter has run on the GPU
-(``CUDACachingAllocator`` ``insert_events`` / ``process_events``): when autograd
-requests the next layer's input before that — the host one layer ahead of the GPU — a
-second layer block is made. That pool (``rs_layer`` + ``rs_root``, and one more layer
-block at the high end) is free at the loss's backward, before any reduce-scatter.
+every request of 10 MiB or more gets). That pool (``rs_layer`` + ``rs_root``) is free
+at the loss's backward, before any reduce-scatter.
+
+Whether a second layer block is made (``rs_pending``) depends on how the collective's
+input is kept alive, which the code of the run decides:
+
+- ProcessGroupNCCL (``collective()``) calls ``recordStream(input, ncclStream)`` unless
+  ``TORCH_NCCL_AVOID_RECORD_STREAMS`` is set; the caching allocator then returns the
+  freed block to its pool only once an event recorded on the NCCL stream completed
+  (``insert_events`` / ``process_events``, queried at the next request, never waited);
+- with the variable set it stashes the input in the work
+  (``stashed_for_allocator_safety_``) and clears the stash in
+  ``WorkNCCL::synchronizeStreams`` — the ``wait()`` that c10d calls at once for a
+  synchronous collective, right after the current (reduce-scatter) stream has been made
+  to wait on the NCCL end event — so the block goes back to the reduce-scatter stream's
+  pool in that stream's order and the next layer's request reuses it: no second block
+  (:data:`RS_PENDING_STASHED`);
+- torchtitan 83c879f (PR #165, 2024-03-28): ``torchtrain/utils.py`` ``init_distributed``
+  sets ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` and the flight recorder's variables, not
+  ``TORCH_NCCL_AVOID_RECORD_STREAMS`` (first set in e62573d4c, 2024-04-10, "avoid record
+  streams"; 9dec370 has it, 681c66f28 removed it in 2025), so the run recorded streams;
+- FSDP2 of that date (``_fsdp_param_group.py`` ``post_backward``) calls
+  ``foreach_reduce_scatter`` with no wait on the previous unit's reduce-scatter: its
+  only ordering is on streams (``reduce_scatter_stream.wait_stream(current)``, the
+  compute stream waiting on the copy-in event), and ``_reduce_scatter_view_out_event``
+  is waited only in ``finalize_backward``; the later ``comm_ctx.reduce_scatter_state``
+  (pytorch#129721's default-stream input) is a stream wait too. Nothing on the host
+  waits for the GPU between the step's blocking ``input_ids.cuda()`` and its
+  ``loss.item()``.
+
+So under ``recordStream`` the number of layer inputs still awaiting their collective
+when the next is requested is how far the host ran ahead of the GPU — a race the code
+bounds nowhere. The low end takes none (the host in step with the GPU); the high end
+takes one (:data:`RS_PENDING_RECORD_STREAM`: the host one layer ahead), an assumption,
+not a bound.
 
 torchtitan's plain loss (``train.py`` at 9dec370: ``loss_fn`` is
 ``cross_entropy(pred.flatten(0, 1).float(), ...)``, then ``del pred`` before
@@ -49,6 +77,15 @@ bytes) are then accounted block by block, not as a share of the transient.
 from __future__ import annotations
 
 from typing import NamedTuple
+
+RS_PENDING_RECORD_STREAM = 1
+"""ProcessGroupNCCL records the NCCL stream on the input (TORCH_NCCL_AVOID_RECORD_STREAMS
+unset, as torchtitan 83c879f ran): the high end's second layer block, for a host one
+layer ahead of the GPU — the code bounds the lead nowhere (module docstring)."""
+
+RS_PENDING_STASHED = 0
+"""TORCH_NCCL_AVOID_RECORD_STREAMS=1: the stash is cleared by the synchronous
+collective's own ``wait()``, in the reduce-scatter stream's order: no block pending."""
 
 
 class Fsdp2Pools(NamedTuple):
@@ -67,6 +104,9 @@ class Fsdp2Pools(NamedTuple):
     loss: int = 0
     rs_layer: int = 0
     rs_root: int = 0
+    rs_pending: int = RS_PENDING_RECORD_STREAM
+    """Layer blocks more at the high end, awaiting their collective
+    (:data:`RS_PENDING_RECORD_STREAM` or :data:`RS_PENDING_STASHED`)."""
 
 
 NO_POOLS = Fsdp2Pools()
@@ -106,9 +146,9 @@ def fsdp2_extra(
     16-bit logits + ``side`` × ``ag`` + ``rs``; elsewhere the loss's terms are 0.
 
     Before torch 2.5 (``rs_layer``): the reduce-scatter inputs' pool, ``rs_layer`` +
-    ``rs_root``, is free at the loss's backward, and one layer block more at the high end
-    (still awaiting its collective when the next was requested: see the module
-    docstring); elsewhere a layer's input may be live (the
+    ``rs_root``, is free at the loss's backward, and ``rs_pending`` layer blocks more at
+    the high end (still awaiting their collective when the next was requested: see the
+    module docstring); elsewhere a layer's input may be live (the
     ``hbm.buckets.reduce_scatter`` row counts it), so the low end keeps ``rs_root``.
 
     ``before_rs``: for the backward phase, whether each end is a moment before any
@@ -133,7 +173,7 @@ def _rs_in(pools: Fsdp2Pools, i: int, loss_end: bool) -> int:
     """The free part of the reduce-scatter inputs' pool at the low (``i`` 0) or high end
     (:func:`fsdp2_extra`); 0 from torch 2.5 on."""
     if i == 1:
-        return 2 * pools.rs_layer + pools.rs_root
+        return (1 + pools.rs_pending) * pools.rs_layer + pools.rs_root
     return pools.rs_layer + pools.rs_root if loss_end else pools.rs_root
 
 
@@ -165,6 +205,6 @@ def fsdp2_formula(
             f" + reduce-scatter inputs on their stream (torch < 2.5) {low:,}–"
             f"{_rs_in(pools, 1, free):,} B (a layer's {pools.rs_layer:,} B"
             + (f", the root's {pools.rs_root:,} B beside it" if pools.rs_root else "")
-            + ", one layer's more awaiting its collective)"
+            + (", one layer's more awaiting its collective)" if pools.rs_pending else ")")
         )
     return text

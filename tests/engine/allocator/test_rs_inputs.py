@@ -18,7 +18,14 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.allocator.fsdp2_pools import Fsdp2Pools, fsdp2_extra, reduce_scatter_inputs
+from engine.allocator.fsdp2_pools import (
+    RS_PENDING_RECORD_STREAM,
+    RS_PENDING_STASHED,
+    Fsdp2Pools,
+    fsdp2_extra,
+    fsdp2_formula,
+    reduce_scatter_inputs,
+)
 from engine.allocator.rules import AllocatorConfig
 from engine.allocator.simulator import Simulator
 from engine.estimate import estimate
@@ -84,6 +91,27 @@ def test_the_pool_at_the_loss_and_elsewhere() -> None:
     assert fsdp2_extra(FRAG, SIDE, pools, t, None) == (3_098_592_384, 5_307_659_264)
 
 
+def test_stashed_inputs_leave_no_layer_block_pending() -> None:
+    """TORCH_NCCL_AVOID_RECORD_STREAMS=1 (ProcessGroupNCCL stashes the input and
+    ``WorkNCCL::synchronizeStreams`` clears the stash in the synchronous collective's own
+    ``wait()``, after the reduce-scatter stream waits on the NCCL end event): the block
+    is back in that stream's pool before the next layer's request, as in the simulator
+    replay above without a pending event — the high end loses its second layer block:
+    0.09 × 10 GB + 1.74 × 1 GB + 809,533,440 + 1,048,592,384 B = 4,498,125,824 B
+    (5,307,659,264 − 809,533,440); the low end is unchanged. torchtitan 83c879f did not
+    set the variable (recordStream: one block pending at the high end, the default)."""
+    assert (RS_PENDING_RECORD_STREAM, RS_PENDING_STASHED) == (1, 0)
+    pools = Fsdp2Pools(ag=10**9, rs_layer=LAYER, rs_root=ROOT)
+    assert pools.rs_pending == RS_PENDING_RECORD_STREAM
+    stashed = pools._replace(rs_pending=RS_PENDING_STASHED)
+    t = (10**10, 10**10)
+    assert fsdp2_extra(FRAG, SIDE, stashed, t, (True, True)) == (3_908_125_824, 4_498_125_824)
+    assert fsdp2_extra(FRAG, SIDE, stashed, t, None) == (3_098_592_384, 4_498_125_824)
+    assert "one layer's more" in fsdp2_formula(FRAG, SIDE, pools, t, (True, True))
+    text = fsdp2_formula(FRAG, SIDE, stashed, t, (True, True))
+    assert "1,858,125,824–1,858,125,824 B" in text and "one layer's more" not in text
+
+
 @given(
     t=st.integers(0, 10**11),
     layer=st.integers(0, 10**10),
@@ -110,6 +138,7 @@ def test_the_pr165_plan_reads_its_pools_from_the_rows() -> None:
     plan = resolved(plan_of("llama-2-7b", {**TORCHTITAN_PR165, "method.recompute.policy": "full"}))
     pools = estimate(plan).heaviest.totals.side.fsdp2  # type: ignore[attr-defined]
     assert (pools.rs_layer, pools.rs_root) == (LAYER, ROOT)
+    assert pools.rs_pending == RS_PENDING_RECORD_STREAM  # 83c879f: no AVOID_RECORD_STREAMS
     now = {**TORCHTITAN_PR165, "runtime.framework_version": "torch 2.13"}
     later = estimate(resolved(plan_of("llama-2-7b", now))).heaviest.totals.side.fsdp2  # type: ignore[attr-defined]
     assert (later.rs_layer, later.rs_root) == (0, 0)
