@@ -89,7 +89,7 @@ def shared_of(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
     dense = shard_group_size(par, dense_dp_group(par), rpn)
     expert = shard_group_size(par, expert_dp_group(par), rpn)
     part = _part(_at_placing(plan), stage, dense, expert, grads_in_hbm)
-    last = checkpoint_rows(plan, part.unit) + runtime_rows(plan, stage)
+    last = checkpoint_rows(plan, part.unit, dense) + runtime_rows(plan, stage)
     (rt_low, rt_high), (in_low, in_high) = runtime_spans(plan, last)
     sums = part.sums
     if any(r.allocated for r in last):  # (a checkpoint event is; runtime rows never are)

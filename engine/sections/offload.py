@@ -88,7 +88,10 @@ class CheckpointSection(Section):
     include_optimizer: bool = Field(default=True)
     retention: int = Field(default=3, ge=1, le=10_000, description="Checkpoints kept (count).")
     staging: Literal["host", "gpu"] = Field(
-        default="host", description="Where a consolidated state dict is assembled."
+        default="host",
+        description="Where a consolidated state dict is assembled; under FSDP1 also where "
+        "a sharded one's shard clones stay (gpu: no ShardedStateDictConfig offload_to_cpu, "
+        "accelerate before 0.31).",
     )
     location: Literal["shared_fs", "local_nvme"] = Field(
         default="shared_fs",

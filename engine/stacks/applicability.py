@@ -169,10 +169,12 @@ def no_effect(plan: Plan) -> tuple[NoEffect, ...]:
         "the usable policy is marketed: the marketed HBM decides fit",
     )
     off_if(
-        plan.checkpoint.format == "sharded",
+        plan.checkpoint.format == "sharded"
+        and not (par.strategy.startswith("fsdp1_") and par.strategy != "fsdp1_no_shard"),
         "checkpoint.staging",
         "checkpoint.format sharded",
-        "applies to consolidated checkpoints only",
+        "applies to consolidated checkpoints, and to FSDP1's sharded state dict (its "
+        "shard clones: gpu without ShardedStateDictConfig offload_to_cpu)",
     )
     rt = plan.runtime
     off_if(
