@@ -159,7 +159,6 @@ def _part(plan: Plan, stage: int, dense: int, expert: int, grads_in_hbm: bool) -
     return _Part(tuple(head), tuple(tail), sums, runtime, inside, unit)
 
 
-@lru_cache(maxsize=1024)
 def _at_placing(plan: Plan) -> Plan:
     """``plan`` with its parallelism at DP 1 and CP 1: one object for every plan of the
     same other sections and placing parallelism (:func:`_placing_plan`)."""

@@ -159,10 +159,9 @@ def trainability(plan: Plan) -> Trainability:
     return _trainability(plan.method, plan.model.architecture.tied_embeddings, kept)
 
 
-@lru_cache(maxsize=256)
 def _trainability(m: MethodSection, tied: bool, kept: frozenset[str] = frozenset()) -> Trainability:
-    """:func:`trainability` from exactly what it reads (cached on that: the method
-    section, one slot read, rather than on a plan every fresh estimate makes anew)."""
+    """:func:`trainability` from exactly what it reads (a handful of field reads: not
+    worth a cache lookup, which hashes the method section)."""
     drop = (m.dropout or 0.0) > 0
     if m.kind == "full":
         return Trainability(True, True, True, ALL_LINEAR_ROLES, frozenset(), dropout=drop)

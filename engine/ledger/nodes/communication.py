@@ -44,7 +44,7 @@ from functools import lru_cache
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.groups import Group, GroupKind, group_of, ranks_per_node
 from engine.ledger.nodes.collectives import Collective, split_by_link
-from engine.ledger.nodes.moving import groups_of, moving
+from engine.ledger.nodes.moving import Moving, groups_of, moving
 from engine.ledger.peaks.gathered import gather_bytes
 from engine.ledger.placement import (
     dense_dp_group,
@@ -235,9 +235,9 @@ def stage_communication(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     :func:`~engine.ledger.shape_free.shape_free` plan), then the model-parallel ones,
     which move activations (:func:`~engine.ledger.nodes.moving.moving`, their sizes at
     the plan's geometry). A rank's groups do not read the shape either."""
-    free = shape_free(plan)
-    rpn, moves = moving(free, stage)
-    out = list(_data_parallel_transfers(free, stage))
+    free = _free_parts(shape_free(plan))
+    rpn, moves = free.moving(stage)
+    out = list(free.data_parallel(stage))
     if moves:
         g = geometry(plan)
         for mv in moves:
@@ -248,14 +248,12 @@ def stage_communication(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=1024)
 def _data_parallel_transfers(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     b = _Builder(plan, stage)
     _data_parallel(b, plan, stage)
     return tuple(b.out)
 
 
-@lru_cache(maxsize=256)
 def _stage_kinds(plan: Plan) -> tuple[tuple[int, int, int], ...]:
     """Everything :func:`stage_communication` reads of each stage: the tensors it places
     (its representative stage, which also says first / last), its layer count and its
@@ -279,13 +277,50 @@ def step_communication(plan: Plan) -> Communication:
     return still_communication(free) or _busiest(plan, free)
 
 
-@lru_cache(maxsize=256)
 def still_communication(free: Plan) -> Communication | None:
     """The communication of a shape-free plan none of whose stages runs a model-parallel
     collective (else None): only data-parallel ones, which move states."""
-    if any(moving(free, s)[1] for s in range(free.parallelism.pp)):
-        return None
-    return _busiest(free, free)
+    return _free_parts(free).still()
+
+
+class _FreeParts:
+    """What one shape-free plan's communication reads no micro-batch shape for, each
+    part worked out when first asked and kept here (one cache entry per plan, not one
+    per part): each stage's ranks per node and model-parallel collectives
+    (:func:`~engine.ledger.nodes.moving.moving`), its data-parallel transfers, and the
+    step's communication when no stage moves activations."""
+
+    __slots__ = ("free", "moves", "still_comm", "transfers")
+
+    def __init__(self, free: Plan) -> None:
+        self.free = free
+        self.moves: dict[int, tuple[int, tuple[Moving, ...]]] = {}
+        self.transfers: dict[int, tuple[Transfer, ...]] = {}
+        self.still_comm: list[Communication | None] = []  # [the answer] once worked out
+
+    def moving(self, stage: int) -> tuple[int, tuple[Moving, ...]]:
+        got = self.moves.get(stage)
+        if got is None:
+            got = self.moves[stage] = moving(self.free, stage)
+        return got
+
+    def data_parallel(self, stage: int) -> tuple[Transfer, ...]:
+        got = self.transfers.get(stage)
+        if got is None:
+            got = self.transfers[stage] = _data_parallel_transfers(self.free, stage)
+        return got
+
+    def still(self) -> Communication | None:
+        if not self.still_comm:
+            pp = self.free.parallelism.pp
+            moves = any(self.moving(s)[1] for s in range(pp))
+            self.still_comm.append(None if moves else _busiest(self.free, self.free))
+        return self.still_comm[0]
+
+
+@lru_cache(maxsize=256)
+def _free_parts(free: Plan) -> _FreeParts:
+    return _FreeParts(free)
 
 
 def _busiest(plan: Plan, free: Plan) -> Communication:

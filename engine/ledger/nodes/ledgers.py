@@ -81,57 +81,52 @@ def node_ledgers(plan: Plan, communication: bool = True) -> NodeLedgers:
     plan; the communication, which moves activations, from the plan itself."""
     free = shape_free(plan)
     require_resolved(free)  # no stack-decided field is in the batch
-    ledgers = _shape_free_ledgers(free)
+    got = _free_ledgers(free)
     if not communication:
-        return ledgers
-    still = _still_ledgers(free)
+        return got.ledgers
+    still = got.still()
     if still is not None:
         return still
-    lg = ledgers
-    return NodeLedgers(
-        lg.view,
-        lg.host,
-        lg.nvme,
-        lg.checkpoint,
-        lg.transfers,
-        lg.host_capacity,
-        lg.nvme_capacity,
-        step_communication(plan),
-    )
+    return replace(got.ledgers, communication=step_communication(plan))
 
 
 def node_problems(plan: Plan) -> tuple[str, ...]:
     """:meth:`NodeLedgers.problems` of the plan's ledgers (resolved, as for
     :func:`node_ledgers`), worked out once per shape-free plan: the communication, the
     one part that reads the micro-batch's shape, never decides them."""
-    return _shape_free_problems(shape_free(plan))
+    return _free_ledgers(shape_free(plan)).problems
+
+
+class _FreeLedgers:
+    """A shape-free plan's ledgers, their problems and — worked out when first asked —
+    the ledgers with their communication when that reads no shape (no stage moves
+    activations: :func:`~engine.ledger.nodes.communication.still_communication`)."""
+
+    __slots__ = ("free", "ledgers", "problems", "still_ledgers")
+
+    def __init__(self, free: Plan) -> None:
+        v = node_view(free)
+        self.free = free
+        self.ledgers = NodeLedgers(
+            view=v,
+            host=tuple(host_rows(free, v)),
+            nvme=tuple(nvme_rows(free, v)),
+            checkpoint=tuple(checkpoint_rows(free)),
+            transfers=step_transfers(free, v),
+            host_capacity=free.hardware.host_ram_bytes_per_node,
+            nvme_capacity=free.hardware.nvme_bytes_per_node,
+        )
+        self.problems = tuple(self.ledgers.problems())
+        self.still_ledgers: list[NodeLedgers | None] = []  # [the answer] once worked out
+
+    def still(self) -> NodeLedgers | None:
+        if not self.still_ledgers:
+            comm = still_communication(self.free)
+            got = None if comm is None else replace(self.ledgers, communication=comm)
+            self.still_ledgers.append(got)
+        return self.still_ledgers[0]
 
 
 @lru_cache(maxsize=256)
-def _still_ledgers(free: Plan) -> NodeLedgers | None:
-    """A shape-free plan's ledgers with its communication when that reads no shape (no
-    stage moves activations: :func:`~engine.ledger.nodes.communication.still_communication`),
-    else None."""
-    comm = still_communication(free)
-    if comm is None:
-        return None
-    return replace(_shape_free_ledgers(free), communication=comm)
-
-
-@lru_cache(maxsize=256)
-def _shape_free_problems(plan: Plan) -> tuple[str, ...]:
-    return tuple(_shape_free_ledgers(plan).problems())
-
-
-@lru_cache(maxsize=256)
-def _shape_free_ledgers(plan: Plan) -> NodeLedgers:
-    v = node_view(plan)
-    return NodeLedgers(
-        view=v,
-        host=tuple(host_rows(plan, v)),
-        nvme=tuple(nvme_rows(plan, v)),
-        checkpoint=tuple(checkpoint_rows(plan)),
-        transfers=step_transfers(plan, v),
-        host_capacity=plan.hardware.host_ram_bytes_per_node,
-        nvme_capacity=plan.hardware.nvme_bytes_per_node,
-    )
+def _free_ledgers(free: Plan) -> _FreeLedgers:
+    return _FreeLedgers(free)

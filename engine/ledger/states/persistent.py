@@ -50,7 +50,6 @@ _KEPT = tuple(f for f in ParallelismSection.model_fields if f not in ("dp", "cp"
 """The parallelism's fields but DP and CP: what a placing parallelism is made of."""
 
 
-@lru_cache(maxsize=1024)
 def _placing(par: ParallelismSection) -> ParallelismSection:
     """``par`` at DP 1 and CP 1. Placement reads neither (CP splits tokens, not weights),
     and the states read them only through the shard group sizes, which :func:`_key`
@@ -61,8 +60,7 @@ def _placing(par: ParallelismSection) -> ParallelismSection:
 
     Looked up by the other fields' values, so every parallelism of one placing gets the
     very same object: the caches keyed on it then hit by identity, and a layout search
-    (a new parallelism per layout) makes one copy per shape, not one per layout. The
-    parallelism's own cache entry answers an estimate's repeated lookups."""
+    (a new parallelism per layout) makes one copy per shape, not one per layout."""
     d = par.__dict__
     key = tuple([d[f] for f in _KEPT])
     got = _PLACINGS.get(key)
@@ -81,12 +79,15 @@ def _placing(par: ParallelismSection) -> ParallelismSection:
 
 class _Placement(NamedTuple):
     """What a placement's states read for every shard group size: its held tensors at
-    shard groups of one, the same cut for :func:`~engine.ledger.held.regrouped_from`, and
-    whether any placed tensor is a routed expert's (the divisor's words)."""
+    shard groups of one, the same cut for :func:`~engine.ledger.held.regrouped_from`,
+    whether any placed tensor is a routed expert's (the divisor's words), and the
+    unsharded tensors folded for :func:`regrouped_persistent_rows` (the layout search
+    sizes a placement's states at several shard group sizes)."""
 
     unsharded: tuple[HeldTensor, ...]
     parts: Regrouping
     experts: bool
+    folded: Folded | None
 
 
 @lru_cache(maxsize=1024)
@@ -94,37 +95,21 @@ def _placement(
     arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
 ) -> _Placement:
     """The stage's :class:`_Placement`: what its held tensors are, their dtypes and
-    trainability read no group size, so :func:`_held` regroups them for each."""
+    trainability read no group size, so :func:`_states` regroups them for each."""
     formats = resolve_formats(method.precision)
     placed = _placed(arch, par, stage)
     unsharded = tuple(held_tensors(method, par, 0, placed, formats, (1, 1))[0])
-    return _Placement(unsharded, regrouping(unsharded), any([t.expert for t in placed]))
+    experts = any([t.expert for t in placed])
+    return _Placement(unsharded, regrouping(unsharded), experts, folded_states(unsharded))
 
 
-@lru_cache(maxsize=1024)
-def _folded(
-    arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
-) -> Folded | None:
-    """:func:`_placement`'s unsharded tensors folded for :func:`regrouped_persistent_rows` (once per
-    placement: the layout search sizes its states at several shard group sizes)."""
-    return folded_states(_placement(arch, method, par, stage).unsharded)
+class _States(NamedTuple):
+    """A stage's states at one pair of shard group sizes (:func:`_states`): the held
+    tensors, their sharding and every persistent state's row."""
 
-
-@lru_cache(maxsize=1024)
-def _held(
-    arch: ArchitectureSpec,
-    method: MethodSection,
-    par: ParallelismSection,
-    dense: int,
-    expert: int,
-    granularity: int,
-    stage: int,
-    rule: StrategyRule,
-) -> tuple[tuple[HeldTensor, ...], ShardContext]:
-    at = _placement(arch, method, par, stage)
-    held = regrouped_from(at.parts, dense, expert)
-    words = group_words_of(at.experts, dense, expert)
-    return tuple(held), ShardContext(rule, words, granularity)
+    held: tuple[HeldTensor, ...]
+    ctx: ShardContext
+    rows: tuple[Row, ...]
 
 
 def _key(plan: Plan, stage: int) -> Key:
@@ -145,11 +130,12 @@ def _key(plan: Plan, stage: int) -> Key:
 
 def stage_held(plan: Plan, stage: int) -> tuple[tuple[HeldTensor, ...], ShardContext]:
     """The tensors one rank of a stage holds, and how its states are sharded."""
-    return _held(*_key(plan, stage))
+    got = _states(*_key(plan, stage))
+    return got.held, got.ctx
 
 
 @lru_cache(maxsize=1024)
-def _rows(
+def _states(
     arch: ArchitectureSpec,
     method: MethodSection,
     par: ParallelismSection,
@@ -158,19 +144,23 @@ def _rows(
     granularity: int,
     stage: int,
     rule: StrategyRule,
-) -> tuple[Row, ...]:
-    held, ctx = _held(arch, method, par, dense, expert, granularity, stage, rule)
+) -> _States:
+    """The stage's :class:`_States`: its placement's tensors regrouped for ``dense`` and
+    ``expert`` ranks, and their rows."""
+    at = _placement(arch, method, par, stage)
+    held = tuple(regrouped_from(at.parts, dense, expert))
+    ctx = ShardContext(rule, group_words_of(at.experts, dense, expert), granularity)
     formats = resolve_formats(method.precision)
-    folded = _folded(arch, method, par, stage) if one_pass.applies(ctx) else None
+    folded = at.folded if one_pass.applies(ctx) else None
     rows = regrouped_persistent_rows(folded, dense, expert, held, formats, method.optimizer, ctx)
     if method.kind == "qlora":
         rows[:0] = quantized_rows(list(held), method.qlora, granularity, ctx)
-    return tuple(rows)
+    return _States(held, ctx, tuple(rows))
 
 
 def all_state_rows(plan: Plan, stage: int) -> list[Row]:
     """Every persistent state of one rank of ``stage`` as if nothing were offloaded."""
-    return list(_rows(*_key(plan, stage)))
+    return list(_states(*_key(plan, stage)).rows)
 
 
 def _split(plan: Plan, stage: int) -> tuple[list[Row], list[Row]]:
@@ -180,10 +170,11 @@ def _split(plan: Plan, stage: int) -> tuple[list[Row], list[Row]]:
 def _split_at(plan: Plan, key: Key) -> tuple[list[Row], list[Row]]:
     """(the states that stay in HBM, those the offload settings move) of the stage whose
     :func:`_key` is ``key``."""
-    rows = list(_rows(*key))
+    got = _states(*key)
+    rows = list(got.rows)
     if offloads_nothing(plan):
-        return rows, []  # the common case, without looking the held tensors up again
-    return split_offload(rows, plan, list(_held(*key)[0]))
+        return rows, []  # the common case
+    return split_offload(rows, plan, list(got.held))
 
 
 def persistent_stage_rows(plan: Plan, stage: int) -> list[Row]:
@@ -232,12 +223,12 @@ def placing_parallelism(par: ParallelismSection) -> ParallelismSection:
 
 
 def _states_at(plan: Plan, key: Key) -> StageStates:
-    held, ctx = _held(*key)
+    got = _states(*key)
     arch, method, par, stage = key[0], key[1], key[2], key[6]
     return StageStates(
         _placed(arch, par, stage),
-        held,
-        ctx,
+        got.held,
+        got.ctx,
         _split_at(plan, key)[0],
         _placement(arch, method, par, stage).unsharded,
     )
@@ -249,7 +240,6 @@ def offloaded_stage_rows(plan: Plan, stage: int) -> list[Row]:
     return _split(plan, stage)[1]
 
 
-@lru_cache(maxsize=1024)
 def _shard_elems(
     arch: ArchitectureSpec,
     method: MethodSection,
@@ -260,7 +250,8 @@ def _shard_elems(
     stage: int,
     rule: StrategyRule,
 ) -> tuple[int, int]:
-    held, ctx = _held(arch, method, par, dense, expert, granularity, stage, rule)
+    got = _states(arch, method, par, dense, expert, granularity, stage, rule)
+    held, ctx = got.held, got.ctx
     trainable = [t for t in held if t.trainable]
     opt = _elems(trainable, ctx.rule.optimizer, ctx, "state_dtype")
     return opt, _elems(list(held), ctx.rule.params, ctx, "param_dtype")
