@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from math import prod
 
+from engine.ledger.memo import Memo
 from engine.models.inventory import Tensor, layer_tensors, root_tensors
 from engine.models.layouts import layer_kind
 from engine.models.roles import is_expert_parallel, tp_split_dim
@@ -82,9 +83,20 @@ def stage_split(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[int, .
 
 
 @lru_cache(maxsize=1024)
+def layout_memo(arch: ArchitectureSpec, par: ParallelismSection) -> Memo:
+    """The :class:`~engine.ledger.memo.Memo` of one architecture under one parallelism:
+    its layer ranges, representative stages, placed tensors and layer-class parts here,
+    each stage's placed and held states in :mod:`engine.ledger.states.persistent`."""
+    return Memo()
+
+
 def stage_layer_ranges(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[range, ...]:
     """Decoder layers held by each pipeline stage, as index ranges (see
-    :func:`stage_split`); cached, every stage's rows ask for it."""
+    :func:`stage_split`); kept in the layout's memo, every stage's rows ask for it."""
+    return layout_memo(arch, par).get("ranges", _ranges, arch, par)
+
+
+def _ranges(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[range, ...]:
     ranges, start = [], 0
     for n in stage_split(arch, par):
         ranges.append(range(start, start + n))
@@ -281,8 +293,12 @@ ClassParts = tuple[
 class's placed tensors at one copy and how many of rank 0's experts each stands for)."""
 
 
-@lru_cache(maxsize=256)
 def _class_parts(arch: ArchitectureSpec, par: ParallelismSection) -> ClassParts:
+    """:func:`_parts_of`, kept in the layout's memo."""
+    return layout_memo(arch, par).get("class_parts", _parts_of, arch, par)
+
+
+def _parts_of(arch: ArchitectureSpec, par: ParallelismSection) -> ClassParts:
     """Every tensor of the model placed once under ``par`` (a :func:`_tp_placing`
     parallelism): the non-layer tensors, and each layer class's tensors with its
     identical routed experts folded (:func:`experts_folded`), at one copy each."""
@@ -306,7 +322,7 @@ def experts_folded(
     one representative (the lowest expert index) per expert tensor kind, and how many
     experts of rank 0's EP slice [0, E/ep) it stands for. DeepSeek-V3's 256 experts × 3
     matrices become 3 tensors; every sum multiplies by the count, so bytes and
-    allocation counts stay exact. Not cached: its one caller, :func:`_class_parts`, is,
+    allocation counts stay exact. Not kept: its one caller, :func:`_class_parts`, is,
     once per placement of the architecture."""
     local = ceil_div(n_experts, ep) if ep > 1 else n_experts
     out: list[tuple[Tensor, int]] = []
@@ -336,11 +352,14 @@ def stage_signature(
     return stage == 0, stage == pp - 1, counts
 
 
-@lru_cache(maxsize=1024)
 def representative_stages(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[int, ...]:
     """For each stage, the first stage that places exactly the same tensors (same
     signature): DeepSeek-V3 on 16 stages has 3 kinds (first, 14 identical middle
     stages, last), so the persistent rows are computed 3 times, not 16."""
+    return layout_memo(arch, par).get("representatives", _representatives, arch, par)
+
+
+def _representatives(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[int, ...]:
     first: dict[tuple[bool, bool, tuple[int, ...]], int] = {}
     _, classes = layer_classes(arch)
     ranges = stage_layer_ranges(arch, par)

@@ -34,7 +34,7 @@ stage's rows builds them here (the folding test compares sums and rows).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any, NamedTuple
 
 from engine.allocator.reserve import ReserveModel
@@ -47,7 +47,7 @@ from engine.ledger.peaks.runtime import loss_side, reserve_factors
 from engine.ledger.phases import live_positions
 from engine.ledger.placement import representative_stages, stage_layer_ranges
 from engine.ledger.row import NO_MOMENTS, Row
-from engine.ledger.shape_free import shape_free, size_free_of
+from engine.ledger.shape_free import free_memo, shape_free, size_free_of
 from engine.ledger.stage_shared import SharedRows, holds_grads, shared_of
 from engine.ledger.states.persistent import placing_parallelism, stage_placed
 from engine.plan import Plan
@@ -85,8 +85,12 @@ class _Make(NamedTuple):
     shared: int
 
 
-@lru_cache(maxsize=256)
-def _makes(plan: Plan) -> tuple[_Make, ...]:
+def _makes(free: Plan) -> tuple[_Make, ...]:
+    """:func:`_makes_of` the shape-free plan, kept in its memo."""
+    return free_memo(free).get("makes", _makes_of, free)
+
+
+def _makes_of(plan: Plan) -> tuple[_Make, ...]:
     """Every stage's :class:`_Make`, worked out once per plan (each stage of an estimate
     would otherwise look up its range, walk and representative one by one). A stage's
     shared rows are those of the first stage placing the same tensors — itself under
@@ -125,13 +129,18 @@ class _FixedPart(NamedTuple):
     live: tuple[tuple[Callable[[InFlight], Span], tuple[int, ...]], ...]
 
 
-@lru_cache(maxsize=1024)
-def _make_up(sized: Plan, walk: Walk, placing: int, last: bool) -> MakeUp:
+def _make_up(free: Plan, seq_len: int, walk: Walk, placing: int, last: bool) -> MakeUp:
     """The :class:`MakeUp` of a stage whose layers walk as ``walk`` and which places the
-    tensors of stage ``placing`` (its representative), of a plan without its
-    micro-batch's size (:func:`~engine.ledger.shape_free.size_free`): made once for
-    every plan that differs only there (the window's batch edits, the fit search), and
-    built from that plan, so a part that did read the size would be wrong at once."""
+    tensors of stage ``placing`` (its representative), of the shape-free plan at
+    ``seq_len`` (:func:`~engine.ledger.shape_free.size_free`): made once for every plan
+    that differs only in its micro-batch's size (the window's batch edits, the fit
+    search; kept in the shape-free plan's memo), and built from the size-free plan, so a
+    part that did read the size would be wrong at once."""
+    key = ("make_up", seq_len, walk, placing, last)
+    return free_memo(free).get(key, _new_make_up, size_free_of(free, seq_len), walk, placing, last)
+
+
+def _new_make_up(sized: Plan, walk: Walk, placing: int, last: bool) -> MakeUp:
     return make_up(sized, walk, last, stage_placed(shape_free(sized), placing))
 
 
@@ -148,7 +157,7 @@ def _fixed(plan: Plan, free: Plan, walk: Walk, placing: int, last: bool) -> _Fix
     is its at the plan's micro-batch; gradient accumulation is its), so a part that read
     anything else of the plan would be wrong at once."""
     sized = size_free_of(free, plan.batch.seq_len)
-    mu = _make_up(sized, walk, placing, last)
+    mu = _make_up(free, plan.batch.seq_len, walk, placing, last)
     one = geometry(sized)
     g = at_shape(one, plan.batch.micro_batch, one.seq)
     layers = mu.layers(g)

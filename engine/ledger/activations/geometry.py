@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple
 
 from engine.ledger.activations.library_versions import kept_input_roles
 from engine.ledger.precision import DTYPE_BYTES
-from engine.ledger.shape_free import shape_free
+from engine.ledger.shape_free import free_memo, shape_free
 from engine.ledger.states.lora import litgpt_parts
 from engine.plan import Plan
 from engine.sections.method import MethodSection
@@ -224,10 +224,14 @@ def at_shape(g: Geometry, micro_batch: int, seq: int) -> Geometry:
     return _new_geometry((micro_batch, seq, *g[2:]))
 
 
-@lru_cache(maxsize=256)
 def shape_free_geometry(plan: Plan) -> Geometry:
     """:func:`geometry` of a shape-free plan (its micro-batch and sequence are 1 each):
-    built from that plan, so a field here that read the shape would be wrong at once."""
+    built from that plan, so a field here that read the shape would be wrong at once
+    (kept in its memo, :func:`~engine.ledger.shape_free.free_memo`)."""
+    return free_memo(plan).get("geometry", _shape_free_geometry, shape_free(plan))
+
+
+def _shape_free_geometry(plan: Plan) -> Geometry:
     require_resolved(plan)
     arch, par, prec = plan.model.architecture, plan.parallelism, plan.method.precision
     compute = DTYPE_BYTES[prec.compute_dtype]

@@ -367,7 +367,6 @@ def final_norm_at(plan: Plan, seq: int) -> tuple[tuple[Term, ...], Callable[[int
     )
 
 
-@lru_cache(maxsize=256)
 def _final_norm_terms(
     arch: ArchitectureSpec,
     g: Geometry,

@@ -39,7 +39,6 @@ throughput promise.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.groups import Group, GroupKind, group_of, ranks_per_node
@@ -53,7 +52,7 @@ from engine.ledger.placement import (
     stage_layer_ranges,
 )
 from engine.ledger.precision import DTYPE_BYTES, resolve_formats
-from engine.ledger.shape_free import shape_free
+from engine.ledger.shape_free import free_memo, shape_free
 from engine.ledger.sharding import shard_group_size
 from engine.ledger.states.persistent import stage_held
 from engine.ledger.states.quantized import FLOATING_STORAGE
@@ -235,9 +234,9 @@ def stage_communication(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     :func:`~engine.ledger.shape_free.shape_free` plan), then the model-parallel ones,
     which move activations (:func:`~engine.ledger.nodes.moving.moving`, their sizes at
     the plan's geometry). A rank's groups do not read the shape either."""
-    free = _free_parts(shape_free(plan))
-    rpn, moves = free.moving(stage)
-    out = list(free.data_parallel(stage))
+    free = shape_free(plan)
+    rpn, moves = _moving(free, stage)
+    out = list(free_memo(free).get(("data_parallel", stage), _data_parallel_transfers, free, stage))
     if moves:
         g = geometry(plan)
         for mv in moves:
@@ -279,48 +278,20 @@ def step_communication(plan: Plan) -> Communication:
 
 def still_communication(free: Plan) -> Communication | None:
     """The communication of a shape-free plan none of whose stages runs a model-parallel
-    collective (else None): only data-parallel ones, which move states."""
-    return _free_parts(free).still()
+    collective (else None): only data-parallel ones, which move states (kept in the
+    plan's memo)."""
+    return free_memo(free).get("still_communication", _still, free)
 
 
-class _FreeParts:
-    """What one shape-free plan's communication reads no micro-batch shape for, each
-    part worked out when first asked and kept here (one cache entry per plan, not one
-    per part): each stage's ranks per node and model-parallel collectives
-    (:func:`~engine.ledger.nodes.moving.moving`), its data-parallel transfers, and the
-    step's communication when no stage moves activations."""
-
-    __slots__ = ("free", "moves", "still_comm", "transfers")
-
-    def __init__(self, free: Plan) -> None:
-        self.free = free
-        self.moves: dict[int, tuple[int, tuple[Moving, ...]]] = {}
-        self.transfers: dict[int, tuple[Transfer, ...]] = {}
-        self.still_comm: list[Communication | None] = []  # [the answer] once worked out
-
-    def moving(self, stage: int) -> tuple[int, tuple[Moving, ...]]:
-        got = self.moves.get(stage)
-        if got is None:
-            got = self.moves[stage] = moving(self.free, stage)
-        return got
-
-    def data_parallel(self, stage: int) -> tuple[Transfer, ...]:
-        got = self.transfers.get(stage)
-        if got is None:
-            got = self.transfers[stage] = _data_parallel_transfers(self.free, stage)
-        return got
-
-    def still(self) -> Communication | None:
-        if not self.still_comm:
-            pp = self.free.parallelism.pp
-            moves = any(self.moving(s)[1] for s in range(pp))
-            self.still_comm.append(None if moves else _busiest(self.free, self.free))
-        return self.still_comm[0]
+def _still(free: Plan) -> Communication | None:
+    if any(_moving(free, s)[1] for s in range(free.parallelism.pp)):
+        return None
+    return _busiest(free, free)
 
 
-@lru_cache(maxsize=256)
-def _free_parts(free: Plan) -> _FreeParts:
-    return _FreeParts(free)
+def _moving(free: Plan, stage: int) -> tuple[int, tuple[Moving, ...]]:
+    """:func:`~engine.ledger.nodes.moving.moving`, kept in the shape-free plan's memo."""
+    return free_memo(free).get(("moving", stage), moving, free, stage)
 
 
 def _busiest(plan: Plan, free: Plan) -> Communication:

@@ -8,7 +8,6 @@ against its own capacity, and the plan's verdict is the worst of them.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from engine.ledger.nodes.checkpoint_storage import checkpoint_rows
 from engine.ledger.nodes.communication import Communication, step_communication, still_communication
@@ -17,7 +16,7 @@ from engine.ledger.nodes.node_view import NodeView, node_view
 from engine.ledger.nodes.nvme import nvme_rows
 from engine.ledger.nodes.transfers import Transfers, step_transfers
 from engine.ledger.row import PHASES, Row
-from engine.ledger.shape_free import shape_free
+from engine.ledger.shape_free import free_memo, shape_free
 from engine.plan import Plan
 from engine.stacks.defaults import require_resolved
 
@@ -81,52 +80,44 @@ def node_ledgers(plan: Plan, communication: bool = True) -> NodeLedgers:
     plan; the communication, which moves activations, from the plan itself."""
     free = shape_free(plan)
     require_resolved(free)  # no stack-decided field is in the batch
-    got = _free_ledgers(free)
+    memo = free_memo(free)
+    ledgers = memo.get("ledgers", _ledgers, free)
     if not communication:
-        return got.ledgers
-    still = got.still()
-    if still is not None:
-        return still
-    return replace(got.ledgers, communication=step_communication(plan))
+        return ledgers
+    still = memo.get("still_ledgers", _still_ledgers, free)
+    return still or replace(ledgers, communication=step_communication(plan))
+
+
+def _still_ledgers(free: Plan) -> NodeLedgers | None:
+    """The ledgers with their communication when that reads no shape (no stage moves
+    activations: :func:`~engine.ledger.nodes.communication.still_communication`), else
+    None."""
+    comm = still_communication(free)
+    ledgers = free_memo(free).get("ledgers", _ledgers, free)
+    return None if comm is None else replace(ledgers, communication=comm)
 
 
 def node_problems(plan: Plan) -> tuple[str, ...]:
     """:meth:`NodeLedgers.problems` of the plan's ledgers (resolved, as for
     :func:`node_ledgers`), worked out once per shape-free plan: the communication, the
     one part that reads the micro-batch's shape, never decides them."""
-    return _free_ledgers(shape_free(plan)).problems
+    free = shape_free(plan)
+    return free_memo(free).get("problems", _problems, free)
 
 
-class _FreeLedgers:
-    """A shape-free plan's ledgers, their problems and — worked out when first asked —
-    the ledgers with their communication when that reads no shape (no stage moves
-    activations: :func:`~engine.ledger.nodes.communication.still_communication`)."""
-
-    __slots__ = ("free", "ledgers", "problems", "still_ledgers")
-
-    def __init__(self, free: Plan) -> None:
-        v = node_view(free)
-        self.free = free
-        self.ledgers = NodeLedgers(
-            view=v,
-            host=tuple(host_rows(free, v)),
-            nvme=tuple(nvme_rows(free, v)),
-            checkpoint=tuple(checkpoint_rows(free)),
-            transfers=step_transfers(free, v),
-            host_capacity=free.hardware.host_ram_bytes_per_node,
-            nvme_capacity=free.hardware.nvme_bytes_per_node,
-        )
-        self.problems = tuple(self.ledgers.problems())
-        self.still_ledgers: list[NodeLedgers | None] = []  # [the answer] once worked out
-
-    def still(self) -> NodeLedgers | None:
-        if not self.still_ledgers:
-            comm = still_communication(self.free)
-            got = None if comm is None else replace(self.ledgers, communication=comm)
-            self.still_ledgers.append(got)
-        return self.still_ledgers[0]
+def _problems(free: Plan) -> tuple[str, ...]:
+    return tuple(free_memo(free).get("ledgers", _ledgers, free).problems())
 
 
-@lru_cache(maxsize=256)
-def _free_ledgers(free: Plan) -> _FreeLedgers:
-    return _FreeLedgers(free)
+def _ledgers(free: Plan) -> NodeLedgers:
+    """A shape-free plan's ledgers without the communication (kept in its memo)."""
+    v = node_view(free)
+    return NodeLedgers(
+        view=v,
+        host=tuple(host_rows(free, v)),
+        nvme=tuple(nvme_rows(free, v)),
+        checkpoint=tuple(checkpoint_rows(free)),
+        transfers=step_transfers(free, v),
+        host_capacity=free.hardware.host_ram_bytes_per_node,
+        nvme_capacity=free.hardware.nvme_bytes_per_node,
+    )

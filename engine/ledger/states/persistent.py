@@ -16,6 +16,7 @@ from engine.ledger.placement import (
     LocalTensor,
     dense_dp_group,
     expert_dp_group,
+    layout_memo,
     place_stage,
     representative_stages,
 )
@@ -90,12 +91,19 @@ class _Placement(NamedTuple):
     folded: Folded | None
 
 
-@lru_cache(maxsize=1024)
 def _placement(
     arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
 ) -> _Placement:
     """The stage's :class:`_Placement`: what its held tensors are, their dtypes and
-    trainability read no group size, so :func:`_states` regroups them for each."""
+    trainability read no group size, so :func:`_states` regroups them for each. Kept in
+    the layout's memo (:func:`~engine.ledger.placement.layout_memo`)."""
+    memo = layout_memo(arch, par)
+    return memo.get(("placement", method, stage), _placement_of, arch, method, par, stage)
+
+
+def _placement_of(
+    arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
+) -> _Placement:
     formats = resolve_formats(method.precision)
     placed = _placed(arch, par, stage)
     unsharded = tuple(held_tensors(method, par, 0, placed, formats, (1, 1))[0])
@@ -271,9 +279,8 @@ def stage_shard_elems(plan: Plan, stage: int) -> tuple[int, int]:
     return _shard_elems(*_key(plan, stage))
 
 
-@lru_cache(maxsize=1024)
 def _placed(arch: ArchitectureSpec, par: ParallelismSection, stage: int) -> tuple[LocalTensor, ...]:
-    return place_stage(arch, par, stage)
+    return layout_memo(arch, par).get(("placed", stage), place_stage, arch, par, stage)
 
 
 def stage_placed(plan: Plan, stage: int) -> tuple[LocalTensor, ...]:
