@@ -1,12 +1,10 @@
 """One memo object per key the ledger shares work on, instead of one cache per function.
 
-Several ledger functions are worked out once per shape-free plan (its node ledgers, its
-communication, each stage's shared rows, its make-ups and size-free plans) or once per
-placement (layer ranges, representative stages, placed tensors). Each had its own
-``lru_cache`` keyed on the same object, so one lookup hashed that object again per
-function and each cache evicted on its own. A :class:`Memo` holds all of one key's
-values: the key object is looked up once (by the one cache that makes its memo), and
-each value is built the first time it is asked for.
+Much of the ledger is worked out once per shape-free plan (node ledgers, communication,
+shared rows, make-ups) or once per placement (layer ranges, representatives, placed
+tensors). One ``lru_cache`` per function hashed the same key object again for each and
+evicted on its own; a :class:`Memo`, made by the one cache keyed on that object, holds
+all of its values, each built the first time it is asked for.
 """
 
 from __future__ import annotations

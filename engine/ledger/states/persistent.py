@@ -8,7 +8,6 @@ placing the same tensors share one computation.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import NamedTuple
 
 from engine.ledger.held import HeldTensor, Regrouping, regrouped_from, regrouping
@@ -38,20 +37,20 @@ from engine.stacks.families import StrategyRule, stack_rule_of
 
 Key = tuple[ArchitectureSpec, MethodSection, ParallelismSection, int, int, int, int, StrategyRule]
 """What a stage's states read (:func:`_key`): the architecture, the method, the
-parallelism without its DP and CP (:func:`_placing`), the dense and expert shard group
+parallelism without its DP and CP (:func:`placing_parallelism`), the dense and expert shard group
 sizes, the allocator granularity, the representative stage and the strategy's rule as
 the plan's stack runs it (:func:`~engine.stacks.families.stack_rule_of`: Megatron-Core's
 ``ddp`` keeps its grad buffer)."""
 
 
 _PLACINGS: dict[tuple[object, ...], ParallelismSection] = {}
-"""One placing parallelism (:func:`_placing`) per value of the fields it keeps."""
+"""One placing parallelism (:func:`placing_parallelism`) per value of the fields it keeps."""
 
 _KEPT = tuple(f for f in ParallelismSection.model_fields if f not in ("dp", "cp"))
 """The parallelism's fields but DP and CP: what a placing parallelism is made of."""
 
 
-def _placing(par: ParallelismSection) -> ParallelismSection:
+def placing_parallelism(par: ParallelismSection) -> ParallelismSection:
     """``par`` at DP 1 and CP 1. Placement reads neither (CP splits tokens, not weights),
     and the states read them only through the shard group sizes, which :func:`_key`
     carries: the layout search's DP values (and CP values of one dense group) of a shape
@@ -123,7 +122,7 @@ class _States(NamedTuple):
 def _key(plan: Plan, stage: int) -> Key:
     par, arch = plan.parallelism, plan.model.architecture
     rpn = par.ranks_per_node or plan.hardware.gpus_per_node
-    placing = _placing(par)
+    placing = placing_parallelism(par)
     return (
         arch,
         plan.method,
@@ -138,12 +137,18 @@ def _key(plan: Plan, stage: int) -> Key:
 
 def stage_held(plan: Plan, stage: int) -> tuple[tuple[HeldTensor, ...], ShardContext]:
     """The tensors one rank of a stage holds, and how its states are sharded."""
-    got = _states(*_key(plan, stage))
+    got = _states(_key(plan, stage))
     return got.held, got.ctx
 
 
-@lru_cache(maxsize=1024)
-def _states(
+def _states(key: Key) -> _States:
+    """The :class:`_States` of the stage whose :func:`_key` is ``key``: its placement's
+    tensors regrouped for the key's dense and expert shard groups, and their rows (kept
+    in the layout's memo)."""
+    return layout_memo(key[0], key[2]).get(key, _states_of, *key)
+
+
+def _states_of(
     arch: ArchitectureSpec,
     method: MethodSection,
     par: ParallelismSection,
@@ -153,8 +158,6 @@ def _states(
     stage: int,
     rule: StrategyRule,
 ) -> _States:
-    """The stage's :class:`_States`: its placement's tensors regrouped for ``dense`` and
-    ``expert`` ranks, and their rows."""
     at = _placement(arch, method, par, stage)
     held = tuple(regrouped_from(at.parts, dense, expert))
     ctx = ShardContext(rule, group_words_of(at.experts, dense, expert), granularity)
@@ -168,7 +171,7 @@ def _states(
 
 def all_state_rows(plan: Plan, stage: int) -> list[Row]:
     """Every persistent state of one rank of ``stage`` as if nothing were offloaded."""
-    return list(_states(*_key(plan, stage)).rows)
+    return list(_states(_key(plan, stage)).rows)
 
 
 def _split(plan: Plan, stage: int) -> tuple[list[Row], list[Row]]:
@@ -178,7 +181,7 @@ def _split(plan: Plan, stage: int) -> tuple[list[Row], list[Row]]:
 def _split_at(plan: Plan, key: Key) -> tuple[list[Row], list[Row]]:
     """(the states that stay in HBM, those the offload settings move) of the stage whose
     :func:`_key` is ``key``."""
-    got = _states(*key)
+    got = _states(key)
     rows = list(got.rows)
     if offloads_nothing(plan):
         return rows, []  # the common case
@@ -217,21 +220,15 @@ def stage_states_at(plan: Plan, stage: int, dense: int, expert: int) -> StageSta
     read only through these): what a plan at DP 1 and CP 1 shares with every plan of its
     placement (:mod:`engine.ledger.stage_shared`)."""
     par, arch = plan.parallelism, plan.model.architecture
-    placing = _placing(par)
+    placing = placing_parallelism(par)
     gran = plan.runtime.allocation_granularity_bytes
     rep = representative_stages(arch, placing)[stage]
     rule = stack_rule_of(par.strategy, plan.stack.name)
     return _states_at(plan, (arch, plan.method, placing, dense, expert, gran, rep, rule))
 
 
-def placing_parallelism(par: ParallelismSection) -> ParallelismSection:
-    """``par`` at DP 1 and CP 1, one object per value of its other fields
-    (:func:`_placing`)."""
-    return _placing(par)
-
-
 def _states_at(plan: Plan, key: Key) -> StageStates:
-    got = _states(*key)
+    got = _states(key)
     arch, method, par, stage = key[0], key[1], key[2], key[6]
     return StageStates(
         _placed(arch, par, stage),
@@ -248,21 +245,11 @@ def offloaded_stage_rows(plan: Plan, stage: int) -> list[Row]:
     return _split(plan, stage)[1]
 
 
-def _shard_elems(
-    arch: ArchitectureSpec,
-    method: MethodSection,
-    par: ParallelismSection,
-    dense: int,
-    expert: int,
-    granularity: int,
-    stage: int,
-    rule: StrategyRule,
-) -> tuple[int, int]:
-    got = _states(arch, method, par, dense, expert, granularity, stage, rule)
-    held, ctx = got.held, got.ctx
-    trainable = [t for t in held if t.trainable]
-    opt = _elems(trainable, ctx.rule.optimizer, ctx, "state_dtype")
-    return opt, _elems(list(held), ctx.rule.params, ctx, "param_dtype")
+def _shard_elems(key: Key) -> tuple[int, int]:
+    got = _states(key)
+    trainable = [t for t in got.held if t.trainable]
+    opt = _elems(trainable, got.ctx.rule.optimizer, got.ctx, "state_dtype")
+    return opt, _elems(list(got.held), got.ctx.rule.params, got.ctx, "param_dtype")
 
 
 def _elems(tensors: list[HeldTensor], sharded: bool, ctx: ShardContext, dtype_of: str) -> int:
@@ -276,7 +263,7 @@ def _elems(tensors: list[HeldTensor], sharded: bool, ctx: ShardContext, dtype_of
 
 def stage_shard_elems(plan: Plan, stage: int) -> tuple[int, int]:
     """(trainable elements in one rank's optimizer shard, parameter elements it holds)."""
-    return _shard_elems(*_key(plan, stage))
+    return _shard_elems(_key(plan, stage))
 
 
 def _placed(arch: ArchitectureSpec, par: ParallelismSection, stage: int) -> tuple[LocalTensor, ...]:
@@ -285,6 +272,6 @@ def _placed(arch: ArchitectureSpec, par: ParallelismSection, stage: int) -> tupl
 
 def stage_placed(plan: Plan, stage: int) -> tuple[LocalTensor, ...]:
     """The local (TP / EP placed) tensors one rank of ``stage`` holds, cached on the
-    parallelism without its DP and CP (:func:`_placing`)."""
-    arch, par = plan.model.architecture, _placing(plan.parallelism)
+    parallelism without its DP and CP (:func:`placing_parallelism`)."""
+    arch, par = plan.model.architecture, placing_parallelism(plan.parallelism)
     return _placed(arch, par, representative_stages(arch, par)[stage])
