@@ -80,23 +80,22 @@ def holds_grads(rows: Iterable[Row]) -> bool:
     return any(r.state == "grads" and r.location == "hbm" for r in rows)
 
 
-def shared_of(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
+def shared_of(plan: Plan, stage: int) -> SharedRows:
     """The shared rows of ``stage`` (the stage whose shared rows stand for a kind's) in
     the shape-free ``plan``: its :class:`_Part`, then its own checkpoint-event and
-    runtime rows (kept in the plan's memo).
-    ``grads_in_hbm``: whether the stage's own rows hold gradients in HBM."""
-    key = ("shared", stage, grads_in_hbm)
-    return free_memo(plan).get(key, _shared, plan, stage, grads_in_hbm)
+    runtime rows (kept in the plan's memo). The stage's own (activation) rows never hold
+    gradients (:class:`~engine.ledger.activations.varying.Fixed`): whether gradients sit
+    in HBM is the shared rows' to say."""
+    return free_memo(plan).get(("shared", stage), _shared, plan, stage)
 
 
-def _shared(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
+def _shared(plan: Plan, stage: int) -> SharedRows:
     par = plan.parallelism
     rpn = par.ranks_per_node or plan.hardware.gpus_per_node
     dense = shard_group_size(par, dense_dp_group(par), rpn)
     expert = shard_group_size(par, expert_dp_group(par), rpn)
     placing, memo = _at_placing(plan)
-    key = (stage, dense, expert, grads_in_hbm)
-    part = memo.get(key, _part, placing, stage, dense, expert, grads_in_hbm)
+    part = memo.get((stage, dense, expert), _part, placing, stage, dense, expert)
     last = checkpoint_rows(plan, part.unit) + runtime_rows(plan, stage)
     (rt_low, rt_high), (in_low, in_high) = runtime_spans(plan, last)
     sums = part.sums
@@ -129,7 +128,7 @@ _GROUP_OF = attrgetter("group")
 """A held tensor's shard group size (read in C)."""
 
 
-def _part(plan: Plan, stage: int, dense: int, expert: int, grads_in_hbm: bool) -> _Part:
+def _part(plan: Plan, stage: int, dense: int, expert: int) -> _Part:
     """:class:`_Part` of ``stage`` of a plan at DP 1 and CP 1 (:func:`_at_placing`) whose
     dense and routed-expert tensors shard over ``dense`` and ``expert`` ranks."""
     rule = stack_rule_of(plan.parallelism.strategy, plan.stack.name)
@@ -142,7 +141,7 @@ def _part(plan: Plan, stage: int, dense: int, expert: int, grads_in_hbm: bool) -
     gathered = gathered_rows(plan, placed, formats, shard, rule, stage, n_expert=expert)
     tail: list[Row] = list(gathered)
     tail += bucket_rows(plan, held, formats, rule, shard, unsharded)
-    in_hbm = grads_in_hbm or holds_grads(head + tail)
+    in_hbm = holds_grads(head + tail)
     stepped = plan.method.optimizer.in_backward  # optimizer_in_bwd: no step after backward
     tail += (
         []
