@@ -295,7 +295,7 @@ def _moving(free: Plan, stage: int) -> tuple[int, tuple[Moving, ...]]:
 
 
 def _busiest(plan: Plan, free: Plan) -> Communication:
-    kinds = _stage_kinds(free)  # read of the layout only
+    kinds = free_memo(free).get("stage_kinds", _stage_kinds, free)  # the layout only
     done: dict[tuple[int, int, int], tuple[Transfer, ...]] = {}
     moved: dict[tuple[int, int, int], int] = {}
     stage, most = 0, -1
