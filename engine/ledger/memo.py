@@ -2,7 +2,7 @@
 
 Much of the ledger is worked out once per shape-free plan (node ledgers, communication,
 shared rows, make-ups) or once per placement (layer ranges, representatives, placed
-tensors). One ``lru_cache`` per function hashed the same key object again for each and
+tensors). One cache decorator per function hashed the same key object again for each and
 evicted on its own; a :class:`Memo`, made by the one cache keyed on that object, holds
 all of its values, each built the first time it is asked for.
 """
@@ -16,13 +16,11 @@ T = TypeVar("T")
 
 _MISSING = object()
 
-LIMIT = 1024
-"""Values one memo keeps at most (it starts afresh past that)."""
+LIMIT = 1024  # values one memo keeps at most (it starts afresh past that)
 
 
 class Memo:
-    """Values worked out for one key object, each built on first use by
-    :meth:`get` (the memo lives as long as the cache entry that holds it)."""
+    """Values worked out for one key object (as long as the cache entry holding it lives)."""
 
     __slots__ = ("got",)
 

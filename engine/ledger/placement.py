@@ -84,9 +84,8 @@ def stage_split(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[int, .
 
 @lru_cache(maxsize=1024)
 def layout_memo(arch: ArchitectureSpec, par: ParallelismSection) -> Memo:
-    """The :class:`~engine.ledger.memo.Memo` of one architecture under one parallelism:
-    its layer ranges, representative stages, placed tensors and layer-class parts here,
-    each stage's placed and held states in :mod:`engine.ledger.states.persistent`."""
+    """The :class:`~engine.ledger.memo.Memo` of one architecture under one parallelism
+    (its ranges and placements here, its states in :mod:`engine.ledger.states.persistent`)."""
     return Memo()
 
 
@@ -218,7 +217,8 @@ def place_stage(
     """
     layers = stage_layer_ranges(arch, par)[stage]
     first, last = stage == 0, stage == par.pp - 1
-    root_parts, class_parts = _class_parts(arch, _tp_placing(par))
+    tp = _tp_placing(par)
+    root_parts, class_parts = layout_memo(arch, tp).get("parts", _class_parts, arch, tp)
     out: list[LocalTensor] = []
     for t, placed in root_parts:
         if t.role in ("embedding", "position_embedding"):
@@ -294,11 +294,6 @@ class's placed tensors at one copy and how many of rank 0's experts each stands 
 
 
 def _class_parts(arch: ArchitectureSpec, par: ParallelismSection) -> ClassParts:
-    """:func:`_parts_of`, kept in the layout's memo."""
-    return layout_memo(arch, par).get("class_parts", _parts_of, arch, par)
-
-
-def _parts_of(arch: ArchitectureSpec, par: ParallelismSection) -> ClassParts:
     """Every tensor of the model placed once under ``par`` (a :func:`_tp_placing`
     parallelism): the non-layer tensors, and each layer class's tensors with its
     identical routed experts folded (:func:`experts_folded`), at one copy each."""
@@ -322,8 +317,8 @@ def experts_folded(
     one representative (the lowest expert index) per expert tensor kind, and how many
     experts of rank 0's EP slice [0, E/ep) it stands for. DeepSeek-V3's 256 experts × 3
     matrices become 3 tensors; every sum multiplies by the count, so bytes and
-    allocation counts stay exact. Not kept: its one caller, :func:`_class_parts`, is,
-    once per placement of the architecture."""
+    allocation counts stay exact. Not kept: its one caller's result is
+    (:func:`_class_parts`, in the layout's memo), once per placement of the architecture."""
     local = ceil_div(n_experts, ep) if ep > 1 else n_experts
     out: list[tuple[Tensor, int]] = []
     kinds: dict[tuple[object, ...], int] = {}

@@ -46,9 +46,8 @@ def shape_free(plan: Plan) -> Plan:
 
 def free_memo(plan: Plan) -> Memo:
     """The :class:`~engine.ledger.memo.Memo` of ``plan``'s shape-free plan: what is
-    worked out once per shape-free plan (its size-free plans, stage make-ups, shared
-    rows, geometry, node ledgers and communication) is kept there, not in a cache of
-    its own per function. A shape-free plan's own memo is itself's."""
+    worked out once per shape-free plan (size-free plans, make-ups, shared rows, node
+    ledgers, communication) is kept there, not in one cache per function."""
     return _free_of(plan)[1]
 
 

@@ -85,18 +85,14 @@ class _Make(NamedTuple):
     shared: int
 
 
-def _makes(free: Plan) -> tuple[_Make, ...]:
-    """:func:`_makes_of` the shape-free plan, kept in its memo."""
-    return free_memo(free).get("makes", _makes_of, free)
-
-
-def _makes_of(plan: Plan) -> tuple[_Make, ...]:
-    """Every stage's :class:`_Make`, worked out once per plan (each stage of an estimate
-    would otherwise look up its range, walk and representative one by one). A stage's
+def _makes(plan: Plan) -> tuple[_Make, ...]:
+    """Every stage's :class:`_Make`, worked out once per shape-free plan (kept in its
+    memo: each stage of an estimate would otherwise look up its range, walk and
+    representative one by one). A stage's
     shared rows are those of the first stage placing the same tensors — itself under
     DeepSpeed ZeRO-3, whose reuse distance reads the layer range. Ranges and
     representatives are those of the parallelism at DP 1 and CP 1, as the placement's
-    (neither reads DP or CP): one entry of their caches for every DP of a shape."""
+    (neither reads DP or CP): one entry of their memo for every DP of a shape."""
     arch, par = plan.model.architecture, plan.parallelism
     rule = rule_of(par.strategy)
     own_range = rule.params and not rule.fsdp
@@ -183,17 +179,14 @@ def stage_rows(plan: Plan, stage: int) -> list[Row]:
 
 
 class _Base(NamedTuple):
-    """A make-up's sums before its varying rows: the shared rows' and the fixed
-    activation rows' allocated moment sums (lows, highs), runtime sums, the varying
-    parts' spans and live positions — and the parts themselves, from which a view's
-    rows are built (:meth:`StageNumbers.rows`)."""
+    """A make-up's sums before its varying rows — the shared rows' and the fixed
+    activation rows' allocated moment sums (lows, highs) — its side-stream bytes, and the
+    parts themselves: their runtime sums and varying parts are read off them, and a
+    view's rows built from them (:meth:`StageNumbers.rows`)."""
 
     lows: list[int]
     highs: list[int]
-    runtime: Span
-    inside: Span
-    live: tuple[tuple[Callable[[InFlight], Span], tuple[int, ...]], ...]
-    side: int  # SharedRows.side
+    side: int  # SharedRows.side, with the loss's (peaks.runtime.loss_side)
     shared: SharedRows
     fixed: _FixedPart
 
@@ -217,7 +210,7 @@ def _base(plan: Plan, free: Plan, fixed: _FixedPart, shared_stage: int) -> _Base
                 highs[i] += high
     last = shared_stage == plan.parallelism.pp - 1  # the stage with the loss
     side = loss_side(shared.side, plan, last)
-    return _Base(lows, highs, shared.runtime, shared.inside, fixed.live, side, shared, fixed)
+    return _Base(lows, highs, side, shared, fixed)
 
 
 class StageNumbers(NamedTuple):
@@ -233,11 +226,11 @@ class StageNumbers(NamedTuple):
 
     @property
     def runtime(self) -> Span:
-        return self.base.runtime
+        return self.base.shared.runtime
 
     @property
     def inside(self) -> Span:
-        return self.base.inside
+        return self.base.shared.inside
 
     @property
     def side(self) -> int:
@@ -249,7 +242,7 @@ class StageNumbers(NamedTuple):
         :meth:`rows`, which are built from the same parts."""
         base, fly = self.base, self.fly
         lows, highs = base.lows[:], base.highs[:]
-        for span, live in base.live:
+        for span, live in base.fixed.live:
             low, high = span(fly)
             for i in live:
                 lows[i] += low
@@ -270,7 +263,7 @@ def stage_numbers(plan: Plan, stages: Sequence[int], free: Plan) -> list[StageNu
     """The numbers of these stages of the resolved ``plan`` (``free``: its shape-free
     plan) without building a row (see :class:`StageNumbers`); stages of one make-up work
     its parts and base out once."""
-    makes = _makes(free)
+    makes = free_memo(free).get("makes", _makes, free)
     fixed: dict[tuple[Walk, int, bool], _FixedPart] = {}
     bases: dict[tuple[Walk, int, bool, int], _Base] = {}
     out = []
@@ -297,4 +290,4 @@ def shared_rows(plan: Plan, stage: int) -> SharedRows:
     from below and the FSDP padding from the padded states' shared rows (torchtitan's
     head units regathered inside the loss rows are activation rows the bound never holds)."""
     free = shape_free(plan)
-    return shared_of(free, _makes(free)[stage].shared)
+    return shared_of(free, free_memo(free).get("makes", _makes, free)[stage].shared)

@@ -75,11 +75,6 @@ def runtime_spans(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span]:
     return (rt_low, rt_high), (in_low, in_high)
 
 
-def holds_grads(rows: Iterable[Row]) -> bool:
-    """Whether one of the rows holds gradients in HBM."""
-    return any(r.state == "grads" and r.location == "hbm" for r in rows)
-
-
 def shared_of(plan: Plan, stage: int) -> SharedRows:
     """The shared rows of ``stage`` (the stage whose shared rows stand for a kind's) in
     the shape-free ``plan``: its :class:`_Part`, then its own checkpoint-event and
@@ -141,7 +136,7 @@ def _part(plan: Plan, stage: int, dense: int, expert: int) -> _Part:
     gathered = gathered_rows(plan, placed, formats, shard, rule, stage, n_expert=expert)
     tail: list[Row] = list(gathered)
     tail += bucket_rows(plan, held, formats, rule, shard, unsharded)
-    in_hbm = holds_grads(head + tail)
+    in_hbm = any(r.state == "grads" and r.location == "hbm" for r in head + tail)
     stepped = plan.method.optimizer.in_backward  # optimizer_in_bwd: no step after backward
     tail += (
         []

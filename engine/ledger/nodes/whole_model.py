@@ -7,7 +7,6 @@ holds every tensor, so checkpoint sizes and per-rank rows can never disagree.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import NamedTuple
 
 from engine.ledger.placement import place_stage
 from engine.ledger.precision import resolve_formats
@@ -24,18 +23,10 @@ from engine.stacks.families import rule_of
 _SINGLE = ParallelismSection(dp=1, strategy="ddp")
 
 
-class _Whole(NamedTuple):
-    """The whole model's state rows and its base parameter count, from one pass over its
-    tensors (:func:`_whole`)."""
-
-    rows: tuple[Row, ...]
-    base_params: int
-
-
 @lru_cache(maxsize=256)
-def _whole(arch: ArchitectureSpec, method: MethodSection) -> _Whole:
-    """Every tensor of the model (and its adapters), unsharded, as its :class:`_Whole`:
-    weights, master, gradient and optimizer rows, exact bytes; and the parameters of the
+def _whole(arch: ArchitectureSpec, method: MethodSection) -> tuple[tuple[Row, ...], int]:
+    """From one pass over every tensor of the model (and its adapters), unsharded: the
+    weights, master, gradient and optimizer rows, exact bytes, and the parameters of the
     model itself (adapters excluded)."""
     formats = resolve_formats(method.precision)
     placed = place_stage(arch, _SINGLE, 0)
@@ -45,16 +36,16 @@ def _whole(arch: ArchitectureSpec, method: MethodSection) -> _Whole:
     if method.kind == "qlora":
         rows[:0] = quantized_rows(held, method.qlora, 1)
     base = sum(t.numel * t.count for t in held if t.category != "adapters")
-    return _Whole(tuple(rows), base)
+    return tuple(rows), base
 
 
 def whole_bytes(
     arch: ArchitectureSpec, method: MethodSection, parts: frozenset[CheckpointPart]
 ) -> int:
     """Sum of the whole-model rows that are these parts of a checkpoint."""
-    return sum(r.high for r in _whole(arch, method).rows if r.checkpoint in parts)
+    return sum(r.high for r in _whole(arch, method)[0] if r.checkpoint in parts)
 
 
 def base_param_count(arch: ArchitectureSpec, method: MethodSection) -> int:
     """Parameters of the model itself (adapters excluded): what loading reads."""
-    return _whole(arch, method).base_params
+    return _whole(arch, method)[1]
