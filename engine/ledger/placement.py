@@ -156,8 +156,13 @@ def within_layer(name: str, layer: int) -> str:
     return name
 
 
-@lru_cache(maxsize=256)
 def layer_classes(arch: ArchitectureSpec) -> tuple[tuple[Tensor, ...], tuple[LayerClass, ...]]:
+    """:func:`_layer_classes`, kept in the memo of the architecture at the default
+    parallelism (they read no parallelism)."""
+    return layout_memo(arch, _DEFAULT_PAR).get("layer_classes", _layer_classes, arch)
+
+
+def _layer_classes(arch: ArchitectureSpec) -> tuple[tuple[Tensor, ...], tuple[LayerClass, ...]]:
     """The model's non-layer tensors, and its decoder layers folded into classes.
 
     A 126-layer model holds 126 copies of the same nine tensors; the ledger's arithmetic

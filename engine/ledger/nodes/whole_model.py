@@ -6,9 +6,7 @@ holds every tensor, so checkpoint sizes and per-rank rows can never disagree.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from engine.ledger.placement import place_stage
+from engine.ledger.placement import layout_memo, place_stage
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import CheckpointPart, Row
 from engine.ledger.states.allocs import ShardContext
@@ -23,8 +21,12 @@ from engine.stacks.families import rule_of
 _SINGLE = ParallelismSection(dp=1, strategy="ddp")
 
 
-@lru_cache(maxsize=256)
 def _whole(arch: ArchitectureSpec, method: MethodSection) -> tuple[tuple[Row, ...], int]:
+    """:func:`_whole_of`, kept in the memo of the single rank's layout."""
+    return layout_memo(arch, _SINGLE).get(("whole", method), _whole_of, arch, method)
+
+
+def _whole_of(arch: ArchitectureSpec, method: MethodSection) -> tuple[tuple[Row, ...], int]:
     """From one pass over every tensor of the model (and its adapters), unsharded: the
     weights, master, gradient and optimizer rows, exact bytes, and the parameters of the
     model itself (adapters excluded)."""
