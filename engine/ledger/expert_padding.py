@@ -12,8 +12,6 @@ table's rule); this note says why the number is what it is, and what avoids it.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from engine.ledger.shape_free import shape_free
 from engine.ledger.states.persistent import stage_held, stage_placed
 from engine.plan import Plan
@@ -24,15 +22,14 @@ from engine.units import ceil_div
 def expert_padding_note(plan: Plan) -> str | None:
     """The note for a plan whose FSDP2 shards stacked experts unevenly, else None
     (``plan`` resolved: its experts' storage concrete). It never reads the micro-batch's
-    shape: worked out once per :func:`~engine.ledger.shape_free.shape_free` plan."""
+    shape: worked out on the :func:`~engine.ledger.shape_free.shape_free` plan."""
     return _note(shape_free(plan))
 
 
-@lru_cache(maxsize=256)
 def _note(plan: Plan) -> str | None:
     rule = rule_of(plan.parallelism.strategy)
-    if rule.chunking != "dim0" or not rule.params:
-        return None
+    if rule.chunking != "dim0" or not rule.params or plan.model.architecture.moe is None:
+        return None  # only routed experts are stacked
     for stage in range(plan.parallelism.pp):
         stacked = {t.tensor.name: t.shape[0] for t in stage_placed(plan, stage) if t.tensor.stacked}
         if not stacked:

@@ -183,8 +183,3 @@ _PHASE_SPLIT: tuple[tuple[Phase, int, tuple[int, ...]], ...] = tuple(
     (ph, at[0], at[1:]) for ph, at in _PHASE_MOMENTS
 )
 """Each phase, the position of its first moment and those of the others."""
-
-
-def timeline(rows: tuple[Row, ...], accumulating: bool) -> Timeline:
-    """Sum the HBM rows PyTorch's allocator counts at every moment of the step."""
-    return timeline_of(moment_sums(rows, accumulating))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from math import prod
 
+from engine.ledger.memo import Memo
 from engine.models.inventory import Tensor, layer_tensors, root_tensors
 from engine.models.layouts import layer_kind
 from engine.models.roles import is_expert_parallel, tp_split_dim
@@ -82,9 +83,19 @@ def stage_split(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[int, .
 
 
 @lru_cache(maxsize=1024)
+def layout_memo(arch: ArchitectureSpec, par: ParallelismSection) -> Memo:
+    """The :class:`~engine.ledger.memo.Memo` of one architecture under one parallelism
+    (its ranges and placements here, its states in :mod:`engine.ledger.states.persistent`)."""
+    return Memo()
+
+
 def stage_layer_ranges(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[range, ...]:
     """Decoder layers held by each pipeline stage, as index ranges (see
-    :func:`stage_split`); cached, every stage's rows ask for it."""
+    :func:`stage_split`); kept in the layout's memo, every stage's rows ask for it."""
+    return layout_memo(arch, par).get("ranges", _ranges, arch, par)
+
+
+def _ranges(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[range, ...]:
     ranges, start = [], 0
     for n in stage_split(arch, par):
         ranges.append(range(start, start + n))
@@ -145,8 +156,13 @@ def within_layer(name: str, layer: int) -> str:
     return name
 
 
-@lru_cache(maxsize=256)
 def layer_classes(arch: ArchitectureSpec) -> tuple[tuple[Tensor, ...], tuple[LayerClass, ...]]:
+    """:func:`_layer_classes`, kept in the memo of the architecture at the default
+    parallelism (they read no parallelism)."""
+    return layout_memo(arch, _DEFAULT_PAR).get("layer_classes", _layer_classes, arch)
+
+
+def _layer_classes(arch: ArchitectureSpec) -> tuple[tuple[Tensor, ...], tuple[LayerClass, ...]]:
     """The model's non-layer tensors, and its decoder layers folded into classes.
 
     A 126-layer model holds 126 copies of the same nine tensors; the ledger's arithmetic
@@ -206,7 +222,8 @@ def place_stage(
     """
     layers = stage_layer_ranges(arch, par)[stage]
     first, last = stage == 0, stage == par.pp - 1
-    root_parts, class_parts = _class_parts(arch, _tp_placing(par))
+    tp = _tp_placing(par)
+    root_parts, class_parts = layout_memo(arch, tp).get("parts", _class_parts, arch, tp)
     out: list[LocalTensor] = []
     for t, placed in root_parts:
         if t.role in ("embedding", "position_embedding"):
@@ -281,7 +298,6 @@ ClassParts = tuple[
 class's placed tensors at one copy and how many of rank 0's experts each stands for)."""
 
 
-@lru_cache(maxsize=256)
 def _class_parts(arch: ArchitectureSpec, par: ParallelismSection) -> ClassParts:
     """Every tensor of the model placed once under ``par`` (a :func:`_tp_placing`
     parallelism): the non-layer tensors, and each layer class's tensors with its
@@ -306,8 +322,8 @@ def experts_folded(
     one representative (the lowest expert index) per expert tensor kind, and how many
     experts of rank 0's EP slice [0, E/ep) it stands for. DeepSeek-V3's 256 experts × 3
     matrices become 3 tensors; every sum multiplies by the count, so bytes and
-    allocation counts stay exact. Not cached: its one caller, :func:`_class_parts`, is,
-    once per placement of the architecture."""
+    allocation counts stay exact. Not kept: its one caller's result is
+    (:func:`_class_parts`, in the layout's memo), once per placement of the architecture."""
     local = ceil_div(n_experts, ep) if ep > 1 else n_experts
     out: list[tuple[Tensor, int]] = []
     kinds: dict[tuple[object, ...], int] = {}
@@ -336,11 +352,14 @@ def stage_signature(
     return stage == 0, stage == pp - 1, counts
 
 
-@lru_cache(maxsize=1024)
 def representative_stages(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[int, ...]:
     """For each stage, the first stage that places exactly the same tensors (same
     signature): DeepSeek-V3 on 16 stages has 3 kinds (first, 14 identical middle
     stages, last), so the persistent rows are computed 3 times, not 16."""
+    return layout_memo(arch, par).get("representatives", _representatives, arch, par)
+
+
+def _representatives(arch: ArchitectureSpec, par: ParallelismSection) -> tuple[int, ...]:
     first: dict[tuple[bool, bool, tuple[int, ...]], int] = {}
     _, classes = layer_classes(arch)
     ranges = stage_layer_ranges(arch, par)

@@ -11,9 +11,10 @@ plan estimated again. Built from that plan rather than merely keyed on it, a row
 did read the shape would be wrong at once, in every golden plan, not only on a cache
 hit. Gradient accumulation is kept: buckets, backward gradients and transfers read it.
 
-Plans that differ only in that shape get the very same shape-free plan object
+Plans that differ only in that shape get the very same shape-free plan object and memo
 (:func:`_shape_free`, cached on the other sections and the accumulation), so every cache
-keyed on it answers a fresh plan with one slot read and an identity check.
+keyed on it answers a fresh plan with one slot read and an identity check, and what is
+worked out once per shape-free plan is kept in its memo (:func:`free_memo`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Final
 
+from engine.ledger.memo import Memo
 from engine.plan import SECTION_ORDER, Plan, SectionsKey, with_section
 from engine.sections.method import BatchSection
 
@@ -35,24 +37,36 @@ FIXED_SHAPE: dict[str, Any] = {
 _NOT_BATCH: Final[tuple[str, ...]] = tuple(n for n in SECTION_ORDER if n != "batch")
 
 
-@lru_cache(maxsize=256)
 def shape_free(plan: Plan) -> Plan:
     """``plan`` with :data:`FIXED_SHAPE` in its batch section (no validation runs: the
     plan is only ever read by rows that ignore those fields); one object for every plan
     of the same other sections and gradient accumulation."""
+    return _free_of(plan)[0]
+
+
+def free_memo(plan: Plan) -> Memo:
+    """The :class:`~engine.ledger.memo.Memo` of ``plan``'s shape-free plan: what is
+    worked out once per shape-free plan (size-free plans, make-ups, shared rows, node
+    ledgers, communication) is kept there, not in one cache per function."""
+    return _free_of(plan)[1]
+
+
+@lru_cache(maxsize=256)
+def _free_of(plan: Plan) -> tuple[Plan, Memo]:
     fields = plan.__dict__
     return _shape_free(SectionsKey([fields[name] for name in _NOT_BATCH]), plan.batch.grad_accum)
 
 
 @lru_cache(maxsize=256)
-def _shape_free(sections: SectionsKey, grad_accum: int) -> Plan:
+def _shape_free(sections: SectionsKey, grad_accum: int) -> tuple[Plan, Memo]:
     """The shape-free plan of these sections (every one but the batch, in
-    :data:`_NOT_BATCH` order) and this accumulation. Built without validation: the
-    sections come from a validated plan, and the fixed batch is valid by construction.
-    The plan holds the sections, so their identities in the cached key stay theirs."""
+    :data:`_NOT_BATCH` order) and this accumulation, and its memo. Built without
+    validation: the sections come from a validated plan, and the fixed batch is valid by
+    construction. The plan holds the sections, so their identities in the cached key
+    stay theirs."""
     batch = BatchSection.model_construct(**FIXED_SHAPE, grad_accum=grad_accum)
     fields: dict[str, Any] = dict(zip(_NOT_BATCH, sections, strict=True))
-    return Plan.model_construct(**fields, batch=batch)
+    return Plan.model_construct(**fields, batch=batch), Memo()
 
 
 def size_free(plan: Plan) -> Plan:
@@ -64,10 +78,13 @@ def size_free(plan: Plan) -> Plan:
     return size_free_of(shape_free(plan), plan.batch.seq_len)
 
 
-@lru_cache(maxsize=256)
 def size_free_of(free: Plan, seq_len: int) -> Plan:
-    """:func:`size_free`'s plan of this shape-free plan and sequence length (its
-    sections, which the cache entry keeps alive through ``free``)."""
+    """:func:`size_free`'s plan of this shape-free plan and sequence length (kept in its
+    memo)."""
+    return free_memo(free).get(("size_free", seq_len), _size_free, free, seq_len)
+
+
+def _size_free(free: Plan, seq_len: int) -> Plan:
     batch = BatchSection.model_construct(
         **{**FIXED_SHAPE, "seq_len": seq_len}, grad_accum=free.batch.grad_accum
     )

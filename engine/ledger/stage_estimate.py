@@ -6,8 +6,8 @@ need: each phase's allocated and reserved range, the peaks and the timeline. Sta
 equal numbers (the same make-up and micro-batches in flight) share one
 :class:`StageTotals`. The rows — and each phase's allocator reserve row — are built
 from the resolved plan when a view first reads them
-(:func:`~engine.ledger.stage_rows.stage_rows`: the very rows whose sums the numbers
-are; ``tests/engine/ledger/test_estimate_folding.py`` compares the two).
+(:func:`~engine.ledger.stage_rows.stage_rows`: built from the very parts whose sums
+the numbers are).
 """
 
 from __future__ import annotations

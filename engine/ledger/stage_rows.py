@@ -8,47 +8,47 @@ its layers fall in each layer class) and, for DeepSpeed ZeRO-3's reuse distance,
 layer range. Its *activation* rows depend on the micro-batches the schedule keeps in
 flight there, which differ from stage to stage under 1F1B (and say which stage in their
 formula). So the shared rows and their allocated moment sums are built once per kind of
-stage (cached on the plan and the kind's first stage) and every stage adds its own
+stage (kept in the shape-free plan's memo) and every stage adds its own
 activation rows: PP16 builds the shared rows three times, not sixteen.
 
 The shared rows never read the micro-batch's shape (its size, sequence length, the
 global batch and which of them is held; gradient accumulation they do read), so they
 are built from :func:`~engine.ledger.shape_free.shape_free` — the plan with that shape
 at fixed values — and
-cached on it: plans that differ only there (the window's batch edits, a plan estimated
+kept in its memo: plans that differ only there (the window's batch edits, a plan estimated
 again) share them. Built from that plan, not merely keyed on it, a shared row that did
 read the shape would be wrong at once, in every golden plan, not only on a cache hit.
 They are built in :mod:`engine.ledger.stage_shared`, which also shares all but their
 runtime rows between plans whose DP and CP differ but shard alike.
 
-The result is the list the unfolded assembly builds, row for row and in the same order
-(``tests/engine/ledger/test_estimate_folding.py`` compares the two on the benchmark's
-plans and on random pipelined ones, and plans differing in the micro-batch's shape).
-
-``estimate()`` builds no row: :func:`stage_numbers` sums a stage's make-up base
-(:func:`_base`) and the bytes of its rows that scale with its micro-batches in flight
-(:class:`~engine.ledger.activations.varying.Varying` parts); a view's first read of a
-stage's rows builds them here (the folding test compares sums and rows).
+One assembly: :func:`stage_numbers` works out each stage's parts — its shared rows
+with their sums, its make-up's :class:`~engine.ledger.activations.varying.Fixed` and
+:class:`~engine.ledger.activations.varying.Varying` parts — and its numbers are their
+sums (:meth:`StageNumbers.sums`); ``estimate()`` builds no row. A view's first read of
+a stage's rows builds them from those same parts (:meth:`StageNumbers.rows`), labels,
+formulas and sources attached then; nothing assembles a stage twice. The rows are the
+list a from-scratch assembly builds, row for row and in the same order
+(``tests/engine/ledger/test_estimate_folding.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any, NamedTuple
 
 from engine.allocator.reserve import ReserveModel
 from engine.ledger.activations.geometry import at_shape, geometry
 from engine.ledger.activations.rows import FixedParts, MakeUp, make_up
-from engine.ledger.activations.schedule import InFlight, in_flight, in_flights
+from engine.ledger.activations.schedule import InFlight, in_flights
 from engine.ledger.activations.stage_layers import Walk, layer_walks
 from engine.ledger.activations.varying import Span, Varying, built
 from engine.ledger.peaks.runtime import loss_side, reserve_factors
 from engine.ledger.phases import live_positions
 from engine.ledger.placement import representative_stages, stage_layer_ranges
 from engine.ledger.row import NO_MOMENTS, Row
-from engine.ledger.shape_free import shape_free, size_free_of
-from engine.ledger.stage_shared import SharedRows, holds_grads, shared_of
+from engine.ledger.shape_free import free_memo, shape_free, size_free_of
+from engine.ledger.stage_shared import SharedRows, shared_of
 from engine.ledger.states.persistent import placing_parallelism, stage_placed
 from engine.plan import Plan
 from engine.stacks.families import keeps_all_gathered, rule_of
@@ -85,14 +85,14 @@ class _Make(NamedTuple):
     shared: int
 
 
-@lru_cache(maxsize=256)
 def _makes(plan: Plan) -> tuple[_Make, ...]:
-    """Every stage's :class:`_Make`, worked out once per plan (each stage of an estimate
-    would otherwise look up its range, walk and representative one by one). A stage's
+    """Every stage's :class:`_Make`, worked out once per shape-free plan (kept in its
+    memo: each stage of an estimate would otherwise look up its range, walk and
+    representative one by one). A stage's
     shared rows are those of the first stage placing the same tensors — itself under
     DeepSpeed ZeRO-3, whose reuse distance reads the layer range. Ranges and
     representatives are those of the parallelism at DP 1 and CP 1, as the placement's
-    (neither reads DP or CP): one entry of their caches for every DP of a shape."""
+    (neither reads DP or CP): one entry of their memo for every DP of a shape."""
     arch, par = plan.model.architecture, plan.parallelism
     rule = rule_of(par.strategy)
     own_range = rule.params and not rule.fsdp
@@ -125,13 +125,18 @@ class _FixedPart(NamedTuple):
     live: tuple[tuple[Callable[[InFlight], Span], tuple[int, ...]], ...]
 
 
-@lru_cache(maxsize=1024)
-def _make_up(sized: Plan, walk: Walk, placing: int, last: bool) -> MakeUp:
+def _make_up(free: Plan, seq_len: int, walk: Walk, placing: int, last: bool) -> MakeUp:
     """The :class:`MakeUp` of a stage whose layers walk as ``walk`` and which places the
-    tensors of stage ``placing`` (its representative), of a plan without its
-    micro-batch's size (:func:`~engine.ledger.shape_free.size_free`): made once for
-    every plan that differs only there (the window's batch edits, the fit search), and
-    built from that plan, so a part that did read the size would be wrong at once."""
+    tensors of stage ``placing`` (its representative), of the shape-free plan at
+    ``seq_len`` (:func:`~engine.ledger.shape_free.size_free`): made once for every plan
+    that differs only in its micro-batch's size (the window's batch edits, the fit
+    search; kept in the shape-free plan's memo), and built from the size-free plan, so a
+    part that did read the size would be wrong at once."""
+    key = ("make_up", seq_len, walk, placing, last)
+    return free_memo(free).get(key, _new_make_up, size_free_of(free, seq_len), walk, placing, last)
+
+
+def _new_make_up(sized: Plan, walk: Walk, placing: int, last: bool) -> MakeUp:
     return make_up(sized, walk, last, stage_placed(shape_free(sized), placing))
 
 
@@ -141,14 +146,14 @@ def _fixed(plan: Plan, free: Plan, walk: Walk, placing: int, last: bool) -> _Fix
     (``free``: its shape-free plan): the stages of one make-up (DeepSeek-V3's middle
     stages) share them, whatever their micro-batches in flight, and its varying parts
     too (they read the same). Worked out once per make-up and estimate
-    (:func:`stage_numbers`), and again when a view reads a stage's rows (:func:`_own`):
-    not cached, as every fresh micro-batch would miss and evict.
+    (:func:`stage_numbers`, again when a view reads a stage's rows): not cached, as
+    every fresh micro-batch would miss and evict.
 
     Built from the plan's :func:`~engine.ledger.shape_free.size_free` plan (the geometry
     is its at the plan's micro-batch; gradient accumulation is its), so a part that read
     anything else of the plan would be wrong at once."""
     sized = size_free_of(free, plan.batch.seq_len)
-    mu = _make_up(sized, walk, placing, last)
+    mu = _make_up(free, plan.batch.seq_len, walk, placing, last)
     one = geometry(sized)
     g = at_shape(one, plan.batch.micro_batch, one.seq)
     layers = mu.layers(g)
@@ -166,54 +171,24 @@ def _fixed(plan: Plan, free: Plan, walk: Walk, placing: int, last: bool) -> _Fix
     return _FixedPart(fixed, saved, labels, logits, live)
 
 
-class _Own(NamedTuple):
-    """A stage's own (activation) rows, and whether one holds gradients in HBM."""
-
-    rows: tuple[Row, ...]
-    grads: bool
-
-
-def _own(plan: Plan, stage: int) -> _Own:
-    """The stage's activation rows (and the last stage's logits). Not cached: a stage's
-    rows are built once per estimate, when a view first reads them, and kept on its
-    :class:`~engine.ledger.stage_estimate.StageEstimate` (which the estimate's own
-    cache keeps for redraws, an undo, the analysis asking once more). The rows are those of
-    :func:`~engine.ledger.activations.rows.activation_rows`, in its order, built from
-    the make-up's :func:`_fixed` parts."""
-    free = shape_free(plan)
-    mk = _makes(free)[stage]
-    fixed = _fixed(plan, free, mk.walk, mk.placing, mk.last)
-    fly = in_flight(plan, stage)
-    saved, labels, logits = built(fixed.saved, fly), built(fixed.labels, fly), []
-    if mk.last:
-        logits = built(fixed.logits, fly)
-    rows = (*fixed.parts.rows().around(saved, labels), *logits)
-    return _Own(rows, holds_grads(rows))
-
-
 def stage_rows(plan: Plan, stage: int) -> list[Row]:
-    """The rows of one rank of ``stage`` (before the allocator reserve), in the unfolded
-    assembly's order: the shared head (persistent states), the stage's own activation
-    rows, the shared tail. Their numbers are :func:`stage_numbers`' (the folding test
-    compares them)."""
-    own = _own(plan, stage)
-    mk = _makes(shape_free(plan))[stage]
-    # Activation rows never hold gradients; if one ever does, the shared rows must see it.
-    shared = shared_of(shape_free(plan), mk.shared, own.grads)
-    return [*shared.head, *own.rows, *shared.tail]
+    """The rows of one rank of ``stage`` (before the allocator reserve): those of its
+    :func:`stage_numbers`, built from the very parts its sums add
+    (:meth:`StageNumbers.rows`)."""
+    return stage_numbers(plan, (stage,), shape_free(plan))[0].rows()
 
 
 class _Base(NamedTuple):
-    """A make-up's sums before its varying rows: the shared rows' and the fixed
-    activation rows' allocated moment sums (lows, highs), runtime sums, and the varying
-    parts' spans and live positions."""
+    """A make-up's sums before its varying rows — the shared rows' and the fixed
+    activation rows' allocated moment sums (lows, highs) — its side-stream bytes, and the
+    parts themselves: their runtime sums and varying parts are read off them, and a
+    view's rows built from them (:meth:`StageNumbers.rows`)."""
 
     lows: list[int]
     highs: list[int]
-    runtime: Span
-    inside: Span
-    live: tuple[tuple[Callable[[InFlight], Span], tuple[int, ...]], ...]
-    side: int  # SharedRows.side
+    side: int  # SharedRows.side, with the loss's (peaks.runtime.loss_side)
+    shared: SharedRows
+    fixed: _FixedPart
 
 
 def _base(plan: Plan, free: Plan, fixed: _FixedPart, shared_stage: int) -> _Base:
@@ -221,9 +196,8 @@ def _base(plan: Plan, free: Plan, fixed: _FixedPart, shared_stage: int) -> _Base
     rows are ``shared_stage``'s (see :class:`_Make`): worked out once per estimate
     (:func:`stage_numbers` keeps it for the make-up's stages)."""
     # Activation rows never hold gradients, nor are they runtime rows (activations,
-    # inputs, buffers and the loss's tensors): the shared rows decide both, as
-    # :func:`stage_rows` does.
-    shared = shared_of(free, shared_stage, False)
+    # inputs, buffers and the loss's tensors: :class:`Fixed`): the shared rows decide both.
+    shared = shared_of(free, shared_stage)
     sums = shared.sums
     lows, highs = [low for low, _ in sums], [high for _, high in sums]
     accumulating = plan.batch.grad_accum > 1
@@ -236,7 +210,7 @@ def _base(plan: Plan, free: Plan, fixed: _FixedPart, shared_stage: int) -> _Base
                 highs[i] += high
     last = shared_stage == plan.parallelism.pp - 1  # the stage with the loss
     side = loss_side(shared.side, plan, last)
-    return _Base(lows, highs, shared.runtime, shared.inside, fixed.live, side)
+    return _Base(lows, highs, side, shared, fixed)
 
 
 class StageNumbers(NamedTuple):
@@ -252,11 +226,11 @@ class StageNumbers(NamedTuple):
 
     @property
     def runtime(self) -> Span:
-        return self.base.runtime
+        return self.base.shared.runtime
 
     @property
     def inside(self) -> Span:
-        return self.base.inside
+        return self.base.shared.inside
 
     @property
     def side(self) -> int:
@@ -264,24 +238,32 @@ class StageNumbers(NamedTuple):
 
     def sums(self) -> tuple[list[int], list[int]]:
         """The stage's allocated (lows, highs) at each of MOMENTS: the base's plus each
-        varying part's bytes at the stage's micro-batches in flight. Integer sums add, so
-        these are the sums of the rows :func:`stage_rows` lists (the folding test
-        compares them)."""
+        varying part's bytes at the stage's micro-batches in flight — the sums of
+        :meth:`rows`, which are built from the same parts."""
         base, fly = self.base, self.fly
         lows, highs = base.lows[:], base.highs[:]
-        for span, live in base.live:
+        for span, live in base.fixed.live:
             low, high = span(fly)
             for i in live:
                 lows[i] += low
                 highs[i] += high
         return lows, highs
 
+    def rows(self) -> list[Row]:
+        """The stage's rows (before the allocator reserve), built when a view reads them
+        from the parts :meth:`sums` adds: the shared head (persistent states), the
+        activation rows around the varying ones at the stage's micro-batches in flight,
+        the logits' (the last stage's), the shared tail."""
+        shared, fixed, fly = self.base.shared, self.base.fixed, self.fly
+        own = fixed.parts.rows().around(built(fixed.saved, fly), built(fixed.labels, fly))
+        return [*shared.head, *own, *built(fixed.logits, fly), *shared.tail]
+
 
 def stage_numbers(plan: Plan, stages: Sequence[int], free: Plan) -> list[StageNumbers]:
-    """:func:`stage_rows`' numbers of these stages of the resolved ``plan`` (``free``:
-    its shape-free plan) without building a row (see :class:`StageNumbers`); stages of
-    one make-up work its parts and base out once."""
-    makes = _makes(free)
+    """The numbers of these stages of the resolved ``plan`` (``free``: its shape-free
+    plan) without building a row (see :class:`StageNumbers`); stages of one make-up work
+    its parts and base out once."""
+    makes = free_memo(free).get("makes", _makes, free)
     fixed: dict[tuple[Walk, int, bool], _FixedPart] = {}
     bases: dict[tuple[Walk, int, bool, int], _Base] = {}
     out = []
@@ -304,8 +286,8 @@ _new_numbers = partial(tuple.__new__, StageNumbers)  # built in C
 def shared_rows(plan: Plan, stage: int) -> SharedRows:
     """``stage``'s shared rows in the resolved ``plan`` with their sums, exactly as
     :func:`stage_rows` adds them: the layout search's low bound
-    (:mod:`engine.layout.proofs.low_bound`) needs the sums exactly, bounds the activation rows
+    (:mod:`engine.layout.proofs.stage_bounds`) needs the sums exactly, bounds the activation rows
     from below and the FSDP padding from the padded states' shared rows (torchtitan's
     head units regathered inside the loss rows are activation rows the bound never holds)."""
     free = shape_free(plan)
-    return shared_of(free, _makes(free)[stage].shared, False)
+    return shared_of(free, free_memo(free).get("makes", _makes, free)[stage].shared)

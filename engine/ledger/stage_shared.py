@@ -25,6 +25,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 from engine.ledger.activations.varying import Span
+from engine.ledger.memo import Memo
 from engine.ledger.peaks.backward_grads import backward_grad_rows
 from engine.ledger.peaks.buckets import accumulation_rows, bucket_rows
 from engine.ledger.peaks.checkpoint_event import checkpoint_rows
@@ -38,6 +39,7 @@ from engine.ledger.phases import Sums, add_sums, moment_sums
 from engine.ledger.placement import dense_dp_group, expert_dp_group
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import Row
+from engine.ledger.shape_free import free_memo
 from engine.ledger.sharding import shard_group_size
 from engine.ledger.states.persistent import placing_parallelism, stage_states_at
 from engine.ledger.states.zero_accumulation import next_partition_rows
@@ -73,22 +75,22 @@ def runtime_spans(plan: Plan, rows: Iterable[Row]) -> tuple[Span, Span]:
     return (rt_low, rt_high), (in_low, in_high)
 
 
-def holds_grads(rows: Iterable[Row]) -> bool:
-    """Whether one of the rows holds gradients in HBM."""
-    return any(r.state == "grads" and r.location == "hbm" for r in rows)
-
-
-@lru_cache(maxsize=1024)
-def shared_of(plan: Plan, stage: int, grads_in_hbm: bool) -> SharedRows:
+def shared_of(plan: Plan, stage: int) -> SharedRows:
     """The shared rows of ``stage`` (the stage whose shared rows stand for a kind's) in
     the shape-free ``plan``: its :class:`_Part`, then its own checkpoint-event and
-    runtime rows.
-    ``grads_in_hbm``: whether the stage's own rows hold gradients in HBM."""
+    runtime rows (kept in the plan's memo). The stage's own (activation) rows never hold
+    gradients (:class:`~engine.ledger.activations.varying.Fixed`): whether gradients sit
+    in HBM is the shared rows' to say."""
+    return free_memo(plan).get(("shared", stage), _shared, plan, stage)
+
+
+def _shared(plan: Plan, stage: int) -> SharedRows:
     par = plan.parallelism
     rpn = par.ranks_per_node or plan.hardware.gpus_per_node
     dense = shard_group_size(par, dense_dp_group(par), rpn)
     expert = shard_group_size(par, expert_dp_group(par), rpn)
-    part = _part(_at_placing(plan), stage, dense, expert, grads_in_hbm)
+    placing, memo = _at_placing(plan)
+    part = memo.get((stage, dense, expert), _part, placing, stage, dense, expert)
     last = checkpoint_rows(plan, part.unit, dense) + runtime_rows(plan, stage)
     (rt_low, rt_high), (in_low, in_high) = runtime_spans(plan, last)
     sums = part.sums
@@ -121,8 +123,7 @@ _GROUP_OF = attrgetter("group")
 """A held tensor's shard group size (read in C)."""
 
 
-@lru_cache(maxsize=1024)
-def _part(plan: Plan, stage: int, dense: int, expert: int, grads_in_hbm: bool) -> _Part:
+def _part(plan: Plan, stage: int, dense: int, expert: int) -> _Part:
     """:class:`_Part` of ``stage`` of a plan at DP 1 and CP 1 (:func:`_at_placing`) whose
     dense and routed-expert tensors shard over ``dense`` and ``expert`` ranks."""
     rule = stack_rule_of(plan.parallelism.strategy, plan.stack.name)
@@ -135,7 +136,7 @@ def _part(plan: Plan, stage: int, dense: int, expert: int, grads_in_hbm: bool) -
     gathered = gathered_rows(plan, placed, formats, shard, rule, stage, n_expert=expert)
     tail: list[Row] = list(gathered)
     tail += bucket_rows(plan, held, formats, rule, shard, unsharded)
-    in_hbm = grads_in_hbm or holds_grads(head + tail)
+    in_hbm = any(r.state == "grads" and r.location == "hbm" for r in head + tail)
     stepped = plan.method.optimizer.in_backward  # optimizer_in_bwd: no step after backward
     tail += (
         []
@@ -159,10 +160,10 @@ def _part(plan: Plan, stage: int, dense: int, expert: int, grads_in_hbm: bool) -
     return _Part(tuple(head), tuple(tail), sums, runtime, inside, unit)
 
 
-@lru_cache(maxsize=1024)
-def _at_placing(plan: Plan) -> Plan:
-    """``plan`` with its parallelism at DP 1 and CP 1: one object for every plan of the
-    same other sections and placing parallelism (:func:`_placing_plan`)."""
+def _at_placing(plan: Plan) -> tuple[Plan, Memo]:
+    """``plan`` with its parallelism at DP 1 and CP 1, and its memo of :class:`_Part`
+    values: one pair for every plan of the same other sections and placing parallelism
+    (:func:`_placing_plan`)."""
     placing = placing_parallelism(plan.parallelism)
     fields = plan.__dict__
     return _placing_plan(
@@ -171,10 +172,10 @@ def _at_placing(plan: Plan) -> Plan:
 
 
 @lru_cache(maxsize=256)
-def _placing_plan(sections: SectionsKey) -> Plan:
+def _placing_plan(sections: SectionsKey) -> tuple[Plan, Memo]:
     """The plan of these sections (in :data:`~engine.plan.SECTION_ORDER`), built without
     validation: every section comes from a validated plan, the parallelism at DP 1 and
     CP 1 (valid: the part's rows only read it). The plan holds the sections, so their
     identities in the cached key stay theirs."""
     fields: dict[str, Any] = dict(zip(SECTION_ORDER, sections, strict=True))
-    return Plan.model_construct(**fields)
+    return Plan.model_construct(**fields), Memo()

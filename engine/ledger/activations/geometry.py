@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple
 
 from engine.ledger.activations.library_versions import kept_input_roles
 from engine.ledger.precision import DTYPE_BYTES
-from engine.ledger.shape_free import shape_free
+from engine.ledger.shape_free import free_memo, shape_free
 from engine.ledger.states.lora import litgpt_parts
 from engine.plan import Plan
 from engine.sections.method import MethodSection
@@ -159,10 +159,9 @@ def trainability(plan: Plan) -> Trainability:
     return _trainability(plan.method, plan.model.architecture.tied_embeddings, kept)
 
 
-@lru_cache(maxsize=256)
 def _trainability(m: MethodSection, tied: bool, kept: frozenset[str] = frozenset()) -> Trainability:
-    """:func:`trainability` from exactly what it reads (cached on that: the method
-    section, one slot read, rather than on a plan every fresh estimate makes anew)."""
+    """:func:`trainability` from exactly what it reads (a handful of field reads: not
+    worth a cache lookup, which hashes the method section)."""
     drop = (m.dropout or 0.0) > 0
     if m.kind == "full":
         return Trainability(True, True, True, ALL_LINEAR_ROLES, frozenset(), dropout=drop)
@@ -225,10 +224,14 @@ def at_shape(g: Geometry, micro_batch: int, seq: int) -> Geometry:
     return _new_geometry((micro_batch, seq, *g[2:]))
 
 
-@lru_cache(maxsize=256)
 def shape_free_geometry(plan: Plan) -> Geometry:
     """:func:`geometry` of a shape-free plan (its micro-batch and sequence are 1 each):
-    built from that plan, so a field here that read the shape would be wrong at once."""
+    built from that plan, so a field here that read the shape would be wrong at once
+    (kept in its memo, :func:`~engine.ledger.shape_free.free_memo`)."""
+    return free_memo(plan).get("geometry", _shape_free_geometry, shape_free(plan))
+
+
+def _shape_free_geometry(plan: Plan) -> Geometry:
     require_resolved(plan)
     arch, par, prec = plan.model.architecture, plan.parallelism, plan.method.precision
     compute = DTYPE_BYTES[prec.compute_dtype]

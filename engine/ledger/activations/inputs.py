@@ -20,7 +20,6 @@ _HELD = moments_in(ALL_PHASES)
 """The moments of a row held for the whole step (make_row's default)."""
 
 
-@lru_cache(maxsize=256)
 def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
     """The input batch (and the labels on the last stage) and the rotary buffers, as
     :class:`Fixed` parts at a micro-batch's geometry: the plan

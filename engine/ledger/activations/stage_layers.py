@@ -158,7 +158,6 @@ def stage_layers(plan: Plan, stage: int) -> StageLayers:
     return counted_layers(plan, layer_walk(plan, stage))
 
 
-@lru_cache(maxsize=1024)
 def layer_walk(plan: Plan, stage: int) -> Walk:
     """The :data:`Walk` of the stage's layers: all a stage's :class:`StageLayers` reads
     of the stage. Cached on the plan too (a plan's hash is one slot read; the walk's
@@ -306,7 +305,6 @@ def _walk(
     return tuple(order.items()), n_ckpt, n, ends
 
 
-@lru_cache(maxsize=1024)
 def layer_kind_terms(
     arch: ArchitectureSpec,
     g: Geometry,
@@ -368,7 +366,6 @@ def final_norm_at(plan: Plan, seq: int) -> tuple[tuple[Term, ...], Callable[[int
     )
 
 
-@lru_cache(maxsize=256)
 def _final_norm_terms(
     arch: ArchitectureSpec,
     g: Geometry,

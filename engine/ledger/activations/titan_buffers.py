@@ -27,7 +27,6 @@ plan's sequence length.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry
 from engine.ledger.activations.hf import rotary_dim
@@ -47,7 +46,6 @@ def rope_cache_bytes_per_position(family: str, dim: int) -> int:
     return 2 * dim * FP32 if family in COS_SIN_FAMILIES else (dim // 2) * 2 * FP32
 
 
-@lru_cache(maxsize=256)
 def rope_caches_at(plan: Plan) -> Callable[[Geometry, int], list[Fixed]] | None:
     """The stage's RoPE caches for ``n_layers`` layers at a micro-batch's geometry
     (its granularity only); None where the plan is not torchtitan's or has no RoPE.

@@ -28,7 +28,6 @@ for the whole step.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry
 from engine.ledger.activations.hf import rotary_dim
@@ -46,7 +45,6 @@ def tune_rope_bytes(max_positions: int, dim: int, granularity: int) -> tuple[int
     return cache, round_up((dim // 2) * FP32, granularity)
 
 
-@lru_cache(maxsize=256)
 def tune_rope_at(plan: Plan) -> Callable[[Geometry, int], list[Fixed]] | None:
     """The stage's one torchtune RoPE module's buffers (none for a stage without layers,
     or a model without rotary positions)."""

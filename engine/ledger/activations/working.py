@@ -244,7 +244,6 @@ def _per_token(free: Plan, seq: int, which: PerToken) -> tuple[Term, ...]:
     return _per_token_of(reads_of(free, seq), which)
 
 
-@lru_cache(maxsize=1024)
 def _per_token_of(r: Reads, which: PerToken) -> tuple[Term, ...]:
     """:func:`_per_token` from exactly what it reads (:class:`Reads`)."""
     g, arch = r.g, r.arch

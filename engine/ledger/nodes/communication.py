@@ -39,12 +39,11 @@ throughput promise.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from engine.ledger.activations.geometry import geometry
 from engine.ledger.groups import Group, GroupKind, group_of, ranks_per_node
 from engine.ledger.nodes.collectives import Collective, split_by_link
-from engine.ledger.nodes.moving import groups_of, moving
+from engine.ledger.nodes.moving import Moving, groups_of, moving
 from engine.ledger.peaks.gathered import gather_bytes
 from engine.ledger.placement import (
     dense_dp_group,
@@ -53,7 +52,7 @@ from engine.ledger.placement import (
     stage_layer_ranges,
 )
 from engine.ledger.precision import DTYPE_BYTES, resolve_formats
-from engine.ledger.shape_free import shape_free
+from engine.ledger.shape_free import free_memo, shape_free
 from engine.ledger.sharding import shard_group_size
 from engine.ledger.states.persistent import stage_held
 from engine.ledger.states.quantized import FLOATING_STORAGE
@@ -236,8 +235,8 @@ def stage_communication(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     which move activations (:func:`~engine.ledger.nodes.moving.moving`, their sizes at
     the plan's geometry). A rank's groups do not read the shape either."""
     free = shape_free(plan)
-    rpn, moves = moving(free, stage)
-    out = list(_data_parallel_transfers(free, stage))
+    rpn, moves = _moving(free, stage)
+    out = list(free_memo(free).get(("data_parallel", stage), _data_parallel_transfers, free, stage))
     if moves:
         g = geometry(plan)
         for mv in moves:
@@ -248,14 +247,12 @@ def stage_communication(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=1024)
 def _data_parallel_transfers(plan: Plan, stage: int) -> tuple[Transfer, ...]:
     b = _Builder(plan, stage)
     _data_parallel(b, plan, stage)
     return tuple(b.out)
 
 
-@lru_cache(maxsize=256)
 def _stage_kinds(plan: Plan) -> tuple[tuple[int, int, int], ...]:
     """Everything :func:`stage_communication` reads of each stage: the tensors it places
     (its representative stage, which also says first / last), its layer count and its
@@ -279,17 +276,26 @@ def step_communication(plan: Plan) -> Communication:
     return still_communication(free) or _busiest(plan, free)
 
 
-@lru_cache(maxsize=256)
 def still_communication(free: Plan) -> Communication | None:
     """The communication of a shape-free plan none of whose stages runs a model-parallel
-    collective (else None): only data-parallel ones, which move states."""
-    if any(moving(free, s)[1] for s in range(free.parallelism.pp)):
+    collective (else None): only data-parallel ones, which move states (kept in the
+    plan's memo)."""
+    return free_memo(free).get("still_communication", _still, free)
+
+
+def _still(free: Plan) -> Communication | None:
+    if any(_moving(free, s)[1] for s in range(free.parallelism.pp)):
         return None
     return _busiest(free, free)
 
 
+def _moving(free: Plan, stage: int) -> tuple[int, tuple[Moving, ...]]:
+    """:func:`~engine.ledger.nodes.moving.moving`, kept in the shape-free plan's memo."""
+    return free_memo(free).get(("moving", stage), moving, free, stage)
+
+
 def _busiest(plan: Plan, free: Plan) -> Communication:
-    kinds = _stage_kinds(free)  # read of the layout only
+    kinds = free_memo(free).get("stage_kinds", _stage_kinds, free)  # the layout only
     done: dict[tuple[int, int, int], tuple[Transfer, ...]] = {}
     moved: dict[tuple[int, int, int], int] = {}
     stage, most = 0, -1

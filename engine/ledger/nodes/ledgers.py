@@ -8,7 +8,6 @@ against its own capacity, and the plan's verdict is the worst of them.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from engine.ledger.nodes.checkpoint_storage import checkpoint_rows
 from engine.ledger.nodes.communication import Communication, step_communication, still_communication
@@ -17,7 +16,7 @@ from engine.ledger.nodes.node_view import NodeView, node_view
 from engine.ledger.nodes.nvme import nvme_rows
 from engine.ledger.nodes.transfers import Transfers, step_transfers
 from engine.ledger.row import PHASES, Row
-from engine.ledger.shape_free import shape_free
+from engine.ledger.shape_free import free_memo, shape_free
 from engine.plan import Plan
 from engine.stacks.defaults import require_resolved
 
@@ -81,57 +80,44 @@ def node_ledgers(plan: Plan, communication: bool = True) -> NodeLedgers:
     plan; the communication, which moves activations, from the plan itself."""
     free = shape_free(plan)
     require_resolved(free)  # no stack-decided field is in the batch
-    ledgers = _shape_free_ledgers(free)
+    memo = free_memo(free)
+    ledgers = memo.get("ledgers", _ledgers, free)
     if not communication:
         return ledgers
-    still = _still_ledgers(free)
-    if still is not None:
-        return still
-    lg = ledgers
-    return NodeLedgers(
-        lg.view,
-        lg.host,
-        lg.nvme,
-        lg.checkpoint,
-        lg.transfers,
-        lg.host_capacity,
-        lg.nvme_capacity,
-        step_communication(plan),
-    )
+    still = memo.get("still_ledgers", _still_ledgers, free)
+    return still or replace(ledgers, communication=step_communication(plan))
+
+
+def _still_ledgers(free: Plan) -> NodeLedgers | None:
+    """The ledgers with their communication when that reads no shape (no stage moves
+    activations: :func:`~engine.ledger.nodes.communication.still_communication`), else
+    None."""
+    comm = still_communication(free)
+    ledgers = free_memo(free).get("ledgers", _ledgers, free)
+    return None if comm is None else replace(ledgers, communication=comm)
 
 
 def node_problems(plan: Plan) -> tuple[str, ...]:
     """:meth:`NodeLedgers.problems` of the plan's ledgers (resolved, as for
     :func:`node_ledgers`), worked out once per shape-free plan: the communication, the
     one part that reads the micro-batch's shape, never decides them."""
-    return _shape_free_problems(shape_free(plan))
+    free = shape_free(plan)
+    return free_memo(free).get("problems", _problems, free)
 
 
-@lru_cache(maxsize=256)
-def _still_ledgers(free: Plan) -> NodeLedgers | None:
-    """A shape-free plan's ledgers with its communication when that reads no shape (no
-    stage moves activations: :func:`~engine.ledger.nodes.communication.still_communication`),
-    else None."""
-    comm = still_communication(free)
-    if comm is None:
-        return None
-    return replace(_shape_free_ledgers(free), communication=comm)
+def _problems(free: Plan) -> tuple[str, ...]:
+    return tuple(free_memo(free).get("ledgers", _ledgers, free).problems())
 
 
-@lru_cache(maxsize=256)
-def _shape_free_problems(plan: Plan) -> tuple[str, ...]:
-    return tuple(_shape_free_ledgers(plan).problems())
-
-
-@lru_cache(maxsize=256)
-def _shape_free_ledgers(plan: Plan) -> NodeLedgers:
-    v = node_view(plan)
+def _ledgers(free: Plan) -> NodeLedgers:
+    """A shape-free plan's ledgers without the communication (kept in its memo)."""
+    v = node_view(free)
     return NodeLedgers(
         view=v,
-        host=tuple(host_rows(plan, v)),
-        nvme=tuple(nvme_rows(plan, v)),
-        checkpoint=tuple(checkpoint_rows(plan)),
-        transfers=step_transfers(plan, v),
-        host_capacity=plan.hardware.host_ram_bytes_per_node,
-        nvme_capacity=plan.hardware.nvme_bytes_per_node,
+        host=tuple(host_rows(free, v)),
+        nvme=tuple(nvme_rows(free, v)),
+        checkpoint=tuple(checkpoint_rows(free)),
+        transfers=step_transfers(free, v),
+        host_capacity=free.hardware.host_ram_bytes_per_node,
+        nvme_capacity=free.hardware.nvme_bytes_per_node,
     )

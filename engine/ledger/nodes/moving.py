@@ -3,14 +3,13 @@
 TP, PP, CP and EP move activations (:mod:`engine.ledger.nodes.communication`): their
 sizes scale with the micro-batch's shape, and nothing else about them does — which
 collectives run, over which groups, how many times. So those are worked out once per
-:func:`~engine.ledger.shape_free.shape_free` plan and stage (:func:`moving`), and a plan
-only works out each one's size at its own geometry.
+:func:`~engine.ledger.shape_free.shape_free` plan and stage (:func:`moving`, kept per
+plan by the communication), and a plan only works out each one's size at its own geometry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
 from typing import NamedTuple
 
 from engine.ledger.activations.geometry import Geometry
@@ -21,10 +20,9 @@ from engine.ledger.states.persistent import stage_placed
 from engine.plan import Plan
 
 
-@lru_cache(maxsize=1024)
 def groups_of(plan: Plan, stage: int) -> tuple[Group, ...]:
-    """:func:`stage_groups`, cached: the builder is made from the shape-free plan, so
-    plans differing only in the micro-batch's shape share a stage's groups."""
+    """:func:`stage_groups` as a tuple (the builder is made from the shape-free plan, so
+    plans differing only in the micro-batch's shape share a stage's groups)."""
     return tuple(stage_groups(plan, stage))
 
 
@@ -45,7 +43,6 @@ class StageReads(NamedTuple):
     groups: tuple[Group | None, Group | None, Group | None, Group | None]  # TP, PP, CP, EP
 
 
-@lru_cache(maxsize=1024)
 def stage_reads(plan: Plan, stage: int) -> StageReads:
     """:class:`StageReads` of a shape-free plan's stage (built from it: a read of the
     shape here would be wrong at once)."""
@@ -94,7 +91,6 @@ def _kv(g: Geometry) -> int:
     return g.tokens * g.kv_local * (g.head_dim + g.v_dim) * g.compute_bytes
 
 
-@lru_cache(maxsize=1024)
 def moving(plan: Plan, stage: int) -> tuple[int, tuple[Moving, ...]]:
     """The ranks per node and the model-parallel collectives of a shape-free plan's
     stage that run (a group, a count): built once, only their sizes per plan."""

@@ -6,10 +6,7 @@ holds every tensor, so checkpoint sizes and per-rank rows can never disagree.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from engine.ledger.held import HeldTensor
-from engine.ledger.placement import place_stage
+from engine.ledger.placement import layout_memo, place_stage
 from engine.ledger.precision import resolve_formats
 from engine.ledger.row import CheckpointPart, Row
 from engine.ledger.states.allocs import ShardContext
@@ -24,23 +21,29 @@ from engine.stacks.families import rule_of
 _SINGLE = ParallelismSection(dp=1, strategy="ddp")
 
 
-@lru_cache(maxsize=256)
-def whole_model_held(arch: ArchitectureSpec, method: MethodSection) -> tuple[HeldTensor, ...]:
-    """Every tensor of the model (and its adapters), unsharded."""
+def _whole(arch: ArchitectureSpec, method: MethodSection) -> tuple[tuple[Row, ...], int]:
+    """:func:`_whole_of`, kept in the memo of the single rank's layout."""
+    return layout_memo(arch, _SINGLE).get(("whole", method), _whole_of, arch, method)
+
+
+def _whole_of(arch: ArchitectureSpec, method: MethodSection) -> tuple[tuple[Row, ...], int]:
+    """From one pass over every tensor of the model (and its adapters), unsharded: the
+    weights, master, gradient and optimizer rows, exact bytes, and the parameters of the
+    model itself (adapters excluded)."""
     formats = resolve_formats(method.precision)
     placed = place_stage(arch, _SINGLE, 0)
-    return tuple(held_tensors(method, _SINGLE, 1, placed, formats)[0])
-
-
-@lru_cache(maxsize=256)
-def whole_model_rows(arch: ArchitectureSpec, method: MethodSection) -> tuple[Row, ...]:
-    """Weights, master, gradient and optimizer rows of the whole model, exact bytes."""
-    held = list(whole_model_held(arch, method))
+    held = held_tensors(method, _SINGLE, 1, placed, formats)[0]
     ctx = ShardContext(rule_of(_SINGLE.strategy), "1 (whole model)", 1)
-    rows = persistent_rows(held, resolve_formats(method.precision), method.optimizer, ctx)
+    rows = persistent_rows(held, formats, method.optimizer, ctx)
     if method.kind == "qlora":
         rows[:0] = quantized_rows(held, method.qlora, 1)
-    return tuple(rows)
+    base = sum(t.numel * t.count for t in held if t.category != "adapters")
+    return tuple(rows), base
+
+
+def whole_model_rows(arch: ArchitectureSpec, method: MethodSection) -> tuple[Row, ...]:
+    """Weights, master, gradient and optimizer rows of the whole model, exact bytes."""
+    return _whole(arch, method)[0]
 
 
 def whole_bytes(
@@ -50,9 +53,6 @@ def whole_bytes(
     return sum(r.high for r in whole_model_rows(arch, method) if r.checkpoint in parts)
 
 
-@lru_cache(maxsize=256)
 def base_param_count(arch: ArchitectureSpec, method: MethodSection) -> int:
     """Parameters of the model itself (adapters excluded): what loading reads."""
-    return sum(
-        t.numel * t.count for t in whole_model_held(arch, method) if t.category != "adapters"
-    )
+    return _whole(arch, method)[1]

@@ -35,20 +35,24 @@ experts' backward with the prefetched embedding unit beside it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
 
 from engine.ledger.peaks.titan_units import no_backward_prefetch, shard_groups
 from engine.ledger.placement import LocalTensor, place_stage
 from engine.ledger.row import BACKWARD, NO_MOMENTS, Row
+from engine.ledger.shape_free import free_memo, shape_free
 from engine.plan import Plan
 from engine.units import ceil_div, fmt_count, round_up
 
 
-@lru_cache(maxsize=256)
 def unit_flat_elements(plan: Plan) -> int:
     """The largest decoder-layer unit's flat all-gather output in elements, each tensor's
     dim 0 padded to the group that shards it (``foreach_all_gather``, as
-    ``gathered._padded_flat`` counts it), over every stage."""
+    ``gathered._padded_flat`` counts it), over every stage. It reads no micro-batch
+    shape: worked out on the shape-free plan, kept in its memo."""
+    return free_memo(plan).get("unit_flat_elements", _unit_flat, shape_free(plan))
+
+
+def _unit_flat(plan: Plan) -> int:
     dense, expert = shard_groups(plan)
     arch, par = plan.model.architecture, plan.parallelism
     best = 0

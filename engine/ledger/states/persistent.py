@@ -8,7 +8,6 @@ placing the same tensors share one computation.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import NamedTuple
 
 from engine.ledger.held import HeldTensor, Regrouping, regrouped_from, regrouping
@@ -16,6 +15,7 @@ from engine.ledger.placement import (
     LocalTensor,
     dense_dp_group,
     expert_dp_group,
+    layout_memo,
     place_stage,
     representative_stages,
 )
@@ -37,21 +37,20 @@ from engine.stacks.families import StrategyRule, stack_rule_of
 
 Key = tuple[ArchitectureSpec, MethodSection, ParallelismSection, int, int, int, int, StrategyRule]
 """What a stage's states read (:func:`_key`): the architecture, the method, the
-parallelism without its DP and CP (:func:`_placing`), the dense and expert shard group
+parallelism without its DP and CP (:func:`placing_parallelism`), the dense and expert shard group
 sizes, the allocator granularity, the representative stage and the strategy's rule as
 the plan's stack runs it (:func:`~engine.stacks.families.stack_rule_of`: Megatron-Core's
 ``ddp`` keeps its grad buffer)."""
 
 
 _PLACINGS: dict[tuple[object, ...], ParallelismSection] = {}
-"""One placing parallelism (:func:`_placing`) per value of the fields it keeps."""
+"""One placing parallelism (:func:`placing_parallelism`) per value of the fields it keeps."""
 
 _KEPT = tuple(f for f in ParallelismSection.model_fields if f not in ("dp", "cp"))
 """The parallelism's fields but DP and CP: what a placing parallelism is made of."""
 
 
-@lru_cache(maxsize=1024)
-def _placing(par: ParallelismSection) -> ParallelismSection:
+def placing_parallelism(par: ParallelismSection) -> ParallelismSection:
     """``par`` at DP 1 and CP 1. Placement reads neither (CP splits tokens, not weights),
     and the states read them only through the shard group sizes, which :func:`_key`
     carries: the layout search's DP values (and CP values of one dense group) of a shape
@@ -61,8 +60,7 @@ def _placing(par: ParallelismSection) -> ParallelismSection:
 
     Looked up by the other fields' values, so every parallelism of one placing gets the
     very same object: the caches keyed on it then hit by identity, and a layout search
-    (a new parallelism per layout) makes one copy per shape, not one per layout. The
-    parallelism's own cache entry answers an estimate's repeated lookups."""
+    (a new parallelism per layout) makes one copy per shape, not one per layout."""
     d = par.__dict__
     key = tuple([d[f] for f in _KEPT])
     got = _PLACINGS.get(key)
@@ -81,57 +79,50 @@ def _placing(par: ParallelismSection) -> ParallelismSection:
 
 class _Placement(NamedTuple):
     """What a placement's states read for every shard group size: its held tensors at
-    shard groups of one, the same cut for :func:`~engine.ledger.held.regrouped_from`, and
-    whether any placed tensor is a routed expert's (the divisor's words)."""
+    shard groups of one, the same cut for :func:`~engine.ledger.held.regrouped_from`,
+    whether any placed tensor is a routed expert's (the divisor's words), and the
+    unsharded tensors folded for :func:`regrouped_persistent_rows` (the layout search
+    sizes a placement's states at several shard group sizes)."""
 
     unsharded: tuple[HeldTensor, ...]
     parts: Regrouping
     experts: bool
+    folded: Folded | None
 
 
-@lru_cache(maxsize=1024)
 def _placement(
     arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
 ) -> _Placement:
     """The stage's :class:`_Placement`: what its held tensors are, their dtypes and
-    trainability read no group size, so :func:`_held` regroups them for each."""
+    trainability read no group size, so :func:`_states` regroups them for each. Kept in
+    the layout's memo (:func:`~engine.ledger.placement.layout_memo`)."""
+    memo = layout_memo(arch, par)
+    return memo.get(("placement", method, stage), _placement_of, arch, method, par, stage)
+
+
+def _placement_of(
+    arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
+) -> _Placement:
     formats = resolve_formats(method.precision)
     placed = _placed(arch, par, stage)
     unsharded = tuple(held_tensors(method, par, 0, placed, formats, (1, 1))[0])
-    return _Placement(unsharded, regrouping(unsharded), any([t.expert for t in placed]))
+    experts = any([t.expert for t in placed])
+    return _Placement(unsharded, regrouping(unsharded), experts, folded_states(unsharded))
 
 
-@lru_cache(maxsize=1024)
-def _folded(
-    arch: ArchitectureSpec, method: MethodSection, par: ParallelismSection, stage: int
-) -> Folded | None:
-    """:func:`_placement`'s unsharded tensors folded for :func:`regrouped_persistent_rows` (once per
-    placement: the layout search sizes its states at several shard group sizes)."""
-    return folded_states(_placement(arch, method, par, stage).unsharded)
+class _States(NamedTuple):
+    """A stage's states at one pair of shard group sizes (:func:`_states`): the held
+    tensors, their sharding and every persistent state's row."""
 
-
-@lru_cache(maxsize=1024)
-def _held(
-    arch: ArchitectureSpec,
-    method: MethodSection,
-    par: ParallelismSection,
-    dense: int,
-    expert: int,
-    granularity: int,
-    stage: int,
-    rule: StrategyRule,
-) -> tuple[tuple[HeldTensor, ...], ShardContext]:
-    at = _placement(arch, method, par, stage)
-    held = regrouped_from(at.parts, dense, expert)
-    words = group_words_of(at.experts, dense, expert)
-    no_sync = par.knobs.accumulate_without_sync
-    return tuple(held), ShardContext(rule, words, granularity, no_sync)
+    held: tuple[HeldTensor, ...]
+    ctx: ShardContext
+    rows: tuple[Row, ...]
 
 
 def _key(plan: Plan, stage: int) -> Key:
     par, arch = plan.parallelism, plan.model.architecture
     rpn = par.ranks_per_node or plan.hardware.gpus_per_node
-    placing = _placing(par)
+    placing = placing_parallelism(par)
     return (
         arch,
         plan.method,
@@ -146,11 +137,18 @@ def _key(plan: Plan, stage: int) -> Key:
 
 def stage_held(plan: Plan, stage: int) -> tuple[tuple[HeldTensor, ...], ShardContext]:
     """The tensors one rank of a stage holds, and how its states are sharded."""
-    return _held(*_key(plan, stage))
+    got = _states(_key(plan, stage))
+    return got.held, got.ctx
 
 
-@lru_cache(maxsize=1024)
-def _rows(
+def _states(key: Key) -> _States:
+    """The :class:`_States` of the stage whose :func:`_key` is ``key``: its placement's
+    tensors regrouped for the key's dense and expert shard groups, and their rows (kept
+    in the layout's memo)."""
+    return layout_memo(key[0], key[2]).get(key, _states_of, *key)
+
+
+def _states_of(
     arch: ArchitectureSpec,
     method: MethodSection,
     par: ParallelismSection,
@@ -159,19 +157,22 @@ def _rows(
     granularity: int,
     stage: int,
     rule: StrategyRule,
-) -> tuple[Row, ...]:
-    held, ctx = _held(arch, method, par, dense, expert, granularity, stage, rule)
+) -> _States:
+    at = _placement(arch, method, par, stage)
+    held = tuple(regrouped_from(at.parts, dense, expert))
+    no_sync = par.knobs.accumulate_without_sync
+    ctx = ShardContext(rule, group_words_of(at.experts, dense, expert), granularity, no_sync)
     formats = resolve_formats(method.precision)
-    folded = _folded(arch, method, par, stage) if one_pass.applies(ctx) else None
+    folded = at.folded if one_pass.applies(ctx) else None
     rows = regrouped_persistent_rows(folded, dense, expert, held, formats, method.optimizer, ctx)
     if method.kind == "qlora":
         rows[:0] = quantized_rows(list(held), method.qlora, granularity, ctx)
-    return tuple(rows)
+    return _States(held, ctx, tuple(rows))
 
 
 def all_state_rows(plan: Plan, stage: int) -> list[Row]:
     """Every persistent state of one rank of ``stage`` as if nothing were offloaded."""
-    return list(_rows(*_key(plan, stage)))
+    return list(_states(_key(plan, stage)).rows)
 
 
 def _split(plan: Plan, stage: int) -> tuple[list[Row], list[Row]]:
@@ -181,10 +182,11 @@ def _split(plan: Plan, stage: int) -> tuple[list[Row], list[Row]]:
 def _split_at(plan: Plan, key: Key) -> tuple[list[Row], list[Row]]:
     """(the states that stay in HBM, those the offload settings move) of the stage whose
     :func:`_key` is ``key``."""
-    rows = list(_rows(*key))
+    got = _states(key)
+    rows = list(got.rows)
     if offloads_nothing(plan):
-        return rows, []  # the common case, without looking the held tensors up again
-    return split_offload(rows, plan, list(_held(*key)[0]))
+        return rows, []  # the common case
+    return split_offload(rows, plan, list(got.held))
 
 
 def persistent_stage_rows(plan: Plan, stage: int) -> list[Row]:
@@ -219,26 +221,20 @@ def stage_states_at(plan: Plan, stage: int, dense: int, expert: int) -> StageSta
     read only through these): what a plan at DP 1 and CP 1 shares with every plan of its
     placement (:mod:`engine.ledger.stage_shared`)."""
     par, arch = plan.parallelism, plan.model.architecture
-    placing = _placing(par)
+    placing = placing_parallelism(par)
     gran = plan.runtime.allocation_granularity_bytes
     rep = representative_stages(arch, placing)[stage]
     rule = stack_rule_of(par.strategy, plan.stack.name)
     return _states_at(plan, (arch, plan.method, placing, dense, expert, gran, rep, rule))
 
 
-def placing_parallelism(par: ParallelismSection) -> ParallelismSection:
-    """``par`` at DP 1 and CP 1, one object per value of its other fields
-    (:func:`_placing`)."""
-    return _placing(par)
-
-
 def _states_at(plan: Plan, key: Key) -> StageStates:
-    held, ctx = _held(*key)
+    got = _states(key)
     arch, method, par, stage = key[0], key[1], key[2], key[6]
     return StageStates(
         _placed(arch, par, stage),
-        held,
-        ctx,
+        got.held,
+        got.ctx,
         _split_at(plan, key)[0],
         _placement(arch, method, par, stage).unsharded,
     )
@@ -250,21 +246,11 @@ def offloaded_stage_rows(plan: Plan, stage: int) -> list[Row]:
     return _split(plan, stage)[1]
 
 
-@lru_cache(maxsize=1024)
-def _shard_elems(
-    arch: ArchitectureSpec,
-    method: MethodSection,
-    par: ParallelismSection,
-    dense: int,
-    expert: int,
-    granularity: int,
-    stage: int,
-    rule: StrategyRule,
-) -> tuple[int, int]:
-    held, ctx = _held(arch, method, par, dense, expert, granularity, stage, rule)
-    trainable = [t for t in held if t.trainable]
-    opt = _elems(trainable, ctx.rule.optimizer, ctx, "state_dtype")
-    return opt, _elems(list(held), ctx.rule.params, ctx, "param_dtype")
+def _shard_elems(key: Key) -> tuple[int, int]:
+    got = _states(key)
+    trainable = [t for t in got.held if t.trainable]
+    opt = _elems(trainable, got.ctx.rule.optimizer, got.ctx, "state_dtype")
+    return opt, _elems(list(got.held), got.ctx.rule.params, got.ctx, "param_dtype")
 
 
 def _elems(tensors: list[HeldTensor], sharded: bool, ctx: ShardContext, dtype_of: str) -> int:
@@ -278,16 +264,15 @@ def _elems(tensors: list[HeldTensor], sharded: bool, ctx: ShardContext, dtype_of
 
 def stage_shard_elems(plan: Plan, stage: int) -> tuple[int, int]:
     """(trainable elements in one rank's optimizer shard, parameter elements it holds)."""
-    return _shard_elems(*_key(plan, stage))
+    return _shard_elems(_key(plan, stage))
 
 
-@lru_cache(maxsize=1024)
 def _placed(arch: ArchitectureSpec, par: ParallelismSection, stage: int) -> tuple[LocalTensor, ...]:
-    return place_stage(arch, par, stage)
+    return layout_memo(arch, par).get(("placed", stage), place_stage, arch, par, stage)
 
 
 def stage_placed(plan: Plan, stage: int) -> tuple[LocalTensor, ...]:
     """The local (TP / EP placed) tensors one rank of ``stage`` holds, cached on the
-    parallelism without its DP and CP (:func:`_placing`)."""
-    arch, par = plan.model.architecture, _placing(plan.parallelism)
+    parallelism without its DP and CP (:func:`placing_parallelism`)."""
+    arch, par = plan.model.architecture, placing_parallelism(plan.parallelism)
     return _placed(arch, par, representative_stages(arch, par)[stage])

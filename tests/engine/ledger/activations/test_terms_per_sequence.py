@@ -73,9 +73,9 @@ def test_layer_terms_do_not_read_the_micro_batch(
     saved, _, _, _ = walk = layer_walk(plan, 0)
     kinds = tuple(k for k, _ in saved)
     args = (plan.model.architecture, tr, profile, attention, plan.method.recompute.policy)
-    own = layer_kind_terms.__wrapped__(args[0], g, *args[1:], kinds)
+    own = layer_kind_terms(args[0], g, *args[1:], kinds)
     one = g._replace(micro_batch=1)
-    assert own == layer_kind_terms.__wrapped__(args[0], one, *args[1:], kinds)
+    assert own == layer_kind_terms(args[0], one, *args[1:], kinds)
     sl = counted_layers(plan, walk)
     assert [(k.name, k.terms) for k in sl.kinds] == [(n, t) for n, t, _ in own]
     assert sl.describe(g) == counted_layers.__wrapped__(plan, walk).describe(g)
