@@ -79,7 +79,7 @@ def _environment() -> QProcessEnvironment:
     """The window's environment, with the folder this package came from first on the
     path (a checkout run without installing finds the same code)."""
     env = QProcessEnvironment.systemEnvironment()
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # above gui/workers/
     path = env.value("PYTHONPATH", "")
     env.insert("PYTHONPATH", root + (os.pathsep + path if path else ""))
     env.insert(SERVER_ENV, "1")
