@@ -3,8 +3,7 @@
 Mounts the engine's subcommands (which import no Qt, so ``memplan estimate`` starts
 fast) and adds the front-end commands that need Qt. With no subcommand, or with a
 ``.memplan`` file as the only argument, it starts the desktop GUI. ``memplan report`` runs
-as a one-shot process (:mod:`gui.workers.one_shot`): no cyclic collector, no interpreter teardown;
-so the engine is imported only once that is decided.
+as a one-shot process (:mod:`gui.workers.one_shot`): no interpreter teardown.
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``memplan`` parser: every subcommand, or (``command``: the one a command line
     names) only what that command needs, so ``memplan report`` imports no other command's
     module (:func:`engine.cli.register`)."""
-    from engine import cli  # here: a one-shot command pauses the collector first (main)
+    from engine import cli
 
     parser = argparse.ArgumentParser(
         prog="memplan",
@@ -89,8 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return start_gui(args_list[0])
     if args_list[0] not in one_shot.COMMANDS:
         return run_command(args_list)
-    with one_shot.collector_paused():  # from the first engine import on
-        code = run_command(args_list)
+    code = run_command(args_list)
     if argv is None:  # the process's own command line: nothing runs after it
         one_shot.end_process(code)
     return code

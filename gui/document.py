@@ -7,13 +7,11 @@ immutable Plan, and schedules one recompute. Several edits in one event-loop tur
 runs from a 0 ms single-shot timer. An invalid value never replaces the plan; a plan
 the engine cannot lay out keeps the last valid estimate on screen, marked stale.
 
-A plan of a large model not estimated before (its tensor inventory takes up to a second
-to build) is estimated on a pool thread (:mod:`gui.workers.cold_estimate`) while the last
-estimate stays on screen, marked stale with ``computingStarted``; the result is taken
-only if its plan is still the document's (a later edit or undo supersedes it, so no
-result arrives out of order).
-:meth:`PlanDocument.flush` computes at once whatever the model: what a save, a report
-or a test needs.
+The estimate runs here, on the GUI thread, for every model, a large model's first one
+(its tensor inventory built) included: that is quick enough that a worker thread would
+add a stale state and a hand-off without taking a stall away (``tests/bench_gui.py``
+prints the largest presets' event-loop gap and busiest GUI turn while applying them).
+:meth:`PlanDocument.flush` computes at once: what a save, a report or a test needs.
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ from gui.companions import with_companions
 from gui.fields.undo_text import edit_text
 from gui.files.file_identity import UNTITLED, name_after_file, write
 from gui.workers import gc_policy
-from gui.workers.cold_estimate import ColdEstimates
 
 MERGE_ID = 0x6D70  # QUndoCommand.id() shared by mergeable field edits
 
@@ -97,7 +94,6 @@ class PlanDocument(QObject):
     planChanged = Signal()
     estimateChanged = Signal()
     estimateFailed = Signal(str)  # the plan is valid but cannot be computed
-    computingStarted = Signal(str)  # its large model is being prepared: what to say
     fieldError = Signal(str, str)  # path, the engine's message for that field
     fieldOk = Signal(str)
     pathChanged = Signal()
@@ -127,13 +123,10 @@ class PlanDocument(QObject):
         self.typing: set[str] = set()  # fields holding typed text not yet committed
         self._merge_session = 0
         self._estimated_arch: object = None
-        self.computing = False  # the plan's large model is being prepared (see above)
-        self.cold = ColdEstimates(self)
-        self.cold.done.connect(self._estimated)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(0)
-        self._timer.timeout.connect(self._settled)
+        self._timer.timeout.connect(self._recompute)
         self._recompute()
 
     def _clean_changed(self, clean: bool) -> None:
@@ -276,57 +269,25 @@ class PlanDocument(QObject):
 
     # computing -----------------------------------------------------------------
     def flush(self) -> None:
-        """Recompute now, on this thread, even a large model being prepared (a save, a
-        report, a comparison must see the plan's own figures)."""
+        """Recompute now (a save, a report, a comparison must see the plan's own
+        figures, not wait for the turn's timer)."""
         self._timer.stop()
         self._recompute()
-
-    def _settled(self) -> None:
-        """The edits of a turn are in: estimate now, or prepare the model first."""
-        self._recompute(wait=False)
-
-    def _estimated(self, plan: Plan, result: Estimate | PlanError | None) -> None:
-        """A plan's estimate from the pool thread: shown if the plan is still this one
-        (else the plan now current is estimated, at once if its model is the same)."""
-        if not self.computing:
-            return
-        if plan is self._plan and result is not None:
-            self.computing = False
-            self._take(result)
-        else:
-            self._recompute(wait=plan is self._plan)
 
     @property
     def pending(self) -> bool:
         return self._timer.isActive()
 
-    def _recompute(self, wait: bool = True) -> None:
-        """Estimate the plan; unless ``wait``, a large model not yet prepared is prepared
-        off the GUI thread first (``computingStarted``; :meth:`_estimated` comes back)."""
-        if not wait and not self.cold.ready(self._plan.model.architecture):
-            self.computing = True
-            self.cold.start(self._plan)
-            self.computingStarted.emit(
-                f"computing the new plan (building {self._plan.model.name}'s tensor inventory)…"
-            )
-            return
-        self.cold.cancel()
-        self.computing = False
+    def _recompute(self) -> None:
+        """Estimate the plan: show it, or say why it has none."""
         try:
-            result: Estimate | PlanError = estimate(self._plan)
+            result = estimate(self._plan)
         except PlanError as exc:
-            result = exc
-        self.cold.note_built(self._plan.model.architecture)
-        self._take(result)
-
-    def _take(self, result: Estimate | PlanError) -> None:
-        """Show the current plan's estimate, or say why it has none."""
-        if isinstance(result, PlanError):
-            self.estimate_error, self.estimate_problems = str(result), result.problems
+            self.estimate_error, self.estimate_problems = str(exc), exc.problems
             self.estimateFailed.emit(self.estimate_error)
             return
-        arch = self._plan.model.architecture
         self.estimate, self.estimate_error, self.estimate_problems = result, None, ()
+        arch = self._plan.model.architecture
         if arch != self._estimated_arch:  # a new model's tensor inventory is now cached
             self._estimated_arch = arch
             gc_policy.settle()
@@ -334,8 +295,8 @@ class PlanDocument(QObject):
 
     @property
     def stale(self) -> bool:
-        """The estimate on screen is an earlier plan's (uncomputable, or model preparing)."""
-        return self.estimate_error is not None or self.computing
+        """The estimate on screen is an earlier plan's (the current one is uncomputable)."""
+        return self.estimate_error is not None
 
     # files ---------------------------------------------------------------------
     def _adopt(self, pf: planfile.PlanFile, path: Path | None) -> None:
@@ -351,7 +312,7 @@ class PlanDocument(QObject):
         self._plan = pf.plan
         self.planChanged.emit()
         self._timer.stop()
-        self._recompute(wait=False)
+        self._recompute()
         self.pathChanged.emit()
         self.dirtyChanged.emit(False)
 

@@ -61,7 +61,7 @@ from gui.views.legend_label import LegendLabel
 from gui.views.stages import StagesView
 from gui.views.table import LedgerTable
 from gui.views.traffic import TrafficView
-from gui.views.verdict import COMPUTING, VerdictPanel
+from gui.views.verdict import VerdictPanel
 from gui.workbench import Workbench
 from gui.workers import gc_policy, gil_policy
 from gui.workers.analysis_parts import AnalysisParts
@@ -103,7 +103,6 @@ class MainWindow(QMainWindow):
         self.doc.estimateChanged.connect(self.redraw)
         self.doc.measurementsChanged.connect(self._show_measured)
         self.doc.estimateFailed.connect(self._estimate_failed)
-        self.doc.computingStarted.connect(self._computing)
         self.doc.pathChanged.connect(self._title)
         self.doc.propertiesChanged.connect(self._title)
         self.doc.dirtyChanged.connect(lambda _d: self._title())
@@ -305,11 +304,6 @@ class MainWindow(QMainWindow):
         if got is not None:
             self.doc.set_many(*got)
 
-    def _computing(self, message: str) -> None:
-        """A large model is being prepared: the last plan's figures, greyed, no counts."""
-        self.verdict.show_computing(message)
-        self.workbench.show_counts(None)
-
     def _estimate_failed(self, message: str) -> None:
         self.verdict.set_stale(message)
         self._diagnostics()
@@ -321,7 +315,7 @@ class MainWindow(QMainWindow):
         if self.doc.invalid:
             self.verdict.set_stale(next(iter(self.doc.invalid.values())))
         elif self.doc.stale:
-            self.verdict.set_stale(self.doc.estimate_error or COMPUTING)
+            self.verdict.set_stale(self.doc.estimate_error)
         elif self.doc.estimate is not None:
             self.verdict.show_estimate(self.doc.plan, self.doc.estimate, self.units)
             self._show_counts()
@@ -383,7 +377,6 @@ class MainWindow(QMainWindow):
         self.settings.set_blob("geometry", bytes(self.saveGeometry().data()))
         self.settings.set_blob("splitter", bytes(self.splitter.saveState().data()))
         self.autosaver.clear()
-        self.doc.cold.shutdown()
         self.analysis.shutdown()
         self.report_actions.shutdown()
         self.workbench.shutdown()

@@ -1,7 +1,8 @@
 """Benchmark of the window's responsiveness — run by hand, prints numbers (not a test).
 
     QT_QPA_PLATFORM=offscreen PYTHONPATH=. python tests/bench_gui.py [--repeat N]
-        [--presets all|NAME,NAME] [--stall-seconds S] [--skip cold,report,stall,paint]
+        [--presets all|NAME,NAME] [--stall-seconds S] [--session-edits N]
+        [--skip cold,report,paint,stall,session,thread]
 
 Measures, each as a median (and the worst where it matters):
 
@@ -15,6 +16,16 @@ Measures, each as a median (and the worst where it matters):
   thread could not run its event loop (the target: none over 100 ms). Every preset gets
   a line with that gap and the GUI thread's busiest turn (its most CPU between two
   ticks): a gap far above the busiest turn was spent waiting for a core, not working.
+* **the cyclic collector** in the window's process (``gui/workers/gc_policy.py``): the
+  collections each generation ran while the above ran and the longest, then what a full
+  collection costs now and over how many objects (frozen ones are skipped).
+* **a long session** (``session``): every preset of ``--presets`` applied and then edited
+  ``--session-edits`` times, with the largest gap, the busiest turn and the collector's
+  pauses: what a full collection of a grown heap costs the window, if one comes.
+* **edit → chart painted during a thread's search** (``thread``): the edits above while a
+  pool thread of the window's process runs GPU-count searches of DeepSeek-V3 and
+  Llama-4-Maverick, as a comparison does: what the GIL switch interval
+  (``gui/workers/gil_policy.py``) is for.
 * **cold start to window**: a fresh interpreter from start to the main window shown and
   its first events processed (``--repeat`` runs).
 * **memplan report**: the CLI writing the default plan's PDF, end to end.
@@ -38,6 +49,14 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_gui_probes import (
+    CollectorWatch,
+    StallProbe,
+    edit_during_thread_search,
+    long_session,
+    settle,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -126,52 +145,6 @@ def report_cli(repeat: int) -> list[tuple[float, float]]:
     return out
 
 
-class StallProbe:
-    """A 10 ms timer on the GUI thread; ``worst`` is the largest gap between ticks and
-    ``worst_cpu`` the GUI thread's own CPU time within it: a gap the GUI thread spent
-    working is the window's; one it spent waiting (for the GIL held by the analysis
-    thread, or for a core on a shared machine) shows as CPU time well below the gap.
-    ``busiest`` is the most CPU time the GUI thread spent between two ticks: the
-    window's longest turn of work, whatever the machine's load made of its wall time."""
-
-    INTERVAL_MS = 10
-
-    def __init__(self) -> None:
-        from PySide6.QtCore import QTimer
-
-        self.timer = QTimer()
-        self.timer.setInterval(self.INTERVAL_MS)
-        self.timer.timeout.connect(self._tick)
-        self.last = self.last_cpu = 0.0
-        self.worst = self.worst_cpu = self.busiest = 0.0
-
-    def start(self) -> None:
-        self.last, self.worst = time.perf_counter(), 0.0
-        self.last_cpu, self.worst_cpu, self.busiest = time.thread_time(), 0.0, 0.0
-        self.timer.start()
-
-    def _tick(self) -> None:
-        now, cpu = time.perf_counter(), time.thread_time()
-        self.busiest = max(self.busiest, cpu - self.last_cpu)
-        if now - self.last > self.worst:
-            self.worst, self.worst_cpu = now - self.last, cpu - self.last_cpu
-        self.last, self.last_cpu = now, cpu
-
-    def stop(self) -> float:
-        self._tick()
-        self.timer.stop()
-        return self.worst
-
-
-def _settle(app: Any, seconds: float, until: Any = None) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        app.processEvents()
-        if until is not None and until():
-            return
-        time.sleep(0.002)
-
-
 def edit_to_paint(
     win: Any, app: Any, sets: dict[str, Any], repeat: int
 ) -> tuple[list[float], list[float]]:
@@ -182,7 +155,7 @@ def edit_to_paint(
     if sets:
         doc.set_many(sets, "bench")
         doc.flush()
-    _settle(app, 0.5)
+    settle(app, 0.5)
     out, cpu = [], []
     for i in range(repeat + 1):
         value = 4096 if i % 2 else 2048
@@ -194,15 +167,15 @@ def edit_to_paint(
         if i:  # the first is a warm-up
             out.append(t1 - t0)
             cpu.append(c1 - c0)
-        _settle(app, 0.02)
+        settle(app, 0.02)
     return out, cpu
 
 
 def _shown(win: Any, preset: str) -> bool:
     """Whether the window shows ``preset``'s plan settled: applied, its estimate on
-    screen (not an older plan's, nor one still being computed)."""
+    screen (not an older plan's)."""
     doc = win.doc
-    if doc.plan.model.preset != preset or doc.pending or doc.computing:
+    if doc.plan.model.preset != preset or doc.pending:
         return False
     est = doc.estimate
     return doc.stale or (est is not None and est.config_hash == doc.plan.config_hash())
@@ -219,23 +192,23 @@ def stall_per_preset(
     out = []
     tab = win.tabs["model"]
     for name in names:
-        _settle(app, 0.1)
+        settle(app, 0.1)
         probe.start()
         t0 = time.perf_counter()
         tab.preset.setCurrentIndex(tab.preset.findData(name))
         tab.apply_preset()  # as the Apply button does
-        _settle(app, seconds, until=lambda n=name: _shown(win, n))
+        settle(app, seconds, until=lambda n=name: _shown(win, n))
         applied = probe.stop()
         apply_turn = probe.busiest
-        _settle(app, 0.3)
+        settle(app, 0.3)
         probe.start()
         win.doc.set("batch.seq_len", 2048, merge=False)
-        _settle(app, 0.3)
-        _settle(app, seconds, until=lambda: not win.worker.busy)
+        settle(app, 0.3)
+        settle(app, seconds, until=lambda: not win.worker.busy)
         done = time.perf_counter() - t0
         out.append((name, applied, probe.stop(), done, probe.worst_cpu, probe.busiest, apply_turn))
         win.doc.set("batch.seq_len", 4096, merge=False)
-        _settle(app, 0.05)
+        settle(app, 0.05)
     return out
 
 
@@ -252,6 +225,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--presets", default="all")
     ap.add_argument("--stall-seconds", type=float, default=40.0)
+    ap.add_argument("--session-edits", type=int, default=40)
     ap.add_argument("--skip", default="")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -268,10 +242,11 @@ def main() -> int:
         from gui.settings import Settings
 
         app = make_app()
+        watch = CollectorWatch().__enter__()
         win = MainWindow(Settings(), autosave_ms=3_600_000)
         win.resize(1366, 740)
         win.show()
-        _settle(app, 1.0)
+        settle(app, 1.0)
         if "paint" not in skip:
             for label, sets in (("default plan", {}), ("405B TP8 × PP16", {**PP16})):
                 if sets:
@@ -286,11 +261,11 @@ def main() -> int:
                     f"{statistics.median(cpu) * 1e3:.1f} ms)"
                 )
             win.doc.new()
-            _settle(app, 0.5)
-        if "stall" not in skip:
-            from engine.models.presets import preset_names
+            settle(app, 0.5)
+        from engine.models.presets import preset_names
 
-            names = preset_names() if args.presets == "all" else args.presets.split(",")
+        names = preset_names() if args.presets == "all" else args.presets.split(",")
+        if "stall" not in skip:
             results = stall_per_preset(win, app, names, args.stall_seconds)
             print(
                 "per preset, worst first: the largest event-loop gap applying it (with the GUI "
@@ -316,6 +291,29 @@ def main() -> int:
             for what, i in (("applying a preset", 6), ("after an edit", 5)):
                 turn = max(results, key=lambda r: r[i])
                 print(f"GUI thread's busiest turn {what}: {turn[i] * 1e3:.1f} ms CPU ({turn[0]})")
+        watch.__exit__()
+        print(watch.line())
+        if "session" not in skip:
+            with CollectorWatch() as watch:
+                gap, turn = long_session(win, app, names, args.session_edits)
+            print(
+                f"long session ({len(names)} presets × {args.session_edits} edits): largest "
+                f"event-loop gap {gap * 1e3:.1f} ms, GUI thread's busiest turn {turn * 1e3:.1f} ms "
+                f"CPU; {watch.line()}"
+            )
+            win.doc.new()
+            settle(app, 0.5)
+        if "thread" not in skip:
+            slow = ["deepseek-v3", "llama-4-maverick"]
+            runs, cpu, gap = edit_during_thread_search(win, app, slow, args.repeat * 3)
+            print(
+                f"edit → chart painted during a thread's search ({', '.join(slow)}): median "
+                f"{statistics.median(runs) * 1e3:.1f} ms (max {max(runs) * 1e3:.1f} ms, "
+                f"{len(runs)} edits; GUI thread CPU median {statistics.median(cpu) * 1e3:.1f} ms); "
+                f"largest event-loop gap {gap * 1e3:.1f} ms"
+            )
+            win.doc.new()
+            settle(app, 0.5)
         win.doc.undo_stack.setClean()
         win.close()
         from shiboken6 import delete

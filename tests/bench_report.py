@@ -8,8 +8,7 @@ compiled the bytecode, which an installed app has cached):
 
 * **end to end**: ``python -m gui report -o FILE`` of the default plan (or ``--plan``),
   wall and CPU (:func:`bench_gui.report_cli` measures the same).
-* **where it goes**: the same steps in one child (without the cyclic collector, as the
-  command runs: :mod:`gui.workers.one_shot`), timed one by one: importing the
+* **where it goes**: the same steps in one child, timed one by one: importing the
   command line, the Qt application, importing the report, ``gather`` (the estimate, the
   GPU-count search and the re-estimating parts), laying the document out, painting the
   pages into the PDF.
@@ -34,8 +33,7 @@ from bench_gui import _env, _spread, report_cli
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
-import gc, json, os, resource, sys, time
-gc.disable()  # as `memplan report` runs (gui.workers.one_shot.collector_paused)
+import json, os, resource, sys, time
 marks, t0 = [], time.perf_counter()
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)

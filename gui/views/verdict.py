@@ -54,8 +54,6 @@ BADGE_MAX_WIDTH = 170
 
 COUNTS_PENDING = "no layout of this model fits within the search bound"
 COUNTS_UPDATING = "searching layouts…"
-COMPUTING = "computing the new plan…"
-"""Why the figures are the last plan's while a large model is prepared off the GUI thread."""
 
 
 def compact_shape(layout: Layout) -> str:
@@ -222,13 +220,6 @@ class VerdictPanel(QFrame):
     def show_counts_unavailable(self, reason: str) -> None:
         self.counts.setText("layout search unavailable")
         self.counts.setToolTip(reason)
-
-    def show_computing(self, message: str) -> None:
-        """The plan's estimate is on its way (a large model is being prepared): the figures
-        stay the last plan's, greyed with ``message``; no counts are shown as this plan's."""
-        self.set_stale(message)
-        self.counts.setText(COUNTS_UPDATING)
-        self.counts.setToolTip("")
 
     def set_stale(self, message: str | None) -> None:
         """Say the figures are from the last valid plan, and why the current one fails."""

@@ -75,11 +75,11 @@ def server_command() -> list[str]:
     return [sys.executable, "-m", "gui.workers.analysis_server"]
 
 
-def _environment() -> QProcessEnvironment:
+def server_environment() -> QProcessEnvironment:
     """The window's environment, with the folder this package came from first on the
     path (a checkout run without installing finds the same code)."""
     env = QProcessEnvironment.systemEnvironment()
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # above gui/workers/
     path = env.value("PYTHONPATH", "")
     env.insert("PYTHONPATH", root + (os.pathsep + path if path else ""))
     env.insert(SERVER_ENV, "1")
@@ -165,7 +165,7 @@ class AnalysisWorker(QObject):
     def _process(self) -> QProcess:
         if self._proc is None:
             proc = QProcess(self)
-            proc.setProcessEnvironment(_environment())
+            proc.setProcessEnvironment(server_environment())
             proc.readyReadStandardOutput.connect(self._read)
             proc.readyReadStandardError.connect(self._read_stderr)
             proc.finished.connect(self._finished)

@@ -1,18 +1,20 @@
-"""Garbage collection that never stops the window for hundreds of milliseconds.
+"""Garbage collection that never stops the window for a full collection of its heap.
 
-A full (generation-2) collection scans every object the process holds — with the tensor
-inventories of the models estimated cached (DeepSeek-V3 alone has ~45,000 tensors) that is
-a few hundred milliseconds, and it runs in whichever thread allocates at the wrong
-moment while holding the GIL: a background GPU-count search then freezes the GUI
-thread (measured: 300–600 ms stalls during DeepSeek-V3's search; none with this policy).
+A full (generation-2) collection scans every object the process holds that is not
+frozen: Qt's wrappers, the modules, and the engine's caches, which fill with each model
+estimated (tensor inventories, per-model memos, the analyses the window keeps). It
+runs in whichever thread allocates at the wrong moment, holding the GIL, so the GUI
+thread stops for as long as it takes, and that grows with the session: a long session
+of many models reaches one, and it is far above a frame. ``tests/bench_gui.py`` prints
+the figures ("cyclic collector", "long session"): run it with and without this policy.
 
 So the window (a) freezes what exists when it starts, and again when a model's tensor
-inventory has just been built (a new architecture estimated), into
-the permanent generation, which collections skip, and (b) runs full collections a
-hundred times less often (:data:`GEN2_THRESHOLD`); the young generations, where
-short-lived garbage dies, keep their defaults. Cyclic garbage caught by a freeze is
-never collected: a bounded cost, since freezes are rare (one per model) and the
-engine's results are acyclic dataclasses and tuples.
+inventory has just been built (a new architecture estimated), into the permanent
+generation, which collections skip, and (b) runs full collections a hundred times less
+often (:data:`GEN2_THRESHOLD`); the young generations, where short-lived garbage dies,
+keep their defaults. Cyclic garbage caught by a freeze is never collected: a bounded
+cost, since freezes are rare (one per model) and the engine's results are acyclic
+dataclasses and tuples.
 """
 
 from __future__ import annotations

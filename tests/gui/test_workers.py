@@ -150,3 +150,15 @@ def test_window_searches_in_a_worker_process_and_drops_stale_parts(qtbot: Any, w
     fits = [window.diagnostics.item(i).text() for i in range(window.diagnostics.count())]
     seq = an.analysis(window.doc.plan).fit.sequence
     assert f"Fit — longest sequence on this layout: {seq.answer}" in fits
+
+
+def test_the_server_finds_this_checkout_first() -> None:
+    """The child's path starts at the folder that holds this ``gui`` package, so a
+    checkout run without installing starts its own server (gui/workers/analysis_worker
+    ``server_environment``; the module sits two folders below that root)."""
+    import gui
+    from gui.workers.analysis_worker import server_environment
+
+    first = server_environment().value("PYTHONPATH").split(os.pathsep)[0]
+    assert Path(first) == Path(gui.__file__).resolve().parent.parent
+    assert (Path(first) / "gui" / "workers" / "analysis_server.py").is_file()
