@@ -114,7 +114,7 @@ def edit_during_thread_search(
     CPU seconds per edit, the largest event-loop gap meanwhile). The thread searches
     one fresh plan after another (a new sequence length each, so no cached answer)
     until the edits are done; the GUI thread then shares the interpreter with it."""
-    from engine.layout.search.counts import gpu_counts
+    from engine.layout.counts import gpu_counts
     from engine.plan import with_values
     from engine.presets import model_section_for
     from gui.workers.workers import TaskRunner

@@ -71,4 +71,6 @@ def test_a_new_models_first_estimate_is_frozen(qtbot: Any, fresh_window: Any) ->
     assert frozen > 0
     doc.set("batch.seq_len", 2 * doc.plan.batch.seq_len)
     doc.flush()
-    assert gc.get_freeze_count() == frozen
+    # nothing more is frozen; a frozen object the edit let go (a plan's memo entry the
+    # ledger replaced) leaves the permanent generation, so the count may fall
+    assert gc.get_freeze_count() <= frozen
