@@ -53,25 +53,33 @@ def _fsdp1_sharded(plan: Plan) -> bool:
     return s.startswith("fsdp1_") and s != "fsdp1_no_shard"
 
 
-def _fsdp1_sharded_row(plan: Plan, root_unit_bytes: int, shard: int) -> Row:
-    clones = fsdp1_shard_clone_bytes(plan, shard)
-    n = clones + root_unit_bytes
+def _event_row(id: str, label: str, n: int, formula: str, source: str) -> Row:
+    """One GPU row of the checkpoint event: ``n`` bytes live while it is written."""
     return make_row(
-        id="hbm.checkpoint.sharded_clones",
-        label="FSDP1 sharded state dict: every shard cloned on the GPU",
+        id=id,
+        label=label,
         state="checkpoint",
         location="hbm",
         kind="peak",
         group="checkpoint",
         low=n,
         high=n,
-        formula=(
-            f"this rank's chunk of every parameter cloned on the GPU "
-            f"({fmt_count(clones)} B, weights and adapters / {shard}) + the root unit "
-            f"unsharded until its post hook ({fmt_count(root_unit_bytes)} B)"
-        ),
-        source="fsdp1",
+        formula=formula,
+        source=source,
         phases=CHECKPOINT,
+    )
+
+
+def _fsdp1_sharded_row(plan: Plan, root_unit_bytes: int, shard: int) -> Row:
+    clones = fsdp1_shard_clone_bytes(plan, shard)
+    formula = (
+        f"this rank's chunk of every parameter cloned on the GPU "
+        f"({fmt_count(clones)} B, weights and adapters / {shard}) + the root unit "
+        f"unsharded until its post hook ({fmt_count(root_unit_bytes)} B)"
+    )
+    label = "FSDP1 sharded state dict: every shard cloned on the GPU"
+    return _event_row(
+        "hbm.checkpoint.sharded_clones", label, clones + root_unit_bytes, formula, "fsdp1"
     )
 
 
@@ -94,18 +102,4 @@ def checkpoint_rows(plan: Plan, largest_unit_bytes: int, shard: int = 1) -> list
             f"largest gathered unit {fmt_count(largest_unit_bytes)} B, copied to host "
             "RAM unit by unit (offload_to_cpu)"
         )
-    return [
-        make_row(
-            id="hbm.checkpoint.gathered",
-            label=label,
-            state="checkpoint",
-            location="hbm",
-            kind="peak",
-            group="checkpoint",
-            low=n,
-            high=n,
-            formula=formula,
-            source="torch-dcp",
-            phases=CHECKPOINT,
-        )
-    ]
+    return [_event_row("hbm.checkpoint.gathered", label, n, formula, "torch-dcp")]
