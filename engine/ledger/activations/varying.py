@@ -66,6 +66,34 @@ new_fixed = partial(tuple.__new__, Fixed)
 """A :class:`Fixed` from a tuple of its fields, built in C (as :data:`new_varying`)."""
 
 
+Words = Callable[[Span, frozenset[Moment]], Row]
+"""A part's row from its bytes and moments: the words (id, label, formula, source) are
+the function's own, ``low`` / ``high`` and ``moments`` the part's (what the numbers sum)."""
+
+
+def fixed(span: Span, allocated: bool, moments: frozenset[Moment], words: Words) -> Fixed:
+    """A :class:`Fixed` part whose row takes its bytes and moments from the part itself:
+    ``words`` is handed this very ``span`` and ``moments`` when a view reads the row, so
+    the row and the sum cannot disagree (no second arithmetic to keep equal)."""
+    return new_fixed((span, partial(words, span, moments), allocated, moments))
+
+
+FlyWords = Callable[[InFlight, Span, frozenset[Moment]], Row]
+"""A :class:`Varying` part's row at a stage's :class:`InFlight` from its bytes there and
+its moments (as :data:`Words`; ``fly`` for the formula's words only)."""
+
+
+def varying(
+    span: Callable[[InFlight], Span],
+    allocated: bool,
+    moments: frozenset[Moment],
+    words: FlyWords,
+) -> Varying:
+    """A :class:`Varying` part whose row at ``fly`` is built from ``span(fly)`` — the
+    bytes the numbers sum there — and the part's ``moments``, as :func:`fixed`'s."""
+    return new_varying((span, lambda fly: words(fly, span(fly), moments), allocated, moments))
+
+
 def of_row(row: Row) -> Fixed:
     """A row already built, as a :class:`Fixed` part (rows seldom present: the CP / EP
     exchange buffers, the eager mask)."""
@@ -80,19 +108,23 @@ def held_buffer(*, id: str, label: str, n: int, formula: Formula, source: str) -
     """A module buffer held the whole step in HBM, exact (``n`` bytes both ends): the
     RoPE caches and rotary / embedding-scale buffers of each stack's model are this one
     row shape, and differ only in their bytes, words and source."""
-    row = make_row(
-        id=id,
-        label=label,
-        state="buffers",
-        location="hbm",
-        kind="persistent",
-        group="buffers",
-        low=n,
-        high=n,
-        formula=formula,
-        source=source,
-    )
-    return Fixed((n, n), lambda: row, True, _HELD)
+
+    def words(span: Span, moments: frozenset[Moment]) -> Row:
+        return make_row(
+            id=id,
+            label=label,
+            state="buffers",
+            location="hbm",
+            kind="persistent",
+            group="buffers",
+            low=span[0],
+            high=span[1],
+            formula=formula,
+            source=source,
+            moments=moments,
+        )
+
+    return fixed((n, n), True, _HELD, words)
 
 
 def fixed_built(parts: Iterable[Fixed]) -> list[Row]:
