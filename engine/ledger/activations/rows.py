@@ -18,7 +18,7 @@ from functools import partial
 from typing import NamedTuple
 
 from engine.ledger.activations.compiled import compile_formula, fused_at
-from engine.ledger.activations.eager_mask import mask_row
+from engine.ledger.activations.eager_mask import mask_part
 from engine.ledger.activations.exchange import exchange_parts
 from engine.ledger.activations.geometry import Geometry, geometry
 from engine.ledger.activations.inputs import inputs_at
@@ -52,7 +52,6 @@ from engine.ledger.activations.varying import (
     built,
     fixed_built,
     new_varying,
-    of_row,
 )
 from engine.ledger.activations.working import working_at
 from engine.ledger.placement import LocalTensor
@@ -159,7 +158,7 @@ def fixed_at(
             held += previous(g, sl.n_layers)
         if world_one is not None:
             held += world_one(g)
-        masks = [of_row(mask_row(g, family, sl.n_ckpt > 0))] if eager else []
+        masks = [mask_part(g, family, sl.n_ckpt > 0)] if eager else []
         return _new_fixed_parts((sl, held, masks))
 
     return at
