@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.stage_layers import StageLayers
-from engine.ledger.activations.varying import Span, Varying, new_varying
+from engine.ledger.activations.varying import Span, Varying, varying
 from engine.ledger.row import (
     BACKWARD,
     Moment,
@@ -107,8 +107,7 @@ def _part(
     def span(fly: InFlight) -> Span:
         return band(size(fly))
 
-    def row(fly: InFlight) -> Row:
-        low, high = span(fly)
+    def row(fly: InFlight, bytes_: Span, live: frozenset[Moment]) -> Row:
         return make_row(
             id=id_,
             state="activations",
@@ -116,13 +115,13 @@ def _part(
             location="hbm",
             kind="peak",
             group="activations",
-            low=low,
-            high=high,
+            low=bytes_[0],
+            high=bytes_[1],
             formula=lambda: f"{words(fly)} = {fmt_count(size(fly))} B; × activation band",
             source=source,
             phases=BACKWARD,
-            backward=moments,
+            moments=live,
             dtype=dtype,
         )
 
-    return new_varying((span, row, True, moments_in(BACKWARD, moments)))
+    return varying(span, True, moments_in(BACKWARD, moments), row)
