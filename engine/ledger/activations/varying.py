@@ -13,6 +13,12 @@ scale with the micro-batches in flight are :class:`Fixed` parts, split the same 
 Both are made per plan by a make-up's functions of the micro-batch's geometry
 (:class:`engine.ledger.activations.rows.MakeUp`), which read the rest of the plan once
 per plan without its micro-batch's size: a fresh plan only works out the bytes.
+
+Every part is made by :func:`fixed` or :func:`varying` (or ``loss_kept.fixed_part``):
+its row's ``low`` / ``high`` and ``moments`` are handed in from the part's own span and
+moments, so the bytes a stage's numbers sum and the bytes its rows show are one
+arithmetic (issue 34), not two kept equal by a test. The words (id, label, formula,
+source, phases) stay the row function's own.
 """
 
 from __future__ import annotations
@@ -92,12 +98,6 @@ def varying(
     """A :class:`Varying` part whose row at ``fly`` is built from ``span(fly)`` — the
     bytes the numbers sum there — and the part's ``moments``, as :func:`fixed`'s."""
     return new_varying((span, lambda fly: words(fly, span(fly), moments), allocated, moments))
-
-
-def of_row(row: Row) -> Fixed:
-    """A row already built, as a :class:`Fixed` part (rows seldom present: the CP / EP
-    exchange buffers, the eager mask)."""
-    return Fixed((row.low, row.high), lambda: row, row.allocated, row.moments)
 
 
 _HELD = moments_in(ALL_PHASES)
