@@ -13,7 +13,7 @@ backward (issue 35 item 8).
 from __future__ import annotations
 
 from engine.ledger.activations.geometry import Geometry
-from engine.ledger.activations.varying import Fixed, Span, fixed
+from engine.ledger.activations.varying import Fixed, Span, new_fixed
 from engine.ledger.row import FORWARD_BACKWARD, THROUGH_LAYERS, Moment, Row, make_row, moments_in
 from engine.units import fmt_count, round_up
 
@@ -53,4 +53,4 @@ def mask_part(g: Geometry, family: str, ckpt: bool) -> Fixed:
             moments=moments,
         )
 
-    return fixed((total, total), True, _KEPT if ckpt else _FORWARD, words)
+    return new_fixed(((total, total), words, True, _KEPT if ckpt else _FORWARD))

@@ -24,7 +24,7 @@ from __future__ import annotations
 from operator import attrgetter
 
 from engine.ledger.activations.geometry import Geometry
-from engine.ledger.activations.varying import Fixed, Span, fixed
+from engine.ledger.activations.varying import Fixed, Span, new_fixed
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import FORWARD_BACKWARD, IN_LAYERS, Moment, Row, make_row, moments_in
 from engine.plan import Plan
@@ -84,7 +84,7 @@ def cp_kv_part(plan: Plan, g: Geometry) -> Fixed | None:
             dtype=dtype,
         )
 
-    return fixed((low, high), True, _LIVE, words)
+    return new_fixed(((low, high), words, True, _LIVE))
 
 
 _EXPERT = attrgetter("expert")
@@ -133,7 +133,7 @@ def ep_dispatch_part(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -
             dtype=dtype,
         )
 
-    return fixed((send + recv_low, send + recv_high), True, _LIVE, words)
+    return new_fixed(((send + recv_low, send + recv_high), words, True, _LIVE))
 
 
 def exchange_parts(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -> list[Fixed]:

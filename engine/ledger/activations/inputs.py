@@ -9,7 +9,7 @@ from functools import lru_cache, partial
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, shape_free_geometry
 from engine.ledger.activations.hf import rotary_dim
 from engine.ledger.activations.traits import source_of, traits_of
-from engine.ledger.activations.varying import Fixed, Span, fixed, held_buffer
+from engine.ledger.activations.varying import Fixed, Span, held_buffer, new_fixed
 from engine.ledger.row import ALL_PHASES, Moment, Row, make_row, moments_in
 from engine.ledger.shape_free import shape_free
 from engine.models.spec import ArchitectureSpec
@@ -57,7 +57,7 @@ def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
                 moments=moments,
             )
 
-        return [fixed((batch, batch), True, _HELD, words), *buffers]
+        return [new_fixed(((batch, batch), words, True, _HELD)), *buffers]
 
     return at
 
@@ -99,7 +99,7 @@ def _megatron_batch(last: bool, buffers: tuple[Fixed, ...], g: Geometry) -> list
             moments=moments,
         )
 
-    return [fixed((low, low), True, _HELD, words), *buffers]
+    return [new_fixed(((low, low), words, True, _HELD)), *buffers]
 
 
 @lru_cache(maxsize=256)

@@ -20,7 +20,7 @@ from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.sdpa_kernel import PADDING_MASK, attention_key
 from engine.ledger.activations.stage_layers import final_norm_at
 from engine.ledger.activations.traits import source_of, traits_of
-from engine.ledger.activations.varying import Span, Varying, varying
+from engine.ledger.activations.varying import Span, Varying, new_varying
 from engine.ledger.placement import LocalTensor
 from engine.ledger.row import (
     FORWARD_BACKWARD,
@@ -116,7 +116,7 @@ def casts_part(
             dtype=dtype,
         )
 
-    return varying(span, True, moments_in(FORWARD_BACKWARD, UNTIL_LAYERS_FREE), row)
+    return new_varying((span, row, True, moments_in(FORWARD_BACKWARD, UNTIL_LAYERS_FREE)))
 
 
 def profile_source(plan: Plan) -> str:
@@ -172,7 +172,7 @@ def once_at(
                 moments=live,
             )
 
-        return varying(span, True, live, row)
+        return new_varying((span, row, True, live))
 
     return at
 

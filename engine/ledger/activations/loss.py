@@ -41,7 +41,7 @@ from engine.ledger.activations.loss_kept import fixed_part, kept_bytes, kept_par
 from engine.ledger.activations.loss_modes import compiled_at, titan_chunked_at, titan_regather_at
 from engine.ledger.activations.loss_torchtune import chunked_output_at
 from engine.ledger.activations.schedule import InFlight
-from engine.ledger.activations.varying import Span, Varying, built, varying
+from engine.ledger.activations.varying import Span, Varying, built, new_varying
 from engine.ledger.row import (
     AT_LOSS,
     BACKWARD,
@@ -203,7 +203,7 @@ def _logits(
                 moments=moments,
             )
 
-        parts = [varying(saved_span, True, _SAVED, saved_row)]
+        parts = [new_varying((saved_span, saved_row, True, _SAVED))]
         if kept:
             parts.append(kept_part(rt, kept, t, v, FP32 if rt.kept_logits == "fp32" else c, src))
     else:
@@ -234,7 +234,7 @@ def _logits(
                     moments=moments,
                 )
 
-            parts = [varying(kept_span, True, _SAVED, kept_row)]
+            parts = [new_varying((kept_span, kept_row, True, _SAVED))]
             bwd, bwd_formula = 0, "fused: the gradients already exist"
         else:
             parts = []
@@ -368,4 +368,4 @@ def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
             moments=moments,
         )
 
-    return [varying(span, True, _FORWARD, row)]
+    return [new_varying((span, row, True, _FORWARD))]

@@ -5,8 +5,6 @@ loss's own buffers)."""
 
 from __future__ import annotations
 
-from functools import partial
-
 from engine.ledger.activations.varying import Span, Varying, Words, new_varying
 from engine.ledger.row import Moment, Row, make_row, moments_in
 from engine.sections.runtime import RuntimeSection
@@ -61,5 +59,4 @@ def fixed_part(n: int, moments: frozenset[Moment], words: Words) -> Varying:
     :class:`Varying` (the same bytes at every :class:`InFlight`; its row built by
     ``words`` from this very span and ``moments`` when read)."""
     span = (n, n)
-    row = partial(words, span, moments)
-    return new_varying((lambda fly: span, lambda fly: row(), True, moments))
+    return new_varying((lambda fly: span, lambda fly, got, live: words(got, live), True, moments))

@@ -49,7 +49,7 @@ from collections.abc import Callable
 from engine.ledger.activations.geometry import FP32, Geometry, geometry
 from engine.ledger.activations.loss_kept import fixed_part
 from engine.ledger.activations.schedule import InFlight
-from engine.ledger.activations.varying import Fixed, Span, Varying, fixed, varying
+from engine.ledger.activations.varying import Fixed, Span, Varying, new_fixed, new_varying
 from engine.ledger.peaks.titan_units import (
     WORLD_ONE_REDUCE_COPIES,
     head_regather_terms,
@@ -143,7 +143,7 @@ def compiled_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
 
         grad = logits
         return [
-            varying(span, True, _SAVED, row),
+            new_varying((span, row, True, _SAVED)),
             fixed_part(
                 grad,
                 _AT_LOSS,
@@ -349,6 +349,6 @@ def titan_world_one_at(
                 moments=live,
             )
 
-        return [fixed((n, n), True, _AT_LOSS, words)]
+        return [new_fixed(((n, n), words, True, _AT_LOSS))]
 
     return at

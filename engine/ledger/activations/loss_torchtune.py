@@ -74,7 +74,7 @@ from engine.ledger.activations.geometry import FP32, Geometry, geometry, trainab
 from engine.ledger.activations.loss_kept import fixed_part, kept_part
 from engine.ledger.activations.loss_modes import loss_row
 from engine.ledger.activations.schedule import InFlight
-from engine.ledger.activations.varying import Span, Varying, varying
+from engine.ledger.activations.varying import Span, Varying, new_varying
 from engine.ledger.row import (
     AT_LOSS,
     BACKWARD,
@@ -201,7 +201,7 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                 live,
             )
 
-        parts = [varying(span, True, _SAVED, row)]
+        parts = [new_varying((span, row, True, _SAVED))]
         if fwd and held:
             parts.append(kept_part(plan.runtime, fwd, t, v, FP32, LITGPT_SOURCE))
         elif fwd:
@@ -226,19 +226,21 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
             )
         bwd_span = (bwd_low, bwd)
         parts.append(
-            varying(
-                lambda fly: bwd_span,
-                True,
-                _AT_LOSS,
-                lambda fly, span, live: loss_row(
-                    "hbm.loss.output_chunks_backward",
-                    "Chunked-output loss backward: one chunk's gradients",
-                    span,
-                    lambda: bwd_formula,
-                    SOURCE,
-                    BACKWARD,
-                    live,
-                ),
+            new_varying(
+                (
+                    lambda fly: bwd_span,
+                    lambda fly, span, live: loss_row(
+                        "hbm.loss.output_chunks_backward",
+                        "Chunked-output loss backward: one chunk's gradients",
+                        span,
+                        lambda: bwd_formula,
+                        SOURCE,
+                        BACKWARD,
+                        live,
+                    ),
+                    True,
+                    _AT_LOSS,
+                )
             )
         )
         return parts

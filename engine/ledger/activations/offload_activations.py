@@ -46,7 +46,7 @@ from __future__ import annotations
 from engine.ledger.activations.geometry import trainability
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.stage_layers import StageLayers
-from engine.ledger.activations.varying import Span, Varying, varying
+from engine.ledger.activations.varying import Span, Varying, new_varying
 from engine.ledger.row import BACKWARD, IN_LAYERS, Moment, Row, make_row, moments_in, with_middle
 from engine.plan import Plan
 from engine.units import fmt_count
@@ -166,4 +166,4 @@ def _part(
             dtype=dtype,
         )
 
-    return varying(lambda fly: span, True, moments_in(BACKWARD, moments), row)
+    return new_varying((lambda fly: span, row, True, moments_in(BACKWARD, moments)))

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from engine.ledger.activations.geometry import FP32, Geometry
 from engine.ledger.activations.hf import dense_width
 from engine.ledger.activations.library_versions import bnb_keeps_input
-from engine.ledger.activations.varying import Fixed, Span, fixed
+from engine.ledger.activations.varying import Fixed, Span, new_fixed
 from engine.ledger.row import FORWARD, Moment, Row, make_row, moments_in
 from engine.plan import Plan
 from engine.units import fmt_count, round_up
@@ -114,6 +114,6 @@ def previous_graph_at(plan: Plan, last: bool) -> Callable[[Geometry, int], list[
                 moments=moments,
             )
 
-        return [fixed((n, n), True, _FORWARD, words)]
+        return [new_fixed(((n, n), words, True, _FORWARD))]
 
     return at

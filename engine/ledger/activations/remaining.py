@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.stage_layers import StageLayers
-from engine.ledger.activations.varying import Span, Varying, varying
+from engine.ledger.activations.varying import Span, Varying, new_varying
 from engine.ledger.row import (
     BACKWARD,
     Moment,
@@ -124,4 +124,4 @@ def _part(
             dtype=dtype,
         )
 
-    return varying(span, True, moments_in(BACKWARD, moments), row)
+    return new_varying((span, row, True, moments_in(BACKWARD, moments)))

@@ -51,7 +51,7 @@ from engine.ledger.activations.varying import (
     Varying,
     built,
     fixed_built,
-    varying,
+    new_varying,
 )
 from engine.ledger.activations.working import working_at
 from engine.ledger.placement import LocalTensor
@@ -278,7 +278,7 @@ def in_flight_at(
                     moments=live,
                 )
 
-            parts.append(varying(host_span, False, _HOST, host_row))
+            parts.append(new_varying((host_span, host_row, False, _HOST)))
 
             def layer_span(fly: InFlight) -> Span:
                 return gpu
@@ -332,7 +332,7 @@ def in_flight_at(
                 dtype=dtype,
             )
 
-        parts.append(varying(layer_span, True, saved_moments, layer_row))
+        parts.append(new_varying((layer_span, layer_row, True, saved_moments)))
         if not offload:  # what is left once the layers' backward frees them (item 6)
             parts += remaining_parts(sl, compiled_band(band, g, sl, fused), source, dtype)
         elif stash:  # the inputs torchtune's unpack brings back, layer by layer

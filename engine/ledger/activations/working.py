@@ -53,7 +53,7 @@ from engine.ledger.activations.packing import band_of, packing_formula
 from engine.ledger.activations.sdpa_kernel import attention_key, math_backward_terms
 from engine.ledger.activations.stage_layers import LayerKind, StageLayers, layer_context
 from engine.ledger.activations.traits import traits_of
-from engine.ledger.activations.varying import Fixed, Span, fixed
+from engine.ledger.activations.varying import Fixed, Span, new_fixed
 from engine.ledger.peaks.titan_prefetch import own_gather_at
 from engine.ledger.row import (
     BACKWARD,
@@ -173,7 +173,7 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
                 moments=live,
             )
 
-        return fixed((lo, hi), True, moments_in(BACKWARD, moments), row)
+        return new_fixed(((lo, hi), row, True, moments_in(BACKWARD, moments)))
 
     def at(g: Geometry, sl: StageLayers) -> list[Fixed]:
         largest, first = max(sl.kinds, key=_BYTES), sl.kinds[0]

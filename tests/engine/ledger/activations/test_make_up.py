@@ -25,6 +25,7 @@ from engine.ledger.activations.geometry import Term, geometry, terms_at, terms_b
 from engine.ledger.activations.rows import MakeUp, make_up
 from engine.ledger.activations.schedule import in_flights
 from engine.ledger.activations.stage_layers import layer_walks
+from engine.ledger.activations.varying import built, fixed_built
 from engine.ledger.row import Row
 from engine.ledger.shape_free import size_free
 from engine.ledger.states.persistent import stage_placed
@@ -35,12 +36,11 @@ from tests.engine.ledger.test_estimate_folding import pipelined
 
 
 def _rows(mu: MakeUp, g: Any, fly: Any) -> list[Row]:
-    """The make-up's rows at ``g`` and ``fly`` (each built from its part's own span:
-    :func:`engine.ledger.activations.varying.fixed` / ``varying``)."""
+    """The make-up's rows at ``g`` and ``fly``."""
     sl = mu.layers(g)
     fixed = mu.fixed(g, sl)
     varying = [*mu.saved(g, sl), *mu.labels(g), *(mu.logits(g) if mu.logits else [])]
-    return [p.build() for p in (*fixed.held, *fixed.tail)] + [p.build(fly) for p in varying]
+    return fixed_built((*fixed.held, *fixed.tail)) + built(varying, fly)
 
 
 EXTRA: dict[str, st.SearchStrategy[Any]] = {
