@@ -13,33 +13,44 @@ backward (issue 35 item 8).
 from __future__ import annotations
 
 from engine.ledger.activations.geometry import Geometry
-from engine.ledger.row import FORWARD_BACKWARD, THROUGH_LAYERS, Row, make_row
+from engine.ledger.activations.varying import Fixed, Span, new_fixed
+from engine.ledger.row import FORWARD_BACKWARD, THROUGH_LAYERS, Moment, Row, make_row, moments_in
 from engine.units import fmt_count, round_up
 
 TWO_MASKS = frozenset({"gemma2", "gemma3", "cohere2"})
 """Families whose model builds a full and a sliding-window mask."""
 
 
-def mask_row(g: Geometry, family: str, ckpt: bool) -> Row:
+_KEPT = moments_in(FORWARD_BACKWARD, THROUGH_LAYERS)
+"""A checkpointed stage's masks: forward, and its layers' backward."""
+_FORWARD = moments_in(FORWARD_BACKWARD, frozenset())
+"""An uncheckpointed stage's masks: forward only."""
+
+
+def mask_part(g: Geometry, family: str, ckpt: bool) -> Fixed:
     """The eager masks of a micro-batch at ``g`` (``ckpt``: the stage checkpoints)."""
     n = 2 if family in TWO_MASKS else 1
     one = round_up(g.micro_batch * g.seq * g.seq * g.compute_bytes, g.granularity)
     total = n * one
     kinds = "full and sliding-window masks" if n == 2 else "causal mask"
     kept = ", kept by the checkpointed layers through backward" if ckpt else ""
-    return make_row(
-        id="hbm.activations.forward.mask",
-        state="activations",
-        label=f"Eager attention {kinds} (b × 1 × s × s){kept}",
-        location="hbm",
-        kind="peak",
-        group="activations",
-        low=total,
-        high=total,
-        formula=lambda: (
-            f"{n} × {g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(total)} B"
-        ),
-        source="hf-transformers-llama",
-        phases=FORWARD_BACKWARD,
-        backward=THROUGH_LAYERS if ckpt else frozenset(),
-    )
+
+    def words(span: Span, moments: frozenset[Moment]) -> Row:
+        return make_row(
+            id="hbm.activations.forward.mask",
+            state="activations",
+            label=f"Eager attention {kinds} (b × 1 × s × s){kept}",
+            location="hbm",
+            kind="peak",
+            group="activations",
+            low=span[0],
+            high=span[1],
+            formula=lambda: (
+                f"{n} × {g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(total)} B"
+            ),
+            source="hf-transformers-llama",
+            phases=FORWARD_BACKWARD,
+            moments=moments,
+        )
+
+    return new_fixed(((total, total), words, True, _KEPT if ckpt else _FORWARD))

@@ -24,9 +24,9 @@ from __future__ import annotations
 from operator import attrgetter
 
 from engine.ledger.activations.geometry import Geometry
-from engine.ledger.activations.varying import Fixed, fixed_built, new_fixed
+from engine.ledger.activations.varying import Fixed, Span, new_fixed
 from engine.ledger.placement import LocalTensor
-from engine.ledger.row import FORWARD_BACKWARD, IN_LAYERS, Row, make_row, moments_in
+from engine.ledger.row import FORWARD_BACKWARD, IN_LAYERS, Moment, Row, make_row, moments_in
 from engine.plan import Plan
 from engine.stacks.families import family_of
 from engine.units import fmt_count, round_up
@@ -44,14 +44,9 @@ _LIVE = moments_in(FORWARD_BACKWARD, IN_LAYERS)
 """The moments of an exchange buffer (make_row's for its phases)."""
 
 
-def cp_kv_row(plan: Plan, g: Geometry) -> Row | None:
-    """K and V chunks a rank holds while one layer's attention runs under CP."""
-    part = cp_kv_part(plan, g)
-    return part.build() if part is not None else None
-
-
 def cp_kv_part(plan: Plan, g: Geometry) -> Fixed | None:
-    """:func:`cp_kv_row` as a :class:`Fixed` part: its bytes here, its row when read."""
+    """K and V chunks a rank holds while one layer's attention runs under CP: its bytes
+    here, its row (from them) when read."""
     cp = plan.parallelism.cp
     if cp == 1:
         return None
@@ -68,7 +63,7 @@ def cp_kv_part(plan: Plan, g: Geometry) -> Fixed | None:
         source = "torch-context-parallel"
     dtype = plan.method.precision.compute_dtype
 
-    def row() -> Row:
+    def words(span: Span, moments: frozenset[Moment]) -> Row:
         return make_row(
             id="hbm.comm.cp_kv",
             label=f"Context parallel K/V exchange ({method})",
@@ -76,8 +71,8 @@ def cp_kv_part(plan: Plan, g: Geometry) -> Fixed | None:
             location="hbm",
             kind="peak",
             group="activations",
-            low=low,
-            high=high,
+            low=span[0],
+            high=span[1],
             formula=lambda: (
                 f"one chunk {g.tokens}·{g.kv_local}·({g.head_dim} + {g.v_dim})·"
                 f"{g.compute_bytes} = {fmt_count(chunk)} B; {how} = {fmt_count(low)}–"
@@ -85,26 +80,20 @@ def cp_kv_part(plan: Plan, g: Geometry) -> Fixed | None:
             ),
             source=source,
             phases=FORWARD_BACKWARD,
-            backward=IN_LAYERS,
+            moments=moments,
             dtype=dtype,
         )
 
-    return new_fixed(((low, high), row, True, _LIVE))
+    return new_fixed(((low, high), words, True, _LIVE))
 
 
 _EXPERT = attrgetter("expert")
 """Whether a placed tensor is an expert's (read in C over a stage's tensors)."""
 
 
-def ep_dispatch_row(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -> Row | None:
-    """The token all-to-all's send and receive buffers of one MoE layer (EP > 1)."""
-    part = ep_dispatch_part(plan, g, placed)
-    return part.build() if part is not None else None
-
-
 def ep_dispatch_part(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -> Fixed | None:
-    """:func:`ep_dispatch_row` as a :class:`Fixed` part: its bytes here, its row when
-    read."""
+    """The token all-to-all's send and receive buffers of one MoE layer (EP > 1): its
+    bytes here, its row (from them) when read."""
     par, moe = plan.parallelism, plan.model.architecture.moe
     if moe is None or par.ep == 1 or not any(map(_EXPERT, placed)):
         return None
@@ -116,7 +105,7 @@ def ep_dispatch_part(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -
     recv_high = round_up(int(one * etp * max(1.0, moe.capacity_factor)), g.granularity)
     dtype, ep = plan.method.precision.compute_dtype, par.ep
 
-    def row() -> Row:
+    def words(span: Span, moments: frozenset[Moment]) -> Row:
         assert moe is not None
         return make_row(
             id="hbm.comm.ep_dispatch",
@@ -125,8 +114,8 @@ def ep_dispatch_part(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -
             location="hbm",
             kind="peak",
             group="activations",
-            low=send + recv_low,
-            high=send + recv_high,
+            low=span[0],
+            high=span[1],
             formula=lambda: (
                 f"send {g.seq_tokens} tokens × top-{moe.top_k} · {g.hidden} · "
                 f"{g.compute_bytes} = {fmt_count(send)} B; receive the same"
@@ -140,20 +129,15 @@ def ep_dispatch_part(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -
             ),
             source="megatron-moe-alltoall",
             phases=FORWARD_BACKWARD,
-            backward=IN_LAYERS,
+            moments=moments,
             dtype=dtype,
         )
 
-    low, high = send + recv_low, send + recv_high
-    return new_fixed(((low, high), row, True, _LIVE))
-
-
-def exchange_rows(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -> list[Row]:
-    """The CP and EP exchange buffers of a stage that has decoder layers."""
-    return fixed_built(exchange_parts(plan, g, placed))
+    return new_fixed(((send + recv_low, send + recv_high), words, True, _LIVE))
 
 
 def exchange_parts(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -> list[Fixed]:
-    """:func:`exchange_rows` as :class:`Fixed` parts (their rows built when read)."""
+    """The CP and EP exchange buffers of a stage that has decoder layers, as
+    :class:`Fixed` parts (their rows built when read)."""
     parts = [cp_kv_part(plan, g), ep_dispatch_part(plan, g, placed)]
     return [p for p in parts if p is not None]

@@ -9,8 +9,8 @@ from functools import lru_cache, partial
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, shape_free_geometry
 from engine.ledger.activations.hf import rotary_dim
 from engine.ledger.activations.traits import source_of, traits_of
-from engine.ledger.activations.varying import Fixed, held_buffer, new_fixed
-from engine.ledger.row import ALL_PHASES, Row, make_row, moments_in
+from engine.ledger.activations.varying import Fixed, Span, held_buffer, new_fixed
+from engine.ledger.row import ALL_PHASES, Moment, Row, make_row, moments_in
 from engine.ledger.shape_free import shape_free
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
@@ -42,7 +42,7 @@ def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
         n = g.micro_batch * g.seq * INT64
         batch = n_in * (-(-n // gran) * gran if gran > 1 else n)  # round_up inlined
 
-        def row() -> Row:
+        def words(span: Span, moments: frozenset[Moment]) -> Row:
             return make_row(
                 id="hbm.inputs.batch",
                 label=label,
@@ -50,13 +50,14 @@ def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
                 location="hbm",
                 kind="persistent",
                 group="inputs",
-                low=batch,
-                high=batch,
+                low=span[0],
+                high=span[1],
                 formula=lambda: f"{n_in} × int64 {g.micro_batch}·{g.seq}·8 = {fmt_count(batch)} B",
                 source="hf-transformers-llama",
+                moments=moments,
             )
 
-        return [new_fixed(((batch, batch), row, True, _HELD)), *buffers]
+        return [new_fixed(((batch, batch), words, True, _HELD)), *buffers]
 
     return at
 
@@ -78,7 +79,7 @@ def _megatron_batch(last: bool, buffers: tuple[Fixed, ...], g: Geometry) -> list
     what = "tokens, position_ids" + (", labels" if last else "")
     n = 3 if last else 2
 
-    def row() -> Row:
+    def words(span: Span, moments: frozenset[Moment]) -> Row:
         return make_row(
             id="hbm.inputs.batch",
             label="Input batch (" + what + (", loss_mask)" if last else ")"),
@@ -86,8 +87,8 @@ def _megatron_batch(last: bool, buffers: tuple[Fixed, ...], g: Geometry) -> list
             location="hbm",
             kind="persistent",
             group="inputs",
-            low=low,
-            high=low,
+            low=span[0],
+            high=span[1],
             formula=lambda: (
                 f"int64 {what}: {n} × {g.micro_batch}·{g.seq}·8"
                 + (f" + fp32 loss_mask {g.micro_batch}·{g.seq}·4" if last else "")
@@ -95,9 +96,10 @@ def _megatron_batch(last: bool, buffers: tuple[Fixed, ...], g: Geometry) -> list
                 "--no-create-attention-mask-in-dataloader)"
             ),
             source="megatron-gpt-batch",
+            moments=moments,
         )
 
-    return [new_fixed(((low, low), row, True, _HELD)), *buffers]
+    return [new_fixed(((low, low), words, True, _HELD)), *buffers]
 
 
 @lru_cache(maxsize=256)

@@ -94,8 +94,8 @@ def casts_part(
         casts = fly.times(one)
         return casts, casts
 
-    def row(fly: InFlight) -> Row:
-        casts = span(fly)[0]
+    def row(fly: InFlight, bytes_: Span, live: frozenset[Moment]) -> Row:
+        casts = bytes_[0]
         return make_row(
             id="hbm.activations.saved.weight_casts",
             state="activations",
@@ -103,8 +103,8 @@ def casts_part(
             location="hbm",
             kind="peak",
             group="activations",
-            low=casts,
-            high=casts,
+            low=bytes_[0],
+            high=bytes_[1],
             formula=lambda: (
                 f"{n_plain} layers × {fmt_count(per_layer)} B"
                 + (f" + lm_head {fmt_count(head)} B" if last else "")
@@ -112,11 +112,11 @@ def casts_part(
             ),
             source="torch-autocast",
             phases=FORWARD_BACKWARD,
-            backward=UNTIL_LAYERS_FREE,
+            moments=live,
             dtype=dtype,
         )
 
-    return Varying(span, row, True, moments_in(FORWARD_BACKWARD, UNTIL_LAYERS_FREE))
+    return new_varying((span, row, True, moments_in(FORWARD_BACKWARD, UNTIL_LAYERS_FREE)))
 
 
 def profile_source(plan: Plan) -> str:
@@ -152,9 +152,8 @@ def once_at(
             n = -(-fly.num // fly.den) * total  # fly.whole, inlined
             return n, n
 
-        def row(fly: InFlight) -> Row:
+        def row(fly: InFlight, bytes_: Span, live: frozenset[Moment]) -> Row:
             whole = fly.whole
-            low = span(fly)[0]
             return make_row(
                 id=id_,
                 state="activations",
@@ -162,15 +161,15 @@ def once_at(
                 location="hbm",
                 kind="peak",
                 group="activations",
-                low=low,
-                high=low,
+                low=bytes_[0],
+                high=bytes_[1],
                 formula=lambda: (
                     " + ".join(f"{text(k)} {fmt_count(b)}" for k, b in parts)
                     + f" = {fmt_count(total)} B × {whole} in flight"
                 ),
                 source=source,
                 phases=FORWARD_BACKWARD,
-                backward=moments,
+                moments=live,
             )
 
         return new_varying((span, row, True, live))

@@ -48,6 +48,7 @@ from engine.ledger.row import (
     FORWARD,
     FORWARD_BACKWARD,
     Formula,
+    Moment,
     Row,
     make_row,
     moments_in,
@@ -186,8 +187,7 @@ def _logits(
             saved = -(-fly.num // fly.den) * one  # fly.whole, inlined
             return saved, saved
 
-        def saved_row(fly: InFlight) -> Row:
-            saved = saved_span(fly)[0]
+        def saved_row(fly: InFlight, span: Span, moments: frozenset[Moment]) -> Row:
             return make_row(
                 id="hbm.loss.saved",
                 label=f"Loss: {'fp32 ' if lp_bytes == FP32 else ''}log-probs kept for backward",
@@ -195,12 +195,12 @@ def _logits(
                 location="hbm",
                 kind="peak",
                 group="logits",
-                low=saved,
-                high=saved,
+                low=span[0],
+                high=span[1],
                 formula=lambda: f"{t}·{v}·{lp_bytes} = {fmt_count(one)} B × {fly.whole} in flight",
                 source=src,
                 phases=FORWARD_BACKWARD,
-                backward=AT_LOSS,
+                moments=moments,
             )
 
         parts = [new_varying((saved_span, saved_row, True, _SAVED))]
@@ -216,8 +216,7 @@ def _logits(
             def kept_span(fly: InFlight) -> Span:
                 return fly.whole * kept, fly.whole * kept
 
-            def kept_row(fly: InFlight) -> Row:
-                low, high = kept_span(fly)
+            def kept_row(fly: InFlight, span: Span, moments: frozenset[Moment]) -> Row:
                 return make_row(
                     id="hbm.loss.saved",
                     label="Fused loss: grads of lm_head input and weight computed in forward",
@@ -225,14 +224,14 @@ def _logits(
                     location="hbm",
                     kind="peak",
                     group="logits",
-                    low=low,
-                    high=high,
+                    low=span[0],
+                    high=span[1],
                     formula=lambda: (
                         f"{t}·{g.hidden}·{c} + fp32 {v}·{g.hidden}·4 = {fmt_count(kept)} B"
                     ),
                     source="liger-fused-linear-ce",
                     phases=FORWARD_BACKWARD,
-                    backward=AT_LOSS,
+                    moments=moments,
                 )
 
             parts = [new_varying((kept_span, kept_row, True, _SAVED))]
@@ -246,21 +245,22 @@ def _logits(
         fixed_part(
             fwd,
             _FORWARD,
-            lambda: make_row(
+            lambda span, moments: make_row(
                 id="hbm.loss.forward_transient",
                 label="Loss: logits while the loss is computed",
                 state="loss",
                 location="hbm",
                 kind="peak",
                 group="logits",
-                low=fwd,
-                high=fwd,
+                low=span[0],
+                high=span[1],
                 formula=lambda: (
                     " + ".join(f"{text(k)} {fmt_count(n)}" for k, n in fwd_parts)
                     + f" = {fmt_count(fwd)} B"
                 ),
                 source=src,
                 phases=FORWARD,
+                moments=moments,
             ),
         )
     )
@@ -269,19 +269,19 @@ def _logits(
             fixed_part(
                 bwd,
                 _AT_LOSS,
-                lambda: make_row(
+                lambda span, moments: make_row(
                     id="hbm.loss.backward_transient",
                     label="Loss backward: gradient of the logits",
                     state="loss",
                     location="hbm",
                     kind="peak",
                     group="logits",
-                    low=bwd,
-                    high=bwd,
+                    low=span[0],
+                    high=span[1],
                     formula=bwd_formula,
                     source=src,
                     phases=BACKWARD,
-                    backward=AT_LOSS,
+                    moments=moments,
                 ),
             )
         )
@@ -352,8 +352,7 @@ def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
         lab = -(-fly.num // fly.den) * one  # fly.whole, inlined
         return lab, lab
 
-    def row(fly: InFlight) -> Row:
-        lab = span(fly)[0]
+    def row(fly: InFlight, lab: Span, moments: frozenset[Moment]) -> Row:
         return make_row(
             id="hbm.loss.labels",
             label="Shifted labels kept by nll_loss",
@@ -361,11 +360,12 @@ def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
             location="hbm",
             kind="peak",
             group="activations",
-            low=lab,
-            high=lab,
-            formula=lambda: f"int64 {n}·8 = {fmt_count(lab)} B × {fly.whole} in flight",
+            low=lab[0],
+            high=lab[1],
+            formula=lambda: f"int64 {n}·8 = {fmt_count(lab[0])} B × {fly.whole} in flight",
             source="hf-causal-lm-loss",
             phases=FORWARD,
+            moments=moments,
         )
 
     return [new_varying((span, row, True, _FORWARD))]

@@ -5,9 +5,7 @@ loss's own buffers)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from engine.ledger.activations.varying import Varying, new_varying
+from engine.ledger.activations.varying import Span, Varying, Words, new_varying
 from engine.ledger.row import Moment, Row, make_row, moments_in
 from engine.sections.runtime import RuntimeSection
 from engine.units import fmt_count
@@ -34,7 +32,7 @@ def kept_part(rt: RuntimeSection, kept: int, t: int, v: int, bpe: int, src: str)
     output is freed before backward: ``none``)."""
     dtype = "fp32" if rt.kept_logits == "fp32" else "16-bit"
 
-    def build() -> Row:
+    def words(span: Span, moments: frozenset[Moment]) -> Row:
         return make_row(
             id="hbm.loss.kept_output",
             label=f"Loss: {dtype} logits the training loop's output keeps",
@@ -42,22 +40,23 @@ def kept_part(rt: RuntimeSection, kept: int, t: int, v: int, bpe: int, src: str)
             location="hbm",
             kind="peak",
             group="logits",
-            low=kept,
-            high=kept,
+            low=span[0],
+            high=span[1],
             formula=lambda: (
                 f"{t}·{v}·{bpe} = {fmt_count(kept)} B (runtime.kept_logits: the output is "
                 "held until after the optimizer step)"
             ),
             source=src,
             phases=frozenset({"forward", "backward", "optimizer"}),
+            moments=moments,
         )
 
-    return fixed_part(kept, KEPT_MOMENTS, build)
+    return fixed_part(kept, KEPT_MOMENTS, words)
 
 
-def fixed_part(n: int, moments: frozenset[Moment], build: Callable[[], Row]) -> Varying:
+def fixed_part(n: int, moments: frozenset[Moment], words: Words) -> Varying:
     """A row of one micro-batch's ``n`` bytes whatever the micro-batches in flight, as a
-    :class:`Varying` (the same bytes at every :class:`InFlight`; the row built from
-    ``build`` — which writes ``n`` — when read)."""
+    :class:`Varying` (the same bytes at every :class:`InFlight`; its row built by
+    ``words`` from this very span and ``moments`` when read)."""
     span = (n, n)
-    return new_varying((lambda fly: span, lambda fly: build(), True, moments))
+    return new_varying((lambda fly: span, lambda fly, got, live: words(got, live), True, moments))

@@ -47,8 +47,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry
+from engine.ledger.activations.loss_kept import fixed_part
 from engine.ledger.activations.schedule import InFlight
-from engine.ledger.activations.varying import Fixed, Span, Varying, new_varying, of_row
+from engine.ledger.activations.varying import Fixed, Span, Varying, new_fixed, new_varying
 from engine.ledger.peaks.titan_units import (
     WORLD_ONE_REDUCE_COPIES,
     head_regather_terms,
@@ -85,21 +86,16 @@ _AT_LOSS = moments_in(BACKWARD, AT_LOSS)
 _SAVED = moments_in(FORWARD_BACKWARD, AT_LOSS)
 
 
-def once_part(n: int, moments: frozenset[Moment], build: Callable[[], Row]) -> Varying:
-    """A row of one micro-batch's ``n`` bytes, whatever the micro-batches in flight."""
-    span = (n, n)
-    return new_varying((lambda fly: span, lambda fly: build(), True, moments))
-
-
 def loss_row(
     id_: str,
     label: str,
-    n: int,
+    span: Span,
     formula: Formula,
     source: str,
     phases: frozenset[Phase],
-    backward: frozenset[Moment] | None = None,
+    moments: frozenset[Moment],
 ) -> Row:
+    """A loss row of a part's ``span`` bytes, live at the part's ``moments``."""
     return make_row(
         id=id_,
         label=label,
@@ -107,12 +103,12 @@ def loss_row(
         location="hbm",
         kind="peak",
         group="logits",
-        low=n,
-        high=n,
+        low=span[0],
+        high=span[1],
         formula=formula,
         source=source,
         phases=phases,
-        backward=backward,
+        moments=moments,
     )
 
 
@@ -131,35 +127,34 @@ def compiled_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
             n = fly.whole * one
             return n, n
 
-        def row(fly: InFlight) -> Row:
-            n = span(fly)[0]
+        def row(fly: InFlight, bytes_: Span, live: frozenset[Moment]) -> Row:
             return loss_row(
                 "hbm.loss.compiled_logits",
                 "Compiled loss: 16-bit logits and per-row max, log-sum-exp kept",
-                n,
+                bytes_,
                 lambda: (
                     f"logits {t}·{v}·{c} + fp32 max, lse 2 × {t}·4 = {fmt_count(one)} B × "
                     f"{fly.whole} in flight"
                 ),
                 src,
                 FORWARD_BACKWARD,
-                AT_LOSS,
+                live,
             )
 
         grad = logits
         return [
             new_varying((span, row, True, _SAVED)),
-            once_part(
+            fixed_part(
                 grad,
                 _AT_LOSS,
-                lambda: loss_row(
+                lambda span, live: loss_row(
                     "hbm.loss.compiled_backward",
                     "Compiled loss backward: the logits' gradient (16-bit)",
-                    grad,
+                    span,
                     lambda: f"{t}·{v}·{c} = {fmt_count(grad)} B",
                     src,
                     BACKWARD,
-                    AT_LOSS,
+                    live,
                 ),
             ),
         ]
@@ -188,13 +183,13 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
         copies = TORCHTITAN_CHUNKS * h_grad if g.micro_batch > 1 else 0
         loop = max(chunk, last, weight_mm) + copies
         parts = [
-            once_part(
+            fixed_part(
                 loop,
                 _FORWARD,
-                lambda: loss_row(
+                lambda span, live: loss_row(
                     "hbm.loss.chunk",
                     "Chunked loss: one chunk's logits and cross-entropy backward",
-                    loop,
+                    span,
                     lambda: (
                         f"max(chunk of {k} tokens {k}·{v}·{c} + "
                         f"{CHUNK_BACKWARD_FP32} × fp32 {k}·{v}·4 = {fmt_count(chunk)}"
@@ -218,34 +213,36 @@ def titan_chunked_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                     ),
                     src,
                     FORWARD,
+                    live,
                 ),
             ),
-            once_part(
+            fixed_part(
                 acc,
                 _SAVED,
-                lambda: loss_row(
+                lambda span, live: loss_row(
                     "hbm.loss.grad_accumulator",
                     "Chunked loss: fp32 hidden-state gradient accumulator",
-                    acc,
+                    span,
                     lambda: f"{t}·{h}·4 = {fmt_count(acc)} B",
                     src,
                     FORWARD_BACKWARD,
-                    AT_LOSS,
+                    live,
                 ),
             ),
         ]
         if fsdp:
             parts.append(
-                once_part(
+                fixed_part(
                     head_grad,
                     _FORWARD,
-                    lambda: loss_row(
+                    lambda span, live: loss_row(
                         "hbm.loss.lm_head_grad",
                         "Chunked loss: lm_head gradient accumulated unsharded (fp32)",
-                        head_grad,
+                        span,
                         lambda: f"{v}·{h}·4 = {fmt_count(head_grad)} B",
                         src,
                         FORWARD,
+                        live,
                     ),
                 )
             )
@@ -282,23 +279,23 @@ def titan_regather_at(plan: Plan) -> Callable[[Geometry], list[Varying]] | None:
         if not n:
             return []
         return [
-            once_part(
+            fixed_part(
                 n,
                 _AT_LOSS,
-                lambda: make_row(
+                lambda span, live: make_row(
                     id="hbm.gathered.head_regather",
                     label="Head unit gathered again for norm's backward (beyond the loss's)",
                     state="gathered",
                     location="hbm",
                     kind="peak",
                     group="gathered",
-                    low=n,
-                    high=n,
+                    low=span[0],
+                    high=span[1],
                     formula=f"max(0, all-gather {fmt_count(unit)} + scatter input "
                     f"{fmt_count(scatter)} − loss {fmt_count(loss)}) = {fmt_count(n)} B",
                     source="torchtitan-fsdp-units",
                     phases=BACKWARD,
-                    backward=AT_LOSS,
+                    moments=live,
                 ),
             )
         ]
@@ -333,22 +330,25 @@ def titan_world_one_at(
         n = max(0, copies - loss) - max(0, unit + one - loss)
         if n <= 0:
             return []
-        row = make_row(
-            id="hbm.buckets.head_reduce_world_one",
-            label="Head unit's fp32 reduce copies at one rank (beyond its regather)",
-            state="buckets",
-            location="hbm",
-            kind="peak",
-            group="buckets",
-            low=n,
-            high=n,
-            formula=f"max(0, {WORLD_ONE_REDUCE_COPIES} fp32 copies {fmt_count(copies)} − loss "
-            f"{fmt_count(loss)}) − max(0, all-gather {fmt_count(unit)} + scatter input "
-            f"{fmt_count(one)} − loss) = {fmt_count(n)} B",
-            source="torchtitan-fsdp-units",
-            phases=BACKWARD,
-            backward=AT_LOSS,
-        )
-        return [of_row(row)]
+
+        def words(span: Span, live: frozenset[Moment]) -> Row:
+            return make_row(
+                id="hbm.buckets.head_reduce_world_one",
+                label="Head unit's fp32 reduce copies at one rank (beyond its regather)",
+                state="buckets",
+                location="hbm",
+                kind="peak",
+                group="buckets",
+                low=span[0],
+                high=span[1],
+                formula=f"max(0, {WORLD_ONE_REDUCE_COPIES} fp32 copies {fmt_count(copies)} − "
+                f"loss {fmt_count(loss)}) − max(0, all-gather {fmt_count(unit)} + scatter "
+                f"input {fmt_count(one)} − loss) = {fmt_count(n)} B",
+                source="torchtitan-fsdp-units",
+                phases=BACKWARD,
+                moments=live,
+            )
+
+        return [new_fixed(((n, n), words, True, _AT_LOSS))]
 
     return at

@@ -71,8 +71,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry, trainability
-from engine.ledger.activations.loss_kept import kept_part
-from engine.ledger.activations.loss_modes import loss_row, once_part
+from engine.ledger.activations.loss_kept import fixed_part, kept_part
+from engine.ledger.activations.loss_modes import loss_row
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Span, Varying, new_varying
 from engine.ledger.row import (
@@ -80,8 +80,8 @@ from engine.ledger.row import (
     BACKWARD,
     FORWARD,
     FORWARD_BACKWARD,
+    Moment,
     Row,
-    make_row,
     moments_in,
 )
 from engine.plan import Plan
@@ -190,16 +190,15 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
             n = fly.whole * one
             return n, n
 
-        def row(fly: InFlight) -> Row:
-            n = span(fly)[0]
+        def row(fly: InFlight, bytes_: Span, live: frozenset[Moment]) -> Row:
             return loss_row(
                 "hbm.loss.output_chunks",
                 saved_label,
-                n,
+                bytes_,
                 lambda: f"{saved_formula} = {fmt_count(one)} B × {fly.whole} in flight",
                 SOURCE,
                 FORWARD_BACKWARD,
-                AT_LOSS,
+                live,
             )
 
         parts = [new_varying((span, row, True, _SAVED))]
@@ -207,13 +206,13 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
             parts.append(kept_part(plan.runtime, fwd, t, v, FP32, LITGPT_SOURCE))
         elif fwd:
             parts.append(
-                once_part(
+                fixed_part(
                     fwd,
                     _FORWARD,
-                    lambda: loss_row(
+                    lambda span, live: loss_row(
                         "hbm.loss.output_chunks_forward",
                         "Chunked-output loss: every chunk's 16-bit logits, one fp32 copy",
-                        fwd,
+                        span,
                         lambda: (
                             f"{t}·{v}·{c}"
                             + (f" + fp32 copy {k}·{v}·4" if copy else "")
@@ -221,6 +220,7 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
                         ),
                         SOURCE,
                         FORWARD,
+                        live,
                     ),
                 )
             )
@@ -229,19 +229,14 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
             new_varying(
                 (
                     lambda fly: bwd_span,
-                    lambda fly: make_row(
-                        id="hbm.loss.output_chunks_backward",
-                        label="Chunked-output loss backward: one chunk's gradients",
-                        state="loss",
-                        location="hbm",
-                        kind="peak",
-                        group="logits",
-                        low=bwd_low,
-                        high=bwd,
-                        formula=lambda: bwd_formula,
-                        source=SOURCE,
-                        phases=BACKWARD,
-                        backward=AT_LOSS,
+                    lambda fly, span, live: loss_row(
+                        "hbm.loss.output_chunks_backward",
+                        "Chunked-output loss backward: one chunk's gradients",
+                        span,
+                        lambda: bwd_formula,
+                        SOURCE,
+                        BACKWARD,
+                        live,
                     ),
                     True,
                     _AT_LOSS,

@@ -46,7 +46,7 @@ from __future__ import annotations
 from engine.ledger.activations.geometry import trainability
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.stage_layers import StageLayers
-from engine.ledger.activations.varying import Varying, new_varying
+from engine.ledger.activations.varying import Span, Varying, new_varying
 from engine.ledger.row import BACKWARD, IN_LAYERS, Moment, Row, make_row, moments_in, with_middle
 from engine.plan import Plan
 from engine.units import fmt_count
@@ -149,7 +149,7 @@ def _part(
     span = (least * unit, unit)
     count = "1" if least else "0–1"
 
-    def row(fly: InFlight) -> Row:
+    def row(fly: InFlight, bytes_: Span, live: frozenset[Moment]) -> Row:
         return make_row(
             id=f"hbm.activations.offload.{name}",
             state="activations",
@@ -157,12 +157,12 @@ def _part(
             location="hbm",
             kind="peak",
             group="activations",
-            low=span[0],
-            high=span[1],
+            low=bytes_[0],
+            high=bytes_[1],
             formula=f"{count} × {fmt_count(unit)} B ({words})",
             source="torchtune-activation-offloading",
             phases=BACKWARD,
-            backward=moments,
+            moments=live,
             dtype=dtype,
         )
 

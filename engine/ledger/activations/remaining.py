@@ -107,8 +107,7 @@ def _part(
     def span(fly: InFlight) -> Span:
         return band(size(fly))
 
-    def row(fly: InFlight) -> Row:
-        low, high = span(fly)
+    def row(fly: InFlight, bytes_: Span, live: frozenset[Moment]) -> Row:
         return make_row(
             id=id_,
             state="activations",
@@ -116,12 +115,12 @@ def _part(
             location="hbm",
             kind="peak",
             group="activations",
-            low=low,
-            high=high,
+            low=bytes_[0],
+            high=bytes_[1],
             formula=lambda: f"{words(fly)} = {fmt_count(size(fly))} B; × activation band",
             source=source,
             phases=BACKWARD,
-            backward=moments,
+            moments=live,
             dtype=dtype,
         )
 

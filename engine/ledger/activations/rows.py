@@ -18,7 +18,7 @@ from functools import partial
 from typing import NamedTuple
 
 from engine.ledger.activations.compiled import compile_formula, fused_at
-from engine.ledger.activations.eager_mask import mask_row
+from engine.ledger.activations.eager_mask import mask_part
 from engine.ledger.activations.exchange import exchange_parts
 from engine.ledger.activations.geometry import Geometry, geometry
 from engine.ledger.activations.inputs import inputs_at
@@ -52,7 +52,6 @@ from engine.ledger.activations.varying import (
     built,
     fixed_built,
     new_varying,
-    of_row,
 )
 from engine.ledger.activations.working import working_at
 from engine.ledger.placement import LocalTensor
@@ -62,6 +61,7 @@ from engine.ledger.row import (
     THROUGH_LAYERS,
     UNTIL_LAYERS_FREE,
     Formula,
+    Moment,
     Row,
     make_row,
     moments_in,
@@ -159,7 +159,7 @@ def fixed_at(
             held += previous(g, sl.n_layers)
         if world_one is not None:
             held += world_one(g)
-        masks = [of_row(mask_row(g, family, sl.n_ckpt > 0))] if eager else []
+        masks = [mask_part(g, family, sl.n_ckpt > 0)] if eager else []
         return _new_fixed_parts((sl, held, masks))
 
     return at
@@ -229,9 +229,7 @@ def in_flight_at(
     offload, host_source = offloads(plan), offload_source(plan)
     stash = stash_offload(plan, n_layers, n_ckpt)  # torchtune's: inputs placed per moment
     kept = at_loss(plan, n_ckpt) if stash else None
-    saved_moments, saved_backward = (
-        (moments_in(FORWARD_BACKWARD, AT_LOSS), AT_LOSS) if stash else (_SAVED, UNTIL_LAYERS_FREE)
-    )
+    saved_moments = moments_in(FORWARD_BACKWARD, AT_LOSS) if stash else _SAVED
     band, packing = band_of(plan), packing_formula(plan)
     fused = fused_at(plan)  # torch.compile's fused intermediates (None: eager)
     label = f"Saved activations, {n_layers} decoder layers ({plan.runtime.activation_profile})"
@@ -259,8 +257,8 @@ def in_flight_at(
                 host = fly.times(plain)
                 return host, host
 
-            def host_row(fly: InFlight) -> Row:
-                host = host_span(fly)[0]
+            def host_row(fly: InFlight, span: Span, live: frozenset[Moment]) -> Row:
+                host = span[0]
                 return make_row(
                     id="host.activations.offloaded",
                     label="Activations offloaded to host",
@@ -268,8 +266,8 @@ def in_flight_at(
                     location="host",
                     kind="peak",
                     group="activations",
-                    low=host,
-                    high=host,
+                    low=span[0],
+                    high=span[1],
                     formula=lambda: (
                         f"{n_layers} layers' saved sets {fmt_count(plain)} B (largest "
                         f"{fmt_count(full_b)} B) × {fly.num}/{fly.den} in flight = "
@@ -277,6 +275,7 @@ def in_flight_at(
                     ),
                     source=host_source,
                     phases=FORWARD_BACKWARD,
+                    moments=live,
                 )
 
             parts.append(new_varying((host_span, host_row, False, _HOST)))
@@ -316,8 +315,7 @@ def in_flight_at(
                     f"{fmt_count(total)} B; × activation band" + packing
                 )
 
-        def layer_row(fly: InFlight) -> Row:
-            low, high = layer_span(fly)
+        def layer_row(fly: InFlight, span: Span, live: frozenset[Moment]) -> Row:
             return make_row(
                 id="hbm.activations.saved.layers",
                 state="activations",
@@ -325,12 +323,12 @@ def in_flight_at(
                 location="hbm",
                 kind="peak",
                 group="activations",
-                low=low,
-                high=high,
+                low=span[0],
+                high=span[1],
                 formula=layer_formula(fly),
                 source=source,
                 phases=FORWARD_BACKWARD,
-                backward=saved_backward,
+                moments=live,
                 dtype=dtype,
             )
 

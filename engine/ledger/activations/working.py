@@ -53,7 +53,7 @@ from engine.ledger.activations.packing import band_of, packing_formula
 from engine.ledger.activations.sdpa_kernel import attention_key, math_backward_terms
 from engine.ledger.activations.stage_layers import LayerKind, StageLayers, layer_context
 from engine.ledger.activations.traits import traits_of
-from engine.ledger.activations.varying import Fixed, new_fixed
+from engine.ledger.activations.varying import Fixed, Span, new_fixed
 from engine.ledger.peaks.titan_prefetch import own_gather_at
 from engine.ledger.row import (
     BACKWARD,
@@ -142,7 +142,7 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
         rid, which = _IDS[next(m for m in _ENDS if m in moments)]
         which += " layer" if rid.endswith(".layer") else f" ({kind.name}) layer"
 
-        def row() -> Row:
+        def row(span: Span, live: frozenset[Moment]) -> Row:
             return make_row(
                 id=rid,
                 state="activations",
@@ -150,8 +150,8 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
                 location="hbm",
                 kind="peak",
                 group="activations",
-                low=lo,
-                high=hi,
+                low=span[0],
+                high=span[1],
                 formula=lambda: (
                     f"max(0, {text(work_text)} = {fmt_count(work_b)}"
                     + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
@@ -170,7 +170,7 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
                 ),
                 source="hf-transformers-moe-combine" if moe else "memory-model",
                 phases=BACKWARD,
-                backward=moments,
+                moments=live,
             )
 
         return new_fixed(((lo, hi), row, True, moments_in(BACKWARD, moments)))
