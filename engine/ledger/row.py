@@ -240,6 +240,42 @@ class Row(NamedTuple):
 _FORMULA = Row._fields.index("formula_src")
 
 
+def span_row(
+    *,
+    id: str,
+    label: str,
+    state: State,
+    span: tuple[int, int],
+    moments: frozenset[Moment],
+    formula: Formula,
+    source: str,
+    phases: frozenset[Phase] = ALL_PHASES,
+    group: str | None = None,
+    location: Location = "hbm",
+    kind: RowKind = "peak",
+    dtype: str | None = None,
+) -> Row:
+    """The row of an activation-side part: its bytes are the part's ``span`` and its life
+    the part's ``moments``, handed in by the part's builder
+    (:mod:`engine.ledger.activations.varying`), so the row can show nothing the sums do
+    not add. ``group`` defaults to the state's name."""
+    return make_row(
+        id=id,
+        label=label,
+        state=state,
+        location=location,
+        kind=kind,
+        group=group or state,
+        low=span[0],
+        high=span[1],
+        formula=formula,
+        source=source,
+        phases=phases,
+        moments=moments,
+        dtype=dtype,
+    )
+
+
 def make_row(
     *,
     id: str,

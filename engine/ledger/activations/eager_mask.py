@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from engine.ledger.activations.geometry import Geometry
 from engine.ledger.activations.varying import Fixed, Span, new_fixed
-from engine.ledger.row import FORWARD_BACKWARD, THROUGH_LAYERS, Moment, Row, make_row, moments_in
+from engine.ledger.row import FORWARD_BACKWARD, THROUGH_LAYERS, Moment, Row, moments_in, span_row
 from engine.units import fmt_count, round_up
 
 TWO_MASKS = frozenset({"gemma2", "gemma3", "cohere2"})
@@ -36,21 +36,17 @@ def mask_part(g: Geometry, family: str, ckpt: bool) -> Fixed:
     kept = ", kept by the checkpointed layers through backward" if ckpt else ""
 
     def words(span: Span, moments: frozenset[Moment]) -> Row:
-        return make_row(
+        return span_row(
             id="hbm.activations.forward.mask",
-            state="activations",
             label=f"Eager attention {kinds} (b × 1 × s × s){kept}",
-            location="hbm",
-            kind="peak",
-            group="activations",
-            low=span[0],
-            high=span[1],
+            state="activations",
+            span=span,
+            moments=moments,
             formula=lambda: (
                 f"{n} × {g.micro_batch}·{g.seq}·{g.seq}·{g.compute_bytes} = {fmt_count(total)} B"
             ),
             source="hf-transformers-llama",
             phases=FORWARD_BACKWARD,
-            moments=moments,
         )
 
     return new_fixed(((total, total), words, True, _KEPT if ckpt else _FORWARD))

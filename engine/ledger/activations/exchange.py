@@ -26,7 +26,7 @@ from operator import attrgetter
 from engine.ledger.activations.geometry import Geometry
 from engine.ledger.activations.varying import Fixed, Span, new_fixed
 from engine.ledger.placement import LocalTensor
-from engine.ledger.row import FORWARD_BACKWARD, IN_LAYERS, Moment, Row, make_row, moments_in
+from engine.ledger.row import FORWARD_BACKWARD, IN_LAYERS, Moment, Row, moments_in, span_row
 from engine.plan import Plan
 from engine.stacks.families import family_of
 from engine.units import fmt_count, round_up
@@ -64,15 +64,12 @@ def cp_kv_part(plan: Plan, g: Geometry) -> Fixed | None:
     dtype = plan.method.precision.compute_dtype
 
     def words(span: Span, moments: frozenset[Moment]) -> Row:
-        return make_row(
+        return span_row(
             id="hbm.comm.cp_kv",
             label=f"Context parallel K/V exchange ({method})",
             state="activations",
-            location="hbm",
-            kind="peak",
-            group="activations",
-            low=span[0],
-            high=span[1],
+            span=span,
+            moments=moments,
             formula=lambda: (
                 f"one chunk {g.tokens}·{g.kv_local}·({g.head_dim} + {g.v_dim})·"
                 f"{g.compute_bytes} = {fmt_count(chunk)} B; {how} = {fmt_count(low)}–"
@@ -80,7 +77,6 @@ def cp_kv_part(plan: Plan, g: Geometry) -> Fixed | None:
             ),
             source=source,
             phases=FORWARD_BACKWARD,
-            moments=moments,
             dtype=dtype,
         )
 
@@ -107,15 +103,12 @@ def ep_dispatch_part(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -
 
     def words(span: Span, moments: frozenset[Moment]) -> Row:
         assert moe is not None
-        return make_row(
+        return span_row(
             id="hbm.comm.ep_dispatch",
             label=f"Expert parallel all-to-all buffers (EP {ep})",
             state="activations",
-            location="hbm",
-            kind="peak",
-            group="activations",
-            low=span[0],
-            high=span[1],
+            span=span,
+            moments=moments,
             formula=lambda: (
                 f"send {g.seq_tokens} tokens × top-{moe.top_k} · {g.hidden} · "
                 f"{g.compute_bytes} = {fmt_count(send)} B; receive the same"
@@ -129,7 +122,6 @@ def ep_dispatch_part(plan: Plan, g: Geometry, placed: tuple[LocalTensor, ...]) -
             ),
             source="megatron-moe-alltoall",
             phases=FORWARD_BACKWARD,
-            moments=moments,
             dtype=dtype,
         )
 

@@ -10,7 +10,7 @@ from engine.ledger.activations.geometry import FP32, INT64, Geometry, shape_free
 from engine.ledger.activations.hf import rotary_dim
 from engine.ledger.activations.traits import source_of, traits_of
 from engine.ledger.activations.varying import Fixed, Span, held_buffer, new_fixed
-from engine.ledger.row import ALL_PHASES, Moment, Row, make_row, moments_in
+from engine.ledger.row import ALL_PHASES, Moment, Row, moments_in, span_row
 from engine.ledger.shape_free import shape_free
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan
@@ -43,18 +43,15 @@ def inputs_at(plan: Plan, last: bool) -> Callable[[Geometry], list[Fixed]]:
         batch = n_in * (-(-n // gran) * gran if gran > 1 else n)  # round_up inlined
 
         def words(span: Span, moments: frozenset[Moment]) -> Row:
-            return make_row(
+            return span_row(
                 id="hbm.inputs.batch",
                 label=label,
                 state="inputs",
-                location="hbm",
-                kind="persistent",
-                group="inputs",
-                low=span[0],
-                high=span[1],
+                span=span,
+                moments=moments,
                 formula=lambda: f"{n_in} × int64 {g.micro_batch}·{g.seq}·8 = {fmt_count(batch)} B",
                 source="hf-transformers-llama",
-                moments=moments,
+                kind="persistent",
             )
 
         return [new_fixed(((batch, batch), words, True, _HELD)), *buffers]
@@ -80,15 +77,12 @@ def _megatron_batch(last: bool, buffers: tuple[Fixed, ...], g: Geometry) -> list
     n = 3 if last else 2
 
     def words(span: Span, moments: frozenset[Moment]) -> Row:
-        return make_row(
+        return span_row(
             id="hbm.inputs.batch",
             label="Input batch (" + what + (", loss_mask)" if last else ")"),
             state="inputs",
-            location="hbm",
-            kind="persistent",
-            group="inputs",
-            low=span[0],
-            high=span[1],
+            span=span,
+            moments=moments,
             formula=lambda: (
                 f"int64 {what}: {n} × {g.micro_batch}·{g.seq}·8"
                 + (f" + fp32 loss_mask {g.micro_batch}·{g.seq}·4" if last else "")
@@ -96,7 +90,7 @@ def _megatron_batch(last: bool, buffers: tuple[Fixed, ...], g: Geometry) -> list
                 "--no-create-attention-mask-in-dataloader)"
             ),
             source="megatron-gpt-batch",
-            moments=moments,
+            kind="persistent",
         )
 
     return [new_fixed(((low, low), words, True, _HELD)), *buffers]

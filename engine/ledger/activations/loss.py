@@ -52,6 +52,7 @@ from engine.ledger.row import (
     Row,
     make_row,
     moments_in,
+    span_row,
     text,
 )
 from engine.plan import Plan
@@ -188,19 +189,16 @@ def _logits(
             return saved, saved
 
         def saved_row(fly: InFlight, span: Span, moments: frozenset[Moment]) -> Row:
-            return make_row(
+            return span_row(
                 id="hbm.loss.saved",
                 label=f"Loss: {'fp32 ' if lp_bytes == FP32 else ''}log-probs kept for backward",
                 state="loss",
-                location="hbm",
-                kind="peak",
-                group="logits",
-                low=span[0],
-                high=span[1],
+                span=span,
+                moments=moments,
                 formula=lambda: f"{t}·{v}·{lp_bytes} = {fmt_count(one)} B × {fly.whole} in flight",
                 source=src,
                 phases=FORWARD_BACKWARD,
-                moments=moments,
+                group="logits",
             )
 
         parts = [new_varying((saved_span, saved_row, True, _SAVED))]
@@ -217,21 +215,18 @@ def _logits(
                 return fly.whole * kept, fly.whole * kept
 
             def kept_row(fly: InFlight, span: Span, moments: frozenset[Moment]) -> Row:
-                return make_row(
+                return span_row(
                     id="hbm.loss.saved",
                     label="Fused loss: grads of lm_head input and weight computed in forward",
                     state="loss",
-                    location="hbm",
-                    kind="peak",
-                    group="logits",
-                    low=span[0],
-                    high=span[1],
+                    span=span,
+                    moments=moments,
                     formula=lambda: (
                         f"{t}·{g.hidden}·{c} + fp32 {v}·{g.hidden}·4 = {fmt_count(kept)} B"
                     ),
                     source="liger-fused-linear-ce",
                     phases=FORWARD_BACKWARD,
-                    moments=moments,
+                    group="logits",
                 )
 
             parts = [new_varying((kept_span, kept_row, True, _SAVED))]
@@ -245,22 +240,19 @@ def _logits(
         fixed_part(
             fwd,
             _FORWARD,
-            lambda span, moments: make_row(
+            lambda span, moments: span_row(
                 id="hbm.loss.forward_transient",
                 label="Loss: logits while the loss is computed",
                 state="loss",
-                location="hbm",
-                kind="peak",
-                group="logits",
-                low=span[0],
-                high=span[1],
+                span=span,
+                moments=moments,
                 formula=lambda: (
                     " + ".join(f"{text(k)} {fmt_count(n)}" for k, n in fwd_parts)
                     + f" = {fmt_count(fwd)} B"
                 ),
                 source=src,
                 phases=FORWARD,
-                moments=moments,
+                group="logits",
             ),
         )
     )
@@ -269,19 +261,16 @@ def _logits(
             fixed_part(
                 bwd,
                 _AT_LOSS,
-                lambda span, moments: make_row(
+                lambda span, moments: span_row(
                     id="hbm.loss.backward_transient",
                     label="Loss backward: gradient of the logits",
                     state="loss",
-                    location="hbm",
-                    kind="peak",
-                    group="logits",
-                    low=span[0],
-                    high=span[1],
+                    span=span,
+                    moments=moments,
                     formula=bwd_formula,
                     source=src,
                     phases=BACKWARD,
-                    moments=moments,
+                    group="logits",
                 ),
             )
         )

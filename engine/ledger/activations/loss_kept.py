@@ -6,7 +6,7 @@ loss's own buffers)."""
 from __future__ import annotations
 
 from engine.ledger.activations.varying import Span, Varying, Words, new_varying
-from engine.ledger.row import Moment, Row, make_row, moments_in
+from engine.ledger.row import Moment, Row, moments_in, span_row
 from engine.sections.runtime import RuntimeSection
 from engine.units import fmt_count
 
@@ -33,22 +33,19 @@ def kept_part(rt: RuntimeSection, kept: int, t: int, v: int, bpe: int, src: str)
     dtype = "fp32" if rt.kept_logits == "fp32" else "16-bit"
 
     def words(span: Span, moments: frozenset[Moment]) -> Row:
-        return make_row(
+        return span_row(
             id="hbm.loss.kept_output",
             label=f"Loss: {dtype} logits the training loop's output keeps",
             state="loss",
-            location="hbm",
-            kind="peak",
-            group="logits",
-            low=span[0],
-            high=span[1],
+            span=span,
+            moments=moments,
             formula=lambda: (
                 f"{t}·{v}·{bpe} = {fmt_count(kept)} B (runtime.kept_logits: the output is "
                 "held until after the optimizer step)"
             ),
             source=src,
             phases=frozenset({"forward", "backward", "optimizer"}),
-            moments=moments,
+            group="logits",
         )
 
     return fixed_part(kept, KEPT_MOMENTS, words)

@@ -66,8 +66,8 @@ from engine.ledger.row import (
     Moment,
     Phase,
     Row,
-    make_row,
     moments_in,
+    span_row,
 )
 from engine.plan import Plan
 from engine.stacks.families import rule_of
@@ -96,19 +96,16 @@ def loss_row(
     moments: frozenset[Moment],
 ) -> Row:
     """A loss row of a part's ``span`` bytes, live at the part's ``moments``."""
-    return make_row(
+    return span_row(
         id=id_,
         label=label,
         state="loss",
-        location="hbm",
-        kind="peak",
-        group="logits",
-        low=span[0],
-        high=span[1],
+        span=span,
+        moments=moments,
         formula=formula,
         source=source,
         phases=phases,
-        moments=moments,
+        group="logits",
     )
 
 
@@ -282,20 +279,16 @@ def titan_regather_at(plan: Plan) -> Callable[[Geometry], list[Varying]] | None:
             fixed_part(
                 n,
                 _AT_LOSS,
-                lambda span, live: make_row(
+                lambda span, live: span_row(
                     id="hbm.gathered.head_regather",
                     label="Head unit gathered again for norm's backward (beyond the loss's)",
                     state="gathered",
-                    location="hbm",
-                    kind="peak",
-                    group="gathered",
-                    low=span[0],
-                    high=span[1],
+                    span=span,
+                    moments=live,
                     formula=f"max(0, all-gather {fmt_count(unit)} + scatter input "
                     f"{fmt_count(scatter)} − loss {fmt_count(loss)}) = {fmt_count(n)} B",
                     source="torchtitan-fsdp-units",
                     phases=BACKWARD,
-                    moments=live,
                 ),
             )
         ]
@@ -332,21 +325,17 @@ def titan_world_one_at(
             return []
 
         def words(span: Span, live: frozenset[Moment]) -> Row:
-            return make_row(
+            return span_row(
                 id="hbm.buckets.head_reduce_world_one",
                 label="Head unit's fp32 reduce copies at one rank (beyond its regather)",
                 state="buckets",
-                location="hbm",
-                kind="peak",
-                group="buckets",
-                low=span[0],
-                high=span[1],
+                span=span,
+                moments=live,
                 formula=f"max(0, {WORLD_ONE_REDUCE_COPIES} fp32 copies {fmt_count(copies)} − "
                 f"loss {fmt_count(loss)}) − max(0, all-gather {fmt_count(unit)} + scatter "
                 f"input {fmt_count(one)} − loss) = {fmt_count(n)} B",
                 source="torchtitan-fsdp-units",
                 phases=BACKWARD,
-                moments=live,
             )
 
         return [new_fixed(((n, n), words, True, _AT_LOSS))]

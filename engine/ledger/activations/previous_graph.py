@@ -36,7 +36,7 @@ from engine.ledger.activations.geometry import FP32, Geometry
 from engine.ledger.activations.hf import dense_width
 from engine.ledger.activations.library_versions import bnb_keeps_input
 from engine.ledger.activations.varying import Fixed, Span, new_fixed
-from engine.ledger.row import FORWARD, Moment, Row, make_row, moments_in
+from engine.ledger.row import FORWARD, Moment, Row, moments_in, span_row
 from engine.plan import Plan
 from engine.units import fmt_count, round_up
 
@@ -96,22 +96,18 @@ def previous_graph_at(plan: Plan, last: bool) -> Callable[[Geometry, int], list[
             return []
 
         def words(span: Span, moments: frozenset[Moment]) -> Row:
-            return make_row(
+            return span_row(
                 id="hbm.activations.previous_step",
                 label="Previous micro-batch's output and graph, kept through this forward",
                 state="activations",
-                location="hbm",
-                kind="peak",
-                group="activations",
-                low=span[0],
-                high=span[1],
+                span=span,
+                moments=moments,
                 formula=lambda: (
                     " + ".join(f"{k} = {fmt_count(b)}" for k, b in kept)
                     + f"{why} = {fmt_count(n)} B"
                 ),
                 source="litgpt-fit-previous-graph",
                 phases=FORWARD,
-                moments=moments,
             )
 
         return [new_fixed(((n, n), words, True, _FORWARD))]

@@ -63,8 +63,8 @@ from engine.ledger.row import (
     Formula,
     Moment,
     Row,
-    make_row,
     moments_in,
+    span_row,
 )
 from engine.plan import Plan
 from engine.units import fmt_count
@@ -259,15 +259,12 @@ def in_flight_at(
 
             def host_row(fly: InFlight, span: Span, live: frozenset[Moment]) -> Row:
                 host = span[0]
-                return make_row(
+                return span_row(
                     id="host.activations.offloaded",
                     label="Activations offloaded to host",
                     state="activations",
-                    location="host",
-                    kind="peak",
-                    group="activations",
-                    low=span[0],
-                    high=span[1],
+                    span=span,
+                    moments=live,
                     formula=lambda: (
                         f"{n_layers} layers' saved sets {fmt_count(plain)} B (largest "
                         f"{fmt_count(full_b)} B) × {fly.num}/{fly.den} in flight = "
@@ -275,7 +272,7 @@ def in_flight_at(
                     ),
                     source=host_source,
                     phases=FORWARD_BACKWARD,
-                    moments=live,
+                    location="host",
                 )
 
             parts.append(new_varying((host_span, host_row, False, _HOST)))
@@ -316,19 +313,15 @@ def in_flight_at(
                 )
 
         def layer_row(fly: InFlight, span: Span, live: frozenset[Moment]) -> Row:
-            return make_row(
+            return span_row(
                 id="hbm.activations.saved.layers",
-                state="activations",
                 label=label,
-                location="hbm",
-                kind="peak",
-                group="activations",
-                low=span[0],
-                high=span[1],
+                state="activations",
+                span=span,
+                moments=live,
                 formula=layer_formula(fly),
                 source=source,
                 phases=FORWARD_BACKWARD,
-                moments=live,
                 dtype=dtype,
             )
 

@@ -28,7 +28,7 @@ from functools import partial
 from typing import NamedTuple
 
 from engine.ledger.activations.schedule import InFlight
-from engine.ledger.row import ALL_PHASES, Formula, Moment, Row, make_row, moments_in
+from engine.ledger.row import ALL_PHASES, Formula, Moment, Row, moments_in, span_row
 
 Span = tuple[int, int]
 """A (low, high) byte count."""
@@ -93,18 +93,15 @@ def held_buffer(*, id: str, label: str, n: int, formula: Formula, source: str) -
     row shape, and differ only in their bytes, words and source."""
 
     def words(span: Span, moments: frozenset[Moment]) -> Row:
-        return make_row(
+        return span_row(
             id=id,
             label=label,
             state="buffers",
-            location="hbm",
-            kind="persistent",
-            group="buffers",
-            low=span[0],
-            high=span[1],
+            span=span,
+            moments=moments,
             formula=formula,
             source=source,
-            moments=moments,
+            kind="persistent",
         )
 
     return new_fixed(((n, n), words, True, _HELD))

@@ -60,8 +60,8 @@ from engine.ledger.row import (
     Formula,
     Moment,
     Row,
-    make_row,
     moments_in,
+    span_row,
     text,
 )
 from engine.ledger.shape_free import shape_free
@@ -143,15 +143,12 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
         which += " layer" if rid.endswith(".layer") else f" ({kind.name}) layer"
 
         def row(span: Span, live: frozenset[Moment]) -> Row:
-            return make_row(
+            return span_row(
                 id=rid,
-                state="activations",
                 label=f"Backward working set of {which}, net of its own freed tensors",
-                location="hbm",
-                kind="peak",
-                group="activations",
-                low=span[0],
-                high=span[1],
+                state="activations",
+                span=span,
+                moments=live,
                 formula=lambda: (
                     f"max(0, {text(work_text)} = {fmt_count(work_b)}"
                     + (f" + recomputed layer {fmt_count(recomputed)}" if recomputed else "")
@@ -170,7 +167,6 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
                 ),
                 source="hf-transformers-moe-combine" if moe else "memory-model",
                 phases=BACKWARD,
-                moments=live,
             )
 
         return new_fixed(((lo, hi), row, True, moments_in(BACKWARD, moments)))
