@@ -3,9 +3,11 @@
 A stage's numbers and its rows come from one set of parts
 (:class:`engine.ledger.stage_rows.StageNumbers`: the shared rows with their sums, the
 make-up's fixed and varying parts), so the numbers' phases and peak moments follow from
-its moments by the same function as a timeline's; what is left to check of them is that
-each moment is the sum of the rows live then — every part's bytes and moments are its
-row's. The rows themselves come from work shared between stages and plans: the shared
+its moments by the same function as a timeline's. An activation part hands its row its
+own span and moments (:func:`engine.ledger.activations.varying.built`), but whether the
+part counts as allocated is kept equal to its row's location and state by agreement, so
+what is left to check is that each moment is the sum of the allocated rows live then.
+The rows themselves come from work shared between stages and plans: the shared
 rows once per kind of stage and shape-free plan (:mod:`engine.ledger.stage_shared`,
 :mod:`engine.ledger.memo`), a stage's layer kinds once per make-up
 (:func:`engine.ledger.activations.stage_layers.stage_layers`), the communication pass
