@@ -37,7 +37,7 @@ from functools import partial
 
 from engine.ledger.activations.geometry import FP32, INT64, Geometry, geometry, trainability
 from engine.ledger.activations.library_versions import version_tuple
-from engine.ledger.activations.loss_kept import fixed_part, kept_bytes, kept_part
+from engine.ledger.activations.loss_kept import fixed_part, kept_bytes, kept_part, loss_row
 from engine.ledger.activations.loss_modes import compiled_at, titan_chunked_at, titan_regather_at
 from engine.ledger.activations.loss_torchtune import chunked_output_at
 from engine.ledger.activations.schedule import InFlight
@@ -50,7 +50,6 @@ from engine.ledger.row import (
     Formula,
     Moment,
     Row,
-    make_row,
     moments_in,
     span_row,
     text,
@@ -189,16 +188,14 @@ def _logits(
             return saved, saved
 
         def saved_row(fly: InFlight, span: Span, moments: frozenset[Moment]) -> Row:
-            return span_row(
-                id="hbm.loss.saved",
-                label=f"Loss: {'fp32 ' if lp_bytes == FP32 else ''}log-probs kept for backward",
-                state="loss",
-                span=span,
-                moments=moments,
-                formula=lambda: f"{t}·{v}·{lp_bytes} = {fmt_count(one)} B × {fly.whole} in flight",
-                source=src,
-                phases=FORWARD_BACKWARD,
-                group="logits",
+            return loss_row(
+                "hbm.loss.saved",
+                f"Loss: {'fp32 ' if lp_bytes == FP32 else ''}log-probs kept for backward",
+                span,
+                lambda: f"{t}·{v}·{lp_bytes} = {fmt_count(one)} B × {fly.whole} in flight",
+                src,
+                FORWARD_BACKWARD,
+                moments,
             )
 
         parts = [new_varying((saved_span, saved_row, True, _SAVED))]
@@ -215,18 +212,14 @@ def _logits(
                 return fly.whole * kept, fly.whole * kept
 
             def kept_row(fly: InFlight, span: Span, moments: frozenset[Moment]) -> Row:
-                return span_row(
-                    id="hbm.loss.saved",
-                    label="Fused loss: grads of lm_head input and weight computed in forward",
-                    state="loss",
-                    span=span,
-                    moments=moments,
-                    formula=lambda: (
-                        f"{t}·{g.hidden}·{c} + fp32 {v}·{g.hidden}·4 = {fmt_count(kept)} B"
-                    ),
-                    source="liger-fused-linear-ce",
-                    phases=FORWARD_BACKWARD,
-                    group="logits",
+                return loss_row(
+                    "hbm.loss.saved",
+                    "Fused loss: grads of lm_head input and weight computed in forward",
+                    span,
+                    lambda: f"{t}·{g.hidden}·{c} + fp32 {v}·{g.hidden}·4 = {fmt_count(kept)} B",
+                    "liger-fused-linear-ce",
+                    FORWARD_BACKWARD,
+                    moments,
                 )
 
             parts = [new_varying((kept_span, kept_row, True, _SAVED))]
@@ -240,19 +233,17 @@ def _logits(
         fixed_part(
             fwd,
             _FORWARD,
-            lambda span, moments: span_row(
-                id="hbm.loss.forward_transient",
-                label="Loss: logits while the loss is computed",
-                state="loss",
-                span=span,
-                moments=moments,
-                formula=lambda: (
+            lambda span, moments: loss_row(
+                "hbm.loss.forward_transient",
+                "Loss: logits while the loss is computed",
+                span,
+                lambda: (
                     " + ".join(f"{text(k)} {fmt_count(n)}" for k, n in fwd_parts)
                     + f" = {fmt_count(fwd)} B"
                 ),
-                source=src,
-                phases=FORWARD,
-                group="logits",
+                src,
+                FORWARD,
+                moments,
             ),
         )
     )
@@ -261,16 +252,14 @@ def _logits(
             fixed_part(
                 bwd,
                 _AT_LOSS,
-                lambda span, moments: span_row(
-                    id="hbm.loss.backward_transient",
-                    label="Loss backward: gradient of the logits",
-                    state="loss",
-                    span=span,
-                    moments=moments,
-                    formula=bwd_formula,
-                    source=src,
-                    phases=BACKWARD,
-                    group="logits",
+                lambda span, moments: loss_row(
+                    "hbm.loss.backward_transient",
+                    "Loss backward: gradient of the logits",
+                    span,
+                    bwd_formula,
+                    src,
+                    BACKWARD,
+                    moments,
                 ),
             )
         )
@@ -342,19 +331,16 @@ def labels_parts(plan: Plan, g: Geometry, last: bool) -> list[Varying]:
         return lab, lab
 
     def row(fly: InFlight, lab: Span, moments: frozenset[Moment]) -> Row:
-        return make_row(
+        return span_row(
             id="hbm.loss.labels",
             label="Shifted labels kept by nll_loss",
             state="loss",
-            location="hbm",
-            kind="peak",
-            group="activations",
-            low=lab[0],
-            high=lab[1],
+            span=lab,
+            moments=moments,
             formula=lambda: f"int64 {n}·8 = {fmt_count(lab[0])} B × {fly.whole} in flight",
             source="hf-causal-lm-loss",
             phases=FORWARD,
-            moments=moments,
+            group="activations",
         )
 
     return [new_varying((span, row, True, _FORWARD))]

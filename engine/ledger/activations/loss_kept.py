@@ -1,12 +1,12 @@
 """The loss rows' fixed parts: a row of the same bytes whatever the micro-batches in
 flight, and the logits a training loop keeps by holding the model's output
 (``runtime.kept_logits``) — apart from :mod:`loss` so that module stays one job (the
-loss's own buffers)."""
+loss's own buffers) — and :func:`loss_row`, the one shape of every loss mode's rows."""
 
 from __future__ import annotations
 
 from engine.ledger.activations.varying import Span, Varying, Words, new_varying
-from engine.ledger.row import Moment, Row, moments_in, span_row
+from engine.ledger.row import Formula, Moment, Phase, Row, moments_in, span_row
 from engine.sections.runtime import RuntimeSection
 from engine.units import fmt_count
 
@@ -33,19 +33,17 @@ def kept_part(rt: RuntimeSection, kept: int, t: int, v: int, bpe: int, src: str)
     dtype = "fp32" if rt.kept_logits == "fp32" else "16-bit"
 
     def words(span: Span, moments: frozenset[Moment]) -> Row:
-        return span_row(
-            id="hbm.loss.kept_output",
-            label=f"Loss: {dtype} logits the training loop's output keeps",
-            state="loss",
-            span=span,
-            moments=moments,
-            formula=lambda: (
+        return loss_row(
+            "hbm.loss.kept_output",
+            f"Loss: {dtype} logits the training loop's output keeps",
+            span,
+            lambda: (
                 f"{t}·{v}·{bpe} = {fmt_count(kept)} B (runtime.kept_logits: the output is "
                 "held until after the optimizer step)"
             ),
-            source=src,
-            phases=frozenset({"forward", "backward", "optimizer"}),
-            group="logits",
+            src,
+            frozenset({"forward", "backward", "optimizer"}),
+            moments,
         )
 
     return fixed_part(kept, KEPT_MOMENTS, words)
@@ -57,3 +55,26 @@ def fixed_part(n: int, moments: frozenset[Moment], words: Words) -> Varying:
     ``words`` from this very span and ``moments`` when read)."""
     span = (n, n)
     return new_varying((lambda fly: span, lambda fly, got, live: words(got, live), True, moments))
+
+
+def loss_row(
+    id_: str,
+    label: str,
+    span: Span,
+    formula: Formula,
+    source: str,
+    phases: frozenset[Phase],
+    moments: frozenset[Moment],
+) -> Row:
+    """A loss row of a part's ``span`` bytes, live at the part's ``moments``."""
+    return span_row(
+        id=id_,
+        label=label,
+        state="loss",
+        span=span,
+        moments=moments,
+        formula=formula,
+        source=source,
+        phases=phases,
+        group="logits",
+    )

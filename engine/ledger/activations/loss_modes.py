@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry
-from engine.ledger.activations.loss_kept import fixed_part
+from engine.ledger.activations.loss_kept import fixed_part, loss_row
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Fixed, Span, Varying, new_fixed, new_varying
 from engine.ledger.peaks.titan_units import (
@@ -62,9 +62,7 @@ from engine.ledger.row import (
     BACKWARD,
     FORWARD,
     FORWARD_BACKWARD,
-    Formula,
     Moment,
-    Phase,
     Row,
     moments_in,
     span_row,
@@ -84,29 +82,6 @@ the gradient of the log-probs (``nll_loss_backward``) and of the upcast logits
 _FORWARD = moments_in(FORWARD)
 _AT_LOSS = moments_in(BACKWARD, AT_LOSS)
 _SAVED = moments_in(FORWARD_BACKWARD, AT_LOSS)
-
-
-def loss_row(
-    id_: str,
-    label: str,
-    span: Span,
-    formula: Formula,
-    source: str,
-    phases: frozenset[Phase],
-    moments: frozenset[Moment],
-) -> Row:
-    """A loss row of a part's ``span`` bytes, live at the part's ``moments``."""
-    return span_row(
-        id=id_,
-        label=label,
-        state="loss",
-        span=span,
-        moments=moments,
-        formula=formula,
-        source=source,
-        phases=phases,
-        group="logits",
-    )
 
 
 def compiled_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:

@@ -71,8 +71,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.ledger.activations.geometry import FP32, Geometry, geometry, trainability
-from engine.ledger.activations.loss_kept import fixed_part, kept_part
-from engine.ledger.activations.loss_modes import loss_row
+from engine.ledger.activations.loss_kept import fixed_part, kept_part, loss_row
 from engine.ledger.activations.schedule import InFlight
 from engine.ledger.activations.varying import Span, Varying, new_varying
 from engine.ledger.row import (
