@@ -9,12 +9,28 @@ from typing import Any
 
 from engine.cli.common import apply_sets, with_model
 from engine.plan import Plan, default_plan
+from engine.validation.calibrate import Calibration, propose
+from engine.validation.records import MeasuredRecord
 
 
 def plan_of(preset: str, sets: dict[str, Any]) -> Plan:
     """The CLI's plan of ``--preset preset`` and one ``--set`` per item."""
     items = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sets.items()]
     return apply_sets(with_model(default_plan(), preset), items)
+
+
+def calibrated(plan: Plan, est: Any, allocated: int, reserved: int) -> Calibration:
+    """What ``memplan calibrate`` proposes, at margin 0, from one record of this plan's
+    peak ``allocated`` and ``reserved`` bytes (``est``: the plan's estimate)."""
+    record = MeasuredRecord.model_validate(
+        {
+            "config_hash": plan.config_hash(),
+            "world_size": est.world_size,
+            "max_allocated_bytes": allocated,
+            "max_reserved_bytes": reserved,
+        }
+    )
+    return propose(plan, [record], est=est, margin=0.0)
 
 
 TORCHTITAN_8B = {

@@ -18,13 +18,12 @@ from engine.estimate import estimate
 from engine.ledger.peaks.runtime import reserve_factors
 from engine.stacks.defaults import resolved
 from engine.units import GiB, MiB
-from engine.validation.calibrate import propose
-from engine.validation.records import MeasuredRecord
 from tests.engine.allocator.published import (
     ANSWERAI_7B_LORA,
     MEGATRON_1_7B,
     TORCHTITAN_8B,
     TORCHTITAN_PR165,
+    calibrated,
     plan_of,
 )
 
@@ -182,15 +181,7 @@ def test_a_measured_record_calibrates_the_fragmentation() -> None:
     est = estimate(plan)
     steady = est.heaviest.totals.steady[1]
     alloc, res = int(50_277.15625 * MiB), 53_386 * MiB
-    record = MeasuredRecord.model_validate(
-        {
-            "config_hash": plan.config_hash(),
-            "world_size": est.world_size,
-            "max_allocated_bytes": alloc,
-            "max_reserved_bytes": res,
-        }
-    )
-    cal = propose(plan, [record], est=est, margin=0.0)
+    cal = calibrated(plan, est, alloc, res)
     f = (res - alloc) / (alloc - steady)
     band = cal.changes["runtime.fragmentation"]
     assert band["low"] <= f <= band["high"] and band["high"] - band["low"] <= 2e-4

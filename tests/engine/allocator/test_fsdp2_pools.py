@@ -19,7 +19,7 @@ from engine.allocator.fsdp2_pools import Fsdp2Pools, fsdp2_extra
 from engine.estimate import estimate
 from engine.stacks.defaults import resolved
 from engine.validation.published import case_plan, load_cases
-from tests.engine.allocator.published import plan_of
+from tests.engine.allocator.published import calibrated, plan_of
 
 FRAG, SIDE = (0.05, 0.09), (1.55, 1.74)
 
@@ -144,22 +144,11 @@ def test_a_measured_record_calibrates_fsdp2_fragmentation_past_its_pools() -> No
     record of 70 GiB allocated, 84 GiB reserved: the pools at the loss are 1.645 (the
     middle of 1.55–1.74) × 2,537,578,496 + 4,015,130,624 + 4,202,692,608 B, the transient
     70 GiB − the steady part − the loss's 25,216,155,648 B; margin 0 gives that value."""
-    from engine.validation.calibrate import propose
-    from engine.validation.records import MeasuredRecord
-
     plan = case_plan(_case("torchtitan-8b-fsdp8-sac"))
     est = estimate(plan)
     steady = est.heaviest.totals.steady[1]
     alloc, res = 70 * 2**30, 84 * 2**30
-    record = MeasuredRecord.model_validate(
-        {
-            "config_hash": plan.config_hash(),
-            "world_size": est.world_size,
-            "max_allocated_bytes": alloc,
-            "max_reserved_bytes": res,
-        }
-    )
-    band = propose(plan, [record], est=est, margin=0.0).changes["runtime.fragmentation"]
+    band = calibrated(plan, est, alloc, res).changes["runtime.fragmentation"]
     pools = 1.645 * 2_537_578_496 + 4_015_130_624 + 4_202_692_608
     f = (res - alloc - pools) / (alloc - steady - 25_216_155_648)
     assert band["low"] <= f <= band["high"] and band["high"] - band["low"] <= 2e-4

@@ -30,7 +30,7 @@ from engine.allocator.rules import AllocatorConfig
 from engine.allocator.simulator import Simulator
 from engine.estimate import estimate
 from engine.stacks.defaults import resolved
-from tests.engine.allocator.published import TORCHTITAN_PR165, plan_of
+from tests.engine.allocator.published import TORCHTITAN_PR165, calibrated, plan_of
 
 FRAG, SIDE = (0.05, 0.09), (1.55, 1.74)
 LAYER = 202_383_360 * 4
@@ -165,22 +165,11 @@ def test_calibrate_takes_the_inputs_pool_out_of_the_fragmentation() -> None:
     95 GiB): the pools at the loss are 1.645 × 929,062,912 (root + one layer all-gather
     output) + 3,369,207,808 (sharded fp32 gradients) + 809,533,440 + 1,048,592,384 B (the
     reduce-scatter inputs' blocks), over the transient allocated − the steady part."""
-    from engine.validation.calibrate import propose
-    from engine.validation.records import MeasuredRecord
-
     plan = resolved(plan_of("llama-2-7b", TORCHTITAN_PR165))
     est = estimate(plan)
     steady = est.heaviest.totals.steady[1]
     alloc, res = int(0.5213 * 95 * 2**30), int(0.6251 * 95 * 2**30)
-    record = MeasuredRecord.model_validate(
-        {
-            "config_hash": plan.config_hash(),
-            "world_size": est.world_size,
-            "max_allocated_bytes": alloc,
-            "max_reserved_bytes": res,
-        }
-    )
-    band = propose(plan, [record], est=est, margin=0.0).changes["runtime.fragmentation"]
+    band = calibrated(plan, est, alloc, res).changes["runtime.fragmentation"]
     pools = 1.645 * 929_062_912 + 3_369_207_808 + LAYER + ROOT
     f = (res - alloc - pools) / (alloc - steady)
     assert band["low"] <= f <= band["high"] and band["high"] - band["low"] <= 2e-4
