@@ -233,3 +233,22 @@ def test_a_moment_before_any_reduce_scatter_never_lowers_the_reserve(
     assert plain[0] <= early[0] <= early[1] and plain[1] <= early[1]
     no_hole = fsdp2_extra(FRAG, SIDE, pools._replace(hole=0), (t, t), (False, False), (True, True))
     assert early == no_hole
+
+
+@given(
+    t=st.integers(0, 10**11),
+    layer=st.integers(1, 10**10),
+    lo=st.integers(0, 3),
+    more=st.integers(0, 3),
+)
+def test_each_pending_block_adds_one_layer_block_at_its_end(
+    t: int, layer: int, lo: int, more: int
+) -> None:
+    """``rs_pending`` (low, high): each pending block adds exactly one layer block at its
+    own end, at the loss and elsewhere, and the band stays ordered while low ≤ high."""
+    pools = Fsdp2Pools(ag=10**9, rs_layer=layer, rs_root=2 * layer)
+    for at in ((True, True), None):
+        none = fsdp2_extra(FRAG, SIDE, pools._replace(rs_pending=(0, 0)), (t, t), at)
+        got = fsdp2_extra(FRAG, SIDE, pools._replace(rs_pending=(lo, lo + more)), (t, t), at)
+        assert got == (none[0] + lo * layer, none[1] + (lo + more) * layer)
+        assert got[0] <= got[1]
