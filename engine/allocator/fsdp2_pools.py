@@ -59,11 +59,43 @@ input is kept alive, which the code of the run decides:
   waits for the GPU between the step's blocking ``input_ids.cuda()`` and its
   ``loss.item()``.
 
-So under ``recordStream`` the number of layer inputs still awaiting their collective
-when the next is requested is how far the host ran ahead of the GPU — a race the code
-bounds nowhere. The low end takes none (the host in step with the GPU); the high end
-takes one (:data:`RS_PENDING_RECORD_STREAM`: the host one layer ahead), an assumption,
-not a bound.
+So under ``recordStream`` a layer's block is pending while its collective has not run on
+the GPU, and how many are pending when the next layer's input is requested is how far
+the host runs ahead of the GPU in backward. The step bounds that lead from below:
+
+- layer L's collective starts only after L's backward kernels ran
+  (``reduce_scatter_stream.wait_stream(current)``, and ProcessGroupNCCL's ``syncStream``
+  makes the NCCL stream wait on the reduce-scatter stream), so its block is back no
+  earlier than the end of L's backward on the GPU plus its reduce-scatter;
+- the host requests layer L−1's input in L−1's ``post_backward``, right after launching
+  L−1's backward kernels, and nothing on the way waits for the GPU: FSDP2's waits are
+  stream and event waits (``wait_for_unshard``, ``_wait_all_gather_streams_on_event``,
+  ``foreach_reduce_scatter``, ``finalize_backward``), the allocator's
+  ``process_events`` polls with ``cudaEventQuery``, c10d's ``wait()`` of a synchronous
+  collective is a stream wait (no ``TORCH_NCCL_BLOCKING_WAIT``), and torchtitan
+  83c879f's ``train.py`` stops the host only at the batch's ``.cuda()`` (a blocking
+  copy: ``cudaStreamSynchronize``) and at ``loss.item()`` after the optimizer step;
+- so, with ``h`` the host's time to launch one layer's backward (hooks included) and
+  ``g`` the GPU's time to run it: the second layer's input is requested at most ``2h``
+  after the host launched the first layer's backward, and the first layer's collective
+  ends at least ``g`` after that launch. A backward with ``g > 2h`` — GPU-bound, as every
+  step MemPlan sizes is (PR #165's full AC: 16,384 tokens at ~6,200 tokens/s, 2.6 s a
+  step, ~60 ms of GPU time per layer's recompute and backward against milliseconds of
+  Python and launches) — finds the first layer's block pending, every step; the
+  pool's reserve is its high-water, so one such request suffices. A launch queue
+  already full from the forward does not change that: the host then leads by the
+  queue (about a thousand launches per stream), several times one layer's backward
+  (of the order of a hundred launches).
+
+So the low end takes one pending block (``RS_PENDING_RECORD_STREAM[0]``). Above it the
+code gives no bound: the lead grows by ``g − h`` a layer until the driver's launch queue
+holds the host, and a host ``k`` layers ahead leaves ``k`` blocks pending (from the
+second step on, one more can be cut from the root's block, free until the root's
+reduce-scatter, last). The queue's depth and a layer's launch count are not in the plan.
+The high end keeps one (a lead of under two layers) — an assumption the published pair
+checks, not a bound: PR #165's full AC measured 36.5 % of allocated, inside 33.5–36.6 %
+with one block, while two would put the band's low end at 36.8 %
+(``tests/engine/allocator/test_calibration.py``).
 
 torchtitan's plain loss (``train.py`` at 9dec370: ``loss_fn`` is
 ``cross_entropy(pred.flatten(0, 1).float(), ...)``, then ``del pred`` before
@@ -78,12 +110,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-RS_PENDING_RECORD_STREAM = 1
-"""ProcessGroupNCCL records the NCCL stream on the input (TORCH_NCCL_AVOID_RECORD_STREAMS
-unset, as torchtitan 83c879f ran): the high end's second layer block, for a host one
-layer ahead of the GPU — the code bounds the lead nowhere (module docstring)."""
+RS_PENDING_RECORD_STREAM = (1, 1)
+"""(low, high) layer blocks pending when ProcessGroupNCCL records the NCCL stream on the
+input (TORCH_NCCL_AVOID_RECORD_STREAMS unset, as torchtitan 83c879f ran): at least one
+for a GPU-bound backward, whose host is a layer ahead when the next input is requested;
+one at the high end too, an assumption — the code bounds the lead only by the driver's
+launch queue (module docstring)."""
 
-RS_PENDING_STASHED = 0
+RS_PENDING_STASHED = (0, 0)
 """TORCH_NCCL_AVOID_RECORD_STREAMS=1: the stash is cleared by the synchronous
 collective's own ``wait()``, in the reduce-scatter stream's order: no block pending."""
 
@@ -104,8 +138,8 @@ class Fsdp2Pools(NamedTuple):
     loss: int = 0
     rs_layer: int = 0
     rs_root: int = 0
-    rs_pending: int = RS_PENDING_RECORD_STREAM
-    """Layer blocks more at the high end, awaiting their collective
+    rs_pending: tuple[int, int] = RS_PENDING_RECORD_STREAM
+    """(low, high) layer blocks more, freed but awaiting their collective
     (:data:`RS_PENDING_RECORD_STREAM` or :data:`RS_PENDING_STASHED`)."""
 
 
@@ -146,10 +180,11 @@ def fsdp2_extra(
     16-bit logits + ``side`` × ``ag`` + ``rs``; elsewhere the loss's terms are 0.
 
     Before torch 2.5 (``rs_layer``): the reduce-scatter inputs' pool, ``rs_layer`` +
-    ``rs_root``, is free at the loss's backward, and ``rs_pending`` layer blocks more at
-    the high end (still awaiting their collective when the next was requested: see the
+    ``rs_root``, is free at the loss's backward, with ``rs_pending`` (low, high) layer
+    blocks more (still awaiting their collective when the next was requested: see the
     module docstring); elsewhere a layer's input may be live (the
-    ``hbm.buckets.reduce_scatter`` row counts it), so the low end keeps ``rs_root``.
+    ``hbm.buckets.reduce_scatter`` row counts it), so the low end keeps ``rs_root`` and
+    the pending blocks.
 
     ``before_rs``: for the backward phase, whether each end is a moment before any
     reduce-scatter — the loss's backward or the last layer's (``backward.layers``): the
@@ -172,9 +207,8 @@ def fsdp2_extra(
 def _rs_in(pools: Fsdp2Pools, i: int, loss_end: bool) -> int:
     """The free part of the reduce-scatter inputs' pool at the low (``i`` 0) or high end
     (:func:`fsdp2_extra`); 0 from torch 2.5 on."""
-    if i == 1:
-        return (1 + pools.rs_pending) * pools.rs_layer + pools.rs_root
-    return pools.rs_layer + pools.rs_root if loss_end else pools.rs_root
+    layers = pools.rs_pending[i] + (1 if i == 1 or loss_end else 0)
+    return layers * pools.rs_layer + pools.rs_root
 
 
 def fsdp2_formula(
@@ -205,6 +239,14 @@ def fsdp2_formula(
             f" + reduce-scatter inputs on their stream (torch < 2.5) {low:,}–"
             f"{_rs_in(pools, 1, free):,} B (a layer's {pools.rs_layer:,} B"
             + (f", the root's {pools.rs_root:,} B beside it" if pools.rs_root else "")
-            + (", one layer's more awaiting its collective)" if pools.rs_pending else ")")
+            + _pending_words(pools.rs_pending)
         )
     return text
+
+
+def _pending_words(pending: tuple[int, int]) -> str:
+    """The pending layer blocks in :func:`fsdp2_formula`'s words."""
+    if not pending[1]:
+        return ")"
+    n = "one layer's" if pending == (1, 1) else f"{pending[0]}–{pending[1]} layers'"
+    return f", {n} more awaiting its collective: the host leads a GPU-bound backward)"

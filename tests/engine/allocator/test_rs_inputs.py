@@ -78,17 +78,19 @@ def test_the_simulator_keeps_a_layer_block_and_the_root_block() -> None:
 
 
 def test_the_pool_at_the_loss_and_elsewhere() -> None:
-    """10 GB transient, 1 GB all-gather working set, no other pool: at the loss's
-    backward 0.05 × 10 GB + 1.55 × 1 GB + the layer's and the root's blocks
-    (809,533,440 + 1,048,592,384 = 1,858,125,824 B) = 3,908,125,824 B; high end 0.9 +
-    1.74 GB + one layer block more (2,667,659,264 B) = 5,307,659,264 B. Elsewhere the
-    layer's input may be live (the bucket row counts it): the low end keeps the root's
-    block only, 2,050,000,000 + 1,048,592,384 = 3,098,592,384 B."""
+    """10 GB transient, 1 GB all-gather working set, no other pool, recordStream (one
+    layer block pending at both ends: the host of a GPU-bound backward is a layer ahead,
+    fsdp2_pools' module docstring): at the loss's backward 0.05 × 10 GB + 1.55 × 1 GB +
+    two layer blocks and the root's (2 × 809,533,440 + 1,048,592,384 = 2,667,659,264 B) =
+    4,717,659,264 B; high end 0.9 + 1.74 GB + the same blocks = 5,307,659,264 B.
+    Elsewhere one layer's input may be live (the bucket row counts it): the low end keeps
+    the pending block and the root's, 2,050,000,000 + 809,533,440 + 1,048,592,384 =
+    3,908,125,824 B."""
     pools = Fsdp2Pools(ag=10**9, rs_layer=LAYER, rs_root=ROOT)
     t = (10**10, 10**10)
-    assert fsdp2_extra(FRAG, SIDE, pools, t, (True, True)) == (3_908_125_824, 5_307_659_264)
-    assert fsdp2_extra(FRAG, SIDE, pools, t, (False, False)) == (3_098_592_384, 5_307_659_264)
-    assert fsdp2_extra(FRAG, SIDE, pools, t, None) == (3_098_592_384, 5_307_659_264)
+    assert fsdp2_extra(FRAG, SIDE, pools, t, (True, True)) == (4_717_659_264, 5_307_659_264)
+    assert fsdp2_extra(FRAG, SIDE, pools, t, (False, False)) == (3_908_125_824, 5_307_659_264)
+    assert fsdp2_extra(FRAG, SIDE, pools, t, None) == (3_908_125_824, 5_307_659_264)
 
 
 def test_stashed_inputs_leave_no_layer_block_pending() -> None:
@@ -96,11 +98,12 @@ def test_stashed_inputs_leave_no_layer_block_pending() -> None:
     ``WorkNCCL::synchronizeStreams`` clears the stash in the synchronous collective's own
     ``wait()``, after the reduce-scatter stream waits on the NCCL end event): the block
     is back in that stream's pool before the next layer's request, as in the simulator
-    replay above without a pending event — the high end loses its second layer block:
-    0.09 × 10 GB + 1.74 × 1 GB + 809,533,440 + 1,048,592,384 B = 4,498,125,824 B
-    (5,307,659,264 − 809,533,440); the low end is unchanged. torchtitan 83c879f did not
-    set the variable (recordStream: one block pending at the high end, the default)."""
-    assert (RS_PENDING_RECORD_STREAM, RS_PENDING_STASHED) == (1, 0)
+    replay above without a pending event — both ends lose the second layer block: at the
+    loss 0.05 × 10 GB + 1.55 × 1 GB + 809,533,440 + 1,048,592,384 B = 3,908,125,824 B and
+    0.09 × 10 GB + 1.74 × 1 GB + the same = 4,498,125,824 B (each 809,533,440 B under
+    recordStream's); elsewhere the low end keeps the root's block only, 3,098,592,384 B.
+    torchtitan 83c879f did not set the variable (recordStream, the default)."""
+    assert (RS_PENDING_RECORD_STREAM, RS_PENDING_STASHED) == ((1, 1), (0, 0))
     pools = Fsdp2Pools(ag=10**9, rs_layer=LAYER, rs_root=ROOT)
     assert pools.rs_pending == RS_PENDING_RECORD_STREAM
     stashed = pools._replace(rs_pending=RS_PENDING_STASHED)
@@ -179,16 +182,17 @@ def test_the_last_layers_backward_frees_the_pools_too() -> None:
     """``backward.layers`` (the last layer's backward) comes before any reduce-scatter:
     the freed sharded gradients (1.5 GB) and the inputs' blocks are as free there as at
     the loss, without the loss's terms (no hole, the loss blocks stay in the transient):
-    0.05 × 10 GB + 1.55 × 1 GB + 1.5 GB + 1,858,125,824 B = 5,408,125,824 B; high 0.9 +
-    1.74 + 1.5 GB + 2,667,659,264 B = 6,807,659,264 B. Without that moment (a plain
-    pair) the low end keeps neither: 2.05 GB + the root's block."""
+    0.05 × 10 GB + 1.55 × 1 GB + 1.5 GB + two layer blocks (one pending) and the root's,
+    2,667,659,264 B = 6,217,659,264 B; high 0.9 + 1.74 + 1.5 GB + the same =
+    6,807,659,264 B. Without that moment (a plain pair) the low end keeps neither the
+    gradients nor the live layer's block: 2.05 GB + 809,533,440 + 1,048,592,384 B."""
     pools = Fsdp2Pools(
         ag=10**9, rs=1_500_000_000, hole=5 * 10**8, loss=4 * 10**9, rs_layer=LAYER, rs_root=ROOT
     )
     t = (10**10, 10**10)
     got = fsdp2_extra(FRAG, SIDE, pools, t, (False, False), (True, True))
-    assert got == (5_408_125_824, 6_807_659_264)
-    assert fsdp2_extra(FRAG, SIDE, pools, t, (False, False))[0] == 3_098_592_384
+    assert got == (6_217_659_264, 6_807_659_264)
+    assert fsdp2_extra(FRAG, SIDE, pools, t, (False, False))[0] == 3_908_125_824
 
 
 def test_the_pr165_sac_plan_peaks_before_any_reduce_scatter() -> None:
@@ -199,8 +203,9 @@ def test_the_pr165_sac_plan_peaks_before_any_reduce_scatter() -> None:
     torch's fused norm, 47,872,556,584 + 268,435,456 = 48,140,992,040 B, above the last
     layer's backward (48,023,545,916 B). Both moments come before any reduce-scatter, so
     the same pools are free at either: the reserve's low end is 0.05 × (48,140,992,040 −
-    10,177,240,576 steady) + 1.55 × 929,062,912 + the freed 3,369,207,808 B + 809,533,440
-    + 1,048,592,384 B = 8,565,568,718 B (rounded down)."""
+    10,177,240,576 steady) + 1.55 × 929,062,912 + the freed 3,369,207,808 B + two layer
+    blocks (one pending under recordStream), 2 × 809,533,440, + 1,048,592,384 B =
+    9,375,102,158 B (rounded down)."""
     est = estimate(resolved(plan_of("llama-2-7b", TORCHTITAN_PR165)))
     t = est.heaviest.totals
     assert (t.lows[2], t.lows[3], t.steady[0]) == (
@@ -208,7 +213,7 @@ def test_the_pr165_sac_plan_peaks_before_any_reduce_scatter() -> None:
         48_023_545_916,
         10_177_240_576,
     )
-    assert est.heaviest.reserved_peak.low - est.peak.low == 8_565_568_718
+    assert est.heaviest.reserved_peak.low - est.peak.low == 9_375_102_158
 
 
 @given(
@@ -228,3 +233,22 @@ def test_a_moment_before_any_reduce_scatter_never_lowers_the_reserve(
     assert plain[0] <= early[0] <= early[1] and plain[1] <= early[1]
     no_hole = fsdp2_extra(FRAG, SIDE, pools._replace(hole=0), (t, t), (False, False), (True, True))
     assert early == no_hole
+
+
+@given(
+    t=st.integers(0, 10**11),
+    layer=st.integers(1, 10**10),
+    lo=st.integers(0, 3),
+    more=st.integers(0, 3),
+)
+def test_each_pending_block_adds_one_layer_block_at_its_end(
+    t: int, layer: int, lo: int, more: int
+) -> None:
+    """``rs_pending`` (low, high): each pending block adds exactly one layer block at its
+    own end, at the loss and elsewhere, and the band stays ordered while low ≤ high."""
+    pools = Fsdp2Pools(ag=10**9, rs_layer=layer, rs_root=2 * layer)
+    for at in ((True, True), None):
+        none = fsdp2_extra(FRAG, SIDE, pools._replace(rs_pending=(0, 0)), (t, t), at)
+        got = fsdp2_extra(FRAG, SIDE, pools._replace(rs_pending=(lo, lo + more)), (t, t), at)
+        assert got == (none[0] + lo * layer, none[1] + (lo + more) * layer)
+        assert got[0] <= got[1]
