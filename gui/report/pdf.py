@@ -158,9 +158,10 @@ def write_pdf(
     recorded: dict[str, Recorded] | None = None,
     progress: Progress | None = None,
 ) -> int:
-    """Write the report to ``path`` as a PDF; returns the number of pages; runs on any
-    thread (see builder). Charts ``recorded`` beforehand are used as they are;
-    ``progress`` is told each page painted, and stops the painting (see :func:`paint`)."""
+    """Write the report to ``path`` as a PDF; returns the number of pages; on the
+    process's main thread (see :func:`gui.report.builder.build_document`). Charts
+    ``recorded`` beforehand are used as they are; ``progress`` is told each page
+    painted, and stops the painting (see :func:`paint`)."""
     refuse_special(path)  # Qt would write into a FIFO or a device as into a file
     full = page_px(page)
     report = build_document(c, text_rect(full).size(), recorded)

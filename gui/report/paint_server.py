@@ -1,0 +1,89 @@
+"""The report painter process: lays out and paints one report into a PDF, then ends.
+
+The window's export (:mod:`gui.report.export_job`) runs the report's text layout and
+page painting here, in a child process, never on a thread of its own: see
+:mod:`gui.report.paint_process` for why. The parent sends one pickle on stdin — a dict
+of plain data, :data:`JOB_KEYS`: the gathered :class:`~gui.report.content.ReportContent`
+(engine dataclasses, no Qt object and no code), the page size and the window's
+application font as ``QFont.toString()`` — and closes it. The server writes the PDF
+to the path given as its one argument (the parent's temporary file next to the
+target; the parent moves it into place, or removes it), and says on stdout:
+
+* ``page I N`` after each of the N pages is painted (the parent's progress bar);
+* ``done N`` once the file is complete and closed.
+
+A failure is one line on stderr, ``memplan: <Type>: <message>`` (what the window's
+export error dialog shows), and exit code 1. The pickle comes from the window of the
+same installation, over a pipe only it holds, so it is trusted as the analysis server's
+is (:mod:`gui.workers.analysis_server`).
+
+Run as ``python -m gui.report.paint_server PATH``; in a frozen bundle the bundle's own
+executable with :data:`PAINTER_ENV` set (``packaging/memplan_entry.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from typing import Any, TextIO
+
+PAINTER_ENV = "MEMPLAN_REPORT_PAINTER"
+"""Set (to 1) for the painter process: a frozen bundle runs this server when it sees it."""
+
+JOB_KEYS = ("content", "page", "font")
+"""What the parent's pickle holds (see the module docstring)."""
+
+EXIT_FAILED = 1
+
+
+def run(job: dict[str, Any], path: str, out: TextIO) -> int:
+    """Paint ``job`` into ``path``, telling ``out`` each page; returns the page count.
+    Needs the Qt application (:func:`main` makes it)."""
+    from PySide6.QtGui import QFont, QGuiApplication
+
+    from gui.report.pdf import write_pdf
+
+    font = QFont()
+    if job.get("font") and font.fromString(str(job["font"])):
+        # the charts take their labels' family from the application font: the window's
+        QGuiApplication.setFont(font)
+
+    def progress(done: int, total: int) -> bool:
+        out.write(f"page {done} {total}\n")
+        out.flush()
+        return True
+
+    pages = write_pdf(job["content"], path, job["page"], progress=progress)
+    out.write(f"done {pages}\n")
+    out.flush()
+    return pages
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Read the job from stdin, paint it to ``argv[0]``; see the module docstring."""
+    args = sys.argv[1:] if argv is None else argv
+    out = sys.stdout
+    sys.stdout = sys.stderr  # stray prints stay off the progress pipe
+    try:
+        if len(args) != 1:
+            raise ValueError("usage: python -m gui.report.paint_server PATH (job on stdin)")
+        job = pickle.load(sys.stdin.buffer)
+        if not isinstance(job, dict) or set(job) != set(JOB_KEYS):
+            raise ValueError("the report job is not a painter job")
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"  # it shows nothing, display or not
+        from PySide6.QtGui import QGuiApplication
+
+        app = QGuiApplication.instance() or QGuiApplication([sys.argv[0] or "memplan"])
+        run(job, args[0], out)
+        del app
+    except Exception as exc:  # said to the parent in one line, as the window shows it
+        print(f"memplan: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    return 0
+
+
+if __name__ == "__main__":
+    from gui.workers.one_shot import end_process
+
+    end_process(main())  # the PDF is closed: the interpreter's teardown buys nothing
