@@ -1,0 +1,176 @@
+"""The window's report export paints in a child process (gui/report/paint_process.py).
+
+The design flaw it fixes: the layout ran on a worker thread of the window, where a
+QTextDocument connecting its layout's signals could deadlock with the GUI thread (Qt's
+connection mutex against the GIL). The first test fails on any export that makes a
+QTextDocument or QPdfWriter on another thread of the window's process again. The rest
+hold what users had: Cancel and failures leave no file, not even the temporary one, and
+a failure's one-line reason reaches the error dialog.
+"""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from report_helpers import have_poppler, pdf_info
+
+from gui.report.paint_process import reason, temp_path
+from gui.report.paint_server import EXIT_FAILED
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def out_dir(tmp_path: Path) -> Path:
+    """A folder of its own for the PDF (the window's state lives in ``tmp_path``)."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    return folder
+
+
+def fake_painter(script: str) -> Any:
+    """A painter command running ``script`` (``path`` is its temporary PDF) instead."""
+
+    def command(path: str) -> list[str]:
+        return [sys.executable, "-c", script, path]
+
+    return command
+
+
+STALLS = """
+import sys, time
+sys.stdin.buffer.read()
+open(sys.argv[1], "wb").write(b"%PDF-1.4 half a report")
+print("page 1 20", flush=True)
+time.sleep(60)
+"""
+"""Writes part of a PDF, reports its first page, then paints on (for a minute)."""
+
+FAILS = """
+import sys
+sys.stdin.buffer.read()
+open(sys.argv[1], "wb").write(b"%PDF-1.4 half a report")
+print("page 1 20", flush=True)
+print("memplan: OSError: [Errno 28] No space left on device", file=sys.stderr)
+sys.exit(1)
+"""
+"""Writes part of a PDF and fails the way the real server says so (paint_server.main)."""
+
+CRASHES = """
+import os, signal, sys
+sys.stdin.buffer.read()
+open(sys.argv[1], "wb").write(b"%PDF-1.4 half a report")
+print("Fatal Python error: Segmentation fault", file=sys.stderr, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.skipif(not have_poppler(), reason="needs poppler-utils")
+def test_window_export_makes_no_document_off_the_gui_thread(
+    qtbot: Any, window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every QTextDocument and QPdfWriter made in this process during a window export
+    is made on the GUI thread (the old worker-thread layout made ~20 documents on a pool
+    thread: the deadlock's precondition). The PDF is still written, with its pages."""
+    from PySide6.QtGui import QPdfWriter, QTextDocument
+
+    made: list[tuple[str, str]] = []
+    for cls in (QTextDocument, QPdfWriter):
+        original = cls.__init__
+
+        def recording(self: Any, *args: Any, _o: Any = original, _n: str = cls.__name__) -> None:
+            made.append((_n, threading.current_thread().name))
+            _o(self, *args)
+
+        monkeypatch.setattr(cls, "__init__", recording)
+    out = out_dir(tmp_path) / "r.pdf"
+    actions = window.report_actions
+    assert actions.export_to(str(out), "a4")
+    qtbot.waitUntil(lambda: actions.last_written is not None, timeout=60_000)
+    off_thread = [m for m in made if m[1] != threading.main_thread().name]
+    assert off_thread == []
+    assert actions.last_written == (str(out), int(pdf_info(out)["Pages"]))
+    assert [p.name for p in out.parent.iterdir()] == ["r.pdf"]  # no temp file left
+
+
+def test_cancel_while_painting_kills_the_painter_and_leaves_no_file(
+    qtbot: Any, window: Any, tmp_path: Path
+) -> None:
+    """Cancel after the first page: the painter process is killed, its half-written
+    temporary file is removed, no PDF appears, and the status bar says so."""
+    actions = window.report_actions
+    job = actions.job
+    job.painter.command = fake_painter(STALLS)
+    pages: list[tuple[str, int, int]] = []
+    job.progress.connect(lambda what, done, total: pages.append((what, done, total)))
+    out = out_dir(tmp_path) / "r.pdf"
+    assert actions.export_to(str(out), "a4")
+    qtbot.waitUntil(lambda: ("Writing pages…", 1, 20) in pages, timeout=60_000)
+    proc = job.painter._proc
+    assert proc is not None and temp_path(out).exists()  # the painter had begun its file
+    with qtbot.waitSignal(job.cancelled, timeout=10_000):
+        job.cancel()
+    assert job.painter._proc is None and not job.busy
+    assert list(out.parent.iterdir()) == []
+    assert window.statusBar().currentMessage() == "Report cancelled: nothing was written"
+    assert actions.last_written is None
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        (FAILS, "OSError: [Errno 28] No space left on device"),
+        (CRASHES, "the report process crashed: Fatal Python error: Segmentation fault"),
+    ],
+)
+def test_a_failed_painter_shows_its_reason_and_leaves_no_file(
+    qtbot: Any,
+    window: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    script: str,
+    message: str,
+) -> None:
+    """A painter that fails (its own ``memplan:`` line) or crashes: the error dialog
+    shows why, and neither the PDF nor its temporary file is left."""
+    from gui import dialogs
+
+    shown: list[str] = []
+    monkeypatch.setattr(dialogs, "show_error", lambda _p, _title, text: shown.append(text))
+    job = window.report_actions.job
+    job.painter.command = fake_painter(script)
+    folder = out_dir(tmp_path)
+    assert window.report_actions.export_to(str(folder / "r.pdf"), "a4")
+    qtbot.waitUntil(lambda: bool(shown), timeout=60_000)
+    assert shown == [message]
+    assert list(folder.iterdir()) == [] and not job.busy
+    assert window.report_actions.last_written is None
+
+
+def test_the_server_refuses_a_job_that_is_not_a_painter_job(tmp_path: Path) -> None:
+    """paint_server reads only the dict it is sent (content, page, font): anything else
+    is one ``memplan:`` line on stderr, exit 1, and no file."""
+    out = tmp_path / "r.pdf"
+    got = subprocess.run(
+        [sys.executable, "-m", "gui.report.paint_server", str(out)],
+        input=pickle.dumps({"content": None}),
+        capture_output=True,
+        cwd=ROOT,
+    )
+    assert got.returncode == EXIT_FAILED
+    said = got.stderr.decode().strip().splitlines()
+    assert said[-1] == "memplan: ValueError: the report job is not a painter job"
+    assert got.stdout == b"" and not out.exists()
+
+
+def test_reason_prefers_the_painters_own_line() -> None:
+    assert reason("noise\nmemplan: OSError: disk full\n", 1, False) == "OSError: disk full"
+    assert reason("", 3, False) == "the report process exited with code 3"
+    assert reason("boom\n", 0, True) == "the report process crashed: boom"
+    # a crash after the painter's own line is still a crash (the line may be stale)
+    assert reason("memplan: x\nboom\n", 9, True) == "the report process crashed: boom"
