@@ -12,6 +12,9 @@ target; the parent moves it into place, or removes it), and says on stdout:
 * ``page I N`` after each of the N pages is painted (the parent's progress bar);
 * ``done N`` once the file is complete and closed.
 
+A painter whose parent is gone (the window crashed or was killed) stops after the
+page in progress and removes its file: nothing half-written outlives the window.
+
 A failure is one line on stderr, ``memplan: <Type>: <message>`` (what the window's
 export error dialog shows), and exit code 1. The pickle comes from the window of the
 same installation, over a pipe only it holds, so it is trusted as the analysis server's
@@ -26,6 +29,8 @@ from __future__ import annotations
 import os
 import pickle
 import sys
+from contextlib import suppress
+from pathlib import Path
 from typing import Any, TextIO
 
 PAINTER_ENV = "MEMPLAN_REPORT_PAINTER"
@@ -42,21 +47,35 @@ def run(job: dict[str, Any], path: str, out: TextIO) -> int:
     Needs the Qt application (:func:`main` makes it)."""
     from PySide6.QtGui import QFont, QGuiApplication
 
-    from gui.report.pdf import write_pdf
+    from gui.report.pdf import ReportCancelled, write_pdf
 
+    parent = os.getppid()
     font = QFont()
     if job.get("font") and font.fromString(str(job["font"])):
         # the charts take their labels' family from the application font: the window's
         QGuiApplication.setFont(font)
 
-    def progress(done: int, total: int) -> bool:
-        out.write(f"page {done} {total}\n")
-        out.flush()
-        return True
+    def say(line: str) -> bool:
+        """Tell the window; False when it is gone (a closed pipe, a new parent)."""
+        try:
+            out.write(line + "\n")
+            out.flush()
+        except OSError:
+            return False
+        return os.getppid() == parent
 
-    pages = write_pdf(job["content"], path, job["page"], progress=progress)
-    out.write(f"done {pages}\n")
-    out.flush()
+    try:
+        pages = write_pdf(
+            job["content"], path, job["page"], progress=lambda i, n: say(f"page {i} {n}")
+        )
+        if not say(f"done {pages}"):
+            raise ReportCancelled("nobody to hand the report to")
+    except ReportCancelled:
+        Path(path).unlink(missing_ok=True)
+        raise OSError("the window that asked for the report has closed") from None
+    except BaseException:
+        Path(path).unlink(missing_ok=True)
+        raise
     return pages
 
 
@@ -78,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         run(job, args[0], out)
         del app
     except Exception as exc:  # said to the parent in one line, as the window shows it
-        print(f"memplan: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        with suppress(OSError):  # unless nobody is listening any more
+            print(f"memplan: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     return 0
 

@@ -10,10 +10,12 @@ a failure's one-line reason reaches the error dialog.
 
 from __future__ import annotations
 
+import os
 import pickle
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +176,52 @@ def test_reason_prefers_the_painters_own_line() -> None:
     assert reason("boom\n", 0, True) == "the report process crashed: boom"
     # a crash after the painter's own line is still a crash (the line may be stale)
     assert reason("memplan: x\nboom\n", 9, True) == "the report process crashed: boom"
+
+
+ORPHANING_PARENT = """
+import os, subprocess, sys
+child = subprocess.Popen(
+    [sys.executable, "-m", "gui.report.paint_server", sys.argv[1]],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+)
+child.stdin.write(sys.stdin.buffer.read())
+child.stdin.close()
+print(child.pid, child.stdout.readline().decode().strip(), flush=True)
+os._exit(0)  # a window that dies while its report is being painted
+"""
+
+
+def _ended(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_painter_whose_window_died_removes_its_file(tmp_path: Path) -> None:
+    """The real painter, orphaned after its first page: it stops at the next page and
+    removes its temporary PDF (nothing half-written outlives a crashed window)."""
+    from engine.plan import default_plan
+    from engine.planfile import PlanFile
+    from gui.report.content import gather
+
+    content = gather(PlanFile(plan=default_plan()), levers=False)
+    job = {"content": content, "page": "a4", "font": ""}
+    temp = tmp_path / ".r.pdf.part-1"
+    got = subprocess.run(
+        [sys.executable, "-c", ORPHANING_PARENT, str(temp)],
+        input=pickle.dumps(job),
+        capture_output=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+    )
+    pid_text, first = got.stdout.decode().split(" ", 1)
+    assert first.startswith("page 1 ")  # it had painted a page into its file
+    deadline = time.monotonic() + 60
+    while not _ended(int(pid_text)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _ended(int(pid_text))
+    assert list(tmp_path.iterdir()) == []
