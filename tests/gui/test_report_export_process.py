@@ -154,6 +154,29 @@ def test_a_failed_painter_shows_its_reason_and_leaves_no_file(
     assert window.report_actions.last_written is None
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_fifo_target_is_refused_before_a_painter_starts(
+    qtbot: Any, window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A named pipe where the PDF should go: the dialog says so (engine.fileio.atomic's
+    sentence), no painter process starts, and the pipe is left as it was."""
+    import stat
+
+    from gui import dialogs
+
+    shown: list[str] = []
+    monkeypatch.setattr(dialogs, "show_error", lambda _p, _title, text: shown.append(text))
+    fifo = out_dir(tmp_path) / "r.pdf"
+    os.mkfifo(fifo)
+    job = window.report_actions.job
+    assert window.report_actions.export_to(str(fifo), "a4")
+    qtbot.waitUntil(lambda: bool(shown), timeout=60_000)
+    assert shown[0].startswith("SaveError: ") and "FIFO" in shown[0]
+    assert job.painter._proc is None and not job.busy
+    assert [p.name for p in fifo.parent.iterdir()] == ["r.pdf"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
 def test_the_server_refuses_a_job_that_is_not_a_painter_job(tmp_path: Path) -> None:
     """paint_server reads only the dict it is sent (content, page, font): anything else
     is one ``memplan:`` line on stderr, exit 1, and no file."""
