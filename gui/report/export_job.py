@@ -5,8 +5,11 @@ diagnostics, sensitivity, what fits), laying out ~20 pages of text and painting 
 :class:`ReportExport` runs it in two steps so the window keeps answering:
 
 1. on a worker thread: the analysis parts, one by one (each a progress step), then
-   :func:`gather` (cheap once they are computed). Pure engine work: the thread makes no
-   Qt object, and its progress signals are emitted with the GIL released (PySide's
+   :func:`gather` (cheap once they are computed) and the report's HTML
+   (:func:`report_html`: string building, where the engine's caches of this process
+   are warm — the published-suite check it quotes costs ~0.4 s once per process).
+   The thread makes no QObject (Qt value types such as QColor at most), and its
+   progress signals are emitted with the GIL released (PySide's
    ``MetaFunction::call``), so it cannot meet the GUI thread on a Qt mutex;
 2. in a child process (:mod:`gui.report.paint_process`): the charts recorded, the text
    laid out and the pages painted onto a temporary file next to the target (a progress
@@ -23,6 +26,7 @@ a time.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -30,6 +34,7 @@ from PySide6.QtGui import QPagedPaintDevice
 
 from engine.analysis import analysis
 from engine.planfile import PlanFile
+from gui.report.builder import report_html
 from gui.report.content import ReportContent, gather
 from gui.report.paint_process import PdfPainter
 from gui.report.pdf import PageName, print_report
@@ -42,8 +47,16 @@ CANCELLED = "cancelled"
 ProgressFn = Callable[[int, int], bool]
 
 
+@dataclass(frozen=True)
+class Gathered:
+    """What step 1 hands to step 2: the content and its HTML (``report_html``)."""
+
+    content: ReportContent
+    html: str
+
+
 def gather_step(pf: PlanFile, units: Any, extras: dict[str, Any], progress: ProgressFn) -> object:
-    """Step 1: the analysis parts one at a time, then the report's content."""
+    """Step 1: the analysis parts one at a time, then the report's content and HTML."""
     a = analysis(pf.plan)
     total = len(WINDOW_PARTS) + 1
     for i, part in enumerate(WINDOW_PARTS):
@@ -55,7 +68,8 @@ def gather_step(pf: PlanFile, units: Any, extras: dict[str, Any], progress: Prog
             break
     if not progress(total - 1, total):
         return CANCELLED
-    return gather(pf, units, **extras)
+    content = gather(pf, units, **extras)
+    return Gathered(content, report_html(content))
 
 
 class ReportExport(QObject):
@@ -118,15 +132,15 @@ class ReportExport(QObject):
     def _step_done(self, result: object) -> None:
         if result == CANCELLED:
             self._cancelled()
-        elif self._step == "gather" and isinstance(result, ReportContent):
+        elif self._step == "gather" and isinstance(result, Gathered):
             self._paint(result)
 
-    def _paint(self, content: ReportContent) -> None:
+    def _paint(self, gathered: Gathered) -> None:
         """Step 2 (see the module docstring)."""
         printer = self._job.get("printer")
         if printer is not None:
             try:
-                pages = print_report(content, printer)
+                pages = print_report(gathered.content, printer)
             except OSError as exc:
                 self._failed(str(exc))
                 return
@@ -136,7 +150,8 @@ class ReportExport(QObject):
         self._step = "paint"
         self.progress.emit("Writing pages…", 0, 1)
         try:
-            self.painter.start(content, str(self._job["path"]), self._job["page"])
+            path, page = str(self._job["path"]), self._job["page"]
+            self.painter.start(gathered.content, gathered.html, path, page)
         except OSError as exc:  # a FIFO or device where the PDF should go
             self._failed(f"{type(exc).__name__}: {exc}")
 

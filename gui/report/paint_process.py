@@ -21,8 +21,8 @@ costs its start (Qt and the report modules: about half a second, while the progr
 bar shows "Writing pages…") and gives Cancel for free: the process is killed.
 
 What crosses over is data only (:mod:`gui.report.paint_server`): the gathered
-:class:`~gui.report.content.ReportContent`, the page size and the window's application
-font, pickled onto the child's stdin (no file to leave behind or be swapped). The
+:class:`~gui.report.content.ReportContent` and its HTML, the page size and the window's
+application font, pickled onto the child's stdin (no file to leave behind or be swapped). The
 charts that step 2 used to record on the GUI thread are recorded in the child from the
 same content, with the window's font, so they are the same drawings. The child writes a
 temporary file next to the target (``.NAME.part-PID``); this object moves it into place
@@ -111,13 +111,14 @@ class PdfPainter(QObject):
     def busy(self) -> bool:
         return self._proc is not None
 
-    def start(self, content: ReportContent, path: str, page: str) -> None:
-        """Paint ``content`` into ``path``. Raises OSError (a FIFO or device at
-        ``path``) before anything starts."""
+    def start(self, content: ReportContent, html: str, path: str, page: str) -> None:
+        """Paint ``content`` (its HTML made beforehand: ``report_html``) into ``path``.
+        Raises OSError (a FIFO or device at ``path``) before anything starts."""
         self.cancel()
         target = Path(path)
         refuse_special(target)  # the temp file is renamed over it: never over a FIFO
-        job = {"content": content, "page": page, "font": QGuiApplication.font().toString()}
+        font = QGuiApplication.font().toString()
+        job = {"content": content, "html": html, "page": page, "font": font}
         data = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
         self._target, self._temp = target, temp_path(target)
         self._out, self._stderr, self._pages = "", "", 0

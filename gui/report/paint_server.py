@@ -4,8 +4,9 @@ The window's export (:mod:`gui.report.export_job`) runs the report's text layout
 page painting here, in a child process, never on a thread of its own: see
 :mod:`gui.report.paint_process` for why. The parent sends one pickle on stdin — a dict
 of plain data, :data:`JOB_KEYS`: the gathered :class:`~gui.report.content.ReportContent`
-(engine dataclasses, no Qt object and no code), the page size and the window's
-application font as ``QFont.toString()`` — and closes it. The server writes the PDF
+(engine dataclasses, no Qt object and no code), its HTML (made with it, where the
+engine's caches are warm), the page size and the window's application font as
+``QFont.toString()`` — and closes it. The server writes the PDF
 to the path given as its one argument (the parent's temporary file next to the
 target; the parent moves it into place, or removes it), and says on stdout:
 
@@ -36,7 +37,7 @@ from typing import Any, TextIO
 PAINTER_ENV = "MEMPLAN_REPORT_PAINTER"
 """Set (to 1) for the painter process: a frozen bundle runs this server when it sees it."""
 
-JOB_KEYS = ("content", "page", "font")
+JOB_KEYS = ("content", "html", "page", "font")
 """What the parent's pickle holds (see the module docstring)."""
 
 EXIT_FAILED = 1
@@ -66,7 +67,11 @@ def run(job: dict[str, Any], path: str, out: TextIO) -> int:
 
     try:
         pages = write_pdf(
-            job["content"], path, job["page"], progress=lambda i, n: say(f"page {i} {n}")
+            job["content"],
+            path,
+            job["page"],
+            progress=lambda i, n: say(f"page {i} {n}"),
+            html=str(job["html"]),
         )
         if not say(f"done {pages}"):
             raise ReportCancelled("nobody to hand the report to")

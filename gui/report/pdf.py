@@ -157,14 +157,15 @@ def write_pdf(
     page: PageName = "a4",
     recorded: dict[str, Recorded] | None = None,
     progress: Progress | None = None,
+    html: str | None = None,
 ) -> int:
     """Write the report to ``path`` as a PDF; returns the number of pages; on the
-    process's main thread (see :func:`gui.report.builder.build_document`). Charts
-    ``recorded`` beforehand are used as they are; ``progress`` is told each page
-    painted, and stops the painting (see :func:`paint`)."""
+    process's main thread (see :func:`gui.report.builder.build_document`, which also
+    says what ``html`` is). Charts ``recorded`` beforehand are used as they are;
+    ``progress`` is told each page painted, and stops the painting (see :func:`paint`)."""
     refuse_special(path)  # Qt would write into a FIFO or a device as into a file
     full = page_px(page)
-    report = build_document(c, text_rect(full).size(), recorded)
+    report = build_document(c, text_rect(full).size(), recorded, html)
     writer = QPdfWriter(str(path))
     writer.setResolution(int(DPI))
     writer.setPageSize(QPageSize(PAGE_SIZES[page]))

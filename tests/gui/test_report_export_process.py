@@ -178,7 +178,7 @@ def test_a_fifo_target_is_refused_before_a_painter_starts(
 
 
 def test_the_server_refuses_a_job_that_is_not_a_painter_job(tmp_path: Path) -> None:
-    """paint_server reads only the dict it is sent (content, page, font): anything else
+    """paint_server reads only the dict it is sent (content, html, page, font): anything else
     is one ``memplan:`` line on stderr, exit 1, and no file."""
     out = tmp_path / "r.pdf"
     got = subprocess.run(
@@ -228,10 +228,11 @@ def test_a_painter_whose_window_died_removes_its_file(tmp_path: Path) -> None:
     removes its temporary PDF (nothing half-written outlives a crashed window)."""
     from engine.plan import default_plan
     from engine.planfile import PlanFile
+    from gui.report.builder import report_html
     from gui.report.content import gather
 
     content = gather(PlanFile(plan=default_plan()), levers=False)
-    job = {"content": content, "page": "a4", "font": ""}
+    job = {"content": content, "html": report_html(content), "page": "a4", "font": ""}
     temp = tmp_path / ".r.pdf.part-1"
     got = subprocess.run(
         [sys.executable, "-c", ORPHANING_PARENT, str(temp)],
