@@ -111,6 +111,12 @@ class ReportExport(QObject):
         self.cancel()
         self._job = {"path": path, "page": page, "printer": printer}
         self._step = "gather"
+        if path is not None:
+            try:  # the painter starts now, while the figures are gathered
+                self.painter.prepare(path)
+            except OSError as exc:  # a FIFO or device where the PDF should go
+                self._failed(f"{type(exc).__name__}: {exc}")
+                return
         self.progress.emit("Computing the report's figures…", 0, 1)
         self.runner.start(lambda p: gather_step(pf, units, extras, p))
 
@@ -122,6 +128,7 @@ class ReportExport(QObject):
             self.painter.cancel()  # its file removed; it says ``cancelled`` at once
             return
         self.runner.cancel()
+        self.painter.shutdown()  # waiting for its job: it gets none
         if not self.runner.busy:  # it had not started: no result will come
             self._cancelled()
 
@@ -130,9 +137,11 @@ class ReportExport(QObject):
         self.progress.emit(what, done, total)
 
     def _step_done(self, result: object) -> None:
+        if self._step != "gather":  # it failed meanwhile (its painter died): said already
+            return
         if result == CANCELLED:
             self._cancelled()
-        elif self._step == "gather" and isinstance(result, Gathered):
+        elif isinstance(result, Gathered):
             self._paint(result)
 
     def _paint(self, gathered: Gathered) -> None:
@@ -149,11 +158,7 @@ class ReportExport(QObject):
             return
         self._step = "paint"
         self.progress.emit("Writing pages…", 0, 1)
-        try:
-            path, page = str(self._job["path"]), self._job["page"]
-            self.painter.start(gathered.content, gathered.html, path, page)
-        except OSError as exc:  # a FIFO or device where the PDF should go
-            self._failed(f"{type(exc).__name__}: {exc}")
+        self.painter.send(gathered.content, gathered.html, self._job["page"])
 
     def _written(self, pages: int) -> None:
         path = str(self._job.get("path"))
@@ -161,6 +166,8 @@ class ReportExport(QObject):
         self.written.emit(path, pages)
 
     def _failed(self, message: str) -> None:
+        self.runner.cancel()  # the painter died while the figures were gathered
+        self.painter.shutdown()  # the figures failed: the painter waits in vain
         self._finish()
         self.failed.emit(message)
 

@@ -18,7 +18,8 @@ window a second or more per report busy in slices of a flow (a long table is one
 slice), and the analysis worker's process (:mod:`gui.workers.analysis_server`) is
 engine-only by design (no Qt, started at every plan). A short-lived process per export
 costs its start (Qt and the report modules: about half a second, while the progress
-bar shows "Writing pages…") and gives Cancel for free: the process is killed.
+bar shows "Computing the report's figures…": the window starts it with the export,
+:meth:`PdfPainter.prepare`) and gives Cancel for free: the process is killed.
 
 What crosses over is data only (:mod:`gui.report.paint_server`): the gathered
 :class:`~gui.report.content.ReportContent` and its HTML, the page size and the window's
@@ -112,14 +113,18 @@ class PdfPainter(QObject):
         return self._proc is not None
 
     def start(self, content: ReportContent, html: str, path: str, page: str) -> None:
-        """Paint ``content`` (its HTML made beforehand: ``report_html``) into ``path``.
-        Raises OSError (a FIFO or device at ``path``) before anything starts."""
-        self.cancel()
+        """Paint ``content`` (its HTML made beforehand: ``report_html``) into ``path``:
+        :meth:`prepare`, then :meth:`send`."""
+        self.prepare(path)
+        self.send(content, html, page)
+
+    def prepare(self, path: str) -> None:
+        """Start a painter for ``path``, to wait for its job (:meth:`send`) while the
+        figures are gathered. Raises OSError (a FIFO or device at ``path``) before
+        anything starts; a painter already running is stopped, silently."""
+        self.shutdown()
         target = Path(path)
         refuse_special(target)  # the temp file is renamed over it: never over a FIFO
-        font = QGuiApplication.font().toString()
-        job = {"content": content, "html": html, "page": page, "font": font}
-        data = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
         self._target, self._temp = target, temp_path(target)
         self._out, self._stderr, self._pages = "", "", 0
         proc = QProcess(self)
@@ -131,8 +136,16 @@ class PdfPainter(QObject):
         self._proc = proc
         program, *args = self.command(str(self._temp))
         proc.start(program, args)
-        proc.write(data)
-        proc.closeWriteChannel()  # sent once it is all written
+
+    def send(self, content: ReportContent, html: str, page: str) -> None:
+        """The prepared painter's job: it paints as soon as it has read it. (A painter
+        that has died since was reported by ``failed`` already.)"""
+        if self._proc is None:
+            return
+        font = QGuiApplication.font().toString()
+        job = {"content": content, "html": html, "page": page, "font": font}
+        self._proc.write(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
+        self._proc.closeWriteChannel()  # closed once it is all written
 
     def cancel(self) -> None:
         """Kill the painter and remove its file; ``cancelled`` is emitted (at once)."""

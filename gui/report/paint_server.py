@@ -2,7 +2,10 @@
 
 The window's export (:mod:`gui.report.export_job`) runs the report's text layout and
 page painting here, in a child process, never on a thread of its own: see
-:mod:`gui.report.paint_process` for why. The parent sends one pickle on stdin — a dict
+:mod:`gui.report.paint_process` for why. The window starts it when the export starts,
+so its start (Python, Qt, the report's modules: about half a second) overlaps the
+gathering of the figures; it then waits for its job. The parent sends one pickle on
+stdin — a dict
 of plain data, :data:`JOB_KEYS`: the gathered :class:`~gui.report.content.ReportContent`
 (engine dataclasses, no Qt object and no code), its HTML (made with it, where the
 engine's caches are warm), the page size and the window's application font as
@@ -13,8 +16,10 @@ target; the parent moves it into place, or removes it), and says on stdout:
 * ``page I N`` after each of the N pages is painted (the parent's progress bar);
 * ``done N`` once the file is complete and closed.
 
-A painter whose parent is gone (the window crashed or was killed) stops after the
-page in progress and removes its file: nothing half-written outlives the window.
+A stdin closed without a job (the export was cancelled or failed before it was
+sent) ends the server quietly. A painter whose parent is gone (the window crashed or
+was killed) stops after the page in progress and removes its file: nothing
+half-written outlives the window.
 
 A failure is one line on stderr, ``memplan: <Type>: <message>`` (what the window's
 export error dialog shows), and exit code 1. The pickle comes from the window of the
@@ -92,13 +97,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if len(args) != 1:
             raise ValueError("usage: python -m gui.report.paint_server PATH (job on stdin)")
-        job = pickle.load(sys.stdin.buffer)
-        if not isinstance(job, dict) or set(job) != set(JOB_KEYS):
-            raise ValueError("the report job is not a painter job")
         os.environ["QT_QPA_PLATFORM"] = "offscreen"  # it shows nothing, display or not
         from PySide6.QtGui import QGuiApplication
 
+        import gui.report.pdf  # noqa: F401  (loaded while the window gathers the figures)
+
         app = QGuiApplication.instance() or QGuiApplication([sys.argv[0] or "memplan"])
+        try:
+            job = pickle.load(sys.stdin.buffer)
+        except EOFError:  # the window no longer wants a report: nothing to do
+            return 0
+        if not isinstance(job, dict) or set(job) != set(JOB_KEYS):
+            raise ValueError("the report job is not a painter job")
         run(job, args[0], out)
         del app
     except Exception as exc:  # said to the parent in one line, as the window shows it

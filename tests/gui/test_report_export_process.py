@@ -154,6 +154,64 @@ def test_a_failed_painter_shows_its_reason_and_leaves_no_file(
     assert window.report_actions.last_written is None
 
 
+def endless_gather(_pf: Any, _units: Any, _extras: Any, progress: Any) -> object:
+    """Step 1 that runs until it is cancelled (a large model's searches)."""
+    from gui.report.export_job import CANCELLED
+
+    while progress(0, 1):
+        time.sleep(0.01)
+    return CANCELLED
+
+
+def test_the_painter_starts_with_the_export_and_cancel_ends_it(
+    qtbot: Any, window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The painter process is started while the figures are gathered (its start
+    overlaps step 1); Cancel then kills it: no process, no file, the status bar says
+    the report was cancelled."""
+    from gui.report import export_job
+
+    monkeypatch.setattr(export_job, "gather_step", endless_gather)
+    actions = window.report_actions
+    job = actions.job
+    out = out_dir(tmp_path) / "r.pdf"
+    assert actions.export_to(str(out), "a4")
+    proc = job.painter._proc
+    assert proc is not None
+    qtbot.waitUntil(lambda: proc.processId() > 0, timeout=10_000)
+    pid = proc.processId()
+    with qtbot.waitSignal(job.cancelled, timeout=10_000):
+        job.cancel()
+    assert job.painter._proc is None and not job.busy
+    assert _ended(pid)
+    assert list(out.parent.iterdir()) == []
+    assert window.statusBar().currentMessage() == "Report cancelled: nothing was written"
+
+
+def test_a_painter_that_dies_while_the_figures_are_gathered_fails_the_export_once(
+    qtbot: Any, window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The painter dies before its job is sent: the export fails with its reason, the
+    gathering is stopped, and its (cancelled) result then says nothing more."""
+    from gui import dialogs
+    from gui.report import export_job
+
+    shown: list[str] = []
+    monkeypatch.setattr(dialogs, "show_error", lambda _p, _title, text: shown.append(text))
+    monkeypatch.setattr(export_job, "gather_step", endless_gather)
+    actions = window.report_actions
+    job = actions.job
+    job.painter.command = fake_painter("import sys; sys.exit('memplan: ImportError: no Qt')")
+    said: list[str] = []
+    job.cancelled.connect(lambda: said.append("cancelled"))
+    assert actions.export_to(str(out_dir(tmp_path) / "r.pdf"), "a4")
+    qtbot.waitUntil(lambda: bool(shown), timeout=60_000)
+    assert shown == ["ImportError: no Qt"] and not job.busy
+    qtbot.waitUntil(lambda: not job.runner.busy, timeout=10_000)  # the gathering ended
+    qtbot.wait(50)
+    assert said == [] and not job.busy
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
 def test_a_fifo_target_is_refused_before_a_painter_starts(
     qtbot: Any, window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
