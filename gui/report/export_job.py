@@ -149,7 +149,7 @@ class ReportExport(QObject):
         printer = self._job.get("printer")
         if printer is not None:
             try:
-                pages = print_report(gathered.content, printer)
+                pages = print_report(gathered.content, printer, gathered.html)
             except OSError as exc:
                 self._failed(str(exc))
                 return

@@ -175,8 +175,9 @@ def write_pdf(
     return paint(report, c, writer, full, progress)
 
 
-def print_report(c: ReportContent, printer: QPagedPaintDevice) -> int:
-    """Print on a configured printer (from QPrintDialog) at its own page size."""
+def print_report(c: ReportContent, printer: QPagedPaintDevice, html: str | None = None) -> int:
+    """Print on a configured printer (from QPrintDialog) at its own page size (``html``:
+    as for :func:`write_pdf`)."""
     full = printer.pageLayout().fullRectPoints().size().toSizeF() * (DPI / 72)
-    report = build_document(c, text_rect(full).size())
+    report = build_document(c, text_rect(full).size(), html=html)
     return paint(report, c, printer, full)

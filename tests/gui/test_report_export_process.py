@@ -235,6 +235,26 @@ def test_a_fifo_target_is_refused_before_a_painter_starts(
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
 
 
+@pytest.mark.skipif(not have_poppler(), reason="needs poppler-utils")
+def test_a_printer_is_still_painted_in_the_window(qtbot: Any, window: Any, tmp_path: Path) -> None:
+    """File → Print… paints on the GUI thread (a printer cannot go to another process);
+    no painter process starts. A QPrinter writing a PDF stands in for the printer."""
+    from PySide6.QtPrintSupport import QPrinter
+
+    from engine.plan import default_plan
+    from engine.planfile import PlanFile
+
+    printer = QPrinter(QPrinter.PrinterMode.HighResolution)
+    printer.setOutputFormat(QPrinter.OutputFormat.PdfFormat)
+    out = out_dir(tmp_path) / "printed.pdf"
+    printer.setOutputFileName(str(out))
+    job = window.report_actions.job
+    with qtbot.waitSignal(job.written, timeout=60_000) as got:
+        job.start(PlanFile(plan=default_plan()), "both", {}, None, "a4", printer=printer)
+        assert job.painter._proc is None
+    assert got.args[0] == "printer" and got.args[1] == int(pdf_info(out)["Pages"])
+
+
 def test_the_server_refuses_a_job_that_is_not_a_painter_job(tmp_path: Path) -> None:
     """paint_server reads only the dict it is sent (content, html, page, font): anything else
     is one ``memplan:`` line on stderr, exit 1, and no file."""
