@@ -1,4 +1,4 @@
-"""Step 3 of the window's export — the report's layout and pages — in a child process.
+"""Step 2 of the window's export — the report's layout and pages — in a child process.
 
 Why a process and not a thread: QTextDocument and its layout connect signals as they
 are made (``QAbstractTextDocumentLayout::registerHandler``, the document's own
@@ -23,9 +23,9 @@ bar shows "Computing the report's figures…": the window starts it with the exp
 
 What crosses over is data only (:mod:`gui.report.paint_server`): the gathered
 :class:`~gui.report.content.ReportContent` and its HTML, the page size and the window's
-application font, pickled onto the child's stdin (no file to leave behind or be swapped). The
-charts that step 2 used to record on the GUI thread are recorded in the child from the
-same content, with the window's font, so they are the same drawings. The child writes a
+application font, pickled onto the child's stdin (no file to leave behind or be
+swapped). The ledger and stage charts, once recorded on the GUI thread, are recorded in
+the child from the same content with the window's font: the same drawings. The child writes a
 temporary file next to the target (``.NAME.part-PID``); this object moves it into place
 when the child says ``done`` and exits 0, and removes it on Cancel, failure or a crash,
 so no half-written PDF is ever left.
