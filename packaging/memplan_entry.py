@@ -6,7 +6,8 @@ app with no subcommand. One addition for whoever builds the bundle: with
 ``MEMPLAN_BUNDLE_SELFTEST`` set it runs ``bundle_selftest`` instead, which checks from
 inside the frozen program that resources and the Qt stack were bundled. And one for the
 window: with ``MEMPLAN_ANALYSIS_SERVER`` set (by ``gui.workers.analysis_worker``) it is the
-window's analysis worker process (a frozen program has no ``python -m``).
+window's analysis worker process (a frozen program has no ``python -m``); with
+``MEMPLAN_REPORT_PAINTER`` set (by ``gui.report.paint_process``) the report's painter.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ def main() -> int:
         from gui.workers.analysis_server import main as serve
 
         return serve()
+    if os.environ.get("MEMPLAN_REPORT_PAINTER"):  # the window's report painter process
+        from gui.report.paint_server import main as paint
+
+        return paint()
     mode = os.environ.get("MEMPLAN_BUNDLE_SELFTEST")
     if mode:
         import bundle_selftest

@@ -200,12 +200,19 @@ class _Flows:
 
 
 def build_document(
-    c: ReportContent, text_size: QSizeF, recorded: dict[str, Recorded] | None = None
+    c: ReportContent,
+    text_size: QSizeF,
+    recorded: dict[str, Recorded] | None = None,
+    html: str | None = None,
 ) -> ReportDocument:
     """Lay out the report for a text area of ``text_size`` (96-dpi px); charts
-    ``recorded`` beforehand (:func:`record_screen_charts`) are used as they are. Every
-    chart is a bare QPainter drawing, so this runs on any thread."""
+    ``recorded`` beforehand are used as they are. Not on a Python worker thread of the
+    window: the documents connect signals as they are made, which can deadlock with the
+    GUI thread (see :mod:`gui.report.paint_process`); the window paints in a child
+    process, the command line on its only thread. ``html``: :func:`report_html` of
+    ``c``, made beforehand (the window makes it with the figures, where the engine's
+    caches are warm), or made here."""
     flows = _Flows(c, text_size, dict(recorded or {}))
-    for piece in flow_pieces(report_html(c)):
+    for piece in flow_pieces(report_html(c) if html is None else html):
         flows.add(piece)
     return ReportDocument(flows.flows, flows.device, flows.buffer)

@@ -31,9 +31,8 @@ from PySide6.QtGui import (
 from engine.units import fmt_gb
 from engine.whatif.sensitivity import Bar as TornadoBar
 from gui.report.content import ReportContent
-from gui.report.html import CHART_SCHEME, CHART_WIDTH, INK, MUTED, RULE
+from gui.report.html import CHART_SCHEME, INK, MUTED, RULE
 from gui.report.sections import DRAWINGS
-from gui.report.sections.memory import LEDGER_CHART_HEIGHT, STAGES_CHART_HEIGHT
 from gui.views.chart_paint import paint_estimate, paint_stages
 
 CHART_OBJECT = int(QTextFormat.ObjectTypes.UserObject.value) + 1
@@ -193,18 +192,6 @@ def register_placeholders(doc: QTextDocument, keys: list[str]) -> None:
         doc.addResource(
             QTextDocument.ResourceType.ImageResource, QUrl(f"{CHART_SCHEME}:{key}"), blank
         )
-
-
-SCREEN_CHARTS: dict[str, int] = {"ledger": LEDGER_CHART_HEIGHT, "stages": STAGES_CHART_HEIGHT}
-"""The ledger and stage charts, by slot height (:func:`record_screen_charts`). They are
-bare QPainter drawings like every other chart, safe on any thread; the export job
-still records them up front, before the layout runs on its worker."""
-
-
-def record_screen_charts(c: ReportContent) -> dict[str, Recorded]:
-    """The ledger (and stage) charts of the report, recorded now."""
-    keys = ["ledger", *(["stages"] if len(c.est.stages) > 1 else [])]
-    return {k: record_chart(k, c, CHART_WIDTH, SCREEN_CHARTS[k]) for k in keys}
 
 
 def embed_charts(

@@ -157,13 +157,15 @@ def write_pdf(
     page: PageName = "a4",
     recorded: dict[str, Recorded] | None = None,
     progress: Progress | None = None,
+    html: str | None = None,
 ) -> int:
-    """Write the report to ``path`` as a PDF; returns the number of pages; runs on any
-    thread (see builder). Charts ``recorded`` beforehand are used as they are;
+    """Write the report to ``path`` as a PDF; returns the number of pages; on the
+    process's main thread (see :func:`gui.report.builder.build_document`, which also
+    says what ``html`` is). Charts ``recorded`` beforehand are used as they are;
     ``progress`` is told each page painted, and stops the painting (see :func:`paint`)."""
     refuse_special(path)  # Qt would write into a FIFO or a device as into a file
     full = page_px(page)
-    report = build_document(c, text_rect(full).size(), recorded)
+    report = build_document(c, text_rect(full).size(), recorded, html)
     writer = QPdfWriter(str(path))
     writer.setResolution(int(DPI))
     writer.setPageSize(QPageSize(PAGE_SIZES[page]))
@@ -173,8 +175,9 @@ def write_pdf(
     return paint(report, c, writer, full, progress)
 
 
-def print_report(c: ReportContent, printer: QPagedPaintDevice) -> int:
-    """Print on a configured printer (from QPrintDialog) at its own page size."""
+def print_report(c: ReportContent, printer: QPagedPaintDevice, html: str | None = None) -> int:
+    """Print on a configured printer (from QPrintDialog) at its own page size (``html``:
+    as for :func:`write_pdf`)."""
     full = printer.pageLayout().fullRectPoints().size().toSizeF() * (DPI / 72)
-    report = build_document(c, text_rect(full).size())
+    report = build_document(c, text_rect(full).size(), html=html)
     return paint(report, c, printer, full)
