@@ -52,8 +52,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 from engine.trace.patches import trace_patches
 from engine.trace.tracker import PlainTracker
 
-MiB = 2**20
-GiB = 2**30
+MiB, GiB = 2**20, 2**30
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +120,7 @@ class HostCopy:
 class _Stream:
     def wait_event(self, event: Any) -> None: ...
     def wait_stream(self, stream: Any) -> None: ...
-    def record_event(self) -> object:
-        return object()
+    def record_event(self) -> object: ...
 
 
 def _torch_proxy() -> Any:
@@ -328,10 +326,8 @@ def trace(knobs: Knobs, shape: Shape = Shape(), steps: int = 2) -> Traced:
 @contextlib.contextmanager
 def _no_gc() -> Iterator[None]:
     gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+    yield
+    gc.enable()
 
 
 def _step(
@@ -377,10 +373,27 @@ def summary(t: Traced, top: int = 40) -> str:
     return "\n".join(lines)
 
 
+def ledger_at(case_id: str, moment: str = "backward.start") -> str:
+    """The published case's ledger rows live at ``moment`` (HBM, allocated), for the
+    trace to be read against (the trace has no cuBLAS workspace: that row is shown)."""
+    from engine.estimate import estimate
+    from engine.validation.published import case_plan, load_cases
+
+    case = next(c for c in load_cases() if c.id == case_id)
+    stage = estimate(case_plan(case)).heaviest
+    total = stage.moments[moment]  # type: ignore[index]
+    lines = [f"ledger {case_id} at {moment}: {total.low:,}-{total.high:,} B"]
+    for row in stage.rows:
+        if row.location == "hbm" and moment in row.moments and row.high:
+            lines.append(f"  {row.low:>15,} {row.high:>15,}  {row.id}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> None:
     for name in argv or ["opt-in-bwd"]:
         print(f"== {name}: {CASES[name]}")
         print(summary(trace(CASES[name])), flush=True)
+        print(ledger_at(f"torchtune-3b-full-{name}"), flush=True)
 
 
 if __name__ == "__main__":
