@@ -177,6 +177,20 @@ else
   fi
 fi
 
+# 10b. the window's report painter process (gui/report/paint_server) is in the bundle: run
+# as the window runs it, with its job's stdin closed it loads the report's modules and
+# ends quietly (exit 0); a module left out of the bundle fails here with an ImportError.
+if json_check res.json "d['resources']['gui_app']"; then
+  if env -i PATH=/usr/bin:/bin HOME="$WORK/home" LANG=C.UTF-8 MEMPLAN_REPORT_PAINTER=1 \
+    timeout 60 "$EXE" painter.pdf < /dev/null > painter.txt 2>&1 && ! grep -q "Traceback\|memplan:" painter.txt; then
+    ok "the report painter process starts from the bundle and ends on an empty job"
+  else
+    bad "report painter process"; cat painter.txt
+  fi
+else
+  skip "report painter: gui/app.py is not in this build"
+fi
+
 # 11. desktop integration into a scratch XDG_DATA_HOME, then removal
 DESK="$WORK/xdg"
 if XDG_DATA_HOME="$DESK" MEMPLAN_BIN_DIR="$WORK/bin" HOME="$WORK/home" \
