@@ -333,22 +333,13 @@ class _Reader:
             )
 
     def rest(self) -> None:
-        known = {
+        known = _SECTIONS | {
             "train_batch_size",
             "train_micro_batch_size_per_gpu",
             "gradient_accumulation_steps",
-            "bf16",
-            "bfloat16",
-            "fp16",
-            "data_types",
             "communication_data_type",
-            "torch_autocast",
-            "zero_optimization",
-            "aio",
-            "optimizer",
-            "activation_checkpointing",
         }
-        for key in sorted(known & _SECTIONS):
+        for key in sorted(_SECTIONS):
             if key in self.cfg and not isinstance(self.cfg[key], dict):
                 shown = quote(self.cfg[key])
                 self.warn.append(f"{key} = {shown} is not a mapping of settings: not read")
