@@ -217,9 +217,7 @@ class _Reader:
             self.warn.append(f"{field_path(('data_types', key))} is not modelled")
 
     def zero(self) -> None:
-        z = self.cfg.get("zero_optimization") or {}
-        if not isinstance(z, dict):
-            z = {}
+        z = _section(self.cfg, "zero_optimization")
         stage = self.sizes.size("zero_optimization.stage", z.get("stage"), 0, "stage", 0)
         if stage not in STAGE_STRATEGY:
             self.warn.append(
