@@ -26,7 +26,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast, get_args
 
 from engine.errors import PlanError
 from engine.estimate import Estimate, estimate
@@ -39,25 +39,7 @@ from engine.whatif.fit import FitResult, largest_micro_batch, longest_sequence
 from engine.whatif.sensitivity import Bar, sensitivity
 
 Part = Literal["estimate", "counts", "diagnosis", "sensitivity", "fit", "levers", "lever_summaries"]
-PARTS: tuple[Part, ...] = (
-    "estimate",
-    "counts",
-    "diagnosis",
-    "sensitivity",
-    "fit",
-    "levers",
-    "lever_summaries",
-)
-SLOW_PARTS: tuple[Part, ...] = (
-    "counts",
-    "diagnosis",
-    "fit",
-    "sensitivity",
-    "levers",
-    "lever_summaries",
-)
-"""The parts that search or re-estimate other plans, in the order the window shows them
-(the counts first: the verdict panel waits for them)."""
+PARTS: tuple[Part, ...] = get_args(Part)
 
 ANALYSES_KEPT = 32
 """Plans whose analysis is kept (least recently used dropped first): enough for undo and

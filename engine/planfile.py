@@ -38,7 +38,6 @@ __all__ = ["PlanFile", "PlanFileError", "dumps", "load", "parse", "save"]
 
 FORMAT_NAME = "memplan"
 SCHEMA_VERSION = 3
-SUFFIX = ".memplan"
 
 
 @dataclass(frozen=True)

@@ -227,7 +227,6 @@ class MainWindow(QMainWindow):
             self.unit_actions[key] = action
         view.addSeparator()
         tab_actions(view.addMenu("&Inputs"), self.inputs, "Alt", self)
-        self._view_menu = view
         self.unit_combo = main_toolbar(
             self,
             (f.new, f.open, f.save),

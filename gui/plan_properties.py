@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.planfile import PlanFile
 from gui.document import PlanDocument
 
 NAME_MAX = 200
@@ -76,8 +75,3 @@ def properties_action(parent: QWidget, doc: PlanDocument) -> QAction:
 
     action.triggered.connect(lambda _c=False: run())
     return action
-
-
-def untitled(doc: PlanDocument) -> bool:
-    """Whether the plan still has the name every new plan gets."""
-    return doc.name == PlanFile.__dataclass_fields__["name"].default

@@ -217,9 +217,7 @@ class _Reader:
             self.warn.append(f"{field_path(('data_types', key))} is not modelled")
 
     def zero(self) -> None:
-        z = self.cfg.get("zero_optimization") or {}
-        if not isinstance(z, dict):
-            z = {}
+        z = _section(self.cfg, "zero_optimization")
         stage = self.sizes.size("zero_optimization.stage", z.get("stage"), 0, "stage", 0)
         if stage not in STAGE_STRATEGY:
             self.warn.append(
@@ -333,22 +331,13 @@ class _Reader:
             )
 
     def rest(self) -> None:
-        known = {
+        known = _SECTIONS | {
             "train_batch_size",
             "train_micro_batch_size_per_gpu",
             "gradient_accumulation_steps",
-            "bf16",
-            "bfloat16",
-            "fp16",
-            "data_types",
             "communication_data_type",
-            "torch_autocast",
-            "zero_optimization",
-            "aio",
-            "optimizer",
-            "activation_checkpointing",
         }
-        for key in sorted(known & _SECTIONS):
+        for key in sorted(_SECTIONS):
             if key in self.cfg and not isinstance(self.cfg[key], dict):
                 shown = quote(self.cfg[key])
                 self.warn.append(f"{key} = {shown} is not a mapping of settings: not read")

@@ -251,10 +251,6 @@ def expressed(plan: Plan) -> frozenset[str]:
     return frozenset(out)
 
 
-def _py(v: Any) -> str:
-    return repr(v)
-
-
 AC_SUBCOMMAND = {"none": "none", "full": "full", "selective": "selective"}
 """The plan's recompute policy as 0.3.0's tyro subcommand ``activation-checkpoint:…``."""
 
@@ -309,6 +305,6 @@ def export_torchtitan(plan: Plan) -> Export:
         f"    config = {fn}()",
     ]
     for sec, body in sections.items():
-        lines += [f"    config.{sec}.{k} = {_py(v)}" for k, v in body.items()]
+        lines += [f"    config.{sec}.{k} = {v!r}" for k, v in body.items()]
     lines += [f"    config.activation_checkpoint = {ac}", "    return config", ""]
     return Export("torchtitan", "memplan_recipe.py", "\n".join(lines), gaps(), TARGET)

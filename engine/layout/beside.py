@@ -9,7 +9,7 @@ preference order, and none whose peak floor is over the limit
 (:mod:`engine.layout.proofs.bound`).
 
 The closest: where a count finds nothing, its reason names the closest layout estimated
-(node ledgers fitting first, then the most headroom: :func:`closer`), so the user sees
+(node ledgers fitting first, then the most headroom: :func:`closeness`), so the user sees
 how far the plan is from fitting. The search itself estimates almost nothing then: the
 peak floor proves most shapes over the limit without an estimate, and the closest of
 those says little. So :func:`closest_candidates` estimates a bounded set besides: every
@@ -145,13 +145,10 @@ bounds estimates come first, so a walk without bounds (a caller's estimator) est
 shape by shape instead of working out every shape's regimes first."""
 
 
-def closer(o: Outcome, than: Outcome | None) -> bool:
-    """Whether ``o`` is closer to fitting than ``than``: node ledgers fitting first, then
-    the larger headroom (the earlier of equals stays)."""
-    return than is None or (not o.node_problems, o.headroom) > (
-        not than.node_problems,
-        than.headroom,
-    )
+def closeness(o: Outcome) -> tuple[bool, int]:
+    """How close ``o`` is to fitting, as a key: node ledgers fitting first, then the
+    larger headroom (``max`` keeps the earliest of equals)."""
+    return not o.node_problems, o.headroom
 
 
 def closest_candidates(
@@ -169,10 +166,8 @@ def closest_candidates(
     :class:`~engine.layout.proofs.evaluate.BudgetSpent` when the budget runs out."""
     floors = ev.floors
     state = None if floors is None else memo.state_floors(floors)
-    best: Outcome | None = None
-    for o in ev.outcomes:
-        if o.ok and not o.fits_high and closer(o, best):
-            best = o
+    failed = (o for o in ev.outcomes if o.ok and not o.fits_high)
+    best = max(failed, key=closeness, default=None)
     fewest = ev.fewest_ranks
     # bound, what it awaits, the shape's preference order, arrival, layout, fewest DP
     queue: list[tuple[int, int, int, int, Layout, int]] = []
@@ -208,7 +203,7 @@ def closest_candidates(
                 return False
             budget.check()
             o = ev(lay)
-            if o.ok and not o.fits_high and closer(o, best):
+            if o.ok and not o.fits_high and (best is None or closeness(o) > closeness(best)):
                 best = o
     return True
 
@@ -257,10 +252,7 @@ def none_fits(
         why = f"; estimates failed: {errors[0]}" if errors else ""
         why = f"; every layout is refused: {refused}" if refused else why
         return Count(None, None, None, f"no legal layout {bound}{why}")
-    best = tried[0]
-    for o in tried[1:]:
-        if closer(o, best):
-            best = o
+    best = max(tried, key=closeness)
     need = best.high if what == "high" else best.low
     nodes = "".join(f"; {p}" for p in best.node_problems)
     of = " (of the search's estimates and every shape's largest DP per regime, TP within a node)"
@@ -331,6 +323,12 @@ def first_count(plan: Plan, found: Found, g: int, rounding: str, own: Outcome | 
         o,
         f"{head}: its {fit_words(o)}; {batch_words(plan, o.layout)}; procure {paid}{idle}{mine}",
     )
+
+
+def low_count(found: Found) -> Count:
+    o = found.outcome
+    why = f"{o.layout.label()} fits by the low estimate {fmt_bytes(o.low)} on {found.cost} GPUs"
+    return Count(found.cost, o.layout, o, why)
 
 
 def validation_words(low: Found | None, high: Found | None) -> str:

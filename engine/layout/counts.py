@@ -36,11 +36,12 @@ from engine.layout.beside import (
     closest_candidates,
     fill_bought,
     first_count,
+    low_count,
     none_fits,
     ranked_alternatives,
     validation_words,
 )
-from engine.layout.minimum import HIGH, LOW, Cost, Found, search_growing
+from engine.layout.minimum import HIGH, LOW, Cost, Criterion, Found, search_growing
 from engine.layout.point import (
     Layout,
     procurement,
@@ -57,7 +58,6 @@ from engine.layout.shapes import (
     legal_shapes,
 )
 from engine.plan import Plan
-from engine.units import fmt_bytes
 
 THAW_EVERY = 32
 """One outermost pause in this many ends by thawing instead of freezing."""
@@ -304,34 +304,19 @@ def gpu_counts(
     if not stopped and None in (first, low, arith):
         every = _closest(ev, max_gpus, prefs, budget, memo)
         stopped = budget.spent
-    tried = ev.outcomes
-    notes = []
+    notes: tuple[str, ...] = ()
     if stopped:
-        notes.append(
+        notes = (
             f"searched {len(ev.outcomes):,} layouts in {budget.elapsed():.1f} s; stopped at "
-            f"the budget ({budget.seconds:g} s): the counts are the best found so far"
+            f"the budget ({budget.seconds:g} s): the counts are the best found so far",
         )
-    arith_c = (
-        arith_count(plan, arith, g)
-        if arith
-        else none_fits(plan, tried, max_gpus, HIGH, stopped, every)
-    )
-    first_c = (
-        first_count(plan, first, g, rounding, own)
-        if first
-        else none_fits(plan, tried, max_gpus, HIGH, stopped, every)
-    )
-    low_c = (
-        Count(
-            low.cost,
-            low.outcome.layout,
-            low.outcome,
-            f"{low.outcome.layout.label()} fits by the low estimate "
-            f"{fmt_bytes(low.outcome.low)} on {low.cost} GPUs",
-        )
-        if low
-        else none_fits(plan, tried, max_gpus, LOW, stopped, every)
-    )
+
+    def missing(criterion: Criterion) -> Count:
+        return none_fits(plan, ev.outcomes, max_gpus, criterion, stopped, every)
+
+    arith_c = arith_count(plan, arith, g) if arith else missing(HIGH)
+    first_c = first_count(plan, first, g, rounding, own) if first else missing(HIGH)
+    low_c = low_count(low) if low else missing(LOW)
     straddles = bool(low and first and low.cost < first.cost)
     skip = stopped or not alternatives
     ranked, rejected = ((), ()) if skip else ranked_alternatives(ev, first, max_gpus, prefs)
@@ -350,7 +335,7 @@ def gpu_counts(
         limit_bytes=plan.hbm_limit_bytes,
         capacity_bytes=plan.hardware.capacity_bytes,
         estimates=ev.calls,
-        notes=tuple(notes),
+        notes=notes,
         plan_layout=own,
         stopped=stopped,
         seq_len=plan.batch.seq_len,

@@ -245,16 +245,14 @@ def search_min(
     cost: Cost,
     criterion: Criterion,
     budget: Budget,
-    start: Found | None = None,
-    memo: SearchMemo | None = None,
+    start: Found | None,
+    memo: SearchMemo,
 ) -> Found | None:
     """The accepted layout of least cost up to ``max_gpus``; among equal costs the
     earlier shape in preference order, then the smaller DP. ``memo`` holds the
     ``pipeline_full`` and ``max_padding_share`` preferences (they depend on DP, so they
-    are applied here rather than to the shapes: none by default), the candidates and
-    what earlier searches with the same preferences proved
-    (:class:`~engine.layout.proofs.regimes.Known`)."""
-    memo = SearchMemo(ev.plan, full=True, padding=1.0) if memo is None else memo
+    are applied here rather than to the shapes), the candidates and what earlier
+    searches with the same preferences proved (:class:`~engine.layout.proofs.regimes.Known`)."""
     best = start
     floor = ev.fewest_ranks
     if floor > max_gpus:
@@ -339,9 +337,9 @@ def search_growing(
     cost: Cost,
     criterion: Criterion,
     budget: Budget,
-    start: Found | None = None,
-    memo: SearchMemo | None = None,
-    first_bound: int = 8,
+    start: Found | None,
+    memo: SearchMemo,
+    first_bound: int,
 ) -> Found | None:
     """:func:`search_min`'s answer, searched within a bound that doubles from
     ``first_bound`` up to ``max_gpus``: a big model's many shapes cost one estimate per
@@ -355,7 +353,6 @@ def search_growing(
     less than C (no better layout is larger): each later round would re-probe every
     regime at its new top, so one round at that bound usually needs fewer estimates —
     the same answer either way, since every round's answer is exact."""
-    memo = SearchMemo(ev.plan) if memo is None else memo
     bound = max(1, first_bound)
     if start is not None:
         bound = max(bound, _max_dp_below(start.cost, 1, cost))

@@ -148,13 +148,9 @@ class Layout:
         return self.tp * self.pp * self.cp
 
     @property
-    def replicas(self) -> int:
-        """Rank groups that each consume their own micro-batches: DP."""
-        return self.dp
-
-    @property
     def global_batch(self) -> int:
-        return self.micro_batch * self.grad_accum * self.replicas
+        """Micro-batch × accumulation × DP: each DP replica consumes its own micro-batches."""
+        return self.micro_batch * self.grad_accum * self.dp
 
     @property
     def shape(self) -> tuple[int, int, int, int]:

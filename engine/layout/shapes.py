@@ -213,12 +213,6 @@ class _Judge:
             out.append(Rejected(layout, reasons) if reasons else layout)
         return out
 
-    def template(self, tp: int, pp: int, cp: int, ep: int) -> Layout:
-        """The layout of one shape at DP 1, with the shape's expert TP and split (the
-        search fills in DP and the batch)."""
-        b = self.plan.batch
-        return Layout(tp, pp, cp, ep, 1, b.micro_batch, b.grad_accum, self.etp, self.split(pp))
-
     def _judge_tp(self, tp: int) -> tuple[str, ...]:
         arch, prefs = self.arch, self.prefs
         hard = _messages(rules.tp_problems(tp, arch) + self.stack("tp", tp))
@@ -322,8 +316,8 @@ def enumerate_layouts(
 def legal_shapes(plan: Plan, max_ranks: int, prefs: LayoutPreferences) -> list[Layout]:
     """Model-parallel shapes (TP, PP, CP, EP) that pass every rule and preference
     within ``max_ranks`` (TP × PP × CP of them: EP adds none), in preference order, as
-    DP-1 layout templates (:meth:`_Judge.template`). DP is searched separately, with the
-    EP folding rule.
+    layouts at DP 1 with the plan's batch, the expert TP and the stage split (the search
+    fills in DP and the batch, with the EP folding rule).
 
     Each dimension's values are judged on their own (every rule concerns one
     dimension), so the shapes are the product of the passing values.
@@ -346,7 +340,7 @@ def legal_shapes(plan: Plan, max_ranks: int, prefs: LayoutPreferences) -> list[L
         for ep in eps
         if tp * pp * cp <= max_ranks
     )
-    b, etp = plan.batch, judge.etp  # judge.template's layouts, its lookups done once
+    b, etp = plan.batch, judge.etp
     splits = {pp: judge.split(pp) for pp in pps}
     return [
         Layout(-tp, pp, cp, ep, 1, b.micro_batch, b.grad_accum, etp, splits[pp])

@@ -29,7 +29,6 @@ PHASE_NAMES: dict[str, str] = {
 }
 
 _LEFT = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
-_RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 
 
 def _units(units: str) -> UnitChoice:

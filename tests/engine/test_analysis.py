@@ -113,4 +113,3 @@ def test_get_names_every_part() -> None:
     a = an.analysis(with_value(default_plan(), "policy.max_gpus", 16))
     for part in an.PARTS:
         assert a.get(part) is getattr(a, part)
-    assert set(an.SLOW_PARTS) == set(an.PARTS) - {"estimate"}

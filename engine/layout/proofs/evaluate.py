@@ -178,8 +178,8 @@ class Evaluator:
     def __call__(self, layout: Layout) -> Outcome:
         got = self._cache.get(layout)
         if got is None:
-            got = self._run(layout)
-            self._cache[layout] = got
+            self.calls += 1
+            got = self._cache[layout] = self._known(layout)
         return got
 
     def peek(self, layout: Layout) -> Outcome:
@@ -193,10 +193,6 @@ class Evaluator:
         if got is not None:
             return got
         self.peeks += 1
-        return self._known(layout)
-
-    def _run(self, layout: Layout) -> Outcome:
-        self.calls += 1
         return self._known(layout)
 
     def _known(self, layout: Layout) -> Outcome:

@@ -15,7 +15,7 @@ from hypothesis import given
 from layout_plans import PESSIMISTIC, SEARCH_SETTINGS, search_plans
 
 from engine.layout import beside as closest_module
-from engine.layout.beside import closer, closest_candidates
+from engine.layout.beside import closeness, closest_candidates
 from engine.layout.counts import gpu_counts
 from engine.layout.point import Layout
 from engine.layout.proofs.evaluate import Budget, Evaluator, Outcome
@@ -40,15 +40,11 @@ def _candidates(plan: Plan, max_gpus: int) -> list[Layout]:
 
 
 def _closest_of(outcomes: list[Outcome]) -> Outcome | None:
-    best = None
-    for o in outcomes:
-        if o.ok and not o.fits_high and closer(o, best):
-            best = o
-    return best
+    return max((o for o in outcomes if o.ok and not o.fits_high), key=closeness, default=None)
 
 
 def _key(o: Outcome | None) -> tuple[bool, int] | None:
-    return None if o is None else (not o.node_problems, o.headroom)
+    return None if o is None else closeness(o)
 
 
 @SEARCH_SETTINGS
