@@ -90,15 +90,17 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=34)
     ap.add_argument("--no-search", action="store_true")
     ap.add_argument("--rows", action="store_true", help="compare with the rows' shape parts")
+    ap.add_argument("--searches-only", action="store_true", help="skip the tables' timings")
     args = ap.parse_args()
     plan = plan_for_model_preset(PRESET)
     print(f"{PRESET}: stack {resolved(plan).parallelism.strategy}, default plan")
 
     if args.layouts > 0:
         _exactness(plan, args.layouts, args.seed, args.rows)
-    print("\n== tables (caches cleared before each; collector paused, as in gpu_counts) ==")
-    with collector_paused():
-        _tables(plan)
+    if not args.searches_only:
+        print("\n== tables (caches cleared before each; collector paused, as in gpu_counts) ==")
+        with collector_paused():
+            _tables(plan)
     if not args.no_search:
         _searches(plan)
 
@@ -133,25 +135,28 @@ def _searches(plan: Plan) -> None:
         clear_caches()
         for how in ("cold", "warm"):
             with collector_paused():
-                t = time.perf_counter()
+                t, cpu = time.perf_counter(), time.process_time()
                 f = first_practical(plan, MAX_WORLD, caches)
-                s = time.perf_counter() - t
+                s, cpu = time.perf_counter() - t, time.process_time() - cpu
             print(
-                f"table search, count 2, {how}: {s * 1e3:7.1f} ms = lattice+floors "
+                f"table search, count 2, {how}: {s * 1e3:7.1f} ms ({cpu * 1e3:.1f} ms CPU) = "
+                f"lattice+floors "
                 f"{f.lattice_s * 1e3:.1f} + shape parts {f.parts_s * 1e3:.1f} + tables "
                 f"{f.tables_s * 1e3:.1f}; {f.gpus} GPUs (world {f.world}); {f.evaluated} of "
                 f"{f.shapes} shapes, {f.layouts:,} layouts; floor violations {f.floor_violations}"
             )
         clear_caches()
-        times = []
+        times, cpus = [], []
         for _ in range(3):
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             c = gpu_counts(plan, max_gpus=MAX_WORLD, budget_s=None)
             times.append(time.perf_counter() - t)
+            cpus.append(time.process_time() - cpu)
         print(
-            f"gpu_counts(≤{MAX_WORLD:,}): cold {times[0] * 1e3:.1f} ms, then warm "
-            f"{times[1] * 1e3:.1f} / {times[2] * 1e3:.1f} ms; {c.estimates} estimates; "
-            f"first layout {c.first_layout.gpus} GPUs"
+            f"gpu_counts(≤{MAX_WORLD:,}): cold {times[0] * 1e3:.1f} ms ({cpus[0] * 1e3:.1f} CPU), "
+            f"then warm {times[1] * 1e3:.1f} / {times[2] * 1e3:.1f} ms ({cpus[1] * 1e3:.1f} / "
+            f"{cpus[2] * 1e3:.1f} CPU); {c.estimates} estimates; first layout "
+            f"{c.first_layout.gpus} GPUs"
         )
 
 
