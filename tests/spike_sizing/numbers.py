@@ -44,8 +44,8 @@ from tests.spike_sizing.shape import (
     PART_FORMS,
     REF_DP,
     ShapeKernel,
-    _live,
-    _units,
+    layer_units,
+    live_of,
     unsharded,
 )
 
@@ -83,7 +83,7 @@ def _masks(laid: Plan, stage: int, acc: bool) -> tuple[tuple[str, IntArray], ...
     """Each shard-group part's live moments at ``stage`` (0/1 per moment), in row order;
     only allocated rows, as :func:`~tests.spike_sizing.shape.shape_kernel` takes them."""
     return tuple(
-        (row.id, _live(row, acc))
+        (row.id, live_of(row, acc))
         for row in stage_rows(resolved(laid), stage)
         if row.id in PART_FORMS and row.allocated
     )
@@ -123,7 +123,7 @@ def shape_kernel_numbers(plan: Plan, layout: Layout, caches: Caches) -> ShapeKer
         got = caches.classes.get(ckey)
         if got is None:
             held, _ctx = stage_held(r, st.stage)
-            got = caches.classes[ckey] = (tensor_classes(held, tied), _units(held))
+            got = caches.classes[ckey] = (tensor_classes(held, tied), layer_units(held))
         tc = time.perf_counter()
         fkey = (ckey, mkey, gran, dtypes["compute"], dtypes["reduce"])
         zero_k = caches.folded.get(fkey)
