@@ -14,6 +14,7 @@ from engine.estimate import estimate
 from engine.layout.point import Layout
 from engine.layout.shapes import with_layout
 from engine.plan import Plan
+from tests.spike_sizing.numbers import Caches, shape_kernel_numbers
 from tests.spike_sizing.shape import PART_FORMS, ShapeKernel, shape_kernel, unsharded
 from tests.spike_sizing.table import Table, table
 
@@ -62,7 +63,11 @@ def _missed(plan: Plan, sk: ShapeKernel, lay: Layout) -> set[str]:
     return {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
 
 
-def compare(plans: list[Plan], drawn: list[tuple[int, Layout]]) -> Report:
+def compare(
+    plans: list[Plan], drawn: list[tuple[int, Layout]], caches: Caches | None = None
+) -> Report:
+    """Every drawn layout against ``estimate()``; shape parts by rows (``caches`` None)
+    or numbers only (:func:`~tests.spike_sizing.numbers.shape_kernel_numbers`)."""
     rep = Report(layouts=len(drawn))
     by_shape: dict[ShapeKey, list[Layout]] = defaultdict(list)
     for v, lay in drawn:
@@ -71,7 +76,11 @@ def compare(plans: list[Plan], drawn: list[tuple[int, Layout]]) -> Report:
     for key, lays in by_shape.items():
         plan = plans[key[0]]
         t0 = time.perf_counter()
-        sk = shape_kernel(plan, lays[0])
+        sk = (
+            shape_kernel(plan, lays[0])
+            if caches is None
+            else shape_kernel_numbers(plan, lays[0], caches)
+        )
         t1 = time.perf_counter()
         tab = table(sk, np.array([lay.dp for lay in lays], dtype=np.int64))
         rep.shape_s.append(t1 - t0)

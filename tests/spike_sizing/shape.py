@@ -64,7 +64,7 @@ class ShapeKernel:
     accumulating: bool
 
 
-def _units(held: Iterable[HeldTensor]) -> tuple[tuple[IntArray, IntArray], ...]:
+def layer_units(held: Iterable[HeldTensor]) -> tuple[tuple[IntArray, IntArray], ...]:
     by_unit: dict[str, list[tuple[int, int]]] = {}
     for t in held:
         if t.unit.startswith("layer.") and t.shape and t.shape[0]:
@@ -76,7 +76,7 @@ def _units(held: Iterable[HeldTensor]) -> tuple[tuple[IntArray, IntArray], ...]:
     )
 
 
-def _live(row: Row, accumulating: bool) -> IntArray:
+def live_of(row: Row, accumulating: bool) -> IntArray:
     out = np.zeros(len(MOMENTS), dtype=np.int64)
     for i in live_positions(row.moments, row.accumulated_moments, accumulating):
         out[i] = 1
@@ -116,14 +116,14 @@ def shape_kernel(plan: Plan, layout: Layout) -> ShapeKernel:
         for row in st.rows:
             if row.id not in PART_FORMS or not row.allocated:
                 continue
-            live = _live(row, acc)
+            live = live_of(row, acc)
             lows -= row.low * live
             highs -= row.high * live
             form = PART_FORMS[row.id]
             if isinstance(form, str):
                 form = PaddedUnit(DTYPE_BYTES[dtypes[form]])
             parts.append(Part(row.id, form, live))
-        classes, units = tensor_classes(held, tied), _units(held)
+        classes, units = tensor_classes(held, tied), layer_units(held)
         kernels.append(compile_stage(lows, highs, classes, units, tuple(parts), gran))
         peak = t.peak
         s_low, s_high = stuck_bytes(t.reserve, peak.low, peak.high, t.steady)

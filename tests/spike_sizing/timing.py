@@ -14,6 +14,7 @@ from engine.layout.candidates import dp_candidates, layout_at
 from engine.layout.point import Layout, LayoutPreferences
 from engine.layout.shapes import enumerate_layouts, legal_shapes
 from engine.plan import Plan
+from tests.spike_sizing.numbers import Caches, shape_kernel_numbers
 from tests.spike_sizing.shape import ShapeKernel, shape_kernel
 from tests.spike_sizing.table import table
 
@@ -27,10 +28,15 @@ class Timed:
     table_s: float  # the vectorised tables, shape parts ready
 
 
-def _tables(plan: Plan, groups: dict[tuple[object, ...], list[Layout]]) -> tuple[float, float]:
+def _tables(
+    plan: Plan, groups: dict[tuple[object, ...], list[Layout]], caches: Caches | None
+) -> tuple[float, float]:
     t0 = time.perf_counter()
     kernels: dict[tuple[object, ...], ShapeKernel] = {
-        k: shape_kernel(plan, lays[0]) for k, lays in groups.items()
+        k: shape_kernel(plan, lays[0])
+        if caches is None
+        else shape_kernel_numbers(plan, lays[0], caches)
+        for k, lays in groups.items()
     }
     t1 = time.perf_counter()
     for k, lays in groups.items():
@@ -45,16 +51,18 @@ def _group(lays: list[Layout]) -> dict[tuple[object, ...], list[Layout]]:
     return groups
 
 
-def one_world(plan: Plan, world: int) -> Timed:
+def one_world(plan: Plan, world: int, caches: Caches | None = None) -> Timed:
+    """Every legal layout of one world size; shape parts by rows (``caches`` None: the
+    first pass) or numbers only (:mod:`tests.spike_sizing.numbers`)."""
     t = time.perf_counter()
     legal = list(enumerate_layouts(plan, world).legal)
     legality = time.perf_counter() - t
     groups = _group(legal)
-    shapes_s, table_s = _tables(plan, groups)
+    shapes_s, table_s = _tables(plan, groups, caches)
     return Timed(len(legal), len(groups), legality, shapes_s, table_s)
 
 
-def every_world(plan: Plan, max_world: int) -> Timed:
+def every_world(plan: Plan, max_world: int, caches: Caches | None = None) -> Timed:
     """The search's own candidates: every legal shape (:func:`legal_shapes`) at every DP
     its rules allow within ``max_world`` (:func:`dp_candidates`, :func:`layout_at`; the
     padding-share preference, which the search applies per layout, not applied)."""
@@ -67,5 +75,5 @@ def every_world(plan: Plan, max_world: int) -> Timed:
             legal.append(layout_at(plan, s, dp))
     legality = time.perf_counter() - t
     groups = _group(legal)
-    shapes_s, table_s = _tables(plan, groups)
+    shapes_s, table_s = _tables(plan, groups, caches)
     return Timed(len(legal), len(groups), legality, shapes_s, table_s)
