@@ -35,6 +35,7 @@ What runs differently on a CPU-only torch, and how it is accounted:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import sys
 from typing import Any
@@ -43,7 +44,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from tests.trace.tune_live import LiveBytes, by_label
-from tests.trace.tune_patches import CompiledChunkCE, offload_stand_ins
+from tests.trace.tune_patches import CompiledChunkCE, device_copies_in, offload_stand_ins
 
 GiB = 1 << 30
 IGNORE = -100
@@ -67,15 +68,28 @@ def build(args: argparse.Namespace, fake: FakeTensorMode) -> Any:
     from torchtune import modules, training
     from torchtune.modules.peft import get_adapter_params, set_trainable_params
 
-    with training.set_default_dtype(torch.bfloat16), torch.device("meta"):
-        module, name = BUILDERS[args.model]
-        model = getattr(importlib.import_module(module), name)(
-            lora_attn_modules=args.attn.split(","),
-            apply_lora_to_mlp=not args.no_mlp,
-            lora_rank=args.rank,
-            lora_alpha=args.alpha,
-            lora_dropout=0.0,
-        )
+    module, name = BUILDERS[args.model]
+    builder = getattr(importlib.import_module(module), ("q" if args.qlora else "") + name)
+    kwargs = {
+        "lora_attn_modules": args.attn.split(","),
+        "apply_lora_to_mlp": not args.no_mlp,
+        "lora_rank": args.rank,
+        "lora_alpha": args.alpha,
+        "lora_dropout": 0.0,
+    }
+    nf4_homes = [
+        importlib.import_module("torchtune.modules.low_precision.nf4_linear"),
+        importlib.import_module("torchtune.modules.peft.lora"),
+    ]
+    to_nf4 = nf4_homes[0].to_nf4
+    for home in nf4_homes:  # torchao's to_nf4 cannot run on meta: quantized after to_empty
+        home.to_nf4 = lambda w, **_: w
+    try:
+        with training.set_default_dtype(torch.bfloat16), torch.device("meta"):
+            model = builder(**kwargs)
+    finally:
+        for home in nf4_homes:
+            home.to_nf4 = to_nf4
     set_trainable_params(model, get_adapter_params(model))
     training.set_activation_checkpointing(
         model, auto_wrap_policy={modules.TransformerSelfAttentionLayer}
@@ -84,18 +98,35 @@ def build(args: argparse.Namespace, fake: FakeTensorMode) -> Any:
         model.to_empty(device="cpu")
         for mod in model.modules():
             if type(mod).__name__ == "Llama3ScaledRoPE":
-                half = mod.dim // 2
-                mod.register_buffer("theta", torch.empty(half), persistent=False)
-                cache = torch.empty(mod.max_seq_len, half, 2)
-                mod.register_buffer("cache", cache, persistent=False)
-                mod.is_cache_built = True
+                _rope_shapes(mod)
+            quantized = type(mod).__name__ == "FrozenNF4Linear" or getattr(
+                mod, "_quantize_base", False
+            )
+            if quantized:
+                nf4 = to_nf4(mod.weight.detach())
+                mod.weight = torch.nn.Parameter(nf4, requires_grad=False)
     return model
+
+
+def _rope_shapes(rope: Any) -> None:
+    """Llama3ScaledRoPE's buffers with their shapes and dtype (fp32: theta from
+    ``.float()``, cache [max_seq_len, dim // 2, 2]); values do not matter on fake tensors."""
+    half = rope.dim // 2
+    rope.register_buffer("theta", torch.empty(half, dtype=torch.float32), persistent=False)
+    cache = torch.empty(rope.max_seq_len, half, 2, dtype=torch.float32)
+    rope.register_buffer("cache", cache, persistent=False)
+    rope.is_cache_built = True
 
 
 def count_states(model: Any, live: LiveBytes) -> None:
     """Put the parameters and buffers in the tracker, labelled adapter / frozen / buffer."""
     for name, p in model.named_parameters():
-        live.add(p, f"param:{'adapter' if p.requires_grad else 'frozen'}:{name}")
+        label = f"param:{'adapter' if p.requires_grad else 'frozen'}:{name}"
+        if hasattr(p, "__tensor_flatten__"):  # torchao's NF4Tensor: its inner tensors
+            for attr in p.__tensor_flatten__()[0]:
+                live.add(getattr(p, attr), f"{label}.{attr}")
+        else:
+            live.add(p, label)
     for name, b in model.named_buffers():
         live.add(b, f"buffer:{name}")
 
@@ -115,8 +146,33 @@ def label_modules(model: Any, live: LiveBytes) -> None:
                 layer.register_forward_pre_hook(enter(f"layers.{i}"))
         elif isinstance(mod, torch.nn.Module):
             mod.register_forward_pre_hook(enter(name))
+    model.norm.register_forward_hook(lambda *_: setattr(live, "where", "output"))
+
+
+def offload_ctx(model: Any, args: argparse.Namespace) -> Any:
+    """The recipe's offloading context: ``training.get_act_offloading_ctx_manager`` where
+    the installed torchtune has it (e99b89007 on), else what the recipe did inline before
+    it (an ``OffloadActivations()`` and the NoOp hooks on an ``nn.Module`` head only, so a
+    ``TiedLinear`` head of that time was offloaded); ``--streams on|off`` builds
+    ``OffloadActivations(use_streams=...)`` with the same head hooks."""
+    from torchtune import training
+    from torchtune.training import NoOpManager, OffloadActivations
+
+    if args.no_offload:
+        return contextlib.nullcontext()
+    recipe_helper = hasattr(training, "get_act_offloading_ctx_manager")
+    if args.streams == "default" and recipe_helper:
+        return device_copies_in(training.get_act_offloading_ctx_manager(model, True))
+    kwargs = {} if args.streams == "default" else {"use_streams": args.streams == "on"}
+    ctx = OffloadActivations(**kwargs)
     head = model.output
-    (head.linear if hasattr(head, "linear") else head).register_forward_pre_hook(enter("output"))
+    if not isinstance(head, torch.nn.Module):
+        head = head.linear if recipe_helper else None
+    if head is not None:
+        noop = NoOpManager()
+        head.register_forward_pre_hook(lambda *_: noop.__enter__())
+        head.register_forward_hook(lambda *_: noop.__exit__(), always_call=True)
+    return device_copies_in(ctx)
 
 
 def run(args: argparse.Namespace) -> LiveBytes:
@@ -133,7 +189,7 @@ def run(args: argparse.Namespace) -> LiveBytes:
         if not args.eager_loss:
             loss_fn.compute_cross_entropy = CompiledChunkCE.compute
         model.set_num_output_chunks(loss_fn.num_output_chunks)
-        ctx = training.get_act_offloading_ctx_manager(model, not args.no_offload)
+        ctx = offload_ctx(model, args)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=3e-4, weight_decay=0.01, fused=True)
         b, s = args.batch, args.seq
@@ -161,7 +217,8 @@ def run(args: argparse.Namespace) -> LiveBytes:
             current.backward()
             del loss, current
             live.phase, live.where = pre + "step", "optimizer"
-            training.scale_grads(model, 1 / num_tokens)
+            if hasattr(training, "scale_grads"):  # 23c8829ac (2024-10-25) on
+                training.scale_grads(model, 1 / num_tokens)
             opt.step()
             opt.zero_grad(set_to_none=True)
             gc.collect()
@@ -186,12 +243,14 @@ def main_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--model", choices=sorted(BUILDERS), default="3b")
     ap.add_argument("--attn", default="q_proj,v_proj,output_proj")
     ap.add_argument("--no-mlp", action="store_true")
+    ap.add_argument("--qlora", action="store_true", help="the qlora_ builder (torchao NF4 base)")
     ap.add_argument("--rank", type=int, default=64)
     ap.add_argument("--alpha", type=int, default=128)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--eager-loss", action="store_true")
     ap.add_argument("--no-offload", action="store_true")
+    ap.add_argument("--streams", choices=["default", "on", "off"], default="default")
     ap.add_argument("--top", type=int, default=40)
     return ap.parse_args(argv)
 

@@ -7,8 +7,8 @@ as written) and change only what memory a call makes:
 
 - ``torch.empty_like(..., pin_memory=True, device="cpu")``: the host copy, not counted
   (made with :attr:`LiveBytes.host` set);
-- ``tensor.to("cuda", ...)``: a fresh device copy of the host tensor (``clone``), as the
-  H2D copy allocates a new device block;
+- ``tensor.to("cuda", ...)`` in the unpack hook: a fresh device copy of the host tensor
+  (``clone``), as the H2D copy allocates a new device block (:func:`device_copies_in`);
 - ``record_stream``: nothing (one stream);
 - ``torch.cuda.default_stream`` / ``Stream`` / ``stream``: inert objects whose events are
   always complete (on one stream every wait is already satisfied).
@@ -57,7 +57,7 @@ def offload_stand_ins(live: LiveBytes) -> Iterator[None]:
     runs inside the autograd engine, where a Python function mode is not active.
     """
     saved_cuda = {k: getattr(torch.cuda, k) for k in ("default_stream", "Stream", "stream")}
-    empty_like, to, record_stream = torch.empty_like, torch.Tensor.to, torch.Tensor.record_stream
+    empty_like, record_stream = torch.empty_like, torch.Tensor.record_stream
     stream = _Stream()
 
     def host_empty_like(*args: Any, **kwargs: Any) -> torch.Tensor:
@@ -71,16 +71,10 @@ def offload_stand_ins(live: LiveBytes) -> Iterator[None]:
         finally:
             live.host = False
 
-    def device_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        if "cuda" in [str(a) for a in args] or str(kwargs.get("device")) == "cuda":
-            return self.clone()
-        return to(self, *args, **kwargs)
-
     torch.cuda.default_stream = lambda *a, **k: stream  # type: ignore[assignment]
     torch.cuda.Stream = lambda *a, **k: _Stream()  # type: ignore[assignment,misc]
     torch.cuda.stream = lambda *a, **k: contextlib.nullcontext()  # type: ignore[assignment]
     torch.empty_like = host_empty_like  # type: ignore[assignment]
-    torch.Tensor.to = device_to  # type: ignore[method-assign,assignment]
     torch.Tensor.record_stream = lambda *a, **k: None  # type: ignore[method-assign]
     try:
         yield
@@ -88,8 +82,32 @@ def offload_stand_ins(live: LiveBytes) -> Iterator[None]:
         for k, v in saved_cuda.items():
             setattr(torch.cuda, k, v)
         torch.empty_like = empty_like  # type: ignore[assignment]
-        torch.Tensor.to = to  # type: ignore[method-assign]
         torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
+
+
+def device_copies_in(ctx: Any) -> Any:
+    """Make ``ctx``'s unpack hook bring host copies back as fresh device tensors.
+
+    ``tensor.to("cuda")`` becomes ``clone()`` only while the hook runs (a global patch
+    of ``Tensor.to`` would recurse through torchao's NF4Tensor ``__torch_function__``).
+    """
+    unpack, to = ctx.unpack_hook, torch.Tensor.to
+
+    def device_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        wanted = [a for a in args if isinstance(a, str | torch.device)] + [kwargs.get("device")]
+        if "cuda" in [str(a) for a in wanted if a is not None]:
+            return self.clone()
+        return to(self, *args, **kwargs)
+
+    def hook(packed: Any) -> Any:
+        torch.Tensor.to = device_to  # type: ignore[method-assign,assignment]
+        try:
+            return unpack(packed)
+        finally:
+            torch.Tensor.to = to  # type: ignore[method-assign]
+
+    ctx.unpack_hook = hook
+    return ctx
 
 
 class CompiledChunkCE(torch.autograd.Function):
