@@ -20,7 +20,7 @@ readings found torchtune holds at the loss. The trace runs torchtune's code
 - the RoPE cache fp32 131,072 x 64 x 2 = 67,108,864 B, tokens / positions / labels.
 
 The first chunk's backward adds its bf16 gradient (262,668,288 B): the trace's peak.
-The ledger's allocated range for the case must hold both moments (plus its cuBLAS
+The ledger's allocated range for the case is that peak at both ends (plus its cuBLAS
 workspaces, which a CPU trace has none of), so the published figure's gap is not a
 ledger term the trace finds: the measured run held less than this code allocates.
 """
@@ -75,7 +75,8 @@ def test_the_ledger_holds_the_traced_moments() -> None:
     live = _traced()
     case = next(c for c in load_cases() if c.id == "torchtune-3b-lora-packed")
     peak = estimate(case_plan(case)).peak
-    assert abs(peak.low - (live.marks["step2.backward"] + _CUBLAS)) < 1 << 20
+    # both ends: the chunk's gradient is out of place (test_compiled_ce_donation.py)
+    assert abs(peak.low - (live.peak + _CUBLAS)) < 1 << 20
     assert abs(peak.high - (live.peak + _CUBLAS)) < 1 << 20
     assert peak.low > int(8.499 * (1 << 30))  # the published figure is under both
 
