@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,14 +63,25 @@ class LiveBytes(TorchDispatchMode):
         self._seen: Any = WeakIdKeyDictionary()
         self._next = 0
         self.marks: dict[str, int] = {}
+        self.mark_live: dict[str, list[Entry]] = {}
+        self.paused: Callable[[], bool] = lambda: False
 
     def mark(self, phase: str) -> None:
         """Enter ``phase``, keeping what is live at its start (e.g. the loss moment)."""
         self.phase = phase
         self.marks[phase] = self.total
+        self.mark_live[phase] = self._snapshot()
 
     def add(self, tensor: torch.Tensor, label: str) -> None:
-        """Count a tensor's storage once, until it dies (or ignore it if on the host)."""
+        """Count a tensor's storage once, until it dies (or ignore it if on the host);
+        a wrapper subclass (DTensor, torchao's NF4Tensor) by its inner tensors."""
+        wrapper = type(tensor) is not torch.Tensor and hasattr(tensor, "__tensor_flatten__")
+        if wrapper and not type(tensor).__name__.startswith("Fake"):
+            for attr in tensor.__tensor_flatten__()[0]:
+                inner = getattr(tensor, attr)
+                if isinstance(inner, torch.Tensor):
+                    self.add(inner, label)
+            return
         st = tensor.untyped_storage()
         if st in self._seen or self.host:
             if self.host and st not in self._seen:
@@ -83,6 +95,21 @@ class LiveBytes(TorchDispatchMode):
         self.total += entry.nbytes
         weakref.finalize(st, self._drop, key)
 
+    def resized(self, storage: Any, nbytes: int) -> None:
+        """A storage resized in place (FSDP2 frees and refills its unsharded parameters
+        and all-gather buffers with ``untyped_storage().resize_``, as MemTracker tracks)."""
+        key = self._seen.get(storage)
+        if key is None or key < 0 or key not in self._live:
+            return
+        entry = self._live[key]
+        new = _rounded(nbytes)
+        self.total += new - entry.nbytes
+        entry.nbytes = new
+        if self.recording and self.total > self.peak:
+            self.peak = self.total
+            self.peak_at = f"{self.phase}:{self.where}:resize_"
+            self.peak_live = self._snapshot()
+
     def _drop(self, key: int) -> None:
         entry = self._live.pop(key, None)
         if entry is not None:
@@ -92,10 +119,14 @@ class LiveBytes(TorchDispatchMode):
         """Start a new window at what is live now (torchtune's get_memory_stats reset)."""
         self.peak = self.total
         self.peak_at = f"{self.phase}: start"
-        self.peak_live = list(self._live.values())
+        self.peak_live = self._snapshot()
 
     def live_now(self) -> list[Entry]:
-        return list(self._live.values())
+        return self._snapshot()
+
+    def _snapshot(self) -> list[Entry]:
+        """Copies: a resized storage's entry changes after the snapshot."""
+        return [Entry(e.nbytes, e.label, e.shape, e.dtype) for e in self._live.values()]
 
     def __torch_dispatch__(
         self,
@@ -105,6 +136,8 @@ class LiveBytes(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         out = func(*args, **(kwargs or {}))
+        if self.paused():
+            return out
         label = f"{self.phase}:{self.where}:{func.__name__}"
         node = torch._C._current_autograd_node()
         if node is not None:
@@ -115,7 +148,7 @@ class LiveBytes(TorchDispatchMode):
         if self.recording and self.total > self.peak:
             self.peak = self.total
             self.peak_at = label
-            self.peak_live = list(self._live.values())
+            self.peak_live = self._snapshot()
         return out
 
 

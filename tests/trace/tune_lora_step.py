@@ -98,7 +98,7 @@ def build(args: argparse.Namespace, fake: FakeTensorMode) -> Any:
         model.to_empty(device="cpu")
         for mod in model.modules():
             if type(mod).__name__ == "Llama3ScaledRoPE":
-                _rope_shapes(mod)
+                rope_shapes(mod)
             quantized = type(mod).__name__ == "FrozenNF4Linear" or getattr(
                 mod, "_quantize_base", False
             )
@@ -108,7 +108,7 @@ def build(args: argparse.Namespace, fake: FakeTensorMode) -> Any:
     return model
 
 
-def _rope_shapes(rope: Any) -> None:
+def rope_shapes(rope: Any) -> None:
     """Llama3ScaledRoPE's buffers with their shapes and dtype (fp32: theta from
     ``.float()``, cache [max_seq_len, dim // 2, 2]); values do not matter on fake tensors."""
     half = rope.dim // 2
@@ -234,6 +234,8 @@ def report(live: LiveBytes, top: int) -> str:
         lines.append(f"  {n / GiB:8.4f} GiB  {n:>14,}  {name}")
     at_loss = live.marks["step2.backward"]
     lines.append(f"live at the loss (backward's start): {at_loss / GiB:.4f} GiB ({at_loss:,} B)")
+    for name, n in by_label(live.mark_live["step2.backward"], 2).most_common(top):
+        lines.append(f"  {n / GiB:8.4f} GiB  {n:>14,}  {name}")
     return "\n".join(lines)
 
 
