@@ -64,6 +64,8 @@ class LiveBytes(TorchDispatchMode):
         self._next = 0
         self.marks: dict[str, int] = {}
         self.mark_live: dict[str, list[Entry]] = {}
+        self.phase_peaks: dict[str, int] = {}
+        """The highest total under each phase and module / autograd node (the moments)."""
         self.paused: Callable[[], bool] = lambda: False
 
     def mark(self, phase: str) -> None:
@@ -145,10 +147,14 @@ class LiveBytes(TorchDispatchMode):
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
                 self.add(t, label)
-        if self.recording and self.total > self.peak:
-            self.peak = self.total
-            self.peak_at = label
-            self.peak_live = self._snapshot()
+        if self.recording:
+            at = label.rsplit(":", 1)[0]
+            if self.total > self.phase_peaks.get(at, 0):
+                self.phase_peaks[at] = self.total
+            if self.total > self.peak:
+                self.peak = self.total
+                self.peak_at = label
+                self.peak_live = self._snapshot()
         return out
 
 

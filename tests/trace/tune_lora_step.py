@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import re
 import sys
 from typing import Any
 
@@ -236,6 +237,13 @@ def report(live: LiveBytes, top: int) -> str:
     lines.append(f"live at the loss (backward's start): {at_loss / GiB:.4f} GiB ({at_loss:,} B)")
     for name, n in by_label(live.mark_live["step2.backward"], 2).most_common(top):
         lines.append(f"  {n / GiB:8.4f} GiB  {n:>14,}  {name}")
+    lines.append("highest total under each phase and module / autograd node:")
+    folded: dict[str, int] = {}
+    for at, n in live.phase_peaks.items():
+        key = re.sub(r"\.\d+", ".*", at)
+        folded[key] = max(folded.get(key, 0), n)
+    for at, n in sorted(folded.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"  {n / GiB:8.4f} GiB  {at}")
     return "\n".join(lines)
 
 
