@@ -18,10 +18,15 @@ and two fp32 per-row statistics for backward — T·V·c + 2·T·4 over the chun
 loss's backward. In backward the autograd engine runs the chunks' loss nodes (created
 after every lm_head call, so higher sequence numbers) before any lm_head backward: each
 frees its saved chunk and leaves that chunk's 16-bit gradient, so logits and gradients
-together stay T·V·c, plus the one gradient being written: k·V·c at the loss's backward
-— the high end: where AOT Autograd donates the saved logits to the backward graph
-(torch/_functorch/config.py ``donated_buffer``, on by default in recent releases) Inductor
-may write the gradient into the dead input's buffer, so the low end is 0.
+together stay T·V·c, plus the one gradient being written: k·V·c at the loss's backward,
+at both ends. AOT Autograd's donated buffers (torch/_functorch/config.py
+``donated_buffer``) do not apply to it: ``collect_fw_donated_buffer_idxs``
+(torch/_functorch/_aot_autograd/graph_compile.py) donates only saved tensors whose
+storage no forward input shares, and the saved 16-bit chunk *is* the graph's input
+(compiled on torch 2.13 with Inductor: saved [logits bf16, labels, max, lse],
+``bw_donated_idxs`` [2, 3] — the two fp32 statistics only), so the gradient cannot be
+written into it; torchtune's own step traced on fake tensors peaks there
+(tests/trace/tune_lora_step.py).
 
 **Eager** (``compile: False``): ``.float()`` makes a k × V fp32 copy that
 ``log_softmax`` turns into its saved fp32 output; the copy goes, the log-probs stay:
@@ -137,8 +142,8 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
             fwd = 0
             bwd = round_up(k * v * c, gran)
             bwd_formula = (
-                f"one chunk's 16-bit gradient {k}·{v}·{c} = {fmt_count(bwd)} B (low end 0: "
-                "written into the donated saved logits, AOT Autograd donated_buffer)"
+                f"one chunk's 16-bit gradient {k}·{v}·{c} = {fmt_count(bwd)} B (out of place: "
+                "the saved logits are the graph's input, never a donated buffer)"
             )
         else:
             lp = FP32 if upcast or held else c
@@ -163,7 +168,7 @@ def chunked_output_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
         chunks = ceil_div(g.seq, ceil_div(g.seq, TORCHTUNE_CHUNKS))
         moment, first = lm_head_moment(logits, round_up(k * v * c, gran), head, chunks)
         at_head = max(0, moment - one) if head else 0
-        bwd_low = 0 if compiled else bwd  # donated buffers: the gradient reuses the input
+        bwd_low = bwd  # compiled too: the saved chunk is an input, not donated (module doc)
         if at_head > bwd_low:
             bwd_low = at_head
         if at_head > bwd:

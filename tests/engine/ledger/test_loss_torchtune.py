@@ -11,9 +11,11 @@ chunk of k = 2 × 4096 / 8 = 1,024 tokens at a time.
 - compiled (``compile: True``, torchtune/training/_compile.py ``compile_loss`` compiles
   ``compute_cross_entropy`` alone): every chunk's graph keeps its bf16 logits and fp32
   max / log-sum-exp: 2,101,346,304 + 2 × 8,192 × 4 = 2,101,411,840 B; in the loss's
-  backward one chunk's bf16 gradient more: 1,024 × 128,256 × 2 = 262,668,288 B at the
-  high end, 0 at the low (AOT Autograd's donated buffers let Inductor write it into the
-  dead saved chunk) (a frozen lm_head: LoRA);
+  backward one chunk's bf16 gradient more: 1,024 × 128,256 × 2 = 262,668,288 B at both
+  ends — the saved chunk is the compiled graph's input, which AOT Autograd never donates
+  (torch/_functorch/_aot_autograd/graph_compile.py ``collect_fw_donated_buffer_idxs``;
+  tests/trace/test_compiled_ce_donation.py checks it with Inductor) (a frozen lm_head:
+  LoRA);
 - lm_head's backward when the head trains (the tied embedding of a full fine-tune, h
   3072), last chunk first: each chunk's weight gradient reaches the weight's input
   buffer as a view (``TBackward0``'s ``grad.t()`` of ``mm_mat2_backward``'s
@@ -37,6 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.estimate import estimate
+from engine.ledger.activations.loss_torchtune import lm_head_moment
 from engine.ledger.row import Row
 from engine.plan import Plan, with_values
 from engine.presets import plan_for_model_preset
@@ -71,7 +74,7 @@ def test_compiled_chunked_output_keeps_bf16_logits_of_every_chunk() -> None:
     assert saved.low == saved.high == 8_192 * 128_256 * 2 + 2 * 8_192 * 4 == 2_101_411_840
     back = rows["hbm.loss.output_chunks_backward"]
     assert back.high == 1_024 * 128_256 * 2 == 262_668_288
-    assert back.low == 0  # written into the donated saved logits (donated_buffer)
+    assert back.low == back.high  # out of place: the saved input is never donated
     assert "hbm.loss.output_chunks_forward" not in rows  # no fp32 chunk is materialised
     assert {"forward", "backward.start"} <= saved.moments
     assert rows["hbm.loss.output_chunks_backward"].moments == frozenset({"backward.start"})
@@ -136,12 +139,15 @@ def test_chunks_wider_than_the_hidden_peak_at_the_second_product() -> None:
     32,768 × 128,256 × 2 − 4,096 × 128,256 × 2 = 7,354,712,064 + 2 × 788,004,864 =
     8,930,721,792 B (the first sum: 6 chunks' 6,304,038,912 + 3 × 788,004,864 =
     8,668,053,504 B), net of the saved row 8,405,385,216 + 2 × 32,768 × 4 =
-    8,405,647,360 B: 525,074,432 B, the row's low end; the compiled loss's own chunk
-    gradient 4,096 × 128,256 × 2 = 1,050,673,152 B stays its high end."""
+    8,405,647,360 B: 525,074,432 B; the compiled loss's own chunk gradient
+    4,096 × 128,256 × 2 = 1,050,673,152 B is larger, and out of place at both ends (the
+    saved chunk is the compiled graph's input, never donated), so it is the row."""
+    moment, first = lm_head_moment(8_405_385_216, 1_050_673_152, 788_004_864, 8)
+    assert (moment, first) == (8_930_721_792, False)
+    assert moment - 8_405_647_360 == 525_074_432
     plan = tune(workload__torch_compile=True, batch__seq_len=16_384)
     back = rows_of(plan)["hbm.loss.output_chunks_backward"]
-    assert back.low == 8_930_721_792 - 8_405_647_360 == 525_074_432
-    assert back.high == 1_050_673_152
+    assert back.low == back.high == 1_050_673_152
 
 
 def test_a_single_token_has_one_chunk_and_no_sum() -> None:
