@@ -48,8 +48,14 @@ KNOWN_FAILURES: dict[str, str] = {
         "expandable segments, 63.73 vs 65.66 without (tests/titan_lazy_replay.py: step 1's "
         "free cache takes them where the steady layout has them); init_weights is in place "
         "(trunc_normal_), freqs_cis 8 MiB, the loss is eager every step (compiling it was "
-        "off at 9dec370); unread: inductor's own buffer order inside the compiled blocks "
-        "and its first-call autotuning clones; 3.0-5.5 GiB unexplained, no allocated "
+        "off at 9dec370). Lead: the same table's 2D + AsyncTP row is 67.6 GiB (-4.3), "
+        "and async TP changes only the compiled blocks' collectives (inductor "
+        "_micro_pipeline_tp: torch _symmetric_memory's fused ops gather into one ag_out "
+        "and reduce one stacked_partials, no dim-1 cat copies), yet the replay moves "
+        "0.20 GiB (63.89 -> 63.69, AsyncTp): the blocks' "
+        "collective reserve is what the replay misses; unread: inductor's buffer order "
+        "and lifetimes inside the compiled blocks, its first-call autotuning clones; "
+        "3.0-5.5 GiB unexplained, no allocated "
         "figure published [now: reserved 66.4-68.9 GiB against 71.9 (-5.9 %)]"
     ),
     "torchtune-3b-full-opt-in-bwd": (

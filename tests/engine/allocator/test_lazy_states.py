@@ -16,7 +16,7 @@ from engine.allocator.rules import AllocatorConfig
 from engine.allocator.simulator import Simulator
 from engine.units import GiB, MiB
 from tests.titan_2d_replay import SHARD
-from tests.titan_lazy_replay import TwoSteps, all_params, layer_params
+from tests.titan_lazy_replay import AsyncTp, TwoSteps, all_params, layer_params
 
 
 def _steps(lazy: bool, expandable: bool) -> int:
@@ -88,3 +88,14 @@ def test_lazy_states_do_not_raise_the_70b_2d_high_water() -> None:
     lazy_on.run_steps(2)
     first, second = lazy_on.reserved_after
     assert first < second  # step 2 (the moments live) is the high-water, not step 1
+
+
+def test_async_tp_moves_the_replay_far_less_than_the_published_table() -> None:
+    """torchtitan's table: 2D 71.9 GiB, 2D + AsyncTP 67.6 — 4.3 GiB, from the compiled
+    blocks' collectives alone (the head and loss are eager either way). The replay with
+    expandable segments moves by 0.20 GiB (63.89 → 63.69): the block collectives'
+    reserve the published pair shows is not in it — the lead for the missing 3.0-5.5 GiB
+    (it suggests the compiled blocks reserve more than this eager-order replay of them)."""
+    plain = TwoSteps(True, lazy=True).run_steps(3)
+    fused = AsyncTp(True, lazy=True).run_steps(3)
+    assert 0 < plain - fused < GiB // 2, (plain / GiB, fused / GiB)
