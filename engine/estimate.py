@@ -136,7 +136,7 @@ def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
     lows, highs = numbers.sums()
     peak_phase, low, high = peak_phase_of(lows, highs)
     steady, side, model = (lows[0], highs[0]), numbers.side, memo.reserve
-    s_low, s_high = stuck_bytes(model, low, high, steady)
+    stuck = s_low, s_high = stuck_bytes(model, low, high, steady)  # low, high: the peak
     fit_low, fit_high = numbers.inside
     return _new_totals(
         (
@@ -150,6 +150,7 @@ def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
             model,
             side,
             [],
+            stuck,
         )
     )
 

@@ -54,7 +54,7 @@ def remaining_parts(
     stage without layers)."""
     if not sl.n_layers:
         return []
-    one = sl.one_bytes
+    one = sl.one
     last_own = sl.ckpt_bytes if sl.ends[0] else max([k.bytes for k in sl.kinds])
     first_own = sl.ckpt_bytes if sl.ends[2] else sl.kinds[0].bytes
     parts: list[Varying] = []
@@ -64,7 +64,7 @@ def remaining_parts(
             _part(
                 "hbm.activations.remaining.middle",
                 "Saved activations left at the second layer's backward",
-                lambda fly: max(0, fly.times(one) - last_own),
+                lambda fly: max(0, -(-one * fly.num // fly.den) - last_own),  # fly.times
                 lambda fly: (
                     f"{fmt_count(one)} B × {fly.num}/{fly.den} in flight ({fly.why}) − the "
                     f"last layer's own {fmt_count(last_own)} B, freed by its backward"
@@ -79,7 +79,7 @@ def remaining_parts(
         _part(
             "hbm.activations.remaining.first_layer",
             "Saved activations left at the first layer's backward",
-            lambda fly: max(0, fly.times(one) - one) + first_own,
+            lambda fly: max(0, -(-one * fly.num // fly.den) - one) + first_own,  # fly.times
             lambda fly: (
                 f"the first layer's own {fmt_count(first_own)} B + other micro-batches' "
                 f"{fmt_count(one)} B × {fly.num}/{fly.den} in flight ({fly.why}) − this "

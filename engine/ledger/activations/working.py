@@ -136,9 +136,11 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
             if n > net:
                 net, work_b, work_text, freed = n, b, words, fr
         lo, hi = band(max(0, net - removed))[0], band(net)[1]
-        grad = terms_bytes([Term("residual grad", g.hidden, g.residual_bytes, "seq")], g)
-        gather, gather_words = own_gather(g.compute_bytes, grad) if own_gather else (0, "")
-        lo, hi = max(lo, gather), max(hi, gather)  # the larger moment of the layer's backward
+        gather, gather_words = 0, ""
+        if own_gather:  # the incoming residual grad is read only for this candidate
+            grad = terms_bytes([Term("residual grad", g.hidden, g.residual_bytes, "seq")], g)
+            gather, gather_words = own_gather(g.compute_bytes, grad)
+            lo, hi = max(lo, gather), max(hi, gather)  # the larger moment of the backward
         rid, which = _IDS[next(m for m in _ENDS if m in moments)]
         which += " layer" if rid.endswith(".layer") else f" ({kind.name}) layer"
 
