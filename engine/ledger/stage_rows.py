@@ -167,7 +167,7 @@ def _fixed(plan: Plan, sized: Plan, mu: MakeUp) -> _FixedPart:
             if p.allocated
         ]
     )
-    return _FixedPart(fixed, saved, labels, logits, live)
+    return _new_fixed_part((fixed, saved, labels, logits, live))
 
 
 def stage_rows(plan: Plan, stage: int) -> list[Row]:
@@ -209,7 +209,7 @@ def _base(plan: Plan, free: Plan, fixed: _FixedPart, shared_stage: int) -> _Base
                 highs[i] += high
     last = shared_stage == plan.parallelism.pp - 1  # the stage with the loss
     side = loss_side(shared.side, plan, last)
-    return _Base(lows, highs, side, shared, fixed)
+    return _new_base((lows, highs, side, shared, fixed))
 
 
 class StageNumbers(NamedTuple):
@@ -284,6 +284,8 @@ def stage_numbers(plan: Plan, stages: Sequence[int], free: Plan) -> list[StageNu
 
 
 _new_numbers = partial(tuple.__new__, StageNumbers)  # built in C
+_new_base = partial(tuple.__new__, _Base)
+_new_fixed_part = partial(tuple.__new__, _FixedPart)
 
 
 def shared_rows(plan: Plan, stage: int) -> SharedRows:
