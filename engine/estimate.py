@@ -6,7 +6,7 @@ phase, and decides fit by the heaviest rank of the heaviest stage — never the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache, partial
 
 from engine.errors import PlanError
@@ -80,7 +80,8 @@ class Estimate:
     fit_parts: FitParts
     nodes: NodeLedgers
     batch: StepBatch
-    notes: tuple[str, ...] = field(default=())
+    # only the stages that can be the heaviest were worked out (the layout search's)
+    decisive_only: bool = False
     # which part of the fit peak takes it over the limit (engine.verdict.decider)
     decided_by: str = ""
     # why the host or NVMe ledgers do not fit (engine.ledger.nodes), each a sentence
@@ -95,6 +96,16 @@ class Estimate:
         if self.node_problems:
             return "; ".join([*self.node_problems, f"HBM: {hbm}"])
         return hbm
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Notes on the plan in words (none for a ``decisive_only`` estimate), worked out
+        when a view reads them: the expert-padding note walks every placed tensor of
+        every stage (~15 µs for an MoE model under FSDP2), which an estimate that is only
+        compared or summed never needs. ``resolved`` is the one the estimate used."""
+        if self.decisive_only:
+            return ()
+        return tuple(n for n in (expert_padding_note(resolved(self.plan)),) if n)
 
     @property
     def config_hash(self) -> str:
@@ -279,7 +290,7 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
             plan.parallelism.dp,
             plan.batch.seq_len,
         ),
-        notes=() if decisive_only else tuple(n for n in (expert_padding_note(plan),) if n),
+        decisive_only=decisive_only,
         decided_by=decided,
         node_problems=problems,
     )
