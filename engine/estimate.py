@@ -17,7 +17,7 @@ from engine.ledger.phases import Range as Range
 from engine.ledger.phases import new_range, peak_phase_of
 from engine.ledger.placement import layer_classes, stage_layer_ranges
 from engine.ledger.row import LOCATIONS, Location, Row
-from engine.ledger.shape_free import shape_free
+from engine.ledger.shape_free import unhashed_shape_free
 from engine.ledger.stage_estimate import StageEstimate as StageEstimate
 from engine.ledger.stage_estimate import StageTotals
 from engine.ledger.stage_rows import StageMemo, StageNumbers, stage_memo, stage_numbers
@@ -246,7 +246,7 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
     check(plan)
     indices = decisive_stages(plan) if decisive_only else range(plan.parallelism.pp)
     try:
-        free = shape_free(plan)
+        free = unhashed_shape_free(plan)  # the resolved plan is never hashed on the way
         memo = stage_memo(plan, free)
         stages = tuple(
             _stage(numbers, s, memo, plan)
@@ -269,8 +269,8 @@ def _estimate(original: Plan, decisive_only: bool) -> Estimate:
         parts = FitParts(*((lo[0], hi[1]) for lo, hi in zip(low, parts, strict=True)))
     verdict: Verdict = judge(fit, limit)
     decided: str = deciding(verdict, parts, limit)
-    nodes = node_ledgers(plan, communication=not decisive_only)
-    problems = node_problems(plan)
+    nodes = node_ledgers(plan, communication=not decisive_only, free=free)
+    problems = node_problems(plan, free)
     if problems:
         verdict, decided = "does_not_fit", "host or NVMe"
     return Estimate(

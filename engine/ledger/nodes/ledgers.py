@@ -71,14 +71,15 @@ class NodeLedgers:
         return out
 
 
-def node_ledgers(plan: Plan, communication: bool = True) -> NodeLedgers:
+def node_ledgers(plan: Plan, communication: bool = True, free: Plan | None = None) -> NodeLedgers:
     """Host, NVMe and checkpoint ledgers of a plan whose stack defaults are resolved
     (``estimate()`` passes one; see :func:`engine.stacks.defaults.resolved`);
     ``communication`` adds the step's communication section (views show it; the layout
     search, which only needs the verdict, skips it). The ledgers never read the
     micro-batch's shape: they are built once per :func:`~engine.ledger.shape_free.shape_free`
-    plan; the communication, which moves activations, from the plan itself."""
-    free = shape_free(plan)
+    plan (``free``: it, when the caller has it); the communication, which moves
+    activations, from the plan itself."""
+    free = shape_free(plan) if free is None else free
     require_resolved(free)  # no stack-decided field is in the batch
     memo = free_memo(free)
     ledgers = memo.get("ledgers", _ledgers, free)
@@ -97,11 +98,12 @@ def _still_ledgers(free: Plan) -> NodeLedgers | None:
     return None if comm is None else replace(ledgers, communication=comm)
 
 
-def node_problems(plan: Plan) -> tuple[str, ...]:
+def node_problems(plan: Plan, free: Plan | None = None) -> tuple[str, ...]:
     """:meth:`NodeLedgers.problems` of the plan's ledgers (resolved, as for
     :func:`node_ledgers`), worked out once per shape-free plan: the communication, the
-    one part that reads the micro-batch's shape, never decides them."""
-    free = shape_free(plan)
+    one part that reads the micro-batch's shape, never decides them (``free``: the
+    plan's shape-free plan, when the caller has it)."""
+    free = shape_free(plan) if free is None else free
     return free_memo(free).get("problems", _problems, free)
 
 
