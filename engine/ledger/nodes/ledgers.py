@@ -32,7 +32,19 @@ class NodeLedgers:
     transfers: Transfers
     host_capacity: int
     nvme_capacity: int
-    communication: Communication | None = None  # None: not asked for (the layout search)
+    # the communication when worked out already (no stage moves activations), else None
+    kept_communication: Communication | None = None
+    moving: Plan | None = None  # the plan whose communication moves activations, else None
+
+    @property
+    def communication(self) -> Communication | None:
+        """The step's communication (None: not asked for, the layout search). A plan
+        whose stages move activations reads the micro-batch's shape there: its
+        communication is worked out from ``moving`` when a view reads it, as no verdict
+        does (every fresh estimate of a pipeline spent ~a quarter of its time on it)."""
+        if self.moving is not None:
+            return step_communication(self.moving)
+        return self.kept_communication
 
     @staticmethod
     def _peak(rows: tuple[Row, ...]) -> tuple[int, int]:
@@ -86,7 +98,7 @@ def node_ledgers(plan: Plan, communication: bool = True, free: Plan | None = Non
     if not communication:
         return ledgers
     still = memo.get("still_ledgers", _still_ledgers, free)
-    return still or replace(ledgers, communication=step_communication(plan))
+    return still or replace(ledgers, moving=plan)
 
 
 def _still_ledgers(free: Plan) -> NodeLedgers | None:
@@ -95,7 +107,7 @@ def _still_ledgers(free: Plan) -> NodeLedgers | None:
     None."""
     comm = still_communication(free)
     ledgers = free_memo(free).get("ledgers", _ledgers, free)
-    return None if comm is None else replace(ledgers, communication=comm)
+    return None if comm is None else replace(ledgers, kept_communication=comm)
 
 
 def node_problems(plan: Plan, free: Plan | None = None) -> tuple[str, ...]:
