@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-from engine.ledger.peaks.runtime import stuck_bytes
 from engine.ledger.phases import Range
 from engine.ledger.stage_estimate import StageTotals
 
@@ -35,8 +34,7 @@ class FitParts(NamedTuple):
 def fit_parts(t: StageTotals) -> FitParts:
     """A stage's fit peak split into live tensors (the allocated peak), the fragmentation
     that cannot be released and the memory outside PyTorch inside the capacity."""
-    peak, fit = t.peak, t.fit_peak
-    stuck = stuck_bytes(t.reserve, peak.low, peak.high, t.steady)
+    peak, fit, stuck = t.peak, t.fit_peak, t.stuck  # stuck: worked out with the fit peak
     outside = (fit.low - peak.low - stuck[0], fit.high - peak.high - stuck[1])
     return FitParts((peak.low, peak.high), stuck, outside)
 

@@ -42,6 +42,7 @@ class StageTotals(NamedTuple):
     reserve: ReserveModel  # peaks.runtime.reserve_factors
     side: int  # the stage's gathered units and buckets (the side-stream pools)
     made: list[Any]  # [phases, peak moments, reserved phases] once read, else empty
+    stuck: tuple[int, int] = (0, 0)  # the unreleasable reserve at :attr:`peak` (fit_peak's)
 
     def _made(self) -> list[Any]:
         made = self.made

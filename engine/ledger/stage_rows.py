@@ -43,6 +43,7 @@ from engine.ledger.activations.rows import FixedParts, MakeUp, make_up
 from engine.ledger.activations.schedule import InFlight, in_flights
 from engine.ledger.activations.stage_layers import Walk, layer_walks
 from engine.ledger.activations.varying import Span, Varying, built
+from engine.ledger.memo import Memo
 from engine.ledger.peaks.runtime import loss_side, reserve_factors
 from engine.ledger.phases import live_positions
 from engine.ledger.placement import representative_stages, stage_layer_ranges
@@ -125,35 +126,33 @@ class _FixedPart(NamedTuple):
     live: tuple[tuple[Callable[[InFlight], Span], tuple[int, ...]], ...]
 
 
-def _make_up(free: Plan, seq_len: int, walk: Walk, placing: int, last: bool) -> MakeUp:
+def _make_up(memo: Memo, sized: Plan, seq_len: int, walk: Walk, placing: int, last: bool) -> MakeUp:
     """The :class:`MakeUp` of a stage whose layers walk as ``walk`` and which places the
-    tensors of stage ``placing`` (its representative), of the shape-free plan at
-    ``seq_len`` (:func:`~engine.ledger.shape_free.size_free`): made once for every plan
-    that differs only in its micro-batch's size (the window's batch edits, the fit
-    search; kept in the shape-free plan's memo), and built from the size-free plan, so a
-    part that did read the size would be wrong at once."""
-    key = ("make_up", seq_len, walk, placing, last)
-    return free_memo(free).get(key, _new_make_up, size_free_of(free, seq_len), walk, placing, last)
+    tensors of stage ``placing`` (its representative), of the shape-free plan (``memo``:
+    its memo) at ``seq_len`` (``sized``: its :func:`~engine.ledger.shape_free.size_free`
+    plan): made once for every plan that differs only in its micro-batch's size (the
+    window's batch edits, the fit search; kept in the shape-free plan's memo), and built
+    from the size-free plan, so a part that did read the size would be wrong at once."""
+    return memo.get(
+        ("make_up", seq_len, walk, placing, last), _new_make_up, sized, walk, placing, last
+    )
 
 
 def _new_make_up(sized: Plan, walk: Walk, placing: int, last: bool) -> MakeUp:
     return make_up(sized, walk, last, stage_placed(shape_free(sized), placing))
 
 
-def _fixed(plan: Plan, free: Plan, walk: Walk, placing: int, last: bool) -> _FixedPart:
-    """The :func:`fixed_rows` of a stage whose layers walk as ``walk`` and which places
-    the tensors of stage ``placing`` (its representative), at the plan's micro-batch
-    (``free``: its shape-free plan): the stages of one make-up (DeepSeek-V3's middle
-    stages) share them, whatever their micro-batches in flight, and its varying parts
-    too (they read the same). Worked out once per make-up and estimate
+def _fixed(plan: Plan, sized: Plan, mu: MakeUp) -> _FixedPart:
+    """The :func:`fixed_rows` of a stage of make-up ``mu`` (:func:`_make_up`), at the
+    plan's micro-batch (``sized``: its size-free plan): the stages of one make-up
+    (DeepSeek-V3's middle stages) share them, whatever their micro-batches in flight,
+    and its varying parts too (they read the same). Worked out once per make-up and estimate
     (:func:`stage_numbers`, again when a view reads a stage's rows): not cached, as
     every fresh micro-batch would miss and evict.
 
     Built from the plan's :func:`~engine.ledger.shape_free.size_free` plan (the geometry
     is its at the plan's micro-batch; gradient accumulation is its), so a part that read
     anything else of the plan would be wrong at once."""
-    sized = size_free_of(free, plan.batch.seq_len)
-    mu = _make_up(free, plan.batch.seq_len, walk, placing, last)
     one = geometry(sized)
     g = at_shape(one, plan.batch.micro_batch, one.seq)
     layers = mu.layers(g)
@@ -168,7 +167,7 @@ def _fixed(plan: Plan, free: Plan, walk: Walk, placing: int, last: bool) -> _Fix
             if p.allocated
         ]
     )
-    return _FixedPart(fixed, saved, labels, logits, live)
+    return _new_fixed_part((fixed, saved, labels, logits, live))
 
 
 def stage_rows(plan: Plan, stage: int) -> list[Row]:
@@ -210,7 +209,7 @@ def _base(plan: Plan, free: Plan, fixed: _FixedPart, shared_stage: int) -> _Base
                 highs[i] += high
     last = shared_stage == plan.parallelism.pp - 1  # the stage with the loss
     side = loss_side(shared.side, plan, last)
-    return _Base(lows, highs, side, shared, fixed)
+    return _new_base((lows, highs, side, shared, fixed))
 
 
 class StageNumbers(NamedTuple):
@@ -263,7 +262,10 @@ def stage_numbers(plan: Plan, stages: Sequence[int], free: Plan) -> list[StageNu
     """The numbers of these stages of the resolved ``plan`` (``free``: its shape-free
     plan) without building a row (see :class:`StageNumbers`); stages of one make-up work
     its parts and base out once."""
-    makes = free_memo(free).get("makes", _makes, free)
+    memo = free_memo(free)  # looked up once: every make-up and size-free plan is kept there
+    makes = memo.get("makes", _makes, free)
+    seq = plan.batch.seq_len
+    sized = size_free_of(free, seq)
     fixed: dict[tuple[Walk, int, bool], _FixedPart] = {}
     bases: dict[tuple[Walk, int, bool, int], _Base] = {}
     out = []
@@ -274,13 +276,16 @@ def stage_numbers(plan: Plan, stages: Sequence[int], free: Plan) -> list[StageNu
         if base is None:
             part = fixed.get(key[:3])
             if part is None:
-                part = fixed[key[:3]] = _fixed(plan, free, mk.walk, mk.placing, mk.last)
+                mu = _make_up(memo, sized, seq, mk.walk, mk.placing, mk.last)
+                part = fixed[key[:3]] = _fixed(plan, sized, mu)
             base = bases[key] = _base(plan, free, part, mk.shared)
         out.append(_new_numbers((base, fly, mk.layers, (id(base), fly.num, fly.den))))
     return out
 
 
 _new_numbers = partial(tuple.__new__, StageNumbers)  # built in C
+_new_base = partial(tuple.__new__, _Base)
+_new_fixed_part = partial(tuple.__new__, _FixedPart)
 
 
 def shared_rows(plan: Plan, stage: int) -> SharedRows:

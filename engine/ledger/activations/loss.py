@@ -98,7 +98,8 @@ def _logits_at(plan: Plan) -> Callable[[Geometry], list[Varying]]:
     g0 = geometry(plan)  # widths and dtypes only: the micro-batch's size unread
     c = g0.compute_bytes
     lp_bytes = FP32 if (rt.logits_fp32_upcast or c == FP32) else c
-    return partial(_logits, rt, megatron, src, frozen_head, g0.logits_vocab, lp_bytes)
+    shifts = shifts_logits(rt)  # the runtime's, read once (not per micro-batch)
+    return partial(_logits, rt, megatron, src, frozen_head, g0.logits_vocab, lp_bytes, shifts)
 
 
 _LEGACY_LOSS = {
@@ -117,6 +118,7 @@ def _logits(
     frozen_head: bool,
     v: int,
     lp_bytes: int,
+    shifts: bool,
     g: Geometry,
 ) -> list[Varying]:
     c, gran = g.compute_bytes, g.granularity
@@ -129,7 +131,7 @@ def _logits(
     if rt.loss == "standard":
         tvb = t * v
         logits = -(-tvb * c // gran) * gran if gran > 1 else tvb * c  # alloc(t, c), inlined
-        kept = 0 if megatron else kept_bytes(rt, logits, alloc(t, FP32))
+        kept = 0 if megatron or rt.kept_logits == "none" else kept_bytes(rt, logits, alloc(t, FP32))
         if kept and rt.kept_logits == "fp32":  # the upcast is the kept output; the shift copies it
             shift = t - g.micro_batch
             fwd_parts = [(lambda: f"shifted fp32 copy {shift}·{v}·4", alloc(shift, FP32))]
@@ -143,7 +145,7 @@ def _logits(
             lp_bytes != c and not megatron and not kept
         ):  # Megatron's upcast is the saved softmax (R5)
             fwd_parts.append((lambda: f"fp32 upcast {t}·{v}·4", alloc(t, FP32)))
-        if shifts_logits(rt):
+        if shifts:
             ts = t - g.micro_batch
             fwd_parts.append(
                 (lambda: f"shifted logits copy {ts}·{v}·{lp_bytes}", alloc(ts, lp_bytes))

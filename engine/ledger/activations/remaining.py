@@ -54,7 +54,7 @@ def remaining_parts(
     stage without layers)."""
     if not sl.n_layers:
         return []
-    one = sl.one_bytes
+    one = sl.one
     last_own = sl.ckpt_bytes if sl.ends[0] else max([k.bytes for k in sl.kinds])
     first_own = sl.ckpt_bytes if sl.ends[2] else sl.kinds[0].bytes
     parts: list[Varying] = []
@@ -64,7 +64,7 @@ def remaining_parts(
             _part(
                 "hbm.activations.remaining.middle",
                 "Saved activations left at the second layer's backward",
-                lambda fly: max(0, fly.times(one) - last_own),
+                (one, last_own, 0),
                 lambda fly: (
                     f"{fmt_count(one)} B × {fly.num}/{fly.den} in flight ({fly.why}) − the "
                     f"last layer's own {fmt_count(last_own)} B, freed by its backward"
@@ -79,7 +79,7 @@ def remaining_parts(
         _part(
             "hbm.activations.remaining.first_layer",
             "Saved activations left at the first layer's backward",
-            lambda fly: max(0, fly.times(one) - one) + first_own,
+            (one, one, first_own),
             lambda fly: (
                 f"the first layer's own {fmt_count(first_own)} B + other micro-batches' "
                 f"{fmt_count(one)} B × {fly.num}/{fly.den} in flight ({fly.why}) − this "
@@ -97,15 +97,19 @@ def remaining_parts(
 def _part(
     id_: str,
     label: str,
-    size: Callable[[InFlight], int],
+    size: tuple[int, int, int],
     words: Callable[[InFlight], str],
     moments: frozenset[Moment],
     band: Callable[[int], Span],
     source: str,
     dtype: str,
 ) -> Varying:
+    """A row of ``max(0, fly.times(one) − take) + add`` bytes (``size``: (one, take,
+    add)), banded: the bytes worked out in one frame (every fresh estimate sums them)."""
+    one, take, add = size
+
     def span(fly: InFlight) -> Span:
-        return band(size(fly))
+        return band(max(0, -(-one * fly.num // fly.den) - take) + add)  # fly.times inlined
 
     def row(fly: InFlight, bytes_: Span, live: frozenset[Moment]) -> Row:
         return make_row(
@@ -117,7 +121,10 @@ def _part(
             group="activations",
             low=bytes_[0],
             high=bytes_[1],
-            formula=lambda: f"{words(fly)} = {fmt_count(size(fly))} B; × activation band",
+            formula=lambda: (
+                f"{words(fly)} = {fmt_count(max(0, fly.times(one) - take) + add)} B; "
+                "× activation band"
+            ),
             source=source,
             phases=BACKWARD,
             moments=live,

@@ -249,7 +249,7 @@ def in_flight_at(
         layer_span: Callable[[InFlight], Span]
         layer_formula: Callable[[InFlight], Formula]
         if offload:
-            full_b, plain = sl.largest, sl.one_bytes
+            full_b, plain = sl.largest, sl.one
             gpu_low, gpu_high, gpu_why = gpu_span(sl, kept)
             gpu = (gpu_low, gpu_high)
 
@@ -283,7 +283,7 @@ def in_flight_at(
             def layer_formula(fly: InFlight) -> Formula:
                 return f"offload: {gpu_why}"
         elif fused is not None and (removed := fused(g, sl)):
-            one = sl.one_bytes
+            one = sl.one
 
             def layer_span(fly: InFlight) -> Span:
                 n = -(-one * fly.num // fly.den)
@@ -299,7 +299,7 @@ def in_flight_at(
                     + compile_formula(fly.times(removed))
                 )
         else:
-            one = sl.one_bytes
+            one = sl.one
 
             def layer_span(fly: InFlight) -> Span:
                 return band(-(-one * fly.num // fly.den))  # fly.times(one), inlined
@@ -355,7 +355,7 @@ def compiled_band(
     same share :func:`in_flight_at` takes off the saved row), so the rows of what is left
     after some layers' backward scale as the saved row does."""
     removed = fused(g, sl) if fused is not None else 0
-    one = sl.one_bytes
+    one = sl.one
     if not removed or not one:
         return band
 

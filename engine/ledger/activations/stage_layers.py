@@ -65,6 +65,7 @@ class StageLayers(NamedTuple):
     ckpt_bytes: int
     largest: int  # the largest layer's saved set (recomputed in backward)
     ends: Ends = (False, False, False)  # its last, second-last, first layer checkpointed
+    one: int = 0  # one_bytes, worked out once where the layers are counted (counted_at)
 
     @property
     def n_plain(self) -> int:
@@ -77,7 +78,7 @@ class StageLayers(NamedTuple):
     @property
     def one_bytes(self) -> int:
         """One micro-batch's saved layers: the plain ones and the checkpoint inputs."""
-        return self.plain_bytes + self.n_ckpt * self.ckpt_bytes
+        return self.one
 
     def describe(self, g: Geometry) -> str:
         shown = [k for k in self.kinds if k.saved] or list(self.kinds[:1])
@@ -221,8 +222,10 @@ def counted_at(plan: Plan, walk: Walk, seq: int) -> Callable[[Geometry], StageLa
         counted = tuple(
             [_new_kind((name, terms, size(b), n, is_moe)) for name, terms, size, is_moe, n in named]
         )
+        ck = ckpt_bytes(b)
+        one = sum([k.bytes * k.saved for k in counted]) + n_ckpt * ck  # one_bytes
         return _new_layers(
-            (counted, n_layers, n_ckpt, ckpt, ckpt_bytes(b), max([k.bytes for k in counted]), ends)
+            (counted, n_layers, n_ckpt, ckpt, ck, max([k.bytes for k in counted]), ends, one)
         )
 
     return at

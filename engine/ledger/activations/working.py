@@ -83,6 +83,7 @@ _IDS: dict[Moment, tuple[str, str]] = {
 }
 """A part's row id and words by its earliest moment; the moments in ``Ends``' order."""
 _ENDS: tuple[Moment, ...] = tuple(_IDS)
+_ALL_ENDS: frozenset[Moment] = frozenset(_ENDS)
 
 
 @lru_cache(maxsize=256)
@@ -136,13 +137,15 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
             if n > net:
                 net, work_b, work_text, freed = n, b, words, fr
         lo, hi = band(max(0, net - removed))[0], band(net)[1]
-        grad = terms_bytes([Term("residual grad", g.hidden, g.residual_bytes, "seq")], g)
-        gather, gather_words = own_gather(g.compute_bytes, grad) if own_gather else (0, "")
-        lo, hi = max(lo, gather), max(hi, gather)  # the larger moment of the layer's backward
-        rid, which = _IDS[next(m for m in _ENDS if m in moments)]
-        which += " layer" if rid.endswith(".layer") else f" ({kind.name}) layer"
+        gather, gather_words = 0, ""
+        if own_gather:  # the incoming residual grad is read only for this candidate
+            grad = terms_bytes([Term("residual grad", g.hidden, g.residual_bytes, "seq")], g)
+            gather, gather_words = own_gather(g.compute_bytes, grad)
+            lo, hi = max(lo, gather), max(hi, gather)  # the larger moment of the backward
 
         def row(span: Span, live: frozenset[Moment]) -> Row:
+            rid, which = _IDS[next(m for m in _ENDS if m in moments)]  # words: when shown
+            which += " layer" if rid.endswith(".layer") else f" ({kind.name}) layer"
             return span_row(
                 id=rid,
                 label=f"Backward working set of {which}, net of its own freed tensors",
@@ -174,6 +177,8 @@ def working_at(plan: Plan) -> Callable[[Geometry, StageLayers], list[Fixed]]:
     def at(g: Geometry, sl: StageLayers) -> list[Fixed]:
         largest, first = max(sl.kinds, key=_BYTES), sl.kinds[0]
         end = largest if (first.moe, first.bytes) == (largest.moe, largest.bytes) else first
+        if end is largest and sl.ends[0] == sl.ends[1] == sl.ends[2]:  # one part, every moment
+            return [part(g, sl, largest, _ALL_ENDS, sl.ends[0])]
         groups: dict[tuple[int, bool], tuple[LayerKind, bool, set[Moment]]] = {}
         for m, kind, ckpt in zip(_ENDS, (largest, largest, end), sl.ends, strict=True):
             groups.setdefault((id(kind), ckpt), (kind, ckpt, set()))[2].add(m)

@@ -32,7 +32,19 @@ class NodeLedgers:
     transfers: Transfers
     host_capacity: int
     nvme_capacity: int
-    communication: Communication | None = None  # None: not asked for (the layout search)
+    # the communication when worked out already (no stage moves activations), else None
+    kept_communication: Communication | None = None
+    moving: Plan | None = None  # the plan whose communication moves activations, else None
+
+    @property
+    def communication(self) -> Communication | None:
+        """The step's communication (None: not asked for, the layout search). A plan
+        whose stages move activations reads the micro-batch's shape there: its
+        communication is worked out from ``moving`` when a view reads it, as no verdict
+        does (every fresh estimate of a pipeline spent ~a quarter of its time on it)."""
+        if self.moving is not None:
+            return step_communication(self.moving)
+        return self.kept_communication
 
     @staticmethod
     def _peak(rows: tuple[Row, ...]) -> tuple[int, int]:
@@ -71,21 +83,22 @@ class NodeLedgers:
         return out
 
 
-def node_ledgers(plan: Plan, communication: bool = True) -> NodeLedgers:
+def node_ledgers(plan: Plan, communication: bool = True, free: Plan | None = None) -> NodeLedgers:
     """Host, NVMe and checkpoint ledgers of a plan whose stack defaults are resolved
     (``estimate()`` passes one; see :func:`engine.stacks.defaults.resolved`);
     ``communication`` adds the step's communication section (views show it; the layout
     search, which only needs the verdict, skips it). The ledgers never read the
     micro-batch's shape: they are built once per :func:`~engine.ledger.shape_free.shape_free`
-    plan; the communication, which moves activations, from the plan itself."""
-    free = shape_free(plan)
+    plan (``free``: it, when the caller has it); the communication, which moves
+    activations, from the plan itself."""
+    free = shape_free(plan) if free is None else free
     require_resolved(free)  # no stack-decided field is in the batch
     memo = free_memo(free)
     ledgers = memo.get("ledgers", _ledgers, free)
     if not communication:
         return ledgers
     still = memo.get("still_ledgers", _still_ledgers, free)
-    return still or replace(ledgers, communication=step_communication(plan))
+    return still or replace(ledgers, moving=plan)
 
 
 def _still_ledgers(free: Plan) -> NodeLedgers | None:
@@ -94,14 +107,15 @@ def _still_ledgers(free: Plan) -> NodeLedgers | None:
     None."""
     comm = still_communication(free)
     ledgers = free_memo(free).get("ledgers", _ledgers, free)
-    return None if comm is None else replace(ledgers, communication=comm)
+    return None if comm is None else replace(ledgers, kept_communication=comm)
 
 
-def node_problems(plan: Plan) -> tuple[str, ...]:
+def node_problems(plan: Plan, free: Plan | None = None) -> tuple[str, ...]:
     """:meth:`NodeLedgers.problems` of the plan's ledgers (resolved, as for
     :func:`node_ledgers`), worked out once per shape-free plan: the communication, the
-    one part that reads the micro-batch's shape, never decides them."""
-    free = shape_free(plan)
+    one part that reads the micro-batch's shape, never decides them (``free``: the
+    plan's shape-free plan, when the caller has it)."""
+    free = shape_free(plan) if free is None else free
     return free_memo(free).get("problems", _problems, free)
 
 
