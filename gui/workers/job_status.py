@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QStatusBar,
+    QWidget,
+)
 
 
 class JobStatus(QWidget):
@@ -35,6 +42,13 @@ class JobStatus(QWidget):
         self.hide()
 
     def begin(self, text: str, on_cancel: Callable[[], None]) -> None:
+        """Show the job. A status-bar message still showing (the last export's "Report
+        cancelled…", for 5 s) is cleared first: QStatusBar paints its message over its
+        normal widgets and hides them only when a message comes, so a job shown under a
+        message had its text drawn through the message's."""
+        bar = self.parentWidget()
+        if isinstance(bar, QStatusBar):
+            bar.clearMessage()
         self._on_cancel = on_cancel
         self.text.setText(text)
         self.bar.setRange(0, 0)  # busy until the first progress report
