@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -62,6 +64,15 @@ class JobStatus(QWidget):
     def end(self) -> None:
         self._on_cancel = None
         self.hide()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        """Escape with the focus on the job (its Cancel button: a key it ignores comes
+        here) cancels, as Cancel does; any other key goes on to the window."""
+        if event.key() == Qt.Key.Key_Escape and self._on_cancel is not None:
+            event.accept()
+            self._cancel()
+            return
+        super().keyPressEvent(event)
 
     def _cancel(self) -> None:
         if self._on_cancel is not None:

@@ -48,3 +48,18 @@ def test_a_message_during_the_job_hides_it_until_the_message_goes(qtbot: Any) ->
     assert job.isVisible()
     job.end()
     assert not job.isVisible()
+
+
+def test_escape_on_the_jobs_cancel_button_cancels(qtbot: Any) -> None:
+    """The module's promise ("Cancel, or Escape while the bar has the focus"): under
+    Xvfb, Escape with the focus on Cancel let the export write its PDF."""
+    from PySide6.QtCore import Qt
+
+    _win, job = _window_with_job(qtbot)
+    cancelled: list[str] = []
+    job.begin("Writing the report…", lambda: cancelled.append("cancel"))
+    qtbot.keyClick(job.cancel_button, Qt.Key.Key_Escape)
+    assert cancelled == ["cancel"]
+    job.end()  # no job: Escape is the window's again
+    qtbot.keyClick(job.cancel_button, Qt.Key.Key_Escape)
+    assert cancelled == ["cancel"]
