@@ -72,6 +72,20 @@ class Task:
             self.relay.done.emit(self, result)
 
 
+def _stop_on_destroy(pool: QThreadPool, tasks: set[Task]) -> Callable[..., None]:
+    """What a runner deleted with a task still running does (its parent closed without
+    :meth:`TaskRunner.shutdown`: an export dialog's Check when the window closes): tell
+    the tasks to stop and wait for them, before Qt deletes the relay they emit on (a
+    child of the runner, deleted after ``destroyed``). Holds no reference to the runner."""
+
+    def stop(*_args: object) -> None:
+        for task in list(tasks):
+            task.cancelled.set()
+        pool.waitForDone(SHUTDOWN_WAIT_MS)
+
+    return stop
+
+
 class TaskRunner(QObject):
     """Runs one user-started task at a time (a sweep, a comparison) off the GUI thread.
 
@@ -93,6 +107,7 @@ class TaskRunner(QObject):
         self._relay.done.connect(self._done)
         self._current: Task | None = None
         self._tasks: set[Task] = set()
+        self.destroyed.connect(_stop_on_destroy(self.pool, self._tasks))
 
     def start(self, fn: TaskFn) -> Task:
         """Run ``fn`` on the pool; an older task still running is cancelled and its

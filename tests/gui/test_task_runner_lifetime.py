@@ -90,3 +90,33 @@ def test_a_task_dropped_before_it_started_never_runs(qtbot: Any) -> None:
     assert runner.shutdown()
     qtbot.wait(50)  # let any (wrongly) queued result arrive
     assert ran == ["running"] and results == []
+
+
+def test_a_runner_deleted_mid_task_waits_and_the_task_is_told_to_stop(qtbot: Any) -> None:
+    """The relay is the runner's child; a runner deleted by its parent while a task runs
+    (a dialog's Check when the window closes, no ``shutdown``) must not delete the relay
+    under the task that emits on it: the deletion tells the task to stop and waits."""
+    import shiboken6
+    from PySide6.QtCore import QObject
+
+    from gui.workers.workers import TaskRunner
+
+    parent = QObject()
+    runner = TaskRunner(parent)
+    started, gate = threading.Event(), threading.Event()
+    said: list[object] = []
+
+    def job(progress: Any) -> str:
+        started.set()
+        gate.wait(30)
+        try:
+            said.append(progress(1, 2))
+        except RuntimeError as exc:  # the relay deleted under it
+            said.append(exc)
+        return "done"
+
+    runner.start(job)
+    qtbot.waitUntil(started.is_set)
+    threading.Timer(0.2, gate.set).start()
+    shiboken6.delete(parent)  # deletes the runner and its relay, on this thread
+    assert said == [False]  # it ran to its check, was told to stop, nothing raised
