@@ -81,7 +81,8 @@ def _stop_on_destroy(pool: QThreadPool, tasks: set[Task]) -> Callable[..., None]
     def stop(*_args: object) -> None:
         for task in list(tasks):
             task.cancelled.set()
-        pool.waitForDone(SHUTDOWN_WAIT_MS)
+        with contextlib.suppress(RuntimeError):  # the pool went first (exit): it waited
+            pool.waitForDone(SHUTDOWN_WAIT_MS)
 
     return stop
 
