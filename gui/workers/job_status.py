@@ -39,6 +39,7 @@ class JobStatus(QWidget):
         row.addWidget(self.text)
         row.addWidget(self.bar)
         row.addWidget(self.cancel_button)
+        row.addStretch(1)  # a wide window's room goes here, not into a 250-px Cancel
         self._on_cancel: Callable[[], None] | None = None
         self.cancel_button.clicked.connect(self._cancel)
         self.hide()

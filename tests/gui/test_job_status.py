@@ -63,3 +63,13 @@ def test_escape_on_the_jobs_cancel_button_cancels(qtbot: Any) -> None:
     job.end()  # no job: Escape is the window's again
     qtbot.keyClick(job.cancel_button, Qt.Key.Key_Escape)
     assert cancelled == ["cancel"]
+
+
+def test_the_cancel_button_keeps_its_size_in_a_wide_window(qtbot: Any) -> None:
+    """Under Xvfb at 1920×1080 the status bar gave the job its spare width and the
+    Cancel button grew to ~250 px (about 160 px at 1366×768)."""
+    win, job = _window_with_job(qtbot)
+    win.resize(1700, 400)
+    job.begin("Writing pages…", lambda: None)
+    qtbot.waitUntil(lambda: win.width() == 1700)
+    assert job.cancel_button.width() == job.cancel_button.sizeHint().width()
