@@ -32,7 +32,7 @@ class JobStatus(QWidget):
         row.setContentsMargins(0, 0, 0, 0)
         self.text = QLabel(self)
         self.bar = QProgressBar(self)
-        self.bar.setMaximumWidth(160)
+        self.bar.setFixedWidth(160)
         self.bar.setTextVisible(False)
         self.cancel_button = QPushButton("Cancel", self)
         self.cancel_button.setObjectName("jobCancel")

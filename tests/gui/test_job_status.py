@@ -73,3 +73,4 @@ def test_the_cancel_button_keeps_its_size_in_a_wide_window(qtbot: Any) -> None:
     job.begin("Writing pages…", lambda: None)
     qtbot.waitUntil(lambda: win.width() == 1700)
     assert job.cancel_button.width() == job.cancel_button.sizeHint().width()
+    assert job.bar.width() == 160  # the bar, though, keeps the width it had stretched
