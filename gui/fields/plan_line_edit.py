@@ -8,8 +8,21 @@ editor declines those keys so the document's history wins whatever has the focus
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QKeyEvent, QKeySequence
-from PySide6.QtWidgets import QLineEdit
+from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
+from PySide6.QtWidgets import QLineEdit, QWidget
+
+CHORD = (
+    Qt.KeyboardModifier.ControlModifier
+    | Qt.KeyboardModifier.AltModifier
+    | Qt.KeyboardModifier.MetaModifier
+)
+TEXT_KEYS = (
+    QKeySequence.StandardKey.Copy,
+    QKeySequence.StandardKey.Cut,
+    QKeySequence.StandardKey.Paste,
+    QKeySequence.StandardKey.SelectAll,
+)
+"""Chords a field keeps even if an action were bound to them."""
 
 
 def history_key(event: QKeyEvent) -> bool | None:
@@ -21,11 +34,26 @@ def history_key(event: QKeyEvent) -> bool | None:
     return None
 
 
+def window_key(widget: QWidget, event: QKeyEvent) -> bool:
+    """A chord one of the window's actions is bound to: the window's, not the field's.
+    QLineEdit on X11 takes Ctrl+E as "end of line" (``QKeySequence.MoveToEndOfLine``
+    there is End, Ctrl+E), which swallowed File → Export Report's Ctrl+E whenever a
+    field had the focus (seen under Xvfb); End still moves to the end."""
+    if not event.modifiers() & CHORD or any(event.matches(k) for k in TEXT_KEYS):
+        return False
+    pressed = QKeySequence(event.keyCombination())
+    return any(
+        pressed in action.shortcuts()
+        for action in widget.window().findChildren(QAction)
+        if action.isEnabled()
+    )
+
+
 class PlanLineEdit(QLineEdit):
     """A line edit that hands Undo and Redo to the document instead of keeping its own
     history: it declines the shortcut override (so Edit → Undo's shortcut fires) and
-    forwards the key when no action takes it (nothing to undo). Escape abandons the
-    typed text."""
+    forwards the key when no action takes it (nothing to undo). It declines the other
+    window shortcuts too (:func:`window_key`). Escape abandons the typed text."""
 
     historyKey = Signal(bool)  # True: undo, False: redo
     escaped = Signal()
@@ -34,7 +62,7 @@ class PlanLineEdit(QLineEdit):
         if (
             event.type() == QEvent.Type.ShortcutOverride
             and isinstance(event, QKeyEvent)
-            and history_key(event) is not None
+            and (history_key(event) is not None or window_key(self, event))
         ):
             event.ignore()
             return True

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtCore import QSize
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -41,6 +42,7 @@ from engine.legality.checks import plan_problems
 from engine.plan import Plan
 from gui import dialogs
 from gui.document import PlanDocument
+from gui.screen_fit import fitted, screen_of
 from gui.workers.workers import TaskRunner
 
 IMPORT_FILTER = (
@@ -83,6 +85,11 @@ def check_summary(results: list[CheckResult]) -> str:
     )
 
 
+RESULT_SIZE = QSize(680, 480)
+"""The export dialog's size on a screen with room for it (the list of what the file
+cannot express reads a line per input)."""
+
+
 class ExportResult(QDialog):
     """The written export: what it cannot express, and a Check button (off-thread)."""
 
@@ -104,6 +111,8 @@ class ExportResult(QDialog):
         buttons.rejected.connect(self.close)
         self.check_button.clicked.connect(self.start_check)
         layout.addWidget(buttons)
+        screen = screen_of(parent)  # lines of ~90 characters; Qt's least size cut them up
+        self.resize(fitted(RESULT_SIZE, screen.availableGeometry()) if screen else RESULT_SIZE)
         self.runner = TaskRunner(self)
         self.runner.finished.connect(self._checked)
         self.runner.failed.connect(lambda msg: self.check_label.setText(f"Check failed: {msg}"))

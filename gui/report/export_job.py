@@ -129,8 +129,7 @@ class ReportExport(QObject):
             return
         self.runner.cancel()
         self.painter.shutdown()  # waiting for its job: it gets none
-        if not self.runner.busy:  # it had not started: no result will come
-            self._cancelled()
+        self._cancelled()  # now: a result still to come finds no step and is dropped
 
     def _progress(self, done: int, total: int) -> None:
         what = "Computing the report's figures…" if self._step == "gather" else "Writing pages…"
