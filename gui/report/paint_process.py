@@ -45,6 +45,8 @@ from PySide6.QtGui import QGuiApplication
 from engine.fileio.atomic import refuse_special
 from gui.report.content import ReportContent
 from gui.report.paint_server import PAINTER_ENV
+from gui.workers.analysis_worker import SERVER_ENV
+from gui.workers.child_process import child_environment, discard
 
 KILL_WAIT_MS = 5_000
 """How long Cancel (or closing the window) waits for the killed process to end."""
@@ -62,14 +64,9 @@ def painter_command(path: str) -> list[str]:
 
 
 def painter_environment() -> QProcessEnvironment:
-    """The window's environment with this checkout first on the path, offscreen Qt, and
-    :data:`PAINTER_ENV` (never the analysis server's flag: a bundle would run that)."""
-    env = QProcessEnvironment.systemEnvironment()
-    root = str(Path(__file__).resolve().parents[2])  # above gui/report/
-    path = env.value("PYTHONPATH", "")
-    env.insert("PYTHONPATH", root + (os.pathsep + path if path else ""))
-    env.remove("MEMPLAN_ANALYSIS_SERVER")
-    env.insert(PAINTER_ENV, "1")
+    """The window's environment for the painter (:func:`child_environment`, never with
+    the analysis server's flag), with offscreen Qt."""
+    env = child_environment(PAINTER_ENV, unset=(SERVER_ENV,))
     env.insert("QT_QPA_PLATFORM", "offscreen")
     return env
 
@@ -162,13 +159,7 @@ class PdfPainter(QObject):
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        for signal in (proc.finished, proc.errorOccurred):
-            signal.disconnect()
-        proc.readyReadStandardOutput.disconnect()
-        proc.readyReadStandardError.disconnect()
-        proc.kill()
-        proc.waitForFinished(KILL_WAIT_MS)
-        proc.deleteLater()
+        discard(proc, KILL_WAIT_MS)
         self._remove_temp()
 
     def _remove_temp(self) -> None:

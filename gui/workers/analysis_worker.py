@@ -27,10 +27,8 @@ is asked again of a process that replaces a killed one.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
@@ -38,6 +36,7 @@ from engine.analysis import Part, analysis
 from engine.errors import PlanError
 from engine.plan import Plan
 from gui.workers.analysis_server import TOTALS, decode, encode
+from gui.workers.child_process import child_environment, discard
 
 WINDOW_PARTS: tuple[Part, ...] = ("counts", "diagnosis", "fit", "sensitivity", "lever_summaries")
 """The slow parts the window shows or its report prints, in the order they are wanted.
@@ -76,14 +75,8 @@ def server_command() -> list[str]:
 
 
 def server_environment() -> QProcessEnvironment:
-    """The window's environment, with the folder this package came from first on the
-    path (a checkout run without installing finds the same code)."""
-    env = QProcessEnvironment.systemEnvironment()
-    root = str(Path(__file__).resolve().parents[2])  # above gui/workers/
-    path = env.value("PYTHONPATH", "")
-    env.insert("PYTHONPATH", root + (os.pathsep + path if path else ""))
-    env.insert(SERVER_ENV, "1")
-    return env
+    """The window's environment for the server (:func:`child_environment`)."""
+    return child_environment(SERVER_ENV)
 
 
 def _kept(plan: Plan, name: Part) -> object:
@@ -233,15 +226,8 @@ class AnalysisWorker(QObject):
     def _discard_process(self) -> None:
         """Kill the process without reporting it (we stopped it)."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        for signal in (proc.finished, proc.errorOccurred):
-            signal.disconnect()
-        proc.readyReadStandardOutput.disconnect()
-        proc.readyReadStandardError.disconnect()
-        proc.kill()
-        proc.waitForFinished(SHUTDOWN_WAIT_MS)
-        proc.deleteLater()
+        if proc is not None:
+            discard(proc, SHUTDOWN_WAIT_MS)
 
     def _finished(self, code: int, status: QProcess.ExitStatus) -> None:
         if status == QProcess.ExitStatus.CrashExit:
