@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QComboBox, QGridLayout, QGroupBox, QLabel, QPushButton, QWidget
+from PySide6.QtWidgets import QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from engine import presets as hardware_presets
 from engine.sections.hardware import HardwareSection
@@ -10,7 +10,7 @@ from engine.sections.runtime import PolicySection
 from engine.sections.workload import AcceptanceSection
 from engine.units import fmt_bytes
 from gui.document import PlanDocument
-from gui.fields.fields import compact
+from gui.fields.preset_combo import PresetCombo
 from gui.fields.preset_hint import PendingPick
 from gui.tabs.base import TabPage
 
@@ -21,17 +21,15 @@ class HardwareTab(TabPage):
         box = QGroupBox("Presets", self.widget())
         grid = QGridLayout(box)
         grid.setColumnStretch(1, 1)
-        self.accel = QComboBox(box)
+        self.accel = PresetCombo(box)
         self.accel.setObjectName("acceleratorPreset")
-        compact(self.accel)
         for acc in hardware_presets.accelerators():
             self.accel.addItem(acc.name, acc.key)
             self.accel.setItemData(
                 self.accel.count() - 1, f"Usable: {acc.usable_source}", 3
             )  # Qt.ToolTipRole
-        self.node = QComboBox(box)
+        self.node = PresetCombo(box)
         self.node.setObjectName("nodePreset")
-        compact(self.node)
         for item in hardware_presets.nodes():
             self.node.addItem(item.name, item.key)
             self.node.setItemData(self.node.count() - 1, item.source, 3)
@@ -39,24 +37,29 @@ class HardwareTab(TabPage):
         apply_acc.clicked.connect(self.apply_accelerator)
         apply_node = QPushButton("Apply &node", box)
         apply_node.clicked.connect(self.apply_node)
+        # The boxes take the row's width and the buttons a row under them: beside
+        # the buttons, at 1366×768, a node's name was cut ("NVIDIA DGX H100 (8 × H100").
         grid.addWidget(QLabel("Accelerator", box), 0, 0)
-        grid.addWidget(self.accel, 0, 1)
-        grid.addWidget(apply_acc, 0, 2)
+        grid.addWidget(self.accel, 0, 1, 1, 2)
         grid.addWidget(QLabel("Node", box), 1, 0)
-        grid.addWidget(self.node, 1, 1)
-        grid.addWidget(apply_node, 1, 2)
+        grid.addWidget(self.node, 1, 1, 1, 2)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(apply_acc)
+        buttons.addWidget(apply_node)
+        grid.addLayout(buttons, 2, 0, 1, 3)
         self.pending_acc = PendingPick(self.accel, box, "Apply accelerator", self._accel_index)
         self.pending_node = PendingPick(self.node, box, "Apply node", self._node_index)
-        grid.addWidget(self.pending_acc.label, 2, 0, 1, 3)
-        grid.addWidget(self.pending_node.label, 3, 0, 1, 3)
+        grid.addWidget(self.pending_acc.label, 3, 0, 1, 3)
+        grid.addWidget(self.pending_node.label, 4, 0, 1, 3)
         self.usable_warning = QLabel("", box)
         self.usable_warning.setObjectName("usableWarning")
         self.usable_warning.setWordWrap(True)
         self.usable_warning.setStyleSheet("color: #b3261e;")
         self.clamp = QPushButton("Set usable HBM to HBM", box)
         self.clamp.clicked.connect(self.clamp_usable)
-        grid.addWidget(self.usable_warning, 4, 0, 1, 2)
-        grid.addWidget(self.clamp, 4, 2)
+        grid.addWidget(self.usable_warning, 5, 0, 1, 2)
+        grid.addWidget(self.clamp, 5, 2)
         self.column.addWidget(box)
         self.add_section("Accelerator and node", HardwareSection, "hardware")
         self.add_section(

@@ -47,6 +47,7 @@ class Painted:
     tops: tuple[int, ...]
     capacities: tuple[int, ...]
     cached: tuple[int, ...] = ()  # each bar's top with its releasable cache outlined
+    labels: tuple[QRectF | None, ...] = ()  # each bar's figure box (None: left out)
 
 
 def paint_panel(
@@ -103,8 +104,8 @@ def paint_panel(
         cached.append(_cache(painter, bar, axis, cx(i), half, ink))
     painter.setBrush(Qt.BrushStyle.NoBrush)
     caps = _lines(painter, panel, axis, cx, slot, view.off_scale)
-    _labels(painter, panel, units, ink, axis, cx, slot, plot)
-    return Painted(axis, tuple(tops), caps, tuple(cached))
+    boxes = _labels(painter, panel, units, ink, axis, cx, slot, plot)
+    return Painted(axis, tuple(tops), caps, tuple(cached), boxes)
 
 
 def _cache(painter: QPainter, bar: Bar, axis: ValueAxis, x: float, half: float, ink: QColor) -> int:
@@ -162,22 +163,36 @@ def _labels(
     cx: Callable[[int], float],
     slot: float,
     plot: QRectF,
-) -> None:
+) -> tuple[QRectF | None, ...]:
     """Each bar's figure over it (full "48.6–57.9" when every one fits between bars,
-    else the high end alone) and its name under the axis (▲ marks the highlight)."""
+    else the high end alone) and its name under the axis (▲ marks the highlight); the
+    figure boxes drawn.
+
+    A figure sits over everything drawn for its bar — the releasable cache outline
+    included — not inside that outline, where it crowded the hatch of a short bar; one
+    wider than its share of the slot even as the high end alone is left out rather
+    than written over its neighbours (the ledger table has every figure)."""
     set_pixel_font(painter, LABEL_PX, bold=True)
-    wide = max((QFontMetricsF(painter.font()).horizontalAdvance(bar_label(b, units))
-                for b in panel.bars), default=0.0)  # fmt: skip
-    compact = wide > slot * LABEL_ROOM
+    metrics = QFontMetricsF(painter.font())
+    room = slot * LABEL_ROOM
+    wide = max((metrics.horizontalAdvance(bar_label(b, units)) for b in panel.bars),
+               default=0.0)  # fmt: skip
+    compact = wide > room
     names = [("▲ " if bar.highlight else "") + bar.label for bar in panel.bars]
-    name_px = _fitting_px(painter, names, slot * LABEL_ROOM)
+    name_px = _fitting_px(painter, names, room)
+    boxes: list[QRectF | None] = []
     for i, bar in enumerate(panel.bars):
         x = cx(i)
-        box = QRectF(x - slot / 2, axis.y(bar.high) - LABEL_PX - 4, slot, LABEL_PX + 3)
         text = bar_label(bar, units, compact=compact)
-        text_in(painter, box, text, ink, LABEL_PX, bold=bar.highlight)
+        box: QRectF | None = None
+        if metrics.horizontalAdvance(text) <= room:
+            top = axis.y(bar.reserved_high if bar.cache[1] > 0 else bar.high)
+            box = QRectF(x - room / 2, top - LABEL_PX - 4, room, LABEL_PX + 3)
+            text_in(painter, box, text, ink, LABEL_PX, bold=bar.highlight)
+        boxes.append(box)
         under = QRectF(x - slot / 2, plot.bottom() + 3, slot, TICK_ROOM - 3)
         text_in(painter, under, names[i], ink, name_px, Qt.AlignmentFlag.AlignHCenter)
+    return tuple(boxes)
 
 
 def _fitting_px(painter: QPainter, texts: list[str], room: float) -> int:
