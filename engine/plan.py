@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from engine.errors import PlanError, Problem, clip, field_path, quote, require
 from engine.fileio.number_text import expected_words
 from engine.legality import pipeline_layout, rules
-from engine.sections.base import CANONICAL_CONTEXT, Section
+from engine.sections.base import CANONICAL_CONTEXT, UNHASHED, Section
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
 from engine.sections.model import ModelSection
@@ -345,6 +345,7 @@ def with_fields(node: _S, update: dict[str, Any]) -> _S:
     _set(new, "__pydantic_extra__", None)
     _set(new, "__pydantic_fields_set__", {*node.__pydantic_fields_set__, *update})
     _set(new, "__pydantic_private__", None)
+    _set(new, "_field_hash", UNHASHED)  # not hashed yet, marked as validation marks it
     return new
 
 

@@ -35,6 +35,14 @@ class Section(BaseModel):
     __slots__ = ("_field_hash",)
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
+    def model_post_init(self, context: Any, /) -> None:
+        """Mark the hash slot "not hashed yet" (:data:`UNHASHED`) on a validated section:
+        its first hash then reads the mark instead of raising and catching an
+        ``AttributeError`` (~0.5 µs, twice per fresh estimate: the edited section's and
+        the plan's). Sections built without validation (``model_copy``, ``with_fields``)
+        may leave the slot empty; the hash handles both."""
+        _HASH_SLOT.__set__(self, UNHASHED)
+
     def __hash__(self) -> int:
         """The hash of the section's fields, worked out once per object and kept in a
         slot of its own: the engine's ``functools`` caches key on plans and sections
@@ -42,11 +50,14 @@ class Section(BaseModel):
         model on each. The slot is outside the fields: ``model_copy``, pickling and
         equality never see it, so a copy with a field changed hashes afresh."""
         try:
-            return _read_hash(self)  # type: ignore[no-any-return]
-        except AttributeError:  # not hashed yet (the slot read: no pydantic __getattr__)
-            value = hash((type(self), *self.__dict__.values()))
-            _HASH_SLOT.__set__(self, value)
+            value: int = _read_hash(self)
+        except AttributeError:  # empty (the slot read: no pydantic __getattr__)
+            value = UNHASHED
+        if value != UNHASHED:
             return value
+        value = hash((type(self), *self.__dict__.values()))
+        _HASH_SLOT.__set__(self, value)
+        return value
 
     def __eq__(self, other: object) -> bool:
         return fields_equal(self, other)
@@ -79,6 +90,9 @@ class EvolvedSection(Section):
         """A section's own canonical rewriting beyond leaving keys out (none here)."""
 
 
+UNHASHED: Final[int] = -1
+"""A hash slot's "not hashed yet" mark: ``hash()`` never returns -1 (CPython makes a
+``__hash__`` result of -1 into -2), so no worked-out hash reads as the mark."""
 _HASH_SLOT: Final[Any] = Section.__dict__["_field_hash"]
 """The slot holding a section's field hash, read and set through its descriptor."""
 _read_hash: Final[Any] = _HASH_SLOT.__get__
@@ -92,11 +106,14 @@ def slot_hash(section: Section, compute: Callable[[], int]) -> int:
     for a section whose hash is not its fields' (``ModelSection``: its hf_config is a
     dict), kept as every section's is (:meth:`Section.__hash__`)."""
     try:
-        return _read_hash(section)  # type: ignore[no-any-return]
-    except AttributeError:  # not hashed yet
-        value = compute()
-        _HASH_SLOT.__set__(section, value)
+        value: int = _read_hash(section)
+    except AttributeError:  # empty
+        value = UNHASHED
+    if value != UNHASHED:
         return value
+    value = compute()
+    _HASH_SLOT.__set__(section, value)
+    return value
 
 
 def fields_equal(obj: BaseModel, other: object) -> bool:
