@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from engine.errors import PlanError, Problem, clip, field_path, quote, require
 from engine.fileio.number_text import expected_words
 from engine.legality import pipeline_layout, rules
-from engine.sections.base import CANONICAL_CONTEXT, UNHASHED, Section
+from engine.sections.base import _HASH_SLOT, CANONICAL_CONTEXT, UNHASHED, Section, _read_hash
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
 from engine.sections.model import ModelSection
@@ -94,6 +94,31 @@ class Plan(Section):
     def config_hash(self) -> str:
         """SHA-256 of the canonical inputs: identifies a plan's content, not its metadata."""
         return _config_hash(self)
+
+    def __hash__(self) -> int:
+        """The hash of the sections' own hashes (the ints in their hash slots), kept in the
+        plan's slot like every section's (:meth:`Section.__hash__`): ``estimate()`` keys
+        its cache on each fresh plan, whose sections but the edited one are hashed
+        already, so their slots are read in C instead of calling each section's
+        ``__hash__``. Equal plans have equal sections, hence equal section hashes."""
+        try:
+            value: int = _read_hash(self)
+        except AttributeError:  # empty (a plan built without validation)
+            value = UNHASHED
+        if value != UNHASHED:
+            return value
+        sections = self.__dict__.values()
+        try:
+            hashes = list(map(_read_hash, sections))
+        except AttributeError:  # a section built without validation and not hashed yet
+            hashes = [UNHASHED] * len(sections)
+        if UNHASHED in hashes:  # (hash() of a section is its slot's int, worked out once)
+            hashes = [
+                hash(s) if h == UNHASHED else h for h, s in zip(hashes, sections, strict=True)
+            ]
+        value = hash((Plan, *hashes))
+        _HASH_SLOT.__set__(self, value)
+        return value
 
 
 @lru_cache(maxsize=512)
