@@ -12,7 +12,7 @@ import json
 import operator
 from functools import cache, lru_cache
 from types import UnionType
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Any, Final, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
@@ -347,7 +347,6 @@ class SectionsKey(tuple[Section, ...]):
         return not self == other
 
 
-_set = object.__setattr__
 _S = TypeVar("_S", bound=Section)
 
 
@@ -366,12 +365,20 @@ def with_fields(node: _S, update: dict[str, Any]) -> _S:
     ``model_copy`` grows it), nothing validated — for values valid by construction. The
     layout search lays a plan out hundreds of times a search (three copies each)."""
     new = node.__class__.__new__(node.__class__)
-    _set(new, "__dict__", {**node.__dict__, **update})
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_fields_set__", {*node.__pydantic_fields_set__, *update})
-    _set(new, "__pydantic_private__", None)
-    _set(new, "_field_hash", UNHASHED)  # not hashed yet, marked as validation marks it
+    _set_dict(new, {**node.__dict__, **update})
+    _set_extra(new, None)
+    _set_fields_set(new, {*node.__pydantic_fields_set__, *update})
+    _set_private(new, None)
+    _HASH_SLOT.__set__(new, UNHASHED)  # not hashed yet, marked as validation marks it
     return new
+
+
+_set_dict: Final[Any] = BaseModel.__dict__["__dict__"].__set__
+_set_extra: Final[Any] = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_fields_set: Final[Any] = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_private: Final[Any] = BaseModel.__dict__["__pydantic_private__"].__set__
+"""The setters of a pydantic model's own slots (and its ``__dict__``), bound once:
+:func:`with_fields` sets them in C, without ``object.__setattr__``'s look-up by name."""
 
 
 @lru_cache(maxsize=1024)
