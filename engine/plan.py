@@ -12,7 +12,7 @@ import json
 import operator
 from functools import cache, lru_cache
 from types import UnionType
-from typing import Any, Final, TypeVar, Union, get_args, get_origin
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
@@ -20,6 +20,7 @@ from engine.errors import PlanError, Problem, clip, field_path, quote, require
 from engine.fileio.number_text import expected_words
 from engine.legality import pipeline_layout, rules
 from engine.sections.base import _HASH_SLOT, CANONICAL_CONTEXT, UNHASHED, Section, _read_hash
+from engine.sections.base import with_fields as with_fields
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
 from engine.sections.model import ModelSection
@@ -96,11 +97,9 @@ class Plan(Section):
         return _config_hash(self)
 
     def __hash__(self) -> int:
-        """The hash of the sections' own hashes (the ints in their hash slots), kept in the
-        plan's slot like every section's (:meth:`Section.__hash__`): ``estimate()`` keys
-        its cache on each fresh plan, whose sections but the edited one are hashed
-        already, so their slots are read in C instead of calling each section's
-        ``__hash__``. Equal plans have equal sections, hence equal section hashes."""
+        """The hash of the sections' hashes, kept in the plan's slot (as a section's): a
+        fresh plan's sections but the edited one are hashed already, so their slots are
+        read in C, not through each ``__hash__``. Equal plans have equal sections."""
         try:
             value: int = _read_hash(self)
         except AttributeError:  # empty (a plan built without validation)
@@ -347,38 +346,12 @@ class SectionsKey(tuple[Section, ...]):
         return not self == other
 
 
-_S = TypeVar("_S", bound=Section)
-
-
 def with_section(plan: Plan, name: str, section: Section) -> Plan:
     """``plan.model_copy(update={name: section})`` without pydantic's generic copy (a
     Plan has no extra fields and no private attributes): the same fields, the same
     fields-set record, no validation — for a section valid by construction (the stack's
     resolution puts the plan's own batch back into every estimate's plan)."""
     return with_fields(plan, {name: section})
-
-
-def with_fields(node: _S, update: dict[str, Any]) -> _S:
-    """``node.model_copy(update=update)`` without pydantic's generic copy, for a section
-    (a plan included) with no extra fields and no private attributes: the fields
-    replaced, the rest shared, the fields-set record grown by the names replaced (as
-    ``model_copy`` grows it), nothing validated — for values valid by construction. The
-    layout search lays a plan out hundreds of times a search (three copies each)."""
-    new = node.__class__.__new__(node.__class__)
-    _set_dict(new, {**node.__dict__, **update})
-    _set_extra(new, None)
-    _set_fields_set(new, {*node.__pydantic_fields_set__, *update})
-    _set_private(new, None)
-    _HASH_SLOT.__set__(new, UNHASHED)  # not hashed yet, marked as validation marks it
-    return new
-
-
-_set_dict: Final[Any] = BaseModel.__dict__["__dict__"].__set__
-_set_extra: Final[Any] = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_fields_set: Final[Any] = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_private: Final[Any] = BaseModel.__dict__["__pydantic_private__"].__set__
-"""The setters of a pydantic model's own slots (and its ``__dict__``), bound once:
-:func:`with_fields` sets them in C, without ``object.__setattr__``'s look-up by name."""
 
 
 @lru_cache(maxsize=1024)
