@@ -19,7 +19,13 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from engine.errors import PlanError, Problem, clip, field_path, quote, require
 from engine.fileio.number_text import expected_words
 from engine.legality import pipeline_layout, rules
-from engine.sections.base import _HASH_SLOT, CANONICAL_CONTEXT, UNHASHED, Section, _read_hash
+from engine.sections.base import (
+    CANONICAL_CONTEXT,
+    UNHASHED,
+    Section,
+    read_hash_slot,
+    set_hash_slot,
+)
 from engine.sections.base import with_fields as with_fields
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
@@ -101,14 +107,14 @@ class Plan(Section):
         fresh plan's sections but the edited one are hashed already, so their slots are
         read in C, not through each ``__hash__``. Equal plans have equal sections."""
         try:
-            value: int = _read_hash(self)
+            value: int = read_hash_slot(self)
         except AttributeError:  # empty (a plan built without validation)
             value = UNHASHED
         if value != UNHASHED:
             return value
         sections = self.__dict__.values()
         try:
-            hashes = list(map(_read_hash, sections))
+            hashes = list(map(read_hash_slot, sections))
         except AttributeError:  # a section built without validation and not hashed yet
             hashes = [UNHASHED] * len(sections)
         if UNHASHED in hashes:  # (hash() of a section is its slot's int, worked out once)
@@ -116,7 +122,7 @@ class Plan(Section):
                 hash(s) if h == UNHASHED else h for h, s in zip(hashes, sections, strict=True)
             ]
         value = hash((Plan, *hashes))
-        _HASH_SLOT.__set__(self, value)
+        set_hash_slot(self, value)
         return value
 
 
