@@ -19,13 +19,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from engine.errors import PlanError, Problem, clip, field_path, quote, require
 from engine.fileio.number_text import expected_words
 from engine.legality import pipeline_layout, rules
-from engine.sections.base import (
-    CANONICAL_CONTEXT,
-    UNHASHED,
-    Section,
-    read_hash_slot,
-    set_hash_slot,
-)
+from engine.sections.base import CANONICAL_CONTEXT, Section
 from engine.sections.base import with_fields as with_fields
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
@@ -101,29 +95,6 @@ class Plan(Section):
     def config_hash(self) -> str:
         """SHA-256 of the canonical inputs: identifies a plan's content, not its metadata."""
         return _config_hash(self)
-
-    def __hash__(self) -> int:
-        """The hash of the sections' hashes, kept in the plan's slot (as a section's): a
-        fresh plan's sections but the edited one are hashed already, so their slots are
-        read in C, not through each ``__hash__``. Equal plans have equal sections."""
-        try:
-            value: int = read_hash_slot(self)
-        except AttributeError:  # empty (a plan built without validation)
-            value = UNHASHED
-        if value != UNHASHED:
-            return value
-        sections = self.__dict__.values()
-        try:
-            hashes = list(map(read_hash_slot, sections))
-        except AttributeError:  # a section built without validation and not hashed yet
-            hashes = [UNHASHED] * len(sections)
-        if UNHASHED in hashes:  # (hash() of a section is its slot's int, worked out once)
-            hashes = [
-                hash(s) if h == UNHASHED else h for h, s in zip(hashes, sections, strict=True)
-            ]
-        value = hash((Plan, *hashes))
-        set_hash_slot(self, value)
-        return value
 
 
 @lru_cache(maxsize=512)

@@ -99,11 +99,6 @@ _read_hash: Final[Any] = _HASH_SLOT.__get__
 """The slot's read, bound once: a call as fast as an attribute read when the slot is
 set, and an ``AttributeError`` straight from the slot when not (an attribute read would
 go on to pydantic's ``__getattr__``, several times slower)."""
-read_hash_slot: Final[Any] = _read_hash
-"""A section's hash slot, read: :data:`UNHASHED` until hashed on a validated section, and
-an ``AttributeError`` when empty (a section built without validation, not hashed yet)."""
-set_hash_slot: Final[Any] = _HASH_SLOT.__set__
-"""A section's hash slot, set."""
 
 
 def slot_hash(section: Section, compute: Callable[[], int]) -> int:
