@@ -146,15 +146,17 @@ def _totals(numbers: StageNumbers, memo: StageMemo) -> StageTotals:
     device peak and each phase's range are worked out when read."""
     lows, highs = numbers.sums()
     peak_phase, low, high = peak_phase_of(lows, highs)
-    steady, side, model = (lows[0], highs[0]), numbers.side, memo.reserve
+    base = numbers.base  # (its fields read here: StageNumbers' side / inside / runtime)
+    shared = base.shared
+    steady, side, model = (lows[0], highs[0]), base.side, memo.reserve
     stuck = s_low, s_high = stuck_bytes(model, low, high, steady)  # low, high: the peak
-    fit_low, fit_high = numbers.inside
+    fit_low, fit_high = shared.inside
     return _new_totals(
         (
             lows,
             highs,
             peak_phase,
-            numbers.runtime,
+            shared.runtime,
             new_range((low + s_low + fit_low, high + s_high + fit_high)),
             memo.accumulating,
             memo.keep_all_gathered,

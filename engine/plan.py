@@ -12,7 +12,7 @@ import json
 import operator
 from functools import cache, lru_cache
 from types import UnionType
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
@@ -20,6 +20,7 @@ from engine.errors import PlanError, Problem, clip, field_path, quote, require
 from engine.fileio.number_text import expected_words
 from engine.legality import pipeline_layout, rules
 from engine.sections.base import CANONICAL_CONTEXT, Section
+from engine.sections.base import with_fields as with_fields
 from engine.sections.hardware import HardwareSection
 from engine.sections.method import BatchSection, MethodSection
 from engine.sections.model import ModelSection
@@ -322,30 +323,12 @@ class SectionsKey(tuple[Section, ...]):
         return not self == other
 
 
-_set = object.__setattr__
-_S = TypeVar("_S", bound=Section)
-
-
 def with_section(plan: Plan, name: str, section: Section) -> Plan:
     """``plan.model_copy(update={name: section})`` without pydantic's generic copy (a
     Plan has no extra fields and no private attributes): the same fields, the same
     fields-set record, no validation — for a section valid by construction (the stack's
     resolution puts the plan's own batch back into every estimate's plan)."""
     return with_fields(plan, {name: section})
-
-
-def with_fields(node: _S, update: dict[str, Any]) -> _S:
-    """``node.model_copy(update=update)`` without pydantic's generic copy, for a section
-    (a plan included) with no extra fields and no private attributes: the fields
-    replaced, the rest shared, the fields-set record grown by the names replaced (as
-    ``model_copy`` grows it), nothing validated — for values valid by construction. The
-    layout search lays a plan out hundreds of times a search (three copies each)."""
-    new = node.__class__.__new__(node.__class__)
-    _set(new, "__dict__", {**node.__dict__, **update})
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_fields_set__", {*node.__pydantic_fields_set__, *update})
-    _set(new, "__pydantic_private__", None)
-    return new
 
 
 @lru_cache(maxsize=1024)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any, Final, NamedTuple
 
 from engine.errors import PlanError, Problem
@@ -18,6 +19,7 @@ from engine.legality.offload import offload_problems
 from engine.legality.stack import dimension_problems, stack_problems
 from engine.models.spec import ArchitectureSpec
 from engine.plan import Plan, SectionsKey
+from engine.sections.base import Section
 from engine.sections.method import MethodKind, MethodSection
 from engine.sections.model import ModelSection
 from engine.sections.offload import OffloadSection
@@ -128,7 +130,7 @@ def _problems(plan: Plan, groups: _Groups) -> list[Problem]:
     but these, keeps them), else group by group."""
     fields = plan.__dict__
     if groups is _CACHED:
-        key = SectionsKey([fields[name] for name in _READ])
+        key = SectionsKey(_read_sections(fields))
         head, mid, tail = _sections_problems(key)
     else:
         head, mid, tail = _split(*_typed(fields), groups)
@@ -145,6 +147,8 @@ def _problems(plan: Plan, groups: _Groups) -> list[Problem]:
 
 _READ: Final[tuple[str, ...]] = ("parallelism", "model", "stack", "method", "offload")
 """The sections every rule but the CP and batch rules reads (those read the batch too)."""
+_read_sections: Final[Callable[[dict[str, Any]], tuple[Section, ...]]] = itemgetter(*_READ)
+"""A plan's :data:`_READ` sections from its fields, read in C (every estimate asks)."""
 
 
 def _typed(
@@ -199,6 +203,6 @@ def _split(
 
 def check(plan: Plan) -> None:
     """Raise :class:`PlanError` carrying every problem of the plan, if any."""
-    problems = plan_problems(plan)
+    problems = _problems(plan, _CACHED)  # plan_problems(plan)
     if problems:
         raise PlanError(problems)

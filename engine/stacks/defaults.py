@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -91,21 +91,17 @@ def resolve_stack_defaults(plan: Plan) -> ResolvedPlan:
     one copy. Run on that plan, not merely keyed on it, a rule that did read the batch
     or a layout field would be wrong at once, in every golden plan, not only on a cache
     hit."""
-    par: Section = plan.parallelism
-    free = _layout_free(
-        plan.parallelism.strategy, plan.parallelism.tp_style, plan.parallelism.knobs
-    )
     fields = plan.__dict__
-    r = _batchless(
-        SectionsKey([free if name == "parallelism" else fields[name] for name in _NOT_BATCH])
-    )
-    batch = shared_section(plan.batch)
+    own: ParallelismSection = fields["parallelism"]
+    free = _layout_free(own.strategy, own.tp_style, own.knobs)
+    r = _batchless(SectionsKey((*_BEFORE_PARALLELISM(fields), free, *_AFTER_PARALLELISM(fields))))
+    batch = shared_section(fields["batch"])
     done = r.plan.parallelism
-    own = plan.parallelism
-    if done.tp_style != own.tp_style or done.knobs != own.knobs:
+    par: Section
+    if done.tp_style != own.tp_style or (done.knobs is not own.knobs and done.knobs != own.knobs):
         par = _decided(own, done.tp_style, done.knobs)
     else:
-        par = shared_section(par)
+        par = shared_section(own)
     if batch is r.plan.batch and par is done:
         return r
     out = with_fields(r.plan, {"batch": batch, "parallelism": par})
@@ -139,6 +135,15 @@ FIXED_BATCH: Final[BatchSection] = BatchSection()
 """The batch the stack's rules see (any would do: they never read it)."""
 
 _NOT_BATCH: Final[tuple[str, ...]] = tuple(n for n in SECTION_ORDER if n != "batch")
+_AT: Final[int] = _NOT_BATCH.index("parallelism")
+_BEFORE_PARALLELISM: Final[Callable[[dict[str, Any]], tuple[Section, ...]]] = itemgetter(
+    *_NOT_BATCH[:_AT]
+)
+_AFTER_PARALLELISM: Final[Callable[[dict[str, Any]], tuple[Section, ...]]] = itemgetter(
+    *_NOT_BATCH[_AT + 1 :]
+)
+"""A plan's sections before and after its parallelism, in :data:`_NOT_BATCH` order,
+read in C (the key of :func:`_batchless`, built on every fresh plan's resolution)."""
 
 
 @lru_cache(maxsize=1024)

@@ -10,7 +10,7 @@ import gc
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.plan import Plan, default_plan, with_values
+from engine.plan import Plan, default_plan, with_fields, with_values
 from engine.sections import base
 
 MOE = {"num_experts": 4, "top_k": 2, "expert_intermediate": 32}
@@ -70,3 +70,36 @@ def test_architecture_hash_follows_content(a: int, b: int) -> None:
     other = moe.model_copy(update={"moe": moe.moe.model_copy(update={"top_k": 1})})
     assert moe != other and len({moe, other}) == 2
     assert hash(other) == hash(other.model_copy())
+
+
+BUILDS = ("validated", "with_fields", "model_copy", "construct", "new_plan")
+
+
+@given(st.integers(min_value=1, max_value=64), st.sampled_from(BUILDS))
+def test_every_build_hashes_alike(n: int, how: str) -> None:
+    """A validated section's slot starts marked "not hashed" (``base.UNHASHED``, set by
+    ``Section.model_post_init``); ``with_fields`` marks a plan it builds; ``model_copy``
+    and ``model_construct`` leave the slot empty. However built, equal content hashes
+    equally, and no hash is the mark (a -1 read back would be recomputed for ever)."""
+    plan = default_plan()
+    want = with_values(plan, {"batch.micro_batch": n})  # validated batch, with_fields plan
+    assert base._HASH_SLOT.__get__(want.batch) == base.UNHASHED  # marked, not yet hashed
+    assert base._HASH_SLOT.__get__(want) == base.UNHASHED
+    batch = {
+        "validated": lambda: type(plan.batch).model_validate(
+            {**plan.batch.__dict__, "micro_batch": n}
+        ),
+        "with_fields": lambda: with_fields(plan.batch, {"micro_batch": n}),
+        "model_copy": lambda: plan.batch.model_copy(update={"micro_batch": n}),
+        "construct": lambda: type(plan.batch).model_construct(
+            **{**plan.batch.__dict__, "micro_batch": n}
+        ),
+        "new_plan": lambda: Plan.model_validate(want.model_dump()).batch,
+    }[how]()
+    got = (
+        with_fields(plan, {"batch": batch})
+        if how != "model_copy"
+        else plan.model_copy(update={"batch": batch})
+    )
+    assert got == want and hash(got.batch) == hash(want.batch) and hash(got) == hash(want)
+    assert base.UNHASHED not in (hash(got), hash(got.batch), base._HASH_SLOT.__get__(got))
