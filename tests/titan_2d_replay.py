@@ -130,6 +130,14 @@ class Step:
         self.gather(TL * H * 2)  # the output projection's input, kept
         self.free(out)
         del normed
+        self.free(self.loss_forward())
+        return self.peak
+
+    def loss_forward(self) -> int:
+        """``loss_parallel``'s forward on this rank's T × V/8 logits: the bf16 logits,
+        their fp32 upcast and shifted copy, the exponentials, the kept fp32 result and
+        the reductions' temporaries, in request order. Returns the result's block (kept
+        for the loss's backward; the caller frees it)."""
         pred = self.new(T * VOCAB * 2)
         up, shifted = self.new(T * VOCAB * 4), self.new(T * VOCAB * 4)
         e = self.new(T * VOCAB * 4)
@@ -140,8 +148,8 @@ class Step:
         total = self.new(T * VOCAB * 4)
         self.free(ex)
         prod = self.new(T * VOCAB * 4)
-        self.free(zeros, total, prod, result)
-        return self.peak
+        self.free(zeros, total, prod)
+        return result
 
 
 def main() -> None:
